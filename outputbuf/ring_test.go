@@ -1,0 +1,192 @@
+package outputbuf
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"sync"
+	"testing"
+)
+
+// model is the obvious implementation the ring must agree with.
+type model struct {
+	all []byte
+	cap int
+}
+
+func (m *model) held() []byte {
+	if len(m.all) <= m.cap {
+		return m.all
+	}
+	return m.all[len(m.all)-m.cap:]
+}
+
+func TestRingAgreesWithModel(t *testing.T) {
+	tests := []struct {
+		name   string
+		cap    int
+		writes []int
+	}{
+		{"empty", 16, nil},
+		{"under capacity", 16, []int{3, 4, 5}},
+		{"exactly full", 16, []int{8, 8}},
+		{"wraps", 16, []int{10, 10, 10}},
+		{"single write larger than ring", 16, []int{5, 40, 3}},
+		{"grows through allocations", 64 << 10, []int{100, 5000, 9000, 30000, 40000, 1}},
+		{"capacity one", 1, []int{1, 2, 3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := New(tt.cap)
+			m := &model{cap: tt.cap}
+			var next byte
+			for _, n := range tt.writes {
+				p := make([]byte, n)
+				for i := range p {
+					p[i] = next
+					next++
+				}
+				r.Write(p)
+				m.all = append(m.all, p...)
+				checkRing(t, r, m)
+			}
+			checkRing(t, r, m)
+		})
+	}
+}
+
+func checkRing(t *testing.T, r *Ring, m *model) {
+	t.Helper()
+	if got, want := r.Total(), int64(len(m.all)); got != want {
+		t.Fatalf("Total = %d, want %d", got, want)
+	}
+	data, end := r.Snapshot()
+	if !bytes.Equal(data, m.held()) || end != int64(len(m.all)) {
+		t.Fatalf("Snapshot = %d bytes ending at %d, want %d bytes ending at %d", len(data), end, len(m.held()), len(m.all))
+	}
+	oldest := int64(len(m.all) - len(m.held()))
+	// Read from every interesting offset with a few buffer sizes.
+	for _, off := range []int64{0, oldest - 1, oldest, oldest + 1, int64(len(m.all)) - 1, int64(len(m.all))} {
+		if off < 0 {
+			continue
+		}
+		for _, size := range []int{1, 7, 1 << 20} {
+			p := make([]byte, size)
+			n, start := r.ReadAt(p, off)
+			wantStart := max(off, oldest)
+			if start != wantStart {
+				t.Fatalf("ReadAt(off=%d) start = %d, want %d", off, start, wantStart)
+			}
+			want := m.all[min(wantStart, int64(len(m.all))):]
+			want = want[:min(len(want), size)]
+			if !bytes.Equal(p[:n], want) {
+				t.Fatalf("ReadAt(off=%d, size=%d) = %d bytes, want %d", off, size, n, len(want))
+			}
+		}
+	}
+}
+
+func TestRingRandomWrites(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, capacity := range []int{5, 4096, 100000} {
+		r := New(capacity)
+		m := &model{cap: capacity}
+		for range 300 {
+			p := make([]byte, rng.IntN(capacity*2+1))
+			for i := range p {
+				p[i] = byte(rng.Uint32())
+			}
+			r.Write(p)
+			m.all = append(m.all, p...)
+		}
+		checkRing(t, r, m)
+	}
+}
+
+func TestRingMemoryFollowsWrites(t *testing.T) {
+	r := New(1 << 20)
+	if len(r.buf) != 0 {
+		t.Fatalf("new ring allocated %d bytes", len(r.buf))
+	}
+	r.Write(make([]byte, 10))
+	if len(r.buf) != minAlloc {
+		t.Fatalf("after 10 bytes the ring holds %d bytes of memory, want %d", len(r.buf), minAlloc)
+	}
+	r.Write(make([]byte, 3<<20))
+	if len(r.buf) != 1<<20 {
+		t.Fatalf("full ring has %d bytes of memory, want %d", len(r.buf), 1<<20)
+	}
+}
+
+func TestCompactKeepsContentAndDropsLaterWrites(t *testing.T) {
+	r := New(1 << 20)
+	r.Write([]byte("hello"))
+	r.Compact()
+	r.Write([]byte(" world"))
+	data, end := r.Snapshot()
+	if string(data) != "hello" || end != 5 || len(r.buf) != 5 {
+		t.Fatalf("after Compact: %q end %d mem %d", data, end, len(r.buf))
+	}
+}
+
+func TestWatchersSeeEveryWriteUntilUnwatched(t *testing.T) {
+	r := New(64)
+	var a, b int
+	unA := r.Watch(func() { a++ })
+	unB := r.Watch(func() { b++ })
+	r.Write([]byte("x"))
+	unA()
+	r.Write([]byte("y"))
+	r.Write(nil) // empty writes notify nobody
+	unB()
+	r.Write([]byte("z"))
+	if a != 1 || b != 2 {
+		t.Fatalf("watcher calls a=%d b=%d, want 1 and 2", a, b)
+	}
+}
+
+func TestConcurrentReadersSeeAConsistentStream(t *testing.T) {
+	// One writer, one follower that reads by offset as the connection writer
+	// does; the follower must see a prefix-consistent stream with counted gaps.
+	r := New(4096)
+	const total = 1 << 20
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		p := make([]byte, 1000)
+		var off int
+		for off < total {
+			for i := range p {
+				p[i] = byte((off + i) % 251)
+			}
+			r.Write(p[:min(len(p), total-off)])
+			off += min(len(p), total-off)
+		}
+	}()
+	var off int64
+	buf := make([]byte, 1500)
+	for off < total {
+		n, start := r.ReadAt(buf, off)
+		for i := range n {
+			if buf[i] != byte((start+int64(i))%251) {
+				t.Fatalf("byte at %d = %d, want %d", start+int64(i), buf[i], (start+int64(i))%251)
+			}
+		}
+		off = start + int64(n)
+	}
+	wg.Wait()
+}
+
+func BenchmarkRingWriteRead(b *testing.B) {
+	r := New(1 << 20)
+	p := make([]byte, 4096)
+	out := make([]byte, 64<<10)
+	b.SetBytes(int64(len(p)))
+	b.ReportAllocs()
+	var off int64
+	for b.Loop() {
+		r.Write(p)
+		n, start := r.ReadAt(out, off)
+		off = start + int64(n)
+	}
+}
