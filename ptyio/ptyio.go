@@ -1,0 +1,87 @@
+// Package ptyio starts shell commands in pseudo-terminals, drains their
+// output, and reports when every process of the command is gone.
+//
+// A command runs as "SHELL -c LINE" in a new process session whose
+// controlling terminal is a fresh PTY. The command is live while any process
+// of that session runs, not only while the shell does: "npm run dev &"
+// outlives its shell. Waiting costs no OS thread: the PTY master and the
+// pidfds are served by Go's runtime poller, so an idle terminal is two parked
+// goroutines.
+//
+// When a session leader exits, the kernel hangs up its terminal and sends
+// SIGHUP to the foreground process group, which in a non-interactive shell
+// holds the "&" jobs too. To keep such jobs alive, as a terminal that stays
+// open would, commands start with SIGHUP ignored (as under nohup): /bin/sh
+// sets the disposition and execs the user's shell, so the process tree is
+// exactly SHELL -c LINE. This costs one exec and no memory; a resident session
+// leader would cost a process per terminal, and job control (set -m) is
+// shell-dependent.
+package ptyio
+
+import (
+	"io"
+	"time"
+)
+
+// Size is a terminal size in character cells.
+type Size struct {
+	Cols, Rows uint16
+}
+
+// Command is a shell command line to start.
+type Command struct {
+	Shell string   // absolute path of the shell; run as Shell -c Line
+	Line  string   // the command line
+	Dir   string   // working directory
+	Env   []string // the complete environment
+	Size  Size
+}
+
+// Status is a wait status: an exit code, or the signal that killed the
+// process.
+type Status struct {
+	Exited bool   // the process called exit; Code is valid
+	Code   int    // exit code
+	Signal string // name of the signal that killed it, such as "SIGKILL"
+}
+
+// Exit is how a command ended.
+type Exit struct {
+	Shell   Status // the shell's own wait status
+	Stopped string // the last signal Stop had to send ("SIGTERM" or "SIGKILL"), or ""
+}
+
+// Events receives a process's lifecycle, each method at most once and in
+// this order, from the process's own goroutine. Implementations must not
+// block.
+type Events interface {
+	// ShellExited reports that the shell returned; other processes of its
+	// session may still be running.
+	ShellExited(Status)
+	// Exited reports that no process of the session remains and that its
+	// output has been drained into the output writer.
+	Exited(Exit)
+}
+
+// Process is a started command and every process of its session.
+type Process interface {
+	// Pid returns the shell's process id, which is also the session id.
+	Pid() int
+	// Stop starts stopping every process of the session: SIGTERM, SIGCONT
+	// and SIGHUP now, SIGKILL to what remains after grace. A second call
+	// skips the rest of the grace. Stop never blocks.
+	Stop(grace time.Duration)
+}
+
+// A Launcher starts commands. The local PTY is one; the supervisor knows
+// nothing else about how commands run.
+type Launcher interface {
+	// Launch starts cmd. Output is written to out from the process's own
+	// goroutine until Events.Exited; out must not block.
+	Launch(cmd Command, out io.Writer, ev Events) (Process, error)
+}
+
+// DrainTimeout bounds how long output is read once the last process of a
+// session is gone: a process that left the session but still holds the
+// terminal open must not delay the exit report.
+const DrainTimeout = 100 * time.Millisecond
