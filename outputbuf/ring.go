@@ -140,26 +140,38 @@ func (r *Ring) ReadAt(p []byte, off int64) (n int, start int64) {
 func (r *Ring) Snapshot() (data []byte, end int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	held := r.held()
-	data = make([]byte, held)
+	return r.linear(r.held()), r.total
+}
+
+// linear returns a copy of the last held bytes, oldest first.
+func (r *Ring) linear(held int) []byte {
+	data := make([]byte, held)
 	if held > 0 {
 		at := int((r.total - int64(held)) % int64(len(r.buf)))
 		n := copy(data, r.buf[at:])
 		copy(data[n:], r.buf)
 	}
-	return data, r.total
+	return data
 }
 
 // Compact shrinks the ring's memory to exactly what it holds and closes it to
 // further writes (a later Write is dropped). Use it once a terminal has exited
 // and its output is kept only for display and replay.
 func (r *Ring) Compact() {
-	data, _ := r.Snapshot()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.closed = true
-	r.capacity = max(len(data), 1)
-	r.buf = data
+	held := r.held()
+	if held == len(r.buf) {
+		r.closed, r.capacity = true, max(held, 1)
+		return
+	}
+	// Keep the layout rule: offset o sits at index o % len(buf).
+	data := r.linear(held)
+	k := int((r.total - int64(held)) % int64(held))
+	nb := make([]byte, held)
+	copy(nb[k:], data[:held-k])
+	copy(nb[:k], data[held-k:])
+	r.buf, r.capacity, r.closed = nb, max(held, 1), true
 }
 
 // Watch registers fn to be called after every Write, on the writing

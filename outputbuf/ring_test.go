@@ -118,13 +118,23 @@ func TestRingMemoryFollowsWrites(t *testing.T) {
 }
 
 func TestCompactKeepsContentAndDropsLaterWrites(t *testing.T) {
-	r := New(1 << 20)
-	r.Write([]byte("hello"))
-	r.Compact()
-	r.Write([]byte(" world"))
-	data, end := r.Snapshot()
-	if string(data) != "hello" || end != 5 || len(r.buf) != 5 {
-		t.Fatalf("after Compact: %q end %d mem %d", data, end, len(r.buf))
+	for _, writes := range [][]int{{5}, {3, 30, 7}, {64}, {64, 3}} {
+		r := New(64)
+		m := &model{cap: 64}
+		for _, n := range writes {
+			p := make([]byte, n)
+			for i := range p {
+				p[i] = byte(len(m.all) + i)
+			}
+			r.Write(p)
+			m.all = append(m.all, p...)
+		}
+		r.Compact()
+		r.Write([]byte(" dropped"))
+		if len(r.buf) != len(m.held()) {
+			t.Errorf("writes %v: compacted ring keeps %d bytes of memory, want %d", writes, len(r.buf), len(m.held()))
+		}
+		checkRing(t, r, m)
 	}
 }
 

@@ -158,7 +158,9 @@ func (p *local) run() {
 	if err != nil {
 		status = Status{Signal: "SIGKILL"} // cannot happen for our own child; report it ended
 	}
-	p.ev.ShellExited(status)
+	if procs, _ := signals.SessionMembers(p.pid); len(procs) > 0 {
+		p.ev.ShellReturned(status)
+	}
 	p.waitSessionEmpty()
 	p.shell.reap()
 	p.shell.close()

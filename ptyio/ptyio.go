@@ -55,9 +55,10 @@ type Exit struct {
 // this order, from the process's own goroutine. Implementations must not
 // block.
 type Events interface {
-	// ShellExited reports that the shell returned; other processes of its
-	// session may still be running.
-	ShellExited(Status)
+	// ShellReturned reports that the shell exited while other processes of
+	// its session kept running (a command such as "npm run dev &"). It is
+	// not called when the shell was the last process.
+	ShellReturned(Status)
 	// Exited reports that no process of the session remains and that its
 	// output has been drained into the output writer.
 	Exited(Exit)

@@ -1,0 +1,21 @@
+// Package acptest is a strict Agent Client Protocol (ACP) v2 test client.
+//
+// A [Client] talks to an agent over the agent's stdin and stdout exactly as a
+// real client would: it sees only the bytes on the wire and shares no code
+// with the agent. A reader goroutine reads every line the agent writes,
+// records it in the transcript, validates it, and dispatches it:
+//
+//   - every line must be a single JSON-RPC 2.0 object;
+//   - every message must validate against the official v2 wire schema
+//     (testdata/acp/schema.v2.json), and its payload against the specific
+//     definition it claims to be (session updates, permission requests, the
+//     result of each request the client sent, error objects);
+//   - every response must answer a request the client sent, once;
+//   - terminal output is reconstructed per terminal from output chunks and
+//     replacement snapshots, as a client that renders terminals must do it.
+//
+// Such wire violations are reported with t.Errorf as soon as they are read.
+// [Client.Check] additionally verifies the ordering rules of the v2
+// "background work" RFD and of the shellagent contract over the transcript;
+// [Client.Violations] returns the same findings without reporting them.
+package acptest

@@ -1,0 +1,333 @@
+package acptest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// readLoop reads the agent's stdout line by line until EOF or an error.
+func (c *Client) readLoop() {
+	defer close(c.done)
+	br := bufio.NewReaderSize(c.out, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			at := time.Now()
+			if line[len(line)-1] == '\n' {
+				c.handleLine(line[:len(line)-1], at, true)
+			} else {
+				c.handleLine(line, at, false)
+			}
+		}
+		if err != nil {
+			c.mu.Lock()
+			if err != io.EOF && !errors.Is(err, io.ErrClosedPipe) && !errors.Is(err, os.ErrClosed) {
+				c.readErr = err
+			}
+			c.eof = true
+			c.broadcast()
+			c.mu.Unlock()
+			return
+		}
+	}
+}
+
+// broadcast wakes every waiter. c.mu must be held.
+func (c *Client) broadcast() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// handleLine inspects one line, appends it to the transcript, reconstructs
+// terminal output, reports violations and answers permission requests.
+func (c *Client) handleLine(line []byte, at time.Time, terminated bool) {
+	m := &Msg{At: at, Raw: line}
+	problems := c.inspect(m, line)
+	if !terminated {
+		problems = append(problems, "the last line is not terminated by a newline")
+	}
+
+	c.mu.Lock()
+	m.Seq = len(c.msgs)
+	problems = append(problems, c.reconstruct(m)...)
+	if c.dropChunks && m.Kind == "terminal_output_chunk" {
+		m.Raw, m.Params = nil, nil
+		delete(m.Update, "data")
+	}
+	var found []Violation
+	for _, p := range problems {
+		v := Violation{Rule: 0, Seq: m.Seq, SessionID: m.SessionID, Text: p}
+		c.wire = append(c.wire, v)
+		found = append(found, v)
+	}
+	c.msgs = append(c.msgs, m)
+	c.broadcast()
+	quiet := c.quiet
+	c.mu.Unlock()
+
+	if !quiet {
+		for _, v := range found {
+			c.t.Errorf("%s\n    line: %s", v, truncate(line, rawLimit))
+		}
+	}
+	if m.Method == "session/request_permission" && m.ID != nil && c.permission != nil && !quiet {
+		if res := c.permission(*m); res != nil {
+			c.Respond(m.ID, res)
+		}
+	}
+}
+
+// inspect decodes a line into m and returns what is wrong with it.
+func (c *Client) inspect(m *Msg, line []byte) []string {
+	if len(bytes.TrimSpace(line)) == 0 {
+		return []string{"blank line"}
+	}
+	tree, err := jsonschema.UnmarshalJSON(bytes.NewReader(line))
+	if err != nil {
+		return []string{fmt.Sprintf("not a JSON value: %v", err)}
+	}
+	obj, ok := tree.(map[string]any)
+	if !ok {
+		return []string{"not a JSON object"}
+	}
+	fields, err := splitObject(line)
+	if err != nil {
+		return []string{fmt.Sprintf("not a JSON object: %v", err)}
+	}
+	var problems []string
+	version, _ := obj["jsonrpc"].(string)
+	if version != "2.0" {
+		problems = append(problems, fmt.Sprintf(`"jsonrpc" must be "2.0", got %s`, orMissing(fields["jsonrpc"])))
+	}
+	m.ID, m.Params, m.Result = fields["id"], fields["params"], fields["result"]
+	if raw, ok := fields["method"]; ok {
+		if m.Method, ok = obj["method"].(string); !ok || m.Method == "" {
+			problems = append(problems, fmt.Sprintf(`"method" must be a non-empty string, got %s`, raw))
+			return problems
+		}
+	}
+	if raw := fields["error"]; raw != nil {
+		m.Error = decodeError(raw)
+	}
+
+	var def string // the definition that value must match
+	var value any
+	switch {
+	case m.Method != "" && m.ID != nil:
+		def, value, problems = c.inspectRequest(m, obj, problems)
+	case m.Method != "":
+		def, value, problems = c.inspectNotification(m, obj, problems)
+	default:
+		def, value, problems = c.inspectResponse(m, obj, problems)
+	}
+	if version != "2.0" {
+		return problems // the root schema would only repeat it
+	}
+	if def != "" {
+		if why := c.schemas.validate(def, value); why != "" {
+			return append(problems, fmt.Sprintf("schema: %s does not match #/$defs/%s: %s", describe(m), def, why))
+		}
+	}
+	if len(problems) > 0 {
+		return problems // the root schema would mostly repeat them
+	}
+	if why := c.schemas.validate("", tree); why != "" {
+		problems = append(problems, fmt.Sprintf("schema: %s does not match the ACP v2 message schema: %s", describe(m), why))
+	}
+	return problems
+}
+
+// inspectRequest handles a request from the agent.
+func (c *Client) inspectRequest(m *Msg, obj map[string]any, problems []string) (string, any, []string) {
+	params, _ := obj["params"].(map[string]any)
+	m.SessionID, _ = params["sessionId"].(string)
+	if !validRequestID(obj["id"]) {
+		// The root schema would take it for a notification with an extra member.
+		problems = append(problems, fmt.Sprintf("request id must be an integer or a string, got %s", m.ID))
+	}
+	if m.Method != "session/request_permission" {
+		return "", nil, append(problems, fmt.Sprintf("unexpected request %q from the agent", m.Method))
+	}
+	return "RequestPermissionRequest", obj["params"], problems
+}
+
+// inspectNotification handles a notification from the agent.
+func (c *Client) inspectNotification(m *Msg, obj map[string]any, problems []string) (string, any, []string) {
+	switch {
+	case m.Method == "session/update":
+		if params, ok := obj["params"].(map[string]any); ok {
+			m.SessionID, _ = params["sessionId"].(string)
+			if u, ok := params["update"].(map[string]any); ok {
+				m.Update = plainNumbers(u).(map[string]any)
+				m.Kind, _ = u["sessionUpdate"].(string)
+			}
+		}
+		return "UpdateSessionNotification", obj["params"], problems
+	case m.Method == "$/cancel_request":
+		return "CancelRequestNotification", obj["params"], problems
+	case strings.HasPrefix(m.Method, "$/"):
+		return "", nil, problems
+	default:
+		return "", nil, append(problems, fmt.Sprintf("unexpected notification %q from the agent (only session/update is expected)", m.Method))
+	}
+}
+
+// inspectResponse handles a response: it must answer a request the client
+// sent, exactly once, with a result or an error.
+func (c *Client) inspectResponse(m *Msg, obj map[string]any, problems []string) (string, any, []string) {
+	_, hasResult := obj["result"]
+	_, hasError := obj["error"]
+	switch {
+	case m.ID == nil:
+		return "", nil, append(problems, "response without an id (and no method)")
+	case hasResult && hasError:
+		problems = append(problems, "response has both result and error")
+	case !hasResult && !hasError:
+		return "", nil, append(problems, "response has neither result nor error")
+	}
+	problems = append(problems, c.matchResponse(m, hasError)...)
+	if hasError {
+		return "Error", obj["error"], problems
+	}
+	if m.req != nil {
+		if def, ok := resultDefs[m.req.method]; ok {
+			return def, obj["result"], problems
+		}
+	}
+	return "", nil, problems
+}
+
+// matchResponse links a response to the request it answers.
+func (c *Client) matchResponse(m *Msg, isError bool) []string {
+	if string(m.ID) == "null" {
+		if isError && m.Error != nil && (m.Error.Code == -32700 || m.Error.Code == -32600) {
+			return nil
+		}
+		return []string{"response with id null (allowed only for -32700 and -32600 errors)"}
+	}
+	id, err := strconv.ParseInt(string(m.ID), 10, 64)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	req := c.requests[id]
+	if err != nil || req == nil {
+		return []string{fmt.Sprintf("response to id %s, which the client never sent", m.ID)}
+	}
+	m.ReqMethod = req.method
+	if req.answered {
+		return []string{fmt.Sprintf("second response to request %d (%s)", id, req.method)}
+	}
+	req.answered = true
+	m.req = req
+	return nil
+}
+
+// validRequestID reports whether a decoded id is a JSON-RPC request id
+// allowed by ACP: an integer or a string, never null.
+func validRequestID(id any) bool {
+	switch v := id.(type) {
+	case string:
+		return true
+	case json.Number:
+		_, err := strconv.ParseInt(v.String(), 10, 64)
+		return err == nil
+	}
+	return false
+}
+
+// describe names a message for schema failures.
+func describe(m *Msg) string {
+	switch {
+	case m.Kind != "":
+		return "session/update " + m.Kind
+	case m.Method != "":
+		return m.Method
+	case m.Error != nil:
+		return "the error response"
+	case m.ReqMethod != "":
+		return "the " + m.ReqMethod + " response"
+	}
+	return "the message"
+}
+
+// orMissing renders a raw field value, or "nothing" when it is absent.
+func orMissing(raw json.RawMessage) string {
+	if raw == nil {
+		return "nothing"
+	}
+	return string(raw)
+}
+
+// decodeError decodes an error object leniently (the schema judges it).
+func decodeError(raw json.RawMessage) *RPCError {
+	var e struct {
+		Code    json.Number     `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	}
+	_ = json.Unmarshal(raw, &e)
+	code, _ := strconv.Atoi(e.Code.String())
+	return &RPCError{Code: code, Message: e.Message, Data: e.Data}
+}
+
+// splitObject returns the raw values of the top-level members of the JSON
+// object in line, as subslices of line (so they share its memory).
+func splitObject(line []byte) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, errors.New("not an object")
+	}
+	fields := make(map[string]json.RawMessage)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, _ := tok.(string)
+		start := dec.InputOffset()
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil, err
+		}
+		fields[key] = bytes.TrimLeft(line[start:dec.InputOffset()], " \t\r\n:")
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("trailing data after the object")
+	}
+	return fields, nil
+}
+
+// plainNumbers replaces, in place, the json.Numbers of a decoded tree with
+// float64s, as encoding/json decodes numbers into an any.
+func plainNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		f, _ := x.Float64()
+		return f
+	case map[string]any:
+		for k, e := range x {
+			x[k] = plainNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = plainNumbers(e)
+		}
+	}
+	return v
+}

@@ -1,0 +1,225 @@
+package acptest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+)
+
+// SchemaEnv names an environment variable that, when set, overrides the
+// location of the v2 wire schema file.
+const SchemaEnv = "ACPTEST_SCHEMA"
+
+// schemaRel is the schema's location relative to the module root.
+var schemaRel = filepath.Join("testdata", "acp", "schema.v2.json")
+
+// resultDefs maps the method of a request the client sends to the schema
+// definition that the result of a successful response must match.
+var resultDefs = map[string]string{
+	"initialize":                "InitializeResponse",
+	"session/new":               "NewSessionResponse",
+	"session/list":              "ListSessionsResponse",
+	"session/resume":            "ResumeSessionResponse",
+	"session/close":             "CloseSessionResponse",
+	"session/prompt":            "PromptResponse",
+	"terminal/cancel":           "CancelTerminalResponse",
+	"tool_call/cancel":          "CancelToolCallResponse",
+	"session/set_config_option": "SetSessionConfigOptionResponse",
+}
+
+// payloadDefs lists the other definitions that payloads are validated against.
+var payloadDefs = []string{
+	"UpdateSessionNotification",
+	"RequestPermissionRequest",
+	"CancelRequestNotification",
+	"Error",
+}
+
+// schemaSet is the compiled wire schema: the root and the definitions that
+// specific payloads are checked against.
+type schemaSet struct {
+	root *jsonschema.Schema
+	defs map[string]*jsonschema.Schema
+}
+
+var (
+	schemaOnce sync.Once
+	schemas    *schemaSet
+	schemaErr  error
+)
+
+// loadSchemas compiles the wire schema once per process.
+func loadSchemas() (*schemaSet, error) {
+	schemaOnce.Do(func() {
+		var path string
+		path, schemaErr = schemaPath()
+		if schemaErr == nil {
+			schemas, schemaErr = compileSchemas(path)
+		}
+	})
+	return schemas, schemaErr
+}
+
+// schemaPath finds the schema file: $ACPTEST_SCHEMA, else
+// ../../testdata/acp/schema.v2.json relative to this source file, else the
+// first testdata/acp/schema.v2.json found walking up from the working
+// directory (for binaries built with -trimpath).
+func schemaPath() (string, error) {
+	if p := os.Getenv(SchemaEnv); p != "" {
+		return p, nil
+	}
+	var tried []string
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		p := filepath.Join(filepath.Dir(file), "..", "..", schemaRel)
+		if fileExists(p) {
+			return p, nil
+		}
+		tried = append(tried, p)
+	}
+	if dir, err := os.Getwd(); err == nil {
+		for {
+			p := filepath.Join(dir, schemaRel)
+			if fileExists(p) {
+				return p, nil
+			}
+			tried = append(tried, p)
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				break
+			}
+			dir = parent
+		}
+	}
+	return "", fmt.Errorf("acptest: ACP v2 schema not found (set %s); tried %s", SchemaEnv, strings.Join(tried, ", "))
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// compileSchemas compiles the schema root and every definition the client uses.
+func compileSchemas(path string) (*schemaSet, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	root, err := c.Compile(abs)
+	if err != nil {
+		return nil, fmt.Errorf("acptest: compiling %s: %w", abs, err)
+	}
+	set := &schemaSet{root: root, defs: make(map[string]*jsonschema.Schema)}
+	names := append([]string(nil), payloadDefs...)
+	for _, def := range resultDefs {
+		names = append(names, def)
+	}
+	for _, name := range names {
+		sch, err := c.Compile(abs + "#/$defs/" + name)
+		if err != nil {
+			return nil, fmt.Errorf("acptest: compiling definition %s: %w", name, err)
+		}
+		set.defs[name] = sch
+	}
+	return set, nil
+}
+
+// validate checks v against the named definition, or against the schema
+// root when def is empty. It returns "" when v is valid and a condensed
+// description of the failure otherwise.
+func (s *schemaSet) validate(def string, v any) string {
+	sch := s.root
+	if def != "" {
+		sch = s.defs[def]
+	}
+	if err := sch.Validate(v); err != nil {
+		return summarize(err)
+	}
+	return ""
+}
+
+// maxCauses bounds how many leaf failures summarize lists.
+const maxCauses = 6
+
+// summarize condenses a validation error to its relevant leaf failures. In
+// every anyOf it drops the branches whose discriminator did not match (a
+// failed const on a direct property, or the failed "not" of an "other"
+// branch), so that the failures of the branch the message meant to match
+// are shown instead of one failure per variant.
+func summarize(err error) string {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return err.Error()
+	}
+	var leaves []*jsonschema.ValidationError
+	collectLeaves(ve, &leaves)
+	seen := make(map[string]bool)
+	var parts []string
+	for _, l := range leaves {
+		s := l.Error() // a leaf renders as "at '/ptr': message"
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		parts = append(parts, s)
+	}
+	if len(parts) > maxCauses {
+		parts = append(parts[:maxCauses], fmt.Sprintf("(%d more)", len(parts)-maxCauses))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// collectLeaves appends the leaf failures below e, pruning mismatched anyOf
+// branches (see summarize).
+func collectLeaves(e *jsonschema.ValidationError, out *[]*jsonschema.ValidationError) {
+	if len(e.Causes) == 0 {
+		*out = append(*out, e)
+		return
+	}
+	causes := e.Causes
+	if _, ok := e.ErrorKind.(*kind.AnyOf); ok {
+		var kept []*jsonschema.ValidationError
+		for _, c := range causes {
+			if !discriminatorMismatch(c, len(e.InstanceLocation)) {
+				kept = append(kept, c)
+			}
+		}
+		if len(kept) > 0 {
+			causes = kept
+		}
+	}
+	for _, c := range causes {
+		collectLeaves(c, out)
+	}
+}
+
+// discriminatorMismatch reports whether the anyOf branch e (validating an
+// instance at the given depth) failed on its discriminator. It does not look
+// into nested anyOfs, whose discriminators are their own business.
+func discriminatorMismatch(e *jsonschema.ValidationError, depth int) bool {
+	switch e.ErrorKind.(type) {
+	case *kind.Const:
+		if len(e.InstanceLocation) == depth+1 {
+			return true
+		}
+	case *kind.Not:
+		if len(e.InstanceLocation) == depth {
+			return true
+		}
+	case *kind.AnyOf:
+		return false
+	}
+	for _, c := range e.Causes {
+		if discriminatorMismatch(c, depth) {
+			return true
+		}
+	}
+	return false
+}

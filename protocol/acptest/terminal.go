@@ -1,0 +1,103 @@
+package acptest
+
+import (
+	"encoding/base64"
+	"fmt"
+)
+
+// termKey identifies a terminal: terminal ids are unique within a session.
+type termKey struct{ session, terminal string }
+
+// termBuf is a terminal's output as the client reconstructs it.
+type termBuf struct {
+	data      []byte
+	snapshots int
+}
+
+// Output returns a copy of a terminal's output as a client reconstructs it:
+// the decoded terminal_output_chunk data appended in order, replaced by each
+// non-null terminal_update.output. Sending session/resume with a replayFrom
+// starts the session's terminals over, as the replay re-sends their output.
+func (c *Client) Output(sessionID, terminalID string) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if tb := c.terms[termKey{sessionID, terminalID}]; tb != nil {
+		return append([]byte(nil), tb.data...)
+	}
+	return nil
+}
+
+// Snapshots returns how many replacement snapshots (non-null
+// terminal_update.output) a terminal got.
+func (c *Client) Snapshots(sessionID, terminalID string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if tb := c.terms[termKey{sessionID, terminalID}]; tb != nil {
+		return tb.snapshots
+	}
+	return 0
+}
+
+// reconstruct applies a terminal_output_chunk or an output snapshot to its
+// terminal and returns what is wrong with it. c.mu must be held.
+func (c *Client) reconstruct(m *Msg) []string {
+	switch m.Kind {
+	case "terminal_output_chunk":
+		data, ok := m.Update["data"].(string)
+		if !ok || m.TerminalID() == "" {
+			return nil // the schema check reports it
+		}
+		tb := c.term(m.SessionID, m.TerminalID())
+		var err error
+		if tb.data, err = appendBase64(tb.data, data); err != nil {
+			return []string{fmt.Sprintf("terminal %s: terminal_output_chunk data is not valid base64: %v", m.TerminalID(), err)}
+		}
+	case "terminal_update":
+		out, ok := m.Update["output"].(map[string]any)
+		if !ok || m.TerminalID() == "" {
+			return nil
+		}
+		data, ok := out["data"].(string)
+		if !ok {
+			return nil // the schema check reports it
+		}
+		tb := c.term(m.SessionID, m.TerminalID())
+		tb.snapshots++
+		var err error
+		if tb.data, err = appendBase64(tb.data[:0], data); err != nil {
+			return []string{fmt.Sprintf("terminal %s: terminal_update output.data is not valid base64: %v", m.TerminalID(), err)}
+		}
+	}
+	return nil
+}
+
+// term returns the buffer of a terminal, creating it. c.mu must be held.
+func (c *Client) term(session, terminal string) *termBuf {
+	k := termKey{session, terminal}
+	tb := c.terms[k]
+	if tb == nil {
+		tb = &termBuf{}
+		c.terms[k] = tb
+	}
+	return tb
+}
+
+// resetTerminals forgets the output of a session's terminals. c.mu must be held.
+func (c *Client) resetTerminals(session string) {
+	for k := range c.terms {
+		if k.session == session {
+			delete(c.terms, k)
+		}
+	}
+}
+
+// appendBase64 appends the standard-base64 decoding of s to dst. On error
+// dst is returned unchanged.
+func appendBase64(dst []byte, s string) ([]byte, error) {
+	n := len(dst)
+	out, err := base64.StdEncoding.AppendDecode(dst, []byte(s))
+	if err != nil {
+		return dst[:n], err
+	}
+	return out, nil
+}

@@ -1,0 +1,394 @@
+// Package protocol holds the ACP v2 wire types shellagent speaks and the
+// JSON-RPC connection that carries them: newline-delimited JSON-RPC 2.0 on a
+// byte stream, with one writer that interleaves control messages and
+// terminal output.
+//
+// Only the parts of the schema (testdata/acp/schema.v2.json) that shellagent
+// reads or writes are modelled. Field comments give the wire rule where it
+// is not obvious; the schema's descriptions are the reference.
+package protocol
+
+import (
+	"encoding/json"
+
+	"shellagent/outputbuf"
+)
+
+// ProtocolVersion is the only ACP version shellagent speaks.
+const ProtocolVersion = 2
+
+// Implementation names a client or an agent.
+type Implementation struct {
+	Name    string `json:"name"`
+	Title   string `json:"title,omitempty"`
+	Version string `json:"version"`
+}
+
+// InitializeRequest is the params of "initialize".
+type InitializeRequest struct {
+	ProtocolVersion *int            `json:"protocolVersion"`
+	Info            *Implementation `json:"info"`
+	Capabilities    json.RawMessage `json:"capabilities,omitempty"`
+}
+
+// InitializeResponse is the result of "initialize".
+type InitializeResponse struct {
+	ProtocolVersion int               `json:"protocolVersion"`
+	Info            Implementation    `json:"info"`
+	Capabilities    AgentCapabilities `json:"capabilities"`
+}
+
+// AgentCapabilities says what the agent serves.
+type AgentCapabilities struct {
+	// Session {} advertises the v2 session baseline.
+	Session *struct{} `json:"session,omitempty"`
+}
+
+// NewSessionRequest is the params of "session/new".
+type NewSessionRequest struct {
+	Cwd                   string            `json:"cwd"`
+	AdditionalDirectories []string          `json:"additionalDirectories,omitempty"`
+	McpServers            []json.RawMessage `json:"mcpServers,omitempty"`
+}
+
+// NewSessionResponse is the result of "session/new".
+type NewSessionResponse struct {
+	SessionID         string             `json:"sessionId"`
+	ConfigOptions     []ConfigOption     `json:"configOptions,omitempty"`
+	AvailableCommands []AvailableCommand `json:"availableCommands,omitempty"`
+}
+
+// ListSessionsRequest is the params of "session/list".
+type ListSessionsRequest struct {
+	Cwd    *string `json:"cwd,omitempty"`
+	Cursor *string `json:"cursor,omitempty"`
+}
+
+// ListSessionsResponse is the result of "session/list".
+type ListSessionsResponse struct {
+	Sessions []SessionInfo `json:"sessions"`
+}
+
+// SessionInfo describes one session in a list.
+type SessionInfo struct {
+	SessionID string `json:"sessionId"`
+	Cwd       string `json:"cwd"`
+	Title     string `json:"title,omitempty"`
+	UpdatedAt string `json:"updatedAt,omitempty"` // RFC 3339
+}
+
+// ResumeSessionRequest is the params of "session/resume".
+type ResumeSessionRequest struct {
+	SessionID             string            `json:"sessionId"`
+	Cwd                   string            `json:"cwd"`
+	AdditionalDirectories []string          `json:"additionalDirectories,omitempty"`
+	McpServers            []json.RawMessage `json:"mcpServers,omitempty"`
+	ReplayFrom            json.RawMessage   `json:"replayFrom,omitempty"`
+}
+
+// ResumeSessionResponse is the result of "session/resume".
+type ResumeSessionResponse struct {
+	ConfigOptions     []ConfigOption     `json:"configOptions,omitempty"`
+	AvailableCommands []AvailableCommand `json:"availableCommands,omitempty"`
+}
+
+// CloseSessionRequest is the params of "session/close".
+type CloseSessionRequest struct {
+	SessionID string `json:"sessionId"`
+}
+
+// PromptRequest is the params of "session/prompt".
+type PromptRequest struct {
+	SessionID string         `json:"sessionId"`
+	Prompt    []ContentBlock `json:"prompt"`
+}
+
+// PromptResponse is the result of "session/prompt": the inserted message.
+type PromptResponse struct {
+	MessageID string `json:"messageId"`
+}
+
+// CancelSessionNotification is the params of "session/cancel".
+type CancelSessionNotification struct {
+	SessionID string `json:"sessionId"`
+}
+
+// CancelTerminalRequest is the params of "terminal/cancel".
+type CancelTerminalRequest struct {
+	SessionID  string `json:"sessionId"`
+	TerminalID string `json:"terminalId"`
+}
+
+// CancelToolCallRequest is the params of "tool_call/cancel".
+type CancelToolCallRequest struct {
+	SessionID  string `json:"sessionId"`
+	ToolCallID string `json:"toolCallId"`
+}
+
+// SetConfigOptionRequest is the params of "session/set_config_option".
+type SetConfigOptionRequest struct {
+	SessionID string          `json:"sessionId"`
+	ConfigID  string          `json:"configId"`
+	Type      string          `json:"type"`
+	Value     json.RawMessage `json:"value"`
+}
+
+// SetConfigOptionResponse is the result of "session/set_config_option".
+type SetConfigOptionResponse struct {
+	ConfigOptions []ConfigOption `json:"configOptions"`
+}
+
+// ConfigOption is a select-type session setting with its current value.
+type ConfigOption struct {
+	Type         string         `json:"type"` // "select"
+	ConfigID     string         `json:"configId"`
+	Name         string         `json:"name"`
+	Description  string         `json:"description,omitempty"`
+	CurrentValue string         `json:"currentValue"`
+	Options      []ConfigChoice `json:"options"`
+}
+
+// ConfigChoice is one value of a select option.
+type ConfigChoice struct {
+	Value       string `json:"value"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+}
+
+// AvailableCommand is a slash command the client may offer.
+type AvailableCommand struct {
+	Type        string        `json:"type"` // "command"
+	Name        string        `json:"name"` // without the leading "/"
+	Description string        `json:"description"`
+	Input       *CommandInput `json:"input,omitempty"`
+}
+
+// CommandInput says a command takes free text after its name.
+type CommandInput struct {
+	Type string `json:"type"` // "text"
+	Hint string `json:"hint"`
+}
+
+// ContentBlock is a prompt or message content block. Only text and
+// resource_link are interpreted; Raw keeps the block as the client sent it.
+type ContentBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text,omitempty"`
+	URI  string `json:"uri,omitempty"`
+	Name string `json:"name,omitempty"`
+	Raw  json.RawMessage `json:"-"`
+}
+
+// UnmarshalJSON keeps the raw block besides the fields shellagent reads.
+func (b *ContentBlock) UnmarshalJSON(data []byte) error {
+	type plain ContentBlock
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	*b = ContentBlock(p)
+	b.Raw = append(json.RawMessage(nil), data...)
+	return nil
+}
+
+// MarshalJSON writes the block as received, or a text block.
+func (b ContentBlock) MarshalJSON() ([]byte, error) {
+	if b.Raw != nil {
+		return b.Raw, nil
+	}
+	return json.Marshal(struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}{"text", b.Text})
+}
+
+// TextBlock returns a text content block.
+func TextBlock(s string) ContentBlock { return ContentBlock{Type: "text", Text: s} }
+
+// Session updates. Each has the sessionUpdate discriminator set by its
+// constructor-free literal: use the Kind constants.
+const (
+	KindUserMessage    = "user_message"
+	KindAgentMessage   = "agent_message"
+	KindState          = "state_update"
+	KindToolCall       = "tool_call_update"
+	KindTerminal       = "terminal_update"
+	KindTerminalOutput = "terminal_output_chunk"
+)
+
+// SessionNotification is the params of "session/update".
+type SessionNotification struct {
+	SessionID string `json:"sessionId"`
+	Update    any    `json:"update"`
+}
+
+// Message is a user_message or agent_message update.
+type Message struct {
+	SessionUpdate string         `json:"sessionUpdate"`
+	MessageID     string         `json:"messageId"`
+	Content       []ContentBlock `json:"content"`
+}
+
+// States and stop reasons of a state_update.
+const (
+	StateRunning        = "running"
+	StateIdle           = "idle"
+	StateRequiresAction = "requires_action"
+
+	StopEndTurn   = "end_turn"
+	StopCancelled = "cancelled"
+)
+
+// StateUpdate is a snapshot of foreground state and background work.
+type StateUpdate struct {
+	SessionUpdate string `json:"sessionUpdate"`
+	State         string `json:"state"`
+	StopReason    string `json:"stopReason,omitempty"`
+	// Background is always sent: nil marshals as [].
+	Background Background `json:"background"`
+}
+
+// Background is the background list of a state_update.
+type Background []BackgroundItem
+
+// MarshalJSON writes [] for an empty list: an omitted list means "not
+// reported", which is not what an empty one means.
+func (b Background) MarshalJSON() ([]byte, error) {
+	if b == nil {
+		return []byte("[]"), nil
+	}
+	return json.Marshal([]BackgroundItem(b))
+}
+
+// BackgroundItem references one piece of background work.
+type BackgroundItem struct {
+	Type       string `json:"type"` // "terminal" or "tool_call"
+	TerminalID string `json:"terminalId,omitempty"`
+	ToolCallID string `json:"toolCallId,omitempty"`
+}
+
+// Capabilities is a nullable patch: nil leaves the capabilities unchanged,
+// CapsNone clears them, CapsCancel advertises cancellation.
+type Capabilities = json.RawMessage
+
+// Capability patches.
+var (
+	CapsCancel = Capabilities(`{"cancel":{}}`)
+	CapsNone   = Capabilities(`null`)
+)
+
+// Tool call statuses.
+const (
+	StatusPending    = "pending"
+	StatusInProgress = "in_progress"
+	StatusCompleted  = "completed"
+	StatusFailed     = "failed"
+	StatusCancelled  = "cancelled"
+)
+
+// ToolCallUpdate creates or patches a tool call; empty fields are omitted
+// (left unchanged).
+type ToolCallUpdate struct {
+	SessionUpdate string            `json:"sessionUpdate"`
+	ToolCallID    string            `json:"toolCallId"`
+	Title         string            `json:"title,omitempty"`
+	Kind          string            `json:"kind,omitempty"`
+	Status        string            `json:"status,omitempty"`
+	Content       []ToolCallContent `json:"content,omitempty"`
+	RawInput      any               `json:"rawInput,omitempty"`
+	RawOutput     any               `json:"rawOutput,omitempty"`
+	Capabilities  Capabilities      `json:"capabilities,omitempty"`
+}
+
+// ToolCallContent is a tool call content item: a terminal reference or a
+// content block.
+type ToolCallContent struct {
+	Type       string        `json:"type"` // "terminal" or "content"
+	TerminalID string        `json:"terminalId,omitempty"`
+	Content    *ContentBlock `json:"content,omitempty"`
+}
+
+// TerminalContent references a terminal from tool call content.
+func TerminalContent(id string) ToolCallContent {
+	return ToolCallContent{Type: "terminal", TerminalID: id}
+}
+
+// TextContent is a text block in tool call content.
+func TextContent(s string) ToolCallContent {
+	b := TextBlock(s)
+	return ToolCallContent{Type: "content", Content: &b}
+}
+
+// TerminalSize is a terminal size in cells.
+type TerminalSize struct {
+	Cols int `json:"cols"`
+	Rows int `json:"rows"`
+}
+
+// ExitStatus is how a terminal's process ended. Its presence marks the
+// terminal as exited.
+type ExitStatus struct {
+	ExitCode *int   `json:"exitCode,omitempty"`
+	Signal   string `json:"signal,omitempty"`
+}
+
+// TerminalOutput is a replacement snapshot of a terminal's output.
+type TerminalOutput struct {
+	Data string `json:"data"` // base64
+	Meta any    `json:"_meta,omitempty"`
+}
+
+// TerminalUpdate creates or patches a terminal; empty fields are omitted.
+//
+// Source and Snapshot are instructions to the connection's writer, not wire
+// fields: Source is the terminal's output ring, whose bytes the writer
+// streams as terminal_output_chunk after the first update that names it
+// and flushes before every later one; Snapshot asks the writer to fill
+// Output with the ring's content at the moment the update is written and
+// to continue streaming from there.
+type TerminalUpdate struct {
+	SessionUpdate string          `json:"sessionUpdate"`
+	TerminalID    string          `json:"terminalId"`
+	Command       string          `json:"command,omitempty"`
+	Cwd           string          `json:"cwd,omitempty"`
+	Size          *TerminalSize   `json:"size,omitempty"`
+	Output        *TerminalOutput `json:"output,omitempty"`
+	ExitStatus    *ExitStatus     `json:"exitStatus,omitempty"`
+	Capabilities  Capabilities    `json:"capabilities,omitempty"`
+
+	Source   *outputbuf.Ring `json:"-"`
+	Snapshot bool            `json:"-"`
+}
+
+// PermissionRequest is the params of "session/request_permission".
+type PermissionRequest struct {
+	SessionID   string             `json:"sessionId"`
+	Title       string             `json:"title"`
+	Description string             `json:"description,omitempty"`
+	Subject     *PermissionSubject `json:"subject,omitempty"`
+	Options     []PermissionOption `json:"options"`
+}
+
+// PermissionSubject says what a permission request is for: a command.
+type PermissionSubject struct {
+	Type       string `json:"type"` // "command"
+	Command    string `json:"command"`
+	Cwd        string `json:"cwd"`
+	ToolCallID string `json:"toolCallId,omitempty"`
+	TerminalID string `json:"terminalId,omitempty"`
+}
+
+// PermissionOption is one answer the user may choose.
+type PermissionOption struct {
+	OptionID string `json:"optionId"`
+	Name     string `json:"name"`
+	Kind     string `json:"kind"` // allow_once, reject_once, ...
+}
+
+// PermissionResponse is the result of "session/request_permission".
+type PermissionResponse struct {
+	Outcome struct {
+		Outcome  string `json:"outcome"` // "selected" or "cancelled"
+		OptionID string `json:"optionId,omitempty"`
+	} `json:"outcome"`
+}

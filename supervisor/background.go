@@ -1,0 +1,79 @@
+package supervisor
+
+import (
+	"slices"
+
+	"shellagent/protocol"
+)
+
+// The background list and the RFD rules it follows ("The background list
+// on state snapshots"). Every rule is kept here, by construction:
+//
+//  1. background is on every state_update: snapshot is the only code that
+//     writes a state_update, and it always includes the list ([] if empty).
+//  2. Items are announced before they are listed: a terminal is listed only
+//     by listTerminal, which is called after launch has sent its
+//     terminal_update.
+//  3. Items are finalized before they are removed: unlistTerminal is called
+//     only from exited, after the terminal_update with exitStatus.
+//  4. A list change is re-sent: it marks the list dirty, and the session's
+//     unlock sends a repeated snapshot (the current state, no stop reason)
+//     unless a state transition in the same event already carried the new
+//     list. So follow-up work is reported with the removal, never as idle
+//     with an emptied list followed at once by running.
+//  5. Each piece of work is listed once: a command is listed as its
+//     terminal, never also as its tool call.
+//  6. Only background work is listed: the foreground command is not.
+
+// backgroundList is the ordered background work of a session.
+type backgroundList struct {
+	items []listItem
+}
+
+type listItem struct {
+	term *terminal
+}
+
+func (l *backgroundList) wire() protocol.Background {
+	out := make(protocol.Background, 0, len(l.items))
+	for _, it := range l.items {
+		out = append(out, protocol.BackgroundItem{Type: "terminal", TerminalID: it.term.id})
+	}
+	return out
+}
+
+// listTerminal moves a live, announced terminal into the list.
+func (s *Session) listTerminal(t *terminal) {
+	if t.listed || t.exited || t.foreground {
+		return
+	}
+	t.listed = true
+	s.list.items = append(s.list.items, listItem{term: t})
+	s.listDirty = true
+}
+
+// unlistTerminal removes an exited terminal from the list.
+func (s *Session) unlistTerminal(t *terminal) {
+	if !t.listed || !t.exited {
+		return
+	}
+	t.listed = false
+	s.list.items = slices.DeleteFunc(s.list.items, func(it listItem) bool { return it.term == t })
+	s.listDirty = true
+}
+
+// snapshot sends a state_update: the current state, the stop reason given
+// (empty for a repeated snapshot) and the current list.
+func (s *Session) snapshot(stopReason string) {
+	s.emit(&protocol.StateUpdate{
+		SessionUpdate: protocol.KindState, State: s.state, StopReason: stopReason, Background: s.list.wire(),
+	})
+	s.listDirty = false
+}
+
+// flushList sends the repeated snapshot owed for a list change.
+func (s *Session) flushList() {
+	if s.listDirty && !s.closing {
+		s.snapshot("")
+	}
+}

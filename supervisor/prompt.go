@@ -1,0 +1,176 @@
+package supervisor
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"shellagent/protocol"
+)
+
+// inputKind is what a prompt asks for.
+type inputKind int
+
+const (
+	runCommand inputKind = iota // CMD
+	bgCommand                   // /bg CMD
+	bgDetach                    // /bg
+	listWork                    // /ps
+	stopWork                    // /stop ID
+	afterWork                   // /after DUR CMD
+	everyWork                   // /every DUR CMD
+	badInput                    // a slash command written wrong; problem says how
+)
+
+// input is a parsed prompt.
+type input struct {
+	kind    inputKind
+	line    string        // the command line (runCommand, bgCommand, afterWork, everyWork)
+	id      string        // stopWork
+	delay   time.Duration // afterWork, everyWork
+	problem string        // badInput
+}
+
+// immediate reports whether the input acts at once even while foreground
+// work runs, instead of waiting its turn.
+func (in input) immediate() bool {
+	switch in.kind {
+	case bgCommand, bgDetach, listWork, stopWork:
+		return true
+	}
+	return false
+}
+
+// slashCommands are the commands a prompt may start with, with the input
+// hint shown to clients and the usage given when one is written wrong.
+var slashCommands = []struct {
+	name, description, hint, usage string
+}{
+	{"bg", "Run a command in the background, or move the running foreground command there", "command to start in the background (empty: detach the foreground command)", "/bg CMD, or /bg alone while a command runs"},
+	{"ps", "List background work: ids, commands, age, status", "", "/ps"},
+	{"stop", "Stop a background terminal or tool call by id", "terminal or tool call id, e.g. term_3", "/stop ID, e.g. /stop term_3"},
+	{"after", "Run a command once, after a delay", "delay and command, e.g. 5m make test", "/after DUR CMD, e.g. /after 5m make test (DUR in Go syntax: 90s, 5m, 1h30m)"},
+	{"every", "Run a command repeatedly, every interval, until stopped", "interval and command, e.g. 30s git fetch", "/every DUR CMD, e.g. /every 30s git fetch (DUR in Go syntax, more than 0)"},
+}
+
+func availableCommands() []protocol.AvailableCommand {
+	out := make([]protocol.AvailableCommand, 0, len(slashCommands))
+	for _, c := range slashCommands {
+		ac := protocol.AvailableCommand{Type: "command", Name: c.name, Description: c.description}
+		if c.hint != "" {
+			ac.Input = &protocol.CommandInput{Type: "text", Hint: c.hint}
+		}
+		out = append(out, ac)
+	}
+	return out
+}
+
+// promptLine joins a prompt's blocks into one input line: text blocks as
+// they are, resource links as their shell-quoted path (file: URIs) or URI,
+// separated by spaces. Other block types are refused with -32602, as the
+// schema requires for unsupported content.
+func promptLine(blocks []protocol.ContentBlock) (string, error) {
+	parts := make([]string, 0, len(blocks))
+	for i, b := range blocks {
+		switch b.Type {
+		case "text":
+			parts = append(parts, b.Text)
+		case "resource_link":
+			if b.URI == "" {
+				return "", protocol.InvalidParams("prompt[%d].uri: required", i)
+			}
+			parts = append(parts, shellQuote(linkPath(b.URI)))
+		default:
+			return "", protocol.InvalidParams("prompt[%d].type: %q is not supported (shellagent takes text and resource_link blocks)", i, b.Type)
+		}
+	}
+	line := strings.TrimSpace(strings.Join(parts, " "))
+	if line == "" {
+		return "", protocol.InvalidParams("prompt: empty; send a command line")
+	}
+	return line, nil
+}
+
+func linkPath(uri string) string {
+	if u, err := url.Parse(uri); err == nil && u.Scheme == "file" && u.Path != "" {
+		return u.Path
+	}
+	return uri
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+=:,@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// parseInput reads a prompt line. A first word of the form /name (no other
+// slash, so /usr/bin/env still runs as a command) is a slash command.
+func parseInput(line string) input {
+	word, rest, _ := strings.Cut(line, " ")
+	rest = strings.TrimSpace(rest)
+	if !strings.HasPrefix(word, "/") || strings.Contains(word[1:], "/") || len(word) == 1 {
+		return input{kind: runCommand, line: line}
+	}
+	name := word[1:]
+	switch name {
+	case "bg":
+		if rest == "" {
+			return input{kind: bgDetach}
+		}
+		return input{kind: bgCommand, line: rest}
+	case "ps":
+		if rest != "" {
+			return bad("/ps takes no arguments", "ps")
+		}
+		return input{kind: listWork}
+	case "stop":
+		if rest == "" || strings.ContainsAny(rest, " \t") {
+			return bad("/stop needs exactly one terminal or tool call id", "stop")
+		}
+		return input{kind: stopWork, id: rest}
+	case "after", "every":
+		return parseScheduled(name, rest)
+	}
+	return input{kind: badInput, problem: fmt.Sprintf("Unknown command /%s. Available: %s. To run a program whose name starts with a slash, give its path (e.g. ./%s).", name, commandNames(), name)}
+}
+
+func parseScheduled(name, rest string) input {
+	durText, cmd, _ := strings.Cut(rest, " ")
+	cmd = strings.TrimSpace(cmd)
+	if durText == "" || cmd == "" {
+		return bad(fmt.Sprintf("/%s needs a duration and a command", name), name)
+	}
+	d, err := time.ParseDuration(durText)
+	if err != nil {
+		return bad(fmt.Sprintf("/%s: %q is not a duration", name, durText), name)
+	}
+	if d <= 0 {
+		return bad(fmt.Sprintf("/%s: the duration must be more than 0, got %s", name, durText), name)
+	}
+	kind := afterWork
+	if name == "every" {
+		kind = everyWork
+	}
+	return input{kind: kind, delay: d, line: cmd}
+}
+
+func bad(problem, name string) input {
+	for _, c := range slashCommands {
+		if c.name == name {
+			return input{kind: badInput, problem: problem + ". Write it as " + c.usage + "."}
+		}
+	}
+	return input{kind: badInput, problem: problem + "."}
+}
+
+func commandNames() string {
+	names := make([]string, len(slashCommands))
+	for i, c := range slashCommands {
+		names[i] = "/" + c.name
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,300 @@
+package supervisor
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"shellagent/outputbuf"
+	"shellagent/protocol"
+	"shellagent/ptyio"
+)
+
+// terminal is one command: its PTY process, its output ring, and the tool
+// call that started it. Its fields are guarded by the session's mutex.
+type terminal struct {
+	id      string
+	line    string
+	call    *toolCall
+	ring    *outputbuf.Ring
+	proc    ptyio.Process
+	started time.Time
+
+	foreground bool
+	listed     bool
+	returned   *ptyio.Status // the shell returned while others ran on
+	exited     bool
+	stopping   bool
+	cancelled  bool // stopped by session/cancel or close: its tool call ends cancelled
+	timer      *time.Timer
+}
+
+// toolCall is a tool call of the session.
+type toolCall struct {
+	id     string
+	title  string
+	status string
+}
+
+func (c *toolCall) final() bool {
+	switch c.status {
+	case protocol.StatusCompleted, protocol.StatusFailed, protocol.StatusCancelled:
+		return true
+	}
+	return false
+}
+
+// events forwards a process's lifecycle into its session.
+type events struct {
+	s *Session
+	t *terminal
+}
+
+func (e events) ShellReturned(st ptyio.Status) { e.s.shellReturned(e.t, st) }
+func (e events) Exited(x ptyio.Exit)           { e.s.exited(e.t, x) }
+
+// launch starts line in a new terminal and announces its tool call and
+// terminal. It returns nil if the command could not start; its tool call
+// has then failed.
+func (s *Session) launch(line string) *terminal {
+	cfg := s.sv.cfg
+	call := &toolCall{id: s.newID("call"), title: line, status: protocol.StatusInProgress}
+	s.calls[call.id] = call
+	t := &terminal{id: s.newID("term"), line: line, call: call, ring: outputbuf.New(cfg.Scrollback), started: time.Now()}
+	rawInput := map[string]string{"command": line, "cwd": s.cwd}
+	proc, err := cfg.Launcher.Launch(ptyio.Command{
+		Shell: cfg.Shell, Line: line, Dir: s.cwd, Env: s.sv.env, Size: cfg.Size,
+	}, t.ring, events{s, t})
+	if err != nil {
+		call.status = protocol.StatusFailed
+		s.emit(&protocol.ToolCallUpdate{
+			SessionUpdate: protocol.KindToolCall, ToolCallID: call.id, Title: line, Kind: "execute",
+			Status: call.status, RawInput: rawInput,
+			Content: []protocol.ToolCallContent{protocol.TextContent("Could not start the command: " + err.Error())},
+		})
+		return nil
+	}
+	t.proc = proc
+	s.terminals[t.id] = t
+	s.emit(&protocol.ToolCallUpdate{
+		SessionUpdate: protocol.KindToolCall, ToolCallID: call.id, Title: line, Kind: "execute",
+		Status: call.status, RawInput: rawInput,
+		Content: []protocol.ToolCallContent{protocol.TerminalContent(t.id)},
+	})
+	s.emit(s.terminalState(t))
+	return t
+}
+
+// terminalState is a full terminal_update: what a client needs to show the
+// terminal from scratch (without output, which the writer streams).
+func (s *Session) terminalState(t *terminal) *protocol.TerminalUpdate {
+	size := s.sv.cfg.Size
+	u := &protocol.TerminalUpdate{
+		SessionUpdate: protocol.KindTerminal, TerminalID: t.id,
+		Command: t.line, Cwd: s.cwd,
+		Size:         &protocol.TerminalSize{Cols: int(size.Cols), Rows: int(size.Rows)},
+		Capabilities: protocol.CapsCancel,
+		Source:       t.ring,
+	}
+	return u
+}
+
+// sendCurrent re-sends a live terminal and its tool call for a client that
+// attaches (resume), with a snapshot of the output.
+func (s *Session) sendCurrent(t *terminal) {
+	s.send(s.toolCallState(t))
+	u := s.terminalState(t)
+	u.Snapshot = true
+	s.send(u)
+}
+
+func (s *Session) toolCallState(t *terminal) *protocol.ToolCallUpdate {
+	u := &protocol.ToolCallUpdate{
+		SessionUpdate: protocol.KindToolCall, ToolCallID: t.call.id, Title: t.line, Kind: "execute",
+		Status:   t.call.status,
+		RawInput: map[string]string{"command": t.line, "cwd": s.cwd},
+		Content:  []protocol.ToolCallContent{protocol.TerminalContent(t.id)},
+	}
+	if t.listed {
+		u.Content = append(u.Content, protocol.TextContent(detachNote(t)))
+	}
+	return u
+}
+
+// startForeground runs line as the session's foreground command. It reports
+// whether the command started.
+func (s *Session) startForeground(line string) bool {
+	t := s.launch(line)
+	if t == nil {
+		return false
+	}
+	t.foreground = true
+	s.fg = t
+	if d := s.settings.foregroundTimeout; d > 0 {
+		t.timer = time.AfterFunc(d, func() { s.timeout(t, d) })
+	}
+	return true
+}
+
+func (s *Session) timeout(t *terminal, d time.Duration) {
+	s.mu.Lock()
+	defer s.unlock()
+	if t.foreground && !t.stopping {
+		s.detach(t, fmt.Sprintf("Still running after the %s foreground timeout: moved to the background.", d))
+	}
+}
+
+// shellReturned: the shell exited but other processes of its session run
+// on ("npm run dev &"). A foreground command detaches.
+func (s *Session) shellReturned(t *terminal, st ptyio.Status) {
+	s.mu.Lock()
+	defer s.unlock()
+	t.returned = &st
+	if t.foreground && !t.stopping {
+		s.detach(t, "The shell returned; processes it started keep running in the background.")
+	}
+}
+
+// detach hands a live command over to the background: its tool call
+// completes, its terminal is listed, and the foreground turn (if it was the
+// foreground) ends.
+func (s *Session) detach(t *terminal, why string) {
+	wasForeground := t.foreground
+	if wasForeground {
+		t.foreground = false
+		s.fg = nil
+		if t.timer != nil {
+			t.timer.Stop()
+		}
+	}
+	t.call.status = protocol.StatusCompleted
+	s.listTerminal(t)
+	u := &protocol.ToolCallUpdate{
+		SessionUpdate: protocol.KindToolCall, ToolCallID: t.call.id, Status: t.call.status,
+		Content: []protocol.ToolCallContent{protocol.TerminalContent(t.id), protocol.TextContent(why + " " + detachNote(t))},
+	}
+	if t.returned != nil {
+		u.RawOutput = exitRaw(*t.returned)
+	}
+	s.emit(u)
+	if wasForeground {
+		s.transition(protocol.StateIdle, protocol.StopEndTurn)
+		s.next()
+	}
+}
+
+func detachNote(t *terminal) string {
+	return fmt.Sprintf("It runs on in terminal %s; stop it with terminal/cancel or /stop %s.", t.id, t.id)
+}
+
+// stop starts (or, the second time, hurries) the TERM→KILL escalation of a
+// terminal's processes.
+func (s *Session) stop(t *terminal) {
+	t.stopping = true
+	t.proc.Stop(s.settings.killGrace)
+}
+
+// exited: no process of the terminal is left. Its exitStatus goes out
+// first, then the tool call's final status (foreground) or the removal from
+// the list (background).
+func (s *Session) exited(t *terminal, x ptyio.Exit) {
+	s.mu.Lock()
+	defer s.unlock()
+	t.exited = true
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	status := exitStatus(x)
+	u := &protocol.TerminalUpdate{
+		SessionUpdate: protocol.KindTerminal, TerminalID: t.id,
+		ExitStatus: status, Capabilities: protocol.CapsNone, Source: t.ring,
+	}
+	s.emit(u)
+	t.ring.Compact()
+	switch {
+	case t.foreground:
+		t.foreground = false
+		s.fg = nil
+		t.call.status = callOutcome(t, status)
+		s.emit(&protocol.ToolCallUpdate{
+			SessionUpdate: protocol.KindToolCall, ToolCallID: t.call.id,
+			Status: t.call.status, RawOutput: exitStatusRaw(status),
+		})
+		stop := protocol.StopEndTurn
+		if t.cancelled {
+			stop = protocol.StopCancelled
+		}
+		s.transition(protocol.StateIdle, stop)
+		s.next()
+	case t.listed:
+		s.unlistTerminal(t)
+	}
+	s.finishClose()
+}
+
+func callOutcome(t *terminal, es *protocol.ExitStatus) string {
+	switch {
+	case t.cancelled:
+		return protocol.StatusCancelled
+	case es.Signal == "" && es.ExitCode != nil && *es.ExitCode == 0:
+		return protocol.StatusCompleted
+	}
+	return protocol.StatusFailed
+}
+
+// exitStatus follows SPEC "A command's life" 7: the shell's wait status when
+// nothing stopped it; the last signal the agent had to send when it did,
+// with the shell's exit code if it exited with one.
+func exitStatus(x ptyio.Exit) *protocol.ExitStatus {
+	es := &protocol.ExitStatus{Signal: x.Shell.Signal}
+	if x.Stopped != "" {
+		es.Signal = x.Stopped
+	}
+	if x.Shell.Exited {
+		code := x.Shell.Code
+		es.ExitCode = &code
+	}
+	return es
+}
+
+func exitRaw(st ptyio.Status) map[string]any {
+	if st.Exited {
+		return map[string]any{"exitCode": st.Code}
+	}
+	return map[string]any{"signal": st.Signal}
+}
+
+func exitStatusRaw(es *protocol.ExitStatus) map[string]any {
+	out := map[string]any{}
+	if es.ExitCode != nil {
+		out["exitCode"] = *es.ExitCode
+	}
+	if es.Signal != "" {
+		out["signal"] = es.Signal
+	}
+	return out
+}
+
+// listing is the /ps report: one line per piece of background work.
+func (s *Session) listing() string {
+	if len(s.list.items) == 0 {
+		return "No background work."
+	}
+	var b strings.Builder
+	b.WriteString("Background work:\n")
+	now := time.Now()
+	for _, it := range s.list.items {
+		if t := it.term; t != nil {
+			state := fmt.Sprintf("pid %d", t.proc.Pid())
+			if t.stopping {
+				state += ", stopping"
+			}
+			fmt.Fprintf(&b, "%s  terminal  %s  %s  %s\n", t.id, t.line, age(now.Sub(t.started)), state)
+		}
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func age(d time.Duration) string {
+	return d.Round(time.Second).String()
+}
