@@ -172,10 +172,10 @@ type CommandInput struct {
 // ContentBlock is a prompt or message content block. Only text and
 // resource_link are interpreted; Raw keeps the block as the client sent it.
 type ContentBlock struct {
-	Type string `json:"type"`
-	Text string `json:"text,omitempty"`
-	URI  string `json:"uri,omitempty"`
-	Name string `json:"name,omitempty"`
+	Type string          `json:"type"`
+	Text string          `json:"text,omitempty"`
+	URI  string          `json:"uri,omitempty"`
+	Name string          `json:"name,omitempty"`
 	Raw  json.RawMessage `json:"-"`
 }
 

@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // readLoop reads the agent's stdout line by line until EOF or an error.
@@ -92,17 +90,13 @@ func (c *Client) inspect(m *Msg, line []byte) []string {
 	if len(bytes.TrimSpace(line)) == 0 {
 		return []string{"blank line"}
 	}
-	tree, err := jsonschema.UnmarshalJSON(bytes.NewReader(line))
+	tree, fields, err := decodeLine(line)
 	if err != nil {
 		return []string{fmt.Sprintf("not a JSON value: %v", err)}
 	}
 	obj, ok := tree.(map[string]any)
 	if !ok {
 		return []string{"not a JSON object"}
-	}
-	fields, err := splitObject(line)
-	if err != nil {
-		return []string{fmt.Sprintf("not a JSON object: %v", err)}
 	}
 	var problems []string
 	version, _ := obj["jsonrpc"].(string)
@@ -277,40 +271,6 @@ func decodeError(raw json.RawMessage) *RPCError {
 	_ = json.Unmarshal(raw, &e)
 	code, _ := strconv.Atoi(e.Code.String())
 	return &RPCError{Code: code, Message: e.Message, Data: e.Data}
-}
-
-// splitObject returns the raw values of the top-level members of the JSON
-// object in line, as subslices of line (so they share its memory).
-func splitObject(line []byte) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(line))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, errors.New("not an object")
-	}
-	fields := make(map[string]json.RawMessage)
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		key, _ := tok.(string)
-		start := dec.InputOffset()
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return nil, err
-		}
-		fields[key] = bytes.TrimLeft(line[start:dec.InputOffset()], " \t\r\n:")
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("trailing data after the object")
-	}
-	return fields, nil
 }
 
 // plainNumbers replaces, in place, the json.Numbers of a decoded tree with

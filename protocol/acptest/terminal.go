@@ -91,13 +91,18 @@ func (c *Client) resetTerminals(session string) {
 	}
 }
 
-// appendBase64 appends the standard-base64 decoding of s to dst. On error
-// dst is returned unchanged.
+// appendBase64 appends the standard-base64 decoding of s to dst, doubling
+// its capacity when it must grow. On error dst is returned unchanged.
 func appendBase64(dst []byte, s string) ([]byte, error) {
 	n := len(dst)
-	out, err := base64.StdEncoding.AppendDecode(dst, []byte(s))
+	if need := n + base64.StdEncoding.DecodedLen(len(s)); need > cap(dst) {
+		grown := make([]byte, n, max(need, 2*cap(dst)))
+		copy(grown, dst)
+		dst = grown
+	}
+	k, err := base64.StdEncoding.Decode(dst[n:cap(dst)], []byte(s))
 	if err != nil {
 		return dst[:n], err
 	}
-	return out, nil
+	return dst[:n+k], nil
 }

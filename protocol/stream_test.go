@@ -1,0 +1,122 @@
+package protocol
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestLineReader(t *testing.T) {
+	long := strings.Repeat("x", 200<<10) // longer than the bufio buffer
+	tests := []struct {
+		name  string
+		input string
+		max   int
+		want  []string // "!" marks errTooLong
+	}{
+		{"lines", "a\nbb\n", 10, []string{"a", "bb"}},
+		{"crlf", "a\r\nb\r\n", 10, []string{"a", "b"}},
+		{"last line without newline", "a\nb", 10, []string{"a", "b"}},
+		{"empty lines", "\n\na\n", 10, []string{"", "", "a"}},
+		{"exactly at the cap", "12345\nx\n", 5, []string{"12345", "x"}},
+		{"over the cap is skipped", "123456\nx\n", 5, []string{"!", "x"}},
+		{"over the cap without newline", "123456", 5, []string{"!"}},
+		{"long line under the cap", long + "\nx\n", 1 << 20, []string{long, "x"}},
+		{"long line over the cap", long + "\nx\n", 100 << 10, []string{"!", "x"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newLineReader(strings.NewReader(tt.input), tt.max)
+			var got []string
+			for {
+				line, err := r.next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if errors.Is(err, errTooLong) {
+					got = append(got, "!")
+					continue
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, string(line))
+			}
+			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
+				t.Errorf("lines %q, want %q", short(got), short(tt.want))
+			}
+		})
+	}
+}
+
+func short(s []string) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		if len(v) > 20 {
+			v = v[:10] + "…"
+		}
+		out[i] = v
+	}
+	return out
+}
+
+func TestLineReaderDoesNotHoldSkippedLines(t *testing.T) {
+	r := newLineReader(strings.NewReader(strings.Repeat("y", 10<<20)+"\nok\n"), 1<<20)
+	if _, err := r.next(); !errors.Is(err, errTooLong) {
+		t.Fatalf("err = %v", err)
+	}
+	if cap(r.line) > 2<<20 {
+		t.Errorf("skipping a 10 MiB line grew the buffer to %d bytes", cap(r.line))
+	}
+	if line, err := r.next(); err != nil || string(line) != "ok" {
+		t.Errorf("next line %q, %v", line, err)
+	}
+}
+
+func TestCheckMessage(t *testing.T) {
+	tests := []struct {
+		line string
+		code int64  // 0: accepted
+		id   string // id of the error response
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"initialize"}`, 0, ""},
+		{`{"jsonrpc":"2.0","id":"a","method":"x","params":{}}`, 0, ""},
+		{`{"jsonrpc":"2.0","method":"session/cancel"}`, 0, ""},
+		{`{"jsonrpc":"2.0","id":3,"result":{}}`, 0, ""},
+		{`{"jsonrpc":"2.0","id":1,"method":`, CodeParseError, "null"},
+		{`not json`, CodeParseError, "null"},
+		{`[{"jsonrpc":"2.0","id":1,"method":"x"}]`, CodeInvalidRequest, "null"},
+		{`"a string"`, CodeInvalidRequest, "null"},
+		{`{"id":1,"method":"x"}`, CodeInvalidRequest, "1"},
+		{`{"jsonrpc":"1.0","id":"q","method":"x"}`, CodeInvalidRequest, `"q"`},
+		{`{"jsonrpc":"2.0","id":null,"method":"x"}`, CodeInvalidRequest, "null"},
+		{`{"jsonrpc":"2.0","id":-1,"method":"x"}`, CodeInvalidRequest, "null"},
+		{`{"jsonrpc":"2.0","id":1.5,"method":"x"}`, CodeInvalidRequest, "null"},
+		{`{"jsonrpc":"2.0","id":{},"method":"x"}`, CodeInvalidRequest, "null"},
+		{`{"jsonrpc":"2.0","id":7}`, CodeInvalidRequest, "7"},
+		{`{"jsonrpc":"2.0","id":7,"method":5}`, CodeInvalidRequest, "null"},
+	}
+	for _, tt := range tests {
+		resp := checkMessage([]byte(tt.line))
+		if tt.code == 0 {
+			if resp != nil {
+				t.Errorf("%s: rejected with %s", tt.line, resp)
+			}
+			continue
+		}
+		var got struct {
+			ID    json.RawMessage `json:"id"`
+			Error struct {
+				Code int64 `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(resp, &got); err != nil {
+			t.Fatalf("%s: response %s: %v", tt.line, resp, err)
+		}
+		if got.Error.Code != tt.code || string(got.ID) != tt.id {
+			t.Errorf("%s: got %s, want code %d id %s", tt.line, resp, tt.code, tt.id)
+		}
+	}
+}

@@ -1,0 +1,230 @@
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"shellagent/protocol"
+	"shellagent/protocol/acptest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// harness is one agent served over pipes to a strict test client. Every
+// process a test starts carries a marker in its environment, so that the
+// cleanup can prove none is left behind.
+type harness struct {
+	t      *testing.T
+	c      *acptest.Client
+	sup    *Supervisor
+	cwd    string
+	marker string
+	served chan struct{}
+}
+
+func newHarness(t *testing.T, cfg Config, opts ...acptest.Option) *harness {
+	t.Helper()
+	marker := "SHELLAGENT_TEST=" + rand.Text()
+	cfg.Env = append(os.Environ(), marker)
+	if cfg.Shell == "" {
+		cfg.Shell = "/bin/sh"
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	}
+	h := &harness{t: t, sup: New(cfg), cwd: t.TempDir(), marker: marker, served: make(chan struct{})}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	conn := protocol.NewConn(inR, outW, h.sup, protocol.Options{Log: cfg.Log})
+	go func() {
+		// What cmd/shellagent does when stdin ends.
+		defer close(h.served)
+		<-conn.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := h.sup.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		conn.Close()
+		outW.Close()
+	}()
+	h.c = acptest.New(t, outR, inW, opts...)
+	t.Cleanup(h.close)
+	h.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	return h
+}
+
+// close ends the connection as a client that goes away does, checks the
+// transcript, and checks that no process of the test is left.
+func (h *harness) close() {
+	h.c.Close()
+	<-h.served
+	h.c.Check()
+	if left := processesWith(h.marker); len(left) > 0 {
+		h.t.Errorf("processes left behind: %v", left)
+		for _, pid := range left {
+			p, _ := os.FindProcess(pid)
+			p.Kill()
+		}
+	}
+}
+
+// processesWith lists live processes whose environment holds marker.
+func processesWith(marker string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !bytes.Contains(env, []byte(marker)) {
+			continue
+		}
+		if stat, _ := os.ReadFile("/proc/" + e.Name() + "/stat"); isZombie(stat) {
+			continue
+		}
+		out = append(out, pid)
+	}
+	return out
+}
+
+func isZombie(stat []byte) bool {
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z'
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func (h *harness) newSession() string {
+	var res struct {
+		SessionID string `json:"sessionId"`
+	}
+	h.c.MustCall("session/new", map[string]any{"cwd": h.cwd}, &res)
+	return res.SessionID
+}
+
+func text(s string) []map[string]string {
+	return []map[string]string{{"type": "text", "text": s}}
+}
+
+// prompt sends a prompt and returns the request id.
+func (h *harness) prompt(sid, line string) int64 {
+	return h.c.Send("session/prompt", map[string]any{"sessionId": sid, "prompt": text(line)})
+}
+
+// run sends a prompt and waits for it to be inserted.
+func (h *harness) run(sid, line string) string {
+	h.t.Helper()
+	m := h.c.Wait(h.prompt(sid, line))
+	if m.Error != nil {
+		h.t.Fatalf("prompt %q: %v", line, m.Error)
+	}
+	return m.MessageID()
+}
+
+// update waits for the first session update of sid (after `after`, if not
+// nil) of the given kind that also satisfies pred.
+func (h *harness) update(after *acptest.Msg, sid, kind, desc string, pred func(*acptest.Msg) bool) *acptest.Msg {
+	h.t.Helper()
+	match := func(m *acptest.Msg) bool {
+		return m.SessionID == sid && m.Kind == kind && (pred == nil || pred(m))
+	}
+	if after == nil {
+		return h.c.WaitFor(desc, match)
+	}
+	return h.c.WaitAfter(after, desc, match)
+}
+
+func (h *harness) idle(after *acptest.Msg, sid, stop string) *acptest.Msg {
+	h.t.Helper()
+	return h.update(after, sid, protocol.KindState, "idle "+stop, func(m *acptest.Msg) bool {
+		return m.State() == "idle" && m.StopReason() == stop
+	})
+}
+
+func (h *harness) exit(after *acptest.Msg, sid, term string) *acptest.Msg {
+	h.t.Helper()
+	return h.update(after, sid, protocol.KindTerminal, term+" exitStatus", func(m *acptest.Msg) bool {
+		return m.TerminalID() == term && m.ExitStatus() != nil
+	})
+}
+
+func (h *harness) toolStatus(after *acptest.Msg, sid, call, status string) *acptest.Msg {
+	h.t.Helper()
+	return h.update(after, sid, protocol.KindToolCall, call+" "+status, func(m *acptest.Msg) bool {
+		return m.ToolCallID() == call && m.Status() == status
+	})
+}
+
+// listed waits for a state_update whose list is exactly want (terminal or
+// tool call ids).
+func (h *harness) listed(after *acptest.Msg, sid string, want ...string) *acptest.Msg {
+	h.t.Helper()
+	return h.update(after, sid, protocol.KindState, fmt.Sprintf("background %v", want), func(m *acptest.Msg) bool {
+		return sameIDs(m.Background(), want)
+	})
+}
+
+func sameIDs(items []acptest.Item, want []string) bool {
+	if len(items) != len(want) {
+		return false
+	}
+	for i := range items {
+		if items[i].ID != want[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// output waits until the terminal's reconstructed output contains s.
+func (h *harness) output(sid, term, s string) {
+	h.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(string(h.c.Output(sid, term)), s) {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s never printed %q; got %q", term, s, h.c.Output(sid, term))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (h *harness) callErr(method string, params any) *acptest.RPCError {
+	h.t.Helper()
+	_, err := h.c.Call(method, params)
+	return err
+}
+
+func exitCode(m *acptest.Msg) (int, bool) {
+	v, ok := m.ExitStatus()["exitCode"].(float64)
+	return int(v), ok
+}
+
+func signalOf(m *acptest.Msg) string {
+	s, _ := m.ExitStatus()["signal"].(string)
+	return s
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
