@@ -73,8 +73,10 @@ func NewConn(r io.Reader, w io.Writer, agent Agent, opts Options) *Conn {
 		opts.Log = slog.Default()
 	}
 	c := &Conn{agent: agent, log: opts.Log, w: NewWriter(w, opts.Log)}
-	stream := &objectStream{lines: newLineReader(r, opts.MaxLine), w: c.w, close: func() error { return nil }}
+	ready := make(chan struct{})
+	stream := &objectStream{lines: newLineReader(r, opts.MaxLine), w: c.w, ready: ready, close: func() error { return nil }}
 	c.rpc = jsonrpc2.NewConn(context.Background(), stream, c, jsonrpc2.SetLogger(slogLogger{opts.Log}))
+	close(ready) // the read loop may use c.rpc from now on
 	return c
 }
 

@@ -69,11 +69,13 @@ func (r *lineReader) next() ([]byte, error) {
 type objectStream struct {
 	lines *lineReader
 	w     *Writer
+	ready <-chan struct{} // closed when the connection is set up
 	close func() error
 }
 
 // ReadObject decodes the next valid message into v.
 func (s *objectStream) ReadObject(v any) error {
+	<-s.ready
 	for {
 		line, err := s.lines.next()
 		if errors.Is(err, errTooLong) {

@@ -288,7 +288,7 @@ func (s *Session) close(done func()) {
 		s.fg.cancelled = true
 	}
 	for _, t := range s.terminals {
-		if !t.exited {
+		if !t.exited && !t.stopping { // a stop under way keeps its grace
 			s.stop(t)
 		}
 	}

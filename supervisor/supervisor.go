@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +42,9 @@ type Config struct {
 	Launcher          ptyio.Launcher
 	Version           string
 	Log               *slog.Logger
+	// SequentialIDs names sessions sess_1, sess_2, ... instead of random
+	// ids, for reproducible transcripts.
+	SequentialIDs bool
 }
 
 // Defaults.
@@ -93,6 +97,7 @@ type Supervisor struct {
 	mu       sync.Mutex // guards sessions
 	sessions map[string]*Session
 	order    []string // session ids, oldest first
+	created  int      // sessions created so far
 }
 
 var _ protocol.Agent = (*Supervisor)(nil)
@@ -128,8 +133,13 @@ func (sv *Supervisor) NewSession(c protocol.Client, p *protocol.NewSessionReques
 	if err := checkDir("cwd", p.Cwd); err != nil {
 		return nil, err
 	}
-	s := newSession(sv, "sess_"+rand.Text(), p.Cwd, c)
 	sv.mu.Lock()
+	sv.created++
+	id := "sess_" + rand.Text()
+	if sv.cfg.SequentialIDs {
+		id = "sess_" + strconv.Itoa(sv.created)
+	}
+	s := newSession(sv, id, p.Cwd, c)
 	sv.sessions[s.id] = s
 	sv.order = append(sv.order, s.id)
 	sv.mu.Unlock()

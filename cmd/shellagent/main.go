@@ -5,7 +5,7 @@
 // Usage:
 //
 //	shellagent [--shell PATH] [--foreground-timeout 10s] [--kill-grace 3s]
-//	           [--scrollback 1MiB] [--cols 120] [--rows 40]
+//	           [--scrollback 1MiB] [--cols 120] [--rows 40] [--sequential-ids]
 //
 // It reads newline-delimited JSON-RPC from stdin, writes it to stdout and
 // logs to stderr. Stdin EOF, SIGTERM or SIGINT stop every command and exit.
@@ -43,6 +43,7 @@ func run(args []string) int {
 	fs.Var(&scrollback, "scrollback", "output kept per terminal (e.g. 1MiB, 256KiB, 65536)")
 	cols := fs.Uint("cols", 120, "terminal columns")
 	rows := fs.Uint("rows", 40, "terminal rows")
+	sequential := fs.Bool("sequential-ids", false, "name sessions sess_1, sess_2, ... instead of random ids (reproducible transcripts)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -70,6 +71,7 @@ func run(args []string) int {
 		Size:              ptyio.Size{Cols: uint16(*cols), Rows: uint16(*rows)},
 		Version:           version,
 		Log:               log,
+		SequentialIDs:     *sequential,
 	})
 	conn := protocol.NewConn(os.Stdin, os.Stdout, sup, protocol.Options{Log: log})
 	select {

@@ -1,0 +1,345 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"shellagent/protocol/acptest"
+)
+
+// noRaceExitDelay stops a -race binary from sleeping a second at exit,
+// which would hide how fast the agent itself exits.
+const noRaceExitDelay = "GORACE=atexit_sleep_ms=0"
+
+// binary is the agent built like the tests (with -race under -race);
+// plainBinary is built without the race detector, for memory figures.
+var binary, plainBinary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "shellagent-test")
+	if err != nil {
+		panic(err)
+	}
+	binary, plainBinary = filepath.Join(dir, "shellagent"), filepath.Join(dir, "shellagent-plain")
+	build(plainBinary)
+	if raceEnabled {
+		build(binary, "-race")
+	} else {
+		binary = plainBinary
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func build(out string, flags ...string) {
+	args := append(append([]string{"build", "-o", out}, flags...), ".")
+	if b, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, b)
+		os.Exit(1)
+	}
+}
+
+// agent is the real binary on pipes, with a marker in its environment so
+// that the test can find every process it started.
+type agent struct {
+	t      *testing.T
+	c      *acptest.Client
+	cmd    *exec.Cmd
+	marker string
+	cwd    string
+}
+
+func startAgent(t *testing.T, args ...string) *agent {
+	marker := "SHELLAGENT_TEST=" + rand.Text()
+	c, cmd := acptest.StartBinary(t, binary, append([]string{"--shell", "/bin/sh"}, args...), []string{marker, noRaceExitDelay})
+	a := &agent{t: t, c: c, cmd: cmd, marker: marker, cwd: t.TempDir()}
+	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	return a
+}
+
+func (a *agent) session() string {
+	var res struct {
+		SessionID string `json:"sessionId"`
+	}
+	a.c.MustCall("session/new", map[string]any{"cwd": a.cwd}, &res)
+	return res.SessionID
+}
+
+func (a *agent) prompt(sid, line string) {
+	a.t.Helper()
+	if _, err := a.c.Call("session/prompt", map[string]any{"sessionId": sid, "prompt": []map[string]string{{"type": "text", "text": line}}}); err != nil {
+		a.t.Fatalf("prompt %q: %v", line, err)
+	}
+}
+
+// processes lists live processes that carry the agent's marker, the agent
+// itself included.
+func (a *agent) processes() []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !bytes.Contains(env, []byte(a.marker)) {
+			continue
+		}
+		stat, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+			continue
+		}
+		out = append(out, pid)
+	}
+	return out
+}
+
+func (a *agent) waitProcesses(n int) {
+	a.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(a.processes()) < n {
+		if time.Now().After(deadline) {
+			a.t.Fatalf("only %d processes running, want %d", len(a.processes()), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// exitWithin waits for the agent to exit and checks status 0, the time it
+// took and that no process is left.
+func (a *agent) exitWithin(d time.Duration) {
+	a.t.Helper()
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- a.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			a.t.Errorf("agent exit: %v", err)
+		}
+	case <-time.After(d + 5*time.Second):
+		a.cmd.Process.Kill()
+		a.t.Fatalf("agent did not exit")
+	}
+	if took := time.Since(start); took > d {
+		a.t.Errorf("agent took %v to exit, want at most %v", took, d)
+	}
+	if left := a.processes(); len(left) > 0 {
+		a.t.Errorf("processes left behind: %v", left)
+		for _, pid := range left {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+func TestStopsEverythingOnEOFAndSignals(t *testing.T) {
+	tests := []struct {
+		name string
+		stop func(a *agent)
+	}{
+		{"stdin EOF", func(a *agent) { a.c.Close() }},
+		{"SIGTERM", func(a *agent) { a.cmd.Process.Signal(syscall.SIGTERM) }},
+		{"SIGINT", func(a *agent) { a.cmd.Process.Signal(syscall.SIGINT) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := startAgent(t, "--kill-grace", "500ms")
+			sid := a.session()
+			a.prompt(sid, "/bg sleep 60")
+			a.prompt(sid, "/bg trap '' TERM; sleep 60")
+			a.prompt(sid, "sleep 60 & sleep 60")
+			a.waitProcesses(5) // agent, two sleeps, a shell and its two sleeps
+			tt.stop(a)
+			a.exitWithin(500*time.Millisecond + time.Second)
+		})
+	}
+}
+
+func TestBadInputKeepsTheConnection(t *testing.T) {
+	a := startAgent(t)
+	raw := func(line string) *acptest.Msg {
+		before := len(a.c.Transcript())
+		a.c.SendRaw([]byte(line))
+		return a.c.WaitFor("answer to "+line[:min(len(line), 40)], func(m *acptest.Msg) bool {
+			return m.Seq >= before && m.IsResponse()
+		})
+	}
+	tests := []struct {
+		line string
+		code int
+		says string
+	}{
+		{`{"jsonrpc":"2.0","id":50,"method":"session/new","params":{"cwd":`, -32700, "parse"},
+		{`this is not json`, -32700, "parse"},
+		{`{"jsonrpc":"2.0","id":51,"method":"no/such/method","params":{}}`, -32601, "no/such/method"},
+		{`{"jsonrpc":"2.0","id":52,"method":"session/new","params":{"cwd":"relative/dir"}}`, -32602, "cwd"},
+		{`{"jsonrpc":"2.0","id":53,"method":"session/new","params":{"cwd":42}}`, -32602, "cwd"},
+		{`{"jsonrpc":"2.0","id":54,"method":"session/new","params":{"cwd":"/no/such/dir"}}`, -32602, "cwd"},
+		{`{"jsonrpc":"2.0","id":55,"method":"session/prompt","params":{"sessionId":"x"}}`, -32602, "prompt"},
+		{`{"jsonrpc":"2.0","id":56,"method":"session/prompt"}`, -32602, "params"},
+		{`{"jsonrpc":"1.0","id":57,"method":"initialize"}`, -32600, "jsonrpc"},
+		{`[1,2]`, -32600, "batch"},
+		{`{"jsonrpc":"2.0","id":58,"method":"initialize","params":{"protocolVersion":1,"info":{"name":"x","version":"1"}}}`, -32022, "protocolVersion"},
+	}
+	for _, tt := range tests {
+		m := raw(tt.line)
+		if m.Error == nil || m.Error.Code != tt.code || !strings.Contains(m.Error.Message, tt.says) {
+			t.Errorf("%s\n  answered %s, want %d mentioning %q", tt.line, m.Raw, tt.code, tt.says)
+		}
+	}
+	// A line over the 16 MiB cap is answered -32600 and skipped.
+	huge := `{"jsonrpc":"2.0","id":59,"method":"session/new","params":{"cwd":"` + strings.Repeat("a", 17<<20) + `"}}`
+	if m := raw(huge); m.Error == nil || m.Error.Code != -32600 || string(m.ID) != "null" {
+		t.Errorf("oversized line answered %s", m.Raw)
+	}
+	// Still serving.
+	sid := a.session()
+	a.prompt(sid, "echo alive")
+	a.c.WaitFor("alive", func(m *acptest.Msg) bool { return strings.Contains(string(a.c.Output(sid, "term_1")), "alive") })
+}
+
+func TestRequestsBeforeInitialize(t *testing.T) {
+	c, _ := acptest.StartBinary(t, binary, nil, nil)
+	_, err := c.Call("session/new", map[string]any{"cwd": "/tmp"})
+	if err == nil || err.Code != -32600 || !strings.Contains(err.Message, "initialize") {
+		t.Errorf("session/new before initialize: %v", err)
+	}
+	c.MustCall("initialize", map[string]any{"protocolVersion": 5, "info": map[string]string{"name": "t", "version": "1"}}, nil)
+	var res struct {
+		ProtocolVersion int `json:"protocolVersion"`
+	}
+	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "t", "version": "1"}}, &res)
+	if res.ProtocolVersion != 2 {
+		t.Errorf("protocolVersion %d", res.ProtocolVersion)
+	}
+	c.MustCall("session/new", map[string]any{"cwd": "/tmp"}, nil)
+}
+
+func TestDemoTranscript(t *testing.T) {
+	demo, err := os.ReadFile("../../testdata/demo.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, cmd := acptest.StartBinary(t, binary, []string{"--sequential-ids"}, nil)
+	for _, line := range bytes.Split(bytes.TrimSpace(demo), []byte("\n")) {
+		c.SendRaw(line)
+	}
+	exit := c.WaitFor("term_1 exit", func(m *acptest.Msg) bool { return m.TerminalID() == "term_1" && m.ExitStatus() != nil })
+	if exit.ExitStatus()["signal"] != "SIGTERM" {
+		t.Errorf("dev server ended with %v", exit.ExitStatus())
+	}
+	listed := c.WaitFor("term_1 listed", func(m *acptest.Msg) bool { return len(m.Background()) == 1 })
+	ps := c.WaitFor("/ps answer", func(m *acptest.Msg) bool { return m.Kind == "agent_message" })
+	if !strings.Contains(ps.Text(), "term_1") || ps.Seq < listed.Seq {
+		t.Errorf("/ps said %q", ps.Text())
+	}
+	c.Close()
+	cmd.Wait()
+	c.Check()
+}
+
+// pausable is an agent's stdout as read by a client that can stop reading.
+type pausable struct {
+	r      io.Reader
+	mu     sync.Mutex
+	paused bool
+	cond   *sync.Cond
+}
+
+func (p *pausable) Read(b []byte) (int, error) {
+	p.mu.Lock()
+	for p.paused {
+		p.cond.Wait()
+	}
+	p.mu.Unlock()
+	return p.r.Read(b)
+}
+
+func (p *pausable) set(paused bool) {
+	p.mu.Lock()
+	p.paused = paused
+	p.mu.Unlock()
+	p.cond.Broadcast()
+}
+
+func TestStalledClientCostsOnlyTheRing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("pushes 50 MB through a PTY")
+	}
+	cmd := exec.Command(plainBinary, "--shell", "/bin/sh", "--foreground-timeout", "0")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := &pausable{r: stdout}
+	out.cond = sync.NewCond(&out.mu)
+	c := acptest.New(t, out, stdin, acptest.WithoutRaw())
+	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "t", "version": "1"}}, nil)
+	var res struct {
+		SessionID string `json:"sessionId"`
+	}
+	c.MustCall("session/new", map[string]any{"cwd": t.TempDir()}, &res)
+	const lines = 6_500_000 // seq 1 6500000: about 50 MB with \r\n
+	out.set(true)
+	c.Send("session/prompt", map[string]any{"sessionId": res.SessionID, "prompt": []map[string]string{{"type": "text", "text": fmt.Sprintf("seq 1 %d", lines)}}})
+	time.Sleep(3 * time.Second) // the command floods while nobody reads
+	out.set(false)
+	c.WaitFor("idle", func(m *acptest.Msg) bool { return m.State() == "idle" && m.StopReason() == "end_turn" })
+	hwm := peakRSS(t, cmd.Process.Pid)
+	c.Close()
+	cmd.Wait()
+	c.Check()
+
+	var want strings.Builder
+	for i := 1; i <= lines; i++ {
+		want.WriteString(strconv.Itoa(i))
+		want.WriteString("\r\n")
+	}
+	got := c.Output(res.SessionID, "term_1")
+	if !strings.HasSuffix(want.String(), string(got)) || len(got) < 1<<20 {
+		t.Errorf("client holds %d bytes that are not the tail of the output (ends %q)", len(got), got[max(0, len(got)-40):])
+	}
+	if c.Snapshots(res.SessionID, "term_1") == 0 {
+		t.Errorf("no replacement snapshot although the client fell %d MB behind", want.Len()>>20)
+	}
+	t.Logf("output %d MB, peak agent RSS %d MiB", want.Len()>>20, hwm>>20)
+	if hwm > 48<<20 {
+		t.Errorf("agent peak RSS %d MiB: memory grew with the backlog", hwm>>20)
+	}
+}
+
+// peakRSS reads VmHWM of a process, in bytes.
+func peakRSS(t *testing.T, pid int) int {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
+
+
