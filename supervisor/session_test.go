@@ -1,0 +1,232 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"shellagent/protocol"
+	"shellagent/protocol/acptest"
+)
+
+func TestSessionSetup(t *testing.T) {
+	h := newHarness(t, Config{})
+	file := filepath.Join(h.cwd, "file")
+	os.WriteFile(file, nil, 0o644)
+	tests := []struct {
+		cwd  string
+		says string // "" = accepted
+	}{
+		{h.cwd, ""},
+		{"relative", "absolute"},
+		{filepath.Join(h.cwd, "missing"), "no such file"},
+		{file, "not a directory"},
+	}
+	for _, tt := range tests {
+		raw, err := h.c.Call("session/new", map[string]any{"cwd": tt.cwd})
+		switch {
+		case tt.says == "" && err != nil:
+			t.Errorf("session/new %s: %v", tt.cwd, err)
+		case tt.says != "" && (err == nil || err.Code != -32602 || !strings.Contains(err.Message, "cwd") || !strings.Contains(err.Message, tt.says)):
+			t.Errorf("session/new %s = %s, %v; want -32602 naming cwd and %q", tt.cwd, raw, err, tt.says)
+		}
+	}
+	a, b := h.newSession(), h.newSession()
+	if a == b || !strings.HasPrefix(a, "sess_") || len(a) < 20 {
+		t.Errorf("session ids %q and %q: want random and distinct", a, b)
+	}
+	var list struct {
+		Sessions []struct {
+			SessionID string `json:"sessionId"`
+			Cwd       string `json:"cwd"`
+		} `json:"sessions"`
+	}
+	h.c.MustCall("session/list", map[string]any{}, &list)
+	if len(list.Sessions) != 3 {
+		t.Errorf("session/list has %d sessions, want 3", len(list.Sessions))
+	}
+	h.c.MustCall("session/list", map[string]any{"cwd": "/elsewhere"}, &list)
+	if len(list.Sessions) != 0 {
+		t.Errorf("session/list filtered by another cwd: %v", list.Sessions)
+	}
+	if err := h.callErr("session/list", map[string]any{"cursor": "x"}); err == nil || err.Code != -32602 {
+		t.Errorf("unknown cursor: %v", err)
+	}
+}
+
+func TestPromptForms(t *testing.T) {
+	h := newHarness(t, Config{})
+	sid := h.newSession()
+	os.WriteFile(filepath.Join(h.cwd, "it's here.txt"), []byte("linked file\n"), 0o644)
+	tests := []struct {
+		name   string
+		prompt []map[string]any
+		code   int    // 0 = inserted
+		out    string // expected terminal output
+	}{
+		{"text blocks joined", []map[string]any{{"type": "text", "text": "echo"}, {"type": "text", "text": "two blocks"}}, 0, "two blocks\r\n"},
+		{"resource link is a quoted path", []map[string]any{
+			{"type": "text", "text": "cat"},
+			{"type": "resource_link", "name": "it's here.txt", "uri": "file://" + filepath.Join(h.cwd, "it's here.txt")},
+		}, 0, "linked file\r\n"},
+		{"absolute path is a command", []map[string]any{{"type": "text", "text": "/bin/echo path"}}, 0, "path\r\n"},
+		{"empty", []map[string]any{{"type": "text", "text": "  \n "}}, -32602, ""},
+		{"no blocks", []map[string]any{}, -32602, ""},
+		{"image", []map[string]any{{"type": "image", "data": "", "mimeType": "image/png"}}, -32602, ""},
+	}
+	term := 0
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			raw, err := h.c.Call("session/prompt", map[string]any{"sessionId": sid, "prompt": tt.prompt})
+			if tt.code != 0 {
+				if err == nil || err.Code != tt.code {
+					t.Fatalf("answered %s, %v; want %d", raw, err, tt.code)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			term++
+			id := "term_" + string(rune('0'+term))
+			h.idle(h.exit(nil, sid, id), sid, "end_turn")
+			if got := string(h.c.Output(sid, id)); got != tt.out {
+				t.Errorf("output %q, want %q", got, tt.out)
+			}
+		})
+	}
+	// Refused prompts were not inserted: one user_message per command.
+	users := 0
+	for _, m := range h.c.Updates(sid) {
+		if m.Kind == protocol.KindUserMessage {
+			users++
+		}
+	}
+	if users != term {
+		t.Errorf("%d user messages for %d inserted prompts", users, term)
+	}
+}
+
+func TestUnknownSlashCommand(t *testing.T) {
+	h := newHarness(t, Config{})
+	sid := h.newSession()
+	h.run(sid, "/frobnicate now")
+	msg := h.update(nil, sid, protocol.KindAgentMessage, "agent message", nil)
+	if !strings.Contains(msg.Text(), "Unknown command /frobnicate") {
+		t.Errorf("agent message %q", msg.Text())
+	}
+	h.idle(msg, sid, "end_turn")
+	for _, m := range h.c.Updates(sid) {
+		if m.Kind == protocol.KindTerminal {
+			t.Errorf("an unknown slash command started a terminal: %s", m.Raw)
+		}
+	}
+}
+
+func TestResume(t *testing.T) {
+	h := newHarness(t, Config{})
+	sid := h.newSession()
+	h.run(sid, "/bg echo bg-output; sleep 30")
+	h.output(sid, "term_1", "bg-output")
+	h.run(sid, "echo fg-output; sleep 30")
+	h.output(sid, "term_2", "fg-output")
+	var cursor *acptest.Msg = h.c.Transcript()[len(h.c.Transcript())-1]
+
+	raw, err := h.c.Call("session/resume", map[string]any{"sessionId": sid, "cwd": h.cwd + "/"})
+	if err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	var resp struct {
+		ConfigOptions     []json.RawMessage `json:"configOptions"`
+		AvailableCommands []json.RawMessage `json:"availableCommands"`
+	}
+	json.Unmarshal(raw, &resp)
+	if len(resp.ConfigOptions) != 3 || len(resp.AvailableCommands) != 5 {
+		t.Errorf("resume response %s", raw)
+	}
+	// Before the response: a current terminal_update with an output
+	// snapshot for the listed terminal (and the foreground one), then the
+	// current state with the list.
+	var snap1, snap2, state *acptest.Msg
+	for _, m := range h.c.Transcript() {
+		if m.Seq <= cursor.Seq || m.SessionID != sid {
+			continue
+		}
+		switch {
+		case m.Kind == protocol.KindTerminal && m.TerminalID() == "term_1" && m.HasKey("output"):
+			snap1 = m
+		case m.Kind == protocol.KindTerminal && m.TerminalID() == "term_2" && m.HasKey("output"):
+			snap2 = m
+		case m.Kind == protocol.KindState:
+			state = m
+		}
+	}
+	if snap1 == nil || snap2 == nil || state == nil {
+		t.Fatalf("resume sent snapshot term_1=%v term_2=%v state=%v\n%s", snap1 != nil, snap2 != nil, state != nil, h.c.Dump())
+	}
+	if snap1.Update["command"] == nil || snap1.Update["cwd"] == nil || snap1.Update["size"] == nil || mustJSON(snap1.Update["capabilities"]) != `{"cancel":{}}` {
+		t.Errorf("resume terminal_update %s lacks command, cwd, size or capabilities", snap1.Raw)
+	}
+	if state.State() != "running" || !sameIDs(state.Background(), []string{"term_1"}) {
+		t.Errorf("resume state %s", state.Raw)
+	}
+	if !strings.Contains(string(h.c.Output(sid, "term_1")), "bg-output") {
+		t.Errorf("after the snapshot term_1 holds %q", h.c.Output(sid, "term_1"))
+	}
+	// Output keeps flowing after the snapshot.
+	h.c.Notify("session/cancel", map[string]string{"sessionId": sid})
+	h.idle(state, sid, "cancelled")
+
+	tests := []struct {
+		params map[string]any
+		code   int
+	}{
+		{map[string]any{"sessionId": sid, "cwd": "/tmp"}, -32602},
+		{map[string]any{"sessionId": "sess_unknown", "cwd": h.cwd}, -32002},
+		{map[string]any{"sessionId": sid, "cwd": h.cwd, "replayFrom": map[string]string{"type": "_later"}}, -32602},
+	}
+	for _, tt := range tests {
+		if err := h.callErr("session/resume", tt.params); err == nil || err.Code != tt.code {
+			t.Errorf("resume %v: %v, want %d", tt.params, err, tt.code)
+		}
+	}
+}
+
+func TestSettingsChangeTheNextCommand(t *testing.T) {
+	h := newHarness(t, Config{ForegroundTimeout: time.Minute})
+	sid := h.newSession()
+	var res struct {
+		ConfigOptions []struct {
+			ConfigID     string `json:"configId"`
+			CurrentValue string `json:"currentValue"`
+		} `json:"configOptions"`
+	}
+	h.c.MustCall("session/set_config_option", map[string]any{"sessionId": sid, "configId": "foreground_timeout", "type": "id", "value": "1s"}, &res)
+	if len(res.ConfigOptions) != 3 || res.ConfigOptions[0].CurrentValue != "1s" {
+		t.Errorf("set_config_option answered %+v", res.ConfigOptions)
+	}
+	start := time.Now()
+	h.run(sid, "sleep 30")
+	done := h.toolStatus(nil, sid, "call_1", "completed")
+	if d := done.At.Sub(start); d < 900*time.Millisecond || d > 5*time.Second {
+		t.Errorf("detached after %v with a 1s foreground timeout", d)
+	}
+	for _, bad := range []map[string]any{
+		{"sessionId": sid, "configId": "nope", "type": "id", "value": "1s"},
+		{"sessionId": sid, "configId": "foreground_timeout", "type": "id", "value": "7s"},
+		{"sessionId": sid, "configId": "kill_grace", "type": "boolean", "value": true},
+		{"sessionId": sid, "configId": "permission", "type": "id", "value": 3},
+	} {
+		if err := h.callErr("session/set_config_option", bad); err == nil || err.Code != -32602 {
+			t.Errorf("set_config_option %v: %v, want -32602", bad, err)
+		}
+	}
+	// The bad values changed nothing.
+	h.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": h.cwd}, &res)
+	if res.ConfigOptions[0].CurrentValue != "1s" || res.ConfigOptions[1].CurrentValue != "3s" || res.ConfigOptions[2].CurrentValue != "allow" {
+		t.Errorf("options after bad sets: %+v", res.ConfigOptions)
+	}
+}
