@@ -83,6 +83,8 @@ type Client struct {
 	wire     []Violation     // violations found while reading
 	reported map[string]bool // Check violations already reported
 	quiet    bool            // the reader outlived Close: stop reporting
+
+	memo map[string]string // validation results; see memoValidate
 }
 
 // request is a request the client sent.
@@ -129,6 +131,7 @@ func newClient(t reporter, agentStdout io.Reader, agentStdin io.WriteCloser, opt
 		requests: make(map[int64]*request),
 		terms:    make(map[termKey]*termBuf),
 		reported: make(map[string]bool),
+		memo:     make(map[string]string),
 	}
 	for _, o := range opts {
 		o(c)

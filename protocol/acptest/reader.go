@@ -90,10 +90,11 @@ func (c *Client) inspect(m *Msg, line []byte) []string {
 	if len(bytes.TrimSpace(line)) == 0 {
 		return []string{"blank line"}
 	}
-	tree, fields, err := decodeLine(line)
+	d, err := decodeLine(line)
 	if err != nil {
 		return []string{fmt.Sprintf("not a JSON value: %v", err)}
 	}
+	tree, fields := d.tree, d.fields
 	obj, ok := tree.(map[string]any)
 	if !ok {
 		return []string{"not a JSON object"}
@@ -127,18 +128,56 @@ func (c *Client) inspect(m *Msg, line []byte) []string {
 	if version != "2.0" {
 		return problems // the root schema would only repeat it
 	}
+	problems = c.validate(m, d, def, value, problems)
+	if m.Method == "session/update" {
+		// Only now: validation must see the numbers as they were written.
+		params, _ := obj["params"].(map[string]any)
+		if u, ok := params["update"].(map[string]any); ok {
+			m.Update = plainNumbers(u).(map[string]any)
+		}
+	}
+	return problems
+}
+
+// validate checks value against the definition def (if any) and, when
+// nothing else is wrong with the line, the whole message against the root
+// of the schema.
+func (c *Client) validate(m *Msg, d decoded, def string, value any, problems []string) []string {
 	if def != "" {
-		if why := c.schemas.validate(def, value); why != "" {
+		if why := c.memoValidate(d, def, value); why != "" {
 			return append(problems, fmt.Sprintf("schema: %s does not match #/$defs/%s: %s", describe(m), def, why))
 		}
 	}
 	if len(problems) > 0 {
 		return problems // the root schema would mostly repeat them
 	}
-	if why := c.schemas.validate("", tree); why != "" {
+	if why := c.memoValidate(d, "", d.tree); why != "" {
 		problems = append(problems, fmt.Sprintf("schema: %s does not match the ACP v2 message schema: %s", describe(m), why))
 	}
 	return problems
+}
+
+// memoMax bounds the validation memo.
+const memoMax = 1024
+
+// memoValidate is schemas.validate, memoized for lines with long strings
+// (terminal output) by their elided form: since the schema constrains no
+// string's contents (see stringFree), lines that differ only in long
+// strings validate alike. Only the reader goroutine uses the memo.
+func (c *Client) memoValidate(d decoded, def string, value any) string {
+	if d.reduced == nil || !c.schemas.stringFree {
+		return c.schemas.validate(def, value)
+	}
+	key := def + "\x00" + string(d.reduced)
+	if why, ok := c.memo[key]; ok {
+		return why
+	}
+	why := c.schemas.validate(def, value)
+	if len(c.memo) >= memoMax {
+		clear(c.memo)
+	}
+	c.memo[key] = why
+	return why
 }
 
 // inspectRequest handles a request from the agent.
@@ -162,7 +201,6 @@ func (c *Client) inspectNotification(m *Msg, obj map[string]any, problems []stri
 		if params, ok := obj["params"].(map[string]any); ok {
 			m.SessionID, _ = params["sessionId"].(string)
 			if u, ok := params["update"].(map[string]any); ok {
-				m.Update = plainNumbers(u).(map[string]any)
 				m.Kind, _ = u["sessionUpdate"].(string)
 			}
 		}

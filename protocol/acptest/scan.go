@@ -23,22 +23,28 @@ const elideMin = 256
 // unescaped in JSON, so no real string on the line starts this way).
 const placeholderPrefix = "\x00acptest:"
 
-// decodeLine decodes a line as encoding/json would into an any (with
-// json.Number for numbers), and returns the raw top-level members of the
-// object it holds (nil if it is not an object) as subslices of line.
-func decodeLine(line []byte) (tree any, fields map[string]json.RawMessage, err error) {
+// decoded is a decoded line.
+type decoded struct {
+	tree    any                        // as encoding/json decodes it into an any, with json.Number
+	fields  map[string]json.RawMessage // the object's raw members, as subslices of the line
+	reduced []byte                     // the line with its long strings elided; nil if none were
+}
+
+// decodeLine decodes a line. fields is nil when the line is not an object.
+func decodeLine(line []byte) (decoded, error) {
 	reduced, long := elide(line)
-	tree, err = jsonschema.UnmarshalJSON(bytes.NewReader(reduced))
+	tree, err := jsonschema.UnmarshalJSON(bytes.NewReader(reduced))
 	if err != nil {
-		return nil, nil, err
+		return decoded{}, err
 	}
+	d := decoded{tree: tree}
 	if len(long) > 0 {
-		tree = restore(tree, long)
+		d.tree, d.reduced = restore(tree, long), reduced
 	}
 	if _, ok := tree.(map[string]any); ok {
-		fields = splitObject(line)
+		d.fields = splitObject(line)
 	}
-	return tree, fields, nil
+	return d, nil
 }
 
 // elide returns line with its long escape-free string values replaced by

@@ -34,7 +34,8 @@ var scanSeeds = []string{
 // checkDecodeLine compares decodeLine with a plain decode of line.
 func checkDecodeLine(t *testing.T, line []byte) {
 	wantTree, wantErr := jsonschema.UnmarshalJSON(bytes.NewReader(line))
-	tree, fields, err := decodeLine(line)
+	d, err := decodeLine(line)
+	tree, fields := d.tree, d.fields
 	if (err != nil) != (wantErr != nil) {
 		t.Fatalf("%q: error %v, want %v", line, err, wantErr)
 	}

@@ -1,6 +1,7 @@
 package acptest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -47,6 +48,11 @@ var payloadDefs = []string{
 type schemaSet struct {
 	root *jsonschema.Schema
 	defs map[string]*jsonschema.Schema
+
+	// stringFree is true when no schema keyword looks at a string's
+	// contents beyond const and enum (no pattern, length or uniqueness
+	// constraint), so that long strings cannot change a validation result.
+	stringFree bool
 }
 
 var (
@@ -111,12 +117,24 @@ func compileSchemas(path string) (*schemaSet, error) {
 	if err != nil {
 		return nil, err
 	}
+	f, err := os.Open(abs)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := jsonschema.UnmarshalJSON(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("acptest: reading %s: %w", abs, err)
+	}
 	c := jsonschema.NewCompiler()
+	if err := c.AddResource(abs, doc); err != nil {
+		return nil, err
+	}
 	root, err := c.Compile(abs)
 	if err != nil {
 		return nil, fmt.Errorf("acptest: compiling %s: %w", abs, err)
 	}
-	set := &schemaSet{root: root, defs: make(map[string]*jsonschema.Schema)}
+	set := &schemaSet{root: root, defs: make(map[string]*jsonschema.Schema), stringFree: stringFree(doc)}
 	names := append([]string(nil), payloadDefs...)
 	for _, def := range resultDefs {
 		names = append(names, def)
@@ -129,6 +147,58 @@ func compileSchemas(path string) (*schemaSet, error) {
 		set.defs[name] = sch
 	}
 	return set, nil
+}
+
+// stringKeywords are the keywords that constrain string contents other
+// than by equality.
+var stringKeywords = []string{"pattern", "maxLength", "uniqueItems", "contentSchema", "patternProperties", "propertyNames"}
+
+// stringFree reports whether no subschema of the schema s uses a keyword of
+// stringKeywords, or a minLength that an elided string could fail. It
+// follows the subschema positions of draft 2020-12.
+func stringFree(s any) bool {
+	obj, ok := s.(map[string]any)
+	if !ok {
+		return true // a boolean schema
+	}
+	for _, k := range stringKeywords {
+		if _, ok := obj[k]; ok {
+			return false
+		}
+	}
+	if v, ok := obj["minLength"]; ok {
+		n, ok := v.(json.Number)
+		if !ok {
+			return false
+		}
+		if min, err := n.Int64(); err != nil || min > elideMin {
+			return false
+		}
+	}
+	for k, v := range obj {
+		switch k {
+		case "$defs", "properties", "dependentSchemas":
+			m, _ := v.(map[string]any)
+			for _, sub := range m {
+				if !stringFree(sub) {
+					return false
+				}
+			}
+		case "allOf", "anyOf", "oneOf", "prefixItems":
+			l, _ := v.([]any)
+			for _, sub := range l {
+				if !stringFree(sub) {
+					return false
+				}
+			}
+		case "items", "not", "if", "then", "else", "contains", "additionalProperties",
+			"unevaluatedItems", "unevaluatedProperties":
+			if !stringFree(v) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // validate checks v against the named definition, or against the schema
