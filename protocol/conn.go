@@ -40,7 +40,7 @@ type Agent interface {
 	Prompt(c Client, p *PromptRequest, reply Reply)
 	CancelSession(c Client, p *CancelSessionNotification)
 	CancelTerminal(c Client, p *CancelTerminalRequest) error
-	CancelToolCall(c Client, p *CancelToolCallRequest) error
+	CancelToolCall(c Client, p *CancelToolCallRequest, reply Reply)
 	SetConfigOption(c Client, p *SetConfigOptionRequest) (*SetConfigOptionResponse, error)
 }
 
@@ -285,10 +285,8 @@ var requests = map[string]handler{
 		if err != nil {
 			return nil, firstError(err)
 		}
-		if err := c.agent.CancelToolCall(c, p); err != nil {
-			return nil, err
-		}
-		return struct{}{}, nil
+		c.agent.CancelToolCall(c, p, c.reply(req.ID))
+		return deferred, nil
 	},
 	"session/set_config_option": func(c *Conn, req *jsonrpc2.Request) (any, error) {
 		p, err := decode(req, func(p *SetConfigOptionRequest) error {

@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"encoding/json"
-	"fmt"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -26,8 +25,9 @@ type Session struct {
 	title      string
 	updatedAt  time.Time
 	state      string // running, requires_action, idle
-	fg         *terminal
-	queue      []turn // prompts (and firings) waiting for the foreground
+	fg         *terminal // the foreground command, once it runs
+	waiting    *approval // the foreground command, while it waits for permission
+	queue      []turn    // prompts (and firings) waiting for the foreground
 	list       backgroundList
 	listDirty  bool // the list changed since the last state_update
 	terminals  map[string]*terminal
@@ -46,7 +46,8 @@ type Session struct {
 type turn struct {
 	blocks []protocol.ContentBlock
 	in     input
-	reply  protocol.Reply
+	reply  protocol.Reply // nil for the firing of a scheduled job
+	job    *job           // the job that fired
 }
 
 func newSession(sv *Supervisor, id, cwd string, c protocol.Client) *Session {
@@ -116,15 +117,18 @@ func (s *Session) prompt(blocks []protocol.ContentBlock, reply protocol.Reply) {
 	}
 	t := turn{blocks: blocks, in: in, reply: reply}
 	switch {
-	case in.immediate() && s.fg != nil:
+	case in.immediate() && s.busy():
 		s.insert(t)
 		s.act(in)
-	case s.fg != nil || len(s.queue) > 0:
+	case s.busy() || len(s.queue) > 0:
 		s.queue = append(s.queue, t)
 	default:
 		s.start(t)
 	}
 }
+
+// busy reports whether foreground work is under way.
+func (s *Session) busy() bool { return s.fg != nil || s.waiting != nil }
 
 // insert adds the prompt to the conversation: user_message, then the
 // response with its id.
@@ -137,71 +141,118 @@ func (s *Session) insert(t turn) {
 	t.reply(&protocol.PromptResponse{MessageID: id}, nil)
 }
 
-// start runs a turn on an idle session: running, the work, and idle once it
-// is done (at once for everything but a foreground command).
+// start runs a turn on an idle session: a prompt (inserted first) or the
+// firing of a scheduled job (agent-initiated: no user message). The turn
+// reports running (or requires_action), its work, and idle once the work
+// is done: at once for everything but a foreground command.
 func (s *Session) start(t turn) {
-	s.insert(t)
-	s.transition(protocol.StateRunning, "")
+	if t.reply != nil {
+		s.insert(t)
+	}
 	if t.in.kind == runCommand {
-		if s.startForeground(t.in.line) {
-			return
-		}
-	} else {
-		s.act(t.in)
+		s.runForeground(t.in.line, t.job)
+		return
 	}
-	if s.fg == nil {
-		s.transition(protocol.StateIdle, protocol.StopEndTurn)
-		s.next()
+	s.transition(protocol.StateRunning, "")
+	s.act(t.in)
+	s.endTurn(protocol.StopEndTurn)
+}
+
+// endTurn reports the end of foreground work and starts the next turn.
+func (s *Session) endTurn(stopReason string) {
+	if s.busy() {
+		return
 	}
+	s.transition(protocol.StateIdle, stopReason)
+	s.next()
 }
 
 // next starts the first waiting turn, if the foreground is free.
 func (s *Session) next() {
-	if s.fg != nil || s.closing || len(s.queue) == 0 {
+	if s.busy() || s.closing || len(s.queue) == 0 {
 		return
 	}
 	t := s.queue[0]
 	s.queue = s.queue[1:]
+	if t.job != nil {
+		t.job.queued = false
+	}
 	s.start(t)
+}
+
+// runForeground runs line as foreground work: at once, or after the user
+// allows it in permission mode "ask".
+func (s *Session) runForeground(line string, j *job) {
+	call := s.newCall(line)
+	if s.settings.ask {
+		s.ask(&approval{call: call, line: line, job: j})
+		return
+	}
+	s.transition(protocol.StateRunning, "")
+	s.startForeground(call, line, j)
 }
 
 // act carries out everything but a foreground command.
 func (s *Session) act(in input) {
 	switch in.kind {
 	case bgCommand:
-		if t := s.launch(in.line); t != nil {
-			s.detach(t, "Started in the background.")
-		}
+		s.runBackground(in.line)
 	case bgDetach:
-		if s.fg == nil {
+		switch {
+		case s.fg != nil:
+			s.detach(s.fg, "Moved to the background by /bg.")
+		case s.waiting != nil:
+			s.agentMessage("The foreground command is waiting for permission; it can move to the background once it runs.")
+		default:
 			s.agentMessage("Nothing is running in the foreground: /bg alone moves the running command to the background. To start a command in the background, write /bg CMD.")
-			return
 		}
-		s.detach(s.fg, "Moved to the background by /bg.")
 	case listWork:
 		s.agentMessage(s.listing())
 	case stopWork:
-		s.agentMessage(s.stopByID(in.id))
+		s.stopByID(in.id)
+	case afterWork, everyWork:
+		s.schedule(in)
 	case badInput:
 		s.agentMessage(in.problem)
-	default:
-		s.agentMessage(fmt.Sprintf("/after and /every are not available yet: %q was not scheduled.", in.line))
 	}
 }
 
+// runBackground starts line directly as background work.
+func (s *Session) runBackground(line string) {
+	call := s.newCall(line)
+	if s.settings.ask {
+		s.ask(&approval{call: call, line: line, background: true})
+		return
+	}
+	if t := s.launch(call, line); t != nil {
+		s.detach(t, "Started in the background.")
+	}
+}
+
+func (s *Session) newCall(line string) *toolCall {
+	c := &toolCall{id: s.newID("call"), title: line, kind: "execute"}
+	s.calls[c.id] = c
+	return c
+}
+
 // stopByID serves /stop: the same acceptance and errors as the cancel
-// methods, told as a message.
-func (s *Session) stopByID(id string) string {
-	var err error
-	if _, ok := s.calls[id]; ok && s.terminals[id] == nil {
-		err = s.cancelToolCallLocked(id)
-	} else {
-		err = s.cancelTerminalLocked(id)
+// methods, told as an agent message.
+func (s *Session) stopByID(id string) {
+	if s.terminals[id] != nil || s.calls[id] == nil {
+		if err := s.cancelTerminalLocked(id); err != nil {
+			s.agentMessage("Cannot stop " + id + ": " + err.(*protocol.Error).Message + ".")
+			return
+		}
+		s.agentMessage("Stopping " + id + ": SIGTERM sent; its exit status follows.")
+		return
 	}
+	stop, err := s.cancelToolCallLocked(id)
 	if err != nil {
-		return "Cannot stop " + id + ": " + err.(*protocol.Error).Message
+		s.agentMessage("Cannot stop " + id + ": " + err.(*protocol.Error).Message + ".")
+		return
 	}
-	return "Stopping " + id + "."
+	s.agentMessage("Cancelling " + id + ".")
+	stop()
 }
 
 // transition reports a foreground state change with the current list.
@@ -223,11 +274,21 @@ func (s *Session) cancel() {
 		t.cancelled = true
 		s.stop(t)
 	}
+	if a := s.waiting; a != nil {
+		s.withdraw(a, protocol.StatusCancelled, "Cancelled by session/cancel while waiting for permission.")
+		s.endTurn(protocol.StopCancelled)
+	}
 }
 
+// dropQueue answers held prompts -32800; queued firings are dropped.
 func (s *Session) dropQueue(why string) {
 	for _, t := range s.queue {
-		t.reply(nil, protocol.RequestCancelled(why))
+		if t.reply != nil {
+			t.reply(nil, protocol.RequestCancelled(why))
+		}
+		if t.job != nil {
+			t.job.queued = false
+		}
 	}
 	s.queue = nil
 }
@@ -251,23 +312,37 @@ func (s *Session) cancelTerminalLocked(id string) error {
 	return nil
 }
 
-// cancelToolCall serves tool_call/cancel.
-func (s *Session) cancelToolCall(id string) error {
+// cancelToolCall serves tool_call/cancel: the answer goes out first, then
+// the tool call's final status.
+func (s *Session) cancelToolCall(id string, reply protocol.Reply) {
 	s.mu.Lock()
 	defer s.unlock()
-	return s.cancelToolCallLocked(id)
+	stop, err := s.cancelToolCallLocked(id)
+	if err != nil {
+		reply(nil, err)
+		return
+	}
+	reply(struct{}{}, nil)
+	stop()
 }
 
-func (s *Session) cancelToolCallLocked(id string) error {
+// cancelToolCallLocked accepts the cancellation of a tool call and returns
+// what stops it.
+func (s *Session) cancelToolCallLocked(id string) (stop func(), err error) {
 	c := s.calls[id]
 	switch {
 	case c == nil:
-		return protocol.InvalidParams("toolCallId: no tool call %q in this session", id)
+		return nil, protocol.InvalidParams("toolCallId: no tool call %q in this session", id)
 	case c.final():
-		return protocol.InvalidParams("toolCallId: %s is already %s", id, c.status)
-	default:
-		return protocol.InvalidParams("toolCallId: %s is not cancellable (a command is stopped with terminal/cancel on its terminal)", id)
+		return nil, protocol.InvalidParams("toolCallId: %s is already %s", id, c.status)
+	case c.job != nil:
+		return func() { s.cancelJob(c.job) }, nil
+	case c.appr != nil && c.appr.background:
+		return func() {
+			s.withdraw(c.appr, protocol.StatusCancelled, "Cancelled before it was allowed to run.")
+		}, nil
 	}
+	return nil, protocol.InvalidParams("toolCallId: %s is not cancellable (a command is stopped with terminal/cancel on its terminal)", id)
 }
 
 // close stops everything of the session in parallel, reports every final
@@ -286,6 +361,19 @@ func (s *Session) close(done func()) {
 	if s.fg != nil {
 		s.closeFg = true
 		s.fg.cancelled = true
+	}
+	if a := s.waiting; a != nil {
+		s.closeFg = true
+		s.withdraw(a, protocol.StatusCancelled, "Cancelled: the session closed while it waited for permission.")
+	}
+	for _, c := range s.calls {
+		switch {
+		case c.final():
+		case c.job != nil:
+			s.cancelJob(c.job)
+		case c.appr != nil:
+			s.withdraw(c.appr, protocol.StatusCancelled, "Cancelled: the session closed while it waited for permission.")
+		}
 	}
 	for _, t := range s.terminals {
 		if !t.exited && !t.stopping { // a stop under way keeps its grace
@@ -366,9 +454,14 @@ func (s *Session) resume(c protocol.Client, p *protocol.ResumeSessionRequest) (*
 	if s.fg != nil {
 		s.sendCurrent(s.fg)
 	}
+	if s.waiting != nil {
+		s.send(s.waiting.call.update())
+	}
 	for _, it := range s.list.items {
 		if it.term != nil {
 			s.sendCurrent(it.term)
+		} else {
+			s.send(it.call.update())
 		}
 	}
 	s.snapshot("")

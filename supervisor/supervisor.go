@@ -249,12 +249,13 @@ func (sv *Supervisor) CancelTerminal(_ protocol.Client, p *protocol.CancelTermin
 }
 
 // CancelToolCall implements protocol.Agent.
-func (sv *Supervisor) CancelToolCall(_ protocol.Client, p *protocol.CancelToolCallRequest) error {
+func (sv *Supervisor) CancelToolCall(_ protocol.Client, p *protocol.CancelToolCallRequest, reply protocol.Reply) {
 	s, err := sv.session(p.SessionID)
 	if err != nil {
-		return err
+		reply(nil, err)
+		return
 	}
-	return s.cancelToolCall(p.ToolCallID)
+	s.cancelToolCall(p.ToolCallID, reply)
 }
 
 // SetConfigOption implements protocol.Agent.

@@ -20,6 +20,7 @@ type terminal struct {
 	proc    ptyio.Process
 	started time.Time
 
+	job        *job // the scheduled job whose firing started it
 	foreground bool
 	listed     bool
 	returned   *ptyio.Status // the shell returned while others ran on
@@ -29,11 +30,34 @@ type terminal struct {
 	timer      *time.Timer
 }
 
-// toolCall is a tool call of the session.
+// toolCall is a tool call of the session: a command's, or a scheduled
+// job (job != nil), or a command waiting for permission (appr != nil).
 type toolCall struct {
 	id     string
 	title  string
+	kind   string
 	status string
+	cancel bool // advertises capabilities.cancel
+	shown  bool // cancel was advertised once: clearing it must be sent
+	listed bool
+	input  any // rawInput
+	job    *job
+	appr   *approval
+}
+
+// update is the tool call's current state as a full tool_call_update.
+func (c *toolCall) update() *protocol.ToolCallUpdate {
+	u := &protocol.ToolCallUpdate{
+		SessionUpdate: protocol.KindToolCall, ToolCallID: c.id, Title: c.title, Kind: c.kind,
+		Status: c.status, RawInput: c.input,
+	}
+	switch {
+	case c.cancel:
+		u.Capabilities, c.shown = protocol.CapsCancel, true
+	case c.shown:
+		u.Capabilities = protocol.CapsNone
+	}
+	return u
 }
 
 func (c *toolCall) final() bool {
@@ -53,34 +77,29 @@ type events struct {
 func (e events) ShellReturned(st ptyio.Status) { e.s.shellReturned(e.t, st) }
 func (e events) Exited(x ptyio.Exit)           { e.s.exited(e.t, x) }
 
-// launch starts line in a new terminal and announces its tool call and
-// terminal. It returns nil if the command could not start; its tool call
-// has then failed.
-func (s *Session) launch(line string) *terminal {
+// launch starts line in a new terminal for call and announces the tool
+// call and the terminal. It returns nil if the command could not start; its
+// tool call has then failed.
+func (s *Session) launch(call *toolCall, line string) *terminal {
 	cfg := s.sv.cfg
-	call := &toolCall{id: s.newID("call"), title: line, status: protocol.StatusInProgress}
-	s.calls[call.id] = call
+	call.status = protocol.StatusInProgress
+	call.input = map[string]string{"command": line, "cwd": s.cwd}
 	t := &terminal{id: s.newID("term"), line: line, call: call, ring: outputbuf.New(cfg.Scrollback), started: time.Now()}
-	rawInput := map[string]string{"command": line, "cwd": s.cwd}
 	proc, err := cfg.Launcher.Launch(ptyio.Command{
 		Shell: cfg.Shell, Line: line, Dir: s.cwd, Env: s.sv.env, Size: cfg.Size,
 	}, t.ring, events{s, t})
 	if err != nil {
 		call.status = protocol.StatusFailed
-		s.emit(&protocol.ToolCallUpdate{
-			SessionUpdate: protocol.KindToolCall, ToolCallID: call.id, Title: line, Kind: "execute",
-			Status: call.status, RawInput: rawInput,
-			Content: []protocol.ToolCallContent{protocol.TextContent("Could not start the command: " + err.Error())},
-		})
+		u := call.update()
+		u.Content = []protocol.ToolCallContent{protocol.TextContent("Could not start the command: " + err.Error())}
+		s.emit(u)
 		return nil
 	}
 	t.proc = proc
 	s.terminals[t.id] = t
-	s.emit(&protocol.ToolCallUpdate{
-		SessionUpdate: protocol.KindToolCall, ToolCallID: call.id, Title: line, Kind: "execute",
-		Status: call.status, RawInput: rawInput,
-		Content: []protocol.ToolCallContent{protocol.TerminalContent(t.id)},
-	})
+	u := call.update()
+	u.Content = []protocol.ToolCallContent{protocol.TerminalContent(t.id)}
+	s.emit(u)
 	s.emit(s.terminalState(t))
 	return t
 }
@@ -109,31 +128,27 @@ func (s *Session) sendCurrent(t *terminal) {
 }
 
 func (s *Session) toolCallState(t *terminal) *protocol.ToolCallUpdate {
-	u := &protocol.ToolCallUpdate{
-		SessionUpdate: protocol.KindToolCall, ToolCallID: t.call.id, Title: t.line, Kind: "execute",
-		Status:   t.call.status,
-		RawInput: map[string]string{"command": t.line, "cwd": s.cwd},
-		Content:  []protocol.ToolCallContent{protocol.TerminalContent(t.id)},
-	}
+	u := t.call.update()
+	u.Content = []protocol.ToolCallContent{protocol.TerminalContent(t.id)}
 	if t.listed {
 		u.Content = append(u.Content, protocol.TextContent(detachNote(t)))
 	}
 	return u
 }
 
-// startForeground runs line as the session's foreground command. It reports
-// whether the command started.
-func (s *Session) startForeground(line string) bool {
-	t := s.launch(line)
+// startForeground runs line as the session's foreground command, fired by
+// job if not nil. If it cannot start, the turn ends.
+func (s *Session) startForeground(call *toolCall, line string, j *job) {
+	t := s.launch(call, line)
 	if t == nil {
-		return false
+		s.endTurn(protocol.StopEndTurn)
+		return
 	}
-	t.foreground = true
+	t.foreground, t.job = true, j
 	s.fg = t
 	if d := s.settings.foregroundTimeout; d > 0 {
 		t.timer = time.AfterFunc(d, func() { s.timeout(t, d) })
 	}
-	return true
 }
 
 func (s *Session) timeout(t *terminal, d time.Duration) {
@@ -178,8 +193,7 @@ func (s *Session) detach(t *terminal, why string) {
 	}
 	s.emit(u)
 	if wasForeground {
-		s.transition(protocol.StateIdle, protocol.StopEndTurn)
-		s.next()
+		s.endTurn(protocol.StopEndTurn)
 	}
 }
 
@@ -224,8 +238,7 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 		if t.cancelled {
 			stop = protocol.StopCancelled
 		}
-		s.transition(protocol.StateIdle, stop)
-		s.next()
+		s.endTurn(stop)
 	case t.listed:
 		s.unlistTerminal(t)
 	}
@@ -281,20 +294,29 @@ func (s *Session) listing() string {
 		return "No background work."
 	}
 	var b strings.Builder
-	b.WriteString("Background work:\n")
+	b.WriteString("Background work:")
 	now := time.Now()
 	for _, it := range s.list.items {
-		if t := it.term; t != nil {
-			state := fmt.Sprintf("pid %d", t.proc.Pid())
+		b.WriteString("\n")
+		switch {
+		case it.term != nil:
+			t := it.term
+			state := fmt.Sprintf("running, pid %d", t.proc.Pid())
 			if t.stopping {
-				state += ", stopping"
+				state = fmt.Sprintf("stopping, pid %d", t.proc.Pid())
 			}
-			fmt.Fprintf(&b, "%s  terminal  %s  %s  %s\n", t.id, t.line, age(now.Sub(t.started)), state)
+			fmt.Fprintf(&b, "%s  terminal  %s  age %s  %s", t.id, t.line, age(now.Sub(t.started)), state)
+		case it.call.job != nil:
+			j := it.call.job
+			fmt.Fprintf(&b, "%s  %s  %s  age %s  %s, next run in %s", j.call.id, j.name(), j.line, age(now.Sub(j.created)), j.call.status, age(j.next.Sub(now)))
+		case it.call.appr != nil:
+			a := it.call.appr
+			fmt.Fprintf(&b, "%s  command  %s  age %s  %s, waiting for permission", a.call.id, a.line, age(now.Sub(a.asked)), a.call.status)
 		}
 	}
-	return strings.TrimRight(b.String(), "\n")
+	return b.String()
 }
 
 func age(d time.Duration) string {
-	return d.Round(time.Second).String()
+	return max(d, 0).Round(time.Second).String()
 }

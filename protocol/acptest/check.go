@@ -14,7 +14,7 @@ const (
 	RuleLive        = 3  // a listed terminal has no exitStatus; a listed tool call is not final
 	RuleFinalized   = 4  // an item's exitStatus or final status precedes the snapshot that removes it
 	RuleListedOnce  = 5  // no item twice; no tool call listed with a terminal it references
-	RuleExitOnce    = 6  // one exitStatus per terminal, with capabilities null; no output outside its life
+	RuleTerminal    = 6  // one exitStatus per terminal, with capabilities null; no output outside its life
 	RuleToolStatus  = 7  // no return to pending; no change after a final status
 	RuleFollowUp    = 8  // no idle [] snapshot that removes items followed by running
 	RuleMessageID   = 9  // user messages have ids; prompt responses name a user message
@@ -298,12 +298,12 @@ func (ck *checker) terminalUpdate(s *sessionState, m *Msg) {
 	if ts.exitSeq >= 0 {
 		switch {
 		case exitSet:
-			ck.violate(RuleExitOnce, m, s.id, "terminal %s: second exitStatus (the first was #%d)", id, ts.exitSeq)
+			ck.violate(RuleTerminal, m, s.id, "terminal %s: second exitStatus (the first was #%d)", id, ts.exitSeq)
 		case m.HasKey("exitStatus"):
-			ck.violate(RuleExitOnce, m, s.id, "terminal %s: exitStatus cleared after it was reported at #%d", id, ts.exitSeq)
+			ck.violate(RuleTerminal, m, s.id, "terminal %s: exitStatus cleared after it was reported at #%d", id, ts.exitSeq)
 		}
 		if out, _ := m.Update["output"].(map[string]any); out != nil {
-			ck.violate(RuleExitOnce, m, s.id, "terminal %s: output snapshot after its exitStatus (#%d)", id, ts.exitSeq)
+			ck.violate(RuleTerminal, m, s.id, "terminal %s: output snapshot after its exitStatus (#%d)", id, ts.exitSeq)
 		}
 		return
 	}
@@ -312,7 +312,7 @@ func (ck *checker) terminalUpdate(s *sessionState, m *Msg) {
 	}
 	ts.exitSeq = m.Seq
 	if caps, ok := m.Update["capabilities"]; !ok || caps != nil {
-		ck.violate(RuleExitOnce, m, s.id, "terminal %s: the update with exitStatus must also set capabilities to null", id)
+		ck.violate(RuleTerminal, m, s.id, "terminal %s: the update with exitStatus must also set capabilities to null", id)
 	}
 }
 
@@ -323,10 +323,10 @@ func (ck *checker) outputChunk(s *sessionState, m *Msg) {
 	switch {
 	case !ts.announced && !ts.earlyReported:
 		ts.earlyReported = true
-		ck.violate(RuleExitOnce, m, s.id, "terminal %s: output chunk before its first terminal_update", id)
+		ck.violate(RuleTerminal, m, s.id, "terminal %s: output chunk before its first terminal_update", id)
 	case ts.exitSeq >= 0 && !ts.lateReported:
 		ts.lateReported = true
-		ck.violate(RuleExitOnce, m, s.id, "terminal %s: output chunk after its exitStatus (#%d)", id, ts.exitSeq)
+		ck.violate(RuleTerminal, m, s.id, "terminal %s: output chunk after its exitStatus (#%d)", id, ts.exitSeq)
 	}
 }
 
