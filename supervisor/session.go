@@ -24,7 +24,7 @@ type Session struct {
 	seq        map[string]int // last id issued per prefix: msg, call, term
 	title      string
 	updatedAt  time.Time
-	state      string // running, requires_action, idle
+	state      string    // running, requires_action, idle
 	fg         *terminal // the foreground command, once it runs
 	waiting    *approval // the foreground command, while it waits for permission
 	queue      []turn    // prompts (and firings) waiting for the foreground

@@ -341,5 +341,3 @@ func peakRSS(t *testing.T, pid int) int {
 	t.Fatal("no VmHWM")
 	return 0
 }
-
-
