@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"shellagent/protocol"
@@ -83,12 +84,15 @@ func (s *Session) fire(j *job) {
 	s.start(t)
 }
 
-// cancelJob ends a job: no more firings; cancelled, then unlisted.
+// cancelJob ends a job: no more firings, including one waiting in the
+// queue; cancelled, then unlisted.
 func (s *Session) cancelJob(j *job) {
 	if j.call.final() {
 		return
 	}
 	j.timer.Stop()
+	s.queue = slices.DeleteFunc(s.queue, func(t turn) bool { return t.job == j })
+	j.queued = false
 	j.call.status, j.call.cancel = protocol.StatusCancelled, false
 	s.emit(j.call.update())
 	s.unlistCall(j.call)
