@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -37,7 +38,9 @@ type Agent interface {
 	ListSessions(c Client, p *ListSessionsRequest) (*ListSessionsResponse, error)
 	ResumeSession(c Client, p *ResumeSessionRequest) (*ResumeSessionResponse, error)
 	CloseSession(c Client, p *CloseSessionRequest, reply Reply)
-	Prompt(c Client, p *PromptRequest, reply Reply)
+	// Prompt's ctx is cancelled if the client withdraws the request with
+	// $/cancel_request before it is answered.
+	Prompt(ctx context.Context, c Client, p *PromptRequest, reply Reply)
 	CancelSession(c Client, p *CancelSessionNotification)
 	CancelTerminal(c Client, p *CancelTerminalRequest) error
 	CancelToolCall(c Client, p *CancelToolCallRequest, reply Reply)
@@ -59,6 +62,9 @@ type Conn struct {
 	initialized atomic.Bool
 	closeOnce   sync.Once
 	requestSeq  atomic.Int64
+
+	mu       sync.Mutex // guards deferred
+	deferred map[jsonrpc2.ID]context.CancelFunc
 }
 
 var _ Client = (*Conn)(nil)
@@ -72,7 +78,7 @@ func NewConn(r io.Reader, w io.Writer, agent Agent, opts Options) *Conn {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	c := &Conn{agent: agent, log: opts.Log, w: NewWriter(w, opts.Log)}
+	c := &Conn{agent: agent, log: opts.Log, w: NewWriter(w, opts.Log), deferred: make(map[jsonrpc2.ID]context.CancelFunc)}
 	ready := make(chan struct{})
 	stream := &objectStream{lines: newLineReader(r, opts.MaxLine), w: c.w, ready: ready, close: func() error { return nil }}
 	c.rpc = jsonrpc2.NewConn(context.Background(), stream, c, jsonrpc2.SetLogger(slogLogger{opts.Log}))
@@ -162,21 +168,51 @@ func (c *Conn) handleNotification(req *jsonrpc2.Request) {
 		if decodeParams(req.Params, &p) == nil && p.SessionID != "" {
 			c.agent.CancelSession(c, &p)
 		}
+	case "$/cancel_request":
+		c.withdraw(req.Params)
 	default:
-		// Unknown notifications, $/cancel_request included, are ignored.
+		// Unknown notifications are ignored.
 	}
 }
 
-func (c *Conn) reply(id jsonrpc2.ID) Reply {
+// reply returns the Reply of a request answered later, and a context that
+// ends when the client withdraws the request ($/cancel_request) or once it
+// is answered.
+func (c *Conn) reply(id jsonrpc2.ID) (context.Context, Reply) {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.mu.Lock()
+	c.deferred[id] = cancel
+	c.mu.Unlock()
 	var once sync.Once
-	return func(result any, err error) {
+	return ctx, func(result any, err error) {
 		once.Do(func() {
+			c.mu.Lock()
+			delete(c.deferred, id)
+			c.mu.Unlock()
+			cancel()
 			if err != nil {
 				c.rpc.ReplyWithError(context.Background(), id, toRPC(err))
 				return
 			}
 			c.rpc.Reply(context.Background(), id, result)
 		})
+	}
+}
+
+// withdraw serves $/cancel_request for a request still waiting for its
+// answer.
+func (c *Conn) withdraw(params *json.RawMessage) {
+	var p struct {
+		RequestID *jsonrpc2.ID `json:"requestId"`
+	}
+	if params == nil || json.Unmarshal(*params, &p) != nil || p.RequestID == nil {
+		return
+	}
+	c.mu.Lock()
+	cancel := c.deferred[*p.RequestID]
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
 	}
 }
 
@@ -247,7 +283,8 @@ var requests = map[string]handler{
 		if err != nil {
 			return nil, err
 		}
-		c.agent.CloseSession(c, p, c.reply(req.ID))
+		_, reply := c.reply(req.ID)
+		c.agent.CloseSession(c, p, reply)
 		return deferred, nil
 	},
 	"session/prompt": func(c *Conn, req *jsonrpc2.Request) (any, error) {
@@ -263,7 +300,8 @@ var requests = map[string]handler{
 		if err != nil {
 			return nil, err
 		}
-		c.agent.Prompt(c, p, c.reply(req.ID))
+		ctx, reply := c.reply(req.ID)
+		c.agent.Prompt(ctx, c, p, reply)
 		return deferred, nil
 	},
 	"terminal/cancel": func(c *Conn, req *jsonrpc2.Request) (any, error) {
@@ -285,7 +323,8 @@ var requests = map[string]handler{
 		if err != nil {
 			return nil, firstError(err)
 		}
-		c.agent.CancelToolCall(c, p, c.reply(req.ID))
+		_, reply := c.reply(req.ID)
+		c.agent.CancelToolCall(c, p, reply)
 		return deferred, nil
 	},
 	"session/set_config_option": func(c *Conn, req *jsonrpc2.Request) (any, error) {

@@ -415,3 +415,28 @@ func TestShutdownStopsEveryProcess(t *testing.T) {
 	}
 	// Cleanup closes stdin; harness.close checks that nothing is left.
 }
+
+func TestHeldPromptWithdrawnByCancelRequest(t *testing.T) {
+	h := newHarness(t, Config{})
+	sid := h.newSession()
+	h.run(sid, "echo first; sleep 0.5")
+	h.output(sid, "term_1", "first")
+	withdrawn := h.prompt(sid, "echo withdrawn")
+	kept := h.prompt(sid, "echo kept")
+	h.c.Notify("$/cancel_request", map[string]any{"requestId": withdrawn})
+	if m := h.c.Wait(withdrawn); m.Error == nil || m.Error.Code != -32800 {
+		t.Errorf("withdrawn prompt answered %s", m.Raw)
+	}
+	// A withdrawal after insertion changes nothing.
+	inserted := h.c.Wait(kept)
+	h.c.Notify("$/cancel_request", map[string]any{"requestId": kept})
+	h.idle(h.exit(inserted, sid, "term_2"), sid, "end_turn")
+	if got := string(h.c.Output(sid, "term_2")); got != "kept\r\n" {
+		t.Errorf("the prompt after the withdrawn one printed %q", got)
+	}
+	for _, m := range h.c.Updates(sid) {
+		if m.Kind == protocol.KindUserMessage && strings.Contains(m.Text(), "withdrawn") {
+			t.Errorf("withdrawn prompt was inserted: %s", m.Raw)
+		}
+	}
+}

@@ -75,7 +75,7 @@ func (s *Session) fire(j *job) {
 		s.emit(j.call.update())
 		s.unlistCall(j.call)
 	}
-	t := turn{in: input{kind: runCommand, line: j.line}, job: j}
+	t := &turn{in: input{kind: runCommand, line: j.line}, job: j}
 	if s.busy() || len(s.queue) > 0 {
 		j.queued = true
 		s.queue = append(s.queue, t)
@@ -91,7 +91,7 @@ func (s *Session) cancelJob(j *job) {
 		return
 	}
 	j.timer.Stop()
-	s.queue = slices.DeleteFunc(s.queue, func(t turn) bool { return t.job == j })
+	s.queue = slices.DeleteFunc(s.queue, func(t *turn) bool { return t.job == j })
 	j.queued = false
 	j.call.status, j.call.cancel = protocol.StatusCancelled, false
 	s.emit(j.call.update())

@@ -1,8 +1,10 @@
 package supervisor
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -27,7 +29,7 @@ type Session struct {
 	state      string    // running, requires_action, idle
 	fg         *terminal // the foreground command, once it runs
 	waiting    *approval // the foreground command, while it waits for permission
-	queue      []turn    // prompts (and firings) waiting for the foreground
+	queue      []*turn   // prompts (and firings) waiting for the foreground
 	list       backgroundList
 	listDirty  bool // the list changed since the last state_update
 	terminals  map[string]*terminal
@@ -44,10 +46,22 @@ type Session struct {
 // turn is foreground work waiting for its turn: a held prompt, answered
 // when it is inserted.
 type turn struct {
-	blocks []protocol.ContentBlock
-	in     input
-	reply  protocol.Reply // nil for the firing of a scheduled job
-	job    *job           // the job that fired
+	blocks  []protocol.ContentBlock
+	in      input
+	reply   protocol.Reply // nil for the firing of a scheduled job
+	job     *job           // the job that fired
+	unwatch func() bool    // stops watching for the client's withdrawal
+}
+
+// withdrawHeld answers a held prompt that the client withdrew
+// ($/cancel_request) before it was inserted.
+func (s *Session) withdrawHeld(t *turn) {
+	s.mu.Lock()
+	defer s.unlock()
+	if i := slices.Index(s.queue, t); i >= 0 {
+		s.queue = slices.Delete(s.queue, i, i+1)
+		t.reply(nil, protocol.RequestCancelled("withdrawn by $/cancel_request before it was inserted"))
+	}
 }
 
 func newSession(sv *Supervisor, id, cwd string, c protocol.Client) *Session {
@@ -102,7 +116,8 @@ func (s *Session) info() protocol.SessionInfo {
 }
 
 // prompt inserts a prompt now, or holds it until the foreground is free.
-func (s *Session) prompt(blocks []protocol.ContentBlock, reply protocol.Reply) {
+// A held prompt is withdrawn (-32800, never inserted) when ctx ends first.
+func (s *Session) prompt(ctx context.Context, blocks []protocol.ContentBlock, reply protocol.Reply) {
 	line, err := promptLine(blocks)
 	if err != nil {
 		reply(nil, err)
@@ -115,12 +130,13 @@ func (s *Session) prompt(blocks []protocol.ContentBlock, reply protocol.Reply) {
 		reply(nil, protocol.RequestCancelled("session is closing"))
 		return
 	}
-	t := turn{blocks: blocks, in: in, reply: reply}
+	t := &turn{blocks: blocks, in: in, reply: reply}
 	switch {
 	case in.immediate() && s.busy():
 		s.insert(t)
 		s.act(in)
 	case s.busy() || len(s.queue) > 0:
+		t.unwatch = context.AfterFunc(ctx, func() { s.withdrawHeld(t) })
 		s.queue = append(s.queue, t)
 	default:
 		s.start(t)
@@ -132,7 +148,7 @@ func (s *Session) busy() bool { return s.fg != nil || s.waiting != nil }
 
 // insert adds the prompt to the conversation: user_message, then the
 // response with its id.
-func (s *Session) insert(t turn) {
+func (s *Session) insert(t *turn) {
 	id := s.newID("msg")
 	if s.title == "" {
 		s.title = t.in.line
@@ -145,7 +161,7 @@ func (s *Session) insert(t turn) {
 // firing of a scheduled job (agent-initiated: no user message). The turn
 // reports running (or requires_action), its work, and idle once the work
 // is done: at once for everything but a foreground command.
-func (s *Session) start(t turn) {
+func (s *Session) start(t *turn) {
 	if t.reply != nil {
 		s.insert(t)
 	}
@@ -176,6 +192,9 @@ func (s *Session) next() {
 	s.queue = s.queue[1:]
 	if t.job != nil {
 		t.job.queued = false
+	}
+	if t.unwatch != nil {
+		t.unwatch()
 	}
 	s.start(t)
 }
@@ -283,6 +302,9 @@ func (s *Session) cancel() {
 // dropQueue answers held prompts -32800; queued firings are dropped.
 func (s *Session) dropQueue(why string) {
 	for _, t := range s.queue {
+		if t.unwatch != nil {
+			t.unwatch()
+		}
 		if t.reply != nil {
 			t.reply(nil, protocol.RequestCancelled(why))
 		}

@@ -223,13 +223,13 @@ func (sv *Supervisor) CloseSession(_ protocol.Client, p *protocol.CloseSessionRe
 }
 
 // Prompt implements protocol.Agent.
-func (sv *Supervisor) Prompt(_ protocol.Client, p *protocol.PromptRequest, reply protocol.Reply) {
+func (sv *Supervisor) Prompt(ctx context.Context, _ protocol.Client, p *protocol.PromptRequest, reply protocol.Reply) {
 	s, err := sv.session(p.SessionID)
 	if err != nil {
 		reply(nil, err)
 		return
 	}
-	s.prompt(p.Prompt, reply)
+	s.prompt(ctx, p.Prompt, reply)
 }
 
 // CancelSession implements protocol.Agent.
