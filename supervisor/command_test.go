@@ -390,7 +390,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	if len(last.Background()) != 0 || last.Seq > resp.Seq {
 		t.Errorf("final snapshot %s (seq %d, response %d)", last.Raw, last.Seq, resp.Seq)
 	}
-	if left := processesWith(h.marker); len(left) > 0 {
+	if left := acptest.ProcessesWith(h.marker); len(left) > 0 {
 		t.Errorf("processes left after session/close: %v", left)
 	}
 	// The session is gone; closing it again succeeds.
@@ -410,7 +410,7 @@ func TestShutdownStopsEveryProcess(t *testing.T) {
 		h.run(sid, "sleep 30 & sleep 30")
 	}
 	time.Sleep(100 * time.Millisecond)
-	if left := processesWith(h.marker); len(left) < 4 {
+	if left := acptest.ProcessesWith(h.marker); len(left) < 4 {
 		t.Fatalf("only %d processes running before shutdown", len(left))
 	}
 	// Cleanup closes stdin; harness.close checks that nothing is left.

@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -9,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -72,39 +70,13 @@ func (h *harness) close() {
 	h.c.Close()
 	<-h.served
 	h.c.Check()
-	if left := processesWith(h.marker); len(left) > 0 {
+	if left := acptest.ProcessesWith(h.marker); len(left) > 0 {
 		h.t.Errorf("processes left behind: %v", left)
 		for _, pid := range left {
 			p, _ := os.FindProcess(pid)
 			p.Kill()
 		}
 	}
-}
-
-// processesWith lists live processes whose environment holds marker.
-func processesWith(marker string) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !bytes.Contains(env, []byte(marker)) {
-			continue
-		}
-		if stat, _ := os.ReadFile("/proc/" + e.Name() + "/stat"); isZombie(stat) {
-			continue
-		}
-		out = append(out, pid)
-	}
-	return out
-}
-
-func isZombie(stat []byte) bool {
-	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z'
 }
 
 type testWriter struct{ t *testing.T }

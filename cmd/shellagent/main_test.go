@@ -87,26 +87,7 @@ func (a *agent) prompt(sid, line string) {
 
 // processes lists live processes that carry the agent's marker, the agent
 // itself included.
-func (a *agent) processes() []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !bytes.Contains(env, []byte(a.marker)) {
-			continue
-		}
-		stat, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
-			continue
-		}
-		out = append(out, pid)
-	}
-	return out
-}
+func (a *agent) processes() []int { return acptest.ProcessesWith(a.marker) }
 
 func (a *agent) waitProcesses(n int) {
 	a.t.Helper()

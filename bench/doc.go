@@ -1,0 +1,8 @@
+// Package bench holds shellagent's end-to-end benchmarks: a child writing in
+// a PTY, the supervisor, the connection's single writer and the NDJSON
+// stream on a real kernel pipe, read and decoded by a client in the same
+// process. Each benchmark measures its own physical baseline (a raw PTY
+// loop with no agent) in the same run, so that its figures compare across
+// machines. See README.md for what each benchmark measures and how to run
+// them; the code is in the _test.go files.
+package bench

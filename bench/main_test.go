@@ -1,0 +1,111 @@
+package bench
+
+import (
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// The test binary doubles as the latency child: run with childEnv=ticker it
+// writes one line per interval, each holding the time of its write.
+const (
+	childEnv    = "SHELLAGENT_BENCH_CHILD"
+	ticksEnv    = "SHELLAGENT_BENCH_TICKS"
+	intervalEnv = "SHELLAGENT_BENCH_INTERVAL"
+)
+
+// marker is in the environment of every process the benchmarks start, so
+// that TestMain can prove none is left behind.
+var marker = "SHELLAGENT_BENCH=" + rand.Text()
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "ticker" {
+		os.Exit(ticker())
+	}
+	goleak.VerifyTestMain(checkProcs{m})
+}
+
+// checkProcs runs the tests, then fails the run if any process started by
+// them is still alive (and kills it).
+type checkProcs struct{ m *testing.M }
+
+func (c checkProcs) Run() int {
+	code := c.m.Run()
+	// A child killed a moment ago may still be on its way out.
+	deadline := time.Now().Add(5 * time.Second)
+	left := processesWith(marker)
+	for len(left) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		left = processesWith(marker)
+	}
+	if len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "bench: processes left behind: %v\n", left)
+		for _, pid := range left {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+// ticker writes ticksEnv lines, one per intervalEnv, each the UnixNano time
+// just before its write, after a short pause that lets the reader settle.
+func ticker() int {
+	n, err := strconv.Atoi(os.Getenv(ticksEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ticker:", err)
+		return 2
+	}
+	interval, err := time.ParseDuration(os.Getenv(intervalEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ticker:", err)
+		return 2
+	}
+	buf := make([]byte, 0, 32)
+	next := time.Now().Add(tickerPause)
+	for range n {
+		time.Sleep(time.Until(next))
+		next = next.Add(interval)
+		buf = strconv.AppendInt(buf[:0], time.Now().UnixNano(), 10)
+		buf = append(buf, '\n')
+		if _, err := os.Stdout.Write(buf); err != nil {
+			return 1
+		}
+	}
+	return 0
+}
+
+// tickerPause is how long the ticker waits before its first line.
+const tickerPause = 20 * time.Millisecond
+
+// processesWith lists live processes (zombies excluded) whose environment
+// holds marker.
+func processesWith(marker string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !bytes.Contains(env, []byte(marker)) {
+			continue
+		}
+		stat, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if i := bytes.LastIndexByte(stat, ')'); i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' {
+			continue
+		}
+		out = append(out, pid)
+	}
+	return out
+}
