@@ -3,7 +3,6 @@ package protocol
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -152,10 +151,13 @@ func (c *Conn) call(req *jsonrpc2.Request) (any, error) {
 		return nil, &Error{Code: CodeMethodNotFound, Message: "method not found: " + req.Method}
 	}
 	result, err := h(c, req)
-	if err == nil && req.Method == "initialize" {
+	if err != nil {
+		return nil, err
+	}
+	if req.Method == "initialize" {
 		c.initialized.Store(true)
 	}
-	return result, err
+	return result, nil
 }
 
 // deferred is returned by handlers whose answer is sent later via a Reply.
@@ -218,134 +220,65 @@ func (c *Conn) withdraw(params *json.RawMessage) {
 
 type handler func(c *Conn, req *jsonrpc2.Request) (any, error)
 
-// decode is the params decoding shared by every handler.
-func decode[T any](req *jsonrpc2.Request, check func(*T) error) (*T, error) {
-	p := new(T)
-	if err := decodeParams(req.Params, p); err != nil {
-		return nil, err
-	}
-	if check != nil {
-		if err := check(p); err != nil {
-			return nil, err
-		}
-	}
-	return p, nil
+// params is a request's params type: it can say what is wrong with it.
+type params[T any] interface {
+	*T
+	validate() error
 }
 
-func required(field, v string) error {
-	if v == "" {
-		return InvalidParams("%s: required", field)
+// now adapts a method answered at once.
+func now[T any, P params[T]](f func(c *Conn, p P) (any, error)) handler {
+	return func(c *Conn, req *jsonrpc2.Request) (any, error) {
+		p, err := decode[T, P](req)
+		if err != nil {
+			return nil, err
+		}
+		return f(c, p)
 	}
-	return nil
 }
 
-var requests = map[string]handler{
-	"initialize": func(c *Conn, req *jsonrpc2.Request) (any, error) {
-		p, err := decode(req, func(p *InitializeRequest) error {
-			if p.ProtocolVersion == nil {
-				return InvalidParams("protocolVersion: required")
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		return c.agent.Initialize(c, p)
-	},
-	"session/new": func(c *Conn, req *jsonrpc2.Request) (any, error) {
-		p, err := decode(req, func(p *NewSessionRequest) error { return required("cwd", p.Cwd) })
-		if err != nil {
-			return nil, err
-		}
-		return c.agent.NewSession(c, p)
-	},
-	"session/list": func(c *Conn, req *jsonrpc2.Request) (any, error) {
-		p := &ListSessionsRequest{}
-		if req.Params != nil && string(*req.Params) != "null" {
-			var err error
-			if p, err = decode[ListSessionsRequest](req, nil); err != nil {
-				return nil, err
-			}
-		}
-		return c.agent.ListSessions(c, p)
-	},
-	"session/resume": func(c *Conn, req *jsonrpc2.Request) (any, error) {
-		p, err := decode(req, func(p *ResumeSessionRequest) error {
-			return errors.Join(required("sessionId", p.SessionID), required("cwd", p.Cwd))
-		})
-		if err != nil {
-			return nil, firstError(err)
-		}
-		return c.agent.ResumeSession(c, p)
-	},
-	"session/close": func(c *Conn, req *jsonrpc2.Request) (any, error) {
-		p, err := decode(req, func(p *CloseSessionRequest) error { return required("sessionId", p.SessionID) })
-		if err != nil {
-			return nil, err
-		}
-		_, reply := c.reply(req.ID)
-		c.agent.CloseSession(c, p, reply)
-		return deferred, nil
-	},
-	"session/prompt": func(c *Conn, req *jsonrpc2.Request) (any, error) {
-		p, err := decode(req, func(p *PromptRequest) error {
-			if err := required("sessionId", p.SessionID); err != nil {
-				return err
-			}
-			if len(p.Prompt) == 0 {
-				return InvalidParams("prompt: must be a non-empty array of content blocks")
-			}
-			return nil
-		})
+// later adapts a method answered through a Reply; ctx ends if the client
+// withdraws the request.
+func later[T any, P params[T]](f func(ctx context.Context, c *Conn, p P, reply Reply)) handler {
+	return func(c *Conn, req *jsonrpc2.Request) (any, error) {
+		p, err := decode[T, P](req)
 		if err != nil {
 			return nil, err
 		}
 		ctx, reply := c.reply(req.ID)
-		c.agent.Prompt(ctx, c, p, reply)
+		f(ctx, c, p, reply)
 		return deferred, nil
-	},
-	"terminal/cancel": func(c *Conn, req *jsonrpc2.Request) (any, error) {
-		p, err := decode(req, func(p *CancelTerminalRequest) error {
-			return errors.Join(required("sessionId", p.SessionID), required("terminalId", p.TerminalID))
-		})
-		if err != nil {
-			return nil, firstError(err)
-		}
-		if err := c.agent.CancelTerminal(c, p); err != nil {
-			return nil, err
-		}
-		return struct{}{}, nil
-	},
-	"tool_call/cancel": func(c *Conn, req *jsonrpc2.Request) (any, error) {
-		p, err := decode(req, func(p *CancelToolCallRequest) error {
-			return errors.Join(required("sessionId", p.SessionID), required("toolCallId", p.ToolCallID))
-		})
-		if err != nil {
-			return nil, firstError(err)
-		}
-		_, reply := c.reply(req.ID)
-		c.agent.CancelToolCall(c, p, reply)
-		return deferred, nil
-	},
-	"session/set_config_option": func(c *Conn, req *jsonrpc2.Request) (any, error) {
-		p, err := decode(req, func(p *SetConfigOptionRequest) error {
-			return errors.Join(required("sessionId", p.SessionID), required("configId", p.ConfigID))
-		})
-		if err != nil {
-			return nil, firstError(err)
-		}
-		return c.agent.SetConfigOption(c, p)
-	},
+	}
 }
 
-// firstError unwraps errors.Join so that the first problem is reported.
-func firstError(err error) error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		if errs := j.Unwrap(); len(errs) > 0 {
-			return errs[0]
-		}
+func decode[T any, P params[T]](req *jsonrpc2.Request) (P, error) {
+	p := P(new(T))
+	if err := decodeParams(req.Params, p); err != nil {
+		return nil, err
 	}
-	return err
+	return p, p.validate()
+}
+
+var requests = map[string]handler{
+	"initialize":     now(func(c *Conn, p *InitializeRequest) (any, error) { return c.agent.Initialize(c, p) }),
+	"session/new":    now(func(c *Conn, p *NewSessionRequest) (any, error) { return c.agent.NewSession(c, p) }),
+	"session/list":   now(func(c *Conn, p *ListSessionsRequest) (any, error) { return c.agent.ListSessions(c, p) }),
+	"session/resume": now(func(c *Conn, p *ResumeSessionRequest) (any, error) { return c.agent.ResumeSession(c, p) }),
+	"session/set_config_option": now(func(c *Conn, p *SetConfigOptionRequest) (any, error) {
+		return c.agent.SetConfigOption(c, p)
+	}),
+	"terminal/cancel": now(func(c *Conn, p *CancelTerminalRequest) (any, error) {
+		return struct{}{}, c.agent.CancelTerminal(c, p)
+	}),
+	"session/close": later(func(_ context.Context, c *Conn, p *CloseSessionRequest, reply Reply) {
+		c.agent.CloseSession(c, p, reply)
+	}),
+	"session/prompt": later(func(ctx context.Context, c *Conn, p *PromptRequest, reply Reply) {
+		c.agent.Prompt(ctx, c, p, reply)
+	}),
+	"tool_call/cancel": later(func(_ context.Context, c *Conn, p *CancelToolCallRequest, reply Reply) {
+		c.agent.CancelToolCall(c, p, reply)
+	}),
 }
 
 // slogLogger adapts slog to jsonrpc2's logger.

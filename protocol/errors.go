@@ -61,10 +61,11 @@ func toRPC(err error) *jsonrpc2.Error {
 }
 
 // decodeParams unmarshals params into v and reports problems as -32602
-// errors that name the field.
+// errors that name the field. Absent params decode as {}: the request's
+// validate then names the first required field.
 func decodeParams(params *json.RawMessage, v any) error {
 	if params == nil || string(*params) == "null" {
-		return InvalidParams("params: required")
+		return nil
 	}
 	if err := json.Unmarshal(*params, v); err != nil {
 		var te *json.UnmarshalTypeError

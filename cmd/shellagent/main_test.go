@@ -171,7 +171,7 @@ func TestBadInputKeepsTheConnection(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":53,"method":"session/new","params":{"cwd":42}}`, -32602, "cwd"},
 		{`{"jsonrpc":"2.0","id":54,"method":"session/new","params":{"cwd":"/no/such/dir"}}`, -32602, "cwd"},
 		{`{"jsonrpc":"2.0","id":55,"method":"session/prompt","params":{"sessionId":"x"}}`, -32602, "prompt"},
-		{`{"jsonrpc":"2.0","id":56,"method":"session/prompt"}`, -32602, "params"},
+		{`{"jsonrpc":"2.0","id":56,"method":"session/prompt"}`, -32602, "sessionId"},
 		{`{"jsonrpc":"1.0","id":57,"method":"initialize"}`, -32600, "jsonrpc"},
 		{`[1,2]`, -32600, "batch"},
 		{`{"jsonrpc":"2.0","id":58,"method":"initialize","params":{"protocolVersion":1,"info":{"name":"x","version":"1"}}}`, -32022, "protocolVersion"},
