@@ -15,32 +15,30 @@ import (
 // A Session is one conversation: its prompts, its foreground work, its
 // background list, and the history of everything it reported.
 type Session struct {
-	sv      *Supervisor
-	id      string
-	cwd     string
-	created time.Time
+	sv  *Supervisor
+	id  string
+	cwd string
 
-	mu         sync.Mutex // guards everything below
-	client     protocol.Client
-	settings   settings
-	seq        map[string]int // last id issued per prefix: msg, call, term
-	title      string
-	updatedAt  time.Time
-	state      string    // running, requires_action, idle
-	fg         *terminal // the foreground command, once it runs
-	waiting    *approval // the foreground command, while it waits for permission
-	queue      []*turn   // prompts (and firings) waiting for the foreground
-	list       backgroundList
-	listDirty  bool // the list changed since the last state_update
-	terminals  map[string]*terminal
-	calls      map[string]*toolCall
-	history    []any // every update as sent, for replay
-	closing    bool
-	closed     bool
-	closeFg    bool     // closing cancelled foreground work
-	closeList  bool     // the list was not empty when closing began
-	closeDone  []func() // called once the close is complete
-	cancelling bool     // session/cancel is stopping the foreground
+	mu        sync.Mutex // guards everything below
+	client    protocol.Client
+	settings  settings
+	seq       map[string]int // last id issued per prefix: msg, call, term
+	title     string
+	updatedAt time.Time
+	state     string    // running, requires_action, idle
+	fg        *terminal // the foreground command, once it runs
+	waiting   *approval // the foreground command, while it waits for permission
+	queue     []*turn   // prompts (and firings) waiting for the foreground
+	list      backgroundList
+	listDirty bool // the list changed since the last state_update
+	terminals map[string]*terminal
+	calls     map[string]*toolCall
+	history   []any // every update as sent, for replay
+	closing   bool
+	closed    bool
+	closeFg   bool     // closing cancelled foreground work
+	closeList bool     // the list was not empty when closing began
+	closeDone []func() // called once the close is complete
 }
 
 // turn is foreground work waiting for its turn: a held prompt, answered
@@ -67,7 +65,7 @@ func (s *Session) withdrawHeld(t *turn) {
 func newSession(sv *Supervisor, id, cwd string, c protocol.Client) *Session {
 	now := time.Now()
 	return &Session{
-		sv: sv, id: id, cwd: cwd, created: now,
+		sv: sv, id: id, cwd: cwd,
 		client:    c,
 		settings:  settings{foregroundTimeout: sv.cfg.ForegroundTimeout, killGrace: sv.cfg.KillGrace},
 		seq:       make(map[string]int),
