@@ -33,7 +33,8 @@ type Session struct {
 	listDirty bool // the list changed since the last state_update
 	terminals map[string]*terminal
 	calls     map[string]*toolCall
-	history   []any // every update as sent, for replay
+	history   []any       // updates as sent, for replay (history.go)
+	retired   []*terminal // exited terminals that keep their output, oldest first
 	closing   bool
 	closed    bool
 	closeFg   bool     // closing cancelled foreground work
@@ -90,7 +91,7 @@ func (s *Session) newID(prefix string) string {
 
 // emit records an update in the history and sends it.
 func (s *Session) emit(u any) {
-	s.history = append(s.history, u)
+	s.record(u)
 	s.send(u)
 }
 

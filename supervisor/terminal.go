@@ -224,7 +224,7 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 		ExitStatus: status, Capabilities: protocol.CapsNone, Source: t.ring,
 	}
 	s.emit(u)
-	t.ring.Compact()
+	s.retire(t)
 	switch {
 	case t.foreground:
 		t.foreground = false
