@@ -85,4 +85,4 @@ type Launcher interface {
 // DrainTimeout bounds how long output is read once the last process of a
 // session is gone: a process that left the session but still holds the
 // terminal open must not delay the exit report.
-const DrainTimeout = 100 * time.Millisecond
+const DrainTimeout = 50 * time.Millisecond
