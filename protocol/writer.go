@@ -141,15 +141,21 @@ func (w *Writer) run() {
 			w.writeItem(item)
 			queue[i] = nil
 		}
+		if closing {
+			// The last pass: what was queued, and every terminal's output
+			// up to now. A terminal that still writes cannot hold Close.
+			for _, s := range w.streams {
+				w.catchUp(s)
+			}
+			w.flush()
+			return
+		}
 		for i, s := range dirty {
 			w.writeChunk(s)
 			dirty[i] = nil
 		}
 		if len(queue) == 0 && len(dirty) == 0 {
 			w.flush()
-			if closing {
-				return
-			}
 			<-w.wake
 		}
 	}

@@ -258,3 +258,37 @@ func TestWriterTakesTerminalsInTurn(t *testing.T) {
 		t.Errorf("terminals were sent in runs %v; want them interleaved", order)
 	}
 }
+
+func TestWriterCloseWhileATerminalStillWrites(t *testing.T) {
+	g := newGate()
+	w := NewWriter(g, discardLog())
+	ring := outputbuf.New(64 << 10)
+	w.Update("s", announce(ring))
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				ring.Write([]byte("still writing\n"))
+			}
+		}
+	}()
+	time.Sleep(20 * time.Millisecond)
+	closed := make(chan struct{})
+	go func() { w.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Error("Close did not return while a terminal kept writing")
+	}
+	close(stop)
+	<-done
+	<-closed
+	if g.size() == 0 {
+		t.Error("nothing was written")
+	}
+}
