@@ -107,11 +107,15 @@ func (s *Session) swapCallForTerminal(c *toolCall, t *terminal) {
 }
 
 // snapshot sends a state_update: the current state, the stop reason given
-// (empty for a repeated snapshot) and the current list.
+// (empty for a repeated snapshot) and the current list. Each snapshot is
+// complete, so the history keeps only the latest: keeping them all would
+// cost the square of the list's length.
 func (s *Session) snapshot(stopReason string) {
-	s.emit(&protocol.StateUpdate{
+	u := &protocol.StateUpdate{
 		SessionUpdate: protocol.KindState, State: s.state, StopReason: stopReason, Background: s.list.wire(),
-	})
+	}
+	s.lastState = u
+	s.send(u)
 	s.listDirty = false
 }
 

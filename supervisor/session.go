@@ -33,8 +33,9 @@ type Session struct {
 	listDirty bool // the list changed since the last state_update
 	terminals map[string]*terminal
 	calls     map[string]*toolCall
-	history   []any       // updates as sent, for replay (history.go)
-	retired   []*terminal // exited terminals that keep their output, oldest first
+	history   []any                 // updates as sent, for replay (history.go); no state_update:
+	lastState *protocol.StateUpdate // each is complete, so only the latest is kept
+	retired   []*terminal           // exited terminals that keep their output, oldest first
 	closing   bool
 	closed    bool
 	closeFg   bool     // closing cancelled foreground work
