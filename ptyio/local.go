@@ -158,10 +158,11 @@ func (p *local) run() {
 	if err != nil {
 		status = Status{Signal: "SIGKILL"} // cannot happen for our own child; report it ended
 	}
-	if procs, _ := signals.SessionMembers(p.pid); len(procs) > 0 {
+	procs, _ := signals.SessionMembers(p.pid)
+	if len(procs) > 0 {
 		p.ev.ShellReturned(status)
 	}
-	p.waitSessionEmpty()
+	p.waitSessionEmpty(procs)
 	p.shell.reap()
 	p.shell.close()
 	p.master.SetReadDeadline(time.Now().Add(DrainTimeout))
@@ -189,18 +190,19 @@ func (p *local) waitShell() (Status, error) {
 	return p.shell.status()
 }
 
-// waitSessionEmpty returns once no live process is left in the session. A
-// session cannot gain members from outside, so it is empty once a scan finds
-// nobody; until then it waits on the oldest member, the one most likely to
-// outlive the others, and scans again when that one exits.
-func (p *local) waitSessionEmpty() {
-	for {
-		procs, err := signals.SessionMembers(p.pid)
-		if err != nil || len(procs) == 0 {
-			return
-		}
+// waitSessionEmpty returns once no live process is left in the session,
+// starting from the members of a first scan. A session cannot gain members
+// from outside, so it is empty once a scan finds nobody; until then it waits
+// on the oldest member, the one most likely to outlive the others, and
+// scans again when that one exits.
+func (p *local) waitSessionEmpty(procs []signals.Proc) {
+	for len(procs) > 0 {
 		if err := waitProc(procs[0]); err != nil && !errors.Is(err, unix.ESRCH) {
 			time.Sleep(10 * time.Millisecond) // unexpected; do not spin
+		}
+		var err error
+		if procs, err = signals.SessionMembers(p.pid); err != nil {
+			return
 		}
 	}
 }

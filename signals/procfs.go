@@ -47,6 +47,11 @@ func SessionMembers(sid int) ([]Proc, error) {
 		if err != nil {
 			continue
 		}
+		// getsid is one syscall; the stat file (three, and parsing) is read
+		// only for members, to tell zombies and start times.
+		if s, err := unix.Getsid(pid); err != nil || s != sid {
+			continue
+		}
 		p, ok := readStat(pid, buf)
 		if ok && p.Sid == sid {
 			out = append(out, p)

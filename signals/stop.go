@@ -74,9 +74,11 @@ type Escalation struct {
 	last     atomic.Int32
 }
 
-// Escalate sends SIGTERM, SIGCONT and SIGHUP to session sid before it
-// returns, and starts the rest of the escalation in a goroutine that ends
-// when Finish is called.
+// Escalate sends SIGTERM, SIGCONT and SIGHUP to process group sid before
+// it returns, and starts the rest of the escalation in a goroutine that ends
+// when Finish is called: the same signals to every other process of the
+// session (found by a /proc scan, which costs more than the caller should
+// wait for), then SIGKILL after the grace.
 func Escalate(sid int, grace time.Duration) *Escalation {
 	e := &Escalation{
 		sid:    sid,
@@ -84,7 +86,11 @@ func Escalate(sid int, grace time.Duration) *Escalation {
 		finish: make(chan struct{}),
 		exited: make(chan struct{}),
 	}
-	e.send(unix.SIGTERM, unix.SIGCONT, unix.SIGHUP)
+	if unix.Kill(-sid, unix.SIGTERM) == nil {
+		e.last.Store(int32(unix.SIGTERM))
+		unix.Kill(-sid, unix.SIGCONT)
+		unix.Kill(-sid, unix.SIGHUP)
+	}
 	go e.run(grace)
 	return e
 }
@@ -97,6 +103,7 @@ func (e *Escalation) send(sigs ...unix.Signal) {
 
 func (e *Escalation) run(grace time.Duration) {
 	defer close(e.exited)
+	e.send(unix.SIGTERM, unix.SIGCONT, unix.SIGHUP)
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
