@@ -138,20 +138,26 @@ func (r *Ring) ReadAt(p []byte, off int64) (n int, start int64) {
 // Snapshot returns a copy of everything the ring holds and the absolute offset
 // just past it.
 func (r *Ring) Snapshot() (data []byte, end int64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.linear(r.held()), r.total
+	return r.AppendSnapshot(nil)
 }
 
-// linear returns a copy of the last held bytes, oldest first.
-func (r *Ring) linear(held int) []byte {
-	data := make([]byte, held)
-	if held > 0 {
-		at := int((r.total - int64(held)) % int64(len(r.buf)))
-		n := copy(data, r.buf[at:])
-		copy(data[n:], r.buf)
+// AppendSnapshot appends everything the ring holds to dst, as one
+// consistent copy, and returns the offset just past it.
+func (r *Ring) AppendSnapshot(dst []byte) (data []byte, end int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.appendLinear(dst, r.held()), r.total
+}
+
+// appendLinear appends the last held bytes to dst, oldest first.
+func (r *Ring) appendLinear(dst []byte, held int) []byte {
+	if held == 0 {
+		return dst
 	}
-	return data
+	at := int((r.total - int64(held)) % int64(len(r.buf)))
+	first := r.buf[at:min(len(r.buf), at+held)]
+	dst = append(dst, first...)
+	return append(dst, r.buf[:held-len(first)]...)
 }
 
 // Compact shrinks the ring's memory to exactly what it holds and closes it to
@@ -166,7 +172,7 @@ func (r *Ring) Compact() {
 		return
 	}
 	// Keep the layout rule: offset o sits at index o % len(buf).
-	data := r.linear(held)
+	data := r.appendLinear(nil, held)
 	k := int((r.total - int64(held)) % int64(held))
 	nb := make([]byte, held)
 	copy(nb[k:], data[:held-k])

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -43,7 +44,8 @@ type Writer struct {
 	// Owned by the run goroutine.
 	streams map[streamKey]*stream
 	buf     []byte
-	scratch []byte
+	scratch []byte // one chunk's raw bytes
+	snap    []byte // a snapshot's raw bytes, kept once a client fell behind
 	broken  bool
 }
 
@@ -61,6 +63,8 @@ type stream struct {
 
 	// Owned by the run goroutine.
 	key     streamKey
+	head    []byte // a session/update notification up to the update kind
+	tid     []byte // the terminal id, quoted
 	prefix  []byte // the chunk notification up to the data
 	sent    int64  // ring offset of the next byte to send
 	unwatch func()
@@ -196,11 +200,13 @@ func (w *Writer) writeTerminalUpdate(session string, u *TerminalUpdate) {
 func (w *Writer) open(key streamKey, ring *outputbuf.Ring) *stream {
 	s := &stream{ring: ring, key: key}
 	sid, _ := json.Marshal(key.session)
-	tid, _ := json.Marshal(key.terminal)
-	s.prefix = append(s.prefix, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":`...)
-	s.prefix = append(s.prefix, sid...)
-	s.prefix = append(s.prefix, `,"update":{"sessionUpdate":"terminal_output_chunk","terminalId":`...)
-	s.prefix = append(s.prefix, tid...)
+	s.tid, _ = json.Marshal(key.terminal)
+	s.head = append(s.head, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":`...)
+	s.head = append(s.head, sid...)
+	s.head = append(s.head, `,"update":{"sessionUpdate":`...)
+	s.prefix = append(s.prefix, s.head...)
+	s.prefix = append(s.prefix, `"terminal_output_chunk","terminalId":`...)
+	s.prefix = append(s.prefix, s.tid...)
 	s.prefix = append(s.prefix, `,"data":"`...)
 	w.streams[key] = s
 	s.unwatch = ring.Watch(func() { w.markDirty(s) })
@@ -266,19 +272,24 @@ func (w *Writer) send(s *stream) bool {
 }
 
 // snapshot replaces the client's copy of s with what the ring holds, after
-// bytes were overwritten before a peer that fell behind could get them.
+// bytes were overwritten before a peer that fell behind could get them. The
+// line is appended in place, as chunks are: catching up must not cost more
+// than keeping up. The ring is copied in one go (into a buffer kept for the
+// next time) so that the snapshot is consistent while the PTY writes on.
 func (w *Writer) snapshot(s *stream) {
-	data, end := s.ring.Snapshot()
-	dropped := end - int64(len(data)) - s.sent
-	w.notify(s.key.session, &TerminalUpdate{
-		SessionUpdate: KindTerminal,
-		TerminalID:    s.key.terminal,
-		Output: &TerminalOutput{
-			Data: base64.StdEncoding.EncodeToString(data),
-			Meta: map[string]any{"shellagent": map[string]int64{"droppedBytes": dropped}},
-		},
-	})
+	var end int64
+	w.snap, end = s.ring.AppendSnapshot(w.snap[:0])
+	dropped := end - int64(len(w.snap)) - s.sent
+	w.buf = append(w.buf, s.head...)
+	w.buf = append(w.buf, `"terminal_update","terminalId":`...)
+	w.buf = append(w.buf, s.tid...)
+	w.buf = append(w.buf, `,"output":{"data":"`...)
+	w.buf = base64.StdEncoding.AppendEncode(w.buf, w.snap)
+	w.buf = append(w.buf, `","_meta":{"shellagent":{"droppedBytes":`...)
+	w.buf = strconv.AppendInt(w.buf, dropped, 10)
+	w.buf = append(w.buf, "}}}}}}\n"...)
 	s.sent = end
+	w.maybeFlush()
 }
 
 type notification struct {
