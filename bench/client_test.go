@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -48,8 +49,9 @@ type agent struct {
 type onData func(t *term, data []byte, now time.Time)
 
 // startAgent starts an agent that never moves foreground work to the
-// background. Extra environment goes to every command it runs. It is shut
-// down at the end of the benchmark or test, or earlier with close.
+// background, with a client whose reader calls hook (if not nil) on every
+// piece of output. Every command it runs has the marker in its environment.
+// It is shut down at the end of the benchmark or test, or earlier with close.
 func startAgent(tb testing.TB, hook onData) *agent {
 	tb.Helper()
 	inR, inW, err := os.Pipe()
@@ -72,8 +74,15 @@ func startAgent(tb testing.TB, hook onData) *agent {
 		inR: inR, inW: inW, outR: outR, outW: outW,
 		launched: make(map[string]int),
 	}
-	a.conn = protocol.NewConn(inR, outW, a.sup, protocol.Options{Log: log})
-	a.c = newClient(inW, outR, hook)
+	// Profile labels: every goroutine of the agent (the connection's, and
+	// the PTY readers and waiters it starts) carries path=agent, the
+	// client's reader path=client; see README.md.
+	pprof.Do(context.Background(), pprof.Labels("path", "agent"), func(context.Context) {
+		a.conn = protocol.NewConn(inR, outW, a.sup, protocol.Options{Log: log})
+	})
+	pprof.Do(context.Background(), pprof.Labels("path", "client"), func(context.Context) {
+		a.c = newClient(inW, outR, hook)
+	})
 	tb.Cleanup(func() { a.close(tb) })
 	a.c.call(tb, "initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "bench", "version": "1"}})
 	return a

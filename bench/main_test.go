@@ -1,16 +1,19 @@
 package bench
 
 import (
-	"bytes"
+	"cmp"
 	"crypto/rand"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"shellagent/protocol/acptest"
 )
 
 // The test binary doubles as the latency child: run with childEnv=ticker it
@@ -22,8 +25,9 @@ const (
 )
 
 // marker is in the environment of every process the benchmarks start, so
-// that TestMain can prove none is left behind.
-var marker = "SHELLAGENT_BENCH=" + rand.Text()
+// that TestMain can prove none is left behind. A child test process (see
+// idleInChild) inherits its parent's.
+var marker = "SHELLAGENT_BENCH=" + cmp.Or(os.Getenv("SHELLAGENT_BENCH"), rand.Text())
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "ticker" {
@@ -87,25 +91,8 @@ func ticker() int {
 // tickerPause is how long the ticker waits before its first line.
 const tickerPause = 20 * time.Millisecond
 
-// processesWith lists live processes (zombies excluded) whose environment
-// holds marker.
+// processesWith lists the live processes, this one excepted (an idle
+// child has the marker too), whose environment holds marker.
 func processesWith(marker string) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !bytes.Contains(env, []byte(marker)) {
-			continue
-		}
-		stat, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if i := bytes.LastIndexByte(stat, ')'); i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' {
-			continue
-		}
-		out = append(out, pid)
-	}
-	return out
+	return slices.DeleteFunc(acptest.ProcessesWith(marker), func(pid int) bool { return pid == os.Getpid() })
 }

@@ -1,0 +1,194 @@
+package bench
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// BenchmarkThroughput runs each workload once through the agent and once
+// on a raw PTY per iteration, interleaved. The timer (ns/op, MB/s,
+// allocs/op) covers the agent path only: from the prompt to the client's
+// decoding of the exitStatus, every chunk decoded on the way. MB/s count the
+// bytes the child writes.
+func BenchmarkThroughput(b *testing.B) {
+	for _, w := range []workload{zeros(200_000_000), yes(20_000_000), seq(5_000_000)} {
+		b.Run(w.name, func(b *testing.B) {
+			a := startAgent(b, nil)
+			sid := a.newSession(b)
+			b.SetBytes(w.child)
+			var agentT, rawT time.Duration
+			var chunks, dropped int64
+			var m0, m1 runtime.MemStats
+			var allocs, allocBytes uint64
+			b.ResetTimer()
+			for range b.N {
+				runtime.ReadMemStats(&m0)
+				_, c, dr, d := agentRun(b, a, sid, w)
+				dropped += dr
+				runtime.ReadMemStats(&m1)
+				b.StopTimer()
+				agentT += d
+				chunks += c
+				allocs += m1.Mallocs - m0.Mallocs
+				allocBytes += m1.TotalAlloc - m0.TotalAlloc
+				rawT += rawRun(b, w)
+				b.StartTimer()
+			}
+			b.StopTimer()
+			mb := float64(w.child) * float64(b.N) / 1e6
+			b.ReportMetric(mb/agentT.Seconds(), "agent_MB/s")
+			b.ReportMetric(mb/rawT.Seconds(), "raw_MB/s")
+			b.ReportMetric(rawT.Seconds()/agentT.Seconds(), "ratio_vs_raw")
+			b.ReportMetric(float64(chunks)/float64(b.N), "chunks/op")
+			b.ReportMetric(float64(allocs)/float64(chunks), "allocs/chunk")
+			b.ReportMetric(float64(allocBytes)/float64(chunks), "B/chunk")
+			b.ReportMetric(float64(dropped)/float64(b.N), "dropped_B/op")
+		})
+	}
+}
+
+// BenchmarkLatency: a child writes one line every 2 ms holding the time of
+// its write; each sample is the time from that write to the client's
+// decoding of the chunk that carries the line. b.N is the number of
+// samples, taken through the agent, then as many on a raw PTY read by a
+// blocking loop. The timer covers the agent run.
+func BenchmarkLatency(b *testing.B) {
+	var l latencies
+	a := startAgent(b, func(_ *term, data []byte, now time.Time) { l.feed(data, now) })
+	sid := a.newSession(b)
+	b.ResetTimer()
+	agent := latencyAgent(b, a, sid, &l, b.N)
+	b.StopTimer()
+	raw := latencyRaw(b, b.N)
+	p50, p99 := percentile(agent, 50), percentile(agent, 99)
+	rawP50, rawP99 := percentile(raw, 50), percentile(raw, 99)
+	b.ReportMetric(micros(p50), "p50_us")
+	b.ReportMetric(micros(p99), "p99_us")
+	b.ReportMetric(micros(rawP50), "raw_p50_us")
+	b.ReportMetric(micros(rawP99), "raw_p99_us")
+	b.ReportMetric(micros(p50-rawP50), "p50_over_raw_us")
+}
+
+// BenchmarkIdleTerminals: n background "sleep 300" terminals in one session;
+// once all are listed, what each costs the process after a GC (RSS, live
+// heap, goroutine stacks, goroutines) and the OS threads added in all,
+// each a delta over a baseline measured in the same process just before.
+// The physical baseline holds n raw PTYs with a sleep child each, drained
+// by a goroutine parked in the runtime poller. Each measurement runs in a
+// fresh process (see idleInChild), agent and raw in turn.
+func BenchmarkIdleTerminals(b *testing.B) {
+	for _, n := range []int{50, 200} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			var agent, raw idleCost
+			for range b.N {
+				ac, rc := idleInChild(b, "agent", n), idleInChild(b, "raw", n)
+				agent.RSS += ac.RSS
+				agent.Heap += ac.Heap
+				agent.Stack += ac.Stack
+				agent.Goroutines += ac.Goroutines
+				agent.Threads += ac.Threads
+				raw.RSS += rc.RSS
+				raw.Heap += rc.Heap
+				raw.Threads += rc.Threads
+			}
+			f := float64(b.N)
+			b.ReportMetric(agent.RSS/f, "rss_B/term")
+			b.ReportMetric(agent.Heap/f, "heap_B/term")
+			b.ReportMetric(agent.Stack/f, "stack_B/term")
+			b.ReportMetric(agent.Goroutines/f, "goroutines/term")
+			b.ReportMetric(float64(agent.Threads)/f, "threads_added")
+			b.ReportMetric(raw.RSS/f, "raw_rss_B/term")
+			b.ReportMetric(raw.Heap/f, "raw_heap_B/term")
+			b.ReportMetric(float64(raw.Threads)/f, "raw_threads_added")
+		})
+	}
+}
+
+// BenchmarkCancel: per iteration, "/bg sleep 300" is started and listed
+// (untimed), then terminal/cancel is timed until the client decodes the
+// exitStatus (SIGTERM). "listed" cancels as soon as the terminal is listed,
+// while its shell may still be starting the command; "settled" waits 20 ms
+// more (untimed), so that a running sleep is stopped, as a dev server would
+// be. The physical baseline, with the same pause: SIGTERM to the process
+// group of a sleep on a raw PTY until EIO and the shell's reaping.
+func BenchmarkCancel(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		settle time.Duration
+	}{{"listed", 0}, {"settled", 20 * time.Millisecond}} {
+		b.Run(bc.name, func(b *testing.B) {
+			a := startAgent(b, nil)
+			sid := a.newSession(b)
+			ds := make([]time.Duration, 0, b.N)
+			var sum time.Duration
+			timed := func(on bool) {
+				if on {
+					b.StartTimer()
+				} else {
+					b.StopTimer()
+				}
+			}
+			b.ResetTimer()
+			b.StopTimer()
+			for range b.N {
+				d := cancelAgent(b, a, sid, bc.settle, timed)
+				ds = append(ds, d)
+				sum += d
+			}
+			raw := make([]time.Duration, 0, min(b.N, 50))
+			for range cap(raw) {
+				raw = append(raw, cancelRaw(b, bc.settle))
+			}
+			b.ReportMetric(micros(sum)/float64(b.N), "us/cancel")
+			b.ReportMetric(micros(percentile(ds, 50)), "p50_us")
+			b.ReportMetric(micros(percentile(ds, 99)), "p99_us")
+			b.ReportMetric(micros(percentile(raw, 50)), "raw_p50_us")
+		})
+	}
+}
+
+// writersWindow is how long BenchmarkManyWriters counts per iteration.
+const writersWindow = time.Second
+
+// BenchmarkManyWriters: 16 "/bg yes" terminals in one session write at
+// once; per iteration, what the client decodes of each during a 1 s window
+// (timed), then all are cancelled. min_share is the slowest terminal's
+// bytes over a fair share (total/16). The physical baseline: 16 raw PTYs
+// running yes, drained concurrently by blocking loops, over the same window.
+func BenchmarkManyWriters(b *testing.B) {
+	const k = 16
+	a := startAgent(b, nil)
+	sid := a.newSession(b)
+	timed := func(on bool) {
+		if on {
+			b.StartTimer()
+		} else {
+			b.StopTimer()
+		}
+	}
+	var agentBytes, rawBytes, dropped int64
+	var agentT, rawT time.Duration
+	var share, rawShare float64
+	b.ResetTimer()
+	b.StopTimer()
+	for range b.N {
+		r := writersAgent(b, a, sid, k, writersWindow, timed)
+		agentBytes += r.total()
+		agentT += r.elapsed
+		dropped += r.dropped
+		share += r.minShare()
+		rr := writersRaw(b, k, writersWindow)
+		rawBytes += rr.total()
+		rawT += rr.elapsed
+		rawShare += rr.minShare()
+	}
+	f := float64(b.N)
+	b.ReportMetric(float64(agentBytes)/agentT.Seconds()/1e6, "MB/s")
+	b.ReportMetric(share/f, "min_share")
+	b.ReportMetric(float64(dropped)/agentT.Seconds()/1e6, "dropped_MB/s")
+	b.ReportMetric(float64(rawBytes)/rawT.Seconds()/1e6, "raw_MB/s")
+	b.ReportMetric(rawShare/f, "raw_min_share")
+	b.ReportMetric((float64(agentBytes)/agentT.Seconds())/(float64(rawBytes)/rawT.Seconds()), "ratio_vs_raw")
+}
