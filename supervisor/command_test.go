@@ -440,3 +440,26 @@ func TestHeldPromptWithdrawnByCancelRequest(t *testing.T) {
 		}
 	}
 }
+
+// terminal/cancel of a foreground command changes no foreground state and
+// no tool call status by itself: the tool call ends as for any exit.
+func TestTerminalCancelOfTheForegroundCommand(t *testing.T) {
+	h := newHarness(t, Config{})
+	sid := h.newSession()
+	h.run(sid, "echo ready; sleep 30")
+	h.output(sid, "term_1", "ready")
+	if err := h.callErr("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_1"}); err != nil {
+		t.Fatal(err)
+	}
+	exit := h.exit(nil, sid, "term_1")
+	failed := h.toolStatus(exit, sid, "call_1", "failed")
+	idle := h.idle(failed, sid, "end_turn")
+	if signalOf(exit) != "SIGTERM" || len(idle.Background()) != 0 {
+		t.Errorf("exit %v, idle %s", exit.ExitStatus(), idle.Raw)
+	}
+	// The output stays: a resume still shows it.
+	h.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": h.cwd}, nil)
+	if got := string(h.c.Output(sid, "term_1")); got != "ready\r\n" {
+		t.Errorf("output after cancel %q", got)
+	}
+}
