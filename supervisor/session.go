@@ -218,6 +218,8 @@ func (s *Session) act(in input) {
 		s.runBackground(in.line)
 	case bgDetach:
 		switch {
+		case s.fg != nil && s.fg.stopping:
+			s.agentMessage("The foreground command is being stopped; it stays in the foreground until it exits.")
 		case s.fg != nil:
 			s.detach(s.fg, "Moved to the background by /bg.")
 		case s.waiting != nil:

@@ -108,14 +108,13 @@ func (s *Session) launch(call *toolCall, line string) *terminal {
 // terminal from scratch (without output, which the writer streams).
 func (s *Session) terminalState(t *terminal) *protocol.TerminalUpdate {
 	size := s.sv.cfg.Size
-	u := &protocol.TerminalUpdate{
+	return &protocol.TerminalUpdate{
 		SessionUpdate: protocol.KindTerminal, TerminalID: t.id,
 		Command: t.line, Cwd: s.cwd,
 		Size:         &protocol.TerminalSize{Cols: int(size.Cols), Rows: int(size.Rows)},
 		Capabilities: protocol.CapsCancel,
 		Source:       t.ring,
 	}
-	return u
 }
 
 // sendCurrent re-sends a live terminal and its tool call for a client that
@@ -189,7 +188,7 @@ func (s *Session) detach(t *terminal, why string) {
 		Content: []protocol.ToolCallContent{protocol.TerminalContent(t.id), protocol.TextContent(why + " " + detachNote(t))},
 	}
 	if t.returned != nil {
-		u.RawOutput = exitRaw(*t.returned)
+		u.RawOutput = exitStatusRaw(exitStatus(ptyio.Exit{Shell: *t.returned}))
 	}
 	s.emit(u)
 	if wasForeground {
@@ -268,13 +267,6 @@ func exitStatus(x ptyio.Exit) *protocol.ExitStatus {
 		es.ExitCode = &code
 	}
 	return es
-}
-
-func exitRaw(st ptyio.Status) map[string]any {
-	if st.Exited {
-		return map[string]any{"exitCode": st.Code}
-	}
-	return map[string]any{"signal": st.Signal}
 }
 
 func exitStatusRaw(es *protocol.ExitStatus) map[string]any {
