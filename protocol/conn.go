@@ -57,7 +57,6 @@ type Conn struct {
 	agent       Agent
 	w           *Writer
 	rpc         *jsonrpc2.Conn
-	log         *slog.Logger
 	initialized atomic.Bool
 	closeOnce   sync.Once
 	requestSeq  atomic.Int64
@@ -77,9 +76,9 @@ func NewConn(r io.Reader, w io.Writer, agent Agent, opts Options) *Conn {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	c := &Conn{agent: agent, log: opts.Log, w: NewWriter(w, opts.Log), deferred: make(map[jsonrpc2.ID]context.CancelFunc)}
+	c := &Conn{agent: agent, w: NewWriter(w, opts.Log), deferred: make(map[jsonrpc2.ID]context.CancelFunc)}
 	ready := make(chan struct{})
-	stream := &objectStream{lines: newLineReader(r, opts.MaxLine), w: c.w, ready: ready, close: func() error { return nil }}
+	stream := &objectStream{lines: newLineReader(r, opts.MaxLine), w: c.w, ready: ready}
 	c.rpc = jsonrpc2.NewConn(context.Background(), stream, c, jsonrpc2.SetLogger(slogLogger{opts.Log}))
 	close(ready) // the read loop may use c.rpc from now on
 	return c

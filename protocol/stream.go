@@ -70,7 +70,6 @@ type objectStream struct {
 	lines *lineReader
 	w     *Writer
 	ready <-chan struct{} // closed when the connection is set up
-	close func() error
 }
 
 // ReadObject decodes the next valid message into v.
@@ -111,8 +110,10 @@ func (s *objectStream) WriteObject(v any) error {
 	return nil
 }
 
-// Close ends reading.
-func (s *objectStream) Close() error { return s.close() }
+// Close does nothing: the input belongs to whoever gave it to NewConn (a
+// blocked read of stdin cannot be interrupted anyway), and the writer is
+// closed by Conn.Close once the agent has said everything.
+func (s *objectStream) Close() error { return nil }
 
 type envelope struct {
 	JSONRPC *string         `json:"jsonrpc"`
