@@ -181,9 +181,10 @@ func (w *Writer) writeItem(item any) {
 func (w *Writer) writeTerminalUpdate(session string, u *TerminalUpdate) {
 	key := streamKey{session, u.TerminalID}
 	s := w.streams[key]
-	if s == nil {
+	switch {
+	case s == nil:
 		s = w.open(key, u.Source)
-	} else {
+	case !u.Snapshot: // a snapshot replaces what was not sent yet
 		w.catchUp(s)
 	}
 	if u.Snapshot {
