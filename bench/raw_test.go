@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"runtime/pprof"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
+
+	"shellagent/ptyio"
 )
 
 // The physical baselines: the same command in a PTY read by a plain Go
@@ -63,7 +64,7 @@ func startRaw(line string, mode rawMode, hook func([]byte, time.Time)) (*rawTerm
 		goLabeled(func() { t.readBlocking(hook) })
 	case poller:
 		var tty *os.File
-		t.master, tty, err = openPollerPTY()
+		t.master, tty, err = ptyio.OpenPTY(ptyio.Size{Cols: termSize.Cols, Rows: termSize.Rows})
 		if err != nil {
 			return nil, err
 		}
@@ -83,31 +84,6 @@ func startRaw(line string, mode rawMode, hook func([]byte, time.Time)) (*rawTerm
 // goLabeled runs f on a new goroutine labelled path=raw for profiles.
 func goLabeled(f func()) {
 	pprof.Do(context.Background(), pprof.Labels("path", "raw"), func(context.Context) { go f() })
-}
-
-// openPollerPTY opens a PTY whose master is non-blocking and registered
-// with the runtime poller. creack/pty's Open puts the master back in
-// blocking mode (it calls Fd), so the descriptor is duplicated into a fresh
-// non-blocking one.
-func openPollerPTY() (master, tty *os.File, err error) {
-	m, tty, err := pty.Open()
-	if err != nil {
-		return nil, nil, err
-	}
-	defer m.Close()
-	if err := pty.Setsize(tty, &termSize); err != nil {
-		tty.Close()
-		return nil, nil, err
-	}
-	fd, err := unix.FcntlInt(m.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-	if err == nil {
-		err = unix.SetNonblock(fd, true)
-	}
-	if err != nil {
-		tty.Close()
-		return nil, nil, fmt.Errorf("dup pty master: %w", err)
-	}
-	return os.NewFile(uintptr(fd), "/dev/ptmx"), tty, nil
 }
 
 func (t *rawTerm) readBlocking(hook func([]byte, time.Time)) {

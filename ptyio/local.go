@@ -31,7 +31,7 @@ var _ Launcher = Local{}
 // Launch starts cmd in a new session with a new PTY as its controlling
 // terminal, and starts reading the PTY before it returns.
 func (Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
-	master, tty, err := openPTY(cmd.Size)
+	master, tty, err := OpenPTY(cmd.Size)
 	if err != nil {
 		return nil, fmt.Errorf("start %q: %w", cmd.Line, err)
 	}
@@ -60,12 +60,13 @@ func (Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
 	return p, nil
 }
 
-// openPTY opens a PTY pair sized before the command starts, and returns a
-// non-blocking master served by the runtime poller. creack/pty's Open
-// leaves the master in blocking mode (it calls Fd), so its descriptor is
-// duplicated into a fresh non-blocking one and never touched through Fd
-// again.
-func openPTY(size Size) (master, tty *os.File, err error) {
+// OpenPTY opens a PTY pair of the given size and returns a non-blocking
+// master served by the runtime poller: reads park a goroutine, not an OS
+// thread, and deadlines work. creack/pty's Open leaves the master in
+// blocking mode (it calls Fd), so its descriptor is duplicated into a fresh
+// non-blocking one; never call Fd on the master returned. Close tty once the
+// command has started.
+func OpenPTY(size Size) (master, tty *os.File, err error) {
 	m, tty, err := pty.Open()
 	if err != nil {
 		return nil, nil, err
