@@ -199,11 +199,9 @@ func TestHeldPrompts(t *testing.T) {
 	}
 	h.toolStatus(exit, sid, "call_4", "cancelled")
 	h.idle(exit, sid, "cancelled")
-	for _, m := range h.c.Updates(sid) {
-		if m.Kind == protocol.KindUserMessage && strings.Contains(m.Text(), "never") {
-			t.Errorf("cancelled held prompt was inserted: %s", m.Raw)
-		}
-	}
+	h.never(sid, "cancelled held prompt was inserted", func(m *acptest.Msg) bool {
+		return m.Kind == protocol.KindUserMessage && strings.Contains(m.Text(), "never")
+	})
 }
 
 func TestTerminalCancel(t *testing.T) {
@@ -308,11 +306,9 @@ func TestSessionCancelLeavesBackgroundWork(t *testing.T) {
 		t.Errorf("after session/cancel the list is %v", idle.Background())
 	}
 	time.Sleep(200 * time.Millisecond)
-	for _, m := range h.c.Updates(sid) {
-		if m.TerminalID() == "term_1" && m.ExitStatus() != nil {
-			t.Fatalf("session/cancel stopped background work: %s", m.Raw)
-		}
-	}
+	h.never(sid, "session/cancel stopped background work", func(m *acptest.Msg) bool {
+		return m.TerminalID() == "term_1" && m.ExitStatus() != nil
+	})
 	// session/cancel on an idle session changes nothing.
 	h.c.Notify("session/cancel", map[string]string{"sessionId": sid})
 	h.run(sid, "echo still here")
@@ -434,11 +430,9 @@ func TestHeldPromptWithdrawnByCancelRequest(t *testing.T) {
 	if got := string(h.c.Output(sid, "term_2")); got != "kept\r\n" {
 		t.Errorf("the prompt after the withdrawn one printed %q", got)
 	}
-	for _, m := range h.c.Updates(sid) {
-		if m.Kind == protocol.KindUserMessage && strings.Contains(m.Text(), "withdrawn") {
-			t.Errorf("withdrawn prompt was inserted: %s", m.Raw)
-		}
-	}
+	h.never(sid, "withdrawn prompt was inserted", func(m *acptest.Msg) bool {
+		return m.Kind == protocol.KindUserMessage && strings.Contains(m.Text(), "withdrawn")
+	})
 }
 
 // terminal/cancel of a foreground command changes no foreground state and

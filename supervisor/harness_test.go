@@ -126,6 +126,17 @@ func (h *harness) update(after *acptest.Msg, sid, kind, desc string, pred func(*
 	return h.c.WaitAfter(after, desc, match)
 }
 
+// never reports every update of sid that matches pred: what must not
+// have happened.
+func (h *harness) never(sid, what string, pred func(*acptest.Msg) bool) {
+	h.t.Helper()
+	for _, m := range h.c.Updates(sid) {
+		if pred(m) {
+			h.t.Errorf("%s: %s", what, m.Raw)
+		}
+	}
+}
+
 func (h *harness) idle(after *acptest.Msg, sid, stop string) *acptest.Msg {
 	h.t.Helper()
 	return h.update(after, sid, protocol.KindState, "idle "+stop, func(m *acptest.Msg) bool {

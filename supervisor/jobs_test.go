@@ -10,18 +10,6 @@ import (
 	"shellagent/protocol/acptest"
 )
 
-// onlyKinds returns the session's updates from `from` on, as "kind" or
-// "kind:detail" strings, for order checks.
-func (h *harness) statesAfter(from *acptest.Msg, sid string) []*acptest.Msg {
-	var out []*acptest.Msg
-	for _, m := range h.c.Updates(sid) {
-		if m.Seq > from.Seq && m.Kind == protocol.KindState {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 func TestAfterFiresAsNewForegroundWork(t *testing.T) {
 	h := newHarness(t, Config{})
 	sid := h.newSession()
@@ -55,11 +43,9 @@ func TestAfterFiresAsNewForegroundWork(t *testing.T) {
 	if got := string(h.c.Output(sid, term)); got != "woke\r\n" {
 		t.Errorf("output %q", got)
 	}
-	for _, m := range h.c.Updates(sid) {
-		if m.Kind == protocol.KindUserMessage && m.Seq > listed.Seq {
-			t.Errorf("a firing inserted a user message: %s", m.Raw)
-		}
-	}
+	h.never(sid, "a firing inserted a user message", func(m *acptest.Msg) bool {
+		return m.Kind == protocol.KindUserMessage && m.Seq > listed.Seq
+	})
 }
 
 func TestAfterFiringWhileBusyIsQueued(t *testing.T) {
@@ -118,11 +104,9 @@ func TestEveryRunsUntilCancelled(t *testing.T) {
 	// Cancelled means cancelled: no firing after it, and a second cancel is
 	// an error.
 	time.Sleep(600 * time.Millisecond)
-	for _, m := range h.c.Updates(sid) {
-		if m.Seq > cancelled.Seq && m.Kind == protocol.KindTerminal && m.HasKey("command") {
-			t.Errorf("job fired after cancel: %s", m.Raw)
-		}
-	}
+	h.never(sid, "job fired after cancel", func(m *acptest.Msg) bool {
+		return m.Seq > cancelled.Seq && m.Kind == protocol.KindTerminal && m.HasKey("command")
+	})
 	if err := h.callErr("tool_call/cancel", map[string]string{"sessionId": sid, "toolCallId": job}); err == nil || err.Code != -32602 {
 		t.Errorf("second cancel: %v", err)
 	}
@@ -228,11 +212,9 @@ func TestBadSlashCommands(t *testing.T) {
 		}
 		last = h.idle(msg, sid, "end_turn")
 	}
-	for _, m := range h.c.Updates(sid) {
-		if m.Kind == protocol.KindToolCall || m.Kind == protocol.KindTerminal {
-			t.Errorf("a bad command started something: %s", m.Raw)
-		}
-	}
+	h.never(sid, "a bad command started something", func(m *acptest.Msg) bool {
+		return m.Kind == protocol.KindToolCall || m.Kind == protocol.KindTerminal
+	})
 }
 
 func TestCloseCancelsJobs(t *testing.T) {
@@ -323,11 +305,7 @@ func TestPermissionReject(t *testing.T) {
 		t.Errorf("rejected tool call says %q", failed.Text())
 	}
 	h.idle(failed, sid, "end_turn")
-	for _, m := range h.c.Updates(sid) {
-		if m.Kind == protocol.KindTerminal {
-			t.Errorf("a rejected command got a terminal: %s", m.Raw)
-		}
-	}
+	h.never(sid, "a rejected command got a terminal", func(m *acptest.Msg) bool { return m.Kind == protocol.KindTerminal })
 }
 
 func TestPermissionWithdrawnBySessionCancel(t *testing.T) {
