@@ -221,6 +221,18 @@ func TestSettingsChangeTheNextCommand(t *testing.T) {
 			t.Errorf("set_config_option %v: %v, want -32602", bad, err)
 		}
 	}
+	// kill_grace applies to the next stop.
+	h.c.MustCall("session/set_config_option", map[string]any{"sessionId": sid, "configId": "kill_grace", "type": "id", "value": "1s"}, nil)
+	h.run(sid, "/bg trap '' TERM; echo ready; sleep 30")
+	h.output(sid, "term_2", "ready")
+	start = time.Now()
+	if err := h.callErr("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_2"}); err != nil {
+		t.Fatal(err)
+	}
+	if exit := h.exit(nil, sid, "term_2"); signalOf(exit) != "SIGKILL" || exit.At.Sub(start) < 900*time.Millisecond || exit.At.Sub(start) > 2500*time.Millisecond {
+		t.Errorf("exit %v after %v with a 1s kill grace", exit.ExitStatus(), exit.At.Sub(start))
+	}
+	h.c.MustCall("session/set_config_option", map[string]any{"sessionId": sid, "configId": "kill_grace", "type": "id", "value": "3s"}, nil)
 	// The bad values changed nothing.
 	h.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": h.cwd}, &res)
 	if res.ConfigOptions[0].CurrentValue != "1s" || res.ConfigOptions[1].CurrentValue != "3s" || res.ConfigOptions[2].CurrentValue != "allow" {
