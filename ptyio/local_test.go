@@ -159,7 +159,7 @@ func TestStop(t *testing.T) {
 		want  Exit
 	}{
 		{"TERM ends it", "echo ready; sleep 30", time.Hour, false, Exit{Shell: Status{Signal: "SIGTERM"}, Stopped: "SIGTERM"}},
-		{"trapped TERM, exit code kept", "trap 'exit 7' TERM; echo ready; sleep 30 & wait", time.Hour, false, Exit{Shell: Status{Exited: true, Code: 7}, Stopped: "SIGTERM"}},
+		{"trapped TERM, exit code kept", "trap 'exit 7' TERM; sleep 30 & sleep 0.2; echo ready; wait", time.Hour, false, Exit{Shell: Status{Exited: true, Code: 7}, Stopped: "SIGTERM"}},
 		{"TERM ignored", "trap '' TERM; echo ready; sleep 30", 300 * time.Millisecond, false, Exit{Shell: Status{Signal: "SIGKILL"}, Stopped: "SIGKILL"}},
 		{"second stop skips the grace", "trap '' TERM; echo ready; sleep 30", time.Hour, true, Exit{Shell: Status{Signal: "SIGKILL"}, Stopped: "SIGKILL"}},
 		{"detached job", "trap '' TERM; sleep 30 & echo ready", 300 * time.Millisecond, false, Exit{Shell: Status{Exited: true}, Stopped: "SIGKILL"}},
