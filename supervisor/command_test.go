@@ -14,6 +14,7 @@ import (
 
 	"shellagent/protocol"
 	"shellagent/protocol/acptest"
+	"shellagent/signals"
 )
 
 func TestForegroundCommandLife(t *testing.T) {
@@ -350,9 +351,23 @@ func TestProcessLeavingTheSessionDoesNotDelayExit(t *testing.T) {
 		t.Errorf("exit reported %v after the shell's last output", d)
 	}
 	b, _ := os.ReadFile(filepath.Join(h.cwd, "escapee"))
-	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-		unix.Kill(pid, unix.SIGKILL)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("escapee pid %q: %v", b, err)
 	}
+	killEscapee(t, pid)
+}
+
+// killEscapee kills a process that left its terminal's session (so the
+// agent rightly did not) and waits until it is gone, for the leak check.
+func killEscapee(t *testing.T, pid int) {
+	unix.Kill(pid, unix.SIGKILL)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if _, ok := signals.Stat(pid); !ok {
+			return
+		}
+	}
+	t.Errorf("escapee %d survived SIGKILL", pid)
 }
 
 func TestCloseStopsEverything(t *testing.T) {
