@@ -155,10 +155,9 @@ func (p *local) read() {
 // run follows the command to its end: the shell's exit, then every other
 // process of its session, then the last of its output.
 func (p *local) run() {
-	status, err := p.waitShell()
-	if err != nil {
-		status = Status{Signal: "SIGKILL"} // cannot happen for our own child; report it ended
-	}
+	// An error leaves the status unknown (neither code nor signal); it
+	// cannot happen for our own unreaped child.
+	status, _ := p.waitShell()
 	procs, _ := signals.SessionMembers(p.pid)
 	if len(procs) > 0 {
 		p.ev.ShellReturned(status)

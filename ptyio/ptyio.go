@@ -38,7 +38,7 @@ type Command struct {
 }
 
 // Status is a wait status: an exit code, or the signal that killed the
-// process.
+// process; the zero Status means it is unknown.
 type Status struct {
 	Exited bool   // the process called exit; Code is valid
 	Code   int    // exit code
