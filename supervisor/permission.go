@@ -58,7 +58,10 @@ func (s *Session) ask(a *approval) {
 		},
 	}
 	if s.client == nil {
-		cancel()
+		s.withdraw(a, protocol.StatusFailed, "Not run: no client is attached to ask for permission.")
+		if !a.background {
+			s.endTurn(protocol.StopEndTurn)
+		}
 		return
 	}
 	s.client.RequestPermission(ctx, req, func(resp *protocol.PermissionResponse, err error) {
