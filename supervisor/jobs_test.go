@@ -356,3 +356,24 @@ func TestPermissionWithdrawnBySessionCancel(t *testing.T) {
 		t.Errorf("the withdrawn command ran")
 	}
 }
+
+func TestPermissionForAFiring(t *testing.T) {
+	h, sid, p := askHarness(t, "allow")
+	h.run(sid, "/after 200ms echo fired")
+	done := h.toolStatus(nil, sid, "call_1", "completed")
+	req := <-p.seen
+	if sub := subject(t, req); sub["command"] != "echo fired" || sub["toolCallId"] != "call_2" {
+		t.Errorf("firing asked for %v", sub)
+	}
+	// The snapshot that removes the wakeup reports the firing blocked on
+	// the user, then it runs once allowed.
+	removal := h.update(done, sid, protocol.KindState, "removal", nil)
+	if removal.State() != "requires_action" || len(removal.Background()) != 0 || removal.Seq > req.Seq {
+		t.Errorf("removal snapshot %s (request at %d)", removal.Raw, req.Seq)
+	}
+	running := h.update(removal, sid, protocol.KindState, "running", func(m *acptest.Msg) bool { return m.State() == "running" })
+	h.idle(h.exit(running, sid, "term_1"), sid, "end_turn")
+	if got := string(h.c.Output(sid, "term_1")); got != "fired\r\n" {
+		t.Errorf("output %q", got)
+	}
+}
