@@ -123,8 +123,7 @@ func (s *Session) withdraw(a *approval, status, why string) {
 		s.waiting = nil
 	}
 	a.call.status, a.call.cancel, a.call.appr = status, false, nil
-	u := a.call.update()
-	u.Content = []protocol.ToolCallContent{protocol.TextContent(why)}
-	s.emit(u)
+	a.call.content = []protocol.ToolCallContent{protocol.TextContent(why)}
+	s.emit(a.call.update())
 	s.unlistCall(a.call)
 }

@@ -147,12 +147,14 @@ func TestResume(t *testing.T) {
 	// Before the response: a current terminal_update with an output
 	// snapshot for the listed terminal (and the foreground one), then the
 	// current state with the list.
-	var snap1, snap2, state *acptest.Msg
+	var snap1, snap2, state, call1 *acptest.Msg
 	for _, m := range h.c.Transcript() {
 		if m.Seq <= cursor.Seq || m.SessionID != sid {
 			continue
 		}
 		switch {
+		case m.Kind == protocol.KindToolCall && m.ToolCallID() == "call_1":
+			call1 = m
 		case m.Kind == protocol.KindTerminal && m.TerminalID() == "term_1" && m.HasKey("output"):
 			snap1 = m
 		case m.Kind == protocol.KindTerminal && m.TerminalID() == "term_2" && m.HasKey("output"):
@@ -160,6 +162,9 @@ func TestResume(t *testing.T) {
 		case m.Kind == protocol.KindState:
 			state = m
 		}
+	}
+	if call1 == nil || call1.Status() != "completed" || !strings.Contains(call1.Text(), "Started in the background") {
+		t.Errorf("resume re-sent the background command's tool call as %v", call1)
 	}
 	if snap1 == nil || snap2 == nil || state == nil {
 		t.Fatalf("resume sent snapshot term_1=%v term_2=%v state=%v\n%s", snap1 != nil, snap2 != nil, state != nil, h.c.Dump())

@@ -33,23 +33,24 @@ type terminal struct {
 // toolCall is a tool call of the session: a command's, or a scheduled
 // job (job != nil), or a command waiting for permission (appr != nil).
 type toolCall struct {
-	id     string
-	title  string
-	kind   string
-	status string
-	cancel bool // advertises capabilities.cancel
-	shown  bool // cancel was advertised once: clearing it must be sent
-	listed bool
-	input  any // rawInput
-	job    *job
-	appr   *approval
+	id      string
+	title   string
+	kind    string
+	status  string
+	cancel  bool // advertises capabilities.cancel
+	shown   bool // cancel was advertised once: clearing it must be sent
+	listed  bool
+	input   any                        // rawInput
+	content []protocol.ToolCallContent // the current content
+	job     *job
+	appr    *approval
 }
 
 // update is the tool call's current state as a full tool_call_update.
 func (c *toolCall) update() *protocol.ToolCallUpdate {
 	u := &protocol.ToolCallUpdate{
 		SessionUpdate: protocol.KindToolCall, ToolCallID: c.id, Title: c.title, Kind: c.kind,
-		Status: c.status, RawInput: c.input,
+		Status: c.status, RawInput: c.input, Content: c.content,
 	}
 	switch {
 	case c.cancel:
@@ -90,16 +91,14 @@ func (s *Session) launch(call *toolCall, line string) *terminal {
 	}, t.ring, events{s, t})
 	if err != nil {
 		call.status = protocol.StatusFailed
-		u := call.update()
-		u.Content = []protocol.ToolCallContent{protocol.TextContent("Could not start the command: " + err.Error())}
-		s.emit(u)
+		call.content = []protocol.ToolCallContent{protocol.TextContent("Could not start the command: " + err.Error())}
+		s.emit(call.update())
 		return nil
 	}
 	t.proc = proc
 	s.terminals[t.id] = t
-	u := call.update()
-	u.Content = []protocol.ToolCallContent{protocol.TerminalContent(t.id)}
-	s.emit(u)
+	call.content = []protocol.ToolCallContent{protocol.TerminalContent(t.id)}
+	s.emit(call.update())
 	s.emit(s.terminalState(t))
 	return t
 }
@@ -120,19 +119,10 @@ func (s *Session) terminalState(t *terminal) *protocol.TerminalUpdate {
 // sendCurrent re-sends a live terminal and its tool call for a client that
 // attaches (resume), with a snapshot of the output.
 func (s *Session) sendCurrent(t *terminal) {
-	s.send(s.toolCallState(t))
+	s.send(t.call.update())
 	u := s.terminalState(t)
 	u.Snapshot = true
 	s.send(u)
-}
-
-func (s *Session) toolCallState(t *terminal) *protocol.ToolCallUpdate {
-	u := t.call.update()
-	u.Content = []protocol.ToolCallContent{protocol.TerminalContent(t.id)}
-	if t.listed {
-		u.Content = append(u.Content, protocol.TextContent(detachNote(t)))
-	}
-	return u
 }
 
 // startForeground runs line as the session's foreground command, fired by
@@ -183,9 +173,9 @@ func (s *Session) detach(t *terminal, why string) {
 	}
 	t.call.status = protocol.StatusCompleted
 	s.listTerminal(t)
+	t.call.content = []protocol.ToolCallContent{protocol.TerminalContent(t.id), protocol.TextContent(why + " " + detachNote(t))}
 	u := &protocol.ToolCallUpdate{
-		SessionUpdate: protocol.KindToolCall, ToolCallID: t.call.id, Status: t.call.status,
-		Content: []protocol.ToolCallContent{protocol.TerminalContent(t.id), protocol.TextContent(why + " " + detachNote(t))},
+		SessionUpdate: protocol.KindToolCall, ToolCallID: t.call.id, Status: t.call.status, Content: t.call.content,
 	}
 	if t.returned != nil {
 		u.RawOutput = exitStatusRaw(exitStatus(ptyio.Exit{Shell: *t.returned}))
