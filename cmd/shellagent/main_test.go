@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -321,4 +322,28 @@ func peakRSS(t *testing.T, pid int) int {
 	}
 	t.Fatal("no VmHWM")
 	return 0
+}
+
+// The terminal flags reach the terminals: the size the command sees and
+// reports, and how much output a terminal keeps (a resume snapshot holds
+// exactly the scrollback).
+func TestTerminalFlags(t *testing.T) {
+	a := startAgent(t, "--cols", "80", "--rows", "24", "--scrollback", "64KiB")
+	sid := a.session()
+	a.prompt(sid, "/bg stty size; sleep 0.3; seq 1 100000; sleep 30")
+	tu := a.c.WaitFor("term_1", func(m *acptest.Msg) bool { return m.TerminalID() == "term_1" && m.HasKey("size") })
+	if size, _ := json.Marshal(tu.Update["size"]); string(size) != `{"cols":80,"rows":24}` {
+		t.Errorf("terminal_update.size %s", size)
+	}
+	a.c.WaitFor("stty size", func(m *acptest.Msg) bool { return len(a.c.Output(sid, "term_1")) > 0 })
+	if out := string(a.c.Output(sid, "term_1")); out != "24 80\r\n" {
+		t.Errorf("stty size printed %q", out)
+	}
+	a.c.WaitFor("seq done", func(m *acptest.Msg) bool {
+		return strings.HasSuffix(string(a.c.Output(sid, "term_1")), "100000\r\n")
+	})
+	a.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": a.cwd}, nil)
+	if got := len(a.c.Output(sid, "term_1")); got != 64<<10 {
+		t.Errorf("resume snapshot holds %d bytes, want the 64 KiB scrollback", got)
+	}
 }
