@@ -94,7 +94,7 @@ func (st *settings) set(p *protocol.SetConfigOptionRequest) error {
 		values[i] = c.Value
 	}
 	shape := fmt.Sprintf(`send params {"sessionId":%q,"configId":%q,"type":"id","value":%q}, with value one of: %s`,
-		p.SessionID, p.ConfigID, values[0], strings.Join(values, ", "))
+		p.SessionID, p.ConfigID, current.CurrentValue, strings.Join(values, ", "))
 	if p.Type != "id" {
 		return protocol.InvalidParams("type: %q is not supported; %s", p.Type, shape)
 	}
