@@ -82,8 +82,9 @@ arrives (lines labelled term_N| while several terminals run), exit
 statuses, agent messages, and the background list whenever it changes.
 
 Ctrl-C sends session/cancel: the foreground command stops, background work
-runs on. A second Ctrl-C, or the end of the input, says how many background
-items closing will stop, closes the session (which stops them) and exits.
+runs on. A second Ctrl-C before the next line, or the end of the input, says
+how many background items closing will stop, closes the session (which stops
+them) and exits.
 
 On a terminal every line is sent at once. From a file or a pipe, each line
 waits for the previous turn to end, and a line after "/stop ID" also waits

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"shellagent/supervisor"
@@ -67,6 +68,8 @@ func checkShell(shell string) (string, error) {
 		switch {
 		case errors.Is(err, exec.ErrNotFound), errors.Is(err, os.ErrNotExist):
 			reason = "no such file"
+		case errors.Is(err, syscall.EISDIR):
+			reason = "a directory, not an executable file"
 		case errors.Is(err, os.ErrPermission):
 			reason = "not an executable file"
 		default:
