@@ -181,12 +181,6 @@ func (s *script) output(id, want string) *acptest.Msg {
 	})
 }
 
-// exit waits for terminal id's exitStatus.
-func (s *script) exit(id string) *acptest.Msg {
-	s.t.Helper()
-	return s.await(id+" exit", func(m *acptest.Msg) bool { return m.TerminalID() == id && m.ExitStatus() != nil })
-}
-
 // cancelTerminal sends terminal/cancel and waits for its answer and for
 // the snapshot that leaves n items listed, in either order (see
 // racyAnswers).
