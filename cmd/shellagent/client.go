@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"slices"
@@ -50,8 +49,7 @@ func clientCommandLine(args []string) (opts clientOptions, code int, done bool) 
 	})
 	rest, err := parseFlags(fs, args, true)
 	if errors.Is(err, flag.ErrHelp) {
-		clientHelp(os.Stdout, fs)
-		return opts, 0, true
+		return opts, printHelp(clientHelp(fs)), true
 	}
 	if err != nil {
 		return opts, commandLineError(err), true
@@ -70,9 +68,10 @@ func clientCommandLine(args []string) (opts clientOptions, code int, done bool) 
 	return opts, 0, false
 }
 
-// clientHelp writes "shellagent client --help".
-func clientHelp(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprint(w, `Usage: shellagent client [flags] [-- AGENT COMMAND...]
+// clientHelp returns "shellagent client --help".
+func clientHelp(fs *flag.FlagSet) string {
+	var w strings.Builder
+	w.WriteString(`Usage: shellagent client [flags] [-- AGENT COMMAND...]
 
 A line-mode ACP v2 client. It starts the agent (this shellagent in agent
 mode, or the ACP v2 agent command after --), opens a session, and sends each
@@ -95,14 +94,15 @@ run:
 
 Flags:
 `)
-	printDefaults(w, fs)
-	fmt.Fprint(w, `  -h, --help
+	printDefaults(&w, fs)
+	w.WriteString(`  -h, --help
         print this help and exit
 `)
+	return w.String()
 }
 
-// runClient runs "shellagent client".
-func runClient(args []string) int {
+// runClient runs "shellagent client" and returns the exit code.
+func runClient(args []string) (code int) {
 	opts, code, done := clientCommandLine(args)
 	if done {
 		return code
@@ -141,8 +141,13 @@ func runClient(args []string) int {
 			fmt.Fprintf(os.Stderr, "shellagent client: --trace: %v\n", err)
 			return 1
 		}
-		defer f.Close() // Safe: Run's writes are checked; the close only releases the file.
 		cfg.Trace = f
+		defer func() {
+			if err := f.Close(); err != nil {
+				fmt.Fprintf(os.Stderr, "shellagent client: --trace: %v\n", err)
+				code = 1
+			}
+		}()
 	}
 	interrupts := make(chan os.Signal, 1)
 	signal.Notify(interrupts, os.Interrupt)

@@ -263,7 +263,7 @@ func (s *sizeFlag) Set(v string) error {
 // printDefaults writes fs's flags, sorted by name, as --help shows them:
 // the flag with the name of its value, then its usage and its default in
 // the README's notation, wrapped to 80 columns.
-func printDefaults(w io.Writer, fs *flag.FlagSet) {
+func printDefaults(w *strings.Builder, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		name, usage := flag.UnquoteUsage(f)
 		if name == "value" { // a flag.Value without a `NAME` in its usage
@@ -276,9 +276,9 @@ func printDefaults(w io.Writer, fs *flag.FlagSet) {
 		if _, isBool := f.Value.(interface{ IsBoolFlag() bool }); !isBool && f.DefValue != "" && !strings.Contains(usage, "(default") {
 			usage += " (default " + f.DefValue + ")"
 		}
-		fmt.Fprintln(w, head)
+		w.WriteString(head + "\n")
 		for _, line := range wrap(usage, 80-8) {
-			fmt.Fprintln(w, "        "+line)
+			w.WriteString("        " + line + "\n")
 		}
 	})
 }

@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -59,14 +60,12 @@ func agentCommandLine(args []string) (opts agentOptions, code int, done bool) {
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if _, err := parseFlags(fs, args, false); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			agentHelp(os.Stdout, fs)
-			return opts, 0, true
+			return opts, printHelp(agentHelp(fs)), true
 		}
 		return opts, commandLineError(err), true
 	}
 	if *showVersion {
-		fmt.Println("shellagent", version())
-		return opts, 0, true
+		return opts, printHelp("shellagent " + version() + "\n"), true
 	}
 	shell, err := checkShell(opts.shell)
 	if err != nil {
@@ -82,9 +81,20 @@ func commandLineError(err error) int {
 	return 2
 }
 
-// agentHelp writes --help.
-func agentHelp(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprint(w, `shellagent is an Agent Client Protocol (ACP) v2 agent on stdio: it runs each
+// printHelp writes text (help or the version) to stdout and returns the
+// exit code: 0, or 1 if stdout cannot be written.
+func printHelp(text string) int {
+	if _, err := io.WriteString(os.Stdout, text); err != nil {
+		fmt.Fprintf(os.Stderr, "shellagent: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// agentHelp returns --help.
+func agentHelp(fs *flag.FlagSet) string {
+	var w strings.Builder
+	w.WriteString(`shellagent is an Agent Client Protocol (ACP) v2 agent on stdio: it runs each
 prompt as a shell command in a pseudo-terminal and reports foreground and
 background work as the v2 Background Work RFD describes. It has no language
 model: the text of a prompt is the command.
@@ -101,14 +111,15 @@ Subcommands:
 
 Flags:
 `)
-	printDefaults(w, fs)
-	fmt.Fprint(w, `  -h, --help
+	printDefaults(&w, fs)
+	w.WriteString(`  -h, --help
         print this help and exit
 
 Durations are Go durations (500ms, 10s, 1m30s); sizes take KiB, MiB, GiB, KB,
 MB or no unit (bytes). Stdin EOF, SIGTERM or SIGINT stop every command and
 exit.
 `)
+	return w.String()
 }
 
 // serve runs the agent on stdin and stdout until stdin ends or a signal
