@@ -105,6 +105,9 @@ func (c *client) interrupt() {
 	case finished:
 		return
 	}
+	if c.cfg.Interactive {
+		c.p.write([]byte("\n")) // the terminal echoed ^C where the cursor was
+	}
 	c.interrupts++
 	if c.interrupts > 1 {
 		c.quit()
