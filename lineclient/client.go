@@ -209,6 +209,14 @@ func (a *agentProc) readLines() {
 // stop closes the agent's stdin, waits for it to exit (killing its
 // process group after exitTimeout) and for the reader to end.
 func (a *agentProc) stop() error {
+	// Whatever the agent still writes is read and dropped, so that a full
+	// pipe never keeps it from exiting.
+	drained := make(chan struct{})
+	go func() {
+		for range a.lines {
+		}
+		close(drained)
+	}()
 	_ = a.stdin.Close() // Best effort: the agent may already be gone.
 	exited := make(chan error, 1)
 	go func() { exited <- a.cmd.Wait() }()
@@ -221,8 +229,7 @@ func (a *agentProc) stop() error {
 		err = fmt.Errorf("lineclient: the agent did not exit within %v of its stdin closing; killed: %v", exitTimeout, err)
 	}
 	_ = a.stdout.Close() // Safe: ends the reader if a leftover process holds the pipe.
-	for range a.lines {  // drain what the loop did not take
-	}
+	<-drained
 	<-a.read
 	if err != nil {
 		return fmt.Errorf("lineclient: agent %s: %w", a.cmd.Path, err)
