@@ -539,6 +539,9 @@ func (c *client) applySettings(rest []Setting) {
 	s := rest[0]
 	params := map[string]any{"sessionId": c.sess.id, "configId": s.ID, "type": "id", "value": s.Value}
 	c.request("session/set_config_option", params, func(m *message) {
+		if c.phase != starting { // interrupted meanwhile: the session is closing
+			return
+		}
 		if m.Error != nil {
 			c.p.note(fmt.Sprintf("cannot set %s to %s: %s", s.ID, s.Value, m.Error.Message))
 			c.fail(fmt.Errorf("lineclient: setting %s=%s: %w", s.ID, s.Value, m.Error))
