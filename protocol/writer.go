@@ -1,11 +1,8 @@
 package protocol
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"io"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 )
@@ -33,6 +30,7 @@ type writer struct {
 	log *slog.Logger
 
 	mu      sync.Mutex // guards the fields up to wake
+	enc     encoding   // read by run under mu, once per batch
 	queue   []any      // []byte lines, *sessionUpdate or *terminalUpdate
 	dirty   []*stream
 	closing bool
@@ -41,6 +39,7 @@ type writer struct {
 	done chan struct{} // closed when run returns
 
 	// Owned by the run goroutine.
+	runEnc  encoding // enc as of the batch being written
 	streams map[streamKey]*stream
 	buf     []byte
 	scratch []byte // one chunk's raw bytes
@@ -70,10 +69,8 @@ type stream struct {
 
 	// Owned by the run goroutine.
 	key     streamKey
-	head    []byte // a session/update notification up to the update kind
-	tid     []byte // the terminal id, quoted
-	prefix  []byte // the chunk notification up to the data
-	sent    int64  // ring offset of the next byte to send
+	enc     outputEncoder
+	sent    int64 // ring offset of the next byte to send
 	unwatch func()
 	closed  bool
 }
@@ -83,6 +80,7 @@ func newWriter(out io.Writer, log *slog.Logger) *writer {
 	w := &writer{
 		out:     out,
 		log:     log,
+		enc:     acpV2{},
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		streams: make(map[streamKey]*stream),
@@ -90,6 +88,14 @@ func newWriter(out io.Writer, log *slog.Logger) *writer {
 	}
 	go w.run()
 	return w
+}
+
+// setEncoding makes the writer encode what is queued from now on with enc.
+// A connection sets it once, before the first session update.
+func (w *writer) setEncoding(enc encoding) {
+	w.mu.Lock()
+	w.enc = enc
+	w.mu.Unlock()
 }
 
 // send queues one complete JSON-RPC message (without newline).
@@ -151,6 +157,7 @@ func (w *writer) run() {
 		queue, w.queue = w.queue, queue[:0]
 		dirty, w.dirty = w.dirty, dirty[:0]
 		closing := w.closing
+		w.runEnc = w.enc
 		w.mu.Unlock()
 
 		for i, item := range queue {
@@ -197,36 +204,27 @@ func (w *writer) writeTerminalUpdate(m *terminalUpdate) {
 	case m.mode == StreamOutput: // a replacement supersedes what was not sent yet
 		w.catchUp(s)
 	}
-	var update any = m.update
 	if m.mode == ReplaceOutput {
 		var end int64
 		w.snap, end = m.source.AppendSnapshot(w.snap[:0])
-		update = withOutput{m.update, &terminalOutput{Data: base64.StdEncoding.EncodeToString(w.snap)}}
+		buf, err := s.enc.appendReplacement(w.buf, m.update, w.snap, 0)
+		if err != nil {
+			w.log.Error("encode terminal output", "terminal", key.terminal, "err", err)
+		} else {
+			w.buf = buf
+		}
 		s.sent = end
+		w.maybeFlush()
+	} else {
+		w.notify(m.session, m.update)
 	}
-	w.notify(m.session, update)
 	if m.update.ExitStatus != nil {
 		w.closeStream(s)
 	}
 }
 
-// withOutput is a terminal_update with a replacement of the output.
-type withOutput struct {
-	*TerminalUpdate
-	Output *terminalOutput `json:"output,omitempty"`
-}
-
 func (w *writer) open(key streamKey, source OutputSource) *stream {
-	s := &stream{source: source, key: key}
-	sid, _ := json.Marshal(key.session)
-	s.tid, _ = json.Marshal(key.terminal)
-	s.head = append(s.head, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":`...)
-	s.head = append(s.head, sid...)
-	s.head = append(s.head, `,"update":{"sessionUpdate":`...)
-	s.prefix = append(s.prefix, s.head...)
-	s.prefix = append(s.prefix, `"terminal_output_chunk","terminalId":`...)
-	s.prefix = append(s.prefix, s.tid...)
-	s.prefix = append(s.prefix, `,"data":"`...)
+	s := &stream{source: source, key: key, enc: w.runEnc.output(key.session, key.terminal)}
 	w.streams[key] = s
 	s.unwatch = source.Watch(func() { w.markDirty(s) })
 	if source.Total() > 0 {
@@ -282,9 +280,7 @@ func (w *writer) sendChunk(s *stream) bool {
 	if n == 0 {
 		return false
 	}
-	w.buf = append(w.buf, s.prefix...)
-	w.buf = base64.StdEncoding.AppendEncode(w.buf, w.scratch[:n])
-	w.buf = append(w.buf, "\"}}}\n"...)
+	w.buf = s.enc.appendChunk(w.buf, w.scratch[:n])
 	s.sent = start + int64(n)
 	w.maybeFlush()
 	return true
@@ -299,31 +295,24 @@ func (w *writer) snapshot(s *stream) {
 	var end int64
 	w.snap, end = s.source.AppendSnapshot(w.snap[:0])
 	dropped := end - int64(len(w.snap)) - s.sent
-	w.buf = append(w.buf, s.head...)
-	w.buf = append(w.buf, `"terminal_update","terminalId":`...)
-	w.buf = append(w.buf, s.tid...)
-	w.buf = append(w.buf, `,"output":{"data":"`...)
-	w.buf = base64.StdEncoding.AppendEncode(w.buf, w.snap)
-	w.buf = append(w.buf, `","_meta":{"shellagent":{"droppedBytes":`...)
-	w.buf = strconv.AppendInt(w.buf, dropped, 10)
-	w.buf = append(w.buf, "}}}}}}\n"...)
+	buf, err := s.enc.appendReplacement(w.buf, nil, w.snap, dropped)
+	if err != nil {
+		w.log.Error("encode terminal output", "terminal", s.key.terminal, "err", err)
+	} else {
+		w.buf = buf
+	}
 	s.sent = end
 	w.maybeFlush()
 }
 
-type notification struct {
-	JSONRPC string              `json:"jsonrpc"`
-	Method  string              `json:"method"`
-	Params  sessionNotification `json:"params"`
-}
-
 func (w *writer) notify(session string, update any) {
-	b, err := json.Marshal(notification{"2.0", "session/update", sessionNotification{session, update}})
+	buf, err := w.runEnc.appendUpdate(w.buf, session, update)
 	if err != nil {
-		w.log.Error("marshal session/update", "err", err)
+		w.log.Error("encode session/update", "session", session, "err", err)
 		return
 	}
-	w.line(b)
+	w.buf = buf
+	w.maybeFlush()
 }
 
 func (w *writer) line(b []byte) {
