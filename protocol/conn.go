@@ -62,6 +62,12 @@ type Options struct {
 }
 
 // Conn serves an Agent over a newline-delimited JSON-RPC byte stream.
+//
+// The client chooses the protocol with initialize: protocolVersion 2 or
+// more gets ACP v2, with the Conn itself as the Agent's Client;
+// protocolVersion 1 gets ACP v1 for the rest of the connection, served by
+// a v1 front (see v1Front) over the same Agent; below 1 is refused
+// (-32022).
 type Conn struct {
 	agent       Agent
 	w           *writer
@@ -69,6 +75,10 @@ type Conn struct {
 	initialized atomic.Bool
 	closeOnce   sync.Once
 	requestSeq  atomic.Int64
+
+	// v1 serves a v1 client, nil for v2. Owned by the read loop: set by
+	// initialize, read by the handlers.
+	v1 *v1Front
 
 	mu sync.Mutex // guards pending
 	// pending cancels the context of each request answered later, by id.
@@ -116,6 +126,12 @@ func (c *Conn) UpdateTerminal(sessionID string, u *TerminalUpdate, out OutputSou
 
 // RequestPermission implements Client.
 func (c *Conn) RequestPermission(ctx context.Context, p *PermissionRequest, done func(*PermissionResponse, error)) {
+	c.requestPermission(ctx, p, done)
+}
+
+// requestPermission sends session/request_permission with params p, as
+// Client.RequestPermission says.
+func (c *Conn) requestPermission(ctx context.Context, p any, done func(*PermissionResponse, error)) {
 	id := jsonrpc2.ID{Str: fmt.Sprintf("perm_%d", c.requestSeq.Add(1)), IsString: true}
 	call, err := c.rpc.DispatchCall(ctx, "session/request_permission", p, jsonrpc2.PickID(id))
 	if err != nil {
@@ -154,7 +170,11 @@ func (h rpcHandler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Re
 		c.replyNow(req.ID)(nil, &Error{Code: CodeInvalidRequest, Message: req.Method + ": initialize first"})
 		return
 	}
-	handle, ok := requests[req.Method]
+	table := requests
+	if c.v1 != nil && req.Method != "initialize" {
+		table = v1Requests
+	}
+	handle, ok := table[req.Method]
 	if !ok {
 		c.replyNow(req.ID)(nil, &Error{Code: CodeMethodNotFound, Message: "method not found: " + req.Method})
 		return
@@ -162,12 +182,20 @@ func (h rpcHandler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Re
 	handle(c, req)
 }
 
+// client is the Client the Agent reports to: the Conn, or its v1 front.
+func (c *Conn) client() Client {
+	if c.v1 != nil {
+		return c.v1
+	}
+	return c
+}
+
 func (c *Conn) handleNotification(req *jsonrpc2.Request) {
 	switch req.Method {
 	case "session/cancel":
 		var p CancelSessionNotification
 		if decodeParams(req.Params, &p) == nil && p.SessionID != "" {
-			c.agent.CancelSession(c, &p)
+			c.agent.CancelSession(c.client(), &p)
 		}
 	case "$/cancel_request":
 		c.withdraw(req.Params)
@@ -251,9 +279,6 @@ func answeredAtOnce[T any, P params[T]](f func(c *Conn, p P) (any, error)) handl
 			return
 		}
 		result, err := f(c, p)
-		if err == nil && req.Method == "initialize" {
-			c.initialized.Store(true)
-		}
 		reply(result, err)
 	}
 }
@@ -280,8 +305,45 @@ func decode[T any, P params[T]](req *jsonrpc2.Request) (P, error) {
 	return p, p.validate()
 }
 
+// initialize serves initialize: it chooses the protocol of the connection.
+func initialize(c *Conn, req *jsonrpc2.Request) {
+	reply := c.replyNow(req.ID)
+	p, err := decode[InitializeRequest](req)
+	if err != nil {
+		reply(nil, err)
+		return
+	}
+	v := *p.ProtocolVersion
+	switch {
+	case v < ProtocolV1:
+		reply(nil, &Error{
+			Code:    CodeUnsupportedProto,
+			Message: fmt.Sprintf("protocolVersion: %d is not supported; shellagent speaks %d and %d", v, ProtocolV1, ProtocolVersion),
+			Data:    map[string]any{"requested": v, "supported": []int{ProtocolV1, ProtocolVersion}},
+		})
+	case c.initialized.Load() && (v == ProtocolV1) != (c.v1 != nil):
+		reply(nil, &Error{Code: CodeInvalidRequest, Message: fmt.Sprintf("initialize: this connection already speaks ACP v%d", c.version())})
+	case v == ProtocolV1:
+		c.v1Initialize(req, reply)
+	default:
+		result, err := c.agent.Initialize(c, p)
+		if err == nil {
+			c.initialized.Store(true)
+		}
+		reply(result, err)
+	}
+}
+
+// version is the protocol version the connection speaks once initialized.
+func (c *Conn) version() int {
+	if c.v1 != nil {
+		return ProtocolV1
+	}
+	return ProtocolVersion
+}
+
 var requests = map[string]handler{
-	"initialize":     answeredAtOnce(func(c *Conn, p *InitializeRequest) (any, error) { return c.agent.Initialize(c, p) }),
+	"initialize":     initialize,
 	"session/new":    answeredAtOnce(func(c *Conn, p *NewSessionRequest) (any, error) { return c.agent.NewSession(c, p) }),
 	"session/list":   answeredAtOnce(func(c *Conn, p *ListSessionsRequest) (any, error) { return c.agent.ListSessions(c, p) }),
 	"session/resume": answeredAtOnce(func(c *Conn, p *ResumeSessionRequest) (any, error) { return c.agent.ResumeSession(c, p) }),

@@ -10,7 +10,8 @@ package protocol
 
 import "encoding/json"
 
-// ProtocolVersion is the only ACP version shellagent speaks.
+// ProtocolVersion is ACP v2, the version shellagent is built around; a
+// client that asks for v1 gets a v1 front (see ProtocolV1).
 const ProtocolVersion = 2
 
 // Implementation names a client or an agent.

@@ -174,7 +174,7 @@ func TestBadInputKeepsTheConnection(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":56,"method":"session/prompt"}`, -32602, "sessionId"},
 		{`{"jsonrpc":"1.0","id":57,"method":"initialize"}`, -32600, "jsonrpc"},
 		{`[1,2]`, -32600, "batch"},
-		{`{"jsonrpc":"2.0","id":58,"method":"initialize","params":{"protocolVersion":1,"info":{"name":"x","version":"1"}}}`, -32022, "protocolVersion"},
+		{`{"jsonrpc":"2.0","id":58,"method":"initialize","params":{"protocolVersion":0,"info":{"name":"x","version":"1"}}}`, -32022, "protocolVersion"},
 	}
 	for _, tt := range tests {
 		m := raw(tt.line)

@@ -154,7 +154,7 @@ var scenarios = []scenario{
 			`this is not json`,
 			`[1,2]`,
 			`{"jsonrpc":"1.0","id":51,"method":"initialize"}`,
-			`{"jsonrpc":"2.0","id":52,"method":"initialize","params":{"protocolVersion":1,"info":{"name":"x","version":"1"}}}`,
+			`{"jsonrpc":"2.0","id":52,"method":"initialize","params":{"protocolVersion":0,"info":{"name":"x","version":"1"}}}`,
 		} {
 			s.raw(line)
 			s.await("an answer", func(m *acptest.Msg) bool { return m.IsResponse() })

@@ -1,0 +1,393 @@
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+)
+
+// acpV1 is the ACP v1 encoding: it writes what the supervisor reports in v2
+// shapes as v1 messages, with the writer's ordering, coalescing and flow
+// control unchanged (see encoding).
+//
+//   - agent_message becomes agent_message_chunk; user_message and
+//     state_update have no v1 counterpart (the v1 front ends turns by
+//     answering session/prompt, see v1Front);
+//   - a tool call's first update becomes a tool_call, later ones
+//     tool_call_update; v2's cancelled status becomes failed;
+//   - a command's terminal, when the client advertised
+//     _meta.terminal_output (as Zed does): the tool_call that first
+//     references the terminal carries _meta.terminal_info {terminal_id,
+//     cwd} and the terminal content item (a tool call announced before it
+//     had a terminal is announced again, since clients read terminal_info
+//     only from a tool_call); output goes out as tool_call_updates with
+//     only _meta.terminal_output {terminal_id, data}, data being the bytes
+//     decoded as UTF-8 across chunk boundaries; the exit status as one
+//     with only _meta.terminal_exit {terminal_id, exit_code, signal}, sent
+//     just before the tool call's final status. A command that leaves the
+//     foreground keeps streaming to its (completed) tool call until it
+//     exits;
+//   - without that capability no terminal content item is sent (a client
+//     fails an update that references a terminal it does not know): the
+//     tool call's final update carries the end of the output as text
+//     instead (see tailText), once;
+//   - a command that leaves the foreground completes with a text naming
+//     its terminal and the slash commands that list and stop it (v1 has
+//     no background list and no terminal/cancel).
+//
+// Bytes that can never be valid UTF-8 become U+FFFD, one per maximal
+// ill-formed subpart (see invalidLen); a sequence cut by a chunk boundary
+// is carried to the next chunk, and only replaced if the terminal ends in
+// the middle of it.
+//
+// Concurrency: as the encoding interface says. output only builds a
+// v1Output; everything else, including v1Output's methods, runs on the
+// writer's goroutine and owns the fields below.
+type acpV1 struct {
+	meta bool // the client advertised _meta.terminal_output
+
+	calls   map[v1Key]*v1Call
+	terms   map[v1Key]*v1Term
+	scratch []byte // a chunk with the bytes carried before it
+}
+
+var _ encoding = (*acpV1)(nil)
+
+// newACPV1 returns the v1 encoding for a client that advertised
+// _meta.terminal_output (meta) or not.
+func newACPV1(meta bool) *acpV1 {
+	return &acpV1{meta: meta, calls: make(map[v1Key]*v1Call), terms: make(map[v1Key]*v1Term)}
+}
+
+// v1Key names a tool call or a terminal of a session.
+type v1Key struct{ session, id string }
+
+// v1Call is a tool call the client knows, until it is final and its
+// terminal (if any) is done.
+type v1Call struct {
+	title, kind, status string
+	terminal            string // the terminal its content references
+	final               bool
+}
+
+// v1Term is a command's terminal as the client sees it through its tool
+// call.
+type v1Term struct {
+	call      string // the tool call that shows it
+	cwd       string
+	announced bool // terminal_info was sent
+	exited    bool
+	gone      bool   // forgotten: its output is no longer encoded
+	sent      int64  // bytes of output sent
+	prefix    []byte // a terminal_output line up to its data
+	carry     []byte // an incomplete UTF-8 sequence, for the next chunk
+
+	// Without terminal_output: the end of the output, for tailText.
+	tail  []byte
+	total int64 // bytes the command wrote
+}
+
+func (e *acpV1) output(session, terminal string) outputEncoder {
+	return &v1Output{e: e, key: v1Key{session, terminal}}
+}
+
+func (e *acpV1) appendUpdate(dst []byte, session string, update any) ([]byte, error) {
+	switch u := update.(type) {
+	case *Message:
+		return e.message(dst, session, u)
+	case *StateUpdate:
+		return dst, nil
+	case *ToolCallUpdate:
+		return e.toolCall(dst, session, u)
+	case *TerminalUpdate:
+		return e.terminal(dst, session, u)
+	}
+	return appendNotification(dst, session, update) // a v1 update of the front's
+}
+
+// appendNotification appends a session/update notification.
+func appendNotification(dst []byte, session string, update any) ([]byte, error) {
+	b, err := json.Marshal(notification{"2.0", "session/update", sessionNotification{session, update}})
+	if err != nil {
+		return dst, err
+	}
+	return append(append(dst, b...), '\n'), nil
+}
+
+// message writes an agent message as one agent_message_chunk per block;
+// the user's own messages are not echoed in v1.
+func (e *acpV1) message(dst []byte, session string, m *Message) ([]byte, error) {
+	if m.SessionUpdate != KindAgentMessage {
+		return dst, nil
+	}
+	var err error
+	for _, b := range m.Content {
+		dst, err = appendNotification(dst, session, &v1ContentChunk{SessionUpdate: "agent_message_chunk", Content: b, MessageID: m.MessageID})
+		if err != nil {
+			return dst, err
+		}
+	}
+	return dst, nil
+}
+
+func (e *acpV1) toolCall(dst []byte, session string, u *ToolCallUpdate) ([]byte, error) {
+	key := v1Key{session, u.ToolCallID}
+	out := &v1ToolCall{
+		SessionUpdate: "tool_call_update", ToolCallID: u.ToolCallID, Title: u.Title, Kind: u.Kind,
+		Status: v1Status(u.Status), RawInput: u.RawInput, RawOutput: u.RawOutput,
+	}
+	c := e.calls[key]
+	if c == nil {
+		c = &v1Call{}
+		e.calls[key] = c
+		out.SessionUpdate = "tool_call"
+	}
+	c.title = orElse(u.Title, c.title)
+	c.kind = orElse(u.Kind, c.kind)
+	c.status = orElse(out.Status, c.status)
+	var t *v1Term
+	if id := terminalRef(u.Content); id != "" && c.terminal == "" {
+		c.terminal = id
+		t = &v1Term{call: u.ToolCallID, cwd: rawCwd(u.RawInput)}
+		e.terms[v1Key{session, id}] = t
+		if e.meta {
+			out.SessionUpdate = "tool_call"
+			out.Meta = &v1TerminalMeta{Info: &v1TerminalInfo{TerminalID: id, Cwd: t.cwd}}
+			t.announced = true
+		}
+	} else if c.terminal != "" {
+		t = e.terms[v1Key{session, c.terminal}]
+	}
+	if out.SessionUpdate == "tool_call" { // complete: it replaces what the client had
+		out.Title, out.Kind, out.Status = orElse(c.title, u.ToolCallID), c.kind, c.status
+	}
+	final := u.Status == StatusCompleted || u.Status == StatusFailed || u.Status == StatusCancelled
+	out.Content = e.content(u, c, t, final)
+	if final {
+		c.final = true
+		if t == nil || t.exited || !e.meta {
+			e.forget(session, key, c)
+		}
+	}
+	return appendNotification(dst, session, out)
+}
+
+// content is the v1 content of a tool call update: nil to leave it
+// unchanged.
+func (e *acpV1) content(u *ToolCallUpdate, c *v1Call, t *v1Term, final bool) []ToolCallContent {
+	withTail := final && !e.meta && t != nil
+	if u.Content == nil && !withTail {
+		return nil
+	}
+	detached := final && u.Status == StatusCompleted && t != nil && !t.exited
+	out := make([]ToolCallContent, 0, len(u.Content)+1)
+	for _, it := range u.Content {
+		switch {
+		case it.Type == "terminal":
+			if t != nil && t.announced && it.TerminalID == c.terminal {
+				out = append(out, it)
+			}
+		case detached && it.Content != nil && it.Content.Type == "text":
+			out = append(out, TextContent(v1DetachText(it.Content.Text, c.terminal)))
+		default:
+			out = append(out, it)
+		}
+	}
+	if withTail {
+		out = append(out, TextContent(tailText(t.tail, t.total)))
+	}
+	return out
+}
+
+// terminal writes the exit of a terminal as terminal_exit; other terminal
+// updates have no v1 counterpart (terminal_info went out with the tool
+// call).
+func (e *acpV1) terminal(dst []byte, session string, u *TerminalUpdate) ([]byte, error) {
+	t := e.terms[v1Key{session, u.TerminalID}]
+	if u.ExitStatus == nil || t == nil || t.exited {
+		return dst, nil
+	}
+	t.exited = true
+	if t.announced && !t.gone {
+		if len(t.carry) > 0 { // the terminal ended inside a sequence
+			dst = e.appendOutput(dst, session, u.TerminalID, t, nil, false)
+		}
+		exit := &v1TerminalExit{TerminalID: u.TerminalID, ExitCode: u.ExitStatus.ExitCode}
+		if u.ExitStatus.Signal != "" {
+			exit.Signal = &u.ExitStatus.Signal
+		}
+		var err error
+		dst, err = appendNotification(dst, session, &v1ToolCall{SessionUpdate: "tool_call_update", ToolCallID: t.call, Meta: &v1TerminalMeta{Exit: exit}})
+		if err != nil {
+			return dst, err
+		}
+	}
+	if c := e.calls[v1Key{session, t.call}]; c == nil || c.final {
+		e.forget(session, v1Key{session, t.call}, c)
+	}
+	return dst, nil
+}
+
+// forget drops a finished tool call and its terminal.
+func (e *acpV1) forget(session string, key v1Key, c *v1Call) {
+	delete(e.calls, key)
+	if c == nil || c.terminal == "" {
+		return
+	}
+	tk := v1Key{session, c.terminal}
+	if t := e.terms[tk]; t != nil {
+		t.gone = true
+		delete(e.terms, tk)
+	}
+}
+
+// appendOutput appends a terminal_output line with p after the bytes
+// carried from the previous chunk. With cut, an incomplete sequence at
+// the end of p is carried to the next chunk; without, it is replaced.
+func (e *acpV1) appendOutput(dst []byte, session, terminal string, t *v1Term, p []byte, cut bool) []byte {
+	if len(t.carry) > 0 {
+		e.scratch = append(append(e.scratch[:0], t.carry...), p...)
+		p = e.scratch
+		t.carry = t.carry[:0]
+	}
+	if cut {
+		var rest []byte
+		p, rest = cutIncomplete(p)
+		t.carry = append(t.carry, rest...)
+	}
+	if len(p) == 0 {
+		return dst
+	}
+	if t.prefix == nil {
+		sid, _ := json.Marshal(session) // strings always marshal
+		cid, _ := json.Marshal(t.call)
+		tid, _ := json.Marshal(terminal)
+		t.prefix = fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%s,"update":{"sessionUpdate":"tool_call_update","toolCallId":%s,"_meta":{"terminal_output":{"terminal_id":%s,"data":`, sid, cid, tid)
+	}
+	t.sent += int64(len(p))
+	dst = append(dst, t.prefix...)
+	dst = appendJSONString(dst, p)
+	return append(dst, "}}}}}\n"...)
+}
+
+// v1Output encodes one terminal's output for a v1 client. It finds its
+// terminal when it first needs it: the tool call that introduces the
+// terminal is written before the terminal's output, but may still be
+// queued when output is called.
+type v1Output struct {
+	e   *acpV1
+	key v1Key // session, terminal
+	t   *v1Term
+}
+
+var _ outputEncoder = (*v1Output)(nil)
+
+func (o *v1Output) term() *v1Term {
+	if o.t == nil {
+		o.t = o.e.terms[o.key]
+	}
+	if o.t == nil || o.t.gone {
+		return nil
+	}
+	return o.t
+}
+
+func (o *v1Output) appendChunk(dst, p []byte) []byte {
+	t := o.term()
+	switch {
+	case t == nil:
+		return dst
+	case !o.e.meta:
+		t.keep(p)
+		return dst
+	case !t.announced:
+		return dst
+	}
+	return o.e.appendOutput(dst, o.key.session, o.key.id, t, p, true)
+}
+
+// appendReplacement sends data after a gap (dropped bytes the client will
+// never get) or, for a client that attaches (u != nil), in place of what
+// it had: the screen is cleared first if this connection sent any of the
+// terminal's output, since v1 output can only be appended to.
+func (o *v1Output) appendReplacement(dst []byte, u *TerminalUpdate, data []byte, dropped int64) ([]byte, error) {
+	t := o.term()
+	if t == nil {
+		return dst, nil
+	}
+	if !o.e.meta {
+		if u != nil {
+			t.tail, t.total = t.tail[:0], 0
+		}
+		t.total += dropped
+		t.keep(data)
+		return o.exit(dst, u)
+	}
+	if !t.announced {
+		return dst, nil
+	}
+	var head []byte
+	if u != nil && (t.sent > 0 || len(t.carry) > 0) {
+		head = append(head, "\x1b[H\x1b[2J\x1b[3J"...)
+	}
+	t.carry = t.carry[:0] // what it began is gone
+	if dropped > 0 {
+		for k := 0; k < utf8.UTFMax-1 && len(data) > 0 && !utf8.RuneStart(data[0]); k++ {
+			data, dropped = data[1:], dropped+1 // no character is cut in two
+		}
+		head = fmt.Appendf(head, "\r\n[shellagent: %s of output not shown]\r\n", sizeText(dropped))
+	}
+	dst = o.e.appendOutput(dst, o.key.session, o.key.id, t, append(head, data...), true)
+	return o.exit(dst, u)
+}
+
+// exit writes the exit status that a replacement's update may carry.
+func (o *v1Output) exit(dst []byte, u *TerminalUpdate) ([]byte, error) {
+	if u == nil {
+		return dst, nil
+	}
+	return o.e.terminal(dst, o.key.session, u)
+}
+
+// keep records output for the tail of a client without terminals.
+func (t *v1Term) keep(p []byte) {
+	t.total += int64(len(p))
+	if len(p) >= tailMax {
+		t.tail = append(t.tail[:0], p[len(p)-tailMax:]...)
+		return
+	}
+	t.tail = append(t.tail, p...)
+	if len(t.tail) > 2*tailMax {
+		t.tail = t.tail[:copy(t.tail, t.tail[len(t.tail)-tailMax:])]
+	}
+}
+
+// terminalRef returns the terminal that tool call content references.
+func terminalRef(content []ToolCallContent) string {
+	for _, it := range content {
+		if it.Type == "terminal" && it.TerminalID != "" {
+			return it.TerminalID
+		}
+	}
+	return ""
+}
+
+// rawCwd returns the cwd of a command's rawInput ({command, cwd}).
+func rawCwd(raw any) string {
+	switch in := raw.(type) {
+	case map[string]string:
+		return in["cwd"]
+	case map[string]any:
+		s, _ := in["cwd"].(string)
+		return s
+	}
+	return ""
+}
+
+// orElse returns a if it is not empty, else b.
+func orElse(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

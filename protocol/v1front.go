@@ -1,0 +1,339 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// v1Front serves a client that initialized the connection with ACP v1. It
+// is an adapter over the same Agent the v2 connection serves: it turns the
+// client's v1 requests into Agent calls and is the Client the Agent reports
+// to, so that the Agent never knows which version its client speaks. The
+// v2-shaped updates go to the connection's writer unchanged (ordering,
+// coalescing and flow control are the writer's) and are written as v1
+// messages by the v1 encoding (acpV1).
+//
+// What v1 needs beyond an encoding is the prompt turn: a v1 session/prompt
+// is answered when its turn ends, with the stop reason. v2 answers at once
+// with the inserted message's id and reports the turn's end as an idle
+// state_update with a stop reason. The front follows the state_updates of
+// each session as the Agent queues them and answers:
+//
+//   - a prompt inserted while the session is idle starts a turn: it is
+//     answered right after the idle state_update that ends it (end_turn,
+//     or cancelled after session/cancel or session/close);
+//   - a prompt inserted while foreground work runs (/bg, /ps, /stop act at
+//     once) is answered end_turn once the Agent has queued its effects
+//     (when Agent.Prompt returns);
+//   - a prompt that is never inserted because session/cancel or
+//     session/close dropped it (-32800 in v2) is answered cancelled, as v1
+//     requires of a cancelled turn; other errors are sent as they are.
+//
+// The answer is queued right after the update that ends the turn, as a
+// complete message, so that it follows every update of the turn on the
+// wire whatever the writer coalesces.
+//
+// Concurrency: the Client methods are called by the Agent from any
+// goroutine (with its session's lock held); the request handlers run on
+// the connection's read loop and call the Agent without holding mu. Lock
+// order: the Agent's locks, then mu, then the writer's.
+type v1Front struct {
+	c *Conn
+
+	mu       sync.Mutex // guards sessions
+	sessions map[string]*v1Session
+}
+
+var _ Client = (*v1Front)(nil)
+
+// v1Session is what the front knows of a session.
+type v1Session struct {
+	busy bool      // foreground work under way: the last state was not idle
+	turn *v1Prompt // the prompt whose turn is under way
+
+	// While the session is resumed, what the Agent reports waits until the
+	// response has gone out: a v1 client knows the session only then.
+	resuming bool
+	held     []func()
+}
+
+// v1Prompt is a v1 session/prompt waiting for its answer.
+type v1Prompt struct {
+	reply     Reply
+	immediate bool // inserted while foreground work ran: it acts at once
+	returned  bool // Agent.Prompt has returned
+	answered  bool
+}
+
+func newV1Front(c *Conn) *v1Front {
+	return &v1Front{c: c, sessions: make(map[string]*v1Session)}
+}
+
+// session returns the state of session id, creating it; f.mu is held.
+func (f *v1Front) session(id string) *v1Session {
+	s := f.sessions[id]
+	if s == nil {
+		s = &v1Session{}
+		f.sessions[id] = s
+	}
+	return s
+}
+
+// emit queues what send writes, or holds it while s is resumed; f.mu is
+// held.
+func (s *v1Session) emit(send func()) {
+	if s.resuming {
+		s.held = append(s.held, send)
+		return
+	}
+	send()
+}
+
+// Update implements Client.
+func (f *v1Front) Update(sessionID string, update any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.session(sessionID)
+	s.emit(func() { f.c.w.update(sessionID, update) })
+	if st, ok := update.(*StateUpdate); ok {
+		f.state(s, st)
+	}
+}
+
+// UpdateTerminal implements Client.
+func (f *v1Front) UpdateTerminal(sessionID string, u *TerminalUpdate, out OutputSource, mode OutputMode) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.session(sessionID).emit(func() { f.c.w.updateTerminal(sessionID, u, out, mode) })
+}
+
+// RequestPermission implements Client: the request in v1's shape.
+func (f *v1Front) RequestPermission(ctx context.Context, p *PermissionRequest, done func(*PermissionResponse, error)) {
+	f.c.requestPermission(ctx, v1Permission(p), done)
+}
+
+// state follows a session's foreground state and ends the turn under way
+// when the session reports idle with a stop reason; f.mu is held.
+func (f *v1Front) state(s *v1Session, st *StateUpdate) {
+	if st.State != StateIdle {
+		s.busy = true
+		return
+	}
+	s.busy = false
+	if st.StopReason != "" && s.turn != nil {
+		f.answer(s, s.turn, st.StopReason)
+		s.turn = nil
+	}
+}
+
+// answer queues the response to a prompt; f.mu is held.
+func (f *v1Front) answer(s *v1Session, p *v1Prompt, stopReason string) {
+	if p.answered {
+		return
+	}
+	p.answered = true
+	s.emit(func() { p.reply(&v1PromptResponse{StopReason: stopReason}, nil) })
+}
+
+// prompt serves session/prompt.
+func (f *v1Front) prompt(ctx context.Context, p *PromptRequest, reply Reply) {
+	pr := &v1Prompt{reply: reply}
+	f.c.agent.Prompt(ctx, f, p, func(_ any, err error) { f.inserted(p.SessionID, pr, err) })
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	pr.returned = true
+	if pr.immediate {
+		f.answer(f.session(p.SessionID), pr, StopEndTurn)
+	}
+}
+
+// inserted is the Agent's answer to a prompt: inserted, or refused.
+func (f *v1Front) inserted(sessionID string, pr *v1Prompt, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err != nil {
+		pr.answered = true
+		var e *Error
+		if errors.As(err, &e) && e.Code == CodeRequestCancelled {
+			// Dropped by session/cancel or session/close before its turn,
+			// or withdrawn: v1 wants the cancelled stop reason.
+			pr.reply(&v1PromptResponse{StopReason: StopCancelled}, nil)
+			return
+		}
+		pr.reply(nil, err)
+		return
+	}
+	s := f.session(sessionID)
+	if s.busy {
+		pr.immediate = true
+		if pr.returned {
+			f.answer(s, pr, StopEndTurn)
+		}
+		return
+	}
+	if s.turn != nil { // cannot happen: a turn ends before the next is inserted
+		f.answer(s, s.turn, StopEndTurn)
+	}
+	s.turn = pr
+}
+
+// newSession serves session/new; the commands follow the response.
+func (f *v1Front) newSession(p *NewSessionRequest) (any, func(), error) {
+	resp, err := f.c.agent.NewSession(f, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &v1NewSessionResponse{SessionID: resp.SessionID, ConfigOptions: v1ConfigOptions(resp.ConfigOptions)},
+		f.commands(resp.SessionID, resp.AvailableCommands), nil
+}
+
+// commands returns what announces a session's slash commands once the
+// session is known to the client.
+func (f *v1Front) commands(sessionID string, cmds []AvailableCommand) func() {
+	return func() { f.c.w.update(sessionID, v1Commands(cmds)) }
+}
+
+// resumeSession serves session/resume: what the Agent reports about the
+// session meanwhile (its current tool calls and terminals) follows the
+// response.
+func (f *v1Front) resumeSession(p *ResumeSessionRequest) (any, func(), error) {
+	p.ReplayFrom = nil // not part of v1
+	f.mu.Lock()
+	s := f.session(p.SessionID)
+	s.resuming = true
+	f.mu.Unlock()
+	resp, err := f.c.agent.ResumeSession(f, p)
+	release := func(send bool) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		held := s.held
+		s.resuming, s.held = false, nil
+		for _, h := range held {
+			if send {
+				h()
+			}
+		}
+	}
+	if err != nil {
+		release(false)
+		return nil, nil, err
+	}
+	cmds := f.commands(p.SessionID, resp.AvailableCommands)
+	return &v1ResumeSessionResponse{ConfigOptions: v1ConfigOptions(resp.ConfigOptions)}, func() {
+		cmds()
+		release(true)
+	}, nil
+}
+
+// closeSession serves session/close.
+func (f *v1Front) closeSession(p *CloseSessionRequest, reply Reply) {
+	f.c.agent.CloseSession(f, p, func(result any, err error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if s := f.sessions[p.SessionID]; s != nil && err == nil {
+			if s.turn != nil { // cannot happen: close ends the turn first
+				f.answer(s, s.turn, StopCancelled)
+			}
+			delete(f.sessions, p.SessionID)
+		}
+		reply(result, err)
+	})
+}
+
+// setConfigOption serves session/set_config_option. A v1 value without a
+// type is a value id, v2's type "id".
+func (f *v1Front) setConfigOption(p *SetConfigOptionRequest) (any, func(), error) {
+	if p.Type == "" {
+		p.Type = "id"
+	}
+	resp, err := f.c.agent.SetConfigOption(f, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &v1SetConfigOptionResponse{ConfigOptions: v1ConfigOptions(resp.ConfigOptions)}, nil, nil
+}
+
+// v1AtOnce adapts a v1 method answered before its handler returns; what
+// follows (if not nil) is queued after the answer.
+func v1AtOnce[T any, P params[T]](f func(v *v1Front, p P) (result any, follow func(), err error)) handler {
+	return func(c *Conn, req *jsonrpc2.Request) {
+		reply := c.replyNow(req.ID)
+		p, err := decode[T, P](req)
+		if err != nil {
+			reply(nil, err)
+			return
+		}
+		result, follow, err := f(c.v1, p)
+		reply(result, err)
+		if follow != nil {
+			follow()
+		}
+	}
+}
+
+// v1Later adapts a v1 method answered through a Reply.
+func v1Later[T any, P params[T]](f func(ctx context.Context, v *v1Front, p P, reply Reply)) handler {
+	return func(c *Conn, req *jsonrpc2.Request) {
+		p, err := decode[T, P](req)
+		if err != nil {
+			c.replyNow(req.ID)(nil, err)
+			return
+		}
+		ctx, reply := c.replyLater(req.ID)
+		f(ctx, c.v1, p, reply)
+	}
+}
+
+// v1Requests are the methods of a v1 connection after initialize.
+var v1Requests = map[string]handler{
+	"session/new":    v1AtOnce((*v1Front).newSession),
+	"session/resume": v1AtOnce((*v1Front).resumeSession),
+	"session/list": v1AtOnce(func(v *v1Front, p *ListSessionsRequest) (any, func(), error) {
+		resp, err := v.c.agent.ListSessions(v, p)
+		return resp, nil, err
+	}),
+	"session/set_config_option": v1AtOnce((*v1Front).setConfigOption),
+	"session/close": v1Later(func(_ context.Context, v *v1Front, p *CloseSessionRequest, reply Reply) {
+		v.closeSession(p, reply)
+	}),
+	"session/prompt": v1Later(func(ctx context.Context, v *v1Front, p *PromptRequest, reply Reply) {
+		v.prompt(ctx, p, reply)
+	}),
+}
+
+// v1Initialize answers a v1 initialize: the Agent is initialized as for
+// v2 and its answer reshaped, and the connection speaks v1 from now on.
+func (c *Conn) v1Initialize(req *jsonrpc2.Request, reply Reply) {
+	var p v1InitializeRequest
+	if err := decodeParams(req.Params, &p); err != nil {
+		reply(nil, err)
+		return
+	}
+	front := c.v1
+	if front == nil {
+		front = newV1Front(c)
+	}
+	v2 := ProtocolVersion
+	resp, err := c.agent.Initialize(front, &InitializeRequest{ProtocolVersion: &v2, Info: p.ClientInfo})
+	if err != nil {
+		reply(nil, err)
+		return
+	}
+	if c.v1 == nil {
+		c.v1 = front
+		c.w.setEncoding(newACPV1(p.terminalOutput()))
+	}
+	c.initialized.Store(true)
+	info := resp.Info
+	reply(&v1InitializeResponse{
+		ProtocolVersion: ProtocolV1,
+		AgentCapabilities: v1AgentCapabilities{
+			SessionCapabilities: v1SessionCapabilities{List: &struct{}{}, Resume: &struct{}{}, Close: &struct{}{}},
+		},
+		AuthMethods: []struct{}{},
+		AgentInfo:   &info,
+	}, nil)
+}
