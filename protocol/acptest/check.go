@@ -19,7 +19,9 @@ const (
 	RuleFollowUp    = 8  // no idle [] snapshot that removes items followed by running
 	RuleMessageID   = 9  // user messages have ids; prompt responses name a user message
 	RuleAfterClose  = 10 // nothing for a session after its successful session/close response
-	numberedRuleMax = RuleAfterClose
+	RuleV1ToolCall  = 11 // ACP v1: a tool_call_update names a tool call that a tool_call announced
+	RuleV1Terminal  = 12 // ACP v1: the _meta terminal_info/terminal_output/terminal_exit flow
+	numberedRuleMax = RuleV1Terminal
 )
 
 // ruleNames are short names for failure messages.
@@ -35,6 +37,8 @@ var ruleNames = [numberedRuleMax + 1]string{
 	"follow-up reported with removal",
 	"message ids",
 	"silence after close",
+	"v1 tool call announced",
+	"v1 terminal meta",
 }
 
 // Violation is one broken rule.
@@ -72,7 +76,7 @@ func (c *Client) Violations() []Violation {
 	wire := append([]Violation(nil), c.wire...)
 	msgs, sent := c.msgs, append([]*request(nil), c.sent...)
 	c.mu.Unlock()
-	return append(wire, checkTranscript(msgs, sent)...)
+	return append(wire, checkTranscript(msgs, sent, c.version)...)
 }
 
 // Check reports with t.Errorf every violation of the numbered rules in the
@@ -102,12 +106,27 @@ func (c *Client) Violations() []Violation {
 //
 // Sending session/resume with a replayFrom starts the session's tracking
 // over, since the replay re-sends its history.
+//
+// In ACP v1 (WithProtocolV1) rules 7 and 10 apply as above (tool_call and
+// tool_call_update both set a status), and, per session:
+//
+//  11. every tool_call_update names a tool call that an earlier tool_call
+//     announced (tool_call may come again for the same id: it replaces);
+//  12. the _meta terminal flow of clients that advertised
+//     clientCapabilities._meta.terminal_output, and nothing of it for
+//     others: terminal_info {terminal_id, cwd?} only on a tool_call; a
+//     terminal content item only for a terminal that terminal_info
+//     announced (a client fails the whole update otherwise);
+//     terminal_output {terminal_id, data: string} and terminal_exit
+//     {terminal_id, exit_code: integer|null, signal: string|null} only on
+//     the tool call that announced the terminal, between its terminal_info
+//     and its one terminal_exit.
 func (c *Client) Check() {
 	c.t.Helper()
 	c.mu.Lock()
 	msgs, sent := c.msgs, append([]*request(nil), c.sent...)
 	c.mu.Unlock()
-	for _, v := range checkTranscript(msgs, sent) {
+	for _, v := range checkTranscript(msgs, sent, c.version) {
 		key := v.String()
 		c.mu.Lock()
 		dup := c.reported[key]
@@ -126,6 +145,8 @@ func (c *Client) Check() {
 
 // checker evaluates the numbered rules over a transcript.
 type checker struct {
+	v1       bool // ACP v1 rules
+	meta     bool // v1: the client advertised _meta.terminal_output
 	out      []Violation
 	sessions map[string]*sessionState
 	userMsgs map[string]map[string]bool // session → user message ids
@@ -148,10 +169,11 @@ type sessionState struct {
 
 // termState tracks a terminal.
 type termState struct {
-	announced     bool // a terminal_update was seen
-	exitSeq       int  // -1 until exitStatus
-	earlyReported bool // a chunk before the announcement was reported
-	lateReported  bool // a chunk after exitStatus was reported
+	announced     bool   // a terminal_update was seen
+	exitSeq       int    // -1 until exitStatus
+	earlyReported bool   // a chunk before the announcement was reported
+	lateReported  bool   // a chunk after exitStatus was reported
+	call          string // v1: the tool call whose terminal_info announced it
 }
 
 // toolState tracks a tool call.
@@ -171,8 +193,8 @@ type snapshot struct {
 
 // checkTranscript returns the violations of the numbered rules in msgs;
 // sent are the requests the client sent, in order.
-func checkTranscript(msgs []*Msg, sent []*request) []Violation {
-	ck := &checker{sessions: make(map[string]*sessionState), userMsgs: make(map[string]map[string]bool)}
+func checkTranscript(msgs []*Msg, sent []*request, version int) []Violation {
+	ck := &checker{v1: version == 1, sessions: make(map[string]*sessionState), userMsgs: make(map[string]map[string]bool)}
 	next := 0
 	for i, m := range msgs {
 		for ; next < len(sent) && sent[next].after <= i; next++ {
@@ -214,6 +236,9 @@ func (s *sessionState) reset() {
 // sent applies a request the client sent: resuming a session reopens it,
 // and a replay starts its history over.
 func (ck *checker) sent(r *request) {
+	if r.method == "initialize" {
+		ck.meta = r.termOutput
+	}
 	if r.method != "session/resume" || r.sessionID == "" {
 		return
 	}
@@ -266,7 +291,11 @@ func (ck *checker) update(s *sessionState, m *Msg) {
 		ck.terminalUpdate(s, m)
 	case "terminal_output_chunk":
 		ck.outputChunk(s, m)
-	case "tool_call_update":
+	case "tool_call", "tool_call_update":
+		if ck.v1 {
+			ck.v1ToolCall(s, m)
+			return
+		}
 		ck.toolCallUpdate(s, m)
 	case "state_update":
 		ck.stateUpdate(s, m)
@@ -497,5 +526,88 @@ func (ck *checker) matchPrompts() {
 		if !ck.userMsgs[m.req.sessionID][id] {
 			ck.violate(RuleMessageID, m, m.req.sessionID, "the session/prompt response names messageId %q, but no user_message of the session has it", id)
 		}
+	}
+}
+
+// v1ToolCall checks rules 7, 11 and 12 for an ACP v1 tool_call or
+// tool_call_update.
+func (ck *checker) v1ToolCall(s *sessionState, m *Msg) {
+	create := m.Kind == "tool_call"
+	if id := m.ToolCallID(); !create && s.tools[id] == nil {
+		ck.violate(RuleV1ToolCall, m, s.id, "tool_call_update for %s before any tool_call announced it", id)
+	}
+	ck.toolCallUpdate(s, m)
+	info, out, exit := m.Meta("terminal_info"), m.Meta("terminal_output"), m.Meta("terminal_exit")
+	refs := terminalRefs(m.Update["content"])
+	if !ck.meta {
+		if info != nil || out != nil || exit != nil || len(refs) > 0 {
+			ck.violate(RuleV1Terminal, m, s.id, "terminal content or _meta terminal_* sent to a client that did not advertise clientCapabilities._meta.terminal_output")
+		}
+		return
+	}
+	if info != nil {
+		id, _ := info["terminal_id"].(string)
+		cwd, hasCwd := info["cwd"]
+		_, cwdString := cwd.(string)
+		switch {
+		case !create:
+			ck.violate(RuleV1Terminal, m, s.id, "terminal_info on a tool_call_update: clients read it only from a tool_call")
+		case id == "":
+			ck.violate(RuleV1Terminal, m, s.id, "terminal_info without a terminal_id string")
+		case hasCwd && cwd != nil && !cwdString:
+			ck.violate(RuleV1Terminal, m, s.id, "terminal_info cwd is not a string")
+		default:
+			ts := s.term(id)
+			ts.announced, ts.call = true, m.ToolCallID()
+		}
+	}
+	for _, ref := range refs {
+		if ts := s.terms[ref]; ts == nil || !ts.announced {
+			ck.violate(RuleV1Terminal, m, s.id, "content references terminal %s, which no terminal_info announced (a client fails the whole update)", ref)
+		}
+	}
+	if out != nil {
+		id, _ := out["terminal_id"].(string)
+		if _, ok := out["data"].(string); !ok {
+			ck.violate(RuleV1Terminal, m, s.id, "terminal_output for %q: data is not a string", id)
+		}
+		ts := s.term(id)
+		switch {
+		case !ts.announced && !ts.earlyReported:
+			ts.earlyReported = true
+			ck.violate(RuleV1Terminal, m, s.id, "terminal_output for %q before its terminal_info", id)
+		case ts.exitSeq >= 0 && !ts.lateReported:
+			ts.lateReported = true
+			ck.violate(RuleV1Terminal, m, s.id, "terminal_output for %s after its terminal_exit (#%d)", id, ts.exitSeq)
+		case ts.announced && ts.call != m.ToolCallID():
+			ck.violate(RuleV1Terminal, m, s.id, "terminal_output for %s on tool call %s; terminal_info put it on %s", id, m.ToolCallID(), ts.call)
+		}
+	}
+	if exit != nil {
+		ck.v1Exit(s, m, exit)
+	}
+}
+
+// v1Exit checks a _meta.terminal_exit.
+func (ck *checker) v1Exit(s *sessionState, m *Msg, exit map[string]any) {
+	id, _ := exit["terminal_id"].(string)
+	code, hasCode := exit["exit_code"]
+	sig, hasSig := exit["signal"]
+	f, isNum := code.(float64)
+	_, isStr := sig.(string)
+	if !hasCode || !(code == nil || isNum && f == float64(int64(f)) && f >= 0) || !hasSig || !(sig == nil || isStr) {
+		ck.violate(RuleV1Terminal, m, s.id, "terminal_exit for %q must have exit_code (a non-negative integer or null) and signal (a string or null)", id)
+	}
+	ts := s.term(id)
+	switch {
+	case !ts.announced:
+		ck.violate(RuleV1Terminal, m, s.id, "terminal_exit for %q before its terminal_info", id)
+	case ts.exitSeq >= 0:
+		ck.violate(RuleV1Terminal, m, s.id, "terminal %s: second terminal_exit (the first was #%d)", id, ts.exitSeq)
+	case ts.call != m.ToolCallID():
+		ck.violate(RuleV1Terminal, m, s.id, "terminal_exit for %s on tool call %s; terminal_info put it on %s", id, m.ToolCallID(), ts.call)
+	}
+	if ts.exitSeq < 0 {
+		ts.exitSeq = m.Seq
 	}
 }

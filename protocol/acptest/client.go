@@ -49,6 +49,16 @@ func WithCheckOnClose() Option {
 	return func(c *Client) { c.checkOnClose = true }
 }
 
+// WithProtocolV1 makes the client speak ACP v1: every message is validated
+// against the v1 schema (testdata/acp/schema.v1.json), output is
+// reconstructed from the _meta.terminal_output strings of tool call
+// updates, and Check applies the v1 rules (see Check). The test sends
+// initialize with protocolVersion 1 itself; whether it advertises
+// clientCapabilities._meta.terminal_output is read from that request.
+func WithProtocolV1() Option {
+	return func(c *Client) { c.version = 1 }
+}
+
 // Client talks to an agent over its stdin and stdout. A reader goroutine
 // reads every line the agent writes, records it, validates it, and
 // dispatches it. All methods are safe for concurrent use; Wait, WaitFor,
@@ -62,6 +72,7 @@ type Client struct {
 	permission   func(Msg) any
 	dropChunks   bool
 	checkOnClose bool
+	version      int // the ACP version spoken: 2, or 1 (WithProtocolV1)
 	schemas      *schemaSet
 	start        time.Time
 
@@ -93,8 +104,11 @@ type request struct {
 	method    string
 	sessionID string // params.sessionId, if any
 	replay    bool   // session/resume with a non-null replayFrom
-	after     int    // transcript length when it was sent
-	answered  bool
+	// termOutput: an initialize that advertises
+	// clientCapabilities._meta.terminal_output (ACP v1).
+	termOutput bool
+	after      int // transcript length when it was sent
+	answered   bool
 }
 
 // outLine is a line written to the agent.
@@ -114,17 +128,12 @@ func New(t testing.TB, agentStdout io.Reader, agentStdin io.WriteCloser, opts ..
 // newClient is New for any reporter.
 func newClient(t reporter, agentStdout io.Reader, agentStdin io.WriteCloser, opts ...Option) *Client {
 	t.Helper()
-	s, err := loadSchemas()
-	if err != nil {
-		t.Fatalf("%v", err)
-		return nil
-	}
 	c := &Client{
 		t:        t,
 		in:       agentStdin,
 		out:      agentStdout,
 		timeout:  DefaultTimeout,
-		schemas:  s,
+		version:  2,
 		start:    time.Now(),
 		done:     make(chan struct{}),
 		changed:  make(chan struct{}),
@@ -136,6 +145,12 @@ func newClient(t reporter, agentStdout io.Reader, agentStdin io.WriteCloser, opt
 	for _, o := range opts {
 		o(c)
 	}
+	s, err := loadSchemas(c.version)
+	if err != nil {
+		t.Fatalf("%v", err)
+		return nil
+	}
+	c.schemas = s
 	go c.readLoop()
 	t.Cleanup(c.Close)
 	return c
@@ -230,15 +245,21 @@ func (c *Client) marshal(v any) json.RawMessage {
 // match its response.
 func (c *Client) register(id int64, method string, params json.RawMessage) {
 	var p struct {
-		SessionID  string          `json:"sessionId"`
-		ReplayFrom json.RawMessage `json:"replayFrom"`
+		SessionID          string          `json:"sessionId"`
+		ReplayFrom         json.RawMessage `json:"replayFrom"`
+		ClientCapabilities struct {
+			Meta struct {
+				TerminalOutput bool `json:"terminal_output"`
+			} `json:"_meta"`
+		} `json:"clientCapabilities"`
 	}
 	_ = json.Unmarshal(params, &p) // params need not be an object
 	req := &request{
-		id:        id,
-		method:    method,
-		sessionID: p.SessionID,
-		replay:    method == "session/resume" && len(p.ReplayFrom) > 0 && string(p.ReplayFrom) != "null",
+		id:         id,
+		method:     method,
+		sessionID:  p.SessionID,
+		replay:     method == "session/resume" && len(p.ReplayFrom) > 0 && string(p.ReplayFrom) != "null",
+		termOutput: method == "initialize" && p.ClientCapabilities.Meta.TerminalOutput,
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

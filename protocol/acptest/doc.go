@@ -1,4 +1,5 @@
-// Package acptest is a strict Agent Client Protocol (ACP) v2 test client.
+// Package acptest is a strict Agent Client Protocol (ACP) test client, for
+// v2 and, with an option, v1.
 //
 // A [Client] talks to an agent over the agent's stdin and stdout exactly as a
 // real client would: it sees only the bytes on the wire and shares no code
@@ -18,4 +19,10 @@
 // [Client.Check] additionally verifies the ordering rules of the v2
 // "background work" RFD and of the shellagent contract over the transcript;
 // [Client.Violations] returns the same findings without reporting them.
+//
+// With [WithProtocolV1] the client speaks ACP v1 instead: messages are
+// validated against testdata/acp/schema.v1.json, terminal output is
+// reconstructed from the _meta.terminal_output strings of tool call
+// updates, and Check verifies the v1 rules (tool calls announced before
+// they are updated, the _meta terminal flow).
 package acptest

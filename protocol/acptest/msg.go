@@ -125,6 +125,14 @@ func (m *Msg) Background() []Item {
 	return items
 }
 
+// Meta returns the object at key in the update's _meta (as ACP v1 tool
+// calls carry terminal_info, terminal_output and terminal_exit), or nil.
+func (m *Msg) Meta(key string) map[string]any {
+	meta, _ := m.Update["_meta"].(map[string]any)
+	v, _ := meta[key].(map[string]any)
+	return v
+}
+
 // TerminalID returns the update's terminalId ("" when absent).
 func (m *Msg) TerminalID() string { return m.str("terminalId") }
 

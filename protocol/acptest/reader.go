@@ -152,7 +152,7 @@ func (c *Client) validate(m *Msg, d decoded, def string, value any, problems []s
 		return problems // the root schema would mostly repeat them
 	}
 	if why := c.memoValidate(d, "", d.tree); why != "" {
-		problems = append(problems, fmt.Sprintf("schema: %s does not match the ACP v2 message schema: %s", describe(m), why))
+		problems = append(problems, fmt.Sprintf("schema: %s does not match the ACP v%d message schema: %s", describe(m), c.schemas.spec.version, why))
 	}
 	return problems
 }
@@ -204,7 +204,7 @@ func (c *Client) inspectNotification(m *Msg, obj map[string]any, problems []stri
 				m.Kind, _ = u["sessionUpdate"].(string)
 			}
 		}
-		return "UpdateSessionNotification", obj["params"], problems
+		return c.schemas.spec.update, obj["params"], problems
 	case m.Method == "$/cancel_request":
 		return "CancelRequestNotification", obj["params"], problems
 	case strings.HasPrefix(m.Method, "$/"):
@@ -232,7 +232,7 @@ func (c *Client) inspectResponse(m *Msg, obj map[string]any, problems []string) 
 		return "Error", obj["error"], problems
 	}
 	if m.req != nil {
-		if def, ok := resultDefs[m.req.method]; ok {
+		if def, ok := c.schemas.spec.results[m.req.method]; ok {
 			return def, obj["result"], problems
 		}
 	}

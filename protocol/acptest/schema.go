@@ -18,34 +18,65 @@ import (
 // location of the v2 wire schema file.
 const SchemaEnv = "ACPTEST_SCHEMA"
 
-// schemaRel is the schema's location relative to the module root.
-var schemaRel = filepath.Join("testdata", "acp", "schema.v2.json")
+// SchemaV1Env names an environment variable that, when set, overrides the
+// location of the v1 wire schema file (see WithProtocolV1).
+const SchemaV1Env = "ACPTEST_SCHEMA_V1"
 
-// resultDefs maps the method of a request the client sends to the schema
-// definition that the result of a successful response must match.
-var resultDefs = map[string]string{
-	"initialize":                "InitializeResponse",
-	"session/new":               "NewSessionResponse",
-	"session/list":              "ListSessionsResponse",
-	"session/resume":            "ResumeSessionResponse",
-	"session/close":             "CloseSessionResponse",
-	"session/prompt":            "PromptResponse",
-	"terminal/cancel":           "CancelTerminalResponse",
-	"tool_call/cancel":          "CancelToolCallResponse",
-	"session/set_config_option": "SetSessionConfigOptionResponse",
+// schemaSpec is what the client validates one protocol version with.
+type schemaSpec struct {
+	version int
+	env     string // overrides rel
+	rel     string // the schema's location relative to the module root
+	update  string // the definition of session/update params
+	// results maps the method of a request the client sends to the schema
+	// definition that the result of a successful response must match.
+	results map[string]string
+	// payloads lists the other definitions that payloads are validated
+	// against.
+	payloads []string
 }
 
-// payloadDefs lists the other definitions that payloads are validated against.
-var payloadDefs = []string{
-	"UpdateSessionNotification",
-	"RequestPermissionRequest",
-	"CancelRequestNotification",
-	"Error",
+var specs = map[int]*schemaSpec{
+	2: {
+		version: 2,
+		env:     SchemaEnv,
+		rel:     filepath.Join("testdata", "acp", "schema.v2.json"),
+		update:  "UpdateSessionNotification",
+		results: map[string]string{
+			"initialize":                "InitializeResponse",
+			"session/new":               "NewSessionResponse",
+			"session/list":              "ListSessionsResponse",
+			"session/resume":            "ResumeSessionResponse",
+			"session/close":             "CloseSessionResponse",
+			"session/prompt":            "PromptResponse",
+			"terminal/cancel":           "CancelTerminalResponse",
+			"tool_call/cancel":          "CancelToolCallResponse",
+			"session/set_config_option": "SetSessionConfigOptionResponse",
+		},
+		payloads: []string{"UpdateSessionNotification", "RequestPermissionRequest", "CancelRequestNotification", "Error"},
+	},
+	1: {
+		version: 1,
+		env:     SchemaV1Env,
+		rel:     filepath.Join("testdata", "acp", "schema.v1.json"),
+		update:  "SessionNotification",
+		results: map[string]string{
+			"initialize":                "InitializeResponse",
+			"session/new":               "NewSessionResponse",
+			"session/list":              "ListSessionsResponse",
+			"session/resume":            "ResumeSessionResponse",
+			"session/close":             "CloseSessionResponse",
+			"session/prompt":            "PromptResponse",
+			"session/set_config_option": "SetSessionConfigOptionResponse",
+		},
+		payloads: []string{"SessionNotification", "RequestPermissionRequest", "CancelRequestNotification", "Error"},
+	},
 }
 
-// schemaSet is the compiled wire schema: the root and the definitions that
-// specific payloads are checked against.
+// schemaSet is the compiled wire schema of a protocol version: the root
+// and the definitions that specific payloads are checked against.
 type schemaSet struct {
+	spec *schemaSpec
 	root *jsonschema.Schema
 	defs map[string]*jsonschema.Schema
 
@@ -55,35 +86,43 @@ type schemaSet struct {
 	stringFree bool
 }
 
-var (
-	schemaOnce sync.Once
-	schemas    *schemaSet
-	schemaErr  error
-)
-
-// loadSchemas compiles the wire schema once per process.
-func loadSchemas() (*schemaSet, error) {
-	schemaOnce.Do(func() {
-		var path string
-		path, schemaErr = schemaPath()
-		if schemaErr == nil {
-			schemas, schemaErr = compileSchemas(path)
-		}
-	})
-	return schemas, schemaErr
+// schemaLoad is the compilation of one version's schema, done once per
+// process.
+type schemaLoad struct {
+	once sync.Once
+	set  *schemaSet
+	err  error
 }
 
-// schemaPath finds the schema file: $ACPTEST_SCHEMA, else
-// ../../testdata/acp/schema.v2.json relative to this source file, else the
-// first testdata/acp/schema.v2.json found walking up from the working
+var schemaLoads = map[int]*schemaLoad{1: {}, 2: {}}
+
+// loadSchemas compiles the wire schema of a protocol version once per
+// process.
+func loadSchemas(version int) (*schemaSet, error) {
+	l, spec := schemaLoads[version], specs[version]
+	if l == nil {
+		return nil, fmt.Errorf("acptest: no schema for ACP v%d", version)
+	}
+	l.once.Do(func() {
+		var path string
+		path, l.err = schemaPath(spec)
+		if l.err == nil {
+			l.set, l.err = compileSchemas(path, spec)
+		}
+	})
+	return l.set, l.err
+}
+
+// schemaPath finds a schema file: $env, else ../../rel relative to this
+// source file, else the first rel found walking up from the working
 // directory (for binaries built with -trimpath).
-func schemaPath() (string, error) {
-	if p := os.Getenv(SchemaEnv); p != "" {
+func schemaPath(spec *schemaSpec) (string, error) {
+	if p := os.Getenv(spec.env); p != "" {
 		return p, nil
 	}
 	var tried []string
 	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		p := filepath.Join(filepath.Dir(file), "..", "..", schemaRel)
+		p := filepath.Join(filepath.Dir(file), "..", "..", spec.rel)
 		if fileExists(p) {
 			return p, nil
 		}
@@ -91,7 +130,7 @@ func schemaPath() (string, error) {
 	}
 	if dir, err := os.Getwd(); err == nil {
 		for {
-			p := filepath.Join(dir, schemaRel)
+			p := filepath.Join(dir, spec.rel)
 			if fileExists(p) {
 				return p, nil
 			}
@@ -103,7 +142,7 @@ func schemaPath() (string, error) {
 			dir = parent
 		}
 	}
-	return "", fmt.Errorf("acptest: ACP v2 schema not found (set %s); tried %s", SchemaEnv, strings.Join(tried, ", "))
+	return "", fmt.Errorf("acptest: ACP v%d schema not found (set %s); tried %s", spec.version, spec.env, strings.Join(tried, ", "))
 }
 
 func fileExists(p string) bool {
@@ -112,7 +151,7 @@ func fileExists(p string) bool {
 }
 
 // compileSchemas compiles the schema root and every definition the client uses.
-func compileSchemas(path string) (*schemaSet, error) {
+func compileSchemas(path string, spec *schemaSpec) (*schemaSet, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
@@ -134,9 +173,9 @@ func compileSchemas(path string) (*schemaSet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("acptest: compiling %s: %w", abs, err)
 	}
-	set := &schemaSet{root: root, defs: make(map[string]*jsonschema.Schema), stringFree: stringFree(doc)}
-	names := append([]string(nil), payloadDefs...)
-	for _, def := range resultDefs {
+	set := &schemaSet{spec: spec, root: root, defs: make(map[string]*jsonschema.Schema), stringFree: stringFree(doc)}
+	names := append([]string(nil), spec.payloads...)
+	for _, def := range spec.results {
 		names = append(names, def)
 	}
 	for _, name := range names {

@@ -16,7 +16,8 @@ type termBuf struct {
 
 // Output returns a copy of a terminal's output as a client reconstructs it:
 // the decoded terminal_output_chunk data appended in order, replaced by each
-// non-null terminal_update.output. Sending session/resume with a replayFrom
+// non-null terminal_update.output; in ACP v1, the data strings of
+// _meta.terminal_output appended in order, as UTF-8. Sending session/resume with a replayFrom
 // starts the session's terminals over, as the replay re-sends their output.
 func (c *Client) Output(sessionID, terminalID string) []byte {
 	c.mu.Lock()
@@ -39,8 +40,19 @@ func (c *Client) Snapshots(sessionID, terminalID string) int {
 }
 
 // reconstruct applies a terminal_output_chunk or an output snapshot to its
-// terminal and returns what is wrong with it. c.mu must be held.
+// terminal and returns what is wrong with it; in ACP v1, a tool call
+// update's _meta.terminal_output (whose rules Check verifies). c.mu must
+// be held.
 func (c *Client) reconstruct(m *Msg) []string {
+	if c.version == 1 {
+		if out := m.Meta("terminal_output"); out != nil {
+			id, _ := out["terminal_id"].(string)
+			data, _ := out["data"].(string)
+			tb := c.term(m.SessionID, id)
+			tb.data = append(tb.data, data...)
+		}
+		return nil
+	}
 	switch m.Kind {
 	case "terminal_output_chunk":
 		data, ok := m.Update["data"].(string)

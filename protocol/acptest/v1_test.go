@@ -1,0 +1,140 @@
+package acptest
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// ACP v1 transcript builders, for session s1.
+
+// v1Init is the initialize a v1 client sends, advertising terminal output
+// or not.
+func v1Init(meta bool) map[string]any {
+	caps := map[string]any{}
+	if meta {
+		caps["_meta"] = map[string]any{"terminal_output": true}
+	}
+	return map[string]any{"protocolVersion": 1, "clientCapabilities": caps}
+}
+
+// v1Tool is a tool_call or tool_call_update of s1 with extra members.
+func v1Tool(kind, id, extra string) string {
+	return update("s1", fmt.Sprintf(`{"sessionUpdate":%q,"toolCallId":%q%s}`, kind, id, extra))
+}
+
+// v1Info is the terminal_info _meta member.
+func v1Info(term string) string {
+	return fmt.Sprintf(`,"content":[{"type":"terminal","terminalId":%q}],"_meta":{"terminal_info":{"terminal_id":%q,"cwd":"/"}}`, term, term)
+}
+
+// v1Out is a terminal_output update.
+func v1Out(call, term, data string) string {
+	return v1Tool("tool_call_update", call, fmt.Sprintf(`,"_meta":{"terminal_output":{"terminal_id":%q,"data":%q}}`, term, data))
+}
+
+// v1Exit is a terminal_exit update with the given exit_code and signal JSON.
+func v1Exit(call, term, code, signal string) string {
+	return v1Tool("tool_call_update", call, fmt.Sprintf(`,"_meta":{"terminal_exit":{"terminal_id":%q,"exit_code":%s,"signal":%s}}`, term, code, signal))
+}
+
+func TestCheckV1(t *testing.T) {
+	tests := []struct {
+		name   string
+		meta   bool
+		script []string
+		want   []int
+	}{
+		{"good with terminal output", true, []string{
+			v1Tool("tool_call", "call_1", `,"title":"ls","kind":"execute","status":"in_progress"`+v1Info("term_1")),
+			v1Out("call_1", "term_1", "a\r\n"), v1Exit("call_1", "term_1", "0", "null"),
+			v1Tool("tool_call_update", "call_1", `,"status":"completed"`),
+		}, nil},
+		{"12 output after exit", true, []string{
+			v1Tool("tool_call", "call_1", `,"title":"ls"`+v1Info("term_1")),
+			v1Exit("call_1", "term_1", "0", "null"), v1Out("call_1", "term_1", "x"),
+		}, []int{12}},
+		{"good without terminal output", false, []string{
+			v1Tool("tool_call", "call_1", `,"title":"ls","status":"in_progress"`),
+			v1Tool("tool_call_update", "call_1", `,"status":"completed","content":[{"type":"content","content":{"type":"text","text":"Output"}}]`),
+		}, nil},
+		{"tool call announced again", true, []string{
+			v1Tool("tool_call", "call_1", `,"title":"ls","status":"pending"`),
+			v1Tool("tool_call", "call_1", `,"title":"ls","status":"in_progress"`+v1Info("term_1")),
+			v1Out("call_1", "term_1", "x"),
+		}, nil},
+		{"11 update before tool_call", true, []string{v1Tool("tool_call_update", "call_1", `,"status":"completed"`)}, []int{11}},
+		{"12 terminal content without the capability", false, []string{
+			v1Tool("tool_call", "call_1", `,"title":"ls","content":[{"type":"terminal","terminalId":"term_1"}]`),
+		}, []int{12}},
+		{"12 unknown terminal content", true, []string{
+			v1Tool("tool_call", "call_1", `,"title":"ls","content":[{"type":"terminal","terminalId":"term_1"}]`),
+		}, []int{12}},
+		{"12 terminal_info on an update", true, []string{
+			v1Tool("tool_call", "call_1", `,"title":"ls"`),
+			v1Tool("tool_call_update", "call_1", v1Info("term_1")),
+		}, []int{12, 12}},
+		{"12 output before info", true, []string{
+			v1Tool("tool_call", "call_1", `,"title":"ls"`), v1Out("call_1", "term_1", "x"),
+		}, []int{12}},
+		{"12 output on another tool call", true, []string{
+			v1Tool("tool_call", "call_1", `,"title":"ls"`+v1Info("term_1")),
+			v1Tool("tool_call", "call_2", `,"title":"ls"`), v1Out("call_2", "term_1", "x"),
+		}, []int{12}},
+		{"12 second exit", true, []string{
+			v1Tool("tool_call", "call_1", `,"title":"ls"`+v1Info("term_1")),
+			v1Exit("call_1", "term_1", "null", `"SIGTERM"`), v1Exit("call_1", "term_1", "0", "null"),
+		}, []int{12}},
+		{"12 bad exit", true, []string{
+			v1Tool("tool_call", "call_1", `,"title":"ls"`+v1Info("term_1")),
+			v1Exit("call_1", "term_1", "-1", "null"),
+		}, []int{12}},
+		{"7 still applies", true, []string{
+			v1Tool("tool_call", "call_1", `,"title":"ls","status":"completed"`),
+			v1Tool("tool_call_update", "call_1", `,"status":"in_progress"`),
+		}, []int{7}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, WithProtocolV1())
+			h.c.Send("initialize", v1Init(tt.meta))
+			for _, l := range tt.script {
+				h.agent(l)
+			}
+			h.end()
+			if errs := h.rec.Errors(); len(errs) != 0 {
+				t.Fatalf("wire violations: %q", errs)
+			}
+			var got []int
+			for _, v := range h.c.Violations() {
+				got = append(got, v.Rule)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("violated rules %v, want %v:\n%v", got, tt.want, h.c.Violations())
+			}
+		})
+	}
+}
+
+func TestV1SchemaAndOutput(t *testing.T) {
+	h := newHarness(t, WithProtocolV1())
+	h.c.Send("initialize", v1Init(true))
+	h.agent(
+		`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{},"authMethods":[]}}`,
+		v1Tool("tool_call", "call_1", `,"title":"ls"`+v1Info("term_1")),
+		v1Out("call_1", "term_1", "h\u00e9"), v1Out("call_1", "term_1", "llo"),
+		// Not v1: a v2 update kind.
+		update("s1", `{"sessionUpdate":"state_update","state":"idle","background":[]}`),
+	)
+	h.end()
+	if got := string(h.c.Output("s1", "term_1")); got != "héllo" {
+		t.Errorf("output %q", got)
+	}
+	if errs := h.errorsContaining("ACP v1", "state_update"); len(errs) == 0 && len(h.errorsContaining("SessionNotification")) == 0 {
+		t.Errorf("a v2 update passed the v1 schema: %q", h.rec.Errors())
+	}
+	if n := len(h.rec.Errors()); n != 1 {
+		t.Errorf("want exactly the one schema violation, got %q", strings.Join(h.rec.Errors(), "\n"))
+	}
+}
