@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -26,12 +27,28 @@ func skipOrFail(t *testing.T, why string) {
 	t.Skipf("interop test skipped: %s; set SHELLAGENT_INTEROP=1 to require it", why)
 }
 
-// installSDK installs the pinned SDK into dir/node_modules with npm ci:
-// first from npm's cache alone, then from the registry with no retries
-// and a short timeout, so that an unreachable registry fails in seconds.
+// interopPackages are what testdata/interop/package.json pins, as found in
+// its node_modules: the SDK, acpx and, on linux-x64, Node 22 for acpx.
+var interopPackages = []string{
+	"@agentclientprotocol/sdk/package.json",
+	"acpx/dist/cli.js",
+}
+
+// installSDK installs the pinned packages into dir/node_modules with npm
+// ci, unless they are there: first from npm's cache alone, then from the
+// registry with no retries and a short timeout, so that an unreachable
+// registry fails in seconds.
 func installSDK(t *testing.T, dir string) error {
 	t.Helper()
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@agentclientprotocol", "sdk")); err == nil {
+	npmMu.Lock() // one check and npm ci at a time: the interop tests share the directory
+	defer npmMu.Unlock()
+	installed := true
+	for _, p := range interopPackages {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", p)); err != nil {
+			installed = false
+		}
+	}
+	if installed {
 		return nil
 	}
 	base := []string{"ci", "--prefix", dir, "--no-audit", "--no-fund", "--loglevel=error"}
@@ -52,6 +69,9 @@ func installSDK(t *testing.T, dir string) error {
 	first, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
 	return &npmError{err: err, line: first}
 }
+
+// npmMu serializes npm ci.
+var npmMu sync.Mutex
 
 // npmError is a failed npm ci, with the first line npm printed.
 type npmError struct {

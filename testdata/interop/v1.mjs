@@ -1,0 +1,163 @@
+// Drives a shellagent binary with the official ACP TypeScript SDK's v1
+// client (the default entry of @agentclientprotocol/sdk), advertising
+// clientCapabilities._meta.terminal_output as Zed does, and checks the
+// _meta terminal flow: terminal_info on the tool_call, terminal_output
+// strings that reassemble byte for byte into what the command wrote,
+// terminal_exit. usage: node v1.mjs /path/to/shellagent /absolute/cwd
+//
+// Prints one JSON summary line; exits non-zero on the first failed check.
+import { spawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import * as acp from "@agentclientprotocol/sdk";
+
+const [binary, cwd] = process.argv.slice(2);
+const problems = [];
+for (const level of ["error", "warn"]) {
+  const orig = console[level];
+  console[level] = (...args) => {
+    problems.push(`console.${level}: ${args.map(String).join(" ")}`);
+    orig(...args);
+  };
+}
+
+function check(ok, what) {
+  if (!ok) throw new Error(`check failed: ${what}`);
+}
+
+const child = spawn(binary, ["--shell", "/bin/sh"], { stdio: ["pipe", "pipe", "inherit"] });
+const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+const app = acp.client({ name: "shellagent-interop-v1" });
+
+// The terminals as a client that renders them keeps them, with the rules
+// Zed relies on checked as updates arrive.
+const terminals = new Map(); // terminal_id → { call, cwd, data, chunks, exit }
+const calls = new Map(); // toolCallId → last status
+function apply(u) {
+  if (u.sessionUpdate !== "tool_call" && u.sessionUpdate !== "tool_call_update") return;
+  if (u.sessionUpdate === "tool_call_update") check(calls.has(u.toolCallId), `update of unknown ${u.toolCallId}`);
+  if (u.status) calls.set(u.toolCallId, u.status);
+  else if (!calls.has(u.toolCallId)) calls.set(u.toolCallId, "pending");
+  const meta = u._meta ?? {};
+  if (meta.terminal_info) {
+    check(u.sessionUpdate === "tool_call", "terminal_info only on a tool_call");
+    terminals.set(meta.terminal_info.terminal_id, { call: u.toolCallId, cwd: meta.terminal_info.cwd, data: "", chunks: 0, exit: null });
+  }
+  for (const c of u.content ?? []) {
+    if (c.type === "terminal") check(terminals.has(c.terminalId), `content references unknown ${c.terminalId}`);
+  }
+  if (meta.terminal_output) {
+    const t = terminals.get(meta.terminal_output.terminal_id);
+    check(t && !t.exit && t.call === u.toolCallId, `terminal_output for ${meta.terminal_output.terminal_id}`);
+    check(typeof meta.terminal_output.data === "string", "terminal_output data is a string");
+    check(!meta.terminal_output.data.includes("\uFFFD"), `U+FFFD in ${JSON.stringify(meta.terminal_output.data)}`);
+    t.data += meta.terminal_output.data;
+    t.chunks++;
+  }
+  if (meta.terminal_exit) {
+    const t = terminals.get(meta.terminal_exit.terminal_id);
+    check(t && !t.exit && t.call === u.toolCallId, `terminal_exit for ${meta.terminal_exit.terminal_id}`);
+    t.exit = meta.terminal_exit;
+  }
+}
+
+// next reads updates until pred matches one (or the turn's stop), applying
+// each.
+async function next(session, what, pred) {
+  const deadline = Date.now() + 20000;
+  for (;;) {
+    check(Date.now() < deadline, `timed out waiting for ${what}`);
+    let timer;
+    const msg = await Promise.race([
+      session.nextUpdate(),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), 20000);
+      }),
+    ]).finally(() => clearTimeout(timer));
+    if (msg.kind === "session_update") apply(msg.update);
+    if (pred(msg)) return msg;
+  }
+}
+const stop = (msg) => msg.kind === "stop";
+
+// until reads updates until cond() holds, which may already be the case.
+async function until(session, what, cond) {
+  if (!cond()) await next(session, what, cond);
+}
+
+// turn prompts and reads to the end of the turn; it returns the stop reason
+// and the tool call of the turn's command, if any.
+async function turn(session, text) {
+  const answered = session.prompt(text);
+  let call;
+  const end = await next(session, `the end of ${text}`, (msg) => {
+    if (msg.kind === "session_update" && msg.update.sessionUpdate === "tool_call") call ??= msg.update.toolCallId;
+    return stop(msg);
+  });
+  check((await answered).stopReason === end.stopReason, "prompt answer and stop message agree");
+  return { stopReason: end.stopReason, call };
+}
+
+const termOf = (call) => [...terminals].find(([, t]) => t.call === call)?.[0];
+
+const summary = await app.connectWith(stream, async (ctx) => {
+  const init = await ctx.request(acp.methods.agent.initialize, {
+    protocolVersion: 1,
+    clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false, _meta: { terminal_output: true } },
+    clientInfo: { name: "shellagent-interop-v1", version: "1" },
+  });
+  check(init.protocolVersion === 1 && init.agentInfo?.name === "shellagent", "initialize answer");
+  check(Array.isArray(init.authMethods) && init.authMethods.length === 0, "no auth methods");
+  check(init.agentCapabilities.sessionCapabilities?.close, "session/close advertised");
+  const session = await ctx.buildSession(cwd).start();
+  check(session.newSessionResponse.configOptions?.length === 3, "three config options");
+
+  // Characters split across chunks, and many chunk boundaries.
+  const split = await turn(session, String.raw`printf 'a\303'; sleep 0.2; printf '\251b\346'; sleep 0.2; printf '\274'; sleep 0.2; printf '\242c\360\237'; sleep 0.2; printf '\230'; sleep 0.2; printf '\200z\n'`);
+  check(split.stopReason === "end_turn", `split: ${split.stopReason}`);
+  const splitTerm = terminals.get(termOf(split.call));
+  check(Buffer.from(splitTerm.data, "utf8").equals(Buffer.from("aéb漢c😀z\r\n", "utf8")), `split output ${JSON.stringify(splitTerm.data)}`);
+  check(splitTerm.exit?.exit_code === 0 && splitTerm.exit.signal === null, `split exit ${JSON.stringify(splitTerm.exit)}`);
+  check(calls.get(split.call) === "completed", "split completed");
+
+  const many = await turn(session, "i=0; while [ $i -lt 4000 ]; do printf 'é漢😀'; i=$((i+1)); done; exit 3");
+  const manyTerm = terminals.get(termOf(many.call));
+  check(manyTerm.data === "é漢😀".repeat(4000), `many: ${manyTerm.data.length} UTF-16 units`);
+  check(manyTerm.exit?.exit_code === 3 && manyTerm.exit.signal === null, `many exit ${JSON.stringify(manyTerm.exit)}`);
+  check(calls.get(many.call) === "failed", "exit 3 failed");
+
+  // A command that leaves the foreground keeps streaming to its tool call.
+  await ctx.request(acp.methods.agent.session.setConfigOption, { sessionId: session.sessionId, configId: "foreground_timeout", value: "1s" });
+  const bg = await turn(session, "echo before; sleep 2; echo after; exec sleep 30");
+  const bgTerm = termOf(bg.call);
+  check(bg.stopReason === "end_turn" && calls.get(bg.call) === "completed", "detached");
+  await until(session, "output after the detach", () => terminals.get(bgTerm).data === "before\r\nafter\r\n");
+  const stopped = await turn(session, `/stop ${bgTerm}`);
+  check(stopped.stopReason === "end_turn", "/stop answered");
+  await until(session, "terminal_exit after /stop", () => terminals.get(bgTerm).exit !== null);
+  check(terminals.get(bgTerm).exit.signal === "SIGTERM", `stopped: ${JSON.stringify(terminals.get(bgTerm).exit)}`);
+
+  // session/cancel ends the turn cancelled.
+  await ctx.request(acp.methods.agent.session.setConfigOption, { sessionId: session.sessionId, configId: "foreground_timeout", value: "0" });
+  const answered = session.prompt("sleep 30");
+  const started = await next(session, "the command", (msg) => msg.kind === "session_update" && msg.update.sessionUpdate === "tool_call");
+  await ctx.notify(acp.methods.agent.session.cancel, { sessionId: session.sessionId });
+  check((await answered).stopReason === "cancelled", "cancelled");
+  await next(session, "stop", stop);
+  const cancelTerm = termOf(started.update.toolCallId);
+  check(terminals.get(cancelTerm).exit?.signal === "SIGTERM", "terminal_exit before the cancelled turn's end");
+  check(calls.get(started.update.toolCallId) === "failed", "cancelled tool call failed");
+
+  await ctx.request(acp.methods.agent.session.close, { sessionId: session.sessionId });
+  session.dispose();
+  return {
+    ok: problems.length === 0,
+    problems,
+    splitChunks: splitTerm.chunks,
+    manyChunks: manyTerm.chunks,
+    terminals: Object.fromEntries([...terminals].map(([id, t]) => [id, t.data.length > 100 ? `${t.data.length} UTF-16 units` : t.data])),
+  };
+});
+
+child.stdin.end();
+await new Promise((resolve) => child.on("exit", resolve));
+process.stdout.write(JSON.stringify(summary) + "\n");
