@@ -104,7 +104,9 @@ func (a *v1Agent) turn(sid, line, want string) *acptest.Msg {
 // set sets a config option the v1 way: a value id without a type.
 func (a *v1Agent) set(sid, id, value string) {
 	a.t.Helper()
-	var res struct{ ConfigOptions []struct{ ID, CurrentValue string } }
+	var res struct {
+		ConfigOptions []struct{ ID, CurrentValue string }
+	}
 	a.c.MustCall("session/set_config_option", map[string]any{"sessionId": sid, "configId": id, "value": value}, &res)
 	for _, o := range res.ConfigOptions {
 		if o.ID == id && o.CurrentValue != value {
@@ -289,7 +291,7 @@ func TestV1BgAndHeld(t *testing.T) {
 		sid := a.session()
 		first := a.prompt(sid, "echo working; sleep 30")
 		a.c.WaitFor("call_1 running", func(m *acptest.Msg) bool { return m.Kind == "tool_call" && m.ToolCallID() == "call_1" })
-		held := a.prompt(sid, "echo held")  // waits for the foreground
+		held := a.prompt(sid, "echo held")   // waits for the foreground
 		bg := a.turn(sid, "/bg", "end_turn") // acts at once
 		stop, resp := a.stopReason(first)
 		done := a.final(nil, "call_1")
