@@ -69,6 +69,7 @@ func startAgent(tb testing.TB, hook onData) *agent {
 			ForegroundTimeout: 0, // never detach
 			Env:               append(os.Environ(), marker),
 			Log:               log,
+			Launcher:          launcher,
 		}),
 		cwd: tb.TempDir(),
 		inR: inR, inW: inW, outR: outR, outW: outW,

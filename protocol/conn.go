@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
@@ -56,6 +57,7 @@ type Options struct {
 type Conn struct {
 	agent       Agent
 	w           *Writer
+	log         *slog.Logger
 	rpc         *jsonrpc2.Conn
 	initialized atomic.Bool
 	closeOnce   sync.Once
@@ -76,7 +78,7 @@ func NewConn(r io.Reader, w io.Writer, agent Agent, opts Options) *Conn {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	c := &Conn{agent: agent, w: NewWriter(w, opts.Log), deferred: make(map[jsonrpc2.ID]context.CancelFunc)}
+	c := &Conn{agent: agent, w: NewWriter(w, opts.Log), log: opts.Log, deferred: make(map[jsonrpc2.ID]context.CancelFunc)}
 	ready := make(chan struct{})
 	stream := &objectStream{lines: newLineReader(r, opts.MaxLine), w: c.w, ready: ready}
 	c.rpc = jsonrpc2.NewConn(context.Background(), stream, c, jsonrpc2.SetLogger(slogLogger{opts.Log}))
@@ -128,17 +130,41 @@ func (c *Conn) RequestPermission(ctx context.Context, p *PermissionRequest, done
 func (c *Conn) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 	if req.Notif {
 		if c.initialized.Load() {
+			defer c.recoverPanic(req, nil)
 			c.handleNotification(req)
 		}
 		return
 	}
-	result, err := c.call(req)
+	var result any
+	var err error
+	func() {
+		defer c.recoverPanic(req, &err)
+		result, err = c.call(req)
+	}()
 	switch {
 	case err != nil:
 		conn.ReplyWithError(ctx, req.ID, toRPC(err))
 	case result != deferred:
 		conn.Reply(ctx, req.ID, result)
 	}
+}
+
+// recoverPanic, deferred, turns a panic while handling req into a -32603
+// error (into *err, for a request) and a log line, so that one bad request
+// does not take the agent and every command it runs down with it.
+func (c *Conn) recoverPanic(req *jsonrpc2.Request, err *error) {
+	if r := recover(); r != nil {
+		e := c.panicked(req, r)
+		if err != nil {
+			*err = e
+		}
+	}
+}
+
+// panicked logs a recovered panic and returns the error to answer with.
+func (c *Conn) panicked(req *jsonrpc2.Request, r any) error {
+	c.log.Error("panic while handling a request", "method", req.Method, "panic", r, "stack", string(debug.Stack()))
+	return fmt.Errorf("internal error while handling %s: %v", req.Method, r)
 }
 
 func (c *Conn) call(req *jsonrpc2.Request) (any, error) {
@@ -239,12 +265,20 @@ func now[T any, P params[T]](f func(c *Conn, p P) (any, error)) handler {
 // later adapts a method answered through a Reply; ctx ends if the client
 // withdraws the request.
 func later[T any, P params[T]](f func(ctx context.Context, c *Conn, p P, reply Reply)) handler {
-	return func(c *Conn, req *jsonrpc2.Request) (any, error) {
+	return func(c *Conn, req *jsonrpc2.Request) (result any, err error) {
 		p, err := decode[T, P](req)
 		if err != nil {
 			return nil, err
 		}
 		ctx, reply := c.reply(req.ID)
+		defer func() {
+			// A panic answers the request, unless it was answered already
+			// (reply runs once).
+			if r := recover(); r != nil {
+				reply(nil, c.panicked(req, r))
+				result, err = deferred, nil
+			}
+		}()
 		f(ctx, c, p, reply)
 		return deferred, nil
 	}

@@ -36,6 +36,7 @@ type InitializeResponse struct {
 	ProtocolVersion int               `json:"protocolVersion"`
 	Info            Implementation    `json:"info"`
 	Capabilities    AgentCapabilities `json:"capabilities"`
+	Meta            map[string]any    `json:"_meta,omitempty"` // shellagent.containment: the containment mode
 }
 
 // AgentCapabilities says what the agent serves.

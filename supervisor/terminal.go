@@ -207,6 +207,9 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 	if t.timer != nil {
 		t.timer.Stop()
 	}
+	if x.Err != nil {
+		s.sv.cfg.Log.Warn("terminal ended with errors", "session", s.id, "terminal", t.id, "err", x.Err)
+	}
 	status := exitStatus(x)
 	u := &protocol.TerminalUpdate{
 		SessionUpdate: protocol.KindTerminal, TerminalID: t.id,
@@ -283,11 +286,11 @@ func (s *Session) listing() string {
 		switch {
 		case it.term != nil:
 			t := it.term
-			state := fmt.Sprintf("running, pid %d", t.proc.Pid())
+			state := "running"
 			if t.stopping {
-				state = fmt.Sprintf("stopping, pid %d", t.proc.Pid())
+				state = "stopping"
 			}
-			fmt.Fprintf(&b, "%s  terminal  %s  age %s  %s", t.id, t.line, age(now.Sub(t.started)), state)
+			fmt.Fprintf(&b, "%s  terminal  %s  age %s  %s%s", t.id, t.line, age(now.Sub(t.started)), state, members(t.proc))
 		case it.call.job != nil:
 			j := it.call.job
 			fmt.Fprintf(&b, "%s  %s  %s  age %s  %s, next run in %s", j.call.id, j.name(), j.line, age(now.Sub(j.created)), j.call.status, age(j.next.Sub(now)))
@@ -295,6 +298,29 @@ func (s *Session) listing() string {
 			a := it.call.appr
 			fmt.Fprintf(&b, "%s  command  %s  age %s  %s, waiting for permission", a.call.id, a.line, age(now.Sub(a.asked)), a.call.status)
 		}
+	}
+	return b.String()
+}
+
+// members lists a terminal's live processes for /ps: ", pid 123 sleep 30,
+// pid 456 node server.js".
+func members(p ptyio.Process) string {
+	const most = 10 // processes named; the rest are counted
+	ms, err := p.Members()
+	if err != nil {
+		return ", processes unknown: " + err.Error()
+	}
+	var b strings.Builder
+	for i, m := range ms {
+		if i == most {
+			fmt.Fprintf(&b, ", and %d more", len(ms)-most)
+			break
+		}
+		cmd := m.Command
+		if r := []rune(cmd); len(r) > 60 {
+			cmd = string(r[:59]) + "…"
+		}
+		fmt.Fprintf(&b, ", pid %d %s", m.Pid, cmd)
 	}
 	return b.String()
 }

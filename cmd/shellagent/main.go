@@ -6,13 +6,14 @@
 //
 //	shellagent [--shell PATH] [--foreground-timeout 10s] [--kill-grace 3s]
 //	           [--scrollback 1MiB] [--cols 120] [--rows 40] [--sequential-ids]
+//	           [--containment auto|cgroup|subreaper]
 //
 // It reads newline-delimited JSON-RPC from stdin, writes it to stdout and
-// logs to stderr. Stdin EOF, SIGTERM or SIGINT stop every command and exit.
+// logs to stderr. Stdin EOF, SIGTERM, SIGINT, SIGHUP, SIGQUIT or a closed
+// stdout stop every command and exit.
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -21,8 +22,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
+	"shellagent/contain"
 	"shellagent/protocol"
 	"shellagent/ptyio"
 	"shellagent/supervisor"
@@ -44,6 +45,7 @@ func run(args []string) int {
 	cols := fs.Uint("cols", 120, "terminal columns")
 	rows := fs.Uint("rows", 40, "terminal rows")
 	sequential := fs.Bool("sequential-ids", false, "name sessions sess_1, sess_2, ... instead of random ids (reproducible transcripts)")
+	containment := fs.String("containment", string(contain.Auto), "how each terminal's processes are held: auto, cgroup (cgroup v2) or subreaper")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -56,12 +58,20 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "shellagent: --cols and --rows must be 1..65535, --kill-grace more than 0, --foreground-timeout 0 or more")
 		return 2
 	}
+	mode, err := contain.ParseMode(*containment)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "shellagent: --containment:", err)
+		return 2
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 
 	// A closed stdout must be an error on write, not a SIGPIPE death.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	c, err := openContainment(log, mode)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "shellagent: --containment "+*containment+":", err)
+		return 1
+	}
 
 	sup := supervisor.New(supervisor.Config{
 		Shell:             *shell,
@@ -72,33 +82,13 @@ func run(args []string) int {
 		Version:           version,
 		Log:               log,
 		SequentialIDs:     *sequential,
+		Launcher:          ptyio.Local{Containment: c},
+		Containment:       string(c.Mode()),
 	})
-	conn := protocol.NewConn(os.Stdin, os.Stdout, sup, protocol.Options{Log: log})
-	select {
-	case <-conn.Done():
-	case sig := <-stop:
-		log.Info("stopping", "signal", sig)
-	}
-	return shutdown(log, sup, conn, *killGrace)
-}
-
-// shutdown closes every session and flushes the connection within the kill
-// grace plus one second.
-func shutdown(log *slog.Logger, sup *supervisor.Supervisor, conn *protocol.Conn, grace time.Duration) int {
-	deadline := time.Now().Add(grace + 900*time.Millisecond)
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	if err := sup.Shutdown(ctx); err != nil {
-		log.Error("processes did not stop in time", "err", err)
-	}
-	flushed := make(chan struct{})
-	go func() { conn.Close(); close(flushed) }()
-	select {
-	case <-flushed:
-	case <-time.After(time.Until(deadline) + 50*time.Millisecond):
-		log.Warn("client is not reading; exiting without flushing")
-	}
-	return 0
+	out := newOutput(log, os.Stdout)
+	conn := protocol.NewConn(os.Stdin, out, sup, protocol.Options{Log: log})
+	log.Info("stopping", "because", waitForEnd(conn, out))
+	return shutdown(log, sup, conn, out, c)
 }
 
 // sizeFlag is a byte size flag: a number with an optional KiB/MiB/KB/MB/K/M
