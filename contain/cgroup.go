@@ -160,6 +160,12 @@ func probeCloneInto(dir string) error {
 // be empty.
 func (t *cgroupTree) remove() error { return removeTree(t.dir) }
 
+// killAll kills every process in the instance's cgroups and waits until
+// they are gone, at most timeout.
+func (t *cgroupTree) killAll(timeout time.Duration) error {
+	return killTree(t.dir, t.hasKill, timeout)
+}
+
 // close kills every process left in the instance's cgroups, waits until
 // they are gone (at most timeout), removes the cgroups and stops watching.
 func (t *cgroupTree) close(timeout time.Duration) error {

@@ -158,9 +158,19 @@ func (c *Containment) NewGroup() (Group, error) {
 	return c.sr.newGroup(n), nil
 }
 
+// KillAll sends SIGKILL to every process of every group and waits until
+// they are gone, at most CloseTimeout. Groups go on working: each reports
+// Done as its processes die.
+func (c *Containment) KillAll() error {
+	if c.cg != nil {
+		return c.cg.killAll(CloseTimeout)
+	}
+	return c.sr.killAll(CloseTimeout)
+}
+
 // Close kills every process still held, waits until they are gone (at
 // most CloseTimeout), removes this instance's cgroups and stops watching
-// and reaping.
+// and reaping. Call it once, last.
 func (c *Containment) Close() error {
 	if c.cg != nil {
 		return c.cg.close(CloseTimeout)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -78,6 +79,15 @@ func parseStat(pid int, b []byte) (proc, bool) {
 
 // scanProcs returns every process in /proc.
 func scanProcs() ([]proc, error) {
+	pids, err := listPids()
+	if err != nil {
+		return nil, err
+	}
+	return statPids(pids), nil
+}
+
+// listPids lists the pids in /proc.
+func listPids() ([]int, error) {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil, fmt.Errorf("scan /proc: %w", err)
@@ -87,44 +97,41 @@ func scanProcs() ([]proc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scan /proc: %w", err)
 	}
-	out := make([]proc, 0, len(names))
+	pids := make([]int, 0, len(names))
 	for _, name := range names {
-		pid, err := strconv.Atoi(name)
-		if err != nil {
-			continue
+		if pid, err := strconv.Atoi(name); err == nil {
+			pids = append(pids, pid)
 		}
+	}
+	return pids, nil
+}
+
+// statPids reads the processes of pids that are still there.
+func statPids(pids []int) []proc {
+	out := make([]proc, 0, len(pids))
+	for _, pid := range pids {
 		if p, ok := readProc(pid); ok {
 			out = append(out, p)
 		}
 	}
-	return out, nil
+	return out
 }
 
-// scanSettled is scanProcs for deciding that a set of processes is empty.
-// A scan reads /proc one process at a time, so a child forked during the
-// scan by a parent that exits before it is read is missed. A scan during
-// which the pid namespace handed out no pid (ns_last_pid did not move) is
-// not missing anyone; scanSettled scans until it gets such a scan, or a
-// few times on a busy machine, and reports whether the last one settled.
-func scanSettled() (procs []proc, settled bool, err error) {
-	for range 5 {
-		before, err1 := lastPid()
-		procs, err = scanProcs()
-		after, err2 := lastPid()
-		if err != nil {
-			return nil, false, err
-		}
-		if err1 == nil && err2 == nil && before == after {
-			return procs, true, nil
-		}
+// newcomers returns the processes in /proc that procs does not hold. A
+// scan reads /proc one process at a time, so it misses a child forked
+// during the scan by a parent that exits before it is read; the next
+// listing shows the child.
+func newcomers(procs []proc) ([]proc, error) {
+	pids, err := listPids()
+	if err != nil {
+		return nil, err
 	}
-	return procs, false, nil
-}
-
-// lastPid reads the last pid handed out in this pid namespace.
-func lastPid() (string, error) {
-	b, err := os.ReadFile("/proc/sys/kernel/ns_last_pid")
-	return string(b), err
+	seen := make(map[int]bool, len(procs))
+	for _, p := range procs {
+		seen[p.pid] = true
+	}
+	pids = slices.DeleteFunc(pids, func(pid int) bool { return seen[pid] })
+	return statPids(pids), nil
 }
 
 // environValue returns the value of the environment variable key in

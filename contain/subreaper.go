@@ -38,6 +38,13 @@ type subreaper struct {
 	sigs chan os.Signal
 	stop chan struct{}
 	done chan struct{} // closed when reap returns
+
+	scans             sync.Mutex // guards the fields below; see scan
+	scanDone          *sync.Cond // on scans
+	scanning          bool
+	started, finished uint64 // scans begun and the last one done
+	lastScan          []proc
+	lastErr           error
 }
 
 func openSubreaper(inst instance) (*subreaper, error) {
@@ -49,9 +56,35 @@ func openSubreaper(inst instance) (*subreaper, error) {
 		waited: make(map[int]bool), groups: make(map[*markerGroup]bool), markers: make(map[int]marker),
 		sigs: make(chan os.Signal, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
+	s.scanDone = sync.NewCond(&s.scans)
 	signal.Notify(s.sigs, unix.SIGCHLD)
 	go s.reap()
 	return s, nil
+}
+
+// scan returns a scan of /proc that began after the call. Groups that
+// look at the same moment (a shutdown stops every terminal at once) share
+// one scan. The result is shared: read it, never change it.
+func (s *subreaper) scan() ([]proc, error) {
+	s.scans.Lock()
+	defer s.scans.Unlock()
+	want := s.started + 1
+	for s.finished < want {
+		if s.scanning {
+			s.scanDone.Wait()
+			continue
+		}
+		s.scanning = true
+		s.started++
+		gen := s.started
+		s.scans.Unlock()
+		procs, err := scanProcs()
+		s.scans.Lock()
+		s.scanning = false
+		s.lastScan, s.lastErr, s.finished = procs, err, gen
+		s.scanDone.Broadcast()
+	}
+	return s.lastScan, s.lastErr
 }
 
 func (s *subreaper) reap() {
@@ -93,10 +126,10 @@ func (s *subreaper) isWaited(pid int) bool {
 	return s.waited[pid]
 }
 
-// close kills every process of the instance: every member of every group,
-// every child of the agent and every process with the instance's marker,
-// until none is left (at most timeout); then it stops reaping.
-func (s *subreaper) close(timeout time.Duration) error {
+// killAll kills every process of the instance: every member of every
+// group, every child of the agent and every process with the instance's
+// marker, until none is left (at most timeout).
+func (s *subreaper) killAll(timeout time.Duration) error {
 	var errs []error
 	for deadline := time.Now().Add(timeout); ; {
 		left, err := s.kill()
@@ -104,13 +137,20 @@ func (s *subreaper) close(timeout time.Duration) error {
 			errs = append(errs, err)
 		}
 		if left == 0 {
-			break
+			return errors.Join(errs...)
 		}
 		if time.Now().After(deadline) {
-			errs = append(errs, fmt.Errorf("subreaper: %d processes left after %v", left, timeout))
-			break
+			return errors.Join(append(errs, fmt.Errorf("subreaper: %d processes left after %v", left, timeout))...)
 		}
 		time.Sleep(2 * time.Millisecond) // shutdown only: SIGKILL acts within milliseconds
+	}
+}
+
+// close kills every process of the instance (killAll), then stops reaping.
+func (s *subreaper) close(timeout time.Duration) error {
+	var errs []error
+	if err := s.killAll(timeout); err != nil {
+		errs = append(errs, err)
 	}
 	close(s.stop)
 	<-s.done
@@ -339,7 +379,9 @@ func (g *markerGroup) belongsLocked(p proc) bool {
 	if g.sid != 0 && p.sid == g.sid {
 		return true
 	}
-	if p.ppid != g.sr.self || g.sr.isWaited(p.pid) {
+	// A zombie or exiting process has no environment left to read, and
+	// no children: it does not matter to the group.
+	if p.ppid != g.sr.self || !p.live() || g.sr.isWaited(p.pid) {
 		return false
 	}
 	inst, term := g.sr.markerOf(p)
@@ -348,29 +390,34 @@ func (g *markerGroup) belongsLocked(p proc) bool {
 
 // members returns the live members, oldest first.
 func (g *markerGroup) members() ([]proc, error) {
-	procs, err := scanProcs()
+	procs, err := g.sr.scan()
 	if err != nil {
 		return nil, err
 	}
 	return slices.DeleteFunc(g.attribute(procs), func(p proc) bool { return !p.live() }), nil
 }
 
-// empty reports whether the group has no live member, from scans that do
-// not miss a process forked meanwhile: a settled scan, or two unsettled
-// ones that agree.
+// empty reports whether the group has no live member. A scan that finds
+// none is checked against the processes that appeared since it listed
+// /proc, until a listing brings no newcomer (or a few rounds on a busy
+// machine).
 func (g *markerGroup) empty() (bool, error) {
-	for range 2 {
-		procs, settled, err := scanSettled()
+	procs, err := g.sr.scan()
+	if err != nil {
+		return false, err
+	}
+	for range 10 {
+		if live := slices.DeleteFunc(g.attribute(procs), func(p proc) bool { return !p.live() }); len(live) > 0 {
+			return false, nil
+		}
+		fresh, err := newcomers(procs)
 		if err != nil {
 			return false, err
 		}
-		live := slices.DeleteFunc(g.attribute(procs), func(p proc) bool { return !p.live() })
-		if len(live) > 0 {
-			return false, nil
-		}
-		if settled {
+		if len(fresh) == 0 {
 			return true, nil
 		}
+		procs = append(slices.Clip(procs), fresh...)
 	}
 	return true, nil
 }

@@ -176,7 +176,7 @@ func waitForEnd(conn *protocol.Conn, out *output) string {
 func shutdown(log *slog.Logger, sup *supervisor.Supervisor, conn *protocol.Conn, out *output, c *contain.Containment) int {
 	if err := sup.Shutdown(context.Background()); err != nil {
 		log.Error("processes did not stop in time; killing them", "err", err)
-		if err := c.Close(); err != nil {
+		if err := c.KillAll(); err != nil {
 			log.Error("containment", "err", err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
