@@ -187,3 +187,161 @@ func TestSignalDoesNotCountAZombie(t *testing.T) {
 		}
 	})
 }
+
+// The reaper collects orphans and never the status of a group's first
+// process, which its starter waits for.
+func TestReaperLeavesTheFirstProcessToItsStarter(t *testing.T) {
+	eachMode(t, func(t *testing.T, c *Containment) {
+		s := start(t, c, "for i in $(seq 50); do (true &); done; sleep 0.2; exit 7")
+		if ws := s.reap(t); ws.ExitStatus() != 7 {
+			t.Errorf("shell status %v, want exit 7", ws)
+		}
+		waitDone(t, s.g, 5*time.Second)
+		if err := s.g.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// Without cgroup.kill (before Linux 5.14) Kill freezes the cgroup, kills
+// every process and thaws it.
+func TestKillWithoutCgroupKill(t *testing.T) {
+	c, err := Open(Cgroup)
+	if err != nil {
+		t.Skipf("cgroup mode unavailable: %v", err)
+	}
+	defer c.Close()
+	c.cg.hasKill = false
+	s := start(t, c, "trap '' TERM HUP; for i in 1 2 3; do sleep 30 & done; wait")
+	waitMembers(t, s.g, 3, "sleep 30")
+	if reached, err := s.g.Kill(); !reached || err != nil {
+		t.Errorf("Kill = %v, %v", reached, err)
+	}
+	waitDone(t, s.g, 5*time.Second)
+	s.reap(t)
+	if _, frozen, err := readEvents(s.g.(*cgroupGroup).dir); frozen || err != nil {
+		t.Errorf("left frozen %v (%v)", frozen, err)
+	}
+	if err := s.g.Close(); err != nil {
+		t.Error(err)
+	}
+}
+
+// deadInstance returns the name of an agent instance that no longer runs:
+// a process that has exited, with its pid and start time.
+func deadInstance(t *testing.T) instance {
+	t.Helper()
+	self, err := self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := readProc(pid)
+	var ws unix.WaitStatus
+	unix.Wait4(pid, &ws, 0, nil)
+	return instance{ns: self.ns, pid: pid, start: p.start}
+}
+
+// liveInstance names a live process other than this one (the test's
+// parent), as a live agent would be named.
+func liveInstance(t *testing.T) instance {
+	t.Helper()
+	self, err := self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := readProc(os.Getppid())
+	if !ok {
+		t.Fatal("no parent process")
+	}
+	return instance{ns: self.ns, pid: p.pid, start: p.start}
+}
+
+// startMarked starts sleep 300 with inst's marker, in a cgroup directory
+// dir if not "". It returns the pid.
+func startMarked(t *testing.T, inst instance, dir string) int {
+	t.Helper()
+	sys := &syscall.SysProcAttr{Setsid: true}
+	if dir != "" {
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		sys.UseCgroupFD, sys.CgroupFD = true, fd
+	}
+	pid, err := syscall.ForkExec("/bin/sleep", []string{"sleep", "300"}, &syscall.ProcAttr{
+		Env: []string{InstanceEnv + "=" + inst.String(), TerminalEnv + "=1"},
+		Sys: sys,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		unix.Kill(pid, unix.SIGKILL)
+		var ws unix.WaitStatus
+		unix.Wait4(pid, &ws, 0, nil) // may have been reaped by a subreaper
+	})
+	return pid
+}
+
+func running(pid int) bool {
+	p, ok := readProc(pid)
+	return ok && p.live()
+}
+
+// Sweep removes a dead instance's cgroup and marked processes, and leaves
+// a live instance's alone.
+func TestSweep(t *testing.T) {
+	eachMode(t, func(t *testing.T, c *Containment) {
+		dead, live := deadInstance(t), liveInstance(t)
+		deadMarked := startMarked(t, dead, "")
+		liveMarked := startMarked(t, live, "")
+		var deadDir, deadInCgroup, liveDir string
+		var liveInCgroup int
+		if place, err := findCgroup2(); err == nil && c.Mode() == Cgroup {
+			deadDir = place.dir(place.self + "/" + instanceDirPrefix + dead.String())
+			liveDir = place.dir(place.self + "/" + instanceDirPrefix + live.String())
+			for _, d := range []string{deadDir, deadDir + "/t1", liveDir} {
+				if err := os.Mkdir(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Cleanup(func() { removeTree(deadDir); killTree(liveDir, true, time.Second); removeTree(liveDir) })
+			// A process without the marker, held by the cgroup alone.
+			deadInCgroup = deadDir + "/t1"
+			pid := startMarked(t, instance{}, deadInCgroup)
+			liveInCgroup = startMarked(t, instance{}, liveDir)
+			defer func() {
+				if running(pid) {
+					t.Errorf("process %d in the dead instance's cgroup survived", pid)
+				}
+			}()
+		}
+		cgroups, procs, err := c.Sweep()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("swept %d cgroups, %d processes", cgroups, procs)
+		for deadline := time.Now().Add(2 * time.Second); running(deadMarked) && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if running(deadMarked) {
+			t.Error("the dead instance's marked process survived")
+		}
+		if !running(liveMarked) {
+			t.Error("the live instance's marked process was killed")
+		}
+		if deadDir != "" {
+			if _, err := os.Stat(deadDir); err == nil {
+				t.Error("the dead instance's cgroup is still there")
+			}
+			if !running(liveInCgroup) {
+				t.Error("the live instance's cgroup was swept")
+			}
+		}
+	})
+}

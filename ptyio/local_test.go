@@ -3,15 +3,18 @@ package ptyio
 import (
 	"bytes"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 
 	"shellagent/contain"
 	"shellagent/protocol/acptest"
@@ -293,4 +296,86 @@ func threads(t *testing.T) int {
 	}
 	t.Fatal("no Threads line")
 	return 0
+}
+
+// slowWriter is an output that blocks on every write, as the writer's
+// backpressure does while a client catches up.
+type slowWriter struct {
+	*recorder
+	delay time.Duration
+}
+
+func (w slowWriter) Write(p []byte) (int, error) {
+	time.Sleep(w.delay)
+	return w.recorder.Write(p)
+}
+
+// Output written before the last process ended is all delivered before
+// the exit, however long out blocks, even when a process that left the
+// session writes the tail after the shell has returned.
+func TestBlockingOutputLosesNothingAtExit(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder()
+	_, err := launcher.Launch(Command{
+		Shell: "/bin/sh",
+		Line:  "setsid sh -c 'seq 1 20000; echo END' & exit 0",
+		Dir:   t.TempDir(),
+		Env:   []string{"PATH=" + os.Getenv("PATH"), marker},
+		Size:  Size{Cols: 120, Rows: 40},
+	}, slowWriter{rec, 5 * time.Millisecond}, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := rec.wait(t)
+	var want strings.Builder
+	for i := 1; i <= 20000; i++ {
+		want.WriteString(strconv.Itoa(i) + "\r\n")
+	}
+	want.WriteString("END\r\n")
+	if got := rec.output(); got != want.String() || e.Err != nil {
+		t.Errorf("output %d bytes, want %d (ends %q); err %v", len(got), want.Len(), got[max(0, len(got)-20):], e.Err)
+	}
+}
+
+// A start that fails before the shell runs leaves nothing, and says why.
+func TestFailedStart(t *testing.T) {
+	rec := newRecorder()
+	_, err := launcher.Launch(Command{
+		Shell: "/bin/sh", Line: "echo never", Dir: "/nonexistent/dir",
+		Env: []string{marker}, Size: Size{Cols: 80, Rows: 24},
+	}, rec, rec)
+	if err == nil || !strings.Contains(err.Error(), "no such file") || !strings.Contains(err.Error(), "echo never") {
+		t.Errorf("Launch = %v", err)
+	}
+}
+
+// abort, what Launch does when it fails after the fork, kills and reaps
+// everything the command started.
+func TestAbortKillsAndReaps(t *testing.T) {
+	g, err := launcher.Containment.NewGroup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := g.ForkExec("/bin/sh", []string{"sh", "-c", "setsid sleep 30 & sleep 30"}, &syscall.ProcAttr{
+		Env: []string{"PATH=" + os.Getenv("PATH"), marker},
+		Sys: &syscall.SysProcAttr{Setsid: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if ms, _ := g.Members(); len(ms) >= 3 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err := abort(pid, g); err != nil {
+		t.Fatal(err)
+	}
+	var ws unix.WaitStatus
+	if _, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); !errors.Is(err, unix.ECHILD) {
+		t.Errorf("the shell was not reaped: wait4 = %v", err)
+	}
+	if left := acptest.ProcessesWith(marker); len(left) > 0 {
+		t.Errorf("left running: %v", left)
+	}
 }

@@ -431,3 +431,75 @@ func TestOutputAtExitIsComplete(t *testing.T) {
 		}
 	}
 }
+
+// Shutdown stops each session's work with that session's kill_grace, not
+// the flag's: on stdin EOF, a command that ignores SIGTERM in a session
+// with kill_grace 3s is killed after 3 s, one in a session with 1s after
+// 1 s, and the agent exits within the longest grace plus one second.
+func TestShutdownHonoursEachSessionsKillGrace(t *testing.T) {
+	t.Parallel()
+	a := startAgent(t, "--kill-grace", "1s")
+	graces := map[string]time.Duration{}
+	var sids []string
+	for _, grace := range []string{"3s", "1s"} {
+		sid := a.session()
+		a.c.MustCall("session/set_config_option", map[string]any{"sessionId": sid, "configId": "kill_grace", "type": "id", "value": grace}, nil)
+		a.prompt(sid, "/bg trap '' TERM HUP; echo ready; sleep 300")
+		a.waitOutput(sid, "term_1", "ready")
+		graces[sid], _ = time.ParseDuration(grace)
+		sids = append(sids, sid)
+	}
+	eof := time.Now()
+	a.c.Close() // stdin EOF; the client reads on to the end
+	a.exitWithin(3*time.Second + time.Second)
+	for _, sid := range sids {
+		m := a.c.WaitFor("exit", func(m *acptest.Msg) bool { return m.SessionID == sid && m.ExitStatus() != nil })
+		if m.ExitStatus()["signal"] != "SIGKILL" {
+			t.Errorf("%s: exitStatus %v", sid, m.ExitStatus())
+		}
+		if took := m.At.Sub(eof); took < graces[sid]-100*time.Millisecond || took > graces[sid]+time.Second {
+			t.Errorf("session with kill_grace %v: killed after %v", graces[sid], took)
+		}
+	}
+}
+
+// Commands get the PTY and no other descriptor of the agent's, and the
+// environment markers.
+func TestCloseOnExecAndEnvironment(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	marker := "SHELLAGENT_TEST=" + rand.Text()
+	cmd := exec.Command(binary, "--shell", "/bin/sh", "--containment", testMode)
+	cmd.Env = append(os.Environ(), marker, noRaceExitDelay)
+	cmd.ExtraFiles = []*os.File{w} // fd 3 in the agent, inherited without close-on-exec
+	cmd.Stderr = testWriter{t}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := acptest.New(t, stdout, stdin)
+	a := &agent{t: t, c: c, cmd: cmd, marker: marker, cwd: t.TempDir()}
+	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	sid := a.session()
+	// ls holds the directory it lists as its lowest free descriptor: 3,
+	// unless the agent's fd 3 was inherited.
+	a.prompt(sid, `echo fds $(ls /proc/self/fd | tr '\n' ' ') instance=${SHELLAGENT_INSTANCE:+set} terminal=$SHELLAGENT_TERMINAL`)
+	a.exitStatus(sid, "term_1")
+	if got := string(a.c.Output(sid, "term_1")); got != "fds 0 1 2 3 instance=set terminal=1\r\n" {
+		t.Errorf("command saw %q", got)
+	}
+	c.Close()
+	a.exitWithin(5 * time.Second)
+}
