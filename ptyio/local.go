@@ -179,70 +179,102 @@ var errDrained = errors.New("drained")
 // callback, so that nothing waits on it but this goroutine.
 func (p *local) read() {
 	defer close(p.readDone)
-	rc, err := p.master.SyscallConn()
+	r, err := newPtyReader(p.master)
 	if err != nil {
 		p.readErr = fmt.Errorf("read pty: %w", err)
 		return
 	}
 	for {
-		bp, n, err := p.readChunk(rc)
-		if n > 0 {
-			if _, werr := p.out.Write((*bp)[:n]); werr != nil && p.readErr == nil {
+		data, err := r.next(p.draining.Load)
+		if len(data) > 0 {
+			if _, werr := p.out.Write(data); werr != nil && p.readErr == nil {
 				p.readErr = fmt.Errorf("write output: %w", werr)
 			}
 		}
-		if bp != nil {
-			readBufs.Put(bp)
-		}
+		r.release()
 		if err != nil {
 			if err != io.EOF && err != errDrained {
-				p.readErr = errors.Join(p.readErr, err)
+				p.readErr = errors.Join(p.readErr, fmt.Errorf("read pty: %w", err))
 			}
 			return
 		}
 	}
 }
 
-// readChunk reads once. Until the group is empty it waits for data in the
-// runtime poller; after that it never waits: EAGAIN means every byte has
-// been read. A buffer is taken from the pool only when a read returns
-// something, so an idle terminal holds none.
-func (p *local) readChunk(rc syscall.RawConn) (bp *[]byte, n int, err error) {
-	var rerr error
-	read := func(fd uintptr) bool {
-		bp = readBufs.Get().(*[]byte)
-		n, rerr = unix.Read(int(fd), *bp)
-		if rerr == unix.EAGAIN {
-			readBufs.Put(bp)
-			bp = nil
-			return false
-		}
-		return true
+// ptyReader reads a non-blocking PTY master one chunk at a time. Its
+// callbacks are bound once, so that a read allocates nothing.
+type ptyReader struct {
+	rc      syscall.RawConn
+	bp      *[]byte // the buffer of the last read, until release
+	n       int
+	rerr    error
+	read    func(fd uintptr) bool // for RawConn.Read
+	readNow func(fd uintptr)      // for RawConn.Control
+}
+
+func newPtyReader(master *os.File) (*ptyReader, error) {
+	rc, err := master.SyscallConn()
+	if err != nil {
+		return nil, err
 	}
-	if !p.draining.Load() {
-		err = rc.Read(read)
-		if err != nil && !(errors.Is(err, os.ErrDeadlineExceeded) && p.draining.Load()) {
-			return bp, 0, fmt.Errorf("read pty: %w", err)
+	r := &ptyReader{rc: rc}
+	r.read = r.readFD
+	r.readNow = func(fd uintptr) { r.readFD(fd) }
+	return r, nil
+}
+
+// readFD reads once. A buffer is taken from the pool only when the read
+// returns something, so an idle terminal holds none.
+func (r *ptyReader) readFD(fd uintptr) bool {
+	r.bp = readBufs.Get().(*[]byte)
+	r.n, r.rerr = unix.Read(int(fd), *r.bp)
+	if r.rerr == unix.EAGAIN {
+		readBufs.Put(r.bp)
+		r.bp = nil
+		return false
+	}
+	return true
+}
+
+// release returns the last read's buffer to the pool.
+func (r *ptyReader) release() {
+	if r.bp != nil {
+		readBufs.Put(r.bp)
+		r.bp = nil
+	}
+}
+
+// next reads the next chunk. Until draining reports true it waits for data
+// in the runtime poller; after that it never waits, and errDrained means
+// every byte has been read. A reader parked in the poller is woken with a
+// read deadline in the past.
+func (r *ptyReader) next(draining func() bool) ([]byte, error) {
+	r.n, r.rerr = 0, nil
+	var err error
+	if !draining() {
+		err = r.rc.Read(r.read)
+		if err != nil && !(errors.Is(err, os.ErrDeadlineExceeded) && draining()) {
+			return nil, err
 		}
 	}
-	if err != nil || p.draining.Load() && bp == nil {
-		// Woken to drain, or draining: one read that does not wait.
-		if err = rc.Control(func(fd uintptr) { read(fd) }); err != nil {
-			return bp, 0, fmt.Errorf("read pty: %w", err)
+	if err != nil || r.bp == nil {
+		// Draining: one read that does not wait.
+		if err := r.rc.Control(r.readNow); err != nil {
+			return nil, err
 		}
-		if bp == nil {
-			return nil, 0, errDrained
+		if r.bp == nil {
+			return nil, errDrained
 		}
 	}
 	switch {
-	case rerr == nil && n > 0:
-		return bp, n, nil
-	case rerr == unix.EINTR:
-		return bp, 0, nil
-	case rerr == nil, rerr == unix.EIO:
-		return bp, 0, io.EOF // every slave descriptor is closed
+	case r.rerr == nil && r.n > 0:
+		return (*r.bp)[:r.n], nil
+	case r.rerr == unix.EINTR:
+		return nil, nil
+	case r.rerr == nil, r.rerr == unix.EIO:
+		return nil, io.EOF // every slave descriptor is closed
 	}
-	return bp, 0, fmt.Errorf("read pty: %w", rerr)
+	return nil, r.rerr
 }
 
 // run follows the command to its end: the shell's exit, then every other

@@ -29,19 +29,21 @@ const flushTimeout = 200 * time.Millisecond
 
 // openContainment opens containment in mode, after marking every inherited
 // descriptor close-on-exec so that commands get only their PTY, and starts
-// sweeping what dead agents left behind.
-func openContainment(log *slog.Logger, mode contain.Mode) (*contain.Containment, error) {
+// sweeping what dead agents left behind; swept is closed when that is done.
+func openContainment(log *slog.Logger, mode contain.Mode) (c *contain.Containment, swept <-chan struct{}, err error) {
 	if err := closeOnExec(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	c, err := contain.Open(mode)
+	c, err = contain.Open(mode)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if why := c.CgroupError(); why != nil {
 		log.Info("containment: subreaper (cgroups are not available)", "why", why)
 	}
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		cgroups, procs, err := c.Sweep()
 		if cgroups > 0 || procs > 0 {
 			log.Info("swept what dead agents left", "cgroups", cgroups, "processes", procs)
@@ -50,7 +52,7 @@ func openContainment(log *slog.Logger, mode contain.Mode) (*contain.Containment,
 			log.Warn("sweep", "err", err)
 		}
 	}()
-	return c, nil
+	return c, done, nil
 }
 
 // closeOnExec marks every descriptor above stderr close-on-exec: the agent
@@ -173,7 +175,9 @@ func waitForEnd(conn *protocol.Conn, out *output) string {
 // sends the last messages, and leaves nothing behind: what a stop could not
 // end is killed with the containment. It takes at most the longest kill
 // grace in use plus one second.
-func shutdown(log *slog.Logger, sup *supervisor.Supervisor, conn *protocol.Conn, out *output, c *contain.Containment) int {
+// An agent started only to sweep (shellagent </dev/null) waits for the
+// sweep to finish.
+func shutdown(log *slog.Logger, sup *supervisor.Supervisor, conn *protocol.Conn, out *output, c *contain.Containment, swept <-chan struct{}) int {
 	if err := sup.Shutdown(context.Background()); err != nil {
 		log.Error("processes did not stop in time; killing them", "err", err)
 		if err := c.KillAll(); err != nil {
@@ -193,6 +197,11 @@ func shutdown(log *slog.Logger, sup *supervisor.Supervisor, conn *protocol.Conn,
 		log.Warn("client is not reading; exiting without flushing")
 	}
 	out.stop()
+	select {
+	case <-swept:
+	case <-time.After(contain.SweepTimeout):
+		log.Warn("exiting before the sweep of dead agents' leftovers is done")
+	}
 	if err := c.Close(); err != nil {
 		log.Error("containment", "err", err)
 	}

@@ -67,7 +67,7 @@ func run(args []string) int {
 
 	// A closed stdout must be an error on write, not a SIGPIPE death.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	c, err := openContainment(log, mode)
+	c, swept, err := openContainment(log, mode)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "shellagent: --containment "+*containment+":", err)
 		return 1
@@ -88,7 +88,7 @@ func run(args []string) int {
 	out := newOutput(log, os.Stdout)
 	conn := protocol.NewConn(os.Stdin, out, sup, protocol.Options{Log: log})
 	log.Info("stopping", "because", waitForEnd(conn, out))
-	return shutdown(log, sup, conn, out, c)
+	return shutdown(log, sup, conn, out, c, swept)
 }
 
 // sizeFlag is a byte size flag: a number with an optional KiB/MiB/KB/MB/K/M
