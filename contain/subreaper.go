@@ -305,7 +305,9 @@ func (g *markerGroup) ForkExec(argv0 string, argv []string, attr *syscall.ProcAt
 		return 0, err
 	}
 	// Our unreaped child: its pid (and so its session id) cannot be reused
-	// until the caller reaps it.
+	// until the caller reaps it, so /proc can always be read for it; were
+	// it not, the group would only lose the session as a way to find
+	// members.
 	p, _ := readProc(pid)
 	g.mu.Lock()
 	g.shell = pid
@@ -506,8 +508,14 @@ func waitReadable(f *os.File) {
 	// as intended.
 	_ = rc.Read(func(fd uintptr) bool {
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, _ := unix.Poll(fds, 0)
-		return n > 0
+		for {
+			n, err := unix.Poll(fds, 0)
+			if err != unix.EINTR {
+				// An error other than EINTR ends the wait too: the
+				// caller looks at /proc again, which is always right.
+				return n > 0 || err != nil
+			}
+		}
 	})
 }
 

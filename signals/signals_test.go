@@ -24,7 +24,6 @@ func TestName(t *testing.T) {
 // a kill when it ignores SIGTERM.
 type fake struct {
 	ignoresTerm bool // processes survive SIGTERM
-	empty       bool // nothing alive from the start
 	err         error
 
 	mu    sync.Mutex
