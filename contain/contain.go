@@ -55,7 +55,7 @@ func ParseMode(s string) (Mode, error) {
 	case Auto, Cgroup, Subreaper:
 		return m, nil
 	}
-	return "", fmt.Errorf("want auto, cgroup or subreaper, got %q", s)
+	return "", errors.New("want auto, cgroup or subreaper")
 }
 
 // Environment variables that mark every process of a terminal.

@@ -14,10 +14,19 @@ import (
 )
 
 // Client is the connection as an Agent sees it: where session updates go.
-// Its methods never block on the peer.
+// Its methods never block on the peer. Updates go out in the order they
+// were queued, whichever goroutines queued them.
 type Client interface {
-	// Update queues a session/update notification.
+	// Update queues a session/update notification. A *TerminalUpdate sent
+	// this way is plain data: use UpdateTerminal for a terminal whose
+	// output the client should see.
 	Update(sessionID string, update any)
+	// UpdateTerminal queues a terminal_update together with the terminal's
+	// output, read from out as mode says: the first call for a terminal
+	// starts streaming it as terminal_output_chunk, a call whose update
+	// has an exitStatus sends the rest of it and stops. Pass the same out
+	// for every update of a terminal.
+	UpdateTerminal(sessionID string, u *TerminalUpdate, out OutputSource, mode OutputMode)
 	// RequestPermission sends session/request_permission and calls done
 	// with the answer, or with an error when ctx ends first (the request is
 	// then withdrawn with $/cancel_request) or the connection closes. done
@@ -56,15 +65,16 @@ type Options struct {
 // Conn serves an Agent over a newline-delimited JSON-RPC byte stream.
 type Conn struct {
 	agent       Agent
-	w           *Writer
+	w           *writer
 	log         *slog.Logger
 	rpc         *jsonrpc2.Conn
 	initialized atomic.Bool
 	closeOnce   sync.Once
 	requestSeq  atomic.Int64
 
-	mu       sync.Mutex // guards deferred
-	deferred map[jsonrpc2.ID]context.CancelFunc
+	mu sync.Mutex // guards pending
+	// pending cancels the context of each request answered later, by id.
+	pending map[jsonrpc2.ID]context.CancelFunc
 }
 
 var _ Client = (*Conn)(nil)
@@ -78,10 +88,10 @@ func NewConn(r io.Reader, w io.Writer, agent Agent, opts Options) *Conn {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	c := &Conn{agent: agent, w: NewWriter(w, opts.Log), log: opts.Log, deferred: make(map[jsonrpc2.ID]context.CancelFunc)}
+	c := &Conn{agent: agent, w: newWriter(w, opts.Log), log: opts.Log, pending: make(map[jsonrpc2.ID]context.CancelFunc)}
 	ready := make(chan struct{})
 	stream := &objectStream{lines: newLineReader(r, opts.MaxLine), w: c.w, ready: ready}
-	c.rpc = jsonrpc2.NewConn(context.Background(), stream, c, jsonrpc2.SetLogger(slogLogger{opts.Log}))
+	c.rpc = jsonrpc2.NewConn(context.Background(), stream, rpcHandler{c}, jsonrpc2.SetLogger(slogLogger{opts.Log}))
 	close(ready) // the read loop may use c.rpc from now on
 	return c
 }
@@ -94,12 +104,17 @@ func (c *Conn) Done() <-chan struct{} { return c.rpc.DisconnectNotify() }
 func (c *Conn) Close() {
 	c.closeOnce.Do(func() {
 		c.rpc.Close()
-		c.w.Close()
+		c.w.close()
 	})
 }
 
 // Update implements Client.
-func (c *Conn) Update(sessionID string, update any) { c.w.Update(sessionID, update) }
+func (c *Conn) Update(sessionID string, update any) { c.w.update(sessionID, update) }
+
+// UpdateTerminal implements Client.
+func (c *Conn) UpdateTerminal(sessionID string, u *TerminalUpdate, out OutputSource, mode OutputMode) {
+	c.w.updateTerminal(sessionID, u, out, mode)
+}
 
 // RequestPermission implements Client.
 func (c *Conn) RequestPermission(ctx context.Context, p *PermissionRequest, done func(*PermissionResponse, error)) {
@@ -125,68 +140,42 @@ func (c *Conn) RequestPermission(ctx context.Context, p *PermissionRequest, done
 	}()
 }
 
-// Handle implements jsonrpc2.Handler: it dispatches one request or
-// notification on the read loop.
-func (c *Conn) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+// rpcHandler is the jsonrpc2.Handler of a Conn.
+type rpcHandler struct{ c *Conn }
+
+// Handle dispatches one request or notification on the read loop.
+func (h rpcHandler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	c := h.c
 	if req.Notif {
 		if c.initialized.Load() {
-			defer c.recoverPanic(req, nil)
+			defer func() {
+				if r := recover(); r != nil {
+					c.panicked(req, r)
+				}
+			}()
 			c.handleNotification(req)
 		}
 		return
 	}
-	var result any
-	var err error
-	func() {
-		defer c.recoverPanic(req, &err)
-		result, err = c.call(req)
-	}()
-	switch {
-	case err != nil:
-		conn.ReplyWithError(ctx, req.ID, toRPC(err))
-	case result != deferred:
-		conn.Reply(ctx, req.ID, result)
+	if req.Method != "initialize" && !c.initialized.Load() {
+		c.replyNow(req.ID)(nil, &Error{Code: CodeInvalidRequest, Message: req.Method + ": initialize first"})
+		return
 	}
+	handle, ok := requests[req.Method]
+	if !ok {
+		c.replyNow(req.ID)(nil, &Error{Code: CodeMethodNotFound, Message: "method not found: " + req.Method})
+		return
+	}
+	handle(c, req)
 }
 
-// recoverPanic, deferred, turns a panic while handling req into a -32603
-// error (into *err, for a request) and a log line, so that one bad request
-// does not take the agent and every command it runs down with it.
-func (c *Conn) recoverPanic(req *jsonrpc2.Request, err *error) {
-	if r := recover(); r != nil {
-		e := c.panicked(req, r)
-		if err != nil {
-			*err = e
-		}
-	}
-}
-
-// panicked logs a recovered panic and returns the error to answer with.
+// panicked logs a panic recovered while handling req and returns the
+// -32603 error to answer with: one bad request does not take the agent,
+// and every command it runs, down with it.
 func (c *Conn) panicked(req *jsonrpc2.Request, r any) error {
 	c.log.Error("panic while handling a request", "method", req.Method, "panic", r, "stack", string(debug.Stack()))
 	return fmt.Errorf("internal error while handling %s: %v", req.Method, r)
 }
-
-func (c *Conn) call(req *jsonrpc2.Request) (any, error) {
-	if req.Method != "initialize" && !c.initialized.Load() {
-		return nil, &Error{Code: CodeInvalidRequest, Message: req.Method + ": initialize first"}
-	}
-	h, ok := requests[req.Method]
-	if !ok {
-		return nil, &Error{Code: CodeMethodNotFound, Message: "method not found: " + req.Method}
-	}
-	result, err := h(c, req)
-	if err != nil {
-		return nil, err
-	}
-	if req.Method == "initialize" {
-		c.initialized.Store(true)
-	}
-	return result, nil
-}
-
-// deferred is returned by handlers whose answer is sent later via a Reply.
-var deferred = new(int)
 
 func (c *Conn) handleNotification(req *jsonrpc2.Request) {
 	switch req.Method {
@@ -202,28 +191,41 @@ func (c *Conn) handleNotification(req *jsonrpc2.Request) {
 	}
 }
 
-// reply returns the Reply of a request answered later, and a context that
-// ends when the client withdraws the request ($/cancel_request) or once it
-// is answered.
-func (c *Conn) reply(id jsonrpc2.ID) (context.Context, Reply) {
+// replyNow returns the Reply of a request answered before its handler
+// returns.
+func (c *Conn) replyNow(id jsonrpc2.ID) Reply {
+	return func(result any, err error) { c.send(id, result, err) }
+}
+
+// replyLater returns the Reply of a request answered later, and a context
+// that ends when the client withdraws the request ($/cancel_request) or
+// once it is answered.
+func (c *Conn) replyLater(id jsonrpc2.ID) (context.Context, Reply) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.mu.Lock()
-	c.deferred[id] = cancel
+	c.pending[id] = cancel
 	c.mu.Unlock()
 	var once sync.Once
 	return ctx, func(result any, err error) {
 		once.Do(func() {
 			c.mu.Lock()
-			delete(c.deferred, id)
+			delete(c.pending, id)
 			c.mu.Unlock()
 			cancel()
-			if err != nil {
-				c.rpc.ReplyWithError(context.Background(), id, toRPC(err))
-				return
-			}
-			c.rpc.Reply(context.Background(), id, result)
+			c.send(id, result, err)
 		})
 	}
+}
+
+// send queues the response to request id.
+func (c *Conn) send(id jsonrpc2.ID, result any, err error) {
+	// Neither call fails but for a closed connection or a result that does
+	// not marshal, which jsonrpc2 logs; there is nobody else to tell.
+	if err != nil {
+		c.rpc.ReplyWithError(context.Background(), id, toRPC(err))
+		return
+	}
+	c.rpc.Reply(context.Background(), id, result)
 }
 
 // withdraw serves $/cancel_request for a request still waiting for its
@@ -236,14 +238,16 @@ func (c *Conn) withdraw(params *json.RawMessage) {
 		return
 	}
 	c.mu.Lock()
-	cancel := c.deferred[*p.RequestID]
+	cancel := c.pending[*p.RequestID]
 	c.mu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
 }
 
-type handler func(c *Conn, req *jsonrpc2.Request) (any, error)
+// handler serves one request on the read loop; it answers it, at once or
+// later.
+type handler func(c *Conn, req *jsonrpc2.Request)
 
 // params is a request's params type: it can say what is wrong with it.
 type params[T any] interface {
@@ -251,36 +255,48 @@ type params[T any] interface {
 	validate() error
 }
 
-// now adapts a method answered at once.
-func now[T any, P params[T]](f func(c *Conn, p P) (any, error)) handler {
-	return func(c *Conn, req *jsonrpc2.Request) (any, error) {
+// answeredAtOnce adapts a method whose result is the answer: it decodes
+// and validates the params, calls f and answers with what f returns.
+func answeredAtOnce[T any, P params[T]](f func(c *Conn, p P) (any, error)) handler {
+	return func(c *Conn, req *jsonrpc2.Request) {
+		reply := c.replyNow(req.ID)
 		p, err := decode[T, P](req)
 		if err != nil {
-			return nil, err
+			reply(nil, err)
+			return
 		}
-		return f(c, p)
+		defer func() {
+			// A panic in f comes before the answer: answer it -32603.
+			if r := recover(); r != nil {
+				reply(nil, c.panicked(req, r))
+			}
+		}()
+		result, err := f(c, p)
+		if err == nil && req.Method == "initialize" {
+			c.initialized.Store(true)
+		}
+		reply(result, err)
 	}
 }
 
-// later adapts a method answered through a Reply; ctx ends if the client
-// withdraws the request.
-func later[T any, P params[T]](f func(ctx context.Context, c *Conn, p P, reply Reply)) handler {
-	return func(c *Conn, req *jsonrpc2.Request) (result any, err error) {
+// answeredByReply adapts a method that answers through a Reply, possibly
+// after it returns; ctx ends if the client withdraws the request.
+func answeredByReply[T any, P params[T]](f func(ctx context.Context, c *Conn, p P, reply Reply)) handler {
+	return func(c *Conn, req *jsonrpc2.Request) {
 		p, err := decode[T, P](req)
 		if err != nil {
-			return nil, err
+			c.replyNow(req.ID)(nil, err)
+			return
 		}
-		ctx, reply := c.reply(req.ID)
+		ctx, reply := c.replyLater(req.ID)
 		defer func() {
-			// A panic answers the request, unless it was answered already
-			// (reply runs once).
+			// A panic answers the request -32603, unless f answered it
+			// already (reply runs once).
 			if r := recover(); r != nil {
 				reply(nil, c.panicked(req, r))
-				result, err = deferred, nil
 			}
 		}()
 		f(ctx, c, p, reply)
-		return deferred, nil
 	}
 }
 
@@ -293,23 +309,23 @@ func decode[T any, P params[T]](req *jsonrpc2.Request) (P, error) {
 }
 
 var requests = map[string]handler{
-	"initialize":     now(func(c *Conn, p *InitializeRequest) (any, error) { return c.agent.Initialize(c, p) }),
-	"session/new":    now(func(c *Conn, p *NewSessionRequest) (any, error) { return c.agent.NewSession(c, p) }),
-	"session/list":   now(func(c *Conn, p *ListSessionsRequest) (any, error) { return c.agent.ListSessions(c, p) }),
-	"session/resume": now(func(c *Conn, p *ResumeSessionRequest) (any, error) { return c.agent.ResumeSession(c, p) }),
-	"session/set_config_option": now(func(c *Conn, p *SetConfigOptionRequest) (any, error) {
+	"initialize":     answeredAtOnce(func(c *Conn, p *InitializeRequest) (any, error) { return c.agent.Initialize(c, p) }),
+	"session/new":    answeredAtOnce(func(c *Conn, p *NewSessionRequest) (any, error) { return c.agent.NewSession(c, p) }),
+	"session/list":   answeredAtOnce(func(c *Conn, p *ListSessionsRequest) (any, error) { return c.agent.ListSessions(c, p) }),
+	"session/resume": answeredAtOnce(func(c *Conn, p *ResumeSessionRequest) (any, error) { return c.agent.ResumeSession(c, p) }),
+	"session/set_config_option": answeredAtOnce(func(c *Conn, p *SetConfigOptionRequest) (any, error) {
 		return c.agent.SetConfigOption(c, p)
 	}),
-	"terminal/cancel": now(func(c *Conn, p *CancelTerminalRequest) (any, error) {
+	"terminal/cancel": answeredAtOnce(func(c *Conn, p *CancelTerminalRequest) (any, error) {
 		return struct{}{}, c.agent.CancelTerminal(c, p)
 	}),
-	"session/close": later(func(_ context.Context, c *Conn, p *CloseSessionRequest, reply Reply) {
+	"session/close": answeredByReply(func(_ context.Context, c *Conn, p *CloseSessionRequest, reply Reply) {
 		c.agent.CloseSession(c, p, reply)
 	}),
-	"session/prompt": later(func(ctx context.Context, c *Conn, p *PromptRequest, reply Reply) {
+	"session/prompt": answeredByReply(func(ctx context.Context, c *Conn, p *PromptRequest, reply Reply) {
 		c.agent.Prompt(ctx, c, p, reply)
 	}),
-	"tool_call/cancel": later(func(_ context.Context, c *Conn, p *CancelToolCallRequest, reply Reply) {
+	"tool_call/cancel": answeredByReply(func(_ context.Context, c *Conn, p *CancelToolCallRequest, reply Reply) {
 		c.agent.CancelToolCall(c, p, reply)
 	}),
 }

@@ -68,7 +68,7 @@ func (r *lineReader) next() ([]byte, error) {
 // is not a valid JSON-RPC message is answered here, and reading goes on.
 type objectStream struct {
 	lines *lineReader
-	w     *Writer
+	w     *writer
 	ready <-chan struct{} // closed when the connection is set up
 }
 
@@ -78,7 +78,7 @@ func (s *objectStream) ReadObject(v any) error {
 	for {
 		line, err := s.lines.next()
 		if errors.Is(err, errTooLong) {
-			s.w.Send(errorResponse(nil, CodeInvalidRequest, fmt.Sprintf("message longer than %d bytes", s.lines.max)))
+			s.w.send(errorResponse(nil, CodeInvalidRequest, fmt.Sprintf("message longer than %d bytes", s.lines.max)))
 			continue
 		}
 		if err != nil {
@@ -89,11 +89,11 @@ func (s *objectStream) ReadObject(v any) error {
 			continue
 		}
 		if resp := checkMessage(line); resp != nil {
-			s.w.Send(resp)
+			s.w.send(resp)
 			continue
 		}
 		if err := json.Unmarshal(line, v); err != nil {
-			s.w.Send(errorResponse(envelopeID(line), CodeInvalidRequest, "invalid request: "+err.Error()))
+			s.w.send(errorResponse(envelopeID(line), CodeInvalidRequest, "invalid request: "+err.Error()))
 			continue
 		}
 		return nil
@@ -106,7 +106,7 @@ func (s *objectStream) WriteObject(v any) error {
 	if err != nil {
 		return err
 	}
-	s.w.Send(b)
+	s.w.send(b)
 	return nil
 }
 

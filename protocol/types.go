@@ -8,11 +8,7 @@
 // is not obvious; the schema's descriptions are the reference.
 package protocol
 
-import (
-	"encoding/json"
-
-	"shellagent/outputbuf"
-)
+import "encoding/json"
 
 // ProtocolVersion is the only ACP version shellagent speaks.
 const ProtocolVersion = 2
@@ -217,8 +213,8 @@ const (
 	KindTerminalOutput = "terminal_output_chunk"
 )
 
-// SessionNotification is the params of "session/update".
-type SessionNotification struct {
+// sessionNotification is the params of "session/update".
+type sessionNotification struct {
 	SessionID string `json:"sessionId"`
 	Update    any    `json:"update"`
 }
@@ -333,32 +329,24 @@ type ExitStatus struct {
 	Signal   string `json:"signal,omitempty"`
 }
 
-// TerminalOutput is a replacement snapshot of a terminal's output.
-type TerminalOutput struct {
+// terminalOutput is a replacement of a terminal's output; the writer fills
+// it in (see ReplaceOutput).
+type terminalOutput struct {
 	Data string `json:"data"` // base64
 	Meta any    `json:"_meta,omitempty"`
 }
 
 // TerminalUpdate creates or patches a terminal; empty fields are omitted.
-//
-// Source and Snapshot are instructions to the connection's writer, not wire
-// fields: Source is the terminal's output ring, whose bytes the writer
-// streams as terminal_output_chunk after the first update that names it
-// and flushes before every later one; Snapshot asks the writer to fill
-// Output with the ring's content at the moment the update is written and
-// to continue streaming from there.
+// Its output (streamed chunks, or the output field of a replacement) is
+// the connection's business: send it with Client.UpdateTerminal.
 type TerminalUpdate struct {
-	SessionUpdate string          `json:"sessionUpdate"`
-	TerminalID    string          `json:"terminalId"`
-	Command       string          `json:"command,omitempty"`
-	Cwd           string          `json:"cwd,omitempty"`
-	Size          *TerminalSize   `json:"size,omitempty"`
-	Output        *TerminalOutput `json:"output,omitempty"`
-	ExitStatus    *ExitStatus     `json:"exitStatus,omitempty"`
-	Capabilities  Capabilities    `json:"capabilities,omitempty"`
-
-	Source   *outputbuf.Ring `json:"-"`
-	Snapshot bool            `json:"-"`
+	SessionUpdate string        `json:"sessionUpdate"`
+	TerminalID    string        `json:"terminalId"`
+	Command       string        `json:"command,omitempty"`
+	Cwd           string        `json:"cwd,omitempty"`
+	Size          *TerminalSize `json:"size,omitempty"`
+	ExitStatus    *ExitStatus   `json:"exitStatus,omitempty"`
+	Capabilities  Capabilities  `json:"capabilities,omitempty"`
 }
 
 // PermissionRequest is the params of "session/request_permission".

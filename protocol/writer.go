@@ -8,33 +8,32 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-
-	"shellagent/outputbuf"
 )
 
-// MaxChunk is the most terminal output one terminal_output_chunk carries.
-const MaxChunk = 64 << 10
+// maxChunk is the most terminal output one terminal_output_chunk carries.
+const maxChunk = 64 << 10
 
 // flushAt is how much encoded output the writer gathers before it writes
 // even though more is waiting.
 const flushAt = 256 << 10
 
-// A Writer is the only thing that writes to a connection. Control messages
+// A writer is the only thing that writes to a connection. Control messages
 // (responses, requests, session updates) go out in the order they were
-// queued; terminal output is read from each terminal's ring when the writer
-// gets to it, up to MaxChunk at a time, taking terminals in turn. So at low
-// rates a byte goes out at once, at high rates chunks grow, and a slow peer
-// costs nothing but the rings: nothing queues per byte.
+// queued; terminal output is read from each terminal's OutputSource when the
+// writer gets to it, up to maxChunk at a time, taking terminals in turn. So
+// at low rates a byte goes out at once, at high rates chunks grow, and a
+// slow peer costs nothing but the sources: nothing queues per byte.
 //
 // Ordering: a terminal's output is streamed only after the first
-// TerminalUpdate that names its ring, and all of it that was written before a
-// later TerminalUpdate of the same terminal goes out before that update.
-type Writer struct {
+// terminal update queued with its source, and all of it that was written
+// before a later terminal update of the same terminal goes out before that
+// update (see OutputMode).
+type writer struct {
 	out io.Writer
 	log *slog.Logger
 
 	mu      sync.Mutex // guards the fields up to wake
-	queue   []any      // []byte lines, or *sessionUpdate
+	queue   []any      // []byte lines, *sessionUpdate or *terminalUpdate
 	dirty   []*stream
 	closing bool
 	wake    chan struct{}
@@ -54,12 +53,20 @@ type sessionUpdate struct {
 	update  any
 }
 
+// terminalUpdate is a terminal_update queued with the terminal's output.
+type terminalUpdate struct {
+	session string
+	update  *TerminalUpdate
+	source  OutputSource
+	mode    OutputMode
+}
+
 type streamKey struct{ session, terminal string }
 
 // stream is one terminal's output as this writer follows it.
 type stream struct {
-	ring   *outputbuf.Ring
-	queued atomic.Bool // in Writer.dirty, or about to be
+	source OutputSource
+	queued atomic.Bool // in writer.dirty, or about to be
 
 	// Owned by the run goroutine.
 	key     streamKey
@@ -71,37 +78,42 @@ type stream struct {
 	closed  bool
 }
 
-// NewWriter starts a writer on out. Call Close to stop it.
-func NewWriter(out io.Writer, log *slog.Logger) *Writer {
-	w := &Writer{
+// newWriter starts a writer on out. Call close to stop it.
+func newWriter(out io.Writer, log *slog.Logger) *writer {
+	w := &writer{
 		out:     out,
 		log:     log,
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		streams: make(map[streamKey]*stream),
-		scratch: make([]byte, MaxChunk),
+		scratch: make([]byte, maxChunk),
 	}
 	go w.run()
 	return w
 }
 
-// Send queues one complete JSON-RPC message (without newline).
-func (w *Writer) Send(msg []byte) { w.enqueue(msg) }
+// send queues one complete JSON-RPC message (without newline).
+func (w *writer) send(msg []byte) { w.enqueue(msg) }
 
-// Update queues a session/update notification. A *TerminalUpdate with a
-// Source is ordered with that terminal's output; see Writer.
-func (w *Writer) Update(sessionID string, update any) {
+// update queues a session/update notification.
+func (w *writer) update(sessionID string, update any) {
 	w.enqueue(&sessionUpdate{session: sessionID, update: update})
 }
 
-func (w *Writer) enqueue(item any) {
+// updateTerminal queues a terminal_update ordered with the terminal's
+// output from source, as mode says.
+func (w *writer) updateTerminal(sessionID string, u *TerminalUpdate, source OutputSource, mode OutputMode) {
+	w.enqueue(&terminalUpdate{session: sessionID, update: u, source: source, mode: mode})
+}
+
+func (w *writer) enqueue(item any) {
 	w.mu.Lock()
 	w.queue = append(w.queue, item)
 	w.mu.Unlock()
 	w.poke()
 }
 
-func (w *Writer) poke() {
+func (w *writer) poke() {
 	select {
 	case w.wake <- struct{}{}:
 	default:
@@ -110,7 +122,7 @@ func (w *Writer) poke() {
 
 // markDirty schedules s for sending. It runs on PTY reader goroutines and
 // never blocks.
-func (w *Writer) markDirty(s *stream) {
+func (w *writer) markDirty(s *stream) {
 	if !s.queued.CompareAndSwap(false, true) {
 		return
 	}
@@ -120,8 +132,8 @@ func (w *Writer) markDirty(s *stream) {
 	w.poke()
 }
 
-// Close writes everything queued, stops the writer and waits for it.
-func (w *Writer) Close() {
+// close writes everything queued, stops the writer and waits for it.
+func (w *writer) close() {
 	w.mu.Lock()
 	w.closing = true
 	w.mu.Unlock()
@@ -129,7 +141,7 @@ func (w *Writer) Close() {
 	<-w.done
 }
 
-func (w *Writer) run() {
+func (w *writer) run() {
 	defer close(w.done)
 	defer w.unwatchAll()
 	var queue []any
@@ -165,41 +177,47 @@ func (w *Writer) run() {
 	}
 }
 
-func (w *Writer) writeItem(item any) {
+func (w *writer) writeItem(item any) {
 	switch m := item.(type) {
 	case []byte:
 		w.line(m)
 	case *sessionUpdate:
-		if tu, ok := m.update.(*TerminalUpdate); ok && tu.Source != nil {
-			w.writeTerminalUpdate(m.session, tu)
-			return
-		}
 		w.notify(m.session, m.update)
+	case *terminalUpdate:
+		w.writeTerminalUpdate(m)
 	}
 }
 
-func (w *Writer) writeTerminalUpdate(session string, u *TerminalUpdate) {
-	key := streamKey{session, u.TerminalID}
+func (w *writer) writeTerminalUpdate(m *terminalUpdate) {
+	key := streamKey{m.session, m.update.TerminalID}
 	s := w.streams[key]
 	switch {
 	case s == nil:
-		s = w.open(key, u.Source)
-	case !u.Snapshot: // a snapshot replaces what was not sent yet
+		s = w.open(key, m.source)
+	case m.mode == StreamOutput: // a replacement supersedes what was not sent yet
 		w.catchUp(s)
 	}
-	if u.Snapshot {
-		data, end := u.Source.Snapshot()
-		u.Output = &TerminalOutput{Data: base64.StdEncoding.EncodeToString(data)}
+	var update any = m.update
+	if m.mode == ReplaceOutput {
+		var end int64
+		w.snap, end = m.source.AppendSnapshot(w.snap[:0])
+		update = withOutput{m.update, &terminalOutput{Data: base64.StdEncoding.EncodeToString(w.snap)}}
 		s.sent = end
 	}
-	w.notify(session, u)
-	if u.ExitStatus != nil {
+	w.notify(m.session, update)
+	if m.update.ExitStatus != nil {
 		w.closeStream(s)
 	}
 }
 
-func (w *Writer) open(key streamKey, ring *outputbuf.Ring) *stream {
-	s := &stream{ring: ring, key: key}
+// withOutput is a terminal_update with a replacement of the output.
+type withOutput struct {
+	*TerminalUpdate
+	Output *terminalOutput `json:"output,omitempty"`
+}
+
+func (w *writer) open(key streamKey, source OutputSource) *stream {
+	s := &stream{source: source, key: key}
 	sid, _ := json.Marshal(key.session)
 	s.tid, _ = json.Marshal(key.terminal)
 	s.head = append(s.head, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":`...)
@@ -210,30 +228,30 @@ func (w *Writer) open(key streamKey, ring *outputbuf.Ring) *stream {
 	s.prefix = append(s.prefix, s.tid...)
 	s.prefix = append(s.prefix, `,"data":"`...)
 	w.streams[key] = s
-	s.unwatch = ring.Watch(func() { w.markDirty(s) })
-	if ring.Total() > 0 {
+	s.unwatch = source.Watch(func() { w.markDirty(s) })
+	if source.Total() > 0 {
 		w.markDirty(s)
 	}
 	return s
 }
 
-// catchUp sends everything s's ring holds beyond what was sent.
-func (w *Writer) catchUp(s *stream) {
-	target := s.ring.Total()
+// catchUp sends everything s's source holds beyond what was sent.
+func (w *writer) catchUp(s *stream) {
+	target := s.source.Total()
 	for s.sent < target {
-		if !w.send(s) {
+		if !w.sendChunk(s) {
 			return
 		}
 	}
 }
 
-func (w *Writer) closeStream(s *stream) {
+func (w *writer) closeStream(s *stream) {
 	s.unwatch()
 	s.closed = true
 	delete(w.streams, s.key)
 }
 
-func (w *Writer) unwatchAll() {
+func (w *writer) unwatchAll() {
 	for _, s := range w.streams {
 		s.unwatch()
 	}
@@ -241,22 +259,22 @@ func (w *Writer) unwatchAll() {
 
 // writeChunk sends the next piece of s and reschedules it if more is
 // waiting, after the other dirty terminals.
-func (w *Writer) writeChunk(s *stream) {
+func (w *writer) writeChunk(s *stream) {
 	s.queued.Store(false) // before reading: a write from now on marks it again
 	if s.closed {
 		return
 	}
-	w.send(s)
-	if s.ring.Total() > s.sent {
+	w.sendChunk(s)
+	if s.source.Total() > s.sent {
 		w.markDirty(s)
 	}
 }
 
-// send writes one chunk of s, or a replacement snapshot if bytes were
+// sendChunk writes one chunk of s, or a replacement snapshot if bytes were
 // overwritten before they could be sent. It reports whether it made
 // progress.
-func (w *Writer) send(s *stream) bool {
-	n, start := s.ring.ReadAt(w.scratch, s.sent)
+func (w *writer) sendChunk(s *stream) bool {
+	n, start := s.source.ReadAt(w.scratch, s.sent)
 	if start > s.sent {
 		w.snapshot(s)
 		return true
@@ -275,11 +293,11 @@ func (w *Writer) send(s *stream) bool {
 // snapshot replaces the client's copy of s with what the ring holds, after
 // bytes were overwritten before a peer that fell behind could get them. The
 // line is appended in place, as chunks are: catching up must not cost more
-// than keeping up. The ring is copied in one go (into a buffer kept for the
-// next time) so that the snapshot is consistent while the PTY writes on.
-func (w *Writer) snapshot(s *stream) {
+// than keeping up. The source is copied in one go (into a buffer kept for
+// the next time) so that the snapshot is consistent while the PTY writes on.
+func (w *writer) snapshot(s *stream) {
 	var end int64
-	w.snap, end = s.ring.AppendSnapshot(w.snap[:0])
+	w.snap, end = s.source.AppendSnapshot(w.snap[:0])
 	dropped := end - int64(len(w.snap)) - s.sent
 	w.buf = append(w.buf, s.head...)
 	w.buf = append(w.buf, `"terminal_update","terminalId":`...)
@@ -296,11 +314,11 @@ func (w *Writer) snapshot(s *stream) {
 type notification struct {
 	JSONRPC string              `json:"jsonrpc"`
 	Method  string              `json:"method"`
-	Params  SessionNotification `json:"params"`
+	Params  sessionNotification `json:"params"`
 }
 
-func (w *Writer) notify(session string, update any) {
-	b, err := json.Marshal(notification{"2.0", "session/update", SessionNotification{session, update}})
+func (w *writer) notify(session string, update any) {
+	b, err := json.Marshal(notification{"2.0", "session/update", sessionNotification{session, update}})
 	if err != nil {
 		w.log.Error("marshal session/update", "err", err)
 		return
@@ -308,19 +326,19 @@ func (w *Writer) notify(session string, update any) {
 	w.line(b)
 }
 
-func (w *Writer) line(b []byte) {
+func (w *writer) line(b []byte) {
 	w.buf = append(w.buf, b...)
 	w.buf = append(w.buf, '\n')
 	w.maybeFlush()
 }
 
-func (w *Writer) maybeFlush() {
+func (w *writer) maybeFlush() {
 	if len(w.buf) >= flushAt {
 		w.flush()
 	}
 }
 
-func (w *Writer) flush() {
+func (w *writer) flush() {
 	if len(w.buf) == 0 {
 		return
 	}

@@ -118,24 +118,30 @@ func decodeLines(t *testing.T, out []byte) []event {
 
 func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func announce(ring *outputbuf.Ring) *TerminalUpdate {
-	return &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_1", Command: "x", Source: ring}
+// announce queues the first update of term_1, which starts its stream.
+func announce(w *writer, ring *outputbuf.Ring) {
+	w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_1", Command: "x"}, ring, StreamOutput)
+}
+
+// exit queues the exit update of a terminal, which ends its stream.
+func exit(w *writer, id string, ring *outputbuf.Ring) {
+	w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: id, ExitStatus: &ExitStatus{}}, ring, StreamOutput)
 }
 
 func TestWriterSendsOutputBetweenAnnounceAndExit(t *testing.T) {
 	g := newGate()
-	w := NewWriter(g, discardLog())
+	w := newWriter(g, discardLog())
 	ring := outputbuf.New(1 << 20)
 	ring.Write([]byte("before announce|"))
-	w.Update("s", announce(ring))
+	announce(w, ring)
 	for i := range 100 {
 		ring.Write([]byte(strings.Repeat(string(rune('a'+i%26)), 1000)))
 	}
 	ring.Write([]byte("|last"))
-	w.Update("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_1", ExitStatus: &ExitStatus{}, Source: ring})
+	exit(w, "term_1", ring)
 	ring.Write([]byte("after exit")) // a writer that lost the race: must not be sent
-	w.Update("s", &StateUpdate{SessionUpdate: KindState, State: StateIdle})
-	w.Close()
+	w.update("s", &StateUpdate{SessionUpdate: KindState, State: StateIdle})
+	w.close()
 
 	evs := decodeLines(t, g.buf.Bytes())
 	var got []byte
@@ -167,10 +173,10 @@ func TestWriterSendsOutputBetweenAnnounceAndExit(t *testing.T) {
 
 func TestWriterSnapshotsWhenTheClientFellBehind(t *testing.T) {
 	g := newGate()
-	w := NewWriter(g, discardLog())
+	w := newWriter(g, discardLog())
 	ring := outputbuf.New(1000)
-	w.Update("s", announce(ring))
-	w.Send([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+	announce(w, ring)
+	w.send([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
 	g.set(true) // the client stops reading
 	ring.Write([]byte("x"))
 	for i := range 10 {
@@ -178,8 +184,8 @@ func TestWriterSnapshotsWhenTheClientFellBehind(t *testing.T) {
 	}
 	g.set(false)
 	ring.Write([]byte("tail"))
-	w.Update("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_1", ExitStatus: &ExitStatus{}, Source: ring})
-	w.Close()
+	exit(w, "term_1", ring)
+	w.close()
 
 	var got []byte
 	snapshots := 0
@@ -206,15 +212,13 @@ func TestWriterSnapshotsWhenTheClientFellBehind(t *testing.T) {
 
 func TestWriterResumeSnapshot(t *testing.T) {
 	g := newGate()
-	w := NewWriter(g, discardLog())
+	w := newWriter(g, discardLog())
 	ring := outputbuf.New(1 << 10)
 	ring.Write([]byte("hello "))
-	u := announce(ring)
-	u.Snapshot = true
-	w.Update("s", u)
+	w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_1"}, ring, ReplaceOutput)
 	ring.Write([]byte("world"))
-	w.Update("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_1", ExitStatus: &ExitStatus{}, Source: ring})
-	w.Close()
+	exit(w, "term_1", ring)
+	w.close()
 	var got []byte
 	for _, ev := range decodeLines(t, g.buf.Bytes()) {
 		if ev.snapshot {
@@ -230,12 +234,12 @@ func TestWriterResumeSnapshot(t *testing.T) {
 
 func TestWriterTakesTerminalsInTurn(t *testing.T) {
 	g := newGate()
-	w := NewWriter(g, discardLog())
+	w := newWriter(g, discardLog())
 	a, b := outputbuf.New(4<<20), outputbuf.New(4<<20)
-	w.Update("s", announce(a))
-	w.Update("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_2", Source: b})
+	announce(w, a)
+	w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_2"}, b, StreamOutput)
 	g.set(true) // the writer blocks on its next write
-	w.Send([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+	w.send([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
 	a.Write(bytes.Repeat([]byte("a"), 1<<20))
 	b.Write(bytes.Repeat([]byte("b"), 1<<20))
 	g.set(false)
@@ -244,9 +248,9 @@ func TestWriterTakesTerminalsInTurn(t *testing.T) {
 	for g.size() < 2*(1<<20)*4/3 {
 		time.Sleep(time.Millisecond)
 	}
-	w.Update("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_1", ExitStatus: &ExitStatus{}, Source: a})
-	w.Update("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_2", ExitStatus: &ExitStatus{}, Source: b})
-	w.Close()
+	exit(w, "term_1", a)
+	exit(w, "term_2", b)
+	w.close()
 	// Chunks of the two terminals alternate instead of one draining first.
 	var order []string
 	for _, ev := range decodeLines(t, g.buf.Bytes()) {
@@ -261,9 +265,9 @@ func TestWriterTakesTerminalsInTurn(t *testing.T) {
 
 func TestWriterCloseWhileATerminalStillWrites(t *testing.T) {
 	g := newGate()
-	w := NewWriter(g, discardLog())
+	w := newWriter(g, discardLog())
 	ring := outputbuf.New(64 << 10)
-	w.Update("s", announce(ring))
+	announce(w, ring)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -279,7 +283,7 @@ func TestWriterCloseWhileATerminalStillWrites(t *testing.T) {
 	}()
 	time.Sleep(20 * time.Millisecond)
 	closed := make(chan struct{})
-	go func() { w.Close(); close(closed) }()
+	go func() { w.close(); close(closed) }()
 	select {
 	case <-closed:
 	case <-time.After(5 * time.Second):

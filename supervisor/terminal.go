@@ -99,7 +99,7 @@ func (s *Session) launch(call *toolCall, line string) *terminal {
 	s.terminals[t.id] = t
 	call.content = []protocol.ToolCallContent{protocol.TerminalContent(t.id)}
 	s.emit(call.update())
-	s.emit(s.terminalState(t))
+	s.emitTerminal(t, s.terminalState(t))
 	return t
 }
 
@@ -112,17 +112,28 @@ func (s *Session) terminalState(t *terminal) *protocol.TerminalUpdate {
 		Command: t.line, Cwd: s.cwd,
 		Size:         &protocol.TerminalSize{Cols: int(size.Cols), Rows: int(size.Rows)},
 		Capabilities: protocol.CapsCancel,
-		Source:       t.ring,
 	}
 }
 
+// emitTerminal records a terminal update in the history and sends it with
+// the terminal's output.
+func (s *Session) emitTerminal(t *terminal, u *protocol.TerminalUpdate) {
+	s.record(u)
+	if s.closed || s.client == nil {
+		return
+	}
+	s.updatedAt = time.Now()
+	s.client.UpdateTerminal(s.id, u, t.ring, protocol.StreamOutput)
+}
+
 // sendCurrent re-sends a live terminal and its tool call for a client that
-// attaches (resume), with a snapshot of the output.
+// attaches (resume), with a replacement of the output.
 func (s *Session) sendCurrent(t *terminal) {
 	s.send(t.call.update())
-	u := s.terminalState(t)
-	u.Snapshot = true
-	s.send(u)
+	if s.closed || s.client == nil {
+		return
+	}
+	s.client.UpdateTerminal(s.id, s.terminalState(t), t.ring, protocol.ReplaceOutput)
 }
 
 // startForeground runs line as the session's foreground command, fired by
@@ -213,9 +224,9 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 	status := exitStatus(x)
 	u := &protocol.TerminalUpdate{
 		SessionUpdate: protocol.KindTerminal, TerminalID: t.id,
-		ExitStatus: status, Capabilities: protocol.CapsNone, Source: t.ring,
+		ExitStatus: status, Capabilities: protocol.CapsNone,
 	}
-	s.emit(u)
+	s.emitTerminal(t, u)
 	s.retire(t)
 	switch {
 	case t.foreground:

@@ -27,6 +27,20 @@ var stopSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, s
 // that does not read.
 const flushTimeout = 200 * time.Millisecond
 
+// modeFlag is the --containment flag.
+type modeFlag contain.Mode
+
+func (m *modeFlag) String() string { return string(*m) }
+
+func (m *modeFlag) Set(v string) error {
+	mode, err := contain.ParseMode(v)
+	if err != nil {
+		return err
+	}
+	*m = modeFlag(mode)
+	return nil
+}
+
 // openContainment opens containment in mode, after marking every inherited
 // descriptor close-on-exec so that commands get only their PTY, and starts
 // sweeping what dead agents left behind; swept is closed when that is done.
@@ -155,6 +169,9 @@ func watchHangup(fd int, gone func()) (stop func(), err error) {
 	}, nil
 }
 
+// endOfInput is what waitForEnd returns for stdin EOF.
+const endOfInput = "stdin closed"
+
 // waitForEnd waits for the end of the agent: stdin EOF, a stop signal, or
 // a client that closed stdout. It returns what it was.
 func waitForEnd(conn *protocol.Conn, out *output) string {
@@ -163,7 +180,7 @@ func waitForEnd(conn *protocol.Conn, out *output) string {
 	defer signal.Stop(sigs)
 	select {
 	case <-conn.Done():
-		return "stdin closed"
+		return endOfInput
 	case sig := <-sigs:
 		return sig.String()
 	case <-out.gone:
