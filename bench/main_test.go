@@ -45,6 +45,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	launcher = ptyio.Local{Containment: c}
+	// What a killed run of these tests left behind goes now.
+	if _, _, err := c.Sweep(); err != nil {
+		fmt.Fprintln(os.Stderr, "sweep:", err)
+	}
 	goleak.VerifyTestMain(checkProcs{m, c})
 }
 

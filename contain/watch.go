@@ -49,8 +49,11 @@ func (w *watcher) add(name string, changed func()) (int, error) {
 		return -1, fmt.Errorf("watch %s: %w", name, werr)
 	}
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.calls == nil {
+		return -1, fmt.Errorf("watch %s: the containment is closed", name)
+	}
 	w.calls[wd] = changed
-	w.mu.Unlock()
 	return wd, nil
 }
 
@@ -75,10 +78,19 @@ func (w *watcher) remove(wd int) error {
 	return nil
 }
 
-// close stops the watcher and waits for its goroutine.
+// close stops the watcher and waits for its goroutine. Every file still
+// watched gets one last call, so that a change the watcher had no time to
+// dispatch is not lost.
 func (w *watcher) close() error {
 	err := w.f.Close()
 	<-w.done
+	w.mu.Lock()
+	calls := w.calls
+	w.calls = nil
+	w.mu.Unlock()
+	for _, changed := range calls {
+		changed()
+	}
 	return err
 }
 

@@ -7,7 +7,8 @@
 // fork, nohup), and the command is live while any of it runs, not only
 // while the shell does: "npm run dev &" outlives its shell. Waiting costs no
 // OS thread: the PTY master, the pidfd and the group's liveness are served
-// by Go's runtime poller, so an idle terminal is two parked goroutines.
+// by Go's runtime poller, so an idle terminal is two parked goroutines
+// (three in contain's subreaper mode).
 //
 // When a session leader exits, the kernel hangs up its terminal and sends
 // SIGHUP to the foreground process group, which in a non-interactive shell
