@@ -23,6 +23,10 @@
 // SHELLAGENT_TERMINAL (the terminal's number in that instance). Sweep
 // removes what agents killed with SIGKILL left behind, and never touches
 // the work of a live agent.
+//
+// Files: contain.go (the API), cgroup.go and watch.go (cgroup mode),
+// subreaper.go (subreaper mode and the reaper), send.go (signalling one
+// process and telling whether it was reached), procfs.go (/proc), sweep.go.
 package contain
 
 import (
