@@ -29,14 +29,6 @@ func newPidFile(pid, fd int) (*pidFile, error) {
 	return &pidFile{pid: pid, f: os.NewFile(uintptr(fd), "pidfd")}, nil
 }
 
-func openPidFile(pid int) (*pidFile, error) {
-	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
-	if err != nil {
-		return nil, fmt.Errorf("pidfd_open %d: %w", pid, err)
-	}
-	return newPidFile(pid, fd)
-}
-
 // wait blocks until the process has exited (a pidfd is readable then) or
 // the file is closed.
 func (p *pidFile) wait() error {
