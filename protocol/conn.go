@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
 )
@@ -59,6 +60,10 @@ type Agent interface {
 type Options struct {
 	MaxLine int          // largest accepted message; DefaultMaxLine if 0
 	Log     *slog.Logger // slog.Default() if nil
+	// StallTimeout is how long a write to the client may accept no bytes
+	// before the client counts as stalled and terminal output is no longer
+	// held back for it; DefaultStallTimeout if 0.
+	StallTimeout time.Duration
 }
 
 // Conn serves an Agent over a newline-delimited JSON-RPC byte stream.
@@ -86,7 +91,7 @@ func NewConn(r io.Reader, w io.Writer, agent Agent, opts Options) *Conn {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	c := &Conn{agent: agent, w: newWriter(w, opts.Log), pending: make(map[jsonrpc2.ID]context.CancelFunc)}
+	c := &Conn{agent: agent, w: newWriter(w, opts.Log, opts.StallTimeout), pending: make(map[jsonrpc2.ID]context.CancelFunc)}
 	ready := make(chan struct{})
 	stream := &objectStream{lines: newLineReader(r, opts.MaxLine), w: c.w, ready: ready}
 	c.rpc = jsonrpc2.NewConn(context.Background(), stream, rpcHandler{c}, jsonrpc2.SetLogger(slogLogger{opts.Log}))

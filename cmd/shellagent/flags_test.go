@@ -18,6 +18,8 @@ func TestSizeFlag(t *testing.T) {
 		{"-1MiB", 0, false},
 		{"lots", 0, false},
 		{"1.5MiB", 0, false},
+		{"9007199254740992KiB", 0, false}, // overflows int
+		{"9223372036854775808", 0, false},
 	}
 	for _, tt := range tests {
 		var s sizeFlag
@@ -35,6 +37,8 @@ func TestBadFlagsExit2(t *testing.T) {
 		{"--kill-grace", "0s"},
 		{"--foreground-timeout", "-1s"},
 		{"--scrollback", "nope"},
+		{"--scrollback", "9999999999999999MiB"},
+		{"--stall-timeout", "0s"},
 		{"--no-such-flag"},
 	} {
 		if code := run(args); code != 2 {

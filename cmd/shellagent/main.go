@@ -5,7 +5,8 @@
 // Usage:
 //
 //	shellagent [--shell PATH] [--foreground-timeout 10s] [--kill-grace 3s]
-//	           [--scrollback 1MiB] [--cols 120] [--rows 40] [--sequential-ids]
+//	           [--scrollback 1MiB] [--cols 120] [--rows 40] [--stall-timeout 1s]
+//	           [--sequential-ids]
 //
 // It reads newline-delimited JSON-RPC from stdin, writes it to stdout and
 // logs to stderr. Stdin EOF, SIGTERM or SIGINT stop every command and exit.
@@ -16,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -43,6 +45,7 @@ func run(args []string) int {
 	fs.Var(&scrollback, "scrollback", "output kept per terminal (e.g. 1MiB, 256KiB, 65536)")
 	cols := fs.Uint("cols", 120, "terminal columns")
 	rows := fs.Uint("rows", 40, "terminal rows")
+	stall := fs.Duration("stall-timeout", protocol.DefaultStallTimeout, "a client that accepts no output for this long no longer holds terminals back: their overflow is dropped, counted")
 	sequential := fs.Bool("sequential-ids", false, "name sessions sess_1, sess_2, ... instead of random ids (reproducible transcripts)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -52,8 +55,8 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "shellagent", version)
 		return 0
 	}
-	if *cols < 1 || *cols > 65535 || *rows < 1 || *rows > 65535 || *killGrace <= 0 || *fgTimeout < 0 {
-		fmt.Fprintln(os.Stderr, "shellagent: --cols and --rows must be 1..65535, --kill-grace more than 0, --foreground-timeout 0 or more")
+	if *cols < 1 || *cols > 65535 || *rows < 1 || *rows > 65535 || *killGrace <= 0 || *fgTimeout < 0 || *stall <= 0 {
+		fmt.Fprintln(os.Stderr, "shellagent: --cols and --rows must be 1..65535, --kill-grace and --stall-timeout more than 0, --foreground-timeout 0 or more")
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -73,7 +76,7 @@ func run(args []string) int {
 		Log:               log,
 		SequentialIDs:     *sequential,
 	})
-	conn := protocol.NewConn(os.Stdin, os.Stdout, sup, protocol.Options{Log: log})
+	conn := protocol.NewConn(os.Stdin, os.Stdout, sup, protocol.Options{Log: log, StallTimeout: *stall})
 	select {
 	case <-conn.Done():
 	case sig := <-stop:
@@ -120,7 +123,7 @@ func (s *sizeFlag) Set(v string) error {
 		}
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil || n <= 0 {
+	if err != nil || n <= 0 || n > math.MaxInt/mult {
 		return fmt.Errorf("want a positive size such as 1MiB, got %q", v)
 	}
 	*s = sizeFlag(n * mult)
