@@ -222,21 +222,27 @@ func (c *Conn) send(id jsonrpc2.ID, result any, err error) {
 // answer.
 func (c *Conn) withdraw(params *json.RawMessage) {
 	var p struct {
-		RequestID *jsonrpc2.ID `json:"requestId"`
+		RequestID json.RawMessage `json:"requestId"`
 	}
 	if params == nil || json.Unmarshal(*params, &p) != nil || p.RequestID == nil {
 		return
 	}
+	raw := p.RequestID
+	if isNegativeInt(raw) {
+		raw = negativeID(raw)
+	}
+	var id jsonrpc2.ID
+	if json.Unmarshal(raw, &id) != nil {
+		return
+	}
 	c.mu.Lock()
-	cancel := c.pending[*p.RequestID]
+	cancel := c.pending[id]
 	c.mu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
 }
 
-// handler serves one request on the read loop; it answers it, at once or
-// later.
 type handler func(c *Conn, req *jsonrpc2.Request)
 
 // params is a request's params type: it can say what is wrong with it.
