@@ -42,7 +42,7 @@ type Ring struct {
 	closed    bool
 	followers []*Follower
 	waiting   bool       // a Write waits for the followers that hold
-	room      *sync.Cond // signalled when a waiting Write may go on
+	room      *sync.Cond // signalled when a waiting Write may go on; made by the first wait
 
 	notifyList atomic.Pointer[[]*Follower] // a copy of followers for notify
 }
@@ -50,9 +50,7 @@ type Ring struct {
 // New returns an empty ring that keeps at most capacity bytes.
 // A capacity below 1 is treated as 1.
 func New(capacity int) *Ring {
-	r := &Ring{capacity: max(capacity, 1)}
-	r.room = sync.NewCond(&r.mu)
-	return r
+	return &Ring{capacity: max(capacity, 1)}
 }
 
 // Cap returns the most bytes the ring keeps.
@@ -96,6 +94,9 @@ func (r *Ring) waitForRoom() int {
 		// watermark, so that the writer resumes with room for a good share
 		// rather than one read at a time.
 		r.waiting = true
+		if r.room == nil {
+			r.room = sync.NewCond(&r.mu)
+		}
 		for !r.closed && !r.drained() {
 			r.room.Wait()
 		}
@@ -234,7 +235,7 @@ func (r *Ring) appendLinear(dst []byte, held int) []byte {
 func (r *Ring) Compact() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.room.Broadcast()
+	r.wake()
 	held := r.held()
 	if held == len(r.buf) {
 		r.closed, r.capacity = true, max(held, 1)

@@ -57,44 +57,47 @@ func (acpV2) appendUpdate(dst []byte, session string, update any) ([]byte, error
 func (acpV2) output(session, terminal string) outputEncoder {
 	sid, _ := json.Marshal(session) // strings always marshal
 	tid, _ := json.Marshal(terminal)
-	o := &v2Output{}
-	o.head = append(o.head, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":`...)
-	o.head = append(o.head, sid...)
-	o.head = append(o.head, `,"update":`...)
-	o.chunk = append(o.chunk, o.head...)
-	o.chunk = append(o.chunk, `{"sessionUpdate":"terminal_output_chunk","terminalId":`...)
-	o.chunk = append(o.chunk, tid...)
-	o.chunk = append(o.chunk, `,"data":"`...)
-	o.bare = append(o.bare, `{"sessionUpdate":"terminal_update","terminalId":`...)
-	o.bare = append(o.bare, tid...)
-	return o
+	const (
+		head1 = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":`
+		head2 = `,"update":`
+		chunk = `{"sessionUpdate":"terminal_output_chunk","terminalId":`
+		data  = `,"data":"`
+	)
+	// One exact allocation per terminal: idle terminals are many.
+	b := make([]byte, 0, len(head1)+len(sid)+len(head2)+len(chunk)+len(tid)+len(data))
+	b = append(append(append(b, head1...), sid...), head2...)
+	head := len(b)
+	b = append(append(append(b, chunk...), tid...), data...)
+	return &v2Output{prefix: b, head: head, tid: head + len(chunk)}
 }
 
-// v2Output writes lines by appending to prefixes built once per terminal:
+// v2Output writes lines by appending to a prefix built once per terminal:
 // a chunk costs a copy and a base64 encoding, no allocation.
 type v2Output struct {
-	head  []byte // a session/update notification up to the update object
-	chunk []byte // a terminal_output_chunk up to its data
-	bare  []byte // a terminal_update object naming only the terminal, unclosed
+	prefix []byte // a terminal_output_chunk line up to its data
+	head   int    // prefix[:head] is a session/update notification up to the update object
+	tid    int    // prefix[tid:] starts with the quoted terminal id
 }
 
 func (o *v2Output) appendChunk(dst, p []byte) []byte {
-	dst = append(dst, o.chunk...)
+	dst = append(dst, o.prefix...)
 	dst = base64.StdEncoding.AppendEncode(dst, p)
 	return append(dst, "\"}}}\n"...)
 }
 
 func (o *v2Output) appendReplacement(dst []byte, u *TerminalUpdate, data []byte, dropped int64) ([]byte, error) {
-	obj := o.bare
+	dst = append(dst, o.prefix[:o.head]...)
 	if u != nil {
 		b, err := json.Marshal(u)
 		if err != nil {
 			return dst, err
 		}
-		obj = b[:len(b)-1] // unclosed, to add the output
+		dst = append(dst, b[:len(b)-1]...) // unclosed, to add the output
+	} else {
+		tid := o.prefix[o.tid : len(o.prefix)-len(`,"data":"`)]
+		dst = append(dst, `{"sessionUpdate":"terminal_update","terminalId":`...)
+		dst = append(dst, tid...)
 	}
-	dst = append(dst, o.head...)
-	dst = append(dst, obj...)
 	dst = append(dst, `,"output":{"data":"`...)
 	dst = base64.StdEncoding.AppendEncode(dst, data)
 	dst = append(dst, '"')

@@ -76,8 +76,9 @@ type itemKey struct {
 	id      string
 }
 
-// item is a tool call or terminal that has pending updates or has not
-// finished yet.
+// item is a tool call or terminal that has pending updates, or a tool
+// call that has not finished yet. (A terminal's stream says whether the
+// client heard of it: idle terminals are many, and cost no item.)
 type item struct {
 	key    itemKey
 	first  *entry // its first pending update, fixed in place; nil once taken
@@ -155,7 +156,7 @@ func (q *controlQueue) addItemUpdate(e *entry, key itemKey, final bool) {
 	it := q.items[key]
 	switch {
 	case it == nil:
-		it = &item{key: key, fresh: true}
+		it = &item{key: key, fresh: e.stream == nil || !e.stream.announced}
 		q.items[key] = it
 		e.item = it
 		it.first = q.push(e)
@@ -225,6 +226,9 @@ func (q *controlQueue) take(batch []*entry) []*entry {
 			continue
 		}
 		e.taken = true
+		if e.stream != nil {
+			e.stream.announced = true
+		}
 		if it := e.item; it != nil {
 			if it.first == e {
 				it.first = nil
@@ -232,7 +236,7 @@ func (q *controlQueue) take(batch []*entry) []*entry {
 			if it.latest == e {
 				it.latest = nil
 			}
-			if it.done && it.first == nil && it.latest == nil {
+			if it.first == nil && it.latest == nil && (it.done || it.key.kind == terminalItem) {
 				it.gone = true
 				delete(q.items, it.key)
 			}

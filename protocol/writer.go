@@ -86,6 +86,9 @@ type stream struct {
 	enc      outputEncoder
 	queued   atomic.Bool // in writer.dirty, or about to be
 	closed   atomic.Bool // no longer followed: nothing more is sent
+	// announced is guarded by writer.mu: an update of the terminal was
+	// taken for writing.
+	announced bool
 
 	// Owned by the run goroutine.
 	started bool  // its first update was written
