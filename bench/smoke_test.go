@@ -37,8 +37,11 @@ func TestSmoke(t *testing.T) {
 	})
 
 	t.Run("slow client", func(t *testing.T) {
-		// More than the 1 MiB ring, read at 4 MB/s: held, not dropped.
+		// More than the 1 MiB ring, read at 4 MB/s: held, not dropped. The
+		// sleep keeps the terminal live until the client has the last
+		// byte, as in BenchmarkSlowClient.
 		w := seq(int64(pick(300_000, 150_000)))
+		w.line += "; sleep 1"
 		a := startAgentReading(t, nil, func(r io.Reader) io.Reader { return &pacedReader{r: r, rate: 4_000_000} })
 		sid := a.newSession(t)
 		if _, _, dropped, _ := agentRun(t, a, sid, w); dropped != 0 { // checks the byte count

@@ -130,10 +130,15 @@ func seqOutput(n int) []byte {
 // get from it.
 const seq20MB = 2_700_000
 
+// The commands below sleep for a second after their output, so that their
+// terminal is live until the client has taken the last byte: what becomes
+// of output still in the PTY when the last process exits is ptyio's drain
+// (tested there), not flow control.
+
 func checkEveryByte(t *testing.T, a *flowAgent) {
 	t.Helper()
 	start := time.Now()
-	a.prompt(fmt.Sprintf("seq 1 %d", seq20MB))
+	a.prompt(fmt.Sprintf("seq 1 %d; sleep 1", seq20MB))
 	a.c.WaitFor("idle end_turn", func(m *acptest.Msg) bool { return m.State() == "idle" && m.StopReason() == "end_turn" })
 	took := time.Since(start)
 	got, want := a.c.Output(a.sid, "term_1"), seqOutput(seq20MB)
