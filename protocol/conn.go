@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
 )
@@ -60,6 +61,10 @@ type Agent interface {
 type Options struct {
 	MaxLine int          // largest accepted message; DefaultMaxLine if 0
 	Log     *slog.Logger // slog.Default() if nil
+	// StallTimeout is how long a write to the client may accept no bytes
+	// before the client counts as stalled and terminal output is no longer
+	// held back for it; DefaultStallTimeout if 0.
+	StallTimeout time.Duration
 }
 
 // Conn serves an Agent over a newline-delimited JSON-RPC byte stream.
@@ -88,7 +93,7 @@ func NewConn(r io.Reader, w io.Writer, agent Agent, opts Options) *Conn {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	c := &Conn{agent: agent, w: newWriter(w, opts.Log), log: opts.Log, pending: make(map[jsonrpc2.ID]context.CancelFunc)}
+	c := &Conn{agent: agent, w: newWriter(w, opts.Log, opts.StallTimeout), log: opts.Log, pending: make(map[jsonrpc2.ID]context.CancelFunc)}
 	ready := make(chan struct{})
 	stream := &objectStream{lines: newLineReader(r, opts.MaxLine), w: c.w, ready: ready}
 	c.rpc = jsonrpc2.NewConn(context.Background(), stream, rpcHandler{c}, jsonrpc2.SetLogger(slogLogger{opts.Log}))
@@ -232,21 +237,27 @@ func (c *Conn) send(id jsonrpc2.ID, result any, err error) {
 // answer.
 func (c *Conn) withdraw(params *json.RawMessage) {
 	var p struct {
-		RequestID *jsonrpc2.ID `json:"requestId"`
+		RequestID json.RawMessage `json:"requestId"`
 	}
 	if params == nil || json.Unmarshal(*params, &p) != nil || p.RequestID == nil {
 		return
 	}
+	raw := p.RequestID
+	if isNegativeInt(raw) {
+		raw = negativeID(raw)
+	}
+	var id jsonrpc2.ID
+	if json.Unmarshal(raw, &id) != nil {
+		return
+	}
 	c.mu.Lock()
-	cancel := c.pending[*p.RequestID]
+	cancel := c.pending[id]
 	c.mu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
 }
 
-// handler serves one request on the read loop; it answers it, at once or
-// later.
 type handler func(c *Conn, req *jsonrpc2.Request)
 
 // params is a request's params type: it can say what is wrong with it.

@@ -123,7 +123,7 @@ func (s *Session) emitTerminal(t *terminal, u *protocol.TerminalUpdate) {
 		return
 	}
 	s.updatedAt = time.Now()
-	s.client.UpdateTerminal(s.id, u, t.ring, protocol.StreamOutput)
+	s.client.UpdateTerminal(s.id, u, output{t.ring}, protocol.StreamOutput)
 }
 
 // sendCurrent re-sends a live terminal and its tool call for a client that
@@ -133,8 +133,13 @@ func (s *Session) sendCurrent(t *terminal) {
 	if s.closed || s.client == nil {
 		return
 	}
-	s.client.UpdateTerminal(s.id, s.terminalState(t), t.ring, protocol.ReplaceOutput)
+	s.client.UpdateTerminal(s.id, s.terminalState(t), output{t.ring}, protocol.ReplaceOutput)
 }
+
+// output is a terminal's ring as the connection reads it.
+type output struct{ *outputbuf.Ring }
+
+func (o output) Follow(notify func()) protocol.OutputFollower { return o.Ring.Follow(notify) }
 
 // startForeground runs line as the session's foreground command, fired by
 // job if not nil. If it cannot start, the turn ends.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"shellagent/contain"
+	"shellagent/protocol"
 	"shellagent/supervisor"
 )
 
@@ -25,6 +26,7 @@ type agentOptions struct {
 	killGrace         time.Duration
 	scrollback        int
 	cols, rows        int
+	stallTimeout      time.Duration
 	sequentialIDs     bool
 	containment       contain.Mode
 }
@@ -39,6 +41,7 @@ func (o *agentOptions) define(fs *flag.FlagSet) {
 	fs.Var((*sizeFlag)(&o.scrollback), "scrollback", "keep the last `SIZE` of output per terminal (1MiB, 256KiB, 2MB, or bytes)")
 	fs.Var(&intFlag{p: &o.cols, min: 1, max: 65535}, "cols", "terminal width: `N` columns")
 	fs.Var(&intFlag{p: &o.rows, min: 1, max: 65535}, "rows", "terminal height: `N` rows")
+	fs.Var(&durationFlag{p: &o.stallTimeout}, "stall-timeout", "a client that accepts no output for `DURATION` no longer holds terminals back: their overflow is dropped, counted")
 	fs.BoolVar(&o.sequentialIDs, "sequential-ids", o.sequentialIDs, "name sessions sess_1, sess_2, ... instead of random ids (reproducible transcripts)")
 	fs.Var((*modeFlag)(&o.containment), "containment", "hold each terminal's processes with `MODE`: cgroup (cgroup v2), subreaper, or auto (cgroup where it works)")
 }
@@ -52,6 +55,7 @@ func defaultAgentOptions() agentOptions {
 		cols:              120,
 		rows:              40,
 		containment:       contain.Auto,
+		stallTimeout:      protocol.DefaultStallTimeout,
 	}
 }
 

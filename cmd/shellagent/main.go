@@ -5,8 +5,8 @@
 // Usage:
 //
 //	shellagent [--shell PATH] [--foreground-timeout 10s] [--kill-grace 3s]
-//	           [--scrollback 1MiB] [--cols 120] [--rows 40] [--sequential-ids]
-//	           [--containment auto|cgroup|subreaper]
+//	           [--scrollback 1MiB] [--cols 120] [--rows 40] [--stall-timeout 1s]
+//	           [--sequential-ids] [--containment auto|cgroup|subreaper]
 //	shellagent client [flags] [-- AGENT COMMAND...]
 //	shellagent --help | --version
 //
@@ -148,7 +148,7 @@ func serve(opts agentOptions) int {
 		Containment:       string(c.Mode()),
 	})
 	out := newOutput(log, os.Stdout)
-	conn := protocol.NewConn(os.Stdin, out, sup, protocol.Options{Log: log})
+	conn := protocol.NewConn(os.Stdin, out, sup, protocol.Options{Log: log, StallTimeout: opts.stallTimeout})
 	if why := waitForEnd(conn, out); why != endOfInput {
 		log.Info("stopping", "because", why) // the end of input is the usual end: no news
 	}
