@@ -266,7 +266,17 @@ func v1AtOnce[T any, P params[T]](f func(v *v1Front, p P) (result any, follow fu
 			reply(nil, err)
 			return
 		}
+		answered := false
+		defer func() {
+			// A panic before the answer is answered -32603.
+			if r := recover(); r != nil && !answered {
+				reply(nil, c.panicked(req, r))
+			} else if r != nil {
+				c.panicked(req, r)
+			}
+		}()
 		result, follow, err := f(c.v1, p)
+		answered = true
 		reply(result, err)
 		if follow != nil {
 			follow()
@@ -283,6 +293,13 @@ func v1Later[T any, P params[T]](f func(ctx context.Context, v *v1Front, p P, re
 			return
 		}
 		ctx, reply := c.replyLater(req.ID)
+		defer func() {
+			// A panic answers the request -32603, unless f answered it
+			// already (reply runs once).
+			if r := recover(); r != nil {
+				reply(nil, c.panicked(req, r))
+			}
+		}()
 		f(ctx, c.v1, p, reply)
 	}
 }
@@ -335,5 +352,6 @@ func (c *Conn) v1Initialize(req *jsonrpc2.Request, reply Reply) {
 		},
 		AuthMethods: []struct{}{},
 		AgentInfo:   &info,
+		Meta:        resp.Meta,
 	}, nil)
 }

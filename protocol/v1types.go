@@ -42,6 +42,7 @@ type v1InitializeResponse struct {
 	AgentCapabilities v1AgentCapabilities `json:"agentCapabilities"`
 	AuthMethods       []struct{}          `json:"authMethods"` // always []
 	AgentInfo         *Implementation     `json:"agentInfo,omitempty"`
+	Meta              map[string]any      `json:"_meta,omitempty"` // as the Agent answered for v2
 }
 
 // v1AgentCapabilities says what the agent serves over v1.

@@ -14,11 +14,48 @@ import (
 
 	"go.uber.org/goleak"
 
+	"shellagent/contain"
 	"shellagent/protocol"
 	"shellagent/protocol/acptest"
+	"shellagent/ptyio"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// launcher holds the tests' commands in the containment mode that
+// SHELLAGENT_TEST_CONTAINMENT names (default auto).
+var launcher ptyio.Local
+
+func TestMain(m *testing.M) {
+	mode := contain.Auto
+	if s := os.Getenv("SHELLAGENT_TEST_CONTAINMENT"); s != "" {
+		mode = contain.Mode(s)
+	}
+	c, err := contain.Open(mode)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	launcher = ptyio.Local{Containment: c}
+	// What a killed run of these tests left behind goes now.
+	if _, _, err := c.Sweep(); err != nil {
+		fmt.Fprintln(os.Stderr, "sweep:", err)
+	}
+	goleak.VerifyTestMain(closing{m, c})
+}
+
+// closing runs the tests, then closes the containment.
+type closing struct {
+	m *testing.M
+	c *contain.Containment
+}
+
+func (c closing) Run() int {
+	code := c.m.Run()
+	if err := c.c.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "close containment:", err)
+		code = 1
+	}
+	return code
+}
 
 // harness is one agent served over pipes to a strict test client. Every
 // process a test starts carries a marker in its environment, so that the
@@ -38,6 +75,9 @@ func newHarness(t *testing.T, cfg Config, opts ...acptest.Option) *harness {
 	cfg.Env = append(os.Environ(), marker)
 	if cfg.Shell == "" {
 		cfg.Shell = "/bin/sh"
+	}
+	if cfg.Launcher == nil {
+		cfg.Launcher = launcher
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(testWriter{t}, nil))

@@ -45,6 +45,10 @@ type Config struct {
 	// SequentialIDs names sessions sess_1, sess_2, ... instead of random
 	// ids, for reproducible transcripts.
 	SequentialIDs bool
+	// Containment names how the Launcher holds each terminal's processes
+	// ("cgroup", "subreaper"), reported in the initialize response as
+	// _meta.shellagent.containment; "" reports nothing.
+	Containment string
 }
 
 // Defaults.
@@ -121,11 +125,15 @@ func (sv *Supervisor) Initialize(_ protocol.Client, p *protocol.InitializeReques
 			Data:    map[string]any{"requested": *p.ProtocolVersion, "supported": []int{protocol.ProtocolVersion}},
 		}
 	}
-	return &protocol.InitializeResponse{
+	res := &protocol.InitializeResponse{
 		ProtocolVersion: protocol.ProtocolVersion,
 		Info:            protocol.Implementation{Name: "shellagent", Title: "shellagent", Version: sv.cfg.Version},
 		Capabilities:    protocol.AgentCapabilities{Session: &struct{}{}},
-	}, nil
+	}
+	if sv.cfg.Containment != "" {
+		res.Meta = map[string]any{"shellagent": map[string]any{"containment": sv.cfg.Containment}}
+	}
+	return res, nil
 }
 
 // NewSession implements protocol.Agent.
@@ -267,8 +275,14 @@ func (sv *Supervisor) SetConfigOption(_ protocol.Client, p *protocol.SetConfigOp
 	return s.setConfigOption(p)
 }
 
-// Shutdown closes every session in parallel, as session/close does, and
-// returns when all of them have reported their final updates or ctx ends.
+// shutdownSlack is how long Shutdown waits, beyond the longest kill grace
+// in use, for the last processes to die and their final updates to go out.
+const shutdownSlack = 700 * time.Millisecond
+
+// Shutdown closes every session in parallel, as session/close does, each
+// stopping its work with its own kill grace. It returns once all of them
+// have reported their final updates, or with an error once ctx ends or the
+// longest kill grace in use plus shutdownSlack has passed.
 func (sv *Supervisor) Shutdown(ctx context.Context) error {
 	sv.mu.Lock()
 	list := make([]*Session, 0, len(sv.sessions))
@@ -276,6 +290,12 @@ func (sv *Supervisor) Shutdown(ctx context.Context) error {
 		list = append(list, s)
 	}
 	sv.mu.Unlock()
+	grace := sv.cfg.KillGrace
+	for _, s := range list {
+		grace = max(grace, s.killGrace())
+	}
+	ctx, cancel := context.WithTimeout(ctx, grace+shutdownSlack)
+	defer cancel()
 	var wg sync.WaitGroup
 	for _, s := range list {
 		wg.Add(1)
@@ -289,4 +309,11 @@ func (sv *Supervisor) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("shutdown: %w", ctx.Err())
 	}
+}
+
+// killGrace is the kill grace the session's next stop uses.
+func (s *Session) killGrace() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.settings.killGrace
 }

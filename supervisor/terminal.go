@@ -123,7 +123,7 @@ func (s *Session) emitTerminal(t *terminal, u *protocol.TerminalUpdate) {
 		return
 	}
 	s.updatedAt = time.Now()
-	s.client.UpdateTerminal(s.id, u, t.ring, protocol.StreamOutput)
+	s.client.UpdateTerminal(s.id, u, output{t.ring}, protocol.StreamOutput)
 }
 
 // sendCurrent re-sends a live terminal and its tool call for a client that
@@ -133,8 +133,13 @@ func (s *Session) sendCurrent(t *terminal) {
 	if s.closed || s.client == nil {
 		return
 	}
-	s.client.UpdateTerminal(s.id, s.terminalState(t), t.ring, protocol.ReplaceOutput)
+	s.client.UpdateTerminal(s.id, s.terminalState(t), output{t.ring}, protocol.ReplaceOutput)
 }
+
+// output is a terminal's ring as the connection reads it.
+type output struct{ *outputbuf.Ring }
+
+func (o output) Follow(notify func()) protocol.OutputFollower { return o.Ring.Follow(notify) }
 
 // startForeground runs line as the session's foreground command, fired by
 // job if not nil. If it cannot start, the turn ends.
@@ -218,6 +223,9 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 	if t.timer != nil {
 		t.timer.Stop()
 	}
+	if x.Err != nil {
+		s.sv.cfg.Log.Warn("terminal ended with errors", "session", s.id, "terminal", t.id, "err", x.Err)
+	}
 	status := exitStatus(x)
 	u := &protocol.TerminalUpdate{
 		SessionUpdate: protocol.KindTerminal, TerminalID: t.id,
@@ -294,11 +302,11 @@ func (s *Session) listing() string {
 		switch {
 		case it.term != nil:
 			t := it.term
-			state := fmt.Sprintf("running, pid %d", t.proc.Pid())
+			state := "running"
 			if t.stopping {
-				state = fmt.Sprintf("stopping, pid %d", t.proc.Pid())
+				state = "stopping"
 			}
-			fmt.Fprintf(&b, "%s  terminal  %s  age %s  %s", t.id, t.line, age(now.Sub(t.started)), state)
+			fmt.Fprintf(&b, "%s  terminal  %s  age %s  %s%s", t.id, t.line, age(now.Sub(t.started)), state, members(t.proc))
 		case it.call.job != nil:
 			j := it.call.job
 			fmt.Fprintf(&b, "%s  %s  %s  age %s  %s, next run in %s", j.call.id, j.name(), j.line, age(now.Sub(j.created)), j.call.status, age(j.next.Sub(now)))
@@ -306,6 +314,29 @@ func (s *Session) listing() string {
 			a := it.call.appr
 			fmt.Fprintf(&b, "%s  command  %s  age %s  %s, waiting for permission", a.call.id, a.line, age(now.Sub(a.asked)), a.call.status)
 		}
+	}
+	return b.String()
+}
+
+// members lists a terminal's live processes for /ps: ", pid 123 sleep 30,
+// pid 456 node server.js".
+func members(p ptyio.Process) string {
+	const most = 10 // processes named; the rest are counted
+	ms, err := p.Members()
+	if err != nil {
+		return ", processes unknown: " + err.Error()
+	}
+	var b strings.Builder
+	for i, m := range ms {
+		if i == most {
+			fmt.Fprintf(&b, ", and %d more", len(ms)-most)
+			break
+		}
+		cmd := m.Command
+		if r := []rune(cmd); len(r) > 60 {
+			cmd = string(r[:59]) + "…"
+		}
+		fmt.Fprintf(&b, ", pid %d %s", m.Pid, cmd)
 	}
 	return b.String()
 }
