@@ -330,7 +330,10 @@ func (o *v1Output) appendReplacement(dst []byte, u *TerminalUpdate, data []byte,
 	if u != nil && (t.sent > 0 || len(t.carry) > 0) {
 		head = append(head, "\x1b[H\x1b[2J\x1b[3J"...)
 	}
-	t.carry = t.carry[:0] // what it began is gone
+	if dropped > 0 {
+		dropped += int64(len(t.carry)) // the sequence it began is gone
+	}
+	t.carry = t.carry[:0]
 	if dropped > 0 {
 		for k := 0; k < utf8.UTFMax-1 && len(data) > 0 && !utf8.RuneStart(data[0]); k++ {
 			data, dropped = data[1:], dropped+1 // no character is cut in two

@@ -159,3 +159,32 @@ func jsonOf(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// TestV1Replacement: after a gap, the client gets a note of what it
+// missed and the rest, starting at a character; a client that attaches
+// gets the screen cleared first if this connection sent it output before.
+func TestV1Replacement(t *testing.T) {
+	e := newACPV1(true)
+	out, err := e.appendUpdate(nil, "s", &ToolCallUpdate{
+		SessionUpdate: KindToolCall, ToolCallID: "call_1", Title: "cmd", Status: StatusInProgress,
+		Content: []ToolCallContent{TerminalContent("term_1")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := e.output("s", "term_1")
+	out = o.appendChunk(out, []byte("first\r\n\xe6"))
+	// The gap: 10 bytes lost, with the start of 漢 before them and its
+	// end after.
+	if out, err = o.appendReplacement(out, nil, []byte("\xbc\xa2 after\r\n"), 10); err != nil {
+		t.Fatal(err)
+	}
+	if out, err = o.appendReplacement(out, &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_1"}, []byte("all\r\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	got := data(decodeV1(t, out))
+	want := "first\r\n" + "\r\n[shellagent: 13 bytes of output not shown]\r\n after\r\n" + "\x1b[H\x1b[2J\x1b[3Jall\r\n"
+	if got != want {
+		t.Errorf("output %q\nwant   %q", got, want)
+	}
+}

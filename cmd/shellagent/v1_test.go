@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -473,4 +475,76 @@ func TestV1Multibyte(t *testing.T) {
 		}
 	}
 	t.Logf("terminal_output data, chunk by chunk: %q", datas)
+}
+
+// TestV1FlowControl: a v1 client that keeps pausing gets every byte of a
+// terminal whose output is 80 times its ring, as v2 clients do: the same
+// writer holds the PTY while the client is behind.
+func TestV1FlowControl(t *testing.T) {
+	t.Parallel()
+	marker := "SHELLAGENT_TEST=" + rand.Text()
+	cmd := exec.Command(binary, "--shell", "/bin/sh", "--foreground-timeout", "0", "--scrollback", "64KiB", "--stall-timeout", "30s")
+	cmd.Env = append(os.Environ(), marker, noRaceExitDelay)
+	cmd.Stderr = testWriter{t}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := newPacedReader(stdout, 0)
+	c := acptest.New(t, out, stdin, acptest.WithProtocolV1(), acptest.WithTimeout(90*time.Second))
+	a := &v1Agent{agent: &agent{t: t, c: c, cmd: cmd, marker: marker, cwd: t.TempDir()}, meta: true}
+	t.Cleanup(func() {
+		out.pause(false)
+		c.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("agent: %v", err)
+		}
+		c.Check()
+	})
+	c.MustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{"_meta": map[string]any{"terminal_output": true}}}, nil)
+	sid := a.session()
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			out.pause(true)
+			time.Sleep(250 * time.Millisecond)
+			out.pause(false)
+		}
+	}()
+	const n = 300_000
+	a.turn(sid, fmt.Sprintf("seq 1 %d | sed 's/$/ é漢😀/'; sleep 1", n), "end_turn")
+	close(stop)
+	<-done
+	var want strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&want, "%d é漢😀\r\n", i)
+	}
+	got := string(c.Output(sid, "term_1"))
+	if got != want.String() {
+		i := 0
+		for i < min(len(got), want.Len()) && got[i] == want.String()[i] {
+			i++
+		}
+		t.Errorf("client got %d bytes, want %d; first difference at %d", len(got), want.Len(), i)
+	}
+	updates := 0
+	for _, m := range c.Transcript() {
+		if m.Meta("terminal_output") != nil {
+			updates++
+		}
+	}
+	t.Logf("%d bytes in %d terminal_output updates", len(got), updates)
 }
