@@ -259,10 +259,8 @@ func (e *acpV1) appendOutput(dst []byte, session, terminal string, t *v1Term, p 
 		return dst
 	}
 	if t.prefix == nil {
-		sid, _ := json.Marshal(session) // strings always marshal
-		cid, _ := json.Marshal(t.call)
-		tid, _ := json.Marshal(terminal)
-		t.prefix = fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%s,"update":{"sessionUpdate":"tool_call_update","toolCallId":%s,"_meta":{"terminal_output":{"terminal_id":%s,"data":`, sid, cid, tid)
+		t.prefix = fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%s,"update":{"sessionUpdate":"tool_call_update","toolCallId":%s,"_meta":{"terminal_output":{"terminal_id":%s,"data":`,
+			appendJSONString(nil, []byte(session)), appendJSONString(nil, []byte(t.call)), appendJSONString(nil, []byte(terminal)))
 	}
 	t.sent += int64(len(p))
 	dst = append(dst, t.prefix...)

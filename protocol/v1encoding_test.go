@@ -188,3 +188,30 @@ func TestV1Replacement(t *testing.T) {
 		t.Errorf("output %q\nwant   %q", got, want)
 	}
 }
+
+// BenchmarkV1Chunk encodes 64 KiB chunks of terminal output for a v1
+// client (UTF-8 carried across chunks, JSON-escaped), against the v2
+// encoding of the same bytes (base64).
+func BenchmarkV1Chunk(b *testing.B) {
+	text := []byte(strings.Repeat("GET /api/items 200 12ms é漢😀 \x1b[32mok\x1b[0m\r\n", 2000))[:64<<10]
+	for _, enc := range []struct {
+		name string
+		e    encoding
+	}{{"v1", newACPV1(true)}, {"v2", acpV2{}}} {
+		b.Run(enc.name, func(b *testing.B) {
+			dst, err := enc.e.appendUpdate(nil, "s", &ToolCallUpdate{
+				SessionUpdate: KindToolCall, ToolCallID: "call_1", Title: "cmd",
+				Content: []ToolCallContent{TerminalContent("term_1")},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			o := enc.e.output("s", "term_1")
+			b.SetBytes(int64(len(text)))
+			b.ReportAllocs()
+			for b.Loop() {
+				dst = o.appendChunk(dst[:0], text)
+			}
+		})
+	}
+}
