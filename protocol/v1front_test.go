@@ -1,0 +1,198 @@
+package protocol
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+)
+
+// turnAgent reports each prompt as a turn, as the supervisor does:
+// inserted, running, its work, idle. A prompt whose text starts with
+//
+//   - "hold" stays running until session/cancel, which ends it cancelled;
+//   - "now" acts at once while a "hold" runs: inserted, an agent message,
+//     no state change (on an idle session it is a turn of its own);
+//   - "drop" is never inserted (-32800, as a held prompt that
+//     session/cancel drops);
+//   - "bad" is refused (-32602).
+//
+// With noHold, "hold" is an ordinary prompt.
+type turnAgent struct {
+	stubAgent
+	noHold bool
+	busy   bool // a "hold" runs; Prompt and CancelSession run on the read loop
+}
+
+func (*turnAgent) Initialize(Client, *InitializeRequest) (*InitializeResponse, error) {
+	return &InitializeResponse{ProtocolVersion: ProtocolVersion, Info: Implementation{Name: "agent", Version: "1"}, Meta: map[string]any{"x": 1}}, nil
+}
+
+func (a *turnAgent) Prompt(_ context.Context, c Client, p *PromptRequest, reply Reply) {
+	text := ""
+	if len(p.Prompt) > 0 {
+		text = p.Prompt[0].Text
+	}
+	msg := func(s string) {
+		c.Update(p.SessionID, &Message{SessionUpdate: KindAgentMessage, MessageID: "a", Content: []ContentBlock{TextBlock(s)}})
+	}
+	switch {
+	case strings.HasPrefix(text, "drop"):
+		reply(nil, RequestCancelled("dropped"))
+	case strings.HasPrefix(text, "bad"):
+		reply(nil, InvalidParams("prompt: bad"))
+	case strings.HasPrefix(text, "now") && a.busy:
+		reply(&PromptResponse{MessageID: "u"}, nil)
+		msg("at once")
+	case strings.HasPrefix(text, "hold") && !a.noHold && !a.busy:
+		a.busy = true
+		reply(&PromptResponse{MessageID: "u"}, nil)
+		c.Update(p.SessionID, &StateUpdate{SessionUpdate: KindState, State: StateRunning})
+	default:
+		reply(&PromptResponse{MessageID: "u"}, nil)
+		c.Update(p.SessionID, &StateUpdate{SessionUpdate: KindState, State: StateRunning})
+		msg("work")
+		c.Update(p.SessionID, &StateUpdate{SessionUpdate: KindState, State: StateIdle, StopReason: StopEndTurn})
+	}
+}
+
+func (a *turnAgent) CancelSession(c Client, p *CancelSessionNotification) {
+	if !a.busy {
+		return
+	}
+	a.busy = false
+	c.Update(p.SessionID, &StateUpdate{SessionUpdate: KindState, State: StateIdle, StopReason: StopCancelled})
+}
+
+func (*turnAgent) ResumeSession(c Client, p *ResumeSessionRequest) (*ResumeSessionResponse, error) {
+	c.Update(p.SessionID, &ToolCallUpdate{SessionUpdate: KindToolCall, ToolCallID: "call_1", Title: "t", Status: StatusInProgress})
+	return &ResumeSessionResponse{AvailableCommands: []AvailableCommand{{Type: "command", Name: "ps", Description: "list"}}}, nil
+}
+
+// newV1Wire is a Conn on pipes serving agent to a client that initialized
+// with protocolVersion 1.
+func newV1Wire(t *testing.T, agent Agent) *wire {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	w := &wire{t: t, in: inW, out: bufio.NewReader(outR), conn: NewConn(inR, outW, agent, Options{Log: discardLog()})}
+	t.Cleanup(func() {
+		inW.Close()
+		<-w.conn.Done()
+		go io.Copy(io.Discard, outR) // Close flushes what is queued
+		w.conn.Close()
+		outW.Close()
+	})
+	w.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientInfo":{"name":"t","version":"1"}}}`)
+	m := w.recv()
+	var res struct {
+		ProtocolVersion   int
+		AgentCapabilities struct{ SessionCapabilities map[string]any }
+		AuthMethods       []any
+		AgentInfo         Implementation
+		Meta              map[string]any `json:"_meta"`
+	}
+	if json.Unmarshal(m["result"], &res) != nil || res.ProtocolVersion != 1 || res.AuthMethods == nil || res.AgentInfo.Name != "agent" ||
+		len(res.AgentCapabilities.SessionCapabilities) != 3 || res.Meta["x"] != 1.0 {
+		t.Fatalf("v1 initialize answered %s", m["result"])
+	}
+	return w
+}
+
+// said renders a message as "id:result" for a response or the update kind.
+func said(m map[string]json.RawMessage) string {
+	if m["id"] != nil {
+		if m["error"] != nil {
+			return string(m["id"]) + ":error"
+		}
+		return string(m["id"]) + ":" + string(m["result"])
+	}
+	var p struct {
+		Update struct{ SessionUpdate string }
+	}
+	json.Unmarshal(m["params"], &p)
+	return p.Update.SessionUpdate
+}
+
+func prompt(id int, text string) string {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "session/prompt",
+		"params": map[string]any{"sessionId": "s", "prompt": []map[string]string{{"type": "text", "text": text}}}})
+	return string(b)
+}
+
+func TestV1Turns(t *testing.T) {
+	t.Parallel()
+	w := newV1Wire(t, &turnAgent{})
+	expect := func(want ...string) {
+		t.Helper()
+		for _, s := range want {
+			if got := said(w.recv()); got != s {
+				t.Fatalf("got %s, want %s", got, s)
+			}
+		}
+	}
+	w.send(prompt(1, "ls"))
+	expect("agent_message_chunk", `1:{"stopReason":"end_turn"}`)
+	w.send(prompt(2, "hold"))
+	w.send(prompt(3, "now"))
+	expect("agent_message_chunk", `3:{"stopReason":"end_turn"}`)
+	w.send(prompt(4, "drop"))
+	expect(`4:{"stopReason":"cancelled"}`)
+	w.send(prompt(5, "bad"))
+	expect("5:error")
+	w.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`)
+	expect(`2:{"stopReason":"cancelled"}`)
+	w.send(prompt(6, "ls"))
+	expect("agent_message_chunk", `6:{"stopReason":"end_turn"}`)
+}
+
+func TestV1ResumeSendsUpdatesAfterTheResponse(t *testing.T) {
+	t.Parallel()
+	w := newV1Wire(t, &turnAgent{})
+	w.send(`{"jsonrpc":"2.0","id":1,"method":"session/resume","params":{"sessionId":"s","cwd":"/","mcpServers":[]}}`)
+	for _, want := range []string{`1:{}`, "available_commands_update", "tool_call"} {
+		if got := said(w.recv()); got != want {
+			t.Fatalf("got %s, want %s", got, want)
+		}
+	}
+}
+
+func TestV1Methods(t *testing.T) {
+	t.Parallel()
+	w := newV1Wire(t, &turnAgent{})
+	for _, tt := range []struct {
+		line string
+		code int64
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"terminal/cancel","params":{"sessionId":"s","terminalId":"term_1"}}`, CodeMethodNotFound},
+		{`{"jsonrpc":"2.0","id":2,"method":"tool_call/cancel","params":{"sessionId":"s","toolCallId":"call_1"}}`, CodeMethodNotFound},
+		{`{"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId":"s","cwd":"/","mcpServers":[]}}`, CodeMethodNotFound},
+		{`{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":2}}`, CodeInvalidRequest},
+		{`{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":1}}`, 0},
+		{`{"jsonrpc":"2.0","id":6,"method":"session/set_config_option","params":{"sessionId":"s","configId":"x","value":"1s"}}`, 0},
+	} {
+		w.send(tt.line)
+		if m := w.recv(); errorCode(m) != tt.code {
+			t.Errorf("%s: answered %v", tt.line, m)
+		}
+	}
+}
+
+// FuzzRequestV1 is FuzzRequest on a v1 connection: whatever the line, the
+// connection answers only with valid JSON-RPC, goes on, and answers a
+// request with a valid id exactly once (a prompt when its turn ends).
+func FuzzRequestV1(f *testing.F) {
+	for _, line := range []string{
+		prompt(1, "ls"), prompt(2, "now"), prompt(3, "drop"), prompt(4, "bad"),
+		`{"jsonrpc":"2.0","id":5,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`,
+		`{"jsonrpc":"2.0","id":6,"method":"session/resume","params":{"sessionId":"s","cwd":"/"}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"session/close","params":{"sessionId":"s"}}`,
+		`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`,
+	} {
+		f.Add(line)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		checkOneLine(t, &turnAgent{noHold: true}, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":1}}`, line)
+	})
+}
