@@ -250,17 +250,16 @@ func TestRetentionIsBounded(t *testing.T) {
 	sid := h.newSession()
 	h.run(sid, "/every 1ms true")
 	job := h.update(nil, sid, protocol.KindToolCall, "job", nil).ToolCallID()
-	last := "term_" + strconv.Itoa(maxExitedOutput+20)
+	last := "term_" + strconv.Itoa(maxExited+20)
 	h.exit(nil, sid, last)
 	h.c.MustCall("tool_call/cancel", map[string]string{"sessionId": sid, "toolCallId": job}, nil)
 	s, err := h.sup.session(sid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.mu.Lock()
-	terms, calls := len(s.terminals), len(s.calls)
-	s.mu.Unlock()
-	if terms > maxExitedOutput+1 || calls > maxExitedOutput+2 {
+	var terms, calls int
+	s.do(func(st *state) { terms, calls = len(st.work.terminals), len(st.work.calls) })
+	if terms > maxExited+1 || calls > maxExited+2 {
 		t.Errorf("after %s the session keeps %d terminals and %d tool calls", last, terms, calls)
 	}
 	// The oldest are forgotten: unknown, still -32602.
