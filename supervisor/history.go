@@ -8,9 +8,10 @@ import (
 	"shellagent/protocol"
 )
 
-// maxHistory bounds the history: messages beyond it are forgotten, oldest
-// first, as retired work is.
-const maxHistory = 10000
+// maxMessages bounds the messages the history keeps: beyond it, the oldest
+// are forgotten. Tool calls and terminals stay in the history as long as
+// the registry keeps them.
+const maxMessages = 5000
 
 // An outbox is where a session's updates go: to the client attached to the
 // session, if one is, and, for what a replay must restore, into the
@@ -25,8 +26,9 @@ type outbox struct {
 	client    protocol.Client // nil while detached, and once the session is closed
 	updatedAt time.Time       // when the session last reported something
 	messages  int             // messages so far: the last message id issued
-	history   []entry
-	retired   int // registry.retired when the history was last compacted
+	history   []entry         // in order; an empty entry is a forgotten item
+	kept      int             // messages in the history
+	forgotten int             // empty entries in the history
 }
 
 // entry is one item of the history.
@@ -34,11 +36,6 @@ type entry struct {
 	msg  *protocol.Message
 	call *toolCall
 	term *terminal
-}
-
-// retired reports whether the entry's item was forgotten.
-func (e entry) retired() bool {
-	return e.call != nil && e.call.state == callRetired || e.term != nil && e.term.state == termRetired
 }
 
 // send sends an update to the attached client.
@@ -72,39 +69,73 @@ func (o *outbox) agentMessage(text string) {
 	o.message(protocol.KindAgentMessage, []protocol.ContentBlock{protocol.TextBlock(text)})
 }
 
-// announceCall records a new tool call and sends it.
-func (o *outbox) announceCall(c *toolCall) {
-	o.record(entry{call: c})
-	o.send(c.update())
-}
-
 // announceTerminal records a new terminal and starts streaming it.
 func (o *outbox) announceTerminal(t *terminal) {
 	o.record(entry{term: t})
 	o.sendTerminal(t, t.announcement(), protocol.StreamOutput)
 }
 
-// record appends to the history. A full history first drops the entries
-// of retired work, then, if that is not enough, its oldest tenth.
+// record appends to the history. A message beyond maxMessages first
+// drops the oldest tenth of the messages.
 func (o *outbox) record(e entry) {
-	if len(o.history) >= maxHistory {
-		o.history = slices.DeleteFunc(o.history, entry.retired)
-		if len(o.history) >= maxHistory*9/10 {
-			o.history = slices.Delete(o.history, 0, maxHistory/10)
+	if e.msg != nil {
+		if o.kept >= maxMessages {
+			drop := maxMessages / 10
+			o.kept -= drop
+			o.history = slices.DeleteFunc(o.history, func(e entry) bool {
+				if e.msg != nil && drop > 0 {
+					drop--
+					return true
+				}
+				return e == entry{}
+			})
+			o.reindex()
 		}
-		o.history = slices.Clip(o.history)
+		o.kept++
+	}
+	switch {
+	case e.call != nil:
+		e.call.hist = len(o.history)
+	case e.term != nil:
+		e.term.hist = len(o.history)
 	}
 	o.history = append(o.history, e)
 }
 
-// compact drops the entries of retired work once they could be half the
-// history, so that what retirement releases is not held by the history.
-func (o *outbox) compact(retired int) {
-	if retired-o.retired < max(len(o.history)/2, 64) {
-		return
+// forget drops retired work from the history: its entries are emptied at
+// once, so that the history holds nothing the registry let go of, and the
+// history is compacted once they are half of it.
+func (o *outbox) forget(retired []entry) {
+	for _, e := range retired {
+		i := -1
+		switch {
+		case e.call != nil:
+			i = e.call.hist
+		case e.term != nil:
+			i = e.term.hist
+		}
+		if i >= 0 && i < len(o.history) && o.history[i] == e {
+			o.history[i] = entry{}
+			o.forgotten++
+		}
 	}
-	o.retired = retired
-	o.history = slices.DeleteFunc(o.history, entry.retired)
+	if o.forgotten > max(len(o.history)/2, 32) {
+		o.history = slices.Clip(slices.DeleteFunc(o.history, func(e entry) bool { return e == entry{} }))
+		o.reindex()
+	}
+}
+
+// reindex records each item's position after the history has moved.
+func (o *outbox) reindex() {
+	o.forgotten = 0
+	for i, e := range o.history {
+		switch {
+		case e.call != nil:
+			e.call.hist = i
+		case e.term != nil:
+			e.term.hist = i
+		}
+	}
 }
 
 // replay sends the history as it is now: each message as it was sent, each
@@ -115,7 +146,7 @@ func (o *outbox) replay() (delivered map[any]bool) {
 	delivered = make(map[any]bool)
 	for _, e := range o.history {
 		switch {
-		case e.retired():
+		case e == entry{}:
 		case e.msg != nil:
 			o.send(e.msg)
 		case e.call != nil:

@@ -22,6 +22,7 @@ type job struct {
 	created time.Time
 	next    time.Time
 	timer   *time.Timer
+	skipped *turn // the run during which a firing was skipped and said so
 }
 
 func (j *job) name() string {
@@ -56,7 +57,7 @@ func (j *job) arm(s *Session, d time.Duration) {
 // first and leaves the list in the same state_update that reports the new
 // work running (or queued behind the current foreground work). A recurring
 // job whose previous run still holds or waits for the foreground skips
-// this firing, and says so.
+// this firing, and says so once per such run.
 func (s *Session) fire(j *job) {
 	s.do(func(st *state) {
 		if j.call.state != callScheduled || st.life != open {
@@ -64,8 +65,11 @@ func (s *Session) fire(j *job) {
 		}
 		if j.every > 0 {
 			j.arm(s, j.every)
-			if st.turns.runOf(j) != nil {
-				st.out.agentMessage(fmt.Sprintf("%s (%s): skipped this run; the previous run is still going.", j.call.title, j.call.id))
+			if run := st.turns.runOf(j); run != nil {
+				if j.skipped != run {
+					j.skipped = run
+					st.out.agentMessage(fmt.Sprintf("%s (%s): skipped this run; the previous run is still going. Runs are skipped silently until it ends.", j.call.title, j.call.id))
+				}
 				return
 			}
 		} else {

@@ -88,8 +88,8 @@ func (s *Session) do(f func(st *state)) {
 
 // settle sends what a change owes: the repeated state_update for a list
 // change (RFD rule 4, see background.go) while the session is open, or the
-// end of a close once no terminal runs. It also lets the history forget
-// retired work.
+// end of a close once no terminal runs. The history forgets the work
+// that the change retired.
 func (st *state) settle() {
 	switch st.life {
 	case open:
@@ -99,7 +99,10 @@ func (st *state) settle() {
 			st.finishClose()
 		}
 	}
-	st.out.compact(st.work.retired)
+	if len(st.work.retired) > 0 {
+		st.out.forget(st.work.retired)
+		st.work.retired = st.work.retired[:0]
+	}
 }
 
 func (s *Session) info() (info protocol.SessionInfo) {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -242,28 +241,5 @@ func TestSettingsChangeTheNextCommand(t *testing.T) {
 	h.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": h.cwd}, &res)
 	if res.ConfigOptions[0].CurrentValue != "1s" || res.ConfigOptions[1].CurrentValue != "3s" || res.ConfigOptions[2].CurrentValue != "allow" {
 		t.Errorf("options after bad sets: %+v", res.ConfigOptions)
-	}
-}
-
-func TestRetentionIsBounded(t *testing.T) {
-	h := newHarness(t, Config{})
-	sid := h.newSession()
-	h.run(sid, "/every 1ms true")
-	job := h.update(nil, sid, protocol.KindToolCall, "job", nil).ToolCallID()
-	last := "term_" + strconv.Itoa(maxExited+20)
-	h.exit(nil, sid, last)
-	h.c.MustCall("tool_call/cancel", map[string]string{"sessionId": sid, "toolCallId": job}, nil)
-	s, err := h.sup.session(sid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var terms, calls int
-	s.do(func(st *state) { terms, calls = len(st.work.terminals), len(st.work.calls) })
-	if terms > maxExited+1 || calls > maxExited+2 {
-		t.Errorf("after %s the session keeps %d terminals and %d tool calls", last, terms, calls)
-	}
-	// The oldest are forgotten: unknown, still -32602.
-	if err := h.callErr("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_1"}); err == nil || err.Code != -32602 {
-		t.Errorf("cancel of a forgotten terminal: %v", err)
 	}
 }

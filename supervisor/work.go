@@ -67,6 +67,7 @@ type terminal struct {
 	proc     ptyio.Process        // nil once retired
 	returned *ptyio.Status        // the shell's status, once it returned while others ran on
 	exit     *protocol.ExitStatus // once exited
+	hist     int                  // its position in the history
 }
 
 // announcement is the terminal's full terminal_update while it runs: what
@@ -152,6 +153,7 @@ type toolCall struct {
 	term    *terminal                  // its command's terminal, once it runs
 	job     *job                       // the job it schedules
 	appr    *approval                  // while it asks for permission
+	hist    int                        // its position in the history
 }
 
 // status is the tool call's wire status.
@@ -193,7 +195,7 @@ type registry struct {
 	calls     map[string]*toolCall
 	exited    []*terminal // exited terminals that keep their output, oldest first
 	finished  []*toolCall // finished tool calls without a terminal, oldest first
-	retired   int         // items retired so far (the history's cue to compact)
+	retired   []entry     // work retired since the history last forgot it
 }
 
 func newRegistry() registry {
@@ -242,7 +244,7 @@ func (r *registry) exit(t *terminal) {
 		old.state = termRetired
 		old.ring, old.proc = nil, nil
 		delete(r.terminals, old.id)
-		r.retired++
+		r.retired = append(r.retired, entry{term: old})
 		r.retireCall(old.call)
 	}
 }
@@ -251,7 +253,7 @@ func (r *registry) retireCall(c *toolCall) {
 	c.state = callRetired
 	c.content, c.input, c.output, c.job, c.term = nil, nil, nil, nil, nil
 	delete(r.calls, c.id)
-	r.retired++
+	r.retired = append(r.retired, entry{call: c})
 }
 
 // live reports whether any terminal runs.
