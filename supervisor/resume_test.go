@@ -1,8 +1,10 @@
 package supervisor
 
 import (
+	"cmp"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -197,4 +199,117 @@ func TestDetachDropsHeldPrompts(t *testing.T) {
 			t.Errorf("after the detach: %d held turns, foreground %+v", len(st.turns.held), st.turns.fg)
 		}
 	})
+}
+
+// TestReplayFromStartShowsWhatALiveClientSaw: a client that resumes with
+// replayFrom {"type":"start"} sees the same terminals (bytes and exit
+// statuses, under the same ids) and the same tool call statuses as the
+// client that watched live, for every kind of work, within the retention
+// limits: a terminal whose start the ring no longer holds comes with the
+// count of bytes it lost. Then the current state, then the response.
+func TestReplayFromStartShowsWhatALiveClientSaw(t *testing.T) {
+	t.Parallel()
+	refuse := func(acptest.Msg) any {
+		return map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": "reject"}}
+	}
+	const scrollback = 64 << 10
+	h := newHarness(t, Config{Scrollback: scrollback}, acptest.WithPermissionHandler(refuse))
+	sid := h.newSession()
+	setPermission := func(v string) {
+		h.c.MustCall("session/set_config_option", map[string]any{"sessionId": sid, "configId": "permission", "type": "id", "value": v}, nil)
+	}
+	h.run(sid, "echo exited; exit 4") // term_1, call_1: exited in the foreground
+	h.idle(nil, sid, "end_turn")
+	h.run(sid, "/bg echo cancel-me; sleep 30") // term_2, call_2: cancelled
+	h.output(sid, "term_2", "cancel-me")
+	h.c.MustCall("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_2"}, nil)
+	h.exit(nil, sid, "term_2")
+	h.run(sid, "/bg echo running; sleep 30") // term_3, call_3: background
+	h.output(sid, "term_3", "running")
+	h.run(sid, "head -c 100000 /dev/zero | tr '\\0' x; echo") // term_4, call_4: more than the ring holds
+	h.exit(nil, sid, "term_4")
+	h.run(sid, "/after 1h echo later")   // call_5: scheduled
+	h.run(sid, "/after 10ms echo fired") // call_6, then call_7 and term_5: fired
+	h.exit(nil, sid, "term_5")
+	setPermission("ask")
+	h.run(sid, "touch refused") // call_8: permission refused
+	h.toolStatus(nil, sid, "call_8", "failed")
+	setPermission("allow")
+	h.run(sid, "/ps")
+	h.run(sid, "echo fg; sleep 30") // term_6, call_9: foreground
+	h.output(sid, "term_6", "fg")
+	h.listed(nil, sid, "term_3", "call_5")
+	live := view(h.c, sid)
+
+	seen := len(h.c.Updates(sid))
+	b := h.on(h.connect())
+	id := b.c.Send("session/resume", map[string]any{"sessionId": sid, "cwd": h.cwd, "replayFrom": map[string]string{"type": "start"}})
+	resp := b.c.Wait(id)
+	if resp.Error != nil {
+		t.Fatalf("resume: %s", resp.Raw)
+	}
+	replayed := view(b.c, sid)
+	if len(replayed.terms) != 6 || len(replayed.calls) != 9 {
+		t.Errorf("the replay shows %d terminals and %d tool calls, want 6 and 9", len(replayed.terms), len(replayed.calls))
+	}
+	for id, lv := range live.terms {
+		rv := replayed.terms[id]
+		if id == "term_4" { // 100,002 bytes: the replay has the ring's last 64 KiB
+			all := strings.Repeat("x", 100000) + "\r\n"
+			if !strings.HasSuffix(all, lv.out) || rv.out != all[len(all)-scrollback:] || rv.exit != lv.exit {
+				t.Errorf("term_4: live %d bytes, exit %s; replayed %d bytes, exit %s; want the last %d", len(lv.out), lv.exit, len(rv.out), rv.exit, scrollback)
+			}
+			continue
+		}
+		if rv != lv {
+			t.Errorf("%s: live %+v, replayed %+v", id, lv, rv)
+		}
+	}
+	for id, status := range live.calls {
+		if replayed.calls[id] != status {
+			t.Errorf("%s: live %s, replayed %s", id, status, replayed.calls[id])
+		}
+	}
+	if !slices.Equal(replayed.users, live.users) || len(live.users) != 9 {
+		t.Errorf("user messages: live %v, replayed %v", live.users, replayed.users)
+	}
+	if replayed.state.State() != "running" || !sameIDs(replayed.state.Background(), []string{"term_3", "call_5"}) {
+		t.Errorf("the replay ends with %s", replayed.state.Raw)
+	}
+	// The order: the history as it happened, then the state, then the
+	// response; the lost start of term_4 is counted.
+	updates := b.c.Updates(sid)
+	if last := updates[len(updates)-1]; last != replayed.state || resp.Seq < last.Seq {
+		t.Errorf("the last update before the response is %s", last.Raw)
+	}
+	order := []string{}
+	for _, m := range updates {
+		switch {
+		case m.Kind == protocol.KindUserMessage:
+			order = append(order, m.MessageID())
+		case m.Kind == protocol.KindTerminal && m.TerminalID() == "term_4":
+			meta, _ := m.Update["output"].(map[string]any)["_meta"].(map[string]any)
+			if mustJSON(meta) != `{"shellagent":{"droppedBytes":34466}}` {
+				t.Errorf("term_4 replayed without its droppedBytes: %s", m.Raw)
+			}
+		}
+	}
+	if !slices.IsSortedFunc(order, func(a, b string) int { return cmp.Compare(idNumber(a), idNumber(b)) }) {
+		t.Errorf("user messages replayed out of order: %v", order)
+	}
+	for _, m := range h.c.Updates(sid)[seen:] {
+		if m.Kind != protocol.KindTerminalOutput {
+			t.Errorf("the live client got %s while another connection resumed", m.Raw)
+		}
+	}
+
+	// The live client can replay too, on its own connection: it ends up
+	// where it was.
+	h.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": h.cwd, "replayFrom": map[string]string{"type": "start"}}, nil)
+	again := view(h.c, sid)
+	for id, lv := range live.terms {
+		if id != "term_4" && again.terms[id] != lv {
+			t.Errorf("%s after replaying on the same connection: %+v, want %+v", id, again.terms[id], lv)
+		}
+	}
 }
