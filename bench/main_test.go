@@ -22,6 +22,7 @@ const (
 	childEnv    = "SHELLAGENT_BENCH_CHILD"
 	ticksEnv    = "SHELLAGENT_BENCH_TICKS"
 	intervalEnv = "SHELLAGENT_BENCH_INTERVAL"
+	exeEnv      = "SHELLAGENT_BENCH_EXE" // the test binary, for tickerLine
 )
 
 // marker is in the environment of every process the benchmarks start, so
@@ -32,6 +33,14 @@ var marker = "SHELLAGENT_BENCH=" + cmp.Or(os.Getenv("SHELLAGENT_BENCH"), rand.Te
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "ticker" {
 		os.Exit(ticker())
+	}
+	exe, err := os.Executable()
+	if err == nil {
+		err = os.Setenv(exeEnv, exe) // inherited by the agent's and the baseline's commands
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
 	}
 	goleak.VerifyTestMain(checkProcs{m})
 }

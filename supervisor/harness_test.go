@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,7 +19,15 @@ import (
 	"shellagent/protocol/acptest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// The tests mostly wait (for processes, timers, kill graces) rather
+	// than compute: run more of them at once than there are cores. A
+	// -parallel on the command line still wins.
+	if err := flag.Set("test.parallel", "8"); err != nil {
+		panic(err)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // harness is one agent served over pipes to a strict test client. Every
 // process a test starts carries a marker in its environment, so that the
@@ -132,7 +141,7 @@ func (h *harness) inspect(sid string, f func(st *state)) {
 func (h *harness) await(sid, what string, cond func(st *state) bool) {
 	h.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for {
+	for pause := 100 * time.Microsecond; ; pause = min(2*pause, 10*time.Millisecond) {
 		ok := false
 		h.inspect(sid, func(st *state) { ok = cond(st) })
 		if ok {
@@ -141,7 +150,7 @@ func (h *harness) await(sid, what string, cond func(st *state) bool) {
 		if time.Now().After(deadline) {
 			h.t.Fatalf("session %s: timed out waiting for %s", sid, what)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(pause)
 	}
 }
 

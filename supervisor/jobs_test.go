@@ -11,6 +11,7 @@ import (
 )
 
 func TestAfterFiresAsNewForegroundWork(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	sid := h.newSession()
 	h.run(sid, "/after 300ms echo woke")
@@ -29,10 +30,10 @@ func TestAfterFiresAsNewForegroundWork(t *testing.T) {
 	if !done.HasKey("capabilities") || done.Update["capabilities"] != nil {
 		t.Errorf("fired wakeup %s: capabilities must be cleared", done.Raw)
 	}
-	// The snapshot that removes the wakeup reports the new work running.
+	// The state_update that removes the wakeup reports the new work running.
 	removal := h.update(done, sid, protocol.KindState, "removal", nil)
 	if removal.State() != "running" || len(removal.Background()) != 0 {
-		t.Errorf("removal snapshot %s: want running with an empty list", removal.Raw)
+		t.Errorf("removal state_update %s: want running with an empty list", removal.Raw)
 	}
 	cmd := h.update(removal, sid, protocol.KindToolCall, "command", func(m *acptest.Msg) bool { return m.ToolCallID() != call })
 	if cmd.Update["kind"] != "execute" || cmd.Status() != "in_progress" {
@@ -49,6 +50,7 @@ func TestAfterFiresAsNewForegroundWork(t *testing.T) {
 }
 
 func TestAfterFiringWhileBusyIsQueued(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	sid := h.newSession()
 	h.run(sid, "/after 200ms echo queued")
@@ -147,6 +149,7 @@ func TestEverySkipsWhileThePreviousRunIsInTheForeground(t *testing.T) {
 }
 
 func TestStopAndPs(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	sid := h.newSession()
 	h.run(sid, "/bg sleep 30")
@@ -183,6 +186,7 @@ func TestStopAndPs(t *testing.T) {
 }
 
 func TestToolCallOfAnotherSessionIsUnknown(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	a, b := h.newSession(), h.newSession()
 	h.run(a, "/every 1h true")
@@ -199,6 +203,7 @@ func TestToolCallOfAnotherSessionIsUnknown(t *testing.T) {
 }
 
 func TestBadSlashCommands(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	sid := h.newSession()
 	tests := []struct{ prompt, says string }{
@@ -227,6 +232,7 @@ func TestBadSlashCommands(t *testing.T) {
 }
 
 func TestCloseCancelsJobs(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	sid := h.newSession()
 	h.run(sid, "/every 1h true")
@@ -238,7 +244,7 @@ func TestCloseCancelsJobs(t *testing.T) {
 	updates := h.c.Updates(sid)
 	last := updates[len(updates)-1]
 	if last.State() != "idle" || len(last.Background()) != 0 || last.Seq < max(c1.Seq, c2.Seq) {
-		t.Errorf("last update %s: want the final idle snapshot with an empty list, after the cancellations", last.Raw)
+		t.Errorf("last update %s: want the final idle state_update with an empty list, after the cancellations", last.Raw)
 	}
 }
 
@@ -282,6 +288,7 @@ func subject(t *testing.T, req *acptest.Msg) map[string]any {
 }
 
 func TestPermissionAllow(t *testing.T) {
+	t.Parallel()
 	h, sid, p := askHarness(t, "allow")
 	h.run(sid, "echo allowed")
 	req := <-p.seen
@@ -306,6 +313,7 @@ func TestPermissionAllow(t *testing.T) {
 }
 
 func TestPermissionReject(t *testing.T) {
+	t.Parallel()
 	h, sid, p := askHarness(t, "reject")
 	h.run(sid, "touch should-not-exist")
 	<-p.seen
@@ -318,6 +326,7 @@ func TestPermissionReject(t *testing.T) {
 }
 
 func TestPermissionWithdrawnBySessionCancel(t *testing.T) {
+	t.Parallel()
 	h, sid, p := askHarness(t, "")
 	// Background work waiting for permission: listed before its request.
 	h.run(sid, "/bg echo bg-allowed")
@@ -332,7 +341,7 @@ func TestPermissionWithdrawnBySessionCancel(t *testing.T) {
 		}
 	}
 	if !listedBefore {
-		t.Errorf("the background request came before a snapshot listing its work")
+		t.Errorf("the background request came before a state_update listing its work")
 	}
 	h.idle(nil, sid, "end_turn")
 
@@ -357,7 +366,7 @@ func TestPermissionWithdrawnBySessionCancel(t *testing.T) {
 	h.c.Respond(bgReq.ID, map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": "allow"}})
 	swap := h.listed(idle, sid, "term_1")
 	if swap.State() != "idle" {
-		t.Errorf("swap snapshot %s", swap.Raw)
+		t.Errorf("swap state_update %s", swap.Raw)
 	}
 	h.output(sid, "term_1", "bg-allowed")
 	h.exit(nil, sid, "term_1")
@@ -367,6 +376,7 @@ func TestPermissionWithdrawnBySessionCancel(t *testing.T) {
 }
 
 func TestPermissionForAFiring(t *testing.T) {
+	t.Parallel()
 	h, sid, p := askHarness(t, "allow")
 	h.run(sid, "/after 200ms echo fired")
 	done := h.toolStatus(nil, sid, "call_1", "completed")
@@ -374,11 +384,11 @@ func TestPermissionForAFiring(t *testing.T) {
 	if sub := subject(t, req); sub["command"] != "echo fired" || sub["toolCallId"] != "call_2" {
 		t.Errorf("firing asked for %v", sub)
 	}
-	// The snapshot that removes the wakeup reports the firing blocked on
+	// The state_update that removes the wakeup reports the firing blocked on
 	// the user, then it runs once allowed.
 	removal := h.update(done, sid, protocol.KindState, "removal", nil)
 	if removal.State() != "requires_action" || len(removal.Background()) != 0 || removal.Seq > req.Seq {
-		t.Errorf("removal snapshot %s (request at %d)", removal.Raw, req.Seq)
+		t.Errorf("removal state_update %s (request at %d)", removal.Raw, req.Seq)
 	}
 	running := h.update(removal, sid, protocol.KindState, "running", func(m *acptest.Msg) bool { return m.State() == "running" })
 	h.idle(h.exit(running, sid, "term_1"), sid, "end_turn")

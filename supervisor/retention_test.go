@@ -160,9 +160,9 @@ func TestRetentionHoldsOnlyRecentExitedTerminals(t *testing.T) {
 		if err := quietPrompt(h.sup, c, sid, "/bg head -c 65536 /dev/zero"); err != nil {
 			t.Fatal(err)
 		}
-		// At most 8 at a time.
+		// At most 16 at a time.
 		h.await(sid, "fewer commands running", func(st *state) bool {
-			return st.work.seq["term"] == i+1 && len(st.list.items) < 8
+			return st.work.seq["term"] == i+1 && len(st.list.items) < 16
 		})
 	}
 	h.await(sid, "every command exited", func(st *state) bool { return !st.work.live() })

@@ -13,6 +13,7 @@ import (
 )
 
 func TestSessionSetup(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	file := filepath.Join(h.cwd, "file")
 	os.WriteFile(file, nil, 0o644)
@@ -58,6 +59,7 @@ func TestSessionSetup(t *testing.T) {
 }
 
 func TestPromptForms(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	sid := h.newSession()
 	os.WriteFile(filepath.Join(h.cwd, "it's here.txt"), []byte("linked file\n"), 0o644)
@@ -111,6 +113,7 @@ func TestPromptForms(t *testing.T) {
 }
 
 func TestUnknownSlashCommand(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	sid := h.newSession()
 	h.run(sid, "/frobnicate now")
@@ -123,6 +126,7 @@ func TestUnknownSlashCommand(t *testing.T) {
 }
 
 func TestResume(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	sid := h.newSession()
 	h.run(sid, "/bg echo bg-output; sleep 30")
@@ -196,6 +200,7 @@ func TestResume(t *testing.T) {
 	}
 }
 
+// Not parallel, as it bounds delays.
 func TestSettingsChangeTheNextCommand(t *testing.T) {
 	h := newHarness(t, Config{ForegroundTimeout: time.Minute})
 	sid := h.newSession()

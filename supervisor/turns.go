@@ -83,7 +83,7 @@ func (q *turnQueue) release(t *turn) {
 
 // foreground reports whether t is the foreground command.
 func (q *turnQueue) foreground(t *terminal) bool {
-	return q.fg != nil && q.fg.term == t
+	return t != nil && q.fg != nil && q.fg.term == t
 }
 
 // hold queues t behind the foreground.
