@@ -163,9 +163,15 @@ func (o *outbox) replay() (delivered map[any]bool) {
 	return delivered
 }
 
-// sendCurrent re-sends a running terminal and its tool call for a client
-// that attaches, with a replacement of its output.
-func (o *outbox) sendCurrent(t *terminal) {
-	o.send(t.call.update())
-	o.sendTerminal(t, t.announcement(), protocol.ReplaceOutput)
+// sendCurrent brings a client that attaches up to date on a tool call and
+// its terminal, if it has one, unless the replay already delivered them at
+// their current state: a full tool_call_update, and a full terminal_update
+// with a replacement of the output, followed by live chunks.
+func (o *outbox) sendCurrent(delivered map[any]bool, c *toolCall, t *terminal) {
+	if !delivered[c] {
+		o.send(c.update())
+	}
+	if t != nil && !delivered[t] {
+		o.sendTerminal(t, t.announcement(), protocol.ReplaceOutput)
+	}
 }

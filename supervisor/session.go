@@ -223,22 +223,14 @@ func (s *Session) resume(c protocol.Client, p *protocol.ResumeSessionRequest) (r
 		if replay {
 			delivered = st.out.replay()
 		}
-		current := func(call *toolCall, t *terminal) {
-			if !delivered[call] {
-				st.out.send(call.update())
-			}
-			if t != nil && !delivered[t] {
-				st.out.sendTerminal(t, t.announcement(), protocol.ReplaceOutput)
-			}
-		}
 		if fg := st.turns.fg; fg != nil {
-			current(fg.call, fg.term)
+			st.out.sendCurrent(delivered, fg.call, fg.term)
 		}
 		for _, it := range st.list.items {
 			if it.term != nil {
-				current(it.term.call, it.term)
+				st.out.sendCurrent(delivered, it.term.call, it.term)
 			} else {
-				current(it.call, nil)
+				st.out.sendCurrent(delivered, it.call, nil)
 			}
 		}
 		st.reportState("")
