@@ -101,6 +101,7 @@ func (st *state) settle() {
 	}
 	if len(st.work.retired) > 0 {
 		st.out.forget(st.work.retired)
+		clear(st.work.retired) // what the slice held must not stay reachable
 		st.work.retired = st.work.retired[:0]
 	}
 }
