@@ -32,12 +32,14 @@ func (h *harness) release(name string) {
 // its work and close it.
 func TestReattachAfterTheConnectionWentAway(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, Config{Detached: KeepDetached})
+	const scrollback = 64 << 10
+	h := newHarness(t, Config{Detached: KeepDetached, Scrollback: scrollback})
 	a := h.on(h.connect())
 	sid := a.newSession()
 	a.run(sid, "/bg echo one; sleep 30")
 	a.output(sid, "term_1", "one")
-	a.run(sid, "/bg "+trigger("go")+"; echo two; exit 3")
+	// Four rings' worth while no one reads: nothing may hold it up.
+	a.run(sid, "/bg "+trigger("go")+"; head -c 262144 /dev/zero | tr '\\0' y; echo two; exit 3")
 	a.run(sid, "/after 1h echo later")
 	a.run(sid, "echo fg; "+trigger("go")+"; echo fg-detached; "+trigger("go2")+"; echo fg-live; sleep 30")
 	a.output(sid, "term_3", "fg")
@@ -70,14 +72,16 @@ func TestReattachAfterTheConnectionWentAway(t *testing.T) {
 	}
 	b.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": h.cwd, "replayFrom": map[string]string{"type": "start"}}, nil)
 	v := view(b.c, sid)
+	two := strings.Repeat("y", 262144) + "two\r\n"
 	want := map[string]termView{
 		"term_1": {out: "one\r\n"},
-		"term_2": {out: "two\r\n", exit: `{"exitCode":3}`},
+		"term_2": {out: two[len(two)-scrollback:], exit: `{"exitCode":3}`},
 		"term_3": {out: "fg\r\nfg-detached\r\n"},
 	}
 	for id, w := range want {
 		if got := v.terms[id]; got != w {
-			t.Errorf("after the replay B sees %s as %+v, want %+v", id, got, w)
+			t.Errorf("after the replay B sees %s as %d bytes ending %q, exit %s; want %d bytes ending %q, exit %s",
+				id, len(got.out), tail(got.out), got.exit, len(w.out), tail(w.out), w.exit)
 		}
 	}
 	wantCalls := map[string]string{"call_1": "completed", "call_2": "completed", "call_3": "pending", "call_4": "in_progress"}
@@ -110,6 +114,8 @@ func TestReattachAfterTheConnectionWentAway(t *testing.T) {
 }
 
 func must[T, U any](v T, _ U) T { return v }
+
+func tail(s string) string { return s[max(0, len(s)-20):] }
 
 // termView is a terminal as a client sees it: its output and its
 // exitStatus (JSON, "" while it runs).
