@@ -59,7 +59,7 @@ func TestOutboxReplay(t *testing.T) {
 		case *protocol.TerminalUpdate:
 			got = append(got, u.TerminalID)
 		case *exitedTerminal:
-			got = append(got, u.TerminalID+" exited")
+			got = append(got, u.update.TerminalID+" exited")
 		}
 	}
 	want := []string{"msg_1", "call_1 completed", "term_1", "term_2 exited", "msg_2"}

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"cmp"
 	"encoding/base64"
+	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -83,19 +84,12 @@ func (t *terminal) announcement() *protocol.TerminalUpdate {
 }
 
 // exitedTerminal is the complete terminal_update of an exited terminal,
-// output included. Its output no longer changes, so unlike a running
-// terminal's it travels as plain data.
+// output included. The output no longer changes, so it travels as plain
+// data; it is encoded only when the update is written, so that a replay
+// of many terminals does not hold a copy of each output at once.
 type exitedTerminal struct {
-	*protocol.TerminalUpdate
-	Output *terminalOutput `json:"output"`
-}
-
-// terminalOutput is the output field of a terminal_update: a replacement
-// of the client's copy. droppedBytes in _meta counts the bytes before it
-// that the ring no longer held.
-type terminalOutput struct {
-	Data string `json:"data"`
-	Meta any    `json:"_meta,omitempty"`
+	update *protocol.TerminalUpdate
+	ring   *outputbuf.Ring // written no more
 }
 
 // exitedUpdate is the exited terminal as a whole: announcement, output
@@ -103,12 +97,26 @@ type terminalOutput struct {
 func (t *terminal) exitedUpdate() *exitedTerminal {
 	u := t.announcement()
 	u.ExitStatus, u.Capabilities = t.exit, protocol.CapsNone
-	data, end := t.ring.Snapshot()
-	out := &terminalOutput{Data: base64.StdEncoding.EncodeToString(data)}
+	return &exitedTerminal{u, t.ring}
+}
+
+// MarshalJSON writes the update with its output: a replacement of the
+// client's copy, whose _meta.shellagent.droppedBytes counts the bytes
+// before it that the ring no longer held.
+func (e *exitedTerminal) MarshalJSON() ([]byte, error) {
+	type output struct {
+		Data string `json:"data"`
+		Meta any    `json:"_meta,omitempty"`
+	}
+	data, end := e.ring.Snapshot()
+	out := output{Data: base64.StdEncoding.EncodeToString(data)}
 	if dropped := end - int64(len(data)); dropped > 0 {
 		out.Meta = map[string]any{"shellagent": map[string]any{"droppedBytes": dropped}}
 	}
-	return &exitedTerminal{u, out}
+	return json.Marshal(struct {
+		*protocol.TerminalUpdate
+		Output output `json:"output"`
+	}{e.update, out})
 }
 
 // callState is where a tool call is in its life. Its wire status follows

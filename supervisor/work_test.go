@@ -1,6 +1,8 @@
 package supervisor
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"strconv"
 	"testing"
 
@@ -131,9 +133,25 @@ func TestExitedTerminalUpdate(t *testing.T) {
 		for i := range tt.written {
 			term.ring.Write([]byte(strconv.Itoa(i % 10)))
 		}
-		u := term.exitedUpdate()
-		if u.Output == nil || mustJSON(u.Output.Meta) != tt.meta || string(u.Capabilities) != "null" || u.ExitStatus != term.exit || u.Command != "x" {
-			t.Errorf("%d bytes: %s", tt.written, mustJSON(u))
+		var u struct {
+			Command      string          `json:"command"`
+			ExitStatus   json.RawMessage `json:"exitStatus"`
+			Capabilities json.RawMessage `json:"capabilities"`
+			Output       struct {
+				Data string          `json:"data"`
+				Meta json.RawMessage `json:"_meta"`
+			} `json:"output"`
+		}
+		raw := mustJSON(term.exitedUpdate())
+		json.Unmarshal([]byte(raw), &u)
+		data, _ := base64.StdEncoding.DecodeString(u.Output.Data)
+		meta := string(u.Output.Meta)
+		if meta == "" {
+			meta = "null"
+		}
+		if u.Command != "x" || string(u.ExitStatus) != `{"exitCode":3}` || string(u.Capabilities) != "null" ||
+			len(data) != min(tt.written, 64) || meta != tt.meta {
+			t.Errorf("%d bytes: %s", tt.written, raw)
 		}
 	}
 }
