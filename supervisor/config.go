@@ -2,9 +2,11 @@ package supervisor
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"shellagent/protocol"
@@ -157,15 +159,9 @@ func (st settings) options() []protocol.ConfigOption {
 }
 
 // set applies one config option; an unknown id or value is a -32602 error
-// and changes nothing.
+// that shows the exact request shape and lists the allowed values, and
+// changes nothing.
 func (st *settings) set(p *protocol.SetConfigOptionRequest) error {
-	if p.Type != "id" {
-		return protocol.InvalidParams("type: %q is not supported; send {\"type\":\"id\",\"value\":...}", p.Type)
-	}
-	var value string
-	if err := json.Unmarshal(p.Value, &value); err != nil {
-		return protocol.InvalidParams("value: must be a string value id")
-	}
 	var current protocol.ConfigOption
 	for _, o := range st.options() {
 		if o.ConfigID == p.ConfigID {
@@ -175,8 +171,21 @@ func (st *settings) set(p *protocol.SetConfigOptionRequest) error {
 	if current.ConfigID == "" {
 		return protocol.InvalidParams("configId: unknown option %q (options: %s, %s, %s)", p.ConfigID, optForegroundTimeout, optKillGrace, optPermission)
 	}
-	if !slices.ContainsFunc(current.Options, func(c protocol.ConfigChoice) bool { return c.Value == value }) {
-		return protocol.InvalidParams("value: %q is not a value of %s", value, p.ConfigID)
+	values := make([]string, len(current.Options))
+	for i, c := range current.Options {
+		values[i] = c.Value
+	}
+	shape := fmt.Sprintf(`send params {"sessionId":%q,"configId":%q,"type":"id","value":%q}, with value one of: %s`,
+		p.SessionID, p.ConfigID, current.CurrentValue, strings.Join(values, ", "))
+	if p.Type != "id" {
+		return protocol.InvalidParams("type: %q is not supported; %s", p.Type, shape)
+	}
+	var value string
+	if err := json.Unmarshal(p.Value, &value); err != nil {
+		return protocol.InvalidParams("value: must be a string; %s", shape)
+	}
+	if !slices.Contains(values, value) {
+		return protocol.InvalidParams("value: %q is not a value of %s; %s", value, p.ConfigID, shape)
 	}
 	switch p.ConfigID {
 	case optForegroundTimeout:

@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestSizeFlag(t *testing.T) {
 	tests := []struct {
@@ -28,17 +31,50 @@ func TestSizeFlag(t *testing.T) {
 	}
 }
 
-func TestBadFlagsExit2(t *testing.T) {
-	for _, args := range [][]string{
-		{"--cols", "0"},
-		{"--rows", "70000"},
-		{"--kill-grace", "0s"},
-		{"--foreground-timeout", "-1s"},
-		{"--scrollback", "nope"},
-		{"--no-such-flag"},
+func TestSizeFlagString(t *testing.T) {
+	for n, want := range map[int]string{1 << 20: "1MiB", 256 << 10: "256KiB", 3 << 30: "3GiB", 65536: "64KiB", 1000: "1000", 1: "1"} {
+		s := sizeFlag(n)
+		if got := s.String(); got != want {
+			t.Errorf("sizeFlag(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestDurationFlag(t *testing.T) {
+	tests := []struct {
+		in   string
+		zero bool
+		want time.Duration
+		err  string
+	}{
+		{"10s", false, 10 * time.Second, ""},
+		{"1m30s", false, 90 * time.Second, ""},
+		{"0", true, 0, ""},
+		{"0s", true, 0, ""},
+		{"0", false, 0, "must be more than 0, e.g. 3s"},
+		{"5", false, 0, "missing unit, e.g. 5s"},
+		{"2.5", true, 0, "missing unit, e.g. 2.5s"},
+		{"-1s", true, 0, "must not be negative"},
+		{"soon", true, 0, "want a duration such as 10s, 500ms or 1m30s"},
+	}
+	for _, tt := range tests {
+		var d time.Duration
+		err := (&durationFlag{p: &d, zero: tt.zero}).Set(tt.in)
+		if tt.err == "" && (err != nil || d != tt.want) || tt.err != "" && (err == nil || err.Error() != tt.err) {
+			t.Errorf("Set(%q) = %v, %v; want %v, %q", tt.in, d, err, tt.want, tt.err)
+		}
+	}
+}
+
+func TestRewordFlagError(t *testing.T) {
+	for in, want := range map[string]string{
+		`invalid value "5" for flag -stall-timeout: parse error`:     "--stall-timeout 5: parse error",
+		`invalid boolean value "x" for -sequential-ids: parse error`: "--sequential-ids x: want true or false",
+		"flag provided but not defined: -nope":                       "unknown flag --nope",
+		"flag needs an argument: -shell":                             "--shell needs a value",
 	} {
-		if code := run(args); code != 2 {
-			t.Errorf("run(%v) = %d, want 2", args, code)
+		if got := rewordFlagError(in); got != want {
+			t.Errorf("rewordFlagError(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -1,24 +1,29 @@
 // Command shellagent is an ACP v2 agent on stdio that runs each prompt as a
 // shell command in a PTY, with foreground and background work as the v2
-// Background Work RFD describes.
+// Background Work RFD describes, and a line-mode client for such agents.
 //
 // Usage:
 //
 //	shellagent [--shell PATH] [--foreground-timeout 10s] [--kill-grace 3s]
 //	           [--scrollback 1MiB] [--cols 120] [--rows 40] [--sequential-ids]
+//	shellagent client [flags] [-- AGENT COMMAND...]
+//	shellagent --help | --version
 //
-// It reads newline-delimited JSON-RPC from stdin, writes it to stdout and
-// logs to stderr. Stdin EOF, SIGTERM or SIGINT stop every command and exit.
+// The agent reads newline-delimited JSON-RPC from stdin, writes it to stdout
+// and logs to stderr. Stdin EOF, SIGTERM or SIGINT stop every command and
+// exit. main.go has the wiring, flags.go the flags, client.go the client
+// subcommand.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -28,34 +33,98 @@ import (
 	"shellagent/supervisor"
 )
 
-var version = "0.1.0"
-
 func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
+// run runs the command line args and returns the exit code: 0, 1 for a
+// failure at run time, 2 for a command line error.
 func run(args []string) int {
+	if len(args) > 0 && args[0] == "client" {
+		return runClient(args[1:])
+	}
+	opts, code, done := agentCommandLine(args)
+	if done {
+		return code
+	}
+	return serve(opts)
+}
+
+// agentCommandLine parses the agent's command line. done reports that the
+// command line has been dealt with (help, version, an error) and the
+// process should exit with code.
+func agentCommandLine(args []string) (opts agentOptions, code int, done bool) {
+	opts = defaultAgentOptions()
 	fs := flag.NewFlagSet("shellagent", flag.ContinueOnError)
-	shell := fs.String("shell", "", "shell to run commands with (default $SHELL, else /bin/sh)")
-	fgTimeout := fs.Duration("foreground-timeout", supervisor.DefaultForegroundTimeout, "move a foreground command to the background after this long (0 = never)")
-	killGrace := fs.Duration("kill-grace", supervisor.DefaultKillGrace, "time between SIGTERM and SIGKILL when stopping a command")
-	scrollback := sizeFlag(supervisor.DefaultScrollback)
-	fs.Var(&scrollback, "scrollback", "output kept per terminal (e.g. 1MiB, 256KiB, 65536)")
-	cols := fs.Uint("cols", 120, "terminal columns")
-	rows := fs.Uint("rows", 40, "terminal rows")
-	sequential := fs.Bool("sequential-ids", false, "name sessions sess_1, sess_2, ... instead of random ids (reproducible transcripts)")
+	opts.define(fs)
 	showVersion := fs.Bool("version", false, "print the version and exit")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if _, err := parseFlags(fs, args, false); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return opts, printHelp(agentHelp(fs)), true
+		}
+		return opts, commandLineError(err), true
 	}
 	if *showVersion {
-		fmt.Fprintln(os.Stderr, "shellagent", version)
-		return 0
+		return opts, printHelp("shellagent " + version() + "\n"), true
 	}
-	if *cols < 1 || *cols > 65535 || *rows < 1 || *rows > 65535 || *killGrace <= 0 || *fgTimeout < 0 {
-		fmt.Fprintln(os.Stderr, "shellagent: --cols and --rows must be 1..65535, --kill-grace more than 0, --foreground-timeout 0 or more")
-		return 2
+	shell, err := checkShell(opts.shell)
+	if err != nil {
+		return opts, commandLineError(err), true
 	}
+	opts.shell = shell
+	return opts, 0, false
+}
+
+// commandLineError prints a command line error and returns exit code 2.
+func commandLineError(err error) int {
+	fmt.Fprintf(os.Stderr, "shellagent: %v\nRun 'shellagent --help' for usage.\n", err)
+	return 2
+}
+
+// printHelp writes text (help or the version) to stdout and returns the
+// exit code: 0, or 1 if stdout cannot be written.
+func printHelp(text string) int {
+	if _, err := io.WriteString(os.Stdout, text); err != nil {
+		fmt.Fprintf(os.Stderr, "shellagent: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// agentHelp returns --help.
+func agentHelp(fs *flag.FlagSet) string {
+	var w strings.Builder
+	w.WriteString(`shellagent is an Agent Client Protocol (ACP) v2 agent on stdio: it runs each
+prompt as a shell command in a pseudo-terminal and reports foreground and
+background work as the v2 Background Work RFD describes. It has no language
+model: the text of a prompt is the command.
+
+Usage:
+  shellagent [flags]
+        serve ACP v2: JSON-RPC on stdin and stdout, logs on stderr
+  shellagent client [flags] [-- AGENT COMMAND...]
+        start an agent (this one by default) and talk to it line by line:
+        each input line is a prompt; 'shellagent client --help' tells more
+
+Subcommands:
+  client    the line-mode client
+
+Flags:
+`)
+	printDefaults(&w, fs)
+	w.WriteString(`  -h, --help
+        print this help and exit
+
+Durations are Go durations (500ms, 10s, 1m30s); sizes take KiB, MiB, GiB, KB,
+MB or no unit (bytes). Stdin EOF, SIGTERM or SIGINT stop every command and
+exit.
+`)
+	return w.String()
+}
+
+// serve runs the agent on stdin and stdout until stdin ends or a signal
+// arrives.
+func serve(opts agentOptions) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 
 	// A closed stdout must be an error on write, not a SIGPIPE death.
@@ -64,14 +133,14 @@ func run(args []string) int {
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 
 	sup := supervisor.New(supervisor.Config{
-		Shell:             *shell,
-		ForegroundTimeout: *fgTimeout,
-		KillGrace:         *killGrace,
-		Scrollback:        int(scrollback),
-		Size:              ptyio.Size{Cols: uint16(*cols), Rows: uint16(*rows)},
-		Version:           version,
+		Shell:             opts.shell,
+		ForegroundTimeout: opts.foregroundTimeout,
+		KillGrace:         opts.killGrace,
+		Scrollback:        opts.scrollback,
+		Size:              ptyio.Size{Cols: uint16(opts.cols), Rows: uint16(opts.rows)},
+		Version:           version(),
 		Log:               log,
-		SequentialIDs:     *sequential,
+		SequentialIDs:     opts.sequentialIDs,
 	})
 	conn := protocol.NewConn(os.Stdin, os.Stdout, sup, protocol.Options{Log: log})
 	select {
@@ -79,7 +148,7 @@ func run(args []string) int {
 	case sig := <-stop:
 		log.Info("stopping", "signal", sig)
 	}
-	return shutdown(log, sup, conn, *killGrace)
+	return shutdown(log, sup, conn, opts.killGrace)
 }
 
 // shutdown closes every session and flushes the connection within the kill
@@ -99,30 +168,4 @@ func shutdown(log *slog.Logger, sup *supervisor.Supervisor, conn *protocol.Conn,
 		log.Warn("client is not reading; exiting without flushing")
 	}
 	return 0
-}
-
-// sizeFlag is a byte size flag: a number with an optional KiB/MiB/KB/MB/K/M
-// suffix.
-type sizeFlag int
-
-func (s *sizeFlag) String() string { return strconv.Itoa(int(*s)) }
-
-func (s *sizeFlag) Set(v string) error {
-	units := []struct {
-		suffix string
-		mult   int
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1000}, {"MB", 1000 * 1000}, {"K", 1 << 10}, {"M", 1 << 20}, {"B", 1}}
-	mult := 1
-	for _, u := range units {
-		if n, ok := strings.CutSuffix(v, u.suffix); ok {
-			v, mult = n, u.mult
-			break
-		}
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil || n <= 0 {
-		return fmt.Errorf("want a positive size such as 1MiB, got %q", v)
-	}
-	*s = sizeFlag(n * mult)
-	return nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
@@ -209,29 +208,6 @@ func TestRequestsBeforeInitialize(t *testing.T) {
 		t.Errorf("protocolVersion %d", res.ProtocolVersion)
 	}
 	c.MustCall("session/new", map[string]any{"cwd": "/tmp"}, nil)
-}
-
-func TestDemoTranscript(t *testing.T) {
-	demo, err := os.ReadFile("../../testdata/demo.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, cmd := acptest.StartBinary(t, binary, []string{"--sequential-ids"}, nil)
-	for _, line := range bytes.Split(bytes.TrimSpace(demo), []byte("\n")) {
-		c.SendRaw(line)
-	}
-	exit := c.WaitFor("term_1 exit", func(m *acptest.Msg) bool { return m.TerminalID() == "term_1" && m.ExitStatus() != nil })
-	if exit.ExitStatus()["signal"] != "SIGTERM" {
-		t.Errorf("dev server ended with %v", exit.ExitStatus())
-	}
-	listed := c.WaitFor("term_1 listed", func(m *acptest.Msg) bool { return len(m.Background()) == 1 })
-	ps := c.WaitFor("/ps answer", func(m *acptest.Msg) bool { return m.Kind == "agent_message" })
-	if !strings.Contains(ps.Text(), "term_1") || ps.Seq < listed.Seq {
-		t.Errorf("/ps said %q", ps.Text())
-	}
-	c.Close()
-	cmd.Wait()
-	c.Check()
 }
 
 // pausable is an agent's stdout as read by a client that can stop reading.

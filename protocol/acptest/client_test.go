@@ -165,9 +165,18 @@ func TestWaitAfter(t *testing.T) {
 	if first.Seq != 0 || second.Seq != 1 || third.Seq != 2 {
 		t.Errorf("got %d %d %d", first.Seq, second.Seq, third.Seq)
 	}
-	go h.agent(idle)
+	// The fourth line is written while WaitAfter waits for it; a write
+	// error is reported from the test goroutine.
+	written := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(h.agentW, idle+"\n")
+		written <- err
+	}()
 	if fourth := h.c.WaitAfter(third, "idle", isIdle); fourth.Seq != 3 {
 		t.Errorf("fourth = %d", fourth.Seq)
+	}
+	if err := <-written; err != nil {
+		t.Fatalf("writing the fourth line: %v", err)
 	}
 	h.end()
 }

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"shellagent/lineclient"
+)
+
+// clientOptions are the client's settings from the command line.
+type clientOptions struct {
+	trace       string
+	cwd         string
+	permissions string
+	settings    []lineclient.Setting
+	agent       []string // after "--"; empty: this binary in agent mode
+}
+
+// clientCommandLine parses "shellagent client"'s arguments. done reports
+// that the command line has been dealt with (help or an error) and the
+// process should exit with code.
+func clientCommandLine(args []string) (opts clientOptions, code int, done bool) {
+	fs := flag.NewFlagSet("shellagent client", flag.ContinueOnError)
+	fs.StringVar(&opts.trace, "trace", "", "write the raw JSON-RPC exchange to `FILE`, one {\"client\":…} or {\"agent\":…} object per line")
+	fs.StringVar(&opts.cwd, "cwd", "", "the session's working `DIR` (default the current directory)")
+	fs.Func("set", "set a session config option, `ID=VALUE`, e.g. foreground_timeout=1s; repeatable", func(v string) error {
+		id, value, ok := strings.Cut(v, "=")
+		if !ok || id == "" || value == "" {
+			return errors.New("want ID=VALUE, e.g. foreground_timeout=1s")
+		}
+		opts.settings = append(opts.settings, lineclient.Setting{ID: id, Value: value})
+		return nil
+	})
+	fs.Func("permissions", "answer permission requests: `ask` (the next input line answers), allow or reject (default ask on a terminal, else reject)", func(v string) error {
+		if !slices.Contains([]string{"ask", "allow", "reject"}, v) {
+			return errors.New("want ask, allow or reject")
+		}
+		opts.permissions = v
+		return nil
+	})
+	rest, err := parseFlags(fs, args, true)
+	if errors.Is(err, flag.ErrHelp) {
+		return opts, printHelp(clientHelp(fs)), true
+	}
+	if err != nil {
+		return opts, commandLineError(err), true
+	}
+	if len(rest) > 0 {
+		if i := len(args) - len(rest); i == 0 || args[i-1] != "--" {
+			return opts, commandLineError(unexpectedArgument(args, rest)), true
+		}
+		opts.agent = rest
+	}
+	if opts.cwd != "" {
+		if info, err := os.Stat(opts.cwd); err != nil || !info.IsDir() {
+			return opts, commandLineError(usageErrorf("--cwd %s: not a directory", opts.cwd)), true
+		}
+	}
+	return opts, 0, false
+}
+
+// clientHelp returns "shellagent client --help".
+func clientHelp(fs *flag.FlagSet) string {
+	var w strings.Builder
+	w.WriteString(`Usage: shellagent client [flags] [-- AGENT COMMAND...]
+
+A line-mode ACP v2 client. It starts the agent (this shellagent in agent
+mode, or the ACP v2 agent command after --), opens a session, and sends each
+input line as a prompt; slash commands (/bg, /ps, /stop ID, /after DUR CMD,
+/every DUR CMD) pass through. It prints each terminal's output as it
+arrives (lines labelled term_N| while several terminals run), exit
+statuses, agent messages, and the background list whenever it changes.
+
+Ctrl-C sends session/cancel: the foreground command stops, background work
+runs on. A second Ctrl-C before the next line, or the end of the input, says
+how many background items closing will stop, closes the session (which stops
+them) and exits.
+
+On a terminal every line is sent at once. From a file or a pipe, each line
+waits for the previous turn to end, and a line after "/stop ID" also waits
+for ID to leave the background list, so a script prints the same on every
+run:
+
+  printf 'echo hi\n/bg sleep 5\n/ps\n' | shellagent client
+
+Flags:
+`)
+	printDefaults(&w, fs)
+	w.WriteString(`  -h, --help
+        print this help and exit
+`)
+	return w.String()
+}
+
+// runClient runs "shellagent client" and returns the exit code.
+func runClient(args []string) (code int) {
+	opts, code, done := clientCommandLine(args)
+	if done {
+		return code
+	}
+	agent := opts.agent
+	if len(agent) == 0 {
+		self, err := os.Executable()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "shellagent client: finding this program to run as the agent: %v\n", err)
+			return 1
+		}
+		agent = []string{self}
+	}
+	cfg := lineclient.Config{
+		Agent:       agent,
+		AgentStderr: os.Stderr,
+		Cwd:         opts.cwd,
+		Input:       os.Stdin,
+		Output:      os.Stdout,
+		Interactive: isTerminal(os.Stdin),
+		Permissions: lineclient.Permissions(opts.permissions),
+		Settings:    opts.settings,
+		Version:     version(),
+	}
+	if cfg.Cwd == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "shellagent client: %v\n", err)
+			return 1
+		}
+		cfg.Cwd = wd
+	}
+	if opts.trace != "" {
+		f, err := os.Create(opts.trace)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "shellagent client: --trace: %v\n", err)
+			return 1
+		}
+		cfg.Trace = f
+		defer func() {
+			if err := f.Close(); err != nil {
+				fmt.Fprintf(os.Stderr, "shellagent client: --trace: %v\n", err)
+				code = 1
+			}
+		}()
+	}
+	interrupts := make(chan os.Signal, 1)
+	signal.Notify(interrupts, os.Interrupt)
+	defer signal.Stop(interrupts)
+	cfg.Interrupts = interrupts
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+
+	if err := lineclient.Run(ctx, cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "shellagent client: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}

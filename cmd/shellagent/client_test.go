@@ -1,0 +1,428 @@
+package main
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"shellagent/protocol/acptest"
+)
+
+// clientRun is "shellagent client" running on pipes, with a marker in its
+// environment (inherited by the agent and every command) so that the test
+// can check that nothing is left behind.
+type clientRun struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  chan string // stdout, line by line; closed at EOF
+	seen   []string
+	stderr *strings.Builder
+	marker string
+}
+
+// startClient starts the client in a process group of its own, as a shell
+// starts a job, so that the test can interrupt it as a terminal does.
+func startClient(t *testing.T, args ...string) *clientRun {
+	t.Helper()
+	r := &clientRun{t: t, lines: make(chan string, 100), stderr: new(strings.Builder), marker: "SHELLAGENT_TEST=" + rand.Text()}
+	r.cmd = exec.Command(binary, append([]string{"client"}, args...)...)
+	r.cmd.Env = append(os.Environ(), noRaceExitDelay, r.marker, "SHELL=/bin/sh")
+	r.cmd.Stderr = r.stderr
+	r.cmd.Dir = t.TempDir()
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	r.cmd.WaitDelay = 5 * time.Second
+	var err error
+	if r.stdin, err = r.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := r.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(r.lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			r.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() {
+		if r.cmd.ProcessState == nil {
+			_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL) // Best effort: a failed test left it running.
+			_ = r.cmd.Wait()                                      // Best effort: it was killed.
+		}
+		for _, pid := range acptest.ProcessesWith(r.marker) {
+			t.Errorf("process %d left behind", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL) // Best effort: clean up after the failure.
+		}
+	})
+	return r
+}
+
+// send writes input lines.
+func (r *clientRun) send(lines ...string) {
+	r.t.Helper()
+	if _, err := io.WriteString(r.stdin, strings.Join(lines, "\n")+"\n"); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// expect waits for an output line equal to want and returns the lines
+// read before it.
+func (r *clientRun) expect(want string) []string {
+	r.t.Helper()
+	timeout := time.After(20 * time.Second)
+	var before []string
+	for {
+		select {
+		case line, ok := <-r.lines:
+			if !ok {
+				r.t.Fatalf("the client's output ended before %q; it printed:\n%s\nstderr:\n%s", want, strings.Join(r.seen, "\n"), r.stderr)
+			}
+			r.seen = append(r.seen, line)
+			if line == want {
+				return before
+			}
+			before = append(before, line)
+		case <-timeout:
+			r.t.Fatalf("no line %q; the client printed:\n%s\nstderr:\n%s", want, strings.Join(r.seen, "\n"), r.stderr)
+		}
+	}
+}
+
+// interrupt sends SIGINT to the client's process group, as Ctrl-C at a
+// terminal does.
+func (r *clientRun) interrupt() {
+	r.t.Helper()
+	if err := syscall.Kill(-r.cmd.Process.Pid, syscall.SIGINT); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// wait waits for the client to exit, checks status 0 and returns the rest
+// of its output.
+func (r *clientRun) wait() []string {
+	r.t.Helper()
+	var rest []string
+	for line := range r.lines {
+		r.seen = append(r.seen, line)
+		rest = append(rest, line)
+	}
+	if err := r.cmd.Wait(); err != nil {
+		r.t.Errorf("client exit: %v\nstderr:\n%s", err, r.stderr)
+	}
+	return rest
+}
+
+// runScript runs the client on input and returns its output and stderr.
+func runScript(t *testing.T, input string, args ...string) (string, string) {
+	t.Helper()
+	r := startClient(t, args...)
+	if _, err := io.WriteString(r.stdin, input); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.stdin.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out := r.wait()
+	return strings.Join(out, "\n") + "\n", r.stderr.String()
+}
+
+// The example of the issue: hi is printed, the list shows the sleep, /ps
+// lists it, and the end of the input stops it at once.
+func TestClientScript(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	start := time.Now()
+	out, stderr := runScript(t, "echo hi\n/bg sleep 5\n/ps\n", "--cwd", dir)
+	if took := time.Since(start); took > 4*time.Second {
+		t.Errorf("took %v: the sleep was not stopped at the end of the input", took)
+	}
+	for _, want := range []string{
+		"[agent: shellagent devel, ACP v2]\n[session started in " + dir + "]\n",
+		"> echo hi\n[term_1 started]\nhi\n[term_1 ended: exit 0]\n",
+		"> /bg sleep 5\n[term_2 started: sleep 5]\n",
+		"[background: term_2 (sleep 5)]\n> /ps\nBackground work:\nterm_2  terminal  sleep 5",
+		"[closing the session will stop 1 background item: term_2 (sleep 5)]\n[term_2 ended: signal SIGTERM]\n[background: none; the session is quiet]\n[session closed]\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if stderr != "" {
+		t.Errorf("stderr: %s", stderr)
+	}
+}
+
+// The README's first command prints the same on every run.
+func TestClientDemo(t *testing.T) {
+	t.Parallel()
+	demo, err := os.ReadFile("../../testdata/demo.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	want := `[agent: shellagent devel, ACP v2]
+[session started in ` + dir + `]
+[set foreground_timeout to 1s]
+> printf 'compiled in 0.4s\nlistening on http://localhost:3000\n'; exec sleep 600
+[term_1 started]
+compiled in 0.4s
+listening on http://localhost:3000
+[call_1 completed: Still running after the 1s foreground timeout: moved to the background. It runs on in terminal term_1; stop it with terminal/cancel or /stop term_1.]
+[background: term_1 (printf 'compiled in 0.4s\nlistening on http://localhost:3000\n'; exec sleep 600)]
+> /stop term_1
+Stopping term_1: SIGTERM sent; its exit status follows.
+[term_1 ended: signal SIGTERM]
+[background: none; the session is quiet]
+[session closed]
+`
+	for range 2 {
+		out, stderr := runScript(t, string(demo), "--cwd", dir, "--set", "foreground_timeout=1s")
+		if out != want || stderr != "" {
+			t.Errorf("the demo printed:\n%s\nwant:\n%s\nstderr: %s", out, want, stderr)
+		}
+	}
+}
+
+// Output is labelled by terminal while several terminals run, and not
+// while one does.
+func TestClientLabels(t *testing.T) {
+	t.Parallel()
+	out, _ := runScript(t, "echo alone\n/bg echo b1; sleep 1; echo b2; sleep 30\nsleep 0.5; echo f1; sleep 1; echo f2\n")
+	for _, want := range []string{"\nalone\n", "\nterm_2| b2\n", "\nterm_3| f1\n", "\nterm_3| f2\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// Ctrl-C cancels the foreground command and background work runs on; a
+// second Ctrl-C before the next line closes the session, which stops it.
+func TestClientInterrupt(t *testing.T) {
+	t.Parallel()
+	r := startClient(t)
+	r.send("/bg sleep 30", "echo working; sleep 30")
+	r.expect("[background: term_1 (sleep 30)]")
+	r.expect("term_2| working") // labelled: two terminals run
+	r.interrupt()
+	r.expect("[session/cancel sent: the foreground command stops, background work runs on; Ctrl-C again closes the session]")
+	r.expect("[term_2 ended: signal SIGTERM]")
+	r.expect("[turn cancelled]")
+	r.send("echo still here")
+	r.expect("term_3| still here")
+	r.expect("[term_3 ended: exit 0]")
+	// A new line starts the count again: one Ctrl-C cancels, the second
+	// closes.
+	r.interrupt()
+	r.expect("[session/cancel sent: the foreground command stops, background work runs on; Ctrl-C again closes the session]")
+	r.interrupt()
+	r.expect("[closing the session will stop 1 background item: term_1 (sleep 30)]")
+	r.expect("[term_1 ended: signal SIGTERM]")
+	r.expect("[session closed]")
+	if rest := r.wait(); len(rest) > 0 {
+		t.Errorf("printed after closing: %q", rest)
+	}
+}
+
+// The end of the input closes the session even while a command runs,
+// when the input is a pipe that ends.
+func TestClientEOF(t *testing.T) {
+	t.Parallel()
+	r := startClient(t)
+	r.send("/bg sleep 30", "/bg sleep 30")
+	r.expect("[background: term_1 (sleep 30), term_2 (sleep 30)]")
+	start := time.Now()
+	if err := r.stdin.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r.expect("[closing the session will stop 2 background items: term_1 (sleep 30), term_2 (sleep 30)]")
+	r.expect("[session closed]")
+	r.wait()
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("closing took %v", took)
+	}
+}
+
+// --trace writes every line of the exchange, in both directions.
+func TestClientTrace(t *testing.T) {
+	t.Parallel()
+	trace := filepath.Join(t.TempDir(), "trace.jsonl")
+	runScript(t, "echo traced\n", "--trace", trace)
+	data, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var methods []string
+	var chunks int
+	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		var entry map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(line), &entry); err != nil || len(entry) != 1 {
+			t.Fatalf("trace line %q is not {\"client\":…} or {\"agent\":…}: %v", line, err)
+		}
+		var m struct {
+			Method string `json:"method"`
+			Params struct {
+				Update struct {
+					SessionUpdate string `json:"sessionUpdate"`
+				} `json:"update"`
+			} `json:"params"`
+		}
+		for from, raw := range entry {
+			if err := json.Unmarshal(raw, &m); err != nil {
+				t.Fatalf("trace line %q: %v", line, err)
+			}
+			if from == "client" && m.Method != "" {
+				methods = append(methods, m.Method)
+			}
+			if from == "agent" && m.Params.Update.SessionUpdate == "terminal_output_chunk" {
+				chunks++
+			}
+		}
+	}
+	if want := "initialize session/new session/prompt session/close"; strings.Join(methods, " ") != want {
+		t.Errorf("the client sent %v, want %s", methods, want)
+	}
+	if chunks == 0 || !strings.Contains(string(data), `"terminalId":"term_1","exitStatus":{"exitCode":0}`) {
+		t.Errorf("the trace lacks the agent's messages:\n%s", data)
+	}
+}
+
+// Any ACP v2 agent command after --: here this binary with its own flags.
+func TestClientOtherAgent(t *testing.T) {
+	t.Parallel()
+	out, _ := runScript(t, "sleep 30\n", "--", binary, "--foreground-timeout", "1s", "--shell", "/bin/sh")
+	if !strings.Contains(out, "[call_1 completed: Still running after the 1s foreground timeout") ||
+		!strings.Contains(out, "[closing the session will stop 1 background item: term_1 (sleep 30)]") {
+		t.Errorf("output:\n%s", out)
+	}
+}
+
+// Permission requests are printed and answered by --permissions.
+func TestClientPermissions(t *testing.T) {
+	t.Parallel()
+	allowed, _ := runScript(t, "echo ran\n", "--set", "permission=ask", "--permissions", "allow")
+	if !strings.Contains(allowed, "[permission requested: Run echo ran (run \"echo ran\" in ") ||
+		!strings.Contains(allowed, "[answered allow by --permissions allow]\n[term_1 started]\nran\n") {
+		t.Errorf("with --permissions allow:\n%s", allowed)
+	}
+	rejected, _ := runScript(t, "echo ran\n", "--set", "permission=ask")
+	if !strings.Contains(rejected, "[answered reject by --permissions reject]\n[call_1 failed: ") || strings.Contains(rejected, "\nran\n") {
+		t.Errorf("with the default in scripts (reject):\n%s", rejected)
+	}
+	asked, _ := runScript(t, "echo ran\nno\n", "--set", "permission=ask", "--permissions", "ask")
+	if !strings.Contains(asked, "[answer with one of: allow, reject]\n[answered reject]\n[call_1 failed: ") {
+		t.Errorf("with --permissions ask and the answer no:\n%s", asked)
+	}
+}
+
+// A setting the agent rejects ends the client with exit status 1.
+func TestClientBadSetting(t *testing.T) {
+	t.Parallel()
+	r := startClient(t, "--set", "foreground_timeout=7s")
+	before := r.expect("[session closed]")
+	if len(before) == 0 || !strings.HasPrefix(before[len(before)-1], `[cannot set foreground_timeout to 7s: value: "7s" is not a value of foreground_timeout; send params {"sessionId":`) {
+		t.Errorf("printed %q", before)
+	}
+	for range r.lines {
+	}
+	var exit *exec.ExitError
+	if err := r.cmd.Wait(); !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(r.stderr.String(), "setting foreground_timeout=7s") {
+		t.Errorf("exit %v, stderr %q; want exit status 1 naming the setting", err, r.stderr)
+	}
+}
+
+// On a terminal, lines are sent as they are typed (/ps answers while a
+// command runs), and Ctrl-C typed at the terminal reaches the client but
+// not the agent: the first cancels, the second closes.
+func TestClientInteractive(t *testing.T) {
+	t.Parallel()
+	marker := "SHELLAGENT_TEST=" + rand.Text()
+	cmd := exec.Command(binary, "client")
+	cmd.Env = append(os.Environ(), noRaceExitDelay, marker, "SHELL=/bin/sh")
+	cmd.Dir = t.TempDir()
+	tty, err := pty.Start(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tty.Close()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil { // a failed test: stop the client, then its agent stops
+			_ = cmd.Process.Kill() // Best effort: it may have exited.
+			_ = cmd.Wait()         // Best effort: it was killed.
+			deadline := time.Now().Add(10 * time.Second)
+			for len(acptest.ProcessesWith(marker)) > 0 && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		for _, pid := range acptest.ProcessesWith(marker) {
+			t.Errorf("process %d left behind", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL) // Best effort: clean up after the failure.
+		}
+	})
+	var out strings.Builder
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(tty)
+		for sc.Scan() {
+			lines <- strings.TrimRight(sc.Text(), "\r")
+		}
+	}()
+	// expect waits for lines holding each of wants, in any order.
+	expect := func(wants ...string) {
+		t.Helper()
+		timeout := time.After(20 * time.Second)
+		for len(wants) > 0 {
+			select {
+			case line, ok := <-lines:
+				if !ok {
+					t.Fatalf("no %q; the terminal showed:\n%s", wants, out.String())
+				}
+				out.WriteString(line + "\n")
+				wants = slices.DeleteFunc(wants, func(w string) bool { return strings.Contains(line, w) })
+			case <-timeout:
+				t.Fatalf("no %q; the terminal showed:\n%s", wants, out.String())
+			}
+		}
+	}
+	write := func(s string) {
+		t.Helper()
+		if _, err := tty.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect("[session started in ")
+	write("/bg sleep 30\n")
+	expect("[background: term_1 (sleep 30)]")
+	write("echo running; sleep 30\n/ps\n")
+	expect("term_2| running", "term_1  terminal  sleep 30")
+	if strings.Contains(out.String(), "call_2 completed") {
+		t.Errorf("/ps waited for the foreground command's turn:\n%s", out.String())
+	}
+	write("\x03")
+	expect("[session/cancel sent: ")
+	expect("[turn cancelled]")
+	write("\x03")
+	expect("[closing the session will stop 1 background item: term_1 (sleep 30)]")
+	expect("[session closed]")
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("client exit: %v\n%s", err, out.String())
+	}
+}

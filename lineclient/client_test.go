@@ -1,0 +1,290 @@
+package lineclient
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// fakeAgentEnv makes the test binary act as the fake agent.
+const fakeAgentEnv = "LINECLIENT_FAKE_AGENT=1"
+
+// noExitDelay stops a -race fake agent from sleeping a second at exit.
+const noExitDelay = "GORACE=atexit_sleep_ms=0"
+
+func TestMain(m *testing.M) {
+	if os.Getenv("LINECLIENT_FAKE_AGENT") == "1" {
+		fakeAgent()
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// fakeAgent is an ACP v2 agent with canned answers, for the client rules
+// shellagent itself never exercises: unknown list items, an unreported
+// list, abandoned work, a close without final updates, withdrawn
+// permission requests.
+func fakeAgent() {
+	in := bufio.NewScanner(os.Stdin)
+	out := bufio.NewWriter(os.Stdout)
+	send := func(v any) {
+		b, _ := json.Marshal(v) // Safe: the values are maps of plain data.
+		out.Write(append(b, '\n'))
+		out.Flush()
+	}
+	update := func(u map[string]any) {
+		send(map[string]any{"jsonrpc": "2.0", "method": "session/update", "params": map[string]any{"sessionId": "s1", "update": u}})
+	}
+	state := func(state, stop string, bg any) {
+		u := map[string]any{"sessionUpdate": "state_update", "state": state}
+		if stop != "" {
+			u["stopReason"] = stop
+		}
+		if bg != nil {
+			u["background"] = bg
+		}
+		update(u)
+	}
+	msgs := 0
+	for in.Scan() {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Prompt []struct {
+					Text string `json:"text"`
+				} `json:"prompt"`
+			} `json:"params"`
+			Result json.RawMessage `json:"result"`
+		}
+		if json.Unmarshal(in.Bytes(), &m) != nil {
+			continue
+		}
+		reply := func(result any) { send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": result}) }
+		switch m.Method {
+		case "initialize":
+			reply(map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "fake", "version": "1"}})
+		case "session/new":
+			reply(map[string]any{"sessionId": "s1", "availableCommands": []map[string]string{{"name": "stop"}}})
+		case "session/close":
+			reply(map[string]any{})
+		case "session/cancel":
+			update(map[string]any{"sessionUpdate": "agent_message", "messageId": "cancel", "content": []map[string]string{{"type": "text", "text": "cancel received"}}})
+			state("idle", "cancelled", []any{})
+		case "session/prompt":
+			msgs++
+			id := fmt.Sprintf("m%d", msgs)
+			update(map[string]any{"sessionUpdate": "user_message", "messageId": id, "content": []map[string]string{{"type": "text", "text": m.Params.Prompt[0].Text}}})
+			reply(map[string]string{"messageId": id})
+			state("running", "", []any{})
+			switch m.Params.Prompt[0].Text {
+			case "unknown":
+				state("idle", "end_turn", []any{map[string]any{"type": "_future", "x": 1}})
+			case "unreported":
+				state("idle", "end_turn", nil)
+			case "abandon":
+				update(map[string]any{"sessionUpdate": "terminal_update", "terminalId": "term_9", "command": "lost"})
+				update(map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "call_9", "title": "lost job", "kind": "other", "status": "in_progress"})
+				state("idle", "end_turn", []any{})
+			case "listed":
+				update(map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "call_5", "title": "serve", "kind": "execute", "status": "in_progress", "content": []map[string]string{{"type": "terminal", "terminalId": "term_5"}}})
+				update(map[string]any{"sessionUpdate": "terminal_update", "terminalId": "term_5", "command": "serve"})
+				state("idle", "end_turn", []any{map[string]string{"type": "terminal", "terminalId": "term_5"}})
+			case "ask":
+				send(map[string]any{"jsonrpc": "2.0", "id": "p1", "method": "session/request_permission", "params": map[string]any{
+					"sessionId": "s1", "title": "Run rm", "subject": map[string]string{"type": "command", "command": "rm x", "cwd": "/"},
+					"options": []map[string]string{{"optionId": "yes", "name": "Yes", "kind": "allow_once"}, {"optionId": "no", "name": "No", "kind": "reject_once"}}}})
+			case "withdraw":
+				send(map[string]any{"jsonrpc": "2.0", "id": "p2", "method": "session/request_permission", "params": map[string]any{
+					"sessionId": "s1", "title": "Run ls", "options": []map[string]string{{"optionId": "yes", "name": "Yes", "kind": "allow_once"}}}})
+				send(map[string]any{"jsonrpc": "2.0", "method": "$/cancel_request", "params": map[string]string{"requestId": "p2"}})
+			case "wait":
+				// The turn ends when the client cancels it.
+			default:
+				state("idle", "end_turn", []any{})
+			}
+		case "":
+			if len(m.ID) > 0 { // an answer to a permission request
+				text := fmt.Sprintf("answer to %s: %s", m.ID, m.Result)
+				update(map[string]any{"sessionUpdate": "agent_message", "messageId": "ans", "content": []map[string]string{{"type": "text", "text": text}}})
+				state("idle", "end_turn", []any{})
+			}
+		}
+	}
+}
+
+// runFake runs the client against the fake agent on input and returns
+// what it printed and the trace.
+func runFake(t *testing.T, cfg Config) (string, string) {
+	t.Helper()
+	var out, trace strings.Builder
+	cfg.Agent = []string{os.Args[0]}
+	cfg.Env = append(os.Environ(), fakeAgentEnv, noExitDelay)
+	cfg.Output, cfg.Trace, cfg.Cwd = &out, &trace, "/"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := Run(ctx, cfg); err != nil {
+		t.Errorf("Run: %v\noutput:\n%s", err, out.String())
+	}
+	return out.String(), trace.String()
+}
+
+func TestClientRules(t *testing.T) {
+	tests := []struct {
+		name  string
+		input string
+		perms Permissions
+		want  []string
+		not   []string
+	}{
+		{"an unknown item is work", "unknown\n", "", []string{
+			"[background: an item of type _future]",
+			"[closing the session will stop 1 background item: an item of type _future]",
+		}, nil},
+		{"an unreported list is unknown, never quiet", "unreported\n", "", []string{
+			"[background: not reported (what runs in the background is unknown)]",
+			"[the agent does not report its background work: closing the session stops whatever still runs]",
+		}, []string{"quiet", "abandoned"}},
+		{"unfinished work left out while idle is abandoned", "abandon\n", "", []string{
+			"[call_9 abandoned: unfinished, not listed, and the session is idle]",
+			"[term_9 abandoned: unfinished, not listed, and the session is idle]",
+		}, nil},
+		{"a close without final updates stops listed work", "listed\n", "", []string{
+			"[background: term_5 (serve)]",
+			"[closing the session will stop 1 background item: term_5 (serve)]",
+			"[call_5 cancelled by the close]\n[term_5 stopped by the close: exit status unknown]\n[session closed]\n",
+		}, []string{"abandoned"}},
+		{"permissions: reject in scripts by default", "ask\n", "", []string{
+			`[permission requested: Run rm (run "rm x" in /)]`,
+			"[answered no by --permissions reject]",
+			`answer to "p1": {"outcome":{"optionId":"no","outcome":"selected"}}`,
+		}, nil},
+		{"permissions: allow", "ask\n", PermissionsAllow, []string{
+			"[answered yes by --permissions allow]",
+			`answer to "p1": {"outcome":{"optionId":"yes","outcome":"selected"}}`,
+		}, nil},
+		{"permissions: ask takes the next line", "ask\nmaybe\ny\n", PermissionsAsk, []string{
+			"[answer with one of: yes, no]",
+			`["maybe" is not an answer; answer with one of: yes, no]`,
+			"[answered yes]",
+			`answer to "p1": {"outcome":{"optionId":"yes","outcome":"selected"}}`,
+		}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, _ := runFake(t, Config{Input: strings.NewReader(tt.input), Permissions: tt.perms})
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			for _, n := range tt.not {
+				if strings.Contains(out, n) {
+					t.Errorf("output says %q:\n%s", n, out)
+				}
+			}
+		})
+	}
+}
+
+// syncBuffer is an output that the test reads while Run writes it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitFor waits until the output holds s.
+func (b *syncBuffer) waitFor(t *testing.T, s string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(b.String(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the output:\n%s", s, b.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// An interrupt sends session/cancel; the script goes on once the turn has
+// ended, and the end of the input closes the session.
+func TestInterruptSendsCancel(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	interrupts := make(chan os.Signal, 1)
+	var out, trace syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(context.Background(), Config{
+			Agent: []string{os.Args[0]}, Env: append(os.Environ(), fakeAgentEnv, noExitDelay), Cwd: "/",
+			Input: r, Output: &out, Trace: &trace, Interrupts: interrupts,
+		})
+	}()
+	if _, err := w.WriteString("wait\nnext\n"); err != nil {
+		t.Fatal(err)
+	}
+	out.waitFor(t, "> wait\n")
+	interrupts <- os.Interrupt
+	out.waitFor(t, "[turn cancelled]\n> next\n")
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(trace.String(), `{"client":{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s1"}}}`) ||
+		!strings.Contains(out.String(), "cancel received\n") || !strings.HasSuffix(out.String(), "[session closed]\n") {
+		t.Errorf("output:\n%s\ntrace:\n%s", out.String(), trace.String())
+	}
+}
+
+// A permission request the agent withdraws with $/cancel_request is
+// answered cancelled and no longer waits for an answer.
+func TestWithdrawnPermission(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(context.Background(), Config{
+			Agent: []string{os.Args[0]}, Env: append(os.Environ(), fakeAgentEnv, noExitDelay), Cwd: "/",
+			Input: r, Output: &out, Permissions: PermissionsAsk,
+		})
+	}()
+	if _, err := w.WriteString("withdraw\n"); err != nil {
+		t.Fatal(err)
+	}
+	out.waitFor(t, "[the agent withdrew its permission request: Run ls]\n")
+	out.waitFor(t, `answer to "p2": {"outcome":{"outcome":"cancelled"}}`)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
