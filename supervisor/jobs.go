@@ -60,7 +60,7 @@ func (j *job) arm(s *Session, d time.Duration) {
 // this firing, and says so once per such run.
 func (s *Session) fire(j *job) {
 	s.do(func(st *state) {
-		if j.call.state != callScheduled || st.life != open {
+		if j.call.state != callScheduled || st.life != sessionOpen {
 			return
 		}
 		if j.every > 0 {

@@ -68,7 +68,7 @@ func (st *state) ask(c *toolCall, line string, fg *turn) {
 // to a request that was withdrawn changes nothing.
 func (s *Session) answered(a *approval, resp *protocol.PermissionResponse, err error) {
 	s.do(func(st *state) {
-		if a.call.state != callAsking || st.life != open {
+		if a.call.state != callAsking || st.life != sessionOpen {
 			return
 		}
 		if !allowed(resp, err) {

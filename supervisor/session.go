@@ -27,17 +27,18 @@ type Session struct {
 type lifecycle int
 
 const (
-	// open: it serves prompts. Out to closing (session/close, Shutdown,
-	// or Detach under CloseDetached).
-	open lifecycle = iota
-	// closing: its work is being stopped. Held prompts were refused, and
-	// state changes are not reported: the close reports the outcome in
-	// one final state_update. Out to closed once no terminal runs.
-	closing
-	// closed: the final updates went out and the close was answered. The
-	// session has no client and is no longer in the Supervisor, so nothing
-	// can be sent for it any more. Final.
-	closed
+	// sessionOpen: it serves prompts. Out to sessionClosing
+	// (session/close, Shutdown, or Detach under CloseDetached).
+	sessionOpen lifecycle = iota
+	// sessionClosing: its work is being stopped. Held prompts were
+	// refused, and state changes are not reported: the close reports the
+	// outcome in one final state_update. Out to sessionClosed once no
+	// terminal runs.
+	sessionClosing
+	// sessionClosed: the final updates went out and the close was
+	// answered. The session has no client and is no longer in the
+	// Supervisor, so nothing can be sent for it any more. Final.
+	sessionClosed
 )
 
 // finalState is what the last state_update of a close says.
@@ -92,9 +93,9 @@ func (s *Session) do(f func(st *state)) {
 // that the change retired.
 func (st *state) settle() {
 	switch st.life {
-	case open:
+	case sessionOpen:
 		st.flushList()
-	case closing:
+	case sessionClosing:
 		if !st.work.live() {
 			st.finishClose()
 		}
@@ -124,7 +125,7 @@ func (s *Session) prompt(ctx context.Context, from protocol.Client, blocks []pro
 	t := &turn{blocks: blocks, in: parseInput(line), reply: reply, from: from}
 	s.do(func(st *state) {
 		switch {
-		case st.life != open:
+		case st.life != sessionOpen:
 			reply(nil, protocol.RequestCancelled("session is closing"))
 		case t.in.immediate() && st.turns.busy():
 			st.insert(t)
@@ -215,7 +216,7 @@ func (s *Session) resume(c protocol.Client, p *protocol.ResumeSessionRequest) (r
 		return nil, err
 	}
 	s.do(func(st *state) {
-		if st.life != open {
+		if st.life != sessionOpen {
 			err = protocol.SessionNotFound(s.id)
 			return
 		}
@@ -264,7 +265,7 @@ func replayFrom(raw json.RawMessage) (bool, error) {
 // It reports whether done will be called.
 func (s *Session) detach(c protocol.Client, policy DetachPolicy, done func()) (closes bool) {
 	s.do(func(st *state) {
-		if st.out.client != c || st.life == closed {
+		if st.out.client != c || st.life == sessionClosed {
 			return
 		}
 		if policy == CloseDetached {
@@ -287,14 +288,14 @@ func (s *Session) close(done func()) {
 
 func (st *state) close(done func()) {
 	switch st.life {
-	case closed:
+	case sessionClosed:
 		done()
 		return
-	case closing:
+	case sessionClosing:
 		st.closeDone = append(st.closeDone, done)
 		return
 	}
-	st.life, st.closeDone = closing, append(st.closeDone, done)
+	st.life, st.closeDone = sessionClosing, append(st.closeDone, done)
 	if len(st.list.items) > 0 {
 		st.final = finalIdle
 	}
@@ -333,7 +334,7 @@ func (st *state) finishClose() {
 		st.fgState = protocol.StateIdle
 		st.reportState("")
 	}
-	st.life, st.out.client = closed, nil
+	st.life, st.out.client = sessionClosed, nil
 	st.s.sv.forget(st.s.id)
 	for _, done := range st.closeDone {
 		done()
@@ -375,7 +376,7 @@ func (st *state) endTurn(stopReason string) {
 		return
 	}
 	st.transition(protocol.StateIdle, stopReason)
-	if st.life != open {
+	if st.life != sessionOpen {
 		return
 	}
 	if t := st.turns.next(); t != nil {
@@ -485,7 +486,7 @@ func (st *state) acceptCancel(id string) (stop func(), err error) {
 // While closing, nothing is reported: the close reports the outcome once.
 func (st *state) transition(fgState, stopReason string) {
 	st.fgState = fgState
-	if st.life == open {
+	if st.life == sessionOpen {
 		st.reportState(stopReason)
 	}
 }
