@@ -1,8 +1,9 @@
 package bench
 
 import (
-	"fmt"
+	"io"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -49,6 +50,68 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 }
 
+// BenchmarkSlowClient: a client that reads the agent's stdout at a fixed
+// rate (a token bucket on the pipe, 4 MB/s) while seq writes about 7 MB
+// (10 MB on the wire), from the prompt to the client's decoding of the last
+// byte. With flow control the child waits for the client instead of losing
+// output: dropped_B/op must be 0, and delivered_vs_limit (bytes the client
+// read per second over its limit) says how close the agent keeps such a
+// client to its own pace; child_MB/s counts the bytes the child writes.
+//
+// The command sleeps for a second after its output (ns/op includes it), so
+// that its terminal is live until the client has taken the last byte: what
+// becomes of output still in the PTY when the last process exits is
+// ptyio's drain, not this benchmark's subject.
+func BenchmarkSlowClient(b *testing.B) {
+	const limit = 4_000_000
+	var pr *pacedReader
+	var last atomic.Int64 // when the client decoded output last, in ns
+	a := startAgentReading(b, func(_ *term, _ []byte, now time.Time) { last.Store(now.UnixNano()) }, func(r io.Reader) io.Reader {
+		pr = &pacedReader{r: r, rate: limit}
+		return pr
+	})
+	sid := a.newSession(b)
+	w := seq(1_000_000)
+	w.line += "; sleep 1"
+	var dropped, wire int64
+	var d time.Duration
+	b.ResetTimer()
+	for range b.N {
+		before := pr.read.Load()
+		start := time.Now()
+		_, _, dr, _ := agentRun(b, a, sid, w)
+		dropped += dr
+		wire += pr.read.Load() - before
+		d += time.Unix(0, last.Load()).Sub(start)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(dropped)/float64(b.N), "dropped_B/op")
+	b.ReportMetric(float64(w.child)*float64(b.N)/d.Seconds()/1e6, "child_MB/s")
+	b.ReportMetric(float64(wire)/d.Seconds()/1e6, "delivered_MB/s")
+	b.ReportMetric(float64(wire)/d.Seconds()/limit, "delivered_vs_limit")
+}
+
+// pacedReader reads from r at most rate bytes per second, in reads of at
+// most 16 KiB, and gains no credit while it waits for data: a client
+// slower than the agent.
+type pacedReader struct {
+	r    io.Reader
+	rate int
+	next time.Time    // when the next read may start
+	read atomic.Int64 // bytes read so far
+}
+
+func (p *pacedReader) Read(b []byte) (int, error) {
+	if now := time.Now(); p.next.Before(now) {
+		p.next = now
+	}
+	time.Sleep(time.Until(p.next))
+	n, err := p.r.Read(b[:min(len(b), 16<<10)])
+	p.next = p.next.Add(time.Duration(n) * time.Second / time.Duration(p.rate))
+	p.read.Add(int64(n))
+	return n, err
+}
+
 // BenchmarkLatency: a child writes one line every 2 ms holding the time of
 // its write; each sample is the time from that write to the client's
 // decoding of the chunk that carries the line. b.N is the number of
@@ -71,16 +134,25 @@ func BenchmarkLatency(b *testing.B) {
 	b.ReportMetric(micros(p50-rawP50), "p50_over_raw_us")
 }
 
-// BenchmarkIdleTerminals: n background "sleep 300" terminals in one session;
-// once all are listed, what each costs the process after a GC (RSS, live
-// heap, goroutine stacks, goroutines) and the OS threads added in all,
-// each a delta over a baseline measured in the same process just before.
-// The physical baseline holds n raw PTYs with a sleep child each, drained
-// by a goroutine parked in the runtime poller. Each measurement runs in a
-// fresh process (see idleInChild), agent and raw in turn.
+// BenchmarkIdleTerminals: n background "sleep 300" terminals started
+// through session/prompt on the real connection, in one session; once all
+// are listed, what each costs the process after a GC (RSS as the OS reports
+// it, live heap, goroutine stacks, goroutines) and the OS threads added in
+// all, each a delta over a baseline measured in the same process just
+// before. Every terminal is followed and held by the connection's writer
+// (flow control), so its cost is in the figures. "flow" is the 200 of the
+// target (rss_B/term at most 16 KiB); n=50 shows the fixed costs spread
+// over fewer. The physical baseline holds n raw PTYs with a sleep child
+// each, drained by a goroutine parked in the runtime poller. Each
+// measurement runs in a fresh process (see idleInChild), agent and raw in
+// turn.
 func BenchmarkIdleTerminals(b *testing.B) {
-	for _, n := range []int{50, 200} {
-		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		n    int
+	}{{"n=50", 50}, {"flow", 200}} {
+		n := bc.n
+		b.Run(bc.name, func(b *testing.B) {
 			var agent, raw idleCost
 			for range b.N {
 				ac, rc := idleInChild(b, "agent", n), idleInChild(b, "raw", n)

@@ -54,6 +54,13 @@ type onData func(t *term, data []byte, now time.Time)
 // It is shut down at the end of the benchmark or test, or earlier with close.
 func startAgent(tb testing.TB, hook onData) *agent {
 	tb.Helper()
+	return startAgentReading(tb, hook, nil)
+}
+
+// startAgentReading is startAgent with a client that reads the agent's
+// stdout through read(stdout) if read is not nil.
+func startAgentReading(tb testing.TB, hook onData, read func(io.Reader) io.Reader) *agent {
+	tb.Helper()
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		tb.Fatal(err)
@@ -69,6 +76,7 @@ func startAgent(tb testing.TB, hook onData) *agent {
 			ForegroundTimeout: 0, // never detach
 			Env:               append(os.Environ(), marker),
 			Log:               log,
+			Launcher:          launcher,
 		}),
 		cwd: tb.TempDir(),
 		inR: inR, inW: inW, outR: outR, outW: outW,
@@ -80,8 +88,12 @@ func startAgent(tb testing.TB, hook onData) *agent {
 	pprof.Do(context.Background(), pprof.Labels("path", "agent"), func(context.Context) {
 		a.conn = protocol.NewConn(inR, outW, a.sup, protocol.Options{Log: log})
 	})
+	var out io.Reader = outR
+	if read != nil {
+		out = read(outR)
+	}
 	pprof.Do(context.Background(), pprof.Labels("path", "client"), func(context.Context) {
-		a.c = newClient(inW, outR, hook)
+		a.c = newClient(inW, out, hook)
 	})
 	tb.Cleanup(func() { a.close(tb) })
 	a.c.call(tb, "initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "bench", "version": "1"}})

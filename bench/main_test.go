@@ -13,7 +13,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"shellagent/contain"
 	"shellagent/protocol/acptest"
+	"shellagent/ptyio"
 )
 
 // The test binary doubles as the latency child: run with childEnv=ticker it
@@ -30,6 +32,10 @@ const (
 // idleInChild) inherits its parent's.
 var marker = "SHELLAGENT_BENCH=" + cmp.Or(os.Getenv("SHELLAGENT_BENCH"), rand.Text())
 
+// launcher holds the agent's commands, in cgroup mode where the machine
+// allows it, as the agent's default (auto).
+var launcher ptyio.Local
+
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "ticker" {
 		os.Exit(ticker())
@@ -42,15 +48,42 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
-	goleak.VerifyTestMain(checkProcs{m})
+	c, err := contain.Open(contain.Auto)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	launcher = ptyio.Local{Containment: c}
+	// What a killed run of these tests left behind goes now.
+	if _, _, err := c.Sweep(); err != nil {
+		fmt.Fprintln(os.Stderr, "sweep:", err)
+	}
+	goleak.VerifyTestMain(checkProcs{m, c})
 }
 
 // checkProcs runs the tests, then fails the run if any process started by
 // them is still alive (and kills it).
-type checkProcs struct{ m *testing.M }
+type checkProcs struct {
+	m *testing.M
+	c *contain.Containment
+}
 
 func (c checkProcs) Run() int {
 	code := c.m.Run()
+	if left := leftBehind(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "bench: processes left behind: %v\n", left)
+		code = 1
+	}
+	if err := c.c.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: close containment:", err)
+		code = 1
+	}
+	return code
+}
+
+// leftBehind returns the processes with the marker that are still alive a
+// while after the tests, and kills them.
+func leftBehind() []int {
 	// A child killed a moment ago may still be on its way out.
 	deadline := time.Now().Add(5 * time.Second)
 	left := processesWith(marker)
@@ -58,16 +91,10 @@ func (c checkProcs) Run() int {
 		time.Sleep(20 * time.Millisecond)
 		left = processesWith(marker)
 	}
-	if len(left) > 0 {
-		fmt.Fprintf(os.Stderr, "bench: processes left behind: %v\n", left)
-		for _, pid := range left {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		if code == 0 {
-			code = 1
-		}
+	for _, pid := range left {
+		_ = syscall.Kill(pid, syscall.SIGKILL) // Best effort: the run fails anyway.
 	}
-	return code
+	return left
 }
 
 // ticker writes ticksEnv lines, one per intervalEnv, each the UnixNano time

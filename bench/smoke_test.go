@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"io"
 	"testing"
 	"time"
 )
@@ -32,6 +33,19 @@ func TestSmoke(t *testing.T) {
 				t.Errorf("%s: %d bytes in %d chunks in %v; raw %v", w.name, n, chunks, d, rd)
 			}
 			t.Logf("%s: %d bytes, %d chunks; agent %v, raw %v", w.name, n, chunks, d, rd)
+		}
+	})
+
+	t.Run("slow client", func(t *testing.T) {
+		// More than the 1 MiB ring, read at 4 MB/s: held, not dropped. The
+		// sleep keeps the terminal live until the client has the last
+		// byte, as in BenchmarkSlowClient.
+		w := seq(int64(pick(300_000, 150_000)))
+		w.line += "; sleep 1"
+		a := startAgentReading(t, nil, func(r io.Reader) io.Reader { return &pacedReader{r: r, rate: 4_000_000} })
+		sid := a.newSession(t)
+		if _, _, dropped, _ := agentRun(t, a, sid, w); dropped != 0 { // checks the byte count
+			t.Errorf("%d bytes dropped for a client that reads", dropped)
 		}
 	})
 

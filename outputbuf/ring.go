@@ -8,12 +8,19 @@
 // The ring memory grows with what is written (doubling up to its capacity) and
 // only then starts to wrap, so a terminal that prints little costs little.
 //
+// A reader that must not lose bytes follows the ring and holds it: Write
+// then waits instead of overwriting bytes that reader has not taken, as a
+// terminal emulator that stops reading its PTY makes the kernel block the
+// child. A ring nobody holds never blocks.
+//
 // armon/circbuf was the first choice, but it cannot serve a byte range: its
 // Bytes method copies the whole ring once it has wrapped, which on a busy
 // terminal would put a full-ring allocation on every chunk sent.
 package outputbuf
 
 import (
+	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -22,18 +29,22 @@ import (
 const minAlloc = 4 << 10
 
 // A Ring holds the last Cap bytes written to it. It is safe for concurrent
-// use by one writer and any number of readers; Write never blocks on readers
-// for longer than a memory copy.
+// use by one writer and any number of readers. Write waits only while a
+// Follower holds the ring (see Follower); otherwise it never blocks on
+// readers for longer than a memory copy.
 type Ring struct {
 	capacity int
 
 	mu    sync.Mutex
 	buf   []byte // len(buf) <= capacity; grows until it reaches capacity
 	total int64  // bytes ever written
-	// closed is set by Close: no more bytes will be written.
-	closed bool
+	// closed is set by Compact: no more bytes will be written.
+	closed    bool
+	followers []*Follower
+	waiting   bool       // a Write waits for the followers that hold
+	room      *sync.Cond // signalled when a waiting Write may go on; made by the first wait
 
-	watchers atomic.Pointer[[]*watcher]
+	notifyList atomic.Pointer[[]*Follower] // a copy of followers for notify
 }
 
 // New returns an empty ring that keeps at most capacity bytes.
@@ -45,21 +56,78 @@ func New(capacity int) *Ring {
 // Cap returns the most bytes the ring keeps.
 func (r *Ring) Cap() int { return r.capacity }
 
-// Write appends p, overwriting the oldest bytes once the ring is full, then
-// calls every watcher. It always consumes all of p and never fails.
+// Write appends p, overwriting the oldest bytes once the ring is full, and
+// notifies every follower. While a follower holds the ring, Write writes no
+// more than that follower can take without losing a byte, then waits until
+// it has taken enough (see Follower) or stops holding. It always consumes
+// all of p and never fails; bytes written after Compact are dropped.
 func (r *Ring) Write(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	r.mu.Lock()
-	if r.closed {
+	n := len(p)
+	for len(p) > 0 {
+		r.mu.Lock()
+		room := r.waitForRoom()
+		if room == 0 { // closed
+			r.mu.Unlock()
+			break
+		}
+		k := min(room, len(p))
+		r.write(p[:k])
 		r.mu.Unlock()
-		return len(p), nil
+		r.notify()
+		p = p[k:]
 	}
-	r.write(p)
-	r.mu.Unlock()
-	r.notify()
-	return len(p), nil
+	return n, nil
+}
+
+// waitForRoom returns how many bytes may be written now, waiting while a
+// holding follower has no room; 0 means the ring is closed.
+func (r *Ring) waitForRoom() int {
+	for !r.closed {
+		behind, held := r.behind()
+		if !held {
+			return math.MaxInt
+		}
+		if behind < int64(r.capacity) {
+			return r.capacity - int(behind)
+		}
+		// Full for a follower: wait until every holder is down to the low
+		// watermark, so that the writer resumes with room for a good share
+		// rather than one read at a time.
+		r.waiting = true
+		if r.room == nil {
+			r.room = sync.NewCond(&r.mu)
+		}
+		for !r.closed && !r.drained() {
+			r.room.Wait()
+		}
+		r.waiting = false
+	}
+	return 0
+}
+
+// behind returns how far the furthest holding follower lags behind the
+// last byte written, and whether any follower holds.
+func (r *Ring) behind() (behind int64, held bool) {
+	for _, f := range r.followers {
+		if f.hold {
+			behind, held = max(behind, r.total-f.taken), true
+		}
+	}
+	return behind, held
+}
+
+// drained reports whether every holding follower is at or under the low
+// watermark, half the capacity.
+func (r *Ring) drained() bool {
+	behind, _ := r.behind()
+	return behind <= int64(r.capacity/2)
+}
+
+// wake lets a waiting Write re-check its followers.
+func (r *Ring) wake() {
+	if r.waiting {
+		r.room.Broadcast()
+	}
 }
 
 func (r *Ring) write(p []byte) {
@@ -161,11 +229,13 @@ func (r *Ring) appendLinear(dst []byte, held int) []byte {
 }
 
 // Compact shrinks the ring's memory to exactly what it holds and closes it to
-// further writes (a later Write is dropped). Use it once a terminal has exited
-// and its output is kept only for display and replay.
+// further writes (a later Write is dropped, and a waiting one returns). Use it
+// once a terminal has exited and its output is kept only for display and
+// replay.
 func (r *Ring) Compact() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.wake()
 	held := r.held()
 	if held == len(r.buf) {
 		r.closed, r.capacity = true, max(held, 1)
@@ -180,47 +250,80 @@ func (r *Ring) Compact() {
 	r.buf, r.capacity, r.closed = nb, max(held, 1), true
 }
 
-// Watch registers fn to be called after every Write, on the writing
-// goroutine. fn must not block. The returned function unregisters it.
-func (r *Ring) Watch(fn func()) (unwatch func()) {
-	w := &watcher{fn: fn}
+// A Follower is a reader that the Ring notifies after every Write and that
+// can hold the ring: while it holds, Write never overwrites a byte it has
+// not taken. Once the follower is a full ring behind, Write waits until it
+// is down to half a ring (the low watermark), it stops holding, it stops
+// following, or the ring is compacted. Its methods are safe for concurrent
+// use with the ring's writer and readers.
+type Follower struct {
+	r      *Ring
+	notify func()
+	taken  int64 // guarded by r.mu: every byte before it was taken
+	hold   bool  // guarded by r.mu
+}
+
+// Follow registers a follower that has taken nothing the ring still holds:
+// the oldest byte held is its first untaken one. It does not hold the ring
+// until Hold(true). notify, if not nil, is called after every Write, on the
+// writing goroutine, without the ring's lock; it must not block.
+func (r *Ring) Follow(notify func()) *Follower {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.setWatchers(append(r.watcherList(), w))
-	return func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		var kept []*watcher
-		for _, o := range r.watcherList() {
-			if o != w {
-				kept = append(kept, o)
-			}
+	f := &Follower{r: r, notify: notify, taken: r.total - int64(r.held())}
+	r.followers = append(r.followers, f)
+	r.publish()
+	return f
+}
+
+// Taken records that the follower has taken every byte before offset off.
+// Offsets only move forward: a smaller off than before is ignored.
+func (f *Follower) Taken(off int64) {
+	r := f.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if off > f.taken {
+		f.taken = off
+		if r.waiting && r.drained() {
+			r.room.Broadcast()
 		}
-		r.setWatchers(kept)
 	}
 }
 
-type watcher struct{ fn func() }
-
-func (r *Ring) watcherList() []*watcher {
-	if w := r.watchers.Load(); w != nil {
-		return *w
-	}
-	return nil
+// Hold sets whether Write must wait for this follower rather than overwrite
+// bytes it has not taken. A waiting Write re-checks at once.
+func (f *Follower) Hold(on bool) {
+	r := f.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f.hold = on
+	r.wake()
 }
 
-// setWatchers publishes a fresh copy, so that notify can range over the
-// list without a lock and without allocating.
-func (r *Ring) setWatchers(w []*watcher) {
-	c := make([]*watcher, len(w))
-	copy(c, w)
-	r.watchers.Store(&c)
+// Stop unregisters the follower: it no longer holds the ring, and notify
+// is not called by a Write that starts after Stop returns.
+func (f *Follower) Stop() {
+	r := f.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.followers = slices.DeleteFunc(r.followers, func(o *Follower) bool { return o == f })
+	r.publish()
+	r.wake()
+}
+
+// publish makes a fresh copy of the followers for notify, so that notify
+// can range over them without the lock and without allocating.
+func (r *Ring) publish() {
+	c := slices.Clone(r.followers)
+	r.notifyList.Store(&c)
 }
 
 func (r *Ring) notify() {
-	if w := r.watchers.Load(); w != nil {
-		for _, o := range *w {
-			o.fn()
+	if l := r.notifyList.Load(); l != nil {
+		for _, f := range *l {
+			if f.notify != nil {
+				f.notify()
+			}
 		}
 	}
 }

@@ -3,8 +3,11 @@ package outputbuf
 import (
 	"bytes"
 	"math/rand/v2"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // model is the obvious implementation the ring must agree with.
@@ -138,19 +141,165 @@ func TestCompactKeepsContentAndDropsLaterWrites(t *testing.T) {
 	}
 }
 
-func TestWatchersSeeEveryWriteUntilUnwatched(t *testing.T) {
+func TestFollowersAreNotifiedOfEveryWriteUntilStopped(t *testing.T) {
 	r := New(64)
 	var a, b int
-	unA := r.Watch(func() { a++ })
-	unB := r.Watch(func() { b++ })
+	fa := r.Follow(func() { a++ })
+	fb := r.Follow(func() { b++ })
 	r.Write([]byte("x"))
-	unA()
+	fa.Stop()
 	r.Write([]byte("y"))
 	r.Write(nil) // empty writes notify nobody
-	unB()
+	fb.Stop()
 	r.Write([]byte("z"))
 	if a != 1 || b != 2 {
-		t.Fatalf("watcher calls a=%d b=%d, want 1 and 2", a, b)
+		t.Fatalf("notify calls a=%d b=%d, want 1 and 2", a, b)
+	}
+}
+
+// writeAsync writes p to r on its own goroutine and closes the returned
+// channel when Write returns.
+func writeAsync(r *Ring, p []byte) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Write(p)
+	}()
+	return done
+}
+
+// blocked reports whether done stays open for a while: a Write that waits.
+func blocked(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return false
+	case <-time.After(50 * time.Millisecond):
+		return true
+	}
+}
+
+func finished(t *testing.T, done <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: Write still waits", what)
+	}
+}
+
+func TestWriteWaitsForAHoldingFollower(t *testing.T) {
+	t.Parallel()
+	r := New(100)
+	f := r.Follow(nil)
+	f.Hold(true)
+	r.Write(bytes.Repeat([]byte("a"), 60))
+	done := writeAsync(r, bytes.Repeat([]byte("b"), 60)) // 20 do not fit
+	if !blocked(done) {
+		t.Fatal("Write overwrote bytes a holding follower had not taken")
+	}
+	if got := r.Total(); got != 100 {
+		t.Fatalf("Total = %d while waiting, want the 100 that fit", got)
+	}
+	f.Taken(40) // 60 behind: still over the low watermark (50)
+	if !blocked(done) {
+		t.Fatal("Write went on above the low watermark")
+	}
+	f.Taken(50)
+	finished(t, done, "at the low watermark")
+	data, _ := r.Snapshot()
+	if want := strings.Repeat("a", 60) + strings.Repeat("b", 60); string(data) != want[20:] {
+		t.Errorf("ring holds %q", data)
+	}
+}
+
+func TestWaitingWriteGoesOnWhenTheHoldEnds(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		release func(r *Ring, f *Follower)
+		total   int64 // Total once the write returned
+	}{
+		{"Hold(false)", func(_ *Ring, f *Follower) { f.Hold(false) }, 150},
+		{"Stop", func(_ *Ring, f *Follower) { f.Stop() }, 150},
+		{"Compact", func(r *Ring, _ *Follower) { r.Compact() }, 100},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := New(100)
+			f := r.Follow(nil)
+			f.Hold(true)
+			done := writeAsync(r, make([]byte, 150))
+			if !blocked(done) {
+				t.Fatal("Write did not wait")
+			}
+			tt.release(r, f)
+			finished(t, done, tt.name)
+			if got := r.Total(); got != tt.total {
+				t.Errorf("Total = %d, want %d", got, tt.total)
+			}
+		})
+	}
+}
+
+func TestAFollowerThatFellBehindHoldsOnceItHolds(t *testing.T) {
+	t.Parallel()
+	r := New(100)
+	f := r.Follow(nil)
+	r.Write(make([]byte, 250)) // not holding: overwrites
+	f.Hold(true)               // 250 behind, more than a ring
+	done := writeAsync(r, []byte("x"))
+	if !blocked(done) {
+		t.Fatal("Write went on for a follower more than a ring behind")
+	}
+	f.Taken(250) // a replacement of the whole ring, say
+	finished(t, done, "after catching up")
+}
+
+func TestNobodyHoldingNeverBlocks(t *testing.T) {
+	t.Parallel()
+	r := New(10)
+	r.Follow(nil) // follows but does not hold
+	finished(t, writeAsync(r, make([]byte, 1000)), "no holder")
+}
+
+func TestAHoldingReaderLosesNothing(t *testing.T) {
+	t.Parallel()
+	// One writer, one holding follower that reads by offset as the
+	// connection writer does, more slowly: it must read every byte once.
+	r := New(4096)
+	f := r.Follow(nil)
+	f.Hold(true)
+	const total = 1 << 20
+	done := make(chan struct{})
+	defer func() { <-done }()
+	go func() {
+		defer close(done)
+		p := make([]byte, 1000)
+		for off := 0; off < total; off += len(p) {
+			for i := range p {
+				p[i] = byte((off + i) % 251)
+			}
+			r.Write(p[:min(len(p), total-off)])
+		}
+	}()
+	buf := make([]byte, 700)
+	var off int64
+	for off < total {
+		n, start := r.ReadAt(buf, off)
+		if start != off {
+			t.Fatalf("bytes %d..%d were overwritten", off, start)
+		}
+		for i := range n {
+			if buf[i] != byte((start+int64(i))%251) {
+				t.Fatalf("byte at %d = %d, want %d", start+int64(i), buf[i], (start+int64(i))%251)
+			}
+		}
+		off += int64(n)
+		f.Taken(off)
+		if n == 0 {
+			runtime.Gosched()
+		}
 	}
 }
 

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
 )
@@ -59,12 +61,17 @@ type Agent interface {
 type Options struct {
 	MaxLine int          // largest accepted message; DefaultMaxLine if 0
 	Log     *slog.Logger // slog.Default() if nil
+	// StallTimeout is how long a write to the client may accept no bytes
+	// before the client counts as stalled and terminal output is no longer
+	// held back for it; DefaultStallTimeout if 0.
+	StallTimeout time.Duration
 }
 
 // Conn serves an Agent over a newline-delimited JSON-RPC byte stream.
 type Conn struct {
 	agent       Agent
 	w           *writer
+	log         *slog.Logger
 	rpc         *jsonrpc2.Conn
 	initialized atomic.Bool
 	closeOnce   sync.Once
@@ -86,7 +93,7 @@ func NewConn(r io.Reader, w io.Writer, agent Agent, opts Options) *Conn {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	c := &Conn{agent: agent, w: newWriter(w, opts.Log), pending: make(map[jsonrpc2.ID]context.CancelFunc)}
+	c := &Conn{agent: agent, w: newWriter(w, opts.Log, opts.StallTimeout), log: opts.Log, pending: make(map[jsonrpc2.ID]context.CancelFunc)}
 	ready := make(chan struct{})
 	stream := &objectStream{lines: newLineReader(r, opts.MaxLine), w: c.w, ready: ready}
 	c.rpc = jsonrpc2.NewConn(context.Background(), stream, rpcHandler{c}, jsonrpc2.SetLogger(slogLogger{opts.Log}))
@@ -146,6 +153,11 @@ func (h rpcHandler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Re
 	c := h.c
 	if req.Notif {
 		if c.initialized.Load() {
+			defer func() {
+				if r := recover(); r != nil {
+					c.panicked(req, r)
+				}
+			}()
 			c.handleNotification(req)
 		}
 		return
@@ -160,6 +172,14 @@ func (h rpcHandler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Re
 		return
 	}
 	handle(c, req)
+}
+
+// panicked logs a panic recovered while handling req and returns the
+// -32603 error to answer with: one bad request does not take the agent,
+// and every command it runs, down with it.
+func (c *Conn) panicked(req *jsonrpc2.Request, r any) error {
+	c.log.Error("panic while handling a request", "method", req.Method, "panic", r, "stack", string(debug.Stack()))
+	return fmt.Errorf("internal error while handling %s: %v", req.Method, r)
 }
 
 func (c *Conn) handleNotification(req *jsonrpc2.Request) {
@@ -217,21 +237,27 @@ func (c *Conn) send(id jsonrpc2.ID, result any, err error) {
 // answer.
 func (c *Conn) withdraw(params *json.RawMessage) {
 	var p struct {
-		RequestID *jsonrpc2.ID `json:"requestId"`
+		RequestID json.RawMessage `json:"requestId"`
 	}
 	if params == nil || json.Unmarshal(*params, &p) != nil || p.RequestID == nil {
 		return
 	}
+	raw := p.RequestID
+	if isNegativeInt(raw) {
+		raw = negativeID(raw)
+	}
+	var id jsonrpc2.ID
+	if json.Unmarshal(raw, &id) != nil {
+		return
+	}
 	c.mu.Lock()
-	cancel := c.pending[*p.RequestID]
+	cancel := c.pending[id]
 	c.mu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
 }
 
-// handler serves one request on the read loop; it answers it, at once or
-// later.
 type handler func(c *Conn, req *jsonrpc2.Request)
 
 // params is a request's params type: it can say what is wrong with it.
@@ -250,6 +276,12 @@ func answeredAtOnce[T any, P params[T]](f func(c *Conn, p P) (any, error)) handl
 			reply(nil, err)
 			return
 		}
+		defer func() {
+			// A panic in f comes before the answer: answer it -32603.
+			if r := recover(); r != nil {
+				reply(nil, c.panicked(req, r))
+			}
+		}()
 		result, err := f(c, p)
 		if err == nil && req.Method == "initialize" {
 			c.initialized.Store(true)
@@ -268,6 +300,13 @@ func answeredByReply[T any, P params[T]](f func(ctx context.Context, c *Conn, p 
 			return
 		}
 		ctx, reply := c.replyLater(req.ID)
+		defer func() {
+			// A panic answers the request -32603, unless f answered it
+			// already (reply runs once).
+			if r := recover(); r != nil {
+				reply(nil, c.panicked(req, r))
+			}
+		}()
 		f(ctx, c, p, reply)
 	}
 }

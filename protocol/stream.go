@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 )
 
 // DefaultMaxLine is the largest message accepted, in bytes.
@@ -19,8 +20,9 @@ const keepLine = 1 << 20
 
 var errTooLong = errors.New("line too long")
 
-// lineReader splits a byte stream into lines of at most max bytes. A longer
-// line is skipped without being held in memory.
+// lineReader splits a byte stream into lines: the bytes before each
+// '\n', without trailing '\r's. A line longer than max is skipped without
+// being held in memory.
 type lineReader struct {
 	br   *bufio.Reader
 	max  int
@@ -28,30 +30,44 @@ type lineReader struct {
 }
 
 func newLineReader(r io.Reader, max int) *lineReader {
-	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
+	return newLineReaderSize(r, max, 64<<10)
 }
 
-// next returns the next line without its end-of-line bytes. It returns
-// errTooLong after skipping a line over the cap, and io.EOF at the end.
+// newLineReaderSize is newLineReader with a read buffer of size bytes.
+func newLineReaderSize(r io.Reader, max, size int) *lineReader {
+	return &lineReader{br: bufio.NewReaderSize(r, size), max: max}
+}
+
+// next returns the next line. It returns errTooLong after skipping a line
+// over the cap, and io.EOF at the end.
 func (r *lineReader) next() ([]byte, error) {
 	if cap(r.line) > keepLine {
 		r.line = nil
 	}
 	r.line = r.line[:0]
-	tooLong := false
+	crs := 0 // trailing '\r's read but not appended: they may end the line
+	tooLong, read := false, false
 	for {
 		frag, err := r.br.ReadSlice('\n')
-		if !tooLong && len(r.line)+len(bytes.TrimRight(frag, "\r\n")) > r.max {
+		read = read || len(frag) > 0
+		content := bytes.TrimSuffix(frag, []byte("\n"))
+		body := bytes.TrimRight(content, "\r")
+		switch {
+		case tooLong || len(body) == 0:
+		case len(r.line)+crs+len(body) > r.max:
 			tooLong, r.line = true, r.line[:0]
+		default:
+			for range crs {
+				r.line = append(r.line, '\r')
+			}
+			r.line, crs = append(r.line, body...), 0
 		}
-		if !tooLong {
-			r.line = append(r.line, frag...)
-		}
+		crs += len(content) - len(body)
 		switch {
 		case err == nil:
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
-		case errors.Is(err, io.EOF) && (len(r.line) > 0 || tooLong):
+		case errors.Is(err, io.EOF) && read:
 			// A last line without a newline; the next call reports EOF.
 		default:
 			return nil, err
@@ -59,7 +75,7 @@ func (r *lineReader) next() ([]byte, error) {
 		if tooLong {
 			return nil, errTooLong
 		}
-		return bytes.TrimRight(r.line, "\r\n"), nil
+		return r.line, nil
 	}
 }
 
@@ -92,6 +108,7 @@ func (s *objectStream) ReadObject(v any) error {
 			s.w.send(resp)
 			continue
 		}
+		line = carryNegativeID(line)
 		if err := json.Unmarshal(line, v); err != nil {
 			s.w.send(errorResponse(envelopeID(line), CodeInvalidRequest, "invalid request: "+err.Error()))
 			continue
@@ -106,8 +123,66 @@ func (s *objectStream) WriteObject(v any) error {
 	if err != nil {
 		return err
 	}
-	s.w.send(b)
+	s.w.send(restoreNegativeID(b))
 	return nil
+}
+
+// jsonrpc2 carries ids as uint64 or string, but the schema's RequestId is
+// any int64. A negative id travels inside as a string that no client id
+// can be (checkMessage refuses string ids with this prefix), and its
+// response goes out with the number again.
+const negativeIDPrefix = "\x00shellagent-negative-id:"
+
+// carryNegativeID returns line with a negative integer id replaced by its
+// string form inside jsonrpc2.
+func carryNegativeID(line []byte) []byte {
+	var msg map[string]json.RawMessage
+	if json.Unmarshal(line, &msg) != nil || !isNegativeInt(msg["id"]) {
+		return line
+	}
+	msg["id"] = negativeID(msg["id"])
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return line // cannot happen: msg was just decoded
+	}
+	return b
+}
+
+// negativeID is a negative id as jsonrpc2 carries it.
+func negativeID(raw json.RawMessage) json.RawMessage {
+	b, _ := json.Marshal(negativeIDPrefix + string(raw)) // strings always marshal
+	return b
+}
+
+// restoreNegativeID returns a message with the number back in place of a
+// carried negative id.
+func restoreNegativeID(b []byte) []byte {
+	if !bytes.Contains(b, []byte(`"\u0000shellagent-negative-id:`)) {
+		return b
+	}
+	var msg map[string]json.RawMessage
+	var id string
+	if json.Unmarshal(b, &msg) != nil || json.Unmarshal(msg["id"], &id) != nil {
+		return b
+	}
+	num, ok := strings.CutPrefix(id, negativeIDPrefix)
+	if !ok {
+		return b
+	}
+	msg["id"] = json.RawMessage(num)
+	out, err := json.Marshal(msg)
+	if err != nil {
+		return b // cannot happen: msg was just decoded
+	}
+	return out
+}
+
+func isNegativeInt(raw json.RawMessage) bool {
+	if len(raw) < 2 || raw[0] != '-' {
+		return false
+	}
+	_, err := strconv.ParseInt(string(raw), 10, 64)
+	return err == nil
 }
 
 // Close does nothing: the input belongs to whoever gave it to NewConn (a
@@ -118,7 +193,7 @@ func (s *objectStream) Close() error { return nil }
 type envelope struct {
 	JSONRPC *string         `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
-	Method  *string         `json:"method"`
+	Method  json.RawMessage `json:"method"`
 	Result  json.RawMessage `json:"result"`
 	Error   json.RawMessage `json:"error"`
 }
@@ -142,27 +217,34 @@ func checkMessage(line []byte) []byte {
 	}
 	id := validID(env.ID)
 	if env.ID != nil && id == nil {
-		return errorResponse(nil, CodeInvalidRequest, "id: must be a string or a non-negative integer")
+		return errorResponse(nil, CodeInvalidRequest, "id: must be a string or an integer (int64)")
 	}
 	if env.JSONRPC == nil || *env.JSONRPC != "2.0" {
 		return errorResponse(id, CodeInvalidRequest, `jsonrpc: must be "2.0"`)
 	}
-	if env.Method == nil && env.Result == nil && env.Error == nil {
+	switch {
+	case env.Method == nil && env.Result == nil && env.Error == nil:
 		return errorResponse(id, CodeInvalidRequest, "method: required")
+	case env.Method != nil && env.Method[0] != '"':
+		return errorResponse(id, CodeInvalidRequest, "method: must be a string")
 	}
 	return nil
 }
 
-// validID returns raw if it is an id jsonrpc2 can carry back unchanged: a
-// string or an integer in [0, 2^63).
+// validID returns raw if it is an id the connection can carry back
+// unchanged: a string or an integer in int64.
 func validID(raw json.RawMessage) json.RawMessage {
 	if len(raw) == 0 {
 		return nil
 	}
 	switch raw[0] {
 	case '"':
+		var s string
+		if json.Unmarshal(raw, &s) != nil || strings.HasPrefix(s, negativeIDPrefix) {
+			return nil
+		}
 		return raw
-	case 'n', 't', 'f', '{', '[', '-':
+	case 'n', 't', 'f', '{', '[':
 		return nil
 	}
 	if _, err := strconv.ParseInt(string(raw), 10, 64); err != nil {

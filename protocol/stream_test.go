@@ -25,10 +25,16 @@ func TestLineReader(t *testing.T) {
 		{"over the cap without newline", "123456", 5, []string{"!"}},
 		{"long line under the cap", long + "\nx\n", 1 << 20, []string{long, "x"}},
 		{"long line over the cap", long + "\nx\n", 100 << 10, []string{"!", "x"}},
+		{"trailing carriage returns", "ab\r\r\r\nc\r", 2, []string{"ab", "c"}},
+		{"carriage returns inside", "a\rb\n", 3, []string{"a\rb"}},
+		{"only carriage returns", "\r\r\n\r", 0, []string{"", ""}},
+		{"carriage returns past the cap", "12345" + strings.Repeat("\r", 100) + "\n", 5, []string{"12345"}},
+		{"carriage returns inside past the cap", "12345" + strings.Repeat("\r", 100) + "6\n", 5, []string{"!"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newLineReader(strings.NewReader(tt.input), tt.max)
+			// The smallest buffer splits lines into many fragments.
+			r := newLineReaderSize(strings.NewReader(tt.input), tt.max, 16)
 			var got []string
 			for {
 				line, err := r.next()
@@ -92,11 +98,17 @@ func TestCheckMessage(t *testing.T) {
 		{`{"id":1,"method":"x"}`, CodeInvalidRequest, "1"},
 		{`{"jsonrpc":"1.0","id":"q","method":"x"}`, CodeInvalidRequest, `"q"`},
 		{`{"jsonrpc":"2.0","id":null,"method":"x"}`, CodeInvalidRequest, "null"},
-		{`{"jsonrpc":"2.0","id":-1,"method":"x"}`, CodeInvalidRequest, "null"},
+		{`{"jsonrpc":"2.0","id":-1,"method":"x"}`, 0, ""},
+		{`{"jsonrpc":"2.0","id":9223372036854775807,"method":"x"}`, 0, ""},
+		{`{"jsonrpc":"2.0","id":-9223372036854775808,"method":"x"}`, 0, ""},
+		{`{"jsonrpc":"2.0","id":9223372036854775808,"method":"x"}`, CodeInvalidRequest, "null"},
+		{`{"jsonrpc":"2.0","id":"\u0000shellagent-negative-id:-1","method":"x"}`, CodeInvalidRequest, "null"},
 		{`{"jsonrpc":"2.0","id":1.5,"method":"x"}`, CodeInvalidRequest, "null"},
 		{`{"jsonrpc":"2.0","id":{},"method":"x"}`, CodeInvalidRequest, "null"},
 		{`{"jsonrpc":"2.0","id":7}`, CodeInvalidRequest, "7"},
-		{`{"jsonrpc":"2.0","id":7,"method":5}`, CodeInvalidRequest, "null"},
+		{`{"jsonrpc":"2.0","id":7,"method":5}`, CodeInvalidRequest, "7"},
+		{`{"jsonrpc":"2.0","id":-7,"method":null}`, CodeInvalidRequest, "-7"},
+		{`{"jsonrpc":"2.0","id":"m","method":{}}`, CodeInvalidRequest, `"m"`},
 	}
 	for _, tt := range tests {
 		resp := checkMessage([]byte(tt.line))

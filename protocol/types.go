@@ -32,6 +32,7 @@ type InitializeResponse struct {
 	ProtocolVersion int               `json:"protocolVersion"`
 	Info            Implementation    `json:"info"`
 	Capabilities    AgentCapabilities `json:"capabilities"`
+	Meta            map[string]any    `json:"_meta,omitempty"` // shellagent.containment: the containment mode
 }
 
 // AgentCapabilities says what the agent serves.
@@ -176,11 +177,13 @@ type ContentBlock struct {
 }
 
 // UnmarshalJSON keeps the raw block besides the fields shellagent reads.
+// It accepts any JSON value: the request's validation then names what is
+// wrong with the block (see checkBlock), and the fields are left empty.
 func (b *ContentBlock) UnmarshalJSON(data []byte) error {
 	type plain ContentBlock
 	var p plain
-	if err := json.Unmarshal(data, &p); err != nil {
-		return err
+	if json.Unmarshal(data, &p) != nil {
+		p = plain{}
 	}
 	*b = ContentBlock(p)
 	b.Raw = append(json.RawMessage(nil), data...)

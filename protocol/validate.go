@@ -1,5 +1,13 @@
 package protocol
 
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+)
+
 // The checks each request's params pass before an Agent sees them: required
 // fields, reported as -32602 naming the first missing one.
 
@@ -42,6 +50,11 @@ func (p *PromptRequest) validate() error {
 	if len(p.Prompt) == 0 {
 		return InvalidParams("prompt: must be a non-empty array of content blocks")
 	}
+	for i, b := range p.Prompt {
+		if err := checkBlock(fmt.Sprintf("prompt[%d]", i), b.Raw); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -55,4 +68,197 @@ func (p *CancelToolCallRequest) validate() error {
 
 func (p *SetConfigOptionRequest) validate() error {
 	return first(required("sessionId", p.SessionID), required("configId", p.ConfigID))
+}
+
+// Content blocks are checked against the schema's ContentBlock definitions
+// (types, required fields, bounds; formats such as uri are annotations and
+// are not asserted), so that a block the schema forbids is refused with
+// -32602 naming the field instead of being echoed in a user_message.
+
+// jsonKind is a set of JSON value types.
+type jsonKind uint8
+
+const (
+	kString jsonKind = 1 << iota
+	kNumber
+	kInteger
+	kObject
+	kArray
+	kBool
+	kNull
+)
+
+// kindOf returns the type of a JSON value; an integer is also a number.
+func kindOf(raw json.RawMessage) jsonKind {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	if len(raw) == 0 {
+		return 0
+	}
+	switch raw[0] {
+	case '"':
+		return kString
+	case '{':
+		return kObject
+	case '[':
+		return kArray
+	case 't', 'f':
+		return kBool
+	case 'n':
+		return kNull
+	}
+	if bytes.ContainsAny(raw, ".eE") {
+		return kNumber
+	}
+	return kNumber | kInteger
+}
+
+func (k jsonKind) String() string {
+	var names []string
+	for _, n := range []struct {
+		k    jsonKind
+		name string
+	}{{kString, "a string"}, {kInteger, "an integer"}, {kNumber, "a number"}, {kObject, "an object"}, {kArray, "an array"}, {kBool, "a boolean"}, {kNull, "null"}} {
+		if k&n.k != 0 && !(n.k == kNumber && k&kInteger != 0) {
+			names = append(names, n.name)
+		}
+	}
+	return strings.Join(names, " or ")
+}
+
+// field is one property of an object in the schema.
+type field struct {
+	name     string
+	kinds    jsonKind
+	required bool
+	check    func(path string, raw json.RawMessage) error // for a non-null value
+}
+
+var (
+	metaField         = field{"_meta", kObject | kNull, false, nil}
+	annotationsField  = field{"annotations", kObject | kNull, false, checkObject(annotationsFields)}
+	annotationsFields = []field{
+		{"audience", kArray | kNull, false, checkItems(kString, nil)},
+		{"lastModified", kString | kNull, false, nil},
+		{"priority", kNumber | kNull, false, checkRange(0, 1)},
+		metaField,
+	}
+	iconFields = []field{
+		{"src", kString, true, nil},
+		{"mimeType", kString | kNull, false, nil},
+		{"sizes", kArray | kNull, false, checkItems(kString, nil)},
+		{"theme", kString | kNull, false, nil},
+		metaField,
+	}
+	// blockFields are the properties of each content block type; other
+	// types ("Custom or future content block") need only a type.
+	blockFields = map[string][]field{
+		"text": {{"text", kString, true, nil}, annotationsField, metaField},
+		"image": {{"data", kString, true, nil}, {"mimeType", kString, true, nil},
+			{"uri", kString | kNull, false, nil}, annotationsField, metaField},
+		"audio": {{"data", kString, true, nil}, {"mimeType", kString, true, nil}, annotationsField, metaField},
+		"resource_link": {{"name", kString, true, nil}, {"uri", kString, true, nil},
+			{"title", kString | kNull, false, nil}, {"description", kString | kNull, false, nil},
+			{"icons", kArray | kNull, false, checkItems(kObject, checkObject(iconFields))},
+			{"mimeType", kString | kNull, false, nil}, {"size", kInteger | kNull, false, checkRange(0, math.MaxUint64)},
+			annotationsField, metaField},
+		"resource": {{"resource", kObject, true, checkResource}, annotationsField, metaField},
+	}
+)
+
+// checkBlock checks one content block; path names it ("prompt[0]").
+func checkBlock(path string, raw json.RawMessage) error {
+	if kindOf(raw) != kObject {
+		return InvalidParams("%s: must be a content block object", path)
+	}
+	var typ struct {
+		Type json.RawMessage `json:"type"`
+	}
+	if err := json.Unmarshal(raw, &typ); err != nil {
+		return InvalidParams("%s: %v", path, err)
+	}
+	if typ.Type == nil {
+		return InvalidParams("%s.type: required", path)
+	}
+	var t string
+	if err := json.Unmarshal(typ.Type, &t); err != nil {
+		return InvalidParams("%s.type: must be a string", path)
+	}
+	return checkFields(path, raw, blockFields[t])
+}
+
+// checkFields checks the properties of an object.
+func checkFields(path string, raw json.RawMessage, fields []field) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return InvalidParams("%s: %v", path, err)
+	}
+	for _, f := range fields {
+		v, ok := obj[f.name]
+		p := path + "." + f.name
+		switch k := kindOf(v); {
+		case !ok && f.required:
+			return InvalidParams("%s: required", p)
+		case !ok:
+		case k&f.kinds == 0:
+			return InvalidParams("%s: must be %s", p, f.kinds)
+		case k != kNull && f.check != nil:
+			if err := f.check(p, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func checkObject(fields []field) func(string, json.RawMessage) error {
+	return func(path string, raw json.RawMessage) error { return checkFields(path, raw, fields) }
+}
+
+func checkItems(kinds jsonKind, check func(string, json.RawMessage) error) func(string, json.RawMessage) error {
+	return func(path string, raw json.RawMessage) error {
+		var items []json.RawMessage
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return InvalidParams("%s: %v", path, err)
+		}
+		for i, v := range items {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			if kindOf(v)&kinds == 0 {
+				return InvalidParams("%s: must be %s", p, kinds)
+			}
+			if check != nil {
+				if err := check(p, v); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+}
+
+func checkRange(lo, hi float64) func(string, json.RawMessage) error {
+	return func(path string, raw json.RawMessage) error {
+		var v float64
+		if err := json.Unmarshal(raw, &v); err != nil || v < lo || v > hi {
+			return InvalidParams("%s: must be from %v to %v", path, lo, hi)
+		}
+		return nil
+	}
+}
+
+// checkResource checks an embedded resource: text or blob contents, with
+// a uri.
+func checkResource(path string, raw json.RawMessage) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return InvalidParams("%s: %v", path, err)
+	}
+	contents := "text"
+	if _, ok := obj["text"]; !ok {
+		if _, ok := obj["blob"]; ok {
+			contents = "blob"
+		}
+	}
+	return checkFields(path, raw, []field{
+		{contents, kString, true, nil}, {"uri", kString, true, nil}, {"mimeType", kString | kNull, false, nil}, metaField,
+	})
 }

@@ -1,13 +1,11 @@
 package protocol
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"io"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // maxChunk is the most terminal output one terminal_output_chunk carries.
@@ -17,100 +15,169 @@ const maxChunk = 64 << 10
 // even though more is waiting.
 const flushAt = 256 << 10
 
+// minPiece is the smallest write to the peer; see writer.flush.
+const minPiece = 4 << 10
+
+// DefaultStallTimeout is how long a connection may accept no bytes before
+// the writer stops holding the terminals back.
+const DefaultStallTimeout = time.Second
+
 // A writer is the only thing that writes to a connection. Control messages
 // (responses, requests, session updates) go out in the order they were
-// queued; terminal output is read from each terminal's OutputSource when the
-// writer gets to it, up to maxChunk at a time, taking terminals in turn. So
-// at low rates a byte goes out at once, at high rates chunks grow, and a
-// slow peer costs nothing but the sources: nothing queues per byte.
+// queued, superseded updates coalesced (see controlQueue); terminal output
+// is read from each terminal's OutputSource when the writer gets to it, up
+// to maxChunk at a time, taking terminals in turn. So at low rates a byte
+// goes out at once, at high rates chunks grow, and nothing queues per byte.
+//
+// Flow control: the writer holds every terminal it streams (see
+// OutputFollower), so a client that reads loses nothing, at any speed: a
+// terminal whose unsent bytes fill its buffer stops its PTY until the
+// writer has sent half of them. While a write to the peer has accepted
+// nothing for the stall timeout, the client counts as stalled: the writer
+// lets go of every terminal at once (their output then overwrites the
+// oldest unsent bytes, and the client gets a replacement with the count of
+// dropped bytes when it reads again), until the peer accepts bytes again.
+// A terminal's backpressure never holds up the writer: control messages
+// and other terminals go on.
 //
 // Ordering: a terminal's output is streamed only after the first
 // terminal update queued with its source, and all of it that was written
 // before a later terminal update of the same terminal goes out before that
 // update (see OutputMode).
+//
+// Concurrency: send, update, updateTerminal and close may be called from
+// any goroutine; the run goroutine does all the writing; the sources call
+// markDirty from their writing goroutines; the stall timer runs
+// checkStall. Lock order: writer.mu, then a source's own lock.
 type writer struct {
-	out io.Writer
-	log *slog.Logger
+	out          io.Writer
+	log          *slog.Logger
+	enc          encoding
+	stallTimeout time.Duration
 
-	mu      sync.Mutex // guards the fields up to wake
-	queue   []any      // []byte lines, *sessionUpdate or *terminalUpdate
-	dirty   []*stream
-	closing bool
-	wake    chan struct{}
+	mu           sync.Mutex // guards the fields up to wake
+	queue        controlQueue
+	dirty        []*stream
+	streams      map[streamKey]*stream // every stream followed
+	closing      bool
+	stalled      bool      // the peer accepted nothing for stallTimeout
+	broken       bool      // a write failed: nothing is written any more
+	writingSince time.Time // start of the write under way; zero if none
+	timer        *time.Timer
+	timerArmed   bool
+	wake         chan struct{}
 
 	done chan struct{} // closed when run returns
 
 	// Owned by the run goroutine.
-	streams map[streamKey]*stream
 	buf     []byte
 	scratch []byte // one chunk's raw bytes
-	snap    []byte // a snapshot's raw bytes, kept once a client fell behind
-	broken  bool
-}
-
-type sessionUpdate struct {
-	session string
-	update  any
-}
-
-// terminalUpdate is a terminal_update queued with the terminal's output.
-type terminalUpdate struct {
-	session string
-	update  *TerminalUpdate
-	source  OutputSource
-	mode    OutputMode
+	snap    []byte // a replacement's raw bytes, kept once a client fell behind
+	piece   int    // bytes per write to the peer
 }
 
 type streamKey struct{ session, terminal string }
 
 // stream is one terminal's output as this writer follows it.
 type stream struct {
-	source OutputSource
-	queued atomic.Bool // in writer.dirty, or about to be
+	key      streamKey
+	source   OutputSource
+	follower OutputFollower
+	enc      outputEncoder
+	queued   atomic.Bool // in writer.dirty, or about to be
+	closed   atomic.Bool // no longer followed: nothing more is sent
+	// announced is guarded by writer.mu: an update of the terminal was
+	// taken for writing.
+	announced bool
 
 	// Owned by the run goroutine.
-	key     streamKey
-	head    []byte // a session/update notification up to the update kind
-	tid     []byte // the terminal id, quoted
-	prefix  []byte // the chunk notification up to the data
-	sent    int64  // ring offset of the next byte to send
-	unwatch func()
-	closed  bool
+	started bool  // its first update was written
+	sent    int64 // offset of the next byte to send
 }
 
 // newWriter starts a writer on out. Call close to stop it.
-func newWriter(out io.Writer, log *slog.Logger) *writer {
+func newWriter(out io.Writer, log *slog.Logger, stallTimeout time.Duration) *writer {
+	if stallTimeout <= 0 {
+		stallTimeout = DefaultStallTimeout
+	}
 	w := &writer{
-		out:     out,
-		log:     log,
-		wake:    make(chan struct{}, 1),
-		done:    make(chan struct{}),
-		streams: make(map[streamKey]*stream),
-		scratch: make([]byte, maxChunk),
+		out:          out,
+		log:          log,
+		enc:          acpV2{},
+		stallTimeout: stallTimeout,
+		queue:        newControlQueue(),
+		streams:      make(map[streamKey]*stream),
+		wake:         make(chan struct{}, 1),
+		done:         make(chan struct{}),
+		scratch:      make([]byte, maxChunk),
+		piece:        64 << 10,
 	}
 	go w.run()
 	return w
 }
 
 // send queues one complete JSON-RPC message (without newline).
-func (w *writer) send(msg []byte) { w.enqueue(msg) }
+func (w *writer) send(msg []byte) {
+	w.mu.Lock()
+	if !w.closing {
+		w.queue.addLine(msg)
+	}
+	w.mu.Unlock()
+	w.poke()
+}
 
 // update queues a session/update notification.
 func (w *writer) update(sessionID string, update any) {
-	w.enqueue(&sessionUpdate{session: sessionID, update: update})
+	w.mu.Lock()
+	if !w.closing {
+		w.queue.addUpdate(sessionID, update)
+		w.dropFinished()
+	}
+	w.mu.Unlock()
+	w.poke()
 }
 
 // updateTerminal queues a terminal_update ordered with the terminal's
-// output from source, as mode says.
+// output from source, as mode says. The first update of a terminal starts
+// following its source at once, so that it is held from now on, however
+// long the update waits in the queue.
 func (w *writer) updateTerminal(sessionID string, u *TerminalUpdate, source OutputSource, mode OutputMode) {
-	w.enqueue(&terminalUpdate{session: sessionID, update: u, source: source, mode: mode})
-}
-
-func (w *writer) enqueue(item any) {
 	w.mu.Lock()
-	w.queue = append(w.queue, item)
+	if !w.closing {
+		key := streamKey{sessionID, u.TerminalID}
+		s := w.streams[key]
+		if s == nil {
+			s = &stream{key: key, source: source, enc: w.enc.output(sessionID, u.TerminalID)}
+			s.follower = source.Follow(func() { w.markDirty(s) })
+			s.follower.Hold(w.holding())
+			w.streams[key] = s
+		}
+		w.queue.addTerminal(sessionID, u, s, mode)
+		w.dropFinished()
+	}
 	w.mu.Unlock()
 	w.poke()
+}
+
+// holding reports whether the writer holds its sources; w.mu is held.
+func (w *writer) holding() bool { return !w.stalled && !w.broken && !w.closing }
+
+// holdAll makes every source follow holding(); w.mu is held.
+func (w *writer) holdAll() {
+	on := w.holding()
+	for _, s := range w.streams {
+		s.follower.Hold(on)
+	}
+}
+
+// dropFinished drops, while the peer is stalled, the finished work it
+// never heard of beyond what the queue keeps; w.mu is held.
+func (w *writer) dropFinished() {
+	for _, s := range w.queue.dropFinished() {
+		s.closed.Store(true)
+		s.follower.Stop()
+		delete(w.streams, s.key)
+	}
 }
 
 func (w *writer) poke() {
@@ -120,8 +187,8 @@ func (w *writer) poke() {
 	}
 }
 
-// markDirty schedules s for sending. It runs on PTY reader goroutines and
-// never blocks.
+// markDirty schedules s for sending. It runs on the sources' writing
+// goroutines and never blocks.
 func (w *writer) markDirty(s *stream) {
 	if !s.queued.CompareAndSwap(false, true) {
 		return
@@ -133,6 +200,7 @@ func (w *writer) markDirty(s *stream) {
 }
 
 // close writes everything queued, stops the writer and waits for it.
+// Updates queued from then on are dropped.
 func (w *writer) close() {
 	w.mu.Lock()
 	w.closing = true
@@ -143,25 +211,27 @@ func (w *writer) close() {
 
 func (w *writer) run() {
 	defer close(w.done)
-	defer w.unwatchAll()
-	var queue []any
+	defer w.stopAll()
+	var batch []*entry
 	var dirty []*stream
 	for {
 		w.mu.Lock()
-		queue, w.queue = w.queue, queue[:0]
+		batch = w.queue.take(batch[:0])
 		dirty, w.dirty = w.dirty, dirty[:0]
 		closing := w.closing
 		w.mu.Unlock()
 
-		for i, item := range queue {
-			w.writeItem(item)
-			queue[i] = nil
+		for i, e := range batch {
+			w.writeEntry(e)
+			batch[i] = nil
 		}
 		if closing {
 			// The last pass: what was queued, and every terminal's output
-			// up to now. A terminal that still writes cannot hold Close.
-			for _, s := range w.streams {
-				w.catchUp(s)
+			// up to now. A terminal that still writes cannot hold close.
+			for _, s := range w.followed() {
+				if s.started && !s.closed.Load() {
+					w.catchUp(s)
+				}
 			}
 			w.flush()
 			return
@@ -170,69 +240,68 @@ func (w *writer) run() {
 			w.writeChunk(s)
 			dirty[i] = nil
 		}
-		if len(queue) == 0 && len(dirty) == 0 {
+		if len(batch) == 0 && len(dirty) == 0 {
 			w.flush()
 			<-w.wake
 		}
 	}
 }
 
-func (w *writer) writeItem(item any) {
-	switch m := item.(type) {
-	case []byte:
-		w.line(m)
-	case *sessionUpdate:
-		w.notify(m.session, m.update)
-	case *terminalUpdate:
-		w.writeTerminalUpdate(m)
+func (w *writer) followed() []*stream {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]*stream, 0, len(w.streams))
+	for _, s := range w.streams {
+		out = append(out, s)
+	}
+	return out
+}
+
+// stopAll lets go of every source: a connection that is gone holds
+// nothing back.
+func (w *writer) stopAll() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for key, s := range w.streams {
+		s.closed.Store(true)
+		s.follower.Stop()
+		delete(w.streams, key)
+	}
+	if w.timer != nil {
+		w.timer.Stop()
 	}
 }
 
-func (w *writer) writeTerminalUpdate(m *terminalUpdate) {
-	key := streamKey{m.session, m.update.TerminalID}
-	s := w.streams[key]
+func (w *writer) writeEntry(e *entry) {
 	switch {
-	case s == nil:
-		s = w.open(key, m.source)
-	case m.mode == StreamOutput: // a replacement supersedes what was not sent yet
+	case e.line != nil:
+		w.line(e.line)
+	case e.stream != nil:
+		w.writeTerminalUpdate(e)
+	default:
+		w.notify(e.session, e.update)
+	}
+}
+
+func (w *writer) writeTerminalUpdate(e *entry) {
+	s, u := e.stream, e.update.(*TerminalUpdate)
+	switch {
+	case e.mode == ReplaceOutput || !s.started && u.ExitStatus != nil:
+		// A first update that is also the last carries the output with it.
+		w.replace(s, u)
+	case !s.started:
+		w.notify(e.session, u)
+		if s.source.Total() > s.sent {
+			w.markDirty(s)
+		}
+	default:
 		w.catchUp(s)
+		w.notify(e.session, u)
 	}
-	var update any = m.update
-	if m.mode == ReplaceOutput {
-		var end int64
-		w.snap, end = m.source.AppendSnapshot(w.snap[:0])
-		update = withOutput{m.update, &terminalOutput{Data: base64.StdEncoding.EncodeToString(w.snap)}}
-		s.sent = end
-	}
-	w.notify(m.session, update)
-	if m.update.ExitStatus != nil {
+	s.started = true
+	if u.ExitStatus != nil {
 		w.closeStream(s)
 	}
-}
-
-// withOutput is a terminal_update with a replacement of the output.
-type withOutput struct {
-	*TerminalUpdate
-	Output *terminalOutput `json:"output,omitempty"`
-}
-
-func (w *writer) open(key streamKey, source OutputSource) *stream {
-	s := &stream{source: source, key: key}
-	sid, _ := json.Marshal(key.session)
-	s.tid, _ = json.Marshal(key.terminal)
-	s.head = append(s.head, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":`...)
-	s.head = append(s.head, sid...)
-	s.head = append(s.head, `,"update":{"sessionUpdate":`...)
-	s.prefix = append(s.prefix, s.head...)
-	s.prefix = append(s.prefix, `"terminal_output_chunk","terminalId":`...)
-	s.prefix = append(s.prefix, s.tid...)
-	s.prefix = append(s.prefix, `,"data":"`...)
-	w.streams[key] = s
-	s.unwatch = source.Watch(func() { w.markDirty(s) })
-	if source.Total() > 0 {
-		w.markDirty(s)
-	}
-	return s
 }
 
 // catchUp sends everything s's source holds beyond what was sent.
@@ -246,23 +315,21 @@ func (w *writer) catchUp(s *stream) {
 }
 
 func (w *writer) closeStream(s *stream) {
-	s.unwatch()
-	s.closed = true
-	delete(w.streams, s.key)
-}
-
-func (w *writer) unwatchAll() {
-	for _, s := range w.streams {
-		s.unwatch()
+	s.closed.Store(true)
+	s.follower.Stop()
+	w.mu.Lock()
+	if w.streams[s.key] == s {
+		delete(w.streams, s.key)
 	}
+	w.mu.Unlock()
 }
 
 // writeChunk sends the next piece of s and reschedules it if more is
 // waiting, after the other dirty terminals.
 func (w *writer) writeChunk(s *stream) {
 	s.queued.Store(false) // before reading: a write from now on marks it again
-	if s.closed {
-		return
+	if s.closed.Load() || !s.started {
+		return // a stream starts with its first update, which marks it
 	}
 	w.sendChunk(s)
 	if s.source.Total() > s.sent {
@@ -270,60 +337,58 @@ func (w *writer) writeChunk(s *stream) {
 	}
 }
 
-// sendChunk writes one chunk of s, or a replacement snapshot if bytes were
+// sendChunk writes one chunk of s, or a replacement if bytes were
 // overwritten before they could be sent. It reports whether it made
 // progress.
 func (w *writer) sendChunk(s *stream) bool {
 	n, start := s.source.ReadAt(w.scratch, s.sent)
 	if start > s.sent {
-		w.snapshot(s)
+		w.replace(s, nil)
 		return true
 	}
 	if n == 0 {
 		return false
 	}
-	w.buf = append(w.buf, s.prefix...)
-	w.buf = base64.StdEncoding.AppendEncode(w.buf, w.scratch[:n])
-	w.buf = append(w.buf, "\"}}}\n"...)
+	w.buf = s.enc.appendChunk(w.buf, w.scratch[:n])
 	s.sent = start + int64(n)
+	s.follower.Taken(s.sent)
 	w.maybeFlush()
 	return true
 }
 
-// snapshot replaces the client's copy of s with what the ring holds, after
-// bytes were overwritten before a peer that fell behind could get them. The
-// line is appended in place, as chunks are: catching up must not cost more
-// than keeping up. The source is copied in one go (into a buffer kept for
-// the next time) so that the snapshot is consistent while the PTY writes on.
-func (w *writer) snapshot(s *stream) {
+// replace replaces the client's copy of s with what the source holds: for
+// u (a client that attaches), or alone after bytes were overwritten before
+// a client that fell behind could get them. The line is appended in place,
+// as chunks are: catching up must not cost more than keeping up. The
+// source is copied in one go (into a buffer kept for the next time) so
+// that the replacement is consistent while the PTY writes on.
+func (w *writer) replace(s *stream, u *TerminalUpdate) {
 	var end int64
 	w.snap, end = s.source.AppendSnapshot(w.snap[:0])
-	dropped := end - int64(len(w.snap)) - s.sent
-	w.buf = append(w.buf, s.head...)
-	w.buf = append(w.buf, `"terminal_update","terminalId":`...)
-	w.buf = append(w.buf, s.tid...)
-	w.buf = append(w.buf, `,"output":{"data":"`...)
-	w.buf = base64.StdEncoding.AppendEncode(w.buf, w.snap)
-	w.buf = append(w.buf, `","_meta":{"shellagent":{"droppedBytes":`...)
-	w.buf = strconv.AppendInt(w.buf, dropped, 10)
-	w.buf = append(w.buf, "}}}}}}\n"...)
+	base := s.sent // what the client has
+	if u != nil {
+		base = 0 // an attaching client has nothing
+	}
+	dropped := end - int64(len(w.snap)) - base
+	buf, err := s.enc.appendReplacement(w.buf, u, w.snap, dropped)
+	if err != nil {
+		w.log.Error("encode terminal output", "terminal", s.key.terminal, "err", err)
+		return
+	}
+	w.buf = buf
 	s.sent = end
+	s.follower.Taken(end)
 	w.maybeFlush()
 }
 
-type notification struct {
-	JSONRPC string              `json:"jsonrpc"`
-	Method  string              `json:"method"`
-	Params  sessionNotification `json:"params"`
-}
-
 func (w *writer) notify(session string, update any) {
-	b, err := json.Marshal(notification{"2.0", "session/update", sessionNotification{session, update}})
+	buf, err := w.enc.appendUpdate(w.buf, session, update)
 	if err != nil {
-		w.log.Error("marshal session/update", "err", err)
+		w.log.Error("encode session/update", "session", session, "err", err)
 		return
 	}
-	w.line(b)
+	w.buf = buf
+	w.maybeFlush()
 }
 
 func (w *writer) line(b []byte) {
@@ -338,15 +403,85 @@ func (w *writer) maybeFlush() {
 	}
 }
 
+// flush writes the buffer in pieces and watches each: a write that
+// accepts nothing for the stall timeout marks the peer stalled. A piece
+// is small enough for a slow reader to take within a fraction of the
+// timeout (it halves when a write takes an eighth of it, and doubles up to
+// flushAt when writes are quick), so a client that reads slowly is not
+// mistaken for a stalled one.
 func (w *writer) flush() {
-	if len(w.buf) == 0 {
-		return
-	}
-	if !w.broken {
-		if _, err := w.out.Write(w.buf); err != nil {
-			w.broken = true
-			w.log.Warn("client output closed; dropping further messages", "err", err)
+	for b := w.buf; len(b) > 0 && !w.broken; {
+		k := min(len(b), w.piece)
+		start := w.writing()
+		_, err := w.out.Write(b[:k])
+		took := time.Since(start)
+		w.wrote(err)
+		b = b[k:]
+		switch {
+		case took > w.stallTimeout/8:
+			w.piece = max(w.piece/2, minPiece)
+		case took < w.stallTimeout/64:
+			w.piece = min(w.piece*2, flushAt)
 		}
 	}
 	w.buf = w.buf[:0]
+}
+
+// writing notes that a write to the peer starts now.
+func (w *writer) writing() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	w.writingSince = now
+	if !w.timerArmed && !w.stalled {
+		w.armTimer(w.stallTimeout)
+	}
+	return now
+}
+
+// wrote notes that a write to the peer returned: it made progress, or the
+// peer is gone.
+func (w *writer) wrote(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writingSince = time.Time{}
+	switch {
+	case err != nil:
+		w.broken = true
+		w.log.Warn("client output closed; dropping further messages", "err", err)
+		w.holdAll()
+	case w.stalled:
+		w.stalled, w.queue.stalled = false, false
+		w.log.Info("client reads again; holding terminal output back for it")
+		w.holdAll()
+	}
+}
+
+// armTimer makes checkStall run after d; w.mu is held.
+func (w *writer) armTimer(d time.Duration) {
+	if w.timer == nil {
+		w.timer = time.AfterFunc(d, w.checkStall)
+	} else {
+		w.timer.Reset(d)
+	}
+	w.timerArmed = true
+}
+
+// checkStall runs on the stall timer: a write under way for the stall
+// timeout marks the peer stalled.
+func (w *writer) checkStall() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.timerArmed = false
+	if w.writingSince.IsZero() || w.stalled || w.broken {
+		return
+	}
+	if left := w.stallTimeout - time.Since(w.writingSince); left > 0 {
+		w.armTimer(left)
+		return
+	}
+	w.stalled, w.queue.stalled = true, true
+	w.log.Info("client accepted nothing for the stall timeout; terminal output is no longer held back for it", "timeout", w.stallTimeout)
+	w.holdAll()
+	w.dropFinished()
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"shellagent/outputbuf"
+	"shellagent/protocol/acptest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -118,19 +120,24 @@ func decodeLines(t *testing.T, out []byte) []event {
 
 func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
+// source is a ring as a terminal hands it to the writer.
+type source struct{ *outputbuf.Ring }
+
+func (s source) Follow(notify func()) OutputFollower { return s.Ring.Follow(notify) }
+
 // announce queues the first update of term_1, which starts its stream.
 func announce(w *writer, ring *outputbuf.Ring) {
-	w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_1", Command: "x"}, ring, StreamOutput)
+	w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_1", Command: "x"}, source{ring}, StreamOutput)
 }
 
 // exit queues the exit update of a terminal, which ends its stream.
 func exit(w *writer, id string, ring *outputbuf.Ring) {
-	w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: id, ExitStatus: &ExitStatus{}}, ring, StreamOutput)
+	w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: id, ExitStatus: &ExitStatus{}}, source{ring}, StreamOutput)
 }
 
 func TestWriterSendsOutputBetweenAnnounceAndExit(t *testing.T) {
 	g := newGate()
-	w := newWriter(g, discardLog())
+	w := newWriter(g, discardLog(), 0)
 	ring := outputbuf.New(1 << 20)
 	ring.Write([]byte("before announce|"))
 	announce(w, ring)
@@ -171,51 +178,177 @@ func TestWriterSendsOutputBetweenAnnounceAndExit(t *testing.T) {
 	}
 }
 
-func TestWriterSnapshotsWhenTheClientFellBehind(t *testing.T) {
-	g := newGate()
-	w := newWriter(g, discardLog())
-	ring := outputbuf.New(1000)
-	announce(w, ring)
-	w.send([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
-	g.set(true) // the client stops reading
-	ring.Write([]byte("x"))
-	for i := range 10 {
-		ring.Write(bytes.Repeat([]byte{byte('0' + i)}, 1000))
-	}
-	g.set(false)
-	ring.Write([]byte("tail"))
-	exit(w, "term_1", ring)
-	w.close()
+// stalled reports whether w has found its peer stalled.
+func (w *writer) isStalled() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stalled
+}
 
-	var got []byte
-	snapshots := 0
-	for _, ev := range decodeLines(t, g.buf.Bytes()) {
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// replacements returns the replacements in evs and what the client holds
+// of term_1 in the end.
+func replay(evs []event) (replacements []event, got []byte) {
+	for _, ev := range evs {
 		switch {
 		case ev.snapshot:
-			snapshots++
-			if ev.dropped <= 0 {
-				t.Errorf("snapshot without droppedBytes")
-			}
+			replacements = append(replacements, ev)
 			got = append([]byte(nil), ev.data...)
 		case ev.kind == KindTerminalOutput:
 			got = append(got, ev.data...)
 		}
 	}
-	if snapshots == 0 {
-		t.Fatal("no replacement snapshot after the ring was overwritten")
+	return replacements, got
+}
+
+func TestWriterLetsGoOfAStalledClientAndHoldsAgain(t *testing.T) {
+	t.Parallel()
+	const stall = 100 * time.Millisecond
+	g := newGate()
+	w := newWriter(g, discardLog(), stall)
+	ring := outputbuf.New(1000)
+	announce(w, ring)
+	g.set(true)             // the client stops reading
+	ring.Write([]byte("x")) // the writer sends it and blocks
+	start := time.Now()
+	for i := range 10 {
+		ring.Write(bytes.Repeat([]byte{byte('0' + i)}, 1000))
+	}
+	held := time.Since(start)
+	if held < stall/2 {
+		t.Errorf("the PTY writer went on after %v: the ring was not held", held)
+	}
+	if !w.isStalled() {
+		t.Errorf("the PTY writer went on after %v, before the stall was noticed", held)
+	}
+	g.set(false)
+	waitUntil(t, "the client reads again", func() bool { return !w.isStalled() })
+	// Held again: a client that reads loses nothing more.
+	for i := range 100 {
+		ring.Write(bytes.Repeat([]byte{byte('a' + i%26)}, 1000))
+	}
+	exit(w, "term_1", ring)
+	w.close()
+
+	reps, got := replay(decodeLines(t, g.buf.Bytes()))
+	if len(reps) != 1 || reps[0].dropped <= 0 {
+		t.Fatalf("replacements %+v, want one with droppedBytes", reps)
 	}
 	all, _ := ring.Snapshot()
-	if !bytes.HasSuffix(got, all) {
-		t.Errorf("client holds %q, want it to end with the ring %q", got, all)
+	if !bytes.HasSuffix(got, all) || len(got) != len(reps[0].data)+100*1000 {
+		t.Errorf("client holds %d bytes, want the replacement (%d) and every byte since", len(got), len(reps[0].data))
+	}
+}
+
+// throttled is a client that reads at a fixed rate.
+type throttled struct {
+	rate int // bytes per second
+	mu   sync.Mutex
+	buf  bytes.Buffer
+}
+
+func (c *throttled) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		k := min(len(p), 4096)
+		time.Sleep(time.Duration(k) * time.Second / time.Duration(c.rate))
+		c.mu.Lock()
+		c.buf.Write(p[:k])
+		c.mu.Unlock()
+		p = p[k:]
+	}
+	return n, nil
+}
+
+func (c *throttled) bytes() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return bytes.Clone(c.buf.Bytes())
+}
+
+func pattern(n int) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(i % 251)
+	}
+	return p
+}
+
+func TestWriterHoldsOutputForASlowClient(t *testing.T) {
+	t.Parallel()
+	c := &throttled{rate: 4 << 20}
+	w := newWriter(c, discardLog(), 0)
+	ring := outputbuf.New(16 << 10)
+	announce(w, ring)
+	want := pattern(1 << 20)
+	for p := want; len(p) > 0; p = p[min(len(p), 4096):] {
+		ring.Write(p[:min(len(p), 4096)])
+	}
+	exit(w, "term_1", ring)
+	w.close()
+	reps, got := replay(decodeLines(t, c.bytes()))
+	if len(reps) > 0 {
+		t.Errorf("%d replacements for a client that reads", len(reps))
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("client got %d bytes, want %d exactly", len(got), len(want))
+	}
+}
+
+func TestBackpressureHoldsUpNeitherControlMessagesNorOtherTerminals(t *testing.T) {
+	t.Parallel()
+	c := &throttled{rate: 2 << 20}
+	w := newWriter(c, discardLog(), 0)
+	a, b := outputbuf.New(64<<10), outputbuf.New(64<<10)
+	announce(w, a)
+	w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_2"}, source{b}, StreamOutput)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 32 {
+			a.Write(make([]byte, 64<<10)) // 2 MiB: a second of the client's time
+		}
+	}()
+	time.Sleep(100 * time.Millisecond) // term_1 is held now
+	w.send([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+	b.Write([]byte("hello"))
+	<-done
+	exit(w, "term_1", a)
+	exit(w, "term_2", b)
+	w.close()
+	evs := decodeLines(t, c.bytes())
+	last, response, hello := -1, -1, -1
+	for i, ev := range evs {
+		switch {
+		case ev.kind == "response":
+			response = i
+		case ev.kind == KindTerminalOutput && ev.terminal == "term_2":
+			hello = i
+		case ev.kind == KindTerminalOutput:
+			last = i
+		}
+	}
+	if response < 0 || hello < 0 || response > last || hello > last {
+		t.Errorf("response at #%d, term_2's output at #%d, term_1's last chunk at #%d: held up by term_1", response, hello, last)
 	}
 }
 
 func TestWriterResumeSnapshot(t *testing.T) {
 	g := newGate()
-	w := newWriter(g, discardLog())
+	w := newWriter(g, discardLog(), 0)
 	ring := outputbuf.New(1 << 10)
 	ring.Write([]byte("hello "))
-	w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_1"}, ring, ReplaceOutput)
+	w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_1"}, source{ring}, ReplaceOutput)
 	ring.Write([]byte("world"))
 	exit(w, "term_1", ring)
 	w.close()
@@ -234,10 +367,10 @@ func TestWriterResumeSnapshot(t *testing.T) {
 
 func TestWriterTakesTerminalsInTurn(t *testing.T) {
 	g := newGate()
-	w := newWriter(g, discardLog())
+	w := newWriter(g, discardLog(), 0)
 	a, b := outputbuf.New(4<<20), outputbuf.New(4<<20)
 	announce(w, a)
-	w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_2"}, b, StreamOutput)
+	w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_2"}, source{b}, StreamOutput)
 	g.set(true) // the writer blocks on its next write
 	w.send([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
 	a.Write(bytes.Repeat([]byte("a"), 1<<20))
@@ -265,7 +398,7 @@ func TestWriterTakesTerminalsInTurn(t *testing.T) {
 
 func TestWriterCloseWhileATerminalStillWrites(t *testing.T) {
 	g := newGate()
-	w := newWriter(g, discardLog())
+	w := newWriter(g, discardLog(), 0)
 	ring := outputbuf.New(64 << 10)
 	announce(w, ring)
 	stop := make(chan struct{})
@@ -294,5 +427,70 @@ func TestWriterCloseWhileATerminalStillWrites(t *testing.T) {
 	<-closed
 	if g.size() == 0 {
 		t.Error("nothing was written")
+	}
+}
+
+// valve passes writes on to w, and blocks them while shut.
+type valve struct {
+	g *gate
+	w io.Writer
+}
+
+func (v valve) Write(p []byte) (int, error) {
+	v.g.mu.Lock()
+	for v.g.shut {
+		v.g.open.Wait()
+	}
+	v.g.mu.Unlock()
+	return v.w.Write(p)
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+func TestStalledClientGetsCoalescedUpdatesThatKeepTheRules(t *testing.T) {
+	t.Parallel()
+	outR, outW := io.Pipe()
+	c := acptest.New(t, outR, nopCloser{io.Discard}, acptest.WithoutRaw())
+	g := newGate()
+	w := newWriter(valve{g, outW}, discardLog(), 50*time.Millisecond)
+	job := []BackgroundItem{{Type: "tool_call", ToolCallID: "job"}}
+	w.update("s", &ToolCallUpdate{SessionUpdate: KindToolCall, ToolCallID: "job", Title: "every 1s: date", Kind: "other", Status: StatusPending, Capabilities: CapsCancel})
+	w.update("s", &StateUpdate{SessionUpdate: KindState, State: StateIdle, StopReason: StopEndTurn, Background: job})
+	g.set(true)
+	w.update("s", &StateUpdate{SessionUpdate: KindState, State: StateIdle, Background: job})
+	waitUntil(t, "the client stalls", w.isStalled)
+	const firings = 1000
+	for n := range firings {
+		call, term := fmt.Sprintf("call_%d", n), fmt.Sprintf("term_%d", n)
+		ring := outputbuf.New(1 << 10)
+		w.update("s", &StateUpdate{SessionUpdate: KindState, State: StateRunning, Background: job})
+		w.update("s", &ToolCallUpdate{SessionUpdate: KindToolCall, ToolCallID: call, Title: "date", Kind: "execute", Status: StatusInProgress, Content: []ToolCallContent{TerminalContent(term)}})
+		w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: term, Command: "date", Cwd: "/", Size: &TerminalSize{Cols: 80, Rows: 24}, Capabilities: CapsCancel}, source{ring}, StreamOutput)
+		fmt.Fprintf(ring, "firing %d\r\n", n)
+		code := 0
+		w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: term, ExitStatus: &ExitStatus{ExitCode: &code}, Capabilities: CapsNone}, source{ring}, StreamOutput)
+		w.update("s", &ToolCallUpdate{SessionUpdate: KindToolCall, ToolCallID: call, Status: StatusCompleted, RawOutput: map[string]int{"exitCode": 0}})
+		w.update("s", &StateUpdate{SessionUpdate: KindState, State: StateIdle, StopReason: StopEndTurn, Background: job})
+	}
+	w.mu.Lock()
+	queued := len(w.queue.entries) - w.queue.holes
+	w.mu.Unlock()
+	if limit := 4*keepFinished + 10; queued > limit {
+		t.Errorf("%d firings for a stalled client queued %d messages, want at most %d", firings, queued, limit)
+	}
+	g.set(false)
+	w.close()
+	outW.Close()
+	c.Close()
+	c.Check()
+	msgs := c.Transcript()
+	last := msgs[len(msgs)-1]
+	if last.Kind != KindState || last.State() != StateIdle || len(last.Background()) != 1 {
+		t.Errorf("last message %s, want the latest state", last.Raw)
+	}
+	if got := string(c.Output("s", fmt.Sprintf("term_%d", firings-1))); got != fmt.Sprintf("firing %d\r\n", firings-1) {
+		t.Errorf("last firing's output %q", got)
 	}
 }

@@ -6,12 +6,14 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
+	"shellagent/contain"
 	"shellagent/signals"
 )
 
@@ -23,17 +25,28 @@ const readSize = 32 << 10
 
 var readBufs = sync.Pool{New: func() any { b := make([]byte, readSize); return &b }}
 
-// Local starts commands in PTYs on this machine.
-type Local struct{}
+// Local starts commands in PTYs on this machine, each in a new group of
+// its Containment.
+type Local struct {
+	Containment *contain.Containment // required
+}
 
 var _ Launcher = Local{}
 
 // Launch starts cmd in a new session with a new PTY as its controlling
-// terminal, and starts reading the PTY before it returns.
-func (Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
-	master, tty, err := OpenPTY(cmd.Size)
+// terminal, inside a new group, and starts reading the PTY before it
+// returns.
+func (l Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
+	if l.Containment == nil {
+		return nil, fmt.Errorf("start %q: ptyio.Local has no Containment", cmd.Line)
+	}
+	g, err := l.Containment.NewGroup()
 	if err != nil {
 		return nil, fmt.Errorf("start %q: %w", cmd.Line, err)
+	}
+	master, tty, err := OpenPTY(cmd.Size)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("start %q: %w", cmd.Line, err), g.Close())
 	}
 	pidfd := -1
 	attr := &syscall.ProcAttr{
@@ -43,21 +56,41 @@ func (Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
 		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, PidFD: &pidfd},
 	}
 	argv := []string{"/bin/sh", "-c", hupIgnored, cmd.Shell, cmd.Line}
-	pid, err := syscall.ForkExec(argv[0], argv, attr)
-	tty.Close() // the child has its copies; keeping ours would hide EIO
+	pid, err := g.ForkExec(argv[0], argv, attr)
+	// The child has its copies; keeping ours would hide EIO. Best effort:
+	// a close error on a descriptor we no longer use changes nothing.
+	_ = tty.Close()
 	if err != nil {
-		master.Close()
-		return nil, fmt.Errorf("start %q: %w", cmd.Line, err)
+		return nil, errors.Join(fmt.Errorf("start %q: %w", cmd.Line, err), master.Close(), g.Close())
 	}
 	shell, err := newPidFile(pid, pidfd)
 	if err != nil {
-		master.Close()
-		return nil, err
+		return nil, errors.Join(fmt.Errorf("start %q: %w", cmd.Line, err), abort(pid, g), master.Close())
 	}
-	p := &local{pid: pid, master: master, shell: shell, out: out, ev: ev, readDone: make(chan struct{})}
+	p := &local{pid: pid, master: master, shell: shell, group: g, out: out, ev: ev, readDone: make(chan struct{})}
 	go p.read()
 	go p.run()
 	return p, nil
+}
+
+// abort kills and reaps what a failed Launch started, and releases its
+// group.
+func abort(pid int, g contain.Group) error {
+	_, kerr := g.Kill()
+	// Our own unreaped child: its pid cannot name another process.
+	if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+		kerr = errors.Join(kerr, fmt.Errorf("kill %d: %w", pid, err))
+	}
+	var ws unix.WaitStatus
+	if _, err := unix.Wait4(pid, &ws, 0, nil); err != nil {
+		kerr = errors.Join(kerr, fmt.Errorf("reap %d: %w", pid, err))
+	}
+	select {
+	case <-g.Done():
+	case <-time.After(time.Second):
+		kerr = errors.Join(kerr, fmt.Errorf("processes of %d still running after SIGKILL", pid))
+	}
+	return errors.Join(kerr, g.Close())
 }
 
 // OpenPTY opens a PTY pair of the given size and returns a non-blocking
@@ -71,18 +104,18 @@ func OpenPTY(size Size) (master, tty *os.File, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	defer m.Close()
+	defer m.Close() // Best effort: the duplicate below is the master we use.
 	if err := pty.Setsize(tty, &pty.Winsize{Cols: size.Cols, Rows: size.Rows}); err != nil {
-		tty.Close()
-		return nil, nil, fmt.Errorf("set size: %w", err)
+		return nil, nil, errors.Join(fmt.Errorf("set size: %w", err), tty.Close())
 	}
 	fd, err := unix.FcntlInt(m.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	if err == nil {
-		err = unix.SetNonblock(fd, true)
+		if err = unix.SetNonblock(fd, true); err != nil {
+			unix.Close(fd) // Best effort: never handed out.
+		}
 	}
 	if err != nil {
-		tty.Close()
-		return nil, nil, fmt.Errorf("dup pty master: %w", err)
+		return nil, nil, errors.Join(fmt.Errorf("dup pty master: %w", err), tty.Close())
 	}
 	return os.NewFile(uintptr(fd), "/dev/ptmx"), tty, nil
 }
@@ -93,16 +126,35 @@ type local struct {
 	pid      int
 	master   *os.File
 	shell    *pidFile
+	group    contain.Group
 	out      io.Writer
 	ev       Events
-	readDone chan struct{}
+	readDone chan struct{} // closed when read returns
+	readErr  error         // written by read before readDone is closed
+	draining atomic.Bool   // the group is empty: read until the PTY is
 
-	mu   sync.Mutex // guards esc
+	mu   sync.Mutex // guards esc and done
 	esc  *signals.Escalation
 	done bool // run has finished; Stop does nothing
 }
 
 func (p *local) Pid() int { return p.pid }
+
+// Members implements Process.
+func (p *local) Members() ([]Member, error) {
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	if done {
+		return nil, nil
+	}
+	ms, err := p.group.Members()
+	out := make([]Member, len(ms))
+	for i, m := range ms {
+		out[i] = Member{Pid: m.Pid, Command: m.Command}
+	}
+	return out, err
+}
 
 // Stop implements Process.
 func (p *local) Stop(grace time.Duration) {
@@ -111,63 +163,130 @@ func (p *local) Stop(grace time.Duration) {
 	switch {
 	case p.done:
 	case p.esc == nil:
-		p.esc = signals.Escalate(p.pid, grace)
+		p.esc = signals.Escalate(p.group, grace)
 	default:
 		p.esc.Hurry()
 	}
 }
 
-// read copies the PTY into out until EIO (every slave descriptor closed),
-// the drain deadline, or Close.
+// errDrained ends a read that found the PTY empty after the last process
+// of the command had gone.
+var errDrained = errors.New("drained")
+
+// read copies the PTY into out until EIO (every descriptor of the
+// terminal closed), or, once the group is empty, until the PTY is empty.
+// out may block: it is called with no lock held and outside the poller's
+// callback, so that nothing waits on it but this goroutine.
 func (p *local) read() {
 	defer close(p.readDone)
-	rc, err := p.master.SyscallConn()
+	r, err := newPtyReader(p.master)
 	if err != nil {
+		p.readErr = fmt.Errorf("read pty: %w", err)
 		return
 	}
-	var rerr error
-	readOnce := func(fd uintptr) bool {
-		bp := readBufs.Get().(*[]byte)
-		defer readBufs.Put(bp)
-		n, err := unix.Read(int(fd), *bp)
-		if err == unix.EAGAIN {
-			return false
-		}
-		if n > 0 {
-			p.out.Write((*bp)[:n])
-		}
-		rerr = err
-		if err == nil && n == 0 {
-			rerr = io.EOF
-		}
-		return true
-	}
 	for {
-		if err := rc.Read(readOnce); err != nil {
-			return // deadline or closed
+		data, err := r.next(p.draining.Load)
+		if len(data) > 0 {
+			if _, werr := p.out.Write(data); werr != nil && p.readErr == nil {
+				p.readErr = fmt.Errorf("write output: %w", werr)
+			}
 		}
-		if rerr != nil && rerr != unix.EINTR {
-			return // EIO: nobody holds the terminal open any more
+		r.release()
+		if err != nil {
+			if err != io.EOF && err != errDrained {
+				p.readErr = errors.Join(p.readErr, fmt.Errorf("read pty: %w", err))
+			}
+			return
 		}
 	}
 }
 
-// run follows the command to its end: the shell's exit, then every other
-// process of its session, then the last of its output.
-func (p *local) run() {
-	// An error leaves the status unknown (neither code nor signal); it
-	// cannot happen for our own unreaped child.
-	status, _ := p.waitShell()
-	procs, _ := signals.SessionMembers(p.pid)
-	if len(procs) > 0 {
-		p.ev.ShellReturned(status)
+// ptyReader reads a non-blocking PTY master one chunk at a time. Its
+// callbacks are bound once, so that a read allocates nothing.
+type ptyReader struct {
+	rc      syscall.RawConn
+	bp      *[]byte // the buffer of the last read, until release
+	n       int
+	rerr    error
+	read    func(fd uintptr) bool // for RawConn.Read
+	readNow func(fd uintptr)      // for RawConn.Control
+}
+
+func newPtyReader(master *os.File) (*ptyReader, error) {
+	rc, err := master.SyscallConn()
+	if err != nil {
+		return nil, err
 	}
-	p.waitSessionEmpty(procs)
-	p.shell.reap()
-	p.shell.close()
-	p.master.SetReadDeadline(time.Now().Add(DrainTimeout))
-	<-p.readDone
-	p.master.Close()
+	r := &ptyReader{rc: rc}
+	r.read = r.readFD
+	r.readNow = func(fd uintptr) { r.readFD(fd) }
+	return r, nil
+}
+
+// readFD reads once. A buffer is taken from the pool only when the read
+// returns something, so an idle terminal holds none.
+func (r *ptyReader) readFD(fd uintptr) bool {
+	r.bp = readBufs.Get().(*[]byte)
+	r.n, r.rerr = unix.Read(int(fd), *r.bp)
+	if r.rerr == unix.EAGAIN {
+		readBufs.Put(r.bp)
+		r.bp = nil
+		return false
+	}
+	return true
+}
+
+// release returns the last read's buffer to the pool.
+func (r *ptyReader) release() {
+	if r.bp != nil {
+		readBufs.Put(r.bp)
+		r.bp = nil
+	}
+}
+
+// next reads the next chunk. Until draining reports true it waits for data
+// in the runtime poller; after that it never waits, and errDrained means
+// every byte has been read. A reader parked in the poller is woken with a
+// read deadline in the past.
+func (r *ptyReader) next(draining func() bool) ([]byte, error) {
+	r.n, r.rerr = 0, nil
+	var err error
+	if !draining() {
+		err = r.rc.Read(r.read)
+		if err != nil && !(errors.Is(err, os.ErrDeadlineExceeded) && draining()) {
+			return nil, err
+		}
+	}
+	if err != nil || r.bp == nil {
+		// Draining: one read that does not wait.
+		if err := r.rc.Control(r.readNow); err != nil {
+			return nil, err
+		}
+		if r.bp == nil {
+			return nil, errDrained
+		}
+	}
+	switch {
+	case r.rerr == nil && r.n > 0:
+		return (*r.bp)[:r.n], nil
+	case r.rerr == unix.EINTR:
+		return nil, nil
+	case r.rerr == nil, r.rerr == unix.EIO:
+		return nil, io.EOF // every slave descriptor is closed
+	}
+	return nil, r.rerr
+}
+
+// run follows the command to its end: the shell's exit, then every other
+// process of its group, then the last of its output.
+func (p *local) run() {
+	status, err := p.waitShell()
+	errs := []error{err}
+	if !p.group.Empty() {
+		p.ev.ShellReturned(status)
+		<-p.group.Done()
+	}
+	errs = append(errs, p.shell.reap(), p.shell.close(), p.drain(), p.master.Close())
 
 	p.mu.Lock()
 	p.done = true
@@ -179,8 +298,25 @@ func (p *local) run() {
 		if sig := esc.Last(); sig != 0 {
 			exit.Stopped = signals.Name(sig)
 		}
+		errs = append(errs, esc.Err())
+	}
+	errs = append(errs, p.group.Close())
+	if exit.Err = errors.Join(errs...); exit.Err != nil {
+		exit.Err = fmt.Errorf("terminal of %d: %w", p.pid, exit.Err)
 	}
 	p.ev.Exited(exit)
+}
+
+// drain reads what is left in the PTY once no process of the command
+// remains (none can write any more), however long out blocks, and returns
+// the reader's error.
+func (p *local) drain() error {
+	p.draining.Store(true)
+	// Wakes a reader parked in the poller; one busy in out.Write sees
+	// draining when it returns.
+	err := p.master.SetReadDeadline(time.Now())
+	<-p.readDone
+	return errors.Join(err, p.readErr)
 }
 
 func (p *local) waitShell() (Status, error) {
@@ -188,34 +324,4 @@ func (p *local) waitShell() (Status, error) {
 		return Status{}, err
 	}
 	return p.shell.status()
-}
-
-// waitSessionEmpty returns once no live process is left in the session,
-// starting from the members of a first scan. A session cannot gain members
-// from outside, so it is empty once a scan finds nobody; until then it waits
-// on the oldest member, the one most likely to outlive the others, and
-// scans again when that one exits.
-func (p *local) waitSessionEmpty(procs []signals.Proc) {
-	for len(procs) > 0 {
-		if err := waitProc(procs[0]); err != nil && !errors.Is(err, unix.ESRCH) {
-			time.Sleep(10 * time.Millisecond) // unexpected; do not spin
-		}
-		var err error
-		if procs, err = signals.SessionMembers(p.pid); err != nil {
-			return
-		}
-	}
-}
-
-// waitProc waits for the exit of a process that is not our child.
-func waitProc(proc signals.Proc) error {
-	f, err := openPidFile(proc.Pid)
-	if err != nil {
-		return err
-	}
-	defer f.close()
-	if now, ok := signals.Stat(proc.Pid); !ok || now.Start != proc.Start {
-		return nil // it exited, and the pid may be another process now
-	}
-	return f.wait()
 }

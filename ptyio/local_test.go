@@ -2,21 +2,70 @@ package ptyio
 
 import (
 	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
-	"shellagent/signals"
+	"shellagent/contain"
+	"shellagent/protocol/acptest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// marker is in the environment of every command the tests start, so that
+// TestMain can prove that none is left.
+var marker = "SHELLAGENT_TEST=" + rand.Text()
+
+// launcher holds the tests' commands in the mode SHELLAGENT_TEST_CONTAINMENT
+// names (default auto).
+var launcher Local
+
+func TestMain(m *testing.M) {
+	mode := contain.Auto
+	if s := os.Getenv("SHELLAGENT_TEST_CONTAINMENT"); s != "" {
+		mode = contain.Mode(s)
+	}
+	c, err := contain.Open(mode)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	launcher = Local{Containment: c}
+	// What a killed run of these tests left behind goes now.
+	if _, _, err := c.Sweep(); err != nil {
+		fmt.Fprintln(os.Stderr, "sweep:", err)
+	}
+	goleak.VerifyTestMain(leakCheck{m, c})
+}
+
+// leakCheck runs the tests, then fails the run if a process they started
+// is still alive.
+type leakCheck struct {
+	m *testing.M
+	c *contain.Containment
+}
+
+func (l leakCheck) Run() int {
+	code := l.m.Run()
+	left := acptest.ProcessesWith(marker)
+	if err := l.c.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "close containment:", err)
+		code = 1
+	}
+	if len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "processes left behind: %v\n", left)
+		code = 1
+	}
+	return code
+}
 
 // recorder collects a process's output and events.
 type recorder struct {
@@ -73,11 +122,11 @@ func (r *recorder) wait(t *testing.T) Exit {
 func launch(t *testing.T, line string) (Process, *recorder) {
 	t.Helper()
 	rec := newRecorder()
-	p, err := Local{}.Launch(Command{
+	p, err := launcher.Launch(Command{
 		Shell: "/bin/sh",
 		Line:  line,
 		Dir:   t.TempDir(),
-		Env:   []string{"TERM=xterm-256color", "PATH=" + os.Getenv("PATH")},
+		Env:   []string{"TERM=xterm-256color", "PATH=" + os.Getenv("PATH"), marker},
 		Size:  Size{Cols: 120, Rows: 40},
 	}, rec, rec)
 	if err != nil {
@@ -133,42 +182,46 @@ func TestBackgroundJobKeepsCommandLive(t *testing.T) {
 	}
 }
 
-func TestProcessThatLeftTheSessionDoesNotDelayTheExit(t *testing.T) {
-	pidFile := filepath.Join(t.TempDir(), "pid")
-	_, rec := launch(t, "setsid sh -c 'echo $$ > "+pidFile+"; exec sleep 30' & while [ ! -s "+pidFile+" ]; do sleep 0.01; done; echo done")
-	waitOutput(t, rec, "done") // the shell's last act
-	shellDone := time.Now()
-	rec.wait(t)
-	if d := time.Since(shellDone); d > 250*time.Millisecond {
-		t.Errorf("exit reported %v after the shell's", d)
+// A process that leaves the session keeps the command live, and what it
+// writes to the terminal is delivered before the exit.
+func TestSetsidChildKeepsTheCommandLive(t *testing.T) {
+	_, rec := launch(t, "setsid sh -c 'sleep 0.5; echo late' & echo early")
+	<-rec.shellExited
+	e := rec.wait(t)
+	if d := time.Since(rec.shellAt); d < 400*time.Millisecond {
+		t.Errorf("exit reported %v after the shell's, before the setsid child's", d)
 	}
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
+	if e.Shell != (Status{Exited: true}) || e.Stopped != "" || e.Err != nil {
+		t.Errorf("exit %+v", e)
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	unix.Kill(pid, unix.SIGKILL)
+	if got := rec.output(); got != "early\r\nlate\r\n" {
+		t.Errorf("output %q", got)
+	}
 }
 
 func TestStop(t *testing.T) {
 	tests := []struct {
-		name  string
-		line  string
-		grace time.Duration
-		twice bool
-		want  Exit
+		name     string
+		line     string
+		returned bool // stop once the shell has returned
+		grace    time.Duration
+		twice    bool
+		want     Exit
 	}{
-		{"TERM ends it", "echo ready; sleep 30", time.Hour, false, Exit{Shell: Status{Signal: "SIGTERM"}, Stopped: "SIGTERM"}},
-		{"trapped TERM, exit code kept", "trap 'exit 7' TERM; sleep 30 & sleep 0.2; echo ready; wait", time.Hour, false, Exit{Shell: Status{Exited: true, Code: 7}, Stopped: "SIGTERM"}},
-		{"TERM ignored", "trap '' TERM; echo ready; sleep 30", 300 * time.Millisecond, false, Exit{Shell: Status{Signal: "SIGKILL"}, Stopped: "SIGKILL"}},
-		{"second stop skips the grace", "trap '' TERM; echo ready; sleep 30", time.Hour, true, Exit{Shell: Status{Signal: "SIGKILL"}, Stopped: "SIGKILL"}},
-		{"detached job", "trap '' TERM; sleep 30 & echo ready", 300 * time.Millisecond, false, Exit{Shell: Status{Exited: true}, Stopped: "SIGKILL"}},
+		{"TERM ends it", "echo ready; sleep 30", false, time.Hour, false, Exit{Shell: Status{Signal: "SIGTERM"}, Stopped: "SIGTERM"}},
+		{"trapped TERM, exit code kept", "trap 'exit 7' TERM; sleep 30 & sleep 0.2; echo ready; wait", false, time.Hour, false, Exit{Shell: Status{Exited: true, Code: 7}, Stopped: "SIGTERM"}},
+		{"TERM ignored", "trap '' TERM; echo ready; sleep 30", false, 300 * time.Millisecond, false, Exit{Shell: Status{Signal: "SIGKILL"}, Stopped: "SIGKILL"}},
+		{"second stop skips the grace", "trap '' TERM; echo ready; sleep 30", false, time.Hour, true, Exit{Shell: Status{Signal: "SIGKILL"}, Stopped: "SIGKILL"}},
+		{"detached job", "trap '' TERM; sleep 30 & echo ready", true, 300 * time.Millisecond, false, Exit{Shell: Status{Exited: true}, Stopped: "SIGKILL"}},
+		{"setsid child", "setsid sh -c 'sleep 30' & echo ready", true, time.Hour, false, Exit{Shell: Status{Exited: true}, Stopped: "SIGTERM"}},
+		{"setsid child ignores TERM and HUP", "setsid sh -c \"trap '' TERM HUP; sleep 30\" & sleep 0.2; echo ready", true, 300 * time.Millisecond, false, Exit{Shell: Status{Exited: true}, Stopped: "SIGKILL"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			p, rec := launch(t, tt.line)
 			waitOutput(t, rec, "ready")
-			if strings.Contains(tt.line, "& echo ready") {
+			if tt.returned {
 				<-rec.shellExited
 			}
 			p.Stop(tt.grace)
@@ -179,8 +232,8 @@ func TestStop(t *testing.T) {
 				t.Errorf("exit %+v, want %+v", e, tt.want)
 			}
 			p.Stop(tt.grace) // after the end: nothing happens
-			if procs, _ := signals.SessionMembers(p.Pid()); len(procs) != 0 {
-				t.Errorf("processes left: %+v", procs)
+			if ms, err := p.Members(); len(ms) != 0 || err != nil {
+				t.Errorf("members after the end: %v, %v", ms, err)
 			}
 		})
 	}
@@ -247,4 +300,86 @@ func threads(t *testing.T) int {
 	}
 	t.Fatal("no Threads line")
 	return 0
+}
+
+// slowWriter is an output that blocks on every write, as the writer's
+// backpressure does while a client catches up.
+type slowWriter struct {
+	*recorder
+	delay time.Duration
+}
+
+func (w slowWriter) Write(p []byte) (int, error) {
+	time.Sleep(w.delay)
+	return w.recorder.Write(p)
+}
+
+// Output written before the last process ended is all delivered before
+// the exit, however long out blocks, even when a process that left the
+// session writes the tail after the shell has returned.
+func TestBlockingOutputLosesNothingAtExit(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder()
+	_, err := launcher.Launch(Command{
+		Shell: "/bin/sh",
+		Line:  "setsid sh -c 'seq 1 20000; echo END' & exit 0",
+		Dir:   t.TempDir(),
+		Env:   []string{"PATH=" + os.Getenv("PATH"), marker},
+		Size:  Size{Cols: 120, Rows: 40},
+	}, slowWriter{rec, 5 * time.Millisecond}, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := rec.wait(t)
+	var want strings.Builder
+	for i := 1; i <= 20000; i++ {
+		want.WriteString(strconv.Itoa(i) + "\r\n")
+	}
+	want.WriteString("END\r\n")
+	if got := rec.output(); got != want.String() || e.Err != nil {
+		t.Errorf("output %d bytes, want %d (ends %q); err %v", len(got), want.Len(), got[max(0, len(got)-20):], e.Err)
+	}
+}
+
+// A start that fails before the shell runs leaves nothing, and says why.
+func TestFailedStart(t *testing.T) {
+	rec := newRecorder()
+	_, err := launcher.Launch(Command{
+		Shell: "/bin/sh", Line: "echo never", Dir: "/nonexistent/dir",
+		Env: []string{marker}, Size: Size{Cols: 80, Rows: 24},
+	}, rec, rec)
+	if err == nil || !strings.Contains(err.Error(), "no such file") || !strings.Contains(err.Error(), "echo never") {
+		t.Errorf("Launch = %v", err)
+	}
+}
+
+// abort, what Launch does when it fails after the fork, kills and reaps
+// everything the command started.
+func TestAbortKillsAndReaps(t *testing.T) {
+	g, err := launcher.Containment.NewGroup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := g.ForkExec("/bin/sh", []string{"sh", "-c", "setsid sleep 30 & sleep 30"}, &syscall.ProcAttr{
+		Env: []string{"PATH=" + os.Getenv("PATH"), marker},
+		Sys: &syscall.SysProcAttr{Setsid: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if ms, _ := g.Members(); len(ms) >= 3 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err := abort(pid, g); err != nil {
+		t.Fatal(err)
+	}
+	var ws unix.WaitStatus
+	if _, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); !errors.Is(err, unix.ECHILD) {
+		t.Errorf("the shell was not reaped: wait4 = %v", err)
+	}
+	if left := acptest.ProcessesWith(marker); len(left) > 0 {
+		t.Errorf("left running: %v", left)
+	}
 }

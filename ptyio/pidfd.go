@@ -19,19 +19,14 @@ type pidFile struct {
 }
 
 func newPidFile(pid, fd int) (*pidFile, error) {
+	if fd < 0 {
+		return nil, fmt.Errorf("no pidfd for %d (Linux 5.3 or later needed)", pid)
+	}
 	if err := unix.SetNonblock(fd, true); err != nil {
-		unix.Close(fd)
+		unix.Close(fd) // Best effort: never used.
 		return nil, fmt.Errorf("pidfd %d: %w", pid, err)
 	}
 	return &pidFile{pid: pid, f: os.NewFile(uintptr(fd), "pidfd")}, nil
-}
-
-func openPidFile(pid int) (*pidFile, error) {
-	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
-	if err != nil {
-		return nil, fmt.Errorf("pidfd_open %d: %w", pid, err)
-	}
-	return newPidFile(pid, fd)
 }
 
 // wait blocks until the process has exited (a pidfd is readable then) or
@@ -41,14 +36,30 @@ func (p *pidFile) wait() error {
 	if err != nil {
 		return err
 	}
-	var exited bool
+	var perr error
 	err = rc.Read(func(fd uintptr) bool {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, _ := unix.Poll(fds, 0)
-		exited = n > 0
-		return exited
+		var n int
+		n, perr = pollNow(int(fd))
+		return n > 0 || perr != nil
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	if perr != nil {
+		return fmt.Errorf("poll pidfd %d: %w", p.pid, perr)
+	}
+	return nil
+}
+
+// pollNow reports whether fd is readable, without waiting.
+func pollNow(fd int) (int, error) {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 0)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
 }
 
 // status returns the wait status of an exited child without reaping it, so

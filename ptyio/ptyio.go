@@ -2,11 +2,13 @@
 // output, and reports when every process of the command is gone.
 //
 // A command runs as "SHELL -c LINE" in a new process session whose
-// controlling terminal is a fresh PTY. The command is live while any process
-// of that session runs, not only while the shell does: "npm run dev &"
-// outlives its shell. Waiting costs no OS thread: the PTY master and the
-// pidfds are served by Go's runtime poller, so an idle terminal is two parked
-// goroutines.
+// controlling terminal is a fresh PTY, inside a contain.Group: everything
+// it starts belongs to the command however it detaches (setsid, double
+// fork, nohup), and the command is live while any of it runs, not only
+// while the shell does: "npm run dev &" outlives its shell. Waiting costs no
+// OS thread: the PTY master, the pidfd and the group's liveness are served
+// by Go's runtime poller, so an idle terminal is two parked goroutines
+// (three in contain's subreaper mode).
 //
 // When a session leader exits, the kernel hangs up its terminal and sends
 // SIGHUP to the foreground process group, which in a non-interactive shell
@@ -47,8 +49,15 @@ type Status struct {
 
 // Exit is how a command ended.
 type Exit struct {
-	Shell   Status // the shell's own wait status
-	Stopped string // the last signal Stop had to send ("SIGTERM" or "SIGKILL"), or ""
+	Shell Status // the shell's own wait status
+	// Stopped is the last signal of Stop that reached a live process
+	// ("SIGTERM", or "SIGKILL" after the grace), or "" if none did: a stop
+	// that raced the command's own end and found only processes already
+	// exiting leaves the natural status alone.
+	Stopped string
+	// Err collects what went wrong while following or stopping the
+	// command; the exit is reported all the same.
+	Err error
 }
 
 // Events receives a process's lifecycle, each method at most once and in
@@ -64,11 +73,19 @@ type Events interface {
 	Exited(Exit)
 }
 
-// Process is a started command and every process of its session.
+// Member is a live process of a command.
+type Member struct {
+	Pid     int
+	Command string // its command line, arguments joined by spaces
+}
+
+// Process is a started command and every process it started.
 type Process interface {
-	// Pid returns the shell's process id, which is also the session id.
+	// Pid returns the shell's process id.
 	Pid() int
-	// Stop starts stopping every process of the session: SIGTERM, SIGCONT
+	// Members lists the command's live processes; none once it has ended.
+	Members() ([]Member, error)
+	// Stop starts stopping every process of the command: SIGTERM, SIGCONT
 	// and SIGHUP now, SIGKILL to what remains after grace. A second call
 	// skips the rest of the grace. Stop never blocks.
 	Stop(grace time.Duration)
@@ -77,12 +94,11 @@ type Process interface {
 // A Launcher starts commands. The local PTY is one; the supervisor knows
 // nothing else about how commands run.
 type Launcher interface {
-	// Launch starts cmd. Output is written to out from the process's own
-	// goroutine until Events.Exited; out must not block.
+	// Launch starts cmd. Its output is written to out, one Write at a time
+	// from the process's own goroutine, until Events.Exited; every byte
+	// written to the terminal before its last process ended is written to
+	// out before Exited. out may block (backpressure): the terminal is then
+	// not read, and its writers block in the kernel, until out returns.
+	// If Launch fails, nothing it started is left running.
 	Launch(cmd Command, out io.Writer, ev Events) (Process, error)
 }
-
-// DrainTimeout bounds how long output is read once the last process of a
-// session is gone: a process that left the session but still holds the
-// terminal open must not delay the exit report.
-const DrainTimeout = 50 * time.Millisecond

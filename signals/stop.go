@@ -1,7 +1,13 @@
+// Package signals stops a set of processes: SIGTERM, SIGCONT and SIGHUP
+// first, SIGKILL after a grace period. This file is the whole rule.
+//
+// SIGCONT wakes stopped processes so that they can act on SIGTERM; SIGHUP
+// reaches interactive shells, which ignore SIGTERM. What the set is (a
+// cgroup, or the processes attributed to a terminal) is the Target's
+// business.
 package signals
 
 import (
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -9,9 +15,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// killRepeat is how often SIGKILL is sent again while processes remain, to
-// catch children forked between a scan and the signal.
+// killRepeat is how often SIGKILL is sent again while processes remain
+// (where the kernel cannot kill a whole set at once, a process forked
+// between listing and signalling would be missed).
 const killRepeat = 100 * time.Millisecond
+
+// A Target is a set of processes stopped together.
+type Target interface {
+	// Signal sends sigs, in order, to every process of the set, and
+	// reports whether they reached a live one.
+	Signal(sigs ...unix.Signal) (reached bool, err error)
+	// Kill sends SIGKILL to every process of the set, and reports whether
+	// one of them was live.
+	Kill() (reached bool, err error)
+}
 
 // Name returns the conventional name of sig, such as "SIGTERM".
 func Name(sig unix.Signal) string {
@@ -21,89 +38,39 @@ func Name(sig unix.Signal) string {
 	return "SIG" + sig.String()
 }
 
-// SignalSession sends each of sigs, in order, to every live process of
-// session sid: first to process group sid (the leader's group) with one
-// kill(2), then to each process found in /proc through a pidfd, after
-// checking that the pidfd names the process the scan saw, so that a reused
-// pid is never signalled. It returns how many live processes it found; 0
-// means the session is empty and nothing was sent.
-func SignalSession(sid int, sigs ...unix.Signal) (int, error) {
-	procs, err := SessionMembers(sid)
-	if err != nil || len(procs) == 0 {
-		return 0, err
-	}
-	for _, sig := range sigs {
-		// The group may be gone (only its zombie leader left): ESRCH is fine.
-		_ = unix.Kill(-sid, sig)
-	}
-	var errs []error
-	for _, p := range procs {
-		errs = append(errs, signalProc(p, sigs))
-	}
-	return len(procs), errors.Join(errs...)
-}
-
-func signalProc(p Proc, sigs []unix.Signal) error {
-	fd, err := unix.PidfdOpen(p.Pid, 0)
-	if err != nil {
-		return nil // exited since the scan
-	}
-	defer unix.Close(fd)
-	if now, ok := Stat(p.Pid); !ok || now.Start != p.Start || now.Sid != p.Sid {
-		return nil // exited, or the pid now names another process
-	}
-	for _, sig := range sigs {
-		if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
-			return err
-		}
-	}
-	return nil
-}
-
-// An Escalation stops a process session: SIGTERM, SIGCONT and SIGHUP at
-// once, then SIGKILL after the grace period (or at once after Hurry), repeated
-// until Finish is called. The caller watches the session and calls Finish
-// when it is empty.
+// An Escalation stops a Target: SIGTERM, SIGCONT and SIGHUP at once, then
+// SIGKILL after the grace period (or at once after Hurry), repeated until
+// Finish is called. The caller watches the target and calls Finish once
+// it is empty.
 type Escalation struct {
-	sid      int
+	target   Target
 	hurry    chan struct{}
 	hurried  sync.Once
 	finish   chan struct{}
 	finished sync.Once
 	exited   chan struct{}
 	last     atomic.Int32
+
+	mu  sync.Mutex // guards err
+	err error      // the first error met
 }
 
-// Escalate sends SIGTERM, SIGCONT and SIGHUP to process group sid before
-// it returns, and starts the rest of the escalation in a goroutine that ends
-// when Finish is called: the same signals to every other process of the
-// session (found by a /proc scan, which costs more than the caller should
-// wait for), then SIGKILL after the grace.
-func Escalate(sid int, grace time.Duration) *Escalation {
+// Escalate starts stopping t in its own goroutine, so that it never
+// blocks its caller.
+func Escalate(t Target, grace time.Duration) *Escalation {
 	e := &Escalation{
-		sid:    sid,
+		target: t,
 		hurry:  make(chan struct{}),
 		finish: make(chan struct{}),
 		exited: make(chan struct{}),
-	}
-	if unix.Kill(-sid, unix.SIGTERM) == nil {
-		e.last.Store(int32(unix.SIGTERM))
-		unix.Kill(-sid, unix.SIGCONT)
-		unix.Kill(-sid, unix.SIGHUP)
 	}
 	go e.run(grace)
 	return e
 }
 
-func (e *Escalation) send(sigs ...unix.Signal) {
-	if n, _ := SignalSession(e.sid, sigs...); n > 0 {
-		e.last.Store(int32(sigs[0]))
-	}
-}
-
 func (e *Escalation) run(grace time.Duration) {
 	defer close(e.exited)
-	e.send(unix.SIGTERM, unix.SIGCONT, unix.SIGHUP)
+	e.record(unix.SIGTERM)(e.target.Signal(unix.SIGTERM, unix.SIGCONT, unix.SIGHUP))
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
@@ -115,11 +82,27 @@ func (e *Escalation) run(grace time.Duration) {
 	tick := time.NewTicker(killRepeat)
 	defer tick.Stop()
 	for {
-		e.send(unix.SIGKILL)
+		e.record(unix.SIGKILL)(e.target.Kill())
 		select {
 		case <-e.finish:
 			return
 		case <-tick.C:
+		}
+	}
+}
+
+// record returns what notes the outcome of sending sig.
+func (e *Escalation) record(sig unix.Signal) func(reached bool, err error) {
+	return func(reached bool, err error) {
+		if reached {
+			e.last.Store(int32(sig))
+		}
+		if err != nil {
+			e.mu.Lock()
+			if e.err == nil {
+				e.err = err
+			}
+			e.mu.Unlock()
 		}
 	}
 }
@@ -129,15 +112,22 @@ func (e *Escalation) Hurry() {
 	e.hurried.Do(func() { close(e.hurry) })
 }
 
-// Finish ends the escalation; call it once the session is empty. It waits
+// Finish ends the escalation; call it once the target is empty. It waits
 // for the escalation's goroutine to return.
 func (e *Escalation) Finish() {
 	e.finished.Do(func() { close(e.finish) })
 	<-e.exited
 }
 
-// Last returns the last signal the escalation had to send (SIGTERM, or
-// SIGKILL after escalating), or 0 if the session was already empty.
+// Last returns the last signal that reached a live process: SIGTERM, or
+// SIGKILL after escalating; 0 if none did (the target had already ended).
 func (e *Escalation) Last() unix.Signal {
 	return unix.Signal(e.last.Load())
+}
+
+// Err returns the first error met while signalling, or nil.
+func (e *Escalation) Err() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
 }

@@ -10,11 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"shellagent/protocol"
 	"shellagent/protocol/acptest"
-	"shellagent/signals"
 )
 
 func TestForegroundCommandLife(t *testing.T) {
@@ -347,37 +344,26 @@ func TestShellReturnWithJobDetaches(t *testing.T) {
 	}
 }
 
-// Not parallel, as it bounds a delay.
-func TestProcessLeavingTheSessionDoesNotDelayExit(t *testing.T) {
+// A process that leaves the terminal's session (setsid) still belongs to
+// the terminal: the terminal stays live and listed until it ends, and its
+// last output comes before the exit status.
+func TestSetsidChildKeepsTheTerminalLive(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	sid := h.newSession()
-	// The escapee holds the PTY open; its pid goes to a file so the test
-	// can clean it up (it is out of the agent's reach by design).
-	h.run(sid, "setsid sh -c 'echo $$ > escapee; exec sleep 30' & while [ ! -s escapee ]; do sleep 0.01; done; echo shell-done")
-	h.output(sid, "term_1", "shell-done")
-	seen := time.Now()
-	exit := h.exit(nil, sid, "term_1")
-	if d := exit.At.Sub(seen); d > 250*time.Millisecond {
-		t.Errorf("exit reported %v after the shell's last output", d)
+	h.run(sid, "setsid sh -c 'sleep 0.5; echo late' & echo shell-done")
+	idle := h.idle(nil, sid, "end_turn")
+	if !sameIDs(idle.Background(), []string{"term_1"}) {
+		t.Fatalf("list %v after the shell returned", idle.Background())
 	}
-	b, _ := os.ReadFile(filepath.Join(h.cwd, "escapee"))
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatalf("escapee pid %q: %v", b, err)
+	exit := h.exit(idle, sid, "term_1")
+	if d := exit.At.Sub(idle.At); d < 300*time.Millisecond {
+		t.Errorf("exit reported %v after the shell returned, before the setsid child ended", d)
 	}
-	killEscapee(t, pid)
-}
-
-// killEscapee kills a process that left its terminal's session (so the
-// agent rightly did not) and waits until it is gone, for the leak check.
-func killEscapee(t *testing.T, pid int) {
-	unix.Kill(pid, unix.SIGKILL)
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if _, ok := signals.Stat(pid); !ok {
-			return
-		}
+	if got := string(h.c.Output(sid, "term_1")); got != "shell-done\r\nlate\r\n" {
+		t.Errorf("output %q", got)
 	}
-	t.Errorf("escapee %d survived SIGKILL", pid)
+	h.listed(exit, sid)
 }
 
 func TestCloseStopsEverything(t *testing.T) {

@@ -29,6 +29,10 @@ type Config struct {
 	// SequentialIDs names sessions sess_1, sess_2, ... instead of random
 	// ids, for reproducible transcripts.
 	SequentialIDs bool
+	// Containment names how the Launcher holds each terminal's processes
+	// ("cgroup", "subreaper"), reported in the initialize response as
+	// _meta.shellagent.containment; "" reports nothing.
+	Containment string
 	// Detached is what a session does when the connection it reports to
 	// goes away (Supervisor.Detach). The zero value, CloseDetached, is
 	// what an agent on stdio does.

@@ -15,9 +15,15 @@ import (
 
 	"go.uber.org/goleak"
 
+	"shellagent/contain"
 	"shellagent/protocol"
 	"shellagent/protocol/acptest"
+	"shellagent/ptyio"
 )
+
+// launcher holds the tests' commands in the containment mode that
+// SHELLAGENT_TEST_CONTAINMENT names (default auto).
+var launcher ptyio.Local
 
 func TestMain(m *testing.M) {
 	// The tests mostly wait (for processes, timers, kill graces) rather
@@ -26,7 +32,36 @@ func TestMain(m *testing.M) {
 	if err := flag.Set("test.parallel", "8"); err != nil {
 		panic(err)
 	}
-	goleak.VerifyTestMain(m)
+	mode := contain.Auto
+	if s := os.Getenv("SHELLAGENT_TEST_CONTAINMENT"); s != "" {
+		mode = contain.Mode(s)
+	}
+	c, err := contain.Open(mode)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	launcher = ptyio.Local{Containment: c}
+	// What a killed run of these tests left behind goes now.
+	if _, _, err := c.Sweep(); err != nil {
+		fmt.Fprintln(os.Stderr, "sweep:", err)
+	}
+	goleak.VerifyTestMain(closing{m, c})
+}
+
+// closing runs the tests, then closes the containment.
+type closing struct {
+	m *testing.M
+	c *contain.Containment
+}
+
+func (c closing) Run() int {
+	code := c.m.Run()
+	if err := c.c.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "close containment:", err)
+		code = 1
+	}
+	return code
 }
 
 // harness is one agent served over pipes to a strict test client. Every
@@ -47,6 +82,9 @@ func newHarness(t *testing.T, cfg Config, opts ...acptest.Option) *harness {
 	cfg.Env = append(os.Environ(), marker)
 	if cfg.Shell == "" {
 		cfg.Shell = "/bin/sh"
+	}
+	if cfg.Launcher == nil {
+		cfg.Launcher = launcher
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(testWriter{t}, nil))

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"shellagent/outputbuf"
 	"shellagent/protocol"
 )
 
@@ -51,7 +52,7 @@ func (o *outbox) send(u any) {
 func (o *outbox) sendTerminal(t *terminal, u *protocol.TerminalUpdate, mode protocol.OutputMode) {
 	o.updatedAt = time.Now()
 	if o.client != nil {
-		o.client.UpdateTerminal(o.session, u, t.ring, mode)
+		o.client.UpdateTerminal(o.session, u, output{t.ring}, mode)
 	}
 }
 
@@ -175,3 +176,8 @@ func (o *outbox) sendCurrent(delivered map[any]bool, c *toolCall, t *terminal) {
 		o.sendTerminal(t, t.announcement(), protocol.ReplaceOutput)
 	}
 }
+
+// output is a terminal's ring as the connection reads it.
+type output struct{ *outputbuf.Ring }
+
+func (o output) Follow(notify func()) protocol.OutputFollower { return o.Ring.Follow(notify) }

@@ -148,6 +148,33 @@ func TestEverySkipsWhileThePreviousRunIsInTheForeground(t *testing.T) {
 	}
 }
 
+// /ps names the processes that run, not a shell that has returned.
+func TestPsListsTheLiveProcesses(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{})
+	sid := h.newSession()
+	h.run(sid, "/bg sleep 30 & exit 0")
+	h.idle(nil, sid, "end_turn")
+	var text string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		h.run(sid, "/ps")
+		msgs := h.c.Updates(sid)
+		text = ""
+		for _, m := range msgs {
+			if m.Kind == protocol.KindAgentMessage {
+				text = m.Text()
+			}
+		}
+		if strings.Count(text, ", pid ") == 1 && strings.HasSuffix(text, " sleep 30") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // the shell is still on its way out, or sleep not yet exec'd
+	}
+	if !strings.Contains(text, "term_1  terminal  sleep 30 & exit 0") || !strings.HasSuffix(text, " sleep 30") || strings.Count(text, ", pid ") != 1 {
+		t.Errorf("/ps:\n%s", text)
+	}
+}
+
 func TestStopAndPs(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, Config{})

@@ -197,6 +197,12 @@ func (s *Session) setConfigOption(p *protocol.SetConfigOptionRequest) (resp *pro
 	return resp, err
 }
 
+// killGrace is the kill grace the session's next stop uses.
+func (s *Session) killGrace() (grace time.Duration) {
+	s.do(func(st *state) { grace = st.settings.killGrace })
+	return grace
+}
+
 func (s *Session) configOptions() (opts []protocol.ConfigOption) {
 	s.do(func(st *state) { opts = st.settings.options() })
 	return opts

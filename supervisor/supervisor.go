@@ -64,6 +64,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"shellagent/protocol"
 )
@@ -101,11 +102,15 @@ func (sv *Supervisor) Initialize(_ protocol.Client, p *protocol.InitializeReques
 			Data:    map[string]any{"requested": *p.ProtocolVersion, "supported": []int{protocol.ProtocolVersion}},
 		}
 	}
-	return &protocol.InitializeResponse{
+	res := &protocol.InitializeResponse{
 		ProtocolVersion: protocol.ProtocolVersion,
 		Info:            protocol.Implementation{Name: "shellagent", Title: "shellagent", Version: sv.cfg.Version},
 		Capabilities:    protocol.AgentCapabilities{Session: &struct{}{}},
-	}, nil
+	}
+	if sv.cfg.Containment != "" {
+		res.Meta = map[string]any{"shellagent": map[string]any{"containment": sv.cfg.Containment}}
+	}
+	return res, nil
 }
 
 // NewSession implements protocol.Agent: the new session is attached to c.
@@ -265,9 +270,21 @@ func (sv *Supervisor) Detach(ctx context.Context, c protocol.Client) error {
 	})
 }
 
-// Shutdown closes every session in parallel, as session/close does, and
-// returns when all of them have reported their final updates or ctx ends.
+// shutdownSlack is how long Shutdown waits, beyond the longest kill grace
+// in use, for the last processes to die and their final updates to go out.
+const shutdownSlack = 700 * time.Millisecond
+
+// Shutdown closes every session in parallel, as session/close does, each
+// stopping its work with its own kill grace. It returns once all of them
+// have reported their final updates, or with an error once ctx ends or the
+// longest kill grace in use plus shutdownSlack has passed.
 func (sv *Supervisor) Shutdown(ctx context.Context) error {
+	grace := sv.cfg.KillGrace
+	for _, s := range sv.list() {
+		grace = max(grace, s.killGrace())
+	}
+	ctx, cancel := context.WithTimeout(ctx, grace+shutdownSlack)
+	defer cancel()
 	return sv.wait(ctx, "shutdown", func(s *Session, done func()) bool {
 		s.close(done)
 		return true

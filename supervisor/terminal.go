@@ -160,6 +160,9 @@ func (t *terminal) stop(grace time.Duration) {
 // (foreground), or the removal from the list (background).
 func (s *Session) exited(t *terminal, x ptyio.Exit) {
 	s.do(func(st *state) {
+		if x.Err != nil {
+			s.sv.cfg.Log.Warn("terminal ended with errors", "session", s.id, "terminal", t.id, "err", x.Err)
+		}
 		t.exit = exitStatus(x)
 		st.out.sendTerminal(t, &protocol.TerminalUpdate{
 			SessionUpdate: protocol.KindTerminal, TerminalID: t.id,
@@ -239,11 +242,11 @@ func (st *state) listing() string {
 		switch {
 		case it.term != nil:
 			t := it.term
-			state := fmt.Sprintf("running, pid %d", t.proc.Pid())
+			state := "running"
 			if t.state == termStopping {
-				state = fmt.Sprintf("stopping, pid %d", t.proc.Pid())
+				state = "stopping"
 			}
-			fmt.Fprintf(&b, "%s  terminal  %s  age %s  %s", t.id, t.line, age(now.Sub(t.started)), state)
+			fmt.Fprintf(&b, "%s  terminal  %s  age %s  %s%s", t.id, t.line, age(now.Sub(t.started)), state, members(t.proc))
 		case it.call.job != nil:
 			j := it.call.job
 			fmt.Fprintf(&b, "%s  %s  %s  age %s  %s, next run in %s", j.call.id, j.name(), j.line, age(now.Sub(j.created)), j.call.status(), age(j.next.Sub(now)))
@@ -251,6 +254,29 @@ func (st *state) listing() string {
 			a := it.call.appr
 			fmt.Fprintf(&b, "%s  command  %s  age %s  %s, waiting for permission", a.call.id, a.line, age(now.Sub(a.asked)), a.call.status())
 		}
+	}
+	return b.String()
+}
+
+// members lists a terminal's live processes for /ps: ", pid 123 sleep 30,
+// pid 456 node server.js".
+func members(p ptyio.Process) string {
+	const most = 10 // processes named; the rest are counted
+	ms, err := p.Members()
+	if err != nil {
+		return ", processes unknown: " + err.Error()
+	}
+	var b strings.Builder
+	for i, m := range ms {
+		if i == most {
+			fmt.Fprintf(&b, ", and %d more", len(ms)-most)
+			break
+		}
+		cmd := m.Command
+		if r := []rune(cmd); len(r) > 60 {
+			cmd = string(r[:59]) + "…"
+		}
+		fmt.Fprintf(&b, ", pid %d %s", m.Pid, cmd)
 	}
 	return b.String()
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"shellagent/contain"
+	"shellagent/protocol"
 	"shellagent/supervisor"
 )
 
@@ -24,7 +26,9 @@ type agentOptions struct {
 	killGrace         time.Duration
 	scrollback        int
 	cols, rows        int
+	stallTimeout      time.Duration
 	sequentialIDs     bool
+	containment       contain.Mode
 }
 
 // define declares the agent's flags on fs, with o's fields as their
@@ -37,7 +41,9 @@ func (o *agentOptions) define(fs *flag.FlagSet) {
 	fs.Var((*sizeFlag)(&o.scrollback), "scrollback", "keep the last `SIZE` of output per terminal (1MiB, 256KiB, 2MB, or bytes)")
 	fs.Var(&intFlag{p: &o.cols, min: 1, max: 65535}, "cols", "terminal width: `N` columns")
 	fs.Var(&intFlag{p: &o.rows, min: 1, max: 65535}, "rows", "terminal height: `N` rows")
+	fs.Var(&durationFlag{p: &o.stallTimeout}, "stall-timeout", "a client that accepts no output for `DURATION` no longer holds terminals back: their overflow is dropped, counted")
 	fs.BoolVar(&o.sequentialIDs, "sequential-ids", o.sequentialIDs, "name sessions sess_1, sess_2, ... instead of random ids (reproducible transcripts)")
+	fs.Var((*modeFlag)(&o.containment), "containment", "hold each terminal's processes with `MODE`: cgroup (cgroup v2), subreaper, or auto (cgroup where it works)")
 }
 
 // defaultAgentOptions are the defaults the README documents.
@@ -48,6 +54,8 @@ func defaultAgentOptions() agentOptions {
 		scrollback:        supervisor.DefaultScrollback,
 		cols:              120,
 		rows:              40,
+		containment:       contain.Auto,
+		stallTimeout:      protocol.DefaultStallTimeout,
 	}
 }
 

@@ -21,6 +21,8 @@ func TestSizeFlag(t *testing.T) {
 		{"-1MiB", 0, false},
 		{"lots", 0, false},
 		{"1.5MiB", 0, false},
+		{"9007199254740992KiB", 0, false}, // overflows int
+		{"9223372036854775808", 0, false},
 	}
 	for _, tt := range tests {
 		var s sizeFlag

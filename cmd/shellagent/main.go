@@ -5,18 +5,19 @@
 // Usage:
 //
 //	shellagent [--shell PATH] [--foreground-timeout 10s] [--kill-grace 3s]
-//	           [--scrollback 1MiB] [--cols 120] [--rows 40] [--sequential-ids]
+//	           [--scrollback 1MiB] [--cols 120] [--rows 40] [--stall-timeout 1s]
+//	           [--sequential-ids] [--containment auto|cgroup|subreaper]
 //	shellagent client [flags] [-- AGENT COMMAND...]
 //	shellagent --help | --version
 //
 // The agent reads newline-delimited JSON-RPC from stdin, writes it to stdout
-// and logs to stderr. Stdin EOF, SIGTERM or SIGINT stop every command and
-// exit. main.go has the wiring, flags.go the flags, client.go the client
-// subcommand.
+// and logs to stderr. Stdin EOF, SIGTERM, SIGINT, SIGHUP, SIGQUIT or a
+// closed stdout stop every command and exit. main.go has the wiring,
+// flags.go the flags, client.go the client subcommand, lifecycle.go
+// containment and the agent's end.
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -26,7 +27,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"shellagent/protocol"
 	"shellagent/ptyio"
@@ -116,21 +116,24 @@ Flags:
         print this help and exit
 
 Durations are Go durations (500ms, 10s, 1m30s); sizes take KiB, MiB, GiB, KB,
-MB or no unit (bytes). Stdin EOF, SIGTERM or SIGINT stop every command and
-exit.
+MB or no unit (bytes). Stdin EOF, SIGTERM, SIGINT, SIGHUP, SIGQUIT or a
+closed stdout stop every command, leave no process behind, and exit.
 `)
 	return w.String()
 }
 
-// serve runs the agent on stdin and stdout until stdin ends or a signal
-// arrives.
+// serve runs the agent on stdin and stdout until stdin ends, a signal
+// arrives or stdout is closed.
 func serve(opts agentOptions) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 
 	// A closed stdout must be an error on write, not a SIGPIPE death.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	c, swept, err := openContainment(log, opts.containment)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "shellagent: --containment %s: %v\n", opts.containment, err)
+		return 1
+	}
 
 	sup := supervisor.New(supervisor.Config{
 		Shell:             opts.shell,
@@ -141,31 +144,13 @@ func serve(opts agentOptions) int {
 		Version:           version(),
 		Log:               log,
 		SequentialIDs:     opts.sequentialIDs,
+		Launcher:          ptyio.Local{Containment: c},
+		Containment:       string(c.Mode()),
 	})
-	conn := protocol.NewConn(os.Stdin, os.Stdout, sup, protocol.Options{Log: log})
-	select {
-	case <-conn.Done():
-	case sig := <-stop:
-		log.Info("stopping", "signal", sig)
+	out := newOutput(log, os.Stdout)
+	conn := protocol.NewConn(os.Stdin, out, sup, protocol.Options{Log: log, StallTimeout: opts.stallTimeout})
+	if why := waitForEnd(conn, out); why != endOfInput {
+		log.Info("stopping", "because", why) // the end of input is the usual end: no news
 	}
-	return shutdown(log, sup, conn, opts.killGrace)
-}
-
-// shutdown closes every session and flushes the connection within the kill
-// grace plus one second.
-func shutdown(log *slog.Logger, sup *supervisor.Supervisor, conn *protocol.Conn, grace time.Duration) int {
-	deadline := time.Now().Add(grace + 900*time.Millisecond)
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	if err := sup.Shutdown(ctx); err != nil {
-		log.Error("processes did not stop in time", "err", err)
-	}
-	flushed := make(chan struct{})
-	go func() { conn.Close(); close(flushed) }()
-	select {
-	case <-flushed:
-	case <-time.After(time.Until(deadline) + 50*time.Millisecond):
-		log.Warn("client is not reading; exiting without flushing")
-	}
-	return 0
+	return shutdown(log, sup, conn, out, c, swept)
 }

@@ -64,7 +64,7 @@ type agent struct {
 
 func startAgent(t *testing.T, args ...string) *agent {
 	marker := "SHELLAGENT_TEST=" + rand.Text()
-	c, cmd := acptest.StartBinary(t, binary, append([]string{"--shell", "/bin/sh"}, args...), []string{marker, noRaceExitDelay})
+	c, cmd := acptest.StartBinary(t, binary, append([]string{"--shell", "/bin/sh", "--containment", testMode}, args...), []string{marker, noRaceExitDelay})
 	a := &agent{t: t, c: c, cmd: cmd, marker: marker, cwd: t.TempDir()}
 	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
 	return a

@@ -28,9 +28,9 @@ const transcriptDir = "../../testdata/transcripts"
 // answer to a request before it sends the next one, and each line the
 // client sends is placed right after the last message the scenario waited
 // for, so the transcript does not depend on timing. What varies between
-// runs is normalised: the working directory, the agent's version, pids,
-// ages and times, and how terminal output is cut into chunks (consecutive
-// chunks of a terminal are merged into one line).
+// runs is normalised: the working directory, the agent's version, its
+// containment mode, pids, ages and times, and how terminal output is cut
+// into chunks (consecutive chunks of a terminal are merged into one line).
 func TestTranscripts(t *testing.T) {
 	t.Parallel()
 	seen := map[string]bool{}
@@ -323,6 +323,7 @@ var (
 	pidPattern     = regexp.MustCompile(`\bpid \d+`)
 	agePattern     = regexp.MustCompile(`\bage \d+(?:\.\d+)?(?:ns|µs|ms|s|m|h)(?:\d+(?:\.\d+)?(?:ms|s|m))*`)
 	timePattern    = regexp.MustCompile(`"updatedAt":"[^"]*"`)
+	modePattern    = regexp.MustCompile(`"containment":"[^"]*"`)
 )
 
 // render writes the lines as JSONL, {"client":MSG} or {"agent":MSG} with
@@ -335,6 +336,7 @@ func render(lines []goldenLine, cwd string) []byte {
 		raw = pidPattern.ReplaceAllString(raw, "pid PID")
 		raw = agePattern.ReplaceAllString(raw, "age AGE")
 		raw = timePattern.ReplaceAllString(raw, `"updatedAt":"TIME"`)
+		raw = modePattern.ReplaceAllString(raw, `"containment":"MODE"`)
 		if !json.Valid([]byte(raw)) {
 			quoted, _ := json.Marshal(raw) // Safe: a string always encodes.
 			raw = string(quoted)

@@ -1,0 +1,503 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"shellagent/protocol/acptest"
+)
+
+// testMode is the --containment every test agent gets:
+// SHELLAGENT_TEST_CONTAINMENT, default auto. CI runs the suite once more
+// with subreaper.
+var testMode = cmpOr(os.Getenv("SHELLAGENT_TEST_CONTAINMENT"), "auto")
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// zoo is every way a command's processes try to outlive it. Each line ends
+// with "&" or ";", ready for more.
+var zoo = []struct {
+	name, line string
+	procs      int // processes it leaves running, at least
+}{
+	{"setsid child", "setsid sh -c 'sleep 300' &", 1},
+	{"double fork", "(sh -c 'sleep 300 &' &);", 1},
+	{"nohup", "nohup sleep 300 >/dev/null 2>&1 &", 1},
+	{"set -m job", "set -m; sleep 300 &", 1},
+	{"trap TERM HUP", `sh -c "trap '' TERM HUP; sleep 300" &`, 2},
+	{"stopped process", "sleep 300 & kill -STOP $!;", 1},
+	{"200-process fan-out", "for i in $(seq 200); do sleep 300 & done;", 200},
+	{"fork loop", "sh -c 'while :; do sleep 300 & sleep 0.01; done' &", 2},
+}
+
+// zooProcs is how many processes the whole zoo leaves running, at least.
+func zooProcs() int {
+	n := 0
+	for _, z := range zoo {
+		n += z.procs
+	}
+	return n
+}
+
+const zooGrace = 500 * time.Millisecond
+
+// others lists the live processes with the agent's marker, the agent
+// itself excepted.
+func (a *agent) others() []int {
+	return slices.DeleteFunc(a.processes(), func(pid int) bool { return pid == a.cmd.Process.Pid })
+}
+
+// waitOthers waits until at least n processes of the agent run.
+func (a *agent) waitOthers(n int) {
+	a.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(a.others()) < n {
+		if time.Now().After(deadline) {
+			a.t.Fatalf("only %d processes running, want %d", len(a.others()), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// noSurvivors checks, within d, that no process of the agent is left
+// (the agent itself aside), and kills what is.
+func (a *agent) noSurvivors(d time.Duration, after string) {
+	a.t.Helper()
+	deadline := time.Now().Add(d)
+	left := a.others()
+	for len(left) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		left = a.others()
+	}
+	if len(left) > 0 {
+		a.t.Errorf("%d processes survived %s by %v: %v", len(left), after, d, describe(left))
+		for _, pid := range left {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+func describe(pids []int) []string {
+	var out []string
+	for _, pid := range pids[:min(len(pids), 10)] {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		out = append(out, fmt.Sprintf("%d %s", pid, strings.ReplaceAll(string(b), "\x00", " ")))
+	}
+	return out
+}
+
+// bgZoo starts every zoo member as background work in session sid and
+// waits until each has said ready and all their processes run. It returns
+// the terminal ids.
+func (a *agent) bgZoo(sid string) []string {
+	a.t.Helper()
+	var terms []string
+	for i, z := range zoo {
+		a.prompt(sid, "/bg "+z.line+" echo ready")
+		terms = append(terms, "term_"+strconv.Itoa(i+1))
+	}
+	for _, term := range terms {
+		a.waitOutput(sid, term, "ready")
+	}
+	a.waitOthers(zooProcs())
+	return terms
+}
+
+func (a *agent) waitOutput(sid, term, s string) {
+	a.t.Helper()
+	a.c.WaitFor(term+" says "+s, func(*acptest.Msg) bool {
+		return strings.Contains(string(a.c.Output(sid, term)), s)
+	})
+}
+
+func (a *agent) exitStatus(sid, term string) map[string]any {
+	a.t.Helper()
+	m := a.c.WaitFor(term+" exitStatus", func(m *acptest.Msg) bool {
+		return m.SessionID == sid && m.TerminalID() == term && m.ExitStatus() != nil
+	})
+	return m.ExitStatus()
+}
+
+// Every way the agent can be asked to stop work, or can end, leaves no
+// process of the zoo behind, within the grace plus one second.
+func TestNothingLeftBehind(t *testing.T) {
+	t.Run("terminal/cancel", func(t *testing.T) {
+		t.Parallel()
+		a := startAgent(t, "--kill-grace", zooGrace.String())
+		sid := a.session()
+		terms := a.bgZoo(sid)
+		for _, term := range terms {
+			a.c.MustCall("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": term}, nil)
+		}
+		for _, term := range terms {
+			a.exitStatus(sid, term)
+		}
+		a.noSurvivors(zooGrace+time.Second, "terminal/cancel")
+	})
+	t.Run("session/cancel", func(t *testing.T) {
+		t.Parallel()
+		a := startAgent(t, "--kill-grace", zooGrace.String(), "--foreground-timeout", "0")
+		var sids []string
+		for _, z := range zoo {
+			sid := a.session()
+			a.prompt(sid, z.line+" echo ready; sleep 300")
+			sids = append(sids, sid)
+		}
+		for _, sid := range sids {
+			a.waitOutput(sid, "term_1", "ready")
+		}
+		a.waitOthers(zooProcs() + len(zoo))
+		for _, sid := range sids {
+			a.c.Notify("session/cancel", map[string]string{"sessionId": sid})
+		}
+		for _, sid := range sids {
+			a.exitStatus(sid, "term_1")
+			a.c.WaitFor("idle cancelled", func(m *acptest.Msg) bool {
+				return m.SessionID == sid && m.State() == "idle" && m.StopReason() == "cancelled"
+			})
+		}
+		a.noSurvivors(zooGrace+time.Second, "session/cancel")
+	})
+	t.Run("session/close", func(t *testing.T) {
+		t.Parallel()
+		a := startAgent(t, "--kill-grace", zooGrace.String())
+		sid := a.session()
+		a.bgZoo(sid)
+		a.c.MustCall("session/close", map[string]string{"sessionId": sid}, nil)
+		a.noSurvivors(zooGrace+time.Second, "session/close")
+	})
+	ends := []struct {
+		name string
+		end  func(a *agent, stdout *os.File)
+	}{
+		{"stdin EOF", func(a *agent, _ *os.File) { a.c.Close() }},
+		{"SIGTERM", func(a *agent, _ *os.File) { a.cmd.Process.Signal(syscall.SIGTERM) }},
+		{"SIGINT", func(a *agent, _ *os.File) { a.cmd.Process.Signal(syscall.SIGINT) }},
+		{"SIGHUP", func(a *agent, _ *os.File) { a.cmd.Process.Signal(syscall.SIGHUP) }},
+		{"SIGQUIT", func(a *agent, _ *os.File) { a.cmd.Process.Signal(syscall.SIGQUIT) }},
+		{"closed stdout", func(_ *agent, stdout *os.File) { stdout.Close() }},
+	}
+	for _, tt := range ends {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			a, stdout := startAgentOwnStdout(t, "--kill-grace", zooGrace.String())
+			sid := a.session()
+			a.bgZoo(sid)
+			tt.end(a, stdout)
+			a.exitWithin(zooGrace + time.Second)
+		})
+	}
+}
+
+// startAgentOwnStdout is startAgent with the reading end of the agent's
+// stdout returned, so that a test can close it as a crashed client does.
+func startAgentOwnStdout(t *testing.T, args ...string) (*agent, *os.File) {
+	t.Helper()
+	marker := "SHELLAGENT_TEST=" + rand.Text()
+	cmd := exec.Command(binary, append([]string{"--shell", "/bin/sh", "--containment", testMode}, args...)...)
+	cmd.Env = append(os.Environ(), marker, noRaceExitDelay)
+	cmd.Stderr = testWriter{t}
+	cmd.WaitDelay = 2 * time.Second
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	c := acptest.New(t, pr, stdin)
+	a := &agent{t: t, c: c, cmd: cmd, marker: marker, cwd: t.TempDir()}
+	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	return a, pr
+}
+
+// The initialize response names the containment mode in use.
+func TestInitializeReportsContainment(t *testing.T) {
+	a, _ := startAgentOwnStdout(t)
+	m := a.c.WaitFor("initialize response", func(m *acptest.Msg) bool { return m.IsResponse() })
+	var res struct {
+		Meta struct {
+			Shellagent struct {
+				Containment string `json:"containment"`
+			} `json:"shellagent"`
+		} `json:"_meta"`
+	}
+	if err := json.Unmarshal(m.Result, &res); err != nil {
+		t.Fatal(err)
+	}
+	want := testMode
+	if want == "auto" {
+		want = autoMode(t)
+	}
+	if got := res.Meta.Shellagent.Containment; got != want {
+		t.Errorf("_meta.shellagent.containment = %q, want %q", got, want)
+	}
+}
+
+// autoMode is what auto chooses on this machine: cgroup where a cgroup can
+// be created below this process's (as root in a VM, or in a delegated
+// systemd session).
+func autoMode(t *testing.T) string {
+	out, err := exec.Command(binary, "--containment", "cgroup").CombinedOutput()
+	if strings.Contains(string(out), "cgroup containment is not available") {
+		return "subreaper"
+	}
+	if err != nil {
+		t.Fatalf("--containment cgroup: %v\n%s", err, out)
+	}
+	return "cgroup"
+}
+
+// --containment cgroup fails at startup, with the reason, where cgroups are
+// not available; a bad value is a usage error.
+func TestContainmentFlag(t *testing.T) {
+	out, err := exec.Command(binary, "--containment", "jail").CombinedOutput()
+	if code := exitCode(err); code != 2 || !strings.Contains(string(out), "--containment") {
+		t.Errorf("--containment jail: exit %d, %q", code, out)
+	}
+	if autoMode(t) == "subreaper" {
+		out, err := exec.Command(binary, "--containment", "cgroup").CombinedOutput()
+		if code := exitCode(err); code != 1 || !strings.Contains(string(out), "cgroup") {
+			t.Errorf("--containment cgroup without cgroups: exit %d, %q", code, out)
+		}
+	}
+}
+
+func exitCode(err error) int {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// An agent killed with SIGKILL leaves its work running; the next agent to
+// start removes it within 2 s, and leaves a live agent's work alone.
+func TestCrashSweep(t *testing.T) {
+	live := startAgent(t)
+	liveSid := live.session()
+	live.prompt(liveSid, "/bg setsid sh -c 'sleep 300' & echo ready")
+	live.waitOutput(liveSid, "term_1", "ready")
+	live.waitOthers(1)
+	time.Sleep(100 * time.Millisecond) // setsid and sh have exec'd
+	liveProcs := live.others()
+
+	crashed, _ := startAgentOwnStdout(t)
+	sid := crashed.session()
+	for _, z := range zoo[:6] { // the fan-out and the fork loop are tested above
+		crashed.prompt(sid, "/bg "+z.line+" echo ready")
+	}
+	crashed.waitOthers(7)
+	if err := crashed.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	crashed.cmd.Wait()
+	// Its processes (sleep 300) run on; only a sweep ends them. (Another
+	// agent that a parallel test starts now may sweep them first.)
+
+	startAgent(t) // sweeps at startup
+	crashed.noSurvivors(2*time.Second, "the next agent's start")
+
+	if after := live.others(); !slices.Equal(after, liveProcs) {
+		t.Errorf("the live agent's processes were %v before the sweep, %v after", liveProcs, after)
+	}
+	live.c.MustCall("terminal/cancel", map[string]string{"sessionId": liveSid, "terminalId": "term_1"}, nil)
+	if es := live.exitStatus(liveSid, "term_1"); es["signal"] != "SIGTERM" {
+		t.Errorf("the live agent's terminal ended with %v", es)
+	}
+}
+
+// Cancels racing natural exits: each terminal gets exactly one
+// exitStatus, and it is truthful. A shell that exits 3 on its own reports
+// {exitCode: 3}; one that SIGTERM reached while alive dies of it and
+// reports {signal: SIGTERM}. {exitCode: 3, signal: SIGTERM} would claim a
+// signal that hit only a process already exiting.
+func TestCancelRacingExit(t *testing.T) {
+	const sessions, each = 4, 250
+	if testing.Short() {
+		t.Skip("1,000 commands")
+	}
+	a := startAgent(t, "--kill-grace", "30s")
+	counts := make(map[string]int)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range sessions {
+		sid := a.session()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				// A busy loop of 0 to 10,000 steps spreads the natural exit
+				// around the moment the cancel arrives.
+				line := fmt.Sprintf("/bg i=0; while [ $i -lt %d ]; do i=$((i+1)); done; exit 3", i%100*100)
+				a.prompt(sid, line)
+				term := "term_" + strconv.Itoa(i+1)
+				_, err := a.c.Call("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": term})
+				if err != nil && !strings.Contains(err.Message, "already exited") {
+					t.Errorf("cancel %s: %v", term, err)
+				}
+			}
+			for i := range each {
+				term := "term_" + strconv.Itoa(i+1)
+				es := a.exitStatus(sid, term)
+				var got string
+				switch {
+				case es["signal"] == "SIGTERM" && es["exitCode"] == nil:
+					got = "SIGTERM"
+				case es["signal"] == nil && es["exitCode"] == float64(3):
+					got = "exit 3"
+				default:
+					t.Errorf("%s %s: exitStatus %v", sid, term, es)
+				}
+				mu.Lock()
+				counts[got]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("outcomes: %v", counts)
+	if counts["SIGTERM"] == 0 || counts["exit 3"] == 0 {
+		t.Errorf("outcomes %v: the cancels never raced the exits", counts)
+	}
+	// Exactly one exitStatus per terminal.
+	seen := make(map[string]int)
+	for _, m := range a.c.Transcript() {
+		if m.ExitStatus() != nil {
+			seen[m.SessionID+"/"+m.TerminalID()]++
+		}
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Errorf("%s: %d exitStatus", k, n)
+		}
+	}
+	if len(seen) != sessions*each {
+		t.Errorf("%d terminals reported an exit, want %d", len(seen), sessions*each)
+	}
+}
+
+// Everything a command writes before its last process ends is delivered,
+// however busy the machine: 8 commands at once, each ending with a setsid
+// child that still writes to the terminal after the shell has returned.
+func TestOutputAtExitIsComplete(t *testing.T) {
+	const n, lines = 8, 50000
+	a := startAgent(t)
+	sid := a.session()
+	for range n {
+		a.prompt(sid, fmt.Sprintf("/bg setsid sh -c 'seq 1 %d; echo END' & exit 0", lines))
+	}
+	var want strings.Builder
+	for i := 1; i <= lines; i++ {
+		want.WriteString(strconv.Itoa(i) + "\r\n")
+	}
+	want.WriteString("END\r\n")
+	for i := 1; i <= n; i++ {
+		term := "term_" + strconv.Itoa(i)
+		a.exitStatus(sid, term)
+		if got := string(a.c.Output(sid, term)); got != want.String() {
+			t.Errorf("%s: %d bytes, want %d; ends %q", term, len(got), want.Len(), got[max(0, len(got)-20):])
+		}
+	}
+}
+
+// Shutdown stops each session's work with that session's kill_grace, not
+// the flag's: on stdin EOF, a command that ignores SIGTERM in a session
+// with kill_grace 3s is killed after 3 s, one in a session with 1s after
+// 1 s, and the agent exits within the longest grace plus one second.
+func TestShutdownHonoursEachSessionsKillGrace(t *testing.T) {
+	t.Parallel()
+	a := startAgent(t, "--kill-grace", "1s")
+	graces := map[string]time.Duration{}
+	var sids []string
+	for _, grace := range []string{"3s", "1s"} {
+		sid := a.session()
+		a.c.MustCall("session/set_config_option", map[string]any{"sessionId": sid, "configId": "kill_grace", "type": "id", "value": grace}, nil)
+		a.prompt(sid, "/bg trap '' TERM HUP; echo ready; sleep 300")
+		a.waitOutput(sid, "term_1", "ready")
+		graces[sid], _ = time.ParseDuration(grace)
+		sids = append(sids, sid)
+	}
+	eof := time.Now()
+	a.c.Close() // stdin EOF; the client reads on to the end
+	a.exitWithin(3*time.Second + time.Second)
+	for _, sid := range sids {
+		m := a.c.WaitFor("exit", func(m *acptest.Msg) bool { return m.SessionID == sid && m.ExitStatus() != nil })
+		if m.ExitStatus()["signal"] != "SIGKILL" {
+			t.Errorf("%s: exitStatus %v", sid, m.ExitStatus())
+		}
+		if took := m.At.Sub(eof); took < graces[sid]-100*time.Millisecond || took > graces[sid]+time.Second {
+			t.Errorf("session with kill_grace %v: killed after %v", graces[sid], took)
+		}
+	}
+}
+
+// Commands get the PTY and no other descriptor of the agent's, and the
+// environment markers.
+func TestCloseOnExecAndEnvironment(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	marker := "SHELLAGENT_TEST=" + rand.Text()
+	cmd := exec.Command(binary, "--shell", "/bin/sh", "--containment", testMode)
+	cmd.Env = append(os.Environ(), marker, noRaceExitDelay)
+	cmd.ExtraFiles = []*os.File{w} // fd 3 in the agent, inherited without close-on-exec
+	cmd.Stderr = testWriter{t}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := acptest.New(t, stdout, stdin)
+	a := &agent{t: t, c: c, cmd: cmd, marker: marker, cwd: t.TempDir()}
+	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	sid := a.session()
+	// ls holds the directory it lists as its lowest free descriptor: 3,
+	// unless the agent's fd 3 was inherited.
+	a.prompt(sid, `echo fds $(ls /proc/self/fd | tr '\n' ' ') instance=${SHELLAGENT_INSTANCE:+set} terminal=$SHELLAGENT_TERMINAL`)
+	a.exitStatus(sid, "term_1")
+	if got := string(a.c.Output(sid, "term_1")); got != "fds 0 1 2 3 instance=set terminal=1\r\n" {
+		t.Errorf("command saw %q", got)
+	}
+	c.Close()
+	a.exitWithin(5 * time.Second)
+}

@@ -1,0 +1,300 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"shellagent/protocol/acptest"
+)
+
+// Flow control end to end: the agent binary on pipes, read by the strict
+// client through a reader that paces it.
+
+// pacedReader reads from r at most rate bytes per second (0: no limit),
+// and not at all while paused.
+type pacedReader struct {
+	r    io.Reader
+	rate int
+
+	mu     sync.Mutex
+	paused bool
+	cond   *sync.Cond
+}
+
+func newPacedReader(r io.Reader, rate int) *pacedReader {
+	p := &pacedReader{r: r, rate: rate}
+	p.cond = sync.NewCond(&p.mu)
+	return p
+}
+
+func (p *pacedReader) Read(b []byte) (int, error) {
+	p.mu.Lock()
+	for p.paused {
+		p.cond.Wait()
+	}
+	p.mu.Unlock()
+	if p.rate > 0 {
+		b = b[:min(len(b), 4096)]
+	}
+	start := time.Now()
+	n, err := p.r.Read(b)
+	if p.rate > 0 {
+		time.Sleep(time.Duration(n)*time.Second/time.Duration(p.rate) - time.Since(start))
+	}
+	return n, err
+}
+
+func (p *pacedReader) pause(on bool) {
+	p.mu.Lock()
+	p.paused = on
+	p.mu.Unlock()
+	p.cond.Broadcast()
+}
+
+// flowAgent is the agent binary read through a pacedReader.
+type flowAgent struct {
+	t      *testing.T
+	c      *acptest.Client
+	cmd    *exec.Cmd
+	out    *pacedReader
+	cwd    string
+	sid    string
+	marker string
+}
+
+func startFlowAgent(t *testing.T, bin string, rate int, args ...string) *flowAgent {
+	marker := "SHELLAGENT_TEST=" + rand.Text()
+	cmd := exec.Command(bin, append([]string{"--shell", "/bin/sh", "--foreground-timeout", "0"}, args...)...)
+	cmd.Env = append(os.Environ(), marker, noRaceExitDelay)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a := &flowAgent{t: t, cmd: cmd, out: newPacedReader(stdout, rate), cwd: t.TempDir(), marker: marker}
+	a.c = acptest.New(t, a.out, stdin, acptest.WithoutRaw(), acptest.WithTimeout(90*time.Second))
+	t.Cleanup(a.stop)
+	a.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "t", "version": "1"}}, nil)
+	var res struct {
+		SessionID string `json:"sessionId"`
+	}
+	a.c.MustCall("session/new", map[string]any{"cwd": a.cwd}, &res)
+	a.sid = res.SessionID
+	return a
+}
+
+func (a *flowAgent) stop() {
+	a.out.pause(false)
+	a.c.Close()
+	if err := a.cmd.Wait(); err != nil {
+		a.t.Errorf("agent: %v", err)
+	}
+	a.c.Check()
+	if left := acptest.ProcessesWith(a.marker); len(left) > 0 {
+		a.t.Errorf("processes left behind: %v", left)
+	}
+}
+
+func (a *flowAgent) prompt(line string) {
+	a.c.Send("session/prompt", map[string]any{"sessionId": a.sid, "prompt": []map[string]string{{"type": "text", "text": line}}})
+}
+
+func seqOutput(n int) []byte {
+	var b bytes.Buffer
+	for i := 1; i <= n; i++ {
+		b.WriteString(strconv.Itoa(i))
+		b.WriteString("\r\n")
+	}
+	return b.Bytes()
+}
+
+// seq20MB is a command that writes about 20 MB, and what the client must
+// get from it.
+const seq20MB = 2_700_000
+
+// The commands below sleep for a second after their output, so that their
+// terminal is live until the client has taken the last byte: what becomes
+// of output still in the PTY when the last process exits is ptyio's drain
+// (tested there), not flow control.
+
+func checkEveryByte(t *testing.T, a *flowAgent) {
+	t.Helper()
+	start := time.Now()
+	a.prompt(fmt.Sprintf("seq 1 %d; sleep 1", seq20MB))
+	a.c.WaitFor("idle end_turn", func(m *acptest.Msg) bool { return m.State() == "idle" && m.StopReason() == "end_turn" })
+	took := time.Since(start)
+	got, want := a.c.Output(a.sid, "term_1"), seqOutput(seq20MB)
+	if n := a.c.Snapshots(a.sid, "term_1"); n > 0 {
+		t.Errorf("%d replacement snapshots for a client that reads", n)
+	}
+	if !bytes.Equal(got, want) {
+		i := 0
+		for i < min(len(got), len(want)) && got[i] == want[i] {
+			i++
+		}
+		t.Errorf("client got %d bytes, want %d; first difference at %d", len(got), len(want), i)
+	}
+	t.Logf("%d MB in %v: %.1f MB/s", len(want)>>20, took.Round(time.Millisecond), float64(len(want))/took.Seconds()/1e6)
+}
+
+func TestThrottledClientGetsEveryByte(t *testing.T) {
+	t.Parallel()
+	checkEveryByte(t, startFlowAgent(t, binary, 2_000_000))
+}
+
+func TestPausingClientGetsEveryByte(t *testing.T) {
+	t.Parallel()
+	a := startFlowAgent(t, binary, 0)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			a.out.pause(true)
+			time.Sleep(250 * time.Millisecond)
+			a.out.pause(false)
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	checkEveryByte(t, a)
+}
+
+// A client that stalls: the children are let go after the stall timeout,
+// the agent's memory stays at the rings plus a constant, and once the
+// client reads again every terminal's tail is right.
+func TestStalledClientBlocksChildrenOnlyForTheStallTimeout(t *testing.T) {
+	t.Parallel()
+	const (
+		terms      = 3
+		scrollback = 256 << 10
+		stall      = time.Second
+	)
+	a := startFlowAgent(t, plainBinary, 0, "--scrollback", "256KiB", "--stall-timeout", stall.String())
+	for i := 1; i <= terms; i++ {
+		// Each iteration logs the time and prints 10000 consecutive numbers
+		// (about 70 KB): a gap in the log is a write that blocked.
+		a.prompt(fmt.Sprintf(`/bg i=0; while [ ! -e stop ]; do date +%%s%%N >> log%d; seq $((i*10000+1)) $((i*10000+10000)); i=$((i+1)); done`, i))
+	}
+	for i := 1; i <= terms; i++ {
+		term := fmt.Sprintf("term_%d", i)
+		a.c.WaitFor(term+" output", func(*acptest.Msg) bool { return len(a.c.Output(a.sid, term)) > scrollback })
+	}
+	base := rss(t, a.cmd.Process.Pid)
+	a.out.pause(true)
+	peak := base
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		peak = max(peak, rss(t, a.cmd.Process.Pid))
+	}
+	a.out.pause(false)
+	// Let every terminal catch up, then stop them.
+	for i := 1; i <= terms; i++ {
+		term := fmt.Sprintf("term_%d", i)
+		a.c.WaitFor(term+" replacement", func(*acptest.Msg) bool { return a.c.Snapshots(a.sid, term) > 0 })
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := os.WriteFile(filepath.Join(a.cwd, "stop"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= terms; i++ {
+		term := fmt.Sprintf("term_%d", i)
+		a.c.WaitFor(term+" exit", func(m *acptest.Msg) bool { return m.TerminalID() == term && m.ExitStatus() != nil })
+		checkContiguousTail(t, term, a.c.Output(a.sid, term))
+		gap := longestGap(t, filepath.Join(a.cwd, fmt.Sprintf("log%d", i)))
+		t.Logf("%s: blocked at most %v", term, gap.Round(time.Millisecond))
+		if gap > stall+time.Second {
+			t.Errorf("%s: the child was blocked for %v, more than the stall timeout plus 1s", term, gap)
+		}
+		if gap < stall/2 {
+			t.Errorf("%s: the child was never blocked for long (%v): no backpressure before the stall timeout", term, gap)
+		}
+	}
+	t.Logf("agent RSS %d KiB before the stall, peak %d KiB during it", base>>10, peak>>10)
+	if limit := base + terms*scrollback + 8<<20; peak > limit {
+		t.Errorf("agent RSS peaked at %d KiB while the client stalled, want at most %d KiB (the rings plus 8 MiB)", peak>>10, limit>>10)
+	}
+}
+
+// checkContiguousTail checks that out is a tail of consecutive numbers,
+// one per line: a replacement of the output that lost nothing since.
+func checkContiguousTail(t *testing.T, term string, out []byte) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(string(out), "\r\n"), "\r\n")
+	if len(lines) < 1000 {
+		t.Fatalf("%s: only %d lines", term, len(lines))
+	}
+	prev, err := strconv.Atoi(lines[1]) // lines[0] may be cut
+	if err != nil {
+		t.Fatalf("%s: line %q", term, lines[1])
+	}
+	for _, l := range lines[2:] {
+		n, err := strconv.Atoi(l)
+		if err != nil || n != prev+1 {
+			t.Fatalf("%s: %q after %d: the tail is not contiguous", term, l, prev)
+		}
+		prev = n
+	}
+}
+
+// longestGap returns the longest time between two lines of a log of
+// nanosecond timestamps.
+func longestGap(t *testing.T, path string) time.Duration {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var prev, gap int64
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		ns, err := strconv.ParseInt(sc.Text(), 10, 64)
+		if err != nil {
+			t.Fatalf("%s: %q", path, sc.Text())
+		}
+		if prev > 0 {
+			gap = max(gap, ns-prev)
+		}
+		prev = ns
+	}
+	return time.Duration(gap)
+}
+
+// rss reads VmRSS of a process, in bytes.
+func rss(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}

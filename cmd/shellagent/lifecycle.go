@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"shellagent/contain"
+	"shellagent/protocol"
+	"shellagent/supervisor"
+)
+
+// stopSignals end the agent as stdin EOF does: the client's terminal
+// closing (SIGHUP), Ctrl-C (SIGINT), Ctrl-\ (SIGQUIT), a service manager
+// (SIGTERM).
+var stopSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT}
+
+// flushTimeout bounds how long the last messages may take to reach a client
+// that does not read.
+const flushTimeout = 200 * time.Millisecond
+
+// modeFlag is the --containment flag.
+type modeFlag contain.Mode
+
+func (m *modeFlag) String() string { return string(*m) }
+
+func (m *modeFlag) Set(v string) error {
+	mode, err := contain.ParseMode(v)
+	if err != nil {
+		return err
+	}
+	*m = modeFlag(mode)
+	return nil
+}
+
+// openContainment opens containment in mode, after marking every inherited
+// descriptor close-on-exec so that commands get only their PTY, and starts
+// sweeping what dead agents left behind; swept is closed when that is done.
+func openContainment(log *slog.Logger, mode contain.Mode) (c *contain.Containment, swept <-chan struct{}, err error) {
+	if err := closeOnExec(); err != nil {
+		return nil, nil, err
+	}
+	c, err = contain.Open(mode)
+	if err != nil {
+		return nil, nil, err
+	}
+	if why := c.CgroupError(); why != nil {
+		log.Info("containment: subreaper (cgroups are not available)", "why", why)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		cgroups, procs, err := c.Sweep()
+		if cgroups > 0 || procs > 0 {
+			log.Info("swept what dead agents left", "cgroups", cgroups, "processes", procs)
+		}
+		if err != nil {
+			log.Warn("sweep", "err", err)
+		}
+	}()
+	return c, done, nil
+}
+
+// closeOnExec marks every descriptor above stderr close-on-exec: the agent
+// may have inherited some, and its commands must not.
+func closeOnExec() error {
+	err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("close_range: %w", err)
+	}
+	ents, err := os.ReadDir("/proc/self/fd") // before Linux 5.11
+	if err != nil {
+		return fmt.Errorf("list descriptors: %w", err)
+	}
+	for _, e := range ents {
+		var fd int
+		if _, err := fmt.Sscan(e.Name(), &fd); err != nil || fd < 3 {
+			continue
+		}
+		// EBADF: the directory's own descriptor, closed by now.
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil && !errors.Is(err, unix.EBADF) {
+			return fmt.Errorf("close-on-exec %d: %w", fd, err)
+		}
+	}
+	return nil
+}
+
+// output is the agent's stdout. Gone is closed once the client has closed
+// it: a write failed (EPIPE), or epoll reports the reading end gone while
+// nothing is written.
+type output struct {
+	f    *os.File
+	gone chan struct{}
+	once sync.Once
+	stop func() // stops watching
+}
+
+func newOutput(log *slog.Logger, f *os.File) *output {
+	o := &output{f: f, gone: make(chan struct{}), stop: func() {}}
+	stop, err := watchHangup(int(f.Fd()), o.hangup)
+	if err != nil {
+		// A regular file or /dev/null: nobody can close it under us.
+		log.Debug("stdout is not watched", "err", err)
+		return o
+	}
+	o.stop = stop
+	return o
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	n, err := o.f.Write(p)
+	if err != nil {
+		o.hangup()
+	}
+	return n, err
+}
+
+func (o *output) hangup() { o.once.Do(func() { close(o.gone) }) }
+
+// watchHangup calls gone once fd reports an error or hang-up (the reading
+// end of a pipe closed, a socket's peer gone). One epoll descriptor in the
+// runtime poller does the waiting: no OS thread, no writes.
+func watchHangup(fd int, gone func()) (stop func(), err error) {
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("epoll_create1: %w", err)
+	}
+	// No events asked: EPOLLERR and EPOLLHUP are always reported.
+	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Fd: int32(fd)}); err != nil {
+		unix.Close(ep) // Best effort: never used.
+		return nil, fmt.Errorf("epoll_ctl %d: %w", fd, err)
+	}
+	if err := unix.SetNonblock(ep, true); err != nil {
+		unix.Close(ep) // Best effort: never used.
+		return nil, fmt.Errorf("epoll: %w", err)
+	}
+	f := os.NewFile(uintptr(ep), "epoll")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close() // Best effort: never used.
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var evs [1]unix.EpollEvent
+		err := rc.Read(func(fd uintptr) bool {
+			n, err := unix.EpollWait(int(fd), evs[:], 0)
+			return n > 0 || err != nil && err != unix.EINTR
+		})
+		if err == nil {
+			gone()
+		}
+	}()
+	return func() {
+		f.Close() // Best effort: ends the wait above.
+		<-done
+	}, nil
+}
+
+// endOfInput is what waitForEnd returns for stdin EOF.
+const endOfInput = "stdin closed"
+
+// waitForEnd waits for the end of the agent: stdin EOF, a stop signal, or
+// a client that closed stdout. It returns what it was.
+func waitForEnd(conn *protocol.Conn, out *output) string {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, stopSignals...)
+	defer signal.Stop(sigs)
+	select {
+	case <-conn.Done():
+		return endOfInput
+	case sig := <-sigs:
+		return sig.String()
+	case <-out.gone:
+		return "stdout closed"
+	}
+}
+
+// shutdown stops every command, each session with its own kill grace,
+// sends the last messages, and leaves nothing behind: what a stop could not
+// end is killed with the containment. It takes at most the longest kill
+// grace in use plus one second.
+// An agent started only to sweep (shellagent </dev/null) waits for the
+// sweep to finish.
+func shutdown(log *slog.Logger, sup *supervisor.Supervisor, conn *protocol.Conn, out *output, c *contain.Containment, swept <-chan struct{}) int {
+	if err := sup.Shutdown(context.Background()); err != nil {
+		log.Error("processes did not stop in time; killing them", "err", err)
+		if err := c.KillAll(); err != nil {
+			log.Error("containment", "err", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		if err := sup.Shutdown(ctx); err != nil {
+			log.Warn("final updates not all sent", "err", err)
+		}
+	}
+	flushed := make(chan struct{})
+	go func() { conn.Close(); close(flushed) }()
+	select {
+	case <-flushed:
+	case <-time.After(flushTimeout):
+		log.Warn("client is not reading; exiting without flushing")
+	}
+	out.stop()
+	select {
+	case <-swept:
+	case <-time.After(contain.SweepTimeout):
+		log.Warn("exiting before the sweep of dead agents' leftovers is done")
+	}
+	if err := c.Close(); err != nil {
+		log.Error("containment", "err", err)
+	}
+	return 0
+}

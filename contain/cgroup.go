@@ -1,0 +1,477 @@
+package contain
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cgroupPlace is the cgroup2 hierarchy as this process sees it.
+type cgroupPlace struct {
+	mount string // where the hierarchy is mounted
+	root  string // the hierarchy path of the mount's root
+	self  string // this process's cgroup, a hierarchy path ("/" or "/a/b")
+}
+
+// dir returns the directory of hierarchy path p.
+func (c cgroupPlace) dir(p string) string {
+	rel := strings.TrimPrefix(p, c.root)
+	return filepath.Join(c.mount, rel)
+}
+
+// findCgroup2 finds the cgroup2 mount in /proc/self/mountinfo and this
+// process's cgroup in /proc/self/cgroup ("0::/path").
+func findCgroup2() (cgroupPlace, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return cgroupPlace{}, fmt.Errorf("read /proc/self/cgroup: %w", err)
+	}
+	var self string
+	for line := range strings.Lines(string(b)) {
+		if p, ok := strings.CutPrefix(strings.TrimSpace(line), "0::"); ok {
+			self = p
+		}
+	}
+	if self == "" || !strings.HasPrefix(self, "/") {
+		return cgroupPlace{}, errors.New("no cgroup v2 entry (0::/path) in /proc/self/cgroup")
+	}
+	mi, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return cgroupPlace{}, fmt.Errorf("read mountinfo: %w", err)
+	}
+	defer mi.Close() // Best effort: read-only.
+	sc := bufio.NewScanner(mi)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// id parent major:minor root mountpoint options [optional...] - fstype source superoptions
+		left, right, ok := strings.Cut(sc.Text(), " - ")
+		lf, rf := strings.Fields(left), strings.Fields(right)
+		if !ok || len(lf) < 5 || len(rf) < 1 || rf[0] != "cgroup2" {
+			continue
+		}
+		root, mount := unescapeMount(lf[3]), unescapeMount(lf[4])
+		if root == "/" || self == root || strings.HasPrefix(self, root+"/") {
+			if root == "/" {
+				root = ""
+			}
+			return cgroupPlace{mount: mount, root: root, self: self}, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return cgroupPlace{}, fmt.Errorf("read mountinfo: %w", err)
+	}
+	return cgroupPlace{}, fmt.Errorf("no cgroup2 mount shows this process's cgroup %s", self)
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// cgroupTree is this instance's cgroup, one child cgroup per group below
+// it, and the one inotify descriptor that watches them all.
+type cgroupTree struct {
+	place   cgroupPlace
+	path    string // the instance's hierarchy path
+	dir     string
+	hasKill bool // cgroup.kill exists (Linux 5.14)
+	w       *watcher
+	env     []string // the instance marker
+}
+
+// instanceDirPrefix starts the name of every instance cgroup:
+// shellagent-PIDNS-PID-START.
+const instanceDirPrefix = "shellagent-"
+
+// openCgroups creates the instance cgroup below this process's own and
+// checks that a process can be started inside it (CLONE_INTO_CGROUP).
+func openCgroups(inst instance) (*cgroupTree, error) {
+	place, err := findCgroup2()
+	if err != nil {
+		return nil, err
+	}
+	p := path.Join(place.self, instanceDirPrefix+inst.String())
+	t := &cgroupTree{place: place, path: p, dir: place.dir(p), env: inst.env()}
+	if err := os.Mkdir(t.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create cgroup: %w", err)
+	}
+	if err := probeCloneInto(t.dir); err != nil {
+		t.remove()
+		return nil, err
+	}
+	_, err = os.Stat(filepath.Join(t.dir, "cgroup.kill"))
+	t.hasKill = err == nil
+	if t.w, err = newWatcher(); err != nil {
+		t.remove()
+		return nil, err
+	}
+	return t, nil
+}
+
+// probeCloneInto starts a process inside dir whose exec fails: if the
+// kernel refuses CLONE_INTO_CGROUP, the fork fails with another error than
+// the exec's ENOENT.
+func probeCloneInto(dir string) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open cgroup %s: %w", dir, err)
+	}
+	defer unix.Close(fd) // Best effort: a directory opened for reading.
+	const missing = "/nonexistent/shellagent-cgroup-probe"
+	_, err = syscall.ForkExec(missing, []string{missing}, &syscall.ProcAttr{
+		Sys: &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd},
+	})
+	if errors.Is(err, syscall.ENOENT) {
+		return nil
+	}
+	if err == nil {
+		return errors.New("cgroup probe: a missing program started")
+	}
+	return fmt.Errorf("start a process in cgroup %s (CLONE_INTO_CGROUP, Linux 5.7): %w", dir, err)
+}
+
+// remove removes the instance cgroup and every cgroup below it. They must
+// be empty.
+func (t *cgroupTree) remove() error { return removeTree(t.dir) }
+
+// killAll kills every process in the instance's cgroups and waits until
+// they are gone, at most timeout.
+func (t *cgroupTree) killAll(timeout time.Duration) error {
+	return killTree(t.dir, t.hasKill, timeout)
+}
+
+// close kills every process left in the instance's cgroups, waits until
+// they are gone (at most timeout), removes the cgroups and stops watching.
+func (t *cgroupTree) close(timeout time.Duration) error {
+	err := killTree(t.dir, t.hasKill, timeout)
+	if e := t.remove(); e != nil {
+		err = errors.Join(err, e)
+	}
+	if e := t.w.close(); e != nil {
+		err = errors.Join(err, e)
+	}
+	return err
+}
+
+// killTree kills every process of the cgroup at dir and below, and waits
+// until none is left, at most timeout.
+func killTree(dir string, hasKill bool, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		populated, _, err := readEvents(dir)
+		if errors.Is(err, fs.ErrNotExist) || err == nil && !populated {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cgroup %s: processes left after %v", dir, timeout)
+		}
+		if hasKill {
+			err = writeFile(filepath.Join(dir, "cgroup.kill"), "1")
+		} else {
+			err = killEach(dir)
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		// Shutdown and the sweep only: the processes die within
+		// milliseconds of SIGKILL.
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// killEach kills every process of the cgroup at dir and below without
+// cgroup.kill (before Linux 5.14): freeze, kill each, thaw.
+func killEach(dir string) error {
+	if err := writeFile(filepath.Join(dir, "cgroup.freeze"), "1"); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(100 * time.Millisecond); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if _, frozen, err := readEvents(dir); err != nil || frozen {
+			break
+		}
+	}
+	pids, err := cgroupPids(dir)
+	for _, pid := range pids {
+		if _, e := signalProcess(pid, []unix.Signal{unix.SIGKILL}, true, func(proc) bool { return true }); e != nil {
+			err = errors.Join(err, e)
+		}
+	}
+	if e := writeFile(filepath.Join(dir, "cgroup.freeze"), "0"); e != nil {
+		err = errors.Join(err, e)
+	}
+	return err
+}
+
+// removeTree removes the cgroup at dir and every cgroup below it, deepest
+// first. A cgroup that is gone already is fine.
+func removeTree(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	var errs []error
+	for _, e := range ents {
+		if e.IsDir() {
+			errs = append(errs, removeTree(filepath.Join(dir, e.Name())))
+		}
+	}
+	if err := rmdir(dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// rmdir removes one empty cgroup. The kernel may still count a process
+// that is on its way out for a moment; EBUSY is retried briefly.
+func rmdir(dir string) error {
+	var err error
+	for range 50 {
+		err = unix.Rmdir(dir)
+		if err != unix.EBUSY {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if err == nil || errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	return fmt.Errorf("remove cgroup %s: %w", dir, err)
+}
+
+// readEvents reads a cgroup's cgroup.events.
+func readEvents(dir string) (populated, frozen bool, err error) {
+	var buf [128]byte
+	fd, err := unix.Open(filepath.Join(dir, "cgroup.events"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, false, &fs.PathError{Op: "open", Path: filepath.Join(dir, "cgroup.events"), Err: err}
+	}
+	defer unix.Close(fd) // Best effort: read-only.
+	n, err := unix.Read(fd, buf[:])
+	if err != nil {
+		return false, false, fmt.Errorf("read %s/cgroup.events: %w", dir, err)
+	}
+	for line := range bytes.Lines(buf[:n]) {
+		k, v, _ := bytes.Cut(bytes.TrimSpace(line), []byte(" "))
+		switch string(k) {
+		case "populated":
+			populated = string(v) == "1"
+		case "frozen":
+			frozen = string(v) == "1"
+		}
+	}
+	return populated, frozen, nil
+}
+
+func writeFile(name, s string) error {
+	fd, err := unix.Open(name, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	_, err = unix.Write(fd, []byte(s))
+	if e := unix.Close(fd); err == nil {
+		err = e
+	}
+	if err != nil {
+		return &fs.PathError{Op: "write", Path: name, Err: err}
+	}
+	return nil
+}
+
+// cgroupPids lists the processes of the cgroup at dir and of every cgroup
+// below it (a nested agent's, say).
+func cgroupPids(dir string) ([]int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for f := range strings.FieldsSeq(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return pids, err
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			sub, err := cgroupPids(filepath.Join(dir, e.Name()))
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return pids, err
+			}
+			pids = append(pids, sub...)
+		}
+	}
+	return pids, nil
+}
+
+// inCgroup reports whether process pid is in the cgroup at hierarchy path
+// p or below it.
+func inCgroup(pid int, p string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(b)) {
+		if cg, ok := strings.CutPrefix(strings.TrimSpace(line), "0::"); ok {
+			return cg == p || strings.HasPrefix(cg, p+"/")
+		}
+	}
+	return false
+}
+
+// cgroupGroup is a Group held by a cgroup: every process forked inside it
+// stays inside it, and the kernel says when the last one has exited.
+type cgroupGroup struct {
+	tree *cgroupTree
+	path string // hierarchy path
+	dir  string
+	env  []string
+	done chan struct{}
+
+	mu    sync.Mutex // guards the fields below
+	armed bool       // the first process was started
+	ended bool       // done is closed
+	wd    int        // inotify watch, or -1
+}
+
+func (t *cgroupTree) newGroup(n int64) (*cgroupGroup, error) {
+	name := "t" + strconv.FormatInt(n, 10)
+	g := &cgroupGroup{
+		tree: t, path: path.Join(t.path, name), dir: filepath.Join(t.dir, name),
+		env: append(t.env[:len(t.env):len(t.env)], TerminalEnv+"="+strconv.FormatInt(n, 10)), done: make(chan struct{}), wd: -1,
+	}
+	if err := os.Mkdir(g.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create cgroup: %w", err)
+	}
+	wd, err := t.w.add(filepath.Join(g.dir, "cgroup.events"), g.update)
+	if err != nil {
+		return nil, errors.Join(err, rmdir(g.dir))
+	}
+	g.mu.Lock()
+	g.wd = wd
+	g.mu.Unlock()
+	return g, nil
+}
+
+func (g *cgroupGroup) ForkExec(argv0 string, argv []string, attr *syscall.ProcAttr) (int, error) {
+	fd, err := unix.Open(g.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, fmt.Errorf("open cgroup %s: %w", g.dir, err)
+	}
+	defer unix.Close(fd) // Best effort: a directory opened for reading.
+	a := *attr
+	sys := syscall.SysProcAttr{}
+	if a.Sys != nil {
+		sys = *a.Sys
+	}
+	sys.UseCgroupFD, sys.CgroupFD = true, fd
+	a.Sys, a.Env = &sys, withEnv(a.Env, g.env)
+	pid, err := syscall.ForkExec(argv0, argv, &a)
+	if err != nil {
+		return 0, err
+	}
+	g.mu.Lock()
+	g.armed = true
+	g.mu.Unlock()
+	g.update()
+	return pid, nil
+}
+
+// update reads cgroup.events and ends the group once a started group is
+// no longer populated. The watcher calls it on every change.
+func (g *cgroupGroup) update() {
+	populated, _, err := readEvents(g.dir)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.armed && !g.ended && (err == nil && !populated || errors.Is(err, fs.ErrNotExist)) {
+		g.ended = true
+		close(g.done)
+	}
+}
+
+func (g *cgroupGroup) Done() <-chan struct{} { return g.done }
+
+func (g *cgroupGroup) Empty() bool {
+	g.update()
+	select {
+	case <-g.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (g *cgroupGroup) belongs(p proc) bool { return inCgroup(p.pid, g.path) }
+
+func (g *cgroupGroup) Members() ([]Member, error) {
+	pids, err := cgroupPids(g.dir)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", g.dir, err)
+	}
+	return describe(pids), nil
+}
+
+func (g *cgroupGroup) Signal(sigs ...unix.Signal) (bool, error) {
+	return signalUntilStable(func() ([]int, error) { return cgroupPids(g.dir) }, sigs, g.belongs)
+}
+
+func (g *cgroupGroup) Kill() (bool, error) {
+	pids, err := cgroupPids(g.dir)
+	if err != nil {
+		return false, fmt.Errorf("list %s: %w", g.dir, err)
+	}
+	reached := false
+	for _, pid := range pids {
+		if p, ok := readProc(pid); ok && p.live() {
+			reached = true
+			break
+		}
+	}
+	if !g.tree.hasKill {
+		return reached, killEach(g.dir)
+	}
+	return reached, writeFile(filepath.Join(g.dir, "cgroup.kill"), "1")
+}
+
+func (g *cgroupGroup) Close() error {
+	g.mu.Lock()
+	wd := g.wd
+	g.wd = -1
+	g.mu.Unlock()
+	var err error
+	if wd >= 0 {
+		err = g.tree.w.remove(wd)
+	}
+	return errors.Join(err, removeTree(g.dir))
+}

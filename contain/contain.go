@@ -1,0 +1,281 @@
+// Package contain holds every process a terminal starts, however it
+// detaches, so that stopping a terminal stops all of them and no process
+// outlives the agent that started it.
+//
+// A Containment is opened once per agent instance, in one of two modes:
+//
+//   - Cgroup: a cgroup v2 per instance, below the agent's own cgroup, and
+//     one per terminal below that. Each terminal's first process is born
+//     inside its cgroup (CLONE_INTO_CGROUP), so nothing it forks can leave.
+//     The kernel reports when a cgroup is no longer populated; one inotify
+//     descriptor watches every terminal's cgroup.events. cgroup.kill ends
+//     what is left.
+//   - Subreaper: where cgroups cannot be created (an unprivileged
+//     container), the agent becomes a child subreaper, so orphans are
+//     re-parented to it rather than to init. A process belongs to a
+//     terminal by an inherited environment marker, by the terminal's
+//     process session, and by ancestry recorded when it was first seen.
+//     One reaper collects orphans and never a child that another part of
+//     the program waits for.
+//
+// Both modes add the marker to the environment of every terminal:
+// SHELLAGENT_INSTANCE (the agent's pid namespace, pid and start time) and
+// SHELLAGENT_TERMINAL (the terminal's number in that instance). Sweep
+// removes what agents killed with SIGKILL left behind, and never touches
+// the work of a live agent.
+//
+// Files: contain.go (the API), cgroup.go and watch.go (cgroup mode),
+// subreaper.go (subreaper mode and the reaper), send.go (signalling one
+// process and telling whether it was reached), procfs.go (/proc), sweep.go.
+package contain
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Mode is how a Containment holds the processes of a terminal.
+type Mode string
+
+// The modes; Auto chooses Cgroup where it works, else Subreaper.
+const (
+	Auto      Mode = "auto"
+	Cgroup    Mode = "cgroup"
+	Subreaper Mode = "subreaper"
+)
+
+// ParseMode parses a --containment value.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case Auto, Cgroup, Subreaper:
+		return m, nil
+	}
+	return "", errors.New("want auto, cgroup or subreaper")
+}
+
+// Environment variables that mark every process of a terminal.
+const (
+	InstanceEnv = "SHELLAGENT_INSTANCE" // PIDNS-PID-START of the agent
+	TerminalEnv = "SHELLAGENT_TERMINAL" // the terminal's number in the agent
+)
+
+// CloseTimeout bounds how long Close waits for killed processes to go.
+const CloseTimeout = 2 * time.Second
+
+// A Containment holds the processes of every terminal of one agent
+// instance. Its methods are safe for concurrent use.
+type Containment struct {
+	mode    Mode
+	inst    instance
+	nogroup error // in Auto mode, why cgroups could not be used
+	next    atomic.Int64
+	cg      *cgroupTree
+	sr      *subreaper
+}
+
+// Open sets up containment for this process. Mode Cgroup fails if the
+// agent cannot create cgroups below its own and start processes inside
+// them; Auto then falls back to Subreaper. Close undoes Open.
+func Open(mode Mode) (*Containment, error) {
+	inst, err := self()
+	if err != nil {
+		return nil, err
+	}
+	c := &Containment{inst: inst}
+	switch mode {
+	case Cgroup, Auto:
+		c.cg, err = openCgroups(inst)
+		if err == nil {
+			c.mode = Cgroup
+			return c, nil
+		}
+		if mode == Cgroup {
+			return nil, fmt.Errorf("cgroup containment is not available: %w", err)
+		}
+		c.nogroup = err
+		fallthrough
+	case Subreaper:
+		if c.sr, err = openSubreaper(inst); err != nil {
+			return nil, err
+		}
+		c.mode = Subreaper
+		return c, nil
+	}
+	return nil, fmt.Errorf("containment mode %q: want auto, cgroup or subreaper", mode)
+}
+
+// Mode returns the mode in use: Cgroup or Subreaper.
+func (c *Containment) Mode() Mode { return c.mode }
+
+// CgroupError says why Auto mode could not use cgroups, or is nil.
+func (c *Containment) CgroupError() error { return c.nogroup }
+
+// A Group is the processes of one terminal. Start its first process with
+// ForkExec; every process that one starts, however it detaches, belongs to
+// the group. Its methods are safe for concurrent use.
+type Group interface {
+	// ForkExec starts the group's first process as syscall.ForkExec does,
+	// inside the group, with the marker added to attr.Env. attr.Sys should
+	// set Setsid. The caller waits for that process and reaps it itself.
+	ForkExec(argv0 string, argv []string, attr *syscall.ProcAttr) (pid int, err error)
+	// Done is closed once ForkExec has started a process and no live
+	// process of the group remains. A zombie is not live.
+	Done() <-chan struct{}
+	// Empty reports, from a fresh look, whether Done is closed, closing it
+	// if the group has emptied.
+	Empty() bool
+	// Members lists the live processes of the group, oldest first where
+	// the mode knows their order.
+	Members() ([]Member, error)
+	// Signal sends sigs, in order, to every live process of the group, and
+	// to every process that appeared meanwhile, until the list is stable.
+	// It reports whether they reached a process that was alive then (not
+	// a zombie, and not already exiting).
+	Signal(sigs ...unix.Signal) (reached bool, err error)
+	// Kill sends SIGKILL to every process of the group at once, and
+	// reports whether one of them was alive.
+	Kill() (reached bool, err error)
+	// Close releases the group once it is done (a cgroup is removed). A
+	// group that still has processes must be killed first.
+	Close() error
+}
+
+// NewGroup returns a new, empty group.
+func (c *Containment) NewGroup() (Group, error) {
+	n := c.next.Add(1)
+	if c.cg != nil {
+		g, err := c.cg.newGroup(n)
+		if err != nil {
+			return nil, fmt.Errorf("new terminal group %d: %w", n, err)
+		}
+		return g, nil
+	}
+	return c.sr.newGroup(n), nil
+}
+
+// KillAll sends SIGKILL to every process of every group and waits until
+// they are gone, at most CloseTimeout. Groups go on working: each reports
+// Done as its processes die.
+func (c *Containment) KillAll() error {
+	if c.cg != nil {
+		return c.cg.killAll(CloseTimeout)
+	}
+	return c.sr.killAll(CloseTimeout)
+}
+
+// Close kills every process still held, waits until they are gone (at
+// most CloseTimeout), removes this instance's cgroups and stops watching
+// and reaping. Call it once, last.
+func (c *Containment) Close() error {
+	if c.cg != nil {
+		return c.cg.close(CloseTimeout)
+	}
+	return c.sr.close(CloseTimeout)
+}
+
+// instance names one run of an agent: its pid namespace, pid and start
+// time, so that a reused pid is never taken for it.
+type instance struct {
+	ns    uint64 // inode of the pid namespace
+	pid   int
+	start uint64
+}
+
+func self() (instance, error) {
+	ns, err := pidNamespace()
+	if err != nil {
+		return instance{}, err
+	}
+	p, ok := readProc(os.Getpid())
+	if !ok {
+		return instance{}, errors.New("read /proc/self/stat")
+	}
+	return instance{ns: ns, pid: p.pid, start: p.start}, nil
+}
+
+func pidNamespace() (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/pid", &st); err != nil {
+		return 0, fmt.Errorf("stat /proc/self/ns/pid: %w", err)
+	}
+	return st.Ino, nil
+}
+
+func (i instance) String() string {
+	return fmt.Sprintf("%d-%d-%d", i.ns, i.pid, i.start)
+}
+
+func parseInstance(s string) (instance, bool) {
+	f := strings.Split(s, "-")
+	if len(f) != 3 {
+		return instance{}, false
+	}
+	ns, err1 := strconv.ParseUint(f[0], 10, 64)
+	pid, err2 := strconv.Atoi(f[1])
+	start, err3 := strconv.ParseUint(f[2], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || pid <= 0 {
+		return instance{}, false
+	}
+	return instance{ns: ns, pid: pid, start: start}, true
+}
+
+// alive reports whether the instance's agent still runs. An agent that
+// has begun to exit is alive: it cleans up after itself.
+func (i instance) alive() bool {
+	p, ok := readProc(i.pid)
+	return ok && p.start == i.start && !p.zombie()
+}
+
+func (i instance) env() []string { return []string{InstanceEnv + "=" + i.String()} }
+
+// withEnv returns env with the entries of add, replacing entries of the
+// same names.
+func withEnv(env, add []string) []string {
+	out := slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return slices.ContainsFunc(add, func(a string) bool { return strings.HasPrefix(a, k+"=") })
+	})
+	return append(out, add...)
+}
+
+// signalUntilStable sends sigs to every pid that list returns, lists
+// again, and signals the newcomers, until a list brings none (or
+// maxRounds: a fork loop that ignores the signals is left to SIGKILL).
+func signalUntilStable(list func() ([]int, error), sigs []unix.Signal, belongs func(proc) bool) (bool, error) {
+	const maxRounds = 20
+	seen := make(map[int]bool)
+	reached := false
+	var errs []error
+	for range maxRounds {
+		pids, err := list()
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		fresh := false
+		for _, pid := range pids {
+			if seen[pid] {
+				continue
+			}
+			seen[pid], fresh = true, true
+			r, err := signalProcess(pid, sigs, false, belongs)
+			reached = reached || r
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if !fresh {
+			break
+		}
+	}
+	return reached, errors.Join(errs...)
+}

@@ -1,0 +1,347 @@
+package contain
+
+import (
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// modes are the modes this machine can run: Subreaper always, Cgroup
+// where cgroups can be created. SHELLAGENT_TEST_CONTAINMENT=subreaper
+// keeps the tests to Subreaper.
+func modes(t *testing.T) []Mode {
+	if os.Getenv("SHELLAGENT_TEST_CONTAINMENT") == "subreaper" {
+		return []Mode{Subreaper}
+	}
+	c, err := Open(Cgroup)
+	if err != nil {
+		t.Logf("cgroup mode unavailable: %v", err)
+		return []Mode{Subreaper}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return []Mode{Cgroup, Subreaper}
+}
+
+// eachMode runs f once per mode, with a fresh Containment that is closed
+// (and checked to leave nothing) afterwards. Modes run one after the
+// other: a subreaper is process-wide.
+func eachMode(t *testing.T, f func(t *testing.T, c *Containment)) {
+	for _, mode := range modes(t) {
+		t.Run(string(mode), func(t *testing.T) {
+			c, err := Open(mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Mode() != mode {
+				t.Fatalf("Mode() = %s, want %s", c.Mode(), mode)
+			}
+			defer func() {
+				if err := c.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			}()
+			f(t, c)
+		})
+	}
+}
+
+// started is a group's first process, started with /bin/sh -c script in
+// its own session.
+type started struct {
+	g   Group
+	pid int
+}
+
+func start(t *testing.T, c *Containment, script string) started {
+	t.Helper()
+	g, err := c.NewGroup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := g.ForkExec("/bin/sh", []string{"/bin/sh", "-c", script}, &syscall.ProcAttr{
+		Env: []string{"PATH=" + os.Getenv("PATH")},
+		Sys: &syscall.SysProcAttr{Setsid: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return started{g, pid}
+}
+
+// reap waits for the first process and reaps it, as its starter must.
+func (s started) reap(t *testing.T) unix.WaitStatus {
+	t.Helper()
+	var ws unix.WaitStatus
+	if _, err := unix.Wait4(s.pid, &ws, 0, nil); err != nil {
+		t.Fatalf("wait4 %d: %v", s.pid, err)
+	}
+	return ws
+}
+
+func waitDone(t *testing.T, g Group, within time.Duration) {
+	t.Helper()
+	select {
+	case <-g.Done():
+	case <-time.After(within):
+		m, _ := g.Members()
+		t.Fatalf("group not done after %v; members %v", within, m)
+	}
+}
+
+// waitMembers waits until n members of g run a command that contains
+// cmd.
+func waitMembers(t *testing.T, g Group, n int, cmd string) []Member {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m, err := g.Members()
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := 0
+		for _, p := range m {
+			if strings.Contains(p.Command, cmd) {
+				k++
+			}
+		}
+		if k >= n {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d members, want %d: %v", len(m), n, m)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestDetachedProcessesStayInTheGroup(t *testing.T) {
+	eachMode(t, func(t *testing.T, c *Containment) {
+		s := start(t, c, "setsid sh -c 'sleep 30' & (sh -c 'sleep 30 &' &); exit 3")
+		if ws := s.reap(t); ws.ExitStatus() != 3 {
+			t.Errorf("shell status %v", ws)
+		}
+		waitMembers(t, s.g, 2, "sleep 30")
+		if s.g.Empty() {
+			t.Fatal("group empty while its setsid child and double fork run")
+		}
+		reached, err := s.g.Signal(unix.SIGTERM, unix.SIGCONT, unix.SIGHUP)
+		if err != nil || !reached {
+			t.Errorf("Signal = %v, %v", reached, err)
+		}
+		waitDone(t, s.g, 5*time.Second)
+		if reached, err := s.g.Signal(unix.SIGTERM); reached || err != nil {
+			t.Errorf("Signal on an empty group = %v, %v", reached, err)
+		}
+		if err := s.g.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+func TestKillEndsWhatIgnoresTerm(t *testing.T) {
+	eachMode(t, func(t *testing.T, c *Containment) {
+		s := start(t, c, "trap '' TERM HUP; sleep 30 & sleep 30 & wait")
+		waitMembers(t, s.g, 2, "sleep 30")
+		if reached, err := s.g.Signal(unix.SIGTERM, unix.SIGCONT, unix.SIGHUP); !reached || err != nil {
+			t.Errorf("Signal = %v, %v", reached, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if s.g.Empty() {
+			t.Fatal("TERM and HUP are ignored, yet the group emptied")
+		}
+		if reached, err := s.g.Kill(); !reached || err != nil {
+			t.Errorf("Kill = %v, %v", reached, err)
+		}
+		waitDone(t, s.g, 5*time.Second)
+		if ws := s.reap(t); ws.Signal() != unix.SIGKILL {
+			t.Errorf("shell status %v", ws)
+		}
+		if err := s.g.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+func TestSignalDoesNotCountAZombie(t *testing.T) {
+	eachMode(t, func(t *testing.T, c *Containment) {
+		s := start(t, c, "exit 0")
+		waitDone(t, s.g, 5*time.Second)
+		// The shell is a zombie now (not reaped): a signal hits nobody alive.
+		if reached, err := s.g.Signal(unix.SIGTERM); reached || err != nil {
+			t.Errorf("Signal = %v, %v", reached, err)
+		}
+		if ws := s.reap(t); ws.ExitStatus() != 0 || ws.Signaled() {
+			t.Errorf("shell status %v", ws)
+		}
+		if err := s.g.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// The reaper collects orphans and never the status of a group's first
+// process, which its starter waits for.
+func TestReaperLeavesTheFirstProcessToItsStarter(t *testing.T) {
+	eachMode(t, func(t *testing.T, c *Containment) {
+		s := start(t, c, "for i in $(seq 50); do (true &); done; sleep 0.2; exit 7")
+		if ws := s.reap(t); ws.ExitStatus() != 7 {
+			t.Errorf("shell status %v, want exit 7", ws)
+		}
+		waitDone(t, s.g, 5*time.Second)
+		if err := s.g.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// Without cgroup.kill (before Linux 5.14) Kill freezes the cgroup, kills
+// every process and thaws it.
+func TestKillWithoutCgroupKill(t *testing.T) {
+	c, err := Open(Cgroup)
+	if err != nil {
+		t.Skipf("cgroup mode unavailable: %v", err)
+	}
+	defer c.Close()
+	c.cg.hasKill = false
+	s := start(t, c, "trap '' TERM HUP; for i in 1 2 3; do sleep 30 & done; wait")
+	waitMembers(t, s.g, 3, "sleep 30")
+	if reached, err := s.g.Kill(); !reached || err != nil {
+		t.Errorf("Kill = %v, %v", reached, err)
+	}
+	waitDone(t, s.g, 5*time.Second)
+	s.reap(t)
+	if _, frozen, err := readEvents(s.g.(*cgroupGroup).dir); frozen || err != nil {
+		t.Errorf("left frozen %v (%v)", frozen, err)
+	}
+	if err := s.g.Close(); err != nil {
+		t.Error(err)
+	}
+}
+
+// deadInstance returns the name of an agent instance that no longer runs:
+// a process that has exited, with its pid and start time.
+func deadInstance(t *testing.T) instance {
+	t.Helper()
+	self, err := self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := readProc(pid)
+	var ws unix.WaitStatus
+	unix.Wait4(pid, &ws, 0, nil)
+	return instance{ns: self.ns, pid: pid, start: p.start}
+}
+
+// liveInstance names a live process other than this one (the test's
+// parent), as a live agent would be named.
+func liveInstance(t *testing.T) instance {
+	t.Helper()
+	self, err := self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := readProc(os.Getppid())
+	if !ok {
+		t.Fatal("no parent process")
+	}
+	return instance{ns: self.ns, pid: p.pid, start: p.start}
+}
+
+// startMarked starts sleep 300 with inst's marker, in a cgroup directory
+// dir if not "". It returns the pid.
+func startMarked(t *testing.T, inst instance, dir string) int {
+	t.Helper()
+	sys := &syscall.SysProcAttr{Setsid: true}
+	if dir != "" {
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		sys.UseCgroupFD, sys.CgroupFD = true, fd
+	}
+	pid, err := syscall.ForkExec("/bin/sleep", []string{"sleep", "300"}, &syscall.ProcAttr{
+		Env: []string{InstanceEnv + "=" + inst.String(), TerminalEnv + "=1"},
+		Sys: sys,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		unix.Kill(pid, unix.SIGKILL)
+		var ws unix.WaitStatus
+		unix.Wait4(pid, &ws, 0, nil) // may have been reaped by a subreaper
+	})
+	return pid
+}
+
+func running(pid int) bool {
+	p, ok := readProc(pid)
+	return ok && p.live()
+}
+
+// Sweep removes a dead instance's cgroup and marked processes, and leaves
+// a live instance's alone.
+func TestSweep(t *testing.T) {
+	eachMode(t, func(t *testing.T, c *Containment) {
+		dead, live := deadInstance(t), liveInstance(t)
+		deadMarked := startMarked(t, dead, "")
+		liveMarked := startMarked(t, live, "")
+		var deadDir, deadInCgroup, liveDir string
+		var liveInCgroup int
+		if place, err := findCgroup2(); err == nil && c.Mode() == Cgroup {
+			deadDir = place.dir(place.self + "/" + instanceDirPrefix + dead.String())
+			liveDir = place.dir(place.self + "/" + instanceDirPrefix + live.String())
+			for _, d := range []string{deadDir, deadDir + "/t1", liveDir} {
+				if err := os.Mkdir(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Cleanup(func() { removeTree(deadDir); killTree(liveDir, true, time.Second); removeTree(liveDir) })
+			// A process without the marker, held by the cgroup alone.
+			deadInCgroup = deadDir + "/t1"
+			pid := startMarked(t, instance{}, deadInCgroup)
+			liveInCgroup = startMarked(t, instance{}, liveDir)
+			defer func() {
+				if running(pid) {
+					t.Errorf("process %d in the dead instance's cgroup survived", pid)
+				}
+			}()
+		}
+		cgroups, procs, err := c.Sweep()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("swept %d cgroups, %d processes", cgroups, procs)
+		for deadline := time.Now().Add(2 * time.Second); running(deadMarked) && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if running(deadMarked) {
+			t.Error("the dead instance's marked process survived")
+		}
+		if !running(liveMarked) {
+			t.Error("the live instance's marked process was killed")
+		}
+		if deadDir != "" {
+			if _, err := os.Stat(deadDir); err == nil {
+				t.Error("the dead instance's cgroup is still there")
+			}
+			if !running(liveInCgroup) {
+				t.Error("the live instance's cgroup was swept")
+			}
+		}
+	})
+}

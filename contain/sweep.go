@@ -1,0 +1,113 @@
+package contain
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// SweepTimeout bounds how long Sweep waits for the processes it killed.
+const SweepTimeout = 2 * time.Second
+
+// Sweep removes what agent instances that are no longer alive left
+// behind, whichever mode they ran in: it kills the processes of their
+// cgroups and removes the cgroups (wherever in the cgroup2 hierarchy this
+// agent can see and write them), and kills every process whose
+// SHELLAGENT_INSTANCE names a dead instance. An instance is dead when its
+// pid no longer names a process with its start time. Instances of another
+// pid namespace are left alone, as this agent cannot tell whether they
+// live. It returns how many cgroups and processes it removed.
+func (c *Containment) Sweep() (cgroups, procs int, err error) {
+	cgroups, err1 := sweepCgroups(c.inst.ns)
+	procs, err2 := sweepMarked(c.inst.ns)
+	return cgroups, procs, errors.Join(err1, err2)
+}
+
+// dead reports whether an instance named s is of pid namespace ns and no
+// longer alive.
+func dead(s string, ns uint64) bool {
+	inst, ok := parseInstance(s)
+	return ok && inst.ns == ns && !inst.alive()
+}
+
+func sweepCgroups(ns uint64) (int, error) {
+	place, err := findCgroup2()
+	if err != nil {
+		return 0, nil // no cgroup2 here: nothing to sweep
+	}
+	var dirs []string
+	walkErr := filepath.WalkDir(place.mount, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // unreadable or gone: not ours to judge
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		name, ok := strings.CutPrefix(d.Name(), instanceDirPrefix)
+		if ok && dead(name, ns) {
+			dirs = append(dirs, p)
+			return fs.SkipDir
+		}
+		return nil
+	})
+	var errs []error
+	if walkErr != nil {
+		errs = append(errs, walkErr)
+	}
+	n := 0
+	for _, dir := range dirs {
+		_, err := os.Stat(filepath.Join(dir, "cgroup.kill"))
+		if err := killTree(dir, err == nil, SweepTimeout); err != nil {
+			errs = append(errs, fmt.Errorf("sweep %s: %w", dir, err))
+			continue
+		}
+		if err := removeTree(dir); err != nil {
+			errs = append(errs, fmt.Errorf("sweep %s: %w", dir, err))
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+// sweepMarked kills the processes marked with a dead instance until none
+// is left (a fork loop keeps making more for a moment).
+func sweepMarked(ns uint64) (int, error) {
+	killed := 0
+	for deadline := time.Now().Add(SweepTimeout); ; {
+		procs, err := scanProcs()
+		if err != nil {
+			return killed, err
+		}
+		found := 0
+		var errs []error
+		for _, p := range procs {
+			if !p.live() {
+				continue
+			}
+			inst, ok := environValue(p.pid, InstanceEnv)
+			if !ok || !dead(inst, ns) {
+				continue
+			}
+			found++
+			start := p.start
+			if _, err := signalProcess(p.pid, []unix.Signal{unix.SIGKILL}, true, func(q proc) bool { return q.start == start }); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		killed += found
+		if found == 0 || len(errs) > 0 {
+			return killed, errors.Join(errs...)
+		}
+		if time.Now().After(deadline) {
+			return killed, fmt.Errorf("sweep: marked processes still appear after %v", SweepTimeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

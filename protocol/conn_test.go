@@ -1,0 +1,209 @@
+package protocol
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// stubAgent answers every method at once, except Prompt, which it answers
+// only when the client withdraws the request.
+type stubAgent struct{}
+
+func (stubAgent) Initialize(Client, *InitializeRequest) (*InitializeResponse, error) {
+	return &InitializeResponse{ProtocolVersion: ProtocolVersion}, nil
+}
+func (stubAgent) NewSession(Client, *NewSessionRequest) (*NewSessionResponse, error) {
+	return &NewSessionResponse{SessionID: "s"}, nil
+}
+func (stubAgent) ListSessions(Client, *ListSessionsRequest) (*ListSessionsResponse, error) {
+	return &ListSessionsResponse{}, nil
+}
+func (stubAgent) ResumeSession(Client, *ResumeSessionRequest) (*ResumeSessionResponse, error) {
+	return &ResumeSessionResponse{}, nil
+}
+func (stubAgent) CloseSession(_ Client, _ *CloseSessionRequest, reply Reply) { reply(struct{}{}, nil) }
+func (stubAgent) Prompt(ctx context.Context, _ Client, _ *PromptRequest, reply Reply) {
+	context.AfterFunc(ctx, func() { reply(nil, RequestCancelled("withdrawn")) })
+}
+func (stubAgent) CancelSession(Client, *CancelSessionNotification)           {}
+func (stubAgent) CancelTerminal(Client, *CancelTerminalRequest) error        { return nil }
+func (stubAgent) CancelToolCall(_ Client, _ *CancelToolCallRequest, r Reply) { r(struct{}{}, nil) }
+func (stubAgent) SetConfigOption(Client, *SetConfigOptionRequest) (*SetConfigOptionResponse, error) {
+	return &SetConfigOptionResponse{}, nil
+}
+
+// wire is a Conn on pipes, driven line by line.
+type wire struct {
+	t    *testing.T
+	in   *io.PipeWriter
+	out  *bufio.Reader
+	conn *Conn
+}
+
+func newWire(t *testing.T) *wire {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	w := &wire{t: t, in: inW, out: bufio.NewReader(outR), conn: NewConn(inR, outW, stubAgent{}, Options{Log: discardLog()})}
+	t.Cleanup(func() {
+		inW.Close()
+		<-w.conn.Done()
+		go io.Copy(io.Discard, outR) // Close flushes what is queued
+		w.conn.Close()
+		outW.Close()
+	})
+	w.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":2}}`)
+	w.recv()
+	return w
+}
+
+func (w *wire) send(line string) {
+	w.t.Helper()
+	if _, err := io.WriteString(w.in, line+"\n"); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// recv returns the next message the connection writes.
+func (w *wire) recv() map[string]json.RawMessage {
+	w.t.Helper()
+	type result struct {
+		line []byte
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		line, err := w.out.ReadBytes('\n')
+		ch <- result{line, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			w.t.Fatal(r.err)
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(r.line, &m); err != nil {
+			w.t.Fatalf("%s: %v", r.line, err)
+		}
+		return m
+	case <-time.After(10 * time.Second):
+		w.t.Fatal("no message from the connection")
+		return nil
+	}
+}
+
+// errorCode returns the error code of a response, or 0.
+func errorCode(m map[string]json.RawMessage) int64 {
+	var e struct {
+		Code int64 `json:"code"`
+	}
+	if m["error"] == nil || json.Unmarshal(m["error"], &e) != nil {
+		return 0
+	}
+	return e.Code
+}
+
+func TestRequestIDsComeBackAsSent(t *testing.T) {
+	t.Parallel()
+	w := newWire(t)
+	for _, id := range []string{`-5`, `-9223372036854775808`, `9223372036854775807`, `0`, `"-5"`, `"x"`} {
+		w.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"session/list","params":{}}`)
+		m := w.recv()
+		if string(m["id"]) != id || m["result"] == nil {
+			t.Errorf("id %s: answered %v", id, m)
+		}
+	}
+}
+
+func TestANegativeIDCanBeWithdrawn(t *testing.T) {
+	t.Parallel()
+	w := newWire(t)
+	w.send(`{"jsonrpc":"2.0","id":-3,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"x"}]}}`)
+	w.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":-3}}`)
+	m := w.recv()
+	if string(m["id"]) != "-3" || errorCode(m) != CodeRequestCancelled {
+		t.Errorf("withdrawn prompt answered %v", m)
+	}
+}
+
+func TestAMethodThatIsNotAStringIsAnsweredWithTheID(t *testing.T) {
+	t.Parallel()
+	w := newWire(t)
+	w.send(`{"jsonrpc":"2.0","id":12,"method":42}`)
+	m := w.recv()
+	if string(m["id"]) != "12" || errorCode(m) != CodeInvalidRequest {
+		t.Errorf("answered %v", m)
+	}
+}
+
+func TestPromptBlocksTheSchemaForbidsAreRefused(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		block string
+		field string // "" when the block is valid
+	}{
+		{`{"type":"text","text":"ls"}`, ""},
+		{`{"type":"text","text":"ls","annotations":null,"_meta":{"k":1}}`, ""},
+		{`{"type":"text","text":"ls","annotations":{"audience":["user"],"priority":0.5,"lastModified":"2025-01-12T15:00:58Z"}}`, ""},
+		{`{"type":"resource_link","name":"a","uri":"file:///a","size":3,"icons":[{"src":"https://x/i.png","sizes":["48x48"]}]}`, ""},
+		{`{"type":"image","data":"AA==","mimeType":"image/png"}`, ""},
+		{`{"type":"resource","resource":{"uri":"file:///a","blob":"AA=="}}`, ""},
+		{`{"type":"_custom","anything":[1,2]}`, ""},
+		{`{"type":"text"}`, "prompt[0].text: required"},
+		{`{"type":"text","text":5}`, "prompt[0].text: must be a string"},
+		{`{"type":"text","text":"ls","annotations":5}`, "prompt[0].annotations: must be an object or null"},
+		{`{"type":"text","text":"ls","annotations":{"priority":2}}`, "prompt[0].annotations.priority: must be from 0 to 1"},
+		{`{"type":"text","text":"ls","annotations":{"audience":[1]}}`, "prompt[0].annotations.audience[0]: must be a string"},
+		{`{"type":"text","text":"ls","_meta":[]}`, "prompt[0]._meta: must be an object or null"},
+		{`{"type":"resource_link","uri":"file:///a"}`, "prompt[0].name: required"},
+		{`{"type":"resource_link","name":"a"}`, "prompt[0].uri: required"},
+		{`{"type":"resource_link","name":"a","uri":"file:///a","size":-1}`, "prompt[0].size: must be from 0 to"},
+		{`{"type":"resource_link","name":"a","uri":"file:///a","size":1.5}`, "prompt[0].size: must be an integer or null"},
+		{`{"type":"resource_link","name":"a","uri":"file:///a","icons":[{}]}`, "prompt[0].icons[0].src: required"},
+		{`{"type":"image","data":"AA=="}`, "prompt[0].mimeType: required"},
+		{`{"type":"resource","resource":{"uri":"file:///a"}}`, "prompt[0].resource.text: required"},
+		{`{"type":"resource","resource":{"text":"x"}}`, "prompt[0].resource.uri: required"},
+		{`{"text":"ls"}`, "prompt[0].type: required"},
+		{`{"type":7}`, "prompt[0].type: must be a string"},
+		{`"ls"`, "prompt[0]: must be a content block object"},
+	}
+	for _, tt := range tests {
+		var p PromptRequest
+		if err := decodeParams(ptr(json.RawMessage(`{"sessionId":"s","prompt":[`+tt.block+`]}`)), &p); err != nil {
+			t.Errorf("%s: decode: %v", tt.block, err)
+			continue
+		}
+		err := p.validate()
+		var e *Error
+		switch {
+		case tt.field == "" && err != nil:
+			t.Errorf("%s: refused: %v", tt.block, err)
+		case tt.field == "":
+		case !errors.As(err, &e) || e.Code != CodeInvalidParams || !strings.HasPrefix(e.Message, tt.field):
+			t.Errorf("%s: got %v, want -32602 %q", tt.block, err, tt.field)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestAnInvalidBlockNeverReachesTheAgent(t *testing.T) {
+	t.Parallel()
+	w := newWire(t)
+	// The stub's Prompt would answer only when withdrawn: an answer now is
+	// the connection's own refusal.
+	w.send(`{"jsonrpc":"2.0","id":9,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"ls"},{"type":"resource_link","uri":"file:///a"}]}}`)
+	m := w.recv()
+	var e struct {
+		Message string `json:"message"`
+	}
+	json.Unmarshal(m["error"], &e)
+	if string(m["id"]) != "9" || errorCode(m) != CodeInvalidParams || !strings.HasPrefix(e.Message, "prompt[1].name: required") {
+		t.Errorf("answered %v", m)
+	}
+}

@@ -1,0 +1,366 @@
+package protocol
+
+import "slices"
+
+// coalesceAt is how many pending entries make a client "far behind":
+// from then on, and while it is stalled, superseded updates are coalesced.
+const coalesceAt = 1024
+
+// keepFinished is how many finished items (tool calls and terminals that
+// ended before the client heard of them) a stalled connection keeps
+// queued; older ones are dropped unannounced.
+const keepFinished = 100
+
+// controlQueue holds the control messages that the writer has not taken
+// yet, in order. While the client is stalled or far behind (coalesceAt
+// pending entries), it coalesces superseded updates, so that such a client
+// costs memory in proportion to the live items, not to what happened
+// meanwhile; a client that keeps up gets every update:
+//
+//   - a state_update replaces the previous pending state_update of its
+//     session (each is complete), and takes its place at the end;
+//   - a tool_call_update or terminal_update patch is merged into the
+//     pending patch of the same item, which moves to the end; an item's
+//     first pending update stays where it is, so that an item is always
+//     announced before the state_update that lists it;
+//   - nothing moves across a message, a response, a request or an output
+//     replacement ("fixed" entries): turns, replies and permission
+//     requests keep their place among the updates;
+//   - a state_update that would report, as idle with an empty list, the
+//     removal of items that an earlier pending state_update reported with
+//     another state is not merged, so that a follow-up reported together
+//     with a removal stays so (acptest rule 8);
+//   - while the client is stalled, dropFinished drops the oldest finished
+//     items beyond keepFinished that the client never heard of and nothing
+//     fixed refers to.
+//
+// The result honours the rules the strict client checks: announced before
+// listed, final status before removal, one exit per terminal, output only
+// between a terminal's first update and its exit.
+//
+// A controlQueue is guarded by its writer's mutex.
+type controlQueue struct {
+	entries   []*entry // pending entries in order; nil where one was removed
+	holes     int      // nil entries
+	seq       uint64   // seq of the last entry pushed
+	lastFixed uint64   // seq of the last fixed entry
+	items     map[itemKey]*item
+	sessions  map[string]*sessionStates
+	finished  []*item // finished items announced by a pending entry, oldest first
+	stalled   bool    // the writer's peer is stalled
+}
+
+// entry is one queued message.
+type entry struct {
+	seq     uint64
+	index   int    // in controlQueue.entries
+	line    []byte // a complete JSON-RPC message, or:
+	session string
+	update  any
+	stream  *stream    // terminal updates: the terminal's output
+	mode    OutputMode // terminal updates
+	item    *item      // tool call and terminal updates
+	taken   bool       // taken by the writer's goroutine
+}
+
+type itemKind int
+
+const (
+	toolCallItem itemKind = iota
+	terminalItem
+)
+
+type itemKey struct {
+	session string
+	kind    itemKind
+	id      string
+}
+
+// item is a tool call or terminal that has pending updates, or a tool
+// call that has not finished yet. (A terminal's stream says whether the
+// client heard of it: idle terminals are many, and cost no item.)
+type item struct {
+	key    itemKey
+	first  *entry // its first pending update, fixed in place; nil once taken
+	latest *entry // later updates, merged; nil once taken
+	fresh  bool   // first is the item's first update on this connection
+	done   bool   // its final status (exit status) is queued
+	gone   bool   // forgotten: written in full, or dropped
+}
+
+// sessionStates tracks a session's state_updates.
+type sessionStates struct {
+	last     *entry           // the last state_update queued, pending or taken
+	prevList []BackgroundItem // the list of the state_update queued before last
+	pending  []*entry         // pending state_updates
+}
+
+func newControlQueue() controlQueue {
+	return controlQueue{items: make(map[itemKey]*item), sessions: make(map[string]*sessionStates)}
+}
+
+// coalescing reports whether the client is stalled or far behind.
+func (q *controlQueue) coalescing() bool {
+	return q.stalled || len(q.entries)-q.holes >= coalesceAt
+}
+
+func (q *controlQueue) push(e *entry) *entry {
+	q.seq++
+	e.seq, e.index = q.seq, len(q.entries)
+	q.entries = append(q.entries, e)
+	return e
+}
+
+// addLine queues a complete message.
+func (q *controlQueue) addLine(line []byte) {
+	q.addFixed(&entry{line: line})
+}
+
+func (q *controlQueue) addFixed(e *entry) {
+	q.lastFixed = q.push(e).seq
+}
+
+// addUpdate queues a session update.
+func (q *controlQueue) addUpdate(session string, update any) {
+	switch u := update.(type) {
+	case *StateUpdate:
+		q.addState(session, u)
+	case *ToolCallUpdate:
+		final := u.Status == StatusCompleted || u.Status == StatusFailed || u.Status == StatusCancelled
+		q.addItemUpdate(&entry{session: session, update: u}, itemKey{session, toolCallItem, u.ToolCallID}, final)
+	default:
+		q.addFixed(&entry{session: session, update: update})
+	}
+}
+
+// addTerminal queues a terminal update with its output stream.
+func (q *controlQueue) addTerminal(session string, u *TerminalUpdate, s *stream, mode OutputMode) {
+	e := &entry{session: session, update: u, stream: s, mode: mode}
+	key := itemKey{session, terminalItem, u.TerminalID}
+	if mode == ReplaceOutput {
+		// A full state with the output: fixed, and the item is not fresh.
+		it := q.items[key]
+		if it == nil {
+			it = &item{key: key}
+			q.items[key] = it
+		}
+		it.done = it.done || u.ExitStatus != nil
+		e.item = it
+		q.addFixed(e)
+		return
+	}
+	q.addItemUpdate(e, key, u.ExitStatus != nil)
+}
+
+func (q *controlQueue) addItemUpdate(e *entry, key itemKey, final bool) {
+	it := q.items[key]
+	switch {
+	case it == nil:
+		it = &item{key: key, fresh: e.stream == nil || !e.stream.announced}
+		q.items[key] = it
+		e.item = it
+		it.first = q.push(e)
+	case q.coalescing() && it.latest != nil && it.latest.seq > q.lastFixed:
+		merge(it.latest.update, e.update)
+		q.moveToEnd(it.latest)
+	default:
+		e.update = clone(e.update) // merges change the copy, not the caller's
+		e.item = it
+		it.latest = q.push(e)
+	}
+	if final && !it.done {
+		it.done = true
+		if it.fresh && it.first != nil {
+			q.finished = append(q.finished, it)
+		}
+	}
+}
+
+func (q *controlQueue) addState(session string, u *StateUpdate) {
+	ss := q.sessions[session]
+	if ss == nil {
+		ss = &sessionStates{}
+		q.sessions[session] = ss
+	}
+	if l := ss.last; q.coalescing() && l != nil && !l.taken && l.seq > q.lastFixed && !keepsFollowUp(ss.prevList, l.update.(*StateUpdate), u) {
+		l.update = u
+		q.moveToEnd(l)
+		return
+	}
+	if ss.last != nil {
+		ss.prevList = ss.last.update.(*StateUpdate).Background
+	}
+	ss.last = q.push(&entry{session: session, update: u})
+	ss.pending = append(ss.pending, ss.last)
+}
+
+// keepsFollowUp reports whether replacing pending (which followed a list
+// prev) by next would move a removal that pending reported into an idle
+// snapshot with an empty list; see controlQueue.
+func keepsFollowUp(prev []BackgroundItem, pending, next *StateUpdate) bool {
+	return next.State == StateIdle && len(next.Background) == 0 && len(pending.Background) == 0 && len(prev) > 0
+}
+
+func (q *controlQueue) moveToEnd(e *entry) {
+	q.remove(e)
+	q.push(e)
+}
+
+func (q *controlQueue) remove(e *entry) {
+	q.entries[e.index] = nil
+	q.holes++
+	if q.holes > 32 && q.holes*2 > len(q.entries) {
+		q.entries = slices.DeleteFunc(q.entries, func(e *entry) bool { return e == nil })
+		for i, e := range q.entries {
+			e.index = i
+		}
+		q.holes = 0
+	}
+}
+
+// take appends every pending entry to batch, in order, and empties the
+// queue.
+func (q *controlQueue) take(batch []*entry) []*entry {
+	for _, e := range q.entries {
+		if e == nil {
+			continue
+		}
+		e.taken = true
+		if e.stream != nil {
+			e.stream.announced = true
+		}
+		if it := e.item; it != nil {
+			if it.first == e {
+				it.first = nil
+			}
+			if it.latest == e {
+				it.latest = nil
+			}
+			if it.first == nil && it.latest == nil && (it.done || it.key.kind == terminalItem) {
+				it.gone = true
+				delete(q.items, it.key)
+			}
+		}
+		batch = append(batch, e)
+	}
+	clear(q.entries)
+	q.entries, q.holes = q.entries[:0], 0
+	clear(q.finished)
+	q.finished = q.finished[:0]
+	for _, ss := range q.sessions {
+		clear(ss.pending)
+		ss.pending = ss.pending[:0]
+	}
+	return batch
+}
+
+// dropFinished drops the oldest finished items beyond keepFinished that
+// the client never heard of, and returns the streams of the terminals
+// among them.
+func (q *controlQueue) dropFinished() []*stream {
+	if !q.stalled {
+		return nil
+	}
+	var streams []*stream
+	for len(q.finished) > keepFinished {
+		it := q.finished[0]
+		q.finished = slices.Delete(q.finished, 0, 1)
+		if !q.droppable(it) {
+			continue
+		}
+		if s := it.first.stream; s != nil {
+			streams = append(streams, s)
+		}
+		q.remove(it.first)
+		if it.latest != nil {
+			q.remove(it.latest)
+		}
+		it.first, it.latest, it.gone = nil, nil, true
+		delete(q.items, it.key)
+	}
+	return streams
+}
+
+// droppable reports whether it can vanish without a trace: its first
+// update is pending and nothing fixed or any pending state_update refers
+// to it.
+func (q *controlQueue) droppable(it *item) bool {
+	if it.gone || !it.fresh || it.first == nil || it.first.seq < q.lastFixed {
+		return false
+	}
+	ss := q.sessions[it.key.session]
+	if ss == nil {
+		return true
+	}
+	for _, e := range ss.pending {
+		if e.seq > it.first.seq && lists(e.update.(*StateUpdate).Background, it.key) {
+			return false
+		}
+	}
+	return true
+}
+
+func lists(bg []BackgroundItem, key itemKey) bool {
+	for _, b := range bg {
+		if key.kind == terminalItem && b.TerminalID == key.id || key.kind == toolCallItem && b.ToolCallID == key.id {
+			return true
+		}
+	}
+	return false
+}
+
+// clone returns a copy of a tool call or terminal update.
+func clone(u any) any {
+	switch u := u.(type) {
+	case *ToolCallUpdate:
+		c := *u
+		return &c
+	case *TerminalUpdate:
+		c := *u
+		return &c
+	}
+	return u
+}
+
+// merge applies the patch src to dst, both of the same type: the fields
+// src sets replace those of dst.
+func merge(dst, src any) {
+	switch d := dst.(type) {
+	case *ToolCallUpdate:
+		s := src.(*ToolCallUpdate)
+		set(&d.Title, s.Title)
+		set(&d.Kind, s.Kind)
+		set(&d.Status, s.Status)
+		if s.Content != nil {
+			d.Content = s.Content
+		}
+		if s.RawInput != nil {
+			d.RawInput = s.RawInput
+		}
+		if s.RawOutput != nil {
+			d.RawOutput = s.RawOutput
+		}
+		if s.Capabilities != nil {
+			d.Capabilities = s.Capabilities
+		}
+	case *TerminalUpdate:
+		s := src.(*TerminalUpdate)
+		set(&d.Command, s.Command)
+		set(&d.Cwd, s.Cwd)
+		if s.Size != nil {
+			d.Size = s.Size
+		}
+		if s.ExitStatus != nil {
+			d.ExitStatus = s.ExitStatus
+		}
+		if s.Capabilities != nil {
+			d.Capabilities = s.Capabilities
+		}
+	}
+}
+
+func set(dst *string, v string) {
+	if v != "" {
+		*dst = v
+	}
+}

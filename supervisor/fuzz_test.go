@@ -1,0 +1,95 @@
+package supervisor
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"shellagent/protocol"
+)
+
+// FuzzPrompt checks the prompt parser on any text and resource link:
+// promptLine either refuses the prompt with -32602 or returns the trimmed
+// line, a resource link's path comes back from the shell quoting intact,
+// and parseInput reads every line as exactly one well-formed input.
+// Seeded from testdata/fuzz/; .ci/run runs it briefly.
+func FuzzPrompt(f *testing.F) {
+	f.Add("/every 1s date", "file:///tmp/a%20b")
+	f.Fuzz(func(t *testing.T, text, uri string) {
+		line, err := promptLine([]protocol.ContentBlock{protocol.TextBlock(text)})
+		var perr *protocol.Error
+		switch {
+		case err != nil && (!errors.As(err, &perr) || perr.Code != protocol.CodeInvalidParams):
+			t.Fatalf("promptLine(%q): %v", text, err)
+		case err != nil:
+			if strings.TrimSpace(text) != "" {
+				t.Fatalf("promptLine(%q) refused a non-empty prompt: %v", text, err)
+			}
+		case line != strings.TrimSpace(text) || line == "":
+			t.Fatalf("promptLine(%q) = %q", text, line)
+		default:
+			checkInput(t, line, parseInput(line))
+		}
+
+		if uri != "" {
+			path := linkPath(uri)
+			if got, ok := shellUnquote(shellQuote(path)); !ok || got != path {
+				t.Fatalf("shellQuote(%q) = %q, which a shell reads as %q", path, shellQuote(path), got)
+			}
+		}
+	})
+}
+
+func checkInput(t *testing.T, line string, in input) {
+	t.Helper()
+	switch in.kind {
+	case runCommand:
+		if in.line != line {
+			t.Fatalf("parseInput(%q) runs %q", line, in.line)
+		}
+	case bgCommand, afterWork, everyWork:
+		if in.line == "" || !strings.HasSuffix(line, in.line) {
+			t.Fatalf("parseInput(%q) = %+v: its command is not the end of the line", line, in)
+		}
+		if in.kind != bgCommand && in.delay <= 0 {
+			t.Fatalf("parseInput(%q) = %+v: a schedule without a positive delay", line, in)
+		}
+	case stopWork:
+		if in.id == "" || strings.ContainsAny(in.id, " \t") {
+			t.Fatalf("parseInput(%q) stops %q", line, in.id)
+		}
+	case bgDetach, listWork:
+	case badInput:
+		if in.problem == "" {
+			t.Fatalf("parseInput(%q): bad input without a problem", line)
+		}
+	default:
+		t.Fatalf("parseInput(%q): kind %d", line, in.kind)
+	}
+}
+
+// shellUnquote reads s as a POSIX shell reads one word made of bare
+// characters and single-quoted strings, which is all shellQuote writes.
+func shellUnquote(s string) (string, bool) {
+	var b strings.Builder
+	for len(s) > 0 {
+		switch {
+		case s[0] == '\'':
+			end := strings.IndexByte(s[1:], '\'')
+			if end < 0 {
+				return "", false
+			}
+			b.WriteString(s[1 : 1+end])
+			s = s[end+2:]
+		case s[0] == '\\' && len(s) > 1:
+			b.WriteByte(s[1])
+			s = s[2:]
+		case strings.ContainsRune(" \t\n\"$`\\|&;<>()*?[#~", rune(s[0])):
+			return "", false // would be split, expanded or quoted by the shell
+		default:
+			b.WriteByte(s[0])
+			s = s[1:]
+		}
+	}
+	return b.String(), true
+}
