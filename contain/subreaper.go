@@ -217,7 +217,8 @@ type marker struct {
 
 // markerOf returns the markers of a live process, read once per process.
 // A process in the middle of an exec shows an empty environment for a
-// moment, so an empty one is read again for a while before it counts.
+// moment (longer on a loaded machine), so an empty one is read again for a
+// while, and is not remembered: it is read again at the next look.
 func (s *subreaper) markerOf(p proc) (inst, term string) {
 	s.mu.Lock()
 	m, ok := s.markers[p.pid]
@@ -231,7 +232,10 @@ func (s *subreaper) markerOf(p proc) (inst, term string) {
 		if err != nil {
 			return "", "" // gone
 		}
-		if len(env) > 0 || time.Now().After(deadline) {
+		if len(env) == 0 && time.Now().After(deadline) {
+			return "", "" // unknown for now: read again next time
+		}
+		if len(env) > 0 {
 			m.inst, _ = lookupEnv(env, InstanceEnv)
 			m.term, _ = lookupEnv(env, TerminalEnv)
 			break
@@ -269,6 +273,8 @@ type markerGroup struct {
 	done   chan struct{}
 	cancel chan struct{} // closed by Close: the watch goroutine returns
 
+	tty uint64 // device number of the group's terminal, 0 if unknown; set before shell
+
 	mu      sync.Mutex // guards the fields below
 	shell   int        // the first process, 0 before ForkExec
 	sid     int        // the first process's session, if it leads one
@@ -292,6 +298,12 @@ func (s *subreaper) newGroup(n int64) *markerGroup {
 func (g *markerGroup) ForkExec(argv0 string, argv []string, attr *syscall.ProcAttr) (int, error) {
 	a := *attr
 	a.Env = withEnv(a.Env, g.env)
+	if len(a.Files) > 0 {
+		var st unix.Stat_t
+		if unix.Fstat(int(a.Files[0]), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR {
+			g.tty = st.Rdev
+		}
+	}
 	g.sr.forks.RLock()
 	pid, err := syscall.ForkExec(argv0, argv, &a)
 	if err == nil {
@@ -386,8 +398,26 @@ func (g *markerGroup) belongsLocked(p proc) bool {
 	if p.ppid != g.sr.self || !p.live() || g.sr.isWaited(p.pid) {
 		return false
 	}
+	// An orphan that holds the group's terminal is the group's, whatever
+	// its environment says (or cannot say yet, in the middle of an exec).
+	if g.tty != 0 && holdsTTY(p.pid, g.tty) {
+		return true
+	}
 	inst, term := g.sr.markerOf(p)
 	return inst == g.sr.inst.String() && term == g.term
+}
+
+// holdsTTY reports whether process pid has terminal device tty as its
+// standard input, output or error.
+func holdsTTY(pid int, tty uint64) bool {
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
+	for _, fd := range []string{"0", "1", "2"} {
+		var st unix.Stat_t
+		if unix.Stat(dir+fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == tty {
+			return true
+		}
+	}
+	return false
 }
 
 // members returns the live members, oldest first.

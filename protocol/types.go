@@ -331,13 +331,6 @@ type ExitStatus struct {
 	Signal   string `json:"signal,omitempty"`
 }
 
-// terminalOutput is a replacement of a terminal's output; the writer fills
-// it in (see ReplaceOutput).
-type terminalOutput struct {
-	Data string `json:"data"` // base64
-	Meta any    `json:"_meta,omitempty"`
-}
-
 // TerminalUpdate creates or patches a terminal; empty fields are omitted.
 // Its output (streamed chunks, or the output field of a replacement) is
 // the connection's business: send it with Client.UpdateTerminal.
