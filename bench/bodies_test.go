@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -131,17 +129,11 @@ func (l *latencies) take() ([]time.Duration, error) {
 	return s, err
 }
 
-// tickerLine is the shell command that runs the latency child.
-func tickerLine(tb testing.TB, n int, interval time.Duration) string {
-	exe, err := os.Executable()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return fmt.Sprintf("%s=ticker %s=%d %s=%s exec %s", childEnv, ticksEnv, n, intervalEnv, interval, shellQuote(exe))
-}
-
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+// tickerLine is the shell command that runs the latency child: this test
+// binary, whose path the environment carries (see TestMain), so that the
+// line needs no quoting.
+func tickerLine(n int, interval time.Duration) string {
+	return fmt.Sprintf(`%s=ticker %s=%d %s=%s exec "$%s"`, childEnv, ticksEnv, n, intervalEnv, interval, exeEnv)
 }
 
 // latencyInterval is the ticker's period.
@@ -151,7 +143,7 @@ const latencyInterval = 2 * time.Millisecond
 // feeds l, and returns the samples.
 func latencyAgent(tb testing.TB, a *agent, sid string, l *latencies, n int) []time.Duration {
 	tb.Helper()
-	tid := a.prompt(tb, sid, tickerLine(tb, n, latencyInterval))
+	tid := a.prompt(tb, sid, tickerLine(n, latencyInterval))
 	exit, _ := a.c.waitExit(tb, sid, tid)
 	if exitCode(exit) != 0 {
 		tb.Fatalf("ticker: exitStatus %s", exit)
@@ -171,7 +163,7 @@ func latencyAgent(tb testing.TB, a *agent, sid string, l *latencies, n int) []ti
 func latencyRaw(tb testing.TB, n int) []time.Duration {
 	tb.Helper()
 	var l latencies
-	t, err := startRaw(tickerLine(tb, n, latencyInterval), blocking, l.feed)
+	t, err := startRaw(tickerLine(n, latencyInterval), blocking, l.feed)
 	if err != nil {
 		tb.Fatal(err)
 	}

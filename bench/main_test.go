@@ -24,6 +24,7 @@ const (
 	childEnv    = "SHELLAGENT_BENCH_CHILD"
 	ticksEnv    = "SHELLAGENT_BENCH_TICKS"
 	intervalEnv = "SHELLAGENT_BENCH_INTERVAL"
+	exeEnv      = "SHELLAGENT_BENCH_EXE" // the test binary, for tickerLine
 )
 
 // marker is in the environment of every process the benchmarks start, so
@@ -38,6 +39,14 @@ var launcher ptyio.Local
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "ticker" {
 		os.Exit(ticker())
+	}
+	exe, err := os.Executable()
+	if err == nil {
+		err = os.Setenv(exeEnv, exe) // inherited by the agent's and the baseline's commands
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
 	}
 	c, err := contain.Open(contain.Auto)
 	if err != nil {

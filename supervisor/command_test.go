@@ -15,6 +15,7 @@ import (
 )
 
 func TestForegroundCommandLife(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		line   string
 		code   int
@@ -62,6 +63,7 @@ func TestForegroundCommandLife(t *testing.T) {
 }
 
 func TestRandomBytesArriveExactly(t *testing.T) {
+	t.Parallel()
 	// Raw mode turns off the line discipline's output processing, so the
 	// client must see exactly the bytes the command wrote. The ring holds
 	// all of them, so nothing may be dropped even if the client is slow.
@@ -94,6 +96,7 @@ func firstDiff(a, b []byte) int {
 }
 
 func TestForegroundTimeoutMovesCommandToBackground(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{ForegroundTimeout: 300 * time.Millisecond})
 	sid := h.newSession()
 	h.run(sid, "echo started; sleep 1; echo finished")
@@ -103,7 +106,7 @@ func TestForegroundTimeoutMovesCommandToBackground(t *testing.T) {
 	}
 	idle := h.idle(done, sid, "end_turn")
 	if !sameIDs(idle.Background(), []string{"term_1"}) {
-		t.Errorf("idle snapshot lists %v, want term_1", idle.Background())
+		t.Errorf("idle state_update lists %v, want term_1", idle.Background())
 	}
 	exit := h.exit(idle, sid, "term_1")
 	if code, ok := exitCode(exit); !ok || code != 0 {
@@ -111,7 +114,7 @@ func TestForegroundTimeoutMovesCommandToBackground(t *testing.T) {
 	}
 	removal := h.listed(exit, sid)
 	if removal.State() != "idle" || removal.StopReason() != "" {
-		t.Errorf("removal snapshot %s: want a repeated idle without stop reason", removal.Raw)
+		t.Errorf("removal state_update %s: want a repeated idle without stop reason", removal.Raw)
 	}
 	if got := string(h.c.Output(sid, "term_1")); got != "started\r\nfinished\r\n" {
 		t.Errorf("output %q", got)
@@ -119,6 +122,7 @@ func TestForegroundTimeoutMovesCommandToBackground(t *testing.T) {
 }
 
 func TestBackgroundStartAndMidTurnDetach(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	sid := h.newSession()
 
@@ -163,6 +167,7 @@ func TestBackgroundStartAndMidTurnDetach(t *testing.T) {
 }
 
 func TestHeldPrompts(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	sid := h.newSession()
 	h.run(sid, "echo first; sleep 0.5")
@@ -203,6 +208,7 @@ func TestHeldPrompts(t *testing.T) {
 }
 
 func TestTerminalCancel(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{KillGrace: 300 * time.Millisecond})
 	sid := h.newSession()
 	tests := []struct {
@@ -252,6 +258,7 @@ func TestTerminalCancel(t *testing.T) {
 }
 
 func TestCancelErrors(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	sid := h.newSession()
 	other := h.newSession()
@@ -292,6 +299,7 @@ func TestCancelErrors(t *testing.T) {
 }
 
 func TestSessionCancelLeavesBackgroundWork(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	sid := h.newSession()
 	h.run(sid, "/bg sleep 30")
@@ -314,6 +322,7 @@ func TestSessionCancelLeavesBackgroundWork(t *testing.T) {
 }
 
 func TestShellReturnWithJobDetaches(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	sid := h.newSession()
 	h.run(sid, "sleep 1 & echo started")
@@ -339,6 +348,7 @@ func TestShellReturnWithJobDetaches(t *testing.T) {
 // the terminal: the terminal stays live and listed until it ends, and its
 // last output comes before the exit status.
 func TestSetsidChildKeepsTheTerminalLive(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	sid := h.newSession()
 	h.run(sid, "setsid sh -c 'sleep 0.5; echo late' & echo shell-done")
@@ -357,6 +367,7 @@ func TestSetsidChildKeepsTheTerminalLive(t *testing.T) {
 }
 
 func TestCloseStopsEverything(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{KillGrace: 300 * time.Millisecond})
 	sid := h.newSession()
 	h.run(sid, "/bg sleep 30")
@@ -385,7 +396,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	h.toolStatus(nil, sid, "call_3", "cancelled")
 	last := h.idle(nil, sid, "cancelled")
 	if len(last.Background()) != 0 || last.Seq > resp.Seq {
-		t.Errorf("final snapshot %s (seq %d, response %d)", last.Raw, last.Seq, resp.Seq)
+		t.Errorf("final state_update %s (seq %d, response %d)", last.Raw, last.Seq, resp.Seq)
 	}
 	if left := acptest.ProcessesWith(h.marker); len(left) > 0 {
 		t.Errorf("processes left after session/close: %v", left)
@@ -400,6 +411,7 @@ func TestCloseStopsEverything(t *testing.T) {
 }
 
 func TestShutdownStopsEveryProcess(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{KillGrace: 300 * time.Millisecond})
 	for range 2 {
 		sid := h.newSession()
@@ -414,6 +426,7 @@ func TestShutdownStopsEveryProcess(t *testing.T) {
 }
 
 func TestHeldPromptWithdrawnByCancelRequest(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	sid := h.newSession()
 	h.run(sid, "echo first; sleep 0.5")
@@ -439,6 +452,7 @@ func TestHeldPromptWithdrawnByCancelRequest(t *testing.T) {
 // terminal/cancel of a foreground command changes no foreground state and
 // no tool call status by itself: the tool call ends as for any exit.
 func TestTerminalCancelOfTheForegroundCommand(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	sid := h.newSession()
 	h.run(sid, "echo ready; sleep 30")

@@ -3,12 +3,98 @@ package supervisor
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"shellagent/protocol"
+	"shellagent/ptyio"
 )
+
+// Config is how a Supervisor runs commands, for every session. Zero fields
+// take the defaults in parentheses. The per-session settings that a client
+// can change (foreground_timeout, kill_grace, permission) start from it.
+type Config struct {
+	Shell             string        // shell to run commands with ($SHELL, else /bin/sh)
+	ForegroundTimeout time.Duration // detach foreground commands after this; 0 = never
+	KillGrace         time.Duration // SIGTERM to SIGKILL (3s)
+	Scrollback        int           // ring buffer bytes per terminal (1 MiB)
+	Size              ptyio.Size    // terminal size (120x40)
+	Env               []string      // base environment (os.Environ())
+	Launcher          ptyio.Launcher
+	Version           string
+	Log               *slog.Logger
+	// SequentialIDs names sessions sess_1, sess_2, ... instead of random
+	// ids, for reproducible transcripts.
+	SequentialIDs bool
+	// Containment names how the Launcher holds each terminal's processes
+	// ("cgroup", "subreaper"), reported in the initialize response as
+	// _meta.shellagent.containment; "" reports nothing.
+	Containment string
+	// Detached is what a session does when the connection it reports to
+	// goes away (Supervisor.Detach). The zero value, CloseDetached, is
+	// what an agent on stdio does.
+	Detached DetachPolicy
+}
+
+// DetachPolicy is what happens to a session whose connection goes away.
+type DetachPolicy int
+
+const (
+	// CloseDetached closes the session as session/close does: its work is
+	// stopped and its final updates go nowhere. An agent on stdio, whose
+	// one connection ends with the process, works this way.
+	CloseDetached DetachPolicy = iota
+	// KeepDetached leaves the session running with no client: its commands
+	// run on, their output accumulates in the rings (no backpressure: a
+	// ring that no connection follows never blocks), scheduled jobs fire,
+	// and commands that need permission fail for want of someone to ask.
+	// session/resume from another connection attaches it again.
+	KeepDetached
+)
+
+// Defaults.
+const (
+	DefaultForegroundTimeout = 10 * time.Second
+	DefaultKillGrace         = 3 * time.Second
+	DefaultScrollback        = 1 << 20
+)
+
+func (c Config) withDefaults() Config {
+	if c.Shell == "" {
+		c.Shell = os.Getenv("SHELL")
+	}
+	if c.Shell == "" {
+		c.Shell = "/bin/sh"
+	}
+	if c.KillGrace <= 0 {
+		c.KillGrace = DefaultKillGrace
+	}
+	if c.Scrollback <= 0 {
+		c.Scrollback = DefaultScrollback
+	}
+	if c.Size.Cols == 0 {
+		c.Size.Cols = 120
+	}
+	if c.Size.Rows == 0 {
+		c.Size.Rows = 40
+	}
+	if c.Env == nil {
+		c.Env = os.Environ()
+	}
+	if c.Launcher == nil {
+		c.Launcher = ptyio.Local{}
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	return c
+}
 
 // settings are a session's config options.
 type settings struct {
@@ -35,7 +121,7 @@ var (
 func durationOption(id, name, desc string, choices []string, d time.Duration) protocol.ConfigOption {
 	opt := protocol.ConfigOption{Type: "select", ConfigID: id, Name: name, Description: desc}
 	for _, c := range choices {
-		v, _ := time.ParseDuration(c)
+		v, _ := time.ParseDuration(c) // Safe: the choices are constants that parse.
 		label := c
 		if v == 0 {
 			label = "never"
@@ -107,9 +193,9 @@ func (st *settings) set(p *protocol.SetConfigOptionRequest) error {
 	}
 	switch p.ConfigID {
 	case optForegroundTimeout:
-		st.foregroundTimeout, _ = time.ParseDuration(value)
+		st.foregroundTimeout, _ = time.ParseDuration(value) // Safe: value is one of the options, which parse.
 	case optKillGrace:
-		st.killGrace, _ = time.ParseDuration(value)
+		st.killGrace, _ = time.ParseDuration(value) // Safe: as above.
 	case optPermission:
 		st.ask = value == "ask"
 	}

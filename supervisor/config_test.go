@@ -10,9 +10,70 @@ import (
 	"shellagent/protocol"
 )
 
+func TestSettingsSet(t *testing.T) {
+	t.Parallel()
+	start := settings{foregroundTimeout: 10 * time.Second, killGrace: 3 * time.Second}
+	tests := []struct {
+		id, typ, value string // value as JSON
+		want           settings
+		err            string // a part of the -32602 message; "" = accepted
+	}{
+		{optForegroundTimeout, "id", `"30s"`, settings{30 * time.Second, 3 * time.Second, false}, ""},
+		{optForegroundTimeout, "id", `"0"`, settings{0, 3 * time.Second, false}, ""},
+		{optKillGrace, "id", `"10s"`, settings{10 * time.Second, 10 * time.Second, false}, ""},
+		{optPermission, "id", `"ask"`, settings{10 * time.Second, 3 * time.Second, true}, ""},
+		{optPermission, "id", `"allow"`, start, ""},
+		{optForegroundTimeout, "id", `"7s"`, start, `value: "7s" is not a value of foreground_timeout`},
+		{optKillGrace, "id", `"0"`, start, "is not a value of kill_grace"},
+		{optPermission, "id", `"maybe"`, start, "is not a value of permission"},
+		{optPermission, "id", `3`, start, "value: must be a string"},
+		{"colour", "id", `"red"`, start, `configId: unknown option "colour"`},
+		{optKillGrace, "boolean", `true`, start, `type: "boolean" is not supported`},
+	}
+	for _, tt := range tests {
+		st := start
+		err := st.set(&protocol.SetConfigOptionRequest{ConfigID: tt.id, Type: tt.typ, Value: []byte(tt.value)})
+		switch {
+		case tt.err == "" && err != nil:
+			t.Errorf("set %s=%s: %v", tt.id, tt.value, err)
+		case tt.err != "" && (!isInvalidParams(err) || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("set %s=%s: %v, want -32602 saying %q", tt.id, tt.value, err, tt.err)
+		}
+		if st != tt.want {
+			t.Errorf("set %s=%s left %+v, want %+v", tt.id, tt.value, st, tt.want)
+		}
+	}
+}
+
+// TestSettingsOfferTheCurrentValue: a duration set by flag that is not
+// among the choices is offered too, so that the current value is always
+// one of the options; once changed, it is no longer offered.
+func TestSettingsOfferTheCurrentValue(t *testing.T) {
+	t.Parallel()
+	st := settings{foregroundTimeout: 90 * time.Second, killGrace: time.Second}
+	opts := st.options()
+	fg, grace := opts[0], opts[1]
+	if fg.CurrentValue != "1m30s" || fg.Options[len(fg.Options)-1].Value != "1m30s" || len(fg.Options) != len(timeoutChoices)+1 {
+		t.Errorf("foreground_timeout %+v", fg)
+	}
+	if grace.CurrentValue != "1s" || len(grace.Options) != len(graceChoices) {
+		t.Errorf("kill_grace %+v", grace)
+	}
+	if fg.Options[0].Name != "never" {
+		t.Errorf("foreground_timeout 0 is named %q", fg.Options[0].Name)
+	}
+	if err := st.set(&protocol.SetConfigOptionRequest{ConfigID: optForegroundTimeout, Type: "id", Value: []byte(`"5s"`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.set(&protocol.SetConfigOptionRequest{ConfigID: optForegroundTimeout, Type: "id", Value: []byte(`"1m30s"`)}); err == nil {
+		t.Errorf("the flag's value is still accepted after it was changed")
+	}
+}
+
 // A rejected session/set_config_option says which request shape works and
 // lists the allowed values; sending the shape it shows succeeds.
 func TestSetConfigOptionErrorsShowTheShape(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		params string
 		says   []string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,6 +26,12 @@ import (
 var launcher ptyio.Local
 
 func TestMain(m *testing.M) {
+	// The tests mostly wait (for processes, timers, kill graces) rather
+	// than compute: run more of them at once than there are cores. A
+	// -parallel on the command line still wins.
+	if err := flag.Set("test.parallel", "8"); err != nil {
+		panic(err)
+	}
 	mode := contain.Auto
 	if s := os.Getenv("SHELLAGENT_TEST_CONTAINMENT"); s != "" {
 		mode = contain.Mode(s)
@@ -82,26 +89,63 @@ func newHarness(t *testing.T, cfg Config, opts ...acptest.Option) *harness {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	}
-	h := &harness{t: t, sup: New(cfg), cwd: t.TempDir(), marker: marker, served: make(chan struct{})}
+	h := &harness{t: t, sup: New(cfg), cwd: t.TempDir(), marker: marker}
+	// What cmd/shellagent does when stdin ends: close every session.
+	h.c, h.served = h.serve(func(ctx context.Context, _ *protocol.Conn) error { return h.sup.Shutdown(ctx) }, opts...)
+	t.Cleanup(h.close)
+	h.initialize(h.c)
+	return h
+}
+
+// serve serves a new connection to the harness's supervisor, read by a
+// strict test client. When the client goes away (its stdin ends), end
+// runs, then the connection is flushed and closed; served is closed after
+// that.
+func (h *harness) serve(end func(context.Context, *protocol.Conn) error, opts ...acptest.Option) (c *acptest.Client, served chan struct{}) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	conn := protocol.NewConn(inR, outW, h.sup, protocol.Options{Log: cfg.Log})
+	log := h.sup.cfg.Log
+	conn := protocol.NewConn(inR, outW, h.sup, protocol.Options{Log: log})
+	served = make(chan struct{})
 	go func() {
-		// What cmd/shellagent does when stdin ends.
-		defer close(h.served)
+		defer close(served)
 		<-conn.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		if err := h.sup.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
+		if err := end(ctx, conn); err != nil {
+			h.t.Errorf("end of connection: %v", err)
 		}
 		conn.Close()
 		outW.Close()
 	}()
-	h.c = acptest.New(t, outR, inW, opts...)
-	t.Cleanup(h.close)
-	h.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
-	return h
+	return acptest.New(h.t, outR, inW, opts...), served
+}
+
+// connect serves one more connection to the harness's supervisor, whose
+// owner calls Detach when its client goes away, as a server with many
+// clients would. The client is closed and its transcript checked at the
+// end of the test (before the harness's own connection).
+func (h *harness) connect(opts ...acptest.Option) *acptest.Client {
+	h.t.Helper()
+	c, served := h.serve(func(ctx context.Context, conn *protocol.Conn) error { return h.sup.Detach(ctx, conn) }, opts...)
+	h.t.Cleanup(func() {
+		c.Close()
+		<-served
+		c.Check()
+	})
+	h.initialize(c)
+	return c
+}
+
+func (h *harness) initialize(c *acptest.Client) {
+	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+}
+
+// on returns the harness's helpers for another of its clients.
+func (h *harness) on(c *acptest.Client) *harness {
+	h2 := *h
+	h2.c = c
+	return &h2
 }
 
 // close ends the connection as a client that goes away does, checks the
@@ -116,6 +160,35 @@ func (h *harness) close() {
 			p, _ := os.FindProcess(pid)
 			p.Kill()
 		}
+	}
+}
+
+// inspect runs f on the state of session sid, as the supervisor's own
+// goroutines do: for what no client can see (a detached session, what it
+// holds).
+func (h *harness) inspect(sid string, f func(st *state)) {
+	h.t.Helper()
+	s, err := h.sup.session(sid)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	s.do(f)
+}
+
+// await polls the state of session sid until cond holds.
+func (h *harness) await(sid, what string, cond func(st *state) bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for pause := 100 * time.Microsecond; ; pause = min(2*pause, 10*time.Millisecond) {
+		ok := false
+		h.inspect(sid, func(st *state) { ok = cond(st) })
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("session %s: timed out waiting for %s", sid, what)
+		}
+		time.Sleep(pause)
 	}
 }
 

@@ -1,34 +1,183 @@
 package supervisor
 
-// Retention: what a session keeps of finished work. A long-lived session
-// (an /every job firing all day) must not grow without bound, so the
-// history keeps the most recent updates and only the most recent exited
-// terminals keep their output; older ones are forgotten entirely (their
-// ids then answer -32602 as unknown, as an exited one would).
-const (
-	maxHistory      = 10000 // updates kept for replay
-	maxExitedOutput = 100   // exited terminals whose output is kept
+import (
+	"slices"
+	"strconv"
+	"time"
+
+	"shellagent/outputbuf"
+	"shellagent/protocol"
 )
 
-// record appends an update to the session's history, dropping the oldest
-// tenth once it is full.
-func (s *Session) record(u any) {
-	if len(s.history) >= maxHistory {
-		s.history = append([]any(nil), s.history[maxHistory/10:]...)
-	}
-	s.history = append(s.history, u)
+// maxMessages bounds the messages the history keeps: beyond it, the oldest
+// are forgotten. Tool calls and terminals stay in the history as long as
+// the registry keeps them.
+const maxMessages = 5000
+
+// An outbox is where a session's updates go: to the client attached to the
+// session, if one is, and, for what a replay must restore, into the
+// history. It is part of the session's state.
+//
+// The history is not a log of updates: it holds each message, tool call
+// and terminal once, in the order they were first reported, and a replay
+// sends each item as it is now. So the history holds no update that could
+// keep a ring alive, and retired work (see registry) drops out of it.
+type outbox struct {
+	session   string
+	client    protocol.Client // nil while detached, and once the session is closed
+	updatedAt time.Time       // when the session last reported something
+	messages  int             // messages so far: the last message id issued
+	history   []entry         // in order; an empty entry is a forgotten item
+	kept      int             // messages in the history
+	forgotten int             // empty entries in the history
 }
 
-// retire keeps an exited terminal's output for display and replay, and
-// forgets the oldest exited terminal (and its tool call) beyond the limit.
-func (s *Session) retire(t *terminal) {
-	t.ring.Compact()
-	s.retired = append(s.retired, t)
-	if len(s.retired) <= maxExitedOutput {
-		return
-	}
-	old := s.retired[0]
-	s.retired = s.retired[1:]
-	delete(s.terminals, old.id)
-	delete(s.calls, old.call.id)
+// entry is one item of the history.
+type entry struct {
+	msg  *protocol.Message
+	call *toolCall
+	term *terminal
 }
+
+// send sends an update to the attached client.
+func (o *outbox) send(u any) {
+	o.updatedAt = time.Now()
+	if o.client != nil {
+		o.client.Update(o.session, u)
+	}
+}
+
+// sendTerminal sends a terminal_update with the terminal's output, as mode
+// says.
+func (o *outbox) sendTerminal(t *terminal, u *protocol.TerminalUpdate, mode protocol.OutputMode) {
+	o.updatedAt = time.Now()
+	if o.client != nil {
+		o.client.UpdateTerminal(o.session, u, output{t.ring}, mode)
+	}
+}
+
+// message records a new user or agent message and sends it. It returns
+// the message's id.
+func (o *outbox) message(kind string, content []protocol.ContentBlock) string {
+	o.messages++
+	m := &protocol.Message{SessionUpdate: kind, MessageID: "msg_" + strconv.Itoa(o.messages), Content: content}
+	o.record(entry{msg: m})
+	o.send(m)
+	return m.MessageID
+}
+
+func (o *outbox) agentMessage(text string) {
+	o.message(protocol.KindAgentMessage, []protocol.ContentBlock{protocol.TextBlock(text)})
+}
+
+// announceTerminal records a new terminal and starts streaming it.
+func (o *outbox) announceTerminal(t *terminal) {
+	o.record(entry{term: t})
+	o.sendTerminal(t, t.announcement(), protocol.StreamOutput)
+}
+
+// record appends to the history. A message beyond maxMessages first
+// drops the oldest tenth of the messages.
+func (o *outbox) record(e entry) {
+	if e.msg != nil {
+		if o.kept >= maxMessages {
+			drop := maxMessages / 10
+			o.kept -= drop
+			o.history = slices.DeleteFunc(o.history, func(e entry) bool {
+				if e.msg != nil && drop > 0 {
+					drop--
+					return true
+				}
+				return e == entry{}
+			})
+			o.reindex()
+		}
+		o.kept++
+	}
+	switch {
+	case e.call != nil:
+		e.call.hist = len(o.history)
+	case e.term != nil:
+		e.term.hist = len(o.history)
+	}
+	o.history = append(o.history, e)
+}
+
+// forget drops retired work from the history: its entries are emptied at
+// once, so that the history holds nothing the registry let go of, and the
+// history is compacted once they are half of it.
+func (o *outbox) forget(retired []entry) {
+	for _, e := range retired {
+		i := -1
+		switch {
+		case e.call != nil:
+			i = e.call.hist
+		case e.term != nil:
+			i = e.term.hist
+		}
+		if i >= 0 && i < len(o.history) && o.history[i] == e {
+			o.history[i] = entry{}
+			o.forgotten++
+		}
+	}
+	if o.forgotten > max(len(o.history)/2, 32) {
+		o.history = slices.Clip(slices.DeleteFunc(o.history, func(e entry) bool { return e == entry{} }))
+		o.reindex()
+	}
+}
+
+// reindex records each item's position after the history has moved.
+func (o *outbox) reindex() {
+	o.forgotten = 0
+	for i, e := range o.history {
+		switch {
+		case e.call != nil:
+			e.call.hist = i
+		case e.term != nil:
+			e.term.hist = i
+		}
+	}
+}
+
+// replay sends the history as it is now: each message as it was sent, each
+// tool call and terminal at its current state, a running terminal's output
+// as a replacement followed by live chunks, an exited one's with its
+// exitStatus. It returns the items it delivered.
+func (o *outbox) replay() (delivered map[any]bool) {
+	delivered = make(map[any]bool)
+	for _, e := range o.history {
+		switch {
+		case e == entry{}:
+		case e.msg != nil:
+			o.send(e.msg)
+		case e.call != nil:
+			o.send(e.call.update())
+			delivered[e.call] = true
+		case e.term.state == termExited:
+			o.send(e.term.exitedUpdate())
+			delivered[e.term] = true
+		default:
+			o.sendTerminal(e.term, e.term.announcement(), protocol.ReplaceOutput)
+			delivered[e.term] = true
+		}
+	}
+	return delivered
+}
+
+// sendCurrent brings a client that attaches up to date on a tool call and
+// its terminal, if it has one, unless the replay already delivered them at
+// their current state: a full tool_call_update, and a full terminal_update
+// with a replacement of the output, followed by live chunks.
+func (o *outbox) sendCurrent(delivered map[any]bool, c *toolCall, t *terminal) {
+	if !delivered[c] {
+		o.send(c.update())
+	}
+	if t != nil && !delivered[t] {
+		o.sendTerminal(t, t.announcement(), protocol.ReplaceOutput)
+	}
+}
+
+// output is a terminal's ring as the connection reads it.
+type output struct{ *outputbuf.Ring }
+
+func (o output) Follow(notify func()) protocol.OutputFollower { return o.Ring.Follow(notify) }

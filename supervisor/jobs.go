@@ -2,17 +2,18 @@ package supervisor
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"shellagent/protocol"
 )
 
 // A job is a scheduled wakeup (/after) or a recurring job (/every): a tool
-// call that stays pending and listed, with no process of its own. When it
-// fires, its command runs as new foreground work (RFD "Tool call statuses
-// for background work": statuses never go back to pending; the firing is
-// not the tool call running).
+// call that stays pending and listed, with no process of its own. Its
+// state is its tool call's: callScheduled until a wakeup fires or the job
+// is cancelled, then callDone. When it fires, its command runs as new
+// foreground work, a turn of its own (RFD "Tool call statuses for
+// background work": statuses never go back to pending; the firing is not
+// the tool call running).
 type job struct {
 	call    *toolCall
 	line    string
@@ -21,7 +22,7 @@ type job struct {
 	created time.Time
 	next    time.Time
 	timer   *time.Timer
-	queued  bool // a firing waits in the session's queue
+	skipped *turn // the run during which a firing was skipped and said so
 }
 
 func (j *job) name() string {
@@ -33,67 +34,67 @@ func (j *job) name() string {
 
 // schedule serves /after and /every: the tool call is announced pending and
 // cancellable, then listed.
-func (s *Session) schedule(in input) {
+func (st *state) schedule(in input) {
 	j := &job{line: in.line, delay: in.delay, created: time.Now()}
 	if in.kind == everyWork {
 		j.every = in.delay
 	}
-	c := &toolCall{
-		id: s.newID("call"), kind: "other", status: protocol.StatusPending, cancel: true, job: j,
-		title: j.name() + ": " + in.line,
-		input: map[string]string{"command": in.line, "cwd": s.cwd, "schedule": j.name()},
-	}
-	j.call = c
-	s.calls[c.id] = c
-	s.emit(c.update())
-	s.listCall(c)
-	s.arm(j, in.delay)
+	c := st.newCall(callScheduled, "other", j.name()+": "+in.line)
+	c.job, j.call = j, c
+	c.input = map[string]string{"command": in.line, "cwd": st.s.cwd, "schedule": j.name()}
+	st.out.send(c.update())
+	st.list.addCall(c)
+	j.arm(st.s, in.delay)
 }
 
-func (s *Session) arm(j *job, d time.Duration) {
+// arm makes the job fire in s after d.
+func (j *job) arm(s *Session, d time.Duration) {
 	j.next = time.Now().Add(d)
 	j.timer = time.AfterFunc(d, func() { s.fire(j) })
 }
 
 // fire runs the job's command as new foreground work. A wakeup completes
-// first and leaves the list in the same snapshot that reports the new work
-// running (or queued behind the current foreground work).
+// first and leaves the list in the same state_update that reports the new
+// work running (or queued behind the current foreground work). A recurring
+// job whose previous run still holds or waits for the foreground skips
+// this firing, and says so once per such run.
 func (s *Session) fire(j *job) {
-	s.mu.Lock()
-	defer s.unlock()
-	if j.call.final() || s.closing {
-		return
-	}
-	if j.every > 0 {
-		s.arm(j, j.every)
-		if (s.fg != nil && s.fg.job == j) || (s.waiting != nil && s.waiting.job == j) || j.queued {
-			s.agentMessage(fmt.Sprintf("%s (%s): skipped this run; the previous run is still going.", j.call.title, j.call.id))
+	s.do(func(st *state) {
+		if j.call.state != callScheduled || st.life != sessionOpen {
 			return
 		}
-	} else {
-		j.call.status, j.call.cancel = protocol.StatusCompleted, false
-		s.emit(j.call.update())
-		s.unlistCall(j.call)
-	}
-	t := &turn{in: input{kind: runCommand, line: j.line}, job: j}
-	if s.busy() || len(s.queue) > 0 {
-		j.queued = true
-		s.queue = append(s.queue, t)
-		return
-	}
-	s.start(t)
+		if j.every > 0 {
+			j.arm(s, j.every)
+			if run := st.turns.runOf(j); run != nil {
+				if j.skipped != run {
+					j.skipped = run
+					st.out.agentMessage(fmt.Sprintf("%s (%s): skipped this run; the previous run is still going. Runs are skipped silently until it ends.", j.call.title, j.call.id))
+				}
+				return
+			}
+		} else {
+			st.work.finish(j.call, protocol.StatusCompleted)
+			st.out.send(j.call.update())
+			st.list.removeCall(j.call)
+		}
+		t := &turn{in: input{kind: runCommand, line: j.line}, job: j}
+		if st.turns.busy() || st.turns.waiting() {
+			st.turns.hold(t)
+			return
+		}
+		st.start(t)
+	})
 }
 
 // cancelJob ends a job: no more firings, including one waiting in the
 // queue; cancelled, then unlisted.
-func (s *Session) cancelJob(j *job) {
-	if j.call.final() {
+func (st *state) cancelJob(j *job) {
+	if j.call.state != callScheduled {
 		return
 	}
 	j.timer.Stop()
-	s.queue = slices.DeleteFunc(s.queue, func(t *turn) bool { return t.job == j })
-	j.queued = false
-	j.call.status, j.call.cancel = protocol.StatusCancelled, false
-	s.emit(j.call.update())
-	s.unlistCall(j.call)
+	st.turns.drop(func(t *turn) bool { return t.job == j })
+	st.work.finish(j.call, protocol.StatusCancelled)
+	st.out.send(j.call.update())
+	st.list.removeCall(j.call)
 }

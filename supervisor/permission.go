@@ -8,17 +8,16 @@ import (
 )
 
 // An approval is a command waiting for the user's permission (permission
-// mode "ask"). In the foreground it blocks the turn (requires_action); in
-// the background (/bg CMD) its tool call is listed, and the request stays
-// open through session/cancel (RFD "Cancellation, close, and resume").
+// mode "ask"); its tool call is callAsking meanwhile. In the foreground it
+// blocks the turn (requires_action); in the background (/bg CMD) its tool
+// call is listed, and the request stays open through session/cancel (RFD
+// "Cancellation, close, and resume").
 type approval struct {
-	call       *toolCall
-	line       string
-	background bool
-	job        *job // the job whose firing this is
-	asked      time.Time
-	withdraw   context.CancelFunc // withdraws the request ($/cancel_request)
-	over       bool               // answered or withdrawn
+	call     *toolCall
+	line     string
+	turn     *turn // the foreground turn it blocks; nil for background work
+	asked    time.Time
+	withdraw context.CancelFunc // withdraws the request ($/cancel_request) while it is open
 }
 
 // Permission option ids.
@@ -28,102 +27,107 @@ const (
 )
 
 // ask announces the command's tool call as pending and asks for permission
-// to run it. Background work is listed, in a snapshot sent before the
-// request, so that the request can reference listed work.
-func (s *Session) ask(a *approval) {
-	a.asked = time.Now()
-	a.call.status = protocol.StatusPending
-	a.call.input = map[string]string{"command": a.line, "cwd": s.cwd}
-	a.call.appr = a
-	if a.background {
-		a.call.cancel = true
-		s.emit(a.call.update())
-		s.listCall(a.call)
-		s.flushList()
+// to run it: for the foreground turn fg, or, if fg is nil, as background
+// work, which is listed in a state_update sent before the request, so
+// that the request can reference listed work.
+func (st *state) ask(c *toolCall, line string, fg *turn) {
+	a := &approval{call: c, line: line, turn: fg, asked: time.Now()}
+	c.state, c.appr = callAsking, a
+	c.input = map[string]string{"command": line, "cwd": st.s.cwd}
+	st.out.send(c.update())
+	if fg == nil {
+		st.list.addCall(c)
+		st.flushList()
 	} else {
-		s.waiting = a
-		s.emit(a.call.update())
-		s.transition(protocol.StateRequiresAction, "")
+		st.transition(protocol.StateRequiresAction, "")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.withdraw = cancel
-	req := &protocol.PermissionRequest{
+	client := st.out.client
+	if client == nil {
+		st.abandon(a, protocol.StatusFailed, "Not run: no client is attached to ask for permission.")
+		if fg != nil {
+			st.endTurn(protocol.StopEndTurn)
+		}
+		return
+	}
+	s := st.s
+	client.RequestPermission(ctx, &protocol.PermissionRequest{
 		SessionID:   s.id,
-		Title:       "Run " + a.line,
+		Title:       "Run " + line,
 		Description: "shellagent will run this command in " + s.cwd + ".",
-		Subject:     &protocol.PermissionSubject{Type: "command", Command: a.line, Cwd: s.cwd, ToolCallID: a.call.id},
+		Subject:     &protocol.PermissionSubject{Type: "command", Command: line, Cwd: s.cwd, ToolCallID: c.id},
 		Options: []protocol.PermissionOption{
 			{OptionID: optionAllow, Name: "Run it", Kind: "allow_once"},
 			{OptionID: optionReject, Name: "Don't run it", Kind: "reject_once"},
 		},
-	}
-	if s.client == nil {
-		s.withdraw(a, protocol.StatusFailed, "Not run: no client is attached to ask for permission.")
-		if !a.background {
-			s.endTurn(protocol.StopEndTurn)
+	}, func(resp *protocol.PermissionResponse, err error) { s.answered(a, resp, err) })
+}
+
+// answered runs or refuses the command once the client answers. An answer
+// to a request that was withdrawn changes nothing.
+func (s *Session) answered(a *approval, resp *protocol.PermissionResponse, err error) {
+	s.do(func(st *state) {
+		if a.call.state != callAsking || st.life != sessionOpen {
+			return
 		}
-		return
-	}
-	s.client.RequestPermission(ctx, req, func(resp *protocol.PermissionResponse, err error) {
-		s.answered(a, resp, err)
+		if !allowed(resp, err) {
+			st.abandon(a, protocol.StatusFailed, refusal(resp, err))
+			if a.turn != nil {
+				st.endTurn(protocol.StopEndTurn)
+			}
+			return
+		}
+		a.withdraw() // answered: this only releases the request's context
+		a.call.appr = nil
+		if fg := a.turn; fg != nil {
+			fg.state = turnRunning
+			st.transition(protocol.StateRunning, "")
+			st.startForeground(fg)
+			return
+		}
+		t := st.launch(a.call, a.line)
+		if t == nil {
+			st.list.removeCall(a.call)
+			return
+		}
+		st.list.replaceCall(a.call, t)
+		st.detach(t, "Started in the background.")
 	})
 }
 
-// answered runs or refuses the command once the client answers.
-func (s *Session) answered(a *approval, resp *protocol.PermissionResponse, err error) {
-	s.mu.Lock()
-	defer s.unlock()
-	if a.over || s.closing {
-		return // withdrawn: a late answer changes nothing
-	}
-	allowed := err == nil && resp.Outcome.Outcome == "selected" && resp.Outcome.OptionID == optionAllow
-	if !allowed {
-		why := "Not run: permission was refused."
-		if err != nil {
-			why = "Not run: the permission request got no answer (" + err.Error() + ")."
-		} else if resp.Outcome.Outcome == "cancelled" {
-			why = "Not run: the permission request was cancelled."
-		}
-		s.withdraw(a, protocol.StatusFailed, why)
-		if !a.background {
-			s.endTurn(protocol.StopEndTurn)
-		}
-		return
-	}
-	a.over = true
-	a.withdraw()
-	a.call.appr, a.call.cancel = nil, false
-	if !a.background {
-		s.waiting = nil
-		s.transition(protocol.StateRunning, "")
-		s.startForeground(a.call, a.line, a.job)
-		return
-	}
-	t := s.launch(a.call, a.line)
-	if t == nil {
-		s.unlistCall(a.call)
-		return
-	}
-	s.swapCallForTerminal(a.call, t)
-	s.detach(t, "Started in the background.")
+func allowed(resp *protocol.PermissionResponse, err error) bool {
+	return err == nil && resp.Outcome.Outcome == "selected" && resp.Outcome.OptionID == optionAllow
 }
 
-// withdraw ends a command that waits for permission without running it:
-// the request is withdrawn and the tool call ends with status and a reason.
-// The caller ends the foreground turn if it was one.
-func (s *Session) withdraw(a *approval, status, why string) {
-	if a.over {
+// refusal says why a command that was not allowed did not run.
+func refusal(resp *protocol.PermissionResponse, err error) string {
+	switch {
+	case err != nil:
+		return "Not run: the permission request got no answer (" + err.Error() + ")."
+	case resp.Outcome.Outcome == "cancelled":
+		return "Not run: the permission request was cancelled."
+	}
+	return "Not run: permission was refused."
+}
+
+// abandon ends a command that waits for permission without running it:
+// the request is withdrawn, the tool call ends with status and a reason,
+// and it leaves the foreground or the list. The caller ends the foreground
+// turn if it was one.
+func (st *state) abandon(a *approval, status, why string) {
+	if a.call.state != callAsking {
 		return
 	}
-	a.over = true
 	if a.withdraw != nil {
 		a.withdraw()
 	}
-	if s.waiting == a {
-		s.waiting = nil
+	if a.turn != nil {
+		st.turns.release(a.turn)
 	}
-	a.call.status, a.call.cancel, a.call.appr = status, false, nil
+	a.call.appr = nil
 	a.call.content = []protocol.ToolCallContent{protocol.TextContent(why)}
-	s.emit(a.call.update())
-	s.unlistCall(a.call)
+	st.work.finish(a.call, status)
+	st.out.send(a.call.update())
+	st.list.removeCall(a.call)
 }

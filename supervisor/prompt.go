@@ -32,6 +32,10 @@ type input struct {
 	problem string        // badInput
 }
 
+// minEvery is the shortest interval of a recurring job: a job that fires
+// faster would keep the foreground busy and flood the conversation.
+const minEvery = time.Second
+
 // immediate reports whether the input acts at once even while foreground
 // work runs, instead of waiting its turn.
 func (in input) immediate() bool {
@@ -51,7 +55,7 @@ var slashCommands = []struct {
 	{"ps", "List background work: ids, commands, age, status", "", "/ps"},
 	{"stop", "Stop a background terminal or tool call by id", "terminal or tool call id, e.g. term_3", "/stop ID, e.g. /stop term_3"},
 	{"after", "Run a command once, after a delay", "delay and command, e.g. 5m make test", "/after DUR CMD, e.g. /after 5m make test (DUR in Go syntax: 90s, 5m, 1h30m)"},
-	{"every", "Run a command repeatedly, every interval, until stopped", "interval and command, e.g. 30s git fetch", "/every DUR CMD, e.g. /every 30s git fetch (DUR in Go syntax, more than 0)"},
+	{"every", "Run a command repeatedly, every interval, until stopped", "interval and command, e.g. 30s git fetch", "/every DUR CMD, e.g. /every 30s git fetch (DUR in Go syntax, at least 1s)"},
 }
 
 func availableCommands() []protocol.AvailableCommand {
@@ -150,6 +154,9 @@ func parseScheduled(name, rest string) input {
 	}
 	if d <= 0 {
 		return bad(fmt.Sprintf("/%s: the duration must be more than 0, got %s", name, durText), name)
+	}
+	if name == "every" && d < minEvery {
+		return bad(fmt.Sprintf("/every: the interval must be at least %s, got %s", minEvery, durText), name)
 	}
 	kind := afterWork
 	if name == "every" {

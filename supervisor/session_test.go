@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 )
 
 func TestSessionSetup(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	file := filepath.Join(h.cwd, "file")
 	os.WriteFile(file, nil, 0o644)
@@ -59,6 +59,7 @@ func TestSessionSetup(t *testing.T) {
 }
 
 func TestPromptForms(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	sid := h.newSession()
 	os.WriteFile(filepath.Join(h.cwd, "it's here.txt"), []byte("linked file\n"), 0o644)
@@ -112,6 +113,7 @@ func TestPromptForms(t *testing.T) {
 }
 
 func TestUnknownSlashCommand(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	sid := h.newSession()
 	h.run(sid, "/frobnicate now")
@@ -124,6 +126,7 @@ func TestUnknownSlashCommand(t *testing.T) {
 }
 
 func TestResume(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	sid := h.newSession()
 	h.run(sid, "/bg echo bg-output; sleep 30")
@@ -197,6 +200,7 @@ func TestResume(t *testing.T) {
 	}
 }
 
+// Not parallel, as it bounds delays.
 func TestSettingsChangeTheNextCommand(t *testing.T) {
 	h := newHarness(t, Config{ForegroundTimeout: time.Minute})
 	sid := h.newSession()
@@ -242,29 +246,5 @@ func TestSettingsChangeTheNextCommand(t *testing.T) {
 	h.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": h.cwd}, &res)
 	if res.ConfigOptions[0].CurrentValue != "1s" || res.ConfigOptions[1].CurrentValue != "3s" || res.ConfigOptions[2].CurrentValue != "allow" {
 		t.Errorf("options after bad sets: %+v", res.ConfigOptions)
-	}
-}
-
-func TestRetentionIsBounded(t *testing.T) {
-	h := newHarness(t, Config{})
-	sid := h.newSession()
-	h.run(sid, "/every 1ms true")
-	job := h.update(nil, sid, protocol.KindToolCall, "job", nil).ToolCallID()
-	last := "term_" + strconv.Itoa(maxExitedOutput+20)
-	h.exit(nil, sid, last)
-	h.c.MustCall("tool_call/cancel", map[string]string{"sessionId": sid, "toolCallId": job}, nil)
-	s, err := h.sup.session(sid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.mu.Lock()
-	terms, calls := len(s.terminals), len(s.calls)
-	s.mu.Unlock()
-	if terms > maxExitedOutput+1 || calls > maxExitedOutput+2 {
-		t.Errorf("after %s the session keeps %d terminals and %d tool calls", last, terms, calls)
-	}
-	// The oldest are forgotten: unknown, still -32602.
-	if err := h.callErr("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_1"}); err == nil || err.Code != -32602 {
-		t.Errorf("cancel of a forgotten terminal: %v", err)
 	}
 }

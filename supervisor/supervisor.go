@@ -1,15 +1,56 @@
 // Package supervisor owns shellagent's sessions and the work they run:
-// foreground commands, background terminals, and the background list that
-// every state_update carries.
+// foreground commands, background terminals, scheduled jobs, and the
+// background list that every state_update carries.
 //
-// Sessions belong to the Supervisor, not to the connection that created
-// them: a session reports to whichever protocol.Client last attached to it
-// (session/new or session/resume), and its terminals keep running between
-// attachments. How commands start is behind ptyio.Launcher.
+// Sessions belong to the Supervisor, not to a connection. A connection
+// attaches to the sessions it creates (session/new) or resumes
+// (session/resume); a session reports to the connection that attached it
+// last. When a connection goes away, its owner calls Detach, and
+// Config.Detached decides what that means: on stdio every session closes
+// (CloseDetached); under KeepDetached a session's work runs on with no one
+// attached, until session/resume from another connection attaches it
+// again. How commands start is behind ptyio.Launcher.
 //
-// Files: supervisor.go (the protocol.Agent methods), session.go (a session
-// and its prompts), terminal.go (a command's life), background.go (the
-// background list and its ordering rules), prompt.go (the prompt language).
+// # Structure
+//
+// A session's state has one owner per part, each in its file: the turn
+// queue (turns.go: held prompts, the foreground turn, firings), the
+// background list and the RFD rules it keeps (background.go), the registry
+// of work (work.go: terminals and tool calls, each with one state, and
+// retention), and the outbox (history.go: the attached client and the
+// history that a replay re-sends). terminal.go follows one command line
+// from launch to exit; permission.go and jobs.go are the detours it can
+// take; session.go holds the ways in; prompt.go reads prompts.
+//
+// # Concurrency
+//
+// A session's state is guarded by its mutex, and the only way in is
+// Session.do: it runs a function on the state, then settles what the change
+// owes (the repeated state_update for a list change; the end of a close
+// once nothing runs) before anyone else gets in. These goroutines enter:
+//
+//   - the connection's request loop, through the protocol.Agent methods:
+//     any request. It must not block, so an answer that comes later (a held
+//     prompt, session/close, tool_call/cancel) goes through a
+//     protocol.Reply;
+//   - a terminal's process goroutine (ptyio.Events): ShellReturned, then
+//     Exited, at most once each;
+//   - time.AfterFunc: a turn's foreground timeout and a job's firing. Both
+//     check first that what they fire for is still current;
+//   - a permission answer (the callback of protocol.Client.
+//     RequestPermission): runs or refuses the command, unless the request
+//     was answered, withdrawn or cancelled in the meantime;
+//   - context.AfterFunc: a held prompt that the client withdrew with
+//     $/cancel_request;
+//   - the owner of a connection, through Detach and Shutdown.
+//
+// Nothing blocks under a session's mutex: updates are queued on the client
+// (protocol.Client never blocks), processes are signalled without waiting,
+// and everything that happens later comes back through do. The PTY readers
+// only write the rings and the connection's writer only reads them;
+// neither enters a session. The Supervisor's own mutex guards its session
+// table only; a session takes it (to leave the table when it closes), never
+// the other way round.
 package supervisor
 
 import (
@@ -17,7 +58,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,70 +67,7 @@ import (
 	"time"
 
 	"shellagent/protocol"
-	"shellagent/ptyio"
 )
-
-// Config is how a Supervisor runs commands. Zero fields take the defaults
-// in parentheses.
-type Config struct {
-	Shell             string        // shell to run commands with ($SHELL, else /bin/sh)
-	ForegroundTimeout time.Duration // detach foreground commands after this; 0 = never
-	KillGrace         time.Duration // SIGTERM to SIGKILL (3s)
-	Scrollback        int           // ring buffer bytes per terminal (1 MiB)
-	Size              ptyio.Size    // terminal size (120x40)
-	Env               []string      // base environment (os.Environ())
-	Launcher          ptyio.Launcher
-	Version           string
-	Log               *slog.Logger
-	// SequentialIDs names sessions sess_1, sess_2, ... instead of random
-	// ids, for reproducible transcripts.
-	SequentialIDs bool
-	// Containment names how the Launcher holds each terminal's processes
-	// ("cgroup", "subreaper"), reported in the initialize response as
-	// _meta.shellagent.containment; "" reports nothing.
-	Containment string
-}
-
-// Defaults.
-const (
-	DefaultForegroundTimeout = 10 * time.Second
-	DefaultKillGrace         = 3 * time.Second
-	DefaultScrollback        = 1 << 20
-)
-
-func (c Config) withDefaults() Config {
-	if c.Shell == "" {
-		c.Shell = os.Getenv("SHELL")
-	}
-	if c.Shell == "" {
-		c.Shell = "/bin/sh"
-	}
-	if c.KillGrace <= 0 {
-		c.KillGrace = DefaultKillGrace
-	}
-	if c.Scrollback <= 0 {
-		c.Scrollback = DefaultScrollback
-	}
-	if c.Size.Cols == 0 {
-		c.Size.Cols = 120
-	}
-	if c.Size.Rows == 0 {
-		c.Size.Rows = 40
-	}
-	if c.Env == nil {
-		c.Env = os.Environ()
-	}
-	if c.Launcher == nil {
-		c.Launcher = ptyio.Local{}
-	}
-	if c.Log == nil {
-		c.Log = slog.Default()
-	}
-	if c.Version == "" {
-		c.Version = "dev"
-	}
-	return c
-}
 
 // Supervisor owns every session of the process and serves them as a
 // protocol.Agent.
@@ -136,7 +113,7 @@ func (sv *Supervisor) Initialize(_ protocol.Client, p *protocol.InitializeReques
 	return res, nil
 }
 
-// NewSession implements protocol.Agent.
+// NewSession implements protocol.Agent: the new session is attached to c.
 func (sv *Supervisor) NewSession(c protocol.Client, p *protocol.NewSessionRequest) (*protocol.NewSessionResponse, error) {
 	if err := checkDir("cwd", p.Cwd); err != nil {
 		return nil, err
@@ -182,6 +159,17 @@ func (sv *Supervisor) session(id string) (*Session, error) {
 	return nil, protocol.SessionNotFound(id)
 }
 
+// list returns the live sessions, oldest first.
+func (sv *Supervisor) list() []*Session {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	list := make([]*Session, 0, len(sv.order))
+	for _, id := range sv.order {
+		list = append(list, sv.sessions[id])
+	}
+	return list
+}
+
 func (sv *Supervisor) forget(id string) {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
@@ -194,14 +182,8 @@ func (sv *Supervisor) ListSessions(_ protocol.Client, p *protocol.ListSessionsRe
 	if p.Cursor != nil {
 		return nil, protocol.InvalidParams("cursor: unknown cursor %q (shellagent lists every session on one page)", *p.Cursor)
 	}
-	sv.mu.Lock()
-	list := make([]*Session, 0, len(sv.order))
-	for _, id := range sv.order {
-		list = append(list, sv.sessions[id])
-	}
-	sv.mu.Unlock()
 	out := &protocol.ListSessionsResponse{Sessions: []protocol.SessionInfo{}}
-	for _, s := range list {
+	for _, s := range sv.list() {
 		if p.Cwd != nil && filepath.Clean(*p.Cwd) != filepath.Clean(s.cwd) {
 			continue
 		}
@@ -210,7 +192,8 @@ func (sv *Supervisor) ListSessions(_ protocol.Client, p *protocol.ListSessionsRe
 	return out, nil
 }
 
-// ResumeSession implements protocol.Agent.
+// ResumeSession implements protocol.Agent: the session is attached to c,
+// in place of the connection it reported to, if any.
 func (sv *Supervisor) ResumeSession(c protocol.Client, p *protocol.ResumeSessionRequest) (*protocol.ResumeSessionResponse, error) {
 	s, err := sv.session(p.SessionID)
 	if err != nil {
@@ -231,13 +214,13 @@ func (sv *Supervisor) CloseSession(_ protocol.Client, p *protocol.CloseSessionRe
 }
 
 // Prompt implements protocol.Agent.
-func (sv *Supervisor) Prompt(ctx context.Context, _ protocol.Client, p *protocol.PromptRequest, reply protocol.Reply) {
+func (sv *Supervisor) Prompt(ctx context.Context, c protocol.Client, p *protocol.PromptRequest, reply protocol.Reply) {
 	s, err := sv.session(p.SessionID)
 	if err != nil {
 		reply(nil, err)
 		return
 	}
-	s.prompt(ctx, p.Prompt, reply)
+	s.prompt(ctx, c, p.Prompt, reply)
 }
 
 // CancelSession implements protocol.Agent.
@@ -275,6 +258,18 @@ func (sv *Supervisor) SetConfigOption(_ protocol.Client, p *protocol.SetConfigOp
 	return s.setConfigOption(p)
 }
 
+// Detach tells the Supervisor that connection c has gone away (its input
+// ended). Each session attached to c does what Config.Detached says: it
+// closes, as session/close does, and Detach returns once those sessions
+// have reported their final updates (to c, if it can still write) or ctx
+// ends; or it runs on with no client, and Detach returns at once. Sessions
+// attached to other connections are not touched.
+func (sv *Supervisor) Detach(ctx context.Context, c protocol.Client) error {
+	return sv.wait(ctx, "detach", func(s *Session, done func()) bool {
+		return s.detach(c, sv.cfg.Detached, done)
+	})
+}
+
 // shutdownSlack is how long Shutdown waits, beyond the longest kill grace
 // in use, for the last processes to die and their final updates to go out.
 const shutdownSlack = 700 * time.Millisecond
@@ -284,22 +279,27 @@ const shutdownSlack = 700 * time.Millisecond
 // have reported their final updates, or with an error once ctx ends or the
 // longest kill grace in use plus shutdownSlack has passed.
 func (sv *Supervisor) Shutdown(ctx context.Context) error {
-	sv.mu.Lock()
-	list := make([]*Session, 0, len(sv.sessions))
-	for _, s := range sv.sessions {
-		list = append(list, s)
-	}
-	sv.mu.Unlock()
 	grace := sv.cfg.KillGrace
-	for _, s := range list {
+	for _, s := range sv.list() {
 		grace = max(grace, s.killGrace())
 	}
 	ctx, cancel := context.WithTimeout(ctx, grace+shutdownSlack)
 	defer cancel()
+	return sv.wait(ctx, "shutdown", func(s *Session, done func()) bool {
+		s.close(done)
+		return true
+	})
+}
+
+// wait applies start to every session and waits for the done of each one
+// for which start reported that it will be called.
+func (sv *Supervisor) wait(ctx context.Context, op string, start func(s *Session, done func()) bool) error {
 	var wg sync.WaitGroup
-	for _, s := range list {
+	for _, s := range sv.list() {
 		wg.Add(1)
-		s.close(wg.Done)
+		if !start(s, wg.Done) {
+			wg.Done()
+		}
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -307,13 +307,6 @@ func (sv *Supervisor) Shutdown(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("shutdown: %w", ctx.Err())
+		return fmt.Errorf("%s: %w", op, ctx.Err())
 	}
-}
-
-// killGrace is the kill grace the session's next stop uses.
-func (s *Session) killGrace() time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.settings.killGrace
 }

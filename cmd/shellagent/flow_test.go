@@ -155,14 +155,21 @@ func checkEveryByte(t *testing.T, a *flowAgent) {
 	t.Logf("%d MB in %v: %.1f MB/s", len(want)>>20, took.Round(time.Millisecond), float64(len(want))/took.Seconds()/1e6)
 }
 
+// readingStall is the stall timeout of the tests whose client reads: the
+// strict client validates every message on its reading goroutine, and under
+// -race on a loaded machine it was seen to take more than the default 1 s
+// between two reads. The contract under test is that a client that keeps
+// reading (pauses shorter than the stall timeout) loses nothing.
+const readingStall = "5s"
+
 func TestThrottledClientGetsEveryByte(t *testing.T) {
 	t.Parallel()
-	checkEveryByte(t, startFlowAgent(t, binary, 2_000_000))
+	checkEveryByte(t, startFlowAgent(t, binary, 2_000_000, "--stall-timeout", readingStall))
 }
 
 func TestPausingClientGetsEveryByte(t *testing.T) {
 	t.Parallel()
-	a := startFlowAgent(t, binary, 0)
+	a := startFlowAgent(t, binary, 0, "--stall-timeout", readingStall)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {

@@ -1,0 +1,258 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"shellagent/outputbuf"
+	"shellagent/protocol"
+	"shellagent/ptyio"
+)
+
+// holdings is what a session holds, counted by walking everything its
+// state can reach: the registry, the turn queue, the list and the history,
+// and from each item the items it points to.
+type holdings struct {
+	terms, calls, rings, messages int
+	output                        int // bytes the rings hold
+}
+
+func holdingsOf(st *state) holdings {
+	terms := map[*terminal]bool{}
+	calls := map[*toolCall]bool{}
+	var addCall func(c *toolCall)
+	addTerm := func(t *terminal) {
+		if t != nil && !terms[t] {
+			terms[t] = true
+			addCall(t.call)
+		}
+	}
+	addTurn := func(t *turn) {
+		if t != nil {
+			addCall(t.call)
+			addTerm(t.term)
+		}
+	}
+	addCall = func(c *toolCall) {
+		if c == nil || calls[c] {
+			return
+		}
+		calls[c] = true
+		addTerm(c.term)
+		if c.job != nil {
+			addTurn(c.job.skipped)
+		}
+	}
+	for _, t := range st.work.terminals {
+		addTerm(t)
+	}
+	for _, t := range st.work.exited {
+		addTerm(t)
+	}
+	for _, c := range st.work.calls {
+		addCall(c)
+	}
+	for _, c := range st.work.finished {
+		addCall(c)
+	}
+	addTurn(st.turns.fg)
+	for _, t := range st.turns.held {
+		addTurn(t)
+	}
+	for _, it := range st.list.items {
+		addTerm(it.term)
+		addCall(it.call)
+	}
+	var h holdings
+	for _, e := range st.out.history {
+		addTerm(e.term)
+		addCall(e.call)
+		if e.msg != nil {
+			h.messages++
+		}
+	}
+	h.terms, h.calls = len(terms), len(calls)
+	rings := map[*outputbuf.Ring]bool{}
+	for t := range terms {
+		if t.ring != nil && !rings[t.ring] {
+			rings[t.ring] = true
+			data, _ := t.ring.Snapshot()
+			h.output += len(data)
+		}
+	}
+	h.rings = len(rings)
+	return h
+}
+
+// quietClient is a protocol.Client that nobody reads: it drops updates,
+// refuses every permission request, and counts the idle state_updates.
+type quietClient struct {
+	mu    sync.Mutex
+	idles int
+	more  chan struct{} // closed and replaced at every idle
+}
+
+func newQuietClient() *quietClient { return &quietClient{more: make(chan struct{})} }
+
+func (c *quietClient) Update(_ string, u any) {
+	if su, ok := u.(*protocol.StateUpdate); ok && su.State == protocol.StateIdle && su.StopReason != "" {
+		c.mu.Lock()
+		c.idles++
+		close(c.more)
+		c.more = make(chan struct{})
+		c.mu.Unlock()
+	}
+}
+
+func (c *quietClient) UpdateTerminal(string, *protocol.TerminalUpdate, protocol.OutputSource, protocol.OutputMode) {
+}
+
+func (c *quietClient) RequestPermission(_ context.Context, _ *protocol.PermissionRequest, done func(*protocol.PermissionResponse, error)) {
+	var resp protocol.PermissionResponse
+	resp.Outcome.Outcome, resp.Outcome.OptionID = "selected", optionReject
+	go done(&resp, nil)
+}
+
+// waitIdles waits until n turns in all have ended.
+func (c *quietClient) waitIdles(t *testing.T, n int) {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		c.mu.Lock()
+		idles, more := c.idles, c.more
+		c.mu.Unlock()
+		if idles >= n {
+			return
+		}
+		select {
+		case <-more:
+		case <-timeout:
+			t.Fatalf("%d turns ended, want %d", idles, n)
+		}
+	}
+}
+
+// quietPrompt sends a prompt the way the connection does and returns the
+// error it was answered with.
+func quietPrompt(sv *Supervisor, c *quietClient, sid, line string) error {
+	var err error
+	sv.Prompt(context.Background(), c, &protocol.PromptRequest{SessionID: sid, Prompt: []protocol.ContentBlock{protocol.TextBlock(line)}},
+		func(_ any, e error) { err = e })
+	return err
+}
+
+// TestRetentionHoldsOnlyRecentExitedTerminals: 1,500 commands of 64 KiB
+// at a 64 KiB scrollback. What the session can reach keeps the output of
+// the 100 most recent terminals and nothing more.
+func TestRetentionHoldsOnlyRecentExitedTerminals(t *testing.T) {
+	t.Parallel()
+	const commands, size = 1500, 64 << 10
+	h := newHarness(t, Config{Scrollback: size})
+	c := newQuietClient()
+	sid := must(h.sup.NewSession(c, &protocol.NewSessionRequest{Cwd: h.cwd})).SessionID
+	for i := range commands {
+		if err := quietPrompt(h.sup, c, sid, "/bg head -c 65536 /dev/zero"); err != nil {
+			t.Fatal(err)
+		}
+		// At most 16 at a time.
+		h.await(sid, "fewer commands running", func(st *state) bool {
+			return st.work.seq["term"] == i+1 && len(st.list.items) < 16
+		})
+	}
+	h.await(sid, "every command exited", func(st *state) bool { return !st.work.live() })
+	var got holdings
+	h.inspect(sid, func(st *state) { got = holdingsOf(st) })
+	if got.rings > maxExited || got.output > maxExited*size || got.terms > maxExited || got.calls > maxExited+maxFinished {
+		t.Errorf("after %d commands the session holds %+v; want at most %d terminals and rings of %d bytes each", commands, got, maxExited, size)
+	}
+	if got.rings < maxExited || got.output < maxExited*size {
+		t.Errorf("after %d commands the session holds %+v; want the output of the last %d", commands, got, maxExited)
+	}
+	// The oldest are forgotten: unknown, still -32602.
+	if err := h.sup.CancelTerminal(c, &protocol.CancelTerminalRequest{SessionID: sid, TerminalID: "term_1"}); !isInvalidParams(err) {
+		t.Errorf("cancel of a retired terminal: %v", err)
+	}
+}
+
+func isInvalidParams(err error) bool {
+	pe, ok := errors.AsType[*protocol.Error](err)
+	return ok && pe.Code == -32602
+}
+
+// failLauncher starts nothing.
+type failLauncher struct{}
+
+func (failLauncher) Launch(ptyio.Command, io.Writer, ptyio.Events) (ptyio.Process, error) {
+	return nil, errors.New("no such thing")
+}
+
+// TestPromptsThatCannotRunReachAPlateau: 12,000 prompts that leave a tool
+// call without a terminal (a failed launch, a refused permission, a
+// cancelled or fired job). Such tool calls retire like terminals, so
+// what the session holds, and the heap, stop growing.
+//
+// Not parallel: it measures the heap.
+func TestPromptsThatCannotRunReachAPlateau(t *testing.T) {
+	const prompts = 12000
+	sv := New(Config{Launcher: failLauncher{}, Log: discardLog})
+	c := newQuietClient()
+	sid := must(sv.NewSession(c, &protocol.NewSessionRequest{Cwd: t.TempDir()})).SessionID
+	s := must(sv.session(sid))
+	setAsk := func(v string) {
+		must(sv.SetConfigOption(c, &protocol.SetConfigOptionRequest{SessionID: sid, ConfigID: optPermission, Type: "id", Value: []byte(`"` + v + `"`)}))
+	}
+	idles := 0
+	var heap [2]uint64
+	for i := range prompts {
+		switch i % 4 {
+		case 0: // the launch fails
+			quietPrompt(sv, c, sid, "true")
+			idles++
+		case 1: // permission refused
+			setAsk("ask")
+			quietPrompt(sv, c, sid, "true")
+			setAsk("allow")
+			idles++
+		case 2: // a job cancelled
+			quietPrompt(sv, c, sid, "/after 1h true")
+			var id string
+			s.do(func(st *state) { id = st.list.items[0].call.id })
+			sv.CancelToolCall(c, &protocol.CancelToolCallRequest{SessionID: sid, ToolCallID: id}, func(any, error) {})
+			idles++
+		case 3: // a job fired (its command then fails to launch)
+			quietPrompt(sv, c, sid, "/after 1ns true")
+			idles += 2
+		}
+		c.waitIdles(t, idles)
+		if i+1 == prompts/2 || i+1 == prompts {
+			heap[(i+1)/(prompts/2)-1] = heapInUse()
+		}
+	}
+	var got holdings
+	s.do(func(st *state) { got = holdingsOf(st) })
+	if got.calls > maxFinished || got.terms > 0 || got.messages > maxMessages {
+		t.Errorf("after %d prompts the session holds %+v", prompts, got)
+	}
+	// Without retention the second half adds more than 1 KiB a prompt.
+	if grew := int64(heap[1]) - int64(heap[0]); grew > 1<<20 {
+		t.Errorf("the heap grew by %d bytes over the last %d prompts (from %d)", grew, prompts/2, heap[0])
+	}
+	if err := sv.Shutdown(context.Background()); err != nil {
+		t.Error(err)
+	}
+}
+
+var discardLog = slog.New(slog.DiscardHandler)
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}

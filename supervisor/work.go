@@ -1,0 +1,307 @@
+package supervisor
+
+import (
+	"cmp"
+	"encoding/base64"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"shellagent/outputbuf"
+	"shellagent/protocol"
+	"shellagent/ptyio"
+)
+
+// The work of a session: its terminals and tool calls (and the jobs behind
+// scheduled tool calls, jobs.go), each with one state field, and the
+// registry that finds them by id and decides how long finished work is
+// kept.
+
+// Retention: a long-lived session (an /every job firing all day) must not
+// grow without bound. Only the most recent exited terminals keep their
+// output, and only the most recent finished tool calls without a terminal
+// are kept; older ones are retired: forgotten entirely (their ids then
+// answer -32602 as unknown, as an exited one would), their output released
+// even where the history still names them.
+const (
+	maxExited   = 100 // exited terminals whose output is kept
+	maxFinished = 100 // finished tool calls without a terminal that are kept
+)
+
+// termState is where a terminal is in its life. Where it runs (the
+// foreground turn, or the background list) is owned by the turn queue and
+// the list; the terminal only knows whether it runs.
+type termState int
+
+const (
+	// termRunning: a process it started is alive. In from launch.
+	// Out to termStopping (a cancel or close), or termExited.
+	termRunning termState = iota
+	// termStopping: the agent is stopping it: SIGTERM was sent, SIGKILL
+	// follows after the kill grace, and a second stop skips the rest of
+	// the grace. It stays where it was (foreground or listed) until it
+	// exits. Out to termExited.
+	termStopping
+	// termExited: no process of it is left and its exitStatus has been
+	// reported; its output is kept for display and replay. Out to
+	// termRetired once maxExited more recent terminals have exited.
+	termExited
+	// termRetired: forgotten: its id is unknown, its ring and process are
+	// released. Final.
+	termRetired
+)
+
+// terminal is one command: its PTY process, its output ring, and the tool
+// call that started it. It is guarded by its session's mutex.
+type terminal struct {
+	id      string
+	line    string
+	cwd     string
+	size    ptyio.Size
+	call    *toolCall
+	started time.Time
+	state   termState
+
+	ring     *outputbuf.Ring      // its output; nil once retired
+	proc     ptyio.Process        // nil once retired
+	returned *ptyio.Status        // the shell's status, once it returned while others ran on
+	exit     *protocol.ExitStatus // once exited
+	hist     int                  // its position in the history
+}
+
+// announcement is the terminal's full terminal_update while it runs: what
+// a client needs to show it from scratch, but its output, which goes with
+// it on the connection.
+func (t *terminal) announcement() *protocol.TerminalUpdate {
+	return &protocol.TerminalUpdate{
+		SessionUpdate: protocol.KindTerminal, TerminalID: t.id,
+		Command: t.line, Cwd: t.cwd,
+		Size:         &protocol.TerminalSize{Cols: int(t.size.Cols), Rows: int(t.size.Rows)},
+		Capabilities: protocol.CapsCancel,
+	}
+}
+
+// exitedTerminal is the complete terminal_update of an exited terminal,
+// output included. The output no longer changes, so it travels as plain
+// data; it is encoded only when the update is written, so that a replay
+// of many terminals does not hold a copy of each output at once.
+type exitedTerminal struct {
+	update *protocol.TerminalUpdate
+	ring   *outputbuf.Ring // written no more
+}
+
+// exitedUpdate is the exited terminal as a whole: announcement, output
+// and exitStatus in one terminal_update.
+func (t *terminal) exitedUpdate() *exitedTerminal {
+	u := t.announcement()
+	u.ExitStatus, u.Capabilities = t.exit, protocol.CapsNone
+	return &exitedTerminal{u, t.ring}
+}
+
+// MarshalJSON writes the update with its output: a replacement of the
+// client's copy, whose _meta.shellagent.droppedBytes counts the bytes
+// before it that the ring no longer held.
+func (e *exitedTerminal) MarshalJSON() ([]byte, error) {
+	type output struct {
+		Data string `json:"data"`
+		Meta any    `json:"_meta,omitempty"`
+	}
+	data, end := e.ring.Snapshot()
+	out := output{Data: base64.StdEncoding.EncodeToString(data)}
+	if dropped := end - int64(len(data)); dropped > 0 {
+		out.Meta = map[string]any{"shellagent": map[string]any{"droppedBytes": dropped}}
+	}
+	return json.Marshal(struct {
+		*protocol.TerminalUpdate
+		Output output `json:"output"`
+	}{e.update, out})
+}
+
+// callState is where a tool call is in its life. Its wire status follows
+// from it: pending while asking or scheduled, in_progress while running,
+// then its outcome.
+type callState int
+
+const (
+	// callAsking: pending; its command waits for the user's permission
+	// (permission mode "ask"), holding the foreground turn or listed in
+	// the background. Out to callRunning once allowed; to callDone when
+	// refused, unanswered, withdrawn or cancelled.
+	callAsking callState = iota
+	// callScheduled: pending and listed: a job that waits to fire. Out to
+	// callDone when a wakeup fires or the job is cancelled.
+	callScheduled
+	// callRunning: in_progress; its command runs in its terminal. Out to
+	// callDone when the command exits in the foreground, leaves it, or
+	// fails to start.
+	callRunning
+	// callDone: its final status (completed, failed or cancelled) was
+	// reported; its terminal, if it has one, may run on in the background.
+	// Out to callRetired with its terminal, or, without one, once
+	// maxFinished more recent tool calls without a terminal have finished.
+	callDone
+	// callRetired: forgotten: its id is unknown. Final.
+	callRetired
+)
+
+// toolCall is a tool call of the session: a command's, or a scheduled job
+// (job != nil). It is guarded by its session's mutex.
+type toolCall struct {
+	id      string
+	title   string
+	kind    string
+	state   callState
+	outcome string                     // the final status, once done
+	input   any                        // rawInput
+	output  any                        // rawOutput, once reported
+	content []protocol.ToolCallContent // the current content
+	caps    protocol.Capabilities      // as last reported: nil (never), cancel, or cleared
+	term    *terminal                  // its command's terminal, once it runs
+	job     *job                       // the job it schedules
+	appr    *approval                  // while it asks for permission
+	hist    int                        // its position in the history
+}
+
+// status is the tool call's wire status.
+func (c *toolCall) status() string {
+	switch c.state {
+	case callAsking, callScheduled:
+		return protocol.StatusPending
+	case callRunning:
+		return protocol.StatusInProgress
+	}
+	return c.outcome
+}
+
+// cancellable reports whether tool_call/cancel applies: to a job that has
+// not ended, and to background work that waits for permission.
+func (c *toolCall) cancellable() bool {
+	return c.state == callScheduled || c.state == callAsking && c.appr != nil && c.appr.turn == nil
+}
+
+// update is the tool call's current state as a full tool_call_update.
+func (c *toolCall) update() *protocol.ToolCallUpdate {
+	switch {
+	case c.cancellable():
+		c.caps = protocol.CapsCancel
+	case c.caps != nil:
+		c.caps = protocol.CapsNone // advertised once: clearing it must be sent
+	}
+	return &protocol.ToolCallUpdate{
+		SessionUpdate: protocol.KindToolCall, ToolCallID: c.id, Title: c.title, Kind: c.kind,
+		Status: c.status(), RawInput: c.input, RawOutput: c.output, Content: c.content, Capabilities: c.caps,
+	}
+}
+
+// registry holds a session's work by id and retires finished work beyond
+// the retention limits. It is part of the session's state.
+type registry struct {
+	seq       map[string]int // last id issued per prefix: call, term
+	terminals map[string]*terminal
+	calls     map[string]*toolCall
+	exited    []*terminal // exited terminals that keep their output, oldest first
+	finished  []*toolCall // finished tool calls without a terminal, oldest first
+	retired   []entry     // work retired since the history last forgot it
+}
+
+func newRegistry() registry {
+	return registry{seq: make(map[string]int), terminals: make(map[string]*terminal), calls: make(map[string]*toolCall)}
+}
+
+// newID returns the next id with prefix: ids are never reused.
+func (r *registry) newID(prefix string) string {
+	r.seq[prefix]++
+	return prefix + "_" + strconv.Itoa(r.seq[prefix])
+}
+
+// newCall registers a new tool call in state.
+func (r *registry) newCall(state callState, kind, title string) *toolCall {
+	c := &toolCall{id: r.newID("call"), state: state, kind: kind, title: title}
+	r.calls[c.id] = c
+	return c
+}
+
+// addTerminal registers a launched terminal.
+func (r *registry) addTerminal(t *terminal) { r.terminals[t.id] = t }
+
+// finish gives a tool call its final status. One without a terminal
+// counts towards maxFinished; one with a terminal retires with it.
+func (r *registry) finish(c *toolCall, outcome string) {
+	c.state, c.outcome = callDone, outcome
+	if c.term != nil {
+		return
+	}
+	r.finished = append(r.finished, c)
+	if len(r.finished) > maxFinished {
+		r.retireCall(r.finished[0])
+		r.finished = slices.Delete(r.finished, 0, 1)
+	}
+}
+
+// exit records that a terminal exited: it keeps its output (shrunk to
+// what it holds), and the oldest exited terminal beyond maxExited retires.
+func (r *registry) exit(t *terminal) {
+	t.state = termExited
+	t.ring.Compact()
+	r.exited = append(r.exited, t)
+	if len(r.exited) > maxExited {
+		old := r.exited[0]
+		r.exited = slices.Delete(r.exited, 0, 1)
+		old.state = termRetired
+		old.ring, old.proc = nil, nil
+		delete(r.terminals, old.id)
+		r.retired = append(r.retired, entry{term: old})
+		r.retireCall(old.call)
+	}
+}
+
+func (r *registry) retireCall(c *toolCall) {
+	c.state = callRetired
+	c.content, c.input, c.output, c.job, c.term = nil, nil, nil, nil, nil
+	delete(r.calls, c.id)
+	r.retired = append(r.retired, entry{call: c})
+}
+
+// live reports whether any terminal runs.
+func (r *registry) live() bool {
+	for _, t := range r.terminals {
+		if t.state < termExited {
+			return true
+		}
+	}
+	return false
+}
+
+// unfinished returns the tool calls that have not reached a final status,
+// oldest first.
+func (r *registry) unfinished() []*toolCall {
+	var out []*toolCall
+	for _, c := range r.calls {
+		if c.state < callDone {
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b *toolCall) int { return cmp.Compare(idNumber(a.id), idNumber(b.id)) })
+	return out
+}
+
+// running returns the terminals that run and are not being stopped,
+// oldest first.
+func (r *registry) running() []*terminal {
+	var out []*terminal
+	for _, t := range r.terminals {
+		if t.state == termRunning {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b *terminal) int { return cmp.Compare(idNumber(a.id), idNumber(b.id)) })
+	return out
+}
+
+// idNumber is the sequence number of an id such as term_12.
+func idNumber(id string) int {
+	n, _ := strconv.Atoi(id[strings.LastIndexByte(id, '_')+1:]) // Safe: every id comes from newID.
+	return n
+}
