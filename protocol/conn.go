@@ -52,7 +52,9 @@ type Agent interface {
 	// $/cancel_request before it is answered.
 	Prompt(ctx context.Context, c Client, p *PromptRequest, reply Reply)
 	CancelSession(c Client, p *CancelSessionNotification)
-	CancelTerminal(c Client, p *CancelTerminalRequest) error
+	// CancelTerminal answers through reply before it signals the
+	// terminal, so the answer goes out before the exit status it causes.
+	CancelTerminal(c Client, p *CancelTerminalRequest, reply Reply)
 	CancelToolCall(c Client, p *CancelToolCallRequest, reply Reply)
 	SetConfigOption(c Client, p *SetConfigOptionRequest) (*SetConfigOptionResponse, error)
 }
@@ -327,8 +329,8 @@ var requests = map[string]handler{
 	"session/set_config_option": answeredAtOnce(func(c *Conn, p *SetConfigOptionRequest) (any, error) {
 		return c.agent.SetConfigOption(c, p)
 	}),
-	"terminal/cancel": answeredAtOnce(func(c *Conn, p *CancelTerminalRequest) (any, error) {
-		return struct{}{}, c.agent.CancelTerminal(c, p)
+	"terminal/cancel": answeredByReply(func(_ context.Context, c *Conn, p *CancelTerminalRequest, reply Reply) {
+		c.agent.CancelTerminal(c, p, reply)
 	}),
 	"session/close": answeredByReply(func(_ context.Context, c *Conn, p *CloseSessionRequest, reply Reply) {
 		c.agent.CloseSession(c, p, reply)
