@@ -28,6 +28,11 @@ type Client interface {
 	// has an exitStatus sends the rest of it and stops. Pass the same out
 	// for every update of a terminal.
 	UpdateTerminal(sessionID string, u *TerminalUpdate, out OutputSource, mode OutputMode)
+	// Release says that the session no longer reports to this client
+	// (another connection resumed it): what was queued for it still goes
+	// out, but its terminals' output is no longer streamed, nor held back
+	// for this client.
+	Release(sessionID string)
 	// RequestPermission sends session/request_permission and calls done
 	// with the answer, or with an error when ctx ends first (the request is
 	// then withdrawn with $/cancel_request) or the connection closes. done
@@ -122,6 +127,9 @@ func (c *Conn) Update(sessionID string, update any) { c.w.update(sessionID, upda
 func (c *Conn) UpdateTerminal(sessionID string, u *TerminalUpdate, out OutputSource, mode OutputMode) {
 	c.w.updateTerminal(sessionID, u, out, mode)
 }
+
+// Release implements Client.
+func (c *Conn) Release(sessionID string) { c.w.release(sessionID) }
 
 // RequestPermission implements Client.
 func (c *Conn) RequestPermission(ctx context.Context, p *PermissionRequest, done func(*PermissionResponse, error)) {

@@ -110,6 +110,8 @@ func (c *quietClient) Update(_ string, u any) {
 	}
 }
 
+func (c *quietClient) Release(string) {}
+
 func (c *quietClient) UpdateTerminal(string, *protocol.TerminalUpdate, protocol.OutputSource, protocol.OutputMode) {
 }
 

@@ -230,6 +230,9 @@ func (s *Session) resume(c protocol.Client, p *protocol.ResumeSessionRequest) (r
 			err = protocol.SessionNotFound(s.id)
 			return
 		}
+		if old := st.out.client; old != nil && old != c {
+			old.Release(s.id)
+		}
 		st.out.client = c
 		delivered := map[any]bool{}
 		if replay {
