@@ -28,6 +28,11 @@ type Client interface {
 	// has an exitStatus sends the rest of it and stops. Pass the same out
 	// for every update of a terminal.
 	UpdateTerminal(sessionID string, u *TerminalUpdate, out OutputSource, mode OutputMode)
+	// Release says that the session no longer reports to this client
+	// (another connection resumed it): what was queued for it still goes
+	// out, but its terminals' output is no longer streamed, nor held back
+	// for this client.
+	Release(sessionID string)
 	// RequestPermission sends session/request_permission and calls done
 	// with the answer, or with an error when ctx ends first (the request is
 	// then withdrawn with $/cancel_request) or the connection closes. done
@@ -52,7 +57,9 @@ type Agent interface {
 	// $/cancel_request before it is answered.
 	Prompt(ctx context.Context, c Client, p *PromptRequest, reply Reply)
 	CancelSession(c Client, p *CancelSessionNotification)
-	CancelTerminal(c Client, p *CancelTerminalRequest) error
+	// CancelTerminal answers through reply before it signals the
+	// terminal, so the answer goes out before the exit status it causes.
+	CancelTerminal(c Client, p *CancelTerminalRequest, reply Reply)
 	CancelToolCall(c Client, p *CancelToolCallRequest, reply Reply)
 	SetConfigOption(c Client, p *SetConfigOptionRequest) (*SetConfigOptionResponse, error)
 }
@@ -130,6 +137,9 @@ func (c *Conn) Update(sessionID string, update any) { c.w.update(sessionID, upda
 func (c *Conn) UpdateTerminal(sessionID string, u *TerminalUpdate, out OutputSource, mode OutputMode) {
 	c.w.updateTerminal(sessionID, u, out, mode)
 }
+
+// Release implements Client.
+func (c *Conn) Release(sessionID string) { c.w.release(sessionID) }
 
 // RequestPermission implements Client.
 func (c *Conn) RequestPermission(ctx context.Context, p *PermissionRequest, done func(*PermissionResponse, error)) {
@@ -395,8 +405,8 @@ var requests = map[string]handler{
 	"session/set_config_option": answeredAtOnce(func(c *Conn, p *SetConfigOptionRequest) (any, error) {
 		return c.agent.SetConfigOption(c, p)
 	}),
-	"terminal/cancel": answeredAtOnce(func(c *Conn, p *CancelTerminalRequest) (any, error) {
-		return struct{}{}, c.agent.CancelTerminal(c, p)
+	"terminal/cancel": answeredByReply(func(_ context.Context, c *Conn, p *CancelTerminalRequest, reply Reply) {
+		c.agent.CancelTerminal(c, p, reply)
 	}),
 	"session/close": answeredByReply(func(_ context.Context, c *Conn, p *CloseSessionRequest, reply Reply) {
 		c.agent.CloseSession(c, p, reply)

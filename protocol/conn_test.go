@@ -32,7 +32,7 @@ func (stubAgent) Prompt(ctx context.Context, _ Client, _ *PromptRequest, reply R
 	context.AfterFunc(ctx, func() { reply(nil, RequestCancelled("withdrawn")) })
 }
 func (stubAgent) CancelSession(Client, *CancelSessionNotification)           {}
-func (stubAgent) CancelTerminal(Client, *CancelTerminalRequest) error        { return nil }
+func (stubAgent) CancelTerminal(_ Client, _ *CancelTerminalRequest, r Reply) { r(struct{}{}, nil) }
 func (stubAgent) CancelToolCall(_ Client, _ *CancelToolCallRequest, r Reply) { r(struct{}{}, nil) }
 func (stubAgent) SetConfigOption(Client, *SetConfigOptionRequest) (*SetConfigOptionResponse, error) {
 	return &SetConfigOptionResponse{}, nil

@@ -190,6 +190,20 @@ func (w *writer) dropFinished() {
 	}
 }
 
+// release stops following the terminals of session: their output is no
+// longer streamed, nor held back for this peer.
+func (w *writer) release(session string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for key, s := range w.streams {
+		if key.session == session {
+			s.closed.Store(true)
+			s.follower.Stop()
+			delete(w.streams, key)
+		}
+	}
+}
+
 func (w *writer) poke() {
 	select {
 	case w.wake <- struct{}{}:

@@ -17,6 +17,8 @@ type sent struct {
 
 func (c *sent) Update(_ string, u any) { c.updates = append(c.updates, u) }
 
+func (c *sent) Release(string) {}
+
 func (c *sent) UpdateTerminal(_ string, u *protocol.TerminalUpdate, _ protocol.OutputSource, mode protocol.OutputMode) {
 	c.updates = append(c.updates, u)
 	c.modes = append(c.modes, mode)

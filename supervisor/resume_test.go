@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"shellagent/protocol"
 	"shellagent/protocol/acptest"
@@ -23,6 +24,38 @@ func (h *harness) release(name string) {
 	if err := os.WriteFile(filepath.Join(h.cwd, name), nil, 0o644); err != nil {
 		h.t.Fatal(err)
 	}
+}
+
+// TestReattachWhileTheFirstConnectionStaysOpen: a session resumed from
+// another connection stops reporting to the first one, which stays open:
+// its terminals' output goes to the new connection only, and the first no
+// longer follows (nor holds back) their rings.
+func TestReattachWhileTheFirstConnectionStaysOpen(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{Detached: KeepDetached})
+	a := h.on(h.connect())
+	sid := a.newSession()
+	a.run(sid, "/bg echo one; "+trigger("go")+"; echo two; sleep 30")
+	a.output(sid, "term_1", "one")
+
+	b := h.on(h.connect())
+	b.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": h.cwd}, nil)
+	seen := len(a.c.Transcript())
+	h.release("go")
+	b.output(sid, "term_1", "two")
+	// What A's writer would send after the release is already on its way:
+	// give it time, then a round trip.
+	time.Sleep(200 * time.Millisecond)
+	a.c.MustCall("session/list", map[string]any{}, nil)
+	for _, m := range a.c.Transcript()[seen:] {
+		if m.SessionID == sid {
+			t.Errorf("A got %s after B resumed the session", m.Raw)
+		}
+	}
+	if out := string(a.c.Output(sid, "term_1")); out != "one\r\n" {
+		t.Errorf("A's copy of term_1 is %q, want only what came before the resume", out)
+	}
+	b.c.MustCall("session/close", map[string]string{"sessionId": sid}, nil)
 }
 
 // TestReattachAfterTheConnectionWentAway: under KeepDetached, a session

@@ -110,6 +110,8 @@ func (c *quietClient) Update(_ string, u any) {
 	}
 }
 
+func (c *quietClient) Release(string) {}
+
 func (c *quietClient) UpdateTerminal(string, *protocol.TerminalUpdate, protocol.OutputSource, protocol.OutputMode) {
 }
 
@@ -175,7 +177,9 @@ func TestRetentionHoldsOnlyRecentExitedTerminals(t *testing.T) {
 		t.Errorf("after %d commands the session holds %+v; want the output of the last %d", commands, got, maxExited)
 	}
 	// The oldest are forgotten: unknown, still -32602.
-	if err := h.sup.CancelTerminal(c, &protocol.CancelTerminalRequest{SessionID: sid, TerminalID: "term_1"}); !isInvalidParams(err) {
+	var err error
+	h.sup.CancelTerminal(c, &protocol.CancelTerminalRequest{SessionID: sid, TerminalID: "term_1"}, func(_ any, e error) { err = e })
+	if !isInvalidParams(err) {
 		t.Errorf("cancel of a retired terminal: %v", err)
 	}
 }

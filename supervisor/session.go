@@ -167,10 +167,14 @@ func (s *Session) cancel() {
 	})
 }
 
-// cancelTerminal serves terminal/cancel.
-func (s *Session) cancelTerminal(id string) (err error) {
-	s.do(func(st *state) { err = st.stopTerminal(id) })
-	return err
+// cancelTerminal serves terminal/cancel: the answer goes out first, then
+// what the stop causes (the exit status).
+func (s *Session) cancelTerminal(id string, reply protocol.Reply) {
+	s.do(func(st *state) {
+		if err := st.stopTerminal(id, func() { reply(struct{}{}, nil) }); err != nil {
+			reply(nil, err)
+		}
+	})
 }
 
 // cancelToolCall serves tool_call/cancel: the answer goes out first, then
@@ -225,6 +229,9 @@ func (s *Session) resume(c protocol.Client, p *protocol.ResumeSessionRequest) (r
 		if st.life != sessionOpen {
 			err = protocol.SessionNotFound(s.id)
 			return
+		}
+		if old := st.out.client; old != nil && old != c {
+			old.Release(s.id)
 		}
 		st.out.client = c
 		delivered := map[any]bool{}
@@ -432,7 +439,7 @@ func (st *state) act(in input) {
 // methods, told as an agent message.
 func (st *state) stopByID(id string) {
 	if st.work.terminals[id] != nil || st.work.calls[id] == nil {
-		if err := st.stopTerminal(id); err != nil {
+		if err := st.stopTerminal(id, nil); err != nil {
 			st.out.agentMessage("Cannot stop " + id + ": " + errorMessage(err) + ".")
 			return
 		}
@@ -456,14 +463,18 @@ func errorMessage(err error) string {
 }
 
 // stopTerminal accepts terminal/cancel of a running terminal and starts
-// (or, the second time, hurries) its stop.
-func (st *state) stopTerminal(id string) error {
+// (or, the second time, hurries) its stop. accepted, if not nil, runs
+// between the two, so that an answer goes out before what the stop causes.
+func (st *state) stopTerminal(id string, accepted func()) error {
 	t := st.work.terminals[id]
 	switch {
 	case t == nil:
 		return protocol.InvalidParams("terminalId: no terminal %q in this session", id)
 	case t.state >= termExited:
 		return protocol.InvalidParams("terminalId: %s has already exited", id)
+	}
+	if accepted != nil {
+		accepted()
 	}
 	t.stop(st.settings.killGrace)
 	return nil

@@ -231,12 +231,13 @@ func (sv *Supervisor) CancelSession(_ protocol.Client, p *protocol.CancelSession
 }
 
 // CancelTerminal implements protocol.Agent.
-func (sv *Supervisor) CancelTerminal(_ protocol.Client, p *protocol.CancelTerminalRequest) error {
+func (sv *Supervisor) CancelTerminal(_ protocol.Client, p *protocol.CancelTerminalRequest, reply protocol.Reply) {
 	s, err := sv.session(p.SessionID)
 	if err != nil {
-		return err
+		reply(nil, err)
+		return
 	}
-	return s.cancelTerminal(p.TerminalID)
+	s.cancelTerminal(p.TerminalID, reply)
 }
 
 // CancelToolCall implements protocol.Agent.

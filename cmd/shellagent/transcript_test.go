@@ -181,17 +181,12 @@ func (s *script) output(id, want string) *acptest.Msg {
 	})
 }
 
-// cancelTerminal sends terminal/cancel and waits for its answer and for
-// the snapshot that leaves n items listed, in either order (see
-// racyAnswers).
+// cancelTerminal sends terminal/cancel and waits for its answer, then for
+// the snapshot that leaves n items listed.
 func (s *script) cancelTerminal(id string, n int) {
 	s.t.Helper()
-	start := s.last
-	answer := s.call("terminal/cancel", map[string]string{"sessionId": s.sid, "terminalId": id})
-	s.last = start
-	if idle := s.idle("", n); answer.Seq > idle.Seq {
-		s.last = answer
-	}
+	s.call("terminal/cancel", map[string]string{"sessionId": s.sid, "terminalId": id})
+	s.idle("", n)
 }
 
 // open initializes and creates a session.
@@ -241,41 +236,7 @@ func (s *script) finish() []byte {
 			lines = append(lines, goldenLine{from: "agent", raw: string(msgs[i].Raw)})
 		}
 	}
-	return render(mergeChunks(answersFirst(lines)), s.cwd)
-}
-
-// racyAnswers are the methods whose answer the agent writes from another
-// goroutine than the updates the request causes: the answer to
-// terminal/cancel may follow the exitStatus it leads to. answersFirst puts
-// such an answer right after its request, where it nearly always is.
-var racyAnswers = map[string]bool{"terminal/cancel": true}
-
-// answersFirst moves the answer to each request of racyAnswers right after
-// the request.
-func answersFirst(lines []goldenLine) []goldenLine {
-	for i, l := range lines {
-		var req struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-		}
-		if l.from != "client" || json.Unmarshal([]byte(l.raw), &req) != nil || !racyAnswers[req.Method] {
-			continue
-		}
-		for j := i + 1; j < len(lines); j++ {
-			var resp struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-			}
-			if lines[j].from != "agent" || json.Unmarshal([]byte(lines[j].raw), &resp) != nil || resp.Method != "" || string(resp.ID) != string(req.ID) {
-				continue
-			}
-			answer := lines[j]
-			copy(lines[i+2:j+1], lines[i+1:j])
-			lines[i+1] = answer
-			break
-		}
-	}
-	return lines
+	return render(mergeChunks(lines), s.cwd)
 }
 
 // goldenLine is one line of a transcript before rendering.
