@@ -53,6 +53,10 @@ var _ Client = (*v1Front)(nil)
 type v1Session struct {
 	busy bool      // foreground work under way: the last state was not idle
 	turn *v1Prompt // the prompt whose turn is under way
+	// released: the session reports to another connection now (Release),
+	// so no turn of it ends here; a prompt of this connection that the
+	// Agent inserts later is answered at once.
+	released bool
 
 	// While the session is resumed, what the Agent reports waits until the
 	// response has gone out: a v1 client knows the session only then.
@@ -108,6 +112,21 @@ func (f *v1Front) UpdateTerminal(sessionID string, u *TerminalUpdate, out Output
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.session(sessionID).emit(func() { f.c.w.updateTerminal(sessionID, u, out, mode) })
+}
+
+// Release implements Client. The turn under way here is answered
+// end_turn: its end is reported to the connection that resumed the
+// session.
+func (f *v1Front) Release(sessionID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.session(sessionID)
+	s.emit(func() { f.c.w.release(sessionID) })
+	if s.turn != nil {
+		f.answer(s, s.turn, StopEndTurn)
+		s.turn = nil
+	}
+	s.busy, s.released = false, true
 }
 
 // RequestPermission implements Client: the request in v1's shape.
@@ -167,6 +186,10 @@ func (f *v1Front) inserted(sessionID string, pr *v1Prompt, err error) {
 		return
 	}
 	s := f.session(sessionID)
+	if s.released {
+		f.answer(s, pr, StopEndTurn)
+		return
+	}
 	if s.busy {
 		pr.immediate = true
 		if pr.returned {
@@ -203,7 +226,7 @@ func (f *v1Front) resumeSession(p *ResumeSessionRequest) (any, func(), error) {
 	p.ReplayFrom = nil // not part of v1
 	f.mu.Lock()
 	s := f.session(p.SessionID)
-	s.resuming = true
+	s.resuming, s.released = true, false
 	f.mu.Unlock()
 	resp, err := f.c.agent.ResumeSession(f, p)
 	release := func(send bool) {

@@ -196,3 +196,25 @@ func FuzzRequestV1(f *testing.F) {
 		checkOneLine(t, &turnAgent{noHold: true}, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":1}}`, line)
 	})
 }
+
+// TestV1Release: when another connection resumes the session, the turn
+// under way here ends (its end is reported there), and so does a prompt of
+// this connection that the Agent inserts later.
+func TestV1Release(t *testing.T) {
+	t.Parallel()
+	a := &turnAgent{}
+	w := newV1Wire(t, a)
+	w.send(prompt(1, "hold"))
+	w.send(`{"jsonrpc":"2.0","id":2,"method":"session/list","params":{}}`) // the prompt is in
+	if got := said(w.recv()); !strings.HasPrefix(got, "2:") {
+		t.Fatalf("got %s", got)
+	}
+	w.conn.v1.Release("s")
+	if got := said(w.recv()); got != `1:{"stopReason":"end_turn"}` {
+		t.Fatalf("the turn under way: %s", got)
+	}
+	w.send(prompt(3, "ls")) // the Agent would report it elsewhere; here it reports it to us
+	if got := said(w.recv()); got != `3:{"stopReason":"end_turn"}` {
+		t.Fatalf("a prompt after the release: %s", got)
+	}
+}
