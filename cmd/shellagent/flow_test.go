@@ -305,3 +305,36 @@ func rss(t *testing.T, pid int) int {
 	t.Fatal("no VmRSS")
 	return 0
 }
+
+// A client that stops reading while 20 "/every 1s" jobs fire for a minute:
+// the agent's memory stays flat, because superseded control messages are
+// coalesced, finished work the client never heard of is dropped beyond the
+// retention limit, and retired terminals let go of their output. When the
+// client reads again, what it gets still follows every ordering rule (the
+// strict client checks the transcript when the test ends).
+func TestStalledClientWithRecurringJobsKeepsMemoryFlat(t *testing.T) {
+	t.Parallel()
+	const jobs = 20
+	a := startFlowAgent(t, binary, 0)
+	for i := range jobs {
+		a.c.MustCall("session/prompt", map[string]any{"sessionId": a.sid, "prompt": []map[string]string{{"type": "text", "text": fmt.Sprintf("/every 1s echo tick %d", i)}}}, nil)
+	}
+	a.c.WaitFor("a firing", func(m *acptest.Msg) bool { return m.TerminalID() != "" && m.ExitStatus() != nil })
+	a.out.pause(true)
+	pid := a.cmd.Process.Pid
+	// The first seconds fill the queue up to what coalescing keeps and the
+	// registry up to its retention limits; from then on nothing may grow.
+	time.Sleep(15 * time.Second)
+	settled, peak := rss(t, pid), 0
+	for end := time.Now().Add(45 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		peak = max(peak, rss(t, pid))
+	}
+	a.out.pause(false)
+	t.Logf("agent RSS %d KiB after 15 s of a stalled client, peak %d KiB over the next 45 s", settled>>10, peak>>10)
+	if limit := settled + 4<<20; peak > limit {
+		t.Errorf("agent RSS grew from %d KiB to %d KiB while the client stalled, want at most %d KiB", settled>>10, peak>>10, limit>>10)
+	}
+	// The client catches up: a later request is answered after everything
+	// that was queued.
+	a.c.MustCall("session/list", map[string]any{}, nil)
+}
