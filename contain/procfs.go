@@ -22,12 +22,34 @@ type proc struct {
 	flags                uint64
 	start                uint64 // start time, in clock ticks since boot
 	exitCode             int    // the wait status once exiting (as waitpid encodes it)
+	sigIgnore, sigCatch  uint64 // signals ignored and caught, bit sig-1
 }
 
 // live reports whether the process runs and has not begun to exit. A zombie
 // holds a pid but runs nothing.
 func (p proc) live() bool {
 	return p.state != 'Z' && p.state != 'X' && p.state != 'x' && p.flags&pfExiting == 0
+}
+
+// dieOf returns the first of sigs whose default action, which the process
+// keeps (it neither catches nor ignores it), ends the process; 0 if none.
+func (p proc) dieOf(sigs []unix.Signal) unix.Signal {
+	for _, sig := range sigs {
+		bit := uint64(1) << (sig - 1)
+		if (p.sigIgnore|p.sigCatch)&bit == 0 && terminates(sig) {
+			return sig
+		}
+	}
+	return 0
+}
+
+// terminates reports whether sig's default action ends the process.
+func terminates(sig unix.Signal) bool {
+	switch sig {
+	case unix.SIGCONT, unix.SIGCHLD, unix.SIGURG, unix.SIGWINCH, unix.SIGSTOP, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU:
+		return false
+	}
+	return true
 }
 
 // zombie reports whether the process has exited and waits to be reaped.
@@ -70,6 +92,7 @@ func parseStat(pid int, b []byte) (proc, bool) {
 		pid: pid, state: f[0][0],
 		ppid: int(num(1)), pgid: int(num(2)), sid: int(num(3)),
 		flags: num(6), start: num(19),
+		sigIgnore: num(30), sigCatch: num(31),
 	}
 	if len(f) > 49 { // exit_code, Linux 3.5 and later
 		p.exitCode = int(num(49))

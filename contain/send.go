@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -46,26 +47,36 @@ func signalProcess(pid int, sigs []unix.Signal, kill bool, belongs func(proc) bo
 	if !before.live() {
 		return false, nil
 	}
-	return kill || reachedAfter(pid, before.start, sigs), nil
+	return kill || reachedAfter(pid, before, sigs), nil
 }
 
+// fatalWait bounds how long reachedAfter waits for a process that keeps
+// the default action of a signal it was sent to die of it.
+const fatalWait = 50 * time.Millisecond
+
 // reachedAfter looks at a process that was live just before sigs were sent
-// to it and tells whether they reached it alive; see signalProcess.
-func reachedAfter(pid int, start uint64, sigs []unix.Signal) bool {
-	for range 1000 {
+// to it and tells whether they reached it alive; see signalProcess. A
+// process that handles the signals was reached if it still runs. One that
+// keeps the default action of one of them dies of it, unless it was
+// already on its way out (in exit_group, where no signal is acted on), so
+// its end tells: it ended by the signal, or with its own exit code.
+func reachedAfter(pid int, before proc, sigs []unix.Signal) bool {
+	fatal := before.dieOf(sigs) != 0
+	deadline := time.Now().Add(fatalWait)
+	for {
 		p, ok := readProc(pid)
 		switch {
-		case !ok || p.start != start:
+		case !ok || p.start != before.start:
 			return true // reaped already: most likely ended by the signal
-		case p.live():
+		case p.live() && (!fatal || time.Now().After(deadline)):
 			return true
 		case p.exitCode != 0 || p.zombie():
 			return killedBy(p.exitCode, sigs)
 		}
-		// Exiting, and its status is not written yet: it will be soon.
+		// Exiting and its status not written yet, or about to act on a
+		// fatal signal: either is a matter of microseconds.
 		runtime.Gosched()
 	}
-	return true
 }
 
 // killedBy reports whether a wait status says a signal in sigs ended the

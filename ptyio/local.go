@@ -286,8 +286,10 @@ func (p *local) run() {
 		p.ev.ShellReturned(status)
 		<-p.group.Done()
 	}
-	errs = append(errs, p.shell.reap(), p.shell.close(), p.drain(), p.master.Close())
 
+	// The stop ends before the shell is reaped: a signal racing the
+	// shell's own exit is judged by its zombie's status (see contain),
+	// which reaping would take away.
 	p.mu.Lock()
 	p.done = true
 	esc := p.esc
@@ -300,6 +302,7 @@ func (p *local) run() {
 		}
 		errs = append(errs, esc.Err())
 	}
+	errs = append(errs, p.shell.reap(), p.shell.close(), p.drain(), p.master.Close())
 	errs = append(errs, p.group.Close())
 	if exit.Err = errors.Join(errs...); exit.Err != nil {
 		exit.Err = fmt.Errorf("terminal of %d: %w", p.pid, exit.Err)
