@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -362,6 +363,30 @@ func TestWriterResumeSnapshot(t *testing.T) {
 	}
 	if string(got) != "hello world" {
 		t.Errorf("client holds %q", got)
+	}
+}
+
+// An exited terminal replayed in one update: its output as a replacement,
+// with the bytes its ring no longer holds counted, and its exitStatus.
+func TestWriterReplacesAnExitedTerminal(t *testing.T) {
+	for _, tt := range []struct {
+		written int
+		dropped int64
+	}{{10, 0}, {100, 36}} {
+		g := newGate()
+		w := newWriter(g, discardLog(), 0)
+		ring := outputbuf.New(64)
+		for i := range tt.written {
+			ring.Write([]byte(strconv.Itoa(i % 10)))
+		}
+		ring.Compact() // as a retained exited terminal's is
+		code := 3
+		w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_1", Command: "x", ExitStatus: &ExitStatus{ExitCode: &code}, Capabilities: CapsNone}, source{ring}, ReplaceOutput)
+		w.close()
+		evs := decodeLines(t, g.buf.Bytes())
+		if len(evs) != 1 || !evs[0].snapshot || !evs[0].exit || len(evs[0].data) != min(tt.written, 64) || evs[0].dropped != tt.dropped {
+			t.Errorf("%d bytes written: %+v, want one update with the last %d bytes, %d dropped, and the exit", tt.written, evs, min(tt.written, 64), tt.dropped)
+		}
 	}
 }
 

@@ -154,7 +154,7 @@ func (o *outbox) replay() (delivered map[any]bool) {
 			o.send(e.call.update())
 			delivered[e.call] = true
 		case e.term.state == termExited:
-			o.send(e.term.exitedUpdate())
+			o.sendTerminal(e.term, e.term.exitedUpdate(), protocol.ReplaceOutput)
 			delivered[e.term] = true
 		default:
 			o.sendTerminal(e.term, e.term.announcement(), protocol.ReplaceOutput)

@@ -59,17 +59,19 @@ func TestOutboxReplay(t *testing.T) {
 		case *protocol.ToolCallUpdate:
 			got = append(got, u.ToolCallID+" "+u.Status)
 		case *protocol.TerminalUpdate:
-			got = append(got, u.TerminalID)
-		case *exitedTerminal:
-			got = append(got, u.update.TerminalID+" exited")
+			if u.ExitStatus != nil {
+				got = append(got, u.TerminalID+" exited")
+			} else {
+				got = append(got, u.TerminalID)
+			}
 		}
 	}
 	want := []string{"msg_1", "call_1 completed", "term_1", "term_2 exited", "msg_2"}
 	if mustJSON(got) != mustJSON(want) {
 		t.Errorf("replay sent %v, want %v", got, want)
 	}
-	if len(c.modes) != 1 || c.modes[0] != protocol.ReplaceOutput {
-		t.Errorf("the running terminal went out as %v, want a replacement", c.modes)
+	if len(c.modes) != 2 || c.modes[0] != protocol.ReplaceOutput || c.modes[1] != protocol.ReplaceOutput {
+		t.Errorf("the terminals went out as %v, want replacements", c.modes)
 	}
 	if !delivered[running] || !delivered[live] || !delivered[exited] || delivered[gone] {
 		t.Errorf("delivered %v", delivered)

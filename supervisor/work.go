@@ -2,8 +2,6 @@ package supervisor
 
 import (
 	"cmp"
-	"encoding/base64"
-	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -83,40 +81,13 @@ func (t *terminal) announcement() *protocol.TerminalUpdate {
 	}
 }
 
-// exitedTerminal is the complete terminal_update of an exited terminal,
-// output included. The output no longer changes, so it travels as plain
-// data; it is encoded only when the update is written, so that a replay
-// of many terminals does not hold a copy of each output at once.
-type exitedTerminal struct {
-	update *protocol.TerminalUpdate
-	ring   *outputbuf.Ring // written no more
-}
-
-// exitedUpdate is the exited terminal as a whole: announcement, output
-// and exitStatus in one terminal_update.
-func (t *terminal) exitedUpdate() *exitedTerminal {
+// exitedUpdate is the exited terminal as a whole: its announcement and
+// exitStatus in one terminal_update, to send with its output as a
+// replacement (a replay).
+func (t *terminal) exitedUpdate() *protocol.TerminalUpdate {
 	u := t.announcement()
 	u.ExitStatus, u.Capabilities = t.exit, protocol.CapsNone
-	return &exitedTerminal{u, t.ring}
-}
-
-// MarshalJSON writes the update with its output: a replacement of the
-// client's copy, whose _meta.shellagent.droppedBytes counts the bytes
-// before it that the ring no longer held.
-func (e *exitedTerminal) MarshalJSON() ([]byte, error) {
-	type output struct {
-		Data string `json:"data"`
-		Meta any    `json:"_meta,omitempty"`
-	}
-	data, end := e.ring.Snapshot()
-	out := output{Data: base64.StdEncoding.EncodeToString(data)}
-	if dropped := end - int64(len(data)); dropped > 0 {
-		out.Meta = map[string]any{"shellagent": map[string]any{"droppedBytes": dropped}}
-	}
-	return json.Marshal(struct {
-		*protocol.TerminalUpdate
-		Output output `json:"output"`
-	}{e.update, out})
+	return u
 }
 
 // callState is where a tool call is in its life. Its wire status follows
