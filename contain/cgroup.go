@@ -122,14 +122,12 @@ func openCgroups(inst instance) (*cgroupTree, error) {
 		return nil, fmt.Errorf("create cgroup: %w", err)
 	}
 	if err := probeCloneInto(t.dir); err != nil {
-		t.remove()
-		return nil, err
+		return nil, errors.Join(err, t.remove())
 	}
 	_, err = os.Stat(filepath.Join(t.dir, "cgroup.kill"))
 	t.hasKill = err == nil
 	if t.w, err = newWatcher(); err != nil {
-		t.remove()
-		return nil, err
+		return nil, errors.Join(err, t.remove())
 	}
 	return t, nil
 }

@@ -125,7 +125,8 @@ func (c *Conn) Done() <-chan struct{} { return c.rpc.DisconnectNotify() }
 // Updates queued after Close are dropped.
 func (c *Conn) Close() {
 	c.closeOnce.Do(func() {
-		c.rpc.Close()
+		// Best effort: jsonrpc2 reports only that it was closed already.
+		_ = c.rpc.Close()
 		c.w.close()
 	})
 }
@@ -159,7 +160,9 @@ func (c *Conn) requestPermission(ctx context.Context, p any, done func(*Permissi
 		var resp PermissionResponse
 		err := call.Wait(ctx, &resp)
 		if ctx.Err() != nil {
-			c.rpc.Notify(context.Background(), "$/cancel_request", map[string]any{"requestId": id.Str})
+			// Best effort: it fails only on a closed connection, where the
+			// request is moot anyway.
+			_ = c.rpc.Notify(context.Background(), "$/cancel_request", map[string]any{"requestId": id.Str})
 			done(nil, ctx.Err())
 			return
 		}
@@ -181,7 +184,7 @@ func (h rpcHandler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Re
 		if c.initialized.Load() {
 			defer func() {
 				if r := recover(); r != nil {
-					c.panicked(req, r)
+					_ = c.panicked(req, r) // logged; a notification has no answer to carry it
 				}
 			}()
 			c.handleNotification(req)
@@ -265,10 +268,10 @@ func (c *Conn) send(id jsonrpc2.ID, result any, err error) {
 	// Neither call fails but for a closed connection or a result that does
 	// not marshal, which jsonrpc2 logs; there is nobody else to tell.
 	if err != nil {
-		c.rpc.ReplyWithError(context.Background(), id, toRPC(err))
+		_ = c.rpc.ReplyWithError(context.Background(), id, toRPC(err))
 		return
 	}
-	c.rpc.Reply(context.Background(), id, result)
+	_ = c.rpc.Reply(context.Background(), id, result)
 }
 
 // withdraw serves $/cancel_request for a request still waiting for its

@@ -55,8 +55,8 @@ func (acpV2) appendUpdate(dst []byte, session string, update any) ([]byte, error
 }
 
 func (acpV2) output(session, terminal string) outputEncoder {
-	sid, _ := json.Marshal(session) // strings always marshal
-	tid, _ := json.Marshal(terminal)
+	sid, _ := json.Marshal(session)  // strings always marshal
+	tid, _ := json.Marshal(terminal) // likewise
 	const (
 		head1 = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":`
 		head2 = `,"update":`

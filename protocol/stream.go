@@ -266,7 +266,7 @@ func errorResponse(id json.RawMessage, code int64, msg string) []byte {
 	if id == nil {
 		id = json.RawMessage("null")
 	}
-	b, _ := json.Marshal(struct {
+	b, _ := json.Marshal(struct { // Safe: strings, an int and a valid raw id always marshal
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Error   struct {

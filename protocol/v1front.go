@@ -295,7 +295,7 @@ func v1AtOnce[T any, P params[T]](f func(v *v1Front, p P) (result any, follow fu
 			if r := recover(); r != nil && !answered {
 				reply(nil, c.panicked(req, r))
 			} else if r != nil {
-				c.panicked(req, r)
+				_ = c.panicked(req, r) // logged; the request was answered already
 			}
 		}()
 		result, follow, err := f(c.v1, p)

@@ -47,16 +47,17 @@ func startBinary(t reporter, path string, args []string, env []string, opts ...O
 	}
 	cmd.Stdout = pw
 	if err := cmd.Start(); err != nil {
-		pr.Close()
-		pw.Close()
+		// Best effort: the test ends here; a pipe's Close fails only if
+		// it was closed already.
+		_, _ = pr.Close(), pw.Close()
 		t.Fatalf("acptest: starting %s: %v", path, err)
 		return nil, nil
 	}
-	pw.Close()
+	_ = pw.Close() // Best effort: the agent holds its own copy; ours must go for EOF.
 	c := newClient(t, pr, stdin, opts...)
 	t.Cleanup(func() {
 		stopAgent(t, c, cmd)
-		pr.Close()
+		_ = pr.Close() // Best effort: the reader has seen EOF, or the test failed already.
 		stderr.flush()
 	})
 	return c, cmd
@@ -78,8 +79,8 @@ func stopAgent(t reporter, c *Client, cmd *exec.Cmd) {
 			}
 		case <-timer.C:
 			t.Errorf("acptest: the agent did not exit within %v of its stdin being closed; killing it", StopTimeout)
-			_ = cmd.Process.Kill()
-			<-done
+			_ = cmd.Process.Kill() // Best effort: it may have exited meanwhile; Wait tells.
+			<-done // killed: its exit status says nothing more
 		}
 		timer.Stop()
 	}

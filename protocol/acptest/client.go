@@ -430,7 +430,7 @@ func (c *Client) close() {
 	if !c.waitReader(c.timeout) {
 		c.t.Errorf("acptest: the agent did not close its stdout within %v of its stdin being closed", c.timeout)
 		if cl, ok := c.out.(io.Closer); ok {
-			_ = cl.Close()
+			_ = cl.Close() // Best effort: to unblock the reader; failing is reported below.
 		}
 		if !c.waitReader(5 * time.Second) {
 			c.mu.Lock()
@@ -447,6 +447,7 @@ func (c *Client) close() {
 
 // closeStdin closes the agent's stdin once.
 func (c *Client) closeStdin() {
+	// Best effort: a pipe's Close fails only if the agent closed it first.
 	c.stdinOnce.Do(func() { _ = c.in.Close() })
 }
 

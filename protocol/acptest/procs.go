@@ -13,7 +13,11 @@ import (
 // live.
 func ProcessesWith(env string) []int {
 	var out []int
-	ents, _ := os.ReadDir("/proc")
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		// Without /proc no leak check can pass honestly.
+		panic("acptest: scanning for leftover processes: " + err.Error())
+	}
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -23,8 +27,8 @@ func ProcessesWith(env string) []int {
 		if err != nil || !bytes.Contains(environ, append([]byte(env), 0)) {
 			continue
 		}
-		if stat, _ := os.ReadFile("/proc/" + e.Name() + "/stat"); zombie(stat) {
-			continue
+		if stat, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err != nil || zombie(stat) {
+			continue // gone since its environment was read, or a zombie
 		}
 		out = append(out, pid)
 	}

@@ -306,8 +306,8 @@ func decodeError(raw json.RawMessage) *RPCError {
 		Message string          `json:"message"`
 		Data    json.RawMessage `json:"data"`
 	}
-	_ = json.Unmarshal(raw, &e)
-	code, _ := strconv.Atoi(e.Code.String())
+	_ = json.Unmarshal(raw, &e)              // lenient: what does not decode stays zero, and the schema says why
+	code, _ := strconv.Atoi(e.Code.String()) // likewise
 	return &RPCError{Code: code, Message: e.Message, Data: e.Data}
 }
 
@@ -316,7 +316,7 @@ func decodeError(raw json.RawMessage) *RPCError {
 func plainNumbers(v any) any {
 	switch x := v.(type) {
 	case json.Number:
-		f, _ := x.Float64()
+		f, _ := x.Float64() // json.Number holds a valid number; float64 is what encoding/json would give
 		return f
 	case map[string]any:
 		for k, e := range x {

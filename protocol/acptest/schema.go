@@ -161,7 +161,7 @@ func compileSchemas(path string, spec *schemaSpec) (*schemaSet, error) {
 		return nil, err
 	}
 	doc, err := jsonschema.UnmarshalJSON(f)
-	f.Close()
+	_ = f.Close() // Best effort: read-only, and read already
 	if err != nil {
 		return nil, fmt.Errorf("acptest: reading %s: %w", abs, err)
 	}
