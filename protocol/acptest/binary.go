@@ -80,7 +80,7 @@ func stopAgent(t reporter, c *Client, cmd *exec.Cmd) {
 		case <-timer.C:
 			t.Errorf("acptest: the agent did not exit within %v of its stdin being closed; killing it", StopTimeout)
 			_ = cmd.Process.Kill() // Best effort: it may have exited meanwhile; Wait tells.
-			<-done // killed: its exit status says nothing more
+			<-done                 // killed: its exit status says nothing more
 		}
 		timer.Stop()
 	}
