@@ -23,7 +23,8 @@ func TestName(t *testing.T) {
 // fake is a Target that records what it was sent, and stays alive until
 // a kill when it ignores SIGTERM.
 type fake struct {
-	ignoresTerm bool // processes survive SIGTERM
+	ignoresTerm bool          // processes survive SIGTERM
+	slow        time.Duration // how long Signal takes
 	err         error
 
 	mu    sync.Mutex
@@ -33,6 +34,7 @@ type fake struct {
 }
 
 func (f *fake) Signal(sigs ...unix.Signal) (bool, error) {
+	time.Sleep(f.slow)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	names := ""
@@ -108,6 +110,33 @@ func TestEscalation(t *testing.T) {
 				t.Errorf("SIGKILL %v after the start, before the %v grace", f.at[1].Sub(start), tt.grace)
 			}
 		})
+	}
+}
+
+// The grace runs from Escalate: a first round that takes longer than the
+// grace (a large set on a loaded machine) is followed by SIGKILL at once,
+// not after another grace.
+func TestEscalationGraceIncludesTheFirstRound(t *testing.T) {
+	t.Parallel()
+	const slow, grace = 2 * time.Second, time.Second
+	f := &fake{ignoresTerm: true, alive: true, slow: slow}
+	start := time.Now()
+	e := Escalate(f, grace)
+	for deadline := time.Now().Add(10 * time.Second); f.isAlive(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("target still alive")
+		}
+	}
+	e.Finish()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	// SIGKILL is due as the first round ends (2 s); after a grace counted
+	// from there it would come at 3 s.
+	if len(f.sent) < 2 || f.sent[1] != "KILL" {
+		t.Fatalf("sent %q", f.sent)
+	}
+	if at := f.at[1].Sub(start); at >= slow+grace {
+		t.Errorf("SIGKILL %v after the start: the grace was counted from the end of the first round (%v)", at, slow)
 	}
 }
 

@@ -39,9 +39,9 @@ func Name(sig unix.Signal) string {
 }
 
 // An Escalation stops a Target: SIGTERM, SIGCONT and SIGHUP at once, then
-// SIGKILL after the grace period (or at once after Hurry), repeated until
-// Finish is called. The caller watches the target and calls Finish once
-// it is empty.
+// SIGKILL once the grace period has passed since Escalate, however long
+// the first round took (or at once after Hurry), repeated until Finish is
+// called. The caller watches the target and calls Finish once it is empty.
 type Escalation struct {
 	target   Target
 	hurry    chan struct{}
@@ -64,15 +64,17 @@ func Escalate(t Target, grace time.Duration) *Escalation {
 		finish: make(chan struct{}),
 		exited: make(chan struct{}),
 	}
-	go e.run(grace)
+	// The grace runs from now, not from the end of the first round:
+	// signalling a large set (a /proc scan per round in subreaper mode)
+	// can take a good part of it on a loaded machine.
+	go e.run(time.NewTimer(grace))
 	return e
 }
 
-func (e *Escalation) run(grace time.Duration) {
+func (e *Escalation) run(t *time.Timer) {
 	defer close(e.exited)
-	e.record(unix.SIGTERM)(e.target.Signal(unix.SIGTERM, unix.SIGCONT, unix.SIGHUP))
-	t := time.NewTimer(grace)
 	defer t.Stop()
+	e.record(unix.SIGTERM)(e.target.Signal(unix.SIGTERM, unix.SIGCONT, unix.SIGHUP))
 	select {
 	case <-e.finish:
 		return
