@@ -219,7 +219,7 @@ func killEach(dir string) error {
 	}
 	pids, err := cgroupPids(dir)
 	for _, pid := range pids {
-		if _, e := signalProcess(pid, []unix.Signal{unix.SIGKILL}, true, func(proc) bool { return true }); e != nil {
+		if _, e := signalProcess(pid, []unix.Signal{unix.SIGKILL}, byKill, func(proc) bool { return true }); e != nil {
 			err = errors.Join(err, e)
 		}
 	}

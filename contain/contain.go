@@ -267,7 +267,13 @@ func signalUntilStable(list func() ([]int, error), sigs []unix.Signal, belongs f
 				continue
 			}
 			seen[pid], fresh = true, true
-			r, err := signalProcess(pid, sigs, false, belongs)
+			// One process reached answers for the group: the others are
+			// not looked at again.
+			how := byLook
+			if reached {
+				how = byLive
+			}
+			r, err := signalProcess(pid, sigs, how, belongs)
 			reached = reached || r
 			if err != nil {
 				errs = append(errs, err)

@@ -3,24 +3,36 @@ package contain
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
+// reach is how signalProcess tells whether its signals reached a live
+// process.
+type reach int
+
+const (
+	// byKill is for SIGKILL: it is sent to a process already exiting too
+	// (its main thread may have exited before the others), and a process
+	// that was live just before is taken to be reached.
+	byKill reach = iota
+	// byLook sends only to a live process, and looks at it again right
+	// after: it was reached if it still runs, if it ended by one of the
+	// signals, or if it is gone altogether. A process that ended with an
+	// exit code had begun exiting on its own before the signals came.
+	byLook
+	// byLive is byLook without the second look, for a caller that knows
+	// already that the signals reached a live process: one that was live
+	// just before counts as reached.
+	byLive
+)
+
 // signalProcess sends sigs, in order, to process pid through a pidfd, so
 // that a pid reused by another process is never signalled, and only if
-// belongs accepts the process as /proc shows it once the pidfd is open.
-//
-// It reports whether the signals reached a live process. A process that is
-// already exiting or a zombie is not signalled. For SIGKILL (kill) a
-// process that was live just before is taken to be reached; for other
-// signals the process is looked at again right after: it was reached if it
-// still runs, or if it ended by one of sigs, or if it is gone altogether.
-// A process that ended with an exit code had begun exiting on its own
-// before the signals came, and was not reached.
-func signalProcess(pid int, sigs []unix.Signal, kill bool, belongs func(proc) bool) (reached bool, err error) {
+// belongs accepts the process as /proc shows it once the pidfd is open. It
+// reports, as how says, whether the signals reached a live process.
+func signalProcess(pid int, sigs []unix.Signal, how reach, belongs func(proc) bool) (reached bool, err error) {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if errors.Is(err, unix.ESRCH) {
 		return false, nil
@@ -33,7 +45,7 @@ func signalProcess(pid int, sigs []unix.Signal, kill bool, belongs func(proc) bo
 	if !ok || !belongs(before) {
 		return false, nil // gone, or the pid already names another process
 	}
-	if !before.live() && !kill {
+	if !before.live() && how != byKill {
 		return false, nil
 	}
 	for _, sig := range sigs {
@@ -47,36 +59,57 @@ func signalProcess(pid int, sigs []unix.Signal, kill bool, belongs func(proc) bo
 	if !before.live() {
 		return false, nil
 	}
-	return kill || reachedAfter(pid, before, sigs), nil
+	return how != byLook || reachedAfter(fd, before, sigs), nil
 }
 
 // fatalWait bounds how long reachedAfter waits for a process that keeps
-// the default action of a signal it was sent to die of it.
-const fatalWait = 50 * time.Millisecond
+// the default action of a signal it was sent to die of it; exitWait, how
+// long it waits for a process already exiting to write its status.
+const (
+	fatalWait = 50 * time.Millisecond
+	exitWait  = time.Second
+)
 
 // reachedAfter looks at a process that was live just before sigs were sent
-// to it and tells whether they reached it alive; see signalProcess. A
-// process that handles the signals was reached if it still runs. One that
-// keeps the default action of one of them dies of it, unless it was
-// already on its way out (in exit_group, where no signal is acted on), so
-// its end tells: it ended by the signal, or with its own exit code.
-func reachedAfter(pid int, before proc, sigs []unix.Signal) bool {
+// to it through pidfd fd and tells whether they reached it alive; see
+// byLook. A process that handles the signals was reached if it still runs.
+// One that keeps the default action of one of them dies of it, unless it
+// was already on its way out (in exit_group, where no signal is acted on),
+// so its end tells: it ended by the signal, or with its own exit code.
+// Waiting for that end sleeps on the pidfd: a busy loop would take the CPU
+// from the very process that has to run to die.
+func reachedAfter(fd int, before proc, sigs []unix.Signal) bool {
 	fatal := before.dieOf(sigs) != 0
-	deadline := time.Now().Add(fatalWait)
+	start := time.Now()
 	for {
-		p, ok := readProc(pid)
+		p, ok := readProc(before.pid)
+		waited := time.Since(start)
 		switch {
 		case !ok || p.start != before.start:
 			return true // reaped already: most likely ended by the signal
-		case p.live() && (!fatal || time.Now().After(deadline)):
+		case p.live() && (!fatal || waited >= fatalWait):
 			return true
 		case p.exitCode != 0 || p.zombie():
 			return killedBy(p.exitCode, sigs)
+		case waited >= exitWait:
+			return false // exiting with status 0 all along: its own exit(0)
 		}
-		// Exiting and its status not written yet, or about to act on a
-		// fatal signal: either is a matter of microseconds.
-		runtime.Gosched()
+		// About to act on a fatal signal, or exiting and its status not
+		// written yet: the pidfd is readable once it has exited.
+		limit := fatalWait
+		if !p.live() {
+			limit = exitWait
+		}
+		waitExited(fd, limit-waited)
 	}
+}
+
+// waitExited waits until the process of pidfd fd has exited, at most d.
+func waitExited(fd int, d time.Duration) {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	// Best effort: an error or EINTR ends the wait early, and the caller
+	// looks at /proc again, which is always right.
+	_, _ = unix.Poll(fds, max(1, int(d.Milliseconds())))
 }
 
 // killedBy reports whether a wait status says a signal in sigs ended the

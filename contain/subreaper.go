@@ -191,7 +191,7 @@ func (s *subreaper) kill() (int, error) {
 	var errs []error
 	for _, p := range victims {
 		start := p.start
-		if _, err := signalProcess(p.pid, []unix.Signal{unix.SIGKILL}, true, func(q proc) bool { return q.start == start }); err != nil {
+		if _, err := signalProcess(p.pid, []unix.Signal{unix.SIGKILL}, byKill, func(q proc) bool { return q.start == start }); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -610,7 +610,7 @@ func (g *markerGroup) Kill() (bool, error) {
 	}
 	var errs []error
 	for _, p := range procs {
-		if _, err := signalProcess(p.pid, []unix.Signal{unix.SIGKILL}, true, g.recorded); err != nil {
+		if _, err := signalProcess(p.pid, []unix.Signal{unix.SIGKILL}, byKill, g.recorded); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -97,7 +97,7 @@ func sweepMarked(ns uint64) (int, error) {
 			}
 			found++
 			start := p.start
-			if _, err := signalProcess(p.pid, []unix.Signal{unix.SIGKILL}, true, func(q proc) bool { return q.start == start }); err != nil {
+			if _, err := signalProcess(p.pid, []unix.Signal{unix.SIGKILL}, byKill, func(q proc) bool { return q.start == start }); err != nil {
 				errs = append(errs, err)
 			}
 		}
