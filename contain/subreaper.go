@@ -429,29 +429,29 @@ func (g *markerGroup) members() ([]proc, error) {
 	return slices.DeleteFunc(g.attribute(procs), func(p proc) bool { return !p.live() }), nil
 }
 
-// empty reports whether the group has no live member. A scan that finds
-// none is checked against the processes that appeared since it listed
-// /proc, until a listing brings no newcomer (or a few rounds on a busy
-// machine).
-func (g *markerGroup) empty() (bool, error) {
+// look returns the live members, oldest first, from a fresh scan; none
+// means the group is empty. A scan that finds none is checked against the
+// processes that appeared since it listed /proc, until a listing brings
+// no newcomer (or a few rounds on a busy machine).
+func (g *markerGroup) look() ([]proc, error) {
 	procs, err := g.sr.scan()
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	for range 10 {
 		if live := slices.DeleteFunc(g.attribute(procs), func(p proc) bool { return !p.live() }); len(live) > 0 {
-			return false, nil
+			return live, nil
 		}
 		fresh, err := newcomers(procs)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		if len(fresh) == 0 {
-			return true, nil
+			break
 		}
 		procs = append(slices.Clip(procs), fresh...)
 	}
-	return true, nil
+	return nil, nil
 }
 
 func (g *markerGroup) recorded(p proc) bool {
@@ -461,30 +461,30 @@ func (g *markerGroup) recorded(p proc) bool {
 	return ok && start == p.start
 }
 
-// watch ends the group once no member is left: it waits for the oldest
-// member to exit, and looks again. Members come only from members, so a
-// look that finds none is final.
+// watch ends the group once no member is left: it waits for each member
+// it found to exit, oldest first, and looks again. Members come only from
+// members, so a look that finds none is final; and a look is a scan of
+// /proc, so it is made only once every member of the last one is gone.
 func (g *markerGroup) watch() {
 	defer close(g.watched)
 	for {
-		procs, err := g.members()
-		if err == nil && len(procs) == 0 {
-			var empty bool
-			if empty, err = g.empty(); err == nil && empty {
-				g.end()
-				return
-			}
+		live, err := g.look()
+		if err == nil && len(live) == 0 {
+			g.end()
+			return
 		}
-		if err != nil || len(procs) == 0 {
-			// /proc unreadable for a moment, or a member appeared in the
-			// second look: look again soon, without spinning.
+		if err != nil {
+			// /proc unreadable for a moment: look again soon, without
+			// spinning.
 			if !g.sleep(time.Millisecond) {
 				return
 			}
 			continue
 		}
-		if !g.waitExit(procs[0]) {
-			return
+		for _, p := range live {
+			if !g.waitExit(p) {
+				return
+			}
 		}
 	}
 }
@@ -567,7 +567,7 @@ func (g *markerGroup) Empty() bool {
 	if !started {
 		return false
 	}
-	if empty, err := g.empty(); err == nil && empty {
+	if live, err := g.look(); err == nil && len(live) == 0 {
 		g.end()
 	}
 	select {
