@@ -579,13 +579,9 @@ func (g *markerGroup) Empty() bool {
 }
 
 func (g *markerGroup) Members() ([]Member, error) {
-	procs, err := g.members()
+	pids, err := g.pids()
 	if err != nil {
 		return nil, err
-	}
-	pids := make([]int, len(procs))
-	for i, p := range procs {
-		pids[i] = p.pid
 	}
 	return describe(pids), nil
 }
