@@ -228,27 +228,36 @@ func (f *v1Front) resumeSession(p *ResumeSessionRequest) (any, func(), error) {
 	s := f.session(p.SessionID)
 	s.resuming, s.released = true, false
 	f.mu.Unlock()
-	resp, err := f.c.agent.ResumeSession(f, p)
-	release := func(send bool) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		held := s.held
-		s.resuming, s.held = false, nil
-		for _, h := range held {
-			if send {
-				h()
-			}
+	resumed := false
+	defer func() {
+		if !resumed { // an error, or a panic: nothing held will follow
+			f.endResume(s, false)
 		}
-	}
+	}()
+	resp, err := f.c.agent.ResumeSession(f, p)
 	if err != nil {
-		release(false)
 		return nil, nil, err
 	}
+	resumed = true
 	cmds := f.commands(p.SessionID, resp.AvailableCommands)
 	return &v1ResumeSessionResponse{ConfigOptions: v1ConfigOptions(resp.ConfigOptions)}, func() {
 		cmds()
-		release(true)
+		f.endResume(s, true)
 	}, nil
+}
+
+// endResume stops holding what the Agent reports about s and, with send,
+// queues what was held.
+func (f *v1Front) endResume(s *v1Session, send bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	held := s.held
+	s.resuming, s.held = false, nil
+	if send {
+		for _, h := range held {
+			h()
+		}
+	}
 }
 
 // closeSession serves session/close.
