@@ -47,6 +47,12 @@ type notification struct {
 }
 
 func (acpV2) appendUpdate(dst []byte, session string, update any) ([]byte, error) {
+	return appendNotification(dst, session, update)
+}
+
+// appendNotification appends a session/update notification, newline
+// included.
+func appendNotification(dst []byte, session string, update any) ([]byte, error) {
 	b, err := json.Marshal(notification{"2.0", "session/update", sessionNotification{session, update}})
 	if err != nil {
 		return dst, err
