@@ -255,8 +255,8 @@ func (q *controlQueue) take(batch []*entry) []*entry {
 }
 
 // dropFinished drops the oldest finished items beyond keepFinished that
-// the client never heard of, and returns the streams of the terminals
-// among them.
+// the client never heard of, and returns the streams their dropped
+// entries referred to.
 func (q *controlQueue) dropFinished() []*stream {
 	if !q.stalled {
 		return nil
@@ -268,12 +268,14 @@ func (q *controlQueue) dropFinished() []*stream {
 		if !q.droppable(it) {
 			continue
 		}
-		if s := it.first.stream; s != nil {
-			streams = append(streams, s)
-		}
-		q.remove(it.first)
-		if it.latest != nil {
-			q.remove(it.latest)
+		for _, e := range []*entry{it.first, it.latest} {
+			if e == nil {
+				continue
+			}
+			q.remove(e)
+			if e.stream != nil && !slices.Contains(streams, e.stream) {
+				streams = append(streams, e.stream)
+			}
 		}
 		it.first, it.latest, it.gone = nil, nil, true
 		delete(q.items, it.key)

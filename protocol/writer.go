@@ -184,8 +184,16 @@ func (w *writer) holdAll() {
 // never heard of beyond what the queue keeps; w.mu is held.
 func (w *writer) dropFinished() {
 	for _, s := range w.queue.dropFinished() {
-		s.closed.Store(true)
-		s.follower.Stop()
+		w.unfollow(s)
+	}
+}
+
+// unfollow stops following s: nothing more of it is sent, nor held back;
+// w.mu is held.
+func (w *writer) unfollow(s *stream) {
+	s.closed.Store(true)
+	s.follower.Stop()
+	if w.streams[s.key] == s {
 		delete(w.streams, s.key)
 	}
 }
@@ -197,9 +205,7 @@ func (w *writer) release(session string) {
 	defer w.mu.Unlock()
 	for key, s := range w.streams {
 		if key.session == session {
-			s.closed.Store(true)
-			s.follower.Stop()
-			delete(w.streams, key)
+			w.unfollow(s)
 		}
 	}
 }
@@ -287,10 +293,8 @@ func (w *writer) followed() []*stream {
 func (w *writer) stopAll() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for key, s := range w.streams {
-		s.closed.Store(true)
-		s.follower.Stop()
-		delete(w.streams, key)
+	for _, s := range w.streams {
+		w.unfollow(s)
 	}
 	if w.timer != nil {
 		w.timer.Stop()
@@ -325,7 +329,9 @@ func (w *writer) writeTerminalUpdate(e *entry) {
 	}
 	s.started = true
 	if u.ExitStatus != nil {
-		w.closeStream(s)
+		w.mu.Lock()
+		w.unfollow(s)
+		w.mu.Unlock()
 	}
 }
 
@@ -337,16 +343,6 @@ func (w *writer) catchUp(s *stream) {
 			return
 		}
 	}
-}
-
-func (w *writer) closeStream(s *stream) {
-	s.closed.Store(true)
-	s.follower.Stop()
-	w.mu.Lock()
-	if w.streams[s.key] == s {
-		delete(w.streams, s.key)
-	}
-	w.mu.Unlock()
 }
 
 // writeChunk sends the next piece of s and reschedules it if more is
