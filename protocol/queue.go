@@ -47,7 +47,7 @@ type controlQueue struct {
 	items     map[itemKey]*item
 	sessions  map[string]*sessionStates
 	finished  []*item // finished items announced by a pending entry, oldest first
-	stalled   bool    // the writer's peer is stalled
+	stalled   bool    // the writer's peer is stalled; the writer owns it
 }
 
 // entry is one queued message.

@@ -54,13 +54,12 @@ type writer struct {
 	log          *slog.Logger
 	stallTimeout time.Duration
 
-	mu           sync.Mutex // guards the fields up to wake
-	enc          encoding   // see setEncoding
-	queue        controlQueue
+	mu           sync.Mutex   // guards the fields up to wake
+	enc          encoding     // see setEncoding
+	queue        controlQueue // queue.stalled: the peer accepted nothing for stallTimeout
 	dirty        []*stream
 	streams      map[streamKey]*stream // every stream followed
 	closing      bool
-	stalled      bool      // the peer accepted nothing for stallTimeout
 	broken       bool      // a write failed: nothing is written any more
 	writingSince time.Time // start of the write under way; zero if none
 	timer        *time.Timer
@@ -170,7 +169,7 @@ func (w *writer) updateTerminal(sessionID string, u *TerminalUpdate, source Outp
 }
 
 // holding reports whether the writer holds its sources; w.mu is held.
-func (w *writer) holding() bool { return !w.stalled && !w.broken && !w.closing }
+func (w *writer) holding() bool { return !w.queue.stalled && !w.broken && !w.closing }
 
 // holdAll makes every source follow holding(); w.mu is held.
 func (w *writer) holdAll() {
@@ -454,7 +453,7 @@ func (w *writer) writing() time.Time {
 	defer w.mu.Unlock()
 	now := time.Now()
 	w.writingSince = now
-	if !w.timerArmed && !w.stalled {
+	if !w.timerArmed && !w.queue.stalled {
 		w.armTimer(w.stallTimeout)
 	}
 	return now
@@ -471,8 +470,8 @@ func (w *writer) wrote(err error) {
 		w.broken = true
 		w.log.Warn("client output closed; dropping further messages", "err", err)
 		w.holdAll()
-	case w.stalled:
-		w.stalled, w.queue.stalled = false, false
+	case w.queue.stalled:
+		w.queue.stalled = false
 		w.log.Info("client reads again; holding terminal output back for it")
 		w.holdAll()
 	}
@@ -494,14 +493,14 @@ func (w *writer) checkStall() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.timerArmed = false
-	if w.writingSince.IsZero() || w.stalled || w.broken {
+	if w.writingSince.IsZero() || w.queue.stalled || w.broken {
 		return
 	}
 	if left := w.stallTimeout - time.Since(w.writingSince); left > 0 {
 		w.armTimer(left)
 		return
 	}
-	w.stalled, w.queue.stalled = true, true
+	w.queue.stalled = true
 	w.log.Info("client accepted nothing for the stall timeout; terminal output is no longer held back for it", "timeout", w.stallTimeout)
 	w.holdAll()
 	w.dropFinished()
