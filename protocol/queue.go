@@ -85,7 +85,6 @@ type item struct {
 	latest *entry // later updates, merged; nil once taken
 	fresh  bool   // first is the item's first update on this connection
 	done   bool   // its final status (exit status) is queued
-	gone   bool   // forgotten: written in full, or dropped
 }
 
 // sessionStates tracks a session's state_updates.
@@ -237,7 +236,6 @@ func (q *controlQueue) take(batch []*entry) []*entry {
 				it.latest = nil
 			}
 			if it.first == nil && it.latest == nil && (it.done || it.key.kind == terminalItem) {
-				it.gone = true
 				delete(q.items, it.key)
 			}
 		}
@@ -277,7 +275,7 @@ func (q *controlQueue) dropFinished() []*stream {
 				streams = append(streams, e.stream)
 			}
 		}
-		it.first, it.latest, it.gone = nil, nil, true
+		it.first, it.latest = nil, nil
 		delete(q.items, it.key)
 	}
 	return streams
@@ -287,7 +285,7 @@ func (q *controlQueue) dropFinished() []*stream {
 // update is pending and nothing fixed or any pending state_update refers
 // to it.
 func (q *controlQueue) droppable(it *item) bool {
-	if it.gone || !it.fresh || it.first == nil || it.first.seq < q.lastFixed {
+	if !it.fresh || it.first == nil || it.first.seq < q.lastFixed {
 		return false
 	}
 	ss := q.sessions[it.key.session]
