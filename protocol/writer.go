@@ -169,7 +169,9 @@ func (w *writer) updateTerminal(sessionID string, u *TerminalUpdate, source Outp
 }
 
 // holding reports whether the writer holds its sources; w.mu is held.
-func (w *writer) holding() bool { return !w.queue.stalled && !w.broken && !w.closing }
+// (Closing does not let go: no stream starts once it is set, and the last
+// pass sends what the held ones have.)
+func (w *writer) holding() bool { return !w.queue.stalled && !w.broken }
 
 // holdAll makes every source follow holding(); w.mu is held.
 func (w *writer) holdAll() {
