@@ -45,8 +45,9 @@ const DefaultStallTimeout = time.Second
 // before a later terminal update of the same terminal goes out before that
 // update (see OutputMode).
 //
-// Concurrency: send, update, updateTerminal and close may be called from
-// any goroutine; the run goroutine does all the writing; the sources call
+// Concurrency: send, update, updateTerminal, release, setEncoding and
+// close may be called from any goroutine; the run goroutine does all the
+// writing; the sources call
 // markDirty from their writing goroutines; the stall timer runs
 // checkStall. Lock order: writer.mu, then a source's own lock.
 type writer struct {
