@@ -230,10 +230,7 @@ func (s *Session) resume(c protocol.Client, p *protocol.ResumeSessionRequest) (r
 			err = protocol.SessionNotFound(s.id)
 			return
 		}
-		if old := st.out.client; old != nil && old != c {
-			old.Release(s.id)
-		}
-		st.out.client = c
+		st.out.attach(c)
 		delivered := map[any]bool{}
 		if replay {
 			delivered = st.out.replay()
@@ -286,7 +283,7 @@ func (s *Session) detach(c protocol.Client, policy DetachPolicy, done func()) (c
 			st.close(done)
 			return
 		}
-		st.out.client = nil
+		st.out.attach(nil)
 		st.dropHeld(func(t *turn) bool { return t.from == c }, "the connection went away before it was inserted")
 	})
 	return closes
