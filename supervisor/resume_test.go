@@ -402,3 +402,35 @@ func TestASessionReleasesTheConnectionItLeaves(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestDetachDropsHeldPromptsOfAReleasedConnection: the prompts a
+// connection left held are dropped when it goes away even if another
+// connection resumed the session meanwhile: they are never inserted into
+// the conversation the other connection now follows.
+func TestDetachDropsHeldPromptsOfAReleasedConnection(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{Detached: KeepDetached})
+	a := h.on(h.connect())
+	sid := a.newSession()
+	a.run(sid, "echo fg; "+trigger("go"))
+	a.output(sid, "term_1", "fg")
+	a.prompt(sid, "echo never")
+	b := h.on(h.connect())
+	b.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": h.cwd}, nil)
+	a.c.Close()
+	h.inspect(sid, func(st *state) {
+		if st.turns.waiting() {
+			t.Errorf("after A went away %d of its prompts are still held", len(st.turns.held))
+		}
+	})
+	h.release("go")
+	b.idle(nil, sid, "end_turn")
+	b.run(sid, "echo after")
+	b.output(sid, "term_2", "after")
+	for _, m := range b.c.Updates(sid) {
+		if m.Kind == protocol.KindUserMessage && strings.Contains(string(m.Raw), "never") {
+			t.Errorf("A's held prompt was inserted after A went away: %s", m.Raw)
+		}
+	}
+	b.c.MustCall("session/close", map[string]string{"sessionId": sid}, nil)
+}
