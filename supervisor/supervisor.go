@@ -260,7 +260,8 @@ func (sv *Supervisor) SetConfigOption(_ protocol.Client, p *protocol.SetConfigOp
 }
 
 // Detach tells the Supervisor that connection c has gone away (its input
-// ended). Each session attached to c does what Config.Detached says: it
+// ended); c is the protocol.Client the connection passed to the Agent
+// methods. Each session attached to c does what Config.Detached says: it
 // closes, as session/close does, and Detach returns once those sessions
 // have reported their final updates (to c, if it can still write) or ctx
 // ends; or it runs on with no client, and Detach returns at once. Sessions
