@@ -207,6 +207,13 @@ func (h rpcHandler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Re
 	handle(c, req)
 }
 
+// Client returns the Client this connection hands its Agent: the Conn
+// itself, or its ACP v1 front once the peer initialized with version 1.
+// It is what a server with many connections passes to the Agent when one
+// of them goes away (Supervisor.Detach). Call it once Done is closed, or
+// from an Agent method: the read loop decides it.
+func (c *Conn) Client() Client { return c.client() }
+
 // client is the Client the Agent reports to: the Conn, or its v1 front.
 func (c *Conn) client() Client {
 	if c.v1 != nil {
