@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -106,6 +107,8 @@ func fakeAgent() {
 				send(map[string]any{"jsonrpc": "2.0", "id": "p2", "method": "session/request_permission", "params": map[string]any{
 					"sessionId": "s1", "title": "Run ls", "options": []map[string]string{{"optionId": "yes", "name": "Yes", "kind": "allow_once"}}}})
 				send(map[string]any{"jsonrpc": "2.0", "method": "$/cancel_request", "params": map[string]string{"requestId": "p2"}})
+			case "die":
+				os.Exit(3) // in the middle of the turn
 			case "wait":
 				// The turn ends when the client cancels it.
 			default:
@@ -286,5 +289,24 @@ func TestWithdrawnPermission(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An agent that dies in the middle of a turn ends the run with
+// ErrAgentExited, at once: the script does not wait for a turn that will
+// never end, nor send its next line.
+func TestAgentThatDies(t *testing.T) {
+	var out strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := Run(ctx, Config{
+		Agent: []string{os.Args[0]}, Env: append(os.Environ(), fakeAgentEnv, noExitDelay), Cwd: "/",
+		Input: strings.NewReader("die\nnever sent\n"), Output: &out,
+	})
+	if !errors.Is(err, ErrAgentExited) || ctx.Err() != nil {
+		t.Errorf("Run: %v (context: %v), want %v before the context ends", err, ctx.Err(), ErrAgentExited)
+	}
+	if !strings.HasSuffix(out.String(), "> die\n[the agent closed its output]\n") {
+		t.Errorf("output:\n%s", out.String())
 	}
 }

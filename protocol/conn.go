@@ -207,6 +207,13 @@ func (h rpcHandler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Re
 	handle(c, req)
 }
 
+// Client returns the Client this connection hands its Agent: the Conn
+// itself, or its ACP v1 front once the peer initialized with version 1.
+// It is what a server with many connections passes to the Agent when one
+// of them goes away (Supervisor.Detach). Call it once Done is closed, or
+// from an Agent method: the read loop decides it.
+func (c *Conn) Client() Client { return c.client() }
+
 // client is the Client the Agent reports to: the Conn, or its v1 front.
 func (c *Conn) client() Client {
 	if c.v1 != nil {
@@ -310,6 +317,16 @@ type params[T any] interface {
 // answeredAtOnce adapts a method whose result is the answer: it decodes
 // and validates the params, calls f and answers with what f returns.
 func answeredAtOnce[T any, P params[T]](f func(c *Conn, p P) (any, error)) handler {
+	return answeredThen(func(c *Conn, p P) (any, func(), error) {
+		result, err := f(c, p)
+		return result, nil, err
+	})
+}
+
+// answeredThen is answeredAtOnce for a method with more to send once it
+// has answered: follow, if not nil, runs right after the answer is
+// queued.
+func answeredThen[T any, P params[T]](f func(c *Conn, p P) (result any, follow func(), err error)) handler {
 	return func(c *Conn, req *jsonrpc2.Request) {
 		reply := c.replyNow(req.ID)
 		p, err := decode[T, P](req)
@@ -317,14 +334,21 @@ func answeredAtOnce[T any, P params[T]](f func(c *Conn, p P) (any, error)) handl
 			reply(nil, err)
 			return
 		}
+		answered := false
 		defer func() {
-			// A panic in f comes before the answer: answer it -32603.
-			if r := recover(); r != nil {
+			// A panic before the answer is answered -32603.
+			if r := recover(); r != nil && !answered {
 				reply(nil, c.panicked(req, r))
+			} else if r != nil {
+				_ = c.panicked(req, r) // logged; the request was answered already
 			}
 		}()
-		result, err := f(c, p)
+		result, follow, err := f(c, p)
+		answered = true
 		reply(result, err)
+		if follow != nil {
+			follow()
+		}
 	}
 }
 

@@ -10,10 +10,10 @@ import (
 // machinery (ordering, coalescing, streaming output from sources in turn,
 // flow control) is the same for every protocol front; only the encoding
 // differs. ACP v2 (acpV2) sends updates as session/update notifications and
-// output as base64 terminal_output_chunk; an ACP v1 front would turn the same
+// output as base64 terminal_output_chunk; ACP v1 (acpV1) turns the same
 // updates into v1 messages and output into tool_call_update
-// _meta.terminal_output strings, keeping an incomplete UTF-8 sequence in its
-// outputEncoder for the next chunk.
+// _meta.terminal_output strings, carrying an incomplete UTF-8 sequence over
+// to the next chunk.
 //
 // Every method is called on the writer's goroutine only, except output,
 // which is called with the writer's lock held when a terminal's first
@@ -47,6 +47,12 @@ type notification struct {
 }
 
 func (acpV2) appendUpdate(dst []byte, session string, update any) ([]byte, error) {
+	return appendNotification(dst, session, update)
+}
+
+// appendNotification appends a session/update notification, newline
+// included.
+func appendNotification(dst []byte, session string, update any) ([]byte, error) {
 	b, err := json.Marshal(notification{"2.0", "session/update", sessionNotification{session, update}})
 	if err != nil {
 		return dst, err

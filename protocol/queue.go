@@ -47,7 +47,7 @@ type controlQueue struct {
 	items     map[itemKey]*item
 	sessions  map[string]*sessionStates
 	finished  []*item // finished items announced by a pending entry, oldest first
-	stalled   bool    // the writer's peer is stalled
+	stalled   bool    // the writer's peer is stalled; the writer owns it
 }
 
 // entry is one queued message.
@@ -85,7 +85,6 @@ type item struct {
 	latest *entry // later updates, merged; nil once taken
 	fresh  bool   // first is the item's first update on this connection
 	done   bool   // its final status (exit status) is queued
-	gone   bool   // forgotten: written in full, or dropped
 }
 
 // sessionStates tracks a session's state_updates.
@@ -237,7 +236,6 @@ func (q *controlQueue) take(batch []*entry) []*entry {
 				it.latest = nil
 			}
 			if it.first == nil && it.latest == nil && (it.done || it.key.kind == terminalItem) {
-				it.gone = true
 				delete(q.items, it.key)
 			}
 		}
@@ -255,8 +253,8 @@ func (q *controlQueue) take(batch []*entry) []*entry {
 }
 
 // dropFinished drops the oldest finished items beyond keepFinished that
-// the client never heard of, and returns the streams of the terminals
-// among them.
+// the client never heard of, and returns the streams their dropped
+// entries referred to.
 func (q *controlQueue) dropFinished() []*stream {
 	if !q.stalled {
 		return nil
@@ -268,14 +266,16 @@ func (q *controlQueue) dropFinished() []*stream {
 		if !q.droppable(it) {
 			continue
 		}
-		if s := it.first.stream; s != nil {
-			streams = append(streams, s)
+		for _, e := range []*entry{it.first, it.latest} {
+			if e == nil {
+				continue
+			}
+			q.remove(e)
+			if e.stream != nil && !slices.Contains(streams, e.stream) {
+				streams = append(streams, e.stream)
+			}
 		}
-		q.remove(it.first)
-		if it.latest != nil {
-			q.remove(it.latest)
-		}
-		it.first, it.latest, it.gone = nil, nil, true
+		it.first, it.latest = nil, nil
 		delete(q.items, it.key)
 	}
 	return streams
@@ -285,7 +285,7 @@ func (q *controlQueue) dropFinished() []*stream {
 // update is pending and nothing fixed or any pending state_update refers
 // to it.
 func (q *controlQueue) droppable(it *item) bool {
-	if it.gone || !it.fresh || it.first == nil || it.first.seq < q.lastFixed {
+	if !it.fresh || it.first == nil || it.first.seq < q.lastFixed {
 		return false
 	}
 	ss := q.sessions[it.key.session]

@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"encoding/json"
 	"fmt"
 	"unicode/utf8"
 )
@@ -103,15 +102,6 @@ func (e *acpV1) appendUpdate(dst []byte, session string, update any) ([]byte, er
 		return e.terminal(dst, session, u)
 	}
 	return appendNotification(dst, session, update) // a v1 update of the front's
-}
-
-// appendNotification appends a session/update notification.
-func appendNotification(dst []byte, session string, update any) ([]byte, error) {
-	b, err := json.Marshal(notification{"2.0", "session/update", sessionNotification{session, update}})
-	if err != nil {
-		return dst, err
-	}
-	return append(append(dst, b...), '\n'), nil
 }
 
 // message writes an agent message as one agent_message_chunk per block;

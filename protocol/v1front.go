@@ -228,27 +228,36 @@ func (f *v1Front) resumeSession(p *ResumeSessionRequest) (any, func(), error) {
 	s := f.session(p.SessionID)
 	s.resuming, s.released = true, false
 	f.mu.Unlock()
-	resp, err := f.c.agent.ResumeSession(f, p)
-	release := func(send bool) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		held := s.held
-		s.resuming, s.held = false, nil
-		for _, h := range held {
-			if send {
-				h()
-			}
+	resumed := false
+	defer func() {
+		if !resumed { // an error, or a panic: nothing held will follow
+			f.endResume(s, false)
 		}
-	}
+	}()
+	resp, err := f.c.agent.ResumeSession(f, p)
 	if err != nil {
-		release(false)
 		return nil, nil, err
 	}
+	resumed = true
 	cmds := f.commands(p.SessionID, resp.AvailableCommands)
 	return &v1ResumeSessionResponse{ConfigOptions: v1ConfigOptions(resp.ConfigOptions)}, func() {
 		cmds()
-		release(true)
+		f.endResume(s, true)
 	}, nil
+}
+
+// endResume stops holding what the Agent reports about s and, with send,
+// queues what was held.
+func (f *v1Front) endResume(s *v1Session, send bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	held := s.held
+	s.resuming, s.held = false, nil
+	if send {
+		for _, h := range held {
+			h()
+		}
+	}
 }
 
 // closeSession serves session/close.
@@ -268,79 +277,32 @@ func (f *v1Front) closeSession(p *CloseSessionRequest, reply Reply) {
 
 // setConfigOption serves session/set_config_option. A v1 value without a
 // type is a value id, v2's type "id".
-func (f *v1Front) setConfigOption(p *SetConfigOptionRequest) (any, func(), error) {
+func (f *v1Front) setConfigOption(p *SetConfigOptionRequest) (any, error) {
 	if p.Type == "" {
 		p.Type = "id"
 	}
 	resp, err := f.c.agent.SetConfigOption(f, p)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return &v1SetConfigOptionResponse{ConfigOptions: v1ConfigOptions(resp.ConfigOptions)}, nil, nil
-}
-
-// v1AtOnce adapts a v1 method answered before its handler returns; what
-// follows (if not nil) is queued after the answer.
-func v1AtOnce[T any, P params[T]](f func(v *v1Front, p P) (result any, follow func(), err error)) handler {
-	return func(c *Conn, req *jsonrpc2.Request) {
-		reply := c.replyNow(req.ID)
-		p, err := decode[T, P](req)
-		if err != nil {
-			reply(nil, err)
-			return
-		}
-		answered := false
-		defer func() {
-			// A panic before the answer is answered -32603.
-			if r := recover(); r != nil && !answered {
-				reply(nil, c.panicked(req, r))
-			} else if r != nil {
-				_ = c.panicked(req, r) // logged; the request was answered already
-			}
-		}()
-		result, follow, err := f(c.v1, p)
-		answered = true
-		reply(result, err)
-		if follow != nil {
-			follow()
-		}
-	}
-}
-
-// v1Later adapts a v1 method answered through a Reply.
-func v1Later[T any, P params[T]](f func(ctx context.Context, v *v1Front, p P, reply Reply)) handler {
-	return func(c *Conn, req *jsonrpc2.Request) {
-		p, err := decode[T, P](req)
-		if err != nil {
-			c.replyNow(req.ID)(nil, err)
-			return
-		}
-		ctx, reply := c.replyLater(req.ID)
-		defer func() {
-			// A panic answers the request -32603, unless f answered it
-			// already (reply runs once).
-			if r := recover(); r != nil {
-				reply(nil, c.panicked(req, r))
-			}
-		}()
-		f(ctx, c.v1, p, reply)
-	}
+	return &v1SetConfigOptionResponse{ConfigOptions: v1ConfigOptions(resp.ConfigOptions)}, nil
 }
 
 // v1Requests are the methods of a v1 connection after initialize.
 var v1Requests = map[string]handler{
-	"session/new":    v1AtOnce((*v1Front).newSession),
-	"session/resume": v1AtOnce((*v1Front).resumeSession),
-	"session/list": v1AtOnce(func(v *v1Front, p *ListSessionsRequest) (any, func(), error) {
-		resp, err := v.c.agent.ListSessions(v, p)
-		return resp, nil, err
+	"session/new": answeredThen(func(c *Conn, p *NewSessionRequest) (any, func(), error) { return c.v1.newSession(p) }),
+	"session/resume": answeredThen(func(c *Conn, p *ResumeSessionRequest) (any, func(), error) {
+		return c.v1.resumeSession(p)
 	}),
-	"session/set_config_option": v1AtOnce((*v1Front).setConfigOption),
-	"session/close": v1Later(func(_ context.Context, v *v1Front, p *CloseSessionRequest, reply Reply) {
-		v.closeSession(p, reply)
+	"session/list": answeredAtOnce(func(c *Conn, p *ListSessionsRequest) (any, error) { return c.agent.ListSessions(c.v1, p) }),
+	"session/set_config_option": answeredAtOnce(func(c *Conn, p *SetConfigOptionRequest) (any, error) {
+		return c.v1.setConfigOption(p)
 	}),
-	"session/prompt": v1Later(func(ctx context.Context, v *v1Front, p *PromptRequest, reply Reply) {
-		v.prompt(ctx, p, reply)
+	"session/close": answeredByReply(func(_ context.Context, c *Conn, p *CloseSessionRequest, reply Reply) {
+		c.v1.closeSession(p, reply)
+	}),
+	"session/prompt": answeredByReply(func(ctx context.Context, c *Conn, p *PromptRequest, reply Reply) {
+		c.v1.prompt(ctx, p, reply)
 	}),
 }
 

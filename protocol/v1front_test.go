@@ -218,3 +218,29 @@ func TestV1Release(t *testing.T) {
 		t.Fatalf("a prompt after the release: %s", got)
 	}
 }
+
+// resumePanics is a turnAgent whose ResumeSession reports an update and
+// then panics.
+type resumePanics struct{ turnAgent }
+
+func (a *resumePanics) ResumeSession(c Client, p *ResumeSessionRequest) (*ResumeSessionResponse, error) {
+	c.Update(p.SessionID, &ToolCallUpdate{SessionUpdate: KindToolCall, ToolCallID: "call_1", Title: "t", Status: StatusInProgress})
+	panic("resume went wrong")
+}
+
+// A resume that fails (here by a panic) does not leave the session's
+// updates held back: the next turn is reported and answered.
+func TestV1FailedResumeHoldsNothingBack(t *testing.T) {
+	t.Parallel()
+	w := newV1Wire(t, &resumePanics{})
+	w.send(`{"jsonrpc":"2.0","id":1,"method":"session/resume","params":{"sessionId":"s","cwd":"/","mcpServers":[]}}`)
+	if m := w.recv(); errorCode(m) != CodeInternalError {
+		t.Fatalf("resume answered %v, want -32603", m)
+	}
+	w.send(prompt(2, "ls"))
+	for _, want := range []string{"agent_message_chunk", `2:{"stopReason":"end_turn"}`} {
+		if got := said(w.recv()); got != want {
+			t.Fatalf("got %s, want %s", got, want)
+		}
+	}
+}

@@ -45,8 +45,9 @@ const DefaultStallTimeout = time.Second
 // before a later terminal update of the same terminal goes out before that
 // update (see OutputMode).
 //
-// Concurrency: send, update, updateTerminal and close may be called from
-// any goroutine; the run goroutine does all the writing; the sources call
+// Concurrency: send, update, updateTerminal, release, setEncoding and
+// close may be called from any goroutine; the run goroutine does all the
+// writing; the sources call
 // markDirty from their writing goroutines; the stall timer runs
 // checkStall. Lock order: writer.mu, then a source's own lock.
 type writer struct {
@@ -54,13 +55,12 @@ type writer struct {
 	log          *slog.Logger
 	stallTimeout time.Duration
 
-	mu           sync.Mutex // guards the fields up to wake
-	enc          encoding   // see setEncoding
-	queue        controlQueue
+	mu           sync.Mutex   // guards the fields up to wake
+	enc          encoding     // see setEncoding
+	queue        controlQueue // queue.stalled: the peer accepted nothing for stallTimeout
 	dirty        []*stream
 	streams      map[streamKey]*stream // every stream followed
 	closing      bool
-	stalled      bool      // the peer accepted nothing for stallTimeout
 	broken       bool      // a write failed: nothing is written any more
 	writingSince time.Time // start of the write under way; zero if none
 	timer        *time.Timer
@@ -170,7 +170,9 @@ func (w *writer) updateTerminal(sessionID string, u *TerminalUpdate, source Outp
 }
 
 // holding reports whether the writer holds its sources; w.mu is held.
-func (w *writer) holding() bool { return !w.stalled && !w.broken && !w.closing }
+// (Closing does not let go: no stream starts once it is set, and the last
+// pass sends what the held ones have.)
+func (w *writer) holding() bool { return !w.queue.stalled && !w.broken }
 
 // holdAll makes every source follow holding(); w.mu is held.
 func (w *writer) holdAll() {
@@ -184,8 +186,16 @@ func (w *writer) holdAll() {
 // never heard of beyond what the queue keeps; w.mu is held.
 func (w *writer) dropFinished() {
 	for _, s := range w.queue.dropFinished() {
-		s.closed.Store(true)
-		s.follower.Stop()
+		w.unfollow(s)
+	}
+}
+
+// unfollow stops following s: nothing more of it is sent, nor held back;
+// w.mu is held.
+func (w *writer) unfollow(s *stream) {
+	s.closed.Store(true)
+	s.follower.Stop()
+	if w.streams[s.key] == s {
 		delete(w.streams, s.key)
 	}
 }
@@ -197,9 +207,7 @@ func (w *writer) release(session string) {
 	defer w.mu.Unlock()
 	for key, s := range w.streams {
 		if key.session == session {
-			s.closed.Store(true)
-			s.follower.Stop()
-			delete(w.streams, key)
+			w.unfollow(s)
 		}
 	}
 }
@@ -287,10 +295,8 @@ func (w *writer) followed() []*stream {
 func (w *writer) stopAll() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for key, s := range w.streams {
-		s.closed.Store(true)
-		s.follower.Stop()
-		delete(w.streams, key)
+	for _, s := range w.streams {
+		w.unfollow(s)
 	}
 	if w.timer != nil {
 		w.timer.Stop()
@@ -325,7 +331,9 @@ func (w *writer) writeTerminalUpdate(e *entry) {
 	}
 	s.started = true
 	if u.ExitStatus != nil {
-		w.closeStream(s)
+		w.mu.Lock()
+		w.unfollow(s)
+		w.mu.Unlock()
 	}
 }
 
@@ -337,16 +345,6 @@ func (w *writer) catchUp(s *stream) {
 			return
 		}
 	}
-}
-
-func (w *writer) closeStream(s *stream) {
-	s.closed.Store(true)
-	s.follower.Stop()
-	w.mu.Lock()
-	if w.streams[s.key] == s {
-		delete(w.streams, s.key)
-	}
-	w.mu.Unlock()
 }
 
 // writeChunk sends the next piece of s and reschedules it if more is
@@ -458,7 +456,7 @@ func (w *writer) writing() time.Time {
 	defer w.mu.Unlock()
 	now := time.Now()
 	w.writingSince = now
-	if !w.timerArmed && !w.stalled {
+	if !w.timerArmed && !w.queue.stalled {
 		w.armTimer(w.stallTimeout)
 	}
 	return now
@@ -475,8 +473,8 @@ func (w *writer) wrote(err error) {
 		w.broken = true
 		w.log.Warn("client output closed; dropping further messages", "err", err)
 		w.holdAll()
-	case w.stalled:
-		w.stalled, w.queue.stalled = false, false
+	case w.queue.stalled:
+		w.queue.stalled = false
 		w.log.Info("client reads again; holding terminal output back for it")
 		w.holdAll()
 	}
@@ -498,14 +496,14 @@ func (w *writer) checkStall() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.timerArmed = false
-	if w.writingSince.IsZero() || w.stalled || w.broken {
+	if w.writingSince.IsZero() || w.queue.stalled || w.broken {
 		return
 	}
 	if left := w.stallTimeout - time.Since(w.writingSince); left > 0 {
 		w.armTimer(left)
 		return
 	}
-	w.stalled, w.queue.stalled = true, true
+	w.queue.stalled = true
 	w.log.Info("client accepted nothing for the stall timeout; terminal output is no longer held back for it", "timeout", w.stallTimeout)
 	w.holdAll()
 	w.dropFinished()

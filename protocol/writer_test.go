@@ -183,7 +183,7 @@ func TestWriterSendsOutputBetweenAnnounceAndExit(t *testing.T) {
 func (w *writer) isStalled() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.stalled
+	return w.queue.stalled
 }
 
 func waitUntil(t *testing.T, what string, cond func() bool) {

@@ -44,8 +44,9 @@ type DetachPolicy int
 
 const (
 	// CloseDetached closes the session as session/close does: its work is
-	// stopped and its final updates go nowhere. An agent on stdio, whose
-	// one connection ends with the process, works this way.
+	// stopped, and its final updates go to the connection that went away,
+	// for as long as it can still write them. An agent on stdio, whose one
+	// connection ends with the process, works this way.
 	CloseDetached DetachPolicy = iota
 	// KeepDetached leaves the session running with no client: its commands
 	// run on, their output accumulates in the rings (no backpressure: a

@@ -127,7 +127,7 @@ func (h *harness) serve(end func(context.Context, *protocol.Conn) error, opts ..
 // end of the test (before the harness's own connection).
 func (h *harness) connect(opts ...acptest.Option) *acptest.Client {
 	h.t.Helper()
-	c, served := h.serve(func(ctx context.Context, conn *protocol.Conn) error { return h.sup.Detach(ctx, conn) }, opts...)
+	c, served := h.serve(func(ctx context.Context, conn *protocol.Conn) error { return h.sup.Detach(ctx, conn.Client()) }, opts...)
 	h.t.Cleanup(func() {
 		c.Close()
 		<-served

@@ -39,6 +39,16 @@ type entry struct {
 	term *terminal
 }
 
+// attach makes c the client the session reports to (nil: none). The
+// client it reported to before, if another, is released: it no longer
+// streams the session's terminals, nor holds them back.
+func (o *outbox) attach(c protocol.Client) {
+	if o.client != nil && o.client != c {
+		o.client.Release(o.session)
+	}
+	o.client = c
+}
+
 // send sends an update to the attached client.
 func (o *outbox) send(u any) {
 	o.updatedAt = time.Now()

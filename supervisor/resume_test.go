@@ -2,10 +2,12 @@ package supervisor
 
 import (
 	"cmp"
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -351,4 +353,84 @@ func TestReplayFromStartShowsWhatALiveClientSaw(t *testing.T) {
 			t.Errorf("%s after replaying on the same connection: %+v, want %+v", id, again.terms[id], lv)
 		}
 	}
+}
+
+// releaseRecorder is a quietClient that records which sessions released
+// it.
+type releaseRecorder struct {
+	*quietClient
+	mu       sync.Mutex
+	released []string
+}
+
+func (c *releaseRecorder) Release(sid string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.released = append(c.released, sid)
+}
+
+func (c *releaseRecorder) releases() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.released)
+}
+
+// TestASessionReleasesTheConnectionItLeaves: whenever a session stops
+// reporting to a connection, that connection is released (it no longer
+// follows, nor holds back, the session's terminals): when another
+// connection resumes the session, and when it goes away under
+// KeepDetached.
+func TestASessionReleasesTheConnectionItLeaves(t *testing.T) {
+	t.Parallel()
+	sv := New(Config{Detached: KeepDetached, Launcher: failLauncher{}, Log: discardLog})
+	a := &releaseRecorder{quietClient: newQuietClient()}
+	b := &releaseRecorder{quietClient: newQuietClient()}
+	cwd := t.TempDir()
+	sid := must(sv.NewSession(a, &protocol.NewSessionRequest{Cwd: cwd})).SessionID
+	if err := sv.Detach(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.releases(); !slices.Equal(got, []string{sid}) {
+		t.Errorf("after A went away it was released by %v, want %s", got, sid)
+	}
+	must(sv.ResumeSession(b, &protocol.ResumeSessionRequest{SessionID: sid, Cwd: cwd}))
+	must(sv.ResumeSession(a, &protocol.ResumeSessionRequest{SessionID: sid, Cwd: cwd}))
+	if got := b.releases(); !slices.Equal(got, []string{sid}) {
+		t.Errorf("after A resumed the session B was released by %v, want %s", got, sid)
+	}
+	if err := sv.Shutdown(context.Background()); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestDetachDropsHeldPromptsOfAReleasedConnection: the prompts a
+// connection left held are dropped when it goes away even if another
+// connection resumed the session meanwhile: they are never inserted into
+// the conversation the other connection now follows.
+func TestDetachDropsHeldPromptsOfAReleasedConnection(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{Detached: KeepDetached})
+	a := h.on(h.connect())
+	sid := a.newSession()
+	a.run(sid, "echo fg; "+trigger("go"))
+	a.output(sid, "term_1", "fg")
+	a.prompt(sid, "echo never")
+	b := h.on(h.connect())
+	b.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": h.cwd}, nil)
+	a.c.Close()
+	h.inspect(sid, func(st *state) {
+		if st.turns.waiting() {
+			t.Errorf("after A went away %d of its prompts are still held", len(st.turns.held))
+		}
+	})
+	h.release("go")
+	b.idle(nil, sid, "end_turn")
+	b.run(sid, "echo after")
+	b.output(sid, "term_2", "after")
+	for _, m := range b.c.Updates(sid) {
+		if m.Kind == protocol.KindUserMessage && strings.Contains(string(m.Raw), "never") {
+			t.Errorf("A's held prompt was inserted after A went away: %s", m.Raw)
+		}
+	}
+	b.c.MustCall("session/close", map[string]string{"sessionId": sid}, nil)
 }

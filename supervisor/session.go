@@ -230,10 +230,7 @@ func (s *Session) resume(c protocol.Client, p *protocol.ResumeSessionRequest) (r
 			err = protocol.SessionNotFound(s.id)
 			return
 		}
-		if old := st.out.client; old != nil && old != c {
-			old.Release(s.id)
-		}
-		st.out.client = c
+		st.out.attach(c)
 		delivered := map[any]bool{}
 		if replay {
 			delivered = st.out.replay()
@@ -271,22 +268,23 @@ func replayFrom(raw json.RawMessage) (bool, error) {
 	return true, nil
 }
 
-// detach serves the end of connection c, if the session reports to it.
-// Under KeepDetached the session goes on without a client, and the
-// prompts c left held are answered -32800 (no one is there to see them
-// inserted); under CloseDetached it closes and calls done once closed.
-// It reports whether done will be called.
+// detach serves the end of connection c. A session that reports to c
+// closes under CloseDetached, and calls done once closed; otherwise it
+// goes on, without a client if it reported to c, and the prompts c left
+// held are answered -32800 (no one is there to see them inserted). It
+// reports whether done will be called.
 func (s *Session) detach(c protocol.Client, policy DetachPolicy, done func()) (closes bool) {
 	s.do(func(st *state) {
-		if st.out.client != c || st.life == sessionClosed {
+		switch {
+		case st.life == sessionClosed:
 			return
-		}
-		if policy == CloseDetached {
+		case st.out.client == c && policy == CloseDetached:
 			closes = true
 			st.close(done)
 			return
+		case st.out.client == c:
+			st.out.attach(nil)
 		}
-		st.out.client = nil
 		st.dropHeld(func(t *turn) bool { return t.from == c }, "the connection went away before it was inserted")
 	})
 	return closes

@@ -260,11 +260,13 @@ func (sv *Supervisor) SetConfigOption(_ protocol.Client, p *protocol.SetConfigOp
 }
 
 // Detach tells the Supervisor that connection c has gone away (its input
-// ended). Each session attached to c does what Config.Detached says: it
+// ended); c is the protocol.Client the connection passed to the Agent
+// methods. Each session attached to c does what Config.Detached says: it
 // closes, as session/close does, and Detach returns once those sessions
 // have reported their final updates (to c, if it can still write) or ctx
 // ends; or it runs on with no client, and Detach returns at once. Sessions
-// attached to other connections are not touched.
+// attached to other connections run on; only the prompts that c left held
+// in them are answered -32800, never to be inserted.
 func (sv *Supervisor) Detach(ctx context.Context, c protocol.Client) error {
 	return sv.wait(ctx, "detach", func(s *Session, done func()) bool {
 		return s.detach(c, sv.cfg.Detached, done)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -61,9 +62,16 @@ func clientCommandLine(args []string) (opts clientOptions, code int, done bool) 
 		opts.agent = rest
 	}
 	if opts.cwd != "" {
-		if info, err := os.Stat(opts.cwd); err != nil || !info.IsDir() {
+		info, err := os.Stat(opts.cwd)
+		if err != nil || !info.IsDir() {
 			return opts, commandLineError(usageErrorf("--cwd %s: not a directory", opts.cwd)), true
 		}
+		// The session's cwd must be absolute; a relative one is from here.
+		abs, err := filepath.Abs(opts.cwd)
+		if err != nil {
+			return opts, commandLineError(usageErrorf("--cwd %s: %v", opts.cwd, err)), true
+		}
+		opts.cwd = abs
 	}
 	return opts, 0, false
 }
@@ -126,14 +134,6 @@ func runClient(args []string) (code int) {
 		Permissions: lineclient.Permissions(opts.permissions),
 		Settings:    opts.settings,
 		Version:     version(),
-	}
-	if cfg.Cwd == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "shellagent client: %v\n", err)
-			return 1
-		}
-		cfg.Cwd = wd
 	}
 	if opts.trace != "" {
 		f, err := os.Create(opts.trace)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"testing"
 	"time"
 )
@@ -78,5 +79,18 @@ func TestRewordFlagError(t *testing.T) {
 		if got := rewordFlagError(in); got != want {
 			t.Errorf("rewordFlagError(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A relative --cwd is taken from the current directory: the session's
+// cwd must be absolute.
+func TestClientCwdIsMadeAbsolute(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, code, done := clientCommandLine([]string{"--cwd", "."})
+	if done || opts.cwd != wd {
+		t.Errorf("--cwd .: cwd %q, exit %d (done %v); want %q", opts.cwd, code, done, wd)
 	}
 }

@@ -1,6 +1,7 @@
 // Command shellagent is an ACP v2 agent on stdio that runs each prompt as a
 // shell command in a PTY, with foreground and background work as the v2
 // Background Work RFD describes, and a line-mode client for such agents.
+// A client that initializes with protocol version 1 is served in v1.
 //
 // Usage:
 //
@@ -97,11 +98,12 @@ func agentHelp(fs *flag.FlagSet) string {
 	w.WriteString(`shellagent is an Agent Client Protocol (ACP) v2 agent on stdio: it runs each
 prompt as a shell command in a pseudo-terminal and reports foreground and
 background work as the v2 Background Work RFD describes. It has no language
-model: the text of a prompt is the command.
+model: the text of a prompt is the command. A client that asks for ACP v1
+(today's editors: Zed, acpx) is served in v1.
 
 Usage:
   shellagent [flags]
-        serve ACP v2: JSON-RPC on stdin and stdout, logs on stderr
+        serve ACP v2 (or v1): JSON-RPC on stdin and stdout, logs on stderr
   shellagent client [flags] [-- AGENT COMMAND...]
         start an agent (this one by default) and talk to it line by line:
         each input line is a prompt; 'shellagent client --help' tells more
