@@ -43,6 +43,16 @@ func (p proc) dieOf(sigs []unix.Signal) unix.Signal {
 	return 0
 }
 
+// catches reports whether the process has a handler for one of sigs.
+func (p proc) catches(sigs []unix.Signal) bool {
+	for _, sig := range sigs {
+		if p.sigCatch&(uint64(1)<<(sig-1)) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // terminates reports whether sig's default action ends the process.
 func terminates(sig unix.Signal) bool {
 	switch sig {

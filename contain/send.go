@@ -72,13 +72,19 @@ const (
 
 // reachedAfter looks at a process that was live just before sigs were sent
 // to it through pidfd fd and tells whether they reached it alive; see
-// byLook. A process that handles the signals was reached if it still runs.
-// One that keeps the default action of one of them dies of it, unless it
+// byLook. A process that catches one of the signals was reached: its
+// handler runs, however it ends. One that ignores them all was reached if
+// it still runs. One that keeps the default action of one of them dies of it, unless it
 // was already on its way out (in exit_group, where no signal is acted on),
 // so its end tells: it ended by the signal, or with its own exit code.
 // Waiting for that end sleeps on the pidfd: a busy loop would take the CPU
 // from the very process that has to run to die.
 func reachedAfter(fd int, before proc, sigs []unix.Signal) bool {
+	if before.catches(sigs) {
+		// A handler runs for it: however the process ends (trap 'exit 9'
+		// TERM ends with a code), the signal reached it.
+		return true
+	}
 	fatal := before.dieOf(sigs) != 0
 	start := time.Now()
 	for {
