@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -288,6 +289,61 @@ func TestContainmentFlag(t *testing.T) {
 			t.Errorf("--containment cgroup without cgroups: exit %d, %q", code, out)
 		}
 	}
+}
+
+// Where cgroups cannot be created (a read-only cgroup2 mount, as in an
+// unprivileged container), --containment cgroup refuses to start and says
+// why, and auto falls back to subreaper mode and reports it. On a machine
+// where cgroups work, the test takes them away from the agent alone: a
+// private mount namespace with the cgroup2 tree bound read-only (a
+// per-mount flag, so the host's tree stays writable).
+func TestContainmentWithoutCgroups(t *testing.T) {
+	t.Parallel()
+	if autoMode(t) == "subreaper" {
+		t.Skip("cgroups are unavailable here already: TestContainmentFlag covers it")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil || os.Geteuid() != 0 {
+		t.Skip("cgroup mode works here, and taking it away needs unshare and root")
+	}
+	mnt := cgroup2Mount(t)
+	// sh -c SCRIPT sh MOUNT AGENT ARGS...
+	const script = `mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"`
+	run := func(stdin string, args ...string) (stdout, stderr string, code int) {
+		cmd := exec.Command(unshare, append([]string{"--mount", "--propagation", "private", "sh", "-c", script, "sh", mnt, binary}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		var out, errOut strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		return out.String(), errOut.String(), exitCode(err)
+	}
+	if _, stderr, code := run("", "--containment", "cgroup"); code != 1 || !strings.Contains(stderr, "--containment cgroup: cgroup containment is not available") || !strings.Contains(stderr, "read-only") {
+		t.Errorf("--containment cgroup without cgroups: exit %d, stderr %q", code, stderr)
+	}
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}` + "\n"
+	if stdout, stderr, code := run(initialize, "--containment", "auto"); code != 0 || !strings.Contains(stdout, `"containment":"subreaper"`) {
+		t.Errorf("--containment auto without cgroups: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if err := os.Mkdir(filepath.Join(mnt, "shellagent-test-rw"), 0o755); err != nil {
+		t.Fatalf("the host's cgroup2 tree is no longer writable: %v", err)
+	}
+	os.Remove(filepath.Join(mnt, "shellagent-test-rw"))
+}
+
+// cgroup2Mount returns where the cgroup2 tree is mounted.
+func cgroup2Mount(t *testing.T) string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		if f := strings.Fields(pre); ok && len(f) >= 5 && strings.HasPrefix(post, "cgroup2 ") {
+			return f[4]
+		}
+	}
+	t.Fatal("no cgroup2 mount")
+	return ""
 }
 
 func exitCode(err error) int {
