@@ -87,18 +87,7 @@ func (e *npmError) Error() string { return "npm ci: " + e.err.Error() + ": " + e
 // permission requests for listed work. It needs node and npm; without
 // them it skips unless SHELLAGENT_INTEROP=1.
 func TestOfficialClient(t *testing.T) {
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			skipOrFail(t, tool+" is not in PATH")
-		}
-	}
-	dir, err := filepath.Abs("../../testdata/interop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := installSDK(t, dir); err != nil {
-		skipOrFail(t, "cannot install the ACP TypeScript SDK: "+err.Error())
-	}
+	dir := interop(t)
 	cmd := exec.Command("node", filepath.Join(dir, "interop.mjs"), binary, t.TempDir())
 	cmd.Env = append(os.Environ(), noRaceExitDelay)
 	cmd.Stderr = testWriter{t}
