@@ -527,22 +527,8 @@ func TestCloseOnExecAndEnvironment(t *testing.T) {
 	}
 	defer r.Close()
 	defer w.Close()
-	marker := "SHELLAGENT_TEST=" + rand.Text()
-	cmd := exec.Command(binary, "--shell", "/bin/sh", "--containment", testMode)
-	cmd.Env = append(os.Environ(), marker, noRaceExitDelay)
-	cmd.ExtraFiles = []*os.File{w} // fd 3 in the agent, inherited without close-on-exec
-	cmd.Stderr = testWriter{t}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	// w is fd 3 in the agent, inherited without close-on-exec.
+	cmd, stdin, stdout, marker := startPiped(t, binary, []string{"--shell", "/bin/sh", "--containment", testMode}, w)
 	c := acptest.New(t, stdout, stdin)
 	a := &agent{t: t, c: c, cmd: cmd, marker: marker, cwd: t.TempDir()}
 	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)

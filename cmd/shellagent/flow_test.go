@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"os"
@@ -74,21 +73,7 @@ type flowAgent struct {
 }
 
 func startFlowAgent(t *testing.T, bin string, rate int, args ...string) *flowAgent {
-	marker := "SHELLAGENT_TEST=" + rand.Text()
-	cmd := exec.Command(bin, append([]string{"--shell", "/bin/sh", "--foreground-timeout", "0"}, args...)...)
-	cmd.Env = append(os.Environ(), marker, noRaceExitDelay)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin, stdout, marker := startPiped(t, bin, append([]string{"--shell", "/bin/sh", "--foreground-timeout", "0"}, args...))
 	a := &flowAgent{t: t, cmd: cmd, out: newPacedReader(stdout, rate), cwd: t.TempDir(), marker: marker}
 	a.c = acptest.New(t, a.out, stdin, acptest.WithoutRaw(), acptest.WithTimeout(90*time.Second))
 	t.Cleanup(a.stop)

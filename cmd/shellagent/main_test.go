@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -68,6 +67,29 @@ func startAgent(t *testing.T, args ...string) *agent {
 	a := &agent{t: t, c: c, cmd: cmd, marker: marker, cwd: t.TempDir()}
 	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
 	return a
+}
+
+// startPiped starts the agent binary bin with args, a fresh marker in its
+// environment, its stderr logged to t and extra as its fds 3 and up, and
+// returns its stdin and stdout, for a test that reads it its own way.
+func startPiped(t *testing.T, bin string, args []string, extra ...*os.File) (cmd *exec.Cmd, stdin io.WriteCloser, stdout io.ReadCloser, marker string) {
+	t.Helper()
+	marker = "SHELLAGENT_TEST=" + rand.Text()
+	cmd = exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), marker, noRaceExitDelay)
+	cmd.ExtraFiles = extra
+	cmd.Stderr = testWriter{t}
+	var err error
+	if stdin, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if stdout, err = cmd.StdoutPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdin, stdout, marker
 }
 
 func (a *agent) session() string {
@@ -210,43 +232,12 @@ func TestRequestsBeforeInitialize(t *testing.T) {
 	c.MustCall("session/new", map[string]any{"cwd": "/tmp"}, nil)
 }
 
-// pausable is an agent's stdout as read by a client that can stop reading.
-type pausable struct {
-	r      io.Reader
-	mu     sync.Mutex
-	paused bool
-	cond   *sync.Cond
-}
-
-func (p *pausable) Read(b []byte) (int, error) {
-	p.mu.Lock()
-	for p.paused {
-		p.cond.Wait()
-	}
-	p.mu.Unlock()
-	return p.r.Read(b)
-}
-
-func (p *pausable) set(paused bool) {
-	p.mu.Lock()
-	p.paused = paused
-	p.mu.Unlock()
-	p.cond.Broadcast()
-}
-
 func TestStalledClientCostsOnlyTheRing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("pushes 50 MB through a PTY")
 	}
-	cmd := exec.Command(plainBinary, "--shell", "/bin/sh", "--foreground-timeout", "0")
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	out := &pausable{r: stdout}
-	out.cond = sync.NewCond(&out.mu)
+	cmd, stdin, stdout, _ := startPiped(t, plainBinary, []string{"--shell", "/bin/sh", "--foreground-timeout", "0"})
+	out := newPacedReader(stdout, 0)
 	c := acptest.New(t, out, stdin, acptest.WithoutRaw())
 	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "t", "version": "1"}}, nil)
 	var res struct {
@@ -254,10 +245,10 @@ func TestStalledClientCostsOnlyTheRing(t *testing.T) {
 	}
 	c.MustCall("session/new", map[string]any{"cwd": t.TempDir()}, &res)
 	const lines = 6_500_000 // seq 1 6500000: about 50 MB with \r\n
-	out.set(true)
+	out.pause(true)
 	c.Send("session/prompt", map[string]any{"sessionId": res.SessionID, "prompt": []map[string]string{{"type": "text", "text": fmt.Sprintf("seq 1 %d", lines)}}})
 	time.Sleep(3 * time.Second) // the command floods while nobody reads
-	out.set(false)
+	out.pause(false)
 	c.WaitFor("idle", func(m *acptest.Msg) bool { return m.State() == "idle" && m.StopReason() == "end_turn" })
 	hwm := peakRSS(t, cmd.Process.Pid)
 	c.Close()

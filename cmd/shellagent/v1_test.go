@@ -4,8 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -482,21 +480,7 @@ func TestV1Multibyte(t *testing.T) {
 // writer holds the PTY while the client is behind.
 func TestV1FlowControl(t *testing.T) {
 	t.Parallel()
-	marker := "SHELLAGENT_TEST=" + rand.Text()
-	cmd := exec.Command(binary, "--shell", "/bin/sh", "--foreground-timeout", "0", "--scrollback", "64KiB", "--stall-timeout", "30s")
-	cmd.Env = append(os.Environ(), marker, noRaceExitDelay)
-	cmd.Stderr = testWriter{t}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin, stdout, marker := startPiped(t, binary, []string{"--shell", "/bin/sh", "--foreground-timeout", "0", "--scrollback", "64KiB", "--stall-timeout", "30s"})
 	out := newPacedReader(stdout, 0)
 	c := acptest.New(t, out, stdin, acptest.WithProtocolV1(), acptest.WithTimeout(90*time.Second))
 	a := &v1Agent{agent: &agent{t: t, c: c, cmd: cmd, marker: marker, cwd: t.TempDir()}, meta: true}
