@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"shellagent/contain"
+	"shellagent/contain/containtest"
 	"shellagent/protocol/acptest"
 	"shellagent/ptyio"
 )
@@ -32,8 +31,8 @@ const (
 // idleInChild) inherits its parent's.
 var marker = "SHELLAGENT_BENCH=" + cmp.Or(os.Getenv("SHELLAGENT_BENCH"), rand.Text())
 
-// launcher holds the agent's commands, in cgroup mode where the machine
-// allows it, as the agent's default (auto).
+// launcher holds the agent's commands in containtest.Mode: cgroup mode where
+// the machine allows it, as the agent's default (auto).
 var launcher ptyio.Local
 
 func TestMain(m *testing.M) {
@@ -48,37 +47,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
-	c, err := contain.Open(contain.Auto)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	}
-	launcher = ptyio.Local{Containment: c}
-	// What a killed run of these tests left behind goes now.
-	if _, _, err := c.Sweep(); err != nil {
-		fmt.Fprintln(os.Stderr, "sweep:", err)
-	}
-	goleak.VerifyTestMain(checkProcs{m, c})
-}
-
-// checkProcs runs the tests, then fails the run if any process started by
-// them is still alive (and kills it).
-type checkProcs struct {
-	m *testing.M
-	c *contain.Containment
-}
-
-func (c checkProcs) Run() int {
-	code := c.m.Run()
-	if left := leftBehind(); len(left) > 0 {
-		fmt.Fprintf(os.Stderr, "bench: processes left behind: %v\n", left)
-		code = 1
-	}
-	if err := c.c.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench: close containment:", err)
-		code = 1
-	}
-	return code
+	containtest.Main(m, func(c *contain.Containment) { launcher = ptyio.Local{Containment: c} }, func() error {
+		if left := leftBehind(); len(left) > 0 {
+			return fmt.Errorf("bench: processes left behind: %v", left)
+		}
+		return nil
+	})
 }
 
 // leftBehind returns the processes with the marker that are still alive a

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
 	"shellagent/contain"
+	"shellagent/contain/containtest"
 	"shellagent/protocol/acptest"
 )
 
@@ -24,47 +24,16 @@ import (
 // TestMain can prove that none is left.
 var marker = "SHELLAGENT_TEST=" + rand.Text()
 
-// launcher holds the tests' commands in the mode SHELLAGENT_TEST_CONTAINMENT
-// names (default auto).
+// launcher holds the tests' commands in containtest.Mode.
 var launcher Local
 
 func TestMain(m *testing.M) {
-	mode := contain.Auto
-	if s := os.Getenv("SHELLAGENT_TEST_CONTAINMENT"); s != "" {
-		mode = contain.Mode(s)
-	}
-	c, err := contain.Open(mode)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	launcher = Local{Containment: c}
-	// What a killed run of these tests left behind goes now.
-	if _, _, err := c.Sweep(); err != nil {
-		fmt.Fprintln(os.Stderr, "sweep:", err)
-	}
-	goleak.VerifyTestMain(leakCheck{m, c})
-}
-
-// leakCheck runs the tests, then fails the run if a process they started
-// is still alive.
-type leakCheck struct {
-	m *testing.M
-	c *contain.Containment
-}
-
-func (l leakCheck) Run() int {
-	code := l.m.Run()
-	left := acptest.ProcessesWith(marker)
-	if err := l.c.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "close containment:", err)
-		code = 1
-	}
-	if len(left) > 0 {
-		fmt.Fprintf(os.Stderr, "processes left behind: %v\n", left)
-		code = 1
-	}
-	return code
+	containtest.Main(m, func(c *contain.Containment) { launcher = Local{Containment: c} }, func() error {
+		if left := acptest.ProcessesWith(marker); len(left) > 0 {
+			return fmt.Errorf("processes left behind: %v", left)
+		}
+		return nil
+	})
 }
 
 // recorder collects a process's output and events.

@@ -13,9 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"shellagent/contain"
+	"shellagent/contain/containtest"
 	"shellagent/protocol"
 	"shellagent/protocol/acptest"
 	"shellagent/ptyio"
@@ -32,36 +31,7 @@ func TestMain(m *testing.M) {
 	if err := flag.Set("test.parallel", "8"); err != nil {
 		panic(err)
 	}
-	mode := contain.Auto
-	if s := os.Getenv("SHELLAGENT_TEST_CONTAINMENT"); s != "" {
-		mode = contain.Mode(s)
-	}
-	c, err := contain.Open(mode)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	launcher = ptyio.Local{Containment: c}
-	// What a killed run of these tests left behind goes now.
-	if _, _, err := c.Sweep(); err != nil {
-		fmt.Fprintln(os.Stderr, "sweep:", err)
-	}
-	goleak.VerifyTestMain(closing{m, c})
-}
-
-// closing runs the tests, then closes the containment.
-type closing struct {
-	m *testing.M
-	c *contain.Containment
-}
-
-func (c closing) Run() int {
-	code := c.m.Run()
-	if err := c.c.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "close containment:", err)
-		code = 1
-	}
-	return code
+	containtest.Main(m, func(c *contain.Containment) { launcher = ptyio.Local{Containment: c} }, nil)
 }
 
 // harness is one agent served over pipes to a strict test client. Every

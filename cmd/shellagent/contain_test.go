@@ -15,20 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"shellagent/contain/containtest"
 	"shellagent/protocol/acptest"
 )
 
-// testMode is the --containment every test agent gets:
-// SHELLAGENT_TEST_CONTAINMENT, default auto. CI runs the suite once more
-// with subreaper.
-var testMode = cmpOr(os.Getenv("SHELLAGENT_TEST_CONTAINMENT"), "auto")
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
+// testMode is the --containment every test agent gets (containtest.Mode).
+// CI runs the containment tests once more with subreaper.
+var testMode = string(containtest.Mode())
 
 // zoo is every way a command's processes try to outlive it. Each line ends
 // with "&" or ";", ready for more.
