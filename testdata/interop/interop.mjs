@@ -6,26 +6,11 @@
 // list, cancel capabilities, isForBackgroundWork), so a message the SDK
 // parses differently from shellagent's intent fails here. Prints one JSON
 // summary line; exits non-zero on the first failed check.
-import { spawn } from "node:child_process";
-import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk/experimental/v2";
+import { check, cwd, problems, startAgent } from "./common.mjs";
 
-const [binary, cwd] = process.argv.slice(2);
-const problems = [];
-for (const level of ["error", "warn"]) {
-  const orig = console[level];
-  console[level] = (...args) => {
-    problems.push(`console.${level}: ${args.map(String).join(" ")}`);
-    orig(...args);
-  };
-}
-
-function check(ok, what) {
-  if (!ok) throw new Error(`check failed: ${what}`);
-}
-
-const child = spawn(binary, ["--shell", "/bin/sh"], { stdio: ["pipe", "pipe", "inherit"] });
-const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+const { child, input: agentIn, output: agentOut } = startAgent();
+const stream = acp.ndJsonStream(agentIn, agentOut);
 
 // Permission answers: "allow" unless a test wants to look first.
 const permissionRequests = [];
