@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"shellagent/acp"
+
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -18,16 +20,16 @@ import (
 // Its methods never block on the peer. Updates go out in the order they
 // were queued, whichever goroutines queued them.
 type Client interface {
-	// Update queues a session/update notification. A *TerminalUpdate sent
-	// this way is plain data: use UpdateTerminal for a terminal whose
+	// Update queues a session/update notification. An *acp.TerminalUpdate
+	// sent this way is plain data: use UpdateTerminal for a terminal whose
 	// output the client should see.
-	Update(sessionID string, update any)
+	Update(sessionID string, update acp.Update)
 	// UpdateTerminal queues a terminal_update together with the terminal's
 	// output, read from out as mode says: the first call for a terminal
 	// starts streaming it as terminal_output_chunk, a call whose update
 	// has an exitStatus sends the rest of it and stops. Pass the same out
 	// for every update of a terminal.
-	UpdateTerminal(sessionID string, u *TerminalUpdate, out OutputSource, mode OutputMode)
+	UpdateTerminal(sessionID string, u *acp.TerminalUpdate, out OutputSource, mode OutputMode)
 	// Release says that the session no longer reports to this client
 	// (another connection resumed it): what was queued for it still goes
 	// out, but its terminals' output is no longer streamed, nor held back
@@ -37,7 +39,7 @@ type Client interface {
 	// with the answer, or with an error when ctx ends first (the request is
 	// then withdrawn with $/cancel_request) or the connection closes. done
 	// runs on its own goroutine.
-	RequestPermission(ctx context.Context, p *PermissionRequest, done func(*PermissionResponse, error))
+	RequestPermission(ctx context.Context, p *acp.PermissionRequest, done func(*acp.PermissionResponse, error))
 }
 
 // Reply answers a request whose answer comes later; call it exactly once.
@@ -48,20 +50,22 @@ type Reply func(result any, err error)
 // answers through a Reply. An error of type *Error is sent as is; any other
 // error becomes -32603.
 type Agent interface {
-	Initialize(c Client, p *InitializeRequest) (*InitializeResponse, error)
-	NewSession(c Client, p *NewSessionRequest) (*NewSessionResponse, error)
-	ListSessions(c Client, p *ListSessionsRequest) (*ListSessionsResponse, error)
-	ResumeSession(c Client, p *ResumeSessionRequest) (*ResumeSessionResponse, error)
-	CloseSession(c Client, p *CloseSessionRequest, reply Reply)
+	// Initialize is called once the Conn has negotiated the version (see
+	// Conn): the Agent answers in v2, whatever version the client speaks.
+	Initialize(c Client, p *acp.InitializeRequest) (*acp.InitializeResponse, error)
+	NewSession(c Client, p *acp.NewSessionRequest) (*acp.NewSessionResponse, error)
+	ListSessions(c Client, p *acp.ListSessionsRequest) (*acp.ListSessionsResponse, error)
+	ResumeSession(c Client, p *acp.ResumeSessionRequest) (*acp.ResumeSessionResponse, error)
+	CloseSession(c Client, p *acp.CloseSessionRequest, reply Reply)
 	// Prompt's ctx is cancelled if the client withdraws the request with
 	// $/cancel_request before it is answered.
-	Prompt(ctx context.Context, c Client, p *PromptRequest, reply Reply)
-	CancelSession(c Client, p *CancelSessionNotification)
+	Prompt(ctx context.Context, c Client, p *acp.PromptRequest, reply Reply)
+	CancelSession(c Client, p *acp.CancelSessionNotification)
 	// CancelTerminal answers through reply before it signals the
 	// terminal, so the answer goes out before the exit status it causes.
-	CancelTerminal(c Client, p *CancelTerminalRequest, reply Reply)
-	CancelToolCall(c Client, p *CancelToolCallRequest, reply Reply)
-	SetConfigOption(c Client, p *SetConfigOptionRequest) (*SetConfigOptionResponse, error)
+	CancelTerminal(c Client, p *acp.CancelTerminalRequest, reply Reply)
+	CancelToolCall(c Client, p *acp.CancelToolCallRequest, reply Reply)
+	SetConfigOption(c Client, p *acp.SetConfigOptionRequest) (*acp.SetConfigOptionResponse, error)
 }
 
 // Options configure a Conn.
@@ -132,10 +136,10 @@ func (c *Conn) Close() {
 }
 
 // Update implements Client.
-func (c *Conn) Update(sessionID string, update any) { c.w.update(sessionID, update) }
+func (c *Conn) Update(sessionID string, update acp.Update) { c.w.update(sessionID, update) }
 
 // UpdateTerminal implements Client.
-func (c *Conn) UpdateTerminal(sessionID string, u *TerminalUpdate, out OutputSource, mode OutputMode) {
+func (c *Conn) UpdateTerminal(sessionID string, u *acp.TerminalUpdate, out OutputSource, mode OutputMode) {
 	c.w.updateTerminal(sessionID, u, out, mode)
 }
 
@@ -143,13 +147,13 @@ func (c *Conn) UpdateTerminal(sessionID string, u *TerminalUpdate, out OutputSou
 func (c *Conn) Release(sessionID string) { c.w.release(sessionID) }
 
 // RequestPermission implements Client.
-func (c *Conn) RequestPermission(ctx context.Context, p *PermissionRequest, done func(*PermissionResponse, error)) {
+func (c *Conn) RequestPermission(ctx context.Context, p *acp.PermissionRequest, done func(*acp.PermissionResponse, error)) {
 	c.requestPermission(ctx, p, done)
 }
 
 // requestPermission sends session/request_permission with params p, as
 // Client.RequestPermission says.
-func (c *Conn) requestPermission(ctx context.Context, p any, done func(*PermissionResponse, error)) {
+func (c *Conn) requestPermission(ctx context.Context, p any, done func(*acp.PermissionResponse, error)) {
 	id := jsonrpc2.ID{Str: fmt.Sprintf("perm_%d", c.requestSeq.Add(1)), IsString: true}
 	call, err := c.rpc.DispatchCall(ctx, "session/request_permission", p, jsonrpc2.PickID(id))
 	if err != nil {
@@ -157,7 +161,7 @@ func (c *Conn) requestPermission(ctx context.Context, p any, done func(*Permissi
 		return
 	}
 	go func() {
-		var resp PermissionResponse
+		var resp acp.PermissionResponse
 		err := call.Wait(ctx, &resp)
 		if ctx.Err() != nil {
 			// Best effort: it fails only on a closed connection, where the
@@ -192,7 +196,7 @@ func (h rpcHandler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Re
 		return
 	}
 	if req.Method != "initialize" && !c.initialized.Load() {
-		c.replyNow(req.ID)(nil, &Error{Code: CodeInvalidRequest, Message: req.Method + ": initialize first"})
+		c.replyNow(req.ID)(nil, &acp.Error{Code: acp.CodeInvalidRequest, Message: req.Method + ": initialize first"})
 		return
 	}
 	table := requests
@@ -201,7 +205,7 @@ func (h rpcHandler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Re
 	}
 	handle, ok := table[req.Method]
 	if !ok {
-		c.replyNow(req.ID)(nil, &Error{Code: CodeMethodNotFound, Message: "method not found: " + req.Method})
+		c.replyNow(req.ID)(nil, &acp.Error{Code: acp.CodeMethodNotFound, Message: "method not found: " + req.Method})
 		return
 	}
 	handle(c, req)
@@ -233,7 +237,7 @@ func (c *Conn) panicked(req *jsonrpc2.Request, r any) error {
 func (c *Conn) handleNotification(req *jsonrpc2.Request) {
 	switch req.Method {
 	case "session/cancel":
-		var p CancelSessionNotification
+		var p acp.CancelSessionNotification
 		if decodeParams(req.Params, &p) == nil && p.SessionID != "" {
 			c.agent.CancelSession(c.client(), &p)
 		}
@@ -311,7 +315,7 @@ type handler func(c *Conn, req *jsonrpc2.Request)
 // params is a request's params type: it can say what is wrong with it.
 type params[T any] interface {
 	*T
-	validate() error
+	Validate() error
 }
 
 // answeredAtOnce adapts a method whose result is the answer: it decodes
@@ -378,13 +382,13 @@ func decode[T any, P params[T]](req *jsonrpc2.Request) (P, error) {
 	if err := decodeParams(req.Params, p); err != nil {
 		return nil, err
 	}
-	return p, p.validate()
+	return p, p.Validate()
 }
 
 // initialize serves initialize: it chooses the protocol of the connection.
 func initialize(c *Conn, req *jsonrpc2.Request) {
 	reply := c.replyNow(req.ID)
-	p, err := decode[InitializeRequest](req)
+	p, err := decode[acp.InitializeRequest](req)
 	if err != nil {
 		reply(nil, err)
 		return
@@ -398,13 +402,13 @@ func initialize(c *Conn, req *jsonrpc2.Request) {
 	v := *p.ProtocolVersion
 	switch {
 	case v < ProtocolV1:
-		reply(nil, &Error{
-			Code:    CodeUnsupportedProto,
-			Message: fmt.Sprintf("protocolVersion: %d is not supported; shellagent speaks %d and %d", v, ProtocolV1, ProtocolVersion),
-			Data:    map[string]any{"requested": v, "supported": []int{ProtocolV1, ProtocolVersion}},
+		reply(nil, &acp.Error{
+			Code:    acp.CodeUnsupportedProto,
+			Message: fmt.Sprintf("protocolVersion: %d is not supported; shellagent speaks %d and %d", v, ProtocolV1, acp.ProtocolVersion),
+			Data:    map[string]any{"requested": v, "supported": []int{ProtocolV1, acp.ProtocolVersion}},
 		})
 	case c.initialized.Load() && (v == ProtocolV1) != (c.v1 != nil):
-		reply(nil, &Error{Code: CodeInvalidRequest, Message: fmt.Sprintf("initialize: this connection already speaks ACP v%d", c.version())})
+		reply(nil, &acp.Error{Code: acp.CodeInvalidRequest, Message: fmt.Sprintf("initialize: this connection already speaks ACP v%d", c.version())})
 	case v == ProtocolV1:
 		c.v1Initialize(req, reply)
 	default:
@@ -421,27 +425,27 @@ func (c *Conn) version() int {
 	if c.v1 != nil {
 		return ProtocolV1
 	}
-	return ProtocolVersion
+	return acp.ProtocolVersion
 }
 
 var requests = map[string]handler{
 	"initialize":     initialize,
-	"session/new":    answeredAtOnce(func(c *Conn, p *NewSessionRequest) (any, error) { return c.agent.NewSession(c, p) }),
-	"session/list":   answeredAtOnce(func(c *Conn, p *ListSessionsRequest) (any, error) { return c.agent.ListSessions(c, p) }),
-	"session/resume": answeredAtOnce(func(c *Conn, p *ResumeSessionRequest) (any, error) { return c.agent.ResumeSession(c, p) }),
-	"session/set_config_option": answeredAtOnce(func(c *Conn, p *SetConfigOptionRequest) (any, error) {
+	"session/new":    answeredAtOnce(func(c *Conn, p *acp.NewSessionRequest) (any, error) { return c.agent.NewSession(c, p) }),
+	"session/list":   answeredAtOnce(func(c *Conn, p *acp.ListSessionsRequest) (any, error) { return c.agent.ListSessions(c, p) }),
+	"session/resume": answeredAtOnce(func(c *Conn, p *acp.ResumeSessionRequest) (any, error) { return c.agent.ResumeSession(c, p) }),
+	"session/set_config_option": answeredAtOnce(func(c *Conn, p *acp.SetConfigOptionRequest) (any, error) {
 		return c.agent.SetConfigOption(c, p)
 	}),
-	"terminal/cancel": answeredByReply(func(_ context.Context, c *Conn, p *CancelTerminalRequest, reply Reply) {
+	"terminal/cancel": answeredByReply(func(_ context.Context, c *Conn, p *acp.CancelTerminalRequest, reply Reply) {
 		c.agent.CancelTerminal(c, p, reply)
 	}),
-	"session/close": answeredByReply(func(_ context.Context, c *Conn, p *CloseSessionRequest, reply Reply) {
+	"session/close": answeredByReply(func(_ context.Context, c *Conn, p *acp.CloseSessionRequest, reply Reply) {
 		c.agent.CloseSession(c, p, reply)
 	}),
-	"session/prompt": answeredByReply(func(ctx context.Context, c *Conn, p *PromptRequest, reply Reply) {
+	"session/prompt": answeredByReply(func(ctx context.Context, c *Conn, p *acp.PromptRequest, reply Reply) {
 		c.agent.Prompt(ctx, c, p, reply)
 	}),
-	"tool_call/cancel": answeredByReply(func(_ context.Context, c *Conn, p *CancelToolCallRequest, reply Reply) {
+	"tool_call/cancel": answeredByReply(func(_ context.Context, c *Conn, p *acp.CancelToolCallRequest, reply Reply) {
 		c.agent.CancelToolCall(c, p, reply)
 	}),
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"shellagent/acp"
 	"shellagent/protocol"
 	"shellagent/protocol/acptest"
 )
@@ -16,19 +17,19 @@ type panicky struct {
 	protocol.Agent // nil: any other method is not called
 }
 
-func (panicky) Initialize(protocol.Client, *protocol.InitializeRequest) (*protocol.InitializeResponse, error) {
-	return &protocol.InitializeResponse{ProtocolVersion: 2, Info: protocol.Implementation{Name: "panicky", Version: "1"}}, nil
+func (panicky) Initialize(protocol.Client, *acp.InitializeRequest) (*acp.InitializeResponse, error) {
+	return &acp.InitializeResponse{ProtocolVersion: 2, Info: acp.Implementation{Name: "panicky", Version: "1"}}, nil
 }
 
-func (panicky) NewSession(protocol.Client, *protocol.NewSessionRequest) (*protocol.NewSessionResponse, error) {
+func (panicky) NewSession(protocol.Client, *acp.NewSessionRequest) (*acp.NewSessionResponse, error) {
 	panic("session/new went wrong")
 }
 
-func (panicky) Prompt(context.Context, protocol.Client, *protocol.PromptRequest, protocol.Reply) {
+func (panicky) Prompt(context.Context, protocol.Client, *acp.PromptRequest, protocol.Reply) {
 	panic("session/prompt went wrong")
 }
 
-func (panicky) CancelSession(protocol.Client, *protocol.CancelSessionNotification) {
+func (panicky) CancelSession(protocol.Client, *acp.CancelSessionNotification) {
 	panic("session/cancel went wrong")
 }
 

@@ -9,33 +9,37 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"shellagent/acp"
 )
 
 // stubAgent answers every method at once, except Prompt, which it answers
 // only when the client withdraws the request.
 type stubAgent struct{}
 
-func (stubAgent) Initialize(Client, *InitializeRequest) (*InitializeResponse, error) {
-	return &InitializeResponse{ProtocolVersion: ProtocolVersion}, nil
+func (stubAgent) Initialize(Client, *acp.InitializeRequest) (*acp.InitializeResponse, error) {
+	return &acp.InitializeResponse{ProtocolVersion: acp.ProtocolVersion}, nil
 }
-func (stubAgent) NewSession(Client, *NewSessionRequest) (*NewSessionResponse, error) {
-	return &NewSessionResponse{SessionID: "s"}, nil
+func (stubAgent) NewSession(Client, *acp.NewSessionRequest) (*acp.NewSessionResponse, error) {
+	return &acp.NewSessionResponse{SessionID: "s"}, nil
 }
-func (stubAgent) ListSessions(Client, *ListSessionsRequest) (*ListSessionsResponse, error) {
-	return &ListSessionsResponse{}, nil
+func (stubAgent) ListSessions(Client, *acp.ListSessionsRequest) (*acp.ListSessionsResponse, error) {
+	return &acp.ListSessionsResponse{}, nil
 }
-func (stubAgent) ResumeSession(Client, *ResumeSessionRequest) (*ResumeSessionResponse, error) {
-	return &ResumeSessionResponse{}, nil
+func (stubAgent) ResumeSession(Client, *acp.ResumeSessionRequest) (*acp.ResumeSessionResponse, error) {
+	return &acp.ResumeSessionResponse{}, nil
 }
-func (stubAgent) CloseSession(_ Client, _ *CloseSessionRequest, reply Reply) { reply(struct{}{}, nil) }
-func (stubAgent) Prompt(ctx context.Context, _ Client, _ *PromptRequest, reply Reply) {
-	context.AfterFunc(ctx, func() { reply(nil, RequestCancelled("withdrawn")) })
+func (stubAgent) CloseSession(_ Client, _ *acp.CloseSessionRequest, reply Reply) {
+	reply(struct{}{}, nil)
 }
-func (stubAgent) CancelSession(Client, *CancelSessionNotification)           {}
-func (stubAgent) CancelTerminal(_ Client, _ *CancelTerminalRequest, r Reply) { r(struct{}{}, nil) }
-func (stubAgent) CancelToolCall(_ Client, _ *CancelToolCallRequest, r Reply) { r(struct{}{}, nil) }
-func (stubAgent) SetConfigOption(Client, *SetConfigOptionRequest) (*SetConfigOptionResponse, error) {
-	return &SetConfigOptionResponse{}, nil
+func (stubAgent) Prompt(ctx context.Context, _ Client, _ *acp.PromptRequest, reply Reply) {
+	context.AfterFunc(ctx, func() { reply(nil, acp.RequestCancelled("withdrawn")) })
+}
+func (stubAgent) CancelSession(Client, *acp.CancelSessionNotification)           {}
+func (stubAgent) CancelTerminal(_ Client, _ *acp.CancelTerminalRequest, r Reply) { r(struct{}{}, nil) }
+func (stubAgent) CancelToolCall(_ Client, _ *acp.CancelToolCallRequest, r Reply) { r(struct{}{}, nil) }
+func (stubAgent) SetConfigOption(Client, *acp.SetConfigOptionRequest) (*acp.SetConfigOptionResponse, error) {
+	return &acp.SetConfigOptionResponse{}, nil
 }
 
 // wire is a Conn on pipes, driven line by line.
@@ -126,7 +130,7 @@ func TestANegativeIDCanBeWithdrawn(t *testing.T) {
 	w.send(`{"jsonrpc":"2.0","id":-3,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"x"}]}}`)
 	w.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":-3}}`)
 	m := w.recv()
-	if string(m["id"]) != "-3" || errorCode(m) != CodeRequestCancelled {
+	if string(m["id"]) != "-3" || errorCode(m) != acp.CodeRequestCancelled {
 		t.Errorf("withdrawn prompt answered %v", m)
 	}
 }
@@ -136,7 +140,7 @@ func TestAMethodThatIsNotAStringIsAnsweredWithTheID(t *testing.T) {
 	w := newWire(t)
 	w.send(`{"jsonrpc":"2.0","id":12,"method":42}`)
 	m := w.recv()
-	if string(m["id"]) != "12" || errorCode(m) != CodeInvalidRequest {
+	if string(m["id"]) != "12" || errorCode(m) != acp.CodeInvalidRequest {
 		t.Errorf("answered %v", m)
 	}
 }
@@ -173,18 +177,18 @@ func TestPromptBlocksTheSchemaForbidsAreRefused(t *testing.T) {
 		{`"ls"`, "prompt[0]: must be a content block object"},
 	}
 	for _, tt := range tests {
-		var p PromptRequest
+		var p acp.PromptRequest
 		if err := decodeParams(ptr(json.RawMessage(`{"sessionId":"s","prompt":[`+tt.block+`]}`)), &p); err != nil {
 			t.Errorf("%s: decode: %v", tt.block, err)
 			continue
 		}
-		err := p.validate()
-		var e *Error
+		err := p.Validate()
+		var e *acp.Error
 		switch {
 		case tt.field == "" && err != nil:
 			t.Errorf("%s: refused: %v", tt.block, err)
 		case tt.field == "":
-		case !errors.As(err, &e) || e.Code != CodeInvalidParams || !strings.HasPrefix(e.Message, tt.field):
+		case !errors.As(err, &e) || e.Code != acp.CodeInvalidParams || !strings.HasPrefix(e.Message, tt.field):
 			t.Errorf("%s: got %v, want -32602 %q", tt.block, err, tt.field)
 		}
 	}
@@ -203,7 +207,7 @@ func TestAnInvalidBlockNeverReachesTheAgent(t *testing.T) {
 		Message string `json:"message"`
 	}
 	json.Unmarshal(m["error"], &e)
-	if string(m["id"]) != "9" || errorCode(m) != CodeInvalidParams || !strings.HasPrefix(e.Message, "prompt[1].name: required") {
+	if string(m["id"]) != "9" || errorCode(m) != acp.CodeInvalidParams || !strings.HasPrefix(e.Message, "prompt[1].name: required") {
 		t.Errorf("answered %v", m)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"strconv"
+
+	"shellagent/acp"
 )
 
 // An encoding turns what the writer sends into wire lines. The writer's
@@ -21,7 +23,7 @@ import (
 type encoding interface {
 	// appendUpdate appends the line(s), newline included, that carry a
 	// session update; it may append nothing.
-	appendUpdate(dst []byte, session string, update any) ([]byte, error)
+	appendUpdate(dst []byte, session string, update acp.Update) ([]byte, error)
 	// output returns the encoder of one terminal's output.
 	output(session, terminal string) outputEncoder
 }
@@ -34,11 +36,18 @@ type outputEncoder interface {
 	// of the output with data, dropped bytes after what the client had (or
 	// after the terminal's start, for a client that had nothing). u, if
 	// not nil, is the terminal update the replacement goes with.
-	appendReplacement(dst []byte, u *TerminalUpdate, data []byte, dropped int64) ([]byte, error)
+	appendReplacement(dst []byte, u *acp.TerminalUpdate, data []byte, dropped int64) ([]byte, error)
 }
 
 // acpV2 is the ACP v2 encoding.
 type acpV2 struct{}
+
+// sessionNotification is the params of "session/update": a v2 update, or
+// one of the v1 front's own v1 updates.
+type sessionNotification struct {
+	SessionID string `json:"sessionId"`
+	Update    any    `json:"update"`
+}
 
 type notification struct {
 	JSONRPC string              `json:"jsonrpc"`
@@ -46,7 +55,7 @@ type notification struct {
 	Params  sessionNotification `json:"params"`
 }
 
-func (acpV2) appendUpdate(dst []byte, session string, update any) ([]byte, error) {
+func (acpV2) appendUpdate(dst []byte, session string, update acp.Update) ([]byte, error) {
 	return appendNotification(dst, session, update)
 }
 
@@ -91,7 +100,7 @@ func (o *v2Output) appendChunk(dst, p []byte) []byte {
 	return append(dst, "\"}}}\n"...)
 }
 
-func (o *v2Output) appendReplacement(dst []byte, u *TerminalUpdate, data []byte, dropped int64) ([]byte, error) {
+func (o *v2Output) appendReplacement(dst []byte, u *acp.TerminalUpdate, data []byte, dropped int64) ([]byte, error) {
 	dst = append(dst, o.prefix[:o.head]...)
 	if u != nil {
 		b, err := json.Marshal(u)

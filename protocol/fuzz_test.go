@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"shellagent/acp"
 )
 
 // Fuzz targets, seeded from testdata/fuzz/; .ci/run runs each briefly.
@@ -63,8 +65,8 @@ func FuzzLineReader(f *testing.F) {
 // immediateAgent answers every method at once.
 type immediateAgent struct{ stubAgent }
 
-func (immediateAgent) Prompt(_ context.Context, _ Client, _ *PromptRequest, reply Reply) {
-	reply(&PromptResponse{MessageID: "m"}, nil)
+func (immediateAgent) Prompt(_ context.Context, _ Client, _ *acp.PromptRequest, reply Reply) {
+	reply(&acp.PromptResponse{MessageID: "m"}, nil)
 }
 
 // FuzzRequest sends one line to a connection, then a request of its own:

@@ -1,6 +1,11 @@
 package protocol
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+
+	"shellagent/acp"
+)
 
 // coalesceAt is how many pending entries make a client "far behind":
 // from then on, and while it is stalled, superseded updates are coalesced.
@@ -56,7 +61,7 @@ type entry struct {
 	index   int    // in controlQueue.entries
 	line    []byte // a complete JSON-RPC message, or:
 	session string
-	update  any
+	update  acp.Update
 	stream  *stream    // terminal updates: the terminal's output
 	mode    OutputMode // terminal updates
 	item    *item      // tool call and terminal updates
@@ -89,9 +94,9 @@ type item struct {
 
 // sessionStates tracks a session's state_updates.
 type sessionStates struct {
-	last     *entry           // the last state_update queued, pending or taken
-	prevList []BackgroundItem // the list of the state_update queued before last
-	pending  []*entry         // pending state_updates
+	last     *entry               // the last state_update queued, pending or taken
+	prevList []acp.BackgroundItem // the list of the state_update queued before last
+	pending  []*entry             // pending state_updates
 }
 
 func newControlQueue() controlQueue {
@@ -120,20 +125,24 @@ func (q *controlQueue) addFixed(e *entry) {
 }
 
 // addUpdate queues a session update.
-func (q *controlQueue) addUpdate(session string, update any) {
+func (q *controlQueue) addUpdate(session string, update acp.Update) {
 	switch u := update.(type) {
-	case *StateUpdate:
+	case *acp.StateUpdate:
 		q.addState(session, u)
-	case *ToolCallUpdate:
-		final := u.Status == StatusCompleted || u.Status == StatusFailed || u.Status == StatusCancelled
+	case *acp.ToolCallUpdate:
+		final := u.Status == acp.StatusCompleted || u.Status == acp.StatusFailed || u.Status == acp.StatusCancelled
 		q.addItemUpdate(&entry{session: session, update: u}, itemKey{session, toolCallItem, u.ToolCallID}, final)
-	default:
+	case *acp.Message, *acp.TerminalUpdate:
+		// A terminal update queued here is plain data, with no output
+		// stream (see Client.Update): it is fixed, like a message.
 		q.addFixed(&entry{session: session, update: update})
+	default:
+		panic(fmt.Sprintf("addUpdate: unknown update %T", update))
 	}
 }
 
 // addTerminal queues a terminal update with its output stream.
-func (q *controlQueue) addTerminal(session string, u *TerminalUpdate, s *stream, mode OutputMode) {
+func (q *controlQueue) addTerminal(session string, u *acp.TerminalUpdate, s *stream, mode OutputMode) {
 	e := &entry{session: session, update: u, stream: s, mode: mode}
 	key := itemKey{session, terminalItem, u.TerminalID}
 	if mode == ReplaceOutput {
@@ -175,19 +184,19 @@ func (q *controlQueue) addItemUpdate(e *entry, key itemKey, final bool) {
 	}
 }
 
-func (q *controlQueue) addState(session string, u *StateUpdate) {
+func (q *controlQueue) addState(session string, u *acp.StateUpdate) {
 	ss := q.sessions[session]
 	if ss == nil {
 		ss = &sessionStates{}
 		q.sessions[session] = ss
 	}
-	if l := ss.last; q.coalescing() && l != nil && !l.taken && l.seq > q.lastFixed && !keepsFollowUp(ss.prevList, l.update.(*StateUpdate), u) {
+	if l := ss.last; q.coalescing() && l != nil && !l.taken && l.seq > q.lastFixed && !keepsFollowUp(ss.prevList, l.update.(*acp.StateUpdate), u) {
 		l.update = u
 		q.moveToEnd(l)
 		return
 	}
 	if ss.last != nil {
-		ss.prevList = ss.last.update.(*StateUpdate).Background
+		ss.prevList = ss.last.update.(*acp.StateUpdate).Background
 	}
 	ss.last = q.push(&entry{session: session, update: u})
 	ss.pending = append(ss.pending, ss.last)
@@ -196,8 +205,8 @@ func (q *controlQueue) addState(session string, u *StateUpdate) {
 // keepsFollowUp reports whether replacing pending (which followed a list
 // prev) by next would move a removal that pending reported into an idle
 // snapshot with an empty list; see controlQueue.
-func keepsFollowUp(prev []BackgroundItem, pending, next *StateUpdate) bool {
-	return next.State == StateIdle && len(next.Background) == 0 && len(pending.Background) == 0 && len(prev) > 0
+func keepsFollowUp(prev []acp.BackgroundItem, pending, next *acp.StateUpdate) bool {
+	return next.State == acp.StateIdle && len(next.Background) == 0 && len(pending.Background) == 0 && len(prev) > 0
 }
 
 func (q *controlQueue) moveToEnd(e *entry) {
@@ -293,14 +302,14 @@ func (q *controlQueue) droppable(it *item) bool {
 		return true
 	}
 	for _, e := range ss.pending {
-		if e.seq > it.first.seq && lists(e.update.(*StateUpdate).Background, it.key) {
+		if e.seq > it.first.seq && lists(e.update.(*acp.StateUpdate).Background, it.key) {
 			return false
 		}
 	}
 	return true
 }
 
-func lists(bg []BackgroundItem, key itemKey) bool {
+func lists(bg []acp.BackgroundItem, key itemKey) bool {
 	for _, b := range bg {
 		if key.kind == terminalItem && b.TerminalID == key.id || key.kind == toolCallItem && b.ToolCallID == key.id {
 			return true
@@ -309,25 +318,29 @@ func lists(bg []BackgroundItem, key itemKey) bool {
 	return false
 }
 
-// clone returns a copy of a tool call or terminal update.
-func clone(u any) any {
+// clone returns a copy of a tool call or terminal update, the two kinds
+// of update that merge patches; the others are returned as they are.
+func clone(u acp.Update) acp.Update {
 	switch u := u.(type) {
-	case *ToolCallUpdate:
+	case *acp.ToolCallUpdate:
 		c := *u
 		return &c
-	case *TerminalUpdate:
+	case *acp.TerminalUpdate:
 		c := *u
 		return &c
+	case *acp.Message, *acp.StateUpdate:
+		return u
 	}
-	return u
+	panic(fmt.Sprintf("clone: unknown update %T", u))
 }
 
 // merge applies the patch src to dst, both of the same type: the fields
-// src sets replace those of dst.
-func merge(dst, src any) {
+// src sets replace those of dst. Only tool call and terminal updates are
+// patches; a message or a state_update is whole, and is never merged.
+func merge(dst, src acp.Update) {
 	switch d := dst.(type) {
-	case *ToolCallUpdate:
-		s := src.(*ToolCallUpdate)
+	case *acp.ToolCallUpdate:
+		s := src.(*acp.ToolCallUpdate)
 		set(&d.Title, s.Title)
 		set(&d.Kind, s.Kind)
 		set(&d.Status, s.Status)
@@ -343,8 +356,8 @@ func merge(dst, src any) {
 		if s.Capabilities != nil {
 			d.Capabilities = s.Capabilities
 		}
-	case *TerminalUpdate:
-		s := src.(*TerminalUpdate)
+	case *acp.TerminalUpdate:
+		s := src.(*acp.TerminalUpdate)
 		set(&d.Command, s.Command)
 		set(&d.Cwd, s.Cwd)
 		if s.Size != nil {
@@ -356,6 +369,8 @@ func merge(dst, src any) {
 		if s.Capabilities != nil {
 			d.Capabilities = s.Capabilities
 		}
+	default:
+		panic(fmt.Sprintf("merge: %T is not a patch", dst))
 	}
 }
 

@@ -4,30 +4,32 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"shellagent/acp"
 )
 
 // Updates for queue tests, in a notation that describe prints back.
 
-func st(state string, ids ...string) *StateUpdate {
-	u := &StateUpdate{SessionUpdate: KindState, State: state}
+func st(state string, ids ...string) *acp.StateUpdate {
+	u := &acp.StateUpdate{SessionUpdate: acp.KindState, State: state}
 	for _, id := range ids {
 		if strings.HasPrefix(id, "term") {
-			u.Background = append(u.Background, BackgroundItem{Type: "terminal", TerminalID: id})
+			u.Background = append(u.Background, acp.BackgroundItem{Type: "terminal", TerminalID: id})
 		} else {
-			u.Background = append(u.Background, BackgroundItem{Type: "tool_call", ToolCallID: id})
+			u.Background = append(u.Background, acp.BackgroundItem{Type: "tool_call", ToolCallID: id})
 		}
 	}
 	return u
 }
 
-func tc(id, status string) *ToolCallUpdate {
-	return &ToolCallUpdate{SessionUpdate: KindToolCall, ToolCallID: id, Status: status}
+func tc(id, status string) *acp.ToolCallUpdate {
+	return &acp.ToolCallUpdate{SessionUpdate: acp.KindToolCall, ToolCallID: id, Status: status}
 }
 
 // op is one thing queued: a session update, a terminal update (term,
 // exit) or a line.
 type op struct {
-	update any
+	update acp.Update
 	term   string
 	exit   bool
 	line   string
@@ -38,9 +40,9 @@ func (o op) apply(q *controlQueue) {
 	case o.line != "":
 		q.addLine([]byte(o.line))
 	case o.term != "":
-		u := &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: o.term}
+		u := &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: o.term}
 		if o.exit {
-			u.ExitStatus = &ExitStatus{}
+			u.ExitStatus = &acp.ExitStatus{}
 		}
 		q.addTerminal("s", u, &stream{}, StreamOutput)
 	default:
@@ -52,20 +54,20 @@ func describe(e *entry) string {
 	switch u := e.update.(type) {
 	case nil:
 		return string(e.line)
-	case *StateUpdate:
+	case *acp.StateUpdate:
 		var ids []string
 		for _, b := range u.Background {
 			ids = append(ids, b.TerminalID+b.ToolCallID)
 		}
 		return fmt.Sprintf("%s%v", u.State, ids)
-	case *ToolCallUpdate:
+	case *acp.ToolCallUpdate:
 		return u.ToolCallID + ":" + u.Status
-	case *TerminalUpdate:
+	case *acp.TerminalUpdate:
 		if u.ExitStatus != nil {
 			return u.TerminalID + ":exit"
 		}
 		return u.TerminalID
-	case *Message:
+	case *acp.Message:
 		return "message"
 	}
 	return "?"
@@ -81,7 +83,7 @@ func describeAll(es []*entry) string {
 
 func TestControlQueue(t *testing.T) {
 	t.Parallel()
-	msg := &Message{SessionUpdate: KindAgentMessage}
+	msg := &acp.Message{SessionUpdate: acp.KindAgentMessage}
 	tests := []struct {
 		name    string
 		stalled bool
@@ -166,19 +168,19 @@ func TestControlQueueMergesPatchFields(t *testing.T) {
 	t.Parallel()
 	q := newControlQueue()
 	q.stalled = true
-	caller := &ToolCallUpdate{SessionUpdate: KindToolCall, ToolCallID: "c1", Status: StatusInProgress, Content: []ToolCallContent{TerminalContent("term_1")}}
-	q.addUpdate("s", &ToolCallUpdate{SessionUpdate: KindToolCall, ToolCallID: "c1", Title: "t", Kind: "execute", Status: StatusPending})
+	caller := &acp.ToolCallUpdate{SessionUpdate: acp.KindToolCall, ToolCallID: "c1", Status: acp.StatusInProgress, Content: []acp.ToolCallContent{acp.TerminalContent("term_1")}}
+	q.addUpdate("s", &acp.ToolCallUpdate{SessionUpdate: acp.KindToolCall, ToolCallID: "c1", Title: "t", Kind: "execute", Status: acp.StatusPending})
 	q.addUpdate("s", caller)
-	q.addUpdate("s", &ToolCallUpdate{SessionUpdate: KindToolCall, ToolCallID: "c1", Status: StatusCompleted, RawOutput: 0, Capabilities: CapsNone})
+	q.addUpdate("s", &acp.ToolCallUpdate{SessionUpdate: acp.KindToolCall, ToolCallID: "c1", Status: acp.StatusCompleted, RawOutput: 0, Capabilities: acp.CapsNone})
 	es := q.take(nil)
 	if len(es) != 2 {
 		t.Fatalf("taken %s", describeAll(es))
 	}
-	got := es[1].update.(*ToolCallUpdate)
-	if got.Status != StatusCompleted || len(got.Content) != 1 || got.RawOutput == nil || string(got.Capabilities) != "null" || got.Title != "" {
+	got := es[1].update.(*acp.ToolCallUpdate)
+	if got.Status != acp.StatusCompleted || len(got.Content) != 1 || got.RawOutput == nil || string(got.Capabilities) != "null" || got.Title != "" {
 		t.Errorf("merged patch %+v", got)
 	}
-	if caller.Status != StatusInProgress || caller.RawOutput != nil {
+	if caller.Status != acp.StatusInProgress || caller.RawOutput != nil {
 		t.Errorf("the caller's update was changed: %+v", caller)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"shellagent/acp"
 )
 
 // DefaultMaxLine is the largest message accepted, in bytes.
@@ -94,7 +96,7 @@ func (s *objectStream) ReadObject(v any) error {
 	for {
 		line, err := s.lines.next()
 		if errors.Is(err, errTooLong) {
-			s.w.send(errorResponse(nil, CodeInvalidRequest, fmt.Sprintf("message longer than %d bytes", s.lines.max)))
+			s.w.send(errorResponse(nil, acp.CodeInvalidRequest, fmt.Sprintf("message longer than %d bytes", s.lines.max)))
 			continue
 		}
 		if err != nil {
@@ -110,7 +112,7 @@ func (s *objectStream) ReadObject(v any) error {
 		}
 		line = carryNegativeID(line)
 		if err := json.Unmarshal(line, v); err != nil {
-			s.w.send(errorResponse(envelopeID(line), CodeInvalidRequest, "invalid request: "+err.Error()))
+			s.w.send(errorResponse(envelopeID(line), acp.CodeInvalidRequest, "invalid request: "+err.Error()))
 			continue
 		}
 		return nil
@@ -202,31 +204,31 @@ type envelope struct {
 // 2.0 message shellagent accepts, or nil.
 func checkMessage(line []byte) []byte {
 	if !json.Valid(line) {
-		return errorResponse(nil, CodeParseError, "parse error: not valid JSON")
+		return errorResponse(nil, acp.CodeParseError, "parse error: not valid JSON")
 	}
 	switch line[0] {
 	case '{':
 	case '[':
-		return errorResponse(nil, CodeInvalidRequest, "batch requests are not supported")
+		return errorResponse(nil, acp.CodeInvalidRequest, "batch requests are not supported")
 	default:
-		return errorResponse(nil, CodeInvalidRequest, "a message must be a JSON object")
+		return errorResponse(nil, acp.CodeInvalidRequest, "a message must be a JSON object")
 	}
 	var env envelope
 	if err := json.Unmarshal(line, &env); err != nil {
-		return errorResponse(nil, CodeInvalidRequest, "invalid request: "+err.Error())
+		return errorResponse(nil, acp.CodeInvalidRequest, "invalid request: "+err.Error())
 	}
 	id := validID(env.ID)
 	if env.ID != nil && id == nil {
-		return errorResponse(nil, CodeInvalidRequest, "id: must be a string or an integer (int64)")
+		return errorResponse(nil, acp.CodeInvalidRequest, "id: must be a string or an integer (int64)")
 	}
 	if env.JSONRPC == nil || *env.JSONRPC != "2.0" {
-		return errorResponse(id, CodeInvalidRequest, `jsonrpc: must be "2.0"`)
+		return errorResponse(id, acp.CodeInvalidRequest, `jsonrpc: must be "2.0"`)
 	}
 	switch {
 	case env.Method == nil && env.Result == nil && env.Error == nil:
-		return errorResponse(id, CodeInvalidRequest, "method: required")
+		return errorResponse(id, acp.CodeInvalidRequest, "method: required")
 	case env.Method != nil && env.Method[0] != '"':
-		return errorResponse(id, CodeInvalidRequest, "method: must be a string")
+		return errorResponse(id, acp.CodeInvalidRequest, "method: must be a string")
 	}
 	return nil
 }

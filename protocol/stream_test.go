@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"shellagent/acp"
 )
 
 func TestLineReader(t *testing.T) {
@@ -91,24 +93,24 @@ func TestCheckMessage(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":"a","method":"x","params":{}}`, 0, ""},
 		{`{"jsonrpc":"2.0","method":"session/cancel"}`, 0, ""},
 		{`{"jsonrpc":"2.0","id":3,"result":{}}`, 0, ""},
-		{`{"jsonrpc":"2.0","id":1,"method":`, CodeParseError, "null"},
-		{`not json`, CodeParseError, "null"},
-		{`[{"jsonrpc":"2.0","id":1,"method":"x"}]`, CodeInvalidRequest, "null"},
-		{`"a string"`, CodeInvalidRequest, "null"},
-		{`{"id":1,"method":"x"}`, CodeInvalidRequest, "1"},
-		{`{"jsonrpc":"1.0","id":"q","method":"x"}`, CodeInvalidRequest, `"q"`},
-		{`{"jsonrpc":"2.0","id":null,"method":"x"}`, CodeInvalidRequest, "null"},
+		{`{"jsonrpc":"2.0","id":1,"method":`, acp.CodeParseError, "null"},
+		{`not json`, acp.CodeParseError, "null"},
+		{`[{"jsonrpc":"2.0","id":1,"method":"x"}]`, acp.CodeInvalidRequest, "null"},
+		{`"a string"`, acp.CodeInvalidRequest, "null"},
+		{`{"id":1,"method":"x"}`, acp.CodeInvalidRequest, "1"},
+		{`{"jsonrpc":"1.0","id":"q","method":"x"}`, acp.CodeInvalidRequest, `"q"`},
+		{`{"jsonrpc":"2.0","id":null,"method":"x"}`, acp.CodeInvalidRequest, "null"},
 		{`{"jsonrpc":"2.0","id":-1,"method":"x"}`, 0, ""},
 		{`{"jsonrpc":"2.0","id":9223372036854775807,"method":"x"}`, 0, ""},
 		{`{"jsonrpc":"2.0","id":-9223372036854775808,"method":"x"}`, 0, ""},
-		{`{"jsonrpc":"2.0","id":9223372036854775808,"method":"x"}`, CodeInvalidRequest, "null"},
-		{`{"jsonrpc":"2.0","id":"\u0000shellagent-negative-id:-1","method":"x"}`, CodeInvalidRequest, "null"},
-		{`{"jsonrpc":"2.0","id":1.5,"method":"x"}`, CodeInvalidRequest, "null"},
-		{`{"jsonrpc":"2.0","id":{},"method":"x"}`, CodeInvalidRequest, "null"},
-		{`{"jsonrpc":"2.0","id":7}`, CodeInvalidRequest, "7"},
-		{`{"jsonrpc":"2.0","id":7,"method":5}`, CodeInvalidRequest, "7"},
-		{`{"jsonrpc":"2.0","id":-7,"method":null}`, CodeInvalidRequest, "-7"},
-		{`{"jsonrpc":"2.0","id":"m","method":{}}`, CodeInvalidRequest, `"m"`},
+		{`{"jsonrpc":"2.0","id":9223372036854775808,"method":"x"}`, acp.CodeInvalidRequest, "null"},
+		{`{"jsonrpc":"2.0","id":"\u0000shellagent-negative-id:-1","method":"x"}`, acp.CodeInvalidRequest, "null"},
+		{`{"jsonrpc":"2.0","id":1.5,"method":"x"}`, acp.CodeInvalidRequest, "null"},
+		{`{"jsonrpc":"2.0","id":{},"method":"x"}`, acp.CodeInvalidRequest, "null"},
+		{`{"jsonrpc":"2.0","id":7}`, acp.CodeInvalidRequest, "7"},
+		{`{"jsonrpc":"2.0","id":7,"method":5}`, acp.CodeInvalidRequest, "7"},
+		{`{"jsonrpc":"2.0","id":-7,"method":null}`, acp.CodeInvalidRequest, "-7"},
+		{`{"jsonrpc":"2.0","id":"m","method":{}}`, acp.CodeInvalidRequest, `"m"`},
 	}
 	for _, tt := range tests {
 		resp := checkMessage([]byte(tt.line))

@@ -3,6 +3,8 @@ package protocol
 import (
 	"fmt"
 	"unicode/utf8"
+
+	"shellagent/acp"
 )
 
 // acpV1 is the ACP v1 encoding: it writes what the supervisor reports in v2
@@ -90,24 +92,24 @@ func (e *acpV1) output(session, terminal string) outputEncoder {
 	return &v1Output{e: e, key: v1Key{session, terminal}}
 }
 
-func (e *acpV1) appendUpdate(dst []byte, session string, update any) ([]byte, error) {
+func (e *acpV1) appendUpdate(dst []byte, session string, update acp.Update) ([]byte, error) {
 	switch u := update.(type) {
-	case *Message:
+	case *acp.Message:
 		return e.message(dst, session, u)
-	case *StateUpdate:
+	case *acp.StateUpdate:
 		return dst, nil
-	case *ToolCallUpdate:
+	case *acp.ToolCallUpdate:
 		return e.toolCall(dst, session, u)
-	case *TerminalUpdate:
+	case *acp.TerminalUpdate:
 		return e.terminal(dst, session, u)
 	}
-	return appendNotification(dst, session, update) // a v1 update of the front's
+	panic(fmt.Sprintf("v1 encoding: unknown update %T", update))
 }
 
 // message writes an agent message as one agent_message_chunk per block;
 // the user's own messages are not echoed in v1.
-func (e *acpV1) message(dst []byte, session string, m *Message) ([]byte, error) {
-	if m.SessionUpdate != KindAgentMessage {
+func (e *acpV1) message(dst []byte, session string, m *acp.Message) ([]byte, error) {
+	if m.SessionUpdate != acp.KindAgentMessage {
 		return dst, nil
 	}
 	var err error
@@ -120,7 +122,7 @@ func (e *acpV1) message(dst []byte, session string, m *Message) ([]byte, error) 
 	return dst, nil
 }
 
-func (e *acpV1) toolCall(dst []byte, session string, u *ToolCallUpdate) ([]byte, error) {
+func (e *acpV1) toolCall(dst []byte, session string, u *acp.ToolCallUpdate) ([]byte, error) {
 	key := v1Key{session, u.ToolCallID}
 	out := &v1ToolCall{
 		SessionUpdate: "tool_call_update", ToolCallID: u.ToolCallID, Title: u.Title, Kind: u.Kind,
@@ -151,7 +153,7 @@ func (e *acpV1) toolCall(dst []byte, session string, u *ToolCallUpdate) ([]byte,
 	if out.SessionUpdate == "tool_call" { // complete: it replaces what the client had
 		out.Title, out.Kind, out.Status = orElse(c.title, u.ToolCallID), c.kind, c.status
 	}
-	final := u.Status == StatusCompleted || u.Status == StatusFailed || u.Status == StatusCancelled
+	final := u.Status == acp.StatusCompleted || u.Status == acp.StatusFailed || u.Status == acp.StatusCancelled
 	out.Content = e.content(u, c, t, final)
 	if final {
 		c.final = true
@@ -164,13 +166,13 @@ func (e *acpV1) toolCall(dst []byte, session string, u *ToolCallUpdate) ([]byte,
 
 // content is the v1 content of a tool call update: nil to leave it
 // unchanged.
-func (e *acpV1) content(u *ToolCallUpdate, c *v1Call, t *v1Term, final bool) []ToolCallContent {
+func (e *acpV1) content(u *acp.ToolCallUpdate, c *v1Call, t *v1Term, final bool) []acp.ToolCallContent {
 	withTail := final && !e.meta && t != nil
 	if u.Content == nil && !withTail {
 		return nil
 	}
-	detached := final && u.Status == StatusCompleted && t != nil && !t.exited
-	out := make([]ToolCallContent, 0, len(u.Content)+1)
+	detached := final && u.Status == acp.StatusCompleted && t != nil && !t.exited
+	out := make([]acp.ToolCallContent, 0, len(u.Content)+1)
 	for _, it := range u.Content {
 		switch {
 		case it.Type == "terminal":
@@ -178,13 +180,13 @@ func (e *acpV1) content(u *ToolCallUpdate, c *v1Call, t *v1Term, final bool) []T
 				out = append(out, it)
 			}
 		case detached && it.Content != nil && it.Content.Type == "text":
-			out = append(out, TextContent(v1DetachText(it.Content.Text, c.terminal)))
+			out = append(out, acp.TextContent(v1DetachText(it.Content.Text, c.terminal)))
 		default:
 			out = append(out, it)
 		}
 	}
 	if withTail {
-		out = append(out, TextContent(tailText(t.tail, t.total)))
+		out = append(out, acp.TextContent(tailText(t.tail, t.total)))
 	}
 	return out
 }
@@ -192,7 +194,7 @@ func (e *acpV1) content(u *ToolCallUpdate, c *v1Call, t *v1Term, final bool) []T
 // terminal writes the exit of a terminal as terminal_exit; other terminal
 // updates have no v1 counterpart (terminal_info went out with the tool
 // call).
-func (e *acpV1) terminal(dst []byte, session string, u *TerminalUpdate) ([]byte, error) {
+func (e *acpV1) terminal(dst []byte, session string, u *acp.TerminalUpdate) ([]byte, error) {
 	t := e.terms[v1Key{session, u.TerminalID}]
 	if u.ExitStatus == nil || t == nil || t.exited {
 		return dst, nil
@@ -298,7 +300,7 @@ func (o *v1Output) appendChunk(dst, p []byte) []byte {
 // never get) or, for a client that attaches (u != nil), in place of what
 // it had: the screen is cleared first if this connection sent any of the
 // terminal's output, since v1 output can only be appended to.
-func (o *v1Output) appendReplacement(dst []byte, u *TerminalUpdate, data []byte, dropped int64) ([]byte, error) {
+func (o *v1Output) appendReplacement(dst []byte, u *acp.TerminalUpdate, data []byte, dropped int64) ([]byte, error) {
 	t := o.term()
 	if t == nil {
 		return dst, nil
@@ -333,7 +335,7 @@ func (o *v1Output) appendReplacement(dst []byte, u *TerminalUpdate, data []byte,
 }
 
 // exit writes the exit status that a replacement's update may carry.
-func (o *v1Output) exit(dst []byte, u *TerminalUpdate) ([]byte, error) {
+func (o *v1Output) exit(dst []byte, u *acp.TerminalUpdate) ([]byte, error) {
 	if u == nil {
 		return dst, nil
 	}
@@ -354,7 +356,7 @@ func (t *v1Term) keep(p []byte) {
 }
 
 // terminalRef returns the terminal that tool call content references.
-func terminalRef(content []ToolCallContent) string {
+func terminalRef(content []acp.ToolCallContent) string {
 	for _, it := range content {
 		if it.Type == "terminal" && it.TerminalID != "" {
 			return it.TerminalID

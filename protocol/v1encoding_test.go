@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"shellagent/acp"
 )
 
 // v1Line is what a test reads of a v1 session/update line.
@@ -64,17 +66,17 @@ func v1Command(t *testing.T, meta bool, chunks ...string) []v1Line {
 		}
 		out = b
 	}
-	add(e.appendUpdate(out, "s", &ToolCallUpdate{
-		SessionUpdate: KindToolCall, ToolCallID: "call_1", Title: "cmd", Kind: "execute", Status: StatusInProgress,
-		Content: []ToolCallContent{TerminalContent("term_1")}, RawInput: map[string]string{"command": "cmd", "cwd": "/w"},
+	add(e.appendUpdate(out, "s", &acp.ToolCallUpdate{
+		SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Title: "cmd", Kind: "execute", Status: acp.StatusInProgress,
+		Content: []acp.ToolCallContent{acp.TerminalContent("term_1")}, RawInput: map[string]string{"command": "cmd", "cwd": "/w"},
 	}))
 	o := e.output("s", "term_1")
 	for _, c := range chunks {
 		out = o.appendChunk(out, []byte(c))
 	}
 	code := 0
-	add(e.appendUpdate(out, "s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_1", ExitStatus: &ExitStatus{ExitCode: &code}}))
-	add(e.appendUpdate(out, "s", &ToolCallUpdate{SessionUpdate: KindToolCall, ToolCallID: "call_1", Status: StatusCompleted}))
+	add(e.appendUpdate(out, "s", &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: "term_1", ExitStatus: &acp.ExitStatus{ExitCode: &code}}))
+	add(e.appendUpdate(out, "s", &acp.ToolCallUpdate{SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Status: acp.StatusCompleted}))
 	return decodeV1(t, out)
 }
 
@@ -165,9 +167,9 @@ func jsonOf(v any) string {
 // gets the screen cleared first if this connection sent it output before.
 func TestV1Replacement(t *testing.T) {
 	e := newACPV1(true)
-	out, err := e.appendUpdate(nil, "s", &ToolCallUpdate{
-		SessionUpdate: KindToolCall, ToolCallID: "call_1", Title: "cmd", Status: StatusInProgress,
-		Content: []ToolCallContent{TerminalContent("term_1")},
+	out, err := e.appendUpdate(nil, "s", &acp.ToolCallUpdate{
+		SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Title: "cmd", Status: acp.StatusInProgress,
+		Content: []acp.ToolCallContent{acp.TerminalContent("term_1")},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +181,7 @@ func TestV1Replacement(t *testing.T) {
 	if out, err = o.appendReplacement(out, nil, []byte("\xbc\xa2 after\r\n"), 10); err != nil {
 		t.Fatal(err)
 	}
-	if out, err = o.appendReplacement(out, &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_1"}, []byte("all\r\n"), 0); err != nil {
+	if out, err = o.appendReplacement(out, &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: "term_1"}, []byte("all\r\n"), 0); err != nil {
 		t.Fatal(err)
 	}
 	got := data(decodeV1(t, out))
@@ -199,9 +201,9 @@ func BenchmarkV1Chunk(b *testing.B) {
 		e    encoding
 	}{{"v1", newACPV1(true)}, {"v2", acpV2{}}} {
 		b.Run(enc.name, func(b *testing.B) {
-			dst, err := enc.e.appendUpdate(nil, "s", &ToolCallUpdate{
-				SessionUpdate: KindToolCall, ToolCallID: "call_1", Title: "cmd",
-				Content: []ToolCallContent{TerminalContent("term_1")},
+			dst, err := enc.e.appendUpdate(nil, "s", &acp.ToolCallUpdate{
+				SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Title: "cmd",
+				Content: []acp.ToolCallContent{acp.TerminalContent("term_1")},
 			})
 			if err != nil {
 				b.Fatal(err)

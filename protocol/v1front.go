@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 
+	"shellagent/acp"
+
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -97,18 +99,18 @@ func (s *v1Session) emit(send func()) {
 }
 
 // Update implements Client.
-func (f *v1Front) Update(sessionID string, update any) {
+func (f *v1Front) Update(sessionID string, update acp.Update) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := f.session(sessionID)
 	s.emit(func() { f.c.w.update(sessionID, update) })
-	if st, ok := update.(*StateUpdate); ok {
+	if st, ok := update.(*acp.StateUpdate); ok {
 		f.state(s, st)
 	}
 }
 
 // UpdateTerminal implements Client.
-func (f *v1Front) UpdateTerminal(sessionID string, u *TerminalUpdate, out OutputSource, mode OutputMode) {
+func (f *v1Front) UpdateTerminal(sessionID string, u *acp.TerminalUpdate, out OutputSource, mode OutputMode) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.session(sessionID).emit(func() { f.c.w.updateTerminal(sessionID, u, out, mode) })
@@ -123,21 +125,21 @@ func (f *v1Front) Release(sessionID string) {
 	s := f.session(sessionID)
 	s.emit(func() { f.c.w.release(sessionID) })
 	if s.turn != nil {
-		f.answer(s, s.turn, StopEndTurn)
+		f.answer(s, s.turn, acp.StopEndTurn)
 		s.turn = nil
 	}
 	s.busy, s.released = false, true
 }
 
 // RequestPermission implements Client: the request in v1's shape.
-func (f *v1Front) RequestPermission(ctx context.Context, p *PermissionRequest, done func(*PermissionResponse, error)) {
+func (f *v1Front) RequestPermission(ctx context.Context, p *acp.PermissionRequest, done func(*acp.PermissionResponse, error)) {
 	f.c.requestPermission(ctx, v1Permission(p), done)
 }
 
 // state follows a session's foreground state and ends the turn under way
 // when the session reports idle with a stop reason; f.mu is held.
-func (f *v1Front) state(s *v1Session, st *StateUpdate) {
-	if st.State != StateIdle {
+func (f *v1Front) state(s *v1Session, st *acp.StateUpdate) {
+	if st.State != acp.StateIdle {
 		s.busy = true
 		return
 	}
@@ -158,14 +160,14 @@ func (f *v1Front) answer(s *v1Session, p *v1Prompt, stopReason string) {
 }
 
 // prompt serves session/prompt.
-func (f *v1Front) prompt(ctx context.Context, p *PromptRequest, reply Reply) {
+func (f *v1Front) prompt(ctx context.Context, p *acp.PromptRequest, reply Reply) {
 	pr := &v1Prompt{reply: reply}
 	f.c.agent.Prompt(ctx, f, p, func(_ any, err error) { f.inserted(p.SessionID, pr, err) })
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	pr.returned = true
 	if pr.immediate {
-		f.answer(f.session(p.SessionID), pr, StopEndTurn)
+		f.answer(f.session(p.SessionID), pr, acp.StopEndTurn)
 	}
 }
 
@@ -175,11 +177,11 @@ func (f *v1Front) inserted(sessionID string, pr *v1Prompt, err error) {
 	defer f.mu.Unlock()
 	if err != nil {
 		pr.answered = true
-		var e *Error
-		if errors.As(err, &e) && e.Code == CodeRequestCancelled {
+		var e *acp.Error
+		if errors.As(err, &e) && e.Code == acp.CodeRequestCancelled {
 			// Dropped by session/cancel or session/close before its turn,
 			// or withdrawn: v1 wants the cancelled stop reason.
-			pr.reply(&v1PromptResponse{StopReason: StopCancelled}, nil)
+			pr.reply(&v1PromptResponse{StopReason: acp.StopCancelled}, nil)
 			return
 		}
 		pr.reply(nil, err)
@@ -187,24 +189,24 @@ func (f *v1Front) inserted(sessionID string, pr *v1Prompt, err error) {
 	}
 	s := f.session(sessionID)
 	if s.released {
-		f.answer(s, pr, StopEndTurn)
+		f.answer(s, pr, acp.StopEndTurn)
 		return
 	}
 	if s.busy {
 		pr.immediate = true
 		if pr.returned {
-			f.answer(s, pr, StopEndTurn)
+			f.answer(s, pr, acp.StopEndTurn)
 		}
 		return
 	}
 	if s.turn != nil { // cannot happen: a turn ends before the next is inserted
-		f.answer(s, s.turn, StopEndTurn)
+		f.answer(s, s.turn, acp.StopEndTurn)
 	}
 	s.turn = pr
 }
 
 // newSession serves session/new; the commands follow the response.
-func (f *v1Front) newSession(p *NewSessionRequest) (any, func(), error) {
+func (f *v1Front) newSession(p *acp.NewSessionRequest) (any, func(), error) {
 	resp, err := f.c.agent.NewSession(f, p)
 	if err != nil {
 		return nil, nil, err
@@ -215,14 +217,14 @@ func (f *v1Front) newSession(p *NewSessionRequest) (any, func(), error) {
 
 // commands returns what announces a session's slash commands once the
 // session is known to the client.
-func (f *v1Front) commands(sessionID string, cmds []AvailableCommand) func() {
-	return func() { f.c.w.update(sessionID, v1Commands(cmds)) }
+func (f *v1Front) commands(sessionID string, cmds []acp.AvailableCommand) func() {
+	return func() { f.c.w.notify(sessionID, v1Commands(cmds)) }
 }
 
 // resumeSession serves session/resume: what the Agent reports about the
 // session meanwhile (its current tool calls and terminals) follows the
 // response.
-func (f *v1Front) resumeSession(p *ResumeSessionRequest) (any, func(), error) {
+func (f *v1Front) resumeSession(p *acp.ResumeSessionRequest) (any, func(), error) {
 	p.ReplayFrom = nil // not part of v1
 	f.mu.Lock()
 	s := f.session(p.SessionID)
@@ -261,13 +263,13 @@ func (f *v1Front) endResume(s *v1Session, send bool) {
 }
 
 // closeSession serves session/close.
-func (f *v1Front) closeSession(p *CloseSessionRequest, reply Reply) {
+func (f *v1Front) closeSession(p *acp.CloseSessionRequest, reply Reply) {
 	f.c.agent.CloseSession(f, p, func(result any, err error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if s := f.sessions[p.SessionID]; s != nil && err == nil {
 			if s.turn != nil { // cannot happen: close ends the turn first
-				f.answer(s, s.turn, StopCancelled)
+				f.answer(s, s.turn, acp.StopCancelled)
 			}
 			delete(f.sessions, p.SessionID)
 		}
@@ -277,7 +279,7 @@ func (f *v1Front) closeSession(p *CloseSessionRequest, reply Reply) {
 
 // setConfigOption serves session/set_config_option. A v1 value without a
 // type is a value id, v2's type "id".
-func (f *v1Front) setConfigOption(p *SetConfigOptionRequest) (any, error) {
+func (f *v1Front) setConfigOption(p *acp.SetConfigOptionRequest) (any, error) {
 	if p.Type == "" {
 		p.Type = "id"
 	}
@@ -290,18 +292,18 @@ func (f *v1Front) setConfigOption(p *SetConfigOptionRequest) (any, error) {
 
 // v1Requests are the methods of a v1 connection after initialize.
 var v1Requests = map[string]handler{
-	"session/new": answeredThen(func(c *Conn, p *NewSessionRequest) (any, func(), error) { return c.v1.newSession(p) }),
-	"session/resume": answeredThen(func(c *Conn, p *ResumeSessionRequest) (any, func(), error) {
+	"session/new": answeredThen(func(c *Conn, p *acp.NewSessionRequest) (any, func(), error) { return c.v1.newSession(p) }),
+	"session/resume": answeredThen(func(c *Conn, p *acp.ResumeSessionRequest) (any, func(), error) {
 		return c.v1.resumeSession(p)
 	}),
-	"session/list": answeredAtOnce(func(c *Conn, p *ListSessionsRequest) (any, error) { return c.agent.ListSessions(c.v1, p) }),
-	"session/set_config_option": answeredAtOnce(func(c *Conn, p *SetConfigOptionRequest) (any, error) {
+	"session/list": answeredAtOnce(func(c *Conn, p *acp.ListSessionsRequest) (any, error) { return c.agent.ListSessions(c.v1, p) }),
+	"session/set_config_option": answeredAtOnce(func(c *Conn, p *acp.SetConfigOptionRequest) (any, error) {
 		return c.v1.setConfigOption(p)
 	}),
-	"session/close": answeredByReply(func(_ context.Context, c *Conn, p *CloseSessionRequest, reply Reply) {
+	"session/close": answeredByReply(func(_ context.Context, c *Conn, p *acp.CloseSessionRequest, reply Reply) {
 		c.v1.closeSession(p, reply)
 	}),
-	"session/prompt": answeredByReply(func(ctx context.Context, c *Conn, p *PromptRequest, reply Reply) {
+	"session/prompt": answeredByReply(func(ctx context.Context, c *Conn, p *acp.PromptRequest, reply Reply) {
 		c.v1.prompt(ctx, p, reply)
 	}),
 }
@@ -318,8 +320,8 @@ func (c *Conn) v1Initialize(req *jsonrpc2.Request, reply Reply) {
 	if front == nil {
 		front = newV1Front(c)
 	}
-	v2 := ProtocolVersion
-	resp, err := c.agent.Initialize(front, &InitializeRequest{ProtocolVersion: &v2, Info: p.ClientInfo})
+	v2 := acp.ProtocolVersion
+	resp, err := c.agent.Initialize(front, &acp.InitializeRequest{ProtocolVersion: &v2, Info: p.ClientInfo})
 	if err != nil {
 		reply(nil, err)
 		return

@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"shellagent/acp"
 )
 
 // turnAgent reports each prompt as a turn, as the supervisor does:
@@ -26,49 +28,49 @@ type turnAgent struct {
 	busy   bool // a "hold" runs; Prompt and CancelSession run on the read loop
 }
 
-func (*turnAgent) Initialize(Client, *InitializeRequest) (*InitializeResponse, error) {
-	return &InitializeResponse{ProtocolVersion: ProtocolVersion, Info: Implementation{Name: "agent", Version: "1"}, Meta: map[string]any{"x": 1}}, nil
+func (*turnAgent) Initialize(Client, *acp.InitializeRequest) (*acp.InitializeResponse, error) {
+	return &acp.InitializeResponse{ProtocolVersion: acp.ProtocolVersion, Info: acp.Implementation{Name: "agent", Version: "1"}, Meta: map[string]any{"x": 1}}, nil
 }
 
-func (a *turnAgent) Prompt(_ context.Context, c Client, p *PromptRequest, reply Reply) {
+func (a *turnAgent) Prompt(_ context.Context, c Client, p *acp.PromptRequest, reply Reply) {
 	text := ""
 	if len(p.Prompt) > 0 {
 		text = p.Prompt[0].Text
 	}
 	msg := func(s string) {
-		c.Update(p.SessionID, &Message{SessionUpdate: KindAgentMessage, MessageID: "a", Content: []ContentBlock{TextBlock(s)}})
+		c.Update(p.SessionID, &acp.Message{SessionUpdate: acp.KindAgentMessage, MessageID: "a", Content: []acp.ContentBlock{acp.TextBlock(s)}})
 	}
 	switch {
 	case strings.HasPrefix(text, "drop"):
-		reply(nil, RequestCancelled("dropped"))
+		reply(nil, acp.RequestCancelled("dropped"))
 	case strings.HasPrefix(text, "bad"):
-		reply(nil, InvalidParams("prompt: bad"))
+		reply(nil, acp.InvalidParams("prompt: bad"))
 	case strings.HasPrefix(text, "now") && a.busy:
-		reply(&PromptResponse{MessageID: "u"}, nil)
+		reply(&acp.PromptResponse{MessageID: "u"}, nil)
 		msg("at once")
 	case strings.HasPrefix(text, "hold") && !a.noHold && !a.busy:
 		a.busy = true
-		reply(&PromptResponse{MessageID: "u"}, nil)
-		c.Update(p.SessionID, &StateUpdate{SessionUpdate: KindState, State: StateRunning})
+		reply(&acp.PromptResponse{MessageID: "u"}, nil)
+		c.Update(p.SessionID, &acp.StateUpdate{SessionUpdate: acp.KindState, State: acp.StateRunning})
 	default:
-		reply(&PromptResponse{MessageID: "u"}, nil)
-		c.Update(p.SessionID, &StateUpdate{SessionUpdate: KindState, State: StateRunning})
+		reply(&acp.PromptResponse{MessageID: "u"}, nil)
+		c.Update(p.SessionID, &acp.StateUpdate{SessionUpdate: acp.KindState, State: acp.StateRunning})
 		msg("work")
-		c.Update(p.SessionID, &StateUpdate{SessionUpdate: KindState, State: StateIdle, StopReason: StopEndTurn})
+		c.Update(p.SessionID, &acp.StateUpdate{SessionUpdate: acp.KindState, State: acp.StateIdle, StopReason: acp.StopEndTurn})
 	}
 }
 
-func (a *turnAgent) CancelSession(c Client, p *CancelSessionNotification) {
+func (a *turnAgent) CancelSession(c Client, p *acp.CancelSessionNotification) {
 	if !a.busy {
 		return
 	}
 	a.busy = false
-	c.Update(p.SessionID, &StateUpdate{SessionUpdate: KindState, State: StateIdle, StopReason: StopCancelled})
+	c.Update(p.SessionID, &acp.StateUpdate{SessionUpdate: acp.KindState, State: acp.StateIdle, StopReason: acp.StopCancelled})
 }
 
-func (*turnAgent) ResumeSession(c Client, p *ResumeSessionRequest) (*ResumeSessionResponse, error) {
-	c.Update(p.SessionID, &ToolCallUpdate{SessionUpdate: KindToolCall, ToolCallID: "call_1", Title: "t", Status: StatusInProgress})
-	return &ResumeSessionResponse{AvailableCommands: []AvailableCommand{{Type: "command", Name: "ps", Description: "list"}}}, nil
+func (*turnAgent) ResumeSession(c Client, p *acp.ResumeSessionRequest) (*acp.ResumeSessionResponse, error) {
+	c.Update(p.SessionID, &acp.ToolCallUpdate{SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Title: "t", Status: acp.StatusInProgress})
+	return &acp.ResumeSessionResponse{AvailableCommands: []acp.AvailableCommand{{Type: "command", Name: "ps", Description: "list"}}}, nil
 }
 
 // newV1Wire is a Conn on pipes serving agent to a client that initialized
@@ -90,7 +92,7 @@ func newV1Wire(t *testing.T, agent Agent) *wire {
 		ProtocolVersion   int
 		AgentCapabilities struct{ SessionCapabilities map[string]any }
 		AuthMethods       []any
-		AgentInfo         Implementation
+		AgentInfo         acp.Implementation
 		Meta              map[string]any `json:"_meta"`
 	}
 	if json.Unmarshal(m["result"], &res) != nil || res.ProtocolVersion != 1 || res.AuthMethods == nil || res.AgentInfo.Name != "agent" ||
@@ -165,10 +167,10 @@ func TestV1Methods(t *testing.T) {
 		line string
 		code int64
 	}{
-		{`{"jsonrpc":"2.0","id":1,"method":"terminal/cancel","params":{"sessionId":"s","terminalId":"term_1"}}`, CodeMethodNotFound},
-		{`{"jsonrpc":"2.0","id":2,"method":"tool_call/cancel","params":{"sessionId":"s","toolCallId":"call_1"}}`, CodeMethodNotFound},
-		{`{"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId":"s","cwd":"/","mcpServers":[]}}`, CodeMethodNotFound},
-		{`{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":2}}`, CodeInvalidRequest},
+		{`{"jsonrpc":"2.0","id":1,"method":"terminal/cancel","params":{"sessionId":"s","terminalId":"term_1"}}`, acp.CodeMethodNotFound},
+		{`{"jsonrpc":"2.0","id":2,"method":"tool_call/cancel","params":{"sessionId":"s","toolCallId":"call_1"}}`, acp.CodeMethodNotFound},
+		{`{"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId":"s","cwd":"/","mcpServers":[]}}`, acp.CodeMethodNotFound},
+		{`{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":2}}`, acp.CodeInvalidRequest},
 		{`{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":1}}`, 0},
 		{`{"jsonrpc":"2.0","id":6,"method":"session/set_config_option","params":{"sessionId":"s","configId":"x","value":"1s"}}`, 0},
 	} {
@@ -223,8 +225,8 @@ func TestV1Release(t *testing.T) {
 // then panics.
 type resumePanics struct{ turnAgent }
 
-func (a *resumePanics) ResumeSession(c Client, p *ResumeSessionRequest) (*ResumeSessionResponse, error) {
-	c.Update(p.SessionID, &ToolCallUpdate{SessionUpdate: KindToolCall, ToolCallID: "call_1", Title: "t", Status: StatusInProgress})
+func (a *resumePanics) ResumeSession(c Client, p *acp.ResumeSessionRequest) (*acp.ResumeSessionResponse, error) {
+	c.Update(p.SessionID, &acp.ToolCallUpdate{SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Title: "t", Status: acp.StatusInProgress})
 	panic("resume went wrong")
 }
 
@@ -234,7 +236,7 @@ func TestV1FailedResumeHoldsNothingBack(t *testing.T) {
 	t.Parallel()
 	w := newV1Wire(t, &resumePanics{})
 	w.send(`{"jsonrpc":"2.0","id":1,"method":"session/resume","params":{"sessionId":"s","cwd":"/","mcpServers":[]}}`)
-	if m := w.recv(); errorCode(m) != CodeInternalError {
+	if m := w.recv(); errorCode(m) != acp.CodeInternalError {
 		t.Fatalf("resume answered %v, want -32603", m)
 	}
 	w.send(prompt(2, "ls"))

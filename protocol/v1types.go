@@ -3,6 +3,8 @@ package protocol
 import (
 	"encoding/json"
 	"strings"
+
+	"shellagent/acp"
 )
 
 // ACP v1 wire types (testdata/acp/schema.v1.json), for the v1 front: only
@@ -15,9 +17,9 @@ const ProtocolV1 = 1
 
 // v1InitializeRequest is the params of a v1 "initialize".
 type v1InitializeRequest struct {
-	ProtocolVersion    *int            `json:"protocolVersion"`
-	ClientCapabilities json.RawMessage `json:"clientCapabilities,omitempty"`
-	ClientInfo         *Implementation `json:"clientInfo,omitempty"`
+	ProtocolVersion    *int                `json:"protocolVersion"`
+	ClientCapabilities json.RawMessage     `json:"clientCapabilities,omitempty"`
+	ClientInfo         *acp.Implementation `json:"clientInfo,omitempty"`
 }
 
 // terminalOutput reports whether the client capabilities advertise
@@ -41,7 +43,7 @@ type v1InitializeResponse struct {
 	ProtocolVersion   int                 `json:"protocolVersion"`
 	AgentCapabilities v1AgentCapabilities `json:"agentCapabilities"`
 	AuthMethods       []struct{}          `json:"authMethods"` // always []
-	AgentInfo         *Implementation     `json:"agentInfo,omitempty"`
+	AgentInfo         *acp.Implementation `json:"agentInfo,omitempty"`
 	Meta              map[string]any      `json:"_meta,omitempty"` // as the Agent answered for v2
 }
 
@@ -75,15 +77,15 @@ type v1SessionCapabilities struct {
 
 // v1ConfigOption is a v1 SessionConfigOption of type select.
 type v1ConfigOption struct {
-	Type         string         `json:"type"` // "select"
-	ID           string         `json:"id"`
-	Name         string         `json:"name"`
-	Description  string         `json:"description,omitempty"`
-	CurrentValue string         `json:"currentValue"`
-	Options      []ConfigChoice `json:"options"`
+	Type         string             `json:"type"` // "select"
+	ID           string             `json:"id"`
+	Name         string             `json:"name"`
+	Description  string             `json:"description,omitempty"`
+	CurrentValue string             `json:"currentValue"`
+	Options      []acp.ConfigChoice `json:"options"`
 }
 
-func v1ConfigOptions(opts []ConfigOption) []v1ConfigOption {
+func v1ConfigOptions(opts []acp.ConfigOption) []v1ConfigOption {
 	out := make([]v1ConfigOption, len(opts))
 	for i, o := range opts {
 		out[i] = v1ConfigOption{Type: o.Type, ID: o.ConfigID, Name: o.Name, Description: o.Description, CurrentValue: o.CurrentValue, Options: o.Options}
@@ -132,7 +134,7 @@ type v1CommandInput struct {
 	Hint string `json:"hint"`
 }
 
-func v1Commands(cmds []AvailableCommand) *v1AvailableCommands {
+func v1Commands(cmds []acp.AvailableCommand) *v1AvailableCommands {
 	u := &v1AvailableCommands{SessionUpdate: "available_commands_update", AvailableCommands: make([]v1AvailableCommand, len(cmds))}
 	for i, c := range cmds {
 		u.AvailableCommands[i] = v1AvailableCommand{Name: c.Name, Description: c.Description}
@@ -145,24 +147,24 @@ func v1Commands(cmds []AvailableCommand) *v1AvailableCommands {
 
 // v1ContentChunk is an agent_message_chunk.
 type v1ContentChunk struct {
-	SessionUpdate string       `json:"sessionUpdate"`
-	Content       ContentBlock `json:"content"`
-	MessageID     string       `json:"messageId,omitempty"`
+	SessionUpdate string           `json:"sessionUpdate"`
+	Content       acp.ContentBlock `json:"content"`
+	MessageID     string           `json:"messageId,omitempty"`
 }
 
 // v1ToolCall is a tool_call (which creates or, sent again, replaces a
 // tool call) or a tool_call_update (which patches one); empty fields are
 // omitted (left unchanged).
 type v1ToolCall struct {
-	SessionUpdate string            `json:"sessionUpdate"`
-	ToolCallID    string            `json:"toolCallId"`
-	Title         string            `json:"title,omitempty"`
-	Kind          string            `json:"kind,omitempty"`
-	Status        string            `json:"status,omitempty"`
-	Content       []ToolCallContent `json:"content,omitempty"`
-	RawInput      any               `json:"rawInput,omitempty"`
-	RawOutput     any               `json:"rawOutput,omitempty"`
-	Meta          *v1TerminalMeta   `json:"_meta,omitempty"`
+	SessionUpdate string                `json:"sessionUpdate"`
+	ToolCallID    string                `json:"toolCallId"`
+	Title         string                `json:"title,omitempty"`
+	Kind          string                `json:"kind,omitempty"`
+	Status        string                `json:"status,omitempty"`
+	Content       []acp.ToolCallContent `json:"content,omitempty"`
+	RawInput      any                   `json:"rawInput,omitempty"`
+	RawOutput     any                   `json:"rawOutput,omitempty"`
+	Meta          *v1TerminalMeta       `json:"_meta,omitempty"`
 }
 
 // v1TerminalMeta is the _meta by which a tool call shows one of the
@@ -188,22 +190,22 @@ type v1TerminalExit struct {
 // v1Status maps a v2 tool call status onto v1's, which has no cancelled:
 // a cancelled tool call failed (its content says why).
 func v1Status(s string) string {
-	if s == StatusCancelled {
-		return StatusFailed
+	if s == acp.StatusCancelled {
+		return acp.StatusFailed
 	}
 	return s
 }
 
 // v1PermissionRequest is the params of a v1 session/request_permission.
 type v1PermissionRequest struct {
-	SessionID string             `json:"sessionId"`
-	ToolCall  v1ToolCall         `json:"toolCall"`
-	Options   []PermissionOption `json:"options"`
+	SessionID string                 `json:"sessionId"`
+	ToolCall  v1ToolCall             `json:"toolCall"`
+	Options   []acp.PermissionOption `json:"options"`
 }
 
 // v1Permission reshapes a permission request for a v1 client: the tool
 // call it is about takes the place of the subject.
-func v1Permission(p *PermissionRequest) *v1PermissionRequest {
+func v1Permission(p *acp.PermissionRequest) *v1PermissionRequest {
 	out := &v1PermissionRequest{SessionID: p.SessionID, Options: p.Options}
 	out.ToolCall.Title = p.Title
 	if s := p.Subject; s != nil {
@@ -213,7 +215,7 @@ func v1Permission(p *PermissionRequest) *v1PermissionRequest {
 		out.ToolCall.RawInput = map[string]string{"command": s.Command, "cwd": s.Cwd}
 	}
 	if p.Description != "" {
-		out.ToolCall.Content = []ToolCallContent{TextContent(p.Description)}
+		out.ToolCall.Content = []acp.ToolCallContent{acp.TextContent(p.Description)}
 	}
 	return out
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"shellagent/acp"
 )
 
 // maxChunk is the most terminal output one terminal_output_chunk carries.
@@ -136,8 +138,20 @@ func (w *writer) send(msg []byte) {
 	w.poke()
 }
 
+// notify queues a session/update notification whose update is already in
+// the shape the wire wants: the v1 front's own v1 updates, which no
+// encoding changes.
+func (w *writer) notify(sessionID string, update any) {
+	line, err := appendNotification(nil, sessionID, update)
+	if err != nil {
+		w.log.Error("encode session/update", "session", sessionID, "err", err)
+		return
+	}
+	w.send(line[:len(line)-1])
+}
+
 // update queues a session/update notification.
-func (w *writer) update(sessionID string, update any) {
+func (w *writer) update(sessionID string, update acp.Update) {
 	w.mu.Lock()
 	if !w.closing {
 		w.queue.addUpdate(sessionID, update)
@@ -151,7 +165,7 @@ func (w *writer) update(sessionID string, update any) {
 // output from source, as mode says. The first update of a terminal starts
 // following its source at once, so that it is held from now on, however
 // long the update waits in the queue.
-func (w *writer) updateTerminal(sessionID string, u *TerminalUpdate, source OutputSource, mode OutputMode) {
+func (w *writer) updateTerminal(sessionID string, u *acp.TerminalUpdate, source OutputSource, mode OutputMode) {
 	w.mu.Lock()
 	if !w.closing {
 		key := streamKey{sessionID, u.TerminalID}
@@ -310,24 +324,24 @@ func (w *writer) writeEntry(e *entry) {
 	case e.stream != nil:
 		w.writeTerminalUpdate(e)
 	default:
-		w.notify(e.session, e.update)
+		w.writeUpdate(e.session, e.update)
 	}
 }
 
 func (w *writer) writeTerminalUpdate(e *entry) {
-	s, u := e.stream, e.update.(*TerminalUpdate)
+	s, u := e.stream, e.update.(*acp.TerminalUpdate)
 	switch {
 	case e.mode == ReplaceOutput || !s.started && u.ExitStatus != nil:
 		// A first update that is also the last carries the output with it.
 		w.replace(s, u)
 	case !s.started:
-		w.notify(e.session, u)
+		w.writeUpdate(e.session, u)
 		if s.source.Total() > s.sent {
 			w.markDirty(s)
 		}
 	default:
 		w.catchUp(s)
-		w.notify(e.session, u)
+		w.writeUpdate(e.session, u)
 	}
 	s.started = true
 	if u.ExitStatus != nil {
@@ -385,7 +399,7 @@ func (w *writer) sendChunk(s *stream) bool {
 // as chunks are: catching up must not cost more than keeping up. The
 // source is copied in one go (into a buffer kept for the next time) so
 // that the replacement is consistent while the PTY writes on.
-func (w *writer) replace(s *stream, u *TerminalUpdate) {
+func (w *writer) replace(s *stream, u *acp.TerminalUpdate) {
 	var end int64
 	w.snap, end = s.source.AppendSnapshot(w.snap[:0])
 	base := s.sent // what the client has
@@ -404,7 +418,7 @@ func (w *writer) replace(s *stream, u *TerminalUpdate) {
 	w.maybeFlush()
 }
 
-func (w *writer) notify(session string, update any) {
+func (w *writer) writeUpdate(session string, update acp.Update) {
 	buf, err := w.runEnc.appendUpdate(w.buf, session, update)
 	if err != nil {
 		w.log.Error("encode session/update", "session", session, "err", err)

@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"shellagent/acp"
 	"shellagent/outputbuf"
 	"shellagent/protocol/acptest"
 )
@@ -105,7 +106,7 @@ func decodeLines(t *testing.T, out []byte) []event {
 		}
 		var err error
 		switch {
-		case u.Kind == KindTerminalOutput:
+		case u.Kind == acp.KindTerminalOutput:
 			ev.data, err = base64.StdEncoding.DecodeString(u.Data)
 		case u.Output != nil:
 			ev.snapshot, ev.dropped = true, u.Output.Meta.Shellagent.DroppedBytes
@@ -128,12 +129,12 @@ func (s source) Follow(notify func()) OutputFollower { return s.Ring.Follow(noti
 
 // announce queues the first update of term_1, which starts its stream.
 func announce(w *writer, ring *outputbuf.Ring) {
-	w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_1", Command: "x"}, source{ring}, StreamOutput)
+	w.updateTerminal("s", &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: "term_1", Command: "x"}, source{ring}, StreamOutput)
 }
 
 // exit queues the exit update of a terminal, which ends its stream.
 func exit(w *writer, id string, ring *outputbuf.Ring) {
-	w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: id, ExitStatus: &ExitStatus{}}, source{ring}, StreamOutput)
+	w.updateTerminal("s", &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: id, ExitStatus: &acp.ExitStatus{}}, source{ring}, StreamOutput)
 }
 
 func TestWriterSendsOutputBetweenAnnounceAndExit(t *testing.T) {
@@ -148,7 +149,7 @@ func TestWriterSendsOutputBetweenAnnounceAndExit(t *testing.T) {
 	ring.Write([]byte("|last"))
 	exit(w, "term_1", ring)
 	ring.Write([]byte("after exit")) // a writer that lost the race: must not be sent
-	w.update("s", &StateUpdate{SessionUpdate: KindState, State: StateIdle})
+	w.update("s", &acp.StateUpdate{SessionUpdate: acp.KindState, State: acp.StateIdle})
 	w.close()
 
 	evs := decodeLines(t, g.buf.Bytes())
@@ -156,11 +157,11 @@ func TestWriterSendsOutputBetweenAnnounceAndExit(t *testing.T) {
 	phase := 0 // 0: before announce, 1: streaming, 2: after exit
 	for _, ev := range evs {
 		switch {
-		case ev.kind == KindTerminal && !ev.exit:
+		case ev.kind == acp.KindTerminal && !ev.exit:
 			phase = 1
-		case ev.kind == KindTerminal && ev.exit:
+		case ev.kind == acp.KindTerminal && ev.exit:
 			phase = 2
-		case ev.kind == KindTerminalOutput:
+		case ev.kind == acp.KindTerminalOutput:
 			if phase != 1 {
 				t.Fatalf("chunk in phase %d", phase)
 			}
@@ -174,7 +175,7 @@ func TestWriterSendsOutputBetweenAnnounceAndExit(t *testing.T) {
 	if string(got) != before && string(got) != string(all) {
 		t.Errorf("streamed %d bytes, want %d (%q…)", len(got), len(before), got[:min(len(got), 40)])
 	}
-	if evs[len(evs)-1].kind != KindState {
+	if evs[len(evs)-1].kind != acp.KindState {
 		t.Errorf("last message %+v, want the state update", evs[len(evs)-1])
 	}
 }
@@ -205,7 +206,7 @@ func replay(evs []event) (replacements []event, got []byte) {
 		case ev.snapshot:
 			replacements = append(replacements, ev)
 			got = append([]byte(nil), ev.data...)
-		case ev.kind == KindTerminalOutput:
+		case ev.kind == acp.KindTerminalOutput:
 			got = append(got, ev.data...)
 		}
 	}
@@ -312,7 +313,7 @@ func TestBackpressureHoldsUpNeitherControlMessagesNorOtherTerminals(t *testing.T
 	w := newWriter(c, discardLog(), 0)
 	a, b := outputbuf.New(64<<10), outputbuf.New(64<<10)
 	announce(w, a)
-	w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_2"}, source{b}, StreamOutput)
+	w.updateTerminal("s", &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: "term_2"}, source{b}, StreamOutput)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -333,9 +334,9 @@ func TestBackpressureHoldsUpNeitherControlMessagesNorOtherTerminals(t *testing.T
 		switch {
 		case ev.kind == "response":
 			response = i
-		case ev.kind == KindTerminalOutput && ev.terminal == "term_2":
+		case ev.kind == acp.KindTerminalOutput && ev.terminal == "term_2":
 			hello = i
-		case ev.kind == KindTerminalOutput:
+		case ev.kind == acp.KindTerminalOutput:
 			last = i
 		}
 	}
@@ -349,7 +350,7 @@ func TestWriterResumeSnapshot(t *testing.T) {
 	w := newWriter(g, discardLog(), 0)
 	ring := outputbuf.New(1 << 10)
 	ring.Write([]byte("hello "))
-	w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_1"}, source{ring}, ReplaceOutput)
+	w.updateTerminal("s", &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: "term_1"}, source{ring}, ReplaceOutput)
 	ring.Write([]byte("world"))
 	exit(w, "term_1", ring)
 	w.close()
@@ -357,7 +358,7 @@ func TestWriterResumeSnapshot(t *testing.T) {
 	for _, ev := range decodeLines(t, g.buf.Bytes()) {
 		if ev.snapshot {
 			got = append([]byte(nil), ev.data...)
-		} else if ev.kind == KindTerminalOutput {
+		} else if ev.kind == acp.KindTerminalOutput {
 			got = append(got, ev.data...)
 		}
 	}
@@ -381,7 +382,7 @@ func TestWriterReplacesAnExitedTerminal(t *testing.T) {
 		}
 		ring.Compact() // as a retained exited terminal's is
 		code := 3
-		w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_1", Command: "x", ExitStatus: &ExitStatus{ExitCode: &code}, Capabilities: CapsNone}, source{ring}, ReplaceOutput)
+		w.updateTerminal("s", &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: "term_1", Command: "x", ExitStatus: &acp.ExitStatus{ExitCode: &code}, Capabilities: acp.CapsNone}, source{ring}, ReplaceOutput)
 		w.close()
 		evs := decodeLines(t, g.buf.Bytes())
 		if len(evs) != 1 || !evs[0].snapshot || !evs[0].exit || len(evs[0].data) != min(tt.written, 64) || evs[0].dropped != tt.dropped {
@@ -395,7 +396,7 @@ func TestWriterTakesTerminalsInTurn(t *testing.T) {
 	w := newWriter(g, discardLog(), 0)
 	a, b := outputbuf.New(4<<20), outputbuf.New(4<<20)
 	announce(w, a)
-	w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: "term_2"}, source{b}, StreamOutput)
+	w.updateTerminal("s", &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: "term_2"}, source{b}, StreamOutput)
 	g.set(true) // the writer blocks on its next write
 	w.send([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
 	a.Write(bytes.Repeat([]byte("a"), 1<<20))
@@ -412,7 +413,7 @@ func TestWriterTakesTerminalsInTurn(t *testing.T) {
 	// Chunks of the two terminals alternate instead of one draining first.
 	var order []string
 	for _, ev := range decodeLines(t, g.buf.Bytes()) {
-		if ev.kind == KindTerminalOutput && (len(order) == 0 || order[len(order)-1] != ev.terminal) {
+		if ev.kind == acp.KindTerminalOutput && (len(order) == 0 || order[len(order)-1] != ev.terminal) {
 			order = append(order, ev.terminal)
 		}
 	}
@@ -480,24 +481,24 @@ func TestStalledClientGetsCoalescedUpdatesThatKeepTheRules(t *testing.T) {
 	c := acptest.New(t, outR, nopCloser{io.Discard}, acptest.WithoutRaw())
 	g := newGate()
 	w := newWriter(valve{g, outW}, discardLog(), 50*time.Millisecond)
-	job := []BackgroundItem{{Type: "tool_call", ToolCallID: "job"}}
-	w.update("s", &ToolCallUpdate{SessionUpdate: KindToolCall, ToolCallID: "job", Title: "every 1s: date", Kind: "other", Status: StatusPending, Capabilities: CapsCancel})
-	w.update("s", &StateUpdate{SessionUpdate: KindState, State: StateIdle, StopReason: StopEndTurn, Background: job})
+	job := []acp.BackgroundItem{{Type: "tool_call", ToolCallID: "job"}}
+	w.update("s", &acp.ToolCallUpdate{SessionUpdate: acp.KindToolCall, ToolCallID: "job", Title: "every 1s: date", Kind: "other", Status: acp.StatusPending, Capabilities: acp.CapsCancel})
+	w.update("s", &acp.StateUpdate{SessionUpdate: acp.KindState, State: acp.StateIdle, StopReason: acp.StopEndTurn, Background: job})
 	g.set(true)
-	w.update("s", &StateUpdate{SessionUpdate: KindState, State: StateIdle, Background: job})
+	w.update("s", &acp.StateUpdate{SessionUpdate: acp.KindState, State: acp.StateIdle, Background: job})
 	waitUntil(t, "the client stalls", w.isStalled)
 	const firings = 1000
 	for n := range firings {
 		call, term := fmt.Sprintf("call_%d", n), fmt.Sprintf("term_%d", n)
 		ring := outputbuf.New(1 << 10)
-		w.update("s", &StateUpdate{SessionUpdate: KindState, State: StateRunning, Background: job})
-		w.update("s", &ToolCallUpdate{SessionUpdate: KindToolCall, ToolCallID: call, Title: "date", Kind: "execute", Status: StatusInProgress, Content: []ToolCallContent{TerminalContent(term)}})
-		w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: term, Command: "date", Cwd: "/", Size: &TerminalSize{Cols: 80, Rows: 24}, Capabilities: CapsCancel}, source{ring}, StreamOutput)
+		w.update("s", &acp.StateUpdate{SessionUpdate: acp.KindState, State: acp.StateRunning, Background: job})
+		w.update("s", &acp.ToolCallUpdate{SessionUpdate: acp.KindToolCall, ToolCallID: call, Title: "date", Kind: "execute", Status: acp.StatusInProgress, Content: []acp.ToolCallContent{acp.TerminalContent(term)}})
+		w.updateTerminal("s", &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: term, Command: "date", Cwd: "/", Size: &acp.TerminalSize{Cols: 80, Rows: 24}, Capabilities: acp.CapsCancel}, source{ring}, StreamOutput)
 		fmt.Fprintf(ring, "firing %d\r\n", n)
 		code := 0
-		w.updateTerminal("s", &TerminalUpdate{SessionUpdate: KindTerminal, TerminalID: term, ExitStatus: &ExitStatus{ExitCode: &code}, Capabilities: CapsNone}, source{ring}, StreamOutput)
-		w.update("s", &ToolCallUpdate{SessionUpdate: KindToolCall, ToolCallID: call, Status: StatusCompleted, RawOutput: map[string]int{"exitCode": 0}})
-		w.update("s", &StateUpdate{SessionUpdate: KindState, State: StateIdle, StopReason: StopEndTurn, Background: job})
+		w.updateTerminal("s", &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: term, ExitStatus: &acp.ExitStatus{ExitCode: &code}, Capabilities: acp.CapsNone}, source{ring}, StreamOutput)
+		w.update("s", &acp.ToolCallUpdate{SessionUpdate: acp.KindToolCall, ToolCallID: call, Status: acp.StatusCompleted, RawOutput: map[string]int{"exitCode": 0}})
+		w.update("s", &acp.StateUpdate{SessionUpdate: acp.KindState, State: acp.StateIdle, StopReason: acp.StopEndTurn, Background: job})
 	}
 	w.mu.Lock()
 	queued := len(w.queue.entries) - w.queue.holes
@@ -512,7 +513,7 @@ func TestStalledClientGetsCoalescedUpdatesThatKeepTheRules(t *testing.T) {
 	c.Check()
 	msgs := c.Transcript()
 	last := msgs[len(msgs)-1]
-	if last.Kind != KindState || last.State() != StateIdle || len(last.Background()) != 1 {
+	if last.Kind != acp.KindState || last.State() != acp.StateIdle || len(last.Background()) != 1 {
 		t.Errorf("last message %s, want the latest state", last.Raw)
 	}
 	if got := string(c.Output("s", fmt.Sprintf("term_%d", firings-1))); got != fmt.Sprintf("firing %d\r\n", firings-1) {

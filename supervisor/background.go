@@ -3,7 +3,7 @@ package supervisor
 import (
 	"slices"
 
-	"shellagent/protocol"
+	"shellagent/acp"
 )
 
 // The background list and the RFD rules it follows ("The background list
@@ -107,13 +107,13 @@ func (l *backgroundList) remove(it listItem) {
 }
 
 // wire is the list as a state_update carries it.
-func (l *backgroundList) wire() protocol.Background {
-	out := make(protocol.Background, 0, len(l.items))
+func (l *backgroundList) wire() acp.Background {
+	out := make(acp.Background, 0, len(l.items))
 	for _, it := range l.items {
 		if it.term != nil {
-			out = append(out, protocol.BackgroundItem{Type: "terminal", TerminalID: it.term.id})
+			out = append(out, acp.BackgroundItem{Type: "terminal", TerminalID: it.term.id})
 		} else {
-			out = append(out, protocol.BackgroundItem{Type: "tool_call", ToolCallID: it.call.id})
+			out = append(out, acp.BackgroundItem{Type: "tool_call", ToolCallID: it.call.id})
 		}
 	}
 	return out

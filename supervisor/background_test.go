@@ -3,7 +3,7 @@ package supervisor
 import (
 	"testing"
 
-	"shellagent/protocol"
+	"shellagent/acp"
 )
 
 // TestBackgroundListRules: the list refuses what the RFD rules forbid, and
@@ -51,13 +51,13 @@ func TestBackgroundListWire(t *testing.T) {
 	}
 	l.addTerminal(&terminal{id: "term_1"})
 	l.addCall(&toolCall{id: "call_1", state: callScheduled})
-	want := []protocol.BackgroundItem{{Type: "terminal", TerminalID: "term_1"}, {Type: "tool_call", ToolCallID: "call_1"}}
+	want := []acp.BackgroundItem{{Type: "terminal", TerminalID: "term_1"}, {Type: "tool_call", ToolCallID: "call_1"}}
 	if got := mustJSON(l.wire()); got != mustJSON(want) {
 		t.Errorf("list %s, want %s", got, mustJSON(want))
 	}
 }
 
-func ids(b protocol.Background) string {
+func ids(b acp.Background) string {
 	s := ""
 	for i, it := range b {
 		if i > 0 {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"shellagent/protocol"
+	"shellagent/acp"
 	"shellagent/protocol/acptest"
 )
 
@@ -33,16 +33,16 @@ func TestForegroundCommandLife(t *testing.T) {
 		t.Run(tt.line, func(t *testing.T) {
 			msgID := h.run(sid, tt.line)
 			term, call := "term_"+strconv.Itoa(i+1), "call_"+strconv.Itoa(i+1)
-			user := h.update(nil, sid, protocol.KindUserMessage, "user message", func(m *acptest.Msg) bool { return m.MessageID() == msgID })
-			running := h.update(user, sid, protocol.KindState, "running", func(m *acptest.Msg) bool { return m.State() == "running" })
-			tc := h.update(running, sid, protocol.KindToolCall, "tool call", func(m *acptest.Msg) bool { return m.ToolCallID() == call })
+			user := h.update(nil, sid, acp.KindUserMessage, "user message", func(m *acptest.Msg) bool { return m.MessageID() == msgID })
+			running := h.update(user, sid, acp.KindState, "running", func(m *acptest.Msg) bool { return m.State() == "running" })
+			tc := h.update(running, sid, acp.KindToolCall, "tool call", func(m *acptest.Msg) bool { return m.ToolCallID() == call })
 			if tc.Status() != "in_progress" || tc.Update["kind"] != "execute" || tc.Update["title"] != tt.line {
 				t.Errorf("tool call announced as %s", tc.Raw)
 			}
 			if raw := mustJSON(tc.Update["rawInput"]); raw != mustJSON(map[string]string{"command": tt.line, "cwd": h.cwd}) {
 				t.Errorf("rawInput %s", raw)
 			}
-			tu := h.update(tc, sid, protocol.KindTerminal, "terminal", func(m *acptest.Msg) bool { return m.TerminalID() == term })
+			tu := h.update(tc, sid, acp.KindTerminal, "terminal", func(m *acptest.Msg) bool { return m.TerminalID() == term })
 			if mustJSON(tu.Update["size"]) != `{"cols":120,"rows":40}` || tu.Update["command"] != tt.line || mustJSON(tu.Update["capabilities"]) != `{"cancel":{}}` {
 				t.Errorf("terminal announced as %s", tu.Raw)
 			}
@@ -132,7 +132,7 @@ func TestBackgroundStartAndMidTurnDetach(t *testing.T) {
 	if !sameIDs(idle.Background(), []string{"term_1"}) {
 		t.Fatalf("after /bg the list is %v", idle.Background())
 	}
-	tu := h.update(nil, sid, protocol.KindTerminal, "terminal", nil)
+	tu := h.update(nil, sid, acp.KindTerminal, "terminal", nil)
 	if tu.Update["command"] != "sleep 30" {
 		t.Errorf("background terminal command %v", tu.Update["command"])
 	}
@@ -141,7 +141,7 @@ func TestBackgroundStartAndMidTurnDetach(t *testing.T) {
 	h.run(sid, "echo fg; sleep 30")
 	h.output(sid, "term_2", "fg")
 	bg := h.run(sid, "/bg")
-	user := h.update(nil, sid, protocol.KindUserMessage, "/bg inserted", func(m *acptest.Msg) bool { return m.MessageID() == bg })
+	user := h.update(nil, sid, acp.KindUserMessage, "/bg inserted", func(m *acptest.Msg) bool { return m.MessageID() == bg })
 	done := h.toolStatus(user, sid, "call_2", "completed")
 	idle = h.idle(done, sid, "end_turn")
 	if !sameIDs(idle.Background(), []string{"term_1", "term_2"}) {
@@ -150,7 +150,7 @@ func TestBackgroundStartAndMidTurnDetach(t *testing.T) {
 
 	// /bg alone with nothing in the foreground says so.
 	h.run(sid, "/bg")
-	msg := h.update(idle, sid, protocol.KindAgentMessage, "agent message", nil)
+	msg := h.update(idle, sid, acp.KindAgentMessage, "agent message", nil)
 	if !strings.Contains(msg.Text(), "Nothing is running in the foreground") {
 		t.Errorf("agent message %q", msg.Text())
 	}
@@ -158,7 +158,7 @@ func TestBackgroundStartAndMidTurnDetach(t *testing.T) {
 
 	// /bg CMD while a foreground command runs: no state change, list grows.
 	h.run(sid, "sleep 30")
-	running := h.update(msg, sid, protocol.KindState, "running", func(m *acptest.Msg) bool { return m.State() == "running" })
+	running := h.update(msg, sid, acp.KindState, "running", func(m *acptest.Msg) bool { return m.State() == "running" })
 	h.run(sid, "/bg sleep 31")
 	grown := h.listed(running, sid, "term_1", "term_2", "term_4")
 	if grown.State() != "running" || grown.StopReason() != "" {
@@ -178,7 +178,7 @@ func TestHeldPrompts(t *testing.T) {
 	// Held: neither inserted while the first runs.
 	first := h.exit(nil, sid, "term_1")
 	m2 := h.c.Wait(second)
-	user2 := h.update(nil, sid, protocol.KindUserMessage, "second inserted", func(m *acptest.Msg) bool { return m.MessageID() == m2.MessageID() })
+	user2 := h.update(nil, sid, acp.KindUserMessage, "second inserted", func(m *acptest.Msg) bool { return m.MessageID() == m2.MessageID() })
 	if user2.Seq < first.Seq || m2.Seq < first.Seq {
 		t.Errorf("held prompt inserted (message %d, response %d) before the first command ended (%d)", user2.Seq, m2.Seq, first.Seq)
 	}
@@ -203,7 +203,7 @@ func TestHeldPrompts(t *testing.T) {
 	h.toolStatus(exit, sid, "call_4", "cancelled")
 	h.idle(exit, sid, "cancelled")
 	h.never(sid, "cancelled held prompt was inserted", func(m *acptest.Msg) bool {
-		return m.Kind == protocol.KindUserMessage && strings.Contains(m.Text(), "never")
+		return m.Kind == acp.KindUserMessage && strings.Contains(m.Text(), "never")
 	})
 }
 
@@ -267,7 +267,7 @@ func TestCancelErrors(t *testing.T) {
 	h.run(sid, "/bg sleep 30")
 	h.idle(nil, sid, "end_turn")
 	h.run(sid, "sleep 30") // call_3 stays in progress in the foreground
-	h.update(nil, sid, protocol.KindTerminal, "term_3", func(m *acptest.Msg) bool { return m.TerminalID() == "term_3" })
+	h.update(nil, sid, acp.KindTerminal, "term_3", func(m *acptest.Msg) bool { return m.TerminalID() == "term_3" })
 	tests := []struct {
 		method string
 		params map[string]string
@@ -292,7 +292,7 @@ func TestCancelErrors(t *testing.T) {
 	}
 	// Nothing changed: term_2 still runs and is still listed.
 	h.run(sid, "/ps") // acts at once, beside the foreground command
-	ps := h.update(nil, sid, protocol.KindAgentMessage, "/ps", nil)
+	ps := h.update(nil, sid, acp.KindAgentMessage, "/ps", nil)
 	if !strings.Contains(ps.Text(), "term_2") {
 		t.Errorf("/ps after bad cancels: %q", ps.Text())
 	}
@@ -305,7 +305,7 @@ func TestSessionCancelLeavesBackgroundWork(t *testing.T) {
 	h.run(sid, "/bg sleep 30")
 	h.idle(nil, sid, "end_turn")
 	h.run(sid, "sleep 30")
-	h.update(nil, sid, protocol.KindTerminal, "term_2", func(m *acptest.Msg) bool { return m.TerminalID() == "term_2" })
+	h.update(nil, sid, acp.KindTerminal, "term_2", func(m *acptest.Msg) bool { return m.TerminalID() == "term_2" })
 	h.c.Notify("session/cancel", map[string]string{"sessionId": sid})
 	idle := h.idle(nil, sid, "cancelled")
 	if !sameIDs(idle.Background(), []string{"term_1"}) {
@@ -374,7 +374,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	h.run(sid, "/bg trap '' TERM; echo ready; sleep 30")
 	h.output(sid, "term_2", "ready")
 	h.run(sid, "sleep 30")
-	h.update(nil, sid, protocol.KindTerminal, "term_3", func(m *acptest.Msg) bool { return m.TerminalID() == "term_3" })
+	h.update(nil, sid, acp.KindTerminal, "term_3", func(m *acptest.Msg) bool { return m.TerminalID() == "term_3" })
 	held := h.prompt(sid, "echo held")
 	start := time.Now()
 	closeID := h.c.Send("session/close", map[string]string{"sessionId": sid})
@@ -445,7 +445,7 @@ func TestHeldPromptWithdrawnByCancelRequest(t *testing.T) {
 		t.Errorf("the prompt after the withdrawn one printed %q", got)
 	}
 	h.never(sid, "withdrawn prompt was inserted", func(m *acptest.Msg) bool {
-		return m.Kind == protocol.KindUserMessage && strings.Contains(m.Text(), "withdrawn")
+		return m.Kind == acp.KindUserMessage && strings.Contains(m.Text(), "withdrawn")
 	})
 }
 

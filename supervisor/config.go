@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"shellagent/protocol"
+	"shellagent/acp"
 	"shellagent/ptyio"
 )
 
@@ -119,32 +119,32 @@ var (
 // durationOption describes a duration setting whose current value is d. A
 // value set by flag that is not among the choices is offered too, so that
 // the current value is always one of the options.
-func durationOption(id, name, desc string, choices []string, d time.Duration) protocol.ConfigOption {
-	opt := protocol.ConfigOption{Type: "select", ConfigID: id, Name: name, Description: desc}
+func durationOption(id, name, desc string, choices []string, d time.Duration) acp.ConfigOption {
+	opt := acp.ConfigOption{Type: "select", ConfigID: id, Name: name, Description: desc}
 	for _, c := range choices {
 		v, _ := time.ParseDuration(c) // Safe: the choices are constants that parse.
 		label := c
 		if v == 0 {
 			label = "never"
 		}
-		opt.Options = append(opt.Options, protocol.ConfigChoice{Value: c, Name: label})
+		opt.Options = append(opt.Options, acp.ConfigChoice{Value: c, Name: label})
 		if v == d && opt.CurrentValue == "" {
 			opt.CurrentValue = c
 		}
 	}
 	if opt.CurrentValue == "" {
 		opt.CurrentValue = d.String()
-		opt.Options = append(opt.Options, protocol.ConfigChoice{Value: d.String(), Name: d.String()})
+		opt.Options = append(opt.Options, acp.ConfigChoice{Value: d.String(), Name: d.String()})
 	}
 	return opt
 }
 
-func (st settings) options() []protocol.ConfigOption {
-	perm := protocol.ConfigOption{
+func (st settings) options() []acp.ConfigOption {
+	perm := acp.ConfigOption{
 		Type: "select", ConfigID: optPermission, Name: "Permission",
 		Description:  "ask: request permission before each command runs",
 		CurrentValue: "allow",
-		Options: []protocol.ConfigChoice{
+		Options: []acp.ConfigChoice{
 			{Value: "allow", Name: "Run commands without asking"},
 			{Value: "ask", Name: "Ask before each command"},
 		},
@@ -152,7 +152,7 @@ func (st settings) options() []protocol.ConfigOption {
 	if st.ask {
 		perm.CurrentValue = "ask"
 	}
-	return []protocol.ConfigOption{
+	return []acp.ConfigOption{
 		durationOption(optForegroundTimeout, "Foreground timeout",
 			"Move a command to the background after it has run this long in the foreground",
 			timeoutChoices, st.foregroundTimeout),
@@ -166,15 +166,15 @@ func (st settings) options() []protocol.ConfigOption {
 // set applies one config option; an unknown id or value is a -32602 error
 // that shows the exact request shape and lists the allowed values, and
 // changes nothing.
-func (st *settings) set(p *protocol.SetConfigOptionRequest) error {
-	var current protocol.ConfigOption
+func (st *settings) set(p *acp.SetConfigOptionRequest) error {
+	var current acp.ConfigOption
 	for _, o := range st.options() {
 		if o.ConfigID == p.ConfigID {
 			current = o
 		}
 	}
 	if current.ConfigID == "" {
-		return protocol.InvalidParams("configId: unknown option %q (options: %s, %s, %s)", p.ConfigID, optForegroundTimeout, optKillGrace, optPermission)
+		return acp.InvalidParams("configId: unknown option %q (options: %s, %s, %s)", p.ConfigID, optForegroundTimeout, optKillGrace, optPermission)
 	}
 	values := make([]string, len(current.Options))
 	for i, c := range current.Options {
@@ -183,14 +183,14 @@ func (st *settings) set(p *protocol.SetConfigOptionRequest) error {
 	shape := fmt.Sprintf(`send params {"sessionId":%q,"configId":%q,"type":"id","value":%q}, with value one of: %s`,
 		p.SessionID, p.ConfigID, current.CurrentValue, strings.Join(values, ", "))
 	if p.Type != "id" {
-		return protocol.InvalidParams("type: %q is not supported; %s", p.Type, shape)
+		return acp.InvalidParams("type: %q is not supported; %s", p.Type, shape)
 	}
 	var value string
 	if err := json.Unmarshal(p.Value, &value); err != nil {
-		return protocol.InvalidParams("value: must be a string; %s", shape)
+		return acp.InvalidParams("value: must be a string; %s", shape)
 	}
 	if !slices.Contains(values, value) {
-		return protocol.InvalidParams("value: %q is not a value of %s; %s", value, p.ConfigID, shape)
+		return acp.InvalidParams("value: %q is not a value of %s; %s", value, p.ConfigID, shape)
 	}
 	switch p.ConfigID {
 	case optForegroundTimeout:

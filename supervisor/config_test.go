@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"shellagent/protocol"
+	"shellagent/acp"
 )
 
 func TestSettingsSet(t *testing.T) {
@@ -32,7 +32,7 @@ func TestSettingsSet(t *testing.T) {
 	}
 	for _, tt := range tests {
 		st := start
-		err := st.set(&protocol.SetConfigOptionRequest{ConfigID: tt.id, Type: tt.typ, Value: []byte(tt.value)})
+		err := st.set(&acp.SetConfigOptionRequest{ConfigID: tt.id, Type: tt.typ, Value: []byte(tt.value)})
 		switch {
 		case tt.err == "" && err != nil:
 			t.Errorf("set %s=%s: %v", tt.id, tt.value, err)
@@ -62,10 +62,10 @@ func TestSettingsOfferTheCurrentValue(t *testing.T) {
 	if fg.Options[0].Name != "never" {
 		t.Errorf("foreground_timeout 0 is named %q", fg.Options[0].Name)
 	}
-	if err := st.set(&protocol.SetConfigOptionRequest{ConfigID: optForegroundTimeout, Type: "id", Value: []byte(`"5s"`)}); err != nil {
+	if err := st.set(&acp.SetConfigOptionRequest{ConfigID: optForegroundTimeout, Type: "id", Value: []byte(`"5s"`)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.set(&protocol.SetConfigOptionRequest{ConfigID: optForegroundTimeout, Type: "id", Value: []byte(`"1m30s"`)}); err == nil {
+	if err := st.set(&acp.SetConfigOptionRequest{ConfigID: optForegroundTimeout, Type: "id", Value: []byte(`"1m30s"`)}); err == nil {
 		t.Errorf("the flag's value is still accepted after it was changed")
 	}
 }
@@ -90,7 +90,7 @@ func TestSetConfigOptionErrorsShowTheShape(t *testing.T) {
 	shape := regexp.MustCompile(`send params (\{.*\}), with value`)
 	for _, tt := range tests {
 		st := settings{foregroundTimeout: 10 * time.Second, killGrace: 3 * time.Second}
-		var p protocol.SetConfigOptionRequest
+		var p acp.SetConfigOptionRequest
 		if err := json.Unmarshal([]byte(tt.params), &p); err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +99,7 @@ func TestSetConfigOptionErrorsShowTheShape(t *testing.T) {
 			t.Errorf("%s: accepted", tt.params)
 			continue
 		}
-		msg := err.(*protocol.Error).Message
+		msg := err.(*acp.Error).Message
 		for _, s := range tt.says {
 			if !strings.Contains(msg, s) {
 				t.Errorf("%s:\n  error %q\n  does not say %q", tt.params, msg, s)
@@ -110,7 +110,7 @@ func TestSetConfigOptionErrorsShowTheShape(t *testing.T) {
 			t.Errorf("%s: error %q shows no request shape", tt.params, msg)
 			continue
 		}
-		var fixed protocol.SetConfigOptionRequest
+		var fixed acp.SetConfigOptionRequest
 		if err := json.Unmarshal([]byte(m[1]), &fixed); err != nil {
 			t.Errorf("the shape %s is not JSON: %v", m[1], err)
 			continue

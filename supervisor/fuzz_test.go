@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"shellagent/protocol"
+	"shellagent/acp"
 )
 
 // FuzzPrompt checks the prompt parser on any text and resource link:
@@ -16,10 +16,10 @@ import (
 func FuzzPrompt(f *testing.F) {
 	f.Add("/every 1s date", "file:///tmp/a%20b")
 	f.Fuzz(func(t *testing.T, text, uri string) {
-		line, err := promptLine([]protocol.ContentBlock{protocol.TextBlock(text)})
-		var perr *protocol.Error
+		line, err := promptLine([]acp.ContentBlock{acp.TextBlock(text)})
+		var perr *acp.Error
 		switch {
-		case err != nil && (!errors.As(err, &perr) || perr.Code != protocol.CodeInvalidParams):
+		case err != nil && (!errors.As(err, &perr) || perr.Code != acp.CodeInvalidParams):
 			t.Fatalf("promptLine(%q): %v", text, err)
 		case err != nil:
 			if strings.TrimSpace(text) != "" {
@@ -32,7 +32,13 @@ func FuzzPrompt(f *testing.F) {
 		}
 
 		if uri != "" {
-			path := linkPath(uri)
+			path, err := linkPath(uri)
+			if err != nil {
+				if !strings.HasPrefix(uri, "file:") {
+					t.Fatalf("linkPath(%q) refused a URI that is not a file URI: %v", uri, err)
+				}
+				return
+			}
 			if got, ok := shellUnquote(shellQuote(path)); !ok || got != path {
 				t.Fatalf("shellQuote(%q) = %q, which a shell reads as %q", path, shellQuote(path), got)
 			}

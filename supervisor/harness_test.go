@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"shellagent/acp"
 	"shellagent/contain"
 	"shellagent/contain/containtest"
 	"shellagent/protocol"
@@ -222,21 +223,21 @@ func (h *harness) never(sid, what string, pred func(*acptest.Msg) bool) {
 
 func (h *harness) idle(after *acptest.Msg, sid, stop string) *acptest.Msg {
 	h.t.Helper()
-	return h.update(after, sid, protocol.KindState, "idle "+stop, func(m *acptest.Msg) bool {
+	return h.update(after, sid, acp.KindState, "idle "+stop, func(m *acptest.Msg) bool {
 		return m.State() == "idle" && m.StopReason() == stop
 	})
 }
 
 func (h *harness) exit(after *acptest.Msg, sid, term string) *acptest.Msg {
 	h.t.Helper()
-	return h.update(after, sid, protocol.KindTerminal, term+" exitStatus", func(m *acptest.Msg) bool {
+	return h.update(after, sid, acp.KindTerminal, term+" exitStatus", func(m *acptest.Msg) bool {
 		return m.TerminalID() == term && m.ExitStatus() != nil
 	})
 }
 
 func (h *harness) toolStatus(after *acptest.Msg, sid, call, status string) *acptest.Msg {
 	h.t.Helper()
-	return h.update(after, sid, protocol.KindToolCall, call+" "+status, func(m *acptest.Msg) bool {
+	return h.update(after, sid, acp.KindToolCall, call+" "+status, func(m *acptest.Msg) bool {
 		return m.ToolCallID() == call && m.Status() == status
 	})
 }
@@ -245,7 +246,7 @@ func (h *harness) toolStatus(after *acptest.Msg, sid, call, status string) *acpt
 // tool call ids).
 func (h *harness) listed(after *acptest.Msg, sid string, want ...string) *acptest.Msg {
 	h.t.Helper()
-	return h.update(after, sid, protocol.KindState, fmt.Sprintf("background %v", want), func(m *acptest.Msg) bool {
+	return h.update(after, sid, acp.KindState, fmt.Sprintf("background %v", want), func(m *acptest.Msg) bool {
 		return sameIDs(m.Background(), want)
 	})
 }

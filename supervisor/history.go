@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"shellagent/acp"
 	"shellagent/outputbuf"
 	"shellagent/protocol"
 )
@@ -34,7 +35,7 @@ type outbox struct {
 
 // entry is one item of the history.
 type entry struct {
-	msg  *protocol.Message
+	msg  *acp.Message
 	call *toolCall
 	term *terminal
 }
@@ -50,7 +51,7 @@ func (o *outbox) attach(c protocol.Client) {
 }
 
 // send sends an update to the attached client.
-func (o *outbox) send(u any) {
+func (o *outbox) send(u acp.Update) {
 	o.updatedAt = time.Now()
 	if o.client != nil {
 		o.client.Update(o.session, u)
@@ -59,7 +60,7 @@ func (o *outbox) send(u any) {
 
 // sendTerminal sends a terminal_update with the terminal's output, as mode
 // says.
-func (o *outbox) sendTerminal(t *terminal, u *protocol.TerminalUpdate, mode protocol.OutputMode) {
+func (o *outbox) sendTerminal(t *terminal, u *acp.TerminalUpdate, mode protocol.OutputMode) {
 	o.updatedAt = time.Now()
 	if o.client != nil {
 		o.client.UpdateTerminal(o.session, u, output{t.ring}, mode)
@@ -68,16 +69,16 @@ func (o *outbox) sendTerminal(t *terminal, u *protocol.TerminalUpdate, mode prot
 
 // message records a new user or agent message and sends it. It returns
 // the message's id.
-func (o *outbox) message(kind string, content []protocol.ContentBlock) string {
+func (o *outbox) message(kind string, content []acp.ContentBlock) string {
 	o.messages++
-	m := &protocol.Message{SessionUpdate: kind, MessageID: "msg_" + strconv.Itoa(o.messages), Content: content}
+	m := &acp.Message{SessionUpdate: kind, MessageID: "msg_" + strconv.Itoa(o.messages), Content: content}
 	o.record(entry{msg: m})
 	o.send(m)
 	return m.MessageID
 }
 
 func (o *outbox) agentMessage(text string) {
-	o.message(protocol.KindAgentMessage, []protocol.ContentBlock{protocol.TextBlock(text)})
+	o.message(acp.KindAgentMessage, []acp.ContentBlock{acp.TextBlock(text)})
 }
 
 // announceTerminal records a new terminal and starts streaming it.

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"testing"
 
+	"shellagent/acp"
 	"shellagent/outputbuf"
 	"shellagent/protocol"
 )
@@ -15,16 +16,16 @@ type sent struct {
 	modes   []protocol.OutputMode // of the terminal updates, in order
 }
 
-func (c *sent) Update(_ string, u any) { c.updates = append(c.updates, u) }
+func (c *sent) Update(_ string, u acp.Update) { c.updates = append(c.updates, u) }
 
 func (c *sent) Release(string) {}
 
-func (c *sent) UpdateTerminal(_ string, u *protocol.TerminalUpdate, _ protocol.OutputSource, mode protocol.OutputMode) {
+func (c *sent) UpdateTerminal(_ string, u *acp.TerminalUpdate, _ protocol.OutputSource, mode protocol.OutputMode) {
 	c.updates = append(c.updates, u)
 	c.modes = append(c.modes, mode)
 }
 
-func (c *sent) RequestPermission(context.Context, *protocol.PermissionRequest, func(*protocol.PermissionResponse, error)) {
+func (c *sent) RequestPermission(context.Context, *acp.PermissionRequest, func(*acp.PermissionResponse, error)) {
 }
 
 // TestOutboxReplay: the history replays each item once, in the order it
@@ -32,7 +33,7 @@ func (c *sent) RequestPermission(context.Context, *protocol.PermissionRequest, f
 func TestOutboxReplay(t *testing.T) {
 	t.Parallel()
 	o := outbox{session: "s"}
-	o.message(protocol.KindUserMessage, []protocol.ContentBlock{protocol.TextBlock("run")})
+	o.message(acp.KindUserMessage, []acp.ContentBlock{acp.TextBlock("run")})
 	running := &toolCall{id: "call_1", state: callRunning}
 	o.record(entry{call: running})
 	live := &terminal{id: "term_1", call: running, ring: outputbuf.New(64)}
@@ -40,7 +41,7 @@ func TestOutboxReplay(t *testing.T) {
 	o.announceTerminal(live)
 	gone := &toolCall{id: "call_2", state: callDone, outcome: "failed"}
 	o.record(entry{call: gone})
-	exited := &terminal{id: "term_2", ring: outputbuf.New(64), state: termExited, exit: &protocol.ExitStatus{}}
+	exited := &terminal{id: "term_2", ring: outputbuf.New(64), state: termExited, exit: &acp.ExitStatus{}}
 	o.record(entry{term: exited})
 	o.agentMessage("done")
 
@@ -54,11 +55,11 @@ func TestOutboxReplay(t *testing.T) {
 	var got []string
 	for _, u := range c.updates {
 		switch u := u.(type) {
-		case *protocol.Message:
+		case *acp.Message:
 			got = append(got, u.MessageID)
-		case *protocol.ToolCallUpdate:
+		case *acp.ToolCallUpdate:
 			got = append(got, u.ToolCallID+" "+u.Status)
-		case *protocol.TerminalUpdate:
+		case *acp.TerminalUpdate:
 			if u.ExitStatus != nil {
 				got = append(got, u.TerminalID+" exited")
 			} else {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"shellagent/protocol"
+	"shellagent/acp"
 )
 
 // A job is a scheduled wakeup (/after) or a recurring job (/every): a tool
@@ -73,7 +73,7 @@ func (s *Session) fire(j *job) {
 				return
 			}
 		} else {
-			st.work.finish(j.call, protocol.StatusCompleted)
+			st.work.finish(j.call, acp.StatusCompleted)
 			st.out.send(j.call.update())
 			st.list.removeCall(j.call)
 		}
@@ -94,7 +94,7 @@ func (st *state) cancelJob(j *job) {
 	}
 	j.timer.Stop()
 	st.turns.drop(func(t *turn) bool { return t.job == j })
-	st.work.finish(j.call, protocol.StatusCancelled)
+	st.work.finish(j.call, acp.StatusCancelled)
 	st.out.send(j.call.update())
 	st.list.removeCall(j.call)
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"shellagent/protocol"
+	"shellagent/acp"
 	"shellagent/protocol/acptest"
 )
 
@@ -15,7 +15,7 @@ func TestAfterFiresAsNewForegroundWork(t *testing.T) {
 	h := newHarness(t, Config{})
 	sid := h.newSession()
 	h.run(sid, "/after 300ms echo woke")
-	pending := h.update(nil, sid, protocol.KindToolCall, "wakeup announced", nil)
+	pending := h.update(nil, sid, acp.KindToolCall, "wakeup announced", nil)
 	if pending.Status() != "pending" || pending.Update["kind"] != "other" || pending.Update["title"] != "after 300ms: echo woke" ||
 		mustJSON(pending.Update["capabilities"]) != `{"cancel":{}}` {
 		t.Errorf("wakeup announced as %s", pending.Raw)
@@ -31,21 +31,21 @@ func TestAfterFiresAsNewForegroundWork(t *testing.T) {
 		t.Errorf("fired wakeup %s: capabilities must be cleared", done.Raw)
 	}
 	// The state_update that removes the wakeup reports the new work running.
-	removal := h.update(done, sid, protocol.KindState, "removal", nil)
+	removal := h.update(done, sid, acp.KindState, "removal", nil)
 	if removal.State() != "running" || len(removal.Background()) != 0 {
 		t.Errorf("removal state_update %s: want running with an empty list", removal.Raw)
 	}
-	cmd := h.update(removal, sid, protocol.KindToolCall, "command", func(m *acptest.Msg) bool { return m.ToolCallID() != call })
+	cmd := h.update(removal, sid, acp.KindToolCall, "command", func(m *acptest.Msg) bool { return m.ToolCallID() != call })
 	if cmd.Update["kind"] != "execute" || cmd.Status() != "in_progress" {
 		t.Errorf("fired command %s", cmd.Raw)
 	}
-	term := h.update(cmd, sid, protocol.KindTerminal, "terminal", nil).TerminalID()
+	term := h.update(cmd, sid, acp.KindTerminal, "terminal", nil).TerminalID()
 	h.idle(h.exit(cmd, sid, term), sid, "end_turn")
 	if got := string(h.c.Output(sid, term)); got != "woke\r\n" {
 		t.Errorf("output %q", got)
 	}
 	h.never(sid, "a firing inserted a user message", func(m *acptest.Msg) bool {
-		return m.Kind == protocol.KindUserMessage && m.Seq > listed.Seq
+		return m.Kind == acp.KindUserMessage && m.Seq > listed.Seq
 	})
 }
 
@@ -58,7 +58,7 @@ func TestAfterFiringWhileBusyIsQueued(t *testing.T) {
 	h.run(sid, "echo busy; sleep 0.8")
 	h.output(sid, "term_1", "busy")
 	done := h.toolStatus(nil, sid, "call_1", "completed")
-	removal := h.update(done, sid, protocol.KindState, "removal", nil)
+	removal := h.update(done, sid, acp.KindState, "removal", nil)
 	if removal.State() != "running" || len(removal.Background()) != 0 {
 		t.Errorf("removal while busy %s", removal.Raw)
 	}
@@ -78,7 +78,7 @@ func TestEveryRunsUntilCancelled(t *testing.T) {
 	h := newHarness(t, Config{})
 	sid := h.newSession()
 	h.run(sid, "/every 1s echo tick")
-	job := h.update(nil, sid, protocol.KindToolCall, "job", nil).ToolCallID()
+	job := h.update(nil, sid, acp.KindToolCall, "job", nil).ToolCallID()
 	h.idle(nil, sid, "end_turn")
 	// Two firings, each its own foreground command; the job stays listed.
 	for _, term := range []string{"term_1", "term_2"} {
@@ -108,7 +108,7 @@ func TestEveryRunsUntilCancelled(t *testing.T) {
 	// an error.
 	time.Sleep(1200 * time.Millisecond)
 	h.never(sid, "job fired after cancel", func(m *acptest.Msg) bool {
-		return m.Seq > cancelled.Seq && m.Kind == protocol.KindTerminal && m.HasKey("command")
+		return m.Seq > cancelled.Seq && m.Kind == acp.KindTerminal && m.HasKey("command")
 	})
 	if err := h.callErr("tool_call/cancel", map[string]string{"sessionId": sid, "toolCallId": job}); err == nil || err.Code != -32602 {
 		t.Errorf("second cancel: %v", err)
@@ -121,25 +121,25 @@ func TestEverySkipsWhileThePreviousRunIsInTheForeground(t *testing.T) {
 	sid := h.newSession()
 	// The first run (from 1s to 3.3s) outlasts two firings (2s and 3s).
 	h.run(sid, "/every 1s sleep 2.3")
-	job := h.update(nil, sid, protocol.KindToolCall, "job", nil).ToolCallID()
-	skip := h.update(nil, sid, protocol.KindAgentMessage, "skip notice", nil)
+	job := h.update(nil, sid, acp.KindToolCall, "job", nil).ToolCallID()
+	skip := h.update(nil, sid, acp.KindAgentMessage, "skip notice", nil)
 	if !strings.Contains(skip.Text(), "skipped") || !strings.Contains(skip.Text(), job) {
 		t.Errorf("skip notice %q", skip.Text())
 	}
 	exit1 := h.exit(nil, sid, "term_1")
 	// Skipped firings are not stacked: the next run starts at a later
 	// firing, after the first one ended.
-	start2 := h.update(exit1, sid, protocol.KindTerminal, "term_2 starts", func(m *acptest.Msg) bool { return m.TerminalID() == "term_2" })
+	start2 := h.update(exit1, sid, acp.KindTerminal, "term_2 starts", func(m *acptest.Msg) bool { return m.TerminalID() == "term_2" })
 	h.c.Send("session/prompt", map[string]any{"sessionId": sid, "prompt": text("/stop " + job)})
 	h.toolStatus(start2, sid, job, "cancelled")
 	h.c.Notify("session/cancel", map[string]string{"sessionId": sid})
 	h.exit(nil, sid, "term_2")
 	notices := 0
 	for _, m := range h.c.Updates(sid) {
-		if m.Kind == protocol.KindTerminal && m.HasKey("command") && m.Seq < exit1.Seq && m.TerminalID() != "term_1" {
+		if m.Kind == acp.KindTerminal && m.HasKey("command") && m.Seq < exit1.Seq && m.TerminalID() != "term_1" {
 			t.Errorf("a run started while the previous one was in the foreground: %s", m.Raw)
 		}
-		if m.Kind == protocol.KindAgentMessage && strings.Contains(m.Text(), "skipped") && m.Seq < exit1.Seq {
+		if m.Kind == acp.KindAgentMessage && strings.Contains(m.Text(), "skipped") && m.Seq < exit1.Seq {
 			notices++
 		}
 	}
@@ -161,7 +161,7 @@ func TestPsListsTheLiveProcesses(t *testing.T) {
 		msgs := h.c.Updates(sid)
 		text = ""
 		for _, m := range msgs {
-			if m.Kind == protocol.KindAgentMessage {
+			if m.Kind == acp.KindAgentMessage {
 				text = m.Text()
 			}
 		}
@@ -183,7 +183,7 @@ func TestStopAndPs(t *testing.T) {
 	h.run(sid, "/every 1h make test")
 	h.run(sid, "/after 90s echo later")
 	h.run(sid, "/ps")
-	ps := h.update(nil, sid, protocol.KindAgentMessage, "/ps", nil)
+	ps := h.update(nil, sid, acp.KindAgentMessage, "/ps", nil)
 	lines := strings.Split(ps.Text(), "\n")
 	if len(lines) != 4 || !strings.Contains(lines[1], "term_1  terminal  sleep 30") || !strings.Contains(lines[1], "pid ") ||
 		!strings.Contains(lines[2], "call_2  every 1h0m0s  make test") || !strings.Contains(lines[2], "pending") ||
@@ -202,7 +202,7 @@ func TestStopAndPs(t *testing.T) {
 	last := ps
 	for _, tt := range tests {
 		h.run(sid, "/stop "+tt.id)
-		msg := h.update(last, sid, protocol.KindAgentMessage, "/stop "+tt.id, nil)
+		msg := h.update(last, sid, acp.KindAgentMessage, "/stop "+tt.id, nil)
 		if !strings.HasPrefix(msg.Text(), tt.says) {
 			t.Errorf("/stop %s said %q, want %q", tt.id, msg.Text(), tt.says)
 		}
@@ -217,13 +217,13 @@ func TestToolCallOfAnotherSessionIsUnknown(t *testing.T) {
 	h := newHarness(t, Config{})
 	a, b := h.newSession(), h.newSession()
 	h.run(a, "/every 1h true")
-	job := h.update(nil, a, protocol.KindToolCall, "job", nil).ToolCallID()
+	job := h.update(nil, a, acp.KindToolCall, "job", nil).ToolCallID()
 	err := h.callErr("tool_call/cancel", map[string]string{"sessionId": b, "toolCallId": job})
 	if err == nil || err.Code != -32602 || !strings.Contains(err.Message, "no tool call") {
 		t.Errorf("cancel from another session: %v", err)
 	}
 	h.run(b, "/stop "+job)
-	if msg := h.update(nil, b, protocol.KindAgentMessage, "/stop", nil); !strings.Contains(msg.Text(), "Cannot stop") {
+	if msg := h.update(nil, b, acp.KindAgentMessage, "/stop", nil); !strings.Contains(msg.Text(), "Cannot stop") {
 		t.Errorf("/stop from another session: %q", msg.Text())
 	}
 	h.listed(nil, a, job)
@@ -247,14 +247,14 @@ func TestBadSlashCommands(t *testing.T) {
 	var last *acptest.Msg
 	for _, tt := range tests {
 		h.run(sid, tt.prompt)
-		msg := h.update(last, sid, protocol.KindAgentMessage, tt.prompt, nil)
+		msg := h.update(last, sid, acp.KindAgentMessage, tt.prompt, nil)
 		if !strings.Contains(msg.Text(), tt.says) {
 			t.Errorf("%s: %q, want %q", tt.prompt, msg.Text(), tt.says)
 		}
 		last = h.idle(msg, sid, "end_turn")
 	}
 	h.never(sid, "a bad command started something", func(m *acptest.Msg) bool {
-		return m.Kind == protocol.KindToolCall || m.Kind == protocol.KindTerminal
+		return m.Kind == acp.KindToolCall || m.Kind == acp.KindTerminal
 	})
 }
 
@@ -323,7 +323,7 @@ func TestPermissionAllow(t *testing.T) {
 	if sub["type"] != "command" || sub["command"] != "echo allowed" || sub["cwd"] != h.cwd || sub["toolCallId"] != "call_1" {
 		t.Errorf("subject %v", sub)
 	}
-	blocked := h.update(nil, sid, protocol.KindState, "requires_action", func(m *acptest.Msg) bool { return m.State() == "requires_action" })
+	blocked := h.update(nil, sid, acp.KindState, "requires_action", func(m *acptest.Msg) bool { return m.State() == "requires_action" })
 	if req.Seq < blocked.Seq {
 		t.Errorf("request before requires_action")
 	}
@@ -331,7 +331,7 @@ func TestPermissionAllow(t *testing.T) {
 	if pending.Seq > blocked.Seq {
 		t.Errorf("tool call announced after requires_action")
 	}
-	running := h.update(blocked, sid, protocol.KindState, "running", func(m *acptest.Msg) bool { return m.State() == "running" })
+	running := h.update(blocked, sid, acp.KindState, "running", func(m *acptest.Msg) bool { return m.State() == "running" })
 	h.toolStatus(running, sid, "call_1", "in_progress")
 	h.idle(h.exit(running, sid, "term_1"), sid, "end_turn")
 	if got := string(h.c.Output(sid, "term_1")); got != "allowed\r\n" {
@@ -349,7 +349,7 @@ func TestPermissionReject(t *testing.T) {
 		t.Errorf("rejected tool call says %q", failed.Text())
 	}
 	h.idle(failed, sid, "end_turn")
-	h.never(sid, "a rejected command got a terminal", func(m *acptest.Msg) bool { return m.Kind == protocol.KindTerminal })
+	h.never(sid, "a rejected command got a terminal", func(m *acptest.Msg) bool { return m.Kind == acp.KindTerminal })
 }
 
 func TestPermissionWithdrawnBySessionCancel(t *testing.T) {
@@ -363,7 +363,7 @@ func TestPermissionWithdrawnBySessionCancel(t *testing.T) {
 	}
 	listedBefore := false
 	for _, m := range h.c.Transcript() {
-		if m.Seq < bgReq.Seq && m.Kind == protocol.KindState && sameIDs(m.Background(), []string{"call_1"}) {
+		if m.Seq < bgReq.Seq && m.Kind == acp.KindState && sameIDs(m.Background(), []string{"call_1"}) {
 			listedBefore = true
 		}
 	}
@@ -375,7 +375,7 @@ func TestPermissionWithdrawnBySessionCancel(t *testing.T) {
 	// Foreground work waiting for permission, then session/cancel.
 	h.run(sid, "echo fg")
 	fgReq := <-p.seen
-	h.update(nil, sid, protocol.KindState, "requires_action", func(m *acptest.Msg) bool { return m.State() == "requires_action" })
+	h.update(nil, sid, acp.KindState, "requires_action", func(m *acptest.Msg) bool { return m.State() == "requires_action" })
 	h.c.Notify("session/cancel", map[string]string{"sessionId": sid})
 	withdrawn := h.c.WaitFor("$/cancel_request", func(m *acptest.Msg) bool { return m.Method == "$/cancel_request" })
 	if !strings.Contains(string(withdrawn.Params), string(fgReq.ID)) {
@@ -413,11 +413,11 @@ func TestPermissionForAFiring(t *testing.T) {
 	}
 	// The state_update that removes the wakeup reports the firing blocked on
 	// the user, then it runs once allowed.
-	removal := h.update(done, sid, protocol.KindState, "removal", nil)
+	removal := h.update(done, sid, acp.KindState, "removal", nil)
 	if removal.State() != "requires_action" || len(removal.Background()) != 0 || removal.Seq > req.Seq {
 		t.Errorf("removal state_update %s (request at %d)", removal.Raw, req.Seq)
 	}
-	running := h.update(removal, sid, protocol.KindState, "running", func(m *acptest.Msg) bool { return m.State() == "running" })
+	running := h.update(removal, sid, acp.KindState, "running", func(m *acptest.Msg) bool { return m.State() == "running" })
 	h.idle(h.exit(running, sid, "term_1"), sid, "end_turn")
 	if got := string(h.c.Output(sid, "term_1")); got != "fired\r\n" {
 		t.Errorf("output %q", got)

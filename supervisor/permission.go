@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"shellagent/protocol"
+	"shellagent/acp"
 )
 
 // An approval is a command waiting for the user's permission (permission
@@ -39,42 +39,42 @@ func (st *state) ask(c *toolCall, line string, fg *turn) {
 		st.list.addCall(c)
 		st.flushList()
 	} else {
-		st.transition(protocol.StateRequiresAction, "")
+		st.transition(acp.StateRequiresAction, "")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.withdraw = cancel
 	client := st.out.client
 	if client == nil {
-		st.abandon(a, protocol.StatusFailed, "Not run: no client is attached to ask for permission.")
+		st.abandon(a, acp.StatusFailed, "Not run: no client is attached to ask for permission.")
 		if fg != nil {
-			st.endTurn(protocol.StopEndTurn)
+			st.endTurn(acp.StopEndTurn)
 		}
 		return
 	}
 	s := st.s
-	client.RequestPermission(ctx, &protocol.PermissionRequest{
+	client.RequestPermission(ctx, &acp.PermissionRequest{
 		SessionID:   s.id,
 		Title:       "Run " + line,
 		Description: "shellagent will run this command in " + s.cwd + ".",
-		Subject:     &protocol.PermissionSubject{Type: "command", Command: line, Cwd: s.cwd, ToolCallID: c.id},
-		Options: []protocol.PermissionOption{
+		Subject:     &acp.PermissionSubject{Type: "command", Command: line, Cwd: s.cwd, ToolCallID: c.id},
+		Options: []acp.PermissionOption{
 			{OptionID: optionAllow, Name: "Run it", Kind: "allow_once"},
 			{OptionID: optionReject, Name: "Don't run it", Kind: "reject_once"},
 		},
-	}, func(resp *protocol.PermissionResponse, err error) { s.answered(a, resp, err) })
+	}, func(resp *acp.PermissionResponse, err error) { s.answered(a, resp, err) })
 }
 
 // answered runs or refuses the command once the client answers. An answer
 // to a request that was withdrawn changes nothing.
-func (s *Session) answered(a *approval, resp *protocol.PermissionResponse, err error) {
+func (s *Session) answered(a *approval, resp *acp.PermissionResponse, err error) {
 	s.do(func(st *state) {
 		if a.call.state != callAsking || st.life != sessionOpen {
 			return
 		}
 		if !allowed(resp, err) {
-			st.abandon(a, protocol.StatusFailed, refusal(resp, err))
+			st.abandon(a, acp.StatusFailed, refusal(resp, err))
 			if a.turn != nil {
-				st.endTurn(protocol.StopEndTurn)
+				st.endTurn(acp.StopEndTurn)
 			}
 			return
 		}
@@ -82,7 +82,7 @@ func (s *Session) answered(a *approval, resp *protocol.PermissionResponse, err e
 		a.call.appr = nil
 		if fg := a.turn; fg != nil {
 			fg.state = turnRunning
-			st.transition(protocol.StateRunning, "")
+			st.transition(acp.StateRunning, "")
 			st.startForeground(fg)
 			return
 		}
@@ -96,12 +96,12 @@ func (s *Session) answered(a *approval, resp *protocol.PermissionResponse, err e
 	})
 }
 
-func allowed(resp *protocol.PermissionResponse, err error) bool {
+func allowed(resp *acp.PermissionResponse, err error) bool {
 	return err == nil && resp.Outcome.Outcome == "selected" && resp.Outcome.OptionID == optionAllow
 }
 
 // refusal says why a command that was not allowed did not run.
-func refusal(resp *protocol.PermissionResponse, err error) string {
+func refusal(resp *acp.PermissionResponse, err error) string {
 	switch {
 	case err != nil:
 		return "Not run: the permission request got no answer (" + err.Error() + ")."
@@ -126,7 +126,7 @@ func (st *state) abandon(a *approval, status, why string) {
 		st.turns.release(a.turn)
 	}
 	a.call.appr = nil
-	a.call.content = []protocol.ToolCallContent{protocol.TextContent(why)}
+	a.call.content = []acp.ToolCallContent{acp.TextContent(why)}
 	st.work.finish(a.call, status)
 	st.out.send(a.call.update())
 	st.list.removeCall(a.call)

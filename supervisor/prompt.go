@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"shellagent/protocol"
+	"shellagent/acp"
 )
 
 // inputKind is what a prompt asks for.
@@ -58,12 +58,12 @@ var slashCommands = []struct {
 	{"every", "Run a command repeatedly, every interval, until stopped", "interval and command, e.g. 30s git fetch", "/every DUR CMD, e.g. /every 30s git fetch (DUR in Go syntax, at least 1s)"},
 }
 
-func availableCommands() []protocol.AvailableCommand {
-	out := make([]protocol.AvailableCommand, 0, len(slashCommands))
+func availableCommands() []acp.AvailableCommand {
+	out := make([]acp.AvailableCommand, 0, len(slashCommands))
 	for _, c := range slashCommands {
-		ac := protocol.AvailableCommand{Type: "command", Name: c.name, Description: c.description}
+		ac := acp.AvailableCommand{Type: "command", Name: c.name, Description: c.description}
 		if c.hint != "" {
-			ac.Input = &protocol.CommandInput{Type: "text", Hint: c.hint}
+			ac.Input = &acp.CommandInput{Type: "text", Hint: c.hint}
 		}
 		out = append(out, ac)
 	}
@@ -74,7 +74,7 @@ func availableCommands() []protocol.AvailableCommand {
 // they are, resource links as their shell-quoted path (file: URIs) or URI,
 // separated by spaces. Other block types are refused with -32602, as the
 // schema requires for unsupported content.
-func promptLine(blocks []protocol.ContentBlock) (string, error) {
+func promptLine(blocks []acp.ContentBlock) (string, error) {
 	parts := make([]string, 0, len(blocks))
 	for i, b := range blocks {
 		switch b.Type {
@@ -82,25 +82,36 @@ func promptLine(blocks []protocol.ContentBlock) (string, error) {
 			parts = append(parts, b.Text)
 		case "resource_link":
 			if b.URI == "" {
-				return "", protocol.InvalidParams("prompt[%d].uri: required", i)
+				return "", acp.InvalidParams("prompt[%d].uri: required", i)
 			}
-			parts = append(parts, shellQuote(linkPath(b.URI)))
+			path, err := linkPath(b.URI)
+			if err != nil {
+				return "", acp.InvalidParams("prompt[%d].uri: %v", i, err)
+			}
+			parts = append(parts, shellQuote(path))
 		default:
-			return "", protocol.InvalidParams("prompt[%d].type: %q is not supported (shellagent takes text and resource_link blocks)", i, b.Type)
+			return "", acp.InvalidParams("prompt[%d].type: %q is not supported (shellagent takes text and resource_link blocks)", i, b.Type)
 		}
 	}
 	line := strings.TrimSpace(strings.Join(parts, " "))
 	if line == "" {
-		return "", protocol.InvalidParams("prompt: empty; send a command line")
+		return "", acp.InvalidParams("prompt: empty; send a command line")
 	}
 	return line, nil
 }
 
-func linkPath(uri string) string {
-	if u, err := url.Parse(uri); err == nil && u.Scheme == "file" && u.Path != "" {
-		return u.Path
+// linkPath is what a resource link contributes to the command line: the
+// local path of a file: URI, or the URI itself. A file: URI that names
+// another host is refused: its path is not this machine's file.
+func linkPath(uri string) (string, error) {
+	u, err := url.Parse(uri)
+	if err != nil || u.Scheme != "file" || u.Path == "" {
+		return uri, nil
 	}
-	return uri
+	if u.Host != "" && u.Host != "localhost" {
+		return "", fmt.Errorf("%s names the host %q; a file URI must be local (file:///path or file://localhost/path)", uri, u.Host)
+	}
+	return u.Path, nil
 }
 
 // shellQuote quotes s for a POSIX shell.

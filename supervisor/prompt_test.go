@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"shellagent/protocol"
+	"shellagent/acp"
 )
 
 func TestParseInput(t *testing.T) {
@@ -66,26 +66,27 @@ func TestImmediateInputs(t *testing.T) {
 
 func TestPromptLine(t *testing.T) {
 	t.Parallel()
-	text := func(s string) protocol.ContentBlock { return protocol.TextBlock(s) }
-	link := func(uri string) protocol.ContentBlock {
-		return protocol.ContentBlock{Type: "resource_link", URI: uri, Name: "x"}
+	text := func(s string) acp.ContentBlock { return acp.TextBlock(s) }
+	link := func(uri string) acp.ContentBlock {
+		return acp.ContentBlock{Type: "resource_link", URI: uri, Name: "x"}
 	}
 	tests := []struct {
 		name   string
-		blocks []protocol.ContentBlock
+		blocks []acp.ContentBlock
 		want   string
 		err    string // a part of the -32602 message
 	}{
-		{"one block", []protocol.ContentBlock{text("ls -l")}, "ls -l", ""},
-		{"blocks joined by spaces", []protocol.ContentBlock{text("echo"), text("a b")}, "echo a b", ""},
-		{"trimmed", []protocol.ContentBlock{text("  ls \n")}, "ls", ""},
-		{"file link is its quoted path", []protocol.ContentBlock{text("cat"), link("file:///tmp/it's%20here.txt")}, `cat '/tmp/it'\''s here.txt'`, ""},
-		{"plain path stays bare", []protocol.ContentBlock{text("cat"), link("file:///etc/hosts")}, "cat /etc/hosts", ""},
-		{"other link is its URI", []protocol.ContentBlock{text("curl"), link("https://example.com/a?b=c&d")}, "curl 'https://example.com/a?b=c&d'", ""},
-		{"link without uri", []protocol.ContentBlock{{Type: "resource_link", Name: "x"}}, "", "prompt[0].uri: required"},
-		{"image", []protocol.ContentBlock{text("x"), {Type: "image"}}, "", `prompt[1].type: "image" is not supported`},
+		{"one block", []acp.ContentBlock{text("ls -l")}, "ls -l", ""},
+		{"blocks joined by spaces", []acp.ContentBlock{text("echo"), text("a b")}, "echo a b", ""},
+		{"trimmed", []acp.ContentBlock{text("  ls \n")}, "ls", ""},
+		{"file link is its quoted path", []acp.ContentBlock{text("cat"), link("file:///tmp/it's%20here.txt")}, `cat '/tmp/it'\''s here.txt'`, ""},
+		{"plain path stays bare", []acp.ContentBlock{text("cat"), link("file:///etc/hosts")}, "cat /etc/hosts", ""},
+		{"other link is its URI", []acp.ContentBlock{text("curl"), link("https://example.com/a?b=c&d")}, "curl 'https://example.com/a?b=c&d'", ""},
+		{"link without uri", []acp.ContentBlock{{Type: "resource_link", Name: "x"}}, "", "prompt[0].uri: required"},
+		{"link to another host", []acp.ContentBlock{text("cat"), link("file://otherhost/etc/passwd")}, "", `prompt[1].uri: file://otherhost/etc/passwd names the host "otherhost"`},
+		{"image", []acp.ContentBlock{text("x"), {Type: "image"}}, "", `prompt[1].type: "image" is not supported`},
 		{"no blocks", nil, "", "prompt: empty"},
-		{"only spaces", []protocol.ContentBlock{text(" \t\n")}, "", "prompt: empty"},
+		{"only spaces", []acp.ContentBlock{text(" \t\n")}, "", "prompt: empty"},
 	}
 	for _, tt := range tests {
 		got, err := promptLine(tt.blocks)
@@ -100,18 +101,24 @@ func TestPromptLine(t *testing.T) {
 
 func TestLinkPath(t *testing.T) {
 	t.Parallel()
-	tests := []struct{ uri, want string }{
-		{"file:///home/me/a.txt", "/home/me/a.txt"},
-		{"file:///home/me/with%20space", "/home/me/with space"},
-		{"file://host/share/x", "/share/x"},
-		{"file:", "file:"},
-		{"https://example.com/x", "https://example.com/x"},
-		{"relative/path", "relative/path"},
-		{"%zz", "%zz"},
+	tests := []struct{ uri, want, err string }{
+		{"file:///home/me/a.txt", "/home/me/a.txt", ""},
+		{"file:///home/me/with%20space", "/home/me/with space", ""},
+		{"file://localhost/etc/hosts", "/etc/hosts", ""},
+		{"file://otherhost/etc/passwd", "", `names the host "otherhost"`},
+		{"file://host/share/x", "", `names the host "host"`},
+		{"file:", "file:", ""},
+		{"https://example.com/x", "https://example.com/x", ""},
+		{"relative/path", "relative/path", ""},
+		{"%zz", "%zz", ""},
 	}
 	for _, tt := range tests {
-		if got := linkPath(tt.uri); got != tt.want {
-			t.Errorf("linkPath(%q) = %q, want %q", tt.uri, got, tt.want)
+		got, err := linkPath(tt.uri)
+		switch {
+		case tt.err == "" && (err != nil || got != tt.want):
+			t.Errorf("linkPath(%q) = %q, %v; want %q", tt.uri, got, err, tt.want)
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("linkPath(%q) = %q, %v; want an error saying %q", tt.uri, got, err, tt.err)
 		}
 	}
 }

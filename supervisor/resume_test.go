@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"shellagent/protocol"
+	"shellagent/acp"
 	"shellagent/protocol/acptest"
 )
 
@@ -171,19 +171,19 @@ func view(c *acptest.Client, sid string) clientView {
 	v := clientView{terms: map[string]termView{}, calls: map[string]string{}}
 	for _, m := range c.Updates(sid) {
 		switch m.Kind {
-		case protocol.KindTerminal:
+		case acp.KindTerminal:
 			tv := v.terms[m.TerminalID()]
 			if es := m.ExitStatus(); es != nil {
 				tv.exit = mustJSON(es)
 			}
 			v.terms[m.TerminalID()] = tv
-		case protocol.KindToolCall:
+		case acp.KindToolCall:
 			if m.HasKey("status") {
 				v.calls[m.ToolCallID()] = m.Status()
 			}
-		case protocol.KindState:
+		case acp.KindState:
 			v.state = m
-		case protocol.KindUserMessage:
+		case acp.KindUserMessage:
 			v.users = append(v.users, m.MessageID())
 		}
 	}
@@ -326,9 +326,9 @@ func TestReplayFromStartShowsWhatALiveClientSaw(t *testing.T) {
 	order := []string{}
 	for _, m := range updates {
 		switch {
-		case m.Kind == protocol.KindUserMessage:
+		case m.Kind == acp.KindUserMessage:
 			order = append(order, m.MessageID())
-		case m.Kind == protocol.KindTerminal && m.TerminalID() == "term_4":
+		case m.Kind == acp.KindTerminal && m.TerminalID() == "term_4":
 			meta, _ := m.Update["output"].(map[string]any)["_meta"].(map[string]any)
 			if mustJSON(meta) != `{"shellagent":{"droppedBytes":34466}}` {
 				t.Errorf("term_4 replayed without its droppedBytes: %s", m.Raw)
@@ -339,7 +339,7 @@ func TestReplayFromStartShowsWhatALiveClientSaw(t *testing.T) {
 		t.Errorf("user messages replayed out of order: %v", order)
 	}
 	for _, m := range h.c.Updates(sid)[seen:] {
-		if m.Kind != protocol.KindTerminalOutput {
+		if m.Kind != acp.KindTerminalOutput {
 			t.Errorf("the live client got %s while another connection resumed", m.Raw)
 		}
 	}
@@ -386,15 +386,15 @@ func TestASessionReleasesTheConnectionItLeaves(t *testing.T) {
 	a := &releaseRecorder{quietClient: newQuietClient()}
 	b := &releaseRecorder{quietClient: newQuietClient()}
 	cwd := t.TempDir()
-	sid := must(sv.NewSession(a, &protocol.NewSessionRequest{Cwd: cwd})).SessionID
+	sid := must(sv.NewSession(a, &acp.NewSessionRequest{Cwd: cwd})).SessionID
 	if err := sv.Detach(context.Background(), a); err != nil {
 		t.Fatal(err)
 	}
 	if got := a.releases(); !slices.Equal(got, []string{sid}) {
 		t.Errorf("after A went away it was released by %v, want %s", got, sid)
 	}
-	must(sv.ResumeSession(b, &protocol.ResumeSessionRequest{SessionID: sid, Cwd: cwd}))
-	must(sv.ResumeSession(a, &protocol.ResumeSessionRequest{SessionID: sid, Cwd: cwd}))
+	must(sv.ResumeSession(b, &acp.ResumeSessionRequest{SessionID: sid, Cwd: cwd}))
+	must(sv.ResumeSession(a, &acp.ResumeSessionRequest{SessionID: sid, Cwd: cwd}))
 	if got := b.releases(); !slices.Equal(got, []string{sid}) {
 		t.Errorf("after A resumed the session B was released by %v, want %s", got, sid)
 	}
@@ -428,7 +428,7 @@ func TestDetachDropsHeldPromptsOfAReleasedConnection(t *testing.T) {
 	b.run(sid, "echo after")
 	b.output(sid, "term_2", "after")
 	for _, m := range b.c.Updates(sid) {
-		if m.Kind == protocol.KindUserMessage && strings.Contains(string(m.Raw), "never") {
+		if m.Kind == acp.KindUserMessage && strings.Contains(string(m.Raw), "never") {
 			t.Errorf("A's held prompt was inserted after A went away: %s", m.Raw)
 		}
 	}

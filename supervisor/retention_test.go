@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"shellagent/acp"
 	"shellagent/outputbuf"
 	"shellagent/protocol"
 	"shellagent/ptyio"
@@ -100,8 +101,8 @@ type quietClient struct {
 
 func newQuietClient() *quietClient { return &quietClient{more: make(chan struct{})} }
 
-func (c *quietClient) Update(_ string, u any) {
-	if su, ok := u.(*protocol.StateUpdate); ok && su.State == protocol.StateIdle && su.StopReason != "" {
+func (c *quietClient) Update(_ string, u acp.Update) {
+	if su, ok := u.(*acp.StateUpdate); ok && su.State == acp.StateIdle && su.StopReason != "" {
 		c.mu.Lock()
 		c.idles++
 		close(c.more)
@@ -112,11 +113,11 @@ func (c *quietClient) Update(_ string, u any) {
 
 func (c *quietClient) Release(string) {}
 
-func (c *quietClient) UpdateTerminal(string, *protocol.TerminalUpdate, protocol.OutputSource, protocol.OutputMode) {
+func (c *quietClient) UpdateTerminal(string, *acp.TerminalUpdate, protocol.OutputSource, protocol.OutputMode) {
 }
 
-func (c *quietClient) RequestPermission(_ context.Context, _ *protocol.PermissionRequest, done func(*protocol.PermissionResponse, error)) {
-	var resp protocol.PermissionResponse
+func (c *quietClient) RequestPermission(_ context.Context, _ *acp.PermissionRequest, done func(*acp.PermissionResponse, error)) {
+	var resp acp.PermissionResponse
 	resp.Outcome.Outcome, resp.Outcome.OptionID = "selected", optionReject
 	go done(&resp, nil)
 }
@@ -144,7 +145,7 @@ func (c *quietClient) waitIdles(t *testing.T, n int) {
 // error it was answered with.
 func quietPrompt(sv *Supervisor, c *quietClient, sid, line string) error {
 	var err error
-	sv.Prompt(context.Background(), c, &protocol.PromptRequest{SessionID: sid, Prompt: []protocol.ContentBlock{protocol.TextBlock(line)}},
+	sv.Prompt(context.Background(), c, &acp.PromptRequest{SessionID: sid, Prompt: []acp.ContentBlock{acp.TextBlock(line)}},
 		func(_ any, e error) { err = e })
 	return err
 }
@@ -157,7 +158,7 @@ func TestRetentionHoldsOnlyRecentExitedTerminals(t *testing.T) {
 	const commands, size = 1500, 64 << 10
 	h := newHarness(t, Config{Scrollback: size})
 	c := newQuietClient()
-	sid := must(h.sup.NewSession(c, &protocol.NewSessionRequest{Cwd: h.cwd})).SessionID
+	sid := must(h.sup.NewSession(c, &acp.NewSessionRequest{Cwd: h.cwd})).SessionID
 	for i := range commands {
 		if err := quietPrompt(h.sup, c, sid, "/bg head -c 65536 /dev/zero"); err != nil {
 			t.Fatal(err)
@@ -178,14 +179,14 @@ func TestRetentionHoldsOnlyRecentExitedTerminals(t *testing.T) {
 	}
 	// The oldest are forgotten: unknown, still -32602.
 	var err error
-	h.sup.CancelTerminal(c, &protocol.CancelTerminalRequest{SessionID: sid, TerminalID: "term_1"}, func(_ any, e error) { err = e })
+	h.sup.CancelTerminal(c, &acp.CancelTerminalRequest{SessionID: sid, TerminalID: "term_1"}, func(_ any, e error) { err = e })
 	if !isInvalidParams(err) {
 		t.Errorf("cancel of a retired terminal: %v", err)
 	}
 }
 
 func isInvalidParams(err error) bool {
-	pe, ok := errors.AsType[*protocol.Error](err)
+	pe, ok := errors.AsType[*acp.Error](err)
 	return ok && pe.Code == -32602
 }
 
@@ -206,10 +207,10 @@ func TestPromptsThatCannotRunReachAPlateau(t *testing.T) {
 	const prompts = 12000
 	sv := New(Config{Launcher: failLauncher{}, Log: discardLog})
 	c := newQuietClient()
-	sid := must(sv.NewSession(c, &protocol.NewSessionRequest{Cwd: t.TempDir()})).SessionID
+	sid := must(sv.NewSession(c, &acp.NewSessionRequest{Cwd: t.TempDir()})).SessionID
 	s := must(sv.session(sid))
 	setAsk := func(v string) {
-		must(sv.SetConfigOption(c, &protocol.SetConfigOptionRequest{SessionID: sid, ConfigID: optPermission, Type: "id", Value: []byte(`"` + v + `"`)}))
+		must(sv.SetConfigOption(c, &acp.SetConfigOptionRequest{SessionID: sid, ConfigID: optPermission, Type: "id", Value: []byte(`"` + v + `"`)}))
 	}
 	idles := 0
 	var heap [2]uint64
@@ -227,7 +228,7 @@ func TestPromptsThatCannotRunReachAPlateau(t *testing.T) {
 			quietPrompt(sv, c, sid, "/after 1h true")
 			var id string
 			s.do(func(st *state) { id = st.list.items[0].call.id })
-			sv.CancelToolCall(c, &protocol.CancelToolCallRequest{SessionID: sid, ToolCallID: id}, func(any, error) {})
+			sv.CancelToolCall(c, &acp.CancelToolCallRequest{SessionID: sid, ToolCallID: id}, func(any, error) {})
 			idles++
 		case 3: // a job fired (its command then fails to launch)
 			quietPrompt(sv, c, sid, "/after 1ns true")

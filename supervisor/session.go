@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"shellagent/acp"
 	"shellagent/protocol"
 )
 
@@ -71,7 +72,7 @@ func newSession(sv *Supervisor, id, cwd string, c protocol.Client) *Session {
 	s.st = state{
 		s:        s,
 		settings: settings{foregroundTimeout: sv.cfg.ForegroundTimeout, killGrace: sv.cfg.KillGrace},
-		fgState:  protocol.StateIdle,
+		fgState:  acp.StateIdle,
 		work:     newRegistry(),
 		out:      outbox{session: id, client: c, updatedAt: time.Now()},
 	}
@@ -107,16 +108,16 @@ func (st *state) settle() {
 	}
 }
 
-func (s *Session) info() (info protocol.SessionInfo) {
+func (s *Session) info() (info acp.SessionInfo) {
 	s.do(func(st *state) {
-		info = protocol.SessionInfo{SessionID: s.id, Cwd: s.cwd, Title: st.title, UpdatedAt: st.out.updatedAt.UTC().Format(time.RFC3339)}
+		info = acp.SessionInfo{SessionID: s.id, Cwd: s.cwd, Title: st.title, UpdatedAt: st.out.updatedAt.UTC().Format(time.RFC3339)}
 	})
 	return info
 }
 
 // prompt inserts a prompt now, or holds it until the foreground is free.
 // A held prompt is withdrawn (-32800, never inserted) when ctx ends first.
-func (s *Session) prompt(ctx context.Context, from protocol.Client, blocks []protocol.ContentBlock, reply protocol.Reply) {
+func (s *Session) prompt(ctx context.Context, from protocol.Client, blocks []acp.ContentBlock, reply protocol.Reply) {
 	line, err := promptLine(blocks)
 	if err != nil {
 		reply(nil, err)
@@ -126,7 +127,7 @@ func (s *Session) prompt(ctx context.Context, from protocol.Client, blocks []pro
 	s.do(func(st *state) {
 		switch {
 		case st.life != sessionOpen:
-			reply(nil, protocol.RequestCancelled("session is closing"))
+			reply(nil, acp.RequestCancelled("session is closing"))
 		case t.in.immediate() && st.turns.busy():
 			st.insert(t)
 			st.act(t.in)
@@ -144,7 +145,7 @@ func (s *Session) prompt(ctx context.Context, from protocol.Client, blocks []pro
 func (s *Session) withdrawHeld(t *turn) {
 	s.do(func(st *state) {
 		if st.turns.remove(t) {
-			t.reply(nil, protocol.RequestCancelled("withdrawn by $/cancel_request before it was inserted"))
+			t.reply(nil, acp.RequestCancelled("withdrawn by $/cancel_request before it was inserted"))
 		}
 	})
 }
@@ -158,8 +159,8 @@ func (s *Session) cancel() {
 		switch {
 		case fg == nil:
 		case fg.state == turnAsking:
-			st.abandon(fg.call.appr, protocol.StatusCancelled, "Cancelled by session/cancel while waiting for permission.")
-			st.endTurn(protocol.StopCancelled)
+			st.abandon(fg.call.appr, acp.StatusCancelled, "Cancelled by session/cancel while waiting for permission.")
+			st.endTurn(acp.StopCancelled)
 		default:
 			fg.state = turnCancelling
 			fg.term.stop(st.settings.killGrace)
@@ -192,10 +193,10 @@ func (s *Session) cancelToolCall(id string, reply protocol.Reply) {
 }
 
 // setConfigOption serves session/set_config_option.
-func (s *Session) setConfigOption(p *protocol.SetConfigOptionRequest) (resp *protocol.SetConfigOptionResponse, err error) {
+func (s *Session) setConfigOption(p *acp.SetConfigOptionRequest) (resp *acp.SetConfigOptionResponse, err error) {
 	s.do(func(st *state) {
 		if err = st.settings.set(p); err == nil {
-			resp = &protocol.SetConfigOptionResponse{ConfigOptions: st.settings.options()}
+			resp = &acp.SetConfigOptionResponse{ConfigOptions: st.settings.options()}
 		}
 	})
 	return resp, err
@@ -207,7 +208,7 @@ func (s *Session) killGrace() (grace time.Duration) {
 	return grace
 }
 
-func (s *Session) configOptions() (opts []protocol.ConfigOption) {
+func (s *Session) configOptions() (opts []acp.ConfigOption) {
 	s.do(func(st *state) { opts = st.settings.options() })
 	return opts
 }
@@ -217,9 +218,9 @@ func (s *Session) configOptions() (opts []protocol.ConfigOption) {
 // terminal_update (with a replacement of the output) and tool_call_update
 // for the foreground command and each listed item that the replay did not
 // already deliver at its current state, then the current state.
-func (s *Session) resume(c protocol.Client, p *protocol.ResumeSessionRequest) (resp *protocol.ResumeSessionResponse, err error) {
+func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest) (resp *acp.ResumeSessionResponse, err error) {
 	if filepath.Clean(p.Cwd) != filepath.Clean(s.cwd) {
-		return nil, protocol.InvalidParams("cwd: %q is not this session's working directory %q", p.Cwd, s.cwd)
+		return nil, acp.InvalidParams("cwd: %q is not this session's working directory %q", p.Cwd, s.cwd)
 	}
 	replay, err := replayFrom(p.ReplayFrom)
 	if err != nil {
@@ -227,7 +228,7 @@ func (s *Session) resume(c protocol.Client, p *protocol.ResumeSessionRequest) (r
 	}
 	s.do(func(st *state) {
 		if st.life != sessionOpen {
-			err = protocol.SessionNotFound(s.id)
+			err = acp.SessionNotFound(s.id)
 			return
 		}
 		st.out.attach(c)
@@ -246,7 +247,7 @@ func (s *Session) resume(c protocol.Client, p *protocol.ResumeSessionRequest) (r
 			}
 		}
 		st.reportState("")
-		resp = &protocol.ResumeSessionResponse{ConfigOptions: st.settings.options(), AvailableCommands: availableCommands()}
+		resp = &acp.ResumeSessionResponse{ConfigOptions: st.settings.options(), AvailableCommands: availableCommands()}
 	})
 	return resp, err
 }
@@ -263,7 +264,7 @@ func replayFrom(raw json.RawMessage) (bool, error) {
 		Type string `json:"type"`
 	}
 	if json.Unmarshal(raw, &cursor) != nil || cursor.Type != "start" {
-		return false, protocol.InvalidParams("replayFrom: unsupported cursor %s (only {\"type\":\"start\"})", raw)
+		return false, acp.InvalidParams("replayFrom: unsupported cursor %s (only {\"type\":\"start\"})", raw)
 	}
 	return true, nil
 }
@@ -315,7 +316,7 @@ func (st *state) close(done func()) {
 	if fg := st.turns.fg; fg != nil {
 		st.final = finalCancelled
 		if fg.state == turnAsking {
-			st.abandon(fg.call.appr, protocol.StatusCancelled, why)
+			st.abandon(fg.call.appr, acp.StatusCancelled, why)
 		} else {
 			fg.state = turnCancelling
 		}
@@ -325,7 +326,7 @@ func (st *state) close(done func()) {
 		case callScheduled:
 			st.cancelJob(c.job)
 		case callAsking:
-			st.abandon(c.appr, protocol.StatusCancelled, why)
+			st.abandon(c.appr, acp.StatusCancelled, why)
 		}
 	}
 	for _, t := range st.work.running() { // a stop under way keeps its grace
@@ -339,10 +340,10 @@ func (st *state) close(done func()) {
 func (st *state) finishClose() {
 	switch st.final {
 	case finalCancelled:
-		st.fgState = protocol.StateIdle
-		st.reportState(protocol.StopCancelled)
+		st.fgState = acp.StateIdle
+		st.reportState(acp.StopCancelled)
 	case finalIdle:
-		st.fgState = protocol.StateIdle
+		st.fgState = acp.StateIdle
 		st.reportState("")
 	}
 	st.life, st.out.client = sessionClosed, nil
@@ -365,10 +366,10 @@ func (st *state) start(t *turn) {
 		st.runForeground(t)
 		return
 	}
-	st.transition(protocol.StateRunning, "")
+	st.transition(acp.StateRunning, "")
 	st.act(t.in)
 	t.state = turnOver
-	st.endTurn(protocol.StopEndTurn)
+	st.endTurn(acp.StopEndTurn)
 }
 
 // insert adds the prompt to the conversation: user_message, then the
@@ -377,8 +378,8 @@ func (st *state) insert(t *turn) {
 	if st.title == "" {
 		st.title = t.in.line
 	}
-	id := st.out.message(protocol.KindUserMessage, t.blocks)
-	t.reply(&protocol.PromptResponse{MessageID: id}, nil)
+	id := st.out.message(acp.KindUserMessage, t.blocks)
+	t.reply(&acp.PromptResponse{MessageID: id}, nil)
 }
 
 // endTurn reports the end of foreground work and starts the next turn.
@@ -386,7 +387,7 @@ func (st *state) endTurn(stopReason string) {
 	if st.turns.busy() {
 		return
 	}
-	st.transition(protocol.StateIdle, stopReason)
+	st.transition(acp.StateIdle, stopReason)
 	if st.life != sessionOpen {
 		return
 	}
@@ -400,7 +401,7 @@ func (st *state) endTurn(stopReason string) {
 func (st *state) dropHeld(match func(*turn) bool, why string) {
 	for _, t := range st.turns.drop(match) {
 		if t.reply != nil {
-			t.reply(nil, protocol.RequestCancelled(why))
+			t.reply(nil, acp.RequestCancelled(why))
 		}
 	}
 }
@@ -454,7 +455,7 @@ func (st *state) stopByID(id string) {
 }
 
 func errorMessage(err error) string {
-	if pe, ok := errors.AsType[*protocol.Error](err); ok {
+	if pe, ok := errors.AsType[*acp.Error](err); ok {
 		return pe.Message
 	}
 	return err.Error()
@@ -467,9 +468,9 @@ func (st *state) stopTerminal(id string, accepted func()) error {
 	t := st.work.terminals[id]
 	switch {
 	case t == nil:
-		return protocol.InvalidParams("terminalId: no terminal %q in this session", id)
+		return acp.InvalidParams("terminalId: no terminal %q in this session", id)
 	case t.state >= termExited:
-		return protocol.InvalidParams("terminalId: %s has already exited", id)
+		return acp.InvalidParams("terminalId: %s has already exited", id)
 	}
 	if accepted != nil {
 		accepted()
@@ -484,17 +485,17 @@ func (st *state) acceptCancel(id string) (stop func(), err error) {
 	c := st.work.calls[id]
 	switch {
 	case c == nil:
-		return nil, protocol.InvalidParams("toolCallId: no tool call %q in this session", id)
+		return nil, acp.InvalidParams("toolCallId: no tool call %q in this session", id)
 	case c.state == callDone:
-		return nil, protocol.InvalidParams("toolCallId: %s is already %s", id, c.outcome)
+		return nil, acp.InvalidParams("toolCallId: %s is already %s", id, c.outcome)
 	case c.state == callScheduled:
 		return func() { st.cancelJob(c.job) }, nil
 	case c.cancellable():
 		return func() {
-			st.abandon(c.appr, protocol.StatusCancelled, "Cancelled before it was allowed to run.")
+			st.abandon(c.appr, acp.StatusCancelled, "Cancelled before it was allowed to run.")
 		}, nil
 	}
-	return nil, protocol.InvalidParams("toolCallId: %s is not cancellable (a command is stopped with terminal/cancel on its terminal)", id)
+	return nil, acp.InvalidParams("toolCallId: %s is not cancellable (a command is stopped with terminal/cancel on its terminal)", id)
 }
 
 // transition reports a foreground state change with the current list.
@@ -510,8 +511,8 @@ func (st *state) transition(fgState, stopReason string) {
 // reason given (empty for a repeated one) and the current list.
 func (st *state) reportState(stopReason string) {
 	st.list.dirty = false
-	st.out.send(&protocol.StateUpdate{
-		SessionUpdate: protocol.KindState, State: st.fgState, StopReason: stopReason, Background: st.list.wire(),
+	st.out.send(&acp.StateUpdate{
+		SessionUpdate: acp.KindState, State: st.fgState, StopReason: stopReason, Background: st.list.wire(),
 	})
 }
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"shellagent/protocol"
+	"shellagent/acp"
 	"shellagent/protocol/acptest"
 )
 
@@ -103,7 +103,7 @@ func TestPromptForms(t *testing.T) {
 	// Refused prompts were not inserted: one user_message per command.
 	users := 0
 	for _, m := range h.c.Updates(sid) {
-		if m.Kind == protocol.KindUserMessage {
+		if m.Kind == acp.KindUserMessage {
 			users++
 		}
 	}
@@ -117,12 +117,12 @@ func TestUnknownSlashCommand(t *testing.T) {
 	h := newHarness(t, Config{})
 	sid := h.newSession()
 	h.run(sid, "/frobnicate now")
-	msg := h.update(nil, sid, protocol.KindAgentMessage, "agent message", nil)
+	msg := h.update(nil, sid, acp.KindAgentMessage, "agent message", nil)
 	if !strings.Contains(msg.Text(), "Unknown command /frobnicate") {
 		t.Errorf("agent message %q", msg.Text())
 	}
 	h.idle(msg, sid, "end_turn")
-	h.never(sid, "an unknown slash command started a terminal", func(m *acptest.Msg) bool { return m.Kind == protocol.KindTerminal })
+	h.never(sid, "an unknown slash command started a terminal", func(m *acptest.Msg) bool { return m.Kind == acp.KindTerminal })
 }
 
 func TestResume(t *testing.T) {
@@ -156,13 +156,13 @@ func TestResume(t *testing.T) {
 			continue
 		}
 		switch {
-		case m.Kind == protocol.KindToolCall && m.ToolCallID() == "call_1":
+		case m.Kind == acp.KindToolCall && m.ToolCallID() == "call_1":
 			call1 = m
-		case m.Kind == protocol.KindTerminal && m.TerminalID() == "term_1" && m.HasKey("output"):
+		case m.Kind == acp.KindTerminal && m.TerminalID() == "term_1" && m.HasKey("output"):
 			snap1 = m
-		case m.Kind == protocol.KindTerminal && m.TerminalID() == "term_2" && m.HasKey("output"):
+		case m.Kind == acp.KindTerminal && m.TerminalID() == "term_2" && m.HasKey("output"):
 			snap2 = m
-		case m.Kind == protocol.KindState:
+		case m.Kind == acp.KindState:
 			state = m
 		}
 	}

@@ -66,6 +66,7 @@ import (
 	"sync"
 	"time"
 
+	"shellagent/acp"
 	"shellagent/protocol"
 )
 
@@ -93,19 +94,13 @@ func New(cfg Config) *Supervisor {
 	return &Supervisor{cfg: cfg, env: env, sessions: make(map[string]*Session)}
 }
 
-// Initialize implements protocol.Agent.
-func (sv *Supervisor) Initialize(_ protocol.Client, p *protocol.InitializeRequest) (*protocol.InitializeResponse, error) {
-	if *p.ProtocolVersion < protocol.ProtocolVersion {
-		return nil, &protocol.Error{
-			Code:    protocol.CodeUnsupportedProto,
-			Message: fmt.Sprintf("protocolVersion: %d is not supported; shellagent speaks %d", *p.ProtocolVersion, protocol.ProtocolVersion),
-			Data:    map[string]any{"requested": *p.ProtocolVersion, "supported": []int{protocol.ProtocolVersion}},
-		}
-	}
-	res := &protocol.InitializeResponse{
-		ProtocolVersion: protocol.ProtocolVersion,
-		Info:            protocol.Implementation{Name: "shellagent", Title: "shellagent", Version: sv.cfg.Version},
-		Capabilities:    protocol.AgentCapabilities{Session: &struct{}{}},
+// Initialize implements protocol.Agent. The connection has negotiated
+// the version already: it calls Initialize only for a v2 client.
+func (sv *Supervisor) Initialize(_ protocol.Client, _ *acp.InitializeRequest) (*acp.InitializeResponse, error) {
+	res := &acp.InitializeResponse{
+		ProtocolVersion: acp.ProtocolVersion,
+		Info:            acp.Implementation{Name: "shellagent", Title: "shellagent", Version: sv.cfg.Version},
+		Capabilities:    acp.AgentCapabilities{Session: &struct{}{}},
 	}
 	if sv.cfg.Containment != "" {
 		res.Meta = map[string]any{"shellagent": map[string]any{"containment": sv.cfg.Containment}}
@@ -114,7 +109,7 @@ func (sv *Supervisor) Initialize(_ protocol.Client, p *protocol.InitializeReques
 }
 
 // NewSession implements protocol.Agent: the new session is attached to c.
-func (sv *Supervisor) NewSession(c protocol.Client, p *protocol.NewSessionRequest) (*protocol.NewSessionResponse, error) {
+func (sv *Supervisor) NewSession(c protocol.Client, p *acp.NewSessionRequest) (*acp.NewSessionResponse, error) {
 	if err := checkDir("cwd", p.Cwd); err != nil {
 		return nil, err
 	}
@@ -128,7 +123,7 @@ func (sv *Supervisor) NewSession(c protocol.Client, p *protocol.NewSessionReques
 	sv.sessions[s.id] = s
 	sv.order = append(sv.order, s.id)
 	sv.mu.Unlock()
-	return &protocol.NewSessionResponse{
+	return &acp.NewSessionResponse{
 		SessionID:         s.id,
 		ConfigOptions:     s.configOptions(),
 		AvailableCommands: availableCommands(),
@@ -137,14 +132,14 @@ func (sv *Supervisor) NewSession(c protocol.Client, p *protocol.NewSessionReques
 
 func checkDir(field, dir string) error {
 	if !filepath.IsAbs(dir) {
-		return protocol.InvalidParams("%s: must be an absolute path, got %q", field, dir)
+		return acp.InvalidParams("%s: must be an absolute path, got %q", field, dir)
 	}
 	fi, err := os.Stat(dir)
 	if err != nil {
-		return protocol.InvalidParams("%s: %v", field, errors.Unwrap(err))
+		return acp.InvalidParams("%s: %v", field, errors.Unwrap(err))
 	}
 	if !fi.IsDir() {
-		return protocol.InvalidParams("%s: %s is not a directory", field, dir)
+		return acp.InvalidParams("%s: %s is not a directory", field, dir)
 	}
 	return nil
 }
@@ -156,7 +151,7 @@ func (sv *Supervisor) session(id string) (*Session, error) {
 	if s := sv.sessions[id]; s != nil {
 		return s, nil
 	}
-	return nil, protocol.SessionNotFound(id)
+	return nil, acp.SessionNotFound(id)
 }
 
 // list returns the live sessions, oldest first.
@@ -178,11 +173,11 @@ func (sv *Supervisor) forget(id string) {
 }
 
 // ListSessions implements protocol.Agent.
-func (sv *Supervisor) ListSessions(_ protocol.Client, p *protocol.ListSessionsRequest) (*protocol.ListSessionsResponse, error) {
+func (sv *Supervisor) ListSessions(_ protocol.Client, p *acp.ListSessionsRequest) (*acp.ListSessionsResponse, error) {
 	if p.Cursor != nil {
-		return nil, protocol.InvalidParams("cursor: unknown cursor %q (shellagent lists every session on one page)", *p.Cursor)
+		return nil, acp.InvalidParams("cursor: unknown cursor %q (shellagent lists every session on one page)", *p.Cursor)
 	}
-	out := &protocol.ListSessionsResponse{Sessions: []protocol.SessionInfo{}}
+	out := &acp.ListSessionsResponse{Sessions: []acp.SessionInfo{}}
 	for _, s := range sv.list() {
 		if p.Cwd != nil && filepath.Clean(*p.Cwd) != filepath.Clean(s.cwd) {
 			continue
@@ -194,7 +189,7 @@ func (sv *Supervisor) ListSessions(_ protocol.Client, p *protocol.ListSessionsRe
 
 // ResumeSession implements protocol.Agent: the session is attached to c,
 // in place of the connection it reported to, if any.
-func (sv *Supervisor) ResumeSession(c protocol.Client, p *protocol.ResumeSessionRequest) (*protocol.ResumeSessionResponse, error) {
+func (sv *Supervisor) ResumeSession(c protocol.Client, p *acp.ResumeSessionRequest) (*acp.ResumeSessionResponse, error) {
 	s, err := sv.session(p.SessionID)
 	if err != nil {
 		return nil, err
@@ -204,7 +199,7 @@ func (sv *Supervisor) ResumeSession(c protocol.Client, p *protocol.ResumeSession
 
 // CloseSession implements protocol.Agent. Closing an unknown session
 // succeeds.
-func (sv *Supervisor) CloseSession(_ protocol.Client, p *protocol.CloseSessionRequest, reply protocol.Reply) {
+func (sv *Supervisor) CloseSession(_ protocol.Client, p *acp.CloseSessionRequest, reply protocol.Reply) {
 	s, err := sv.session(p.SessionID)
 	if err != nil {
 		reply(struct{}{}, nil)
@@ -214,7 +209,7 @@ func (sv *Supervisor) CloseSession(_ protocol.Client, p *protocol.CloseSessionRe
 }
 
 // Prompt implements protocol.Agent.
-func (sv *Supervisor) Prompt(ctx context.Context, c protocol.Client, p *protocol.PromptRequest, reply protocol.Reply) {
+func (sv *Supervisor) Prompt(ctx context.Context, c protocol.Client, p *acp.PromptRequest, reply protocol.Reply) {
 	s, err := sv.session(p.SessionID)
 	if err != nil {
 		reply(nil, err)
@@ -224,14 +219,14 @@ func (sv *Supervisor) Prompt(ctx context.Context, c protocol.Client, p *protocol
 }
 
 // CancelSession implements protocol.Agent.
-func (sv *Supervisor) CancelSession(_ protocol.Client, p *protocol.CancelSessionNotification) {
+func (sv *Supervisor) CancelSession(_ protocol.Client, p *acp.CancelSessionNotification) {
 	if s, err := sv.session(p.SessionID); err == nil {
 		s.cancel()
 	}
 }
 
 // CancelTerminal implements protocol.Agent.
-func (sv *Supervisor) CancelTerminal(_ protocol.Client, p *protocol.CancelTerminalRequest, reply protocol.Reply) {
+func (sv *Supervisor) CancelTerminal(_ protocol.Client, p *acp.CancelTerminalRequest, reply protocol.Reply) {
 	s, err := sv.session(p.SessionID)
 	if err != nil {
 		reply(nil, err)
@@ -241,7 +236,7 @@ func (sv *Supervisor) CancelTerminal(_ protocol.Client, p *protocol.CancelTermin
 }
 
 // CancelToolCall implements protocol.Agent.
-func (sv *Supervisor) CancelToolCall(_ protocol.Client, p *protocol.CancelToolCallRequest, reply protocol.Reply) {
+func (sv *Supervisor) CancelToolCall(_ protocol.Client, p *acp.CancelToolCallRequest, reply protocol.Reply) {
 	s, err := sv.session(p.SessionID)
 	if err != nil {
 		reply(nil, err)
@@ -251,7 +246,7 @@ func (sv *Supervisor) CancelToolCall(_ protocol.Client, p *protocol.CancelToolCa
 }
 
 // SetConfigOption implements protocol.Agent.
-func (sv *Supervisor) SetConfigOption(_ protocol.Client, p *protocol.SetConfigOptionRequest) (*protocol.SetConfigOptionResponse, error) {
+func (sv *Supervisor) SetConfigOption(_ protocol.Client, p *acp.SetConfigOptionRequest) (*acp.SetConfigOptionResponse, error) {
 	s, err := sv.session(p.SessionID)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"shellagent/acp"
 	"shellagent/outputbuf"
 	"shellagent/protocol"
 	"shellagent/ptyio"
@@ -31,7 +32,7 @@ func (st *state) runForeground(t *turn) {
 	}
 	t.call = st.newCall(callRunning, "execute", t.in.line)
 	st.turns.take(t, turnRunning)
-	st.transition(protocol.StateRunning, "")
+	st.transition(acp.StateRunning, "")
 	st.startForeground(t)
 }
 
@@ -54,7 +55,7 @@ func (st *state) startForeground(t *turn) {
 	term := st.launch(t.call, t.in.line)
 	if term == nil {
 		st.turns.release(t)
-		st.endTurn(protocol.StopEndTurn)
+		st.endTurn(acp.StopEndTurn)
 		return
 	}
 	t.term = term
@@ -78,14 +79,14 @@ func (st *state) launch(call *toolCall, line string) *terminal {
 		Shell: cfg.Shell, Line: line, Dir: s.cwd, Env: s.sv.env, Size: cfg.Size,
 	}, t.ring, events{s, t})
 	if err != nil {
-		call.content = []protocol.ToolCallContent{protocol.TextContent("Could not start the command: " + err.Error())}
-		st.work.finish(call, protocol.StatusFailed)
+		call.content = []acp.ToolCallContent{acp.TextContent("Could not start the command: " + err.Error())}
+		st.work.finish(call, acp.StatusFailed)
 		st.out.send(call.update())
 		return nil
 	}
 	t.proc, call.term = proc, t
 	st.work.addTerminal(t)
-	call.content = []protocol.ToolCallContent{protocol.TerminalContent(t.id)}
+	call.content = []acp.ToolCallContent{acp.TerminalContent(t.id)}
 	st.out.send(call.update())
 	st.out.announceTerminal(t)
 	return t
@@ -128,11 +129,11 @@ func (st *state) detach(t *terminal, why string) {
 	if wasForeground {
 		st.turns.release(st.turns.fg)
 	}
-	st.work.finish(t.call, protocol.StatusCompleted)
+	st.work.finish(t.call, acp.StatusCompleted)
 	st.list.addTerminal(t)
-	t.call.content = []protocol.ToolCallContent{protocol.TerminalContent(t.id), protocol.TextContent(why + " " + detachNote(t))}
-	u := &protocol.ToolCallUpdate{
-		SessionUpdate: protocol.KindToolCall, ToolCallID: t.call.id, Status: t.call.status(), Content: t.call.content,
+	t.call.content = []acp.ToolCallContent{acp.TerminalContent(t.id), acp.TextContent(why + " " + detachNote(t))}
+	u := &acp.ToolCallUpdate{
+		SessionUpdate: acp.KindToolCall, ToolCallID: t.call.id, Status: t.call.status(), Content: t.call.content,
 	}
 	if t.returned != nil {
 		t.call.output = exitStatusRaw(exitStatus(ptyio.Exit{Shell: *t.returned}))
@@ -140,7 +141,7 @@ func (st *state) detach(t *terminal, why string) {
 	}
 	st.out.send(u)
 	if wasForeground {
-		st.endTurn(protocol.StopEndTurn)
+		st.endTurn(acp.StopEndTurn)
 	}
 }
 
@@ -164,9 +165,9 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 			s.sv.cfg.Log.Warn("terminal ended with errors", "session", s.id, "terminal", t.id, "err", x.Err)
 		}
 		t.exit = exitStatus(x)
-		st.out.sendTerminal(t, &protocol.TerminalUpdate{
-			SessionUpdate: protocol.KindTerminal, TerminalID: t.id,
-			ExitStatus: t.exit, Capabilities: protocol.CapsNone,
+		st.out.sendTerminal(t, &acp.TerminalUpdate{
+			SessionUpdate: acp.KindTerminal, TerminalID: t.id,
+			ExitStatus: t.exit, Capabilities: acp.CapsNone,
 		}, protocol.StreamOutput)
 		st.work.exit(t)
 		fg := st.turns.fg
@@ -178,13 +179,13 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 		st.turns.release(fg)
 		st.work.finish(t.call, callOutcome(cancelled, t.exit))
 		t.call.output = exitStatusRaw(t.exit)
-		st.out.send(&protocol.ToolCallUpdate{
-			SessionUpdate: protocol.KindToolCall, ToolCallID: t.call.id,
+		st.out.send(&acp.ToolCallUpdate{
+			SessionUpdate: acp.KindToolCall, ToolCallID: t.call.id,
 			Status: t.call.status(), RawOutput: t.call.output,
 		})
-		stop := protocol.StopEndTurn
+		stop := acp.StopEndTurn
 		if cancelled {
-			stop = protocol.StopCancelled
+			stop = acp.StopCancelled
 		}
 		st.endTurn(stop)
 	})
@@ -193,21 +194,21 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 // callOutcome is the final status of a foreground command's tool call:
 // cancelled when session/cancel or close stopped it, completed when it
 // exited with 0, failed otherwise.
-func callOutcome(cancelled bool, es *protocol.ExitStatus) string {
+func callOutcome(cancelled bool, es *acp.ExitStatus) string {
 	switch {
 	case cancelled:
-		return protocol.StatusCancelled
+		return acp.StatusCancelled
 	case es.Signal == "" && es.ExitCode != nil && *es.ExitCode == 0:
-		return protocol.StatusCompleted
+		return acp.StatusCompleted
 	}
-	return protocol.StatusFailed
+	return acp.StatusFailed
 }
 
 // exitStatus follows README.md "The life of a command": the shell's wait
 // status when nothing stopped it; the last signal the agent had to send
 // when it did, with the shell's exit code if it exited with one.
-func exitStatus(x ptyio.Exit) *protocol.ExitStatus {
-	es := &protocol.ExitStatus{Signal: x.Shell.Signal}
+func exitStatus(x ptyio.Exit) *acp.ExitStatus {
+	es := &acp.ExitStatus{Signal: x.Shell.Signal}
 	if x.Stopped != "" {
 		es.Signal = x.Stopped
 	}
@@ -218,7 +219,7 @@ func exitStatus(x ptyio.Exit) *protocol.ExitStatus {
 	return es
 }
 
-func exitStatusRaw(es *protocol.ExitStatus) map[string]any {
+func exitStatusRaw(es *acp.ExitStatus) map[string]any {
 	out := map[string]any{}
 	if es.ExitCode != nil {
 		out["exitCode"] = *es.ExitCode

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"shellagent/acp"
 	"shellagent/protocol"
 )
 
@@ -36,7 +37,7 @@ const (
 // A turn is one piece of foreground work: a prompt, or the firing of a
 // scheduled job (agent-initiated: no prompt, no user message).
 type turn struct {
-	blocks  []protocol.ContentBlock
+	blocks  []acp.ContentBlock
 	in      input
 	reply   protocol.Reply  // answers the prompt once inserted; nil for a firing
 	from    protocol.Client // the connection the prompt came from

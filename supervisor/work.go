@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"shellagent/acp"
 	"shellagent/outputbuf"
-	"shellagent/protocol"
 	"shellagent/ptyio"
 )
 
@@ -62,31 +62,31 @@ type terminal struct {
 	started time.Time
 	state   termState
 
-	ring     *outputbuf.Ring      // its output; nil once retired
-	proc     ptyio.Process        // nil once retired
-	returned *ptyio.Status        // the shell's status, once it returned while others ran on
-	exit     *protocol.ExitStatus // once exited
-	hist     int                  // its position in the history
+	ring     *outputbuf.Ring // its output; nil once retired
+	proc     ptyio.Process   // nil once retired
+	returned *ptyio.Status   // the shell's status, once it returned while others ran on
+	exit     *acp.ExitStatus // once exited
+	hist     int             // its position in the history
 }
 
 // announcement is the terminal's full terminal_update while it runs: what
 // a client needs to show it from scratch, but its output, which goes with
 // it on the connection.
-func (t *terminal) announcement() *protocol.TerminalUpdate {
-	return &protocol.TerminalUpdate{
-		SessionUpdate: protocol.KindTerminal, TerminalID: t.id,
+func (t *terminal) announcement() *acp.TerminalUpdate {
+	return &acp.TerminalUpdate{
+		SessionUpdate: acp.KindTerminal, TerminalID: t.id,
 		Command: t.line, Cwd: t.cwd,
-		Size:         &protocol.TerminalSize{Cols: int(t.size.Cols), Rows: int(t.size.Rows)},
-		Capabilities: protocol.CapsCancel,
+		Size:         &acp.TerminalSize{Cols: int(t.size.Cols), Rows: int(t.size.Rows)},
+		Capabilities: acp.CapsCancel,
 	}
 }
 
 // exitedUpdate is the exited terminal as a whole: its announcement and
 // exitStatus in one terminal_update, to send with its output as a
 // replacement (a replay).
-func (t *terminal) exitedUpdate() *protocol.TerminalUpdate {
+func (t *terminal) exitedUpdate() *acp.TerminalUpdate {
 	u := t.announcement()
-	u.ExitStatus, u.Capabilities = t.exit, protocol.CapsNone
+	u.ExitStatus, u.Capabilities = t.exit, acp.CapsNone
 	return u
 }
 
@@ -124,24 +124,24 @@ type toolCall struct {
 	title   string
 	kind    string
 	state   callState
-	outcome string                     // the final status, once done
-	input   any                        // rawInput
-	output  any                        // rawOutput, once reported
-	content []protocol.ToolCallContent // the current content
-	caps    protocol.Capabilities      // as last reported: nil (never), cancel, or cleared
-	term    *terminal                  // its command's terminal, once it runs
-	job     *job                       // the job it schedules
-	appr    *approval                  // while it asks for permission
-	hist    int                        // its position in the history
+	outcome string                // the final status, once done
+	input   any                   // rawInput
+	output  any                   // rawOutput, once reported
+	content []acp.ToolCallContent // the current content
+	caps    acp.Capabilities      // as last reported: nil (never), cancel, or cleared
+	term    *terminal             // its command's terminal, once it runs
+	job     *job                  // the job it schedules
+	appr    *approval             // while it asks for permission
+	hist    int                   // its position in the history
 }
 
 // status is the tool call's wire status.
 func (c *toolCall) status() string {
 	switch c.state {
 	case callAsking, callScheduled:
-		return protocol.StatusPending
+		return acp.StatusPending
 	case callRunning:
-		return protocol.StatusInProgress
+		return acp.StatusInProgress
 	}
 	return c.outcome
 }
@@ -153,15 +153,15 @@ func (c *toolCall) cancellable() bool {
 }
 
 // update is the tool call's current state as a full tool_call_update.
-func (c *toolCall) update() *protocol.ToolCallUpdate {
+func (c *toolCall) update() *acp.ToolCallUpdate {
 	switch {
 	case c.cancellable():
-		c.caps = protocol.CapsCancel
+		c.caps = acp.CapsCancel
 	case c.caps != nil:
-		c.caps = protocol.CapsNone // advertised once: clearing it must be sent
+		c.caps = acp.CapsNone // advertised once: clearing it must be sent
 	}
-	return &protocol.ToolCallUpdate{
-		SessionUpdate: protocol.KindToolCall, ToolCallID: c.id, Title: c.title, Kind: c.kind,
+	return &acp.ToolCallUpdate{
+		SessionUpdate: acp.KindToolCall, ToolCallID: c.id, Title: c.title, Kind: c.kind,
 		Status: c.status(), RawInput: c.input, RawOutput: c.output, Content: c.content, Capabilities: c.caps,
 	}
 }

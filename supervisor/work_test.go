@@ -3,8 +3,8 @@ package supervisor
 import (
 	"testing"
 
+	"shellagent/acp"
 	"shellagent/outputbuf"
-	"shellagent/protocol"
 )
 
 func TestRegistryIDs(t *testing.T) {
@@ -35,7 +35,7 @@ func TestRegistryRetiresExitedTerminals(t *testing.T) {
 		term.ring.Write([]byte("out"))
 		c.term = term
 		r.addTerminal(term)
-		r.finish(c, protocol.StatusCompleted)
+		r.finish(c, acp.StatusCompleted)
 		terms = append(terms, term)
 	}
 	if !r.live() || len(r.running()) != maxExited+2 || r.running()[0] != terms[0] {
@@ -67,9 +67,9 @@ func TestRegistryRetiresFinishedToolCalls(t *testing.T) {
 	r := newRegistry()
 	pending := r.newCall(callScheduled, "other", "job")
 	first := r.newCall(callAsking, "execute", "x")
-	r.finish(first, protocol.StatusFailed)
+	r.finish(first, acp.StatusFailed)
 	for range maxFinished {
-		r.finish(r.newCall(callRunning, "execute", "x"), protocol.StatusFailed)
+		r.finish(r.newCall(callRunning, "execute", "x"), acp.StatusFailed)
 	}
 	if first.state != callRetired || r.calls[first.id] != nil || len(r.finished) != maxFinished {
 		t.Errorf("the oldest finished tool call: state %d; %d finished kept", first.state, len(r.finished))
@@ -119,7 +119,7 @@ func TestToolCallWireState(t *testing.T) {
 func TestExitedTerminalUpdate(t *testing.T) {
 	t.Parallel()
 	code := 3
-	term := &terminal{id: "term_1", line: "x", cwd: "/", ring: outputbuf.New(64), exit: &protocol.ExitStatus{ExitCode: &code}}
+	term := &terminal{id: "term_1", line: "x", cwd: "/", ring: outputbuf.New(64), exit: &acp.ExitStatus{ExitCode: &code}}
 	if got, want := mustJSON(term.exitedUpdate()), `{"sessionUpdate":"terminal_update","terminalId":"term_1","command":"x","cwd":"/","size":{"cols":0,"rows":0},"exitStatus":{"exitCode":3},"capabilities":null}`; got != want {
 		t.Errorf("exited update\n%s\nwant\n%s", got, want)
 	}

@@ -1,17 +1,19 @@
-// Package protocol holds the ACP v2 wire types shellagent speaks and the
-// JSON-RPC connection that carries them: newline-delimited JSON-RPC 2.0 on a
-// byte stream, with one writer that interleaves control messages and
-// terminal output.
+// Package acp is the vocabulary of the Agent Client Protocol v2 as
+// shellagent speaks it: the wire types of requests, responses and session
+// updates, the JSON-RPC errors an agent answers with, and the checks a
+// request's params pass before an agent sees them. It imports nothing of
+// shellagent: the connection that carries these types is package protocol,
+// the agent that fills them is package supervisor.
 //
 // Only the parts of the schema (testdata/acp/schema.v2.json) that shellagent
 // reads or writes are modelled. Field comments give the wire rule where it
 // is not obvious; the schema's descriptions are the reference.
-package protocol
+package acp
 
 import "encoding/json"
 
 // ProtocolVersion is ACP v2, the version shellagent is built around; a
-// client that asks for v1 gets a v1 front (see ProtocolV1).
+// client that asks for v1 gets a v1 front (package protocol).
 const ProtocolVersion = 2
 
 // Implementation names a client or an agent.
@@ -216,10 +218,22 @@ const (
 	KindTerminalOutput = "terminal_output_chunk"
 )
 
-// sessionNotification is the params of "session/update".
-type sessionNotification struct {
-	SessionID string `json:"sessionId"`
-	Update    any    `json:"update"`
+// Update is the update of a session/update notification: one of
+// *Message, *StateUpdate, *ToolCallUpdate and *TerminalUpdate, and nothing
+// else (the set is closed by an unexported method). Code that switches on
+// an Update covers those four; Variants lists them for the tests that
+// check it.
+type Update interface{ isUpdate() }
+
+func (*Message) isUpdate()        {}
+func (*StateUpdate) isUpdate()    {}
+func (*ToolCallUpdate) isUpdate() {}
+func (*TerminalUpdate) isUpdate() {}
+
+// Variants returns one empty value of each Update type. Tests use it to
+// check that a switch over updates forgets none.
+func Variants() []Update {
+	return []Update{&Message{}, &StateUpdate{}, &ToolCallUpdate{}, &TerminalUpdate{}}
 }
 
 // Message is a user_message or agent_message update.

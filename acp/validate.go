@@ -1,4 +1,4 @@
-package protocol
+package acp
 
 import (
 	"bytes"
@@ -8,8 +8,9 @@ import (
 	"strings"
 )
 
-// The checks each request's params pass before an Agent sees them: required
-// fields, reported as -32602 naming the first missing one.
+// The checks each request's params pass before an agent sees them (the
+// Validate methods): required fields, reported as -32602 naming the first
+// missing one, and content blocks as the schema describes them.
 
 func required(field, v string) error {
 	if v == "" {
@@ -28,22 +29,30 @@ func first(errs ...error) error {
 	return nil
 }
 
-func (p *InitializeRequest) validate() error {
+// Validate names the first field of p that is missing or malformed, as a -32602 error.
+func (p *InitializeRequest) Validate() error {
 	if p.ProtocolVersion == nil {
 		return InvalidParams("protocolVersion: required")
 	}
 	return nil
 }
 
-func (p *NewSessionRequest) validate() error   { return required("cwd", p.Cwd) }
-func (p *ListSessionsRequest) validate() error { return nil }
-func (p *CloseSessionRequest) validate() error { return required("sessionId", p.SessionID) }
+// Validate names the first field of p that is missing or malformed, as a -32602 error.
+func (p *NewSessionRequest) Validate() error { return required("cwd", p.Cwd) }
 
-func (p *ResumeSessionRequest) validate() error {
+// Validate names the first field of p that is missing or malformed, as a -32602 error.
+func (p *ListSessionsRequest) Validate() error { return nil }
+
+// Validate names the first field of p that is missing or malformed, as a -32602 error.
+func (p *CloseSessionRequest) Validate() error { return required("sessionId", p.SessionID) }
+
+// Validate names the first field of p that is missing or malformed, as a -32602 error.
+func (p *ResumeSessionRequest) Validate() error {
 	return first(required("sessionId", p.SessionID), required("cwd", p.Cwd))
 }
 
-func (p *PromptRequest) validate() error {
+// Validate names the first field of p that is missing or malformed, as a -32602 error.
+func (p *PromptRequest) Validate() error {
 	if err := required("sessionId", p.SessionID); err != nil {
 		return err
 	}
@@ -58,15 +67,18 @@ func (p *PromptRequest) validate() error {
 	return nil
 }
 
-func (p *CancelTerminalRequest) validate() error {
+// Validate names the first field of p that is missing or malformed, as a -32602 error.
+func (p *CancelTerminalRequest) Validate() error {
 	return first(required("sessionId", p.SessionID), required("terminalId", p.TerminalID))
 }
 
-func (p *CancelToolCallRequest) validate() error {
+// Validate names the first field of p that is missing or malformed, as a -32602 error.
+func (p *CancelToolCallRequest) Validate() error {
 	return first(required("sessionId", p.SessionID), required("toolCallId", p.ToolCallID))
 }
 
-func (p *SetConfigOptionRequest) validate() error {
+// Validate names the first field of p that is missing or malformed, as a -32602 error.
+func (p *SetConfigOptionRequest) Validate() error {
 	return first(required("sessionId", p.SessionID), required("configId", p.ConfigID))
 }
 
