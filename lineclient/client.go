@@ -12,8 +12,29 @@
 // says how many background items the close will stop.
 //
 // An interrupt sends session/cancel (the foreground command stops,
-// background work runs on); a second interrupt, the end of the input or
-// the end of ctx closes the session and returns.
+// background work runs on); a second interrupt or the end of the input
+// closes the session and returns.
+//
+// The client never waits on the agent without a bound, and never passes
+// the agent's bytes to the user's terminal unchecked, except a terminal's
+// output:
+//   - each start-up request (initialize, session/new, each setting) waits
+//     at most 10 s for its answer; the end of the input before the first
+//     line, or an interrupt, ends the start-up at once;
+//   - session/close waits at most the session's kill grace plus 2 s; an
+//     interrupt while it waits, or the end of ctx at any time, ends the
+//     agent at once;
+//   - the agent is ended with SIGTERM to its process group, then SIGKILL
+//     after the kill grace plus 2 s (1 s during start-up) or at the next
+//     interrupt;
+//   - messages to the agent are written by a goroutine of their own, so an
+//     agent that does not read never blocks the client; past 16 MiB
+//     unread, the agent is ended;
+//   - a line from the agent longer than 16 MiB is refused without being
+//     held in memory, and ends the agent;
+//   - agent text (messages, titles, tool call content, error messages, and
+//     so every note) is printed with its control characters escaped as Go
+//     escapes (ESC as \x1b; see visible in printer.go).
 //
 // In script mode (input that is not a terminal) the client sends the next
 // line only once the previous prompt's turn has ended, and after "/stop
@@ -21,6 +42,13 @@
 // same script prints the same thing on every run. Interactively every line
 // is sent at once; the agent holds prompts that arrive while a command
 // runs.
+//
+// The code is in parts: conn is the JSON-RPC side (framing, ids, pending
+// calls, the agent's lines with their cap), safe to send on from any
+// goroutine; agentProc is the agent's process; client is the event loop,
+// the UI state machine, which takes input events from a channel whatever
+// their source; it prints through view (the session's updates), session
+// (the RFD's rules), permissions and printer.
 package lineclient
 
 import (
@@ -30,10 +58,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"syscall"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -95,25 +122,37 @@ type Config struct {
 	Version string
 }
 
-// Timeouts of the client's own waits.
+// Bounds of the client's own waits.
 const (
-	// closeTimeout bounds the wait for the session/close answer.
-	closeTimeout = 60 * time.Second
+	// startTimeout bounds the wait for the answer to each start-up
+	// request.
+	startTimeout = 10 * time.Second
+	// closeSlack is added to the session's kill grace to bound the wait
+	// for the answer to session/close, and the wait for the agent to exit
+	// after SIGTERM.
+	closeSlack = 2 * time.Second
+	// startGrace bounds the wait for the agent to exit after SIGTERM
+	// during start-up, when it runs nothing yet.
+	startGrace = 1 * time.Second
+	// defaultKillGrace is the kill grace assumed until the agent reports
+	// the session's (the kill_grace config option).
+	defaultKillGrace = 3 * time.Second
 	// stopWaitTimeout bounds how long a script waits after "/stop ID" for
 	// the item to leave the background list.
 	stopWaitTimeout = 60 * time.Second
-	// exitTimeout bounds the wait for the agent to exit once its stdin is
-	// closed; then it is killed.
-	exitTimeout = 10 * time.Second
 )
 
 // ErrAgentExited is returned when the agent's output ends before the
 // session was closed.
 var ErrAgentExited = errors.New("the agent exited")
 
-// Run starts the agent, runs one session until the input ends, a second
-// interrupt arrives or ctx ends, closes the session, and waits for the
-// agent to exit. It returns nil when the session was closed as asked.
+// Run starts the agent, runs one session until the input ends or a second
+// interrupt arrives, closes the session, and waits for the agent to exit.
+// It returns nil when the session was closed as asked, or when the input
+// ended before the session had started. When ctx ends, when the agent
+// does not answer in time, or at an interrupt during start-up or while
+// the session closes, Run ends the agent (SIGTERM, then SIGKILL) and
+// returns an error.
 func Run(ctx context.Context, cfg Config) error {
 	if len(cfg.Agent) == 0 {
 		return errors.New("lineclient: no agent command")
@@ -141,100 +180,22 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	c := newClient(cfg, a.stdin)
+	rpc := newConn(a.stdout, a.stdin, cfg.Trace)
+	c := newClient(cfg, rpc)
 	done := make(chan struct{})
 	lines := make(chan inputEvent)
 	go readInput(cfg.Input, lines, done)
-	runErr := c.loop(ctx, a.lines, lines)
+	runErr := c.loop(ctx, lines)
 	close(done)
-	if err := a.stop(); err != nil && runErr == nil {
+	rpc.hangUp()
+	if err := a.stop(c.endNow, c.stopGrace(), cfg.Interrupts, c.p.note); err != nil && runErr == nil {
 		runErr = err
 	}
+	rpc.close()
+	if runErr == nil && c.p.err != nil {
+		runErr = fmt.Errorf("lineclient: writing the output: %w", c.p.err)
+	}
 	return runErr
-}
-
-// agentProc is the agent process and the goroutine that reads its stdout.
-type agentProc struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stdout *os.File
-	lines  chan []byte   // the agent's lines; closed at the end of its output
-	read   chan struct{} // closed when the reader has returned
-}
-
-// startAgent starts the agent in a process group of its own, so that a
-// Ctrl-C at the terminal reaches the client only.
-func startAgent(cfg Config) (*agentProc, error) {
-	cmd := exec.Command(cfg.Agent[0], cfg.Agent[1:]...)
-	cmd.Env = cfg.Env
-	cmd.Stderr = cfg.AgentStderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, fmt.Errorf("lineclient: agent stdin: %w", err)
-	}
-	// An os.Pipe of our own is not closed by cmd.Wait, so the reader
-	// always sees the agent's last line.
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("lineclient: agent stdout: %w", err)
-	}
-	cmd.Stdout = pw
-	if err := cmd.Start(); err != nil {
-		_ = pr.Close() // Best effort: nothing was read.
-		_ = pw.Close() // Best effort: nothing was written.
-		return nil, fmt.Errorf("lineclient: starting the agent %s: %w", cfg.Agent[0], err)
-	}
-	_ = pw.Close() // Safe: the agent holds its own copy.
-	a := &agentProc{cmd: cmd, stdin: stdin, stdout: pr, lines: make(chan []byte, 64), read: make(chan struct{})}
-	go a.readLines()
-	return a, nil
-}
-
-// readLines sends each line of the agent's stdout to a.lines until EOF or
-// until stdout is closed.
-func (a *agentProc) readLines() {
-	defer close(a.read)
-	defer close(a.lines)
-	r := newLineReader(a.stdout)
-	for {
-		line, err := r.next()
-		if err != nil {
-			return
-		}
-		a.lines <- append([]byte(nil), line...)
-	}
-}
-
-// stop closes the agent's stdin, waits for it to exit (killing its
-// process group after exitTimeout) and for the reader to end.
-func (a *agentProc) stop() error {
-	// Whatever the agent still writes is read and dropped, so that a full
-	// pipe never keeps it from exiting.
-	drained := make(chan struct{})
-	go func() {
-		for range a.lines {
-		}
-		close(drained)
-	}()
-	_ = a.stdin.Close() // Best effort: the agent may already be gone.
-	exited := make(chan error, 1)
-	go func() { exited <- a.cmd.Wait() }()
-	var err error
-	select {
-	case err = <-exited:
-	case <-time.After(exitTimeout):
-		_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL) // Best effort: it may exit meanwhile.
-		err = <-exited
-		err = fmt.Errorf("lineclient: the agent did not exit within %v of its stdin closing; killed: %v", exitTimeout, err)
-	}
-	_ = a.stdout.Close() // Safe: ends the reader if a leftover process holds the pipe.
-	<-drained
-	<-a.read
-	if err != nil {
-		return fmt.Errorf("lineclient: agent %s: %w", a.cmd.Path, err)
-	}
-	return nil
 }
 
 // inputEvent is a line of input, or its end.
@@ -258,7 +219,7 @@ func readInput(r io.Reader, out chan<- inputEvent, done <-chan struct{}) {
 		send(inputEvent{eof: true})
 		return
 	}
-	lr := newLineReader(r)
+	lr := newLineReader(r, maxLine)
 	for {
 		line, err := lr.next()
 		if err != nil {
@@ -287,26 +248,28 @@ const (
 
 // client is the event loop's state; only the loop goroutine touches it.
 type client struct {
-	cfg      Config
-	p        *printer
-	w        io.Writer // the agent's stdin
-	phase    phase
-	err      error // the first failure; Run returns it
-	nextID   int64
-	pending  map[string]func(*message) // answers awaited, by request id
-	seq      int                       // agent messages read so far
-	sess     *session
-	commands map[string]bool // the agent's slash commands, without "/"
+	cfg       Config
+	p         *printer
+	rpc       *conn
+	perms     *permissions
+	phase     phase
+	ran       bool  // the session reached running
+	endNow    bool  // end the agent at once (SIGTERM), not wait for it to exit
+	err       error // the first failure; Run returns it
+	seq       int   // agent messages read so far
+	sess      *session
+	commands  map[string]bool // the agent's slash commands, without "/"
+	killGrace time.Duration   // the session's kill grace, as the agent last reported it
 
-	interrupts int           // Ctrl-C presses since the last line sent
-	wait       *turnWait     // script mode: what the next line waits for
-	perms      []*permission // permission requests not yet answered, oldest first
-	lastLine   string        // the last line sent as a prompt
+	held       *inputEvent // the first input event, read during start-up
+	interrupts int         // Ctrl-C presses since the last line sent
+	wait       *turnWait   // script mode: what the next line waits for
+	view       *view       // prints the session's updates; set with sess
 
-	lastListing string // the last background listing printed
-
-	closeTimer <-chan time.Time
-	stopTimer  <-chan time.Time
+	startTimer  <-chan time.Time // the answer to startMethod is late
+	startMethod string
+	closeTimer  <-chan time.Time
+	stopTimer   <-chan time.Time
 }
 
 // turnWait is what a script waits for before its next line: the end of
@@ -322,67 +285,97 @@ type turnWait struct {
 	stopID    string // "/stop ID": wait for ID to leave the list
 }
 
-// permission is a permission request waiting for its answer.
-type permission struct {
-	id  json.RawMessage
-	req permissionRequest
-}
-
-func newClient(cfg Config, w io.Writer) *client {
+func newClient(cfg Config, rpc *conn) *client {
+	p := newPrinter(cfg.Output)
 	return &client{
-		cfg:      cfg,
-		p:        newPrinter(cfg.Output),
-		w:        w,
-		pending:  make(map[string]func(*message)),
-		commands: make(map[string]bool),
+		cfg:       cfg,
+		p:         p,
+		rpc:       rpc,
+		perms:     &permissions{mode: cfg.Permissions, rpc: rpc, p: p},
+		commands:  make(map[string]bool),
+		killGrace: defaultKillGrace,
 	}
 }
 
 // loop runs the client until it has finished.
-func (c *client) loop(ctx context.Context, agent <-chan []byte, input <-chan inputEvent) error {
+func (c *client) loop(ctx context.Context, input <-chan inputEvent) error {
 	c.start()
 	ctxDone := ctx.Done()
 	for c.phase != finished {
+		if c.phase == running && c.held != nil {
+			ev := *c.held
+			c.held = nil
+			c.handleInput(ev)
+			continue
+		}
 		var lines <-chan inputEvent
 		if c.wantsInput() {
 			lines = input
 		}
 		select {
-		case line, ok := <-agent:
-			if !ok {
+		case in, ok := <-c.rpc.lines:
+			switch {
+			case !ok:
 				c.agentGone()
-				continue
+			case in.err != nil:
+				c.abort("the agent sent "+in.err.Error()+", which the client refuses: stopping the agent",
+					fmt.Errorf("lineclient: the agent sent %w", in.err))
+			default:
+				c.handleLine(in.line)
 			}
-			c.handleLine(line)
 		case ev := <-lines:
 			c.handleInput(ev)
 		case <-c.cfg.Interrupts:
 			c.interrupt()
 		case <-ctxDone:
 			ctxDone = nil
-			c.quit()
+			cause := context.Cause(ctx)
+			c.abort(fmt.Sprintf("%v: stopping the agent", cause), fmt.Errorf("lineclient: %w", cause))
+		case <-c.rpc.failed():
+			c.abort("stopping the agent: "+c.rpc.err().Error(), c.rpc.err())
+		case <-c.startTimer:
+			c.abort(fmt.Sprintf("the agent %s did not answer %s within %v: stopping it", strings.Join(c.cfg.Agent, " "), c.startMethod, startTimeout),
+				fmt.Errorf("lineclient: the agent %s did not answer %s within %v", c.cfg.Agent[0], c.startMethod, startTimeout))
+		case <-c.closeTimer:
+			wait := c.killGrace + closeSlack
+			c.abort(fmt.Sprintf("no answer to session/close within %v: stopping the agent", wait),
+				fmt.Errorf("lineclient: no answer to session/close within %v", wait))
 		case <-c.stopTimer:
 			c.stopTimer = nil
 			if c.wait != nil {
 				c.p.note(fmt.Sprintf("%s is still listed after %v; going on", c.wait.stopID, stopWaitTimeout))
 				c.wait = nil
 			}
-		case <-c.closeTimer:
-			c.fail(fmt.Errorf("lineclient: no answer to session/close within %v", closeTimeout))
-			c.phase = finished
 		}
 	}
-	if c.p.err != nil && c.err == nil {
-		c.err = fmt.Errorf("lineclient: writing the output: %w", c.p.err)
-	}
+	c.fail(c.rpc.err())
 	return c.err
 }
 
-// fail records the first failure.
+// fail records the first failure; a nil err is none.
 func (c *client) fail(err error) {
 	if c.err == nil {
 		c.err = err
 	}
+}
+
+// abort finishes at once: it tells the user why, records err (nil: the
+// run still succeeds) and has Run end the agent without waiting for it.
+func (c *client) abort(why string, err error) {
+	c.p.note(why)
+	c.fail(err)
+	c.phase = finished
+	c.endNow = true
+}
+
+// stopGrace is how long the agent has to exit after SIGTERM: the
+// session's kill grace plus closeSlack, as the agent may have to stop the
+// session's work; startGrace if the session never ran.
+func (c *client) stopGrace() time.Duration {
+	if !c.ran {
+		return startGrace
+	}
+	return c.killGrace + closeSlack
 }
 
 // agentGone handles the end of the agent's output.
@@ -394,75 +387,28 @@ func (c *client) agentGone() {
 	c.phase = finished
 }
 
-// wantsInput reports whether the loop takes the next input line now.
+// wantsInput reports whether the loop takes the next input event now:
+// during start-up only the first (an end of the input ends the start-up;
+// a line waits in held).
 func (c *client) wantsInput() bool {
-	if c.phase != running {
+	switch {
+	case c.phase == starting:
+		return c.held == nil
+	case c.phase != running:
 		return false
-	}
-	if c.cfg.Permissions == PermissionsAsk && len(c.perms) > 0 {
+	case c.perms.waiting():
 		return true
 	}
 	return c.cfg.Interactive || c.wait == nil
 }
 
-// send writes a message to the agent, and to the trace.
-func (c *client) send(m *message) {
-	m.JSONRPC = "2.0"
-	line, err := json.Marshal(m)
-	if err != nil {
-		c.fail(fmt.Errorf("lineclient: encoding %s: %w", m.Method, err))
-		return
-	}
-	c.trace("client", line)
-	if _, err := c.w.Write(append(line, '\n')); err != nil {
-		// The agent is gone; the end of its output will end the loop.
-		c.fail(fmt.Errorf("lineclient: writing to the agent: %w", err))
-	}
-}
-
-// trace writes a line to the trace, if there is one.
-func (c *client) trace(from string, line []byte) {
-	if c.cfg.Trace == nil {
-		return
-	}
-	if _, err := c.cfg.Trace.Write(traceLine(from, line)); err != nil {
-		c.fail(fmt.Errorf("lineclient: writing the trace: %w", err))
-		c.cfg.Trace = nil
-	}
-}
-
-// request sends a request; then is called with its response.
-func (c *client) request(method string, params any, then func(*message)) string {
-	c.nextID++
-	id := strconv.FormatInt(c.nextID, 10)
-	raw, err := json.Marshal(params)
-	if err != nil {
-		c.fail(fmt.Errorf("lineclient: encoding %s params: %w", method, err))
-		return id
-	}
-	c.pending[id] = then
-	c.send(&message{ID: json.RawMessage(id), Method: method, Params: raw})
-	return id
-}
-
-// notify sends a notification.
-func (c *client) notify(method string, params any) {
-	raw, err := json.Marshal(params)
-	if err != nil {
-		c.fail(fmt.Errorf("lineclient: encoding %s params: %w", method, err))
-		return
-	}
-	c.send(&message{Method: method, Params: raw})
-}
-
-// respond answers an agent request.
-func (c *client) respond(id json.RawMessage, result any) {
-	raw, err := json.Marshal(result)
-	if err != nil {
-		c.fail(fmt.Errorf("lineclient: encoding a response: %w", err))
-		return
-	}
-	c.send(&message{ID: id, Result: raw})
+// startCall sends a start-up request, to be answered within startTimeout.
+func (c *client) startCall(method string, params any, then func(*message)) {
+	c.startTimer, c.startMethod = time.After(startTimeout), method
+	c.rpc.call(method, params, func(m *message) {
+		c.startTimer = nil
+		then(m)
+	})
 }
 
 // start sends initialize, then session/new, then the settings.
@@ -472,7 +418,7 @@ func (c *client) start() {
 		"info":            map[string]string{"name": "shellagent-client", "version": c.cfg.Version},
 		"capabilities":    map[string]any{},
 	}
-	c.request("initialize", init, func(m *message) {
+	c.startCall("initialize", init, func(m *message) {
 		var res struct {
 			ProtocolVersion int `json:"protocolVersion"`
 			Info            struct {
@@ -510,19 +456,24 @@ func (c *client) ok(method string, m *message, result any) bool {
 }
 
 func (c *client) newSession() {
-	c.request("session/new", map[string]any{"cwd": c.cfg.Cwd}, func(m *message) {
+	c.startCall("session/new", map[string]any{"cwd": c.cfg.Cwd}, func(m *message) {
 		var res struct {
 			SessionID         string `json:"sessionId"`
 			AvailableCommands []struct {
 				Name string `json:"name"`
 			} `json:"availableCommands"`
+			ConfigOptions json.RawMessage `json:"configOptions"`
 		}
 		if !c.ok("session/new", m, &res) {
 			return
 		}
 		c.sess = newSession(res.SessionID)
+		c.view = &view{p: c.p, sess: c.sess}
 		for _, cmd := range res.AvailableCommands {
 			c.commands[cmd.Name] = true
+		}
+		if grace, ok := killGraceOf(res.ConfigOptions, ""); ok {
+			c.killGrace = grace
 		}
 		c.p.note("session started in " + c.cfg.Cwd)
 		c.applySettings(c.cfg.Settings)
@@ -533,13 +484,13 @@ func (c *client) newSession() {
 // reading input.
 func (c *client) applySettings(rest []Setting) {
 	if len(rest) == 0 {
-		c.phase = running
+		c.phase, c.ran = running, true
 		return
 	}
 	s := rest[0]
 	params := map[string]any{"sessionId": c.sess.id, "configId": s.ID, "type": "id", "value": s.Value}
-	c.request("session/set_config_option", params, func(m *message) {
-		if c.phase != starting { // interrupted meanwhile: the session is closing
+	c.startCall("session/set_config_option", params, func(m *message) {
+		if c.phase != starting {
 			return
 		}
 		if m.Error != nil {
@@ -548,6 +499,17 @@ func (c *client) applySettings(rest []Setting) {
 			c.quit()
 			return
 		}
+		var res struct {
+			ConfigOptions json.RawMessage `json:"configOptions"`
+		}
+		_ = json.Unmarshal(m.Result, &res) // Safe: without the list, the value set is taken.
+		value := ""
+		if s.ID == "kill_grace" {
+			value = s.Value
+		}
+		if grace, ok := killGraceOf(res.ConfigOptions, value); ok {
+			c.killGrace = grace
+		}
 		c.p.note(fmt.Sprintf("set %s to %s", s.ID, s.Value))
 		c.applySettings(rest[1:])
 	})
@@ -555,18 +517,21 @@ func (c *client) applySettings(rest []Setting) {
 
 // handleLine handles one line from the agent.
 func (c *client) handleLine(line []byte) {
-	c.trace("agent", line)
 	c.seq++
-	var m message
-	if err := json.Unmarshal(line, &m); err != nil {
+	m, then, err := c.rpc.receive(line)
+	if err != nil {
 		c.p.note(fmt.Sprintf("the agent sent a line that is not JSON-RPC: %.80q", line))
 		return
 	}
 	switch {
+	case m.isResponse() && then == nil:
+		c.p.note("an answer to no request: id " + string(m.ID))
 	case m.isResponse():
-		c.handleResponse(&m)
+		then(m)
+	case m.isRequest() && m.Method == "session/request_permission":
+		c.perms.request(m)
 	case m.isRequest():
-		c.handleRequest(&m)
+		c.rpc.replyError(m.ID, -32601, "method not found: "+m.Method)
 	case m.Method == "session/update":
 		var n sessionNotification
 		if err := json.Unmarshal(m.Params, &n); err != nil {
@@ -577,17 +542,70 @@ func (c *client) handleLine(line []byte) {
 			c.handleUpdate(&n.Update)
 		}
 	case m.Method == "$/cancel_request":
-		c.withdrawn(m.Params)
+		c.perms.withdrawn(m.Params)
 	}
 }
 
-func (c *client) handleResponse(m *message) {
-	id := string(m.ID)
-	then := c.pending[id]
-	if then == nil {
-		c.p.note("an answer to no request: id " + id)
+// interrupt handles a Ctrl-C: the first sends session/cancel, the second
+// closes the session; one during start-up or while closing ends the agent.
+func (c *client) interrupt() {
+	switch c.phase {
+	case starting:
+		c.abort("interrupted while starting: stopping the agent", errors.New("lineclient: interrupted while starting"))
+		return
+	case closing:
+		c.abort("interrupted again: stopping the agent", errors.New("lineclient: interrupted while closing the session"))
+		return
+	case finished:
 		return
 	}
-	delete(c.pending, id)
-	then(m)
+	if c.cfg.Interactive {
+		c.p.write([]byte("\n")) // the terminal echoed ^C where the cursor was
+	}
+	c.interrupts++
+	if c.interrupts > 1 {
+		c.quit()
+		return
+	}
+	c.rpc.notify("session/cancel", map[string]string{"sessionId": c.sess.id})
+	// Permission requests for the cancelled foreground work are answered
+	// cancelled; those for listed work stay open.
+	c.perms.cancelAll(func(p *permission) bool { return slices.ContainsFunc(p.req.Subject.refs(), c.sess.listed) })
+	c.p.note("session/cancel sent: the foreground command stops, background work runs on; Ctrl-C again closes the session")
+}
+
+// quit says what closing will stop, then closes the session. The answer
+// is awaited for the kill grace plus closeSlack; at a terminal, or after
+// a second Ctrl-C, the client says so.
+func (c *client) quit() {
+	if c.phase == closing || c.phase == finished {
+		return
+	}
+	if c.sess == nil {
+		c.phase = finished
+		return
+	}
+	if warning := c.sess.closeWarning(); warning != "" {
+		c.p.note(warning)
+	}
+	c.perms.cancelAll(nil)
+	c.wait = nil
+	c.phase = closing
+	wait := c.killGrace + closeSlack
+	c.closeTimer = time.After(wait)
+	if c.cfg.Interactive || c.interrupts > 1 {
+		c.p.note(fmt.Sprintf("waiting up to %v for the session to close; Ctrl-C again stops the agent now", wait))
+	}
+	c.rpc.call("session/close", map[string]string{"sessionId": c.sess.id}, func(m *message) {
+		c.phase = finished
+		if m.Error != nil {
+			c.p.note("session/close failed: " + m.Error.Error())
+			c.fail(fmt.Errorf("lineclient: session/close: %w", m.Error))
+			return
+		}
+		for _, note := range c.sess.closed() {
+			c.p.note(note)
+		}
+		c.p.note("session closed")
+	})
 }

@@ -3,38 +3,65 @@ package lineclient
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
-)
 
-// fakeAgentEnv makes the test binary act as the fake agent.
-const fakeAgentEnv = "LINECLIENT_FAKE_AGENT=1"
+	"shellagent/protocol/acptest"
+)
 
 // noExitDelay stops a -race fake agent from sleeping a second at exit.
 const noExitDelay = "GORACE=atexit_sleep_ms=0"
 
 func TestMain(m *testing.M) {
-	if os.Getenv("LINECLIENT_FAKE_AGENT") == "1" {
+	switch os.Getenv("LINECLIENT_FAKE_AGENT") {
+	case "1":
 		fakeAgent()
 		os.Exit(0)
+	case "mute":
+		muteAgent()
 	}
 	goleak.VerifyTestMain(m)
+}
+
+// muteReady is what muteAgent writes to its stderr once it ignores
+// SIGTERM.
+const muteReady = "mute agent ready"
+
+// muteAgent reads its input and never answers, ignores SIGTERM and does
+// not exit at the end of its input: only SIGKILL ends it.
+func muteAgent() {
+	signal.Ignore(syscall.SIGTERM)
+	fmt.Fprintln(os.Stderr, muteReady)
+	go func() {
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+		}
+	}()
+	time.Sleep(time.Hour)
+	os.Exit(1)
 }
 
 // fakeAgent is an ACP v2 agent with canned answers, for the client rules
 // shellagent itself never exercises: unknown list items, an unreported
 // list, abandoned work, a close without final updates, withdrawn
-// permission requests.
+// permission requests; and for agents that misbehave: one that hangs in
+// the middle of a turn, one that sends a line over the cap, one whose
+// text holds escape sequences.
 func fakeAgent() {
 	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(nil, 1<<20)
 	out := bufio.NewWriter(os.Stdout)
 	send := func(v any) {
 		b, _ := json.Marshal(v) // Safe: the values are maps of plain data.
@@ -54,6 +81,12 @@ func fakeAgent() {
 		}
 		update(u)
 	}
+	text := func(s string) []map[string]string { return []map[string]string{{"type": "text", "text": s}} }
+	killGrace := "3s"
+	options := func() []map[string]any {
+		return []map[string]any{{"type": "select", "configId": "kill_grace", "name": "Kill grace", "currentValue": killGrace,
+			"options": []map[string]string{{"value": "1s", "name": "1s"}, {"value": "3s", "name": "3s"}}}}
+	}
 	msgs := 0
 	for in.Scan() {
 		var m struct {
@@ -63,6 +96,8 @@ func fakeAgent() {
 				Prompt []struct {
 					Text string `json:"text"`
 				} `json:"prompt"`
+				ConfigID string `json:"configId"`
+				Value    string `json:"value"`
 			} `json:"params"`
 			Result json.RawMessage `json:"result"`
 		}
@@ -74,13 +109,22 @@ func fakeAgent() {
 		case "initialize":
 			reply(map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "fake", "version": "1"}})
 		case "session/new":
-			reply(map[string]any{"sessionId": "s1", "availableCommands": []map[string]string{{"name": "stop"}}})
+			reply(map[string]any{"sessionId": "s1", "availableCommands": []map[string]string{{"name": "stop"}}, "configOptions": options()})
+		case "session/set_config_option":
+			if m.Params.ConfigID == "kill_grace" {
+				killGrace = m.Params.Value
+			}
+			reply(map[string]any{"configOptions": options()})
 		case "session/close":
 			reply(map[string]any{})
 		case "session/cancel":
 			update(map[string]any{"sessionUpdate": "agent_message", "messageId": "cancel", "content": []map[string]string{{"type": "text", "text": "cancel received"}}})
 			state("idle", "cancelled", []any{})
 		case "session/prompt":
+			if m.Params.Prompt[0].Text == "refuse" {
+				send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": -32602, "message": "refused\x1b[2J"}})
+				continue
+			}
 			msgs++
 			id := fmt.Sprintf("m%d", msgs)
 			update(map[string]any{"sessionUpdate": "user_message", "messageId": id, "content": []map[string]string{{"type": "text", "text": m.Params.Prompt[0].Text}}})
@@ -109,6 +153,24 @@ func fakeAgent() {
 				send(map[string]any{"jsonrpc": "2.0", "method": "$/cancel_request", "params": map[string]string{"requestId": "p2"}})
 			case "die":
 				os.Exit(3) // in the middle of the turn
+			case "hang":
+				// Stops answering, reading and ending: only SIGKILL ends it.
+				signal.Ignore(syscall.SIGTERM)
+				time.Sleep(time.Hour)
+			case "flood":
+				// A line of 20 MiB, over the 16 MiB cap; the turn goes on.
+				update(map[string]any{"sessionUpdate": "agent_message", "messageId": "big", "content": text(strings.Repeat("x", 20<<20))})
+				state("idle", "end_turn", []any{})
+			case "escape":
+				update(map[string]any{"sessionUpdate": "agent_message", "messageId": "e1", "content": text(escapes)})
+				update(map[string]any{"sessionUpdate": "agent_message_chunk", "messageId": "e2", "content": map[string]string{"type": "text", "text": "chunk\x1b[31m red\n"}})
+				update(map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "call_e", "title": "job\x1b[5m", "kind": "other", "status": "in_progress"})
+				update(map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "call_e", "status": "completed",
+					"content": []map[string]any{{"type": "content", "content": map[string]string{"type": "text", "text": "done\u009b2J"}}}})
+				update(map[string]any{"sessionUpdate": "terminal_update", "terminalId": "term_e", "command": "raw"})
+				update(map[string]any{"sessionUpdate": "terminal_output_chunk", "terminalId": "term_e", "data": base64.StdEncoding.EncodeToString([]byte(rawOutput))})
+				update(map[string]any{"sessionUpdate": "terminal_update", "terminalId": "term_e", "exitStatus": map[string]int{"exitCode": 0}})
+				state("idle", "end_turn", []any{})
 			case "wait":
 				// The turn ends when the client cancels it.
 			default:
@@ -124,14 +186,37 @@ func fakeAgent() {
 	}
 }
 
+// withFake returns cfg set to run the test binary as a fake agent: mode
+// "1" is fakeAgent, "mute" is muteAgent. The agent's environment holds a
+// marker of the test's own, and at the end of the test no process may
+// hold it.
+func withFake(t *testing.T, cfg Config, mode string) Config {
+	t.Helper()
+	marker := "LINECLIENT_TEST=" + rand.Text()
+	cfg.Agent = []string{os.Args[0]}
+	cfg.Env = append(os.Environ(), "LINECLIENT_FAKE_AGENT="+mode, noExitDelay, marker)
+	cfg.Cwd = "/"
+	t.Cleanup(func() { noneLeft(t, marker) })
+	return cfg
+}
+
+// noneLeft fails the test for each live process whose environment holds
+// marker, and kills it.
+func noneLeft(t *testing.T, marker string) {
+	t.Helper()
+	for _, pid := range acptest.ProcessesWith(marker) {
+		t.Errorf("process %d left behind", pid)
+		_ = syscall.Kill(pid, syscall.SIGKILL) // Best effort: clean up after the failure.
+	}
+}
+
 // runFake runs the client against the fake agent on input and returns
 // what it printed and the trace.
 func runFake(t *testing.T, cfg Config) (string, string) {
 	t.Helper()
 	var out, trace strings.Builder
-	cfg.Agent = []string{os.Args[0]}
-	cfg.Env = append(os.Environ(), fakeAgentEnv, noExitDelay)
-	cfg.Output, cfg.Trace, cfg.Cwd = &out, &trace, "/"
+	cfg = withFake(t, cfg, "1")
+	cfg.Output, cfg.Trace = &out, &trace
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := Run(ctx, cfg); err != nil {
@@ -216,16 +301,25 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// waitFor waits until the output holds s.
+// waitFor waits until the output holds s, or fails the test.
 func (b *syncBuffer) waitFor(t *testing.T, s string) {
 	t.Helper()
+	if !b.await(s) {
+		t.Fatalf("no %q in the output:\n%s", s, b.String())
+	}
+}
+
+// await waits up to 20 s for the output to hold s, and reports whether
+// it does. Unlike waitFor it may be called from any goroutine.
+func (b *syncBuffer) await(s string) bool {
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(b.String(), s) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no %q in the output:\n%s", s, b.String())
+			return false
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	return true
 }
 
 // An interrupt sends session/cancel; the script goes on once the turn has
@@ -238,12 +332,10 @@ func TestInterruptSendsCancel(t *testing.T) {
 	defer r.Close()
 	interrupts := make(chan os.Signal, 1)
 	var out, trace syncBuffer
+	cfg := withFake(t, Config{Input: r, Output: &out, Trace: &trace, Interrupts: interrupts}, "1")
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(context.Background(), Config{
-			Agent: []string{os.Args[0]}, Env: append(os.Environ(), fakeAgentEnv, noExitDelay), Cwd: "/",
-			Input: r, Output: &out, Trace: &trace, Interrupts: interrupts,
-		})
+		done <- Run(context.Background(), cfg)
 	}()
 	if _, err := w.WriteString("wait\nnext\n"); err != nil {
 		t.Fatal(err)
@@ -272,13 +364,9 @@ func TestWithdrawnPermission(t *testing.T) {
 	}
 	defer r.Close()
 	var out syncBuffer
+	cfg := withFake(t, Config{Input: r, Output: &out, Permissions: PermissionsAsk}, "1")
 	done := make(chan error, 1)
-	go func() {
-		done <- Run(context.Background(), Config{
-			Agent: []string{os.Args[0]}, Env: append(os.Environ(), fakeAgentEnv, noExitDelay), Cwd: "/",
-			Input: r, Output: &out, Permissions: PermissionsAsk,
-		})
-	}()
+	go func() { done <- Run(context.Background(), cfg) }()
 	if _, err := w.WriteString("withdraw\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -299,10 +387,7 @@ func TestAgentThatDies(t *testing.T) {
 	var out strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := Run(ctx, Config{
-		Agent: []string{os.Args[0]}, Env: append(os.Environ(), fakeAgentEnv, noExitDelay), Cwd: "/",
-		Input: strings.NewReader("die\nnever sent\n"), Output: &out,
-	})
+	err := Run(ctx, withFake(t, Config{Input: strings.NewReader("die\nnever sent\n"), Output: &out}, "1"))
 	if !errors.Is(err, ErrAgentExited) || ctx.Err() != nil {
 		t.Errorf("Run: %v (context: %v), want %v before the context ends", err, ctx.Err(), ErrAgentExited)
 	}

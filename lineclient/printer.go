@@ -2,12 +2,18 @@ package lineclient
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // printer writes what the user reads: terminal output as it arrives,
-// messages, and notes in brackets. It keeps track of an unfinished line so
+// messages, and notes in brackets. Notes and messages hold the agent's
+// text, so their control characters are escaped (see [visible]); terminal
+// output is written as it is, as a terminal would show it. It keeps track of an unfinished line so
 // that a note or another terminal's output starts on a line of its own.
 // It belongs to the client's event loop.
 type printer struct {
@@ -39,7 +45,7 @@ func (p *printer) lineStart() {
 // note writes a note: "[text]" on a line of its own.
 func (p *printer) note(text string) {
 	p.lineStart()
-	p.write([]byte("[" + text + "]\n"))
+	p.write([]byte("[" + visible(text) + "]\n"))
 }
 
 // text writes an agent message or an echoed input line on lines of its own.
@@ -47,6 +53,7 @@ func (p *printer) text(s string) {
 	if s == "" {
 		return
 	}
+	s = visible(s)
 	p.lineStart()
 	if !strings.HasSuffix(s, "\n") {
 		s += "\n"
@@ -56,6 +63,7 @@ func (p *printer) text(s string) {
 
 // stream writes streamed text (a message chunk), which may end mid-line.
 func (p *printer) stream(s string) {
+	s = visible(s)
 	if p.open != "text" {
 		p.lineStart()
 	}
@@ -107,3 +115,43 @@ func (p *printer) output(id string, data []byte, label bool) {
 
 // ended forgets a terminal's held-back "\r": its output is complete.
 func (p *printer) ended(id string) { delete(p.cr, id) }
+
+// visible returns s with what could drive a terminal made visible, so
+// that the agent's text cannot clear the screen, set the window title or
+// reorder what the user reads: every C0 control but newline and tab, DEL,
+// every C1 control, and the bidirectional embeddings, overrides and
+// isolates (U+202A to U+202E, U+2066 to U+2069) are written as Go escapes
+// (strconv.QuoteRune without its quotes): ESC as \x1b, a carriage return
+// as \r, CSI (U+009B) as \u009b, U+202E as \u202e. A byte that is not
+// UTF-8 is written \xNN. Everything else, backslashes included, is kept.
+func visible(s string) string {
+	if strings.IndexFunc(s, hidden) < 0 && utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case hidden(r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// hidden reports whether visible escapes r.
+func hidden(r rune) bool {
+	switch {
+	case r == '\n' || r == '\t':
+		return false
+	case unicode.IsControl(r): // C0, DEL and C1
+		return true
+	}
+	return r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069
+}

@@ -53,3 +53,33 @@ func TestPrinterText(t *testing.T) {
 		t.Errorf("printed %q, want %q", sb.String(), want)
 	}
 }
+
+func TestVisible(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"plain text, a tab\tand\nlines\n", "plain text, a tab\tand\nlines\n"},
+		{"\x1b]0;title\x07", `\x1b]0;title\a`},
+		{"\x1b[2J\x1b[31mred", `\x1b[2J\x1b[31mred`},
+		{"50%\r99%", `50%\r99%`},
+		{"nul\x00 del\x7f", `nul\x00 del\x7f`},
+		{"csi\u009b2J", `csi\u009b2J`},
+		{"bidi \u202eevil\u202c \u2066iso\u2069", `bidi \u202eevil\u202c \u2066iso\u2069`},
+		{"not utf-8: \xff\x9b", `not utf-8: \xff\x9b`},
+		{`a backslash \x1b stays`, `a backslash \x1b stays`},
+		{"unicode é 日本 👍 stays", "unicode é 日本 👍 stays"},
+	}
+	for _, tt := range tests {
+		if got := visible(tt.in); got != tt.want {
+			t.Errorf("visible(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	// Notes, messages and streamed text are escaped; terminal output is not.
+	var sb strings.Builder
+	p := newPrinter(&sb)
+	p.note("n\x1b[2J")
+	p.text("t\x1b[2J")
+	p.stream("s\x1b[2J\n")
+	p.output("t1", []byte("o\x1b[2J\n"), false)
+	if want := "[n\\x1b[2J]\nt\\x1b[2J\ns\\x1b[2J\no\x1b[2J\n"; sb.String() != want {
+		t.Errorf("printed %q, want %q", sb.String(), want)
+	}
+}

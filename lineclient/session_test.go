@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDecodeBackground(t *testing.T) {
@@ -129,5 +130,31 @@ func TestClosed(t *testing.T) {
 	}
 	if s.terminals["term_1"].exit == nil || s.calls["call_2"].status != "cancelled" || s.calls["call_4"].status != "completed" {
 		t.Errorf("state after close: term_1 %v, call_2 %s, call_4 %s", s.terminals["term_1"].exit, s.calls["call_2"].status, s.calls["call_4"].status)
+	}
+}
+
+func TestKillGraceOf(t *testing.T) {
+	options := func(v string) json.RawMessage {
+		return json.RawMessage(`[{"type":"select","configId":"foreground_timeout","currentValue":"1s"},{"type":"select","configId":"kill_grace","currentValue":"` + v + `"}]`)
+	}
+	tests := []struct {
+		name    string
+		options json.RawMessage
+		set     string
+		want    time.Duration
+		ok      bool
+	}{
+		{"the list says", options("10s"), "", 10 * time.Second, true},
+		{"the list wins over the value set", options("30s"), "1s", 30 * time.Second, true},
+		{"no list: the value set", nil, "1s", time.Second, true},
+		{"a list without kill_grace: the value set", json.RawMessage(`[{"configId":"x","currentValue":"5s"}]`), "1s", time.Second, true},
+		{"nothing known", nil, "", 0, false},
+		{"not a duration", options("soon"), "", 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := killGraceOf(tt.options, tt.set)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("%s: killGraceOf = %v, %v; want %v, %v", tt.name, got, ok, tt.want, tt.ok)
+		}
 	}
 }

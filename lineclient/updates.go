@@ -6,36 +6,55 @@ import (
 	"strings"
 )
 
-// handleUpdate applies a session update to the session and prints it.
+// handleUpdate applies a session update to the session and prints it,
+// and moves a script on when the update ends the turn it waits for.
 func (c *client) handleUpdate(u *update) {
 	switch u.SessionUpdate {
 	case "user_message":
 		if w := c.wait; w != nil && w.messageID != "" && u.MessageID == w.messageID {
 			w.userSeq = c.seq
 		}
-	case "agent_message":
-		c.p.text(contentText(u.Content))
-	case "agent_message_chunk":
-		c.p.stream(contentText(u.Content))
 	case "state_update":
-		c.stateUpdate(u)
-	case "terminal_update":
-		c.terminalUpdate(u)
-	case "terminal_output_chunk":
-		data, err := base64.StdEncoding.DecodeString(u.Data)
-		if err != nil {
-			c.p.note(fmt.Sprintf("%s: output that is not base64: %v", u.TerminalID, err))
-			return
-		}
-		c.p.output(u.TerminalID, data, c.sess.live() > 1)
-	case "tool_call_update", "tool_call":
-		c.toolCallUpdate(u)
+		c.paceState(c.view.stateUpdate(u))
+	default:
+		c.view.show(u)
 	}
 }
 
-// stateUpdate takes a new snapshot: the state and the background list.
-func (c *client) stateUpdate(u *update) {
-	s := c.sess
+// view applies the agent's updates to the client's session and prints
+// them. It belongs to the client's event loop.
+type view struct {
+	p           *printer
+	sess        *session
+	lastLine    string // the last line sent as a prompt
+	lastListing string // the last background listing printed
+}
+
+// show applies an update other than a state_update.
+func (v *view) show(u *update) {
+	switch u.SessionUpdate {
+	case "agent_message":
+		v.p.text(contentText(u.Content))
+	case "agent_message_chunk":
+		v.p.stream(contentText(u.Content))
+	case "terminal_update":
+		v.terminalUpdate(u)
+	case "terminal_output_chunk":
+		data, err := base64.StdEncoding.DecodeString(u.Data)
+		if err != nil {
+			v.p.note(fmt.Sprintf("%s: output that is not base64: %v", u.TerminalID, err))
+			return
+		}
+		v.p.output(u.TerminalID, data, v.sess.live() > 1)
+	case "tool_call_update", "tool_call":
+		v.toolCallUpdate(u)
+	}
+}
+
+// stateUpdate takes a new snapshot, the state and the background list,
+// and returns its stop reason ("" for none).
+func (v *view) stateUpdate(u *update) string {
+	s := v.sess
 	before, beforeReported := s.bg, s.bgReported
 	s.state = u.State
 	s.bg, s.bgReported = decodeBackground(u.Background)
@@ -44,24 +63,24 @@ func (c *client) stateUpdate(u *update) {
 		stopReason = *u.StopReason
 	}
 	if s.state == "idle" && stopReason == "cancelled" {
-		c.p.note("turn cancelled")
+		v.p.note("turn cancelled")
 	}
 	changed := s.bgReported != beforeReported || !sameList(s.bg, before)
 	// An emptied list printed while running is printed again once the
 	// session is idle, to say it is quiet.
-	if changed || (s.quiet() && c.lastListing == "background: none") {
-		c.lastListing = s.listing()
-		c.p.note(c.lastListing)
+	if changed || (s.quiet() && v.lastListing == "background: none") {
+		v.lastListing = s.listing()
+		v.p.note(v.lastListing)
 	}
 	for _, id := range s.newlyAbandoned() {
-		c.p.note(id + " abandoned: unfinished, not listed, and the session is idle")
+		v.p.note(id + " abandoned: unfinished, not listed, and the session is idle")
 	}
-	c.paceState(stopReason)
+	return stopReason
 }
 
 // terminalUpdate creates or patches a terminal.
-func (c *client) terminalUpdate(u *update) {
-	s := c.sess
+func (v *view) terminalUpdate(u *update) {
+	s := v.sess
 	t := s.terminals[u.TerminalID]
 	isNew := t == nil
 	if isNew {
@@ -72,37 +91,37 @@ func (c *client) terminalUpdate(u *update) {
 		t.command = *u.Command
 	}
 	if isNew {
-		if t.command == "" || t.command == c.lastLine {
-			c.p.note(t.id + " started")
+		if t.command == "" || t.command == v.lastLine {
+			v.p.note(t.id + " started")
 		} else {
-			c.p.note(t.id + " started: " + t.command)
+			v.p.note(t.id + " started: " + t.command)
 		}
 	}
 	if u.Output != nil {
-		c.snapshot(t, u.Output, isNew)
+		v.snapshot(t, u.Output, isNew)
 	}
 	if u.ExitStatus != nil && t.exit == nil {
 		t.exit = u.ExitStatus
-		c.p.ended(t.id)
-		c.p.note(t.id + " ended: " + t.exit.String())
+		v.p.ended(t.id)
+		v.p.note(t.id + " ended: " + t.exit.String())
 	}
 }
 
 // snapshot handles a replacement snapshot of a terminal's output: shown in
 // full for a terminal the client had not seen, else only noted, since
 // what was printed cannot be taken back.
-func (c *client) snapshot(t *terminal, out *terminalOutput, isNew bool) {
+func (v *view) snapshot(t *terminal, out *terminalOutput, isNew bool) {
 	data, err := base64.StdEncoding.DecodeString(out.Data)
 	if err != nil {
-		c.p.note(fmt.Sprintf("%s: output that is not base64: %v", t.id, err))
+		v.p.note(fmt.Sprintf("%s: output that is not base64: %v", t.id, err))
 		return
 	}
 	if dropped := out.Meta.Shellagent.DroppedBytes; dropped > 0 {
-		c.p.note(fmt.Sprintf("%s: %d bytes of output were dropped; it continues from here", t.id, dropped))
+		v.p.note(fmt.Sprintf("%s: %d bytes of output were dropped; it continues from here", t.id, dropped))
 		return
 	}
 	if isNew {
-		c.p.output(t.id, data, c.sess.live() > 1)
+		v.p.output(t.id, data, v.sess.live() > 1)
 	}
 }
 
@@ -110,8 +129,8 @@ func (c *client) snapshot(t *terminal, out *terminalOutput, isNew bool) {
 // (kind execute) is shown through its terminal: only its pending state
 // and its final status with text, or a cancellation, are printed. Other
 // tool calls (scheduled jobs, watchers) are printed at every status.
-func (c *client) toolCallUpdate(u *update) {
-	s := c.sess
+func (v *view) toolCallUpdate(u *update) {
+	s := v.sess
 	tc := s.calls[u.ToolCallID]
 	isNew := tc == nil
 	if isNew {
@@ -151,5 +170,5 @@ func (c *client) toolCallUpdate(u *update) {
 	case tc.title != "" && (tc.kind != "execute" || tc.status == "pending"):
 		note += ": " + tc.title
 	}
-	c.p.note(note)
+	v.p.note(note)
 }

@@ -1,12 +1,11 @@
 package lineclient
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"strconv"
+	"time"
 )
 
 // message is one JSON-RPC 2.0 message in either direction.
@@ -222,38 +221,22 @@ func (s *permissionSubject) refs() []string {
 	return ids
 }
 
-// lineReader reads newline-delimited messages. Lines may be large (a
-// resume snapshot holds a terminal's whole scrollback), so no fixed token
-// limit applies.
-type lineReader struct{ r *bufio.Reader }
-
-func newLineReader(r io.Reader) *lineReader { return &lineReader{bufio.NewReaderSize(r, 64<<10)} }
-
-// next returns the next line without its newline, or the read error
-// (io.EOF at the end). A last line without a newline is returned first.
-func (l *lineReader) next() ([]byte, error) {
-	line, err := l.r.ReadBytes('\n')
-	if len(line) > 0 && err == io.EOF {
-		return bytes.TrimRight(line, "\r"), nil
+// killGraceOf returns the kill grace that a list of config options gives
+// as kill_grace's current value or, when the list does not say, set (the
+// value the client set, "" for none).
+func killGraceOf(options json.RawMessage, set string) (time.Duration, bool) {
+	var list []struct {
+		ConfigID     string `json:"configId"`
+		CurrentValue string `json:"currentValue"`
 	}
-	if err != nil {
-		return nil, err
+	value := set
+	if json.Unmarshal(options, &list) == nil {
+		for _, o := range list {
+			if o.ConfigID == "kill_grace" {
+				value = o.CurrentValue
+			}
+		}
 	}
-	return bytes.TrimRight(line[:len(line)-1], "\r"), nil
-}
-
-// traceLine renders a line for the trace: {"client":MSG} or {"agent":MSG},
-// with the message embedded verbatim, or as a JSON string if it is not
-// valid JSON.
-func traceLine(from string, line []byte) []byte {
-	var buf bytes.Buffer
-	buf.WriteString(`{"` + from + `":`)
-	if json.Valid(line) {
-		buf.Write(bytes.TrimSpace(line))
-	} else {
-		s, _ := json.Marshal(string(line)) // Safe: a string always encodes.
-		buf.Write(s)
-	}
-	buf.WriteString("}\n")
-	return buf.Bytes()
+	d, err := time.ParseDuration(value)
+	return d, err == nil && d >= 0
 }

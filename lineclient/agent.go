@@ -1,0 +1,109 @@
+package lineclient
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// exitTimeout bounds the wait for the agent to exit once its stdin is
+// closed after a session closed as asked; then it is stopped with
+// SIGTERM.
+const exitTimeout = 10 * time.Second
+
+// agentProc is the agent's process. Its stdin and stdout are pipes of the
+// client's own (cmd.Wait closes neither), handed to a conn.
+type agentProc struct {
+	cmd    *exec.Cmd
+	stdin  *os.File      // the write end of the agent's stdin
+	stdout *os.File      // the read end of the agent's stdout
+	exited chan struct{} // closed once the agent has exited and been reaped
+	err    error         // cmd.Wait's result; read after exited
+}
+
+// startAgent starts the agent in a process group of its own, so that a
+// Ctrl-C at the terminal reaches the client only.
+func startAgent(cfg Config) (*agentProc, error) {
+	cmd := exec.Command(cfg.Agent[0], cfg.Agent[1:]...)
+	cmd.Env = cfg.Env
+	cmd.Stderr = cfg.AgentStderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("lineclient: agent stdin: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		_ = inR.Close() // Best effort: unused.
+		_ = inW.Close() // Best effort: unused.
+		return nil, fmt.Errorf("lineclient: agent stdout: %w", err)
+	}
+	cmd.Stdin, cmd.Stdout = inR, outW
+	err = cmd.Start()
+	_ = inR.Close()  // Safe: the agent holds its own copy, if it started.
+	_ = outW.Close() // Safe: likewise.
+	if err != nil {
+		_ = inW.Close()  // Best effort: nothing was written.
+		_ = outR.Close() // Best effort: nothing was read.
+		return nil, fmt.Errorf("lineclient: starting the agent %s: %w", cfg.Agent[0], err)
+	}
+	a := &agentProc{cmd: cmd, stdin: inW, stdout: outR, exited: make(chan struct{})}
+	go func() {
+		a.err = cmd.Wait()
+		close(a.exited)
+	}()
+	return a, nil
+}
+
+// stop ends the agent, whose stdin has been closed. Unless now is set, it
+// first waits exitTimeout for the agent to exit of itself. Then it sends
+// SIGTERM to the agent's process group, and SIGKILL after grace or at an
+// interrupt. say tells the user of each signal. stop returns once the
+// agent has been reaped: with now, nil; else the agent's exit error, or
+// an error saying that it had to be signalled.
+func (a *agentProc) stop(now bool, grace time.Duration, interrupts <-chan os.Signal, say func(string)) error {
+	if !now {
+		select {
+		case <-a.exited:
+			if a.err != nil {
+				return fmt.Errorf("lineclient: agent %s: %w", a.cmd.Path, a.err)
+			}
+			return nil
+		case <-time.After(exitTimeout):
+			say(fmt.Sprintf("the agent did not exit within %v of its stdin closing: SIGTERM sent", exitTimeout))
+		}
+	}
+	a.terminate(grace, interrupts, say)
+	if now {
+		return nil
+	}
+	return fmt.Errorf("lineclient: agent %s did not exit within %v of its stdin closing", a.cmd.Path, exitTimeout)
+}
+
+// terminate sends SIGTERM to the agent's process group, then SIGKILL
+// after grace or at an interrupt, and waits for the agent to be reaped.
+func (a *agentProc) terminate(grace time.Duration, interrupts <-chan os.Signal, say func(string)) {
+	a.signal(syscall.SIGTERM)
+	select {
+	case <-a.exited:
+		return
+	case <-time.After(grace):
+		say(fmt.Sprintf("the agent did not exit within %v of SIGTERM: SIGKILL sent", grace))
+	case <-interrupts:
+		say("interrupted again: SIGKILL sent to the agent")
+	}
+	a.signal(syscall.SIGKILL)
+	<-a.exited
+}
+
+// signal sends sig to the agent's process group, unless it has been
+// reaped (its pid may then name another process).
+func (a *agentProc) signal(sig syscall.Signal) {
+	select {
+	case <-a.exited:
+	default:
+		_ = syscall.Kill(-a.cmd.Process.Pid, sig) // Best effort: it may exit meanwhile.
+	}
+}

@@ -1,0 +1,382 @@
+package lineclient
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+)
+
+// maxLine is the longest line the client takes from the agent, in bytes:
+// the cap the agent puts on the lines it reads.
+const maxLine = 16 << 20
+
+// maxUnsent bounds the bytes of messages waiting for the agent to read
+// them. An agent that lets more wait has stopped reading, and the
+// connection fails rather than grow.
+const maxUnsent = 16 << 20
+
+// errLineTooLong reports a line over maxLine; the reader skips it.
+var errLineTooLong = fmt.Errorf("a line longer than %d MiB", maxLine>>20)
+
+// conn is the client's side of a JSON-RPC 2.0 connection to the agent,
+// one message per line: it frames and numbers what the client sends, keeps
+// the calls that await an answer, matches answers to them, and reads the
+// agent's lines with a size cap.
+//
+// Sending (call, notify, reply, replyError) is safe from any goroutine and
+// never blocks on the agent: a goroutine of the conn's own writes the
+// messages in the order they were sent. The agent's lines arrive on lines;
+// the goroutine that takes them passes each to receive and runs the
+// callbacks of the answers, so callbacks run on that goroutine only.
+//
+// A failure to encode or write, or an agent that leaves more than
+// maxUnsent bytes unread, is kept: err returns the first failure, and
+// failed is closed when it happens. After a failure, sends are traced but
+// not written.
+type conn struct {
+	lines   chan inbound  // the agent's lines in order; closed at the end of its output
+	read    chan struct{} // closed when the reader has returned
+	written chan struct{} // closed when the writer has returned
+	failure chan struct{} // closed at the first failure
+	r       io.ReadCloser // the agent's stdout; read by the reader
+	w       io.WriteCloser
+
+	mu       sync.Mutex // guards the fields below
+	wake     *sync.Cond // signalled when unsent grows or hungUp is set
+	trace    io.Writer  // nil: no trace, or the trace failed
+	traceErr error
+	nextID   int64
+	pending  map[string]func(*message) // callbacks of the calls awaiting an answer, by id
+	unsent   [][]byte                  // lines the writer has yet to take
+	queued   int                       // bytes sent but not yet written
+	hungUp   bool                      // no more messages: the writer closes w once unsent is written
+	broken   error                     // the first failure
+}
+
+// inbound is a line from the agent, or a line refused.
+type inbound struct {
+	line []byte
+	err  error // errLineTooLong: a line was refused; reading goes on
+}
+
+// newConn starts a connection that reads the agent's lines from r and
+// writes the client's to w, and traces both ways to trace if it is not
+// nil. The conn closes r and w.
+func newConn(r io.ReadCloser, w io.WriteCloser, trace io.Writer) *conn {
+	c := &conn{
+		lines:   make(chan inbound, 64),
+		read:    make(chan struct{}),
+		written: make(chan struct{}),
+		failure: make(chan struct{}),
+		r:       r,
+		w:       w,
+		trace:   trace,
+		pending: make(map[string]func(*message)),
+	}
+	c.wake = sync.NewCond(&c.mu)
+	go c.readLines()
+	go c.writeLines()
+	return c
+}
+
+// readLines sends each of the agent's lines to c.lines until the end of
+// its output or a read error (r closed).
+func (c *conn) readLines() {
+	defer close(c.read)
+	defer close(c.lines)
+	lr := newLineReader(c.r, maxLine)
+	for {
+		line, err := lr.next()
+		switch {
+		case errors.Is(err, errLineTooLong):
+			c.lines <- inbound{err: err}
+		case err != nil:
+			return
+		default:
+			c.lines <- inbound{line: bytes.Clone(line)}
+		}
+	}
+}
+
+// writeLines writes the sent lines in order. After hangUp it writes what
+// is left, closes w and returns.
+func (c *conn) writeLines() {
+	defer close(c.written)
+	for {
+		c.mu.Lock()
+		for len(c.unsent) == 0 && !c.hungUp {
+			c.wake.Wait()
+		}
+		batch, done, broken := c.unsent, c.hungUp, c.broken != nil
+		c.unsent = nil
+		c.mu.Unlock()
+		for _, line := range batch {
+			if broken {
+				break
+			}
+			if _, err := c.w.Write(line); err != nil {
+				c.fail(fmt.Errorf("lineclient: writing to the agent: %w", err))
+				broken = true
+			}
+			c.mu.Lock()
+			c.queued -= len(line)
+			c.mu.Unlock()
+		}
+		if done && len(batch) == 0 {
+			_ = c.w.Close() // Best effort: the agent may be gone.
+			return
+		}
+	}
+}
+
+// fail records err as the connection's failure if it is the first.
+func (c *conn) fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failLocked(err)
+}
+
+func (c *conn) failLocked(err error) {
+	if c.broken == nil {
+		c.broken = err
+		close(c.failure)
+	}
+}
+
+// failed is closed at the connection's first failure.
+func (c *conn) failed() <-chan struct{} { return c.failure }
+
+// err returns the connection's first failure, else the trace's, or nil.
+func (c *conn) err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken != nil {
+		return c.broken
+	}
+	return c.traceErr
+}
+
+// send encodes m, traces it and queues it for the writer.
+func (c *conn) send(m *message) {
+	m.JSONRPC = "2.0"
+	line, err := json.Marshal(m)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.failLocked(fmt.Errorf("lineclient: encoding a message: %w", err))
+		return
+	}
+	c.traceLocked("client", line)
+	switch {
+	case c.broken != nil || c.hungUp:
+		return
+	case c.queued > 0 && c.queued+len(line) > maxUnsent:
+		c.failLocked(fmt.Errorf("lineclient: the agent has left %d bytes of the client's messages unread: it is not reading", c.queued))
+		return
+	}
+	c.unsent = append(c.unsent, append(line, '\n'))
+	c.queued += len(line) + 1
+	c.wake.Signal()
+}
+
+// call sends a request and returns its id. then runs with the answer, on
+// the goroutine that passes the answer to receive.
+func (c *conn) call(method string, params any, then func(*message)) string {
+	raw, err := json.Marshal(params)
+	c.mu.Lock()
+	c.nextID++
+	id := strconv.FormatInt(c.nextID, 10)
+	if err != nil {
+		c.failLocked(fmt.Errorf("lineclient: encoding %s params: %w", method, err))
+		c.mu.Unlock()
+		return id
+	}
+	c.pending[id] = then
+	c.mu.Unlock()
+	c.send(&message{ID: json.RawMessage(id), Method: method, Params: raw})
+	return id
+}
+
+// notify sends a notification.
+func (c *conn) notify(method string, params any) {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		c.fail(fmt.Errorf("lineclient: encoding %s params: %w", method, err))
+		return
+	}
+	c.send(&message{Method: method, Params: raw})
+}
+
+// reply answers the agent's request id with result.
+func (c *conn) reply(id json.RawMessage, result any) {
+	raw, err := json.Marshal(result)
+	if err != nil {
+		c.fail(fmt.Errorf("lineclient: encoding the answer to %s: %w", id, err))
+		return
+	}
+	c.send(&message{ID: id, Result: raw})
+}
+
+// replyError answers the agent's request id with an error.
+func (c *conn) replyError(id json.RawMessage, code int, text string) {
+	c.send(&message{ID: id, Error: &rpcError{Code: code, Message: text}})
+}
+
+// receive traces a line from the agent and decodes it. For the answer to
+// a pending call, then is the call's callback, and the call no longer
+// awaits an answer; then is nil for an answer to no call.
+func (c *conn) receive(line []byte) (m *message, then func(*message), err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.traceLocked("agent", line)
+	m = new(message)
+	if err := json.Unmarshal(line, m); err != nil {
+		return nil, nil, err
+	}
+	if m.isResponse() {
+		then = c.pending[string(m.ID)]
+		delete(c.pending, string(m.ID))
+	}
+	return m, then, nil
+}
+
+// traceLocked writes a line to the trace, if there is one. A trace that
+// fails is dropped.
+func (c *conn) traceLocked(from string, line []byte) {
+	if c.trace == nil {
+		return
+	}
+	if _, err := c.trace.Write(traceLine(from, line)); err != nil {
+		c.traceErr = fmt.Errorf("lineclient: writing the trace: %w", err)
+		c.trace = nil
+	}
+}
+
+// hangUp says the client has nothing more to send: the writer writes
+// what waits, then closes the agent's stdin. The agent's lines from here
+// on are read and dropped, so that a full pipe never keeps the agent from
+// exiting: nothing else may take c.lines after hangUp.
+func (c *conn) hangUp() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hungUp {
+		return
+	}
+	c.hungUp = true
+	c.wake.Signal()
+	go func() {
+		for range c.lines {
+		}
+	}()
+}
+
+// close hangs up if that is not done, then closes both pipes now, which
+// ends a write that the agent does not take and a read of a pipe that a
+// leftover process holds open, and waits for the reader and the writer to
+// return.
+func (c *conn) close() {
+	c.hangUp()
+	_ = c.w.Close() // Best effort: the writer may have closed it.
+	_ = c.r.Close() // Best effort: ends the reader; nothing more is wanted.
+	<-c.written
+	<-c.read
+}
+
+// lineReader reads newline-delimited messages, and trailing '\r's are
+// dropped. A line over the cap is reported as soon as the cap is passed
+// and then skipped, so it is never held in memory.
+type lineReader struct {
+	br   *bufio.Reader
+	max  int
+	line []byte
+	skip bool // inside a refused line: drop up to its newline first
+}
+
+func newLineReader(r io.Reader, max int) *lineReader {
+	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// next returns the next line without its newline, errLineTooLong for a
+// line over the cap, or the read error (io.EOF at the end). A last line
+// without a newline is returned before io.EOF. The line is valid until
+// the next call.
+func (l *lineReader) next() ([]byte, error) {
+	if l.skip {
+		if err := l.skipLine(); err != nil {
+			return nil, err
+		}
+	}
+	if cap(l.line) > 1<<20 {
+		l.line = nil // one big line does not pin its memory
+	}
+	l.line = l.line[:0]
+	for {
+		frag, err := l.br.ReadSlice('\n')
+		ended := err == nil // frag ends with the newline
+		if ended {
+			frag = frag[:len(frag)-1]
+		}
+		if len(l.line)+len(frag) > l.max {
+			l.line, l.skip = l.line[:0], !ended
+			return nil, errLineTooLong
+		}
+		l.grow(len(frag))
+		l.line = append(l.line, frag...)
+		switch {
+		case ended:
+			return bytes.TrimRight(l.line, "\r"), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+		case errors.Is(err, io.EOF) && len(l.line) > 0:
+			return bytes.TrimRight(l.line, "\r"), nil
+		default:
+			return nil, err
+		}
+	}
+}
+
+// grow makes room for n more bytes in l.line, doubling its capacity up
+// to the cap (append grows a large slice by a quarter at a time, which
+// costs five times the line in allocations).
+func (l *lineReader) grow(n int) {
+	if len(l.line)+n <= cap(l.line) {
+		return
+	}
+	grown := make([]byte, len(l.line), min(max(2*cap(l.line), len(l.line)+n, 4<<10), l.max))
+	copy(grown, l.line)
+	l.line = grown
+}
+
+// skipLine drops the rest of a refused line, up to its newline.
+func (l *lineReader) skipLine() error {
+	for {
+		_, err := l.br.ReadSlice('\n')
+		switch {
+		case err == nil:
+			l.skip = false
+			return nil
+		case !errors.Is(err, bufio.ErrBufferFull):
+			return err
+		}
+	}
+}
+
+// traceLine renders a line for the trace: {"client":MSG} or {"agent":MSG},
+// with the message embedded verbatim, or as a JSON string if it is not
+// valid JSON.
+func traceLine(from string, line []byte) []byte {
+	var buf bytes.Buffer
+	buf.WriteString(`{"` + from + `":`)
+	if json.Valid(line) {
+		buf.Write(bytes.TrimSpace(line))
+	} else {
+		s, _ := json.Marshal(string(line)) // Safe: a string always encodes.
+		buf.Write(s)
+	}
+	buf.WriteString("}\n")
+	return buf.Bytes()
+}
