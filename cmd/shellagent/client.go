@@ -93,6 +93,16 @@ runs on. A second Ctrl-C before the next line, or the end of the input, says
 how many background items closing will stop, closes the session (which stops
 them) and exits.
 
+The client never waits on a hung agent: each start-up request has 10s to be
+answered, and Ctrl-C or the end of the input during start-up ends at once.
+session/close has the session's kill grace plus 2s (3s by default, or what
+--set kill_grace= set); after that, at another Ctrl-C, or at once on SIGTERM
+or SIGHUP, the client stops the agent (SIGTERM, then SIGKILL after as long
+again or at another Ctrl-C) and exits 1. A line from the agent over 16 MiB
+is refused and ends the agent. Text from the agent is printed with control
+characters escaped (ESC as \x1b, CR as \r); terminal output is passed on
+as it is.
+
 On a terminal every line is sent at once. From a file or a pipe, each line
 waits for the previous turn to end, and a line after "/stop ID" also waits
 for ID to leave the background list, so a script prints the same on every

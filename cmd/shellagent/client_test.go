@@ -260,6 +260,32 @@ func TestClientEOF(t *testing.T) {
 	}
 }
 
+// SIGTERM to the client stops the agent at once, without waiting for a
+// close: the agent stops its work in its kill grace and exits, the client
+// exits 1, and nothing is left behind.
+func TestClientSIGTERM(t *testing.T) {
+	t.Parallel()
+	r := startClient(t)
+	r.send("/bg sleep 30")
+	r.expect("[background: term_1 (sleep 30)]")
+	start := time.Now()
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	r.expect("[terminated signal received: stopping the agent]")
+	for range r.lines {
+	}
+	var exit *exec.ExitError
+	if err := r.cmd.Wait(); !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(r.stderr.String(), "terminated signal received") {
+		t.Errorf("exit %v, stderr %q; want exit status 1 naming the signal", err, r.stderr)
+	}
+	// The agent has 3s (its kill grace) to stop the sleep, and the client
+	// waits for it 2s more before SIGKILL.
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("the client took %v to end after SIGTERM", took)
+	}
+}
+
 // --trace writes every line of the exchange, in both directions.
 func TestClientTrace(t *testing.T) {
 	t.Parallel()
