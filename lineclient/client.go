@@ -187,7 +187,7 @@ func Run(ctx context.Context, cfg Config) error {
 	go readInput(cfg.Input, lines, done)
 	runErr := c.loop(ctx, lines)
 	close(done)
-	rpc.hangUp()
+	rpc.hangUp(!c.endNow)
 	if err := a.stop(c.endNow, c.stopGrace(), cfg.Interrupts, c.p.note); err != nil && runErr == nil {
 		runErr = err
 	}

@@ -54,7 +54,8 @@ type conn struct {
 	pending  map[string]func(*message) // callbacks of the calls awaiting an answer, by id
 	unsent   [][]byte                  // lines the writer has yet to take
 	queued   int                       // bytes sent but not yet written
-	hungUp   bool                      // no more messages: the writer closes w once unsent is written
+	hungUp   bool                      // no more messages: the writer returns once unsent is written
+	keepOpen bool                      // with hungUp: the writer leaves w open, for close
 	broken   error                     // the first failure
 }
 
@@ -104,7 +105,7 @@ func (c *conn) readLines() {
 }
 
 // writeLines writes the sent lines in order. After hangUp it writes what
-// is left, closes w and returns.
+// is left, closes w unless told to keep it open, and returns.
 func (c *conn) writeLines() {
 	defer close(c.written)
 	for {
@@ -112,7 +113,7 @@ func (c *conn) writeLines() {
 		for len(c.unsent) == 0 && !c.hungUp {
 			c.wake.Wait()
 		}
-		batch, done, broken := c.unsent, c.hungUp, c.broken != nil
+		batch, done, broken, keepOpen := c.unsent, c.hungUp, c.broken != nil, c.keepOpen
 		c.unsent = nil
 		c.mu.Unlock()
 		for _, line := range batch {
@@ -128,7 +129,9 @@ func (c *conn) writeLines() {
 			c.mu.Unlock()
 		}
 		if done && len(batch) == 0 {
-			_ = c.w.Close() // Best effort: the agent may be gone.
+			if !keepOpen {
+				_ = c.w.Close() // Best effort: the agent may be gone.
+			}
 			return
 		}
 	}
@@ -257,17 +260,24 @@ func (c *conn) traceLocked(from string, line []byte) {
 	}
 }
 
-// hangUp says the client has nothing more to send: the writer writes
-// what waits, then closes the agent's stdin. The agent's lines from here
-// on are read and dropped, so that a full pipe never keeps the agent from
-// exiting: nothing else may take c.lines after hangUp.
-func (c *conn) hangUp() {
+// hangUp says the client has nothing more to send. With eof the writer
+// writes what waits, then closes the agent's stdin, which asks the agent
+// to exit. Without, what waits is dropped and stdin stays open until
+// close: an agent that is then sent SIGTERM gets one request to end, not
+// two (shellagent takes the first and leaves a second signal to its
+// default action). The agent's lines from here on are read and dropped,
+// so that a full pipe never keeps the agent from exiting: nothing else
+// may take c.lines after hangUp.
+func (c *conn) hangUp(eof bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.hungUp {
 		return
 	}
-	c.hungUp = true
+	c.hungUp, c.keepOpen = true, !eof
+	if !eof {
+		c.unsent = nil
+	}
 	c.wake.Signal()
 	go func() {
 		for range c.lines {
@@ -275,12 +285,13 @@ func (c *conn) hangUp() {
 	}()
 }
 
-// close hangs up if that is not done, then closes both pipes now, which
+// close hangs up (without eof) if that is not done, then closes both
+// pipes now, which
 // ends a write that the agent does not take and a read of a pipe that a
 // leftover process holds open, and waits for the reader and the writer to
 // return.
 func (c *conn) close() {
-	c.hangUp()
+	c.hangUp(false)
 	_ = c.w.Close() // Best effort: the writer may have closed it.
 	_ = c.r.Close() // Best effort: ends the reader; nothing more is wanted.
 	<-c.written

@@ -207,14 +207,14 @@ func TestConnAgentNotReading(t *testing.T) {
 	}
 }
 
-// hangUp writes every message sent before it, then closes the agent's
-// stdin; what is sent after it is not written.
+// hangUp with eof writes every message sent before it, then closes the
+// agent's stdin; what is sent after it is not written.
 func TestConnHangUp(t *testing.T) {
 	p := newPeer(t, nil)
 	for i := range 100 {
 		p.c.notify("n", i)
 	}
-	p.c.hangUp()
+	p.c.hangUp(true)
 	p.c.notify("late", 0)
 	for i := range 100 {
 		if m := p.read(); string(m.Params) != fmt.Sprint(i) {
@@ -223,6 +223,31 @@ func TestConnHangUp(t *testing.T) {
 	}
 	if p.in.Scan() {
 		t.Errorf("after the hang-up the client sent %s", p.in.Bytes())
+	}
+}
+
+// hangUp without eof leaves the agent's stdin open until close.
+func TestConnHangUpOpen(t *testing.T) {
+	p := newPeer(t, nil)
+	p.c.notify("n", 0)
+	p.read()
+	p.c.hangUp(false)
+	p.c.notify("late", 0)
+	select {
+	case <-p.c.written:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the writer did not return")
+	}
+	eof := make(chan bool)
+	go func() { eof <- !p.in.Scan() }()
+	select {
+	case <-eof:
+		t.Fatal("the agent's stdin was closed before close")
+	case <-time.After(100 * time.Millisecond):
+	}
+	p.c.close()
+	if !<-eof {
+		t.Errorf("after close the client sent %s", p.in.Bytes())
 	}
 }
 
