@@ -117,6 +117,7 @@ type Config struct {
 	// a rejected setting ends the run with an error.
 	Settings []Setting
 	// Interrupts delivers the user's interrupts (Ctrl-C); nil means none.
+	// While Run stops the agent, an interrupt sends it SIGKILL.
 	Interrupts <-chan os.Signal
 	// Version is the client's version for initialize; "" means "devel".
 	Version string

@@ -39,12 +39,12 @@ var errLineTooLong = fmt.Errorf("a line longer than %d MiB", maxLine>>20)
 // failed is closed when it happens. After a failure, sends are traced but
 // not written.
 type conn struct {
-	lines   chan inbound  // the agent's lines in order; closed at the end of its output
-	read    chan struct{} // closed when the reader has returned
-	written chan struct{} // closed when the writer has returned
-	failure chan struct{} // closed at the first failure
-	r       io.ReadCloser // the agent's stdout; read by the reader
-	w       io.WriteCloser
+	lines   chan inbound   // the agent's lines in order; closed at the end of its output
+	read    chan struct{}  // closed when the reader has returned
+	written chan struct{}  // closed when the writer has returned
+	failure chan struct{}  // closed at the first failure
+	r       io.ReadCloser  // the agent's stdout; read by the reader
+	w       io.WriteCloser // the agent's stdin; written by the writer
 
 	mu       sync.Mutex // guards the fields below
 	wake     *sync.Cond // signalled when unsent grows or hungUp is set
