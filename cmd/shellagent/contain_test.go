@@ -510,6 +510,30 @@ func TestShutdownHonoursEachSessionsKillGrace(t *testing.T) {
 	}
 }
 
+// A second stop signal during the shutdown does not kill the agent before
+// it has stopped its commands (the default action of a signal no longer
+// caught): it skips the rest of the kill grace. With a 30 s grace and a
+// command that ignores SIGTERM, SIGTERM after stdin EOF ends everything
+// at once, and the agent still exits 0 with nothing left behind.
+func TestSecondSignalDuringShutdown(t *testing.T) {
+	t.Parallel()
+	a := startAgent(t, "--kill-grace", "30s")
+	sid := a.session()
+	a.prompt(sid, "/bg trap '' TERM HUP; echo ready; sleep 300")
+	a.waitOutput(sid, "term_1", "ready")
+	closed := make(chan struct{})
+	go func() {
+		a.c.Close() // stdin EOF: the shutdown starts, with a 30 s grace ahead
+		close(closed)
+	}()
+	time.Sleep(500 * time.Millisecond) // the SIGTERM round is sent and ignored
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	a.exitWithin(5 * time.Second)
+	<-closed
+}
+
 // Commands get the PTY and no other descriptor of the agent's, and the
 // environment markers.
 func TestCloseOnExecAndEnvironment(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"sync"
 	"syscall"
 	"time"
@@ -172,12 +171,9 @@ func watchHangup(fd int, gone func()) (stop func(), err error) {
 // endOfInput is what waitForEnd returns for stdin EOF.
 const endOfInput = "stdin closed"
 
-// waitForEnd waits for the end of the agent: stdin EOF, a stop signal, or
-// a client that closed stdout. It returns what it was.
-func waitForEnd(conn *protocol.Conn, out *output) string {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, stopSignals...)
-	defer signal.Stop(sigs)
+// waitForEnd waits for the end of the agent: stdin EOF, a stop signal on
+// sigs, or a client that closed stdout. It returns what it was.
+func waitForEnd(conn *protocol.Conn, out *output, sigs <-chan os.Signal) string {
 	select {
 	case <-conn.Done():
 		return endOfInput
@@ -193,8 +189,22 @@ func waitForEnd(conn *protocol.Conn, out *output) string {
 // end is killed with the containment. It takes at most the longest kill
 // grace in use plus one second.
 // An agent started only to sweep (shellagent </dev/null) waits for the
-// sweep to finish.
-func shutdown(log *slog.Logger, sup *supervisor.Supervisor, conn *protocol.Conn, out *output, c *contain.Containment, swept <-chan struct{}) int {
+// sweep to finish. A stop signal on sigs while the commands stop (a second
+// Ctrl-C, a service manager that insists) skips the rest of their kill
+// grace: everything left is killed at once.
+func shutdown(log *slog.Logger, sup *supervisor.Supervisor, conn *protocol.Conn, out *output, c *contain.Containment, swept <-chan struct{}, sigs <-chan os.Signal) int {
+	stopped, hurried := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(hurried)
+		select {
+		case sig := <-sigs:
+			log.Info("stopping every command now", "because", sig.String())
+			if err := c.KillAll(); err != nil {
+				log.Error("containment", "err", err)
+			}
+		case <-stopped:
+		}
+	}()
 	if err := sup.Shutdown(context.Background()); err != nil {
 		log.Error("processes did not stop in time; killing them", "err", err)
 		if err := c.KillAll(); err != nil {
@@ -214,6 +224,8 @@ func shutdown(log *slog.Logger, sup *supervisor.Supervisor, conn *protocol.Conn,
 		log.Warn("client is not reading; exiting without flushing")
 	}
 	out.stop()
+	close(stopped)
+	<-hurried
 	select {
 	case <-swept:
 	case <-time.After(contain.SweepTimeout):

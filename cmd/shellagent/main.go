@@ -131,6 +131,11 @@ func serve(opts agentOptions) int {
 
 	// A closed stdout must be an error on write, not a SIGPIPE death.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	// The stop signals are caught from now until the agent exits: one
+	// that arrives during the shutdown must not kill the agent before it
+	// has stopped its commands.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, stopSignals...)
 	c, swept, err := openContainment(log, opts.containment)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "shellagent: --containment %s: %v\n", opts.containment, err)
@@ -151,8 +156,8 @@ func serve(opts agentOptions) int {
 	})
 	out := newOutput(log, os.Stdout)
 	conn := protocol.NewConn(os.Stdin, out, sup, protocol.Options{Log: log, StallTimeout: opts.stallTimeout})
-	if why := waitForEnd(conn, out); why != endOfInput {
+	if why := waitForEnd(conn, out, sigs); why != endOfInput {
 		log.Info("stopping", "because", why) // the end of input is the usual end: no news
 	}
-	return shutdown(log, sup, conn, out, c, swept)
+	return shutdown(log, sup, conn, out, c, swept, sigs)
 }
