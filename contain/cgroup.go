@@ -103,6 +103,7 @@ type cgroupTree struct {
 	hasKill bool // cgroup.kill exists (Linux 5.14)
 	w       *watcher
 	env     []string // the instance marker
+	reap    *reaper  // when the agent is its pid namespace's init; else nil
 }
 
 // instanceDirPrefix starts the name of every instance cgroup:
@@ -128,6 +129,15 @@ func openCgroups(inst instance) (*cgroupTree, error) {
 	t.hasKill = err == nil
 	if t.w, err = newWatcher(); err != nil {
 		return nil, errors.Join(err, t.remove())
+	}
+	if os.Getpid() == 1 {
+		// Init of its pid namespace: every orphan there is the agent's to
+		// reap. Those of a terminal are in its cgroup, which a zombie
+		// keeps (rule 4 of the reaper).
+		inside := func(p proc) bool { return inCgroup(p.pid, t.path) }
+		if t.reap, err = startReaper(scanProcs, inside); err != nil {
+			return nil, errors.Join(err, t.w.close(), t.remove())
+		}
 	}
 	return t, nil
 }
@@ -174,6 +184,7 @@ func (t *cgroupTree) close(timeout time.Duration) error {
 	if e := t.w.close(); e != nil {
 		err = errors.Join(err, e)
 	}
+	t.reap.close()
 	return err
 }
 
@@ -358,7 +369,7 @@ type cgroupGroup struct {
 	done chan struct{}
 
 	mu    sync.Mutex // guards the fields below
-	armed bool       // the first process was started
+	shell int        // the first process, 0 before ForkExec
 	ended bool       // done is closed
 	wd    int        // inotify watch, or -1
 }
@@ -395,12 +406,12 @@ func (g *cgroupGroup) ForkExec(argv0 string, argv []string, attr *syscall.ProcAt
 	}
 	sys.UseCgroupFD, sys.CgroupFD = true, fd
 	a.Sys, a.Env = &sys, withEnv(a.Env, g.env)
-	pid, err := syscall.ForkExec(argv0, argv, &a)
+	pid, err := g.tree.reap.forkExec(argv0, argv, &a)
 	if err != nil {
 		return 0, err
 	}
 	g.mu.Lock()
-	g.armed = true
+	g.shell = pid
 	g.mu.Unlock()
 	g.update()
 	return pid, nil
@@ -412,7 +423,7 @@ func (g *cgroupGroup) update() {
 	populated, _, err := readEvents(g.dir)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.armed && !g.ended && (err == nil && !populated || errors.Is(err, fs.ErrNotExist)) {
+	if g.shell != 0 && !g.ended && (err == nil && !populated || errors.Is(err, fs.ErrNotExist)) {
 		g.ended = true
 		close(g.done)
 	}
@@ -464,12 +475,13 @@ func (g *cgroupGroup) Kill() (bool, error) {
 
 func (g *cgroupGroup) Close() error {
 	g.mu.Lock()
-	wd := g.wd
+	wd, shell := g.wd, g.shell
 	g.wd = -1
 	g.mu.Unlock()
 	var err error
 	if wd >= 0 {
 		err = g.tree.w.remove(wd)
 	}
+	g.tree.reap.release(shell)
 	return errors.Join(err, removeTree(g.dir))
 }

@@ -15,8 +15,10 @@
 //     re-parented to it rather than to init. A process belongs to a
 //     terminal by an inherited environment marker, by the terminal's
 //     process session, and by ancestry recorded when it was first seen.
-//     One reaper collects orphans and never a child that another part of
-//     the program waits for.
+//     A reaper collects the orphans, by a rule that never takes a child
+//     that another part of the program waits for (see reaper). An agent
+//     that is its pid namespace's init (pid 1) reaps the same way in
+//     Cgroup mode.
 //
 // Both modes add the marker to the environment of every terminal:
 // SHELLAGENT_INSTANCE (the agent's pid namespace, pid and start time) and
@@ -25,8 +27,10 @@
 // the work of a live agent.
 //
 // Files: contain.go (the API), cgroup.go and watch.go (cgroup mode),
-// subreaper.go (subreaper mode and the reaper), send.go (signalling one
-// process and telling whether it was reached), procfs.go (/proc), sweep.go.
+// subreaper.go (subreaper mode) and markergroup.go (its groups),
+// reaper.go (reaping orphans, and the rule that says which), send.go
+// (signalling one process and telling whether it was reached), procfs.go
+// (/proc), sweep.go.
 package contain
 
 import (
@@ -124,8 +128,9 @@ func (c *Containment) CgroupError() error { return c.nogroup }
 // the group. Its methods are safe for concurrent use.
 type Group interface {
 	// ForkExec starts the group's first process as syscall.ForkExec does,
-	// inside the group, with the marker added to attr.Env. attr.Sys should
-	// set Setsid. The caller waits for that process and reaps it itself.
+	// inside the group, in a new session (it sets attr.Sys.Setsid), with
+	// the marker added to attr.Env. The caller waits for that process and
+	// reaps it itself, before Close.
 	ForkExec(argv0 string, argv []string, attr *syscall.ProcAttr) (pid int, err error)
 	// Done is closed once ForkExec has started a process and no live
 	// process of the group remains. A zombie is not live.

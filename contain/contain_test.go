@@ -2,7 +2,13 @@ package contain
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -344,4 +350,139 @@ func TestSweep(t *testing.T) {
 			}
 		}
 	})
+}
+
+// The reaper's rule, on the children an agent has.
+func TestReaperRule(t *testing.T) {
+	const self, sid = 100, 50
+	r := &reaper{self: self, sid: sid, registered: map[int]bool{200: true}, known: func(p proc) bool { return p.pid == 400 }}
+	tests := []struct {
+		name string
+		p    proc
+		want verdict
+	}{
+		{"a group's first process", proc{pid: 200, ppid: self, sid: 200}, leave},
+		{"an os/exec child", proc{pid: 201, ppid: self, sid: sid}, leave},
+		{"an orphan in a terminal's session", proc{pid: 301, ppid: self, sid: 200}, take},
+		{"an orphan in a session of its own child's", proc{pid: 302, ppid: self, sid: 9}, take},
+		{"a session leader a group recorded", proc{pid: 400, ppid: self, sid: 400}, take},
+		{"a session leader nobody knows", proc{pid: 401, ppid: self, sid: 401}, takeIfUnheld},
+	}
+	for _, tt := range tests {
+		if got := r.judge(tt.p); got != tt.want {
+			t.Errorf("%s: judge = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// The reaper never takes a child that another part of the program waits
+// for: each of 1,000 os/exec children of the agent is left a zombie until
+// the reaper has had its SIGCHLD, and is then reaped by its own Wait, with
+// its status. Half of them lead a session of their own, as pty.Start's
+// children do.
+func TestReaperLeavesOSExecChildren(t *testing.T) {
+	c, err := Open(Subreaper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}()
+	const n, workers = 1000, 4
+	var stolen, failed atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				cmd := exec.Command("/bin/sh", "-c", "exit 3")
+				cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: i%2 == 1}
+				if err := cmd.Start(); err != nil {
+					t.Error(err)
+					failed.Add(1)
+					return
+				}
+				// Until it is a zombie, and a little more: time for a
+				// reap pass.
+				for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Microsecond) {
+					if p, ok := readProc(cmd.Process.Pid); !ok || p.zombie() {
+						break
+					}
+				}
+				time.Sleep(2 * time.Millisecond)
+				err := cmd.Wait()
+				if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 3 {
+					if stolen.Add(1) <= 5 {
+						t.Errorf("child %d (setsid %v): Wait = %v", i, i%2 == 1, err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if stolen.Load() > 0 || failed.Load() > 0 {
+		t.Errorf("%d of %d children were reaped before their Wait", stolen.Load(), n)
+	}
+}
+
+// zombieChildren lists this process's zombie children outside its own
+// session: orphans, which the reaper is to take.
+func zombieChildren(t *testing.T) []proc {
+	t.Helper()
+	procs, err := scanProcs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, _ := readProc(os.Getpid())
+	return slices.DeleteFunc(procs, func(p proc) bool {
+		return p.ppid != self.pid || !p.zombie() || p.sid == self.sid
+	})
+}
+
+// Orphans of every kind are reaped: in a terminal's session, in a session
+// of their own with the marker, and without it (env -i). One that leaves
+// the session and clears its environment before anything sees it is no
+// terminal's (the group ends without it), but it is killed with the
+// containment.
+func TestReaperTakesOrphans(t *testing.T) {
+	c, err := Open(Subreaper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(t.TempDir(), "escaped")
+	// The group's watch looks when the shell starts and when it exits:
+	// the escape comes between, from a subshell gone before the shell.
+	s := start(t, c, `for i in $(seq 20); do (true &); (setsid true &); (setsid env -i true &); done
+sleep 1; (setsid env -i sleep 300 </dev/null >/dev/null 2>&1 & echo $! >`+pidFile+`); exit 0`)
+	s.reap(t)
+	waitDone(t, s.g, 5*time.Second)
+	if err := s.g.Close(); err != nil {
+		t.Error(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(zombieChildren(t)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if z := zombieChildren(t); len(z) > 0 {
+		t.Errorf("%d orphans left unreaped: %v", len(z), z)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	escaped, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !running(escaped) {
+		t.Fatalf("the escaped sleep %d is not running", escaped)
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if running(escaped) {
+		t.Errorf("the escaped sleep %d outlived the containment", escaped)
+		unix.Kill(escaped, unix.SIGKILL)
+	}
 }
