@@ -20,6 +20,9 @@
 //     that is its pid namespace's init (pid 1) reaps the same way in
 //     Cgroup mode.
 //
+// Both modes need a /proc of the agent's own pid namespace; Open refuses
+// to work with another's (see ownProc).
+//
 // Both modes add the marker to the environment of every terminal:
 // SHELLAGENT_INSTANCE (the agent's pid namespace, pid and start time) and
 // SHELLAGENT_TERMINAL (the terminal's number in that instance). Sweep
@@ -88,8 +91,22 @@ type Containment struct {
 
 // Open sets up containment for this process. Mode Cgroup fails if the
 // agent cannot create cgroups below its own and start processes inside
-// them; Auto then falls back to Subreaper. Close undoes Open.
+// them; Auto then falls back to Subreaper. Every mode fails if /proc is
+// not of the agent's pid namespace. Close undoes Open.
 func Open(mode Mode) (*Containment, error) {
+	if err := ownProc(); err != nil {
+		// Subreaper mode finds a terminal's processes in /proc. Cgroup
+		// mode lists them from cgroup.procs, in this namespace's pids,
+		// but reads /proc to tell a live process from one exiting (and
+		// so whether a signal reached it), to name its command for /ps,
+		// to check a pid before signalling it, and, as the namespace's
+		// init (always, under unshare --pid --fork), to reap orphans.
+		// Through another namespace's /proc each of those reads is of
+		// another process; translating every one through a pidfd would
+		// be a second way to read /proc, for a setup that misleads the
+		// commands' own ps and kill as much. One flag fixes it.
+		return nil, err
+	}
 	inst, err := self()
 	if err != nil {
 		return nil, err

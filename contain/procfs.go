@@ -110,6 +110,34 @@ func parseStat(pid int, b []byte) (proc, bool) {
 	return p, !bad
 }
 
+// ownProc checks that /proc shows this process's pid namespace, as every
+// pid the package reads there is taken to be. In a pid namespace whose
+// /proc is another's (unshare --pid --fork without --mount-proc), the
+// pids there name other processes, or none: /proc/self names this process
+// by its number there, and /proc/self/status lists its pid in each
+// namespace from that /proc's down to its own.
+func ownProc() error {
+	self, err := os.Readlink("/proc/self")
+	if err != nil {
+		return fmt.Errorf("read /proc/self: %w", err)
+	}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return fmt.Errorf("read /proc/self/status: %w", err)
+	}
+	levels := 1 // NSpid is missing without CONFIG_PID_NS: one namespace
+	for line := range strings.Lines(string(status)) {
+		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			levels = len(strings.Fields(v))
+		}
+	}
+	if pid := os.Getpid(); self != strconv.Itoa(pid) || levels != 1 {
+		return fmt.Errorf("/proc is not of this process's pid namespace (/proc/self is %s, this process is %d): "+
+			"give it a /proc of its own (unshare --pid --fork --mount-proc, or mount -t proc proc /proc in a new mount namespace)", self, pid)
+	}
+	return nil
+}
+
 // scanProcs returns every process in /proc.
 func scanProcs() ([]proc, error) {
 	pids, err := listPids()

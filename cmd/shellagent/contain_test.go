@@ -560,3 +560,143 @@ func TestCloseOnExecAndEnvironment(t *testing.T) {
 	c.Close()
 	a.exitWithin(5 * time.Second)
 }
+
+// In a pid namespace whose /proc is another namespace's (unshare --pid
+// --fork without --mount-proc) every pid in /proc names another process,
+// or none: the agent refuses to start, in every mode, and says what to do.
+// With a /proc of its own it works as anywhere: a command ends with its
+// status, /ps lists its processes, a cancel reaches them, and, as its
+// namespace's init, it reaps the orphans there.
+func TestPidNamespace(t *testing.T) {
+	t.Parallel()
+	unshare, err := exec.LookPath("unshare")
+	if err != nil || os.Geteuid() != 0 {
+		t.Skip("needs unshare and root")
+	}
+	if out, err := exec.Command(unshare, "--pid", "--fork", "--mount-proc", "true").CombinedOutput(); err != nil {
+		t.Skipf("unshare --pid is not permitted here: %v: %s", err, out)
+	}
+	for _, mode := range []string{"auto", "cgroup", "subreaper"} {
+		out, err := exec.Command(unshare, "--pid", "--fork", binary, "--containment", mode).CombinedOutput()
+		want := "--containment " + mode + ": /proc is not of this process's pid namespace"
+		if code := exitCode(err); code != 1 || !strings.Contains(string(out), want) || !strings.Contains(string(out), "--mount-proc") {
+			t.Errorf("--containment %s without --mount-proc: exit %d, %q", mode, code, out)
+		}
+	}
+
+	marker := "SHELLAGENT_TEST=" + rand.Text()
+	args := []string{"--pid", "--fork", "--mount-proc", binary, "--shell", "/bin/sh", "--containment", testMode}
+	c, cmd := acptest.StartBinary(t, unshare, args, []string{marker, noRaceExitDelay})
+	a := &agent{t: t, c: c, cmd: cmd, marker: marker, cwd: t.TempDir()}
+	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	sid := a.session()
+	a.prompt(sid, "echo hi")
+	if es := a.exitStatus(sid, "term_1"); es["exitCode"] != float64(0) {
+		t.Errorf("echo: exitStatus %v", es)
+	}
+	if got := string(a.c.Output(sid, "term_1")); got != "hi\r\n" {
+		t.Errorf("echo: output %q", got)
+	}
+
+	a.prompt(sid, "/bg for i in $(seq 20); do (true &); (setsid true &); done; echo ready; exec sleep 300")
+	a.waitOutput(sid, "term_2", "ready")
+	// The orphans may still run for a moment: until then /ps lists them
+	// too, and never a process of another namespace.
+	deadline := time.Now().Add(10 * time.Second)
+	var last *acptest.Msg
+	for {
+		a.prompt(sid, "/ps")
+		last = a.c.WaitAfter(last, "the /ps answer", func(m *acptest.Msg) bool {
+			return m.Kind == "agent_message" && strings.Contains(m.Text(), "term_2")
+		})
+		ps := last.Text()
+		listed := strings.Split(ps, ", pid ")[1:]
+		for _, p := range listed {
+			// sleep, an orphan (true, setsid true) or a subshell; in
+			// brackets (its name) once it is on its way out.
+			_, cmd, _ := strings.Cut(p, " ")
+			switch cmd = strings.Trim(cmd, "[]"); {
+			case cmd == "sleep 300", cmd == "true", cmd == "setsid", cmd == "setsid true", cmd == "sh", strings.HasPrefix(cmd, "/bin/sh "):
+			default:
+				t.Fatalf("/ps lists a process that is not the terminal's: %q", ps)
+			}
+		}
+		if len(listed) == 1 && strings.HasSuffix(ps, " sleep 300") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/ps lists %d processes, want the one sleep 300: %q", len(listed), ps)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Every orphan has exited: the agent, its namespace's init, reaps them.
+	agentPid := childOf(t, cmd.Process.Pid)
+	for len(zombiesOf(agentPid)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if z := zombiesOf(agentPid); len(z) > 0 {
+		t.Errorf("the agent (pid 1 of its namespace) left %d orphans unreaped: %v", len(z), z)
+	}
+	a.c.MustCall("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_2"}, nil)
+	if es := a.exitStatus(sid, "term_2"); es["signal"] != "SIGTERM" {
+		t.Errorf("cancelled: exitStatus %v", es)
+	}
+	a.c.Close()
+	a.exitWithin(5 * time.Second)
+}
+
+// childOf returns the pid of process pid's only child, as this process's
+// /proc numbers it.
+func childOf(t *testing.T, pid int) int {
+	t.Helper()
+	var kids []int
+	for _, p := range procStats() {
+		if p.ppid == pid {
+			kids = append(kids, p.pid)
+		}
+	}
+	if len(kids) != 1 {
+		t.Fatalf("process %d has children %v, want one", pid, kids)
+	}
+	return kids[0]
+}
+
+// zombiesOf lists the zombie children of process pid.
+func zombiesOf(pid int) []int {
+	var out []int
+	for _, p := range procStats() {
+		if p.ppid == pid && p.state == "Z" {
+			out = append(out, p.pid)
+		}
+	}
+	return out
+}
+
+type procStat struct {
+	pid, ppid int
+	state     string
+}
+
+// procStats reads the pid, parent and state of every process in /proc.
+func procStats() []procStat {
+	ents, _ := os.ReadDir("/proc") // none: the callers find nothing and say so
+	var out []procStat
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		i := strings.LastIndexByte(string(b), ')')
+		if err != nil || i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		out = append(out, procStat{pid: pid, ppid: ppid, state: f[0]})
+	}
+	return out
+}
