@@ -116,7 +116,7 @@ func NewConn(r io.Reader, w io.Writer, agent Agent, opts Options) *Conn {
 	}
 	c := &Conn{agent: agent, w: newWriter(w, opts.Log, opts.StallTimeout), log: opts.Log, pending: make(map[jsonrpc2.ID]context.CancelFunc)}
 	ready := make(chan struct{})
-	stream := &objectStream{lines: newLineReader(r, opts.MaxLine), w: c.w, ready: ready}
+	stream := &objectStream{msgs: NewMessageReader(r, opts.MaxLine), w: c.w, ready: ready}
 	c.rpc = jsonrpc2.NewConn(context.Background(), stream, rpcHandler{c}, jsonrpc2.SetLogger(slogLogger{opts.Log}))
 	close(ready) // the read loop may use c.rpc from now on
 	return c

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -85,7 +84,7 @@ func (r *lineReader) next() ([]byte, error) {
 // message per line and writes through the connection's Writer. A line that
 // is not a valid JSON-RPC message is answered here, and reading goes on.
 type objectStream struct {
-	lines *lineReader
+	msgs  *MessageReader
 	w     *writer
 	ready <-chan struct{} // closed when the connection is set up
 }
@@ -94,20 +93,12 @@ type objectStream struct {
 func (s *objectStream) ReadObject(v any) error {
 	<-s.ready
 	for {
-		line, err := s.lines.next()
-		if errors.Is(err, errTooLong) {
-			s.w.send(errorResponse(nil, acp.CodeInvalidRequest, fmt.Sprintf("message longer than %d bytes", s.lines.max)))
-			continue
-		}
+		line, refusal, err := s.msgs.Next()
 		if err != nil {
 			return err
 		}
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		if resp := checkMessage(line); resp != nil {
-			s.w.send(resp)
+		if refusal != nil {
+			s.w.send(refusal)
 			continue
 		}
 		line = carryNegativeID(line)
