@@ -9,13 +9,14 @@
 //	           [--scrollback 1MiB] [--cols 120] [--rows 40] [--stall-timeout 1s]
 //	           [--sequential-ids] [--containment auto|cgroup|subreaper]
 //	shellagent client [flags] [-- AGENT COMMAND...]
+//	shellagent replay FILE
 //	shellagent --help | --version
 //
 // The agent reads newline-delimited JSON-RPC from stdin, writes it to stdout
 // and logs to stderr. Stdin EOF, SIGTERM, SIGINT, SIGHUP, SIGQUIT or a
 // closed stdout stop every command and exit. main.go has the wiring,
-// flags.go the flags, client.go the client subcommand, lifecycle.go
-// containment and the agent's end.
+// flags.go the flags, client.go the client subcommand, replay.go the
+// replay subcommand, lifecycle.go containment and the agent's end.
 package main
 
 import (
@@ -43,6 +44,9 @@ func main() {
 func run(args []string) int {
 	if len(args) > 0 && args[0] == "client" {
 		return runClient(args[1:])
+	}
+	if len(args) > 0 && args[0] == "replay" {
+		return runReplay(args[1:])
 	}
 	opts, code, done := agentCommandLine(args)
 	if done {
@@ -107,9 +111,14 @@ Usage:
   shellagent client [flags] [-- AGENT COMMAND...]
         start an agent (this one by default) and talk to it line by line:
         each input line is a prompt; 'shellagent client --help' tells more
+  shellagent replay FILE
+        an agent that plays the transcript in FILE (as 'client --trace'
+        writes it) and reports where the client departs from it;
+        'shellagent replay --help' tells more
 
 Subcommands:
   client    the line-mode client
+  replay    play a transcript as the agent
 
 Flags:
 `)
