@@ -76,14 +76,15 @@ func runReplay(args []string) int {
 	departures, err := replay.Play(ctx, t, os.Stdin, out, replay.Options{Report: func(d replay.Departure) {
 		fmt.Fprintf(os.Stderr, "%s:%d: %s\n", file, d.Line, d.What)
 	}})
-	switch {
-	case err != nil:
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "shellagent %v\n", err)
-	case ctx.Err() != nil: // only out.gone cancels it before we return
-		fmt.Fprintln(os.Stderr, "shellagent replay: the client closed stdout")
 	}
 	if len(departures) > 0 {
-		fmt.Fprintf(os.Stderr, "shellagent replay: %s from %s\n", plural(len(departures), "departure"), file)
+		why := ""
+		if ctx.Err() != nil { // only out.gone cancels it before we return
+			why = " (the client closed stdout)"
+		}
+		fmt.Fprintf(os.Stderr, "shellagent replay: %s from %s%s\n", plural(len(departures), "departure"), file, why)
 	}
 	if len(departures) > 0 || err != nil {
 		return 1

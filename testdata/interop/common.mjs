@@ -21,9 +21,11 @@ export function check(ok, what) {
   if (!ok) throw new Error(`check failed: ${what}`);
 }
 
-// startAgent starts the agent with /bin/sh as its shell and returns the
-// process and its stdin and stdout as the web streams ndJsonStream takes.
-export function startAgent() {
-  const child = spawn(binary, ["--shell", "/bin/sh"], { stdio: ["pipe", "pipe", "inherit"] });
+// startAgent starts the agent (with /bin/sh as its shell, unless args say
+// otherwise) and returns the process and its stdin and stdout as the web
+// streams ndJsonStream takes. Its stderr is the script's, or child.stderr
+// with stderr "pipe".
+export function startAgent(args = ["--shell", "/bin/sh"], stderr = "inherit") {
+  const child = spawn(binary, args, { stdio: ["pipe", "pipe", stderr] });
   return { child, input: Writable.toWeb(child.stdin), output: Readable.toWeb(child.stdout) };
 }
