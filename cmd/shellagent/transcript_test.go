@@ -29,8 +29,10 @@ const transcriptDir = "../../testdata/transcripts"
 // client sends is placed right after the last message the scenario waited
 // for, so the transcript does not depend on timing. What varies between
 // runs is normalised: the working directory, the agent's version, its
-// containment mode, pids, ages and times, and how terminal output is cut
-// into chunks (consecutive chunks of a terminal are merged into one line).
+// containment mode, pids and the processes /ps lists, ages and times, and
+// how terminal output is cut into chunks (consecutive chunks of a
+// terminal are merged into one line; so are v1's terminal_output updates,
+// see mergeV1Output).
 func TestTranscripts(t *testing.T) {
 	t.Parallel()
 	seen := map[string]bool{}
@@ -40,27 +42,38 @@ func TestTranscripts(t *testing.T) {
 			t.Parallel()
 			s := startScript(t, sc.args...)
 			sc.run(s)
-			got := s.finish()
-			path := filepath.Join(transcriptDir, sc.name+".jsonl")
-			if *updateGolden {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./cmd/shellagent -run TestTranscripts -update to create it)", err)
-			}
-			if d := lineDiff(want, got); d != "" {
-				t.Errorf("%s differs from this run (-golden +run); if the change is intended, run go test ./cmd/shellagent -run TestTranscripts -update and review the diff:\n%s", path, d)
-			}
+			checkGolden(t, filepath.Join(transcriptDir, sc.name+".jsonl"), s.finish())
 		})
 	}
+	checkOrphans(t, transcriptDir, seen)
+}
+
+// checkGolden compares a run's transcript with the golden one at path, or
+// with -update writes it there.
+func checkGolden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *updateGolden {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./cmd/shellagent -run TestTranscripts -update to create it)", err)
+	}
+	if d := lineDiff(want, got); d != "" {
+		t.Errorf("%s differs from this run (-golden +run); if the change is intended, run go test ./cmd/shellagent -run TestTranscripts -update and review the diff:\n%s", path, d)
+	}
+}
+
+// checkOrphans reports the transcripts in dir that no scenario wrote.
+func checkOrphans(t *testing.T, dir string, seen map[string]bool) {
+	t.Helper()
 	if *updateGolden {
 		return
 	}
-	files, _ := filepath.Glob(filepath.Join(transcriptDir, "*.jsonl")) // Safe: the pattern is valid.
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl")) // Safe: the pattern is valid.
 	for _, f := range files {
 		if !seen[filepath.Base(f)] {
 			t.Errorf("%s belongs to no scenario", f)
@@ -87,7 +100,12 @@ type sentLine struct {
 }
 
 func startScript(t *testing.T, args ...string) *script {
-	c, _ := acptest.StartBinary(t, binary, append([]string{"--shell", "/bin/sh", "--sequential-ids"}, args...), []string{noRaceExitDelay})
+	return startScriptWith(t, nil, args...)
+}
+
+// startScriptWith is startScript with options for the strict client.
+func startScriptWith(t *testing.T, opts []acptest.Option, args ...string) *script {
+	c, _ := acptest.StartBinary(t, binary, append([]string{"--shell", "/bin/sh", "--sequential-ids"}, args...), []string{noRaceExitDelay}, opts...)
 	return &script{t: t, c: c, cwd: t.TempDir()}
 }
 
@@ -236,7 +254,7 @@ func (s *script) finish() []byte {
 			lines = append(lines, goldenLine{from: "agent", raw: string(msgs[i].Raw)})
 		}
 	}
-	return render(mergeChunks(lines), s.cwd)
+	return render(mergeV1Output(mergeChunks(lines)), s.cwd)
 }
 
 // goldenLine is one line of a transcript before rendering.
@@ -280,8 +298,9 @@ func mergeChunks(lines []goldenLine) []goldenLine {
 
 // Patterns of what varies between runs.
 var (
-	versionPattern = regexp.MustCompile(`("info":\{"name":"shellagent"(?:,"title":"[^"]*")?,"version":")[^"]*(")`)
+	versionPattern = regexp.MustCompile(`("(?:info|agentInfo)":\{"name":"shellagent"(?:,"title":"[^"]*")?,"version":")[^"]*(")`)
 	pidPattern     = regexp.MustCompile(`\bpid \d+`)
+	membersPattern = regexp.MustCompile(`(?:, pid PID [^,\\"]*)+(?:, and \d+ more)?`) // after pidPattern
 	agePattern     = regexp.MustCompile(`\bage \d+(?:\.\d+)?(?:ns|µs|ms|s|m|h)(?:\d+(?:\.\d+)?(?:ms|s|m))*`)
 	timePattern    = regexp.MustCompile(`"updatedAt":"[^"]*"`)
 	modePattern    = regexp.MustCompile(`"containment":"[^"]*"`)
@@ -295,6 +314,7 @@ func render(lines []goldenLine, cwd string) []byte {
 		raw := strings.ReplaceAll(l.raw, cwd, "/cwd")
 		raw = versionPattern.ReplaceAllString(raw, "${1}VERSION${2}")
 		raw = pidPattern.ReplaceAllString(raw, "pid PID")
+		raw = membersPattern.ReplaceAllString(raw, ", PROCESSES") // a shell may not have exec'd yet
 		raw = agePattern.ReplaceAllString(raw, "age AGE")
 		raw = timePattern.ReplaceAllString(raw, `"updatedAt":"TIME"`)
 		raw = modePattern.ReplaceAllString(raw, `"containment":"MODE"`)
