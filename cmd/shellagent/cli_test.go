@@ -47,6 +47,8 @@ func TestHelp(t *testing.T) {
 			"Usage: shellagent [flags]",
 			"shellagent client [flags] [-- AGENT COMMAND...]",
 			"Subcommands: client ",
+			"shellagent replay FILE an agent that plays the transcript in FILE",
+			"replay play a transcript as the agent",
 			"--foreground-timeout DURATION move",
 			"(default 10s)", "(default 3s)", "(default 1MiB)", "(default 120)", "(default 40)", "(default 1s)",
 			"(default $SHELL, else /bin/sh)",
@@ -76,6 +78,11 @@ func TestHelp(t *testing.T) {
 	if code != 0 || stderr != "" || !strings.Contains(stdout, "Usage: shellagent client [flags] [-- AGENT COMMAND...]") ||
 		!strings.Contains(stdout, "--trace FILE") || !strings.Contains(stdout, "--permissions ask") {
 		t.Errorf("client --help: exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
+	}
+	stdout, stderr, code = runBinary(t, "", nil, "replay", "--help")
+	if code != 0 || stderr != "" || !strings.Contains(stdout, "Usage: shellagent replay FILE") ||
+		!strings.Contains(stdout, "shellagent client --trace bug.jsonl -- ANY-AGENT") || !strings.Contains(stdout, "Exit status: 0 when the client followed") {
+		t.Errorf("replay --help: exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
 	}
 }
 
@@ -145,6 +152,10 @@ func TestCommandLineErrors(t *testing.T) {
 		{[]string{"client", "--permissions", "maybe"}, nil, "--permissions maybe: want ask, allow or reject"},
 		{[]string{"client", "--set", "foreground_timeout"}, nil, "--set foreground_timeout: want ID=VALUE"},
 		{[]string{"client", "--cwd", "/no/such/dir"}, nil, "--cwd /no/such/dir: not a directory"},
+		{[]string{"replay"}, nil, "replay: want one transcript FILE"},
+		{[]string{"replay", "a.jsonl", "b.jsonl"}, nil, "replay: want one transcript FILE"},
+		{[]string{"replay", "/no/such/file"}, nil, "replay: open /no/such/file: no such file or directory"},
+		{[]string{"replay", notExec}, nil, "replay: " + notExec + `:1: want {"client":MSG} or {"agent":MSG}`},
 	}
 	for _, tt := range tests {
 		stdout, stderr, code := runBinary(t, "", tt.env, tt.args...)
