@@ -126,6 +126,34 @@ func TestReplayDepartures(t *testing.T) {
 	}
 }
 
+// TestReplayBadInput: the replay refuses bad lines as the agent does (a
+// line over 16 MiB, a line that is not JSON), reports them, and goes on.
+func TestReplayBadInput(t *testing.T) {
+	t.Parallel()
+	r := startReplay(t, transcriptDir+"/foreground.jsonl")
+	long := bytes.Repeat([]byte("x"), 16<<20+1) // not JSON either: refused for its length first
+	r.play(func(n int, msg []byte) [][]byte {
+		if n == 2 {
+			return [][]byte{long, []byte("garbage"), msg}
+		}
+		return [][]byte{msg}
+	})
+	for _, want := range []string{
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"message longer than 16777216 bytes"}}`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error: not valid JSON"}}`,
+	} {
+		r.c.WaitFor(want, func(m *acptest.Msg) bool { return string(m.Raw) == want })
+	}
+	code, stderr := r.end()
+	want := `foreground.jsonl:5: a line longer than the agent accepts
+foreground.jsonl:5: want a session/prompt request, got a line that is not JSON: "garbage"
+shellagent replay: 2 departures from foreground.jsonl
+`
+	if code != 1 || stderr != want {
+		t.Errorf("exit status %d, stderr:\n%s\nwant 1 and\n%s", code, stderr, want)
+	}
+}
+
 // replayed is shellagent replay FILE on pipes, with the strict client.
 type replayed struct {
 	t      *testing.T
@@ -297,4 +325,27 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestReplayCapture is the client developer's round trip: an exchange
+// captured with shellagent client --trace from the real agent, replayed
+// by shellagent replay to the same client in another directory, prints
+// the same, with zero departures. The capture is raw: the real directory,
+// the agent's own chunks, the client's ids.
+func TestReplayCapture(t *testing.T) {
+	t.Parallel()
+	trace := filepath.Join(t.TempDir(), "trace.jsonl")
+	input := "echo captured\n/bg sleep 30\n"
+	first, second := t.TempDir(), t.TempDir()
+	live, stderr, code := runBinary(t, input, nil, "client", "--cwd", first, "--trace", trace, "--", binary, "--shell", "/bin/sh")
+	if code != 0 || !strings.Contains(live, "captured") {
+		t.Fatalf("capture: exit %d, stdout:\n%s\nstderr:\n%s", code, live, stderr)
+	}
+	replayed, stderr, code := runBinary(t, input, nil, "client", "--cwd", second, "--", binary, "replay", trace)
+	if code != 0 || stderr != "" {
+		t.Errorf("replay: exit %d, stderr:\n%s", code, stderr)
+	}
+	if want := strings.ReplaceAll(live, first, second); replayed != want {
+		t.Errorf("the replay printed\n%s\nwant\n%s", replayed, want)
+	}
 }
