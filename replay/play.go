@@ -37,7 +37,8 @@ func (d Departure) String() string { return fmt.Sprintf("line %d: %s", d.Line, d
 
 // Options tune Play.
 type Options struct {
-	// Report, if not nil, is called with each departure as it is found.
+	// Report, if not nil, is called with each departure as it is found,
+	// on Play's goroutine.
 	Report func(Departure)
 	// MaxLine is the longest line accepted from the client
 	// (protocol.DefaultMaxLine if 0): a longer one is refused as the
@@ -70,7 +71,7 @@ const maxNeverSent = 10
 //   - a message with the same method whose contents differ: it takes the
 //     line's place and gets its answer; the first difference is reported;
 //   - any message after the transcript's last client line;
-//   - client lines never sent when in ends (the first ten named).
+//   - client lines never sent when the replay ends (the first ten named).
 //
 // Contents compare as JSON values: members in any order, numbers by
 // value. Not compared: a request's id (the answer goes out with the
@@ -172,18 +173,18 @@ func readLines(in io.Reader, max int, stop <-chan struct{}) <-chan clientLine {
 // player is the state of one replay. It is owned by Play's goroutine.
 type player struct {
 	lines      []Line
-	client     map[int]message // the transcript's client lines, by index
-	next       int             // index of the next line to play
-	ids        map[string][]byte
-	dir        string // the transcript's directory, "" if none
-	clientDir  string // the client's, once it has sent it
+	client     []message         // the transcript's client lines, classified, by index in lines
+	next       int               // index in lines of the next line to play
+	ids        map[string][]byte // the client's id of each request played, by the transcript's id (their JSON text)
+	dir        string            // the transcript's directory, "" if none
+	clientDir  string            // the client's, once it has sent it
 	out        *outbox
 	departures []Departure
 	report     func(Departure)
 }
 
 func newPlayer(t *Transcript, report func(Departure)) *player {
-	p := &player{lines: t.Lines, client: map[int]message{}, ids: map[string][]byte{}, report: report}
+	p := &player{lines: t.Lines, client: make([]message, len(t.Lines)), ids: map[string][]byte{}, report: report}
 	for i, l := range t.Lines {
 		if l.From != Client {
 			continue
@@ -369,7 +370,7 @@ func (p *player) neverSent() {
 			continue
 		}
 		if n++; n <= maxNeverSent {
-			p.depart(p.lines[i].Num, "never sent: %s (the client's input ended)", p.client[i])
+			p.depart(p.lines[i].Num, "never sent: %s", p.client[i])
 		}
 	}
 	if n > maxNeverSent {

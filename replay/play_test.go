@@ -78,11 +78,11 @@ func TestPlay(t *testing.T) {
 	t.Parallel()
 	prompt := follow[2]
 	never := []string{
-		"line 5: never sent: a session/prompt request (the client's input ended)",
-		"line 10: never sent: a response to request \"perm_1\" (the client's input ended)",
-		"line 12: never sent: a session/cancel notification (the client's input ended)",
-		`line 13: never sent: a line that is not JSON: "not json" (the client's input ended)`,
-		"line 15: never sent: a session/list request (the client's input ended)",
+		"line 5: never sent: a session/prompt request",
+		"line 10: never sent: a response to request \"perm_1\"",
+		"line 12: never sent: a session/cancel notification",
+		`line 13: never sent: a line that is not JSON: "not json"`,
+		"line 15: never sent: a session/list request",
 	}
 	tests := []struct {
 		name    string

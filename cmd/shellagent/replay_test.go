@@ -75,7 +75,7 @@ func TestReplayDepartures(t *testing.T) {
 			},
 			want: []string{
 				"foreground.jsonl:5: want a session/prompt request, got a session/list request",
-				"foreground.jsonl:5: never sent: a session/prompt request (the client's input ended)",
+				"foreground.jsonl:5: never sent: a session/prompt request",
 			},
 		},
 		{
@@ -103,7 +103,7 @@ func TestReplayDepartures(t *testing.T) {
 				}
 				return [][]byte{msg}
 			},
-			want: []string{"foreground.jsonl:5: never sent: a session/prompt request (the client's input ended)"},
+			want: []string{"foreground.jsonl:5: never sent: a session/prompt request"},
 		},
 	}
 	for _, tt := range tests {
