@@ -3,6 +3,7 @@ package replay
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"regexp"
 	"slices"
@@ -460,4 +461,28 @@ func TestPlayCancelled(t *testing.T) {
 	if err != nil || len(deps) == 0 || deps[len(deps)-1].Line != 15 {
 		t.Errorf("Play returned %v, %v", deps, err)
 	}
+}
+
+// FuzzPlay: whatever the client sends, Play returns, and every line it
+// writes is JSON (the transcript's lines, its answers, the agent's
+// refusals).
+func FuzzPlay(f *testing.F) {
+	f.Add([]byte(strings.Join(follow, "\n")))
+	f.Add([]byte(strings.Join(until(2, `[1,2]`, `{"jsonrpc":"1.0","id":{},"method":"x"}`, "\x00\xff"), "\r\n")))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":-1,"method":"initialize","params":{"protocolVersion":2}}` + "\n" + `{"id":"perm_1","result":null}`))
+	tr, err := Read(strings.NewReader(script))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var out bytes.Buffer
+		if _, err := Play(context.Background(), tr, bytes.NewReader(in), &out, Options{MaxLine: 1 << 10}); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range sentLines(t, out.Bytes()) {
+			if !json.Valid([]byte(l)) {
+				t.Errorf("sent a line that is not JSON: %q", l)
+			}
+		}
+	})
 }
