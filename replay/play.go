@@ -67,7 +67,9 @@ const maxNeverSent = 10
 //   - a message of another kind or method than that line (for a response,
 //     one to another request): it is not played, the line still waits; a
 //     request is answered with a -32603 error, a line the agent refuses
-//     (not JSON, a batch …) with the agent's own error;
+//     (not JSON, a batch …) with the agent's own error (while fewer than
+//     1,024 such answers wait to be written: a client that floods and
+//     does not read gets no more);
 //   - a message with the same method whose contents differ: it takes the
 //     line's place and gets its answer; the first difference is reported;
 //   - any message after the transcript's last client line;
@@ -86,8 +88,8 @@ const maxNeverSent = 10
 // client's instead, in the client lines it is compared with and in the
 // agent lines sent (but not in a terminal_output_chunk's base64 data). An
 // "updatedAt" of "TIME" is sent as the current time. The golden
-// transcripts' other placeholders (VERSION, MODE, pid PID, age AGE) are
-// free text and are sent as they are.
+// transcripts' other placeholders (VERSION, MODE, pid PID, age AGE,
+// PROCESSES) are free text and are sent as they are.
 //
 // The agent's requests (session/request_permission) are sent with their
 // ids, and the client's answers are compared with the transcript's, ids
