@@ -1,9 +1,13 @@
 package supervisor
 
 import (
+	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"shellagent/acp"
+	"shellagent/ptyio"
 )
 
 // The background list and the RFD rules it follows ("The background list
@@ -34,6 +38,9 @@ import (
 //     firing, which is new foreground work, never is.
 //  7. A permission request for listed work is sent only after a state_update
 //     that lists it (see ask in permission.go).
+//
+// The foreground state and the list are reported here too: transition,
+// reportState and flushList are the only code that sends a state_update.
 
 // backgroundList is the ordered background work of a session: terminals,
 // and tool calls that run without a process of their own (scheduled jobs,
@@ -117,4 +124,100 @@ func (l *backgroundList) wire() acp.Background {
 		}
 	}
 	return out
+}
+
+// transition reports a foreground state change with the current list.
+// While closing, nothing is reported: the close reports the outcome once.
+func (st *state) transition(fgState, stopReason string) {
+	st.fgState = fgState
+	if st.life == sessionOpen {
+		st.reportState(stopReason)
+	}
+}
+
+// reportState sends a state_update: the current foreground state, the stop
+// reason given (empty for a repeated one) and the current list.
+func (st *state) reportState(stopReason string) {
+	st.list.dirty = false
+	st.out.send(&acp.StateUpdate{
+		SessionUpdate: acp.KindState, State: st.fgState, StopReason: stopReason, Background: st.list.wire(),
+	})
+}
+
+// flushList sends the repeated state_update owed for a list change.
+func (st *state) flushList() {
+	if st.list.dirty {
+		st.reportState("")
+	}
+}
+
+// processes returns the processes of the listed terminals, in order: what
+// /ps scans (members), outside the session's mutex.
+func (l *backgroundList) processes() []ptyio.Process {
+	var out []ptyio.Process
+	for _, it := range l.items {
+		if it.term != nil {
+			out = append(out, it.term.proc)
+		}
+	}
+	return out
+}
+
+// listing is the /ps report: one line per piece of background work, with
+// the members found for each listed terminal, in order.
+func (l *backgroundList) listing(found []string) string {
+	if len(l.items) == 0 {
+		return "No background work."
+	}
+	var b strings.Builder
+	b.WriteString("Background work:")
+	now := time.Now()
+	for _, it := range l.items {
+		b.WriteString("\n")
+		switch {
+		case it.term != nil:
+			t := it.term
+			state := "running"
+			if t.state == termStopping {
+				state = "stopping"
+			}
+			fmt.Fprintf(&b, "%s  terminal  %s  age %s  %s%s", t.id, t.line, age(now.Sub(t.started)), state, found[0])
+			found = found[1:]
+		case it.call.job != nil:
+			j := it.call.job
+			fmt.Fprintf(&b, "%s  %s  %s  age %s  %s, next run in %s", j.call.id, j.schedule, j.line, age(now.Sub(j.created)), j.call.status(), age(j.next.Sub(now)))
+		case it.call.appr != nil:
+			a := it.call.appr
+			fmt.Fprintf(&b, "%s  command  %s  age %s  %s, waiting for permission", a.call.id, a.line, age(now.Sub(a.asked)), a.call.status())
+		}
+	}
+	return b.String()
+}
+
+// members lists a terminal's live processes for /ps: ", pid 123 sleep 30,
+// pid 456 node server.js". It reads /proc: call it outside the session's
+// mutex.
+func members(p ptyio.Process) string {
+	const most = 10 // processes named; the rest are counted
+	ms, err := p.Members()
+	if err != nil {
+		return ", processes unknown: " + err.Error()
+	}
+	var b strings.Builder
+	for i, m := range ms {
+		if i == most {
+			fmt.Fprintf(&b, ", and %d more", len(ms)-most)
+			break
+		}
+		cmd := m.Command
+		if r := []rune(cmd); len(r) > 60 {
+			cmd = string(r[:59]) + "…"
+		}
+		fmt.Fprintf(&b, ", pid %d %s", m.Pid, cmd)
+	}
+	return b.String()
+}
+
+func age(d time.Duration) string {
+	return max(d, 0).Round(time.Second).String()
 }

@@ -143,7 +143,7 @@ func (h *harness) inspect(sid string, f func(st *state)) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	s.do(f)
+	s.doWait(f)
 }
 
 // await polls the state of session sid until cond holds.

@@ -188,6 +188,14 @@ func (o *outbox) sendCurrent(delivered map[any]bool, c *toolCall, t *terminal) {
 	}
 }
 
+// newCall registers a tool call and records it in the history, where it
+// is announced: at once, by the caller.
+func (st *state) newCall(state callState, kind, title string) *toolCall {
+	c := st.work.newCall(state, kind, title)
+	st.out.record(entry{call: c})
+	return c
+}
+
 // output is a terminal's ring as the connection reads it.
 type output struct{ *outputbuf.Ring }
 

@@ -15,33 +15,26 @@ import (
 // background work": statuses never go back to pending; the firing is not
 // the tool call running).
 type job struct {
-	call    *toolCall
-	line    string
-	every   time.Duration // 0 for a one-shot wakeup
-	delay   time.Duration
-	created time.Time
-	next    time.Time
-	timer   *time.Timer
-	skipped *turn // the run during which a firing was skipped and said so
-}
-
-func (j *job) name() string {
-	if j.every > 0 {
-		return "every " + j.every.String()
-	}
-	return "after " + j.delay.String()
+	call     *toolCall
+	line     string
+	schedule string        // "after 5m0s", "every 30s"
+	every    time.Duration // 0 for a one-shot wakeup
+	created  time.Time
+	next     time.Time
+	timer    *time.Timer
+	skipped  *turn // the run during which a firing was skipped and said so
 }
 
 // schedule serves /after and /every: the tool call is announced pending and
 // cancellable, then listed.
 func (st *state) schedule(in input) {
-	j := &job{line: in.line, delay: in.delay, created: time.Now()}
+	j := &job{line: in.line, schedule: "after " + in.delay.String(), created: time.Now()}
 	if in.kind == everyWork {
-		j.every = in.delay
+		j.every, j.schedule = in.delay, "every "+in.delay.String()
 	}
-	c := st.newCall(callScheduled, "other", j.name()+": "+in.line)
+	c := st.newCall(callScheduled, "other", j.schedule+": "+in.line)
 	c.job, j.call = j, c
-	c.input = map[string]string{"command": in.line, "cwd": st.s.cwd, "schedule": j.name()}
+	c.input = map[string]string{"command": in.line, "cwd": st.s.cwd, "schedule": j.schedule}
 	st.out.send(c.update())
 	st.list.addCall(c)
 	j.arm(st.s, in.delay)
@@ -53,47 +46,41 @@ func (j *job) arm(s *Session, d time.Duration) {
 	j.timer = time.AfterFunc(d, func() { s.fire(j) })
 }
 
-// fire runs the job's command as new foreground work. A wakeup completes
-// first and leaves the list in the same state_update that reports the new
-// work running (or queued behind the current foreground work). A recurring
-// job whose previous run still holds or waits for the foreground skips
-// this firing, and says so once per such run.
-func (s *Session) fire(j *job) {
-	s.do(func(st *state) {
-		if j.call.state != callScheduled || st.life != sessionOpen {
-			return
-		}
-		if j.every > 0 {
-			j.arm(s, j.every)
-			if run := st.turns.runOf(j); run != nil {
-				if j.skipped != run {
-					j.skipped = run
-					st.out.agentMessage(fmt.Sprintf("%s (%s): skipped this run; the previous run is still going. Runs are skipped silently until it ends.", j.call.title, j.call.id))
-				}
-				return
-			}
-		} else {
-			st.work.finish(j.call, acp.StatusCompleted)
-			st.out.send(j.call.update())
-			st.list.removeCall(j.call)
-		}
-		t := &turn{in: input{kind: runCommand, line: j.line}, job: j}
-		if st.turns.busy() || st.turns.waiting() {
-			st.turns.hold(t)
-			return
-		}
-		st.start(t)
-	})
+// fired serves a firing of j and reports whether its command runs now,
+// as new foreground work (Session.fire). A wakeup completes first and
+// leaves the list in the same state_update that reports the new work
+// running (or queued behind the current foreground work). A recurring job
+// whose previous run (run) still holds or waits for the foreground skips
+// this firing, and says so once per such run. A job that has ended does
+// not run.
+func (st *state) fired(j *job, run *turn) bool {
+	if j.call.state != callScheduled {
+		return false
+	}
+	if j.every == 0 {
+		st.work.finish(j.call, acp.StatusCompleted)
+		st.out.send(j.call.update())
+		st.list.removeCall(j.call)
+		return true
+	}
+	j.arm(st.s, j.every)
+	if run == nil {
+		return true
+	}
+	if j.skipped != run {
+		j.skipped = run
+		st.out.agentMessage(fmt.Sprintf("%s (%s): skipped this run; the previous run is still going. Runs are skipped silently until it ends.", j.call.title, j.call.id))
+	}
+	return false
 }
 
-// cancelJob ends a job: no more firings, including one waiting in the
-// queue; cancelled, then unlisted.
+// cancelJob ends a job: no more firings; cancelled, then unlisted. A
+// firing of it that waits for the foreground is the caller's to drop.
 func (st *state) cancelJob(j *job) {
 	if j.call.state != callScheduled {
 		return
 	}
 	j.timer.Stop()
-	st.turns.drop(func(t *turn) bool { return t.job == j })
 	st.work.finish(j.call, acp.StatusCancelled)
 	st.out.send(j.call.update())
 	st.list.removeCall(j.call)

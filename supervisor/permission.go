@@ -29,8 +29,10 @@ const (
 // ask announces the command's tool call as pending and asks for permission
 // to run it: for the foreground turn fg, or, if fg is nil, as background
 // work, which is listed in a state_update sent before the request, so
-// that the request can reference listed work.
-func (st *state) ask(c *toolCall, line string, fg *turn) {
+// that the request can reference listed work. The answer comes back
+// through Session.answered. With no client to ask, the command is not run
+// and ask returns false; the caller ends fg's turn.
+func (st *state) ask(c *toolCall, line string, fg *turn) bool {
 	a := &approval{call: c, line: line, turn: fg, asked: time.Now()}
 	c.state, c.appr = callAsking, a
 	c.input = map[string]string{"command": line, "cwd": st.s.cwd}
@@ -46,10 +48,7 @@ func (st *state) ask(c *toolCall, line string, fg *turn) {
 	client := st.out.client
 	if client == nil {
 		st.abandon(a, acp.StatusFailed, "Not run: no client is attached to ask for permission.")
-		if fg != nil {
-			st.endTurn(acp.StopEndTurn)
-		}
-		return
+		return false
 	}
 	s := st.s
 	client.RequestPermission(ctx, &acp.PermissionRequest{
@@ -62,38 +61,14 @@ func (st *state) ask(c *toolCall, line string, fg *turn) {
 			{OptionID: optionReject, Name: "Don't run it", Kind: "reject_once"},
 		},
 	}, func(resp *acp.PermissionResponse, err error) { s.answered(a, resp, err) })
+	return true
 }
 
-// answered runs or refuses the command once the client answers. An answer
-// to a request that was withdrawn changes nothing.
-func (s *Session) answered(a *approval, resp *acp.PermissionResponse, err error) {
-	s.do(func(st *state) {
-		if a.call.state != callAsking || st.life != sessionOpen {
-			return
-		}
-		if !allowed(resp, err) {
-			st.abandon(a, acp.StatusFailed, refusal(resp, err))
-			if a.turn != nil {
-				st.endTurn(acp.StopEndTurn)
-			}
-			return
-		}
-		a.withdraw() // answered: this only releases the request's context
-		a.call.appr = nil
-		if fg := a.turn; fg != nil {
-			fg.state = turnRunning
-			st.transition(acp.StateRunning, "")
-			st.startForeground(fg)
-			return
-		}
-		t := st.launch(a.call, a.line)
-		if t == nil {
-			st.list.removeCall(a.call)
-			return
-		}
-		st.list.replaceCall(a.call, t)
-		st.detach(t, "Started in the background.")
-	})
+// granted ends the request once the user allowed the command: this only
+// releases the request's context.
+func (a *approval) granted() {
+	a.withdraw()
+	a.call.appr = nil
 }
 
 func allowed(resp *acp.PermissionResponse, err error) bool {
@@ -113,17 +88,14 @@ func refusal(resp *acp.PermissionResponse, err error) string {
 
 // abandon ends a command that waits for permission without running it:
 // the request is withdrawn, the tool call ends with status and a reason,
-// and it leaves the foreground or the list. The caller ends the foreground
-// turn if it was one.
+// and it leaves the list. If it held the foreground, the caller releases
+// the turn and ends it.
 func (st *state) abandon(a *approval, status, why string) {
 	if a.call.state != callAsking {
 		return
 	}
 	if a.withdraw != nil {
 		a.withdraw()
-	}
-	if a.turn != nil {
-		st.turns.release(a.turn)
 	}
 	a.call.appr = nil
 	a.call.content = []acp.ToolCallContent{acp.TextContent(why)}

@@ -227,7 +227,7 @@ func TestPromptsThatCannotRunReachAPlateau(t *testing.T) {
 		case 2: // a job cancelled
 			quietPrompt(sv, c, sid, "/after 1h true")
 			var id string
-			s.do(func(st *state) { id = st.list.items[0].call.id })
+			s.doWait(func(st *state) { id = st.list.items[0].call.id })
 			sv.CancelToolCall(c, &acp.CancelToolCallRequest{SessionID: sid, ToolCallID: id}, func(any, error) {})
 			idles++
 		case 3: // a job fired (its command then fails to launch)
@@ -240,7 +240,7 @@ func TestPromptsThatCannotRunReachAPlateau(t *testing.T) {
 		}
 	}
 	var got holdings
-	s.do(func(st *state) { got = holdingsOf(st) })
+	s.doWait(func(st *state) { got = holdingsOf(st) })
 	if got.calls > maxFinished || got.terms > 0 || got.messages > maxMessages {
 		t.Errorf("after %d prompts the session holds %+v", prompts, got)
 	}

@@ -3,13 +3,14 @@ package supervisor
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"time"
 
 	"shellagent/acp"
 	"shellagent/protocol"
+	"shellagent/ptyio"
 )
 
 // A Session is one conversation: its prompts, its foreground work, its
@@ -20,9 +21,18 @@ type Session struct {
 	id  string
 	cwd string
 
-	mu sync.Mutex // guards st; taken only by do
-	st state
+	mu    sync.Mutex // guards st, away and queue; taken by do, doWait, peek and an errand's return
+	room  sync.Cond  // on mu: signalled when the queue drains
+	st    state
+	away  bool           // an event of the session has an errand out
+	queue []func(*state) // the entries that came meanwhile, in order
 }
+
+// maxQueued is how many entries may wait for a session that is away on an
+// errand before the next one waits for room: a client that floods such a
+// session is slowed down to its pace instead of growing the queue without
+// bound.
+const maxQueued = 1024
 
 // lifecycle is where a session is in its life.
 type lifecycle int
@@ -62,6 +72,7 @@ type state struct {
 	list     backgroundList
 	work     registry
 	out      outbox
+	errands  errands // the current event's errand, while it is out
 
 	final     finalState // while closing
 	closeDone []func()   // called once the close is complete
@@ -69,6 +80,7 @@ type state struct {
 
 func newSession(sv *Supervisor, id, cwd string, c protocol.Client) *Session {
 	s := &Session{sv: sv, id: id, cwd: cwd}
+	s.room.L = &s.mu
 	s.st = state{
 		s:        s,
 		settings: settings{foregroundTimeout: sv.cfg.ForegroundTimeout, killGrace: sv.cfg.KillGrace},
@@ -79,13 +91,76 @@ func newSession(sv *Supervisor, id, cwd string, c protocol.Client) *Session {
 	return s
 }
 
-// do is the only way into a session's state: it runs f under the session's
-// mutex, then settles what the change owes before anyone else gets in.
+// do is the only way to change a session's state: it runs f under the
+// session's mutex, then settles what the change owes before anyone else
+// gets in. It never waits for an event of the session: while one has an
+// errand out (errand.go), f joins the queue, runs once that event is
+// complete, and do returns at once. Only a full queue makes do wait, for
+// room.
 func (s *Session) do(f func(st *state)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for s.away && len(s.queue) >= maxQueued {
+		s.room.Wait()
+	}
+	if s.away {
+		s.queue = append(s.queue, f)
+		return
+	}
+	s.step(f)
+}
+
+// doWait runs f as do does and returns once f has run: for the ways in
+// whose caller wants what f found (an answer that goes out at once).
+func (s *Session) doWait(f func(st *state)) {
+	ran := make(chan struct{})
+	s.do(func(st *state) {
+		defer close(ran)
+		f(st)
+	})
+	<-ran
+}
+
+// peek runs f on the state at once, even while an event of the session has
+// an errand out: for reading what no event leaves half done (the settings,
+// the title, when it last reported). f must change nothing.
+func (s *Session) peek(f func(st *state)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	f(&s.st)
+}
+
+// step runs f, then settles; or, if f sent an errand out, runs the errand
+// and leaves settling to the end of the event. Under s.mu.
+func (s *Session) step(f func(st *state)) {
+	f(&s.st)
+	if e := s.st.errands.take(); e != nil {
+		s.away = true
+		go s.run(e)
+		return
+	}
 	s.st.settle()
+}
+
+// run does the errand's work outside the mutex, then, under it, the rest
+// of its event, and then the entries that came meanwhile, in order, until
+// one of them sends an errand out in turn.
+func (s *Session) run(e *errand) {
+	e.work()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.away = false
+	s.step(func(st *state) { st.errands.back(e) })
+	for !s.away && len(s.queue) > 0 {
+		f := s.queue[0]
+		s.queue[0] = nil // what it holds must not stay reachable
+		s.queue = s.queue[1:]
+		s.step(f)
+	}
+	if len(s.queue) == 0 {
+		s.queue = nil
+	}
+	s.room.Broadcast()
 }
 
 // settle sends what a change owes: the repeated state_update for a list
@@ -109,7 +184,7 @@ func (st *state) settle() {
 }
 
 func (s *Session) info() (info acp.SessionInfo) {
-	s.do(func(st *state) {
+	s.peek(func(st *state) {
 		info = acp.SessionInfo{SessionID: s.id, Cwd: s.cwd, Title: st.title, UpdatedAt: st.out.updatedAt.UTC().Format(time.RFC3339)}
 	})
 	return info
@@ -160,6 +235,7 @@ func (s *Session) cancel() {
 		case fg == nil:
 		case fg.state == turnAsking:
 			st.abandon(fg.call.appr, acp.StatusCancelled, "Cancelled by session/cancel while waiting for permission.")
+			st.turns.release(fg)
 			st.endTurn(acp.StopCancelled)
 		default:
 			fg.state = turnCancelling
@@ -172,7 +248,7 @@ func (s *Session) cancel() {
 // what the stop causes (the exit status).
 func (s *Session) cancelTerminal(id string, reply protocol.Reply) {
 	s.do(func(st *state) {
-		if err := st.stopTerminal(id, func() { reply(struct{}{}, nil) }); err != nil {
+		if err := st.work.stop(id, st.settings.killGrace, func() { reply(struct{}{}, nil) }); err != nil {
 			reply(nil, err)
 		}
 	})
@@ -194,7 +270,7 @@ func (s *Session) cancelToolCall(id string, reply protocol.Reply) {
 
 // setConfigOption serves session/set_config_option.
 func (s *Session) setConfigOption(p *acp.SetConfigOptionRequest) (resp *acp.SetConfigOptionResponse, err error) {
-	s.do(func(st *state) {
+	s.doWait(func(st *state) {
 		if err = st.settings.set(p); err == nil {
 			resp = &acp.SetConfigOptionResponse{ConfigOptions: st.settings.options()}
 		}
@@ -204,12 +280,12 @@ func (s *Session) setConfigOption(p *acp.SetConfigOptionRequest) (resp *acp.SetC
 
 // killGrace is the kill grace the session's next stop uses.
 func (s *Session) killGrace() (grace time.Duration) {
-	s.do(func(st *state) { grace = st.settings.killGrace })
+	s.peek(func(st *state) { grace = st.settings.killGrace })
 	return grace
 }
 
 func (s *Session) configOptions() (opts []acp.ConfigOption) {
-	s.do(func(st *state) { opts = st.settings.options() })
+	s.peek(func(st *state) { opts = st.settings.options() })
 	return opts
 }
 
@@ -226,7 +302,7 @@ func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest) (resp *
 	if err != nil {
 		return nil, err
 	}
-	s.do(func(st *state) {
+	s.doWait(func(st *state) {
 		if st.life != sessionOpen {
 			err = acp.SessionNotFound(s.id)
 			return
@@ -275,7 +351,7 @@ func replayFrom(raw json.RawMessage) (bool, error) {
 // held are answered -32800 (no one is there to see them inserted). It
 // reports whether done will be called.
 func (s *Session) detach(c protocol.Client, policy DetachPolicy, done func()) (closes bool) {
-	s.do(func(st *state) {
+	s.doWait(func(st *state) {
 		switch {
 		case st.life == sessionClosed:
 			return
@@ -317,6 +393,7 @@ func (st *state) close(done func()) {
 		st.final = finalCancelled
 		if fg.state == turnAsking {
 			st.abandon(fg.call.appr, acp.StatusCancelled, why)
+			st.turns.release(fg)
 		} else {
 			fg.state = turnCancelling
 		}
@@ -354,179 +431,112 @@ func (st *state) finishClose() {
 	st.closeDone = nil
 }
 
-// start runs a turn on an idle session: a prompt (inserted first) or the
-// firing of a scheduled job (no user message). The turn reports running
-// (or requires_action), its work, and idle once the work is done: at once
-// for everything but a foreground command.
-func (st *state) start(t *turn) {
-	if t.reply != nil {
-		st.insert(t)
-	}
-	if t.in.kind == runCommand {
-		st.runForeground(t)
-		return
-	}
-	st.transition(acp.StateRunning, "")
-	st.act(t.in)
-	t.state = turnOver
-	st.endTurn(acp.StopEndTurn)
-}
-
-// insert adds the prompt to the conversation: user_message, then the
-// response with its id.
-func (st *state) insert(t *turn) {
-	if st.title == "" {
-		st.title = t.in.line
-	}
-	id := st.out.message(acp.KindUserMessage, t.blocks)
-	t.reply(&acp.PromptResponse{MessageID: id}, nil)
-}
-
-// endTurn reports the end of foreground work and starts the next turn.
-func (st *state) endTurn(stopReason string) {
-	if st.turns.busy() {
-		return
-	}
-	st.transition(acp.StateIdle, stopReason)
-	if st.life != sessionOpen {
-		return
-	}
-	if t := st.turns.next(); t != nil {
-		st.start(t)
-	}
-}
-
-// dropHeld takes the held turns that match off the queue: prompts are
-// answered -32800 with why; firings are dropped.
-func (st *state) dropHeld(match func(*turn) bool, why string) {
-	for _, t := range st.turns.drop(match) {
-		if t.reply != nil {
-			t.reply(nil, acp.RequestCancelled(why))
+// timeout serves the foreground timeout of turn t.
+func (s *Session) timeout(t *turn, d time.Duration) {
+	s.do(func(st *state) {
+		if st.turns.fg == t && t.term.state == termRunning {
+			st.detach(fmt.Sprintf("Still running after the %s foreground timeout: moved to the background.", d))
 		}
-	}
-}
-
-// act carries out everything but a foreground command.
-func (st *state) act(in input) {
-	switch in.kind {
-	case bgCommand:
-		st.runBackground(in.line)
-	case bgDetach:
-		fg := st.turns.fg
-		switch {
-		case fg == nil:
-			st.out.agentMessage("Nothing is running in the foreground: /bg alone moves the running command to the background. To start a command in the background, write /bg CMD.")
-		case fg.state == turnAsking:
-			st.out.agentMessage("The foreground command is waiting for permission; it can move to the background once it runs.")
-		case fg.term.state == termStopping:
-			st.out.agentMessage("The foreground command is being stopped; it stays in the foreground until it exits.")
-		default:
-			st.detach(fg.term, "Moved to the background by /bg.")
-		}
-	case listWork:
-		st.out.agentMessage(st.listing())
-	case stopWork:
-		st.stopByID(in.id)
-	case afterWork, everyWork:
-		st.schedule(in)
-	case badInput:
-		st.out.agentMessage(in.problem)
-	}
-}
-
-// stopByID serves /stop: the same acceptance and errors as the cancel
-// methods, told as an agent message.
-func (st *state) stopByID(id string) {
-	if st.work.terminals[id] != nil || st.work.calls[id] == nil {
-		if err := st.stopTerminal(id, nil); err != nil {
-			st.out.agentMessage("Cannot stop " + id + ": " + errorMessage(err) + ".")
-			return
-		}
-		st.out.agentMessage("Stopping " + id + ": SIGTERM sent; its exit status follows.")
-		return
-	}
-	stop, err := st.acceptCancel(id)
-	if err != nil {
-		st.out.agentMessage("Cannot stop " + id + ": " + errorMessage(err) + ".")
-		return
-	}
-	st.out.agentMessage("Cancelling " + id + ".")
-	stop()
-}
-
-func errorMessage(err error) string {
-	if pe, ok := errors.AsType[*acp.Error](err); ok {
-		return pe.Message
-	}
-	return err.Error()
-}
-
-// stopTerminal accepts terminal/cancel of a running terminal and starts
-// (or, the second time, hurries) its stop. accepted, if not nil, runs
-// between the two, so that an answer goes out before what the stop causes.
-func (st *state) stopTerminal(id string, accepted func()) error {
-	t := st.work.terminals[id]
-	switch {
-	case t == nil:
-		return acp.InvalidParams("terminalId: no terminal %q in this session", id)
-	case t.state >= termExited:
-		return acp.InvalidParams("terminalId: %s has already exited", id)
-	}
-	if accepted != nil {
-		accepted()
-	}
-	t.stop(st.settings.killGrace)
-	return nil
-}
-
-// acceptCancel accepts tool_call/cancel and returns what stops the tool
-// call: a job, or background work waiting for permission.
-func (st *state) acceptCancel(id string) (stop func(), err error) {
-	c := st.work.calls[id]
-	switch {
-	case c == nil:
-		return nil, acp.InvalidParams("toolCallId: no tool call %q in this session", id)
-	case c.state == callDone:
-		return nil, acp.InvalidParams("toolCallId: %s is already %s", id, c.outcome)
-	case c.state == callScheduled:
-		return func() { st.cancelJob(c.job) }, nil
-	case c.cancellable():
-		return func() {
-			st.abandon(c.appr, acp.StatusCancelled, "Cancelled before it was allowed to run.")
-		}, nil
-	}
-	return nil, acp.InvalidParams("toolCallId: %s is not cancellable (a command is stopped with terminal/cancel on its terminal)", id)
-}
-
-// transition reports a foreground state change with the current list.
-// While closing, nothing is reported: the close reports the outcome once.
-func (st *state) transition(fgState, stopReason string) {
-	st.fgState = fgState
-	if st.life == sessionOpen {
-		st.reportState(stopReason)
-	}
-}
-
-// reportState sends a state_update: the current foreground state, the stop
-// reason given (empty for a repeated one) and the current list.
-func (st *state) reportState(stopReason string) {
-	st.list.dirty = false
-	st.out.send(&acp.StateUpdate{
-		SessionUpdate: acp.KindState, State: st.fgState, StopReason: stopReason, Background: st.list.wire(),
 	})
 }
 
-// flushList sends the repeated state_update owed for a list change.
-func (st *state) flushList() {
-	if st.list.dirty {
-		st.reportState("")
-	}
+// events forwards a process's lifecycle into its session.
+type events struct {
+	s *Session
+	t *terminal
 }
 
-// newCall registers a tool call and records it in the history, where it
-// is announced: at once, by the caller.
-func (st *state) newCall(state callState, kind, title string) *toolCall {
-	c := st.work.newCall(state, kind, title)
-	st.out.record(entry{call: c})
-	return c
+func (e events) ShellReturned(st ptyio.Status) { e.s.shellReturned(e.t, st) }
+func (e events) Exited(x ptyio.Exit)           { e.s.exited(e.t, x) }
+
+// shellReturned: the shell exited but other processes of its session run
+// on ("npm run dev &"). A foreground command detaches.
+func (s *Session) shellReturned(t *terminal, status ptyio.Status) {
+	s.do(func(st *state) {
+		t.returned = &status
+		if st.turns.foreground(t) && t.state == termRunning {
+			st.detach("The shell returned; processes it started keep running in the background.")
+		}
+	})
+}
+
+// exited: no process of the terminal is left. Its exitStatus goes out
+// first, then the tool call's outcome and the end of the turn
+// (foreground), or the removal from the list (background).
+func (s *Session) exited(t *terminal, x ptyio.Exit) {
+	s.do(func(st *state) {
+		if x.Err != nil {
+			s.sv.cfg.Log.Warn("terminal ended with errors", "session", s.id, "terminal", t.id, "err", x.Err)
+		}
+		st.out.sendTerminal(t, t.exitUpdate(x), protocol.StreamOutput)
+		st.work.exit(t)
+		fg := st.turns.fg
+		if !st.turns.foreground(t) {
+			st.list.removeTerminal(t)
+			return
+		}
+		cancelled := fg.state == turnCancelling
+		st.turns.release(fg)
+		st.work.finish(t.call, callOutcome(cancelled, t.exit))
+		t.call.output = exitStatusRaw(t.exit)
+		st.out.send(&acp.ToolCallUpdate{
+			SessionUpdate: acp.KindToolCall, ToolCallID: t.call.id,
+			Status: t.call.status(), RawOutput: t.call.output,
+		})
+		stop := acp.StopEndTurn
+		if cancelled {
+			stop = acp.StopCancelled
+		}
+		st.endTurn(stop)
+	})
+}
+
+// fire runs a firing of job j as new foreground work: at once, or held
+// behind the current foreground work; unless the job says it is not due
+// (jobs.go).
+func (s *Session) fire(j *job) {
+	s.do(func(st *state) {
+		if st.life != sessionOpen || !st.fired(j, st.turns.runOf(j)) {
+			return
+		}
+		t := &turn{in: input{kind: runCommand, line: j.line}, job: j}
+		if st.turns.busy() || st.turns.waiting() {
+			st.turns.hold(t)
+			return
+		}
+		st.start(t)
+	})
+}
+
+// answered runs or refuses the command once the client answers. An answer
+// to a request that was withdrawn changes nothing.
+func (s *Session) answered(a *approval, resp *acp.PermissionResponse, err error) {
+	s.do(func(st *state) {
+		if a.call.state != callAsking || st.life != sessionOpen {
+			return
+		}
+		if !allowed(resp, err) {
+			st.abandon(a, acp.StatusFailed, refusal(resp, err))
+			if a.turn != nil {
+				st.turns.release(a.turn)
+				st.endTurn(acp.StopEndTurn)
+			}
+			return
+		}
+		a.granted()
+		if fg := a.turn; fg != nil {
+			fg.state = turnRunning
+			st.transition(acp.StateRunning, "")
+			st.startForeground(fg)
+			return
+		}
+		st.launch(a.call, a.line, func(t *terminal) {
+			if t == nil {
+				st.list.removeCall(a.call)
+				return
+			}
+			st.list.replaceCall(a.call, t)
+			st.handOff(t, "Started in the background.")
+		})
+	})
 }

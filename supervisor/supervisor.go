@@ -13,21 +13,37 @@
 //
 // # Structure
 //
-// A session's state has one owner per part, each in its file: the turn
-// queue (turns.go: held prompts, the foreground turn, firings), the
-// background list and the RFD rules it keeps (background.go), the registry
-// of work (work.go: terminals and tool calls, each with one state, and
-// retention), and the outbox (history.go: the attached client and the
-// history that a replay re-sends). terminal.go follows one command line
-// from launch to exit; permission.go and jobs.go are the detours it can
-// take; session.go holds the ways in; prompt.go reads prompts.
+// Files call downward, in this order; the only calls that run back up are
+// callbacks that enter later (a timer, a permission answer) through a way
+// in, and a closing session leaving the Supervisor's table.
+//
+//   - supervisor.go: the Supervisor, its session table, protocol.Agent.
+//   - session.go: the Session and the ways in. do and settle, and one
+//     method per thing that enters: each request, a process's events, a
+//     timer, a permission answer; closing.
+//   - turns.go: the turn queue and the turn engine: held prompts, the
+//     foreground turn, starting and ending turns, immediate work (/bg, /ps,
+//     /stop, scheduling).
+//   - terminal.go: one command line's life: launch, hand-off to the
+//     background, exit status. permission.go and jobs.go are the detours
+//     it can take: asking the user first, and scheduled firings.
+//   - background.go: the background list and the RFD rules it keeps, and
+//     the only code that sends a state_update.
+//   - history.go: the outbox: the attached client, and the history that a
+//     replay re-sends.
+//   - work.go: the registry of work: terminals and tool calls, each with
+//     one state, and retention.
+//   - errand.go: slow work an event sends out of the mutex.
+//   - prompt.go reads prompts; config.go holds the configuration and the
+//     per-session settings.
 //
 // # Concurrency
 //
-// A session's state is guarded by its mutex, and the only way in is
-// Session.do: it runs a function on the state, then settles what the change
-// owes (the repeated state_update for a list change; the end of a close
-// once nothing runs) before anyone else gets in. These goroutines enter:
+// A session's state is guarded by its mutex, and the only way to change it
+// is Session.do: it runs a function on the state, then settles what the
+// change owes (the repeated state_update for a list change; the end of a
+// close once nothing runs) before anyone else gets in. These goroutines
+// enter:
 //
 //   - the connection's request loop, through the protocol.Agent methods:
 //     any request. It must not block, so an answer that comes later (a held
@@ -42,15 +58,34 @@
 //     was answered, withdrawn or cancelled in the meantime;
 //   - context.AfterFunc: a held prompt that the client withdrew with
 //     $/cancel_request;
+//   - an errand's goroutine, which finishes the event that sent it out;
 //   - the owner of a connection, through Detach and Shutdown.
 //
-// Nothing blocks under a session's mutex: updates are queued on the client
-// (protocol.Client never blocks), processes are signalled without waiting,
-// and everything that happens later comes back through do. The PTY readers
-// only write the rings and the connection's writer only reads them;
-// neither enters a session. The Supervisor's own mutex guards its session
-// table only; a session takes it (to leave the table when it closes), never
-// the other way round.
+// Nothing slow runs under a session's mutex. Updates are queued on the
+// client (protocol.Client never blocks); processes are signalled without
+// waiting (the escalation runs on a goroutine of its own). The two slow
+// things an event needs are errands (errand.go): launching a command (a
+// fork and exec, a cgroup, and in subreaper mode the containment's fork
+// lock, which a reap pass holds while it scans /proc) and /ps's scan of
+// each listed terminal's processes. The event sends the work out and the
+// mutex is released; the work runs on a goroutine of its own, and the
+// event goes on, under the mutex, with its result. Until the event is
+// complete the session is away: do does not wait for it, but queues the
+// entry, which runs after the event, in the order it came. So no one sees
+// an event half done (a terminal's events come after its announcement; a
+// session/cancel or a close that arrives during a launch stops what the
+// launch started), and no request waits for another session's launch.
+//
+// What waits: doWait, for the ways in that answer at once with what they
+// changed (session/set_config_option, session/resume; Detach), waits its
+// turn, so that a launch in flight in that session delays its answer; and
+// do waits for room once maxQueued entries are queued behind one errand.
+// Reads that no event leaves half done (session/list, session/new's config
+// options, Shutdown's kill grace) use peek, which never waits for an
+// errand. The PTY readers only write the rings and the connection's writer
+// only reads them; neither enters a session. The Supervisor's own mutex
+// guards its session table only; a session takes it (to leave the table
+// when it closes), never the other way round.
 package supervisor
 
 import (

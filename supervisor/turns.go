@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"errors"
 	"slices"
 	"time"
 
@@ -149,4 +150,196 @@ func (t *turn) stopWatching() {
 	if t.unwatch != nil {
 		t.unwatch()
 	}
+}
+
+// The turn engine. A turn starts when the foreground is free (start): a
+// prompt is inserted first; a command (runForeground) holds the foreground
+// while it asks for permission and while it runs, and everything else
+// (act) is done at once. The turn ends (endTurn) when its command exits,
+// leaves the foreground (detach), is refused or cancelled, or could not
+// start; the next held turn then starts.
+
+// start runs a turn on an idle session: a prompt (inserted first) or the
+// firing of a scheduled job (no user message). The turn reports running
+// (or requires_action), its work, and idle once the work is done: at once
+// for everything but a foreground command.
+func (st *state) start(t *turn) {
+	if t.reply != nil {
+		st.insert(t)
+	}
+	if t.in.kind == runCommand {
+		st.runForeground(t)
+		return
+	}
+	st.transition(acp.StateRunning, "")
+	st.act(t.in)
+	st.errands.then(func() { // /bg CMD and /ps send errands out
+		t.state = turnOver
+		st.endTurn(acp.StopEndTurn)
+	})
+}
+
+// insert adds the prompt to the conversation: user_message, then the
+// response with its id.
+func (st *state) insert(t *turn) {
+	if st.title == "" {
+		st.title = t.in.line
+	}
+	id := st.out.message(acp.KindUserMessage, t.blocks)
+	t.reply(&acp.PromptResponse{MessageID: id}, nil)
+}
+
+// endTurn reports the end of foreground work and starts the next turn.
+func (st *state) endTurn(stopReason string) {
+	if st.turns.busy() {
+		return
+	}
+	st.transition(acp.StateIdle, stopReason)
+	if st.life != sessionOpen {
+		return
+	}
+	if t := st.turns.next(); t != nil {
+		st.start(t)
+	}
+}
+
+// dropHeld takes the held turns that match off the queue: prompts are
+// answered -32800 with why; firings are dropped.
+func (st *state) dropHeld(match func(*turn) bool, why string) {
+	for _, t := range st.turns.drop(match) {
+		if t.reply != nil {
+			t.reply(nil, acp.RequestCancelled(why))
+		}
+	}
+}
+
+// runForeground runs the turn's command as foreground work: at once, or
+// after the user allows it in permission mode "ask".
+func (st *state) runForeground(t *turn) {
+	if st.settings.ask {
+		t.call = st.newCall(callAsking, "execute", t.in.line)
+		st.turns.take(t, turnAsking)
+		if !st.ask(t.call, t.in.line, t) {
+			st.turns.release(t)
+			st.endTurn(acp.StopEndTurn)
+		}
+		return
+	}
+	t.call = st.newCall(callRunning, "execute", t.in.line)
+	st.turns.take(t, turnRunning)
+	st.transition(acp.StateRunning, "")
+	st.startForeground(t)
+}
+
+// startForeground launches the command of the turn that holds the
+// foreground and arms its foreground timeout. If it cannot start, the turn
+// ends.
+func (st *state) startForeground(t *turn) {
+	st.launch(t.call, t.in.line, func(term *terminal) {
+		if term == nil {
+			st.turns.release(t)
+			st.endTurn(acp.StopEndTurn)
+			return
+		}
+		t.term = term
+		if d := st.settings.foregroundTimeout; d > 0 {
+			t.timer = time.AfterFunc(d, func() { st.s.timeout(t, d) })
+		}
+	})
+}
+
+// detach hands the foreground command, which runs, over to the
+// background: its tool call completes, its terminal is listed (handOff),
+// and its turn ends.
+func (st *state) detach(why string) {
+	fg := st.turns.fg
+	st.turns.release(fg)
+	st.handOff(fg.term, why)
+	st.endTurn(acp.StopEndTurn)
+}
+
+// act carries out everything but a foreground command.
+func (st *state) act(in input) {
+	switch in.kind {
+	case bgCommand:
+		st.runBackground(in.line)
+	case bgDetach:
+		fg := st.turns.fg
+		switch {
+		case fg == nil:
+			st.out.agentMessage("Nothing is running in the foreground: /bg alone moves the running command to the background. To start a command in the background, write /bg CMD.")
+		case fg.state == turnAsking:
+			st.out.agentMessage("The foreground command is waiting for permission; it can move to the background once it runs.")
+		case fg.term.state == termStopping:
+			st.out.agentMessage("The foreground command is being stopped; it stays in the foreground until it exits.")
+		default:
+			st.detach("Moved to the background by /bg.")
+		}
+	case listWork:
+		// /ps names each listed terminal's processes: a scan of /proc
+		// (or a cgroup), done outside the mutex.
+		procs := st.list.processes()
+		found := make([]string, len(procs))
+		st.errands.send(func() {
+			for i, p := range procs {
+				found[i] = members(p)
+			}
+		}, func() { st.out.agentMessage(st.list.listing(found)) })
+	case stopWork:
+		st.stopByID(in.id)
+	case afterWork, everyWork:
+		st.schedule(in)
+	case badInput:
+		st.out.agentMessage(in.problem)
+	}
+}
+
+// stopByID serves /stop: the same acceptance and errors as the cancel
+// methods, told as an agent message.
+func (st *state) stopByID(id string) {
+	if st.work.terminals[id] != nil || st.work.calls[id] == nil {
+		if err := st.work.stop(id, st.settings.killGrace, nil); err != nil {
+			st.out.agentMessage("Cannot stop " + id + ": " + errorMessage(err) + ".")
+			return
+		}
+		st.out.agentMessage("Stopping " + id + ": SIGTERM sent; its exit status follows.")
+		return
+	}
+	stop, err := st.acceptCancel(id)
+	if err != nil {
+		st.out.agentMessage("Cannot stop " + id + ": " + errorMessage(err) + ".")
+		return
+	}
+	st.out.agentMessage("Cancelling " + id + ".")
+	stop()
+}
+
+func errorMessage(err error) string {
+	if pe, ok := errors.AsType[*acp.Error](err); ok {
+		return pe.Message
+	}
+	return err.Error()
+}
+
+// acceptCancel accepts tool_call/cancel and returns what stops the tool
+// call: a job (and a firing of it waiting for the foreground), or
+// background work waiting for permission.
+func (st *state) acceptCancel(id string) (stop func(), err error) {
+	c := st.work.calls[id]
+	switch {
+	case c == nil:
+		return nil, acp.InvalidParams("toolCallId: no tool call %q in this session", id)
+	case c.state == callDone:
+		return nil, acp.InvalidParams("toolCallId: %s is already %s", id, c.outcome)
+	case c.state == callScheduled:
+		return func() {
+			st.turns.drop(func(t *turn) bool { return t.job == c.job })
+			st.cancelJob(c.job)
+		}, nil
+	case c.cancellable():
+		return func() {
+			st.abandon(c.appr, acp.StatusCancelled, "Cancelled before it was allowed to run.")
+		}, nil
+	}
+	return nil, acp.InvalidParams("toolCallId: %s is not cancellable (a command is stopped with terminal/cancel on its terminal)", id)
 }

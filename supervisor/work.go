@@ -81,6 +81,13 @@ func (t *terminal) announcement() *acp.TerminalUpdate {
 	}
 }
 
+// stop starts (or, the second time, hurries) the TERM→KILL escalation of
+// the terminal's processes. It never waits.
+func (t *terminal) stop(grace time.Duration) {
+	t.state = termStopping
+	t.proc.Stop(grace)
+}
+
 // exitedUpdate is the exited terminal as a whole: its announcement and
 // exitStatus in one terminal_update, to send with its output as a
 // replacement (a replay).
@@ -196,6 +203,24 @@ func (r *registry) newCall(state callState, kind, title string) *toolCall {
 
 // addTerminal registers a launched terminal.
 func (r *registry) addTerminal(t *terminal) { r.terminals[t.id] = t }
+
+// stop accepts terminal/cancel of running terminal id and starts (or, the
+// second time, hurries) its stop with grace. accepted, if not nil, runs
+// between the two, so that an answer goes out before what the stop causes.
+func (r *registry) stop(id string, grace time.Duration, accepted func()) error {
+	t := r.terminals[id]
+	switch {
+	case t == nil:
+		return acp.InvalidParams("terminalId: no terminal %q in this session", id)
+	case t.state >= termExited:
+		return acp.InvalidParams("terminalId: %s has already exited", id)
+	}
+	if accepted != nil {
+		accepted()
+	}
+	t.stop(grace)
+	return nil
+}
 
 // finish gives a tool call its final status. One without a terminal
 // counts towards maxFinished; one with a terminal retires with it.
