@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -162,7 +163,8 @@ func (h *harness) silent(sid, while string) {
 // command is held up, another session on the same connection is served in
 // full (a prompt run to its end, /ps, set_config_option), and so are
 // session/list and session/new. The slow session's own later requests wait
-// for the launch, and are served after it, in order.
+// for the launch without holding up the connection, and are served after
+// it, in order.
 func TestASlowLaunchHoldsUpNoOtherSession(t *testing.T) {
 	t.Parallel()
 	g := newGate(holdLaunch)
@@ -189,7 +191,7 @@ func TestASlowLaunchHoldsUpNoOtherSession(t *testing.T) {
 	}
 	c := h.newSession()
 
-	ps := h.prompt(a, "/ps")
+	cancel := h.c.Send("terminal/cancel", map[string]string{"sessionId": a, "terminalId": "term_1"})
 	h.barrier()
 	h.silent(a, "before its launch returned")
 	if m := h.c.Updates(a); len(m) != 2 { // the prompt's event so far
@@ -197,12 +199,13 @@ func TestASlowLaunchHoldsUpNoOtherSession(t *testing.T) {
 	}
 
 	g.release()
-	h.c.Wait(ps)
 	announced := h.toolStatus(nil, a, "call_1", acp.StatusInProgress)
 	before(t, idle, announced, "b's turn")
 	before(t, bps, announced, "b's /ps")
-	h.update(announced, a, acp.KindUserMessage, "a's /ps, after the launch", nil)
-	h.output(a, "term_1", "from-a")
+	if m := h.c.Wait(cancel); m.Error != nil || m.Seq < announced.Seq {
+		t.Errorf("terminal/cancel sent during the launch: answered %v at #%d, before the terminal was announced at #%d", m.Error, m.Seq, announced.Seq)
+	}
+	h.exit(announced, a, "term_1")
 	h.idle(nil, a, acp.StopEndTurn)
 	h.run(c, "true")
 	h.idle(nil, c, acp.StopEndTurn)
@@ -217,12 +220,15 @@ func TestRequestsDuringALaunch(t *testing.T) {
 	tests := []struct {
 		name   string
 		during func(h *harness, sid string) int64 // a request id to wait for, or 0
-		after  func(h *harness, sid string, announced *acptest.Msg)
+		// waits: the request loop waits for the launch (a prompt that acts
+		// at once, see Session.prompt), so nothing can be asked meanwhile.
+		waits bool
+		after func(h *harness, sid string, announced *acptest.Msg)
 	}{
 		{"session/cancel", func(h *harness, sid string) int64 {
 			h.c.Notify("session/cancel", map[string]string{"sessionId": sid})
 			return 0
-		}, func(h *harness, sid string, announced *acptest.Msg) {
+		}, false, func(h *harness, sid string, announced *acptest.Msg) {
 			exit := h.exit(announced, sid, "term_1")
 			if signalOf(exit) != "SIGTERM" {
 				h.t.Errorf("exitStatus %v, want SIGTERM", exit.ExitStatus())
@@ -232,20 +238,21 @@ func TestRequestsDuringALaunch(t *testing.T) {
 		}},
 		{"terminal/cancel", func(h *harness, sid string) int64 {
 			return h.c.Send("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_1"})
-		}, func(h *harness, sid string, announced *acptest.Msg) {
+		}, false, func(h *harness, sid string, announced *acptest.Msg) {
 			exit := h.exit(announced, sid, "term_1")
 			h.toolStatus(exit, sid, "call_1", acp.StatusFailed)
 			h.idle(exit, sid, acp.StopEndTurn)
 		}},
 		{"session/close", func(h *harness, sid string) int64 {
 			return h.c.Send("session/close", map[string]string{"sessionId": sid})
-		}, func(h *harness, sid string, announced *acptest.Msg) {
+		}, false, func(h *harness, sid string, announced *acptest.Msg) {
 			exit := h.exit(announced, sid, "term_1")
 			h.idle(exit, sid, acp.StopCancelled)
 		}},
 		{"/bg", func(h *harness, sid string) int64 {
 			return h.prompt(sid, "/bg")
-		}, func(h *harness, sid string, announced *acptest.Msg) {
+		}, true, func(h *harness, sid string, announced *acptest.Msg) {
+			h.update(announced, sid, acp.KindUserMessage, "/bg inserted after the announcement", nil)
 			done := h.toolStatus(announced, sid, "call_1", acp.StatusCompleted)
 			h.listed(done, sid, "term_1")
 			h.c.MustCall("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_1"}, nil)
@@ -262,8 +269,10 @@ func TestRequestsDuringALaunch(t *testing.T) {
 			h.run(sid, line)
 			g.wait(t, line)
 			id := tt.during(h, sid)
-			h.barrier()
-			h.silent(sid, "while its command's launch was held up")
+			if !tt.waits {
+				h.barrier()
+				h.silent(sid, "while its command's launch was held up")
+			}
 			g.release()
 			if id != 0 {
 				if m := h.c.Wait(id); m.Error != nil {
@@ -450,5 +459,76 @@ func TestAnAwaySessionQueuesEntriesInOrder(t *testing.T) {
 	}
 	if err := sv.Shutdown(context.Background()); err != nil {
 		t.Error(err)
+	}
+}
+
+// saidClient is a quietClient that also records the agent's messages.
+type saidClient struct {
+	*quietClient
+	mu   sync.Mutex
+	said []string
+}
+
+func (c *saidClient) Update(sid string, u acp.Update) {
+	c.quietClient.Update(sid, u)
+	if m, ok := u.(*acp.Message); ok && m.SessionUpdate == acp.KindAgentMessage {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.said = append(c.said, m.Content[0].Text)
+	}
+}
+
+func (c *saidClient) messages() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.said)
+}
+
+// TestAnImmediatePromptIsDoneWhenPromptReturns: a prompt that acts at once
+// beside the foreground turn has no turn to end, so Agent.Prompt returns
+// only once what it does has been sent (the v1 front answers it then),
+// even when that takes an errand: here /ps's scan, held up, of a session
+// that was away on a launch when the prompt came.
+func TestAnImmediatePromptIsDoneWhenPromptReturns(t *testing.T) {
+	t.Parallel()
+	g := newGate(holdMembers)
+	t.Cleanup(g.release)
+	marker := "SHELLAGENT_TEST=" + t.Name()
+	sv := New(Config{Launcher: g, Shell: "/bin/sh", Env: append(os.Environ(), marker), Log: discardLog})
+	c := &saidClient{quietClient: newQuietClient()}
+	sid := must(sv.NewSession(c, &acp.NewSessionRequest{Cwd: t.TempDir()})).SessionID
+	prompt := func(line string) {
+		sv.Prompt(context.Background(), c, &acp.PromptRequest{SessionID: sid, Prompt: []acp.ContentBlock{acp.TextBlock(line)}}, func(any, error) {})
+	}
+	line := "sleep 30 " + slowTag
+	prompt("/bg " + line)
+	c.waitIdles(t, 1)
+	prompt("sleep 30") // the foreground; its launch may still be in flight
+
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		prompt("/ps")
+	}()
+	g.wait(t, line)
+	select {
+	case <-returned:
+		t.Fatal("Prompt returned while its /ps scan was held up")
+	case <-time.After(50 * time.Millisecond):
+	}
+	g.release()
+	select {
+	case <-returned:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Prompt never returned")
+	}
+	if said := c.messages(); len(said) != 1 || !strings.HasPrefix(said[0], "Background work:\nterm_1  terminal  "+line) {
+		t.Errorf("when Prompt returned, the agent had said %q", said)
+	}
+	if err := sv.Shutdown(context.Background()); err != nil {
+		t.Error(err)
+	}
+	if left := acptest.ProcessesWith(marker); len(left) > 0 {
+		t.Errorf("processes left behind: %v", left)
 	}
 }

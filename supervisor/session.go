@@ -192,6 +192,12 @@ func (s *Session) info() (info acp.SessionInfo) {
 
 // prompt inserts a prompt now, or holds it until the foreground is free.
 // A held prompt is withdrawn (-32800, never inserted) when ctx ends first.
+//
+// A prompt that acts at once beside the foreground turn (/bg, /ps, /stop
+// while a command runs) has no turn whose end could tell that it is done,
+// so it is done when prompt returns: the v1 front answers it then. Such a
+// prompt waits for its own errand (/ps's scan, /bg CMD's launch) and, if
+// it comes while the session is away, for the errand in flight.
 func (s *Session) prompt(ctx context.Context, from protocol.Client, blocks []acp.ContentBlock, reply protocol.Reply) {
 	line, err := promptLine(blocks)
 	if err != nil {
@@ -199,6 +205,8 @@ func (s *Session) prompt(ctx context.Context, from protocol.Client, blocks []acp
 		return
 	}
 	t := &turn{blocks: blocks, in: parseInput(line), reply: reply, from: from}
+	acted := make(chan bool, 1) // whether it acted at once
+	done := make(chan struct{})
 	s.do(func(st *state) {
 		switch {
 		case st.life != sessionOpen:
@@ -206,13 +214,20 @@ func (s *Session) prompt(ctx context.Context, from protocol.Client, blocks []acp
 		case t.in.immediate() && st.turns.busy():
 			st.insert(t)
 			st.act(t.in)
+			acted <- true
+			st.errands.then(func() { close(done) })
+			return
 		case st.turns.busy() || st.turns.waiting():
 			t.unwatch = context.AfterFunc(ctx, func() { s.withdrawHeld(t) })
 			st.turns.hold(t)
 		default:
 			st.start(t)
 		}
+		acted <- false
 	})
+	if t.in.immediate() && <-acted {
+		<-done
+	}
 }
 
 // withdrawHeld answers a held prompt that the client withdrew

@@ -76,13 +76,16 @@
 // session/cancel or a close that arrives during a launch stops what the
 // launch started), and no request waits for another session's launch.
 //
-// What waits: doWait, for the ways in that answer at once with what they
-// changed (session/set_config_option, session/resume; Detach), waits its
-// turn, so that a launch in flight in that session delays its answer; and
-// do waits for room once maxQueued entries are queued behind one errand.
-// Reads that no event leaves half done (session/list, session/new's config
-// options, Shutdown's kill grace) use peek, which never waits for an
-// errand. The PTY readers only write the rings and the connection's writer
+// What waits for a session's errand, on the goroutine that enters: the
+// ways in that answer at once with what they changed
+// (session/set_config_option, session/resume; Detach), which use doWait;
+// a prompt that acts at once beside the foreground turn (/bg, /ps, /stop
+// while a command runs), which is done when Prompt returns because no turn
+// end can say so (protocol's v1 front answers it then); and any entry once
+// maxQueued entries are queued behind one errand. A prompt that runs a
+// command, or starts a turn, never waits. Reads that no event leaves half
+// done (session/list, session/new's config options, Shutdown's kill grace)
+// use peek, which never waits for an errand. The PTY readers only write the rings and the connection's writer
 // only reads them; neither enters a session. The Supervisor's own mutex
 // guards its session table only; a session takes it (to leave the table
 // when it closes), never the other way round.
