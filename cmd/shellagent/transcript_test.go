@@ -300,7 +300,7 @@ func mergeChunks(lines []goldenLine) []goldenLine {
 var (
 	versionPattern = regexp.MustCompile(`("(?:info|agentInfo)":\{"name":"shellagent"(?:,"title":"[^"]*")?,"version":")[^"]*(")`)
 	pidPattern     = regexp.MustCompile(`\bpid \d+`)
-	membersPattern = regexp.MustCompile(`(?:, pid PID [^,\\"]*)+(?:, and \d+ more)?`) // after pidPattern
+	membersPattern = regexp.MustCompile(`(?:, pid PID (?:[^,\\"]|\\")*)+(?:, and \d+ more)?`) // after pidPattern; a command line may hold \" (JSON-escaped quotes)
 	agePattern     = regexp.MustCompile(`\bage \d+(?:\.\d+)?(?:ns|µs|ms|s|m|h)(?:\d+(?:\.\d+)?(?:ms|s|m))*`)
 	timePattern    = regexp.MustCompile(`"updatedAt":"[^"]*"`)
 	modePattern    = regexp.MustCompile(`"containment":"[^"]*"`)
