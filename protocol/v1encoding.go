@@ -13,9 +13,11 @@ import (
 //
 //   - agent_message becomes agent_message_chunk; user_message and
 //     state_update have no v1 counterpart (the v1 front ends turns by
-//     answering session/prompt, see v1Front);
-//   - a tool call's first update becomes a tool_call, later ones
-//     tool_call_update; v2's cancelled status becomes failed;
+//     answering session/prompt, see v1Front, and replays user messages
+//     itself);
+//   - a tool call's first update on this connection since the client
+//     last attached to its session (see v1Attach) becomes a tool_call,
+//     later ones tool_call_update; v2's cancelled status becomes failed;
 //   - a command's terminal, when the client advertised
 //     _meta.terminal_output (as Zed does): the tool_call that first
 //     references the terminal carries _meta.terminal_info {terminal_id,
@@ -31,7 +33,12 @@ import (
 //   - without that capability no terminal content item is sent (a client
 //     fails an update that references a terminal it does not know): the
 //     tool call's final update carries the end of the output as text
-//     instead (see tailText), once;
+//     instead (see tailText), once. A final update that introduces its
+//     terminal (a client that attaches: the terminal's replacement comes
+//     next) leaves the text to a tool_call_update sent with that
+//     replacement. The exit of a terminal whose tool call was final
+//     before it (background work) is an agent_message_chunk that names the
+//     terminal, its command and how it ended (see v1ExitText);
 //   - a command that leaves the foreground completes with a text naming
 //     its terminal and the slash commands that list and stop it (v1 has
 //     no background list and no terminal/cancel).
@@ -50,6 +57,11 @@ type acpV1 struct {
 	calls   map[v1Key]*v1Call
 	terms   map[v1Key]*v1Term
 	scratch []byte // a chunk with the bytes carried before it
+
+	// drawn: the terminals whose output this connection had sent when the
+	// client attached to their session again; their replacement clears
+	// the screen first. Kept per session until its next attach.
+	drawn map[v1Key]bool
 }
 
 var _ encoding = (*acpV1)(nil)
@@ -57,7 +69,7 @@ var _ encoding = (*acpV1)(nil)
 // newACPV1 returns the v1 encoding for a client that advertised
 // _meta.terminal_output (meta) or not.
 func newACPV1(meta bool) *acpV1 {
-	return &acpV1{meta: meta, calls: make(map[v1Key]*v1Call), terms: make(map[v1Key]*v1Term)}
+	return &acpV1{meta: meta, calls: make(map[v1Key]*v1Call), terms: make(map[v1Key]*v1Term), drawn: make(map[v1Key]bool)}
 }
 
 // v1Key names a tool call or a terminal of a session.
@@ -69,6 +81,8 @@ type v1Call struct {
 	title, kind, status string
 	terminal            string // the terminal its content references
 	final               bool
+	detached            bool                  // it completed while its terminal ran on (left the foreground)
+	content             []acp.ToolCallContent // while its terminal owes the tail: the content sent
 }
 
 // v1Term is a command's terminal as the client sees it through its tool
@@ -79,13 +93,17 @@ type v1Term struct {
 	announced bool // terminal_info was sent
 	exited    bool
 	gone      bool   // forgotten: its output is no longer encoded
+	drawn     bool   // its output was sent before the client attached again
 	sent      int64  // bytes of output sent
 	prefix    []byte // a terminal_output line up to its data
 	carry     []byte // an incomplete UTF-8 sequence, for the next chunk
 
-	// Without terminal_output: the end of the output, for tailText.
+	// Without terminal_output: the end of the output, for tailText, kept
+	// until the tool call's final update has carried it.
 	tail  []byte
 	total int64 // bytes the command wrote
+	final bool  // its tool call is final
+	owed  bool  // the tail goes out with the terminal's replacement
 }
 
 func (e *acpV1) output(session, terminal string) outputEncoder {
@@ -107,8 +125,12 @@ func (e *acpV1) appendUpdate(dst []byte, session string, update acp.Update) ([]b
 }
 
 // message writes an agent message as one agent_message_chunk per block;
-// the user's own messages are not echoed in v1.
+// the user's own messages are not echoed in v1. v1Attach writes nothing.
 func (e *acpV1) message(dst []byte, session string, m *acp.Message) ([]byte, error) {
+	if m.SessionUpdate == v1AttachKind {
+		e.attach(session)
+		return dst, nil
+	}
 	if m.SessionUpdate != acp.KindAgentMessage {
 		return dst, nil
 	}
@@ -138,10 +160,13 @@ func (e *acpV1) toolCall(dst []byte, session string, u *acp.ToolCallUpdate) ([]b
 	c.kind = orElse(u.Kind, c.kind)
 	c.status = orElse(out.Status, c.status)
 	var t *v1Term
+	introduced := false
 	if id := terminalRef(u.Content); id != "" && c.terminal == "" {
-		c.terminal = id
-		t = &v1Term{call: u.ToolCallID, cwd: rawCwd(u.RawInput)}
-		e.terms[v1Key{session, id}] = t
+		c.terminal, introduced = id, true
+		tk := v1Key{session, id}
+		t = &v1Term{call: u.ToolCallID, cwd: rawCwd(u.RawInput), drawn: e.drawn[tk]}
+		delete(e.drawn, tk)
+		e.terms[tk] = t
 		if e.meta {
 			out.SessionUpdate = "tool_call"
 			out.Meta = &v1TerminalMeta{Info: &v1TerminalInfo{TerminalID: id, Cwd: t.cwd}}
@@ -154,20 +179,32 @@ func (e *acpV1) toolCall(dst []byte, session string, u *acp.ToolCallUpdate) ([]b
 		out.Title, out.Kind, out.Status = orElse(c.title, u.ToolCallID), c.kind, c.status
 	}
 	final := u.Status == acp.StatusCompleted || u.Status == acp.StatusFailed || u.Status == acp.StatusCancelled
-	out.Content = e.content(u, c, t, final)
+	// Without terminal_output the final update carries the tail, unless
+	// it introduces the terminal: then the replacement that follows has
+	// the output.
+	owe := final && !e.meta && introduced
+	out.Content = e.content(u, c, t, final, final && !e.meta && t != nil && !owe)
 	if final {
 		c.final = true
-		if t == nil || t.exited || !e.meta {
+		switch {
+		case t == nil || t.exited:
 			e.forget(session, key, c)
+		case !e.meta:
+			// Kept for its exit (or the tail it owes).
+			t.final, t.owed = true, owe
+			if owe {
+				c.content = out.Content
+			} else {
+				t.tail = nil
+			}
 		}
 	}
 	return appendNotification(dst, session, out)
 }
 
-// content is the v1 content of a tool call update: nil to leave it
-// unchanged.
-func (e *acpV1) content(u *acp.ToolCallUpdate, c *v1Call, t *v1Term, final bool) []acp.ToolCallContent {
-	withTail := final && !e.meta && t != nil
+// content is the v1 content of a tool call update, with the tail of its
+// terminal's output if withTail: nil to leave it unchanged.
+func (e *acpV1) content(u *acp.ToolCallUpdate, c *v1Call, t *v1Term, final, withTail bool) []acp.ToolCallContent {
 	if u.Content == nil && !withTail {
 		return nil
 	}
@@ -180,6 +217,9 @@ func (e *acpV1) content(u *acp.ToolCallUpdate, c *v1Call, t *v1Term, final bool)
 				out = append(out, it)
 			}
 		case detached && it.Content != nil && it.Content.Type == "text":
+			// Only a command that left the foreground has text beside its
+			// terminal (the supervisor's reason).
+			c.detached = true
 			out = append(out, acp.TextContent(v1DetachText(it.Content.Text, c.terminal)))
 		default:
 			out = append(out, it)
@@ -191,15 +231,30 @@ func (e *acpV1) content(u *acp.ToolCallUpdate, c *v1Call, t *v1Term, final bool)
 	return out
 }
 
-// terminal writes the exit of a terminal as terminal_exit; other terminal
-// updates have no v1 counterpart (terminal_info went out with the tool
-// call).
+// terminal writes the exit of a terminal: as terminal_exit, or without
+// terminal_output, for a terminal whose tool call was final before it
+// exited, as an agent message (v1ExitText). Other terminal updates have no
+// v1 counterpart (terminal_info went out with the tool call).
 func (e *acpV1) terminal(dst []byte, session string, u *acp.TerminalUpdate) ([]byte, error) {
 	t := e.terms[v1Key{session, u.TerminalID}]
 	if u.ExitStatus == nil || t == nil || t.exited {
 		return dst, nil
 	}
 	t.exited = true
+	ck := v1Key{session, t.call}
+	c := e.calls[ck]
+	var err error
+	if t.owed { // cannot happen: the replacement that pays it comes first
+		if dst, err = e.appendTail(dst, session, t, c); err != nil {
+			return dst, err
+		}
+	}
+	if !e.meta && c != nil && c.detached {
+		text := acp.TextBlock(v1ExitText(u.TerminalID, c.title, u.ExitStatus))
+		if dst, err = appendNotification(dst, session, &v1ContentChunk{SessionUpdate: "agent_message_chunk", Content: text, MessageID: "exit_" + u.TerminalID}); err != nil {
+			return dst, err
+		}
+	}
 	if t.announced && !t.gone {
 		if len(t.carry) > 0 { // the terminal ended inside a sequence
 			dst = e.appendOutput(dst, session, u.TerminalID, t, nil, false)
@@ -208,16 +263,57 @@ func (e *acpV1) terminal(dst []byte, session string, u *acp.TerminalUpdate) ([]b
 		if u.ExitStatus.Signal != "" {
 			exit.Signal = &u.ExitStatus.Signal
 		}
-		var err error
 		dst, err = appendNotification(dst, session, &v1ToolCall{SessionUpdate: "tool_call_update", ToolCallID: t.call, Meta: &v1TerminalMeta{Exit: exit}})
 		if err != nil {
 			return dst, err
 		}
 	}
-	if c := e.calls[v1Key{session, t.call}]; c == nil || c.final {
-		e.forget(session, v1Key{session, t.call}, c)
+	if c == nil || c.final {
+		e.forget(session, ck, c)
 	}
 	return dst, nil
+}
+
+// appendTail appends the tool_call_update that carries the tail a
+// terminal owes its final tool call c (see toolCall): the content sent
+// with the final status, and the tail.
+func (e *acpV1) appendTail(dst []byte, session string, t *v1Term, c *v1Call) ([]byte, error) {
+	t.owed = false
+	tail := tailText(t.tail, t.total)
+	t.tail = nil
+	if c == nil {
+		return dst, nil
+	}
+	content := append(c.content[:len(c.content):len(c.content)], acp.TextContent(tail))
+	c.content = nil
+	return appendNotification(dst, session, &v1ToolCall{SessionUpdate: "tool_call_update", ToolCallID: t.call, Content: content})
+}
+
+// attach serves v1Attach: the client knows none of session's tool calls
+// and terminals any more, so each is announced again by its next update.
+// A terminal whose output was sent is remembered in drawn, so that its
+// replacement clears what the client may still show.
+func (e *acpV1) attach(session string) {
+	for k := range e.drawn {
+		if k.session == session {
+			delete(e.drawn, k)
+		}
+	}
+	for k, t := range e.terms {
+		if k.session != session {
+			continue
+		}
+		if t.sent > 0 || len(t.carry) > 0 || t.drawn {
+			e.drawn[k] = true
+		}
+		t.gone = true
+		delete(e.terms, k)
+	}
+	for k := range e.calls {
+		if k.session == session {
+			delete(e.calls, k)
+		}
+	}
 }
 
 // forget drops a finished tool call and its terminal.
@@ -273,7 +369,7 @@ type v1Output struct {
 var _ outputEncoder = (*v1Output)(nil)
 
 func (o *v1Output) term() *v1Term {
-	if o.t == nil {
+	if o.t == nil || o.t.gone { // gone: a tool call may introduce it again
 		o.t = o.e.terms[o.key]
 	}
 	if o.t == nil || o.t.gone {
@@ -288,7 +384,9 @@ func (o *v1Output) appendChunk(dst, p []byte) []byte {
 	case t == nil:
 		return dst
 	case !o.e.meta:
-		t.keep(p)
+		if !t.final {
+			t.keep(p)
+		}
 		return dst
 	case !t.announced:
 		return dst
@@ -306,18 +404,27 @@ func (o *v1Output) appendReplacement(dst []byte, u *acp.TerminalUpdate, data []b
 		return dst, nil
 	}
 	if !o.e.meta {
+		if t.final && !t.owed {
+			return o.exit(dst, u)
+		}
 		if u != nil {
 			t.tail, t.total = t.tail[:0], 0
 		}
 		t.total += dropped
 		t.keep(data)
+		if t.owed && u != nil {
+			var err error
+			if dst, err = o.e.appendTail(dst, o.key.session, t, o.e.calls[v1Key{o.key.session, t.call}]); err != nil {
+				return dst, err
+			}
+		}
 		return o.exit(dst, u)
 	}
 	if !t.announced {
 		return dst, nil
 	}
 	var head []byte
-	if u != nil && (t.sent > 0 || len(t.carry) > 0) {
+	if u != nil && (t.sent > 0 || len(t.carry) > 0 || t.drawn) {
 		head = append(head, "\x1b[H\x1b[2J\x1b[3J"...)
 	}
 	if dropped > 0 {

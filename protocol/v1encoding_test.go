@@ -28,11 +28,8 @@ func decodeV1(t *testing.T, out []byte) []v1Line {
 			Params struct {
 				Update struct {
 					SessionUpdate, ToolCallID, Status string
-					Content                           []struct {
-						Type    string
-						Content struct{ Text string }
-					}
-					Meta struct {
+					Content                           json.RawMessage // a tool call's items, or a chunk's block
+					Meta                              struct {
 						Info   map[string]any `json:"terminal_info"`
 						Output map[string]any `json:"terminal_output"`
 						Exit   map[string]any `json:"terminal_exit"`
@@ -45,8 +42,21 @@ func decodeV1(t *testing.T, out []byte) []v1Line {
 		}
 		u := m.Params.Update
 		l := v1Line{Kind: u.SessionUpdate, Call: u.ToolCallID, Status: u.Status, Info: u.Meta.Info, Output: u.Meta.Output, Exit: u.Meta.Exit}
-		for _, c := range u.Content {
-			l.Text += c.Content.Text
+		var block struct{ Text string }
+		var items []struct {
+			Type    string
+			Content struct{ Text string }
+		}
+		switch {
+		case len(u.Content) == 0:
+		case json.Unmarshal(u.Content, &items) == nil:
+			for _, c := range items {
+				l.Text += c.Content.Text
+			}
+		case json.Unmarshal(u.Content, &block) == nil:
+			l.Text = block.Text
+		default:
+			t.Fatalf("line %s: content", sc.Bytes())
 		}
 		lines = append(lines, l)
 	}
@@ -215,5 +225,222 @@ func BenchmarkV1Chunk(b *testing.B) {
 				dst = o.appendChunk(dst[:0], text)
 			}
 		})
+	}
+}
+
+// v1Driver feeds one v1 encoding what the writer would, in order, as the
+// supervisor reports a command that goes to the background: updates,
+// output chunks and replacements, keeping the lines.
+type v1Driver struct {
+	t   *testing.T
+	e   *acpV1
+	o   outputEncoder
+	out []byte
+}
+
+func newV1Driver(t *testing.T, meta bool) *v1Driver {
+	e := newACPV1(meta)
+	return &v1Driver{t: t, e: e, o: e.output("s", "term_1")}
+}
+
+func (d *v1Driver) update(u acp.Update) {
+	d.t.Helper()
+	var err error
+	if d.out, err = d.e.appendUpdate(d.out, "s", u); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+func (d *v1Driver) chunk(p string) { d.out = d.o.appendChunk(d.out, []byte(p)) }
+
+// replace is a replacement for a client that attaches, of term_1 as it is
+// now: running (exit nil) or exited.
+func (d *v1Driver) replace(data string, exit *acp.ExitStatus) {
+	d.t.Helper()
+	var err error
+	u := &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: "term_1", Command: "cmd", ExitStatus: exit}
+	if d.out, err = d.o.appendReplacement(d.out, u, []byte(data), 0); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+// The supervisor's updates of call_1, which runs "cmd" in term_1.
+var (
+	v1Started = &acp.ToolCallUpdate{
+		SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Title: "cmd", Kind: "execute", Status: acp.StatusInProgress,
+		Content: []acp.ToolCallContent{acp.TerminalContent("term_1")}, RawInput: map[string]string{"command": "cmd", "cwd": "/w"},
+	}
+	v1Why      = "Moved to the background by /bg. It runs on in terminal term_1; stop it with terminal/cancel or /stop term_1."
+	v1Detached = &acp.ToolCallUpdate{
+		SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Status: acp.StatusCompleted,
+		Content: []acp.ToolCallContent{acp.TerminalContent("term_1"), acp.TextContent(v1Why)},
+	}
+	// v1DetachedNow is call_1 as a client that attaches gets it after the
+	// detach.
+	v1DetachedNow = &acp.ToolCallUpdate{
+		SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Title: "cmd", Kind: "execute", Status: acp.StatusCompleted,
+		Content: []acp.ToolCallContent{acp.TerminalContent("term_1"), acp.TextContent(v1Why)}, RawInput: map[string]string{"command": "cmd", "cwd": "/w"},
+	}
+	v1Stopped = &acp.ExitStatus{Signal: "SIGTERM"}
+	v1Exit    = &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: "term_1", ExitStatus: v1Stopped}
+)
+
+const (
+	v1DetachedText = "Detached by /bg: moved to the background as term_1; /ps lists it, /stop term_1 stops it."
+	v1ExitedText   = "term_1 (cmd) ended: signal SIGTERM."
+	v1Clear        = "\x1b[H\x1b[2J\x1b[3J"
+)
+
+// TestV1AttachAnnouncesAgain: once the client attaches to a session again
+// on the same connection (v1Attach), each of its tool calls is announced
+// again by a tool_call, with its terminal, and the terminal is redrawn;
+// without terminal_output, the final tool call's text comes with the
+// replacement, and the background command's exit as a message.
+func TestV1AttachAnnouncesAgain(t *testing.T) {
+	info := map[string]any{"terminal_id": "term_1", "cwd": "/w"}
+	tail := func(s string) string { return "Output (" + s + ", escape sequences removed):\n```\n" }
+	for _, tt := range []struct {
+		meta bool
+		want []v1Line
+	}{
+		{true, []v1Line{
+			{Kind: "tool_call", Call: "call_1", Status: "in_progress", Info: info},
+			{Kind: "tool_call_update", Call: "call_1", Output: map[string]any{"terminal_id": "term_1", "data": "a\r\n"}},
+			{Kind: "tool_call_update", Call: "call_1", Status: "completed", Text: v1DetachedText},
+			{Kind: "tool_call_update", Call: "call_1", Output: map[string]any{"terminal_id": "term_1", "data": "b\r\n"}},
+			{Kind: "tool_call", Call: "call_1", Status: "completed", Text: v1DetachedText, Info: info},
+			{Kind: "tool_call_update", Call: "call_1", Output: map[string]any{"terminal_id": "term_1", "data": v1Clear + "a\r\nb\r\n"}},
+			{Kind: "tool_call_update", Call: "call_1", Output: map[string]any{"terminal_id": "term_1", "data": "c\r\n"}},
+			{Kind: "tool_call_update", Call: "call_1", Exit: map[string]any{"terminal_id": "term_1", "exit_code": nil, "signal": "SIGTERM"}},
+		}},
+		{false, []v1Line{
+			{Kind: "tool_call", Call: "call_1", Status: "in_progress"},
+			{Kind: "tool_call_update", Call: "call_1", Status: "completed", Text: v1DetachedText + tail("3 bytes") + "a\n```"},
+			{Kind: "tool_call", Call: "call_1", Status: "completed", Text: v1DetachedText},
+			{Kind: "tool_call_update", Call: "call_1", Text: v1DetachedText + tail("6 bytes") + "a\nb\n```"},
+			{Kind: "agent_message_chunk", Text: v1ExitedText},
+		}},
+	} {
+		d := newV1Driver(t, tt.meta)
+		d.update(v1Started)
+		d.chunk("a\r\n")
+		d.update(v1Detached)
+		d.chunk("b\r\n")
+		d.update(v1Attach())
+		d.update(v1DetachedNow)
+		d.replace("a\r\nb\r\n", nil)
+		d.chunk("c\r\n")
+		d.update(v1Exit)
+		checkV1Lines(t, decodeV1(t, d.out), tt.want)
+		if len(d.e.calls) != 0 || len(d.e.terms) != 0 {
+			t.Errorf("meta %v: the encoding still knows %d tool calls and %d terminals", tt.meta, len(d.e.calls), len(d.e.terms))
+		}
+	}
+}
+
+// TestV1ReplayOnAFreshConnection: the replay of a command that exited in
+// the foreground, and of one stopped in the background, to a client that
+// never saw them: each tool call at its final state, then its terminal's
+// output and exit, or the output's tail (and, for the background
+// command, its exit as a message).
+func TestV1ReplayOnAFreshConnection(t *testing.T) {
+	zero := 0
+	fg := &acp.ToolCallUpdate{
+		SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Title: "cmd", Kind: "execute", Status: acp.StatusCompleted,
+		Content: []acp.ToolCallContent{acp.TerminalContent("term_1")}, RawInput: map[string]string{"command": "cmd", "cwd": "/w"},
+		RawOutput: map[string]any{"exitCode": 0},
+	}
+	info := map[string]any{"terminal_id": "term_1", "cwd": "/w"}
+	text := "Output (3 bytes, escape sequences removed):\n```\na\n```"
+	for _, tt := range []struct {
+		name string
+		meta bool
+		call *acp.ToolCallUpdate
+		exit *acp.ExitStatus
+		want []v1Line
+	}{
+		{"foreground", true, fg, &acp.ExitStatus{ExitCode: &zero}, []v1Line{
+			{Kind: "tool_call", Call: "call_1", Status: "completed", Info: info},
+			{Kind: "tool_call_update", Call: "call_1", Output: map[string]any{"terminal_id": "term_1", "data": "a\r\n"}},
+			{Kind: "tool_call_update", Call: "call_1", Exit: map[string]any{"terminal_id": "term_1", "exit_code": 0.0, "signal": nil}},
+		}},
+		{"foreground", false, fg, &acp.ExitStatus{ExitCode: &zero}, []v1Line{
+			{Kind: "tool_call", Call: "call_1", Status: "completed"},
+			{Kind: "tool_call_update", Call: "call_1", Text: text},
+		}},
+		{"background", true, v1DetachedNow, v1Stopped, []v1Line{
+			{Kind: "tool_call", Call: "call_1", Status: "completed", Text: v1DetachedText, Info: info},
+			{Kind: "tool_call_update", Call: "call_1", Output: map[string]any{"terminal_id": "term_1", "data": "a\r\n"}},
+			{Kind: "tool_call_update", Call: "call_1", Exit: map[string]any{"terminal_id": "term_1", "exit_code": nil, "signal": "SIGTERM"}},
+		}},
+		{"background", false, v1DetachedNow, v1Stopped, []v1Line{
+			{Kind: "tool_call", Call: "call_1", Status: "completed", Text: v1DetachedText},
+			{Kind: "tool_call_update", Call: "call_1", Text: v1DetachedText + text},
+			{Kind: "agent_message_chunk", Text: v1ExitedText},
+		}},
+	} {
+		d := newV1Driver(t, tt.meta)
+		d.update(v1Attach())
+		d.update(tt.call)
+		d.replace("a\r\n", tt.exit)
+		checkV1Lines(t, decodeV1(t, d.out), tt.want)
+		if len(d.e.calls) != 0 || len(d.e.terms) != 0 {
+			t.Errorf("%s, meta %v: the encoding still knows %d tool calls and %d terminals", tt.name, tt.meta, len(d.e.calls), len(d.e.terms))
+		}
+	}
+}
+
+// TestV1BackgroundExitWithoutTerminalOutput: a client without
+// terminal_output learns of a background command's exit by a message; of
+// a foreground one's by its tool call's final update only.
+func TestV1BackgroundExitWithoutTerminalOutput(t *testing.T) {
+	d := newV1Driver(t, false)
+	d.update(v1Started)
+	d.chunk("a\r\n")
+	d.update(v1Detached)
+	d.chunk("b\r\n")
+	d.update(v1Exit)
+	lines := decodeV1(t, d.out)
+	if n := len(lines); n != 3 || lines[2].Kind != "agent_message_chunk" || lines[2].Text != v1ExitedText {
+		t.Errorf("lines %+v, want the exit as the third, %q", lines, v1ExitedText)
+	}
+	for _, l := range v1Command(t, false, "a\r\n") {
+		if l.Kind == "agent_message_chunk" {
+			t.Errorf("a foreground command's exit as a message: %+v", l)
+		}
+	}
+}
+
+func TestV1ExitText(t *testing.T) {
+	code, signalled := 3, 143
+	for _, tt := range []struct {
+		es   acp.ExitStatus
+		want string
+	}{
+		{acp.ExitStatus{ExitCode: &code}, "term_2 (make dev) ended: exit 3."},
+		{acp.ExitStatus{Signal: "SIGKILL"}, "term_2 (make dev) ended: signal SIGKILL."},
+		{acp.ExitStatus{Signal: "SIGTERM", ExitCode: &signalled}, "term_2 (make dev) ended: signal SIGTERM, exit 143."},
+		{acp.ExitStatus{}, "term_2 (make dev) ended: exit status unknown."},
+	} {
+		if got := v1ExitText("term_2", "make dev", &tt.es); got != tt.want {
+			t.Errorf("v1ExitText(%+v) = %q, want %q", tt.es, got, tt.want)
+		}
+	}
+}
+
+// checkV1Lines compares decoded lines with what a test wants.
+func checkV1Lines(t *testing.T, got, want []v1Line) {
+	t.Helper()
+	for i := range max(len(got), len(want)) {
+		var g, w string
+		if i < len(got) {
+			g = jsonOf(got[i])
+		}
+		if i < len(want) {
+			w = jsonOf(want[i])
+		}
+		if g != w {
+			t.Errorf("line %d: %s\nwant    %s", i, g, w)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 
@@ -60,10 +61,15 @@ type v1Session struct {
 	// Agent inserts later is answered at once.
 	released bool
 
-	// While the session is resumed, what the Agent reports waits until the
-	// response has gone out: a v1 client knows the session only then.
-	resuming bool
-	held     []func()
+	// While the client attaches to the session (session/resume or
+	// session/load), what the Agent reports is held until the Agent has
+	// answered: then it goes out after the response (resume: a v1 client
+	// knows the session only then), or before it (load: v1 wants the
+	// history before the response); after an error, it goes out without
+	// the attachment. While loading, user messages are replayed.
+	attaching bool
+	loading   bool
+	held      []func()
 }
 
 // v1Prompt is a v1 session/prompt waiting for its answer.
@@ -88,10 +94,10 @@ func (f *v1Front) session(id string) *v1Session {
 	return s
 }
 
-// emit queues what send writes, or holds it while s is resumed; f.mu is
-// held.
+// emit queues what send writes, or holds it while the client attaches to
+// s; f.mu is held.
 func (s *v1Session) emit(send func()) {
-	if s.resuming {
+	if s.attaching {
 		s.held = append(s.held, send)
 		return
 	}
@@ -103,6 +109,12 @@ func (f *v1Front) Update(sessionID string, update acp.Update) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := f.session(sessionID)
+	if m, ok := update.(*acp.Message); ok && s.loading && m.SessionUpdate == acp.KindUserMessage {
+		for _, chunk := range v1UserChunks(m) {
+			s.emit(func() { f.c.w.notify(sessionID, chunk) })
+		}
+		return
+	}
 	s.emit(func() { f.c.w.update(sessionID, update) })
 	if st, ok := update.(*acp.StateUpdate); ok {
 		f.state(s, st)
@@ -226,39 +238,82 @@ func (f *v1Front) commands(sessionID string, cmds []acp.AvailableCommand) func()
 // response.
 func (f *v1Front) resumeSession(p *acp.ResumeSessionRequest) (any, func(), error) {
 	p.ReplayFrom = nil // not part of v1
+	resp, s, err := f.attach(p, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	cmds := f.commands(p.SessionID, resp.AvailableCommands)
+	return &v1ResumeSessionResponse{ConfigOptions: v1ConfigOptions(resp.ConfigOptions)}, func() {
+		cmds()
+		f.endAttach(s)
+	}, nil
+}
+
+// loadSession serves session/load: a resume with the retained history
+// replayed (replayFrom start), which v1 wants before the response; the
+// commands, then live updates, follow it.
+func (f *v1Front) loadSession(p *acp.ResumeSessionRequest) (any, func(), error) {
+	p.ReplayFrom = json.RawMessage(`{"type":"start"}`)
+	resp, s, err := f.attach(p, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	f.endAttach(s)
+	return &v1ResumeSessionResponse{ConfigOptions: v1ConfigOptions(resp.ConfigOptions)}, f.commands(p.SessionID, resp.AvailableCommands), nil
+}
+
+// attach attaches the session to this connection with the Agent's
+// ResumeSession, holding what the Agent reports meanwhile behind
+// v1Attach; on success the caller sends it with endAttach. On an error
+// nothing changes (see failAttach).
+func (f *v1Front) attach(p *acp.ResumeSessionRequest, load bool) (*acp.ResumeSessionResponse, *v1Session, error) {
 	f.mu.Lock()
+	_, known := f.sessions[p.SessionID]
 	s := f.session(p.SessionID)
-	s.resuming, s.released = true, false
+	released := s.released
+	s.attaching, s.loading, s.released = true, load, false
+	s.held = append(s.held[:0], func() { f.c.w.update(p.SessionID, v1Attach()) })
 	f.mu.Unlock()
-	resumed := false
+	attached := false
 	defer func() {
-		if !resumed { // an error, or a panic: nothing held will follow
-			f.endResume(s, false)
+		if !attached { // an error, or a panic
+			f.failAttach(p.SessionID, s, known, released)
 		}
 	}()
 	resp, err := f.c.agent.ResumeSession(f, p)
 	if err != nil {
 		return nil, nil, err
 	}
-	resumed = true
-	cmds := f.commands(p.SessionID, resp.AvailableCommands)
-	return &v1ResumeSessionResponse{ConfigOptions: v1ConfigOptions(resp.ConfigOptions)}, func() {
-		cmds()
-		f.endResume(s, true)
-	}, nil
+	attached = true
+	return resp, s, nil
 }
 
-// endResume stops holding what the Agent reports about s and, with send,
-// queues what was held.
-func (f *v1Front) endResume(s *v1Session, send bool) {
+// endAttach stops holding what the Agent reports about s and queues what
+// was held.
+func (f *v1Front) endAttach(s *v1Session) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	held := s.held
-	s.resuming, s.held = false, nil
-	if send {
-		for _, h := range held {
-			h()
-		}
+	s.attaching, s.loading, s.held = false, false, nil
+	for _, h := range held {
+		h()
+	}
+}
+
+// failAttach undoes attach after the Agent refused it: what was held (the
+// session's own updates, if it reports here) goes out without v1Attach,
+// the session reports where it did, and the front forgets a session it
+// had not known.
+func (f *v1Front) failAttach(id string, s *v1Session, known, released bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	held := s.held[1:]
+	s.attaching, s.loading, s.held, s.released = false, false, nil, released
+	for _, h := range held {
+		h()
+	}
+	if !known && len(held) == 0 && f.sessions[id] == s {
+		delete(f.sessions, id)
 	}
 }
 
@@ -295,6 +350,9 @@ var v1Requests = map[string]handler{
 	"session/new": answeredThen(func(c *Conn, p *acp.NewSessionRequest) (any, func(), error) { return c.v1.newSession(p) }),
 	"session/resume": answeredThen(func(c *Conn, p *acp.ResumeSessionRequest) (any, func(), error) {
 		return c.v1.resumeSession(p)
+	}),
+	"session/load": answeredThen(func(c *Conn, p *acp.ResumeSessionRequest) (any, func(), error) {
+		return c.v1.loadSession(p)
 	}),
 	"session/list": answeredAtOnce(func(c *Conn, p *acp.ListSessionsRequest) (any, error) { return c.agent.ListSessions(c.v1, p) }),
 	"session/set_config_option": answeredAtOnce(func(c *Conn, p *acp.SetConfigOptionRequest) (any, error) {
@@ -335,6 +393,7 @@ func (c *Conn) v1Initialize(req *jsonrpc2.Request, reply Reply) {
 	reply(&v1InitializeResponse{
 		ProtocolVersion: ProtocolV1,
 		AgentCapabilities: v1AgentCapabilities{
+			LoadSession:         true,
 			SessionCapabilities: v1SessionCapabilities{List: &struct{}{}, Resume: &struct{}{}, Close: &struct{}{}},
 		},
 		AuthMethods: []struct{}{},

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -169,7 +170,7 @@ func TestV1Methods(t *testing.T) {
 	}{
 		{`{"jsonrpc":"2.0","id":1,"method":"terminal/cancel","params":{"sessionId":"s","terminalId":"term_1"}}`, acp.CodeMethodNotFound},
 		{`{"jsonrpc":"2.0","id":2,"method":"tool_call/cancel","params":{"sessionId":"s","toolCallId":"call_1"}}`, acp.CodeMethodNotFound},
-		{`{"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId":"s","cwd":"/","mcpServers":[]}}`, acp.CodeMethodNotFound},
+		{`{"jsonrpc":"2.0","id":3,"method":"session/set_mode","params":{"sessionId":"s","modeId":"x"}}`, acp.CodeMethodNotFound},
 		{`{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":2}}`, acp.CodeInvalidRequest},
 		{`{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":1}}`, 0},
 		{`{"jsonrpc":"2.0","id":6,"method":"session/set_config_option","params":{"sessionId":"s","configId":"x","value":"1s"}}`, 0},
@@ -231,11 +232,15 @@ func (a *resumePanics) ResumeSession(c Client, p *acp.ResumeSessionRequest) (*ac
 }
 
 // A resume that fails (here by a panic) does not leave the session's
-// updates held back: the next turn is reported and answered.
+// updates held back: what the Agent reported goes out, and the next turn
+// is reported and answered.
 func TestV1FailedResumeHoldsNothingBack(t *testing.T) {
 	t.Parallel()
 	w := newV1Wire(t, &resumePanics{})
 	w.send(`{"jsonrpc":"2.0","id":1,"method":"session/resume","params":{"sessionId":"s","cwd":"/","mcpServers":[]}}`)
+	if got := said(w.recv()); got != "tool_call" {
+		t.Fatalf("got %s, want what the Agent reported", got)
+	}
 	if m := w.recv(); errorCode(m) != acp.CodeInternalError {
 		t.Fatalf("resume answered %v, want -32603", m)
 	}
@@ -244,5 +249,99 @@ func TestV1FailedResumeHoldsNothingBack(t *testing.T) {
 		if got := said(w.recv()); got != want {
 			t.Fatalf("got %s, want %s", got, want)
 		}
+	}
+}
+
+// replayAgent is a turnAgent whose session "s" (cwd "/") has a history: a
+// user message, an agent message and call_1, which a prompt "finish"
+// completes.
+type replayAgent struct{ turnAgent }
+
+func (a *replayAgent) ResumeSession(c Client, p *acp.ResumeSessionRequest) (*acp.ResumeSessionResponse, error) {
+	switch {
+	case p.SessionID != "s":
+		return nil, acp.SessionNotFound(p.SessionID)
+	case p.Cwd != "/":
+		return nil, acp.InvalidParams("cwd: %q is not this session's working directory", p.Cwd)
+	}
+	if string(p.ReplayFrom) == `{"type":"start"}` {
+		c.Update("s", &acp.Message{SessionUpdate: acp.KindUserMessage, MessageID: "msg_1", Content: []acp.ContentBlock{acp.TextBlock("sleep 30")}})
+		c.Update("s", &acp.Message{SessionUpdate: acp.KindAgentMessage, MessageID: "msg_2", Content: []acp.ContentBlock{acp.TextBlock("hi")}})
+	}
+	c.Update("s", &acp.ToolCallUpdate{SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Title: "sleep 30", Status: acp.StatusInProgress})
+	c.Update("s", &acp.StateUpdate{SessionUpdate: acp.KindState, State: acp.StateRunning})
+	return &acp.ResumeSessionResponse{AvailableCommands: []acp.AvailableCommand{{Type: "command", Name: "ps", Description: "list"}}}, nil
+}
+
+func (a *replayAgent) Prompt(ctx context.Context, c Client, p *acp.PromptRequest, reply Reply) {
+	if len(p.Prompt) > 0 && p.Prompt[0].Text == "finish" {
+		reply(&acp.PromptResponse{MessageID: "u"}, nil)
+		c.Update("s", &acp.Message{SessionUpdate: acp.KindUserMessage, MessageID: "msg_3", Content: p.Prompt})
+		c.Update("s", &acp.ToolCallUpdate{SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Status: acp.StatusCompleted})
+		c.Update("s", &acp.StateUpdate{SessionUpdate: acp.KindState, State: acp.StateIdle, StopReason: acp.StopEndTurn})
+		return
+	}
+	a.turnAgent.Prompt(ctx, c, p, reply)
+}
+
+// TestV1Load: session/load replays the history before its response
+// (user messages too), announcing every tool call again each time; the
+// commands follow the response. A load the Agent refuses is answered with
+// its error and changes nothing: the session's tool calls stay known, and
+// live user messages are not echoed.
+func TestV1Load(t *testing.T) {
+	t.Parallel()
+	w := newV1Wire(t, &replayAgent{})
+	load := func(id int, session, cwd string) string {
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "session/load", "params": map[string]any{"sessionId": session, "cwd": cwd, "mcpServers": []any{}}})
+		return string(b)
+	}
+	expect := func(want ...string) {
+		t.Helper()
+		for _, want := range want {
+			if got := said(w.recv()); got != want {
+				t.Fatalf("got %s, want %s", got, want)
+			}
+		}
+	}
+	for id := 1; id <= 2; id++ {
+		w.send(load(id, "s", "/"))
+		expect("user_message_chunk", "agent_message_chunk", "tool_call", fmt.Sprintf("%d:{}", id), "available_commands_update")
+	}
+	w.send(load(3, "x", "/"))
+	if m := w.recv(); errorCode(m) != acp.CodeNotFound {
+		t.Fatalf("an unknown session: %v", m)
+	}
+	w.send(load(4, "s", "/elsewhere"))
+	if m := w.recv(); errorCode(m) != acp.CodeInvalidParams {
+		t.Fatalf("another cwd: %v", m)
+	}
+	w.send(prompt(5, "finish"))
+	expect("tool_call_update", `5:{"stopReason":"end_turn"}`)
+	w.conn.v1.mu.Lock()
+	_, kept := w.conn.v1.sessions["x"]
+	w.conn.v1.mu.Unlock()
+	if kept {
+		t.Error("the front keeps state for a session that the Agent does not know")
+	}
+}
+
+// TestV1LoadSendsUserMessageChunks: the replayed user message is the
+// prompt as sent, with its message id.
+func TestV1LoadSendsUserMessageChunks(t *testing.T) {
+	t.Parallel()
+	w := newV1Wire(t, &replayAgent{})
+	w.send(`{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"s","cwd":"/","mcpServers":[]}}`)
+	var p struct {
+		Update struct {
+			SessionUpdate, MessageID string
+			Content                  struct{ Type, Text string }
+		}
+	}
+	if err := json.Unmarshal(w.recv()["params"], &p); err != nil {
+		t.Fatal(err)
+	}
+	if u := p.Update; u.SessionUpdate != "user_message_chunk" || u.MessageID != "msg_1" || u.Content.Type != "text" || u.Content.Text != "sleep 30" {
+		t.Errorf("replayed user message %+v", u)
 	}
 }

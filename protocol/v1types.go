@@ -2,6 +2,8 @@ package protocol
 
 import (
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"strings"
 
 	"shellagent/acp"
@@ -218,6 +220,46 @@ func v1Permission(p *acp.PermissionRequest) *v1PermissionRequest {
 		out.ToolCall.Content = []acp.ToolCallContent{acp.TextContent(p.Description)}
 	}
 	return out
+}
+
+// v1AttachKind is the kind of the Message that v1Attach returns.
+const v1AttachKind = "shellagent/v1_attach"
+
+// v1Attach returns what the v1 front queues, as a session update, where
+// its client attaches to a session (session/resume, session/load): the v1
+// encoding takes it to mean that the client knows none of the session's
+// tool calls and terminals from there on (a client that resumes or loads
+// a session starts from nothing, even on the connection that created it),
+// and writes nothing for it. It is a Message because the writer's queue
+// keeps messages in their place: never coalesced, moved or dropped.
+func v1Attach() *acp.Message { return &acp.Message{SessionUpdate: v1AttachKind} }
+
+// v1UserChunks returns a user message as v1 user_message_chunks, one per
+// content block, for a replay (v1 clients show the prompts they send
+// themselves, so live user messages are not echoed).
+func v1UserChunks(m *acp.Message) []*v1ContentChunk {
+	out := make([]*v1ContentChunk, len(m.Content))
+	for i, b := range m.Content {
+		out[i] = &v1ContentChunk{SessionUpdate: "user_message_chunk", Content: b, MessageID: m.MessageID}
+	}
+	return out
+}
+
+// v1ExitText is what a client without terminal_output reads when a
+// terminal whose tool call completed earlier, when it left the
+// foreground, exits: the terminal, its command and how it ended. (v1 has
+// no other way to tell it: the tool call is final already.)
+func v1ExitText(terminal, command string, es *acp.ExitStatus) string {
+	how := "exit status unknown"
+	switch {
+	case es.Signal != "" && es.ExitCode != nil:
+		how = fmt.Sprintf("signal %s, exit %d", es.Signal, *es.ExitCode)
+	case es.Signal != "":
+		how = "signal " + es.Signal
+	case es.ExitCode != nil:
+		how = "exit " + strconv.Itoa(*es.ExitCode)
+	}
+	return fmt.Sprintf("%s (%s) ended: %s.", terminal, command, how)
 }
 
 // v1DetachText is what a v1 client reads when a command leaves the

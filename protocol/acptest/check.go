@@ -102,10 +102,11 @@ func (c *Client) Violations() []Violation {
 //  9. every user_message has a messageId, and every successful
 //     session/prompt response names a user_message of its session;
 //  10. nothing is sent for a session after the successful response to its
-//     session/close (until the client resumes it).
+//     session/close (until the client resumes or, in v1, loads it).
 //
-// Sending session/resume with a replayFrom starts the session's tracking
-// over, since the replay re-sends its history.
+// Sending session/resume with a replayFrom (or, in v1, session/load)
+// starts the session's tracking over, since the replay re-sends its
+// history.
 //
 // In ACP v1 (WithProtocolV1) rules 7 and 10 apply as above (tool_call and
 // tool_call_update both set a status), and, per session:
@@ -239,7 +240,7 @@ func (ck *checker) sent(r *request) {
 	if r.method == "initialize" {
 		ck.meta = r.termOutput
 	}
-	if r.method != "session/resume" || r.sessionID == "" {
+	if r.method != "session/resume" && r.method != "session/load" || r.sessionID == "" {
 		return
 	}
 	s := ck.session(r.sessionID)

@@ -103,7 +103,7 @@ type request struct {
 	id        int64
 	method    string
 	sessionID string // params.sessionId, if any
-	replay    bool   // session/resume with a non-null replayFrom
+	replay    bool   // session/resume with a non-null replayFrom, or (v1) session/load
 	// termOutput: an initialize that advertises
 	// clientCapabilities._meta.terminal_output (ACP v1).
 	termOutput bool
@@ -258,7 +258,7 @@ func (c *Client) register(id int64, method string, params json.RawMessage) {
 		id:         id,
 		method:     method,
 		sessionID:  p.SessionID,
-		replay:     method == "session/resume" && len(p.ReplayFrom) > 0 && string(p.ReplayFrom) != "null",
+		replay:     method == "session/load" || method == "session/resume" && len(p.ReplayFrom) > 0 && string(p.ReplayFrom) != "null",
 		termOutput: method == "initialize" && p.ClientCapabilities.Meta.TerminalOutput,
 	}
 	c.mu.Lock()

@@ -65,6 +65,7 @@ var specs = map[int]*schemaSpec{
 			"session/new":               "NewSessionResponse",
 			"session/list":              "ListSessionsResponse",
 			"session/resume":            "ResumeSessionResponse",
+			"session/load":              "LoadSessionResponse",
 			"session/close":             "CloseSessionResponse",
 			"session/prompt":            "PromptResponse",
 			"session/set_config_option": "SetSessionConfigOptionResponse",

@@ -18,7 +18,8 @@ type termBuf struct {
 // the decoded terminal_output_chunk data appended in order, replaced by each
 // non-null terminal_update.output; in ACP v1, the data strings of
 // _meta.terminal_output appended in order, as UTF-8. Sending session/resume with a replayFrom
-// starts the session's terminals over, as the replay re-sends their output.
+// (or, in v1, session/load) starts the session's terminals over, as the
+// replay re-sends their output.
 func (c *Client) Output(sessionID, terminalID string) []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()

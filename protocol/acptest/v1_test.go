@@ -90,6 +90,19 @@ func TestCheckV1(t *testing.T) {
 			v1Tool("tool_call", "call_1", `,"title":"ls"`+v1Info("term_1")),
 			v1Exit("call_1", "term_1", "-1", "null"),
 		}, []int{12}},
+		{"session/load replays", true, []string{
+			v1Tool("tool_call", "call_1", `,"title":"ls","status":"in_progress"`+v1Info("term_1")),
+			v1Out("call_1", "term_1", "a"), v1Exit("call_1", "term_1", "0", "null"),
+			v1Tool("tool_call_update", "call_1", `,"status":"completed"`),
+			"-> session/load s1",
+			v1Tool("tool_call", "call_1", `,"title":"ls","status":"completed"`+v1Info("term_1")),
+			v1Out("call_1", "term_1", "a"), v1Exit("call_1", "term_1", "0", "null"),
+		}, nil},
+		{"11 after session/load", true, []string{
+			v1Tool("tool_call", "call_1", `,"title":"ls","status":"in_progress"`),
+			"-> session/load s1",
+			v1Tool("tool_call_update", "call_1", `,"status":"completed"`),
+		}, []int{11}},
 		{"7 still applies", true, []string{
 			v1Tool("tool_call", "call_1", `,"title":"ls","status":"completed"`),
 			v1Tool("tool_call_update", "call_1", `,"status":"in_progress"`),
@@ -100,6 +113,10 @@ func TestCheckV1(t *testing.T) {
 			h := newHarness(t, WithProtocolV1())
 			h.c.Send("initialize", v1Init(tt.meta))
 			for _, l := range tt.script {
+				if l == "-> session/load s1" {
+					h.c.Send("session/load", map[string]any{"sessionId": "s1", "cwd": "/", "mcpServers": []any{}})
+					continue
+				}
 				h.agent(l)
 			}
 			h.end()
