@@ -181,8 +181,9 @@ func (s *v1Script) announced(call string) {
 	s.await(call+" announced", func(m *acptest.Msg) bool { return m.Kind == "tool_call" && m.ToolCallID() == call })
 }
 
-// stop sends /stop term and waits for its answer, then, with the
-// capability, for term's terminal_exit.
+// stop sends /stop term and waits for its answer, then for term's exit:
+// its terminal_exit with the capability, else the message that says it
+// ended.
 func (s *v1Script) stop(term string) {
 	s.t.Helper()
 	s.prompt("/stop " + term)
@@ -191,7 +192,11 @@ func (s *v1Script) stop(term string) {
 			e := m.Meta("terminal_exit")
 			return e != nil && e["terminal_id"] == term
 		})
+		return
 	}
+	s.await(term+" ended", func(m *acptest.Msg) bool {
+		return m.Kind == "agent_message_chunk" && strings.HasPrefix(m.Text(), term+" (")
+	})
 }
 
 // v1OutputPattern matches a v1 tool_call_update that carries only output,

@@ -46,7 +46,7 @@ func startV1(t *testing.T, meta bool, args ...string) *v1Agent {
 	c.MustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": caps, "clientInfo": map[string]string{"name": "v1test", "version": "1"}}, &res)
 	caps2 := res.AgentCapabilities.SessionCapabilities
 	if res.ProtocolVersion != 1 || res.AuthMethods == nil || len(res.AuthMethods) != 0 || res.AgentInfo.Name != "shellagent" ||
-		res.AgentCapabilities.LoadSession || caps2["list"] == nil || caps2["resume"] == nil || caps2["close"] == nil {
+		!res.AgentCapabilities.LoadSession || caps2["list"] == nil || caps2["resume"] == nil || caps2["close"] == nil {
 		t.Fatalf("v1 initialize answered %+v", res)
 	}
 	return a
