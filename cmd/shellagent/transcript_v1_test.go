@@ -104,6 +104,25 @@ var v1Scenarios = []v1Scenario{
 		s.await("call_1 again", func(m *acptest.Msg) bool { return m.ToolCallID() == "call_1" })
 		s.stop("term_1")
 	}},
+	{name: "load", args: []string{"--kill-grace", "1s"}, run: func(s *v1Script) {
+		// session/load on the same connection: the history before the
+		// response (the prompts, /ps's message, each tool call at its
+		// current state with its terminal redrawn or its output's tail),
+		// the commands after it, then live output and the exit.
+		s.open()
+		s.prompt("echo one")
+		s.prompt("/ps") // before the /bg: its message names no process
+		s.prompt("/bg while [ ! -e go ]; do sleep 0.05; done; echo two; exec sleep 30")
+		s.call("session/load", map[string]any{"sessionId": s.sid, "cwd": s.cwd, "mcpServers": []any{}})
+		s.await("the commands", func(m *acptest.Msg) bool { return m.Kind == "available_commands_update" })
+		if err := os.WriteFile(filepath.Join(s.cwd, "go"), nil, 0o644); err != nil {
+			s.t.Fatal(err)
+		}
+		if s.meta {
+			s.await("live output", func(*acptest.Msg) bool { return strings.HasSuffix(string(s.c.Output(s.sid, "term_2")), "two\r\n") })
+		}
+		s.stop("term_2")
+	}},
 	{name: "close", args: []string{"--kill-grace", "1s"}, run: func(s *v1Script) {
 		// session/close stops everything, a recurring job and the
 		// foreground command: the prompt is answered cancelled, then the
