@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -412,36 +414,59 @@ func TestV1Permission(t *testing.T) {
 	})
 }
 
+// TestV1Resume: after session/resume, on the connection that created
+// the session too, live work is announced again as a tool_call (with its
+// terminal_info, and the terminal redrawn, screen cleared first), since a
+// client that resumes knows nothing of the session; nothing of it comes
+// before the response.
 func TestV1Resume(t *testing.T) {
 	t.Parallel()
-	a := startV1(t, true)
-	sid := a.session()
-	a.turn(sid, "echo bg; exec sleep 30 &", "end_turn")
-	a.c.WaitFor("output", func(*acptest.Msg) bool { return string(a.c.Output(sid, "term_1")) == "bg\r\n" })
-	var list struct {
-		Sessions []struct{ SessionID, Cwd string }
-	}
-	a.c.MustCall("session/list", map[string]any{"cwd": a.cwd}, &list)
-	if len(list.Sessions) != 1 || list.Sessions[0].SessionID != sid {
-		t.Fatalf("session/list %+v", list)
-	}
-	before := len(a.c.Transcript())
-	id := a.c.Send("session/resume", map[string]any{"sessionId": sid, "cwd": a.cwd, "mcpServers": []any{}})
-	resp := a.c.Wait(id)
-	if resp.Error != nil {
-		t.Fatalf("resume: %v", resp.Error)
-	}
-	for _, m := range a.c.Transcript()[before:resp.Seq] {
-		if m.SessionID == sid {
-			t.Errorf("before the resume response: %s", m)
+	bothModes(t, func(t *testing.T, meta bool) {
+		a := startV1(t, meta, "--kill-grace", "1s")
+		sid := a.session()
+		a.turn(sid, "echo bg; touch printed; exec sleep 30 &", "end_turn")
+		a.waitFile("printed")
+		if meta {
+			a.c.WaitFor("output", func(*acptest.Msg) bool { return string(a.c.Output(sid, "term_1")) == "bg\r\n" })
 		}
-	}
-	a.update(resp, "commands", func(m *acptest.Msg) bool { return m.Kind == "available_commands_update" })
-	// The live terminal, replaced: the screen is cleared and shows it again.
-	a.c.WaitFor("replacement", func(*acptest.Msg) bool {
-		return strings.HasSuffix(string(a.c.Output(sid, "term_1")), "\x1b[H\x1b[2J\x1b[3Jbg\r\n")
+		var list struct {
+			Sessions []struct{ SessionID, Cwd string }
+		}
+		a.c.MustCall("session/list", map[string]any{"cwd": a.cwd}, &list)
+		if len(list.Sessions) != 1 || list.Sessions[0].SessionID != sid {
+			t.Fatalf("session/list %+v", list)
+		}
+		before := len(a.c.Transcript())
+		id := a.c.Send("session/resume", map[string]any{"sessionId": sid, "cwd": a.cwd, "mcpServers": []any{}})
+		resp := a.c.Wait(id)
+		if resp.Error != nil {
+			t.Fatalf("resume: %v", resp.Error)
+		}
+		for _, m := range a.c.Transcript()[before:resp.Seq] {
+			if m.SessionID == sid {
+				t.Errorf("before the resume response: %s", m)
+			}
+		}
+		a.update(resp, "commands", func(m *acptest.Msg) bool { return m.Kind == "available_commands_update" })
+		again := a.update(resp, "call_1 again", func(m *acptest.Msg) bool { return m.ToolCallID() == "call_1" })
+		if again.Kind != "tool_call" || again.Status() != "completed" || (again.Meta("terminal_info") != nil) != meta {
+			t.Errorf("call_1 resumed as %s", again)
+		}
+		if meta {
+			// The live terminal, replaced: the screen is cleared and shows
+			// it again.
+			a.c.WaitFor("replacement", func(*acptest.Msg) bool {
+				return strings.HasSuffix(string(a.c.Output(sid, "term_1")), "\x1b[H\x1b[2J\x1b[3Jbg\r\n")
+			})
+		} else {
+			// Its text, with the tail of the output read from the ring,
+			// follows it (with the terminal's replacement).
+			a.update(again, "call_1's text", func(m *acptest.Msg) bool {
+				return m.ToolCallID() == "call_1" && strings.Contains(m.Text(), "```\nbg\n```")
+			})
+		}
+		a.turn(sid, "/stop term_1", "end_turn")
 	})
-	a.turn(sid, "/stop term_1", "end_turn")
 }
 
 // TestV1Multibyte splits é, 漢 and 😀 across output chunks: each arrives
@@ -531,4 +556,219 @@ func TestV1FlowControl(t *testing.T) {
 		}
 	}
 	t.Logf("%d bytes in %d terminal_output updates", len(got), updates)
+}
+
+// v1Replayed describes a session's updates from the history that a load
+// replays: the updates of sid after the request at seq before, up to the
+// response, one line each ("user TEXT", "agent TEXT", "tool_call ID
+// STATUS [info]", "text ID", "output TERM" for a run of output, "exit
+// TERM"), and each tool call's text by id.
+func v1Replayed(msgs []*acptest.Msg, sid string) (lines []string, texts map[string]string) {
+	texts = map[string]string{}
+	for _, m := range msgs {
+		if m.SessionID != sid || m.Method != "session/update" {
+			continue
+		}
+		var l string
+		switch out, exit := m.Meta("terminal_output"), m.Meta("terminal_exit"); {
+		case m.Kind == "user_message_chunk":
+			l = "user " + m.Text()
+		case m.Kind == "agent_message_chunk":
+			l = "agent " + m.Text()
+		case m.Kind == "tool_call":
+			l = "tool_call " + m.ToolCallID() + " " + m.Status()
+			if m.Meta("terminal_info") != nil {
+				l += " info"
+			}
+			texts[m.ToolCallID()] = m.Text()
+		case out != nil:
+			l = "output " + out["terminal_id"].(string)
+		case exit != nil:
+			l = "exit " + exit["terminal_id"].(string)
+		default:
+			l = "text " + m.ToolCallID()
+			texts[m.ToolCallID()] = m.Text()
+		}
+		if n := len(lines); n > 0 && strings.HasPrefix(l, "output ") && lines[n-1] == l {
+			continue
+		}
+		lines = append(lines, l)
+	}
+	return lines, texts
+}
+
+// load sends session/load and returns the response and the replayed
+// updates of the session before it (see v1Replayed).
+func (a *v1Agent) load(sid string) (*acptest.Msg, []string, map[string]string) {
+	a.t.Helper()
+	before := len(a.c.Transcript())
+	resp := a.c.Wait(a.c.Send("session/load", map[string]any{"sessionId": sid, "cwd": a.cwd, "mcpServers": []any{}}))
+	if resp.Error != nil {
+		a.t.Fatalf("session/load: %v", resp.Error)
+	}
+	var res struct{ ConfigOptions []struct{ ID string } }
+	if json.Unmarshal(resp.Result, &res) != nil || len(res.ConfigOptions) != 3 {
+		a.t.Errorf("session/load answered %s", resp)
+	}
+	a.update(resp, "commands", func(m *acptest.Msg) bool { return m.Kind == "available_commands_update" })
+	lines, texts := v1Replayed(a.c.Transcript()[before:resp.Seq], sid)
+	return resp, lines, texts
+}
+
+// v1Trigger is a shell loop that waits for the file name to appear in the
+// command's directory: output that a test releases when it chooses.
+func v1Trigger(name string) string {
+	return "while [ ! -e " + name + " ]; do sleep 0.02; done"
+}
+
+// release creates the file that v1Trigger waits for.
+func (a *v1Agent) release(name string) {
+	a.t.Helper()
+	if err := os.WriteFile(filepath.Join(a.cwd, name), nil, 0o644); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+// waitFile waits for a command to create the file name in its directory.
+func (a *v1Agent) waitFile(name string) {
+	a.t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(a.cwd, name)); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			a.t.Fatalf("no %s after 20s", name)
+		}
+	}
+}
+
+// TestV1Load: session/load on the connection that created the session
+// replays its history before the response, in order (the prompts, the
+// agent's messages, each tool call announced again at its current state
+// with its terminal redrawn, or its output's tail), then live output goes
+// on; a second load shows what was written since. Loading an unknown
+// session, or with another cwd, is refused and sends nothing.
+func TestV1Load(t *testing.T) {
+	t.Parallel()
+	bothModes(t, func(t *testing.T, meta bool) {
+		a := startV1(t, meta, "--kill-grace", "1s")
+		sid := a.session()
+		a.turn(sid, "echo one", "end_turn")
+		a.turn(sid, "/ps", "end_turn")
+		bg := "/bg echo two; touch printed; " + v1Trigger("go") + "; echo three; touch printed3; exec sleep 30"
+		a.turn(sid, bg, "end_turn")
+		a.waitFile("printed")
+		if meta {
+			a.c.WaitFor("two", func(*acptest.Msg) bool { return string(a.c.Output(sid, "term_2")) == "two\r\n" })
+		}
+
+		before := len(a.c.Transcript())
+		for _, bad := range []struct {
+			sid, cwd string
+			code     int
+		}{
+			{"sess_unknown", a.cwd, -32002}, // as session/resume answers
+			{sid, t.TempDir(), -32602},
+		} {
+			m := a.c.Wait(a.c.Send("session/load", map[string]any{"sessionId": bad.sid, "cwd": bad.cwd, "mcpServers": []any{}}))
+			if m.Error == nil || m.Error.Code != bad.code {
+				t.Errorf("session/load of %s in %s answered %s, want %d", bad.sid, bad.cwd, m, bad.code)
+			}
+		}
+		a.c.MustCall("session/list", map[string]any{}, nil) // a round trip: what the refusals caused is in
+		if lines, _ := v1Replayed(a.c.Transcript()[before:], sid); len(lines) > 0 {
+			t.Errorf("refused loads sent %q", lines)
+		}
+
+		tool := func(call string) string {
+			if meta {
+				return "tool_call " + call + " completed info"
+			}
+			return "tool_call " + call + " completed"
+		}
+		term := func(id string, exited bool) []string {
+			switch {
+			case !meta:
+				return []string{"text call_" + id[len("term_"):]}
+			case exited:
+				return []string{"output " + id, "exit " + id}
+			}
+			return []string{"output " + id}
+		}
+		want := slices.Concat(
+			[]string{"user echo one", tool("call_1")}, term("term_1", true),
+			[]string{"user /ps", "agent No background work.", "user " + bg, tool("call_2")}, term("term_2", false),
+		)
+		var texts map[string]string
+		for deadline := time.Now().Add(20 * time.Second); ; {
+			var lines []string
+			_, lines, texts = a.load(sid)
+			if !slices.Equal(lines, want) {
+				t.Fatalf("session/load replayed\n%q\nwant\n%q", lines, want)
+			}
+			// Without the capability, "two" may still be on its way to the
+			// ring (only the file says it was written): load again.
+			if meta || strings.Contains(texts["call_2"], "two") || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		detached := "Started by /bg: moved to the background as term_2; /ps lists it, /stop term_2 stops it."
+		if meta {
+			// term_1 is new to the client again; term_2's screen is cleared
+			// first, since this connection drew it before.
+			if got := string(a.c.Output(sid, "term_1")); got != "one\r\n" {
+				t.Errorf("term_1 redrawn as %q", got)
+			}
+			if got := string(a.c.Output(sid, "term_2")); got != "\x1b[H\x1b[2J\x1b[3Jtwo\r\n" {
+				t.Errorf("term_2 redrawn as %q", got)
+			}
+			if texts["call_2"] != detached {
+				t.Errorf("call_2 says %q", texts["call_2"])
+			}
+		} else {
+			if want := "Output (5 bytes, escape sequences removed):\n```\none\n```"; texts["call_1"] != want {
+				t.Errorf("call_1's tail %q, want %q", texts["call_1"], want)
+			}
+			if want := detached + "Output (5 bytes, escape sequences removed):\n```\ntwo\n```"; texts["call_2"] != want {
+				t.Errorf("call_2's tail %q, want %q", texts["call_2"], want)
+			}
+		}
+
+		// Live output goes on after the load, and a load after the stop
+		// shows all of it and the exit.
+		a.release("go")
+		if meta {
+			a.c.WaitFor("three", func(*acptest.Msg) bool {
+				return strings.HasSuffix(string(a.c.Output(sid, "term_2")), "two\r\nthree\r\n")
+			})
+		} else {
+			a.waitFile("printed3")
+		}
+		stop := a.turn(sid, "/stop term_2", "end_turn")
+		ended := "term_2 (" + bg[len("/bg "):] + ") ended: signal SIGTERM."
+		if meta {
+			if exit := a.exit(stop, "term_2"); exit["signal"] != "SIGTERM" {
+				t.Errorf("term_2 ended %v", exit)
+			}
+		} else {
+			a.message(stop, ended)
+		}
+		_, lines, texts := a.load(sid)
+		want = slices.Concat(want, term("term_2", true)[1:])
+		if !meta {
+			want = append(want, "agent "+ended)
+		}
+		want = append(want, "user /stop term_2", "agent Stopping term_2: SIGTERM sent; its exit status follows.")
+		if !slices.Equal(lines, want) {
+			t.Errorf("session/load after the stop replayed\n%q\nwant\n%q", lines, want)
+		}
+		if meta {
+			if got := string(a.c.Output(sid, "term_2")); got != "two\r\nthree\r\n" {
+				t.Errorf("term_2 redrawn as %q", got)
+			}
+		} else if want := detached + "Output (12 bytes, escape sequences removed):\n```\ntwo\nthree\n```"; texts["call_2"] != want {
+			t.Errorf("call_2's tail %q, want %q", texts["call_2"], want)
+		}
+	})
 }
