@@ -94,17 +94,24 @@ func (h *harness) serve(end func(context.Context, *protocol.Conn) error, opts ..
 
 // connect serves one more connection to the harness's supervisor, whose
 // owner calls Detach when its client goes away, as a server with many
-// clients would. The client is closed and its transcript checked at the
-// end of the test (before the harness's own connection).
+// clients would, and initializes it in v2. The client is closed and its
+// transcript checked at the end of the test (before the harness's own
+// connection).
 func (h *harness) connect(opts ...acptest.Option) *acptest.Client {
 	h.t.Helper()
+	c := h.connectUninitialized(opts...)
+	h.initialize(c)
+	return c
+}
+
+// connectUninitialized is connect for a client that initializes itself.
+func (h *harness) connectUninitialized(opts ...acptest.Option) *acptest.Client {
 	c, served := h.serve(func(ctx context.Context, conn *protocol.Conn) error { return h.sup.Detach(ctx, conn.Client()) }, opts...)
 	h.t.Cleanup(func() {
 		c.Close()
 		<-served
 		c.Check()
 	})
-	h.initialize(c)
 	return c
 }
 
