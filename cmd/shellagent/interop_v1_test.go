@@ -44,7 +44,7 @@ func interop(t *testing.T) string {
 // clientCapabilities._meta.terminal_output as Zed does: the _meta terminal
 // flow checked update by update, characters split across chunks, output
 // reassembled byte for byte, a detached command's later output and exit,
-// session/cancel.
+// session/load (every terminal redrawn byte for byte), session/cancel.
 func TestOfficialClientV1(t *testing.T) {
 	t.Parallel()
 	dir := interop(t)
@@ -60,12 +60,18 @@ func TestOfficialClientV1(t *testing.T) {
 		Problems    []string          `json:"problems"`
 		SplitChunks int               `json:"splitChunks"`
 		Terminals   map[string]string `json:"terminals"`
+		Loaded      map[string]string `json:"loaded"`
 	}
 	if err := json.Unmarshal(out, &summary); err != nil || !summary.OK {
 		t.Fatalf("v1 interop summary %q: %v", out, err)
 	}
 	if summary.Terminals["term_1"] != "aéb漢c😀z\r\n" || summary.Terminals["term_3"] != "before\r\nafter\r\n" {
 		t.Errorf("terminals as the SDK v1 client saw them: %q", summary.Terminals)
+	}
+	// After session/load: the same, the running one's screen cleared
+	// first (this connection had drawn it).
+	if l := summary.Loaded; l["term_1"] != "aéb漢c😀z\r\n" || l["term_2"] != summary.Terminals["term_2"] || l["term_3"] != "\x1b[H\x1b[2J\x1b[3Jbefore\r\nafter\r\n" {
+		t.Errorf("terminals as the SDK v1 client loaded them: %q", summary.Loaded)
 	}
 	t.Logf("the split characters came in %d terminal_output updates", summary.SplitChunks)
 }

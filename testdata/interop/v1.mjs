@@ -3,7 +3,9 @@
 // clientCapabilities._meta.terminal_output as Zed does, and checks the
 // _meta terminal flow: terminal_info on the tool_call, terminal_output
 // strings that reassemble byte for byte into what the command wrote,
-// terminal_exit. usage: node v1.mjs /path/to/shellagent /absolute/cwd
+// terminal_exit; then session/load on the same connection, as an editor
+// that restores the thread, which gets every terminal back from nothing.
+// usage: node v1.mjs /path/to/shellagent /absolute/cwd
 //
 // Prints one JSON summary line; exits non-zero on the first failed check.
 import * as acp from "@agentclientprotocol/sdk";
@@ -24,6 +26,7 @@ function apply(u) {
   else if (!calls.has(u.toolCallId)) calls.set(u.toolCallId, "pending");
   const meta = u._meta ?? {};
   if (meta.terminal_info) {
+    // A terminal_info starts the terminal (over), as Zed does.
     check(u.sessionUpdate === "tool_call", "terminal_info only on a tool_call");
     terminals.set(meta.terminal_info.terminal_id, { call: u.toolCallId, cwd: meta.terminal_info.cwd, data: "", chunks: 0, exit: null });
   }
@@ -84,6 +87,9 @@ async function turn(session, text) {
 
 const termOf = (call) => [...terminals].find(([, t]) => t.call === call)?.[0];
 
+// snapshot is each terminal's output, a long one as its length.
+const snapshot = () => Object.fromEntries([...terminals].map(([id, t]) => [id, t.data.length > 100 ? `${t.data.length} UTF-16 units` : t.data]));
+
 const summary = await app.connectWith(stream, async (ctx) => {
   const init = await ctx.request(acp.methods.agent.initialize, {
     protocolVersion: 1,
@@ -93,6 +99,7 @@ const summary = await app.connectWith(stream, async (ctx) => {
   check(init.protocolVersion === 1 && init.agentInfo?.name === "shellagent", "initialize answer");
   check(Array.isArray(init.authMethods) && init.authMethods.length === 0, "no auth methods");
   check(init.agentCapabilities.sessionCapabilities?.close, "session/close advertised");
+  check(init.agentCapabilities.loadSession === true, "session/load advertised");
   const session = await ctx.buildSession(cwd).start();
   check(session.newSessionResponse.configOptions?.length === 3, "three config options");
 
@@ -116,6 +123,30 @@ const summary = await app.connectWith(stream, async (ctx) => {
   const bgTerm = termOf(bg.call);
   check(bg.stopReason === "end_turn" && calls.get(bg.call) === "completed", "detached");
   await until(session, "output after the detach", () => terminals.get(bgTerm).data === "before\r\nafter\r\n");
+  const live = snapshot();
+
+  // session/load: a client that restores the thread knows nothing of it.
+  // The history comes before the answer (the prompts, each tool call
+  // announced with its terminal, redrawn), the commands after it.
+  terminals.clear();
+  calls.clear();
+  const prompts = [];
+  // (Whether the history came before the answer, the SDK's queue does
+  // not tell; the Go tests check it.)
+  const loaded = ctx.request(acp.methods.agent.session.load, { sessionId: session.sessionId, cwd, mcpServers: [] });
+  await next(session, "the commands after the load", (msg) => {
+    if (msg.kind !== "session_update") return false;
+    const u = msg.update;
+    if (u.sessionUpdate === "user_message_chunk") prompts.push(u.content.text);
+    return u.sessionUpdate === "available_commands_update";
+  });
+  await loaded;
+  check(prompts.length === 3 && prompts[2] === "echo before; sleep 2; echo after; exec sleep 30", `replayed prompts ${JSON.stringify(prompts)}`);
+  check(calls.get(split.call) === "completed" && calls.get(many.call) === "failed" && calls.get(bg.call) === "completed", `replayed statuses ${JSON.stringify([...calls])}`);
+  check(terminals.get(termOf(split.call)).data === splitTerm.data && terminals.get(termOf(many.call)).data === manyTerm.data, "redrawn");
+  check(terminals.get(termOf(split.call)).exit?.exit_code === 0 && terminals.get(termOf(many.call)).exit?.exit_code === 3, "replayed exits");
+  check(terminals.get(bgTerm).exit === null, "the detached command still runs");
+  const reloaded = snapshot();
   const stopped = await turn(session, `/stop ${bgTerm}`);
   check(stopped.stopReason === "end_turn", "/stop answered");
   await until(session, "terminal_exit after /stop", () => terminals.get(bgTerm).exit !== null);
@@ -123,10 +154,10 @@ const summary = await app.connectWith(stream, async (ctx) => {
 
   // session/cancel ends the turn cancelled.
   await ctx.request(acp.methods.agent.session.setConfigOption, { sessionId: session.sessionId, configId: "foreground_timeout", value: "0" });
-  const answered = session.prompt("sleep 30");
+  const cancelled = session.prompt("sleep 30");
   const started = await next(session, "the command", (msg) => msg.kind === "session_update" && msg.update.sessionUpdate === "tool_call");
   await ctx.notify(acp.methods.agent.session.cancel, { sessionId: session.sessionId });
-  check((await answered).stopReason === "cancelled", "cancelled");
+  check((await cancelled).stopReason === "cancelled", "cancelled");
   await next(session, "stop", stop);
   const cancelTerm = termOf(started.update.toolCallId);
   check(terminals.get(cancelTerm).exit?.signal === "SIGTERM", "terminal_exit before the cancelled turn's end");
@@ -139,7 +170,8 @@ const summary = await app.connectWith(stream, async (ctx) => {
     problems,
     splitChunks: splitTerm.chunks,
     manyChunks: manyTerm.chunks,
-    terminals: Object.fromEntries([...terminals].map(([id, t]) => [id, t.data.length > 100 ? `${t.data.length} UTF-16 units` : t.data])),
+    terminals: live,
+    loaded: reloaded,
   };
 });
 
