@@ -190,6 +190,7 @@ func FuzzRequestV1(f *testing.F) {
 		prompt(1, "ls"), prompt(2, "now"), prompt(3, "drop"), prompt(4, "bad"),
 		`{"jsonrpc":"2.0","id":5,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`,
 		`{"jsonrpc":"2.0","id":6,"method":"session/resume","params":{"sessionId":"s","cwd":"/"}}`,
+		`{"jsonrpc":"2.0","id":8,"method":"session/load","params":{"sessionId":"s","cwd":"/","mcpServers":[]}}`,
 		`{"jsonrpc":"2.0","id":7,"method":"session/close","params":{"sessionId":"s"}}`,
 		`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`,
 	} {
