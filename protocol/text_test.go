@@ -62,24 +62,6 @@ func TestAppendJSONString(t *testing.T) {
 	}
 }
 
-func TestPlainText(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"a\r\nb\n", "a\nb\n"},
-		{"\x1b[1;31mred\x1b[0m", "red"},
-		{"\x1b]0;title\x07x\x1b]8;;http://x\x1b\\y", "xy"},
-		{"\x1b(Bz\x1b=", "z"},
-		{"10%\r50%\r100%\ndone", "100%\ndone"},
-		{"a\bb\x07c\td", "abc\td"},
-		{"bad \xff byte", "bad \ufffd byte"},
-		{"cut \x1b[3", "cut "},
-	}
-	for _, tt := range tests {
-		if got := plainText([]byte(tt.in)); got != tt.want {
-			t.Errorf("plainText(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}
-
 func TestTailText(t *testing.T) {
 	if got := tailText(nil, 0); got != "No output." {
 		t.Errorf("no output: %q", got)

@@ -1,0 +1,161 @@
+// Package termtext turns terminal output into plain text for readers
+// without a terminal emulator: escape sequences removed, carriage returns
+// applied, invalid UTF-8 replaced. The ACP v1 front uses it for the output
+// it shows as text, the supervisor for /tail.
+package termtext
+
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+// Plain renders terminal output as plain text: escape sequences (CSI,
+// OSC, DCS and two-byte ESC sequences) are removed, a carriage return not
+// followed by a line feed starts its line over (as progress bars expect),
+// "\r\n" becomes "\n", other control characters but tab are dropped, and
+// each maximal ill-formed UTF-8 subpart becomes one U+FFFD (see
+// IllFormedLen).
+func Plain(p []byte) string {
+	var out []byte
+	lineStart := 0
+	for i := 0; i < len(p); {
+		c := p[i]
+		switch {
+		case c == 0x1b:
+			i += escapeLen(p[i:])
+		case c == '\r':
+			if i+1 < len(p) && p[i+1] == '\n' {
+				i++
+				continue
+			}
+			out = out[:lineStart]
+			i++
+		case c == '\n':
+			out = append(out, '\n')
+			lineStart = len(out)
+			i++
+		case c == '\t' || c >= 0x20 && c < 0x7f:
+			out = append(out, c)
+			i++
+		case c < utf8.RuneSelf:
+			i++ // another control character
+		default:
+			r, size := utf8.DecodeRune(p[i:])
+			if r == utf8.RuneError && size <= 1 {
+				out = utf8.AppendRune(out, utf8.RuneError)
+				i += IllFormedLen(p[i:])
+				continue
+			}
+			out = append(out, p[i:i+size]...)
+			i += size
+		}
+	}
+	return string(out)
+}
+
+// escapeLen returns the length of the escape sequence at the start of p
+// (p[0] is ESC); an unterminated one runs to the end of p.
+func escapeLen(p []byte) int {
+	if len(p) < 2 {
+		return len(p)
+	}
+	switch p[1] {
+	case '[': // CSI: parameters and intermediates, then a final byte
+		for i := 2; i < len(p); i++ {
+			if p[i] >= 0x40 && p[i] <= 0x7e {
+				return i + 1
+			}
+		}
+		return len(p)
+	case ']', 'P', '_', '^': // OSC, DCS, APC, PM: up to BEL or ST
+		for i := 2; i < len(p); i++ {
+			if p[i] == 0x07 {
+				return i + 1
+			}
+			if p[i] == 0x1b && i+1 < len(p) && p[i+1] == '\\' {
+				return i + 2
+			}
+		}
+		return len(p)
+	}
+	i := 1
+	for i < len(p) && p[i] >= 0x20 && p[i] <= 0x2f { // intermediates, as in ESC ( B
+		i++
+	}
+	if i < len(p) {
+		i++ // the final byte
+	}
+	return i
+}
+
+// IllFormedLen returns the length of the maximal subpart of an ill-formed
+// UTF-8 sequence at the start of p (which utf8.DecodeRune rejected): the
+// lead byte and the continuation bytes that could still have completed
+// it. Each such subpart becomes one U+FFFD, as the Unicode standard
+// recommends and as WHATWG's TextDecoder and Rust's from_utf8_lossy do.
+// p must not be empty.
+func IllFormedLen(p []byte) int {
+	b := p[0]
+	lo, hi := byte(0x80), byte(0xBF)
+	var need int
+	switch {
+	case b >= 0xC2 && b <= 0xDF:
+		need = 1
+	case b == 0xE0:
+		need, lo = 2, 0xA0
+	case b == 0xED:
+		need, hi = 2, 0x9F
+	case b >= 0xE1 && b <= 0xEF:
+		need = 2
+	case b == 0xF0:
+		need, lo = 3, 0x90
+	case b == 0xF4:
+		need, hi = 3, 0x8F
+	case b >= 0xF1 && b <= 0xF3:
+		need = 3
+	default:
+		return 1
+	}
+	n := 1
+	for ; n <= need && n < len(p); n++ {
+		c := p[n]
+		if n > 1 {
+			lo, hi = 0x80, 0xBF
+		}
+		if c < lo || c > hi {
+			break
+		}
+	}
+	return n
+}
+
+// LastLines returns the last n lines of text (n > 0), a final line
+// without a newline counting as one, and how many lines text has in all.
+// Trailing empty lines are left out: a terminal's cursor on an empty last
+// line is not output worth showing.
+func LastLines(text string, n int) (last string, lines int) {
+	text = strings.TrimRight(text, "\n")
+	if text == "" {
+		return "", 0
+	}
+	lines = strings.Count(text, "\n") + 1
+	start := len(text)
+	for range n {
+		i := strings.LastIndexByte(text[:start], '\n')
+		if i < 0 {
+			return text, lines
+		}
+		start = i
+	}
+	return text[start+1:], lines
+}
+
+// Fence returns text in a Markdown code fence that text cannot close: a
+// run of backticks longer than any in it.
+func Fence(text string) string {
+	fence := "```"
+	for strings.Contains(text, fence) {
+		fence += "`"
+	}
+	return fence + "\n" + text + "\n" + fence
+}
