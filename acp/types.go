@@ -35,7 +35,9 @@ type InitializeResponse struct {
 	ProtocolVersion int               `json:"protocolVersion"`
 	Info            Implementation    `json:"info"`
 	Capabilities    AgentCapabilities `json:"capabilities"`
-	Meta            map[string]any    `json:"_meta,omitempty"` // shellagent.containment: the containment mode
+	// Meta's "shellagent" object carries containment (the containment
+	// mode) and methods (the extension methods served).
+	Meta map[string]any `json:"_meta,omitempty"`
 }
 
 // AgentCapabilities says what the agent serves.
@@ -117,6 +119,35 @@ type CancelSessionNotification struct {
 type CancelTerminalRequest struct {
 	SessionID  string `json:"sessionId"`
 	TerminalID string `json:"terminalId"`
+}
+
+// The shellagent extension methods (the schema reserves names that start
+// with "_" for them); initialize advertises them in
+// _meta.shellagent.methods.
+const (
+	MethodWriteTerminal  = "_shellagent/terminal/write"
+	MethodResizeTerminal = "_shellagent/terminal/resize"
+)
+
+// WriteTerminalRequest is the params of "_shellagent/terminal/write": Data
+// is the base64 of bytes to write to the terminal's input, as typing
+// would.
+type WriteTerminalRequest struct {
+	SessionID  string `json:"sessionId"`
+	TerminalID string `json:"terminalId"`
+	Data       string `json:"data"`
+
+	bytes []byte // Data decoded, by Validate
+}
+
+// Bytes returns the decoded Data of a request that passed Validate.
+func (p *WriteTerminalRequest) Bytes() []byte { return p.bytes }
+
+// ResizeTerminalRequest is the params of "_shellagent/terminal/resize".
+type ResizeTerminalRequest struct {
+	SessionID  string        `json:"sessionId"`
+	TerminalID string        `json:"terminalId"`
+	Size       *TerminalSize `json:"size"`
 }
 
 // CancelToolCallRequest is the params of "tool_call/cancel".
@@ -216,24 +247,26 @@ const (
 	KindToolCall       = "tool_call_update"
 	KindTerminal       = "terminal_update"
 	KindTerminalOutput = "terminal_output_chunk"
+	KindNotice         = "notice"
 )
 
 // Update is the update of a session/update notification: one of
-// *Message, *StateUpdate, *ToolCallUpdate and *TerminalUpdate, and nothing
-// else (the set is closed by an unexported method). Code that switches on
-// an Update covers those four; Variants lists them for the tests that
-// check it.
+// *Message, *StateUpdate, *ToolCallUpdate, *TerminalUpdate and *Notice,
+// and nothing else (the set is closed by an unexported method). Code that
+// switches on an Update covers those five; Variants lists them for the
+// tests that check it.
 type Update interface{ isUpdate() }
 
 func (*Message) isUpdate()        {}
 func (*StateUpdate) isUpdate()    {}
 func (*ToolCallUpdate) isUpdate() {}
 func (*TerminalUpdate) isUpdate() {}
+func (*Notice) isUpdate()         {}
 
 // Variants returns one empty value of each Update type. Tests use it to
 // check that a switch over updates forgets none.
 func Variants() []Update {
-	return []Update{&Message{}, &StateUpdate{}, &ToolCallUpdate{}, &TerminalUpdate{}}
+	return []Update{&Message{}, &StateUpdate{}, &ToolCallUpdate{}, &TerminalUpdate{}, &Notice{}}
 }
 
 // Message is a user_message or agent_message update.
@@ -357,6 +390,25 @@ type TerminalUpdate struct {
 	Size          *TerminalSize `json:"size,omitempty"`
 	ExitStatus    *ExitStatus   `json:"exitStatus,omitempty"`
 	Capabilities  Capabilities  `json:"capabilities,omitempty"`
+}
+
+// Notice severities.
+const (
+	NoticeInfo    = "info"
+	NoticeWarning = "warning"
+	NoticeError   = "error"
+)
+
+// Notice is fire-and-forget information for the user: a live event, not
+// part of the session's history (a replay does not repeat it), that a
+// client may ignore. Title is plain text that stands alone and must not
+// be empty.
+type Notice struct {
+	SessionUpdate string         `json:"sessionUpdate"` // KindNotice
+	Severity      string         `json:"severity"`
+	Title         string         `json:"title"`
+	Description   string         `json:"description,omitempty"`
+	Meta          map[string]any `json:"_meta,omitempty"`
 }
 
 // PermissionRequest is the params of "session/request_permission".

@@ -2,6 +2,7 @@ package acp
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -70,6 +71,57 @@ func (p *PromptRequest) Validate() error {
 // Validate names the first field of p that is missing or malformed, as a -32602 error.
 func (p *CancelTerminalRequest) Validate() error {
 	return first(required("sessionId", p.SessionID), required("terminalId", p.TerminalID))
+}
+
+// MaxWrite is the most bytes one _shellagent/terminal/write takes: a
+// PTY's input buffer holds far less (about 4 KiB for a line being typed),
+// so a larger write could only fail.
+const MaxWrite = 64 << 10
+
+// Validate names the first field of p that is missing or malformed, as a
+// -32602 error, and decodes Data.
+func (p *WriteTerminalRequest) Validate() error {
+	if err := first(required("sessionId", p.SessionID), required("terminalId", p.TerminalID), required("data", p.Data)); err != nil {
+		return err
+	}
+	b, err := base64.StdEncoding.DecodeString(p.Data)
+	switch {
+	case err != nil:
+		return InvalidParams("data: must be base64 (standard alphabet, padded): %v", err)
+	case len(b) > MaxWrite:
+		return InvalidParams("data: %d bytes; at most %d can be written at once", len(b), MaxWrite)
+	}
+	p.bytes = b
+	return nil
+}
+
+// MaxTerminalSide is the largest number of columns or rows a terminal can
+// be given.
+const MaxTerminalSide = 10000
+
+// Validate names the first field of p that is missing or malformed, as a -32602 error.
+func (p *ResizeTerminalRequest) Validate() error {
+	if err := first(required("sessionId", p.SessionID), required("terminalId", p.TerminalID)); err != nil {
+		return err
+	}
+	if p.Size == nil {
+		return InvalidParams("size: required ({\"cols\": N, \"rows\": N})")
+	}
+	return p.Size.Validate("size")
+}
+
+// Validate names the side of a terminal size that is out of range (1 to
+// MaxTerminalSide), as a -32602 error; field names the size ("size").
+func (s TerminalSize) Validate(field string) error {
+	for _, side := range []struct {
+		name string
+		n    int
+	}{{"cols", s.Cols}, {"rows", s.Rows}} {
+		if side.n < 1 || side.n > MaxTerminalSide {
+			return InvalidParams("%s.%s: must be from 1 to %d, got %d", field, side.name, MaxTerminalSide, side.n)
+		}
+	}
+	return nil
 }
 
 // Validate names the first field of p that is missing or malformed, as a -32602 error.

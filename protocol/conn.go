@@ -68,6 +68,19 @@ type Agent interface {
 	SetConfigOption(c Client, p *acp.SetConfigOptionRequest) (*acp.SetConfigOptionResponse, error)
 }
 
+// TerminalInput is what an Agent may serve besides Agent: typing into its
+// terminals and sizing them, the extension methods
+// _shellagent/terminal/write and _shellagent/terminal/resize. A Conn
+// serves them, in v2 and in v1, when its Agent implements TerminalInput;
+// otherwise they are unknown methods (-32601). Like Agent's, the methods
+// run on the connection's read loop and must return promptly (a write
+// that would block fails instead); a nil error is answered {}, after
+// anything the method queued (the resize's terminal_update).
+type TerminalInput interface {
+	WriteTerminal(c Client, p *acp.WriteTerminalRequest) error
+	ResizeTerminal(c Client, p *acp.ResizeTerminalRequest) error
+}
+
 // Options configure a Conn.
 type Options struct {
 	MaxLine int          // largest accepted message; DefaultMaxLine if 0
@@ -205,10 +218,14 @@ func (h rpcHandler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Re
 	}
 	handle, ok := table[req.Method]
 	if !ok {
-		c.replyNow(req.ID)(nil, &acp.Error{Code: acp.CodeMethodNotFound, Message: "method not found: " + req.Method})
+		c.replyNow(req.ID)(nil, methodNotFound(req.Method))
 		return
 	}
 	handle(c, req)
+}
+
+func methodNotFound(method string) error {
+	return &acp.Error{Code: acp.CodeMethodNotFound, Message: "method not found: " + method}
 }
 
 // Client returns the Client this connection hands its Agent: the Conn
@@ -385,6 +402,34 @@ func decode[T any, P params[T]](req *jsonrpc2.Request) (P, error) {
 	return p, p.Validate()
 }
 
+// servedInput adapts a TerminalInput method, for the v2 and v1 tables
+// alike: it answers -32601 when the Agent does not serve TerminalInput,
+// and {} when the method succeeds.
+func servedInput[T any, P params[T]](f func(ti TerminalInput, c Client, p P) error) handler {
+	serve := answeredAtOnce(func(c *Conn, p P) (any, error) {
+		if err := f(c.agent.(TerminalInput), c.client(), p); err != nil {
+			return nil, err
+		}
+		return struct{}{}, nil
+	})
+	return func(c *Conn, req *jsonrpc2.Request) {
+		if _, ok := c.agent.(TerminalInput); !ok {
+			c.replyNow(req.ID)(nil, methodNotFound(req.Method))
+			return
+		}
+		serve(c, req)
+	}
+}
+
+var (
+	writeTerminal = servedInput(func(ti TerminalInput, c Client, p *acp.WriteTerminalRequest) error {
+		return ti.WriteTerminal(c, p)
+	})
+	resizeTerminal = servedInput(func(ti TerminalInput, c Client, p *acp.ResizeTerminalRequest) error {
+		return ti.ResizeTerminal(c, p)
+	})
+)
+
 // initialize serves initialize: it chooses the protocol of the connection.
 func initialize(c *Conn, req *jsonrpc2.Request) {
 	reply := c.replyNow(req.ID)
@@ -448,6 +493,8 @@ var requests = map[string]handler{
 	"tool_call/cancel": answeredByReply(func(_ context.Context, c *Conn, p *acp.CancelToolCallRequest, reply Reply) {
 		c.agent.CancelToolCall(c, p, reply)
 	}),
+	acp.MethodWriteTerminal:  writeTerminal,
+	acp.MethodResizeTerminal: resizeTerminal,
 }
 
 // slogLogger adapts slog to jsonrpc2's logger.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -50,10 +51,13 @@ type wire struct {
 	conn *Conn
 }
 
-func newWire(t *testing.T) *wire {
+func newWire(t *testing.T) *wire { return newWireFor(t, stubAgent{}, 2) }
+
+// newWireFor is a wire to agent, initialized with protocol version v.
+func newWireFor(t *testing.T, agent Agent, v int) *wire {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	w := &wire{t: t, in: inW, out: bufio.NewReader(outR), conn: NewConn(inR, outW, stubAgent{}, Options{Log: discardLog()})}
+	w := &wire{t: t, in: inW, out: bufio.NewReader(outR), conn: NewConn(inR, outW, agent, Options{Log: discardLog()})}
 	t.Cleanup(func() {
 		inW.Close()
 		<-w.conn.Done()
@@ -61,7 +65,7 @@ func newWire(t *testing.T) *wire {
 		w.conn.Close()
 		outW.Close()
 	})
-	w.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":2}}`)
+	w.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":%d}}`, v))
 	w.recv()
 	return w
 }
@@ -110,6 +114,66 @@ func errorCode(m map[string]json.RawMessage) int64 {
 		return 0
 	}
 	return e.Code
+}
+
+// inputAgent serves TerminalInput: it answers with err, and records what
+// it was asked.
+type inputAgent struct {
+	stubAgent
+	err   error
+	calls chan any
+}
+
+func (a inputAgent) WriteTerminal(_ Client, p *acp.WriteTerminalRequest) error {
+	a.calls <- p
+	return a.err
+}
+
+func (a inputAgent) ResizeTerminal(_ Client, p *acp.ResizeTerminalRequest) error {
+	a.calls <- p
+	return a.err
+}
+
+// The terminal input methods reach an Agent that serves them, in v2 and
+// v1, with their params decoded and checked; an Agent that does not
+// serve them has no such methods.
+func TestTerminalInputMethods(t *testing.T) {
+	t.Parallel()
+	for _, v := range []int{2, 1} {
+		a := inputAgent{calls: make(chan any, 2)}
+		w := newWireFor(t, a, v)
+		w.send(`{"jsonrpc":"2.0","id":1,"method":"_shellagent/terminal/write","params":{"sessionId":"s","terminalId":"term_1","data":"aGkN"}}`)
+		if m := w.recv(); string(m["result"]) != "{}" {
+			t.Errorf("v%d write answered %v", v, m)
+		}
+		if p := (<-a.calls).(*acp.WriteTerminalRequest); string(p.Bytes()) != "hi\r" || p.TerminalID != "term_1" {
+			t.Errorf("v%d write got %+v", v, p)
+		}
+		w.send(`{"jsonrpc":"2.0","id":2,"method":"_shellagent/terminal/resize","params":{"sessionId":"s","terminalId":"term_1","size":{"cols":200,"rows":50}}}`)
+		if m := w.recv(); string(m["result"]) != "{}" {
+			t.Errorf("v%d resize answered %v", v, m)
+		}
+		if p := (<-a.calls).(*acp.ResizeTerminalRequest); *p.Size != (acp.TerminalSize{Cols: 200, Rows: 50}) {
+			t.Errorf("v%d resize got %+v", v, p)
+		}
+		w.send(`{"jsonrpc":"2.0","id":3,"method":"_shellagent/terminal/resize","params":{"sessionId":"s","terminalId":"term_1","size":{"cols":0,"rows":50}}}`)
+		if m := w.recv(); errorCode(m) != acp.CodeInvalidParams || !strings.Contains(string(m["error"]), "size.cols") {
+			t.Errorf("v%d bad size answered %v", v, m)
+		}
+	}
+
+	a := inputAgent{err: acp.InvalidParams("terminalId: no terminal"), calls: make(chan any, 1)}
+	w := newWireFor(t, a, 2)
+	w.send(`{"jsonrpc":"2.0","id":1,"method":"_shellagent/terminal/write","params":{"sessionId":"s","terminalId":"term_9","data":"aGk="}}`)
+	if m := w.recv(); errorCode(m) != acp.CodeInvalidParams {
+		t.Errorf("the agent's error answered %v", m)
+	}
+
+	w = newWire(t)
+	w.send(`{"jsonrpc":"2.0","id":1,"method":"_shellagent/terminal/write","params":{"sessionId":"s","terminalId":"term_1","data":"aGk="}}`)
+	if m := w.recv(); errorCode(m) != acp.CodeMethodNotFound {
+		t.Errorf("an agent without TerminalInput answered %v", m)
+	}
 }
 
 func TestRequestIDsComeBackAsSent(t *testing.T) {

@@ -16,6 +16,13 @@ const coalesceAt = 1024
 // queued; older ones are dropped unannounced.
 const keepFinished = 100
 
+// keepNotices is how many notices a stalled or far-behind connection
+// keeps queued; older ones are dropped. The schema makes a notice
+// fire-and-forget (agents must not rely on one being received), so a
+// client that does not read loses the oldest rather than costing memory
+// for each.
+const keepNotices = 32
+
 // controlQueue holds the control messages that the writer has not taken
 // yet, in order. While the client is stalled or far behind (coalesceAt
 // pending entries), it coalesces superseded updates, so that such a client
@@ -37,7 +44,10 @@ const keepFinished = 100
 //     with a removal stays so (acptest rule 8);
 //   - while the client is stalled, dropFinished drops the oldest finished
 //     items beyond keepFinished that the client never heard of and nothing
-//     fixed refers to.
+//     fixed refers to;
+//   - a notice is not fixed (updates may move past it: it is no part of
+//     the session's history), and only the last keepNotices pending
+//     notices are kept.
 //
 // The result honours the rules the strict client checks: announced before
 // listed, final status before removal, one exit per terminal, output only
@@ -51,8 +61,9 @@ type controlQueue struct {
 	lastFixed uint64   // seq of the last fixed entry
 	items     map[itemKey]*item
 	sessions  map[string]*sessionStates
-	finished  []*item // finished items announced by a pending entry, oldest first
-	stalled   bool    // the writer's peer is stalled; the writer owns it
+	finished  []*item  // finished items announced by a pending entry, oldest first
+	notices   []*entry // pending notices, oldest first
+	stalled   bool     // the writer's peer is stalled; the writer owns it
 }
 
 // entry is one queued message.
@@ -136,8 +147,20 @@ func (q *controlQueue) addUpdate(session string, update acp.Update) {
 		// A terminal update queued here is plain data, with no output
 		// stream (see Client.Update): it is fixed, like a message.
 		q.addFixed(&entry{session: session, update: update})
+	case *acp.Notice:
+		q.addNotice(&entry{session: session, update: u})
 	default:
 		panic(fmt.Sprintf("addUpdate: unknown update %T", update))
+	}
+}
+
+// addNotice queues a notice; while coalescing, the oldest pending one
+// beyond keepNotices is dropped.
+func (q *controlQueue) addNotice(e *entry) {
+	q.notices = append(q.notices, q.push(e))
+	if q.coalescing() && len(q.notices) > keepNotices {
+		q.remove(q.notices[0])
+		q.notices = slices.Delete(q.notices, 0, 1)
 	}
 }
 
@@ -254,6 +277,8 @@ func (q *controlQueue) take(batch []*entry) []*entry {
 	q.entries, q.holes = q.entries[:0], 0
 	clear(q.finished)
 	q.finished = q.finished[:0]
+	clear(q.notices)
+	q.notices = q.notices[:0]
 	for _, ss := range q.sessions {
 		clear(ss.pending)
 		ss.pending = ss.pending[:0]
@@ -319,7 +344,8 @@ func lists(bg []acp.BackgroundItem, key itemKey) bool {
 }
 
 // clone returns a copy of a tool call or terminal update, the two kinds
-// of update that merge patches; the others are returned as they are.
+// of update that merge patches; the others, which are never changed once
+// queued, are returned as they are.
 func clone(u acp.Update) acp.Update {
 	switch u := u.(type) {
 	case *acp.ToolCallUpdate:
@@ -328,7 +354,7 @@ func clone(u acp.Update) acp.Update {
 	case *acp.TerminalUpdate:
 		c := *u
 		return &c
-	case *acp.Message, *acp.StateUpdate:
+	case *acp.Message, *acp.StateUpdate, *acp.Notice:
 		return u
 	}
 	panic(fmt.Sprintf("clone: unknown update %T", u))
@@ -336,7 +362,8 @@ func clone(u acp.Update) acp.Update {
 
 // merge applies the patch src to dst, both of the same type: the fields
 // src sets replace those of dst. Only tool call and terminal updates are
-// patches; a message or a state_update is whole, and is never merged.
+// patches; a message, a state_update or a notice is whole, and is never
+// merged.
 func merge(dst, src acp.Update) {
 	switch d := dst.(type) {
 	case *acp.ToolCallUpdate:

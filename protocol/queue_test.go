@@ -69,6 +69,8 @@ func describe(e *entry) string {
 		return u.TerminalID
 	case *acp.Message:
 		return "message"
+	case *acp.Notice:
+		return "notice:" + u.Title
 	}
 	return "?"
 }
@@ -221,6 +223,37 @@ func TestStalledQueueIsBoundedByLiveItems(t *testing.T) {
 	}
 	if strings.Count(got, "idle[job]")+strings.Count(got, "running[job]") != 1 {
 		t.Errorf("more than one state_update: %s", got[:200])
+	}
+}
+
+// A client that keeps up gets every notice in its place; a stalled one
+// gets only the last keepNotices, and state_updates coalesce across them
+// (a notice is not fixed).
+func TestNoticesAreKeptInOrderOrDroppedWhenStalled(t *testing.T) {
+	t.Parallel()
+	notice := func(n int) *acp.Notice {
+		return &acp.Notice{SessionUpdate: acp.KindNotice, Severity: acp.NoticeInfo, Title: fmt.Sprint(n)}
+	}
+	q := newControlQueue()
+	q.addUpdate("s", st("running"))
+	q.addUpdate("s", notice(1))
+	q.addUpdate("s", st("idle"))
+	if got, want := describeAll(q.take(nil)), "running[] notice:1 idle[]"; got != want {
+		t.Errorf("keeping up: %s, want %s", got, want)
+	}
+
+	q.stalled = true
+	for n := range 1000 {
+		q.addUpdate("s", notice(n))
+		q.addUpdate("s", st("idle", fmt.Sprint("term_", n)))
+	}
+	got := describeAll(q.take(nil))
+	if strings.Count(got, "notice:") != keepNotices || !strings.HasPrefix(got, fmt.Sprint("notice:", 1000-keepNotices, " ")) ||
+		!strings.HasSuffix(got, "notice:999 idle[term_999]") || strings.Count(got, "idle[") != 1 {
+		t.Errorf("stalled: %s", got)
+	}
+	if len(q.notices) != 0 {
+		t.Errorf("take left %d notices pending", len(q.notices))
 	}
 }
 

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"fmt"
+	"strconv"
 	"unicode/utf8"
 
 	"shellagent/acp"
@@ -11,7 +12,8 @@ import (
 // shapes as v1 messages, with the writer's ordering, coalescing and flow
 // control unchanged (see encoding).
 //
-//   - agent_message becomes agent_message_chunk; user_message and
+//   - agent_message becomes agent_message_chunk, and so does a notice (v1
+//     has none), with a messageId of its own (notice_N); user_message and
 //     state_update have no v1 counterpart (the v1 front ends turns by
 //     answering session/prompt, see v1Front, and replays user messages
 //     itself);
@@ -61,7 +63,8 @@ type acpV1 struct {
 	// drawn: the terminals whose output this connection had sent when the
 	// client attached to their session again; their replacement clears
 	// the screen first. Kept per session until its next attach.
-	drawn map[v1Key]bool
+	drawn   map[v1Key]bool
+	notices int64 // notices written, for their message ids
 }
 
 var _ encoding = (*acpV1)(nil)
@@ -120,6 +123,8 @@ func (e *acpV1) appendUpdate(dst []byte, session string, update acp.Update) ([]b
 		return e.toolCall(dst, session, u)
 	case *acp.TerminalUpdate:
 		return e.terminal(dst, session, u)
+	case *acp.Notice:
+		return e.notice(dst, session, u)
 	}
 	panic(fmt.Sprintf("v1 encoding: unknown update %T", update))
 }
@@ -142,6 +147,32 @@ func (e *acpV1) message(dst []byte, session string, m *acp.Message) ([]byte, err
 		}
 	}
 	return dst, nil
+}
+
+// notice writes a notice, which v1 does not have, as an agent message of
+// its own: one agent_message_chunk whose messageId no other message has.
+func (e *acpV1) notice(dst []byte, session string, n *acp.Notice) ([]byte, error) {
+	e.notices++
+	return appendNotification(dst, session, &v1ContentChunk{
+		SessionUpdate: "agent_message_chunk", Content: acp.TextBlock(noticeText(n)),
+		MessageID: "notice_" + strconv.FormatInt(e.notices, 10),
+	})
+}
+
+// noticeText is a notice as a message: its title, marked with its severity
+// unless it is info, then its description.
+func noticeText(n *acp.Notice) string {
+	text := n.Title
+	switch n.Severity {
+	case acp.NoticeWarning:
+		text = "Warning: " + text
+	case acp.NoticeError:
+		text = "Error: " + text
+	}
+	if n.Description != "" {
+		text += "\n" + n.Description
+	}
+	return text
 }
 
 func (e *acpV1) toolCall(dst []byte, session string, u *acp.ToolCallUpdate) ([]byte, error) {

@@ -444,3 +444,45 @@ func checkV1Lines(t *testing.T, got, want []v1Line) {
 		}
 	}
 }
+
+// A notice, which v1 lacks, is an agent message of its own: one
+// agent_message_chunk per notice, each with a new messageId.
+func TestV1Notice(t *testing.T) {
+	e := newACPV1(false)
+	var out []byte
+	for _, n := range []*acp.Notice{
+		{SessionUpdate: acp.KindNotice, Severity: acp.NoticeWarning, Title: "term_2 exited with code 3", Description: "/tail term_2 shows its output."},
+		{SessionUpdate: acp.KindNotice, Severity: acp.NoticeInfo, Title: "term_1 is waiting for input"},
+	} {
+		var err error
+		if out, err = e.appendUpdate(out, "s", n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ids []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var m struct {
+			Params struct {
+				Update struct {
+					SessionUpdate, MessageID string
+					Content                  struct{ Type, Text string }
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatal(err)
+		}
+		u := m.Params.Update
+		if u.SessionUpdate != "agent_message_chunk" || u.Content.Type != "text" {
+			t.Errorf("notice as %s", line)
+		}
+		ids = append(ids, u.MessageID)
+		if len(ids) == 1 && u.Content.Text != "Warning: term_2 exited with code 3\n/tail term_2 shows its output." ||
+			len(ids) == 2 && u.Content.Text != "term_1 is waiting for input" {
+			t.Errorf("notice %d as %q", len(ids), u.Content.Text)
+		}
+	}
+	if len(ids) != 2 || ids[0] == ids[1] || ids[0] == "" {
+		t.Errorf("message ids %q", ids)
+	}
+}

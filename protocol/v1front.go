@@ -364,6 +364,8 @@ var v1Requests = map[string]handler{
 	"session/prompt": answeredByReply(func(ctx context.Context, c *Conn, p *acp.PromptRequest, reply Reply) {
 		c.v1.prompt(ctx, p, reply)
 	}),
+	acp.MethodWriteTerminal:  writeTerminal,
+	acp.MethodResizeTerminal: resizeTerminal,
 }
 
 // v1Initialize answers a v1 initialize: the Agent is initialized as for
