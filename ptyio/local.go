@@ -67,7 +67,7 @@ func (l Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("start %q: %w", cmd.Line, err), abort(pid, g), master.Close())
 	}
-	p := &local{pid: pid, master: master, shell: shell, group: g, out: out, ev: ev, readDone: make(chan struct{})}
+	p := &local{pid: pid, master: master, tty: tty.Name(), shell: shell, group: g, out: out, ev: ev, readDone: make(chan struct{})}
 	go p.read()
 	go p.run()
 	return p, nil
@@ -125,6 +125,7 @@ func OpenPTY(size Size) (master, tty *os.File, err error) {
 type local struct {
 	pid      int
 	master   *os.File
+	tty      string // the slave's path, /dev/pts/N
 	shell    *pidFile
 	group    contain.Group
 	out      io.Writer
@@ -167,6 +168,68 @@ func (p *local) Stop(grace time.Duration) {
 	default:
 		p.esc.Hurry()
 	}
+}
+
+// Write implements Process: a non-blocking write to the master, through
+// the runtime poller's descriptor (never Fd, which would make the master
+// blocking).
+func (p *local) Write(b []byte) (int, error) {
+	n := 0
+	var werr error
+	err := p.control(func(fd int) {
+		for n < len(b) {
+			k, err := unix.Write(fd, b[n:])
+			n += max(k, 0)
+			switch err {
+			case nil, unix.EINTR:
+			case unix.EAGAIN:
+				werr = ErrInputFull
+				return
+			default:
+				werr = err
+				return
+			}
+		}
+	})
+	if err = errors.Join(err, werr); err != nil {
+		return n, fmt.Errorf("write to the terminal of %d: %w", p.pid, err)
+	}
+	return n, nil
+}
+
+// Resize implements Process.
+func (p *local) Resize(s Size) error {
+	var ierr error
+	err := p.control(func(fd int) {
+		ierr = unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Row: s.Rows, Col: s.Cols})
+	})
+	if err = errors.Join(err, ierr); err != nil {
+		return fmt.Errorf("resize the terminal of %d: %w", p.pid, err)
+	}
+	return nil
+}
+
+// InputWait implements Process: the foreground process group is the
+// master's (TIOCGPGRP), and blockedReader looks at its processes.
+func (p *local) InputWait() (InputWait, error) {
+	var pgid int
+	var ierr error
+	if err := p.control(func(fd int) { pgid, ierr = unix.IoctlGetInt(fd, unix.TIOCGPGRP) }); err != nil {
+		return InputWait{}, fmt.Errorf("foreground group of the terminal of %d: %w", p.pid, err)
+	}
+	if ierr != nil || pgid <= 0 {
+		return InputWait{}, nil // no foreground group: nobody reads
+	}
+	return blockedReader(pgid, p.tty)
+}
+
+// control runs f on the master's descriptor, unless the master is closed.
+func (p *local) control(f func(fd int)) error {
+	rc, err := p.master.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return rc.Control(func(fd uintptr) { f(int(fd)) })
 }
 
 // errDrained ends a read that found the PTY empty after the last process

@@ -21,6 +21,7 @@
 package ptyio
 
 import (
+	"errors"
 	"io"
 	"time"
 )
@@ -89,6 +90,33 @@ type Process interface {
 	// and SIGHUP now, SIGKILL to what remains after grace. A second call
 	// skips the rest of the grace. Stop never blocks.
 	Stop(grace time.Duration)
+	// Write writes p to the terminal's input, as typing would. It never
+	// blocks: when the terminal's input buffer is full (the program does
+	// not read) it returns how much it wrote and ErrInputFull.
+	Write(p []byte) (n int, err error)
+	// Resize sets the terminal's size; the kernel sends SIGWINCH to the
+	// terminal's foreground process group.
+	Resize(Size) error
+	// InputWait reports whether a process of the terminal's foreground
+	// process group is blocked reading the terminal, from a fresh look
+	// (on Linux, at a few files of /proc per process of that group). It
+	// returns an error wrapping errors.ErrUnsupported where the system
+	// cannot tell.
+	InputWait() (InputWait, error)
+}
+
+// ErrInputFull is the error of a Process.Write that found the terminal's
+// input buffer full: the program is not reading its input.
+var ErrInputFull = errors.New("the terminal's input buffer is full: the program is not reading")
+
+// InputWait is what Process.InputWait found: a process blocked reading
+// the terminal, or none.
+type InputWait struct {
+	Pid int // the process that waits; 0 if none does
+	// Reads counts the read calls Pid had completed when it was seen
+	// waiting (-1 if unknown): the same Pid seen waiting with another
+	// count read something in between, and waits anew.
+	Reads int64
 }
 
 // A Launcher starts commands. The local PTY is one; the supervisor knows
