@@ -15,7 +15,8 @@ import (
 
 // Config is how a Supervisor runs commands, for every session. Zero fields
 // take the defaults in parentheses. The per-session settings that a client
-// can change (foreground_timeout, kill_grace, permission) start from it.
+// can change (foreground_timeout, kill_grace, permission) start from it;
+// notify starts at failures.
 type Config struct {
 	Shell             string        // shell to run commands with ($SHELL, else /bin/sh)
 	ForegroundTimeout time.Duration // detach foreground commands after this; 0 = never
@@ -102,6 +103,7 @@ type settings struct {
 	foregroundTimeout time.Duration
 	killGrace         time.Duration
 	ask               bool // permission mode "ask"
+	notify            notifyMode
 }
 
 // Config option ids and the values each offers.
@@ -160,6 +162,7 @@ func (st settings) options() []acp.ConfigOption {
 			"Time between SIGTERM and SIGKILL when stopping a command",
 			graceChoices, st.killGrace),
 		perm,
+		st.notify.option(),
 	}
 }
 
@@ -174,7 +177,7 @@ func (st *settings) set(p *acp.SetConfigOptionRequest) error {
 		}
 	}
 	if current.ConfigID == "" {
-		return acp.InvalidParams("configId: unknown option %q (options: %s, %s, %s)", p.ConfigID, optForegroundTimeout, optKillGrace, optPermission)
+		return acp.InvalidParams("configId: unknown option %q (options: %s, %s, %s, %s)", p.ConfigID, optForegroundTimeout, optKillGrace, optPermission, optNotify)
 	}
 	values := make([]string, len(current.Options))
 	for i, c := range current.Options {
@@ -199,6 +202,8 @@ func (st *settings) set(p *acp.SetConfigOptionRequest) error {
 		st.killGrace, _ = time.ParseDuration(value) // Safe: as above.
 	case optPermission:
 		st.ask = value == "ask"
+	case optNotify:
+		st.notify = parseNotify(value)
 	}
 	return nil
 }

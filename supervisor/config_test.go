@@ -18,11 +18,15 @@ func TestSettingsSet(t *testing.T) {
 		want           settings
 		err            string // a part of the -32602 message; "" = accepted
 	}{
-		{optForegroundTimeout, "id", `"30s"`, settings{30 * time.Second, 3 * time.Second, false}, ""},
-		{optForegroundTimeout, "id", `"0"`, settings{0, 3 * time.Second, false}, ""},
-		{optKillGrace, "id", `"10s"`, settings{10 * time.Second, 10 * time.Second, false}, ""},
-		{optPermission, "id", `"ask"`, settings{10 * time.Second, 3 * time.Second, true}, ""},
+		{optForegroundTimeout, "id", `"30s"`, settings{30 * time.Second, 3 * time.Second, false, notifyFailures}, ""},
+		{optForegroundTimeout, "id", `"0"`, settings{0, 3 * time.Second, false, notifyFailures}, ""},
+		{optKillGrace, "id", `"10s"`, settings{10 * time.Second, 10 * time.Second, false, notifyFailures}, ""},
+		{optPermission, "id", `"ask"`, settings{10 * time.Second, 3 * time.Second, true, notifyFailures}, ""},
 		{optPermission, "id", `"allow"`, start, ""},
+		{optNotify, "id", `"off"`, settings{10 * time.Second, 3 * time.Second, false, notifyOff}, ""},
+		{optNotify, "id", `"all"`, settings{10 * time.Second, 3 * time.Second, false, notifyAll}, ""},
+		{optNotify, "id", `"failures"`, start, ""},
+		{optNotify, "id", `"some"`, start, "is not a value of notify"},
 		{optForegroundTimeout, "id", `"7s"`, start, `value: "7s" is not a value of foreground_timeout`},
 		{optKillGrace, "id", `"0"`, start, "is not a value of kill_grace"},
 		{optPermission, "id", `"maybe"`, start, "is not a value of permission"},

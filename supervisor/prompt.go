@@ -20,6 +20,9 @@ const (
 	stopWork                    // /stop ID
 	afterWork                   // /after DUR CMD
 	everyWork                   // /every DUR CMD
+	typeInput                   // /send ID TEXT, /keys ID KEY...
+	resizeTerm                  // /resize ID COLSxROWS
+	tailTerm                    // /tail ID [N]
 	badInput                    // a slash command written wrong; problem says how
 )
 
@@ -27,9 +30,14 @@ const (
 type input struct {
 	kind    inputKind
 	line    string        // the command line (runCommand, bgCommand, afterWork, everyWork)
-	id      string        // stopWork
+	id      string        // stopWork, and the terminal of typeInput, resizeTerm, tailTerm
 	delay   time.Duration // afterWork, everyWork
 	problem string        // badInput
+
+	data  []byte           // typeInput: the bytes typed
+	what  string           // typeInput: what they are, for the answer
+	size  acp.TerminalSize // resizeTerm
+	lines int              // tailTerm
 }
 
 // minEvery is the shortest interval of a recurring job: a job that fires
@@ -40,7 +48,7 @@ const minEvery = time.Second
 // work runs, instead of waiting its turn.
 func (in input) immediate() bool {
 	switch in.kind {
-	case bgCommand, bgDetach, listWork, stopWork:
+	case bgCommand, bgDetach, listWork, stopWork, typeInput, resizeTerm, tailTerm:
 		return true
 	}
 	return false
@@ -56,6 +64,10 @@ var slashCommands = []struct {
 	{"stop", "Stop a background terminal or tool call by id", "terminal or tool call id, e.g. term_3", "/stop ID, e.g. /stop term_3"},
 	{"after", "Run a command once, after a delay", "delay and command, e.g. 5m make test", "/after DUR CMD, e.g. /after 5m make test (DUR in Go syntax: 90s, 5m, 1h30m)"},
 	{"every", "Run a command repeatedly, every interval, until stopped", "interval and command, e.g. 30s git fetch", "/every DUR CMD, e.g. /every 30s git fetch (DUR in Go syntax, at least 1s)"},
+	{"send", "Type a line into a terminal: the text, then Enter", "terminal id and text, e.g. term_1 yes", "/send ID TEXT, e.g. /send term_1 yes"},
+	{"keys", "Type keys into a terminal, named as tmux send-keys names them", "terminal id and keys, e.g. term_1 C-c", "/keys ID KEY..., e.g. /keys term_1 C-c or /keys term_1 Up Enter"},
+	{"resize", "Set a terminal's size in columns and rows", "terminal id and COLSxROWS, e.g. term_1 200x50", "/resize ID COLSxROWS, e.g. /resize term_1 200x50"},
+	{"tail", "Show the last lines of a terminal's output as text", "terminal id and a number of lines, e.g. term_1 50", "/tail ID [N], e.g. /tail term_1 50 (N: 1 to 200, 20 if omitted)"},
 }
 
 func availableCommands() []acp.AvailableCommand {
@@ -149,6 +161,8 @@ func parseInput(line string) input {
 		return input{kind: stopWork, id: rest}
 	case "after", "every":
 		return parseScheduled(name, rest)
+	case "send", "keys", "resize", "tail":
+		return parseTerminalCommand(name, rest)
 	}
 	return input{kind: badInput, problem: fmt.Sprintf("Unknown command /%s. Available: %s. To run a program whose name starts with a slash, give its path (e.g. ./%s).", name, commandNames(), name)}
 }

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"os/exec"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,21 @@ func TestParseInput(t *testing.T) {
 		{line: "/every 1s x", want: input{kind: everyWork, delay: time.Second, line: "x"}},
 		{line: "/every 999ms x", want: input{kind: badInput}, says: "the interval must be at least 1s, got 999ms"},
 		{line: "/every -5s x", want: input{kind: badInput}, says: "must be more than 0"},
-		{line: "/nope now", want: input{kind: badInput}, says: "Unknown command /nope. Available: /bg, /ps, /stop, /after, /every."},
+		{line: "/nope now", want: input{kind: badInput}, says: "Unknown command /nope. Available: /bg, /ps, /stop, /after, /every, /send, /keys, /resize, /tail."},
+		{line: "/send term_1 hello  world", want: input{kind: typeInput, id: "term_1", data: []byte("hello  world\r"), what: `"hello  world" and Enter`}},
+		{line: "/send term_1", want: input{kind: typeInput, id: "term_1", data: []byte("\r"), what: "Enter"}},
+		{line: "/send", want: input{kind: badInput}, says: "/send needs a terminal id. Write it as /send ID TEXT"},
+		{line: "/keys term_2 C-c", want: input{kind: typeInput, id: "term_2", data: []byte{3}, what: "C-c"}},
+		{line: "/keys term_2 Up Enter q", want: input{kind: typeInput, id: "term_2", data: []byte("\x1b[A\rq"), what: "Up Enter q"}},
+		{line: "/keys term_2", want: input{kind: badInput}, says: "/keys needs at least one key"},
+		{line: "/keys term_2 Enter Retrun", want: input{kind: badInput}, says: `/keys: unknown key "Retrun". Keys are named as tmux`},
+		{line: "/resize term_1 200x50", want: input{kind: resizeTerm, id: "term_1", size: acp.TerminalSize{Cols: 200, Rows: 50}}},
+		{line: "/resize term_1 200", want: input{kind: badInput}, says: `/resize: "200" is not a size COLSxROWS`},
+		{line: "/resize term_1 0x50", want: input{kind: badInput}, says: "size.cols: must be from 1 to 10000, got 0"},
+		{line: "/tail term_1", want: input{kind: tailTerm, id: "term_1", lines: defaultTail}},
+		{line: "/tail term_1 50", want: input{kind: tailTerm, id: "term_1", lines: 50}},
+		{line: "/tail term_1 5000", want: input{kind: tailTerm, id: "term_1", lines: maxTail}},
+		{line: "/tail term_1 -3", want: input{kind: badInput}, says: `"-3" is not a number of lines`},
 	}
 	for _, tt := range tests {
 		got := parseInput(tt.line)
@@ -46,7 +61,7 @@ func TestParseInput(t *testing.T) {
 			}
 			continue
 		}
-		if got != tt.want {
+		if !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("parseInput(%q) = %+v, want %+v", tt.line, got, tt.want)
 		}
 	}
@@ -57,6 +72,7 @@ func TestImmediateInputs(t *testing.T) {
 	for kind, want := range map[inputKind]bool{
 		runCommand: false, bgCommand: true, bgDetach: true, listWork: true,
 		stopWork: true, afterWork: false, everyWork: false, badInput: false,
+		typeInput: true, resizeTerm: true, tailTerm: true,
 	} {
 		if got := (input{kind: kind}).immediate(); got != want {
 			t.Errorf("input kind %d immediate = %v, want %v", kind, got, want)

@@ -483,11 +483,16 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 		if x.Err != nil {
 			s.sv.cfg.Log.Warn("terminal ended with errors", "session", s.id, "terminal", t.id, "err", x.Err)
 		}
+		t.input.stop()
 		st.out.sendTerminal(t, t.exitUpdate(x), protocol.StreamOutput)
+		onItsOwn := t.state == termRunning // nobody stopped it
 		st.work.exit(t)
 		fg := st.turns.fg
 		if !st.turns.foreground(t) {
 			st.list.removeTerminal(t)
+			if onItsOwn {
+				st.noticeExit(t)
+			}
 			return
 		}
 		cancelled := fg.state == turnCancelling

@@ -140,9 +140,11 @@ func (sv *Supervisor) Initialize(_ protocol.Client, _ *acp.InitializeRequest) (*
 		Info:            acp.Implementation{Name: "shellagent", Title: "shellagent", Version: sv.cfg.Version},
 		Capabilities:    acp.AgentCapabilities{Session: &struct{}{}},
 	}
+	meta := map[string]any{"methods": []string{acp.MethodWriteTerminal, acp.MethodResizeTerminal}}
 	if sv.cfg.Containment != "" {
-		res.Meta = map[string]any{"shellagent": map[string]any{"containment": sv.cfg.Containment}}
+		meta["containment"] = sv.cfg.Containment
 	}
+	res.Meta = map[string]any{"shellagent": meta}
 	return res, nil
 }
 

@@ -67,6 +67,7 @@ func (st *state) launch(call *toolCall, line string, then func(*terminal)) {
 		}
 		t.proc, call.term = proc, t
 		st.work.addTerminal(t)
+		st.watchInput(t)
 		call.content = []acp.ToolCallContent{acp.TerminalContent(t.id)}
 		st.out.send(call.update())
 		st.out.announceTerminal(t)

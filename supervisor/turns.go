@@ -289,6 +289,8 @@ func (st *state) act(in input) {
 		st.stopByID(in.id)
 	case afterWork, everyWork:
 		st.schedule(in)
+	case typeInput, resizeTerm, tailTerm:
+		st.actOnTerminal(in)
 	case badInput:
 		st.out.agentMessage(in.problem)
 	}

@@ -67,6 +67,7 @@ type terminal struct {
 	returned *ptyio.Status   // the shell's status, once it returned while others ran on
 	exit     *acp.ExitStatus // once exited
 	hist     int             // its position in the history
+	input    *terminalInput  // its input watch and the waits noticed (notice.go)
 }
 
 // announcement is the terminal's full terminal_update while it runs: what

@@ -1,0 +1,260 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"shellagent/acp"
+	"shellagent/protocol"
+	"shellagent/ptyio"
+	"shellagent/termtext"
+)
+
+// Typing into terminals, sizing them and reading their tail: the
+// _shellagent/terminal/write and _shellagent/terminal/resize methods
+// (protocol.TerminalInput), and the prompt commands /send, /keys, /resize
+// and /tail for clients that can only send prompts. Those act at once,
+// like /ps, and answer in an agent message.
+
+var _ protocol.TerminalInput = (*Supervisor)(nil)
+
+// WriteTerminal implements protocol.TerminalInput.
+func (sv *Supervisor) WriteTerminal(_ protocol.Client, p *acp.WriteTerminalRequest) error {
+	s, err := sv.session(p.SessionID)
+	if err != nil {
+		return err
+	}
+	s.do(func(st *state) { err = st.typeInto(p.TerminalID, p.Bytes()) })
+	return err
+}
+
+// ResizeTerminal implements protocol.TerminalInput.
+func (sv *Supervisor) ResizeTerminal(_ protocol.Client, p *acp.ResizeTerminalRequest) error {
+	s, err := sv.session(p.SessionID)
+	if err != nil {
+		return err
+	}
+	s.do(func(st *state) { err = st.resize(p.TerminalID, *p.Size) })
+	return err
+}
+
+// Bounds of /tail.
+const (
+	defaultTail = 20       // lines shown without N
+	maxTail     = 200      // lines shown at most
+	tailText    = 16 << 10 // bytes of text shown at most: the message is kept in the history
+	tailWindow  = 256 << 10
+)
+
+// parseTerminalCommand reads the arguments of /send, /keys, /resize and
+// /tail, which start with a terminal id.
+func parseTerminalCommand(name, rest string) input {
+	id, arg, _ := strings.Cut(rest, " ")
+	if id == "" {
+		return bad(fmt.Sprintf("/%s needs a terminal id", name), name)
+	}
+	in := input{id: id}
+	switch name {
+	case "send":
+		in.kind, in.data, in.what = typeInput, []byte(arg+"\r"), "Enter"
+		if arg != "" {
+			in.what = quoteShort(arg) + " and Enter"
+		}
+	case "keys":
+		keys := strings.Fields(arg)
+		if len(keys) == 0 {
+			return bad("/keys needs at least one key", name)
+		}
+		for _, k := range keys {
+			b, err := keyBytes(k)
+			if err != nil {
+				return input{kind: badInput, problem: "/keys: " + err.Error() + ". " + keysHelp + "."}
+			}
+			in.data = append(in.data, b...)
+		}
+		in.kind, in.what = typeInput, strings.Join(keys, " ")
+	case "resize":
+		cols, rows, ok := strings.Cut(arg, "x")
+		c, err1 := strconv.Atoi(cols)
+		r, err2 := strconv.Atoi(rows)
+		if !ok || err1 != nil || err2 != nil {
+			return bad(fmt.Sprintf("/resize: %q is not a size COLSxROWS", arg), name)
+		}
+		in.kind, in.size = resizeTerm, acp.TerminalSize{Cols: c, Rows: r}
+		if err := in.size.Validate("size"); err != nil {
+			return bad("/resize: "+errorMessage(err), name)
+		}
+	case "tail":
+		in.kind, in.lines = tailTerm, defaultTail
+		if arg != "" {
+			n, err := strconv.Atoi(arg)
+			if err != nil || n < 1 {
+				return bad(fmt.Sprintf("/tail: %q is not a number of lines (1 or more)", arg), name)
+			}
+			in.lines = min(n, maxTail)
+		}
+	}
+	return in
+}
+
+// quoteShort quotes text typed by /send for its answer, cut short.
+func quoteShort(s string) string {
+	if utf8.RuneCountInString(s) > 40 {
+		s = string([]rune(s)[:39]) + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// actOnTerminal serves /send, /keys, /resize and /tail.
+func (st *state) actOnTerminal(in input) {
+	switch in.kind {
+	case typeInput:
+		if err := st.typeInto(in.id, in.data); err != nil {
+			st.out.agentMessage("Cannot type into " + in.id + ": " + errorMessage(err) + ".")
+			return
+		}
+		st.out.agentMessage("Typed " + in.what + " into " + in.id + ".")
+	case resizeTerm:
+		if err := st.resize(in.id, in.size); err != nil {
+			st.out.agentMessage("Cannot resize " + in.id + ": " + errorMessage(err) + ".")
+			return
+		}
+		st.out.agentMessage(fmt.Sprintf("Resized %s to %d columns and %d rows.", in.id, in.size.Cols, in.size.Rows))
+	case tailTerm:
+		st.out.agentMessage(st.tail(in.id, in.lines))
+	}
+}
+
+// liveTerminal returns the terminal id if it runs, or the -32602 error
+// that says why not.
+func (st *state) liveTerminal(id string) (*terminal, error) {
+	t := st.work.terminals[id]
+	switch {
+	case t == nil:
+		return nil, acp.InvalidParams("terminalId: no terminal %q in this session", id)
+	case t.state >= termExited:
+		return nil, acp.InvalidParams("terminalId: %s has already exited", id)
+	case t.proc == nil:
+		return nil, acp.InvalidParams("terminalId: %s has not started yet", id)
+	}
+	return t, nil
+}
+
+// typeInto writes data to a terminal's input. It never blocks: a full
+// input buffer (the program does not read) is the -32800 error, whose
+// data says how many bytes were written.
+func (st *state) typeInto(id string, data []byte) error {
+	t, err := st.liveTerminal(id)
+	if err != nil {
+		return err
+	}
+	n, err := t.proc.Write(data)
+	if n > 0 {
+		t.input.typed()
+	}
+	switch {
+	case errors.Is(err, ptyio.ErrInputFull):
+		return &acp.Error{
+			Code:    acp.CodeRequestCancelled,
+			Message: fmt.Sprintf("the input buffer of %s is full: its program is not reading its input (%d of %d bytes were written)", id, n, len(data)),
+			Data:    map[string]any{"terminalId": id, "written": n},
+		}
+	case err != nil:
+		return acp.InvalidParams("terminalId: %s takes no input: %v", id, errors.Unwrap(err))
+	}
+	return nil
+}
+
+// resize sets a terminal's size and sends a terminal_update with it.
+func (st *state) resize(id string, size acp.TerminalSize) error {
+	t, err := st.liveTerminal(id)
+	if err != nil {
+		return err
+	}
+	if err := size.Validate("size"); err != nil {
+		return err
+	}
+	s := ptyio.Size{Cols: uint16(size.Cols), Rows: uint16(size.Rows)}
+	if err := t.proc.Resize(s); err != nil {
+		return acp.InvalidParams("terminalId: %s cannot be resized: %v", id, errors.Unwrap(err))
+	}
+	t.size = s
+	st.out.sendTerminal(t, &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: t.id, Size: &size}, protocol.StreamOutput)
+	return nil
+}
+
+// tail is the /tail answer: the last lines of a terminal's output as
+// plain text, running or exited.
+func (st *state) tail(id string, n int) string {
+	t := st.work.terminals[id]
+	if t == nil {
+		return fmt.Sprintf("Cannot show %s: no terminal %q in this session.", id, id)
+	}
+	buf := make([]byte, min(t.ring.Total(), tailWindow))
+	k, start := t.ring.ReadAt(buf, t.ring.Total()-int64(len(buf)))
+	text := termtext.Plain(buf[:k])
+	if start > 0 {
+		// The window may start in the middle of a line (or a character,
+		// or an escape sequence): show only whole lines.
+		if i := strings.IndexByte(text, '\n'); i >= 0 {
+			text = text[i+1:]
+		}
+	}
+	last, lines := termtext.LastLines(text, n)
+	shown := strings.Count(last, "\n") + 1
+	for len(last) > tailText {
+		_, last, _ = strings.Cut(last[len(last)-tailText:], "\n")
+		shown = strings.Count(last, "\n") + 1
+	}
+	what := fmt.Sprintf("%s (%s, %s)", id, shortLine(t.line), terminalStatus(t))
+	switch {
+	case last == "":
+		return "No output from " + what + "."
+	case start == 0 && shown == lines:
+		return fmt.Sprintf("Output of %s, all %s, escape sequences removed:\n%s", what, plural(shown, "line"), termtext.Fence(last))
+	}
+	return fmt.Sprintf("Output of %s, the last %s, escape sequences removed:\n%s", what, plural(shown, "line"), termtext.Fence(last))
+}
+
+// terminalStatus says whether a terminal runs, or how it ended.
+func terminalStatus(t *terminal) string {
+	switch {
+	case t.state == termStopping:
+		return "stopping"
+	case t.exit == nil:
+		return "running"
+	}
+	return exitText(t.exit)
+}
+
+// exitText says how a terminal ended: "exited with code 3", "ended by
+// SIGSEGV".
+func exitText(es *acp.ExitStatus) string {
+	switch {
+	case es.Signal != "" && es.ExitCode != nil:
+		return fmt.Sprintf("exited with code %d after %s", *es.ExitCode, es.Signal)
+	case es.Signal != "":
+		return "ended by " + es.Signal
+	case es.ExitCode != nil:
+		return fmt.Sprintf("exited with code %d", *es.ExitCode)
+	}
+	return "ended"
+}
+
+// shortLine cuts a command line short for a title.
+func shortLine(line string) string {
+	if utf8.RuneCountInString(line) > 60 {
+		return string([]rune(line)[:59]) + "…"
+	}
+	return line
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
