@@ -63,7 +63,7 @@ func (a *v1Agent) session() string {
 		SessionID     string
 		ConfigOptions []struct{ ID, CurrentValue string }
 	}
-	if resp.Error != nil || json.Unmarshal(resp.Result, &res) != nil || res.SessionID == "" || len(res.ConfigOptions) != 3 || res.ConfigOptions[0].ID != "foreground_timeout" {
+	if resp.Error != nil || json.Unmarshal(resp.Result, &res) != nil || res.SessionID == "" || len(res.ConfigOptions) != 4 || res.ConfigOptions[0].ID != "foreground_timeout" {
 		a.t.Fatalf("session/new answered %s", resp)
 	}
 	cmds := a.c.WaitAfter(resp, "available_commands_update", func(m *acptest.Msg) bool { return m.Kind == "available_commands_update" })
@@ -71,7 +71,7 @@ func (a *v1Agent) session() string {
 	for _, c := range cmds.Update["availableCommands"].([]any) {
 		names = append(names, c.(map[string]any)["name"].(string))
 	}
-	if !slices.Equal(names, []string{"bg", "ps", "stop", "after", "every"}) {
+	if !slices.Equal(names, []string{"bg", "ps", "stop", "after", "every", "send", "keys", "resize", "tail"}) {
 		a.t.Errorf("available commands %v", names)
 	}
 	return res.SessionID
