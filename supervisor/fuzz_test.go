@@ -64,6 +64,15 @@ func checkInput(t *testing.T, line string, in input) {
 		if in.id == "" || strings.ContainsAny(in.id, " \t") {
 			t.Fatalf("parseInput(%q) stops %q", line, in.id)
 		}
+	case typeInput, resizeTerm, tailTerm:
+		if in.id == "" || strings.ContainsAny(in.id, " ") {
+			t.Fatalf("parseInput(%q) acts on terminal %q", line, in.id)
+		}
+		if in.kind == typeInput && (len(in.data) == 0 || in.what == "") ||
+			in.kind == resizeTerm && in.size.Validate("size") != nil ||
+			in.kind == tailTerm && (in.lines < 1 || in.lines > maxTail) {
+			t.Fatalf("parseInput(%q) = %+v", line, in)
+		}
 	case bgDetach, listWork:
 	case badInput:
 		if in.problem == "" {
