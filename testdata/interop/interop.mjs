@@ -49,7 +49,8 @@ const summary = await app.connectWith(stream, async (ctx) => {
   check(init.protocolVersion === 2 && init.info.name === "shellagent", "initialize answer");
   const session = await ctx.buildSession(cwd).start();
   activeSession = session;
-  check(session.configOptions?.length === 3, "three config options");
+  check(session.configOptions?.length === 4, "four config options");
+  check(init._meta?.shellagent?.methods?.includes("_shellagent/terminal/write"), "the input methods advertised");
 
   // A foreground command: inserted, output, idle end_turn.
   const inserted = await session.prompt("echo interop");
@@ -91,6 +92,18 @@ const summary = await app.connectWith(stream, async (ctx) => {
   check(permissionRequests.length === 2, `${permissionRequests.length} permission requests`);
   check(permissionRequests[0].background === false, "foreground request is not for background work");
   check(permissionRequests[1].background === true, "background request references listed work");
+
+  // Typing into a terminal: the waiting-for-input notice, then a write
+  // through the extension method (still in permission mode ask).
+  await session.prompt("read x; echo got $x");
+  const waiting = await next(session, "waiting-for-input notice", (m) => m.update.sessionUpdate === "notice");
+  check(waiting.update.severity === "info" && waiting.update.title.startsWith("term_5 is waiting for input"), `notice ${JSON.stringify(waiting.update)}`);
+  const written = await ctx.request("_shellagent/terminal/write", {
+    sessionId: session.sessionId, terminalId: "term_5", data: Buffer.from("hello\r").toString("base64"),
+  });
+  check(JSON.stringify(written) === "{}", `write answered ${JSON.stringify(written)}`);
+  await next(session, "idle after read", idle);
+  check(output.get("term_5")?.toString().endsWith("got hello\r\n"), `term_5 output ${output.get("term_5")}`);
 
   await ctx.request(acp.methods.agent.session.close, { sessionId: session.sessionId });
   session.dispose();
