@@ -163,7 +163,7 @@ func (st *state) typeInto(id string, data []byte) error {
 			Data:    map[string]any{"terminalId": id, "written": n},
 		}
 	case err != nil:
-		return acp.InvalidParams("terminalId: %s takes no input: %v", id, errors.Unwrap(err))
+		return acp.InvalidParams("terminalId: %s takes no input: %v", id, err)
 	}
 	return nil
 }
@@ -179,7 +179,7 @@ func (st *state) resize(id string, size acp.TerminalSize) error {
 	}
 	s := ptyio.Size{Cols: uint16(size.Cols), Rows: uint16(size.Rows)}
 	if err := t.proc.Resize(s); err != nil {
-		return acp.InvalidParams("terminalId: %s cannot be resized: %v", id, errors.Unwrap(err))
+		return acp.InvalidParams("terminalId: %s cannot be resized: %v", id, err)
 	}
 	t.size = s
 	st.out.sendTerminal(t, &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: t.id, Size: &size}, protocol.StreamOutput)

@@ -107,11 +107,13 @@ func (st *state) watchInput(t *terminal) {
 	w.start()
 }
 
-// unwatchInput stops the watch of a terminal that exited.
-func (in *terminalInput) stop() {
-	if in != nil {
+// unwatchInput stops watching a terminal that exited, and lets go of the
+// watch.
+func (t *terminal) unwatchInput() {
+	if in := t.input; in != nil {
 		in.watch.stop()
 		in.follow.Stop()
+		t.input = nil
 	}
 }
 
@@ -142,7 +144,7 @@ func (s *Session) lookForInput(t *terminal, proc ptyio.Process, w *inputWatch) {
 // waits for input, and how to type into it.
 func (st *state) noticeInput(t *terminal, wait ptyio.InputWait) {
 	in := t.input
-	if t.state != termRunning || in.noticed != nil && (!in.typedSince || *in.noticed == wait) {
+	if t.state != termRunning || in == nil || in.noticed != nil && (!in.typedSince || *in.noticed == wait) {
 		return
 	}
 	in.noticed, in.typedSince = &wait, false

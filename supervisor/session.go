@@ -483,7 +483,7 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 		if x.Err != nil {
 			s.sv.cfg.Log.Warn("terminal ended with errors", "session", s.id, "terminal", t.id, "err", x.Err)
 		}
-		t.input.stop()
+		t.unwatchInput()
 		st.out.sendTerminal(t, t.exitUpdate(x), protocol.StreamOutput)
 		onItsOwn := t.state == termRunning // nobody stopped it
 		st.work.exit(t)

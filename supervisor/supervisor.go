@@ -34,6 +34,9 @@
 //   - work.go: the registry of work: terminals and tool calls, each with
 //     one state, and retention.
 //   - errand.go: slow work an event sends out of the mutex.
+//   - input.go and keys.go: typing into terminals, sizing them, /tail;
+//     notice.go: notices; inputwatch.go: when to look for a program
+//     waiting for input.
 //   - prompt.go reads prompts; config.go holds the configuration and the
 //     per-session settings.
 //
@@ -59,6 +62,9 @@
 //   - context.AfterFunc: a held prompt that the client withdrew with
 //     $/cancel_request;
 //   - an errand's goroutine, which finishes the event that sent it out;
+//   - a terminal's input watch (time.AfterFunc, inputwatch.go), when it
+//     found a program waiting for input: it looks at /proc with no lock
+//     held, and enters only to notice what it found;
 //   - the owner of a connection, through Detach and Shutdown.
 //
 // Nothing slow runs under a session's mutex. Updates are queued on the
