@@ -73,12 +73,13 @@ type Agent interface {
 // _shellagent/terminal/write and _shellagent/terminal/resize. A Conn
 // serves them, in v2 and in v1, when its Agent implements TerminalInput;
 // otherwise they are unknown methods (-32601). Like Agent's, the methods
-// run on the connection's read loop and must return promptly (a write
-// that would block fails instead); a nil error is answered {}, after
-// anything the method queued (the resize's terminal_update).
+// run on the connection's read loop and must return promptly; they answer
+// through reply, with {} once done (after what they queue: the resize's
+// terminal_update), or with an error (a write that would block fails
+// instead).
 type TerminalInput interface {
-	WriteTerminal(c Client, p *acp.WriteTerminalRequest) error
-	ResizeTerminal(c Client, p *acp.ResizeTerminalRequest) error
+	WriteTerminal(c Client, p *acp.WriteTerminalRequest, reply Reply)
+	ResizeTerminal(c Client, p *acp.ResizeTerminalRequest, reply Reply)
 }
 
 // Options configure a Conn.
@@ -403,14 +404,10 @@ func decode[T any, P params[T]](req *jsonrpc2.Request) (P, error) {
 }
 
 // servedInput adapts a TerminalInput method, for the v2 and v1 tables
-// alike: it answers -32601 when the Agent does not serve TerminalInput,
-// and {} when the method succeeds.
-func servedInput[T any, P params[T]](f func(ti TerminalInput, c Client, p P) error) handler {
-	serve := answeredAtOnce(func(c *Conn, p P) (any, error) {
-		if err := f(c.agent.(TerminalInput), c.client(), p); err != nil {
-			return nil, err
-		}
-		return struct{}{}, nil
+// alike: it answers -32601 when the Agent does not serve TerminalInput.
+func servedInput[T any, P params[T]](f func(ti TerminalInput, c Client, p P, reply Reply)) handler {
+	serve := answeredByReply(func(_ context.Context, c *Conn, p P, reply Reply) {
+		f(c.agent.(TerminalInput), c.client(), p, reply)
 	})
 	return func(c *Conn, req *jsonrpc2.Request) {
 		if _, ok := c.agent.(TerminalInput); !ok {
@@ -422,11 +419,11 @@ func servedInput[T any, P params[T]](f func(ti TerminalInput, c Client, p P) err
 }
 
 var (
-	writeTerminal = servedInput(func(ti TerminalInput, c Client, p *acp.WriteTerminalRequest) error {
-		return ti.WriteTerminal(c, p)
+	writeTerminal = servedInput(func(ti TerminalInput, c Client, p *acp.WriteTerminalRequest, reply Reply) {
+		ti.WriteTerminal(c, p, reply)
 	})
-	resizeTerminal = servedInput(func(ti TerminalInput, c Client, p *acp.ResizeTerminalRequest) error {
-		return ti.ResizeTerminal(c, p)
+	resizeTerminal = servedInput(func(ti TerminalInput, c Client, p *acp.ResizeTerminalRequest, reply Reply) {
+		ti.ResizeTerminal(c, p, reply)
 	})
 )
 

@@ -124,14 +124,22 @@ type inputAgent struct {
 	calls chan any
 }
 
-func (a inputAgent) WriteTerminal(_ Client, p *acp.WriteTerminalRequest) error {
+func (a inputAgent) WriteTerminal(_ Client, p *acp.WriteTerminalRequest, reply Reply) {
 	a.calls <- p
-	return a.err
+	a.answer(reply)
 }
 
-func (a inputAgent) ResizeTerminal(_ Client, p *acp.ResizeTerminalRequest) error {
+func (a inputAgent) ResizeTerminal(_ Client, p *acp.ResizeTerminalRequest, reply Reply) {
 	a.calls <- p
-	return a.err
+	a.answer(reply)
+}
+
+func (a inputAgent) answer(reply Reply) {
+	if a.err != nil {
+		reply(nil, a.err)
+		return
+	}
+	reply(struct{}{}, nil)
 }
 
 // The terminal input methods reach an Agent that serves them, in v2 and

@@ -249,6 +249,23 @@ func TestRequestsDuringALaunch(t *testing.T) {
 			exit := h.exit(announced, sid, "term_1")
 			h.idle(exit, sid, acp.StopCancelled)
 		}},
+		// The terminal is unknown until the launch returns: the write and
+		// the resize wait for it, and are answered {} after it.
+		{"_shellagent/terminal/write", func(h *harness, sid string) int64 {
+			return h.c.Send(acp.MethodWriteTerminal, map[string]string{"sessionId": sid, "terminalId": "term_1", "data": "eA=="})
+		}, false, func(h *harness, sid string, announced *acptest.Msg) {
+			answeredAfter(h, acp.MethodWriteTerminal, announced)
+			h.c.MustCall("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_1"}, nil)
+			h.idle(h.exit(announced, sid, "term_1"), sid, acp.StopEndTurn)
+		}},
+		{"_shellagent/terminal/resize", func(h *harness, sid string) int64 {
+			return h.c.Send(acp.MethodResizeTerminal, map[string]any{"sessionId": sid, "terminalId": "term_1", "size": map[string]int{"cols": 80, "rows": 20}})
+		}, false, func(h *harness, sid string, announced *acptest.Msg) {
+			resized := h.update(announced, sid, acp.KindTerminal, "the new size", func(m *acptest.Msg) bool { return m.Update["size"] != nil })
+			answeredAfter(h, acp.MethodResizeTerminal, resized)
+			h.c.MustCall("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_1"}, nil)
+			h.idle(h.exit(announced, sid, "term_1"), sid, acp.StopEndTurn)
+		}},
 		{"/bg", func(h *harness, sid string) int64 {
 			return h.prompt(sid, "/bg")
 		}, true, func(h *harness, sid string, announced *acptest.Msg) {
@@ -292,6 +309,21 @@ func TestRequestsDuringALaunch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// answeredAfter fails the test unless the request of method was answered
+// {} after m.
+func answeredAfter(h *harness, method string, m *acptest.Msg) {
+	h.t.Helper()
+	for _, r := range h.c.Transcript() {
+		if r.ReqMethod == method {
+			if r.Seq < m.Seq || string(r.Result) != "{}" {
+				h.t.Errorf("%s answered %s at #%d, before #%d %s", method, r, r.Seq, m.Seq, m)
+			}
+			return
+		}
+	}
+	h.t.Errorf("%s not answered", method)
 }
 
 // TestEventsBeforeTheLaunchIsApplied: a process whose events come before

@@ -21,24 +21,35 @@ import (
 
 var _ protocol.TerminalInput = (*Supervisor)(nil)
 
-// WriteTerminal implements protocol.TerminalInput.
-func (sv *Supervisor) WriteTerminal(_ protocol.Client, p *acp.WriteTerminalRequest) error {
+// WriteTerminal implements protocol.TerminalInput. It is answered in
+// the session's turn: after an event whose errand is out (a launch), as
+// every entry is, without holding up the connection meanwhile.
+func (sv *Supervisor) WriteTerminal(_ protocol.Client, p *acp.WriteTerminalRequest, reply protocol.Reply) {
 	s, err := sv.session(p.SessionID)
 	if err != nil {
-		return err
+		reply(nil, err)
+		return
 	}
-	s.do(func(st *state) { err = st.typeInto(p.TerminalID, p.Bytes()) })
-	return err
+	s.do(func(st *state) { reply(done(st.typeInto(p.TerminalID, p.Bytes()))) })
 }
 
-// ResizeTerminal implements protocol.TerminalInput.
-func (sv *Supervisor) ResizeTerminal(_ protocol.Client, p *acp.ResizeTerminalRequest) error {
+// ResizeTerminal implements protocol.TerminalInput, answered as
+// WriteTerminal is, after the terminal_update with the new size.
+func (sv *Supervisor) ResizeTerminal(_ protocol.Client, p *acp.ResizeTerminalRequest, reply protocol.Reply) {
 	s, err := sv.session(p.SessionID)
 	if err != nil {
-		return err
+		reply(nil, err)
+		return
 	}
-	s.do(func(st *state) { err = st.resize(p.TerminalID, *p.Size) })
-	return err
+	s.do(func(st *state) { reply(done(st.resize(p.TerminalID, *p.Size))) })
+}
+
+// done is the answer of a method that answers {} or an error.
+func done(err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	return struct{}{}, nil
 }
 
 // Bounds of /tail.
