@@ -607,7 +607,7 @@ func (a *v1Agent) load(sid string) (*acptest.Msg, []string, map[string]string) {
 		a.t.Fatalf("session/load: %v", resp.Error)
 	}
 	var res struct{ ConfigOptions []struct{ ID string } }
-	if json.Unmarshal(resp.Result, &res) != nil || len(res.ConfigOptions) != 3 {
+	if json.Unmarshal(resp.Result, &res) != nil || len(res.ConfigOptions) != 4 {
 		a.t.Errorf("session/load answered %s", resp)
 	}
 	a.update(resp, "commands", func(m *acptest.Msg) bool { return m.Kind == "available_commands_update" })
