@@ -66,6 +66,11 @@ func (v *v1Client) attach(method, sid string) ([]*acptest.Msg, *acptest.Msg) {
 		v.t.Fatalf("%s: %v", method, resp.Error)
 	}
 	cmds := v.c.WaitAfter(resp, "the commands", func(m *acptest.Msg) bool { return m.Kind == "available_commands_update" })
+	if method == "session/resume" {
+		// The live work follows the commands: wait for its terminal's
+		// redraw before reading the transcript.
+		v.c.WaitAfter(cmds, "the redraw", func(m *acptest.Msg) bool { return m.SessionID == sid && m.Meta("terminal_output") != nil })
+	}
 	var out []*acptest.Msg
 	for _, m := range v.c.Transcript()[before:] {
 		if m.SessionID == sid && m.Method == "session/update" && (method == "session/load" && m.Seq < resp.Seq || method == "session/resume" && m.Seq > cmds.Seq) {
