@@ -42,6 +42,17 @@ type Client interface {
 	RequestPermission(ctx context.Context, p *acp.PermissionRequest, done func(*acp.PermissionResponse, error))
 }
 
+// PromptActed is implemented by a Client that must know when a prompt that
+// acted at once beside a running turn (/bg, /ps, /stop while a command
+// runs) is done: such a prompt ends no turn, so nothing else on the wire
+// says so. The Agent calls Acted once every update the prompt causes has
+// been queued, in order with them (from the goroutine that queues them),
+// for the prompts of a session in the order they were inserted. The v1
+// front answers the v1 session/prompt then; a v2 client needs nothing.
+type PromptActed interface {
+	Acted(sessionID string)
+}
+
 // Reply answers a request whose answer comes later; call it exactly once.
 type Reply func(result any, err error)
 

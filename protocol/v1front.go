@@ -30,7 +30,7 @@ import (
 //     or cancelled after session/cancel or session/close);
 //   - a prompt inserted while foreground work runs (/bg, /ps, /stop act at
 //     once) is answered end_turn once the Agent has queued its effects
-//     (when Agent.Prompt returns);
+//     (PromptActed.Acted, called in order with those updates);
 //   - a prompt that is never inserted because session/cancel or
 //     session/close dropped it (-32800 in v2) is answered cancelled, as v1
 //     requires of a cancelled turn; other errors are sent as they are.
@@ -50,7 +50,10 @@ type v1Front struct {
 	sessions map[string]*v1Session
 }
 
-var _ Client = (*v1Front)(nil)
+var (
+	_ Client      = (*v1Front)(nil)
+	_ PromptActed = (*v1Front)(nil)
+)
 
 // v1Session is what the front knows of a session.
 type v1Session struct {
@@ -70,13 +73,15 @@ type v1Session struct {
 	attaching bool
 	loading   bool
 	held      []func()
+
+	// acting holds the prompts inserted while foreground work ran, oldest
+	// first: each is answered when the Agent says it has acted.
+	acting []*v1Prompt
 }
 
 // v1Prompt is a v1 session/prompt waiting for its answer.
 type v1Prompt struct {
 	reply     Reply
-	immediate bool // inserted while foreground work ran: it acts at once
-	returned  bool // Agent.Prompt has returned
 	answered  bool
 }
 
@@ -175,12 +180,20 @@ func (f *v1Front) answer(s *v1Session, p *v1Prompt, stopReason string) {
 func (f *v1Front) prompt(ctx context.Context, p *acp.PromptRequest, reply Reply) {
 	pr := &v1Prompt{reply: reply}
 	f.c.agent.Prompt(ctx, f, p, func(_ any, err error) { f.inserted(p.SessionID, pr, err) })
+}
+
+// Acted implements PromptActed: the oldest prompt of the session that acts
+// at once has done so, and is answered end_turn.
+func (f *v1Front) Acted(sessionID string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	pr.returned = true
-	if pr.immediate {
-		f.answer(f.session(p.SessionID), pr, acp.StopEndTurn)
+	s := f.session(sessionID)
+	if len(s.acting) == 0 {
+		return
 	}
+	pr := s.acting[0]
+	s.acting = s.acting[1:]
+	f.answer(s, pr, acp.StopEndTurn)
 }
 
 // inserted is the Agent's answer to a prompt: inserted, or refused.
@@ -205,10 +218,7 @@ func (f *v1Front) inserted(sessionID string, pr *v1Prompt, err error) {
 		return
 	}
 	if s.busy {
-		pr.immediate = true
-		if pr.returned {
-			f.answer(s, pr, acp.StopEndTurn)
-		}
+		s.acting = append(s.acting, pr) // answered by Acted
 		return
 	}
 	if s.turn != nil { // cannot happen: a turn ends before the next is inserted

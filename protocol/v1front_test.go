@@ -49,6 +49,7 @@ func (a *turnAgent) Prompt(_ context.Context, c Client, p *acp.PromptRequest, re
 	case strings.HasPrefix(text, "now") && a.busy:
 		reply(&acp.PromptResponse{MessageID: "u"}, nil)
 		msg("at once")
+		c.(PromptActed).Acted(p.SessionID) // what an Agent owes a prompt that acted at once
 	case strings.HasPrefix(text, "hold") && !a.noHold && !a.busy:
 		a.busy = true
 		reply(&acp.PromptResponse{MessageID: "u"}, nil)
@@ -280,6 +281,7 @@ func (a *replayAgent) Prompt(ctx context.Context, c Client, p *acp.PromptRequest
 		c.Update("s", &acp.Message{SessionUpdate: acp.KindUserMessage, MessageID: "msg_3", Content: p.Prompt})
 		c.Update("s", &acp.ToolCallUpdate{SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Status: acp.StatusCompleted})
 		c.Update("s", &acp.StateUpdate{SessionUpdate: acp.KindState, State: acp.StateIdle, StopReason: acp.StopEndTurn})
+		c.(PromptActed).Acted(p.SessionID) // inserted while the resumed session was busy: it acted at once
 		return
 	}
 	a.turnAgent.Prompt(ctx, c, p, reply)

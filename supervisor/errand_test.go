@@ -497,9 +497,13 @@ func TestAnAwaySessionQueuesEntriesInOrder(t *testing.T) {
 // saidClient is a quietClient that also records the agent's messages.
 type saidClient struct {
 	*quietClient
-	mu   sync.Mutex
-	said []string
+	mu    sync.Mutex
+	said  []string
+	acted chan []string // what had been said at each Acted
 }
+
+// Acted implements protocol.PromptActed.
+func (c *saidClient) Acted(string) { c.acted <- c.messages() }
 
 func (c *saidClient) Update(sid string, u acp.Update) {
 	c.quietClient.Update(sid, u)
@@ -516,18 +520,19 @@ func (c *saidClient) messages() []string {
 	return slices.Clone(c.said)
 }
 
-// TestAnImmediatePromptIsDoneWhenPromptReturns: a prompt that acts at once
-// beside the foreground turn has no turn to end, so Agent.Prompt returns
-// only once what it does has been sent (the v1 front answers it then),
+// TestAnImmediatePromptSaysWhenItHasActed: a prompt that acts at once
+// beside the foreground turn has no turn to end, so the session tells its
+// client when what it does has been sent (the v1 front answers it then),
 // even when that takes an errand: here /ps's scan, held up, of a session
-// that was away on a launch when the prompt came.
-func TestAnImmediatePromptIsDoneWhenPromptReturns(t *testing.T) {
+// that was away on a launch when the prompt came. Prompt itself does not
+// wait for it.
+func TestAnImmediatePromptSaysWhenItHasActed(t *testing.T) {
 	t.Parallel()
 	g := newGate(holdMembers)
 	t.Cleanup(g.release)
 	marker := "SHELLAGENT_TEST=" + t.Name()
 	sv := New(Config{Launcher: g, Shell: "/bin/sh", Env: append(os.Environ(), marker), Log: discardLog})
-	c := &saidClient{quietClient: newQuietClient()}
+	c := &saidClient{quietClient: newQuietClient(), acted: make(chan []string, 1)}
 	sid := must(sv.NewSession(c, &acp.NewSessionRequest{Cwd: t.TempDir()})).SessionID
 	prompt := func(line string) {
 		sv.Prompt(context.Background(), c, &acp.PromptRequest{SessionID: sid, Prompt: []acp.ContentBlock{acp.TextBlock(line)}}, func(any, error) {})
@@ -536,26 +541,21 @@ func TestAnImmediatePromptIsDoneWhenPromptReturns(t *testing.T) {
 	prompt("/bg " + line)
 	c.waitIdles(t, 1)
 	prompt("sleep 30") // the foreground; its launch may still be in flight
-
-	returned := make(chan struct{})
-	go func() {
-		defer close(returned)
-		prompt("/ps")
-	}()
+	prompt("/ps")      // returns at once
 	g.wait(t, line)
 	select {
-	case <-returned:
-		t.Fatal("Prompt returned while its /ps scan was held up")
+	case said := <-c.acted:
+		t.Fatalf("the /ps said it had acted while its scan was held up, having said %q", said)
 	case <-time.After(50 * time.Millisecond):
 	}
 	g.release()
 	select {
-	case <-returned:
+	case said := <-c.acted:
+		if len(said) != 1 || !strings.HasPrefix(said[0], "Background work:\nterm_1  terminal  "+line) {
+			t.Errorf("when the /ps said it had acted, the agent had said %q", said)
+		}
 	case <-time.After(20 * time.Second):
-		t.Fatal("Prompt never returned")
-	}
-	if said := c.messages(); len(said) != 1 || !strings.HasPrefix(said[0], "Background work:\nterm_1  terminal  "+line) {
-		t.Errorf("when Prompt returned, the agent had said %q", said)
+		t.Fatal("the /ps never said it had acted")
 	}
 	if err := sv.Shutdown(context.Background()); err != nil {
 		t.Error(err)

@@ -194,10 +194,10 @@ func (s *Session) info() (info acp.SessionInfo) {
 // A held prompt is withdrawn (-32800, never inserted) when ctx ends first.
 //
 // A prompt that acts at once beside the foreground turn (/bg, /ps, /stop
-// while a command runs) has no turn whose end could tell that it is done,
-// so it is done when prompt returns: the v1 front answers it then. Such a
-// prompt waits for its own errand (/ps's scan, /bg CMD's launch) and, if
-// it comes while the session is away, for the errand in flight.
+// while a command runs) has no turn whose end could tell that it is done:
+// once everything it does is reported, after its own errand (/ps's scan,
+// /bg CMD's launch) or the one in flight when it came, the client it came
+// from is told (protocol.PromptActed; the v1 front answers it then).
 func (s *Session) prompt(ctx context.Context, from protocol.Client, blocks []acp.ContentBlock, reply protocol.Reply) {
 	line, err := promptLine(blocks)
 	if err != nil {
@@ -205,8 +205,6 @@ func (s *Session) prompt(ctx context.Context, from protocol.Client, blocks []acp
 		return
 	}
 	t := &turn{blocks: blocks, in: parseInput(line), reply: reply, from: from}
-	acted := make(chan bool, 1) // whether it acted at once
-	done := make(chan struct{})
 	s.do(func(st *state) {
 		switch {
 		case st.life != sessionOpen:
@@ -214,20 +212,20 @@ func (s *Session) prompt(ctx context.Context, from protocol.Client, blocks []acp
 		case t.in.immediate() && st.turns.busy():
 			st.insert(t)
 			st.act(t.in)
-			acted <- true
-			st.errands.then(func() { close(done) })
-			return
+			// Once what it does is reported, even after an errand (a /ps
+			// scan, a /bg launch): no turn end will say so.
+			st.errands.then(func() {
+				if a, ok := from.(protocol.PromptActed); ok {
+					a.Acted(st.out.session)
+				}
+			})
 		case st.turns.busy() || st.turns.waiting():
 			t.unwatch = context.AfterFunc(ctx, func() { s.withdrawHeld(t) })
 			st.turns.hold(t)
 		default:
 			st.start(t)
 		}
-		acted <- false
 	})
-	if t.in.immediate() && <-acted {
-		<-done
-	}
 }
 
 // withdrawHeld answers a held prompt that the client withdrew

@@ -85,14 +85,15 @@
 // What waits for a session's errand, on the goroutine that enters: the
 // ways in that answer at once with what they changed
 // (session/set_config_option, session/resume; Detach), which use doWait;
-// a prompt that acts at once beside the foreground turn (/bg, /ps, /stop
-// while a command runs), which is done when Prompt returns because no turn
-// end can say so (protocol's v1 front answers it then); and any entry once
-// maxQueued entries are queued behind one errand. A prompt that runs a
-// command, or starts a turn, never waits. Reads that no event leaves half
-// done (session/list, session/new's config options, Shutdown's kill grace)
-// use peek, which never waits for an errand. The PTY readers only write the rings and the connection's writer
-// only reads them; neither enters a session. The Supervisor's own mutex
+// and any entry once maxQueued entries are queued behind one errand. No
+// prompt waits: one that acts at once beside the foreground turn (/bg,
+// /ps, /stop while a command runs) ends no turn, so the session tells its
+// client when it is done (protocol.PromptActed, after its errand if it
+// has one), in order with what it reported. Reads that no event leaves
+// half done (session/list, session/new's config options, Shutdown's kill
+// grace) use peek, which never waits for an errand. The PTY readers only
+// write the rings and the connection's writer only reads them; neither
+// enters a session. The Supervisor's own mutex
 // guards its session table only; a session takes it (to leave the table
 // when it closes), never the other way round.
 package supervisor
