@@ -81,8 +81,8 @@ type v1Session struct {
 
 // v1Prompt is a v1 session/prompt waiting for its answer.
 type v1Prompt struct {
-	reply     Reply
-	answered  bool
+	reply    Reply
+	answered bool
 }
 
 func newV1Front(c *Conn) *v1Front {
