@@ -65,6 +65,10 @@ type acpV1 struct {
 	// the screen first. Kept per session until its next attach.
 	drawn   map[v1Key]bool
 	notices int64 // notices written, for their message ids
+	// toldExit is, per session, the last terminal whose exit went out as
+	// an agent message (without terminal_output): the exit notice that
+	// follows it would say the same again.
+	toldExit map[string]string
 }
 
 var _ encoding = (*acpV1)(nil)
@@ -72,7 +76,7 @@ var _ encoding = (*acpV1)(nil)
 // newACPV1 returns the v1 encoding for a client that advertised
 // _meta.terminal_output (meta) or not.
 func newACPV1(meta bool) *acpV1 {
-	return &acpV1{meta: meta, calls: make(map[v1Key]*v1Call), terms: make(map[v1Key]*v1Term), drawn: make(map[v1Key]bool)}
+	return &acpV1{meta: meta, calls: make(map[v1Key]*v1Call), terms: make(map[v1Key]*v1Term), drawn: make(map[v1Key]bool), toldExit: make(map[string]string)}
 }
 
 // v1Key names a tool call or a terminal of a session.
@@ -151,12 +155,29 @@ func (e *acpV1) message(dst []byte, session string, m *acp.Message) ([]byte, err
 
 // notice writes a notice, which v1 does not have, as an agent message of
 // its own: one agent_message_chunk whose messageId no other message has.
+// A terminal's exit notice is left out where its exit went out as a
+// message just before.
 func (e *acpV1) notice(dst []byte, session string, n *acp.Notice) ([]byte, error) {
+	if told, ok := e.toldExit[session]; ok {
+		delete(e.toldExit, session)
+		if id, event := noticeAbout(n); event == "exited" && id == told {
+			return dst, nil
+		}
+	}
 	e.notices++
 	return appendNotification(dst, session, &v1ContentChunk{
 		SessionUpdate: "agent_message_chunk", Content: acp.TextBlock(noticeText(n)),
 		MessageID: "notice_" + strconv.FormatInt(e.notices, 10),
 	})
+}
+
+// noticeAbout returns the terminal and the event a notice of shellagent's
+// is about (its _meta.shellagent terminalId and event), if it says.
+func noticeAbout(n *acp.Notice) (terminalID, event string) {
+	m, _ := n.Meta["shellagent"].(map[string]any)
+	terminalID, _ = m["terminalId"].(string)
+	event, _ = m["event"].(string)
+	return terminalID, event
 }
 
 // noticeText is a notice as a message: its title, marked with its severity
@@ -285,6 +306,7 @@ func (e *acpV1) terminal(dst []byte, session string, u *acp.TerminalUpdate) ([]b
 		if dst, err = appendNotification(dst, session, &v1ContentChunk{SessionUpdate: "agent_message_chunk", Content: text, MessageID: "exit_" + u.TerminalID}); err != nil {
 			return dst, err
 		}
+		e.toldExit[session] = u.TerminalID
 	}
 	if t.announced && !t.gone {
 		if len(t.carry) > 0 { // the terminal ended inside a sequence

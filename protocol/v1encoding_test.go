@@ -400,9 +400,17 @@ func TestV1BackgroundExitWithoutTerminalOutput(t *testing.T) {
 	d.update(v1Detached)
 	d.chunk("b\r\n")
 	d.update(v1Exit)
+	// The exit notice that follows says the same: it is left out; another
+	// notice is not.
+	exited := func(term string) *acp.Notice {
+		return &acp.Notice{SessionUpdate: acp.KindNotice, Severity: acp.NoticeWarning, Title: term + " failed",
+			Meta: map[string]any{"shellagent": map[string]any{"terminalId": term, "event": "exited"}}}
+	}
+	d.update(exited("term_1"))
+	d.update(exited("term_1")) // a second one is not the one that followed
 	lines := decodeV1(t, d.out)
-	if n := len(lines); n != 3 || lines[2].Kind != "agent_message_chunk" || lines[2].Text != v1ExitedText {
-		t.Errorf("lines %+v, want the exit as the third, %q", lines, v1ExitedText)
+	if n := len(lines); n != 4 || lines[2].Kind != "agent_message_chunk" || lines[2].Text != v1ExitedText || lines[3].Text != "Warning: term_1 failed" {
+		t.Errorf("lines %+v, want the exit as the third, %q, then one notice", lines, v1ExitedText)
 	}
 	for _, l := range v1Command(t, false, "a\r\n") {
 		if l.Kind == "agent_message_chunk" {

@@ -772,3 +772,29 @@ func TestV1Load(t *testing.T) {
 		}
 	})
 }
+
+// A background command that fails on its own is told once in v1: without
+// terminal_output, as the exit message (its exit notice would say the
+// same); with it, as terminal_exit and the notice.
+func TestV1BackgroundFailureToldOnce(t *testing.T) {
+	t.Parallel()
+	bothModes(t, func(t *testing.T, meta bool) {
+		a := startV1(t, meta)
+		sid := a.session()
+		a.turn(sid, "/bg sleep 0.3; exit 3", "end_turn")
+		end := a.message(nil, "term_1")
+		a.turn(sid, "/ps", "end_turn") // after the exit and its notice
+		var told []string
+		for _, m := range a.c.Transcript() {
+			if m.Kind == "agent_message_chunk" && strings.HasPrefix(m.Text(), "term_1 ") || strings.HasPrefix(m.Text(), "Warning: term_1 ") {
+				told = append(told, m.Text())
+			}
+		}
+		if len(told) != 1 {
+			t.Errorf("the failure was told %d times: %q", len(told), told)
+		}
+		if meta && !strings.HasPrefix(end.Text(), "Warning: term_1 exited with code 3") || !meta && !strings.HasPrefix(end.Text(), "term_1 (sleep 0.3; exit 3) ended: exit 3") {
+			t.Errorf("told as %q", end.Text())
+		}
+	})
+}
