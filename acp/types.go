@@ -328,6 +328,7 @@ var (
 const (
 	StatusPending    = "pending"
 	StatusInProgress = "in_progress"
+	StatusPaused     = "paused"
 	StatusCompleted  = "completed"
 	StatusFailed     = "failed"
 	StatusCancelled  = "cancelled"

@@ -19,7 +19,8 @@ import (
 //     itself);
 //   - a tool call's first update on this connection since the client
 //     last attached to its session (see v1Attach) becomes a tool_call,
-//     later ones tool_call_update; v2's cancelled status becomes failed;
+//     later ones tool_call_update; v2's cancelled status becomes failed,
+//     paused in_progress (see v1Status);
 //   - a command's terminal, when the client advertised
 //     _meta.terminal_output (as Zed does): the tool_call that first
 //     references the terminal carries _meta.terminal_info {terminal_id,
@@ -32,6 +33,10 @@ import (
 //     just before the tool call's final status. A command that leaves the
 //     foreground keeps streaming to its (completed) tool call until it
 //     exits;
+//   - a terminal belongs to the command's tool call (kind execute) that
+//     started it: a tool call of another kind whose content references
+//     a terminal (a /wait) shows it only in its text, since v1 routes a
+//     terminal's output and exit to one tool call;
 //   - without that capability no terminal content item is sent (a client
 //     fails an update that references a terminal it does not know): the
 //     tool call's final update carries the end of the output as text
@@ -213,7 +218,7 @@ func (e *acpV1) toolCall(dst []byte, session string, u *acp.ToolCallUpdate) ([]b
 	c.status = orElse(out.Status, c.status)
 	var t *v1Term
 	introduced := false
-	if id := terminalRef(u.Content); id != "" && c.terminal == "" {
+	if id := terminalRef(u.Content); id != "" && c.terminal == "" && c.kind == "execute" {
 		c.terminal, introduced = id, true
 		tk := v1Key{session, id}
 		t = &v1Term{call: u.ToolCallID, cwd: rawCwd(u.RawInput), drawn: e.drawn[tk]}

@@ -189,13 +189,20 @@ type v1TerminalExit struct {
 	Signal     *string `json:"signal"`
 }
 
-// v1Status maps a v2 tool call status onto v1's, which has no cancelled:
-// a cancelled tool call failed (its content says why).
+// v1Status maps a v2 tool call status onto v1's four: v1 has no
+// cancelled, so a cancelled tool call failed (its content says why), and
+// no paused, so a paused one is still in progress, as v2's schema tells a
+// client to treat any status it does not know.
 func v1Status(s string) string {
-	if s == acp.StatusCancelled {
+	switch s {
+	case "", acp.StatusPending, acp.StatusInProgress, acp.StatusCompleted, acp.StatusFailed:
+		return s
+	case acp.StatusCancelled:
 		return acp.StatusFailed
 	}
-	return s
+	// paused, and any status v1 does not have: v2's schema says a client
+	// treats a status it does not know as still in progress.
+	return acp.StatusInProgress
 }
 
 // v1PermissionRequest is the params of a v1 session/request_permission.

@@ -186,6 +186,10 @@ func (l *backgroundList) listing(found []string) string {
 		case it.call.job != nil:
 			j := it.call.job
 			fmt.Fprintf(&b, "%s  %s  %s  age %s  %s, next run in %s", j.call.id, j.schedule, j.line, age(now.Sub(j.created)), j.call.status(), age(j.next.Sub(now)))
+		case it.call.wait != nil:
+			b.WriteString(it.call.wait.listing(now))
+		case it.call.watch != nil:
+			b.WriteString(it.call.watch.listing(now))
 		case it.call.appr != nil:
 			a := it.call.appr
 			fmt.Fprintf(&b, "%s  command  %s  age %s  %s, waiting for permission", a.call.id, a.line, age(now.Sub(a.asked)), a.call.status())

@@ -42,6 +42,9 @@ func FuzzPrompt(f *testing.F) {
 			if got, ok := shellUnquote(shellQuote(path)); !ok || got != path {
 				t.Fatalf("shellQuote(%q) = %q, which a shell reads as %q", path, shellQuote(path), got)
 			}
+			if w, _, _, _ := nextWord(shellQuote(path)); w.text != path {
+				t.Fatalf("shellQuote(%q) = %q, which /watch reads as %q", path, shellQuote(path), w.text)
+			}
 		}
 	})
 }
@@ -60,9 +63,24 @@ func checkInput(t *testing.T, line string, in input) {
 		if in.kind != bgCommand && in.delay <= 0 {
 			t.Fatalf("parseInput(%q) = %+v: a schedule without a positive delay", line, in)
 		}
-	case stopWork:
+	case waitWork:
+		w := in.wait
+		targets := 0
+		for _, set := range []bool{w.pattern != nil, w.port != 0, w.url != ""} {
+			if set {
+				targets++
+			}
+		}
+		if w.term == "" || w.timeout <= 0 || w.timeout > maxWaitTimeout || targets > 1 || w.fresh && w.pattern == nil {
+			t.Fatalf("parseInput(%q) waits for %+v", line, w)
+		}
+	case watchWork:
+		if in.watch.path == "" || in.watch.line == "" || !strings.HasSuffix(line, in.watch.line) {
+			t.Fatalf("parseInput(%q) watches %+v", line, in.watch)
+		}
+	case stopWork, pauseWork, resumeWork:
 		if in.id == "" || strings.ContainsAny(in.id, " \t") {
-			t.Fatalf("parseInput(%q) stops %q", line, in.id)
+			t.Fatalf("parseInput(%q) acts on %q", line, in.id)
 		}
 	case typeInput, resizeTerm, tailTerm:
 		if in.id == "" || strings.ContainsAny(in.id, " ") {

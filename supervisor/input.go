@@ -256,12 +256,7 @@ func exitText(es *acp.ExitStatus) string {
 }
 
 // shortLine cuts a command line short for a title.
-func shortLine(line string) string {
-	if utf8.RuneCountInString(line) > 60 {
-		return string([]rune(line)[:59]) + "…"
-	}
-	return line
-}
+func shortLine(line string) string { return shorten(line, 60) }
 
 func plural(n int, noun string) string {
 	if n == 1 {

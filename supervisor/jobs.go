@@ -40,6 +40,9 @@ func (st *state) schedule(in input) {
 	j.arm(st.s, in.delay)
 }
 
+// owns reports whether t is a firing of j.
+func (j *job) owns(t *turn) bool { return t.job == j }
+
 // arm makes the job fire in s after d.
 func (j *job) arm(s *Session, d time.Duration) {
 	j.next = time.Now().Add(d)

@@ -23,6 +23,10 @@ const (
 	typeInput                   // /send ID TEXT, /keys ID KEY...
 	resizeTerm                  // /resize ID COLSxROWS
 	tailTerm                    // /tail ID [N]
+	waitWork                    // /wait ID [PATTERN] [--timeout DUR] [--new]
+	watchWork                   // /watch PATH CMD
+	pauseWork                   // /pause ID
+	resumeWork                  // /resume ID
 	badInput                    // a slash command written wrong; problem says how
 )
 
@@ -30,9 +34,11 @@ const (
 type input struct {
 	kind    inputKind
 	line    string        // the command line (runCommand, bgCommand, afterWork, everyWork)
-	id      string        // stopWork, and the terminal of typeInput, resizeTerm, tailTerm
+	id      string        // stopWork, pauseWork, resumeWork, and the terminal of typeInput, resizeTerm, tailTerm
 	delay   time.Duration // afterWork, everyWork
 	problem string        // badInput
+	wait    *waitSpec     // waitWork
+	watch   *watchSpec    // watchWork
 
 	data  []byte           // typeInput: the bytes typed
 	what  string           // typeInput: what they are, for the answer
@@ -48,7 +54,7 @@ const minEvery = time.Second
 // work runs, instead of waiting its turn.
 func (in input) immediate() bool {
 	switch in.kind {
-	case bgCommand, bgDetach, listWork, stopWork, typeInput, resizeTerm, tailTerm:
+	case bgCommand, bgDetach, listWork, stopWork, typeInput, resizeTerm, tailTerm, pauseWork, resumeWork:
 		return true
 	}
 	return false
@@ -68,6 +74,10 @@ var slashCommands = []struct {
 	{"keys", "Type keys into a terminal, named as tmux send-keys names them", "terminal id and keys, e.g. term_1 C-c", "/keys ID KEY..., e.g. /keys term_1 C-c or /keys term_1 Up Enter"},
 	{"resize", "Set a terminal's size in columns and rows", "terminal id and COLSxROWS, e.g. term_1 200x50", "/resize ID COLSxROWS, e.g. /resize term_1 200x50"},
 	{"tail", "Show the last lines of a terminal's output as text", "terminal id and a number of lines, e.g. term_1 50", "/tail ID [N], e.g. /tail term_1 50 (N: 1 to 200, 20 if omitted)"},
+	{"wait", "Wait until a terminal prints a matching line, a port accepts connections, a URL answers, or the terminal exits", "terminal id and what to wait for, e.g. term_1 'ready on' or term_1 :3000", "/wait ID [PATTERN] [--timeout DUR] [--new], e.g. /wait term_1 'ready on', /wait term_1 :3000 or /wait term_1 http://localhost:3000/ (PATTERN: a regular expression, :PORT or an http:// URL; none waits for the exit; DUR at most 1h, 5m if omitted; --new ignores what was printed before)"},
+	{"watch", "Run a command each time files under a path change", "path and command, e.g. src make test", "/watch PATH CMD, e.g. /watch src make test"},
+	{"pause", "Pause a watch: changes run nothing until it is resumed", "watch tool call id, e.g. call_2", "/pause ID, e.g. /pause call_2"},
+	{"resume", "Resume a paused watch", "watch tool call id, e.g. call_2", "/resume ID, e.g. /resume call_2"},
 }
 
 func availableCommands() []acp.AvailableCommand {
@@ -163,6 +173,18 @@ func parseInput(line string) input {
 		return parseScheduled(name, rest)
 	case "send", "keys", "resize", "tail":
 		return parseTerminalCommand(name, rest)
+	case "wait":
+		return parseWait(rest)
+	case "watch":
+		return parseWatch(rest)
+	case "pause", "resume":
+		if rest == "" || strings.ContainsAny(rest, " \t") {
+			return bad(fmt.Sprintf("/%s needs exactly one watch's tool call id", name), name)
+		}
+		if name == "pause" {
+			return input{kind: pauseWork, id: rest}
+		}
+		return input{kind: resumeWork, id: rest}
 	}
 	return input{kind: badInput, problem: fmt.Sprintf("Unknown command /%s. Available: %s. To run a program whose name starts with a slash, give its path (e.g. ./%s).", name, commandNames(), name)}
 }

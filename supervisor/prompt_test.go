@@ -37,7 +37,7 @@ func TestParseInput(t *testing.T) {
 		{line: "/every 1s x", want: input{kind: everyWork, delay: time.Second, line: "x"}},
 		{line: "/every 999ms x", want: input{kind: badInput}, says: "the interval must be at least 1s, got 999ms"},
 		{line: "/every -5s x", want: input{kind: badInput}, says: "must be more than 0"},
-		{line: "/nope now", want: input{kind: badInput}, says: "Unknown command /nope. Available: /bg, /ps, /stop, /after, /every, /send, /keys, /resize, /tail."},
+		{line: "/nope now", want: input{kind: badInput}, says: "Unknown command /nope. Available: /bg, /ps, /stop, /after, /every, /send, /keys, /resize, /tail, /wait, /watch, /pause, /resume."},
 		{line: "/send term_1 hello  world", want: input{kind: typeInput, id: "term_1", data: []byte("hello  world\r"), what: `"hello  world" and Enter`}},
 		{line: "/send term_1", want: input{kind: typeInput, id: "term_1", data: []byte("\r"), what: "Enter"}},
 		{line: "/send", want: input{kind: badInput}, says: "/send needs a terminal id. Write it as /send ID TEXT"},
@@ -73,6 +73,7 @@ func TestImmediateInputs(t *testing.T) {
 		runCommand: false, bgCommand: true, bgDetach: true, listWork: true,
 		stopWork: true, afterWork: false, everyWork: false, badInput: false,
 		typeInput: true, resizeTerm: true, tailTerm: true,
+		waitWork: false, watchWork: false, pauseWork: true, resumeWork: true,
 	} {
 		if got := (input{kind: kind}).immediate(); got != want {
 			t.Errorf("input kind %d immediate = %v, want %v", kind, got, want)

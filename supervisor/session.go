@@ -72,7 +72,8 @@ type state struct {
 	list     backgroundList
 	work     registry
 	out      outbox
-	errands  errands // the current event's errand, while it is out
+	errands  errands   // the current event's errand, while it is out
+	waits    []*waiter // the waits under way (wait.go)
 
 	final     finalState // while closing
 	closeDone []func()   // called once the close is complete
@@ -250,6 +251,8 @@ func (s *Session) cancel() {
 			st.abandon(fg.call.appr, acp.StatusCancelled, "Cancelled by session/cancel while waiting for permission.")
 			st.turns.release(fg)
 			st.endTurn(acp.StopCancelled)
+		case fg.waiting():
+			st.endWait(fg.call.wait, acp.StatusCancelled, "Cancelled by session/cancel.", false, acp.StopCancelled)
 		default:
 			fg.state = turnCancelling
 			fg.term.stop(st.settings.killGrace)
@@ -412,11 +415,15 @@ func (st *state) close(done func()) {
 		}
 	}
 	for _, c := range st.work.unfinished() {
-		switch c.state {
-		case callScheduled:
+		switch {
+		case c.state == callScheduled:
 			st.cancelJob(c.job)
-		case callAsking:
+		case c.state == callAsking:
 			st.abandon(c.appr, acp.StatusCancelled, why)
+		case c.wait != nil:
+			st.endWait(c.wait, acp.StatusCancelled, "Cancelled: the session closed.", false, acp.StopCancelled)
+		case c.watch != nil:
+			st.endWatch(c.watch, acp.StatusCancelled, "Cancelled: the session closed.")
 		}
 	}
 	for _, t := range st.work.running() { // a stop under way keeps its grace
@@ -485,6 +492,7 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 		st.out.sendTerminal(t, t.exitUpdate(x), protocol.StreamOutput)
 		onItsOwn := t.state == termRunning // nobody stopped it
 		st.work.exit(t)
+		defer st.waitsExited(t) // once the list and the turn say it exited
 		fg := st.turns.fg
 		if !st.turns.foreground(t) {
 			st.list.removeTerminal(t)
@@ -514,7 +522,7 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 // (jobs.go).
 func (s *Session) fire(j *job) {
 	s.do(func(st *state) {
-		if st.life != sessionOpen || !st.fired(j, st.turns.runOf(j)) {
+		if st.life != sessionOpen || !st.fired(j, st.turns.runOf(j.owns)) {
 			return
 		}
 		t := &turn{in: input{kind: runCommand, line: j.line}, job: j}

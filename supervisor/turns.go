@@ -43,11 +43,12 @@ type turn struct {
 	reply   protocol.Reply  // answers the prompt once inserted; nil for a firing
 	from    protocol.Client // the connection the prompt came from
 	job     *job            // the job whose firing this is
+	watch   *watcher        // the watch whose run this is
 	unwatch func() bool     // stops watching for the client withdrawing the held prompt
 	state   turnState
 
-	// Once it holds the foreground with a command:
-	call  *toolCall
+	// Once it holds the foreground with a command or a wait:
+	call  *toolCall   // the command's, or the wait's (call.wait)
 	term  *terminal   // once the command runs
 	timer *time.Timer // the foreground timeout
 }
@@ -132,19 +133,22 @@ func (q *turnQueue) drop(match func(*turn) bool) []*turn {
 	return out
 }
 
-// runOf returns the turn of j's that holds or waits for the foreground,
-// or nil.
-func (q *turnQueue) runOf(j *job) *turn {
-	if q.fg != nil && q.fg.job == j {
+// runOf returns the turn that holds or waits for the foreground and
+// matches (the run of a job or a watch), or nil.
+func (q *turnQueue) runOf(match func(*turn) bool) *turn {
+	if q.fg != nil && match(q.fg) {
 		return q.fg
 	}
 	for _, t := range q.held {
-		if t.job == j {
+		if match(t) {
 			return t
 		}
 	}
 	return nil
 }
+
+// waiting reports whether t is a foreground wait (wait.go).
+func (t *turn) waiting() bool { return t.call != nil && t.call.wait != nil }
 
 func (t *turn) stopWatching() {
 	if t.unwatch != nil {
@@ -167,8 +171,12 @@ func (st *state) start(t *turn) {
 	if t.reply != nil {
 		st.insert(t)
 	}
-	if t.in.kind == runCommand {
+	switch t.in.kind {
+	case runCommand:
 		st.runForeground(t)
+		return
+	case waitWork:
+		st.runWait(t)
 		return
 	}
 	st.transition(acp.StateRunning, "")
@@ -270,6 +278,8 @@ func (st *state) act(in input) {
 			st.out.agentMessage("Nothing is running in the foreground: /bg alone moves the running command to the background. To start a command in the background, write /bg CMD.")
 		case fg.state == turnAsking:
 			st.out.agentMessage("The foreground command is waiting for permission; it can move to the background once it runs.")
+		case fg.waiting():
+			st.backgroundWait(fg)
 		case fg.term.state == termStopping:
 			st.out.agentMessage("The foreground command is being stopped; it stays in the foreground until it exits.")
 		default:
@@ -291,6 +301,10 @@ func (st *state) act(in input) {
 		st.schedule(in)
 	case typeInput, resizeTerm, tailTerm:
 		st.actOnTerminal(in)
+	case watchWork:
+		st.startWatch(in.watch)
+	case pauseWork, resumeWork:
+		st.pauseOrResume(in.kind, in.id)
 	case badInput:
 		st.out.agentMessage(in.problem)
 	}
@@ -324,8 +338,9 @@ func errorMessage(err error) string {
 }
 
 // acceptCancel accepts tool_call/cancel and returns what stops the tool
-// call: a job (and a firing of it waiting for the foreground), or
-// background work waiting for permission.
+// call: a job (and a firing of it waiting for the foreground), a wait, a
+// watch (and a run of it waiting for the foreground), or background work
+// waiting for permission.
 func (st *state) acceptCancel(id string) (stop func(), err error) {
 	c := st.work.calls[id]
 	switch {
@@ -335,9 +350,13 @@ func (st *state) acceptCancel(id string) (stop func(), err error) {
 		return nil, acp.InvalidParams("toolCallId: %s is already %s", id, c.outcome)
 	case c.state == callScheduled:
 		return func() {
-			st.turns.drop(func(t *turn) bool { return t.job == c.job })
+			st.turns.drop(c.job.owns)
 			st.cancelJob(c.job)
 		}, nil
+	case c.wait != nil:
+		return func() { st.endWait(c.wait, acp.StatusCancelled, "Cancelled.", false, acp.StopEndTurn) }, nil
+	case c.watch != nil:
+		return func() { st.endWatch(c.watch, acp.StatusCancelled, "Cancelled.") }, nil
 	case c.cancellable():
 		return func() {
 			st.abandon(c.appr, acp.StatusCancelled, "Cancelled before it was allowed to run.")

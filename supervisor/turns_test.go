@@ -26,7 +26,7 @@ func TestTurnQueue(t *testing.T) {
 	if q.next() != nil {
 		t.Errorf("next while the foreground is held")
 	}
-	if q.runOf(j) != firing {
+	if q.runOf(j.owns) != firing {
 		t.Errorf("the held firing is not the job's run")
 	}
 	a.timer = time.AfterFunc(time.Hour, func() { t.Error("the foreground timeout fired") })
@@ -42,11 +42,11 @@ func TestTurnQueue(t *testing.T) {
 		t.Errorf("next = %p (unwatched %d), want the first held turn, no longer watched", got, unwatched)
 	}
 	q.take(b, turnAsking)
-	if q.runOf(j) != firing {
+	if q.runOf(j.owns) != firing {
 		t.Errorf("the held firing is not the job's run")
 	}
-	if !q.remove(firing) || q.remove(firing) || firing.state != turnOver || q.runOf(j) != nil {
-		t.Errorf("remove: state %d, run %v", firing.state, q.runOf(j))
+	if !q.remove(firing) || q.remove(firing) || firing.state != turnOver || q.runOf(j.owns) != nil {
+		t.Errorf("remove: state %d, run %v", firing.state, q.runOf(j.owns))
 	}
 	c, d := &turn{}, &turn{job: j}
 	q.hold(c)

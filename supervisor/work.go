@@ -112,10 +112,15 @@ const (
 	// callScheduled: pending and listed: a job that waits to fire. Out to
 	// callDone when a wakeup fires or the job is cancelled.
 	callScheduled
-	// callRunning: in_progress; its command runs in its terminal. Out to
-	// callDone when the command exits in the foreground, leaves it, or
-	// fails to start.
+	// callRunning: in_progress; its command runs in its terminal, or its
+	// wait (wait.go) or watch (watch.go) goes on. Out to callDone when the
+	// command exits in the foreground, leaves it, or fails to start, or
+	// when the wait or watch ends; a watch to callPaused by /pause.
 	callRunning
+	// callPaused: paused and listed: a watch suspended by /pause, which
+	// watches nothing meanwhile. Out to callRunning by /resume, to
+	// callDone when it is cancelled or cannot watch again.
+	callPaused
 	// callDone: its final status (completed, failed or cancelled) was
 	// reported; its terminal, if it has one, may run on in the background.
 	// Out to callRetired with its terminal, or, without one, once
@@ -125,8 +130,9 @@ const (
 	callRetired
 )
 
-// toolCall is a tool call of the session: a command's, or a scheduled job
-// (job != nil). It is guarded by its session's mutex.
+// toolCall is a tool call of the session: a command's, a scheduled job
+// (job != nil), a wait (wait != nil) or a watch (watch != nil). It is
+// guarded by its session's mutex.
 type toolCall struct {
 	id      string
 	title   string
@@ -139,6 +145,8 @@ type toolCall struct {
 	caps    acp.Capabilities      // as last reported: nil (never), cancel, or cleared
 	term    *terminal             // its command's terminal, once it runs
 	job     *job                  // the job it schedules
+	wait    *waiter               // the wait it is
+	watch   *watcher              // the watch it is
 	appr    *approval             // while it asks for permission
 	hist    int                   // its position in the history
 }
@@ -150,14 +158,23 @@ func (c *toolCall) status() string {
 		return acp.StatusPending
 	case callRunning:
 		return acp.StatusInProgress
+	case callPaused:
+		return acp.StatusPaused
 	}
 	return c.outcome
 }
 
-// cancellable reports whether tool_call/cancel applies: to a job that has
-// not ended, and to background work that waits for permission.
+// cancellable reports whether tool_call/cancel applies: to a job, a wait
+// or a watch that has not ended, and to background work that waits for
+// permission.
 func (c *toolCall) cancellable() bool {
-	return c.state == callScheduled || c.state == callAsking && c.appr != nil && c.appr.turn == nil
+	switch {
+	case c.state >= callDone:
+		return false
+	case c.state == callScheduled, c.wait != nil, c.watch != nil:
+		return true
+	}
+	return c.state == callAsking && c.appr != nil && c.appr.turn == nil
 }
 
 // update is the tool call's current state as a full tool_call_update.
@@ -256,7 +273,7 @@ func (r *registry) exit(t *terminal) {
 
 func (r *registry) retireCall(c *toolCall) {
 	c.state = callRetired
-	c.content, c.input, c.output, c.job, c.term = nil, nil, nil, nil, nil
+	c.content, c.input, c.output, c.job, c.term, c.wait, c.watch = nil, nil, nil, nil, nil, nil, nil
 	delete(r.calls, c.id)
 	r.retired = append(r.retired, entry{call: c})
 }

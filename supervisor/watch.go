@@ -1,0 +1,329 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"shellagent/acp"
+)
+
+// A watch (/watch PATH CMD) is a listed tool call, in_progress while it
+// watches PATH (a directory with everything under it, or a file), with no
+// process of its own. Each change, once changes have stopped for
+// watchQuiet, runs CMD as new foreground work, as a recurring job's
+// firing does (jobs.go), with the same rule: a change that comes while
+// the previous run still holds or waits for the foreground runs nothing,
+// and says so once per such run. /pause makes it paused: it stops
+// watching, so a change meanwhile runs nothing, then or later; /resume
+// watches again, and the next change runs CMD. Cancel (tool_call/cancel,
+// /stop) and close end it cancelled; a PATH that goes away ends it
+// failed. Its tool call is call.watch; its state is the tool call's:
+// callRunning, callPaused, then callDone.
+//
+// The operating system's side, watching a tree and reporting that
+// something changed, is watchTree (watch_linux.go: inotify); here it is
+// debounced (changes) and served in the session.
+
+// watchQuiet is how long changes must stop before the watch runs CMD: an
+// editor's save or a checkout is many changes in a row.
+const watchQuiet = 200 * time.Millisecond
+
+// watchSpec is what /watch watches and runs.
+type watchSpec struct {
+	path string // as written
+	line string // the command
+}
+
+// parseWatch reads the arguments of /watch: a path (quoted as /wait's
+// words are) and the rest of the line, the command.
+func parseWatch(rest string) input {
+	path, line, ok, err := nextWord(rest)
+	switch {
+	case err != nil:
+		return bad("/watch: "+err.Error(), "watch")
+	case !ok || path.text == "" || line == "":
+		return bad("/watch needs a path and a command", "watch")
+	}
+	return input{kind: watchWork, watch: &watchSpec{path: path.text, line: line}}
+}
+
+// watcher is a watch. It is guarded by its session's mutex.
+type watcher struct {
+	call    *toolCall
+	spec    *watchSpec
+	abs     string // the path watched
+	dir     bool   // it is a directory, watched with everything under it
+	created time.Time
+	src     *changes // the watch on abs; nil while paused, and once ended
+	gen     int      // counts the watches on abs made so far; a change reported by an older one is stale
+	skipped *turn    // the run during which a change was skipped and said so
+	runs    int      // changes that ran CMD
+}
+
+// startWatch serves /watch: once PATH is watched (an errand: a big tree
+// takes a while), the tool call is announced in_progress and cancellable,
+// then listed. A PATH that cannot be watched is refused in an agent
+// message, and nothing is announced.
+func (st *state) startWatch(spec *watchSpec) {
+	abs := spec.path
+	if !filepath.IsAbs(abs) {
+		abs = filepath.Join(st.s.cwd, abs)
+	}
+	w := &watcher{spec: spec, abs: abs, created: time.Now()}
+	st.rewatch(w, func(err error) {
+		if err != nil {
+			st.out.agentMessage(fmt.Sprintf("Cannot watch %s: %v.", spec.path, err))
+			return
+		}
+		c := st.newCall(callRunning, "other", "watch "+spec.path+": "+spec.line)
+		c.watch, w.call = w, c
+		c.input = map[string]string{"path": spec.path, "command": spec.line, "cwd": st.s.cwd}
+		c.content = []acp.ToolCallContent{acp.TextContent(w.watchingText())}
+		st.out.send(c.update())
+		st.list.addCall(c)
+	})
+}
+
+func (w *watcher) watchingText() string {
+	return fmt.Sprintf("Watching %s; each change runs %s as new work. /pause %s pauses it, /stop %s ends it.", w.what(), w.spec.line, w.call.id, w.call.id)
+}
+
+// what names what the watch watches.
+func (w *watcher) what() string {
+	if w.dir {
+		return w.spec.path + " and everything under it"
+	}
+	return "the file " + w.spec.path
+}
+
+// rewatch watches w's path anew, outside the session's mutex (an
+// errand), and then calls then with the error, if any; w.src is the new
+// watch once then runs.
+func (st *state) rewatch(w *watcher, then func(error)) {
+	s, abs := st.s, w.abs
+	w.gen++
+	gen := w.gen
+	var (
+		src *changes
+		dir bool
+		err error
+	)
+	st.errands.send(func() {
+		src, dir, err = watchChanges(abs, watchQuiet, func() { s.watchChanged(w, gen) }, func(err error) { s.watchFailed(w, gen, err) })
+	}, func() {
+		w.src, w.dir = src, dir
+		then(err)
+	})
+}
+
+// owns reports whether t is a run of w.
+func (w *watcher) owns(t *turn) bool { return t.watch == w }
+
+// unwatch stops watching, if w does: nothing it reported before runs.
+func (w *watcher) unwatch() {
+	w.gen++
+	if w.src != nil {
+		w.src.stop()
+		w.src = nil
+	}
+}
+
+// current reports whether a change that watch gen of w reported runs:
+// w is still watching with it.
+func (w *watcher) current(gen int) bool {
+	return w.call != nil && w.call.state == callRunning && w.gen == gen
+}
+
+// watchChanged serves a change that watch gen of w reported: CMD runs as
+// new foreground work, at once or held behind the current work; unless
+// its previous run still holds or waits for the foreground.
+func (s *Session) watchChanged(w *watcher, gen int) {
+	s.do(func(st *state) {
+		if st.life != sessionOpen || !w.current(gen) {
+			return
+		}
+		if run := st.turns.runOf(w.owns); run != nil {
+			if w.skipped != run {
+				w.skipped = run
+				st.out.agentMessage(fmt.Sprintf("%s (%s): a change was skipped; the previous run is still going. Changes are skipped silently until it ends.", w.call.title, w.call.id))
+			}
+			return
+		}
+		w.runs++
+		t := &turn{in: input{kind: runCommand, line: w.spec.line}, watch: w}
+		if st.turns.busy() || st.turns.waiting() {
+			st.turns.hold(t)
+			return
+		}
+		st.start(t)
+	})
+}
+
+// watchFailed serves the end of watch gen of w: its path went away, or
+// could not be read.
+func (s *Session) watchFailed(w *watcher, gen int, err error) {
+	s.do(func(st *state) {
+		if !w.current(gen) {
+			return
+		}
+		text := fmt.Sprintf("Stopped watching %s: %v.", w.spec.path, err)
+		st.endWatch(w, acp.StatusFailed, text)
+		st.out.agentMessage(text)
+	})
+}
+
+// endWatch ends w with a final status and a text that says why: it
+// watches nothing more, a run of it that waits for the foreground is
+// dropped, and it leaves the list.
+func (st *state) endWatch(w *watcher, status, text string) {
+	if w.call.state >= callDone {
+		return
+	}
+	w.unwatch()
+	st.turns.drop(w.owns)
+	w.call.content = []acp.ToolCallContent{acp.TextContent(text)}
+	st.work.finish(w.call, status)
+	st.out.send(w.call.update())
+	st.list.removeCall(w.call)
+}
+
+// pauseOrResume serves /pause and /resume: each applies to a watch only,
+// and says what it did, or why not, in an agent message.
+func (st *state) pauseOrResume(kind inputKind, id string) {
+	verb, want := "pause", callRunning
+	if kind == resumeWork {
+		verb, want = "resume", callPaused
+	}
+	c := st.work.calls[id]
+	switch {
+	case c == nil && st.work.terminals[id] != nil:
+		st.out.agentMessage(fmt.Sprintf("Cannot %s %s: it is a terminal; only a watch (/watch) can be paused and resumed. /stop %s stops it.", verb, id, id))
+		return
+	case c == nil:
+		st.out.agentMessage(fmt.Sprintf("Cannot %s %s: there is no tool call %q in this session; /ps lists the background work.", verb, id, id))
+		return
+	case c.watch == nil:
+		st.out.agentMessage(fmt.Sprintf("Cannot %s %s: it is not a watch; only a watch (/watch) can be paused and resumed.", verb, id))
+		return
+	case c.state == callDone:
+		st.out.agentMessage(fmt.Sprintf("Cannot %s %s: it has ended (%s).", verb, id, c.outcome))
+		return
+	case c.state != want && kind == pauseWork:
+		st.out.agentMessage(fmt.Sprintf("%s is paused already; /resume %s resumes it.", id, id))
+		return
+	case c.state != want:
+		st.out.agentMessage(fmt.Sprintf("%s is not paused: it is watching.", id))
+		return
+	}
+	w := c.watch
+	if kind == pauseWork {
+		w.unwatch()
+		st.turns.drop(w.owns)
+		c.state = callPaused
+		c.content = []acp.ToolCallContent{acp.TextContent(fmt.Sprintf("Paused by /pause: changes to %s run nothing until /resume %s.", w.spec.path, id))}
+		st.out.send(c.update())
+		st.out.agentMessage(fmt.Sprintf("Paused %s (%s): changes run nothing until /resume %s.", id, c.title, id))
+		return
+	}
+	st.rewatch(w, func(err error) {
+		if c.state != callPaused {
+			w.unwatch() // cancelled meanwhile (cannot happen: the errand keeps others out)
+			return
+		}
+		if err != nil {
+			text := fmt.Sprintf("Cannot watch %s again: %v.", w.spec.path, err)
+			st.endWatch(w, acp.StatusFailed, text)
+			st.out.agentMessage(text)
+			return
+		}
+		c.state = callRunning
+		c.content = []acp.ToolCallContent{acp.TextContent(w.watchingText())}
+		st.out.send(c.update())
+		st.out.agentMessage(fmt.Sprintf("Resumed %s (%s): the next change runs %s.", id, c.title, w.spec.line))
+	})
+}
+
+// listing is the watch's line in /ps.
+func (w *watcher) listing(now time.Time) string {
+	runs := fmt.Sprintf("ran %d times", w.runs)
+	if w.runs == 1 {
+		runs = "ran once"
+	}
+	return fmt.Sprintf("%s  watch %s  %s  age %s  %s, %s", w.call.id, w.spec.path, w.spec.line, age(now.Sub(w.created)), w.call.status(), runs)
+}
+
+// changes is a watch on a file or a directory tree, debounced: it calls
+// fire once changes have stopped for quiet, and failed once if it can
+// watch no more. Both run on a goroutine of their own, never the watch's,
+// so they may block. After stop neither starts, but a call that had
+// started may still come: the caller tells it apart (watcher.gen).
+type changes struct {
+	quiet time.Duration
+	fire  func()
+	fail  func(error)
+	tree  io.Closer // the operating system's watch
+
+	mu      sync.Mutex // guards what follows
+	timer   *time.Timer
+	stopped bool
+}
+
+// watchChanges starts watching path, and reports whether it is a
+// directory.
+func watchChanges(path string, quiet time.Duration, fire func(), failed func(error)) (c *changes, dir bool, err error) {
+	c = &changes{quiet: quiet, fire: fire, fail: failed}
+	c.tree, dir, err = watchTree(path, c.changed, c.failed)
+	if err != nil {
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
+			err = pe.Err // the path is the caller's to name
+		}
+		return nil, false, err
+	}
+	return c, dir, nil
+}
+
+// changed (re)starts the quiet period: on the watch's goroutine, it must
+// not block.
+func (c *changes) changed() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.stopped:
+	case c.timer == nil:
+		c.timer = time.AfterFunc(c.quiet, func() { c.call(c.fire) })
+	default:
+		c.timer.Reset(c.quiet)
+	}
+}
+
+// failed reports, on a goroutine of its own, that the watch ended.
+func (c *changes) failed(err error) {
+	go c.call(func() { c.fail(err) })
+}
+
+// call calls f unless the watch was stopped.
+func (c *changes) call(f func()) {
+	c.mu.Lock()
+	stopped := c.stopped
+	c.mu.Unlock()
+	if !stopped {
+		f()
+	}
+}
+
+// stop stops watching. It returns once the operating system's watch is
+// closed; a call of fire or failed that has begun may still be running.
+func (c *changes) stop() {
+	c.mu.Lock()
+	c.stopped = true
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.mu.Unlock()
+	c.tree.Close() // Best effort: closing an inotify descriptor fails only if it was closed.
+}
