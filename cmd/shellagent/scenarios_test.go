@@ -146,6 +146,53 @@ var scenarios = []scenario{
 		s.idle("", 1)
 		s.cancelTerminal("term_1", 0)
 	}},
+	{name: "wait", run: func(s *script) {
+		// /wait: a line printed before the wait matches at once; a wait
+		// that /bg moves to the background is listed as a tool call until
+		// tool_call/cancel ends it; the terminal runs on untouched.
+		s.open()
+		s.prompt("/bg while [ ! -e go ]; do sleep 0.05; done; echo ready on :3000; exec sleep 30")
+		s.idle("end_turn", 1)
+		if err := os.WriteFile(filepath.Join(s.cwd, "go"), nil, 0o644); err != nil {
+			s.t.Fatal(err)
+		}
+		s.output("term_1", "ready on")
+		s.prompt("/wait term_1 'ready on'")
+		s.idle("end_turn", 1)
+		s.prompt("/wait term_1 'GET /health' --timeout 10m")
+		s.await("call_3 in progress", func(m *acptest.Msg) bool { return m.ToolCallID() == "call_3" })
+		s.prompt("/bg")
+		s.idle("end_turn", 2)
+		s.call("tool_call/cancel", map[string]string{"sessionId": s.sid, "toolCallId": "call_3"})
+		s.idle("", 1)
+		s.cancelTerminal("term_1", 0)
+	}},
+	{name: "watch", run: func(s *script) {
+		// /watch runs its command after a change; /pause makes it paused
+		// and /resume in_progress again, listed throughout; a change after
+		// the resume runs it again; tool_call/cancel ends it.
+		s.open()
+		write := func(name string) {
+			if err := os.WriteFile(filepath.Join(s.cwd, "src", name), []byte(name), 0o644); err != nil {
+				s.t.Fatal(err)
+			}
+		}
+		if err := os.Mkdir(filepath.Join(s.cwd, "src"), 0o755); err != nil {
+			s.t.Fatal(err)
+		}
+		s.prompt("/watch src echo changed")
+		s.idle("end_turn", 1)
+		write("a")
+		s.idle("end_turn", 1)
+		s.prompt("/pause call_1")
+		s.idle("end_turn", 1)
+		s.prompt("/resume call_1")
+		s.idle("end_turn", 1)
+		write("b")
+		s.idle("end_turn", 1)
+		s.call("tool_call/cancel", map[string]string{"sessionId": s.sid, "toolCallId": "call_1"})
+		s.idle("", 0)
+	}},
 	{name: "malformed", run: func(s *script) {
 		// Bad input gets an error and the connection goes on.
 		s.call("session/new", map[string]any{"cwd": s.cwd})

@@ -29,10 +29,10 @@ const transcriptDir = "../../testdata/transcripts"
 // client sends is placed right after the last message the scenario waited
 // for, so the transcript does not depend on timing. What varies between
 // runs is normalised: the working directory, the agent's version, its
-// containment mode, pids and the processes /ps lists, ages and times, and
-// how terminal output is cut into chunks (consecutive chunks of a
-// terminal are merged into one line; so are v1's terminal_output updates,
-// see mergeV1Output).
+// containment mode, pids and the processes /ps lists, ages and times, how
+// long a /wait waited, and how terminal output is cut into chunks
+// (consecutive chunks of a terminal are merged into one line; so are v1's
+// terminal_output updates, see mergeV1Output).
 func TestTranscripts(t *testing.T) {
 	t.Parallel()
 	seen := map[string]bool{}
@@ -302,6 +302,7 @@ var (
 	pidPattern     = regexp.MustCompile(`\bpid \d+`)
 	membersPattern = regexp.MustCompile(`(?:, pid PID (?:[^,\\"]|\\")*)+(?:, and \d+ more)?`) // after pidPattern; a command line may hold \" (JSON-escaped quotes)
 	agePattern     = regexp.MustCompile(`\bage \d+(?:\.\d+)?(?:ns|µs|ms|s|m|h)(?:\d+(?:\.\d+)?(?:ms|s|m))*`)
+	waitedPattern  = regexp.MustCompile(`\bwaited \d+(?:\.\d+)?(?:ns|µs|ms|s|m|h)(?:\d+(?:\.\d+)?(?:ms|s|m))*`)
 	timePattern    = regexp.MustCompile(`"updatedAt":"[^"]*"`)
 	modePattern    = regexp.MustCompile(`"containment":"[^"]*"`)
 )
@@ -316,6 +317,7 @@ func render(lines []goldenLine, cwd string) []byte {
 		raw = pidPattern.ReplaceAllString(raw, "pid PID")
 		raw = membersPattern.ReplaceAllString(raw, ", PROCESSES") // a shell may not have exec'd yet
 		raw = agePattern.ReplaceAllString(raw, "age AGE")
+		raw = waitedPattern.ReplaceAllString(raw, "waited WAITED")
 		raw = timePattern.ReplaceAllString(raw, `"updatedAt":"TIME"`)
 		raw = modePattern.ReplaceAllString(raw, `"containment":"MODE"`)
 		if !json.Valid([]byte(raw)) {
