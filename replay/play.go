@@ -89,7 +89,7 @@ const maxNeverSent = 10
 // agent lines sent (but not in a terminal_output_chunk's base64 data). An
 // "updatedAt" of "TIME" is sent as the current time. The golden
 // transcripts' other placeholders (VERSION, MODE, pid PID, age AGE,
-// PROCESSES) are free text and are sent as they are.
+// waited WAITED, PROCESSES) are free text and are sent as they are.
 //
 // The agent's requests (session/request_permission) are sent with their
 // ids, and the client's answers are compared with the transcript's, ids

@@ -27,6 +27,10 @@
 //   - terminal.go: one command line's life: launch, hand-off to the
 //     background, exit status. permission.go and jobs.go are the detours
 //     it can take: asking the user first, and scheduled firings.
+//   - wait.go (waitscan.go) and watch.go (watch_linux.go): work without a
+//     process of its own that a tool call reports: /wait, foreground work
+//     that watches a terminal; /watch, listed work that runs a command as
+//     new foreground work when files change, and /pause and /resume.
 //   - background.go: the background list and the RFD rules it keeps, and
 //     the only code that sends a state_update.
 //   - history.go: the outbox: the attached client, and the history that a
@@ -54,8 +58,13 @@
 //     protocol.Reply;
 //   - a terminal's process goroutine (ptyio.Events): ShellReturned, then
 //     Exited, at most once each;
-//   - time.AfterFunc: a turn's foreground timeout and a job's firing. Both
-//     check first that what they fire for is still current;
+//   - time.AfterFunc: a turn's foreground timeout, a job's firing, and a
+//     watch's changes once they have stopped. Each checks first that what
+//     it fires for is still current;
+//   - a wait's goroutine (wait.go), with the outcome it found: a match, an
+//     answer, the timeout;
+//   - a watch's failure, on a goroutine of its own, when what it watches
+//     goes away;
 //   - a permission answer (the callback of protocol.Client.
 //     RequestPermission): runs or refuses the command, unless the request
 //     was answered, withdrawn or cancelled in the meantime;
@@ -69,13 +78,14 @@
 //
 // Nothing slow runs under a session's mutex. Updates are queued on the
 // client (protocol.Client never blocks); processes are signalled without
-// waiting (the escalation runs on a goroutine of its own). The two slow
+// waiting (the escalation runs on a goroutine of its own). The slow
 // things an event needs are errands (errand.go): launching a command (a
 // fork and exec, a cgroup, and in subreaper mode the containment's fork
-// lock, which a reap pass holds while it scans /proc) and /ps's scan of
-// each listed terminal's processes. The event sends the work out and the
-// mutex is released; the work runs on a goroutine of its own, and the
-// event goes on, under the mutex, with its result. Until the event is
+// lock, which a reap pass holds while it scans /proc), /ps's scan of each
+// listed terminal's processes, and a watch's walk of the tree it watches
+// (/watch, /resume). The event sends the work out and the mutex is
+// released; the work runs on a goroutine of its own, and the event goes
+// on, under the mutex, with its result. Until the event is
 // complete the session is away: do does not wait for it, but queues the
 // entry, which runs after the event, in the order it came. So no one sees
 // an event half done (a terminal's events come after its announcement; a
@@ -87,13 +97,14 @@
 // (session/set_config_option, session/resume; Detach), which use doWait;
 // and any entry once maxQueued entries are queued behind one errand. No
 // prompt waits: one that acts at once beside the foreground turn (/bg,
-// /ps, /stop while a command runs) ends no turn, so the session tells its
-// client when it is done (protocol.PromptActed, after its errand if it
-// has one), in order with what it reported. Reads that no event leaves
-// half done (session/list, session/new's config options, Shutdown's kill
-// grace) use peek, which never waits for an errand. The PTY readers only
-// write the rings and the connection's writer only reads them; neither
-// enters a session. The Supervisor's own mutex
+// /ps, /stop, /pause, /resume while a command runs) ends no turn, so the
+// session tells its client when it is done (protocol.PromptActed, after
+// its errand if it has one), in order with what it reported. Reads that
+// no event leaves half done (session/list, session/new's config options,
+// Shutdown's kill grace) use peek, which never waits for an errand. The
+// PTY readers only write the rings, and the connection's writer and a
+// wait's goroutine only read them; none of them enters a session but
+// through the ways in above. The Supervisor's own mutex
 // guards its session table only; a session takes it (to leave the table
 // when it closes), never the other way round.
 package supervisor
