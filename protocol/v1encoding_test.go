@@ -178,7 +178,7 @@ func jsonOf(v any) string {
 func TestV1Replacement(t *testing.T) {
 	e := newACPV1(true)
 	out, err := e.appendUpdate(nil, "s", &acp.ToolCallUpdate{
-		SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Title: "cmd", Status: acp.StatusInProgress,
+		SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Title: "cmd", Kind: "execute", Status: acp.StatusInProgress,
 		Content: []acp.ToolCallContent{acp.TerminalContent("term_1")},
 	})
 	if err != nil {
@@ -212,7 +212,7 @@ func BenchmarkV1Chunk(b *testing.B) {
 	}{{"v1", newACPV1(true)}, {"v2", acpV2{}}} {
 		b.Run(enc.name, func(b *testing.B) {
 			dst, err := enc.e.appendUpdate(nil, "s", &acp.ToolCallUpdate{
-				SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Title: "cmd",
+				SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Title: "cmd", Kind: "execute",
 				Content: []acp.ToolCallContent{acp.TerminalContent("term_1")},
 			})
 			if err != nil {
@@ -492,5 +492,56 @@ func TestV1Notice(t *testing.T) {
 	}
 	if len(ids) != 2 || ids[0] == ids[1] || ids[0] == "" {
 		t.Errorf("message ids %q", ids)
+	}
+}
+
+// A tool call of another kind than a command's that references a terminal
+// (a /wait) does not take the terminal over: its output and exit stay
+// with the command's tool call, and the reference is not sent.
+func TestV1OnlyACommandTakesItsTerminal(t *testing.T) {
+	e := newACPV1(true)
+	var out []byte
+	add := func(u acp.Update) {
+		var err error
+		if out, err = e.appendUpdate(out, "s", u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(&acp.ToolCallUpdate{
+		SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Title: "npm run dev", Kind: "execute", Status: acp.StatusCompleted,
+		RawInput: map[string]string{"cwd": "/w"}, Content: []acp.ToolCallContent{acp.TerminalContent("term_1")},
+	})
+	add(&acp.ToolCallUpdate{
+		SessionUpdate: acp.KindToolCall, ToolCallID: "call_2", Title: "wait for term_1: ready", Kind: "search", Status: acp.StatusInProgress,
+		Content: []acp.ToolCallContent{acp.TerminalContent("term_1"), acp.TextContent("Waiting")},
+	})
+	out = e.output("s", "term_1").appendChunk(out, []byte("ready\r\n"))
+	code := 0
+	add(&acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: "term_1", ExitStatus: &acp.ExitStatus{ExitCode: &code}})
+	got := jsonOf(decodeV1(t, out))
+	want := jsonOf([]v1Line{
+		{Kind: "tool_call", Call: "call_1", Status: "completed", Info: map[string]any{"terminal_id": "term_1", "cwd": "/w"}},
+		{Kind: "tool_call", Call: "call_2", Status: "in_progress", Text: "Waiting"},
+		{Kind: "tool_call_update", Call: "call_1", Output: map[string]any{"terminal_id": "term_1", "data": "ready\r\n"}},
+		{Kind: "tool_call_update", Call: "call_1", Exit: map[string]any{"terminal_id": "term_1", "exit_code": 0.0, "signal": nil}},
+	})
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	for line := range strings.Lines(string(out)) {
+		if strings.Contains(line, `"toolCallId":"call_2"`) && strings.Contains(line, `"type":"terminal"`) {
+			t.Errorf("the wait's terminal reference was sent: %s", line)
+		}
+	}
+}
+
+func TestV1Status(t *testing.T) {
+	for v2, v1 := range map[string]string{
+		"": "", "pending": "pending", "in_progress": "in_progress", "completed": "completed", "failed": "failed",
+		"cancelled": "failed", "paused": "in_progress", "_shellagent_waiting": "in_progress",
+	} {
+		if got := v1Status(v2); got != v1 {
+			t.Errorf("v1Status(%q) = %q, want %q", v2, got, v1)
+		}
 	}
 }
