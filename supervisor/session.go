@@ -252,7 +252,7 @@ func (s *Session) cancel() {
 			st.turns.release(fg)
 			st.endTurn(acp.StopCancelled)
 		case fg.waiting():
-			st.endWait(fg.call.wait, acp.StatusCancelled, "Cancelled by session/cancel.", false, acp.StopCancelled)
+			fg.call.wait.end(st, acp.StatusCancelled, "Cancelled by session/cancel.", false, acp.StopCancelled)
 		default:
 			fg.state = turnCancelling
 			fg.term.stop(st.settings.killGrace)
@@ -421,9 +421,9 @@ func (st *state) close(done func()) {
 		case c.state == callAsking:
 			st.abandon(c.appr, acp.StatusCancelled, why)
 		case c.wait != nil:
-			st.endWait(c.wait, acp.StatusCancelled, "Cancelled: the session closed.", false, acp.StopCancelled)
+			c.wait.end(st, acp.StatusCancelled, "Cancelled: the session closed.", false, acp.StopCancelled)
 		case c.watch != nil:
-			st.endWatch(c.watch, acp.StatusCancelled, "Cancelled: the session closed.")
+			c.watch.end(st, acp.StatusCancelled, "Cancelled: the session closed.")
 		}
 	}
 	for _, t := range st.work.running() { // a stop under way keeps its grace
@@ -492,7 +492,7 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 		st.out.sendTerminal(t, t.exitUpdate(x), protocol.StreamOutput)
 		onItsOwn := t.state == termRunning // nobody stopped it
 		st.work.exit(t)
-		defer st.waitsExited(t) // once the list and the turn say it exited
+		defer waitsExited(st, t) // once the list and the turn say it exited
 		fg := st.turns.fg
 		if !st.turns.foreground(t) {
 			st.list.removeTerminal(t)

@@ -176,7 +176,7 @@ func (st *state) start(t *turn) {
 		st.runForeground(t)
 		return
 	case waitWork:
-		st.runWait(t)
+		runWait(st, t)
 		return
 	}
 	st.transition(acp.StateRunning, "")
@@ -279,7 +279,7 @@ func (st *state) act(in input) {
 		case fg.state == turnAsking:
 			st.out.agentMessage("The foreground command is waiting for permission; it can move to the background once it runs.")
 		case fg.waiting():
-			st.backgroundWait(fg)
+			fg.call.wait.toBackground(st, fg)
 		case fg.term.state == termStopping:
 			st.out.agentMessage("The foreground command is being stopped; it stays in the foreground until it exits.")
 		default:
@@ -302,9 +302,9 @@ func (st *state) act(in input) {
 	case typeInput, resizeTerm, tailTerm:
 		st.actOnTerminal(in)
 	case watchWork:
-		st.startWatch(in.watch)
+		startWatch(st, in.watch)
 	case pauseWork, resumeWork:
-		st.pauseOrResume(in.kind, in.id)
+		pauseOrResume(st, in.kind, in.id)
 	case badInput:
 		st.out.agentMessage(in.problem)
 	}
@@ -354,9 +354,9 @@ func (st *state) acceptCancel(id string) (stop func(), err error) {
 			st.cancelJob(c.job)
 		}, nil
 	case c.wait != nil:
-		return func() { st.endWait(c.wait, acp.StatusCancelled, "Cancelled.", false, acp.StopEndTurn) }, nil
+		return func() { c.wait.end(st, acp.StatusCancelled, "Cancelled.", false, acp.StopEndTurn) }, nil
 	case c.watch != nil:
-		return func() { st.endWatch(c.watch, acp.StatusCancelled, "Cancelled.") }, nil
+		return func() { c.watch.end(st, acp.StatusCancelled, "Cancelled.") }, nil
 	case c.cancellable():
 		return func() {
 			st.abandon(c.appr, acp.StatusCancelled, "Cancelled before it was allowed to run.")

@@ -221,7 +221,7 @@ type waiter struct {
 
 // runWait starts the wait of turn t, which then holds the foreground; or,
 // if its terminal is unknown, says so and ends the turn.
-func (st *state) runWait(t *turn) {
+func runWait(st *state, t *turn) {
 	spec := t.in.wait
 	term := st.work.terminals[spec.term]
 	if term == nil {
@@ -242,7 +242,7 @@ func (st *state) runWait(t *turn) {
 	st.waits = append(st.waits, w)
 	w.start(st.s)
 	if term.state >= termExited {
-		st.terminalExited(w, term)
+		w.terminalExited(st, term)
 	}
 }
 
@@ -280,7 +280,7 @@ func (w *waiter) start(s *Session) {
 	go func() {
 		defer stop()
 		if r := w.watch(ctx, ring, from); r.status != "" {
-			s.do(func(st *state) { st.waitEnded(w, r) })
+			s.do(func(st *state) { w.end(st, r.status, r.text, true, acp.StopEndTurn) })
 		}
 	}()
 }
@@ -389,40 +389,34 @@ func (w *waiter) waited() string {
 	return time.Since(w.started).Round(time.Millisecond).String()
 }
 
-// waitEnded serves the outcome that w's goroutine found, unless w ended
-// otherwise meanwhile.
-func (st *state) waitEnded(w *waiter, r waitResult) {
-	st.endWait(w, r.status, r.text, true, acp.StopEndTurn)
-}
-
 // terminalExited serves the exit of w's terminal t: a wait for the exit
 // completes, a wait for a port or URL fails, and a wait for a pattern
 // reads the last lines first (watchOutput).
-func (st *state) terminalExited(w *waiter, t *terminal) {
+func (w *waiter) terminalExited(st *state, t *terminal) {
 	w.exit = t.exit
 	switch {
 	case w.spec.pattern != nil:
 		close(w.exited)
 	case w.spec.port == 0 && w.spec.url == "":
-		st.endWait(w, acp.StatusCompleted, fmt.Sprintf("%s %s; waited %s.", t.id, exitText(t.exit), w.waited()), true, acp.StopEndTurn)
+		w.end(st, acp.StatusCompleted, fmt.Sprintf("%s %s; waited %s.", t.id, exitText(t.exit), w.waited()), true, acp.StopEndTurn)
 	default:
-		st.endWait(w, acp.StatusFailed, fmt.Sprintf("%s %s before %s; waited %s.", t.id, exitText(t.exit), w.spec.awaited(), w.waited()), true, acp.StopEndTurn)
+		w.end(st, acp.StatusFailed, fmt.Sprintf("%s %s before %s; waited %s.", t.id, exitText(t.exit), w.spec.awaited(), w.waited()), true, acp.StopEndTurn)
 	}
 }
 
 // waitsExited serves the exit of terminal t to the waits on it.
-func (st *state) waitsExited(t *terminal) {
+func waitsExited(st *state, t *terminal) {
 	for _, w := range slices.Clone(st.waits) {
 		if w.term == t {
-			st.terminalExited(w, t)
+			w.terminalExited(st, t)
 		}
 	}
 }
 
-// endWait ends w with a final status and the text that says why, in its
+// end ends w with a final status and the text that says why, in its
 // content and, with say, in an agent message. A foreground wait ends its
 // turn with stopReason; a listed one leaves the list.
-func (st *state) endWait(w *waiter, status, text string, say bool, stopReason string) {
+func (w *waiter) end(st *state, status, text string, say bool, stopReason string) {
 	if w.call.state >= callDone {
 		return
 	}
@@ -443,10 +437,9 @@ func (st *state) endWait(w *waiter, status, text string, say bool, stopReason st
 	st.list.removeCall(w.call)
 }
 
-// backgroundWait serves /bg during the foreground wait of turn fg: the
-// wait goes on as a listed tool call, and the turn ends.
-func (st *state) backgroundWait(fg *turn) {
-	w := fg.call.wait
+// toBackground serves /bg during wait w, the foreground work of turn fg:
+// the wait goes on as a listed tool call, and the turn ends.
+func (w *waiter) toBackground(st *state, fg *turn) {
 	w.listed = true
 	w.call.content = w.content(fmt.Sprintf("Moved to the background by /bg: still waiting for %s; /stop %s ends the wait.", w.spec.what(), w.call.id))
 	st.out.send(w.call.update())

@@ -69,13 +69,13 @@ type watcher struct {
 // takes a while), the tool call is announced in_progress and cancellable,
 // then listed. A PATH that cannot be watched is refused in an agent
 // message, and nothing is announced.
-func (st *state) startWatch(spec *watchSpec) {
+func startWatch(st *state, spec *watchSpec) {
 	abs := spec.path
 	if !filepath.IsAbs(abs) {
 		abs = filepath.Join(st.s.cwd, abs)
 	}
 	w := &watcher{spec: spec, abs: abs, created: time.Now()}
-	st.rewatch(w, func(err error) {
+	w.rewatch(st, func(err error) {
 		if err != nil {
 			st.out.agentMessage(fmt.Sprintf("Cannot watch %s: %v.", spec.path, err))
 			return
@@ -104,7 +104,7 @@ func (w *watcher) what() string {
 // rewatch watches w's path anew, outside the session's mutex (an
 // errand), and then calls then with the error, if any; w.src is the new
 // watch once then runs.
-func (st *state) rewatch(w *watcher, then func(error)) {
+func (w *watcher) rewatch(st *state, then func(error)) {
 	s, abs := st.s, w.abs
 	w.gen++
 	gen := w.gen
@@ -172,15 +172,15 @@ func (s *Session) watchFailed(w *watcher, gen int, err error) {
 			return
 		}
 		text := fmt.Sprintf("Stopped watching %s: %v.", w.spec.path, err)
-		st.endWatch(w, acp.StatusFailed, text)
+		w.end(st, acp.StatusFailed, text)
 		st.out.agentMessage(text)
 	})
 }
 
-// endWatch ends w with a final status and a text that says why: it
+// end ends w with a final status and a text that says why: it
 // watches nothing more, a run of it that waits for the foreground is
 // dropped, and it leaves the list.
-func (st *state) endWatch(w *watcher, status, text string) {
+func (w *watcher) end(st *state, status, text string) {
 	if w.call.state >= callDone {
 		return
 	}
@@ -194,7 +194,7 @@ func (st *state) endWatch(w *watcher, status, text string) {
 
 // pauseOrResume serves /pause and /resume: each applies to a watch only,
 // and says what it did, or why not, in an agent message.
-func (st *state) pauseOrResume(kind inputKind, id string) {
+func pauseOrResume(st *state, kind inputKind, id string) {
 	verb, want := "pause", callRunning
 	if kind == resumeWork {
 		verb, want = "resume", callPaused
@@ -230,14 +230,14 @@ func (st *state) pauseOrResume(kind inputKind, id string) {
 		st.out.agentMessage(fmt.Sprintf("Paused %s (%s): changes run nothing until /resume %s.", id, c.title, id))
 		return
 	}
-	st.rewatch(w, func(err error) {
+	w.rewatch(st, func(err error) {
 		if c.state != callPaused {
 			w.unwatch() // cancelled meanwhile (cannot happen: the errand keeps others out)
 			return
 		}
 		if err != nil {
 			text := fmt.Sprintf("Cannot watch %s again: %v.", w.spec.path, err)
-			st.endWatch(w, acp.StatusFailed, text)
+			w.end(st, acp.StatusFailed, text)
 			st.out.agentMessage(text)
 			return
 		}
