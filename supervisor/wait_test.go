@@ -175,10 +175,10 @@ func TestWaitEndsWithTheTerminal(t *testing.T) {
 	tests := []struct {
 		name, wait, status, says string
 	}{
-		{"pattern", "/wait term_1 never", "failed", `term_1 exited (exit code 3) before it printed a line that matches "never"; waited `},
+		{"pattern", "/wait term_1 never", "failed", `term_1 exited with code 3 before it printed a line that matches "never"; waited `},
 		{"last line", "/wait term_1 bye", "completed", `term_1 printed "bye", which matches "bye"`},
-		{"port", "/wait term_1 :1", "failed", "term_1 exited (exit code 3) before port 1 accepted a connection; waited "},
-		{"exit", "/wait term_1", "completed", "term_1 exited (exit code 3); waited "},
+		{"port", "/wait term_1 :1", "failed", "term_1 exited with code 3 before port 1 accepted a connection; waited "},
+		{"exit", "/wait term_1", "completed", "term_1 exited with code 3; waited "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -209,7 +209,7 @@ func TestWaitOnAnExitedTerminal(t *testing.T) {
 	h.waitEnds(sid, call, "completed")
 	call = h.startWait(sid, "/wait term_1 other")
 	_, said := h.waitEnds(sid, call, "failed")
-	if !strings.HasPrefix(said.Text(), `term_1 exited (exit code 0) before it printed a line that matches "other"`) {
+	if !strings.HasPrefix(said.Text(), `term_1 exited with code 0 before it printed a line that matches "other"`) {
 		t.Errorf("the wait said %q", said.Text())
 	}
 }
