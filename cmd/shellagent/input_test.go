@@ -371,8 +371,9 @@ func TestTerminalInputErrors(t *testing.T) {
 }
 
 // In v1, without the terminal capability: /send types, /tail shows the
-// output that the client has no other way to see, and a notice arrives
-// as an agent_message_chunk.
+// output that the client has no other way to see, a notice arrives as an
+// agent_message_chunk, and a background exit is told once, as the exit
+// message (its exit notice would say the same).
 func TestV1TerminalInput(t *testing.T) {
 	t.Parallel()
 	a := startV1(t, false)
@@ -384,7 +385,7 @@ func TestV1TerminalInput(t *testing.T) {
 	}
 	a.turn(sid, "/send term_1 hello", "end_turn")
 	a.message(waiting, `Typed "hello" and Enter into term_1.`)
-	exited := a.message(waiting, "Warning: term_1 exited with code 3: read x; echo got $x; exit 3")
+	exited := a.message(waiting, "term_1 (read x; echo got $x; exit 3) ended: exit 3.")
 	a.turn(sid, "/tail term_1", "end_turn")
 	a.message(exited, "Output of term_1 (read x; echo got $x; exit 3, exited with code 3), all 2 lines, escape sequences removed:\n```\nhello\ngot hello\n```")
 
@@ -394,7 +395,7 @@ func TestV1TerminalInput(t *testing.T) {
 	a.turn(sid, "/keys term_2 Entr", "end_turn")
 	a.message(exited, `/keys: unknown key "Entr". Keys are named as tmux send-keys names them`)
 	a.turn(sid, "/keys term_2 Enter", "end_turn")
-	done := a.message(exited, "term_2 exited with code 0: read x; stty size")
+	done := a.message(exited, "term_2 (read x; stty size) ended: exit 0.")
 	a.turn(sid, "/tail term_2 1", "end_turn")
 	a.message(done, "```\n50 200\n```")
 }
