@@ -38,6 +38,14 @@ type Config struct {
 	// goes away (Supervisor.Detach). The zero value, CloseDetached, is
 	// what an agent on stdio does.
 	Detached DetachPolicy
+	// DetachedTTL, under KeepDetached, closes a session (as session/close
+	// does) once it has had no client and no live work for this long:
+	// no foreground turn, nothing in its background list (no terminal
+	// running, no job scheduled, no command waiting for permission). A
+	// session whose work runs is kept; its clock starts when the work
+	// ends, or when the session is detached, whichever is later. 0 keeps
+	// every detached session until it is closed.
+	DetachedTTL time.Duration
 }
 
 // DetachPolicy is what happens to a session whose connection goes away.

@@ -26,6 +26,7 @@ const maxMessages = 5000
 type outbox struct {
 	session   string
 	client    protocol.Client // nil while detached, and once the session is closed
+	since     time.Time       // when client last changed: attached, detached, or created
 	updatedAt time.Time       // when the session last reported something
 	messages  int             // messages so far: the last message id issued
 	history   []entry         // in order; an empty entry is a forgotten item
@@ -46,6 +47,9 @@ type entry struct {
 func (o *outbox) attach(c protocol.Client) {
 	if o.client != nil && o.client != c {
 		o.client.Release(o.session)
+	}
+	if o.client != c {
+		o.since = time.Now()
 	}
 	o.client = c
 }

@@ -77,6 +77,8 @@ type state struct {
 
 	final     finalState // while closing
 	closeDone []func()   // called once the close is complete
+
+	expiry *detachedExpiry // armed while detached with no live work (Config.DetachedTTL)
 }
 
 func newSession(sv *Supervisor, id, cwd string, c protocol.Client) *Session {
@@ -87,7 +89,7 @@ func newSession(sv *Supervisor, id, cwd string, c protocol.Client) *Session {
 		settings: settings{foregroundTimeout: sv.cfg.ForegroundTimeout, killGrace: sv.cfg.KillGrace},
 		fgState:  acp.StateIdle,
 		work:     newRegistry(),
-		out:      outbox{session: id, client: c, updatedAt: time.Now()},
+		out:      outbox{session: id, client: c, updatedAt: time.Now(), since: time.Now()},
 	}
 	return s
 }
@@ -177,6 +179,7 @@ func (st *state) settle() {
 			st.finishClose()
 		}
 	}
+	st.watchExpiry()
 	if len(st.work.retired) > 0 {
 		st.out.forget(st.work.retired)
 		clear(st.work.retired) // what the slice held must not stay reachable
@@ -377,6 +380,10 @@ func (s *Session) detach(c protocol.Client, policy DetachPolicy, done func()) (c
 			return
 		case st.out.client == c:
 			st.out.attach(nil)
+			if fg := st.turns.fg; fg != nil && fg.from == c {
+				// Inserted and answered already: nothing of c is needed.
+				fg.from, fg.reply = nil, nil
+			}
 		}
 		st.dropHeld(func(t *turn) bool { return t.from == c }, "the connection went away before it was inserted")
 	})

@@ -1,0 +1,134 @@
+package supervisor
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// SessionStatus is a session as a server that outlives its connections
+// shows it (shellagent daemon status): a copy, taken under the session's
+// lock, that nothing changes afterwards.
+type SessionStatus struct {
+	ID    string
+	Cwd   string
+	Title string // the first prompt, "" before any
+	// Attached reports whether a connection is attached; Since is when
+	// that last changed (attached, detached, or the session created).
+	Attached bool
+	Since    time.Time
+	// Terminals are the terminals that run (or are being stopped), oldest
+	// first.
+	Terminals []TerminalStatus
+	// Scheduled counts the jobs (/after, /every) waiting to fire.
+	Scheduled int
+}
+
+// TerminalStatus is one live terminal of a SessionStatus.
+type TerminalStatus struct {
+	ID         string
+	Command    string
+	Started    time.Time
+	Foreground bool // the session's foreground command; else background work
+	Stopping   bool // a stop is under way
+	Pids       []int
+}
+
+// Sessions returns the status of every open session, oldest first.
+func (sv *Supervisor) Sessions() []SessionStatus {
+	list := sv.list()
+	out := make([]SessionStatus, 0, len(list))
+	for _, s := range list {
+		s.do(func(st *state) {
+			if st.life != sessionOpen {
+				return // closing: its end is near, and no longer anyone's to resume
+			}
+			out = append(out, st.status())
+		})
+	}
+	return out
+}
+
+func (st *state) status() SessionStatus {
+	ss := SessionStatus{
+		ID: st.s.id, Cwd: st.s.cwd, Title: st.title,
+		Attached: st.out.client != nil, Since: st.out.since,
+	}
+	var fg *terminal
+	if st.turns.fg != nil {
+		fg = st.turns.fg.term
+	}
+	for _, t := range st.work.liveTerminals() {
+		ss.Terminals = append(ss.Terminals, liveTerminalStatus(t, t == fg))
+	}
+	for _, c := range st.work.unfinished() {
+		if c.state == callScheduled {
+			ss.Scheduled++
+		}
+	}
+	return ss
+}
+
+func liveTerminalStatus(t *terminal, fg bool) TerminalStatus {
+	ts := TerminalStatus{ID: t.id, Command: t.line, Started: t.started, Foreground: fg, Stopping: t.state == termStopping}
+	if ms, err := t.proc.Members(); err == nil { // a status without pids says as much
+		for _, m := range ms {
+			ts.Pids = append(ts.Pids, m.Pid)
+		}
+	}
+	return ts
+}
+
+// detachedExpiry is an armed Config.DetachedTTL timer. A firing acts only
+// if its detachedExpiry is still the session's: one disarmed meanwhile
+// may fire late, and then does nothing.
+type detachedExpiry struct{ timer *time.Timer }
+
+// idle reports whether the session is open, detached and without live
+// work: what DetachedTTL counts.
+func (st *state) idle() bool {
+	return st.life == sessionOpen && st.out.client == nil &&
+		!st.turns.busy() && !st.turns.waiting() && len(st.list.items) == 0 && !st.work.live()
+}
+
+// watchExpiry arms the DetachedTTL timer when the session has become idle
+// and detached, and disarms it once it is not. It runs in settle, after
+// every change.
+func (st *state) watchExpiry() {
+	ttl := st.s.sv.cfg.DetachedTTL
+	idle := ttl > 0 && st.s.sv.cfg.Detached == KeepDetached && st.idle()
+	switch {
+	case idle && st.expiry == nil:
+		st.expiry = &detachedExpiry{}
+		e, s := st.expiry, st.s
+		e.timer = time.AfterFunc(ttl, func() { s.expire(e) })
+	case !idle && st.expiry != nil:
+		st.expiry.timer.Stop()
+		st.expiry = nil
+	}
+}
+
+// expire closes the session when e, its current expiry, fires.
+func (s *Session) expire(e *detachedExpiry) {
+	s.do(func(st *state) {
+		if st.expiry != e || !st.idle() {
+			return
+		}
+		st.expiry = nil
+		s.sv.cfg.Log.Info("closing a session detached with no work for the detached TTL", "session", s.id, "ttl", s.sv.cfg.DetachedTTL)
+		st.close(func() {})
+	})
+}
+
+// liveTerminals returns the terminals that run or are being stopped,
+// oldest first.
+func (r *registry) liveTerminals() []*terminal {
+	var out []*terminal
+	for _, t := range r.terminals {
+		if t.state < termExited {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b *terminal) int { return cmp.Compare(idNumber(a.id), idNumber(b.id)) })
+	return out
+}

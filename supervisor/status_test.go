@@ -1,0 +1,119 @@
+package supervisor
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestDetachedTTL: under KeepDetached with a DetachedTTL, a detached
+// session with nothing running closes once the TTL has passed; one whose
+// terminal runs is kept while it runs and closes a TTL after it ended; a
+// session that is attached is never closed by it.
+func TestDetachedTTL(t *testing.T) {
+	t.Parallel()
+	const ttl = 300 * time.Millisecond
+	h := newHarness(t, Config{Detached: KeepDetached, DetachedTTL: ttl})
+	a := h.on(h.connect())
+	idle := a.newSession()
+	a.run(idle, "echo done")
+	a.exit(nil, idle, "term_1")
+	busy := a.newSession()
+	a.run(busy, "/bg "+trigger("go")+"; echo bye")
+	a.output(busy, "term_1", "")
+	kept := h.newSession() // attached to the harness's connection throughout
+
+	a.c.Close()
+	detached := time.Now()
+	h.awaitClosed(idle)
+	if took := time.Since(detached); took < ttl-50*time.Millisecond || took > ttl+5*time.Second {
+		t.Errorf("the idle detached session closed after %v, want the TTL %v", took, ttl)
+	}
+	time.Sleep(2 * ttl)
+	if _, err := h.sup.session(busy); err != nil {
+		t.Fatalf("the session whose terminal runs was closed: %v", err)
+	}
+	h.release("go")
+	h.await(busy, "term_1 exited", func(st *state) bool { return !st.work.live() })
+	ended := time.Now()
+	h.awaitClosed(busy)
+	if took := time.Since(ended); took < ttl-50*time.Millisecond || took > ttl+5*time.Second {
+		t.Errorf("the detached session closed %v after its work ended, want the TTL %v", took, ttl)
+	}
+	if _, err := h.sup.session(kept); err != nil {
+		t.Errorf("the attached session was closed: %v", err)
+	}
+}
+
+// awaitClosed waits until session sid has left the supervisor.
+func (h *harness) awaitClosed(sid string) {
+	h.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := h.sup.session(sid); err != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("session %s is still open", sid)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestSessionsStatus: Sessions shows each open session with its cwd,
+// whether a connection is attached and since when, and its live
+// terminals with their processes; a resume attaches it again.
+func TestSessionsStatus(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{Detached: KeepDetached})
+	a := h.on(h.connect())
+	sid := a.newSession()
+	a.run(sid, "/bg echo ready; sleep 30")
+	a.output(sid, "term_1", "ready")
+	a.run(sid, "/bg echo short")
+	a.exit(nil, sid, "term_2")
+	a.run(sid, "/after 1h echo later")
+	a.run(sid, "echo fg; sleep 30")
+	a.output(sid, "term_3", "fg")
+
+	find := func() SessionStatus {
+		t.Helper()
+		i := slices.IndexFunc(h.sup.Sessions(), func(s SessionStatus) bool { return s.ID == sid })
+		if i < 0 {
+			t.Fatalf("Sessions does not show %s", sid)
+		}
+		return h.sup.Sessions()[i]
+	}
+	st := find()
+	if !st.Attached || st.Cwd != h.cwd || st.Scheduled != 1 || st.Title != "echo ready; sleep 30" {
+		t.Errorf("attached session: %+v", st)
+	}
+	var ids []string
+	for _, term := range st.Terminals {
+		ids = append(ids, term.ID)
+		if len(term.Pids) == 0 {
+			t.Errorf("%s: no processes listed", term.ID)
+		}
+		if term.Foreground != (term.ID == "term_3") {
+			t.Errorf("%s: foreground %v", term.ID, term.Foreground)
+		}
+	}
+	if !slices.Equal(ids, []string{"term_1", "term_3"}) {
+		t.Errorf("live terminals %v, want term_1 term_3", ids)
+	}
+
+	before := time.Now()
+	a.c.Close()
+	h.await(sid, "detached", func(st *state) bool { return st.out.client == nil })
+	if st := find(); st.Attached || st.Since.Before(before) {
+		t.Errorf("after the connection went away: attached %v since %v (it went away after %v)", st.Attached, st.Since, before)
+	}
+	h.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": h.cwd}, nil)
+	if st := find(); !st.Attached {
+		t.Errorf("after session/resume: not attached")
+	}
+	h.c.MustCall("session/close", map[string]string{"sessionId": sid}, nil)
+	if n := len(h.sup.Sessions()); n != 0 {
+		t.Errorf("%d sessions after the close", n)
+	}
+}
