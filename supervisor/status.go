@@ -132,3 +132,12 @@ func (r *registry) liveTerminals() []*terminal {
 	slices.SortFunc(out, func(a, b *terminal) int { return cmp.Compare(idNumber(a.id), idNumber(b.id)) })
 	return out
 }
+
+// Len returns how many sessions the Supervisor holds, closing ones
+// included: cheaper than Sessions for a server that asks often whether
+// it holds any.
+func (sv *Supervisor) Len() int {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	return len(sv.sessions)
+}

@@ -1,0 +1,181 @@
+package daemon
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"time"
+)
+
+// StartTimeout is how long Connect waits for a daemon it started to
+// answer.
+const StartTimeout = 5 * time.Second
+
+// ErrNotRunning is what Dial returns, wrapping the connect error, when no
+// daemon listens at the socket: no socket file (ENOENT), or one that
+// refuses connections (ECONNREFUSED), which a dead daemon leaves.
+var ErrNotRunning = errors.New("no daemon is running")
+
+// A Client is a connection to the daemon, past the hellos.
+type Client struct {
+	Conn *net.UnixConn
+	// R reads what the daemon sends after its hello.
+	R *bufio.Reader
+	// Daemon is the daemon's hello.
+	Daemon Hello
+}
+
+// Dial connects to the daemon at socket, writes hello, and reads the
+// daemon's. The socket's directory is checked first (CheckDir).
+func Dial(socket string, hello Hello) (*Client, error) {
+	if err := CheckDir(parentDir(socket)); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w at %s", ErrNotRunning, socket)
+		}
+		return nil, err
+	}
+	nc, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: socket, Net: "unix"})
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("%w at %s: %w", ErrNotRunning, socket, err)
+		}
+		return nil, err
+	}
+	nc.SetDeadline(time.Now().Add(helloTimeout)) // Best effort: without it a hung daemon hangs the client.
+	if err := writeLine(nc, hello); err != nil {
+		nc.Close() // Best effort: failed anyway.
+		return nil, fmt.Errorf("hello to the daemon at %s: %w", socket, err)
+	}
+	r := bufio.NewReader(nc)
+	daemon, err := readHello(r)
+	if err != nil {
+		nc.Close() // Best effort: failed anyway.
+		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+			return nil, fmt.Errorf("the daemon at %s closed the connection before its hello: it refuses this user, or is stopping (see its log)", socket)
+		}
+		return nil, fmt.Errorf("the daemon at %s: %w", socket, err)
+	}
+	nc.SetDeadline(time.Time{}) // Best effort: as above.
+	return &Client{Conn: nc, R: r, Daemon: daemon}, nil
+}
+
+func parentDir(socket string) string {
+	for i := len(socket) - 1; i > 0; i-- {
+		if socket[i] == '/' {
+			return socket[:i]
+		}
+	}
+	return "/"
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.Conn.Close() }
+
+// GetStatus asks the daemon at socket for its Status.
+func GetStatus(socket string, hello Hello) (Status, error) {
+	var st Status
+	hello.Want = WantStatus
+	c, err := Dial(socket, hello)
+	if err != nil {
+		return st, err
+	}
+	defer c.Close()
+	c.Conn.SetReadDeadline(time.Now().Add(helloTimeout)) // Best effort: as in Dial.
+	if err := readLine(c.R, &st); err != nil {
+		return st, fmt.Errorf("status of the daemon at %s: %w", socket, err)
+	}
+	return st, nil
+}
+
+// Stop asks the daemon at socket to close every session and exit, and
+// returns what it stopped once every session has closed; wait for the
+// daemon's pid (Stopped's hello pid) to know it has exited.
+func Stop(socket string, hello Hello) (Stopped, Hello, error) {
+	var st Stopped
+	hello.Want = WantStop
+	c, err := Dial(socket, hello)
+	if err != nil {
+		return st, Hello{}, err
+	}
+	defer c.Close()
+	if err := readLine(c.R, &st); err != nil {
+		return st, c.Daemon, fmt.Errorf("stop the daemon at %s: %w", socket, err)
+	}
+	return st, c.Daemon, nil
+}
+
+// Connect dials the daemon at socket as Dial does, starting one if none
+// is running, as tmux's client does: on ErrNotRunning it takes the
+// socket's lock without waiting, dials again, removes a socket that
+// refused the connection (its daemon is dead: a live one holds the lock),
+// and calls start, which starts the daemon and hands it the lock
+// (Lock.HandOver) and returns a channel that delivers the daemon
+// process's end. Then it dials until the daemon answers, at most
+// StartTimeout, or the daemon exits. A Connect that finds the lock held
+// starts nothing: it dials until the daemon that holder starts answers.
+func Connect(socket string, hello Hello, start func(*Lock) (exited <-chan error, err error)) (*Client, error) {
+	if err := PrepareDir(socket); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(StartTimeout)
+	var exited <-chan error // the end of the daemon this Connect started
+	for {
+		c, err := Dial(socket, hello)
+		if !errors.Is(err, ErrNotRunning) {
+			return c, err
+		}
+		if exited == nil {
+			if exited, err = startOnce(socket, hello, start); err != nil {
+				return nil, err
+			}
+			if exited != nil {
+				deadline = time.Now().Add(StartTimeout)
+			}
+		}
+		if time.Now().After(deadline) {
+			if exited == nil {
+				return nil, fmt.Errorf("no daemon answered at %s within %v, and %s is held: a daemon is starting or stopping", socket, StartTimeout, lockPath(socket))
+			}
+			return nil, fmt.Errorf("the daemon started for %s did not answer within %v", socket, StartTimeout)
+		}
+		select {
+		case err := <-exited: // a nil channel never delivers
+			return nil, fmt.Errorf("the daemon started for %s exited before it answered: %v", socket, err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// startOnce starts a daemon under the socket's lock, as Connect says, and
+// returns the started daemon's end. It returns neither a channel nor an
+// error when it started nothing: the lock is held (another client or
+// daemon is starting, or a daemon is stopping) or a daemon answered after
+// all; Connect's next Dial tells.
+func startOnce(socket string, hello Hello, start func(*Lock) (<-chan error, error)) (<-chan error, error) {
+	lock, ok, err := TryLock(socket)
+	if err != nil || !ok {
+		return nil, err
+	}
+	defer lock.Close() // Best effort: the daemon holds it on.
+	c, err := Dial(socket, hello)
+	switch {
+	case err == nil:
+		c.Close() // Best effort: Connect dials it again.
+		return nil, nil
+	case !errors.Is(err, ErrNotRunning):
+		return nil, err
+	case errors.Is(err, syscall.ECONNREFUSED):
+		if err := os.Remove(socket); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("remove the stale socket: %w", err)
+		}
+	}
+	exited, err := start(lock)
+	if err != nil {
+		return nil, fmt.Errorf("start the daemon: %w", err)
+	}
+	return exited, nil
+}

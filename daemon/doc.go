@@ -1,0 +1,56 @@
+// Package daemon serves shellagent's sessions on a unix socket, to every
+// connection of one user, so that work outlives the editor that started
+// it; and it connects to that server, starting one on demand.
+//
+// A Server accepts connections on a listener it is given (Listen, or the
+// one systemd passes, Activated), checks each peer's uid with SO_PEERCRED
+// at once, exchanges hellos, and serves each connection exactly as stdio
+// is served: protocol.NewConn over one supervisor.Supervisor, ACP v2 or
+// v1 as the client chooses. A connection that goes away detaches its
+// sessions (Supervisor.Detach under supervisor.KeepDetached): their work
+// runs on until session/close, a stop request, or the detached TTL.
+//
+// # The socket
+//
+// SocketPath chooses the path: the --socket flag, else $SHELLAGENT_SOCKET,
+// else $XDG_RUNTIME_DIR/shellagent/daemon.sock, else
+// /tmp/shellagent-UID/daemon.sock. Its directory is the first gate: it is
+// created 0700 and refused unless it is a directory (not a symlink), owned
+// by the user, and closed to group and others. The socket is bound 0600.
+// The peer check is the second gate: a connection from another uid is
+// closed before anything is read or written. Root is not exempt.
+//
+// Beside the socket, PATH.lock is held (flock) by the daemon for as long
+// as it lives, and by a client while it starts one; the kernel lets go of
+// it when its holder dies. So a socket file whose connect is refused while
+// its lock is free belongs to a dead daemon and may be removed.
+//
+// # The hello
+//
+// Each side writes one line first, a Hello: the relay-protocol version
+// (RelayVersion), the build, the pid, and, from the client, what it wants:
+//
+//	{"shellagent":1,"build":"v1.2.0+3f2a9c1e0b4d","pid":4242,"want":"acp"}
+//
+// The daemon writes its hello first, then reads the client's. After them:
+//
+//   - want "acp" (or none): the connection carries ACP, newline-delimited
+//     JSON-RPC, both ways, until either side closes it. The daemon serves
+//     only a client of its own version and build; it closes any other
+//     right after its hello, and the client, which sees both builds,
+//     refuses its editor's initialize with an error that names them.
+//   - want "status": the daemon writes one line, a Status, and closes.
+//   - want "stop": the daemon closes every session as session/close does
+//     (each with its own kill grace), writes one line, a Stopped, that
+//     lists what was running, closes, and exits. Status and stop work
+//     across builds, so that an old daemon can always be stopped.
+//
+// # Starting on demand
+//
+// Connect dials; where no daemon answers (no socket file, or connect
+// refused) it takes the lock without waiting, dials again, removes a
+// refused socket, and starts a daemon, which inherits the lock; then it
+// dials until the daemon answers, for at most StartTimeout. A client that
+// finds the lock taken waits for that daemon to answer instead of
+// starting another, so N clients started at once give one daemon.
+package daemon

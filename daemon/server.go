@@ -1,0 +1,359 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"shellagent/protocol"
+	"shellagent/supervisor"
+)
+
+// Why Serve returned, besides the cause of its context.
+var (
+	// ErrStopRequested: a client asked the daemon to stop (WantStop).
+	ErrStopRequested = errors.New("stop requested")
+	// ErrIdle: no session and no connection for the Server's IdleExit.
+	ErrIdle = errors.New("idle")
+)
+
+// flushTimeout bounds how long a connection's last messages may take to
+// reach a client that does not read, once the connection ends.
+const flushTimeout = 200 * time.Millisecond
+
+// A Server serves one Supervisor to every connection of a listener.
+// Set its fields before Serve; Serve is called once.
+type Server struct {
+	// Supervisor holds the sessions. Its Config.Detached should be
+	// supervisor.KeepDetached, or sessions end with their connection.
+	Supervisor *supervisor.Supervisor
+	// Options configure each connection's protocol.Conn.
+	Options protocol.Options
+	// Build is this daemon's build, as the hello says it: only a client of
+	// the same build is served ACP.
+	Build string
+	// Socket is the socket's path, as Status reports it.
+	Socket string
+	// Log gets what happens to connections; slog.Default() if nil.
+	Log *slog.Logger
+	// IdleExit ends Serve (ErrIdle) once the Supervisor has held no
+	// session and no connection has been open for this long; 0 never.
+	IdleExit time.Duration
+	// Stop closes every session, each with its kill grace, and returns
+	// once they have closed; it is called once, when Serve ends. If nil,
+	// Supervisor.Shutdown.
+	Stop func(ctx context.Context) error
+
+	started time.Time
+	stopped chan struct{} // closed once Stop has returned
+	stopErr error         // what Stop returned; read after stopped
+	wg      sync.WaitGroup
+
+	mu      sync.Mutex // guards what follows
+	conns   map[*acpConn]struct{}
+	closing bool                    // no connection is served ACP any more
+	idle    time.Time               // since when nothing is open; zero while something is
+	stop    context.CancelCauseFunc // ends Serve
+}
+
+// acpConn is one connection served ACP.
+type acpConn struct {
+	nc   *net.UnixConn
+	conn *protocol.Conn
+	kick chan struct{} // closed when the server ends the connection
+}
+
+// Serve accepts connections on l and serves each in its own goroutine
+// until ctx ends, a client asks for a stop (ErrStopRequested), or the
+// daemon has been idle for IdleExit (ErrIdle); it returns that cause. It
+// then closes l, closes every session with Stop, sends each connection
+// its last messages, closes them, and returns once every connection's
+// goroutine has ended.
+func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
+	if s.Log == nil {
+		s.Log = slog.Default()
+	}
+	if s.Stop == nil {
+		s.Stop = s.Supervisor.Shutdown
+	}
+	s.started, s.stopped, s.idle = time.Now(), make(chan struct{}), time.Now()
+	s.conns = make(map[*acpConn]struct{})
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	s.mu.Lock()
+	s.stop = stop
+	s.mu.Unlock()
+
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		s.accept(ctx, l)
+	}()
+	if s.IdleExit > 0 {
+		go s.watchIdle(ctx)
+	}
+	<-ctx.Done()
+	l.Close() // Best effort: ends accept; the socket file goes with it.
+	<-accepted
+	s.shutdown()
+	s.wg.Wait()
+	if s.Supervisor.Len() > 0 {
+		// A connection created a session while the others closed.
+		if err := s.Stop(context.Background()); err != nil {
+			s.Log.Warn("stop", "err", err)
+		}
+	}
+	return context.Cause(ctx)
+}
+
+// accept accepts connections until ctx ends. A failed accept (out of
+// descriptors) is logged and retried after a pause.
+func (s *Server) accept(ctx context.Context, l *net.UnixListener) {
+	for {
+		nc, err := l.AcceptUnix()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.Log.Warn("accept", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.serve(nc)
+		}()
+	}
+}
+
+// serve checks a new connection's peer, exchanges hellos and serves what
+// the client wants.
+func (s *Server) serve(nc *net.UnixConn) {
+	cred, err := peer(nc)
+	if err != nil {
+		s.Log.Warn("refused a connection", "err", err)
+		nc.Close() // Best effort: refused.
+		return
+	}
+	log := s.Log.With("peer", cred.Pid)
+	if int(cred.Uid) != os.Geteuid() {
+		log.Warn("refused a connection from another user", "uid", cred.Uid, "daemon uid", os.Geteuid())
+		nc.Close() // Best effort: refused.
+		return
+	}
+	nc.SetDeadline(time.Now().Add(helloTimeout)) // Best effort: without it a silent peer holds a goroutine.
+	br := bufio.NewReaderSize(nc, maxHello)
+	if err := writeLine(nc, Hello{Shellagent: RelayVersion, Build: s.Build, Pid: os.Getpid()}); err != nil {
+		log.Warn("hello", "err", err)
+		nc.Close() // Best effort: gone.
+		return
+	}
+	hello, err := readHello(br)
+	if err != nil {
+		log.Warn("refused a connection", "err", err)
+		nc.Close() // Best effort: refused.
+		return
+	}
+	nc.SetDeadline(time.Time{}) // Best effort: as above.
+	switch hello.Want {
+	case WantACP, "":
+		if hello.Shellagent != RelayVersion || hello.Build != s.Build {
+			log.Warn("refused a client of another build; stop this daemon (shellagent daemon stop) to use the new one",
+				"client build", hello.Build, "client relay version", hello.Shellagent, "daemon build", s.Build)
+			nc.Close() // Best effort: refused.
+			return
+		}
+		s.serveACP(log, nc, br)
+	case WantStatus:
+		s.answer(log, nc, s.status())
+	case WantStop:
+		before := s.Supervisor.Sessions()
+		log.Info("stop requested")
+		s.requestStop()
+		<-s.stopped
+		st := Stopped{Sessions: before}
+		if s.stopErr != nil {
+			st.Error = s.stopErr.Error()
+		}
+		s.answer(log, nc, st)
+	default:
+		log.Warn("refused a connection", "want", hello.Want)
+		nc.Close() // Best effort: refused.
+	}
+}
+
+// peer returns the credentials of nc's peer as the kernel recorded them
+// when it connected.
+func peer(nc *net.UnixConn) (*unix.Ucred, error) {
+	rc, err := nc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := rc.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return nil, err
+	}
+	if cerr != nil {
+		return nil, fmt.Errorf("SO_PEERCRED: %w", cerr)
+	}
+	return cred, nil
+}
+
+// answer writes v as the connection's one line and closes it.
+func (s *Server) answer(log *slog.Logger, nc *net.UnixConn, v any) {
+	nc.SetWriteDeadline(time.Now().Add(helloTimeout)) // Best effort: a client that does not read loses its answer.
+	if err := writeLine(nc, v); err != nil {
+		log.Warn("answer", "err", err)
+	}
+	nc.Close() // Best effort: answered.
+}
+
+// serveACP serves ACP on nc until the client goes away or the server ends
+// the connection, then detaches the client's sessions.
+func (s *Server) serveACP(log *slog.Logger, nc *net.UnixConn, r *bufio.Reader) {
+	c := &acpConn{nc: nc, kick: make(chan struct{})}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		nc.Close() // Best effort: the daemon is stopping.
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.idle = time.Time{}
+	s.mu.Unlock()
+	log.Info("connected")
+
+	opts := s.Options
+	opts.Log = log
+	c.conn = protocol.NewConn(r, nc, s.Supervisor, opts)
+	select {
+	case <-c.conn.Done():
+		// Gone: its sessions run on without it.
+		if err := s.Supervisor.Detach(context.Background(), c.conn.Client()); err != nil {
+			log.Warn("detach", "err", err)
+		}
+		log.Info("disconnected; its sessions are detached")
+	case <-c.kick:
+	}
+	s.close(c)
+}
+
+// close sends what is queued on c, for at most flushTimeout, closes it,
+// and forgets it.
+func (s *Server) close(c *acpConn) {
+	flushed := make(chan struct{})
+	go func() {
+		c.conn.Close()
+		close(flushed)
+	}()
+	select {
+	case <-flushed:
+	case <-time.After(flushTimeout):
+	}
+	c.nc.Close() // Best effort: ends a write to a client that does not read.
+	<-flushed
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// requestStop ends Serve with ErrStopRequested.
+func (s *Server) requestStop() {
+	s.mu.Lock()
+	stop := s.stop
+	s.mu.Unlock()
+	stop(ErrStopRequested)
+}
+
+// shutdown closes every session, then every connection: each gets its
+// sessions' final updates first. A connection that is still in its hello
+// is not served any more.
+func (s *Server) shutdown() {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	s.stopErr = s.Stop(context.Background())
+	close(s.stopped)
+	s.mu.Lock()
+	for c := range s.conns {
+		close(c.kick)
+	}
+	s.mu.Unlock()
+}
+
+// watchIdle ends Serve with ErrIdle once the Supervisor has held no
+// session and no connection has been open for IdleExit.
+func (s *Server) watchIdle(ctx context.Context) {
+	tick := time.NewTicker(min(max(s.IdleExit/10, 50*time.Millisecond), time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		sessions := s.Supervisor.Len()
+		s.mu.Lock()
+		switch {
+		case sessions > 0:
+			s.idle = time.Time{}
+		case len(s.conns) == 0 && s.idle.IsZero():
+			s.idle = time.Now()
+		}
+		idle := !s.idle.IsZero() && time.Since(s.idle) >= s.IdleExit
+		stop := s.stop
+		s.mu.Unlock()
+		if idle {
+			s.Log.Info("exiting: no session and no connection", "for", s.IdleExit)
+			stop(ErrIdle)
+			return
+		}
+	}
+}
+
+// status is the Status answer.
+func (s *Server) status() Status {
+	s.mu.Lock()
+	conns := len(s.conns)
+	s.mu.Unlock()
+	return Status{
+		Pid: os.Getpid(), Build: s.Build, Socket: s.Socket, Started: s.started,
+		RSS: rss(), Connections: conns, Sessions: s.Supervisor.Sessions(),
+	}
+}
+
+// rss returns this process's resident memory in bytes, or -1.
+func rss() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for line := range bytes.Lines(b) {
+		if v, ok := bytes.CutPrefix(line, []byte("VmRSS:")); ok {
+			kb, err := strconv.ParseInt(string(bytes.TrimSpace(bytes.TrimSuffix(bytes.TrimSpace(v), []byte("kB")))), 10, 64)
+			if err != nil {
+				return -1
+			}
+			return kb << 10
+		}
+	}
+	return -1
+}
