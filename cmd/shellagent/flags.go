@@ -29,6 +29,12 @@ type agentOptions struct {
 	stallTimeout      time.Duration
 	sequentialIDs     bool
 	containment       contain.Mode
+
+	// The relay's (--daemon): the daemon's socket, and the flags that
+	// were set, for the daemon it starts.
+	relay      bool
+	socket     string
+	daemonArgs []string
 }
 
 // define declares the agent's flags on fs, with o's fields as their

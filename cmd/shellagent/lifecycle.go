@@ -193,29 +193,8 @@ func waitForEnd(conn *protocol.Conn, out *output, sigs <-chan os.Signal) string 
 // Ctrl-C, a service manager that insists) skips the rest of their kill
 // grace: everything left is killed at once.
 func shutdown(log *slog.Logger, sup *supervisor.Supervisor, conn *protocol.Conn, out *output, c *contain.Containment, swept <-chan struct{}, sigs <-chan os.Signal) int {
-	stopped, hurried := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(hurried)
-		select {
-		case sig := <-sigs:
-			log.Info("stopping every command now", "because", sig.String())
-			if err := c.KillAll(); err != nil {
-				log.Error("containment", "err", err)
-			}
-		case <-stopped:
-		}
-	}()
-	if err := sup.Shutdown(context.Background()); err != nil {
-		log.Error("processes did not stop in time; killing them", "err", err)
-		if err := c.KillAll(); err != nil {
-			log.Error("containment", "err", err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		defer cancel()
-		if err := sup.Shutdown(ctx); err != nil {
-			log.Warn("final updates not all sent", "err", err)
-		}
-	}
+	stopped := hurryOnSignal(log, c, sigs)
+	stopSessions(log, sup, c) // logged; the exit is the same
 	flushed := make(chan struct{})
 	go func() { conn.Close(); close(flushed) }()
 	select {
@@ -224,8 +203,56 @@ func shutdown(log *slog.Logger, sup *supervisor.Supervisor, conn *protocol.Conn,
 		log.Warn("client is not reading; exiting without flushing")
 	}
 	out.stop()
-	close(stopped)
-	<-hurried
+	stopped()
+	closeContainment(log, c, swept)
+	return 0
+}
+
+// hurryOnSignal kills every command with the containment at once if a
+// stop signal arrives on sigs before stopped is called; stopped returns
+// once the watch has ended.
+func hurryOnSignal(log *slog.Logger, c *contain.Containment, sigs <-chan os.Signal) (stopped func()) {
+	done, hurried := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(hurried)
+		select {
+		case sig := <-sigs:
+			log.Info("stopping every command now", "because", sig.String())
+			if err := c.KillAll(); err != nil {
+				log.Error("containment", "err", err)
+			}
+		case <-done:
+		}
+	}()
+	return func() {
+		close(done)
+		<-hurried
+	}
+}
+
+// stopSessions closes every session as session/close does, each with its
+// own kill grace, and waits for them; what a stop could not end in time
+// is killed with the containment, and the error says so.
+func stopSessions(log *slog.Logger, sup *supervisor.Supervisor, c *contain.Containment) error {
+	err := sup.Shutdown(context.Background())
+	if err == nil {
+		return nil
+	}
+	log.Error("processes did not stop in time; killing them", "err", err)
+	if err := c.KillAll(); err != nil {
+		log.Error("containment", "err", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := sup.Shutdown(ctx); err != nil {
+		log.Warn("final updates not all sent", "err", err)
+	}
+	return err
+}
+
+// closeContainment waits for the sweep of dead agents' leftovers, for at
+// most contain.SweepTimeout, and closes the containment.
+func closeContainment(log *slog.Logger, c *contain.Containment, swept <-chan struct{}) {
 	select {
 	case <-swept:
 	case <-time.After(contain.SweepTimeout):
@@ -234,5 +261,4 @@ func shutdown(log *slog.Logger, sup *supervisor.Supervisor, conn *protocol.Conn,
 	if err := c.Close(); err != nil {
 		log.Error("containment", "err", err)
 	}
-	return 0
 }

@@ -27,9 +27,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
+	"shellagent/contain"
+	"shellagent/daemon"
 	"shellagent/protocol"
 	"shellagent/ptyio"
 	"shellagent/supervisor"
@@ -37,6 +40,24 @@ import (
 
 func main() {
 	os.Exit(run(os.Args[1:]))
+}
+
+// daemonEnv names the environment variable that, set to 1, makes the
+// agent a relay as --daemon does.
+const daemonEnv = "SHELLAGENT_DAEMON"
+
+// daemonFromEnv reads $SHELLAGENT_DAEMON: unset, empty or false-like is
+// no relay.
+func daemonFromEnv() (bool, error) {
+	v := os.Getenv(daemonEnv)
+	if v == "" {
+		return false, nil
+	}
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, usageErrorf("$%s=%s: want 1 or 0", daemonEnv, v)
+	}
+	return on, nil
 }
 
 // run runs the command line args and returns the exit code: 0, 1 for a
@@ -48,9 +69,15 @@ func run(args []string) int {
 	if len(args) > 0 && args[0] == "replay" {
 		return runReplay(args[1:])
 	}
+	if len(args) > 0 && args[0] == "daemon" {
+		return runDaemon(args[1:])
+	}
 	opts, code, done := agentCommandLine(args)
 	if done {
 		return code
+	}
+	if opts.relay {
+		return relay(opts)
 	}
 	return serve(opts)
 }
@@ -62,6 +89,8 @@ func agentCommandLine(args []string) (opts agentOptions, code int, done bool) {
 	opts = defaultAgentOptions()
 	fs := flag.NewFlagSet("shellagent", flag.ContinueOnError)
 	opts.define(fs)
+	fs.BoolVar(&opts.relay, "daemon", false, "relay to the shellagent daemon, starting it if none runs, so that commands outlive this process (also $"+daemonEnv+"=1)")
+	fs.StringVar(&opts.socket, "socket", "", "with --daemon: the daemon's socket `PATH` (default $"+daemon.SocketEnv+", else $XDG_RUNTIME_DIR/shellagent/daemon.sock, else /tmp/shellagent-UID/daemon.sock)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if _, err := parseFlags(fs, args, false); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -72,6 +101,21 @@ func agentCommandLine(args []string) (opts agentOptions, code int, done bool) {
 	if *showVersion {
 		return opts, printHelp("shellagent " + version() + "\n"), true
 	}
+	if !opts.relay {
+		relay, err := daemonFromEnv()
+		if err != nil {
+			return opts, commandLineError(err), true
+		}
+		opts.relay = relay
+	}
+	if opts.socket != "" && !opts.relay {
+		return opts, commandLineError(usageErrorf("--socket is for --daemon (or shellagent daemon)")), true
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name != "daemon" && f.Name != "socket" {
+			opts.daemonArgs = append(opts.daemonArgs, "--"+f.Name+"="+f.Value.String())
+		}
+	})
 	shell, err := checkShell(opts.shell)
 	if err != nil {
 		return opts, commandLineError(err), true
@@ -108,6 +152,12 @@ model: the text of a prompt is the command. A client that asks for ACP v1
 Usage:
   shellagent [flags]
         serve ACP v2 (or v1): JSON-RPC on stdin and stdout, logs on stderr
+  shellagent --daemon [flags]
+        the same on stdio, relayed to the shellagent daemon (started if
+        none runs): commands outlive this process and the editor
+  shellagent daemon [flags] | daemon status | daemon stop
+        the per-user daemon that owns sessions and their commands, on a
+        unix socket; 'shellagent daemon --help' tells more
   shellagent client [flags] [-- AGENT COMMAND...]
         start an agent (this one by default) and talk to it line by line:
         each input line is a prompt; 'shellagent client --help' tells more
@@ -119,6 +169,7 @@ Usage:
 Subcommands:
   client    the line-mode client
   replay    play a transcript as the agent
+  daemon    the daemon, its status, and its stop
 
 Flags:
 `)
@@ -131,6 +182,28 @@ MB or no unit (bytes). Stdin EOF, SIGTERM, SIGINT, SIGHUP, SIGQUIT or a
 closed stdout stop every command, leave no process behind, and exit.
 `)
 	return w.String()
+}
+
+// supervisorConfig is the Config of the agent's Supervisor, its commands
+// held by c.
+func (o agentOptions) supervisorConfig(log *slog.Logger, c *contain.Containment) supervisor.Config {
+	return supervisor.Config{
+		Shell:             o.shell,
+		ForegroundTimeout: o.foregroundTimeout,
+		KillGrace:         o.killGrace,
+		Scrollback:        o.scrollback,
+		Size:              ptyio.Size{Cols: uint16(o.cols), Rows: uint16(o.rows)},
+		Version:           version(),
+		Log:               log,
+		SequentialIDs:     o.sequentialIDs,
+		Launcher:          ptyio.Local{Containment: c},
+		Containment:       string(c.Mode()),
+	}
+}
+
+// connOptions are the options of each of the agent's connections.
+func connOptions(log *slog.Logger, o agentOptions) protocol.Options {
+	return protocol.Options{Log: log, StallTimeout: o.stallTimeout}
 }
 
 // serve runs the agent on stdin and stdout until stdin ends, a signal
@@ -151,20 +224,9 @@ func serve(opts agentOptions) int {
 		return 1
 	}
 
-	sup := supervisor.New(supervisor.Config{
-		Shell:             opts.shell,
-		ForegroundTimeout: opts.foregroundTimeout,
-		KillGrace:         opts.killGrace,
-		Scrollback:        opts.scrollback,
-		Size:              ptyio.Size{Cols: uint16(opts.cols), Rows: uint16(opts.rows)},
-		Version:           version(),
-		Log:               log,
-		SequentialIDs:     opts.sequentialIDs,
-		Launcher:          ptyio.Local{Containment: c},
-		Containment:       string(c.Mode()),
-	})
+	sup := supervisor.New(opts.supervisorConfig(log, c))
 	out := newOutput(log, os.Stdout)
-	conn := protocol.NewConn(os.Stdin, out, sup, protocol.Options{Log: log, StallTimeout: opts.stallTimeout})
+	conn := protocol.NewConn(os.Stdin, out, sup, connOptions(log, opts))
 	if why := waitForEnd(conn, out, sigs); why != endOfInput {
 		log.Info("stopping", "because", why) // the end of input is the usual end: no news
 	}

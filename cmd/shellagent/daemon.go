@@ -1,0 +1,335 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"shellagent/daemon"
+	"shellagent/supervisor"
+)
+
+// daemonOptions are shellagent daemon's settings: the agent's, and the
+// daemon's own.
+type daemonOptions struct {
+	agentOptions
+	detachedTTL time.Duration
+	idleExit    time.Duration
+}
+
+// Defaults of the daemon's own flags.
+const (
+	defaultDetachedTTL = 24 * time.Hour
+	defaultIdleExit    = 10 * time.Minute
+)
+
+// runDaemon runs shellagent daemon, daemon status or daemon stop.
+func runDaemon(args []string) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "status":
+			return daemonStatus(args[1:])
+		case "stop":
+			return daemonStop(args[1:])
+		}
+	}
+	opts := daemonOptions{agentOptions: defaultAgentOptions(), detachedTTL: defaultDetachedTTL, idleExit: defaultIdleExit}
+	fs := flag.NewFlagSet("shellagent daemon", flag.ContinueOnError)
+	opts.define(fs)
+	fs.StringVar(&opts.socket, "socket", "", "listen on the socket `PATH` (default $"+daemon.SocketEnv+", else $XDG_RUNTIME_DIR/shellagent/daemon.sock, else /tmp/shellagent-UID/daemon.sock)")
+	fs.Var(&durationFlag{p: &opts.detachedTTL, zero: true}, "detached-ttl", "close a session that has had no connection and nothing running for `DURATION`; 0 = never")
+	fs.Var(&durationFlag{p: &opts.idleExit, zero: true}, "idle-exit", "exit once there has been no session and no connection for `DURATION`; 0 = never")
+	if _, err := parseFlags(fs, args, false); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return printHelp(daemonHelp(fs))
+		}
+		return commandLineError(err)
+	}
+	shell, err := checkShell(opts.shell)
+	if err != nil {
+		return commandLineError(err)
+	}
+	opts.shell = shell
+	return serveDaemon(opts)
+}
+
+// daemonHelp returns shellagent daemon --help.
+func daemonHelp(fs *flag.FlagSet) string {
+	var w strings.Builder
+	w.WriteString(`shellagent daemon owns one user's sessions, their commands and their
+containment, and serves ACP (v2 and v1) on a unix socket to each
+'shellagent --daemon' relay, which an editor starts as its agent. A relay
+that goes away (the editor closed, crashed, or lost its SSH link) detaches
+its sessions: their commands run on until session/close, 'shellagent daemon
+stop', or --detached-ttl. The daemon logs to stderr; SIGTERM, SIGINT and
+SIGQUIT stop it as 'daemon stop' does, SIGHUP is ignored.
+
+Usage:
+  shellagent daemon [flags]
+        run the daemon in the foreground
+  shellagent daemon status [--socket PATH]
+        list its sessions (attached or detached, since when), their
+        running terminals, and the daemon's memory
+  shellagent daemon stop [--socket PATH]
+        close every session as session/close does, each with its kill
+        grace; print what was stopped; return once the daemon has exited
+
+Both exit 1 when no daemon runs.
+
+Flags:
+`)
+	printDefaults(&w, fs)
+	w.WriteString(`  -h, --help
+        print this help and exit
+`)
+	return w.String()
+}
+
+// serveDaemon runs the daemon until a stop request, a stop signal, or
+// --idle-exit.
+func serveDaemon(opts daemonOptions) int {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	fail := func(err error) int {
+		fmt.Fprintf(os.Stderr, "shellagent daemon: %v\n", err)
+		return 1
+	}
+	// A relay that went away must be an error on write, not a SIGPIPE
+	// death; the terminal that started a foreground daemon may go.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	signal.Ignore(syscall.SIGHUP)
+	path, err := daemon.SocketPath(opts.socket)
+	if err != nil {
+		return fail(err)
+	}
+	activated, err := daemon.Activated()
+	if err != nil {
+		return fail(err)
+	}
+	lock, err := daemonLock(path)
+	if err != nil {
+		return fail(err)
+	}
+	defer lock.Close() // Best effort: the exit lets go of it anyway.
+	c, swept, err := openContainment(log, opts.containment)
+	if err != nil {
+		return fail(fmt.Errorf("--containment %s: %w", opts.containment, err))
+	}
+	l := activated
+	if l == nil {
+		if l, err = daemon.Listen(path); err != nil {
+			closeContainment(log, c, swept)
+			return fail(err)
+		}
+	}
+	// Commands must not become relays of their own daemon.
+	os.Unsetenv(daemonEnv) // Best effort: fails only for an invalid name.
+
+	cfg := opts.supervisorConfig(log, c)
+	cfg.Detached, cfg.DetachedTTL = supervisor.KeepDetached, opts.detachedTTL
+	sup := supervisor.New(cfg)
+	srv := &daemon.Server{
+		Supervisor: sup,
+		Options:    connOptions(log, opts.agentOptions),
+		Build:      buildName(),
+		Socket:     path,
+		Log:        log,
+		IdleExit:   opts.idleExit,
+		Stop:       func(context.Context) error { return stopSessions(log, sup, c) },
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT)
+	defer stop()
+	log.Info("daemon serving", "socket", path, "pid", os.Getpid(), "build", buildName(), "containment", c.Mode(), "activated", activated != nil)
+	why := srv.Serve(ctx, l)
+	log.Info("daemon exiting", "because", why)
+	closeContainment(log, c, swept)
+	return 0
+}
+
+// daemonLock takes the socket's lock: the one the relay that started this
+// daemon handed over, else a new one; it is an error when another daemon
+// holds it.
+func daemonLock(path string) (*daemon.Lock, error) {
+	if lock := daemon.InheritedLock(path); lock != nil {
+		return lock, nil
+	}
+	if err := daemon.PrepareDir(path); err != nil {
+		return nil, err
+	}
+	lock, ok, err := daemon.TryLock(path)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("another daemon is running or starting for %s (it holds %s.lock); 'shellagent daemon status' shows it", path, path)
+	}
+	return lock, nil
+}
+
+// daemonHello is what status, stop and the relay say first.
+func daemonHello() daemon.Hello {
+	return daemon.Hello{Shellagent: daemon.RelayVersion, Build: buildName(), Pid: os.Getpid()}
+}
+
+// daemonSocket parses the --socket flag of daemon status and daemon stop
+// and returns the socket path; done reports that the process should exit
+// with code.
+func daemonSocket(name string, args []string) (path string, code int, done bool) {
+	fs := flag.NewFlagSet("shellagent daemon "+name, flag.ContinueOnError)
+	socket := fs.String("socket", "", "the daemon's socket `PATH`")
+	if _, err := parseFlags(fs, args, false); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return "", printHelp("Usage: shellagent daemon " + name + " [--socket PATH]\n"), true
+		}
+		return "", commandLineError(err), true
+	}
+	path, err := daemon.SocketPath(*socket)
+	if err != nil {
+		return "", commandLineError(err), true
+	}
+	return path, 0, false
+}
+
+// notRunning prints the one line for a daemon that does not run, or any
+// other failure to reach it, and returns exit code 1.
+func notRunning(err error, path string) int {
+	if errors.Is(err, daemon.ErrNotRunning) {
+		fmt.Fprintf(os.Stderr, "shellagent: no daemon is running at %s\n", path)
+	} else {
+		fmt.Fprintf(os.Stderr, "shellagent: %v\n", err)
+	}
+	return 1
+}
+
+// daemonStatus runs shellagent daemon status.
+func daemonStatus(args []string) int {
+	path, code, done := daemonSocket("status", args)
+	if done {
+		return code
+	}
+	st, err := daemon.GetStatus(path, daemonHello())
+	if err != nil {
+		return notRunning(err, path)
+	}
+	var w strings.Builder
+	printStatus(&w, st, time.Now())
+	return printHelp(w.String())
+}
+
+// printStatus writes the status as daemon status shows it.
+func printStatus(w io.Writer, st daemon.Status, now time.Time) {
+	conns := "connections"
+	if st.Connections == 1 {
+		conns = "connection"
+	}
+	fmt.Fprintf(w, "daemon pid %d, build %s, up %s, RSS %.1f MiB, %d %s\nsocket %s\n",
+		st.Pid, st.Build, ago(now.Sub(st.Started)), float64(st.RSS)/(1<<20), st.Connections, conns, st.Socket)
+	if len(st.Sessions) == 0 {
+		fmt.Fprintln(w, "no sessions")
+	}
+	for _, s := range st.Sessions {
+		attach := "detached"
+		if s.Attached {
+			attach = "attached"
+		}
+		fmt.Fprintf(w, "%s  %s since %s (%s ago)  %s\n", s.ID, attach, s.Since.Local().Format(time.DateTime), ago(now.Sub(s.Since)), s.Cwd)
+		for _, t := range s.Terminals {
+			where := "background"
+			if t.Foreground {
+				where = "foreground"
+			}
+			if t.Stopping {
+				where += ", stopping"
+			}
+			fmt.Fprintf(w, "  %s  %s  up %s  %s%s\n", t.ID, where, ago(now.Sub(t.Started)), t.Command, pids(t.Pids))
+		}
+		if len(s.Terminals) == 0 {
+			fmt.Fprintln(w, "  no running terminals")
+		}
+		if s.Scheduled > 0 {
+			fmt.Fprintf(w, "  %d scheduled jobs\n", s.Scheduled)
+		}
+	}
+}
+
+func pids(ps []int) string {
+	if len(ps) == 0 {
+		return ""
+	}
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = strconv.Itoa(p)
+	}
+	return "  (pids " + strings.Join(s, " ") + ")"
+}
+
+// ago writes d to the second, or to the tenth of a second under 10 s.
+func ago(d time.Duration) string {
+	if d < 10*time.Second {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+// daemonStop runs shellagent daemon stop.
+func daemonStop(args []string) int {
+	path, code, done := daemonSocket("stop", args)
+	if done {
+		return code
+	}
+	st, hello, err := daemon.Stop(path, daemonHello())
+	if err != nil {
+		return notRunning(err, path)
+	}
+	var w strings.Builder
+	for _, s := range st.Sessions {
+		var terms []string
+		for _, t := range s.Terminals {
+			terms = append(terms, t.ID+" "+t.Command)
+		}
+		if len(terms) == 0 {
+			terms = []string{"nothing was running"}
+		}
+		fmt.Fprintf(&w, "closed %s (%s): %s\n", s.ID, s.Cwd, strings.Join(terms, ", "))
+	}
+	if len(st.Sessions) == 0 {
+		w.WriteString("no sessions were open\n")
+	}
+	if st.Error != "" {
+		fmt.Fprintf(&w, "not everything stopped within its kill grace and was killed: %s\n", st.Error)
+	}
+	if !waitExit(hello.Pid, 10*time.Second) {
+		fmt.Fprintf(os.Stderr, "shellagent: the daemon (pid %d) stopped its sessions but has not exited\n", hello.Pid)
+		printHelp(w.String())
+		return 1
+	}
+	fmt.Fprintf(&w, "daemon pid %d exited\n", hello.Pid)
+	return printHelp(w.String())
+}
+
+// waitExit waits up to d for process pid to exit (to be gone, or a
+// zombie) and reports whether it did.
+func waitExit(pid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return true // gone
+		}
+		if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"shellagent/acp"
+	"shellagent/daemon"
+)
+
+// relayDrain bounds how long the relay, once stdin has ended, reads on
+// for the daemon's answers to what it sent.
+const relayDrain = time.Second
+
+// relay is shellagent --daemon: it connects to the daemon, starting one
+// if none runs, and copies stdin to the daemon and the daemon to stdout,
+// byte for byte, until stdin ends, stdout is closed, a stop signal
+// arrives or the daemon goes away. None of these stops any work: the
+// daemon detaches this connection's sessions.
+func relay(opts agentOptions) int {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, stopSignals...)
+	path, err := daemon.SocketPath(opts.socket)
+	if err != nil {
+		return commandLineError(err)
+	}
+	c, err := daemon.Connect(path, daemonHello(), func(lock *daemon.Lock) (<-chan error, error) {
+		return startDaemon(log, path, opts.daemonArgs, lock)
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "shellagent --daemon: %v\n", err)
+		return 1
+	}
+	if h := c.Daemon; h.Shellagent != daemon.RelayVersion || h.Build != buildName() {
+		c.Close() // Best effort: the daemon closes it too.
+		return refuse(log, path, h)
+	}
+
+	out := newOutput(log, os.Stdout)
+	down := make(chan error, 1)
+	go func() { down <- copyDown(out, c) }()
+	up := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(c.Conn, os.Stdin)
+		up <- err
+	}()
+	select {
+	case err := <-up:
+		if err != nil {
+			log.Info("the daemon went away", "err", err)
+			return 1
+		}
+		// The client is done: tell the daemon, and pass on its answers to
+		// what was sent, for a while.
+		c.Conn.CloseWrite() // Best effort: the exit closes the connection anyway.
+		select {
+		case <-down:
+		case <-out.gone:
+		case <-time.After(relayDrain):
+		}
+		return 0
+	case err := <-down:
+		select {
+		case <-out.gone:
+			return 0
+		default:
+		}
+		log.Info("the daemon closed the connection", "err", err)
+		return 1
+	case <-out.gone:
+		return 0
+	case sig := <-sigs:
+		log.Info("relay stopping; the daemon keeps the sessions", "because", sig.String())
+		return 0
+	}
+}
+
+// copyDown copies what the daemon sends to out: what the hello left
+// buffered, then the rest, through out's Write (which sees a stdout whose
+// reader has gone) with a buffer of a pipe's capacity.
+func copyDown(out io.Writer, c *daemon.Client) error {
+	if n := c.R.Buffered(); n > 0 {
+		b, _ := c.R.Peek(n) // Safe: n bytes are buffered.
+		if _, err := out.Write(b); err != nil {
+			return err
+		}
+	}
+	_, err := io.CopyBuffer(struct{ io.Writer }{out}, struct{ io.Reader }{c.Conn}, make([]byte, 64<<10))
+	return err
+}
+
+// refuse serves the editor when the daemon is of another build: every
+// request is answered with an error that names both builds and the way
+// out, until stdin ends. Nothing is relayed.
+func refuse(log *slog.Logger, path string, d daemon.Hello) int {
+	msg := fmt.Sprintf("the shellagent daemon at %s is build %s (relay protocol %d), this shellagent is build %s (relay protocol %d): "+
+		"stop it with 'shellagent daemon stop' (that stops the commands it runs), then start the agent again",
+		path, d.Build, d.Shellagent, buildName(), daemon.RelayVersion)
+	log.Error(msg)
+	data := map[string]any{"daemonBuild": d.Build, "relayBuild": buildName(), "fix": "shellagent daemon stop"}
+	r := bufio.NewReaderSize(os.Stdin, 64<<10)
+	for {
+		line, err := r.ReadSlice('\n')
+		for errors.Is(err, bufio.ErrBufferFull) { // too long for a request worth answering
+			_, err = r.ReadSlice('\n')
+			line = nil
+		}
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(line, &req) == nil && req.Method != "" && len(req.ID) > 0 && string(req.ID) != "null" {
+			resp, _ := json.Marshal(map[string]any{ // Safe: plain values.
+				"jsonrpc": "2.0", "id": req.ID,
+				"error": map[string]any{"code": acp.CodeInternalError, "message": msg, "data": data},
+			})
+			if _, err := os.Stdout.Write(append(resp, '\n')); err != nil {
+				return 1
+			}
+		}
+		if err != nil {
+			return 1
+		}
+	}
+}
+
+// startDaemon starts shellagent daemon for the socket at path, with args
+// (the relay's own flags), in a session of its own (setsid), its stdin and
+// stdout on /dev/null and its log in daemonLog, holding lock. Where a
+// systemd user manager answers, the daemon runs in a transient scope of
+// its own, so that it outlives the editor's scope. The channel delivers
+// the daemon's end.
+func startDaemon(log *slog.Logger, path string, args []string, lock *daemon.Lock) (<-chan error, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	logPath, err := daemonLog()
+	if err != nil {
+		return nil, err
+	}
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("daemon log: %w", err)
+	}
+	defer logf.Close() // Best effort: the daemon has its own copy.
+	argv := append([]string{exe, "daemon", "--socket", path}, args...)
+	if scoped := inScope(argv); scoped != nil {
+		argv = scoped
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = "/"
+	cmd.Stderr = logf // stdin and stdout: /dev/null
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	lock.HandOver(cmd)
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	log.Info("started the daemon", "pid", cmd.Process.Pid, "socket", path, "log", logPath)
+	exited := make(chan error, 1)
+	go func() {
+		err := cmd.Wait() // reaps it, should it end while the relay runs
+		exited <- fmt.Errorf("%v; its log is %s", err, logPath)
+	}()
+	return exited, nil
+}
+
+// daemonLog returns the path of the log of a daemon started on demand,
+// $XDG_STATE_HOME/shellagent/daemon.log or
+// ~/.local/state/shellagent/daemon.log, creating its directory.
+func daemonLog() (string, error) {
+	dir := os.Getenv("XDG_STATE_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("daemon log: %w", err)
+		}
+		dir = filepath.Join(home, ".local", "state")
+	}
+	dir = filepath.Join(dir, "shellagent")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("daemon log: %w", err)
+	}
+	return filepath.Join(dir, "daemon.log"), nil
+}
+
+// inScope returns argv run by systemd-run in a transient scope of its
+// own, with cgroup delegation so that cgroup containment works inside it,
+// or nil where no systemd user manager answers. systemd-run --scope
+// execs the command itself: the daemon keeps its pid, descriptors and
+// session.
+func inScope(argv []string) []string {
+	run, err := exec.LookPath("systemd-run")
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if exec.CommandContext(ctx, "systemctl", "--user", "show-environment").Run() != nil {
+		return nil
+	}
+	return append([]string{run, "--user", "--scope", "--quiet", "--collect", "--property=Delegate=yes",
+		"--description=shellagent daemon", "--"}, argv...)
+}
