@@ -1,0 +1,716 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"shellagent/protocol/acptest"
+)
+
+// The daemon and its relays, driven as an editor drives them: each test
+// has a socket directory of its own, and a marker in the environment of
+// every relay, which the daemon a relay starts inherits, and with it every
+// command the daemon runs.
+
+// daemonFixture is one test's daemon: where it listens and logs, and the
+// marker that finds its processes.
+type daemonFixture struct {
+	t      *testing.T
+	dir    string // the socket directory, 0700
+	socket string
+	state  string // XDG_STATE_HOME: the daemon's log is state/shellagent/daemon.log
+	marker string
+	cwd    string // the sessions' directory
+	args   []string
+}
+
+// newDaemonFixture prepares a daemon's places; the first relay starts it.
+// The cleanup stops it with daemon stop and checks that no process is
+// left.
+func newDaemonFixture(t *testing.T, args ...string) *daemonFixture {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sa") // short: a socket path has at most 107 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemonFixture{
+		t: t, dir: dir, socket: filepath.Join(dir, "d.sock"), state: t.TempDir(),
+		marker: "SHELLAGENT_TEST=" + rand.Text(), cwd: t.TempDir(),
+		args: append([]string{"--shell", "/bin/sh", "--containment", testMode, "--kill-grace", "500ms"}, args...),
+	}
+	t.Cleanup(func() {
+		d.run(binary, "daemon", "stop", "--socket", d.socket)
+		d.noneLeft(5*time.Second, "the end of the test")
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(d.state, "shellagent", "daemon.log"))
+			t.Logf("daemon log:\n%s", b)
+		}
+		os.RemoveAll(dir)
+	})
+	return d
+}
+
+func (d *daemonFixture) env() []string {
+	return append(os.Environ(), d.marker, noRaceExitDelay, "XDG_STATE_HOME="+d.state)
+}
+
+// run runs the binary bin with args, with the fixture's environment, and
+// returns its stdout, stderr and exit code.
+func (d *daemonFixture) run(bin string, args ...string) (stdout, stderr string, code int) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = d.env()
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	return out.String(), errOut.String(), exitCode(err)
+}
+
+// procs lists the live processes of the fixture: relays, the daemon, and
+// the daemon's commands.
+func (d *daemonFixture) procs() []int { return acptest.ProcessesWith(d.marker) }
+
+// argv1 returns the first argument of process pid, or "".
+func argv1(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	args := strings.Split(string(b), "\x00")
+	if len(args) < 2 {
+		return ""
+	}
+	return args[1]
+}
+
+// daemons lists the live daemon processes of the fixture.
+func (d *daemonFixture) daemons() []int {
+	return slices.DeleteFunc(d.procs(), func(pid int) bool { return argv1(pid) != "daemon" })
+}
+
+// work lists the live processes of the daemon's commands.
+func (d *daemonFixture) work() []int {
+	return slices.DeleteFunc(d.procs(), func(pid int) bool { a := argv1(pid); return a == "daemon" || a == "--daemon" })
+}
+
+// noneLeft checks that, within wait, nothing of list is left, and kills
+// what is.
+func (d *daemonFixture) waitGone(wait time.Duration, what string, list func() []int) {
+	d.t.Helper()
+	deadline := time.Now().Add(wait)
+	left := list()
+	for len(left) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		left = list()
+	}
+	if len(left) > 0 {
+		d.t.Errorf("%d processes left after %s: %v", len(left), what, describe(left))
+		for _, pid := range left {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+func (d *daemonFixture) noneLeft(wait time.Duration, after string) { d.waitGone(wait, after, d.procs) }
+
+// waitLog waits until the daemon's log holds s.
+func (d *daemonFixture) waitLog(s string) {
+	d.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(d.state, "shellagent", "daemon.log"))
+		if bytes.Contains(b, []byte(s)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			d.t.Errorf("the daemon's log does not say %q", s)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// relayProc is one shellagent --daemon, as an editor starts it: in a process
+// group of its own (an SSH session's), its stdout a pipe whose reading end
+// the test holds.
+type relayProc struct {
+	t      *testing.T
+	c      *acptest.Client
+	cmd    *exec.Cmd
+	stdout *os.File
+	done   chan struct{} // closed once it has exited
+	err    error         // its exit, once done
+}
+
+// relay starts a relay with the fixture's flags and initializes it in v2
+// (in v1 with acptest.WithProtocolV1).
+func (d *daemonFixture) relay(opts ...acptest.Option) *relayProc {
+	r := d.startRelay(binary, opts...)
+	r.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	return r
+}
+
+// startRelay starts the relay bin, uninitialized.
+func (d *daemonFixture) startRelay(bin string, opts ...acptest.Option) *relayProc {
+	t := d.t
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"--daemon", "--socket", d.socket}, d.args...)...)
+	cmd.Env = d.env()
+	cmd.Stderr = testWriter{t}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	r := &relayProc{t: t, cmd: cmd, stdout: pr, done: make(chan struct{})}
+	go func() {
+		r.err = cmd.Wait()
+		close(r.done)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill() // Best effort: it may be gone.
+		<-r.done
+	})
+	r.c = acptest.New(t, pr, stdin, opts...)
+	return r
+}
+
+// exited waits for the relay to exit and returns its exit code.
+func (r *relayProc) exited() int {
+	r.t.Helper()
+	select {
+	case <-r.done:
+	case <-time.After(10 * time.Second):
+		r.t.Fatalf("the relay did not exit")
+	}
+	if ee, ok := r.err.(*exec.ExitError); ok && !ee.Exited() {
+		return -1 // killed
+	}
+	return exitCode(r.err)
+}
+
+func (r *relayProc) session(cwd string) string {
+	r.t.Helper()
+	var res struct {
+		SessionID string `json:"sessionId"`
+	}
+	r.c.MustCall("session/new", map[string]any{"cwd": cwd}, &res)
+	return res.SessionID
+}
+
+func (r *relayProc) prompt(sid, line string) {
+	r.t.Helper()
+	if _, err := r.c.Call("session/prompt", map[string]any{"sessionId": sid, "prompt": []map[string]string{{"type": "text", "text": line}}}); err != nil {
+		r.t.Fatalf("prompt %q: %v", line, err)
+	}
+}
+
+// counter prints "line N" every 100 ms.
+const counter = "/bg i=0; while :; do i=$((i+1)); echo line $i; sleep 0.1; done"
+
+// counted reads a counter's output: how many lines it holds, all of them
+// complete and in order from "line 1". A counter whose start the ring
+// lost is not counted (-1).
+func counted(out []byte) int {
+	lines := strings.Split(string(out), "\r\n")
+	lines = lines[:len(lines)-1] // the part after the last line break
+	for i, l := range lines {
+		if l != "line "+strconv.Itoa(i+1) {
+			return -1
+		}
+	}
+	return len(lines)
+}
+
+// waitLines waits until the client has at least n lines of the counter in
+// terminal term and returns how many it has.
+func (r *relayProc) waitLines(sid, term string, n int) int {
+	r.t.Helper()
+	var got int
+	r.c.WaitFor(fmt.Sprintf("%s: %d lines", term, n), func(*acptest.Msg) bool {
+		got = counted(r.c.Output(sid, term))
+		return got >= n
+	})
+	return got
+}
+
+// exitSignal waits for the exitStatus of term and returns its signal.
+func (r *relayProc) exitSignal(sid, term string) any {
+	r.t.Helper()
+	m := r.c.WaitFor(term+" exitStatus", func(m *acptest.Msg) bool {
+		return m.SessionID == sid && m.TerminalID() == term && m.ExitStatus() != nil
+	})
+	return m.ExitStatus()["signal"]
+}
+
+// listed reports whether session/list on r lists sid with cwd.
+func (r *relayProc) listed(sid, cwd string) bool {
+	r.t.Helper()
+	var list struct {
+		Sessions []struct{ SessionID, Cwd string }
+	}
+	r.c.MustCall("session/list", map[string]any{}, &list)
+	return slices.ContainsFunc(list.Sessions, func(s struct{ SessionID, Cwd string }) bool { return s.SessionID == sid && s.Cwd == cwd })
+}
+
+// Whatever ends the relay, as an editor's end would, the daemon keeps its
+// work: a counter started through one relay runs on, and the next relay
+// resumes it with the same terminal id, the lines printed before and
+// during the gap, then live output; /stop, terminal/cancel and
+// session/close work on it, and nothing is left behind.
+func TestDaemonKeepsWorkWhenTheRelayEnds(t *testing.T) {
+	t.Parallel()
+	ends := []struct {
+		name string
+		end  func(r *relayProc)
+		code int // the relay's exit code; -1: killed
+	}{
+		{"SIGKILL (an editor crash)", func(r *relayProc) { r.cmd.Process.Kill() }, -1},
+		{"SIGHUP to its process group (an SSH hang-up)", func(r *relayProc) { syscall.Kill(-r.cmd.Process.Pid, syscall.SIGHUP) }, 0},
+		{"closed stdout", func(r *relayProc) { r.stdout.Close() }, 0},
+		{"stdin EOF", func(r *relayProc) { r.c.Close() }, 0},
+	}
+	for _, tt := range ends {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := newDaemonFixture(t)
+			a := d.relay()
+			sid := a.session(d.cwd)
+			a.prompt(sid, counter)
+			seen := a.waitLines(sid, "term_1", 3)
+			tt.end(a)
+			if code := a.exited(); code != tt.code {
+				t.Errorf("the relay exited with %d, want %d", code, tt.code)
+			}
+			time.Sleep(500 * time.Millisecond) // the gap: the counter prints to no one
+
+			b := d.relay()
+			if !b.listed(sid, d.cwd) {
+				t.Fatalf("session/list on the next relay does not list %s", sid)
+			}
+			b.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": d.cwd, "replayFrom": map[string]string{"type": "start"}}, nil)
+			replayed := counted(b.c.Output(sid, "term_1"))
+			if replayed < seen+3 {
+				t.Errorf("the replay of term_1 holds %d lines; the first relay had seen %d, and the gap lasted 0.5 s", replayed, seen)
+			}
+			live := b.waitLines(sid, "term_1", replayed+3)
+			t.Logf("the first relay saw %d lines; the replay held %d, then %d came live", seen, replayed, live-replayed)
+
+			b.prompt(sid, "/bg sleep 300")
+			b.prompt(sid, "/stop term_1")
+			if sig := b.exitSignal(sid, "term_1"); sig != "SIGTERM" {
+				t.Errorf("/stop term_1: signal %v", sig)
+			}
+			b.c.MustCall("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_2"}, nil)
+			if sig := b.exitSignal(sid, "term_2"); sig != "SIGTERM" {
+				t.Errorf("terminal/cancel term_2: signal %v", sig)
+			}
+			b.c.MustCall("session/close", map[string]string{"sessionId": sid}, nil)
+			d.waitGone(2*time.Second, "session/close", d.work)
+			b.c.Check()
+		})
+	}
+}
+
+// Eight relays started at once, with no daemon running, give one daemon,
+// and each of them is served.
+func TestDaemonOneForManyRelays(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	relays := make([]*relayProc, 8)
+	for i := range relays {
+		relays[i] = d.startRelay(binary)
+	}
+	for _, r := range relays {
+		r.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	}
+	if ds := d.daemons(); len(ds) != 1 {
+		t.Errorf("%d daemons run: %v", len(ds), describe(ds))
+	}
+	b, _ := os.ReadFile(filepath.Join(d.state, "shellagent", "daemon.log"))
+	if n := bytes.Count(b, []byte(`msg="daemon serving"`)); n != 1 {
+		t.Errorf("%d daemons started", n)
+	}
+}
+
+// A daemon killed with SIGKILL leaves its socket file and its commands;
+// the next relay replaces the socket with a new daemon's, whose start
+// sweeps the commands, and which lists none of the dead daemon's sessions.
+func TestDaemonStaleSocketIsReplaced(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	a := d.relay()
+	sid := a.session(d.cwd)
+	a.prompt(sid, "/bg setsid sh -c 'sleep 300' & echo ready; sleep 300")
+	a.c.WaitFor("ready", func(*acptest.Msg) bool { return strings.Contains(string(a.c.Output(sid, "term_1")), "ready") })
+	dead := d.daemons()
+	if len(dead) != 1 {
+		t.Fatalf("%d daemons", len(dead))
+	}
+	syscall.Kill(dead[0], syscall.SIGKILL)
+	if a.exited() != 1 {
+		t.Errorf("the relay whose daemon died did not exit 1")
+	}
+	d.waitGone(5*time.Second, "SIGKILL", d.daemons)
+	left := d.work()
+	if len(left) < 2 {
+		t.Fatalf("the dead daemon's commands are gone already (%v): nothing to sweep", left)
+	}
+	if fi, err := os.Lstat(d.socket); err != nil || fi.Mode().Type() != os.ModeSocket {
+		t.Fatalf("no stale socket to replace: %v", err)
+	}
+
+	b := d.relay()
+	if b.listed(sid, d.cwd) {
+		t.Errorf("the new daemon lists the dead daemon's session")
+	}
+	d.waitGone(5*time.Second, "the next daemon's start", func() []int {
+		return slices.DeleteFunc(d.work(), func(pid int) bool { return !slices.Contains(left, pid) })
+	})
+	d.waitLog("swept what dead agents left")
+	sid = b.session(d.cwd)
+	b.prompt(sid, "echo served")
+	b.c.WaitFor("served", func(*acptest.Msg) bool { return strings.Contains(string(b.c.Output(sid, "term_1")), "served") })
+}
+
+// A socket directory that another user could reach or replace is refused,
+// by the daemon and by the relay, with a message that says why.
+func TestDaemonRefusesAnUnsafeSocketDirectory(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	open := filepath.Join(base, "open")
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(open, 0o755) // past the umask
+	private := filepath.Join(base, "private")
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(private, link); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ dir, says string }{
+		{open, "has mode 0755"},
+		{link, "is a symlink"},
+	}
+	if os.Geteuid() == 0 {
+		other := filepath.Join(base, "other")
+		if err := os.Mkdir(other, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(other, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		tests = append(tests, struct{ dir, says string }{other, "owned by uid 65534"})
+	} else {
+		t.Log("not root: the directory owned by another user is not tried")
+	}
+	d := &daemonFixture{t: t, state: t.TempDir(), marker: "SHELLAGENT_TEST=" + rand.Text()}
+	for _, tt := range tests {
+		socket := filepath.Join(tt.dir, "d.sock")
+		for _, args := range [][]string{{"daemon", "--socket", socket}, {"--daemon", "--socket", socket}} {
+			_, stderr, code := d.run(binary, args...)
+			if code != 1 || !strings.Contains(stderr, tt.says) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+				t.Errorf("shellagent %s: exit %d, stderr %q; want 1 and one line that says %q", strings.Join(args, " "), code, stderr, tt.says)
+			}
+		}
+		if _, err := os.Lstat(socket); err == nil {
+			t.Errorf("%s was created", socket)
+		}
+	}
+	d.noneLeft(time.Second, "refusals")
+}
+
+// connectEnv makes the test binary a bare client of the daemon socket it
+// names (connectAndRead), for a test that connects as another user.
+const connectEnv = "SHELLAGENT_TEST_CONNECT"
+
+// connectAndRead connects to socket, says hello as a relay would, and
+// prints what came back: "closed" when the daemon closed the connection
+// without a byte. The exit code is 0 for closed, 1 for an answer, 2 when
+// it could not connect.
+func connectAndRead(socket string) int {
+	nc, err := net.Dial("unix", socket)
+	if err != nil {
+		fmt.Println("connect:", err)
+		return 2
+	}
+	fmt.Fprintf(nc, `{"shellagent":1,"build":"test","pid":%d,"want":"status"}`+"\n", os.Getpid())
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b, err := io.ReadAll(nc)
+	if len(b) == 0 && (err == nil || errors.Is(err, syscall.ECONNRESET)) {
+		fmt.Println("closed")
+		return 0
+	}
+	fmt.Printf("answered %q (%v)\n", b, err)
+	return 1
+}
+
+// asUser makes cmd run as uid and gid, able to read and search any
+// directory (CAP_DAC_OVERRIDE), so that only the daemon's peer check
+// stands between it and the socket.
+func asUser(cmd *exec.Cmd, uid, gid uint32) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential:  &syscall.Credential{Uid: uid, Gid: gid},
+		AmbientCaps: []uintptr{unix.CAP_DAC_OVERRIDE},
+	}
+}
+
+// A connection from another uid is closed before a byte is exchanged, and
+// logged: a client of another user, and root connecting to a daemon of
+// another user (root is not exempt).
+func TestDaemonRefusesOtherUsers(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("connecting as another user needs root")
+	}
+	// The binaries, where another user can run them: the exec happens
+	// before the capabilities take effect.
+	bin, err := os.MkdirTemp("", "sa-bin")
+	if err == nil {
+		err = os.Chmod(bin, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(bin) })
+	testExe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, agent := filepath.Join(bin, "client"), filepath.Join(bin, "shellagent")
+	copyFile(t, testExe, client)
+	copyFile(t, binary, agent)
+	connect := func(t *testing.T, socket string, as *[2]uint32) string {
+		t.Helper()
+		cmd := exec.Command(client)
+		cmd.Env = append(os.Environ(), connectEnv+"="+socket)
+		if as != nil {
+			asUser(cmd, as[0], as[1])
+		}
+		out, err := cmd.Output()
+		if code := exitCode(err); code != 0 || strings.TrimSpace(string(out)) != "closed" {
+			t.Errorf("connecting as %v: exit %d, %q; want the connection closed at once", as, code, out)
+		}
+		return string(out)
+	}
+
+	t.Run("a client of another user", func(t *testing.T) {
+		t.Parallel()
+		d := newDaemonFixture(t)
+		d.relay() // starts the daemon
+		connect(t, d.socket, &[2]uint32{65534, 65534})
+		d.waitLog(`msg="refused a connection from another user"`)
+		d.waitLog(`uid=65534`)
+	})
+	t.Run("root, to a daemon of another user", func(t *testing.T) {
+		t.Parallel()
+		dir, err := os.MkdirTemp("", "sa")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		if err := os.Chown(dir, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		socket := filepath.Join(dir, "d.sock")
+		var log syncBuffer
+		cmd := exec.Command(agent, "daemon", "--socket", socket, "--shell", "/bin/sh", "--containment", "subreaper")
+		cmd.Env = append(os.Environ(), noRaceExitDelay)
+		cmd.Stderr = &log
+		asUser(cmd, 65534, 65534)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			cmd.Wait()
+			t.Logf("the other user's daemon:\n%s", log.String())
+		}()
+		waitFor(t, "the daemon to listen", func() bool { return strings.Contains(log.String(), "daemon serving") })
+		connect(t, socket, nil)
+		waitFor(t, "the refusal in the log", func() bool {
+			return strings.Contains(log.String(), `msg="refused a connection from another user"`) && strings.Contains(log.String(), "uid=0")
+		})
+	})
+}
+
+// copyFile copies the executable src to dst.
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err == nil {
+		err = os.WriteFile(dst, b, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer that a process's output copier writes while
+// the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// v1Relay is a relay initialized in ACP v1, with the terminal output
+// capability, as today's editors are.
+func (d *daemonFixture) v1Relay() (*relayProc, *v1Agent) {
+	r := d.startRelay(binary, acptest.WithProtocolV1())
+	caps := map[string]any{"fs": map[string]bool{"readTextFile": false, "writeTextFile": false}, "terminal": false, "_meta": map[string]any{"terminal_output": true}}
+	r.c.MustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": caps, "clientInfo": map[string]string{"name": "v1test", "version": "1"}}, nil)
+	return r, &v1Agent{agent: &agent{t: d.t, c: r.c, cmd: r.cmd, marker: d.marker, cwd: d.cwd}, meta: true}
+}
+
+// A v1 client reattaches as a v2 one does: session/list on a new relay
+// lists the session, session/resume brings its terminal back (a
+// replacement of the output, then live), and /stop works on it.
+// (session/load, v1's way to restore a thread, is not served yet.)
+func TestDaemonV1Reattach(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	ra, a := d.v1Relay()
+	sid := a.session()
+	a.turn(sid, counter, "end_turn")
+	a.c.WaitFor("3 lines", func(*acptest.Msg) bool { return strings.Contains(string(a.c.Output(sid, "term_1")), "line 3\r\n") })
+	ra.cmd.Process.Kill()
+	seen := counted(a.c.Output(sid, "term_1"))
+	ra.exited()
+	time.Sleep(300 * time.Millisecond)
+
+	_, b := d.v1Relay()
+	var list struct {
+		Sessions []struct{ SessionID, Cwd string }
+	}
+	b.c.MustCall("session/list", map[string]any{}, &list)
+	if len(list.Sessions) != 1 || list.Sessions[0].SessionID != sid || list.Sessions[0].Cwd != d.cwd {
+		t.Fatalf("session/list on the next relay: %+v", list.Sessions)
+	}
+	resp := b.c.Wait(b.c.Send("session/resume", map[string]any{"sessionId": sid, "cwd": d.cwd, "mcpServers": []any{}}))
+	if resp.Error != nil {
+		t.Fatalf("session/resume: %v", resp.Error)
+	}
+	// A client that had nothing of the terminal gets the ring as it is,
+	// from line 1, then live output.
+	var replayed int
+	b.c.WaitFor("the ring", func(*acptest.Msg) bool {
+		replayed = counted(b.c.Output(sid, "term_1"))
+		return replayed >= seen+2 // and the lines of the gap
+	})
+	b.c.WaitFor("live lines", func(*acptest.Msg) bool { return counted(b.c.Output(sid, "term_1")) >= replayed+3 })
+	b.turn(sid, "/stop term_1", "end_turn")
+	b.final(resp, "call_1")
+	b.c.MustCall("session/close", map[string]string{"sessionId": sid}, nil)
+	d.waitGone(2*time.Second, "session/close", d.work)
+	b.c.Check()
+}
+
+// daemon status shows each session, attached or detached and since when,
+// its running terminals with their pids, and the daemon's memory; daemon
+// stop closes every session with its kill grace, says what it stopped,
+// and returns once the daemon has exited, leaving no process. Both exit 1
+// with one line when no daemon runs.
+func TestDaemonStatusAndStop(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	for _, cmd := range []string{"status", "stop"} {
+		_, stderr, code := d.run(binary, "daemon", cmd, "--socket", d.socket)
+		if want := "shellagent: no daemon is running at " + d.socket + "\n"; code != 1 || stderr != want {
+			t.Errorf("daemon %s without a daemon: exit %d, %q; want 1, %q", cmd, code, stderr, want)
+		}
+	}
+	a := d.relay()
+	gone := a.session(d.cwd)
+	a.prompt(gone, "/bg trap '' TERM; echo ready; sleep 300")
+	a.c.WaitFor("ready", func(*acptest.Msg) bool { return strings.Contains(string(a.c.Output(gone, "term_1")), "ready") })
+	a.c.Close()
+	b := d.relay()
+	here := b.session(d.cwd)
+	b.prompt(here, "/bg setsid sh -c 'sleep 300' & sleep 300")
+
+	stdout, stderr, code := d.run(binary, "daemon", "status", "--socket", d.socket)
+	t.Logf("daemon status:\n%s", stdout)
+	for _, want := range []string{
+		"socket " + d.socket, "RSS ", "1 connection",
+		gone + "  detached since ", here + "  attached since ",
+		"term_1  background  up ", "trap '' TERM; echo ready; sleep 300  (pids ",
+	} {
+		if code != 0 || !strings.Contains(stdout, want) {
+			t.Errorf("daemon status: exit %d, stderr %q; no %q in its output", code, stderr, want)
+		}
+	}
+
+	start := time.Now()
+	stdout, stderr, code = d.run(binary, "daemon", "stop", "--socket", d.socket)
+	took := time.Since(start)
+	t.Logf("daemon stop (%v):\n%s", took, stdout)
+	for _, want := range []string{
+		"closed " + gone + " (" + d.cwd + "): term_1 trap '' TERM; echo ready; sleep 300\n",
+		"closed " + here + " (" + d.cwd + "): term_1 setsid sh -c 'sleep 300' & sleep 300\n",
+		" exited\n",
+	} {
+		if code != 0 || !strings.Contains(stdout, want) {
+			t.Errorf("daemon stop: exit %d, stderr %q; no %q in its output", code, stderr, want)
+		}
+	}
+	if took < 500*time.Millisecond {
+		t.Errorf("daemon stop took %v: the command that ignores SIGTERM had a kill grace of 500ms", took)
+	}
+	if sig := b.exitSignal(here, "term_1"); sig != "SIGTERM" {
+		t.Errorf("the attached relay saw term_1 end with %v", sig)
+	}
+	if code := b.exited(); code != 1 {
+		t.Errorf("the relay exited %d when the daemon stopped, want 1", code)
+	}
+	if left := d.procs(); len(left) > 0 {
+		t.Errorf("daemon stop returned with processes left: %v", describe(left))
+	}
+}
