@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -712,5 +715,279 @@ func TestDaemonStatusAndStop(t *testing.T) {
 	}
 	if left := d.procs(); len(left) > 0 {
 		t.Errorf("daemon stop returned with processes left: %v", describe(left))
+	}
+}
+
+// A command that waits for permission when its relay goes away is refused
+// (no one is left to ask), and the next relay sees it so.
+func TestDaemonDetachRefusesAWaitingPermission(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	a := d.relay()
+	sid := a.session(d.cwd)
+	a.c.MustCall("session/set_config_option", map[string]any{"sessionId": sid, "configId": "permission", "type": "id", "value": "ask"}, nil)
+	a.prompt(sid, "echo never")
+	a.c.WaitFor("the permission request", func(m *acptest.Msg) bool { return m.Method == "session/request_permission" })
+	a.cmd.Process.Kill()
+	a.exited()
+
+	b := d.relay()
+	b.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": d.cwd, "replayFrom": map[string]string{"type": "start"}}, nil)
+	m := b.c.WaitFor("call_1 final", func(m *acptest.Msg) bool { return m.ToolCallID() == "call_1" && m.Status() != "" })
+	if m.Status() != "failed" || !strings.Contains(m.Text(), "Not run") {
+		t.Errorf("the command that waited for permission: %s", m.Raw)
+	}
+	if out := b.c.Output(sid, "term_1"); len(out) > 0 {
+		t.Errorf("it ran: %q", out)
+	}
+	b.c.MustCall("session/close", map[string]string{"sessionId": sid}, nil)
+	b.c.Check()
+}
+
+// --detached-ttl closes a detached session once its work has ended and
+// the TTL has passed; --idle-exit then ends the daemon, once it has had no
+// session and no connection for that long.
+func TestDaemonDetachedTTLAndIdleExit(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t, "--detached-ttl", "1s", "--idle-exit", "2s")
+	a := d.relay()
+	sid := a.session(d.cwd)
+	a.prompt(sid, "/bg sleep 1.5")
+	a.c.Close()
+	detached := time.Now()
+	daemons := d.daemons()
+	if len(daemons) != 1 {
+		t.Fatalf("%d daemons", len(daemons))
+	}
+	sessions := func() string {
+		stdout, _, _ := d.run(binary, "daemon", "status", "--socket", d.socket)
+		return stdout
+	}
+	time.Sleep(time.Second)
+	if st := sessions(); !strings.Contains(st, sid) {
+		t.Fatalf("after 1 s detached, with its command running, the session is gone:\n%s", st)
+	}
+	waitFor(t, "the TTL to close the session", func() bool { return !strings.Contains(sessions(), sid) })
+	closed := time.Now()
+	if took := closed.Sub(detached); took < 2500*time.Millisecond-200*time.Millisecond {
+		t.Errorf("the session closed %v after it was detached; its command ran 1.5 s, then the TTL is 1 s", took)
+	}
+	d.waitGone(10*time.Second, "--idle-exit", d.daemons)
+	if took := time.Since(closed); took < 2*time.Second-200*time.Millisecond || took > 6*time.Second {
+		t.Errorf("the daemon exited %v after its last session closed, with --idle-exit 2s", took)
+	}
+	d.waitLog(`msg="exiting: no session and no connection"`)
+	if _, err := os.Lstat(d.socket); err == nil {
+		t.Errorf("the socket file outlived the daemon")
+	}
+}
+
+// daemonConn is a bare connection to the daemon's socket past the hellos,
+// read by the strict client: what a relay would copy.
+func (d *daemonFixture) daemonConn() *acptest.Client {
+	d.t.Helper()
+	nc, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: d.socket, Net: "unix"})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	r := bufio.NewReader(nc)
+	line, err := r.ReadBytes('\n')
+	var hello struct{ Build string }
+	if err != nil || json.Unmarshal(line, &hello) != nil {
+		d.t.Fatalf("the daemon's hello: %q, %v", line, err)
+	}
+	fmt.Fprintf(nc, `{"shellagent":1,"build":%q,"pid":%d}`+"\n", hello.Build, os.Getpid())
+	c := acptest.New(d.t, r, halfCloser{nc})
+	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	return c
+}
+
+// halfCloser's Close ends only what the client writes, as a relay's stdin
+// EOF does; the daemon closes the rest.
+type halfCloser struct{ *net.UnixConn }
+
+func (h halfCloser) Close() error { return h.CloseWrite() }
+
+// fdCount counts the open descriptors of process pid.
+func fdCount(t *testing.T, pid int) int {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// 20 sessions, each with a live terminal, detached and reattached 50
+// times each: the daemon's memory and descriptors stay flat.
+func TestDaemonReattachKeepsMemoryFlat(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("1,000 reattachments")
+	}
+	const sessions, rounds, warmup = 20, 50, 10
+	d := newDaemonFixture(t, "--scrollback", "64KiB")
+	a := d.startRelay(plainBinary) // the daemon without the race detector: its memory is the figure
+	a.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	var sids []string
+	for range sessions {
+		sid := a.session(d.cwd)
+		a.prompt(sid, "/bg i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.2; done")
+		sids = append(sids, sid)
+	}
+	a.c.Close()
+	pid := d.daemons()[0]
+	var rss0, fds0 int
+	for round := range rounds {
+		c := d.daemonConn()
+		for i, sid := range sids {
+			params := map[string]any{"sessionId": sid, "cwd": d.cwd}
+			if (round+i)%2 == 0 {
+				params["replayFrom"] = map[string]string{"type": "start"}
+			}
+			c.MustCall("session/resume", params, nil)
+		}
+		c.WaitFor("live output", func(m *acptest.Msg) bool { return m.Kind == "terminal_output_chunk" })
+		c.Close()
+		if round == rounds-1 {
+			c.Check()
+		}
+		if round == warmup-1 {
+			rss0, fds0 = rss(t, pid), fdCount(t, pid)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the last connection's end
+	rss1, fds1 := rss(t, pid), fdCount(t, pid)
+	t.Logf("after %d reattachments: RSS %d KiB, %d fds; after %d: RSS %d KiB, %d fds", warmup*sessions, rss0>>10, fds0, rounds*sessions, rss1>>10, fds1)
+	if rss1-rss0 > 8<<20 {
+		t.Errorf("the daemon's RSS grew by %d KiB over %d reattachments", (rss1-rss0)>>10, (rounds-warmup)*sessions)
+	}
+	if fds1 > fds0+2 {
+		t.Errorf("the daemon's descriptors went from %d to %d", fds0, fds1)
+	}
+	if st := d.daemons(); len(st) != 1 {
+		t.Fatalf("daemons: %v", st)
+	}
+	b := d.startRelay(plainBinary)
+	b.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	for _, sid := range sids {
+		b.c.MustCall("session/close", map[string]string{"sessionId": sid}, nil)
+	}
+	d.waitGone(2*time.Second, "session/close", d.work)
+}
+
+// Under systemd socket activation (shellagent.socket), the daemon serves
+// the listening socket it is passed as descriptor 3 when LISTEN_PID is its
+// pid; relays connect to it and start no daemon of their own.
+func TestDaemonSocketActivation(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: d.socket, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false) // the daemon owns it now, as it would systemd's
+	f, err := l.File()
+	l.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// $$ is the pid the daemon will have: sh execs it.
+	cmd := exec.Command("/bin/sh", append([]string{"-c", `export LISTEN_PID=$$ LISTEN_FDS=1; exec "$@"`, "sh", binary, "daemon", "--socket", d.socket}, d.args...)...)
+	cmd.Env = d.env()
+	cmd.ExtraFiles = []*os.File{f}
+	var log syncBuffer
+	cmd.Stderr = &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	t.Cleanup(func() {
+		d.run(binary, "daemon", "stop", "--socket", d.socket)
+		waitExited(t, cmd)
+		t.Logf("the activated daemon:\n%s", log.String())
+	})
+	waitFor(t, "the daemon to serve", func() bool { return strings.Contains(log.String(), "daemon serving") })
+	if !strings.Contains(log.String(), "activated=true") {
+		t.Errorf("the daemon did not take the socket it was passed")
+	}
+	r := d.relay()
+	sid := r.session(d.cwd)
+	r.prompt(sid, "echo activated")
+	r.c.WaitFor("output", func(*acptest.Msg) bool { return strings.Contains(string(r.c.Output(sid, "term_1")), "activated") })
+	if ds := d.daemons(); len(ds) != 1 || ds[0] != cmd.Process.Pid {
+		t.Errorf("daemons %v, want only the activated one (%d)", ds, cmd.Process.Pid)
+	}
+	if _, err := os.Stat(filepath.Join(d.state, "shellagent", "daemon.log")); err == nil {
+		t.Errorf("a relay started a daemon of its own")
+	}
+}
+
+// waitExited waits for cmd, started by the test, to exit, and kills it
+// after 10 s.
+func waitExited(t *testing.T, cmd *exec.Cmd) {
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Errorf("%s did not exit; killing it", cmd.Path)
+		cmd.Process.Kill()
+		<-done
+	}
+}
+
+// otherBuild returns a shellagent binary of another build than binary.
+func otherBuild(t *testing.T) string {
+	if raceEnabled {
+		return plainBinary
+	}
+	other := filepath.Join(filepath.Dir(plainBinary), "shellagent-other")
+	if _, err := os.Stat(other); err != nil {
+		build(other, "-ldflags=-s") // no symbol table: another binary, another build id
+	}
+	return other
+}
+
+// A relay that finds a daemon of another build refuses every request with
+// an error that names both builds and the way out, and relays nothing;
+// daemon stop, of either build, stops the old daemon.
+func TestDaemonOfAnotherBuildIsRefused(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	old := exec.Command(otherBuild(t), append([]string{"daemon", "--socket", d.socket}, d.args...)...)
+	old.Env = d.env()
+	var log syncBuffer
+	old.Stderr = &log
+	if err := old.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { waitExited(t, old) })
+	waitFor(t, "the old daemon to serve", func() bool { return strings.Contains(log.String(), "daemon serving") })
+
+	r := d.startRelay(binary)
+	builds := regexp.MustCompile(`is build (\S+ \([^)]*\))`)
+	for _, method := range []string{"initialize", "session/new"} {
+		_, err := r.c.Call(method, map[string]any{"protocolVersion": 2, "cwd": d.cwd})
+		if err == nil {
+			t.Fatalf("%s through the relay was served by a daemon of another build", method)
+		}
+		m := builds.FindAllStringSubmatch(err.Message, -1)
+		if err.Code != -32603 || len(m) != 2 || m[0][1] == m[1][1] || !strings.Contains(err.Message, "shellagent daemon stop") {
+			t.Errorf("%s: %v; want -32603 naming two builds and 'shellagent daemon stop'", method, err)
+		}
+	}
+	r.c.Close()
+	if code := r.exited(); code != 1 {
+		t.Errorf("the refusing relay exited %d, want 1", code)
+	}
+	if !strings.Contains(log.String(), "refused a client of another build") {
+		t.Errorf("the old daemon did not log the refusal")
+	}
+	stdout, stderr, code := d.run(binary, "daemon", "stop", "--socket", d.socket)
+	if code != 0 || !strings.Contains(stdout, "exited") {
+		t.Errorf("daemon stop of another build's daemon: exit %d, %q, %q", code, stdout, stderr)
 	}
 }

@@ -91,6 +91,10 @@ func agentCommandLine(args []string) (opts agentOptions, code int, done bool) {
 	opts.define(fs)
 	fs.BoolVar(&opts.relay, "daemon", false, "relay to the shellagent daemon, starting it if none runs, so that commands outlive this process (also $"+daemonEnv+"=1)")
 	fs.StringVar(&opts.socket, "socket", "", "with --daemon: the daemon's socket `PATH` (default $"+daemon.SocketEnv+", else $XDG_RUNTIME_DIR/shellagent/daemon.sock, else /tmp/shellagent-UID/daemon.sock)")
+	// Flags of the daemon itself, for the daemon a relay starts.
+	ttl, idle := defaultDetachedTTL, defaultIdleExit
+	fs.Var(&durationFlag{p: &ttl, zero: true}, "detached-ttl", "with --daemon: the daemon it starts closes a session that has had no connection and nothing running for `DURATION`; 0 = never")
+	fs.Var(&durationFlag{p: &idle, zero: true}, "idle-exit", "with --daemon: the daemon it starts exits once there has been no session and no connection for `DURATION`; 0 = never")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if _, err := parseFlags(fs, args, false); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -108,14 +112,25 @@ func agentCommandLine(args []string) (opts agentOptions, code int, done bool) {
 		}
 		opts.relay = relay
 	}
-	if opts.socket != "" && !opts.relay {
-		return opts, commandLineError(usageErrorf("--socket is for --daemon (or shellagent daemon)")), true
-	}
+	var misplaced error
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name != "daemon" && f.Name != "socket" {
+		switch f.Name {
+		case "daemon":
+		case "socket", "detached-ttl", "idle-exit":
+			if !opts.relay && misplaced == nil {
+				misplaced = usageErrorf("--%s is for --daemon (or shellagent daemon)", f.Name)
+			}
+			if f.Name == "socket" {
+				break // the daemon gets the path as the relay resolves it
+			}
+			fallthrough
+		default:
 			opts.daemonArgs = append(opts.daemonArgs, "--"+f.Name+"="+f.Value.String())
 		}
 	})
+	if misplaced != nil {
+		return opts, commandLineError(misplaced), true
+	}
 	shell, err := checkShell(opts.shell)
 	if err != nil {
 		return opts, commandLineError(err), true
