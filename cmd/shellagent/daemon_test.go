@@ -991,3 +991,61 @@ func TestDaemonOfAnotherBuildIsRefused(t *testing.T) {
 		t.Errorf("daemon stop of another build's daemon: exit %d, %q, %q", code, stdout, stderr)
 	}
 }
+
+// The systemd user units in contrib/systemd parse without a warning, and
+// the socket unit listens where the daemon looks by default, with the
+// modes the daemon requires.
+func TestSystemdUnits(t *testing.T) {
+	t.Parallel()
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("no systemd-analyze here")
+	}
+	dir := t.TempDir()
+	units := map[string]string{}
+	for _, name := range []string{"shellagent.socket", "shellagent.service"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "contrib", "systemd", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		units[name] = string(b)
+		// verify wants the command to exist.
+		b = bytes.ReplaceAll(b, []byte("/usr/local/bin/shellagent"), []byte(binary))
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime := t.TempDir()
+	cmd := exec.Command(analyze, "verify", "--user", filepath.Join(dir, "shellagent.socket"), filepath.Join(dir, "shellagent.service"))
+	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+runtime)
+	if out, err := cmd.CombinedOutput(); err != nil || len(out) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+	sock := units["shellagent.socket"]
+	for _, line := range []string{"ListenStream=%t/shellagent/daemon.sock", "SocketMode=0600", "DirectoryMode=0700"} {
+		if !strings.Contains(sock, "\n"+line+"\n") {
+			t.Errorf("shellagent.socket has no %q", line)
+		}
+	}
+	// %t is $XDG_RUNTIME_DIR: the daemon, given no --socket, listens there.
+	d := &daemonFixture{t: t, marker: "SHELLAGENT_TEST=" + rand.Text(), state: t.TempDir()}
+	env := append(slices.DeleteFunc(d.env(), func(kv string) bool { return strings.HasPrefix(kv, "SHELLAGENT_SOCKET=") }), "XDG_RUNTIME_DIR="+runtime)
+	daemon := exec.Command(binary, "daemon", "--shell", "/bin/sh")
+	daemon.Env = env
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the socket in $XDG_RUNTIME_DIR", func() bool {
+		fi, err := os.Stat(filepath.Join(runtime, "shellagent", "daemon.sock"))
+		return err == nil && fi.Mode().Type() == os.ModeSocket && fi.Mode().Perm() == 0o600
+	})
+	stop := exec.Command(binary, "daemon", "stop")
+	stop.Env = env
+	if out, err := stop.CombinedOutput(); err != nil {
+		t.Errorf("daemon stop: %v\n%s", err, out)
+	}
+	waitExited(t, daemon)
+	if !strings.Contains(units["shellagent.service"], "\nExecStart=/usr/local/bin/shellagent daemon\n") {
+		t.Errorf("shellagent.service does not start the daemon")
+	}
+}
