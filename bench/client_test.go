@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"runtime/pprof"
 	"strconv"
 	"sync"
@@ -32,6 +33,7 @@ const waitTimeout = 2 * time.Minute
 type agent struct {
 	sup  *supervisor.Supervisor
 	conn *protocol.Conn
+	cmd  *exec.Cmd // instead of sup and conn: the agent is this process (daemon_test.go)
 	c    *client
 	cwd  string
 
@@ -112,6 +114,10 @@ func (a *agent) close(tb testing.TB) {
 		return
 	}
 	a.inW.Close()
+	if a.cmd != nil {
+		a.waitProcess(tb)
+		return
+	}
 	select {
 	case <-a.conn.Done():
 	case <-time.After(waitTimeout):

@@ -48,6 +48,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	containtest.Main(m, func(c *contain.Containment) { launcher = ptyio.Local{Containment: c} }, func() error {
+		removeBinary()
 		if left := leftBehind(); len(left) > 0 {
 			return fmt.Errorf("bench: processes left behind: %v", left)
 		}

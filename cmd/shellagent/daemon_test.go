@@ -1049,3 +1049,31 @@ func TestSystemdUnits(t *testing.T) {
 		t.Errorf("shellagent.service does not start the daemon")
 	}
 }
+
+// SIGTERM to the daemon (what systemctl stop sends) closes every session
+// with its kill grace, as daemon stop does, and the daemon exits leaving
+// nothing behind.
+func TestDaemonSIGTERM(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	a := d.relay()
+	sid := a.session(d.cwd)
+	a.prompt(sid, "/bg trap '' TERM; echo ready; sleep 300")
+	a.c.WaitFor("ready", func(*acptest.Msg) bool { return strings.Contains(string(a.c.Output(sid, "term_1")), "ready") })
+	daemons := d.daemons()
+	if len(daemons) != 1 {
+		t.Fatalf("%d daemons", len(daemons))
+	}
+	start := time.Now()
+	syscall.Kill(daemons[0], syscall.SIGTERM)
+	if sig := a.exitSignal(sid, "term_1"); sig != "SIGKILL" {
+		t.Errorf("the command that ignores SIGTERM ended with %v, want SIGKILL after the kill grace", sig)
+	}
+	d.noneLeft(500*time.Millisecond+2*time.Second, "SIGTERM to the daemon")
+	if took := time.Since(start); took < 500*time.Millisecond {
+		t.Errorf("everything ended %v after SIGTERM, within the 500ms kill grace", took)
+	}
+	if code := a.exited(); code != 1 {
+		t.Errorf("the relay exited %d once its daemon was gone, want 1", code)
+	}
+}

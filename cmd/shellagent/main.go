@@ -8,15 +8,21 @@
 //	shellagent [--shell PATH] [--foreground-timeout 10s] [--kill-grace 3s]
 //	           [--scrollback 1MiB] [--cols 120] [--rows 40] [--stall-timeout 1s]
 //	           [--sequential-ids] [--containment auto|cgroup|subreaper]
+//	shellagent --daemon [--socket PATH] [flags]
+//	shellagent daemon [--socket PATH] [--detached-ttl 24h] [--idle-exit 10m] [flags]
+//	shellagent daemon status | stop [--socket PATH]
 //	shellagent client [flags] [-- AGENT COMMAND...]
 //	shellagent replay FILE
 //	shellagent --help | --version
 //
 // The agent reads newline-delimited JSON-RPC from stdin, writes it to stdout
 // and logs to stderr. Stdin EOF, SIGTERM, SIGINT, SIGHUP, SIGQUIT or a
-// closed stdout stop every command and exit. main.go has the wiring,
-// flags.go the flags, client.go the client subcommand, replay.go the
-// replay subcommand, lifecycle.go containment and the agent's end.
+// closed stdout stop every command and exit. With --daemon it is a relay
+// to the per-user daemon instead, and the same ends only detach its
+// sessions. main.go has the wiring, flags.go the flags, client.go the
+// client subcommand, replay.go the replay subcommand, lifecycle.go
+// containment and the agent's end, daemon.go the daemon and its status
+// and stop, relay.go the relay.
 package main
 
 import (

@@ -51,7 +51,7 @@ func relay(opts agentOptions) int {
 
 	out := newOutput(log, os.Stdout)
 	down := make(chan error, 1)
-	go func() { down <- copyDown(out, c) }()
+	go func() { down <- copyDown(os.Stdout, c) }()
 	up := make(chan error, 1)
 	go func() {
 		_, err := io.Copy(c.Conn, os.Stdin)
@@ -73,10 +73,8 @@ func relay(opts agentOptions) int {
 		}
 		return 0
 	case err := <-down:
-		select {
-		case <-out.gone:
-			return 0
-		default:
+		if errors.Is(err, syscall.EPIPE) {
+			return 0 // stdout's reader left: only a write to it fails so
 		}
 		log.Info("the daemon closed the connection", "err", err)
 		return 1
@@ -88,17 +86,17 @@ func relay(opts agentOptions) int {
 	}
 }
 
-// copyDown copies what the daemon sends to out: what the hello left
-// buffered, then the rest, through out's Write (which sees a stdout whose
-// reader has gone) with a buffer of a pipe's capacity.
-func copyDown(out io.Writer, c *daemon.Client) error {
+// copyDown copies what the daemon sends to stdout: what the hello left
+// buffered, then the rest, which *os.File's ReadFrom splices from the
+// socket to the pipe without a copy through the relay.
+func copyDown(stdout *os.File, c *daemon.Client) error {
 	if n := c.R.Buffered(); n > 0 {
 		b, _ := c.R.Peek(n) // Safe: n bytes are buffered.
-		if _, err := out.Write(b); err != nil {
+		if _, err := stdout.Write(b); err != nil {
 			return err
 		}
 	}
-	_, err := io.CopyBuffer(struct{ io.Writer }{out}, struct{ io.Reader }{c.Conn}, make([]byte, 64<<10))
+	_, err := io.Copy(stdout, c.Conn)
 	return err
 }
 
