@@ -49,7 +49,9 @@ type buildError struct {
 	out []byte
 }
 
-func (e *buildError) Error() string { return "go build cmd/shellagent: " + e.err.Error() + "\n" + string(e.out) }
+func (e *buildError) Error() string {
+	return "go build cmd/shellagent: " + e.err.Error() + "\n" + string(e.out)
+}
 
 // binaryPair is the binary on stdio and as a relay, both started with the
 // benchmark's settings: /bin/sh, no foreground timeout, the tests'
