@@ -20,6 +20,12 @@ const StartTimeout = 5 * time.Second
 // refuses connections (ECONNREFUSED), which a dead daemon leaves.
 var ErrNotRunning = errors.New("no daemon is running")
 
+// errNoHello is what Dial returns, wrapped, when the daemon closed the
+// connection before its hello: a daemon that stops (--idle-exit, daemon
+// stop) closes what it had not accepted yet, and the peer check closes a
+// connection at once.
+var errNoHello = errors.New("no hello")
+
 // A Client is a connection to the daemon, past the hellos.
 type Client struct {
 	Conn *net.UnixConn
@@ -55,7 +61,7 @@ func Dial(socket string, hello Hello) (*Client, error) {
 	if err != nil {
 		nc.Close() // Best effort: failed anyway.
 		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
-			return nil, fmt.Errorf("the daemon at %s closed the connection before its hello: it refuses this user, or is stopping (see its log)", socket)
+			return nil, fmt.Errorf("%w: the daemon at %s closed the connection before its hello: it refuses this user, or is stopping (see its log)", errNoHello, socket)
 		}
 		return nil, fmt.Errorf("the daemon at %s: %w", socket, err)
 	}
@@ -116,7 +122,9 @@ func Stop(socket string, hello Hello) (Stopped, Hello, error) {
 // (Lock.HandOver) and returns a channel that delivers the daemon
 // process's end. Then it dials until the daemon answers, at most
 // StartTimeout, or the daemon exits. A Connect that finds the lock held
-// starts nothing: it dials until the daemon that holder starts answers.
+// starts nothing: it dials until the daemon that holder starts answers. A
+// daemon that closes the connection before its hello (one that is
+// stopping) is dialled again until the deadline.
 func Connect(socket string, hello Hello, start func(*Lock) (exited <-chan error, err error)) (*Client, error) {
 	if err := PrepareDir(socket); err != nil {
 		return nil, err
@@ -125,7 +133,12 @@ func Connect(socket string, hello Hello, start func(*Lock) (exited <-chan error,
 	var exited <-chan error // the end of the daemon this Connect started
 	for {
 		c, err := Dial(socket, hello)
-		if !errors.Is(err, ErrNotRunning) {
+		switch {
+		case errors.Is(err, errNoHello) && time.Now().Before(deadline):
+			// A daemon on its way out: its successor answers soon.
+			time.Sleep(20 * time.Millisecond)
+			continue
+		case !errors.Is(err, ErrNotRunning):
 			return c, err
 		}
 		if exited == nil {

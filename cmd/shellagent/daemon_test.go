@@ -679,6 +679,9 @@ func TestDaemonStatusAndStop(t *testing.T) {
 	here := b.session(d.cwd)
 	b.prompt(here, "/bg setsid sh -c 'sleep 300' & sleep 300")
 
+	if _, stderr, code := d.run(binary, "daemon", "--socket", d.socket); code != 1 || !strings.Contains(stderr, "another daemon is running") {
+		t.Errorf("a second daemon for the same socket: exit %d, %q", code, stderr)
+	}
 	stdout, stderr, code := d.run(binary, "daemon", "status", "--socket", d.socket)
 	t.Logf("daemon status:\n%s", stdout)
 	for _, want := range []string{
