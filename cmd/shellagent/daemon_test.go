@@ -291,6 +291,8 @@ func TestDaemonKeepsWorkWhenTheRelayEnds(t *testing.T) {
 	}{
 		{"SIGKILL (an editor crash)", func(r *relayProc) { r.cmd.Process.Kill() }, -1},
 		{"SIGHUP to its process group (an SSH hang-up)", func(r *relayProc) { syscall.Kill(-r.cmd.Process.Pid, syscall.SIGHUP) }, 0},
+		{"SIGTERM", func(r *relayProc) { r.cmd.Process.Signal(syscall.SIGTERM) }, 0},
+		{"SIGINT", func(r *relayProc) { r.cmd.Process.Signal(syscall.SIGINT) }, 0},
 		{"closed stdout", func(r *relayProc) { r.stdout.Close() }, 0},
 		{"stdin EOF", func(r *relayProc) { r.c.Close() }, 0},
 	}
@@ -681,6 +683,14 @@ func TestDaemonStatusAndStop(t *testing.T) {
 
 	if _, stderr, code := d.run(binary, "daemon", "--socket", d.socket); code != 1 || !strings.Contains(stderr, "another daemon is running") {
 		t.Errorf("a second daemon for the same socket: exit %d, %q", code, stderr)
+	}
+	// $SHELLAGENT_DAEMON=1 is --daemon: a relay to the same daemon.
+	viaEnv := exec.Command(binary, "--socket", d.socket, "--shell", "/bin/sh")
+	viaEnv.Env = append(d.env(), "SHELLAGENT_DAEMON=1")
+	viaEnv.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"session/list","params":{}}` + "\n")
+	if out, err := viaEnv.Output(); err != nil || !strings.Contains(string(out), gone) || !strings.Contains(string(out), here) {
+		t.Errorf("SHELLAGENT_DAEMON=1 shellagent: %v, %q; want both sessions listed", err, out)
 	}
 	stdout, stderr, code := d.run(binary, "daemon", "status", "--socket", d.socket)
 	t.Logf("daemon status:\n%s", stdout)
