@@ -71,7 +71,8 @@ containment, and serves ACP (v2 and v1) on a unix socket to each
 that goes away (the editor closed, crashed, or lost its SSH link) detaches
 its sessions: their commands run on until session/close, 'shellagent daemon
 stop', or --detached-ttl. The daemon logs to stderr; SIGTERM, SIGINT and
-SIGQUIT stop it as 'daemon stop' does, SIGHUP is ignored.
+SIGQUIT stop it as 'daemon stop' does (a second one kills what is left at
+once), SIGHUP is ignored.
 
 Usage:
   shellagent daemon [flags]
@@ -106,6 +107,8 @@ func serveDaemon(opts daemonOptions) int {
 	// death; the terminal that started a foreground daemon may go.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	signal.Ignore(syscall.SIGHUP)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT)
 	path, err := daemon.SocketPath(opts.socket)
 	if err != nil {
 		return fail(err)
@@ -143,13 +146,26 @@ func serveDaemon(opts daemonOptions) int {
 		Socket:     path,
 		Log:        log,
 		IdleExit:   opts.idleExit,
-		Stop:       func(context.Context) error { return stopSessions(log, sup, c) },
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT)
-	defer stop()
+	// A stop signal stops the daemon as daemon stop does; a second one
+	// while the commands stop kills what is left at once, as on stdio.
+	ctx, stop := context.WithCancelCause(context.Background())
+	defer stop(nil)
+	go func() {
+		select {
+		case sig := <-sigs:
+			stop(fmt.Errorf("%v", sig))
+		case <-ctx.Done():
+		}
+	}()
+	srv.Stop = func(context.Context) error {
+		stopped := hurryOnSignal(log, c, sigs)
+		defer stopped()
+		return stopSessions(log, sup, c)
+	}
 	log.Info("daemon serving", "socket", path, "pid", os.Getpid(), "build", buildName(), "containment", c.Mode(), "activated", activated != nil)
 	why := srv.Serve(ctx, l)
-	log.Info("daemon exiting", "because", why)
+	log.Info("daemon exiting", "because", why.Error())
 	closeContainment(log, c, swept)
 	return 0
 }

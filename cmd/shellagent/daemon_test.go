@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -575,25 +574,6 @@ func copyFile(t *testing.T, src, dst string) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer that a process's output copier writes while
-// the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // waitFor polls cond for up to 10 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -1065,28 +1045,43 @@ func TestSystemdUnits(t *testing.T) {
 
 // SIGTERM to the daemon (what systemctl stop sends) closes every session
 // with its kill grace, as daemon stop does, and the daemon exits leaving
-// nothing behind.
+// nothing behind; a second SIGTERM while the commands stop kills them at
+// once.
 func TestDaemonSIGTERM(t *testing.T) {
 	t.Parallel()
-	d := newDaemonFixture(t)
-	a := d.relay()
-	sid := a.session(d.cwd)
-	a.prompt(sid, "/bg trap '' TERM; echo ready; sleep 300")
-	a.c.WaitFor("ready", func(*acptest.Msg) bool { return strings.Contains(string(a.c.Output(sid, "term_1")), "ready") })
-	daemons := d.daemons()
-	if len(daemons) != 1 {
-		t.Fatalf("%d daemons", len(daemons))
+	tests := []struct {
+		name        string
+		grace       string
+		signals     int
+		least, most time.Duration // from the first signal to nothing left
+	}{
+		{"once", "500ms", 1, 500 * time.Millisecond, 500*time.Millisecond + 2*time.Second},
+		{"twice", "30s", 2, 0, 3 * time.Second},
 	}
-	start := time.Now()
-	syscall.Kill(daemons[0], syscall.SIGTERM)
-	if sig := a.exitSignal(sid, "term_1"); sig != "SIGKILL" {
-		t.Errorf("the command that ignores SIGTERM ended with %v, want SIGKILL after the kill grace", sig)
-	}
-	d.noneLeft(500*time.Millisecond+2*time.Second, "SIGTERM to the daemon")
-	if took := time.Since(start); took < 500*time.Millisecond {
-		t.Errorf("everything ended %v after SIGTERM, within the 500ms kill grace", took)
-	}
-	if code := a.exited(); code != 1 {
-		t.Errorf("the relay exited %d once its daemon was gone, want 1", code)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := newDaemonFixture(t, "--kill-grace", tt.grace)
+			a := d.relay()
+			sid := a.session(d.cwd)
+			a.prompt(sid, "/bg trap '' TERM; echo ready; sleep 300")
+			a.c.WaitFor("ready", func(*acptest.Msg) bool { return strings.Contains(string(a.c.Output(sid, "term_1")), "ready") })
+			daemons := d.daemons()
+			if len(daemons) != 1 {
+				t.Fatalf("%d daemons", len(daemons))
+			}
+			start := time.Now()
+			for range tt.signals {
+				syscall.Kill(daemons[0], syscall.SIGTERM)
+				time.Sleep(200 * time.Millisecond)
+			}
+			d.noneLeft(tt.most, "SIGTERM to the daemon")
+			if took := time.Since(start); took < tt.least {
+				t.Errorf("everything ended %v after SIGTERM, within the kill grace %s", took, tt.grace)
+			}
+			if code := a.exited(); code != 1 {
+				t.Errorf("the relay exited %d once its daemon was gone, want 1", code)
+			}
+		})
 	}
 }
