@@ -156,6 +156,15 @@ func TestCommandLineErrors(t *testing.T) {
 		{[]string{"replay", "a.jsonl", "b.jsonl"}, nil, "replay: want one transcript FILE"},
 		{[]string{"replay", "/no/such/file"}, nil, "replay: open /no/such/file: no such file or directory"},
 		{[]string{"replay", notExec}, nil, "replay: " + notExec + `:1: want {"client":MSG} or {"agent":MSG}`},
+		{[]string{"--socket", "/run/x.sock"}, nil, "--socket is for --daemon (or shellagent daemon)"},
+		{[]string{"--idle-exit", "1m"}, nil, "--idle-exit is for --daemon"},
+		{nil, []string{"SHELLAGENT_DAEMON=maybe"}, "$SHELLAGENT_DAEMON=maybe: want 1 or 0"},
+		{[]string{"--daemon", "--socket", "/" + strings.Repeat("s", 110)}, nil, "a unix socket path holds at most 107 on Linux"},
+		{[]string{"daemon", "--idle-exit", "5"}, nil, "--idle-exit 5: missing unit, e.g. 5s"},
+		{[]string{"daemon", "--daemon"}, nil, "unknown flag --daemon"},
+		{[]string{"daemon", "--socket", "/" + strings.Repeat("s", 110)}, nil, "a unix socket path holds at most 107 on Linux"},
+		{[]string{"daemon", "status", "extra"}, nil, `unexpected argument "extra"`},
+		{[]string{"daemon", "stop", "--now"}, nil, "unknown flag --now"},
 	}
 	for _, tt := range tests {
 		stdout, stderr, code := runBinary(t, "", tt.env, tt.args...)

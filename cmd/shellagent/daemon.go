@@ -59,6 +59,9 @@ func runDaemon(args []string) int {
 		return commandLineError(err)
 	}
 	opts.shell = shell
+	if opts.socket, err = daemon.SocketPath(opts.socket); err != nil {
+		return commandLineError(err)
+	}
 	return serveDaemon(opts)
 }
 
@@ -95,8 +98,8 @@ Flags:
 	return w.String()
 }
 
-// serveDaemon runs the daemon until a stop request, a stop signal, or
-// --idle-exit.
+// serveDaemon runs the daemon on the socket opts.socket (a resolved path)
+// until a stop request, a stop signal, or --idle-exit.
 func serveDaemon(opts daemonOptions) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	fail := func(err error) int {
@@ -109,10 +112,7 @@ func serveDaemon(opts daemonOptions) int {
 	signal.Ignore(syscall.SIGHUP)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT)
-	path, err := daemon.SocketPath(opts.socket)
-	if err != nil {
-		return fail(err)
-	}
+	path := opts.socket
 	activated, err := daemon.Activated()
 	if err != nil {
 		return fail(err)

@@ -209,7 +209,14 @@ func formatDuration(d time.Duration) string {
 	if d == 0 {
 		return "0"
 	}
-	return d.String()
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s") // 10m0s: 10m
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m") // 24h0m: 24h
+	}
+	return s
 }
 
 // intFlag is an integer flag with an inclusive range.

@@ -94,3 +94,20 @@ func TestClientCwdIsMadeAbsolute(t *testing.T) {
 		t.Errorf("--cwd .: cwd %q, exit %d (done %v); want %q", opts.cwd, code, done, wd)
 	}
 }
+
+// Durations are written as the README writes them, and read back the same.
+func TestFormatDuration(t *testing.T) {
+	for _, tt := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0"}, {500 * time.Millisecond, "500ms"}, {10 * time.Second, "10s"}, {90 * time.Second, "1m30s"},
+		{10 * time.Minute, "10m"}, {24 * time.Hour, "24h"}, {25*time.Hour + 30*time.Second, "25h0m30s"}, {90 * time.Minute, "1h30m"},
+	} {
+		got := formatDuration(tt.d)
+		back, err := time.ParseDuration(got)
+		if got != tt.want || tt.d != 0 && (err != nil || back != tt.d) {
+			t.Errorf("formatDuration(%v) = %q (reads back as %v, %v), want %q", tt.d, got, back, err, tt.want)
+		}
+	}
+}
