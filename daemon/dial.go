@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // StartTimeout is how long Connect waits for a daemon it started to
@@ -36,8 +39,13 @@ type Client struct {
 }
 
 // Dial connects to the daemon at socket, writes hello, and reads the
-// daemon's. The socket's directory is checked first (CheckDir).
-func Dial(socket string, hello Hello) (*Client, error) {
+// daemon's. The socket's directory is checked first (CheckDir). If stdout
+// is a pipe or a socket, it is passed along with an ACP hello
+// (Hello.Stdout): the daemon then writes the connection's output to it,
+// and the caller must write nothing to it while the connection lasts.
+// Any other stdout (a terminal, a file; nil) is not passed, and the output
+// comes on the connection.
+func Dial(socket string, hello Hello, stdout *os.File) (*Client, error) {
 	if err := CheckDir(parentDir(socket)); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%w at %s", ErrNotRunning, socket)
@@ -52,7 +60,7 @@ func Dial(socket string, hello Hello) (*Client, error) {
 		return nil, err
 	}
 	nc.SetDeadline(time.Now().Add(helloTimeout)) // Best effort: without it a hung daemon hangs the client.
-	if err := writeLine(nc, hello); err != nil {
+	if err := writeHello(nc, hello, stdout); err != nil {
 		nc.Close() // Best effort: failed anyway.
 		return nil, fmt.Errorf("hello to the daemon at %s: %w", socket, err)
 	}
@@ -67,6 +75,27 @@ func Dial(socket string, hello Hello) (*Client, error) {
 	}
 	nc.SetDeadline(time.Time{}) // Best effort: as above.
 	return &Client{Conn: nc, R: r, Daemon: daemon}, nil
+}
+
+// writeHello writes the client's hello, with stdout if it can be passed.
+func writeHello(nc *net.UnixConn, hello Hello, stdout *os.File) error {
+	if stdout == nil || (hello.Want != "" && hello.Want != WantACP) || !passable(stdout) {
+		return writeLine(nc, hello)
+	}
+	hello.Stdout = true
+	line, err := json.Marshal(hello)
+	if err != nil {
+		return err
+	}
+	_, _, err = nc.WriteMsgUnix(append(line, '\n'), unix.UnixRights(int(stdout.Fd())), nil)
+	return err
+}
+
+// passable reports whether f is a pipe or a socket: a descriptor whose
+// open file the process has to itself, unlike a terminal's.
+func passable(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode().Type()&(os.ModeNamedPipe|os.ModeSocket) != 0
 }
 
 func parentDir(socket string) string {
@@ -85,7 +114,7 @@ func (c *Client) Close() error { return c.Conn.Close() }
 func GetStatus(socket string, hello Hello) (Status, error) {
 	var st Status
 	hello.Want = WantStatus
-	c, err := Dial(socket, hello)
+	c, err := Dial(socket, hello, nil)
 	if err != nil {
 		return st, err
 	}
@@ -103,7 +132,7 @@ func GetStatus(socket string, hello Hello) (Status, error) {
 func Stop(socket string, hello Hello) (Stopped, Hello, error) {
 	var st Stopped
 	hello.Want = WantStop
-	c, err := Dial(socket, hello)
+	c, err := Dial(socket, hello, nil)
 	if err != nil {
 		return st, Hello{}, err
 	}
@@ -114,7 +143,7 @@ func Stop(socket string, hello Hello) (Stopped, Hello, error) {
 	return st, c.Daemon, nil
 }
 
-// Connect dials the daemon at socket as Dial does, starting one if none
+// Connect dials the daemon at socket as Dial does (with stdout), starting one if none
 // is running, as tmux's client does: on ErrNotRunning it takes the
 // socket's lock without waiting, dials again, removes a socket that
 // refused the connection (its daemon is dead: a live one holds the lock),
@@ -125,14 +154,14 @@ func Stop(socket string, hello Hello) (Stopped, Hello, error) {
 // starts nothing: it dials until the daemon that holder starts answers. A
 // daemon that closes the connection before its hello (one that is
 // stopping) is dialled again until the deadline.
-func Connect(socket string, hello Hello, start func(*Lock) (exited <-chan error, err error)) (*Client, error) {
+func Connect(socket string, hello Hello, stdout *os.File, start func(*Lock) (exited <-chan error, err error)) (*Client, error) {
 	if err := PrepareDir(socket); err != nil {
 		return nil, err
 	}
 	deadline := time.Now().Add(StartTimeout)
 	var exited <-chan error // the end of the daemon this Connect started
 	for {
-		c, err := Dial(socket, hello)
+		c, err := Dial(socket, hello, stdout)
 		switch {
 		case errors.Is(err, errNoHello) && time.Now().Before(deadline):
 			// A daemon on its way out: its successor answers soon.
@@ -174,7 +203,7 @@ func startOnce(socket string, hello Hello, start func(*Lock) (<-chan error, erro
 		return nil, err
 	}
 	defer lock.Close() // Best effort: the daemon holds it on.
-	c, err := Dial(socket, hello)
+	c, err := Dial(socket, hello, nil)
 	switch {
 	case err == nil:
 		c.Close() // Best effort: Connect dials it again.

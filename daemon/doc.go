@@ -35,10 +35,14 @@
 // The daemon writes its hello first, then reads the client's. After them:
 //
 //   - want "acp" (or none): the connection carries ACP, newline-delimited
-//     JSON-RPC, both ways, until either side closes it. The daemon serves
-//     only a client of its own version and build; it closes any other
-//     right after its hello, and the client, which sees both builds,
-//     refuses its editor's initialize with an error that names them.
+//     JSON-RPC, until either side closes it: requests from the client,
+//     and the output either on the connection too or, when the client's
+//     hello says "stdout" and carries its stdout (a pipe or a socket, as
+//     SCM_RIGHTS), written by the daemon to that descriptor directly, so
+//     that it costs no copy through the client. The daemon serves only a
+//     client of its own version and build; it closes any other right
+//     after its hello, and the client, which sees both builds, refuses
+//     its editor's initialize with an error that names them.
 //   - want "status": the daemon writes one line, a Status, and closes.
 //   - want "stop": the daemon closes every session as session/close does
 //     (each with its own kill grace), writes one line, a Stopped, that

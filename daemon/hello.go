@@ -2,11 +2,15 @@ package daemon
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"shellagent/supervisor"
 )
@@ -32,6 +36,11 @@ type Hello struct {
 	Build      string `json:"build"`
 	Pid        int    `json:"pid"`
 	Want       string `json:"want,omitempty"` // the client's; see WantACP
+	// Stdout, in a client's hello: the client's stdout, a pipe or a
+	// socket, travels with the hello line (SCM_RIGHTS), and the daemon
+	// writes the connection's ACP output to it directly, with nothing on
+	// the socket; without it, the output goes on the socket.
+	Stdout bool `json:"stdout,omitempty"`
 }
 
 // Status is the daemon's answer to WantStatus.
@@ -70,20 +79,78 @@ func writeLine(w io.Writer, v any) error {
 
 // readHello reads a hello line from r, leaving what follows it in r.
 func readHello(r *bufio.Reader) (Hello, error) {
-	var h Hello
 	line, err := r.ReadSlice('\n')
 	switch {
 	case errors.Is(err, bufio.ErrBufferFull):
-		return h, fmt.Errorf("hello: longer than %d bytes", r.Size())
+		return Hello{}, fmt.Errorf("hello: longer than %d bytes", r.Size())
 	case errors.Is(err, io.EOF) && len(line) == 0:
-		return h, io.EOF
+		return Hello{}, io.EOF
 	case err != nil:
-		return h, fmt.Errorf("hello: %w", err)
+		return Hello{}, fmt.Errorf("hello: %w", err)
 	}
+	return parseHello(line)
+}
+
+func parseHello(line []byte) (Hello, error) {
+	var h Hello
 	if err := json.Unmarshal(line, &h); err != nil || h.Shellagent == 0 {
 		return h, fmt.Errorf("hello: not a shellagent hello: %.80q", line)
 	}
 	return h, nil
+}
+
+// readClientHello reads the client's hello line from nc, with the
+// descriptors sent along with it (close-on-exec, as net receives them),
+// and returns a reader of what follows the line. On an error no
+// descriptor is left open.
+func readClientHello(nc *net.UnixConn) (h Hello, fds []int, rest io.Reader, err error) {
+	defer func() {
+		if err != nil {
+			closeAll(fds)
+			fds = nil
+		}
+	}()
+	buf := make([]byte, 0, maxHello)
+	oob := make([]byte, unix.CmsgSpace(4*4)) // room for a few: extra ones are closed
+	for {
+		if len(buf) == cap(buf) {
+			return h, fds, nil, fmt.Errorf("hello: longer than %d bytes", maxHello)
+		}
+		n, oobn, _, _, rerr := nc.ReadMsgUnix(buf[len(buf):cap(buf)], oob)
+		fds = append(fds, rights(oob[:oobn])...)
+		buf = buf[:len(buf)+n]
+		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+			h, err = parseHello(buf[:i+1])
+			return h, fds, io.MultiReader(bytes.NewReader(buf[i+1:]), nc), err
+		}
+		switch {
+		case errors.Is(rerr, io.EOF) && len(buf) == 0:
+			return h, fds, nil, io.EOF
+		case rerr != nil:
+			return h, fds, nil, fmt.Errorf("hello: %w", rerr)
+		}
+	}
+}
+
+// rights returns the descriptors that the control messages oob carry.
+func rights(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for _, m := range msgs {
+		if got, err := unix.ParseUnixRights(&m); err == nil {
+			fds = append(fds, got...)
+		}
+	}
+	return fds
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd) // Best effort: received, never used.
+	}
 }
 
 // readLine reads one JSON line of the answer v from r.

@@ -1,11 +1,11 @@
 package daemon
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -69,6 +69,7 @@ type Server struct {
 // acpConn is one connection served ACP.
 type acpConn struct {
 	nc   *net.UnixConn
+	out  *os.File // the client's stdout, where the output goes; nil: nc
 	conn *protocol.Conn
 	kick chan struct{} // closed when the server ends the connection
 }
@@ -157,28 +158,33 @@ func (s *Server) serve(nc *net.UnixConn) {
 		return
 	}
 	nc.SetDeadline(time.Now().Add(helloTimeout)) // Best effort: without it a silent peer holds a goroutine.
-	br := bufio.NewReaderSize(nc, maxHello)
 	if err := writeLine(nc, Hello{Shellagent: RelayVersion, Build: s.Build, Pid: os.Getpid()}); err != nil {
 		log.Warn("hello", "err", err)
 		nc.Close() // Best effort: gone.
 		return
 	}
-	hello, err := readHello(br)
+	hello, fds, r, err := readClientHello(nc)
 	if err != nil {
 		log.Warn("refused a connection", "err", err)
 		nc.Close() // Best effort: refused.
 		return
 	}
 	nc.SetDeadline(time.Time{}) // Best effort: as above.
+	var out *os.File // the client's stdout, if it passed it
+	if hello.Want != WantStatus && hello.Want != WantStop && hello.Stdout && len(fds) == 1 {
+		out, fds = clientStdout(fds[0]), nil
+	}
+	closeAll(fds) // anything else sent along
 	switch hello.Want {
 	case WantACP, "":
 		if hello.Shellagent != RelayVersion || hello.Build != s.Build {
 			log.Warn("refused a client of another build; stop this daemon (shellagent daemon stop) to use the new one",
 				"client build", hello.Build, "client relay version", hello.Shellagent, "daemon build", s.Build)
+			closeFile(out)
 			nc.Close() // Best effort: refused.
 			return
 		}
-		s.serveACP(log, nc, br)
+		s.serveACP(log, nc, r, out)
 	case WantStatus:
 		s.answer(log, nc, s.status())
 	case WantStop:
@@ -226,24 +232,48 @@ func (s *Server) answer(log *slog.Logger, nc *net.UnixConn, v any) {
 	nc.Close() // Best effort: answered.
 }
 
+// clientStdout makes fd, a client's stdout, the File the connection
+// writes to: non-blocking, in the runtime poller, so that closing it ends
+// a write that a client that does not read has blocked. O_NONBLOCK is
+// set on the open file that the client's process shares: the client
+// passes only a pipe or a socket of its own, never a terminal, and writes
+// nothing to it itself.
+func clientStdout(fd int) *os.File {
+	unix.SetNonblock(fd, true) // Best effort: a blocking pipe works as well, but for that close.
+	return os.NewFile(uintptr(fd), "client stdout")
+}
+
+func closeFile(f *os.File) {
+	if f != nil {
+		f.Close() // Best effort: nothing was written.
+	}
+}
+
 // serveACP serves ACP on nc until the client goes away or the server ends
-// the connection, then detaches the client's sessions.
-func (s *Server) serveACP(log *slog.Logger, nc *net.UnixConn, r *bufio.Reader) {
-	c := &acpConn{nc: nc, kick: make(chan struct{})}
+// the connection, then detaches the client's sessions. The client's
+// requests are read from r; the output goes to out, the client's stdout
+// if it passed it, else to nc.
+func (s *Server) serveACP(log *slog.Logger, nc *net.UnixConn, r io.Reader, out *os.File) {
+	c := &acpConn{nc: nc, out: out, kick: make(chan struct{})}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
+		closeFile(out)
 		nc.Close() // Best effort: the daemon is stopping.
 		return
 	}
 	s.conns[c] = struct{}{}
 	s.idle = time.Time{}
 	s.mu.Unlock()
-	log.Info("connected")
+	var w io.Writer = nc
+	if out != nil {
+		w = out
+	}
+	log.Info("connected", "output to its stdout", out != nil)
 
 	opts := s.Options
 	opts.Log = log
-	c.conn = protocol.NewConn(r, nc, s.Supervisor, opts)
+	c.conn = protocol.NewConn(r, w, s.Supervisor, opts)
 	select {
 	case <-c.conn.Done():
 		// Gone: its sessions run on without it.
@@ -269,6 +299,7 @@ func (s *Server) close(c *acpConn) {
 	case <-time.After(flushTimeout):
 	}
 	c.nc.Close() // Best effort: ends a write to a client that does not read.
+	closeFile(c.out)
 	<-flushed
 	s.mu.Lock()
 	delete(s.conns, c)

@@ -1085,3 +1085,33 @@ func TestDaemonSIGTERM(t *testing.T) {
 		})
 	}
 }
+
+// A relay whose stdout is not a pipe or a socket (here a file) keeps it:
+// the daemon's output comes on the connection and the relay copies it.
+// A pipe is handed to the daemon, which writes to it directly.
+func TestDaemonRelayOutputPaths(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	d.relay() // a pipe: handed over
+	d.waitLog(`"output to its stdout"=true`)
+
+	out, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd := exec.Command(binary, append([]string{"--daemon", "--socket", d.socket}, d.args...)...)
+	cmd.Env = d.env()
+	cmd.Stdout = out
+	cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"` + d.cwd + `"}}` + "\n")
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the relay: %v", err)
+	}
+	d.waitLog(`"output to its stdout"=false`)
+	b, _ := os.ReadFile(out.Name())
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], `{"id":1,"result":{"protocolVersion":2`) || !strings.HasPrefix(lines[1], `{"id":2,"result":{"sessionId":"sess_`) {
+		t.Errorf("the file holds %q, want the answers to initialize and session/new", b)
+	}
+}

@@ -24,10 +24,14 @@ import (
 const relayDrain = time.Second
 
 // relay is shellagent --daemon: it connects to the daemon, starting one
-// if none runs, and copies stdin to the daemon and the daemon to stdout,
-// byte for byte, until stdin ends, stdout is closed, a stop signal
-// arrives or the daemon goes away. None of these stops any work: the
-// daemon detaches this connection's sessions.
+// if none runs, and copies stdin to the daemon until stdin ends, stdout is
+// closed, a stop signal arrives or the daemon goes away. None of these
+// stops any work: the daemon detaches this connection's sessions. The
+// daemon's output goes to stdout as it is: when stdout is a pipe or a
+// socket (an editor's, sshd's), the relay hands it to the daemon, which
+// writes to it directly, as tmux's client hands its terminal to the
+// server, so that output costs no copy through the relay; otherwise the
+// relay copies the output from the connection.
 func relay(opts agentOptions) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
@@ -37,7 +41,7 @@ func relay(opts agentOptions) int {
 	if err != nil {
 		return commandLineError(err)
 	}
-	c, err := daemon.Connect(path, daemonHello(), func(lock *daemon.Lock) (<-chan error, error) {
+	c, err := daemon.Connect(path, daemonHello(), os.Stdout, func(lock *daemon.Lock) (<-chan error, error) {
 		return startDaemon(log, path, opts.daemonArgs, lock)
 	})
 	if err != nil {
@@ -86,9 +90,10 @@ func relay(opts agentOptions) int {
 	}
 }
 
-// copyDown copies what the daemon sends to stdout: what the hello left
-// buffered, then the rest, which *os.File's ReadFrom splices from the
-// socket to the pipe without a copy through the relay.
+// copyDown copies what the daemon sends on the connection to stdout (all
+// of its output when stdout was not handed over; else nothing, and the
+// end): what the hello left buffered, then the rest, which *os.File's
+// ReadFrom splices.
 func copyDown(stdout *os.File, c *daemon.Client) error {
 	if n := c.R.Buffered(); n > 0 {
 		b, _ := c.R.Peek(n) // Safe: n bytes are buffered.
