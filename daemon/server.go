@@ -170,7 +170,8 @@ func (s *Server) serve(nc *net.UnixConn) {
 		return
 	}
 	nc.SetDeadline(time.Time{}) // Best effort: as above.
-	var out *os.File            // the client's stdout, if it passed it
+	// The client's stdout, if it passed it.
+	var out *os.File
 	if hello.Want != WantStatus && hello.Want != WantStop && hello.Stdout && len(fds) == 1 {
 		out, fds = clientStdout(fds[0]), nil
 	}
