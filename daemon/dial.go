@@ -110,8 +110,8 @@ func parentDir(socket string) string {
 // Close closes the connection.
 func (c *Client) Close() error { return c.Conn.Close() }
 
-// GetStatus asks the daemon at socket for its Status.
-func GetStatus(socket string, hello Hello) (Status, error) {
+// AskStatus asks the daemon at socket for its Status.
+func AskStatus(socket string, hello Hello) (Status, error) {
 	var st Status
 	hello.Want = WantStatus
 	c, err := Dial(socket, hello, nil)
@@ -126,10 +126,11 @@ func GetStatus(socket string, hello Hello) (Status, error) {
 	return st, nil
 }
 
-// Stop asks the daemon at socket to close every session and exit, and
-// returns what it stopped once every session has closed; wait for the
-// daemon's pid (Stopped's hello pid) to know it has exited.
-func Stop(socket string, hello Hello) (Stopped, Hello, error) {
+// AskStop asks the daemon at socket to close every session and exit. It
+// returns what was stopped, once every session has closed, and the
+// daemon's hello: wait for its Pid to be gone to know the daemon has
+// exited.
+func AskStop(socket string, hello Hello) (Stopped, Hello, error) {
 	var st Stopped
 	hello.Want = WantStop
 	c, err := Dial(socket, hello, nil)

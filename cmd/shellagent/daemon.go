@@ -231,7 +231,7 @@ func daemonStatus(args []string) int {
 	if done {
 		return code
 	}
-	st, err := daemon.GetStatus(path, daemonHello())
+	st, err := daemon.AskStatus(path, daemonHello())
 	if err != nil {
 		return notRunning(err, path)
 	}
@@ -301,7 +301,7 @@ func daemonStop(args []string) int {
 	if done {
 		return code
 	}
-	st, hello, err := daemon.Stop(path, daemonHello())
+	st, hello, err := daemon.AskStop(path, daemonHello())
 	if err != nil {
 		return notRunning(err, path)
 	}
