@@ -356,12 +356,6 @@ func (f *v1Front) setConfigOption(p *acp.SetConfigOptionRequest) (any, error) {
 }
 
 // v1Requests are the methods of a v1 connection after initialize.
-//
-// Not served yet: v1's session/load (issue 16: the history replayed as v1
-// updates, then live, for an editor that restores a thread that way). It
-// belongs here, as a v1Front method over Agent.ResumeSession with
-// replayFrom {"type":"start"}, with loadSession advertised in
-// v1Initialize; until then a v1 client reattaches with session/resume.
 var v1Requests = map[string]handler{
 	"session/new": answeredThen(func(c *Conn, p *acp.NewSessionRequest) (any, func(), error) { return c.v1.newSession(p) }),
 	"session/resume": answeredThen(func(c *Conn, p *acp.ResumeSessionRequest) (any, func(), error) {

@@ -596,9 +596,10 @@ func (d *daemonFixture) v1Relay() (*relayProc, *v1Agent) {
 }
 
 // A v1 client reattaches as a v2 one does: session/list on a new relay
-// lists the session, session/resume brings its terminal back (a
-// replacement of the output, then live), and /stop works on it.
-// (session/load, v1's way to restore a thread, is not served yet.)
+// lists the session, session/resume brings its terminal back (the ring,
+// then live); after that relay's end too, session/load on the next one
+// replays the history (the prompt that started it) and the terminal
+// again, then live output; /stop works on it.
 func TestDaemonV1Reattach(t *testing.T) {
 	t.Parallel()
 	d := newDaemonFixture(t)
@@ -611,7 +612,7 @@ func TestDaemonV1Reattach(t *testing.T) {
 	ra.exited()
 	time.Sleep(300 * time.Millisecond)
 
-	_, b := d.v1Relay()
+	rb, b := d.v1Relay()
 	var list struct {
 		Sessions []struct{ SessionID, Cwd string }
 	}
@@ -631,11 +632,32 @@ func TestDaemonV1Reattach(t *testing.T) {
 		return replayed >= seen+2 // and the lines of the gap
 	})
 	b.c.WaitFor("live lines", func(*acptest.Msg) bool { return counted(b.c.Output(sid, "term_1")) >= replayed+3 })
-	b.turn(sid, "/stop term_1", "end_turn")
-	b.final(resp, "call_1")
-	b.c.MustCall("session/close", map[string]string{"sessionId": sid}, nil)
+	rb.cmd.Process.Signal(syscall.SIGHUP)
+	rb.exited()
+
+	_, c := d.v1Relay()
+	resp = c.c.Wait(c.c.Send("session/load", map[string]any{"sessionId": sid, "cwd": d.cwd, "mcpServers": []any{}}))
+	if resp.Error != nil {
+		t.Fatalf("session/load: %v", resp.Error)
+	}
+	var prompted bool
+	for _, m := range c.c.Transcript()[:resp.Seq] {
+		prompted = prompted || m.Kind == "user_message_chunk" && strings.Contains(m.Text(), "echo line $i")
+	}
+	if !prompted {
+		t.Errorf("session/load did not replay the prompt that started the counter")
+	}
+	replayed = counted(c.c.Output(sid, "term_1"))
+	c.c.WaitFor("live lines after session/load", func(*acptest.Msg) bool { return counted(c.c.Output(sid, "term_1")) >= replayed+3 })
+	c.turn(sid, "/stop term_1", "end_turn")
+	exit := c.c.WaitAfter(resp, "term_1's exit", func(m *acptest.Msg) bool { return m.Meta("terminal_exit") != nil })
+	if sig := exit.Meta("terminal_exit")["signal"]; sig != "SIGTERM" {
+		t.Errorf("/stop term_1: terminal_exit %v", exit.Meta("terminal_exit"))
+	}
+	c.c.MustCall("session/close", map[string]string{"sessionId": sid}, nil)
 	d.waitGone(2*time.Second, "session/close", d.work)
 	b.c.Check()
+	c.c.Check()
 }
 
 // daemon status shows each session, attached or detached and since when,
