@@ -361,8 +361,9 @@ func TestDaemonOneForManyRelays(t *testing.T) {
 // A daemon killed with SIGKILL leaves its socket file and its commands;
 // the next relay replaces the socket with a new daemon's, whose start
 // sweeps the commands, and which lists none of the dead daemon's sessions.
+// Not parallel, as TestCrashSweep: an agent that another test starts
+// meanwhile would sweep the leftovers first, and say so on its stderr.
 func TestDaemonStaleSocketIsReplaced(t *testing.T) {
-	t.Parallel()
 	d := newDaemonFixture(t)
 	a := d.relay()
 	sid := a.session(d.cwd)
