@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/base64"
 	"encoding/json"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -129,6 +131,14 @@ func TestKeysInterrupt(t *testing.T) {
 	sid := a.session()
 	a.prompt(sid, "sleep 100")
 	a.c.WaitFor("term_1", func(m *acptest.Msg) bool { return m.TerminalID() == "term_1" })
+	// Ctrl-C that comes before sleep runs finds the shell, which may
+	// take it for itself and start sleep anyway: type it once sleep runs.
+	waitFor(t, "sleep to run", func() bool {
+		return slices.ContainsFunc(a.processes(), func(pid int) bool {
+			cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+			return string(cmdline) == "sleep\x00100\x00"
+		})
+	})
 	a.prompt(sid, "/keys term_1 C-c")
 	a.agentMessage(sid, "Typed C-c into term_1.")
 	if es := a.exitStatus(sid, "term_1"); es["signal"] != "SIGINT" {
