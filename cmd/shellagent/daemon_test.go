@@ -166,10 +166,23 @@ func (d *daemonFixture) relay(opts ...acptest.Option) *relayProc {
 
 // startRelay starts the relay bin, uninitialized.
 func (d *daemonFixture) startRelay(bin string, opts ...acptest.Option) *relayProc {
+	d.t.Helper()
+	return d.startRelayCmd(exec.Command(bin, d.relayArgs()...), opts...)
+}
+
+// relayArgs are the arguments of a relay of the fixture's daemon.
+func (d *daemonFixture) relayArgs() []string {
+	return append([]string{"--daemon", "--socket", d.socket}, d.args...)
+}
+
+// startRelayCmd starts cmd, a relay or what runs one (ssh), as an editor
+// starts its agent.
+func (d *daemonFixture) startRelayCmd(cmd *exec.Cmd, opts ...acptest.Option) *relayProc {
 	t := d.t
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"--daemon", "--socket", d.socket}, d.args...)...)
-	cmd.Env = d.env()
+	if cmd.Env == nil {
+		cmd.Env = d.env()
+	}
 	cmd.Stderr = testWriter{t}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
