@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,7 +126,8 @@ type Conn struct {
 	v1 *v1Front
 
 	mu sync.Mutex // guards pending
-	// pending cancels the context of each request answered later, by id.
+	// pending cancels the context of each request answered later, by
+	// requestKey of its id.
 	pending map[jsonrpc2.ID]context.CancelFunc
 }
 
@@ -288,14 +291,15 @@ func (c *Conn) replyNow(id jsonrpc2.ID) Reply {
 // once it is answered.
 func (c *Conn) replyLater(id jsonrpc2.ID) (context.Context, Reply) {
 	ctx, cancel := context.WithCancel(context.Background())
+	key := requestKey(id)
 	c.mu.Lock()
-	c.pending[id] = cancel
+	c.pending[key] = cancel
 	c.mu.Unlock()
 	var once sync.Once
 	return ctx, func(result any, err error) {
 		once.Do(func() {
 			c.mu.Lock()
-			delete(c.pending, id)
+			delete(c.pending, key)
 			c.mu.Unlock()
 			cancel()
 			c.send(id, result, err)
@@ -324,19 +328,37 @@ func (c *Conn) withdraw(params *json.RawMessage) {
 		return
 	}
 	raw := p.RequestID
-	if isNegativeInt(raw) {
-		raw = negativeID(raw)
+	if validID(raw) == nil {
+		return
+	}
+	if mustCarry(raw) {
+		raw = carriedID(raw)
 	}
 	var id jsonrpc2.ID
 	if json.Unmarshal(raw, &id) != nil {
 		return
 	}
 	c.mu.Lock()
-	cancel := c.pending[id]
+	cancel := c.pending[requestKey(id)]
 	c.mu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
+}
+
+// requestKey returns the id under which a request waits in pending: one
+// key for every way of writing the same number (1, 1.0, 1e0), as JSON-RPC
+// compares ids by value.
+func requestKey(id jsonrpc2.ID) jsonrpc2.ID {
+	raw, ok := strings.CutPrefix(id.Str, carriedIDPrefix)
+	if !id.IsString || !ok {
+		return id
+	}
+	v, _ := intID([]byte(raw)) // checked when it was read
+	if v >= 0 {
+		return jsonrpc2.ID{Num: uint64(v)}
+	}
+	return jsonrpc2.ID{Str: carriedIDPrefix + strconv.FormatInt(v, 10), IsString: true}
 }
 
 type handler func(c *Conn, req *jsonrpc2.Request)

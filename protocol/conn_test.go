@@ -187,7 +187,7 @@ func TestTerminalInputMethods(t *testing.T) {
 func TestRequestIDsComeBackAsSent(t *testing.T) {
 	t.Parallel()
 	w := newWire(t)
-	for _, id := range []string{`-5`, `-9223372036854775808`, `9223372036854775807`, `0`, `"-5"`, `"x"`} {
+	for _, id := range []string{`-5`, `-9223372036854775808`, `9223372036854775807`, `0`, `"-5"`, `"x"`, `1.0`, `1e2`, `1E+2`, `-2.50e1`, `100e-2`, `-0`, `0.0e5`} {
 		w.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"session/list","params":{}}`)
 		m := w.recv()
 		if string(m["id"]) != id || m["result"] == nil {
@@ -204,6 +204,21 @@ func TestANegativeIDCanBeWithdrawn(t *testing.T) {
 	m := w.recv()
 	if string(m["id"]) != "-3" || errorCode(m) != acp.CodeRequestCancelled {
 		t.Errorf("withdrawn prompt answered %v", m)
+	}
+}
+
+// An id is the same number however it is written: a prompt sent as 7.0
+// is withdrawn by 7 or 70e-1.
+func TestAnIntegerValuedIDCanBeWithdrawn(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ id, cancel string }{{`7.0`, `7`}, {`7`, `70e-1`}, {`-2e0`, `-2`}, {`1e2`, `1e2`}} {
+		w := newWire(t)
+		w.send(`{"jsonrpc":"2.0","id":` + tt.id + `,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"x"}]}}`)
+		w.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":` + tt.cancel + `}}`)
+		m := w.recv()
+		if string(m["id"]) != tt.id || errorCode(m) != acp.CodeRequestCancelled {
+			t.Errorf("prompt %s withdrawn as %s: answered %v", tt.id, tt.cancel, m)
+		}
 	}
 }
 

@@ -101,7 +101,7 @@ func (s *objectStream) ReadObject(v any) error {
 			s.w.send(refusal)
 			continue
 		}
-		line = carryNegativeID(line)
+		line = carryID(line)
 		if err := json.Unmarshal(line, v); err != nil {
 			s.w.send(errorResponse(envelopeID(line), acp.CodeInvalidRequest, "invalid request: "+err.Error()))
 			continue
@@ -116,24 +116,25 @@ func (s *objectStream) WriteObject(v any) error {
 	if err != nil {
 		return err
 	}
-	s.w.send(restoreNegativeID(b))
+	s.w.send(restoreID(b))
 	return nil
 }
 
 // jsonrpc2 carries ids as uint64 or string, but the schema's RequestId is
-// any int64. A negative id travels inside as a string that no client id
-// can be (checkMessage refuses string ids with this prefix), and its
-// response goes out with the number again.
-const negativeIDPrefix = "\x00shellagent-negative-id:"
+// any integer in int64, however JSON writes it (-1, 1.0, 1e2). Such an id
+// travels inside as a string that no client id can be (checkMessage
+// refuses string ids with this prefix), holding the id as the client wrote
+// it, and its response goes out with it again.
+const carriedIDPrefix = "\x00shellagent-id:"
 
-// carryNegativeID returns line with a negative integer id replaced by its
-// string form inside jsonrpc2.
-func carryNegativeID(line []byte) []byte {
+// carryID returns line with an id that jsonrpc2 cannot carry as a number
+// replaced by its carried form.
+func carryID(line []byte) []byte {
 	var msg map[string]json.RawMessage
-	if json.Unmarshal(line, &msg) != nil || !isNegativeInt(msg["id"]) {
+	if json.Unmarshal(line, &msg) != nil || !mustCarry(msg["id"]) {
 		return line
 	}
-	msg["id"] = negativeID(msg["id"])
+	msg["id"] = carriedID(msg["id"])
 	b, err := json.Marshal(msg)
 	if err != nil {
 		return line // cannot happen: msg was just decoded
@@ -141,16 +142,26 @@ func carryNegativeID(line []byte) []byte {
 	return b
 }
 
-// negativeID is a negative id as jsonrpc2 carries it.
-func negativeID(raw json.RawMessage) json.RawMessage {
-	b, _ := json.Marshal(negativeIDPrefix + string(raw)) // strings always marshal
+// mustCarry reports whether raw is a number that jsonrpc2 would not give
+// back as written: anything but a plain decimal uint64.
+func mustCarry(raw json.RawMessage) bool {
+	if len(raw) == 0 || raw[0] == '"' {
+		return false
+	}
+	_, err := strconv.ParseUint(string(raw), 10, 64)
+	return err != nil
+}
+
+// carriedID is an id as jsonrpc2 carries it.
+func carriedID(raw json.RawMessage) json.RawMessage {
+	b, _ := json.Marshal(carriedIDPrefix + string(raw)) // strings always marshal
 	return b
 }
 
-// restoreNegativeID returns a message with the number back in place of a
-// carried negative id.
-func restoreNegativeID(b []byte) []byte {
-	if !bytes.Contains(b, []byte(`"\u0000shellagent-negative-id:`)) {
+// restoreID returns a message with the id as the client wrote it back in
+// place of a carried one.
+func restoreID(b []byte) []byte {
+	if !bytes.Contains(b, []byte(`"\u0000shellagent-id:`)) {
 		return b
 	}
 	var msg map[string]json.RawMessage
@@ -158,7 +169,7 @@ func restoreNegativeID(b []byte) []byte {
 	if json.Unmarshal(b, &msg) != nil || json.Unmarshal(msg["id"], &id) != nil {
 		return b
 	}
-	num, ok := strings.CutPrefix(id, negativeIDPrefix)
+	num, ok := strings.CutPrefix(id, carriedIDPrefix)
 	if !ok {
 		return b
 	}
@@ -170,12 +181,47 @@ func restoreNegativeID(b []byte) []byte {
 	return out
 }
 
-func isNegativeInt(raw json.RawMessage) bool {
-	if len(raw) < 2 || raw[0] != '-' {
-		return false
+// intID returns the value of a JSON number that is an integer in int64,
+// however it is written (-1, 1.0, 1e2, 100e-2); ok is false for any other
+// number (1.5, 1e19). raw must be a valid JSON number.
+func intID(raw []byte) (v int64, ok bool) {
+	if v, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+		return v, true
 	}
-	_, err := strconv.ParseInt(string(raw), 10, 64)
-	return err == nil
+	s := string(raw)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	exp := 0
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
+		if err != nil || e < -400 || e > 400 {
+			return 0, false // far beyond int64 either way, or 0 written oddly: refused
+		}
+		s, exp = s[:i], e
+	}
+	digits := s
+	if i := strings.IndexByte(s, '.'); i >= 0 {
+		digits = s[:i] + s[i+1:]
+		exp -= len(s) - i - 1
+	}
+	digits = strings.TrimLeft(digits, "0")
+	for len(digits) > 0 && digits[len(digits)-1] == '0' {
+		digits, exp = digits[:len(digits)-1], exp+1
+	}
+	switch {
+	case digits == "":
+		return 0, true
+	case exp < 0 || len(digits)+exp > 19:
+		return 0, false
+	}
+	if neg {
+		digits = "-" + digits
+	}
+	v, err := strconv.ParseInt(digits+strings.Repeat("0", exp), 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return v, true
 }
 
 // Close does nothing: the input belongs to whoever gave it to NewConn (a
@@ -225,7 +271,8 @@ func checkMessage(line []byte) []byte {
 }
 
 // validID returns raw if it is an id the connection can carry back
-// unchanged: a string or an integer in int64.
+// unchanged: a string or an integer in int64, written as the client
+// likes (see intID).
 func validID(raw json.RawMessage) json.RawMessage {
 	if len(raw) == 0 {
 		return nil
@@ -233,14 +280,14 @@ func validID(raw json.RawMessage) json.RawMessage {
 	switch raw[0] {
 	case '"':
 		var s string
-		if json.Unmarshal(raw, &s) != nil || strings.HasPrefix(s, negativeIDPrefix) {
+		if json.Unmarshal(raw, &s) != nil || strings.HasPrefix(s, carriedIDPrefix) {
 			return nil
 		}
 		return raw
 	case 'n', 't', 'f', '{', '[':
 		return nil
 	}
-	if _, err := strconv.ParseInt(string(raw), 10, 64); err != nil {
+	if _, ok := intID(raw); !ok {
 		return nil
 	}
 	return raw

@@ -83,6 +83,26 @@ func TestLineReaderDoesNotHoldSkippedLines(t *testing.T) {
 	}
 }
 
+func TestIntID(t *testing.T) {
+	for _, tt := range []struct {
+		raw string
+		v   int64
+		ok  bool
+	}{
+		{"0", 0, true}, {"-0", 0, true}, {"0.000", 0, true}, {"0e7", 0, true},
+		{"12", 12, true}, {"12.0", 12, true}, {"1.2e1", 12, true}, {"120e-1", 12, true}, {"1200E-2", 12, true},
+		{"-12.00", -12, true}, {"9.223372036854775807e18", 9223372036854775807, true},
+		{"-9223372036854775808.0", -9223372036854775808, true},
+		{"9223372036854775808.0", 0, false}, {"1.5", 0, false}, {"12e-2", 0, false}, {"1e20", 0, false},
+		{"1e401", 0, false}, {"0.1e1", 1, true},
+	} {
+		v, ok := intID([]byte(tt.raw))
+		if v != tt.v || ok != tt.ok {
+			t.Errorf("intID(%s) = %d, %v; want %d, %v", tt.raw, v, ok, tt.v, tt.ok)
+		}
+	}
+}
+
 func TestCheckMessage(t *testing.T) {
 	tests := []struct {
 		line string
@@ -104,8 +124,16 @@ func TestCheckMessage(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":9223372036854775807,"method":"x"}`, 0, ""},
 		{`{"jsonrpc":"2.0","id":-9223372036854775808,"method":"x"}`, 0, ""},
 		{`{"jsonrpc":"2.0","id":9223372036854775808,"method":"x"}`, acp.CodeInvalidRequest, "null"},
-		{`{"jsonrpc":"2.0","id":"\u0000shellagent-negative-id:-1","method":"x"}`, acp.CodeInvalidRequest, "null"},
+		{`{"jsonrpc":"2.0","id":"\u0000shellagent-id:-1","method":"x"}`, acp.CodeInvalidRequest, "null"},
 		{`{"jsonrpc":"2.0","id":1.5,"method":"x"}`, acp.CodeInvalidRequest, "null"},
+		{`{"jsonrpc":"2.0","id":1.0,"method":"x"}`, 0, ""},
+		{`{"jsonrpc":"2.0","id":1e2,"method":"x"}`, 0, ""},
+		{`{"jsonrpc":"2.0","id":-92233720368547758.08e2,"method":"x"}`, 0, ""},
+		{`{"jsonrpc":"2.0","id":9223372036854775808.0,"method":"x"}`, acp.CodeInvalidRequest, "null"},
+		{`{"jsonrpc":"2.0","id":1e19,"method":"x"}`, acp.CodeInvalidRequest, "null"},
+		{`{"jsonrpc":"2.0","id":1.25e1,"method":"x"}`, acp.CodeInvalidRequest, "null"},
+		{`{"jsonrpc":"2.0","id":1e-1,"method":"x"}`, acp.CodeInvalidRequest, "null"},
+		{`{"jsonrpc":"2.0","id":1e999999999999,"method":"x"}`, acp.CodeInvalidRequest, "null"},
 		{`{"jsonrpc":"2.0","id":{},"method":"x"}`, acp.CodeInvalidRequest, "null"},
 		{`{"jsonrpc":"2.0","id":7}`, acp.CodeInvalidRequest, "7"},
 		{`{"jsonrpc":"2.0","id":7,"method":5}`, acp.CodeInvalidRequest, "7"},
