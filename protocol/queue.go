@@ -49,6 +49,12 @@ const keepNotices = 32
 //     the session's history), and only the last keepNotices pending
 //     notices are kept.
 //
+// A session has an entry in sessions only while it has a pending
+// state_update or its last one listed background work (which the rule on
+// removals needs): a session that ended, whose last state_update lists
+// nothing, costs nothing, and take looks only at the sessions it took
+// state_updates of.
+//
 // The result honours the rules the strict client checks: announced before
 // listed, final status before removal, one exit per terminal, output only
 // between a terminal's first update and its exit.
@@ -61,9 +67,10 @@ type controlQueue struct {
 	lastFixed uint64   // seq of the last fixed entry
 	items     map[itemKey]*item
 	sessions  map[string]*sessionStates
-	finished  []*item  // finished items announced by a pending entry, oldest first
-	notices   []*entry // pending notices, oldest first
-	stalled   bool     // the writer's peer is stalled; the writer owns it
+	touched   []*sessionStates // sessions with pending state_updates
+	finished  []*item          // finished items announced by a pending entry, oldest first
+	notices   []*entry         // pending notices, oldest first
+	stalled   bool             // the writer's peer is stalled; the writer owns it
 }
 
 // entry is one queued message.
@@ -105,9 +112,11 @@ type item struct {
 
 // sessionStates tracks a session's state_updates.
 type sessionStates struct {
+	id       string
 	last     *entry               // the last state_update queued, pending or taken
 	prevList []acp.BackgroundItem // the list of the state_update queued before last
 	pending  []*entry             // pending state_updates
+	released bool                 // forget it once pending is taken
 }
 
 func newControlQueue() controlQueue {
@@ -210,7 +219,7 @@ func (q *controlQueue) addItemUpdate(e *entry, key itemKey, final bool) {
 func (q *controlQueue) addState(session string, u *acp.StateUpdate) {
 	ss := q.sessions[session]
 	if ss == nil {
-		ss = &sessionStates{}
+		ss = &sessionStates{id: session}
 		q.sessions[session] = ss
 	}
 	if l := ss.last; q.coalescing() && l != nil && !l.taken && l.seq > q.lastFixed && !keepsFollowUp(ss.prevList, l.update.(*acp.StateUpdate), u) {
@@ -222,7 +231,23 @@ func (q *controlQueue) addState(session string, u *acp.StateUpdate) {
 		ss.prevList = ss.last.update.(*acp.StateUpdate).Background
 	}
 	ss.last = q.push(&entry{session: session, update: u})
+	if len(ss.pending) == 0 {
+		q.touched = append(q.touched, ss)
+	}
 	ss.pending = append(ss.pending, ss.last)
+}
+
+// forget drops what the queue keeps of session once what is pending for
+// it has been taken: nothing more will be queued for it.
+func (q *controlQueue) forget(session string) {
+	ss := q.sessions[session]
+	switch {
+	case ss == nil:
+	case len(ss.pending) == 0:
+		delete(q.sessions, session)
+	default:
+		ss.released = true
+	}
 }
 
 // keepsFollowUp reports whether replacing pending (which followed a list
@@ -279,10 +304,16 @@ func (q *controlQueue) take(batch []*entry) []*entry {
 	q.finished = q.finished[:0]
 	clear(q.notices)
 	q.notices = q.notices[:0]
-	for _, ss := range q.sessions {
+	for _, ss := range q.touched {
 		clear(ss.pending)
 		ss.pending = ss.pending[:0]
+		if ss.released || len(ss.last.update.(*acp.StateUpdate).Background) == 0 {
+			// Its next state_update needs no earlier list: see keepsFollowUp.
+			delete(q.sessions, ss.id)
+		}
 	}
+	clear(q.touched)
+	q.touched = q.touched[:0]
 	return batch
 }
 

@@ -273,3 +273,41 @@ func TestWorkThatSomethingFixedRefersToIsKept(t *testing.T) {
 		t.Errorf("taken %s…", got[:100])
 	}
 }
+
+// A session keeps an entry only while its last state_update lists work
+// (which the rule on removals needs) or one is pending: 10,000 sessions
+// that ran and ended cost the queue nothing.
+func TestControlQueueForgetsSessionsThatEnded(t *testing.T) {
+	t.Parallel()
+	q := newControlQueue()
+	for n := range 10000 {
+		q.addUpdate(fmt.Sprintf("s%d", n), st("running", "term_1"))
+	}
+	q.take(nil)
+	for n := range 10000 {
+		q.addUpdate(fmt.Sprintf("s%d", n), st("idle"))
+	}
+	if len(q.sessions) != 10000 || len(q.touched) != 10000 {
+		t.Fatalf("%d sessions, %d with pending state_updates; want 10000", len(q.sessions), len(q.touched))
+	}
+	q.take(nil)
+	if len(q.sessions) != 0 || len(q.touched) != 0 {
+		t.Errorf("%d sessions kept, %d touched, after every session reported an empty list", len(q.sessions), len(q.touched))
+	}
+
+	// Released while something is pending: forgotten once it is taken.
+	q.addUpdate("live", st("running", "term_1"))
+	q.addUpdate("gone", st("running", "term_1"))
+	q.forget("gone")
+	if q.sessions["gone"] == nil {
+		t.Fatal("a released session's pending state_update lost its entry")
+	}
+	q.take(nil)
+	if q.sessions["gone"] != nil || q.sessions["live"] == nil {
+		t.Errorf("after take: gone %v, live %v; want only live", q.sessions["gone"], q.sessions["live"])
+	}
+	q.forget("live")
+	if len(q.sessions) != 0 {
+		t.Errorf("%d sessions after forgetting the last", len(q.sessions))
+	}
+}

@@ -83,6 +83,9 @@ func (r *lineReader) next() ([]byte, error) {
 // objectStream is the jsonrpc2.ObjectStream of a connection: it reads one
 // message per line and writes through the connection's Writer. A line that
 // is not a valid JSON-RPC message is answered here, and reading goes on.
+// While too many replies wait for a client that does not read, it reads
+// nothing (see replyBacklog): the kernel then holds the client's
+// writes, and every request is answered once the client reads.
 type objectStream struct {
 	msgs  *MessageReader
 	w     *writer
@@ -93,6 +96,7 @@ type objectStream struct {
 func (s *objectStream) ReadObject(v any) error {
 	<-s.ready
 	for {
+		s.w.replies.wait()
 		line, refusal, err := s.msgs.Next()
 		if err != nil {
 			return err

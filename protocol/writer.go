@@ -3,6 +3,7 @@ package protocol
 import (
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,37 +11,37 @@ import (
 	"shellagent/acp"
 )
 
-// maxChunk is the most terminal output one terminal_output_chunk carries.
-const maxChunk = 64 << 10
-
-// flushAt is how much encoded output the writer gathers before it writes
-// even though more is waiting.
-const flushAt = 256 << 10
-
-// minPiece is the smallest write to the peer; see writer.flush.
-const minPiece = 4 << 10
-
-// DefaultStallTimeout is how long a connection may accept no bytes before
-// the writer stops holding the terminals back.
-const DefaultStallTimeout = time.Second
-
 // A writer is the only thing that writes to a connection. Control messages
 // (responses, requests, session updates) go out in the order they were
 // queued, superseded updates coalesced (see controlQueue); terminal output
-// is read from each terminal's OutputSource when the writer gets to it, up
-// to maxChunk at a time, taking terminals in turn. So at low rates a byte
-// goes out at once, at high rates chunks grow, and nothing queues per byte.
+// is read from each terminal's OutputSource when the writer gets to it, a
+// chunk at a time, taking terminals in turn. So at low rates a byte goes
+// out at once, at high rates chunks grow, and nothing queues per byte.
+//
+// Control first: the writer takes the control messages queued at every
+// line boundary, before the next chunk of output, and chunks and batches
+// are sized to what the client takes (see peer.sizes). So a message that
+// is ready waits for the line being written, the batch it is in, and what
+// the kernel's buffer holds, however many terminals are busy. A
+// terminal's output that was written before a terminal update of it still
+// goes out before that update (see Ordering).
 //
 // Flow control: the writer holds every terminal it streams (see
 // OutputFollower), so a client that reads loses nothing, at any speed: a
 // terminal whose unsent bytes fill its buffer stops its PTY until the
-// writer has sent half of them. While a write to the peer has accepted
-// nothing for the stall timeout, the client counts as stalled: the writer
-// lets go of every terminal at once (their output then overwrites the
-// oldest unsent bytes, and the client gets a replacement with the count of
-// dropped bytes when it reads again), until the peer accepts bytes again.
-// A terminal's backpressure never holds up the writer: control messages
-// and other terminals go on.
+// writer has sent half of them. While the client is stalled (it took no
+// byte for the stall timeout, see peer), the writer lets go of every
+// terminal at once: their output then overwrites the oldest unsent bytes,
+// and when the client reads again each such terminal gets a replacement
+// that counts the dropped bytes and carries the oldest bytes still held,
+// at most a chunk, the rest following as chunks, so that catching up
+// costs a client no line longer than keeping up does. A terminal's
+// backpressure never holds up the writer: control messages and other
+// terminals go on.
+//
+// Bounded input: the replies that wait for the client are counted in
+// replies (see replyBacklog), whose wait the connection's reader calls
+// before it reads a message.
 //
 // Ordering: a terminal's output is streamed only after the first
 // terminal update queued with its source, and all of it that was written
@@ -48,35 +49,33 @@ const DefaultStallTimeout = time.Second
 // update (see OutputMode).
 //
 // Concurrency: send, update, updateTerminal, release, setEncoding and
-// close may be called from any goroutine; the run goroutine does all the
-// writing; the sources call
-// markDirty from their writing goroutines; the stall timer runs
-// checkStall. Lock order: writer.mu, then a source's own lock.
+// close may be called from any goroutine; the run goroutine
+// does all the writing; the sources call markDirty from their writing
+// goroutines; the peer calls syncStall. Lock order: writer.mu, then the
+// peer's, then a source's own lock.
 type writer struct {
-	out          io.Writer
-	log          *slog.Logger
-	stallTimeout time.Duration
+	log     *slog.Logger
+	peer    *peer
+	replies *replyBacklog
 
-	mu           sync.Mutex   // guards the fields up to wake
-	enc          encoding     // see setEncoding
-	queue        controlQueue // queue.stalled: the peer accepted nothing for stallTimeout
-	dirty        []*stream
-	streams      map[streamKey]*stream // every stream followed
-	closing      bool
-	broken       bool      // a write failed: nothing is written any more
-	writingSince time.Time // start of the write under way; zero if none
-	timer        *time.Timer
-	timerArmed   bool
-	wake         chan struct{}
-
-	done chan struct{} // closed when run returns
+	mu      sync.Mutex   // guards the fields up to wake
+	enc     encoding     // see setEncoding
+	queue   controlQueue // queue.stalled: as the peer said, last time syncStall looked
+	dirty   []*stream
+	streams map[streamKey]*stream // every stream followed
+	closing bool
+	broken  bool // a write failed: nothing is written any more
+	wake    chan struct{}
+	done    chan struct{} // closed when run returns
+	control atomic.Bool   // control messages are queued; set under mu
 
 	// Owned by the run goroutine.
 	runEnc  encoding // enc as of the batch being written
 	buf     []byte
 	scratch []byte // one chunk's raw bytes
-	snap    []byte // a replacement's raw bytes, kept once a client fell behind
-	piece   int    // bytes per write to the peer
+	snap    []byte // a replacement's raw bytes, kept once a client attached
+	inBuf   int    // replies in buf
+	inBufN  int    // their bytes
 }
 
 type streamKey struct{ session, terminal string }
@@ -100,21 +99,17 @@ type stream struct {
 
 // newWriter starts a writer on out. Call close to stop it.
 func newWriter(out io.Writer, log *slog.Logger, stallTimeout time.Duration) *writer {
-	if stallTimeout <= 0 {
-		stallTimeout = DefaultStallTimeout
-	}
 	w := &writer{
-		out:          out,
-		log:          log,
-		enc:          acpV2{},
-		stallTimeout: stallTimeout,
-		queue:        newControlQueue(),
-		streams:      make(map[streamKey]*stream),
-		wake:         make(chan struct{}, 1),
-		done:         make(chan struct{}),
-		scratch:      make([]byte, maxChunk),
-		piece:        64 << 10,
+		log:     log,
+		replies: newReplyBacklog(log),
+		enc:     acpV2{},
+		queue:   newControlQueue(),
+		streams: make(map[streamKey]*stream),
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		scratch: make([]byte, maxChunk),
 	}
+	w.peer = newPeer(out, stallTimeout, w.syncStall)
 	go w.run()
 	return w
 }
@@ -128,11 +123,14 @@ func (w *writer) setEncoding(enc encoding) {
 	w.mu.Unlock()
 }
 
-// send queues one complete JSON-RPC message (without newline).
+// send queues one complete JSON-RPC message (without newline): a reply,
+// counted in w.replies until it is written.
 func (w *writer) send(msg []byte) {
 	w.mu.Lock()
 	if !w.closing {
+		w.replies.add(len(msg))
 		w.queue.addLine(msg)
+		w.control.Store(true)
 	}
 	w.mu.Unlock()
 	w.poke()
@@ -155,6 +153,7 @@ func (w *writer) update(sessionID string, update acp.Update) {
 	w.mu.Lock()
 	if !w.closing {
 		w.queue.addUpdate(sessionID, update)
+		w.control.Store(true)
 		w.dropFinished()
 	}
 	w.mu.Unlock()
@@ -173,24 +172,22 @@ func (w *writer) updateTerminal(sessionID string, u *acp.TerminalUpdate, source 
 		if s == nil {
 			s = &stream{key: key, source: source, enc: w.enc.output(sessionID, u.TerminalID)}
 			s.follower = source.Follow(func() { w.markDirty(s) })
-			s.follower.Hold(w.holding())
+			s.follower.Hold(!w.queue.stalled && !w.broken)
 			w.streams[key] = s
 		}
 		w.queue.addTerminal(sessionID, u, s, mode)
+		w.control.Store(true)
 		w.dropFinished()
 	}
 	w.mu.Unlock()
 	w.poke()
 }
 
-// holding reports whether the writer holds its sources; w.mu is held.
-// (Closing does not let go: no stream starts once it is set, and the last
-// pass sends what the held ones have.)
-func (w *writer) holding() bool { return !w.queue.stalled && !w.broken }
-
-// holdAll makes every source follow holding(); w.mu is held.
+// holdAll makes every source wait for the writer unless the client is
+// stalled or gone; w.mu is held. (Closing does not let go: no stream
+// starts once it is set, and the last pass sends what the held ones have.)
 func (w *writer) holdAll() {
-	on := w.holding()
+	on := !w.queue.stalled && !w.broken
 	for _, s := range w.streams {
 		s.follower.Hold(on)
 	}
@@ -215,7 +212,8 @@ func (w *writer) unfollow(s *stream) {
 }
 
 // release stops following the terminals of session: their output is no
-// longer streamed, nor held back for this peer.
+// longer streamed, nor held back for this peer; the queue forgets it once
+// what was queued for it has gone.
 func (w *writer) release(session string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -224,6 +222,7 @@ func (w *writer) release(session string) {
 			w.unfollow(s)
 		}
 	}
+	w.queue.forget(session)
 }
 
 func (w *writer) poke() {
@@ -251,6 +250,7 @@ func (w *writer) close() {
 	w.mu.Lock()
 	w.closing = true
 	w.mu.Unlock()
+	w.replies.close()
 	w.poke()
 	<-w.done
 }
@@ -259,11 +259,14 @@ func (w *writer) run() {
 	defer close(w.done)
 	defer w.stopAll()
 	var batch []*entry
-	var dirty []*stream
+	var turn []*stream // terminals with output to send, in turn
 	for {
 		w.mu.Lock()
 		batch = w.queue.take(batch[:0])
-		dirty, w.dirty = w.dirty, dirty[:0]
+		w.control.Store(false)
+		turn = append(turn, w.dirty...)
+		clear(w.dirty)
+		w.dirty = w.dirty[:0]
 		closing := w.closing
 		w.runEnc = w.enc
 		w.mu.Unlock()
@@ -273,54 +276,58 @@ func (w *writer) run() {
 			batch[i] = nil
 		}
 		if closing {
-			// The last pass: what was queued, and every terminal's output
-			// up to now. A terminal that still writes cannot hold close.
-			for _, s := range w.followed() {
-				if s.started && !s.closed.Load() {
-					w.catchUp(s)
-				}
-			}
-			w.flush()
+			w.finish()
 			return
 		}
-		for i, s := range dirty {
-			w.writeChunk(s)
-			dirty[i] = nil
+		// A chunk per terminal in turn, until control messages wait.
+		n := 0
+		for ; n < len(turn) && !w.control.Load(); n++ {
+			w.writeChunk(turn[n])
 		}
-		if len(batch) == 0 && len(dirty) == 0 {
+		turn = slices.Delete(turn, 0, n)
+		if len(batch) == 0 && n == 0 {
 			w.flush()
 			<-w.wake
 		}
 	}
 }
 
-func (w *writer) followed() []*stream {
+// finish is the last pass: what was queued, and every terminal's output
+// up to now. A terminal that still writes cannot hold close.
+func (w *writer) finish() {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make([]*stream, 0, len(w.streams))
+	streams := make([]*stream, 0, len(w.streams))
 	for _, s := range w.streams {
-		out = append(out, s)
+		streams = append(streams, s)
 	}
-	return out
+	w.mu.Unlock()
+	for _, s := range streams {
+		if s.started && !s.closed.Load() {
+			w.catchUp(s)
+		}
+	}
+	w.flush()
 }
 
 // stopAll lets go of every source: a connection that is gone holds
 // nothing back.
 func (w *writer) stopAll() {
+	w.peer.stop()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, s := range w.streams {
 		w.unfollow(s)
-	}
-	if w.timer != nil {
-		w.timer.Stop()
 	}
 }
 
 func (w *writer) writeEntry(e *entry) {
 	switch {
 	case e.line != nil:
-		w.line(e.line)
+		w.buf = append(w.buf, e.line...)
+		w.buf = append(w.buf, '\n')
+		w.inBuf++
+		w.inBufN += len(e.line)
+		w.maybeFlush()
 	case e.stream != nil:
 		w.writeTerminalUpdate(e)
 	default:
@@ -374,39 +381,44 @@ func (w *writer) writeChunk(s *stream) {
 	}
 }
 
-// sendChunk writes one chunk of s, or a replacement if bytes were
-// overwritten before they could be sent. It reports whether it made
-// progress.
+// sendChunk writes the next chunk of s, and reports whether there was
+// one. If bytes were overwritten before they could be sent (the client
+// stalled), the chunk goes as a replacement of the client's copy that
+// counts them as dropped: what the client holds, then, is what the
+// terminal holds from its oldest byte up to the chunk's end, and chunks
+// go on from there.
 func (w *writer) sendChunk(s *stream) bool {
-	n, start := s.source.ReadAt(w.scratch, s.sent)
-	if start > s.sent {
-		w.replace(s, nil)
-		return true
-	}
-	if n == 0 {
+	chunk, _ := w.peer.sizes()
+	n, start := s.source.ReadAt(w.scratch[:chunk], s.sent)
+	switch {
+	case start > s.sent:
+		buf, err := s.enc.appendReplacement(w.buf, nil, w.scratch[:n], start-s.sent)
+		if err != nil {
+			w.log.Error("encode terminal output", "terminal", s.key.terminal, "err", err)
+		} else {
+			w.buf = buf
+		}
+	case n == 0:
 		return false
+	default:
+		w.buf = s.enc.appendChunk(w.buf, w.scratch[:n])
 	}
-	w.buf = s.enc.appendChunk(w.buf, w.scratch[:n])
 	s.sent = start + int64(n)
 	s.follower.Taken(s.sent)
 	w.maybeFlush()
 	return true
 }
 
-// replace replaces the client's copy of s with what the source holds: for
-// u (a client that attaches), or alone after bytes were overwritten before
-// a client that fell behind could get them. The line is appended in place,
-// as chunks are: catching up must not cost more than keeping up. The
-// source is copied in one go (into a buffer kept for the next time) so
-// that the replacement is consistent while the PTY writes on.
+// replace replaces the client's copy of s with everything the source
+// holds, in the line of u: for a client that attaches (resume, replay),
+// or a terminal whose first update is also its last. The line is appended
+// in place, as chunks are. The source is copied in one go (into a buffer
+// kept for the next time) so that the replacement is consistent while the
+// PTY writes on.
 func (w *writer) replace(s *stream, u *acp.TerminalUpdate) {
 	var end int64
 	w.snap, end = s.source.AppendSnapshot(w.snap[:0])
-	base := s.sent // what the client has
-	if u != nil {
-		base = 0 // an attaching client has nothing
-	}
-	dropped := end - int64(len(w.snap)) - base
+	dropped := end - int64(len(w.snap)) // an attaching client has nothing
 	buf, err := s.enc.appendReplacement(w.buf, u, w.snap, dropped)
 	if err != nil {
 		w.log.Error("encode terminal output", "terminal", s.key.terminal, "err", err)
@@ -428,97 +440,58 @@ func (w *writer) writeUpdate(session string, update acp.Update) {
 	w.maybeFlush()
 }
 
-func (w *writer) line(b []byte) {
-	w.buf = append(w.buf, b...)
-	w.buf = append(w.buf, '\n')
-	w.maybeFlush()
-}
-
 func (w *writer) maybeFlush() {
-	if len(w.buf) >= flushAt {
+	if _, batch := w.peer.sizes(); len(w.buf) > batch {
 		w.flush()
 	}
 }
 
-// flush writes the buffer in pieces and watches each: a write that
-// accepts nothing for the stall timeout marks the peer stalled. A piece
-// is small enough for a slow reader to take within a fraction of the
-// timeout (it halves when a write takes an eighth of it, and doubles up to
-// flushAt when writes are quick), so a client that reads slowly is not
-// mistaken for a stalled one.
+// flush writes the buffer through the peer; a write that fails marks the
+// client gone, and nothing more is written. The replies it wrote no
+// longer wait: input may be read again (see replyBacklog).
 func (w *writer) flush() {
-	for b := w.buf; len(b) > 0 && !w.broken; {
-		k := min(len(b), w.piece)
-		start := w.writing()
-		_, err := w.out.Write(b[:k])
-		took := time.Since(start)
-		w.wrote(err)
-		b = b[k:]
-		switch {
-		case took > w.stallTimeout/8:
-			w.piece = max(w.piece/2, minPiece)
-		case took < w.stallTimeout/64:
-			w.piece = min(w.piece*2, flushAt)
+	if len(w.buf) == 0 {
+		return
+	}
+	defer func() {
+		w.replies.remove(w.inBuf, w.inBufN)
+		w.inBuf, w.inBufN = 0, 0
+	}()
+	w.mu.Lock()
+	broken := w.broken
+	w.mu.Unlock()
+	if !broken {
+		if err := w.peer.write(w.buf); err != nil {
+			w.mu.Lock()
+			w.broken = true
+			w.log.Warn("client output closed; dropping further messages", "err", err)
+			w.holdAll()
+			w.mu.Unlock()
+			w.replies.close()
 		}
+	}
+	if cap(w.buf) > 4*maxBatch {
+		w.buf = nil // one big replacement does not pin its memory
 	}
 	w.buf = w.buf[:0]
 }
 
-// writing notes that a write to the peer starts now.
-func (w *writer) writing() time.Time {
+// syncStall applies what the peer says of the client: stalled, every
+// terminal is let go and finished work it never heard of beyond the
+// queue's limit is dropped; reading again, every terminal is held.
+func (w *writer) syncStall() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	now := time.Now()
-	w.writingSince = now
-	if !w.timerArmed && !w.queue.stalled {
-		w.armTimer(w.stallTimeout)
+	stalled := w.peer.stalled()
+	if stalled == w.queue.stalled || w.broken {
+		return
 	}
-	return now
-}
-
-// wrote notes that a write to the peer returned: it made progress, or the
-// peer is gone.
-func (w *writer) wrote(err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.writingSince = time.Time{}
-	switch {
-	case err != nil:
-		w.broken = true
-		w.log.Warn("client output closed; dropping further messages", "err", err)
-		w.holdAll()
-	case w.queue.stalled:
-		w.queue.stalled = false
-		w.log.Info("client reads again; holding terminal output back for it")
-		w.holdAll()
-	}
-}
-
-// armTimer makes checkStall run after d; w.mu is held.
-func (w *writer) armTimer(d time.Duration) {
-	if w.timer == nil {
-		w.timer = time.AfterFunc(d, w.checkStall)
+	w.queue.stalled = stalled
+	if stalled {
+		w.log.Info("client accepted nothing for the stall timeout; terminal output is no longer held back for it", "timeout", w.peer.m.timeout)
 	} else {
-		w.timer.Reset(d)
+		w.log.Info("client reads again; holding terminal output back for it")
 	}
-	w.timerArmed = true
-}
-
-// checkStall runs on the stall timer: a write under way for the stall
-// timeout marks the peer stalled.
-func (w *writer) checkStall() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.timerArmed = false
-	if w.writingSince.IsZero() || w.queue.stalled || w.broken {
-		return
-	}
-	if left := w.stallTimeout - time.Since(w.writingSince); left > 0 {
-		w.armTimer(left)
-		return
-	}
-	w.queue.stalled = true
-	w.log.Info("client accepted nothing for the stall timeout; terminal output is no longer held back for it", "timeout", w.stallTimeout)
 	w.holdAll()
 	w.dropFinished()
 }

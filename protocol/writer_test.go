@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -519,4 +520,253 @@ func TestStalledClientGetsCoalescedUpdatesThatKeepTheRules(t *testing.T) {
 	if got := string(c.Output("s", fmt.Sprintf("term_%d", firings-1))); got != fmt.Sprintf("firing %d\r\n", firings-1) {
 		t.Errorf("last firing's output %q", got)
 	}
+}
+
+// pipeClient reads a writer's pipe at rate bytes per second and notes
+// when it reads each line.
+type pipeClient struct {
+	r    *os.File
+	rate int
+
+	mu    sync.Mutex
+	lines []timedLine
+	done  chan struct{}
+}
+
+type timedLine struct {
+	at   time.Time
+	line []byte
+}
+
+func newPipeClient(t *testing.T, rate int) (*pipeClient, *os.File) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &pipeClient{r: r, rate: rate, done: make(chan struct{})}
+	go c.read()
+	return c, w
+}
+
+func (c *pipeClient) read() {
+	defer close(c.done)
+	defer c.r.Close()
+	br := bufio.NewReaderSize(readerFunc(func(p []byte) (int, error) {
+		start := time.Now()
+		n, err := c.r.Read(p[:min(len(p), 4096)])
+		c.mu.Lock()
+		rate := c.rate
+		c.mu.Unlock()
+		if rate > 0 {
+			time.Sleep(time.Duration(n)*time.Second/time.Duration(rate) - time.Since(start))
+		}
+		return n, err
+	}), 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			return
+		}
+		c.mu.Lock()
+		c.lines = append(c.lines, timedLine{time.Now(), line})
+		c.mu.Unlock()
+	}
+}
+
+// unthrottle lets the client read as fast as it can.
+func (c *pipeClient) unthrottle() {
+	c.mu.Lock()
+	c.rate = 0
+	c.mu.Unlock()
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// flood writes to ring until stop is closed, held by the writer.
+func flood(ring *outputbuf.Ring, stop <-chan struct{}, done *sync.WaitGroup) {
+	done.Add(1)
+	go func() {
+		defer done.Done()
+		p := bytes.Repeat([]byte("y\r\n"), 1365)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				ring.Write(p)
+			}
+		}
+	}()
+}
+
+// Four terminals flood a client that reads 100 KB/s: a response waits
+// for about a pipe's worth of the client's time, not for the terminals.
+func TestResponsesGoFirstAtEveryLine(t *testing.T) {
+	t.Parallel()
+	const rate = 100_000
+	c, out := newPipeClient(t, rate)
+	w := newWriter(out, discardLog(), time.Minute) // no stall: a client that reads
+	stop := make(chan struct{})
+	var floods sync.WaitGroup
+	var rings []*outputbuf.Ring
+	for i := range 4 {
+		ring := outputbuf.New(1 << 20)
+		rings = append(rings, ring)
+		w.updateTerminal("s", &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: fmt.Sprintf("term_%d", i+1)}, source{ring}, StreamOutput)
+		flood(ring, stop, &floods)
+	}
+	time.Sleep(time.Second) // the client falls behind
+	const responses = 10
+	sent := make([]time.Time, responses)
+	for i := range responses {
+		sent[i] = time.Now()
+		w.send(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"result":{}}`, i))
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second)
+	c.mu.Lock()
+	var took []time.Duration
+	longest := 0
+	for _, l := range c.lines {
+		longest = max(longest, len(l.line))
+		var id int
+		if _, err := fmt.Sscanf(string(l.line), `{"jsonrpc":"2.0","id":%d,`, &id); err == nil {
+			took = append(took, l.at.Sub(sent[id]))
+		}
+	}
+	c.mu.Unlock()
+	close(stop)
+	c.unthrottle()
+	floods.Wait()
+	for i, ring := range rings {
+		exit(w, fmt.Sprintf("term_%d", i+1), ring)
+	}
+	w.close()
+	out.Close()
+	<-c.done
+	// A pipe of 64 KiB takes the client 0.65 s; a line 50 ms.
+	t.Logf("responses answered in %v; longest line %d bytes", took, longest)
+	if len(took) != responses {
+		t.Fatalf("%d of %d responses within 3 s", len(took), responses)
+	}
+	for i, d := range took {
+		if d > 2500*time.Millisecond {
+			t.Errorf("response %d waited %v", i, d)
+		}
+	}
+}
+
+// A client that stalls while a terminal floods: the replacement it gets
+// when it reads again counts exactly what was dropped and is no longer
+// than a chunk; the rest of what the terminal holds follows as chunks.
+func TestAReplacementIsNoWall(t *testing.T) {
+	t.Parallel()
+	g := newGate()
+	w := newWriter(g, discardLog(), 100*time.Millisecond)
+	ring := outputbuf.New(1 << 20)
+	announce(w, ring)
+	var want []byte
+	next := func(n int) {
+		p := make([]byte, n)
+		for i := range p {
+			p[i] = byte(len(want) + i)
+		}
+		want = append(want, p...)
+		ring.Write(p)
+	}
+	next(1000)
+	g.set(true)
+	waitUntil(t, "the client stalls", func() bool { next(64 << 10); return w.isStalled() })
+	for range 40 {
+		next(64 << 10) // 2.5 MiB: the ring wraps
+	}
+	g.set(false)
+	waitUntil(t, "the client reads again", func() bool { return !w.isStalled() })
+	next(1000)
+	exit(w, "term_1", ring)
+	w.close()
+
+	var got []byte
+	var dropped int64
+	for _, ev := range decodeLines(t, g.buf.Bytes()) {
+		switch {
+		case ev.snapshot:
+			if len(ev.data) > maxChunk {
+				t.Errorf("a replacement of %d bytes", len(ev.data))
+			}
+			dropped += ev.dropped
+			got = append(got[:0], ev.data...)
+			if int64(len(want)) < dropped {
+				t.Fatalf("%d dropped of %d", dropped, len(want))
+			}
+		case ev.kind == acp.KindTerminalOutput:
+			got = append(got, ev.data...)
+		}
+	}
+	if dropped == 0 {
+		t.Fatal("no replacement")
+	}
+	// What the client had before the first replacement, plus what was
+	// dropped, plus what it holds now, is everything.
+	if !bytes.HasSuffix(want, got) || len(got) < 1<<20 {
+		t.Errorf("the client holds %d bytes that are not the terminal's last", len(got))
+	}
+}
+
+// A client that reads nothing: past the bound of waiting replies,
+// the backlog's wait waits until they are down to half of it.
+func TestTheReplyBacklogHoldsInputWhileRepliesWait(t *testing.T) {
+	t.Parallel()
+	g := newGate()
+	g.set(true)
+	w := newWriter(g, discardLog(), 0)
+	reply := []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`)
+	for range maxWaitingReplies {
+		w.replies.wait() // never waits under the bound
+		w.send(reply)
+	}
+	returned := make(chan struct{})
+	go func() { w.replies.wait(); close(returned) }()
+	select {
+	case <-returned:
+		t.Fatal("wait returned with every reply waiting")
+	case <-time.After(300 * time.Millisecond):
+	}
+	g.set(false)
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("wait still waits after the client read")
+	}
+	w.replies.mu.Lock()
+	n := w.replies.n
+	w.replies.mu.Unlock()
+	if n > maxWaitingReplies/2 {
+		t.Errorf("input read again with %d replies waiting", n)
+	}
+	w.close()
+	if got := bytes.Count(g.buf.Bytes(), []byte("\n")); got != maxWaitingReplies {
+		t.Errorf("%d replies written, want %d", got, maxWaitingReplies)
+	}
+
+	// Closing lets a waiting reader go.
+	g = newGate()
+	g.set(true)
+	w = newWriter(g, discardLog(), 0)
+	for range maxWaitingReplies {
+		w.send(reply)
+	}
+	returned = make(chan struct{})
+	go func() { w.replies.wait(); close(returned) }()
+	closed := make(chan struct{})
+	go func() { w.close(); close(closed) }()
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("wait still waits after close")
+	}
+	g.set(false)
+	<-closed
 }

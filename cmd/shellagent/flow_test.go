@@ -23,10 +23,10 @@ import (
 // pacedReader reads from r at most rate bytes per second (0: no limit),
 // and not at all while paused.
 type pacedReader struct {
-	r    io.Reader
-	rate int
+	r io.Reader
 
 	mu     sync.Mutex
+	rate   int
 	paused bool
 	cond   *sync.Cond
 }
@@ -42,14 +42,15 @@ func (p *pacedReader) Read(b []byte) (int, error) {
 	for p.paused {
 		p.cond.Wait()
 	}
+	rate := p.rate
 	p.mu.Unlock()
-	if p.rate > 0 {
+	if rate > 0 {
 		b = b[:min(len(b), 4096)]
 	}
 	start := time.Now()
 	n, err := p.r.Read(b)
-	if p.rate > 0 {
-		time.Sleep(time.Duration(n)*time.Second/time.Duration(p.rate) - time.Since(start))
+	if rate > 0 {
+		time.Sleep(time.Duration(n)*time.Second/time.Duration(rate) - time.Since(start))
 	}
 	return n, err
 }
@@ -61,21 +62,53 @@ func (p *pacedReader) pause(on bool) {
 	p.cond.Broadcast()
 }
 
+// setRate changes the rate from the next read on.
+func (p *pacedReader) setRate(rate int) {
+	p.mu.Lock()
+	p.rate = rate
+	p.mu.Unlock()
+}
+
 // flowAgent is the agent binary read through a pacedReader.
 type flowAgent struct {
 	t      *testing.T
 	c      *acptest.Client
 	cmd    *exec.Cmd
 	out    *pacedReader
+	log    *syncBuffer // the agent's stderr
 	cwd    string
 	sid    string
 	marker string
 }
 
 func startFlowAgent(t *testing.T, bin string, rate int, args ...string) *flowAgent {
-	cmd, stdin, stdout, marker := startPiped(t, bin, append([]string{"--shell", "/bin/sh", "--foreground-timeout", "0"}, args...))
-	a := &flowAgent{t: t, cmd: cmd, out: newPacedReader(stdout, rate), cwd: t.TempDir(), marker: marker}
-	a.c = acptest.New(t, a.out, stdin, acptest.WithoutRaw(), acptest.WithTimeout(90*time.Second))
+	return startFlowAgentWith(t, flowOptions{bin: bin, rate: rate, args: args})
+}
+
+// flowOptions say how startFlowAgentWith starts the agent and reads it.
+type flowOptions struct {
+	bin  string
+	rate int // see pacedReader
+	// read, if not nil, is the client's reading of the agent's stdout,
+	// under the pacedReader.
+	read   func(io.Reader) io.Reader
+	chunks bool // keep every chunk's data in the transcript
+	args   []string
+}
+
+func startFlowAgentWith(t *testing.T, o flowOptions) *flowAgent {
+	log := &syncBuffer{}
+	cmd, stdin, stdout, marker := startPipedLogging(t, o.bin, append([]string{"--shell", "/bin/sh", "--foreground-timeout", "0"}, o.args...), io.MultiWriter(testWriter{t}, log))
+	var r io.Reader = stdout
+	if o.read != nil {
+		r = o.read(stdout)
+	}
+	a := &flowAgent{t: t, cmd: cmd, out: newPacedReader(r, o.rate), log: log, cwd: t.TempDir(), marker: marker}
+	opts := []acptest.Option{acptest.WithTimeout(90 * time.Second)}
+	if !o.chunks {
+		opts = append(opts, acptest.WithoutRaw())
+	}
+	a.c = acptest.New(t, a.out, stdin, opts...)
 	t.Cleanup(a.stop)
 	a.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "t", "version": "1"}}, nil)
 	var res struct {
@@ -87,6 +120,7 @@ func startFlowAgent(t *testing.T, bin string, rate int, args ...string) *flowAge
 }
 
 func (a *flowAgent) stop() {
+	a.out.setRate(0)
 	a.out.pause(false)
 	a.c.Close()
 	if err := a.cmd.Wait(); err != nil {

@@ -125,6 +125,12 @@ func (o *output) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// SyscallConn gives the connection's writer stdout's descriptor, so that
+// it can see how much of what it wrote the client has read (a pipe's or a
+// socket's unread bytes): that is how it tells a slow client from a
+// stalled one.
+func (o *output) SyscallConn() (syscall.RawConn, error) { return o.f.SyscallConn() }
+
 func (o *output) hangup() { o.once.Do(func() { close(o.gone) }) }
 
 // watchHangup calls gone once fd reports an error or hang-up (the reading

@@ -77,11 +77,18 @@ func startAgent(t *testing.T, args ...string) *agent {
 // returns its stdin and stdout, for a test that reads it its own way.
 func startPiped(t *testing.T, bin string, args []string, extra ...*os.File) (cmd *exec.Cmd, stdin io.WriteCloser, stdout io.ReadCloser, marker string) {
 	t.Helper()
+	return startPipedLogging(t, bin, args, testWriter{t}, extra...)
+}
+
+// startPipedLogging is startPiped with the agent's stderr written to
+// stderr instead of t's log.
+func startPipedLogging(t *testing.T, bin string, args []string, stderr io.Writer, extra ...*os.File) (cmd *exec.Cmd, stdin io.WriteCloser, stdout io.ReadCloser, marker string) {
+	t.Helper()
 	marker = "SHELLAGENT_TEST=" + rand.Text()
 	cmd = exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), marker, noRaceExitDelay)
 	cmd.ExtraFiles = extra
-	cmd.Stderr = testWriter{t}
+	cmd.Stderr = stderr
 	var err error
 	if stdin, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)

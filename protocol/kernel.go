@@ -1,0 +1,87 @@
+package protocol
+
+import (
+	"io"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// A kernelBuffer is the kernel's buffer between the writer and the
+// client, seen from the writer's end: how much the client has not read
+// yet, and how much more a write can leave there without waiting.
+type kernelBuffer interface {
+	// unread returns the bytes written that the client has not read.
+	unread() (int, error)
+	// room returns how many bytes a write can certainly leave in the
+	// buffer without waiting, given unread; it may be 0 or less.
+	room(unread int) int
+}
+
+// probeKernelBuffer returns the buffer behind out if out is a pipe or a
+// socket (an *os.File, a net.Conn, or anything else with a SyscallConn),
+// and nil otherwise.
+func probeKernelBuffer(out io.Writer) kernelBuffer {
+	sc, ok := out.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	var kb kernelBuffer
+	// Best effort: a failed Control leaves kb nil, as for an output
+	// whose buffer cannot be seen.
+	_ = rc.Control(func(fd uintptr) {
+		if size, err := unix.FcntlInt(fd, unix.F_GETPIPE_SZ, 0); err == nil {
+			kb = &pipeBuffer{rc: rc, slots: size / page}
+			return
+		}
+		if size, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF); err == nil {
+			kb = &socketBuffer{rc: rc, size: size}
+		}
+	})
+	return kb
+}
+
+// pipeBuffer is a pipe's buffer: a ring of page-sized slots
+// (F_GETPIPE_SZ), whose unread bytes FIONREAD counts from either end.
+type pipeBuffer struct {
+	rc    syscall.RawConn
+	slots int
+}
+
+func (b *pipeBuffer) unread() (int, error) { return ioctlInt(b.rc, unix.TIOCINQ) }
+
+// room counts the slots that unread bytes may take: one more than they
+// fill, since the oldest may be partly read and the newest partly written.
+func (b *pipeBuffer) room(unread int) int {
+	used := 0
+	if unread > 0 {
+		used = (unread+page-1)/page + 1
+	}
+	return (b.slots - used) * page
+}
+
+// socketBuffer is a socket's send buffer (SO_SNDBUF), whose bytes not yet
+// read by the peer SIOCOUTQ counts, with the kernel's overhead.
+type socketBuffer struct {
+	rc   syscall.RawConn
+	size int
+}
+
+func (b *socketBuffer) unread() (int, error) { return ioctlInt(b.rc, unix.SIOCOUTQ) }
+
+// room leaves half the buffer for the kernel's overhead per packet.
+func (b *socketBuffer) room(unread int) int { return b.size/2 - unread }
+
+func ioctlInt(rc syscall.RawConn, req uint) (int, error) {
+	var n int
+	var ierr error
+	err := rc.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), req) })
+	if err != nil {
+		return 0, err
+	}
+	return n, ierr
+}

@@ -1,0 +1,255 @@
+package protocol
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The stall rule on a clock of its own: each step happens at its offset
+// from the start of a write.
+func TestStallMeter(t *testing.T) {
+	const timeout = time.Second
+	type step struct {
+		at     time.Duration
+		do     string // "observe", or "done" (a write returned)
+		unread int    // observe: the client's unread bytes, -1 unknown
+		n      int    // done: bytes written
+		want   bool   // stalled after the step
+	}
+	tests := []struct {
+		name   string
+		unread int // at the start of the write
+		steps  []step
+	}{
+		{"a write that accepts nothing for the timeout", -1, []step{
+			{at: 250 * time.Millisecond, do: "observe", unread: -1},
+			{at: 999 * time.Millisecond, do: "observe", unread: -1},
+			{at: time.Second, do: "observe", unread: -1, want: true},
+			{at: 3 * time.Second, do: "done", n: 1},
+		}},
+		{"a client that takes a byte every 0.9 s", 65536, []step{
+			{at: 900 * time.Millisecond, do: "observe", unread: 65535},
+			{at: 1800 * time.Millisecond, do: "observe", unread: 65534},
+			{at: 2700 * time.Millisecond, do: "observe", unread: 65533},
+			{at: 3599 * time.Millisecond, do: "observe", unread: 65533},
+			{at: 3600 * time.Millisecond, do: "observe", unread: 65532},
+		}},
+		{"a client that reads, then takes nothing", 65536, []step{
+			{at: 500 * time.Millisecond, do: "observe", unread: 4096},
+			{at: 1400 * time.Millisecond, do: "observe", unread: 4096},
+			{at: 1500 * time.Millisecond, do: "observe", unread: 4096, want: true},
+			{at: 1600 * time.Millisecond, do: "observe", unread: 0},
+		}},
+		{"a write accepted bit by bit", 0, []step{
+			{at: 800 * time.Millisecond, do: "observe", unread: 4096},
+			{at: 1600 * time.Millisecond, do: "observe", unread: 8192},
+			{at: 2400 * time.Millisecond, do: "done", n: 12288},
+			{at: 5000 * time.Millisecond, do: "observe", unread: 8192}, // no write under way
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t0 := time.Now()
+			m := stallMeter{timeout: timeout}
+			m.start(t0, tt.unread)
+			for _, s := range tt.steps {
+				was := m.stalled
+				var changed bool
+				if s.do == "done" {
+					changed = m.done(t0.Add(s.at), s.n)
+				} else {
+					changed = m.observe(t0.Add(s.at), s.unread)
+				}
+				if m.stalled != s.want || changed != (was != s.want) {
+					t.Fatalf("%s at %v: stalled %v (changed %v), want %v", s.do, s.at, m.stalled, changed, s.want)
+				}
+			}
+		})
+	}
+}
+
+func TestSizesFollowTheClientsRate(t *testing.T) {
+	tests := []struct {
+		name         string
+		n            int
+		took         time.Duration
+		chunk, batch int
+	}{
+		{"no figure yet", 0, 0, minChunk, 5000},
+		{"a client that keeps up", 64 << 10, 20 * time.Microsecond, maxChunk, maxBatch},
+		{"a client at 1 MB/s", 1000, time.Millisecond, 37500, 50000},
+		{"a client at 100 KB/s", 100, time.Millisecond, minChunk, 5000},
+		{"a client at 1 KB/s", 1, time.Millisecond, minChunk, 50},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &peer{}
+			for range 100 {
+				p.rate.add(tt.n, tt.took, -1)
+				if p.rate.due() {
+					p.rate.figure(-1)
+				}
+			}
+			if chunk, batch := p.sizes(); chunk != tt.chunk || batch != tt.batch {
+				t.Errorf("sizes %d, %d; want %d, %d", chunk, batch, tt.chunk, tt.batch)
+			}
+		})
+	}
+}
+
+// Filling an empty pipe is not the client's reading: a window that wrote
+// 72 KiB in 80 ms while the pipe gained 64 KiB saw the client take 8 KiB.
+func TestRateMeterCountsWhatTheClientTook(t *testing.T) {
+	var r rateMeter
+	r.add(64<<10, 10*time.Microsecond, 0)
+	r.add(4<<10, 40*time.Millisecond, 64<<10)
+	r.add(4<<10, 40*time.Millisecond, 64<<10)
+	if !r.due() {
+		t.Fatal("no figure after 80 ms of waiting")
+	}
+	r.figure(64 << 10)
+	if want := float64(8<<10) / 0.08001; r.bps < want*0.99 || r.bps > want*1.01 {
+		t.Errorf("%.0f B/s, want %.0f", r.bps, want)
+	}
+}
+
+func TestProbeKernelBuffer(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	kb := probeKernelBuffer(w)
+	if _, ok := kb.(*pipeBuffer); !ok {
+		t.Fatalf("a pipe probed as %T", kb)
+	}
+	size, err := unix.FcntlInt(w.Fd(), unix.F_GETPIPE_SZ, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kb.room(0); got != size {
+		t.Errorf("room of an empty pipe %d, want %d", got, size)
+	}
+	// What room promises is written at once, from any state.
+	for _, pre := range []int{1, page - 1, page, 3*page + 10} {
+		w.Write(make([]byte, pre))
+		if _, err := io.ReadFull(r, make([]byte, min(pre, 7))); err != nil {
+			t.Fatal(err)
+		}
+		unread, err := kb.unread()
+		if err != nil || unread != pre-min(pre, 7) {
+			t.Fatalf("unread %d, %v; want %d", unread, err, pre-min(pre, 7))
+		}
+		room := kb.room(unread)
+		done := make(chan struct{})
+		go func() { w.Write(make([]byte, room)); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("a write of the %d bytes of room after %d unread blocked", room, unread)
+		}
+		io.ReadFull(r, make([]byte, unread+room))
+	}
+
+	a, b, err := unixPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	defer b.Close()
+	kb = probeKernelBuffer(a)
+	if _, ok := kb.(*socketBuffer); !ok {
+		t.Fatalf("a socket probed as %T", kb)
+	}
+	a.Write(make([]byte, 1000))
+	if n, err := kb.unread(); err != nil || n < 1000 {
+		t.Errorf("socket unread %d, %v; want at least 1000", n, err)
+	}
+
+	for _, out := range []io.Writer{&bytes.Buffer{}, devNull(t)} {
+		if kb := probeKernelBuffer(out); kb != nil {
+			t.Errorf("%T probed as %T", out, kb)
+		}
+	}
+}
+
+func unixPair() (net.Conn, net.Conn, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn := func(fd int) (net.Conn, error) {
+		f := os.NewFile(uintptr(fd), "socket")
+		defer f.Close()
+		return net.FileConn(f)
+	}
+	a, err := conn(fds[0])
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := conn(fds[1])
+	return a, b, err
+}
+
+func devNull(t *testing.T) *os.File {
+	f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// A real pipe whose reader takes a byte now and then: while a write
+// blocks on the full pipe, every byte taken is progress, and the client is
+// stalled only once it takes nothing for the timeout.
+func TestPeerSeesEachByteTheClientTakes(t *testing.T) {
+	t.Parallel()
+	const timeout = time.Second
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var changes atomic.Int32
+	p := newPeer(w, timeout, func() { changes.Add(1) })
+	defer p.stop()
+	size, _ := unix.FcntlInt(w.Fd(), unix.F_GETPIPE_SZ, 0)
+	wrote := make(chan error, 1)
+	go func() { wrote <- p.write(make([]byte, size+2*page)) }()
+
+	// A byte every 100 ms for 2.5 s: never stalled.
+	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if _, err := r.Read(make([]byte, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if p.stalled() {
+			t.Fatal("stalled while the client takes a byte every 100 ms")
+		}
+	}
+	// Nothing for 3 s: stalled.
+	deadline := time.Now().Add(3 * time.Second)
+	for !p.stalled() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !p.stalled() {
+		t.Fatal("not stalled after 3 s of a client that takes nothing")
+	}
+	// The client reads again: not stalled, and the write ends.
+	go io.Copy(io.Discard, r)
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if p.stalled() || changes.Load() < 2 {
+		t.Errorf("stalled %v after the client read everything, %d changes reported", p.stalled(), changes.Load())
+	}
+	w.Close()
+}
