@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"io"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -35,11 +36,11 @@ func probeKernelBuffer(out io.Writer) kernelBuffer {
 	// whose buffer cannot be seen.
 	_ = rc.Control(func(fd uintptr) {
 		if size, err := unix.FcntlInt(fd, unix.F_GETPIPE_SZ, 0); err == nil {
-			kb = &pipeBuffer{rc: rc, slots: size / page}
+			kb = &pipeBuffer{count: newIoctlCount(rc, unix.TIOCINQ), slots: size / page}
 			return
 		}
 		if size, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF); err == nil {
-			kb = &socketBuffer{rc: rc, size: size}
+			kb = &socketBuffer{count: newIoctlCount(rc, unix.SIOCOUTQ), size: size}
 		}
 	})
 	return kb
@@ -48,11 +49,11 @@ func probeKernelBuffer(out io.Writer) kernelBuffer {
 // pipeBuffer is a pipe's buffer: a ring of page-sized slots
 // (F_GETPIPE_SZ), whose unread bytes FIONREAD counts from either end.
 type pipeBuffer struct {
-	rc    syscall.RawConn
+	count *ioctlCount // FIONREAD
 	slots int
 }
 
-func (b *pipeBuffer) unread() (int, error) { return ioctlInt(b.rc, unix.TIOCINQ) }
+func (b *pipeBuffer) unread() (int, error) { return b.count.get() }
 
 // room counts the slots that unread bytes may take: one more than they
 // fill, since the oldest may be partly read and the newest partly written.
@@ -67,21 +68,42 @@ func (b *pipeBuffer) room(unread int) int {
 // socketBuffer is a socket's send buffer (SO_SNDBUF), whose bytes not yet
 // read by the peer SIOCOUTQ counts, with the kernel's overhead.
 type socketBuffer struct {
-	rc   syscall.RawConn
-	size int
+	count *ioctlCount // SIOCOUTQ
+	size  int
 }
 
-func (b *socketBuffer) unread() (int, error) { return ioctlInt(b.rc, unix.SIOCOUTQ) }
+func (b *socketBuffer) unread() (int, error) { return b.count.get() }
 
 // room leaves half the buffer for the kernel's overhead per packet.
 func (b *socketBuffer) room(unread int) int { return b.size/2 - unread }
 
-func ioctlInt(rc syscall.RawConn, req uint) (int, error) {
-	var n int
-	var ierr error
-	err := rc.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), req) })
-	if err != nil {
+// An ioctlCount reads a count with one ioctl on a descriptor, through
+// its RawConn (so that a closed descriptor is an error, never another
+// file's count) and without allocating: it is asked before every write.
+// Its get may be called from any goroutine.
+type ioctlCount struct {
+	rc  syscall.RawConn
+	req uint
+
+	mu  sync.Mutex // guards n, err: the results of read
+	n   int
+	err error
+	f   func(fd uintptr) // read, made once
+}
+
+func newIoctlCount(rc syscall.RawConn, req uint) *ioctlCount {
+	c := &ioctlCount{rc: rc, req: req}
+	c.f = c.read
+	return c
+}
+
+func (c *ioctlCount) read(fd uintptr) { c.n, c.err = unix.IoctlGetInt(int(fd), c.req) }
+
+func (c *ioctlCount) get() (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.rc.Control(c.f); err != nil {
 		return 0, err
 	}
-	return n, ierr
+	return c.n, c.err
 }

@@ -260,6 +260,7 @@ func (w *writer) run() {
 	defer w.stopAll()
 	var batch []*entry
 	var turn []*stream // terminals with output to send, in turn
+	var gather gatherer
 	for {
 		w.mu.Lock()
 		batch = w.queue.take(batch[:0])
@@ -279,18 +280,71 @@ func (w *writer) run() {
 			w.finish()
 			return
 		}
+		if len(batch) == 0 && len(turn) > 0 && gather.wait(w.wake) {
+			continue // woken by a control message: take it first
+		}
 		// A chunk per terminal in turn, until control messages wait.
 		n := 0
 		for ; n < len(turn) && !w.control.Load(); n++ {
 			w.writeChunk(turn[n])
 		}
 		turn = slices.Delete(turn, 0, n)
+		if n > 0 {
+			gather.passed()
+		}
 		if len(batch) == 0 && n == 0 {
 			w.flush()
 			<-w.wake
 		}
 	}
 }
+
+// gatherWithin and gatherFor make the writer gather output as Nagle's
+// algorithm does: while passes over the terminals follow one another
+// within gatherWithin (output arrives faster than the writer sends it
+// chunk by chunk), it waits gatherFor before the next pass, so that the
+// chunk it then sends carries what arrived meanwhile. Output that comes
+// now and then (an echo, a prompt) goes out at once; a flood goes out in
+// chunks several times larger, with a goroutine hand-off, a write and a
+// client wake-up each, instead of one per PTY read.
+const (
+	gatherWithin = 200 * time.Microsecond
+	gatherFor    = 100 * time.Microsecond
+)
+
+// A gatherer times the writer's passes over the terminals (see
+// gatherWithin). It belongs to the run goroutine.
+type gatherer struct {
+	last  time.Time // the end of the last pass
+	woken bool      // the last wait was cut short: the next does not wait
+	timer *time.Timer
+}
+
+// wait waits gatherFor before a pass over the terminals if the last one
+// ended within gatherWithin, unless something arrives on wake first; it
+// reports whether wake cut it short.
+func (g *gatherer) wait(wake <-chan struct{}) (woken bool) {
+	if g.woken || time.Since(g.last) > gatherWithin {
+		g.woken = false
+		return false
+	}
+	if g.timer == nil {
+		g.timer = time.NewTimer(gatherFor)
+	} else {
+		g.timer.Reset(gatherFor)
+	}
+	select {
+	case <-wake:
+		g.timer.Stop()
+		g.woken = true
+		return true
+	case <-g.timer.C:
+		return false
+	}
+}
+
+// passed notes the end of a pass.
+func (g *gatherer) passed() { g.last = time.Now() }
 
 // finish is the last pass: what was queued, and every terminal's output
 // up to now. A terminal that still writes cannot hold close.

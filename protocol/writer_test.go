@@ -770,3 +770,36 @@ func TestTheReplyBacklogHoldsInputWhileRepliesWait(t *testing.T) {
 	g.set(false)
 	<-closed
 }
+
+// The writer gathers output only while passes follow one another: output
+// that comes now and then goes out at once, and a control message cuts a
+// wait short.
+func TestGathererWaitsOnlyInAFlood(t *testing.T) {
+	var g gatherer
+	wake := make(chan struct{}, 1)
+	timed := func() (time.Duration, bool) {
+		start := time.Now()
+		woken := g.wait(wake)
+		return time.Since(start), woken
+	}
+	if d, woken := timed(); woken || d > gatherFor/2 {
+		t.Errorf("the first pass waited %v (woken %v)", d, woken)
+	}
+	g.passed()
+	if d, woken := timed(); woken || d < gatherFor {
+		t.Errorf("a pass right after another waited %v (woken %v), want %v", d, woken, gatherFor)
+	}
+	g.passed()
+	wake <- struct{}{}
+	if _, woken := timed(); !woken {
+		t.Error("a wake did not cut the wait short")
+	}
+	if d, woken := timed(); woken || d > gatherFor/2 {
+		t.Errorf("the pass after a cut-short wait waited %v (woken %v)", d, woken)
+	}
+	g.passed()
+	time.Sleep(2 * gatherWithin)
+	if d, woken := timed(); woken || d > gatherFor/2 {
+		t.Errorf("a pass long after the last waited %v (woken %v)", d, woken)
+	}
+}
