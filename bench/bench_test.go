@@ -67,7 +67,7 @@ func BenchmarkSlowClient(b *testing.B) {
 	var pr *pacedReader
 	var last atomic.Int64 // when the client decoded output last, in ns
 	a := startAgentReading(b, func(_ *term, _ []byte, now time.Time) { last.Store(now.UnixNano()) }, func(r io.Reader) io.Reader {
-		pr = &pacedReader{r: r, rate: limit}
+		pr = newPacedReader(r, limit)
 		return pr
 	})
 	sid := a.newSession(b)
@@ -91,25 +91,70 @@ func BenchmarkSlowClient(b *testing.B) {
 	b.ReportMetric(float64(wire)/d.Seconds()/limit, "delivered_vs_limit")
 }
 
-// pacedReader reads from r at most rate bytes per second, in reads of at
-// most 16 KiB, and gains no credit while it waits for data: a client
-// slower than the agent.
+// pacedReader reads from r at most rate bytes per second (0: no limit),
+// in reads of at most 16 KiB, and gains no credit while it waits for data:
+// a client slower than the agent.
 type pacedReader struct {
 	r    io.Reader
-	rate int
+	rate atomic.Int64
 	next time.Time    // when the next read may start
 	read atomic.Int64 // bytes read so far
 }
 
+func newPacedReader(r io.Reader, rate int) *pacedReader {
+	p := &pacedReader{r: r}
+	p.rate.Store(int64(rate))
+	return p
+}
+
 func (p *pacedReader) Read(b []byte) (int, error) {
+	rate := p.rate.Load()
+	if rate == 0 {
+		n, err := p.r.Read(b)
+		p.read.Add(int64(n))
+		return n, err
+	}
 	if now := time.Now(); p.next.Before(now) {
 		p.next = now
 	}
 	time.Sleep(time.Until(p.next))
 	n, err := p.r.Read(b[:min(len(b), 16<<10)])
-	p.next = p.next.Add(time.Duration(n) * time.Second / time.Duration(p.rate))
+	p.next = p.next.Add(time.Duration(n) * time.Second / time.Duration(rate))
 	p.read.Add(int64(n))
 	return n, err
+}
+
+// BenchmarkControlLatency: a client that reads 1 MB/s sends session/list
+// and waits for the answer, b.N times, while 4 "/bg yes" flood the
+// connection ("busy": p50_ms, p99_ms), and as many times with 4 idle
+// terminals in the same run ("idle": idle_p50_ms, idle_p99_ms). The
+// writer takes control messages first at every line, so an answer waits
+// for about what the kernel's pipe holds at the client's rate (64 KiB at
+// 1 MB/s: 65 ms) and one line, however many terminals are busy. ns/op is
+// the mean of the busy calls.
+func BenchmarkControlLatency(b *testing.B) {
+	const rate = 1_000_000
+	var pr *pacedReader
+	a := startAgentReading(b, nil, func(r io.Reader) io.Reader {
+		pr = newPacedReader(r, rate)
+		return pr
+	})
+	sid := a.newSession(b)
+	b.ResetTimer()
+	b.StopTimer()
+	idle := controlLatency(b, a, pr, sid, "/bg "+sleepLine, 4, b.N, func(bool) {})
+	busy := controlLatency(b, a, pr, sid, "/bg "+writerLine, 4, b.N, func(on bool) {
+		if on {
+			b.StartTimer()
+		} else {
+			b.StopTimer()
+		}
+	})
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(percentile(busy, 50)), "p50_ms")
+	b.ReportMetric(ms(percentile(busy, 99)), "p99_ms")
+	b.ReportMetric(ms(percentile(idle, 50)), "idle_p50_ms")
+	b.ReportMetric(ms(percentile(idle, 99)), "idle_p99_ms")
 }
 
 // BenchmarkLatency: a child writes one line every 2 ms holding the time of

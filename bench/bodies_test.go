@@ -351,3 +351,38 @@ func writersRaw(tb testing.TB, k int, window time.Duration) writersResult {
 	r.elapsed = time.Since(start)
 	return r
 }
+
+// controlLatency starts k terminals running line in sid, waits until all
+// are listed and then a second, so that busy ones have filled their rings
+// and the client is behind, and times n session/list calls from the
+// request to the client's decoding of the answer, one at a time. Then it
+// lets the client read at full speed, cancels the terminals, waits for
+// their exits, and slows the client down again. timed(true) and
+// timed(false) bracket the calls.
+func controlLatency(tb testing.TB, a *agent, pr *pacedReader, sid, line string, k, n int, timed func(bool)) []time.Duration {
+	tb.Helper()
+	tids := make([]string, k)
+	for i := range tids {
+		tids[i] = a.prompt(tb, sid, line)
+	}
+	a.c.waitListed(tb, sid, tids...)
+	time.Sleep(time.Second)
+	ds := make([]time.Duration, n)
+	timed(true)
+	for i := range ds {
+		start := time.Now()
+		a.c.call(tb, "session/list", map[string]any{})
+		ds[i] = time.Since(start)
+	}
+	timed(false)
+	rate := pr.rate.Swap(0)
+	for _, tid := range tids {
+		a.cancel(tb, sid, tid)
+	}
+	for _, tid := range tids {
+		a.c.waitExit(tb, sid, tid)
+	}
+	a.c.waitBackgroundEmpty(tb, sid)
+	pr.rate.Store(rate)
+	return ds
+}

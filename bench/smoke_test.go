@@ -42,7 +42,7 @@ func TestSmoke(t *testing.T) {
 		// byte, as in BenchmarkSlowClient.
 		w := seq(int64(pick(300_000, 150_000)))
 		w.line += "; sleep 1"
-		a := startAgentReading(t, nil, func(r io.Reader) io.Reader { return &pacedReader{r: r, rate: 4_000_000} })
+		a := startAgentReading(t, nil, func(r io.Reader) io.Reader { return newPacedReader(r, 4_000_000) })
 		sid := a.newSession(t)
 		if _, _, dropped, _ := agentRun(t, a, sid, w); dropped != 0 { // checks the byte count
 			t.Errorf("%d bytes dropped for a client that reads", dropped)
@@ -87,6 +87,22 @@ func TestSmoke(t *testing.T) {
 		}
 		if d := cancelRaw(t, 0); d <= 0 {
 			t.Errorf("raw cancel took %v", d)
+		}
+	})
+
+	t.Run("control latency", func(t *testing.T) {
+		var pr *pacedReader
+		a := startAgentReading(t, nil, func(r io.Reader) io.Reader {
+			pr = newPacedReader(r, 1_000_000)
+			return pr
+		})
+		sid := a.newSession(t)
+		for _, line := range []string{"/bg " + sleepLine, "/bg " + writerLine} {
+			s := controlLatency(t, a, pr, sid, line, 2, pick(5, 2), func(bool) {}) // checks every answer
+			if p := percentile(s, 50); p <= 0 || percentile(s, 99) < p {
+				t.Errorf("%s: bad percentiles: p50 %v, p99 %v", line, p, percentile(s, 99))
+			}
+			t.Logf("%s: p50 %v p99 %v", line, percentile(s, 50), percentile(s, 99))
 		}
 	})
 
