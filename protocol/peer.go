@@ -76,7 +76,13 @@ type peer struct {
 	timer *time.Timer
 	armed bool // the timer will run tick
 
-	rate rateMeter // owned by the writer's goroutine
+	// Owned by the writer's goroutine.
+	rate rateMeter
+	// bound is at least the client's unread bytes: those at the last
+	// look, plus what was written since (the client only takes bytes
+	// out). While it leaves a page of room, a write cannot wait, and
+	// needs no look. -1: look before the next write.
+	bound int
 }
 
 // newPeer returns the peer for out with the given stall timeout
@@ -85,7 +91,7 @@ func newPeer(out io.Writer, timeout time.Duration, changed func()) *peer {
 	if timeout <= 0 {
 		timeout = DefaultStallTimeout
 	}
-	return &peer{out: out, kernel: probeKernelBuffer(out), changed: changed, m: stallMeter{timeout: timeout}}
+	return &peer{out: out, kernel: probeKernelBuffer(out), changed: changed, m: stallMeter{timeout: timeout}, bound: -1}
 }
 
 // write writes b in pieces, watching each (see peer). It returns the
@@ -100,6 +106,9 @@ func (p *peer) write(b []byte) error {
 		end := time.Now()
 		p.end(end, n)
 		p.rate.add(n, end.Sub(start), unread)
+		if p.bound >= 0 {
+			p.bound += n
+		}
 		if p.rate.due() {
 			after := -1
 			if p.kernel != nil {
@@ -117,16 +126,23 @@ func (p *peer) write(b []byte) error {
 	return nil
 }
 
-// look returns the client's unread bytes (-1 if unknown) and the most
-// bytes the next write may carry.
+// look returns the client's unread bytes (-1 if unknown or not looked
+// at) and the most bytes the next write may carry.
 func (p *peer) look() (unread, room int) {
 	if p.kernel == nil {
 		return -1, fixedPiece
 	}
+	if p.bound >= 0 {
+		if room := p.kernel.room(p.bound); room >= page {
+			return -1, room
+		}
+	}
 	unread, err := p.kernel.unread()
 	if err != nil {
+		p.bound = -1
 		return -1, fixedPiece
 	}
+	p.bound = unread
 	return unread, max(p.kernel.room(unread), page)
 }
 
@@ -242,12 +258,15 @@ func (m *stallMeter) done(now time.Time, n int) (changed bool) {
 }
 
 // observe notes that the client had unread bytes at now (-1 if unknown)
-// and reports whether stalled changed.
+// and reports whether stalled changed. The first count seen during a
+// write that started without one is where changes count from.
 func (m *stallMeter) observe(now time.Time, unread int) (changed bool) {
 	if !m.writing {
 		return false
 	}
-	if unread >= 0 && unread != m.unread {
+	if m.unread < 0 {
+		m.unread = unread
+	} else if unread >= 0 && unread != m.unread {
 		m.since, m.unread = now, unread
 		return m.set(false)
 	}

@@ -47,6 +47,12 @@ func TestStallMeter(t *testing.T) {
 			{at: 1500 * time.Millisecond, do: "observe", unread: 4096, want: true},
 			{at: 1600 * time.Millisecond, do: "observe", unread: 0},
 		}},
+		{"a write that started without a look", -1, []step{
+			{at: 250 * time.Millisecond, do: "observe", unread: 65536}, // where changes count from
+			{at: 999 * time.Millisecond, do: "observe", unread: 65536},
+			{at: time.Second, do: "observe", unread: 65536, want: true},
+			{at: 1100 * time.Millisecond, do: "observe", unread: 60000},
+		}},
 		{"a write accepted bit by bit", 0, []step{
 			{at: 800 * time.Millisecond, do: "observe", unread: 4096},
 			{at: 1600 * time.Millisecond, do: "observe", unread: 8192},
