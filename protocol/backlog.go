@@ -5,9 +5,10 @@ import (
 	"sync"
 )
 
-// Bounded input: while the replies (responses, and the agent's own
-// requests) that wait for the client pass either bound, the connection
-// stops reading its input until they are down to half of it.
+// Bounded input: while the replies (responses, the agent's own requests,
+// and the v1 front's own notifications: every line queued whole) that
+// wait for the client pass either bound, the connection stops reading its
+// input until they are down to half of it.
 const (
 	maxWaitingReplies    = 1000
 	maxWaitingReplyBytes = 8 << 20
@@ -18,9 +19,10 @@ const (
 // reader in wait while they pass a bound. The kernel then holds a client
 // that sends requests and does not read, as a full PTY holds a child:
 // nothing is dropped, and every request is answered once the client
-// reads. Session updates are not counted: a writer coalesces them instead
-// (see controlQueue), so they need no bound, and a flood of terminal
-// output never keeps a reading client's requests from being read.
+// reads. Session updates from the Agent are not counted: a writer
+// coalesces them instead (see controlQueue), so they need no bound, and a
+// flood of terminal output never keeps a reading client's requests from
+// being read.
 //
 // Its methods may be called from any goroutine.
 type replyBacklog struct {
