@@ -381,7 +381,7 @@ func (w *writer) writeEntry(e *entry) {
 		w.buf = append(w.buf, '\n')
 		w.inBuf++
 		w.inBufN += len(e.line)
-		w.maybeFlush()
+		w.maybeFlush(maxBatch)
 	case e.stream != nil:
 		w.writeTerminalUpdate(e)
 	default:
@@ -459,7 +459,8 @@ func (w *writer) sendChunk(s *stream) bool {
 	}
 	s.sent = start + int64(n)
 	s.follower.Taken(s.sent)
-	w.maybeFlush()
+	_, batch := w.peer.sizes()
+	w.maybeFlush(batch)
 	return true
 }
 
@@ -481,7 +482,7 @@ func (w *writer) replace(s *stream, u *acp.TerminalUpdate) {
 	w.buf = buf
 	s.sent = end
 	s.follower.Taken(end)
-	w.maybeFlush()
+	w.maybeFlush(maxBatch)
 }
 
 func (w *writer) writeUpdate(session string, update acp.Update) {
@@ -491,11 +492,15 @@ func (w *writer) writeUpdate(session string, update acp.Update) {
 		return
 	}
 	w.buf = buf
-	w.maybeFlush()
+	w.maybeFlush(maxBatch)
 }
 
-func (w *writer) maybeFlush() {
-	if _, batch := w.peer.sizes(); len(w.buf) > batch {
+// maybeFlush writes the buffer once it holds more than batch bytes:
+// after a chunk, the batch the client's rate allows (see peer.sizes), so
+// that a control message waits for little output; after a control
+// message, maxBatch, since only more control messages can be behind it.
+func (w *writer) maybeFlush(batch int) {
+	if len(w.buf) > batch {
 		w.flush()
 	}
 }
