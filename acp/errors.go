@@ -15,11 +15,12 @@ const (
 )
 
 // Error is a JSON-RPC error an agent answers a request with: the
-// connection sends Code, Message and Data as they are.
+// connection sends Code, Message and Data as they are. It marshals as a
+// JSON-RPC error object (the error of an error stop reason).
 type Error struct {
-	Code    int64
-	Message string
-	Data    any
+	Code    int64  `json:"code"`
+	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s (%d)", e.Message, e.Code) }

@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"encoding/json"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -48,5 +49,27 @@ func TestVariantsListsEveryUpdate(t *testing.T) {
 	slices.Sort(listed)
 	if !slices.Equal(implementers, listed) {
 		t.Errorf("Variants() = %v, but the types with isUpdate are %v", listed, implementers)
+	}
+}
+
+// TestStateUpdateJSON: the list is always sent, unless a snapshot is
+// Unreported (no list) or carries a RawBackground in its place.
+func TestStateUpdateJSON(t *testing.T) {
+	for _, tc := range []struct {
+		u    StateUpdate
+		want string
+	}{
+		{StateUpdate{SessionUpdate: KindState, State: StateIdle}, `{"sessionUpdate":"state_update","state":"idle","background":[]}`},
+		{StateUpdate{SessionUpdate: KindState, State: StateIdle, StopReason: StopError, Error: &Error{Code: -32603, Message: "x"}},
+			`{"sessionUpdate":"state_update","state":"idle","stopReason":"error","background":[],"error":{"code":-32603,"message":"x"}}`},
+		{StateUpdate{SessionUpdate: KindState, State: StateRunning, Unreported: true, Background: Background{{Type: "terminal", TerminalID: "term_1"}}},
+			`{"sessionUpdate":"state_update","state":"running"}`},
+		{StateUpdate{SessionUpdate: KindState, State: StateIdle, RawBackground: []byte(`[{"type":"terminal"}]`), Meta: map[string]any{"k": 1}},
+			`{"sessionUpdate":"state_update","state":"idle","background":[{"type":"terminal"}],"_meta":{"k":1}}`},
+	} {
+		got, err := json.Marshal(&tc.u)
+		if err != nil || string(got) != tc.want {
+			t.Errorf("json.Marshal(%+v) = %s, %v; want %s", tc.u, got, err, tc.want)
+		}
 	}
 }

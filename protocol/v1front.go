@@ -27,7 +27,9 @@ import (
 //
 //   - a prompt inserted while the session is idle starts a turn: it is
 //     answered right after the idle state_update that ends it (end_turn,
-//     or cancelled after session/cancel or session/close);
+//     or cancelled after session/cancel or session/close), or, when that
+//     update's stop reason is error (v1 has none), with the update's
+//     error as a JSON-RPC error response;
 //   - a prompt inserted while foreground work runs (/bg, /ps, /stop act at
 //     once) is answered end_turn once the Agent has queued its effects
 //     (PromptActed.Acted, called in order with those updates);
@@ -83,6 +85,17 @@ type v1Session struct {
 type v1Prompt struct {
 	reply    Reply
 	answered bool
+}
+
+// Version returns the ACP version c speaks: 1 for the v1 front of a
+// connection that initialized with version 1, else 2. An Agent needs it
+// only for what v1 cannot express at all (the scenarios that show v2-only
+// rules say so instead of playing).
+func Version(c Client) int {
+	if _, ok := c.(*v1Front); ok {
+		return ProtocolV1
+	}
+	return acp.ProtocolVersion
 }
 
 func newV1Front(c *Conn) *v1Front {
@@ -150,7 +163,7 @@ func (f *v1Front) Release(sessionID string) {
 
 // RequestPermission implements Client: the request in v1's shape.
 func (f *v1Front) RequestPermission(ctx context.Context, p *acp.PermissionRequest, done func(*acp.PermissionResponse, error)) {
-	f.c.requestPermission(ctx, v1Permission(p), done)
+	f.c.requestPermission(ctx, p.SessionID, v1Permission(p), done)
 }
 
 // state follows a session's foreground state and ends the turn under way
@@ -161,19 +174,42 @@ func (f *v1Front) state(s *v1Session, st *acp.StateUpdate) {
 		return
 	}
 	s.busy = false
-	if st.StopReason != "" && s.turn != nil {
-		f.answer(s, s.turn, st.StopReason)
-		s.turn = nil
+	if st.StopReason == "" || s.turn == nil {
+		return
 	}
+	if st.StopReason == acp.StopError {
+		f.fail(s, s.turn, st.Error)
+	} else {
+		f.answer(s, s.turn, st.StopReason)
+	}
+	s.turn = nil
 }
 
-// answer queues the response to a prompt; f.mu is held.
+// answer queues the response to a prompt; f.mu is held. A stop reason v1
+// does not have (v2's custom ones) is end_turn.
 func (f *v1Front) answer(s *v1Session, p *v1Prompt, stopReason string) {
 	if p.answered {
 		return
 	}
 	p.answered = true
+	if !v1StopReasons[stopReason] {
+		stopReason = acp.StopEndTurn
+	}
 	s.emit(func() { p.reply(&v1PromptResponse{StopReason: stopReason}, nil) })
+}
+
+// fail answers a prompt whose turn ended with v2's error stop reason: v1
+// has none, and a failed turn is an error response with the failure (a
+// -32603 one when the update gave none); f.mu is held.
+func (f *v1Front) fail(s *v1Session, p *v1Prompt, failure *acp.Error) {
+	if p.answered {
+		return
+	}
+	p.answered = true
+	if failure == nil {
+		failure = &acp.Error{Code: acp.CodeInternalError, Message: "the prompt's turn failed"}
+	}
+	s.emit(func() { p.reply(nil, failure) })
 }
 
 // prompt serves session/prompt.

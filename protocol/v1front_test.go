@@ -20,7 +20,10 @@ import (
 //     no state change (on an idle session it is a turn of its own);
 //   - "drop" is never inserted (-32800, as a held prompt that
 //     session/cancel drops);
-//   - "bad" is refused (-32602).
+//   - "bad" is refused (-32602);
+//   - "fail" ends with the error stop reason, after a tool call that goes
+//     paused and then to a custom status;
+//   - "custom" ends with a custom stop reason.
 //
 // With noHold, "hold" is an ordinary prompt.
 type turnAgent struct {
@@ -50,6 +53,17 @@ func (a *turnAgent) Prompt(_ context.Context, c Client, p *acp.PromptRequest, re
 		reply(&acp.PromptResponse{MessageID: "u"}, nil)
 		msg("at once")
 		c.(PromptActed).Acted(p.SessionID) // what an Agent owes a prompt that acted at once
+	case strings.HasPrefix(text, "fail"), strings.HasPrefix(text, "custom"):
+		reply(&acp.PromptResponse{MessageID: "u"}, nil)
+		c.Update(p.SessionID, &acp.StateUpdate{SessionUpdate: acp.KindState, State: acp.StateRunning})
+		end := &acp.StateUpdate{SessionUpdate: acp.KindState, State: acp.StateIdle, StopReason: "_custom"}
+		if text == "fail" {
+			for _, status := range []string{acp.StatusPaused, "_waiting"} {
+				c.Update(p.SessionID, &acp.ToolCallUpdate{SessionUpdate: acp.KindToolCall, ToolCallID: "call_9", Title: "t", Status: status})
+			}
+			end.StopReason, end.Error = acp.StopError, &acp.Error{Code: -32603, Message: "it broke"}
+		}
+		c.Update(p.SessionID, end)
 	case strings.HasPrefix(text, "hold") && !a.noHold && !a.busy:
 		a.busy = true
 		reply(&acp.PromptResponse{MessageID: "u"}, nil)
@@ -346,5 +360,29 @@ func TestV1LoadSendsUserMessageChunks(t *testing.T) {
 	}
 	if u := p.Update; u.SessionUpdate != "user_message_chunk" || u.MessageID != "msg_1" || u.Content.Type != "text" || u.Content.Text != "sleep 30" {
 		t.Errorf("replayed user message %+v", u)
+	}
+}
+
+// TestV1ErrorsAndUnknownValues: v2 values v1 does not have are mapped: the
+// error stop reason answers the prompt with the failure, a custom stop
+// reason is end_turn, paused and custom statuses are in_progress.
+func TestV1ErrorsAndUnknownValues(t *testing.T) {
+	t.Parallel()
+	w := newV1Wire(t, &turnAgent{})
+	w.send(prompt(1, "fail"))
+	for range 2 {
+		m := w.recv()
+		var p struct{ Update struct{ Status string } }
+		if json.Unmarshal(m["params"], &p) != nil || p.Update.Status != acp.StatusInProgress {
+			t.Fatalf("got %s, want a tool call in_progress", m["params"])
+		}
+	}
+	m := w.recv()
+	if string(m["id"]) != "1" || !strings.Contains(string(m["error"]), `"it broke"`) {
+		t.Fatalf("the failed turn was answered %v, want the error", m)
+	}
+	w.send(prompt(2, "custom"))
+	if got := said(w.recv()); got != `2:{"stopReason":"end_turn"}` {
+		t.Fatalf("a custom stop reason was answered %s", got)
 	}
 }

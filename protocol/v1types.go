@@ -205,6 +205,11 @@ func v1Status(s string) string {
 	return acp.StatusInProgress
 }
 
+// v1StopReasons are the stop reasons of a v1 session/prompt response.
+var v1StopReasons = map[string]bool{
+	acp.StopEndTurn: true, "max_tokens": true, "max_turn_requests": true, "refusal": true, acp.StopCancelled: true,
+}
+
 // v1PermissionRequest is the params of a v1 session/request_permission.
 type v1PermissionRequest struct {
 	SessionID string                 `json:"sessionId"`
