@@ -98,7 +98,7 @@ func TestClientViolationResponses(t *testing.T) {
 	}
 	expectNoViolation(t, w, seen)
 	w.send(`{"jsonrpc":"2.0","id":` + id + `,"result":` + selected + `}`)
-	expectViolation(t, seen, SecondResponse, "")
+	expectViolation(t, seen, SecondResponse, "s")
 }
 
 func TestClientViolationWithdrawnAnswer(t *testing.T) {

@@ -181,11 +181,12 @@ type Conn struct {
 // answered, and the ids of the last ones it answered.
 type askedRequests struct {
 	open     map[jsonrpc2.ID]*askedRequest
-	answered []jsonrpc2.ID // oldest first, at most keepAnswered
+	answered []*askedRequest // oldest first, at most keepAnswered
 }
 
 // askedRequest is a request the agent sent.
 type askedRequest struct {
+	id        jsonrpc2.ID
 	session   string
 	withdrawn time.Time // when $/cancel_request withdrew it; zero if it did not
 }
@@ -248,7 +249,7 @@ func (c *Conn) RequestPermission(ctx context.Context, p *acp.PermissionRequest, 
 func (c *Conn) requestPermission(ctx context.Context, session string, p any, done func(*acp.PermissionResponse, error)) {
 	id := jsonrpc2.ID{Str: fmt.Sprintf("perm_%d", c.requestSeq.Add(1)), IsString: true}
 	c.mu.Lock()
-	c.asked.open[id] = &askedRequest{session: session}
+	c.asked.open[id] = &askedRequest{id: id, session: session}
 	c.mu.Unlock()
 	call, err := c.rpc.DispatchCall(ctx, "session/request_permission", p, jsonrpc2.PickID(id))
 	if err != nil {
@@ -290,20 +291,20 @@ func (c *Conn) received(_ *jsonrpc2.Request, resp *jsonrpc2.Response) {
 	}
 	c.mu.Lock()
 	a := c.asked.open[resp.ID]
+	var again *askedRequest
 	if a != nil {
 		delete(c.asked.open, resp.ID)
-	}
-	again := a == nil && slices.Contains(c.asked.answered, resp.ID)
-	if a != nil {
-		c.asked.answered = append(c.asked.answered, resp.ID)
+		c.asked.answered = append(c.asked.answered, a)
 		if len(c.asked.answered) > keepAnswered {
 			c.asked.answered = slices.Delete(c.asked.answered, 0, 1)
 		}
+	} else if i := slices.IndexFunc(c.asked.answered, func(a *askedRequest) bool { return a.id == resp.ID }); i >= 0 {
+		again = c.asked.answered[i]
 	}
 	c.mu.Unlock()
 	switch {
-	case again:
-		c.violated(ClientViolation{Rule: SecondResponse, Detail: "a second response to " + resp.ID.String()})
+	case again != nil:
+		c.violated(ClientViolation{Rule: SecondResponse, SessionID: again.session, Detail: "a second response to " + resp.ID.String()})
 	case a == nil:
 		c.violated(ClientViolation{Rule: UnsentResponse, Detail: "a response to " + resp.ID.String() + ", which the agent never sent"})
 	case !a.withdrawn.IsZero() && time.Since(a.withdrawn) > withdrawRace:

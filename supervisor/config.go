@@ -15,8 +15,8 @@ import (
 
 // Config is how a Supervisor runs commands, for every session. Zero fields
 // take the defaults in parentheses. The per-session settings that a client
-// can change (foreground_timeout, kill_grace, permission) start from it;
-// notify starts at failures.
+// can change (foreground_timeout, kill_grace, permission, client_checks)
+// start from it; notify starts at failures.
 type Config struct {
 	Shell             string        // shell to run commands with ($SHELL, else /bin/sh)
 	ForegroundTimeout time.Duration // detach foreground commands after this; 0 = never
@@ -46,6 +46,13 @@ type Config struct {
 	// ends, or when the session is detached, whichever is later. 0 keeps
 	// every detached session until it is closed.
 	DetachedTTL time.Duration
+	// ClientChecks turns the client_checks setting on in every new
+	// session: what a client does against the protocol's client-side
+	// rules is reported to it as a warning notice (clientcheck.go).
+	ClientChecks bool
+	// ScenariosInvalid lets /scenario play the scenarios that send a
+	// message the schema forbids (package scenario).
+	ScenariosInvalid bool
 }
 
 // DetachPolicy is what happens to a session whose connection goes away.
@@ -112,6 +119,7 @@ type settings struct {
 	killGrace         time.Duration
 	ask               bool // permission mode "ask"
 	notify            notifyMode
+	clientChecks      bool // client_checks "on"
 }
 
 // Config option ids and the values each offers.
@@ -119,6 +127,7 @@ const (
 	optForegroundTimeout = "foreground_timeout"
 	optKillGrace         = "kill_grace"
 	optPermission        = "permission"
+	optClientChecks      = "client_checks"
 )
 
 var (
@@ -162,6 +171,18 @@ func (st settings) options() []acp.ConfigOption {
 	if st.ask {
 		perm.CurrentValue = "ask"
 	}
+	checks := acp.ConfigOption{
+		Type: "select", ConfigID: optClientChecks, Name: "Client checks",
+		Description:  "on: report what this client does against the protocol's client-side rules as warning notices",
+		CurrentValue: "off",
+		Options: []acp.ConfigChoice{
+			{Value: "off", Name: "Don't report"},
+			{Value: "on", Name: "Report each as a notice"},
+		},
+	}
+	if st.clientChecks {
+		checks.CurrentValue = "on"
+	}
 	return []acp.ConfigOption{
 		durationOption(optForegroundTimeout, "Foreground timeout",
 			"Move a command to the background after it has run this long in the foreground",
@@ -171,6 +192,7 @@ func (st settings) options() []acp.ConfigOption {
 			graceChoices, st.killGrace),
 		perm,
 		st.notify.option(),
+		checks,
 	}
 }
 
@@ -185,7 +207,7 @@ func (st *settings) set(p *acp.SetConfigOptionRequest) error {
 		}
 	}
 	if current.ConfigID == "" {
-		return acp.InvalidParams("configId: unknown option %q (options: %s, %s, %s, %s)", p.ConfigID, optForegroundTimeout, optKillGrace, optPermission, optNotify)
+		return acp.InvalidParams("configId: unknown option %q (options: %s, %s, %s, %s, %s)", p.ConfigID, optForegroundTimeout, optKillGrace, optPermission, optNotify, optClientChecks)
 	}
 	values := make([]string, len(current.Options))
 	for i, c := range current.Options {
@@ -212,6 +234,8 @@ func (st *settings) set(p *acp.SetConfigOptionRequest) error {
 		st.ask = value == "ask"
 	case optNotify:
 		st.notify = parseNotify(value)
+	case optClientChecks:
+		st.clientChecks = value == "on"
 	}
 	return nil
 }

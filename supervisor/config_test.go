@@ -18,13 +18,16 @@ func TestSettingsSet(t *testing.T) {
 		want           settings
 		err            string // a part of the -32602 message; "" = accepted
 	}{
-		{optForegroundTimeout, "id", `"30s"`, settings{30 * time.Second, 3 * time.Second, false, notifyFailures}, ""},
-		{optForegroundTimeout, "id", `"0"`, settings{0, 3 * time.Second, false, notifyFailures}, ""},
-		{optKillGrace, "id", `"10s"`, settings{10 * time.Second, 10 * time.Second, false, notifyFailures}, ""},
-		{optPermission, "id", `"ask"`, settings{10 * time.Second, 3 * time.Second, true, notifyFailures}, ""},
+		{optForegroundTimeout, "id", `"30s"`, settings{foregroundTimeout: 30 * time.Second, killGrace: 3 * time.Second, notify: notifyFailures}, ""},
+		{optForegroundTimeout, "id", `"0"`, settings{killGrace: 3 * time.Second, notify: notifyFailures}, ""},
+		{optKillGrace, "id", `"10s"`, settings{foregroundTimeout: 10 * time.Second, killGrace: 10 * time.Second, notify: notifyFailures}, ""},
+		{optPermission, "id", `"ask"`, settings{foregroundTimeout: 10 * time.Second, killGrace: 3 * time.Second, ask: true, notify: notifyFailures}, ""},
+		{optClientChecks, "id", `"on"`, settings{foregroundTimeout: 10 * time.Second, killGrace: 3 * time.Second, clientChecks: true, notify: notifyFailures}, ""},
+		{optClientChecks, "id", `"off"`, start, ""},
+		{optClientChecks, "id", `"yes"`, start, "is not a value of client_checks"},
 		{optPermission, "id", `"allow"`, start, ""},
-		{optNotify, "id", `"off"`, settings{10 * time.Second, 3 * time.Second, false, notifyOff}, ""},
-		{optNotify, "id", `"all"`, settings{10 * time.Second, 3 * time.Second, false, notifyAll}, ""},
+		{optNotify, "id", `"off"`, settings{foregroundTimeout: 10 * time.Second, killGrace: 3 * time.Second, notify: notifyOff}, ""},
+		{optNotify, "id", `"all"`, settings{foregroundTimeout: 10 * time.Second, killGrace: 3 * time.Second, notify: notifyAll}, ""},
 		{optNotify, "id", `"failures"`, start, ""},
 		{optNotify, "id", `"some"`, start, "is not a value of notify"},
 		{optForegroundTimeout, "id", `"7s"`, start, `value: "7s" is not a value of foreground_timeout`},

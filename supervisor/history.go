@@ -32,6 +32,7 @@ type outbox struct {
 	history   []entry         // in order; an empty entry is a forgotten item
 	kept      int             // messages in the history
 	forgotten int             // empty entries in the history
+	ads       cancelAds       // what the client was told about cancelling each item
 }
 
 // entry is one item of the history.
@@ -57,6 +58,7 @@ func (o *outbox) attach(c protocol.Client) {
 // send sends an update to the attached client.
 func (o *outbox) send(u acp.Update) {
 	o.updatedAt = time.Now()
+	o.ads.noteUpdate(u)
 	if o.client != nil {
 		o.client.Update(o.session, u)
 	}
@@ -66,6 +68,7 @@ func (o *outbox) send(u acp.Update) {
 // says.
 func (o *outbox) sendTerminal(t *terminal, u *acp.TerminalUpdate, mode protocol.OutputMode) {
 	o.updatedAt = time.Now()
+	o.ads.noteUpdate(u)
 	if o.client != nil {
 		o.client.UpdateTerminal(o.session, u, output{t.ring}, mode)
 	}
@@ -127,8 +130,10 @@ func (o *outbox) forget(retired []entry) {
 		switch {
 		case e.call != nil:
 			i = e.call.hist
+			o.ads.drop(adKey{false, e.call.id})
 		case e.term != nil:
 			i = e.term.hist
+			o.ads.drop(adKey{true, e.term.id})
 		}
 		if i >= 0 && i < len(o.history) && o.history[i] == e {
 			o.history[i] = entry{}

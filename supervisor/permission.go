@@ -18,6 +18,9 @@ type approval struct {
 	turn     *turn // the foreground turn it blocks; nil for background work
 	asked    time.Time
 	withdraw context.CancelFunc // withdraws the request ($/cancel_request) while it is open
+	// afterCancel: session/cancel came while it was open (background work
+	// only): a conforming client leaves the request open (clientcheck.go).
+	afterCancel bool
 }
 
 // Permission option ids.

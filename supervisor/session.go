@@ -86,7 +86,7 @@ func newSession(sv *Supervisor, id, cwd string, c protocol.Client) *Session {
 	s.room.L = &s.mu
 	s.st = state{
 		s:        s,
-		settings: settings{foregroundTimeout: sv.cfg.ForegroundTimeout, killGrace: sv.cfg.KillGrace},
+		settings: settings{foregroundTimeout: sv.cfg.ForegroundTimeout, killGrace: sv.cfg.KillGrace, clientChecks: sv.cfg.ClientChecks},
 		fgState:  acp.StateIdle,
 		work:     newRegistry(),
 		out:      outbox{session: id, client: c, updatedAt: time.Now(), since: time.Now()},
@@ -206,6 +206,11 @@ func (s *Session) prompt(ctx context.Context, from protocol.Client, blocks []acp
 	line, err := promptLine(blocks)
 	if err != nil {
 		reply(nil, err)
+		if kind := unsupportedBlock(blocks); kind != "" {
+			s.do(func(st *state) {
+				st.checkClient(from, ruleUnsupportedBlock, "a session/prompt with a "+kind+" block")
+			})
+		}
 		return
 	}
 	t := &turn{blocks: blocks, in: parseInput(line), reply: reply, from: from}
@@ -247,6 +252,11 @@ func (s *Session) withdrawHeld(t *turn) {
 func (s *Session) cancel() {
 	s.do(func(st *state) {
 		st.dropHeld(func(*turn) bool { return true }, "cancelled by session/cancel")
+		for _, c := range st.work.unfinished() {
+			if c.appr != nil && c.appr.turn == nil {
+				c.appr.afterCancel = true // its request stays open (permission.go)
+			}
+		}
 		fg := st.turns.fg
 		switch {
 		case fg == nil:
@@ -265,8 +275,11 @@ func (s *Session) cancel() {
 
 // cancelTerminal serves terminal/cancel: the answer goes out first, then
 // what the stop causes (the exit status).
-func (s *Session) cancelTerminal(id string, reply protocol.Reply) {
+// A client c that sends it for a terminal that does not advertise cancel
+// is told so, with client_checks.
+func (s *Session) cancelTerminal(c protocol.Client, id string, reply protocol.Reply) {
 	s.do(func(st *state) {
+		defer st.checkCancel(c, true, id)
 		if err := st.work.stop(id, st.settings.killGrace, func() { reply(struct{}{}, nil) }); err != nil {
 			reply(nil, err)
 		}
@@ -274,9 +287,11 @@ func (s *Session) cancelTerminal(id string, reply protocol.Reply) {
 }
 
 // cancelToolCall serves tool_call/cancel: the answer goes out first, then
-// the tool call's final status.
-func (s *Session) cancelToolCall(id string, reply protocol.Reply) {
+// the tool call's final status. A client c that sends it for a tool call
+// that does not advertise cancel is told so, with client_checks.
+func (s *Session) cancelToolCall(c protocol.Client, id string, reply protocol.Reply) {
 	s.do(func(st *state) {
+		defer st.checkCancel(c, false, id)
 		stop, err := st.acceptCancel(id)
 		if err != nil {
 			reply(nil, err)
@@ -315,6 +330,9 @@ func (s *Session) configOptions() (opts []acp.ConfigOption) {
 // already deliver at its current state, then the current state.
 func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest) (resp *acp.ResumeSessionResponse, err error) {
 	if filepath.Clean(p.Cwd) != filepath.Clean(s.cwd) {
+		s.do(func(st *state) {
+			st.checkClient(c, ruleResumeCwd, "session/resume of "+s.id+" with cwd "+p.Cwd+", not "+s.cwd)
+		})
 		return nil, acp.InvalidParams("cwd: %q is not this session's working directory %q", p.Cwd, s.cwd)
 	}
 	replay, err := replayFrom(p.ReplayFrom)
@@ -547,6 +565,9 @@ func (s *Session) answered(a *approval, resp *acp.PermissionResponse, err error)
 	s.do(func(st *state) {
 		if a.call.state != callAsking || st.life != sessionOpen {
 			return
+		}
+		if a.afterCancel && err == nil && resp.Outcome.Outcome == "cancelled" {
+			st.checkClient(nil, ruleListedPermission, "the request for the listed "+a.call.id+" answered cancelled after session/cancel")
 		}
 		if !allowed(resp, err) {
 			st.abandon(a, acp.StatusFailed, refusal(resp, err))

@@ -144,7 +144,7 @@ func TestResume(t *testing.T) {
 		AvailableCommands []json.RawMessage `json:"availableCommands"`
 	}
 	json.Unmarshal(raw, &resp)
-	if len(resp.ConfigOptions) != 4 || len(resp.AvailableCommands) != len(slashCommands) {
+	if len(resp.ConfigOptions) != 5 || len(resp.AvailableCommands) != len(slashCommands) {
 		t.Errorf("resume response %s", raw)
 	}
 	// Before the response: a current terminal_update with an output
@@ -212,7 +212,7 @@ func TestSettingsChangeTheNextCommand(t *testing.T) {
 		} `json:"configOptions"`
 	}
 	h.c.MustCall("session/set_config_option", map[string]any{"sessionId": sid, "configId": "foreground_timeout", "type": "id", "value": "1s"}, &res)
-	if len(res.ConfigOptions) != 4 || res.ConfigOptions[0].CurrentValue != "1s" {
+	if len(res.ConfigOptions) != 5 || res.ConfigOptions[0].CurrentValue != "1s" {
 		t.Errorf("set_config_option answered %+v", res.ConfigOptions)
 	}
 	start := time.Now()

@@ -132,13 +132,17 @@ type Supervisor struct {
 	cfg Config
 	env []string // cfg.Env, with TERM set when it was not
 
-	mu       sync.Mutex // guards sessions
+	mu       sync.Mutex // guards sessions and closed
 	sessions map[string]*Session
 	order    []string // session ids, oldest first
 	created  int      // sessions created so far
+	closed   []string // the ids of the last keepClosed sessions that closed, oldest first
 }
 
-var _ protocol.Agent = (*Supervisor)(nil)
+var (
+	_ protocol.Agent         = (*Supervisor)(nil)
+	_ protocol.ClientChecker = (*Supervisor)(nil)
+)
 
 // New returns a Supervisor with no sessions.
 func New(cfg Config) *Supervisor {
@@ -228,6 +232,9 @@ func (sv *Supervisor) forget(id string) {
 	defer sv.mu.Unlock()
 	delete(sv.sessions, id)
 	sv.order = slices.DeleteFunc(sv.order, func(s string) bool { return s == id })
+	if sv.closed = append(sv.closed, id); len(sv.closed) > keepClosed {
+		sv.closed = slices.Delete(sv.closed, 0, 1)
+	}
 }
 
 // ListSessions implements protocol.Agent.
@@ -250,6 +257,7 @@ func (sv *Supervisor) ListSessions(_ protocol.Client, p *acp.ListSessionsRequest
 func (sv *Supervisor) ResumeSession(c protocol.Client, p *acp.ResumeSessionRequest) (*acp.ResumeSessionResponse, error) {
 	s, err := sv.session(p.SessionID)
 	if err != nil {
+		sv.checkClosed(c, "session/resume", p.SessionID)
 		return nil, err
 	}
 	return s.resume(c, p)
@@ -271,6 +279,7 @@ func (sv *Supervisor) Prompt(ctx context.Context, c protocol.Client, p *acp.Prom
 	s, err := sv.session(p.SessionID)
 	if err != nil {
 		reply(nil, err)
+		sv.checkClosed(c, "session/prompt", p.SessionID)
 		return
 	}
 	s.prompt(ctx, c, p.Prompt, reply)
@@ -284,29 +293,32 @@ func (sv *Supervisor) CancelSession(_ protocol.Client, p *acp.CancelSessionNotif
 }
 
 // CancelTerminal implements protocol.Agent.
-func (sv *Supervisor) CancelTerminal(_ protocol.Client, p *acp.CancelTerminalRequest, reply protocol.Reply) {
+func (sv *Supervisor) CancelTerminal(c protocol.Client, p *acp.CancelTerminalRequest, reply protocol.Reply) {
 	s, err := sv.session(p.SessionID)
 	if err != nil {
 		reply(nil, err)
+		sv.checkClosed(c, "terminal/cancel", p.SessionID)
 		return
 	}
-	s.cancelTerminal(p.TerminalID, reply)
+	s.cancelTerminal(c, p.TerminalID, reply)
 }
 
 // CancelToolCall implements protocol.Agent.
-func (sv *Supervisor) CancelToolCall(_ protocol.Client, p *acp.CancelToolCallRequest, reply protocol.Reply) {
+func (sv *Supervisor) CancelToolCall(c protocol.Client, p *acp.CancelToolCallRequest, reply protocol.Reply) {
 	s, err := sv.session(p.SessionID)
 	if err != nil {
 		reply(nil, err)
+		sv.checkClosed(c, "tool_call/cancel", p.SessionID)
 		return
 	}
-	s.cancelToolCall(p.ToolCallID, reply)
+	s.cancelToolCall(c, p.ToolCallID, reply)
 }
 
 // SetConfigOption implements protocol.Agent.
-func (sv *Supervisor) SetConfigOption(_ protocol.Client, p *acp.SetConfigOptionRequest) (*acp.SetConfigOptionResponse, error) {
+func (sv *Supervisor) SetConfigOption(c protocol.Client, p *acp.SetConfigOptionRequest) (*acp.SetConfigOptionResponse, error) {
 	s, err := sv.session(p.SessionID)
 	if err != nil {
+		sv.checkClosed(c, "session/set_config_option", p.SessionID)
 		return nil, err
 	}
 	return s.setConfigOption(p)

@@ -8,6 +8,7 @@
 //	shellagent [--shell PATH] [--foreground-timeout 10s] [--kill-grace 3s]
 //	           [--scrollback 1MiB] [--cols 120] [--rows 40] [--stall-timeout 1s]
 //	           [--sequential-ids] [--containment auto|cgroup|subreaper]
+//	           [--client-checks] [--scenarios-invalid]
 //	shellagent --daemon [--socket PATH] [flags]
 //	shellagent daemon [--socket PATH] [--detached-ttl 24h] [--idle-exit 10m] [flags]
 //	shellagent daemon status | stop [--socket PATH]
@@ -219,6 +220,8 @@ func (o agentOptions) supervisorConfig(log *slog.Logger, c *contain.Containment)
 		SequentialIDs:     o.sequentialIDs,
 		Launcher:          ptyio.Local{Containment: c},
 		Containment:       string(c.Mode()),
+		ClientChecks:      o.clientChecks,
+		ScenariosInvalid:  o.scenariosInvalid,
 	}
 }
 

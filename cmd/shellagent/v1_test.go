@@ -63,7 +63,7 @@ func (a *v1Agent) session() string {
 		SessionID     string
 		ConfigOptions []struct{ ID, CurrentValue string }
 	}
-	if resp.Error != nil || json.Unmarshal(resp.Result, &res) != nil || res.SessionID == "" || len(res.ConfigOptions) != 4 || res.ConfigOptions[0].ID != "foreground_timeout" {
+	if resp.Error != nil || json.Unmarshal(resp.Result, &res) != nil || res.SessionID == "" || len(res.ConfigOptions) != 5 || res.ConfigOptions[0].ID != "foreground_timeout" {
 		a.t.Fatalf("session/new answered %s", resp)
 	}
 	cmds := a.c.WaitAfter(resp, "available_commands_update", func(m *acptest.Msg) bool { return m.Kind == "available_commands_update" })
@@ -607,7 +607,7 @@ func (a *v1Agent) load(sid string) (*acptest.Msg, []string, map[string]string) {
 		a.t.Fatalf("session/load: %v", resp.Error)
 	}
 	var res struct{ ConfigOptions []struct{ ID string } }
-	if json.Unmarshal(resp.Result, &res) != nil || len(res.ConfigOptions) != 4 {
+	if json.Unmarshal(resp.Result, &res) != nil || len(res.ConfigOptions) != 5 {
 		a.t.Errorf("session/load answered %s", resp)
 	}
 	a.update(resp, "commands", func(m *acptest.Msg) bool { return m.Kind == "available_commands_update" })

@@ -133,7 +133,7 @@ func (c *Client) Check() {
 		dup := c.reported[key]
 		c.reported[key] = true
 		c.mu.Unlock()
-		if dup {
+		if dup || c.tolerated != nil && c.tolerated(v) {
 			continue
 		}
 		if v.Seq >= 0 && v.Seq < len(msgs) {

@@ -49,6 +49,14 @@ func WithCheckOnClose() Option {
 	return func(c *Client) { c.checkOnClose = true }
 }
 
+// WithTolerated makes the client record the violations that ok accepts
+// without reporting them: Violations still returns them, so that a test
+// that sends or provokes a bad message on purpose can check that it was
+// seen, and only it. ok runs on the reader goroutine and in Check.
+func WithTolerated(ok func(Violation) bool) Option {
+	return func(c *Client) { c.tolerated = ok }
+}
+
 // WithProtocolV1 makes the client speak ACP v1: every message is validated
 // against the v1 schema (testdata/acp/schema.v1.json), output is
 // reconstructed from the _meta.terminal_output strings of tool call
@@ -72,7 +80,8 @@ type Client struct {
 	permission   func(Msg) any
 	dropChunks   bool
 	checkOnClose bool
-	version      int // the ACP version spoken: 2, or 1 (WithProtocolV1)
+	tolerated    func(Violation) bool // WithTolerated
+	version      int                  // the ACP version spoken: 2, or 1 (WithProtocolV1)
 	schemas      *schemaSet
 	start        time.Time
 

@@ -75,7 +75,9 @@ func (c *Client) handleLine(line []byte, at time.Time, terminated bool) {
 
 	if !quiet {
 		for _, v := range found {
-			c.t.Errorf("%s\n    line: %s", v, truncate(line, rawLimit))
+			if c.tolerated == nil || !c.tolerated(v) {
+				c.t.Errorf("%s\n    line: %s", v, truncate(line, rawLimit))
+			}
 		}
 	}
 	if m.Method == "session/request_permission" && m.ID != nil && c.permission != nil && !quiet {

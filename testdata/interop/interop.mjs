@@ -49,7 +49,7 @@ const summary = await app.connectWith(stream, async (ctx) => {
   check(init.protocolVersion === 2 && init.info.name === "shellagent", "initialize answer");
   const session = await ctx.buildSession(cwd).start();
   activeSession = session;
-  check(session.configOptions?.length === 4, "four config options");
+  check(session.configOptions?.length === 5, "five config options");
   check(init._meta?.shellagent?.methods?.includes("_shellagent/terminal/write"), "the input methods advertised");
 
   // A foreground command: inserted, output, idle end_turn.

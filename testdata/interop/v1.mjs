@@ -101,7 +101,7 @@ const summary = await app.connectWith(stream, async (ctx) => {
   check(init.agentCapabilities.sessionCapabilities?.close, "session/close advertised");
   check(init.agentCapabilities.loadSession === true, "session/load advertised");
   const session = await ctx.buildSession(cwd).start();
-  check(session.newSessionResponse.configOptions?.length === 4, "four config options");
+  check(session.newSessionResponse.configOptions?.length === 5, "five config options");
 
   // Characters split across chunks, and many chunk boundaries.
   const split = await turn(session, String.raw`printf 'a\303'; sleep 0.2; printf '\251b\346'; sleep 0.2; printf '\274'; sleep 0.2; printf '\242c\360\237'; sleep 0.2; printf '\230'; sleep 0.2; printf '\200z\n'`);
