@@ -327,3 +327,22 @@ func (r *Ring) notify() {
 		}
 	}
 }
+
+// Taken returns the offset up to which every follower that holds the
+// ring has taken the bytes (the least of their Taken offsets), and false
+// when none holds it: a caller can wait until what was written has
+// reached every reader that must not lose it.
+func (r *Ring) Taken() (int64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	least, held := int64(math.MaxInt64), false
+	for _, f := range r.followers {
+		if f.hold {
+			least, held = min(least, f.taken), true
+		}
+	}
+	if !held {
+		return 0, false
+	}
+	return least, true
+}

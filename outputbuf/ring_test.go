@@ -349,3 +349,30 @@ func BenchmarkRingWriteRead(b *testing.B) {
 		off = start + int64(n)
 	}
 }
+
+func TestTakenIsTheLeastOfTheHolders(t *testing.T) {
+	r := New(64)
+	if _, ok := r.Taken(); ok {
+		t.Fatal("Taken reports a follower before any follows")
+	}
+	r.Write([]byte("hello"))
+	a, b, watcher := r.Follow(nil), r.Follow(nil), r.Follow(nil)
+	if _, ok := r.Taken(); ok {
+		t.Fatal("Taken reports followers that do not hold")
+	}
+	a.Hold(true)
+	b.Hold(true)
+	a.Taken(5)
+	watcher.Taken(1)
+	if off, ok := r.Taken(); !ok || off != 0 {
+		t.Fatalf("Taken = %d, %v; want 0, true (b took nothing)", off, ok)
+	}
+	b.Taken(3)
+	if off, _ := r.Taken(); off != 3 {
+		t.Fatalf("Taken = %d, want 3", off)
+	}
+	b.Stop()
+	if off, _ := r.Taken(); off != 5 {
+		t.Fatalf("Taken = %d after b stopped, want 5", off)
+	}
+}

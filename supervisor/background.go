@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -40,14 +41,18 @@ import (
 //     that lists it (see ask in permission.go).
 //
 // The foreground state and the list are reported here too: transition,
-// reportState and flushList are the only code that sends a state_update.
+// reportState and flushList are the only code that sends a state_update,
+// but for the made-up ones a playing scenario asks for (reportCrafted).
 
 // backgroundList is the ordered background work of a session: terminals,
 // and tool calls that run without a process of their own (scheduled jobs,
 // background commands waiting for permission).
 type backgroundList struct {
 	items []listItem
-	dirty bool // changed since the last state_update
+	// probes are the items a playing scenario lists beside the session's
+	// own work (stage.go): made-up tool calls, an item of unknown type.
+	probes []acp.BackgroundItem
+	dirty  bool // changed since the last state_update
 }
 
 // listItem is a terminal or a tool call.
@@ -113,9 +118,21 @@ func (l *backgroundList) remove(it listItem) {
 	}
 }
 
-// wire is the list as a state_update carries it.
+// setProbes replaces the scenario's items.
+func (l *backgroundList) setProbes(items []acp.BackgroundItem) {
+	if len(items) == 0 && len(l.probes) == 0 {
+		return
+	}
+	l.probes, l.dirty = items, true
+}
+
+// empty reports whether nothing is listed.
+func (l *backgroundList) empty() bool { return len(l.items) == 0 && len(l.probes) == 0 }
+
+// wire is the list as a state_update carries it: the session's work, then
+// a scenario's probes.
 func (l *backgroundList) wire() acp.Background {
-	out := make(acp.Background, 0, len(l.items))
+	out := make(acp.Background, 0, len(l.items)+len(l.probes))
 	for _, it := range l.items {
 		if it.term != nil {
 			out = append(out, acp.BackgroundItem{Type: "terminal", TerminalID: it.term.id})
@@ -123,7 +140,7 @@ func (l *backgroundList) wire() acp.Background {
 			out = append(out, acp.BackgroundItem{Type: "tool_call", ToolCallID: it.call.id})
 		}
 	}
-	return out
+	return append(out, l.probes...)
 }
 
 // transition reports a foreground state change with the current list.
@@ -136,12 +153,33 @@ func (st *state) transition(fgState, stopReason string) {
 }
 
 // reportState sends a state_update: the current foreground state, the stop
-// reason given (empty for a repeated one) and the current list.
+// reason given (empty for a repeated one) and the current list. The
+// failure and the mark a scenario left for it (stage.go) go with it.
 func (st *state) reportState(stopReason string) {
 	st.list.dirty = false
-	st.out.send(&acp.StateUpdate{
-		SessionUpdate: acp.KindState, State: st.fgState, StopReason: stopReason, Background: st.list.wire(),
-	})
+	u := &acp.StateUpdate{
+		SessionUpdate: acp.KindState, State: st.fgState, StopReason: stopReason, Background: st.list.wire(), Meta: st.mark,
+	}
+	if stopReason == acp.StopError {
+		u.Error = st.failure
+	}
+	st.failure, st.mark = nil, nil
+	st.out.send(u)
+}
+
+// reportCrafted sends a state_update that a scenario asks for (stage.go):
+// state (the foreground state if empty), the list unless it is left out
+// or replaced by raw, and meta. Unlike reportState, a list left out or
+// replaced does not count as reported.
+func (st *state) reportCrafted(state, stopReason string, unreported bool, raw []byte, meta map[string]any) {
+	u := &acp.StateUpdate{
+		SessionUpdate: acp.KindState, State: cmp.Or(state, st.fgState), StopReason: stopReason,
+		Background: st.list.wire(), Unreported: unreported, RawBackground: raw, Meta: meta,
+	}
+	if !unreported && raw == nil {
+		st.list.dirty = false
+	}
+	st.out.send(u)
 }
 
 // flushList sends the repeated state_update owed for a list change.
@@ -166,7 +204,7 @@ func (l *backgroundList) processes() []ptyio.Process {
 // listing is the /ps report: one line per piece of background work, with
 // the members found for each listed terminal, in order.
 func (l *backgroundList) listing(found []string) string {
-	if len(l.items) == 0 {
+	if l.empty() {
 		return "No background work."
 	}
 	var b strings.Builder
@@ -194,6 +232,9 @@ func (l *backgroundList) listing(found []string) string {
 			a := it.call.appr
 			fmt.Fprintf(&b, "%s  command  %s  age %s  %s, waiting for permission", a.call.id, a.line, age(now.Sub(a.asked)), a.call.status())
 		}
+	}
+	for _, p := range l.probes {
+		fmt.Fprintf(&b, "\n%s  %s  listed by a scenario (/scenario)", cmp.Or(p.ToolCallID, p.TerminalID, "-"), p.Type)
 	}
 	return b.String()
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"shellagent/acp"
+	"shellagent/scenario"
 )
 
 // FuzzPrompt checks the prompt parser on any text and resource link:
@@ -15,6 +16,7 @@ import (
 // Seeded from testdata/fuzz/; .ci/run runs it briefly.
 func FuzzPrompt(f *testing.F) {
 	f.Add("/every 1s date", "file:///tmp/a%20b")
+	f.Add("/scenario paused 250ms", "")
 	f.Fuzz(func(t *testing.T, text, uri string) {
 		line, err := promptLine([]acp.ContentBlock{acp.TextBlock(text)})
 		var perr *acp.Error
@@ -91,7 +93,11 @@ func checkInput(t *testing.T, line string, in input) {
 			in.kind == tailTerm && (in.lines < 1 || in.lines > maxTail) {
 			t.Fatalf("parseInput(%q) = %+v", line, in)
 		}
-	case bgDetach, listWork:
+	case bgDetach, listWork, listScenarios:
+	case playScenario:
+		if scenario.Lookup(in.id) == nil || in.delay < 0 || in.delay > scenario.MaxHold {
+			t.Fatalf("parseInput(%q) plays %q with a hold of %s", line, in.id, in.delay)
+		}
 	case badInput:
 		if in.problem == "" {
 			t.Fatalf("parseInput(%q): bad input without a problem", line)

@@ -26,8 +26,8 @@ type job struct {
 }
 
 // schedule serves /after and /every: the tool call is announced pending and
-// cancellable, then listed.
-func (st *state) schedule(in input) {
+// cancellable, then listed. It returns the tool call.
+func (st *state) schedule(in input) *toolCall {
 	j := &job{line: in.line, schedule: "after " + in.delay.String(), created: time.Now()}
 	if in.kind == everyWork {
 		j.every, j.schedule = in.delay, "every "+in.delay.String()
@@ -38,6 +38,7 @@ func (st *state) schedule(in input) {
 	st.out.send(c.update())
 	st.list.addCall(c)
 	j.arm(st.s, in.delay)
+	return c
 }
 
 // owns reports whether t is a firing of j.

@@ -7,35 +7,39 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/scenario"
 )
 
 // inputKind is what a prompt asks for.
 type inputKind int
 
 const (
-	runCommand inputKind = iota // CMD
-	bgCommand                   // /bg CMD
-	bgDetach                    // /bg
-	listWork                    // /ps
-	stopWork                    // /stop ID
-	afterWork                   // /after DUR CMD
-	everyWork                   // /every DUR CMD
-	typeInput                   // /send ID TEXT, /keys ID KEY...
-	resizeTerm                  // /resize ID COLSxROWS
-	tailTerm                    // /tail ID [N]
-	waitWork                    // /wait ID [PATTERN] [--timeout DUR] [--new]
-	watchWork                   // /watch PATH CMD
-	pauseWork                   // /pause ID
-	resumeWork                  // /resume ID
-	badInput                    // a slash command written wrong; problem says how
+	runCommand    inputKind = iota // CMD
+	bgCommand                      // /bg CMD
+	bgDetach                       // /bg
+	listWork                       // /ps
+	stopWork                       // /stop ID
+	afterWork                      // /after DUR CMD
+	everyWork                      // /every DUR CMD
+	typeInput                      // /send ID TEXT, /keys ID KEY...
+	resizeTerm                     // /resize ID COLSxROWS
+	tailTerm                       // /tail ID [N]
+	waitWork                       // /wait ID [PATTERN] [--timeout DUR] [--new]
+	watchWork                      // /watch PATH CMD
+	pauseWork                      // /pause ID
+	resumeWork                     // /resume ID
+	listScenarios                  // /scenario
+	playScenario                   // /scenario NAME [HOLD]
+	scenarioTurn                   // foreground work a playing scenario begins (no prompt)
+	badInput                       // a slash command written wrong; problem says how
 )
 
 // input is a parsed prompt.
 type input struct {
 	kind    inputKind
 	line    string        // the command line (runCommand, bgCommand, afterWork, everyWork)
-	id      string        // stopWork, pauseWork, resumeWork, and the terminal of typeInput, resizeTerm, tailTerm
-	delay   time.Duration // afterWork, everyWork
+	id      string        // stopWork, pauseWork, resumeWork, the terminal of typeInput, resizeTerm, tailTerm, the scenario's name (playScenario)
+	delay   time.Duration // afterWork, everyWork; the scenario's hold (playScenario)
 	problem string        // badInput
 	wait    *waitSpec     // waitWork
 	watch   *watchSpec    // watchWork
@@ -54,7 +58,7 @@ const minEvery = time.Second
 // work runs, instead of waiting its turn.
 func (in input) immediate() bool {
 	switch in.kind {
-	case bgCommand, bgDetach, listWork, stopWork, typeInput, resizeTerm, tailTerm, pauseWork, resumeWork:
+	case bgCommand, bgDetach, listWork, stopWork, typeInput, resizeTerm, tailTerm, pauseWork, resumeWork, listScenarios:
 		return true
 	}
 	return false
@@ -78,6 +82,7 @@ var slashCommands = []struct {
 	{"watch", "Run a command each time files under a path change", "path and command, e.g. src make test", "/watch PATH CMD, e.g. /watch src make test"},
 	{"pause", "Pause a watch: changes run nothing until it is resumed", "watch tool call id, e.g. call_2", "/pause ID, e.g. /pause call_2"},
 	{"resume", "Resume a paused watch", "watch tool call id, e.g. call_2", "/resume ID, e.g. /resume call_2"},
+	{"scenario", "Play a scenario that shows a client one client-side rule of the protocol; alone, list them", "scenario name and hold, e.g. unknown-item 2s (empty: list them)", "/scenario to list them, or /scenario NAME [HOLD], e.g. /scenario unknown-item 2s (HOLD: how long each state is held, 0 to 1m, default 1s)"},
 }
 
 func availableCommands() []acp.AvailableCommand {
@@ -185,6 +190,8 @@ func parseInput(line string) input {
 			return input{kind: pauseWork, id: rest}
 		}
 		return input{kind: resumeWork, id: rest}
+	case "scenario":
+		return parseScenario(rest)
 	}
 	return input{kind: badInput, problem: fmt.Sprintf("Unknown command /%s. Available: %s. To run a program whose name starts with a slash, give its path (e.g. ./%s).", name, commandNames(), name)}
 }
@@ -210,6 +217,30 @@ func parseScheduled(name, rest string) input {
 		kind = everyWork
 	}
 	return input{kind: kind, delay: d, line: cmd}
+}
+
+// parseScenario reads /scenario's arguments: none, or a scenario's name
+// and an optional hold.
+func parseScenario(rest string) input {
+	if rest == "" {
+		return input{kind: listScenarios}
+	}
+	fields := strings.Fields(rest)
+	if len(fields) > 2 {
+		return bad("/scenario takes a name and at most a hold", "scenario")
+	}
+	if scenario.Lookup(fields[0]) == nil {
+		return input{kind: badInput, problem: fmt.Sprintf("No scenario %q: /scenario alone lists them.", fields[0])}
+	}
+	in := input{kind: playScenario, id: fields[0], delay: scenario.DefaultHold}
+	if len(fields) == 2 {
+		d, err := time.ParseDuration(fields[1])
+		if err != nil || d < 0 || d > scenario.MaxHold {
+			return bad(fmt.Sprintf("/scenario: %q is not a hold from 0 to %s", fields[1], scenario.MaxHold), "scenario")
+		}
+		in.delay = d
+	}
+	return in
 }
 
 func bad(problem, name string) input {

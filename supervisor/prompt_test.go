@@ -37,7 +37,7 @@ func TestParseInput(t *testing.T) {
 		{line: "/every 1s x", want: input{kind: everyWork, delay: time.Second, line: "x"}},
 		{line: "/every 999ms x", want: input{kind: badInput}, says: "the interval must be at least 1s, got 999ms"},
 		{line: "/every -5s x", want: input{kind: badInput}, says: "must be more than 0"},
-		{line: "/nope now", want: input{kind: badInput}, says: "Unknown command /nope. Available: /bg, /ps, /stop, /after, /every, /send, /keys, /resize, /tail, /wait, /watch, /pause, /resume."},
+		{line: "/nope now", want: input{kind: badInput}, says: "Unknown command /nope. Available: /bg, /ps, /stop, /after, /every, /send, /keys, /resize, /tail, /wait, /watch, /pause, /resume, /scenario."},
 		{line: "/send term_1 hello  world", want: input{kind: typeInput, id: "term_1", data: []byte("hello  world\r"), what: `"hello  world" and Enter`}},
 		{line: "/send term_1", want: input{kind: typeInput, id: "term_1", data: []byte("\r"), what: "Enter"}},
 		{line: "/send", want: input{kind: badInput}, says: "/send needs a terminal id. Write it as /send ID TEXT"},
@@ -52,6 +52,14 @@ func TestParseInput(t *testing.T) {
 		{line: "/tail term_1 50", want: input{kind: tailTerm, id: "term_1", lines: 50}},
 		{line: "/tail term_1 5000", want: input{kind: tailTerm, id: "term_1", lines: maxTail}},
 		{line: "/tail term_1 -3", want: input{kind: badInput}, says: `"-3" is not a number of lines`},
+		{line: "/scenario", want: input{kind: listScenarios}},
+		{line: "/scenario paused", want: input{kind: playScenario, id: "paused", delay: time.Second}},
+		{line: "/scenario paused 0s", want: input{kind: playScenario, id: "paused"}},
+		{line: "/scenario  paused  2s ", want: input{kind: playScenario, id: "paused", delay: 2 * time.Second}},
+		{line: "/scenario nosuch", want: input{kind: badInput}, says: `No scenario "nosuch": /scenario alone lists them.`},
+		{line: "/scenario paused 2m", want: input{kind: badInput}, says: `"2m" is not a hold from 0 to 1m0s`},
+		{line: "/scenario paused -1s", want: input{kind: badInput}, says: "is not a hold"},
+		{line: "/scenario paused 1s x", want: input{kind: badInput}, says: "takes a name and at most a hold"},
 	}
 	for _, tt := range tests {
 		got := parseInput(tt.line)

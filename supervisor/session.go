@@ -11,6 +11,7 @@ import (
 	"shellagent/acp"
 	"shellagent/protocol"
 	"shellagent/ptyio"
+	"shellagent/scenario"
 )
 
 // A Session is one conversation: its prompts, its foreground work, its
@@ -72,8 +73,11 @@ type state struct {
 	list     backgroundList
 	work     registry
 	out      outbox
-	errands  errands   // the current event's errand, while it is out
-	waits    []*waiter // the waits under way (wait.go)
+	errands  errands        // the current event's errand, while it is out
+	waits    []*waiter      // the waits under way (wait.go)
+	play     *play          // the scenario playing, if one is (stage.go)
+	failure  *acp.Error     // the error of the next state_update, if its stop reason is error
+	mark     map[string]any // the _meta of the next state_update reportState sends
 
 	final     finalState // while closing
 	closeDone []func()   // called once the close is complete
@@ -266,6 +270,8 @@ func (s *Session) cancel() {
 			st.endTurn(acp.StopCancelled)
 		case fg.waiting():
 			fg.call.wait.end(st, acp.StatusCancelled, "Cancelled by session/cancel.", false, acp.StopCancelled)
+		case fg.state == turnScenario:
+			fg.play.cancelTurn()
 		default:
 			fg.state = turnCancelling
 			fg.term.stop(st.settings.killGrace)
@@ -280,7 +286,7 @@ func (s *Session) cancel() {
 func (s *Session) cancelTerminal(c protocol.Client, id string, reply protocol.Reply) {
 	s.do(func(st *state) {
 		defer st.checkCancel(c, true, id)
-		if err := st.work.stop(id, st.settings.killGrace, func() { reply(struct{}{}, nil) }); err != nil {
+		if err := st.stopTerminal(id, func() { reply(struct{}{}, nil) }); err != nil {
 			reply(nil, err)
 		}
 	})
@@ -349,7 +355,7 @@ func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest) (resp *
 		if replay {
 			delivered = st.out.replay()
 		}
-		if fg := st.turns.fg; fg != nil {
+		if fg := st.turns.fg; fg != nil && fg.call != nil {
 			st.out.sendCurrent(delivered, fg.call, fg.term)
 		}
 		for _, it := range st.list.items {
@@ -359,6 +365,7 @@ func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest) (resp *
 				st.out.sendCurrent(delivered, it.call, nil)
 			}
 		}
+		st.play.sendCurrent(st, delivered)
 		st.reportState("")
 		resp = &acp.ResumeSessionResponse{ConfigOptions: st.settings.options(), AvailableCommands: availableCommands()}
 	})
@@ -425,8 +432,11 @@ func (st *state) close(done func()) {
 		return
 	}
 	st.life, st.closeDone = sessionClosing, append(st.closeDone, done)
-	if len(st.list.items) > 0 {
+	if !st.list.empty() {
 		st.final = finalIdle
+	}
+	if st.play != nil {
+		st.play.abort(scenario.ErrClosed) // its made-up items stay as they are
 	}
 	st.dropHeld(func(*turn) bool { return true }, "session closed")
 	const why = "Cancelled: the session closed while it waited for permission."
@@ -518,10 +528,25 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 		onItsOwn := t.state == termRunning // nobody stopped it
 		st.work.exit(t)
 		defer waitsExited(st, t) // once the list and the turn say it exited
+		if t.ended != nil {
+			close(t.ended)
+		}
 		fg := st.turns.fg
 		if !st.turns.foreground(t) {
+			if t.call.state == callRunning {
+				// A tool call that stays in_progress while its command runs
+				// without holding a turn (a scenario's command) ends with it:
+				// after the exitStatus, before the terminal leaves the list.
+				st.work.finish(t.call, callOutcome(st.life == sessionClosing, t.exit))
+				t.call.output = exitStatusRaw(t.exit)
+				st.out.send(&acp.ToolCallUpdate{
+					SessionUpdate: acp.KindToolCall, ToolCallID: t.call.id,
+					Status: t.call.status(), RawOutput: t.call.output,
+				})
+			}
+			listed := st.list.index(listItem{term: t}) >= 0 // background work, not a scenario's foreground command
 			st.list.removeTerminal(t)
-			if onItsOwn {
+			if onItsOwn && listed {
 				st.noticeExit(t)
 			}
 			return
@@ -546,17 +571,19 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 // behind the current foreground work; unless the job says it is not due
 // (jobs.go).
 func (s *Session) fire(j *job) {
-	s.do(func(st *state) {
-		if st.life != sessionOpen || !st.fired(j, st.turns.runOf(j.owns)) {
-			return
-		}
-		t := &turn{in: input{kind: runCommand, line: j.line}, job: j}
-		if st.turns.busy() || st.turns.waiting() {
-			st.turns.hold(t)
-			return
-		}
-		st.start(t)
-	})
+	s.do(func(st *state) { st.fire(j) })
+}
+
+func (st *state) fire(j *job) {
+	if st.life != sessionOpen || !st.fired(j, st.turns.runOf(j.owns)) {
+		return
+	}
+	t := &turn{in: input{kind: runCommand, line: j.line}, job: j}
+	if st.turns.busy() || st.turns.waiting() {
+		st.turns.hold(t)
+		return
+	}
+	st.start(t)
 }
 
 // answered runs or refuses the command once the client answers. An answer

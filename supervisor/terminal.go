@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"shellagent/acp"
@@ -42,14 +43,29 @@ func (st *state) runBackground(line string) {
 // calls then with nil. Events of the terminal's process that come before
 // that wait their turn, as every entry does while the errand is out.
 func (st *state) launch(call *toolCall, line string, then func(*terminal)) {
+	st.launchWith(call, line, launchOptions{}, then)
+}
+
+// launchOptions are what a scenario's command adds (stage.go).
+type launchOptions struct {
+	env     []string      // added to the environment
+	snapped chan struct{} // told of each copy a replacement takes (terminal.snapped)
+}
+
+// launchWith is launch with opts.
+func (st *state) launchWith(call *toolCall, line string, opts launchOptions, then func(*terminal)) {
 	s, cfg := st.s, st.s.sv.cfg
 	call.state = callRunning
 	call.input = map[string]string{"command": line, "cwd": s.cwd}
 	t := &terminal{
 		id: st.work.newID("term"), line: line, cwd: s.cwd, size: cfg.Size, call: call,
-		ring: outputbuf.New(cfg.Scrollback), started: time.Now(),
+		ring: outputbuf.New(cfg.Scrollback), started: time.Now(), snapped: opts.snapped,
 	}
-	cmd := ptyio.Command{Shell: cfg.Shell, Line: line, Dir: s.cwd, Env: s.sv.env, Size: cfg.Size}
+	env := s.sv.env
+	if len(opts.env) > 0 {
+		env = append(slices.Clip(env), opts.env...)
+	}
+	cmd := ptyio.Command{Shell: cfg.Shell, Line: line, Dir: s.cwd, Env: env, Size: cfg.Size}
 	out, ev := t.ring, events{s, t}
 	var (
 		proc ptyio.Process

@@ -7,6 +7,7 @@ import (
 
 	"shellagent/acp"
 	"shellagent/protocol"
+	"shellagent/scenario"
 )
 
 // turnState is where a turn is in its life.
@@ -31,6 +32,10 @@ const (
 	// tool call will end cancelled and the turn with stop reason
 	// cancelled. Out to turnOver when the command exits.
 	turnCancelling
+	// turnScenario: it holds the foreground for a playing scenario
+	// (stage.go), which runs its own commands. Out to turnOver when the
+	// scenario ends its foreground work, or (close) to turnCancelling.
+	turnScenario
 	// turnOver: done, or never run. Final.
 	turnOver
 )
@@ -44,6 +49,7 @@ type turn struct {
 	from    protocol.Client // the connection the prompt came from
 	job     *job            // the job whose firing this is
 	watch   *watcher        // the watch whose run this is
+	play    *play           // the scenario it plays (playScenario, scenarioTurn)
 	unwatch func() bool     // stops watching for the client withdrawing the held prompt
 	state   turnState
 
@@ -178,6 +184,12 @@ func (st *state) start(t *turn) {
 	case waitWork:
 		runWait(st, t)
 		return
+	case playScenario:
+		st.startScenario(t)
+		return
+	case scenarioTurn:
+		t.play.begin(st, t)
+		return
 	}
 	st.transition(acp.StateRunning, "")
 	st.act(t.in)
@@ -217,6 +229,9 @@ func (st *state) dropHeld(match func(*turn) bool, why string) {
 	for _, t := range st.turns.drop(match) {
 		if t.reply != nil {
 			t.reply(nil, acp.RequestCancelled(why))
+		}
+		if t.in.kind == scenarioTurn {
+			t.play.abort(scenario.ErrCancelled) // its foreground work will not come
 		}
 	}
 }
@@ -276,6 +291,8 @@ func (st *state) act(in input) {
 		switch {
 		case fg == nil:
 			st.out.agentMessage("Nothing is running in the foreground: /bg alone moves the running command to the background. To start a command in the background, write /bg CMD.")
+		case fg.state == turnScenario:
+			st.out.agentMessage("A scenario holds the foreground; it ends by itself, or with session/cancel.")
 		case fg.state == turnAsking:
 			st.out.agentMessage("The foreground command is waiting for permission; it can move to the background once it runs.")
 		case fg.waiting():
@@ -297,6 +314,8 @@ func (st *state) act(in input) {
 		}, func() { st.out.agentMessage(st.list.listing(found)) })
 	case stopWork:
 		st.stopByID(in.id)
+	case listScenarios:
+		st.out.agentMessage(scenario.Listing(protocol.Version(st.out.client) == protocol.ProtocolV1, st.s.sv.cfg.ScenariosInvalid))
 	case afterWork, everyWork:
 		st.schedule(in)
 	case typeInput, resizeTerm, tailTerm:
@@ -313,8 +332,8 @@ func (st *state) act(in input) {
 // stopByID serves /stop: the same acceptance and errors as the cancel
 // methods, told as an agent message.
 func (st *state) stopByID(id string) {
-	if st.work.terminals[id] != nil || st.work.calls[id] == nil {
-		if err := st.work.stop(id, st.settings.killGrace, nil); err != nil {
+	if st.work.terminals[id] != nil || st.work.calls[id] == nil && !st.play.owns(id) {
+		if err := st.stopTerminal(id, nil); err != nil {
 			st.out.agentMessage("Cannot stop " + id + ": " + errorMessage(err) + ".")
 			return
 		}
@@ -328,6 +347,20 @@ func (st *state) stopByID(id string) {
 	}
 	st.out.agentMessage("Cancelling " + id + ".")
 	stop()
+}
+
+// stopTerminal accepts terminal/cancel (or /stop) of terminal id and
+// stops it, as registry.stop does, unless a playing scenario takes that
+// cancel (stage.go): then it is accepted and the scenario decides what
+// follows.
+func (st *state) stopTerminal(id string, accepted func()) error {
+	if st.play.takes(id) {
+		if accepted != nil {
+			accepted()
+		}
+		return nil
+	}
+	return st.work.stop(id, st.settings.killGrace, accepted)
 }
 
 func errorMessage(err error) string {
@@ -344,6 +377,8 @@ func errorMessage(err error) string {
 func (st *state) acceptCancel(id string) (stop func(), err error) {
 	c := st.work.calls[id]
 	switch {
+	case c == nil && st.play.owns(id):
+		return st.play.cancelMadeUp(id)
 	case c == nil:
 		return nil, acp.InvalidParams("toolCallId: no tool call %q in this session", id)
 	case c.state == callDone:

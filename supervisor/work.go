@@ -68,6 +68,12 @@ type terminal struct {
 	exit     *acp.ExitStatus // once exited
 	hist     int             // its position in the history
 	input    *terminalInput  // its input watch and the waits noticed (notice.go)
+
+	// A scenario's command (stage.go): ended is closed once its exitStatus
+	// is sent; snapped, if not nil, is told (without blocking) of each
+	// copy of its output that a replacement takes.
+	ended   chan struct{}
+	snapped chan struct{}
 }
 
 // announcement is the terminal's full terminal_update while it runs: what

@@ -12,6 +12,7 @@ import (
 type scenario struct {
 	name string
 	args []string
+	opts []acptest.Option // of the strict client
 	run  func(s *script)
 }
 

@@ -40,7 +40,7 @@ func TestTranscripts(t *testing.T) {
 		seen[sc.name+".jsonl"] = true
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
-			s := startScript(t, sc.args...)
+			s := startScriptWith(t, sc.opts, sc.args...)
 			sc.run(s)
 			checkGolden(t, filepath.Join(transcriptDir, sc.name+".jsonl"), s.finish())
 		})

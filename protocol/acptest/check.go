@@ -108,6 +108,14 @@ func (c *Client) Violations() []Violation {
 // starts the session's tracking over, since the replay re-sends its
 // history.
 //
+// As a client must, the checker takes a state_update whose list is
+// malformed (a line that fails the schema, reported as a wire violation)
+// as one that does not report background work: until a list comes again,
+// nothing is listed, and nothing is checked as removed. A state_update
+// that a shellagent scenario marks as its own (Msg.Probe) shows a client
+// a rule by bending one on purpose: it may leave the list out (rule 1) or
+// report running right after the list emptied (rule 8).
+//
 // In ACP v1 (WithProtocolV1) rules 7 and 10 apply as above (tool_call and
 // tool_call_update both set a status), and, per session:
 //
@@ -428,17 +436,19 @@ func terminalRefs(content any) []string {
 func (ck *checker) stateUpdate(s *sessionState, m *Msg) {
 	state := m.State()
 	if s.follow != nil {
-		if state == "running" && !s.followUser {
+		if state == "running" && !s.followUser && m.Probe() == "" {
 			ck.violate(RuleFollowUp, m, s.id, "running right after the idle snapshot #%d that emptied the background list; report running in the snapshot that removes the item", s.follow.seq)
 		}
 		s.follow = nil
 	}
-	if _, ok := m.Update["background"].([]any); !ok {
+	if _, ok := m.Update["background"].([]any); !ok || m.invalid {
 		what := "omitted"
 		if m.HasKey("background") {
 			what = "not an array"
 		}
-		ck.violate(RuleBackground, m, s.id, "state_update background is %s", what)
+		if !m.invalid && m.Probe() == "" {
+			ck.violate(RuleBackground, m, s.id, "state_update background is %s", what)
+		}
 		s.prev = nil // background work is unknown until a list is reported again
 		return
 	}

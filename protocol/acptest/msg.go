@@ -34,7 +34,8 @@ type Msg struct {
 	// JSON numbers are float64.
 	Update map[string]any
 
-	req *request // the request a response answers
+	req     *request // the request a response answers
+	invalid bool     // the reader found something wrong with the line
 }
 
 // RPCError is a JSON-RPC error object.
@@ -123,6 +124,17 @@ func (m *Msg) Background() []Item {
 		items = append(items, it)
 	}
 	return items
+}
+
+// Probe returns the name of the shellagent scenario that sent this
+// update to show a client one of its rules (_meta.shellagent.scenario),
+// or "": such an update may bend an agent-side rule on purpose (see
+// Client.Check).
+func (m *Msg) Probe() string {
+	meta, _ := m.Update["_meta"].(map[string]any)
+	sa, _ := meta["shellagent"].(map[string]any)
+	name, _ := sa["scenario"].(string)
+	return name
 }
 
 // Meta returns the object at key in the update's _meta (as ACP v1 tool

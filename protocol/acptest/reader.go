@@ -57,6 +57,7 @@ func (c *Client) handleLine(line []byte, at time.Time, terminated bool) {
 
 	c.mu.Lock()
 	m.Seq = len(c.msgs)
+	m.invalid = len(problems) > 0
 	problems = append(problems, c.reconstruct(m)...)
 	if c.dropChunks && m.Kind == "terminal_output_chunk" {
 		m.Raw, m.Params = nil, nil

@@ -36,7 +36,7 @@ async function replay(file) {
   const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve(code ?? signal)));
 
   // received counts the agent lines the SDK delivered: notifications,
-  // requests, and responses (results and errors).
+  // requests, responses (results and errors), and withdrawals of requests.
   let received = 0;
   let waiters = [];
   const arrived = () => {
@@ -61,8 +61,12 @@ async function replay(file) {
 
   const app = acp
     .client({ name: "shellagent-replay" })
-    .onRequest(acp.methods.client.session.requestPermission, async ({ requestId }) => {
+    .onRequest(acp.methods.client.session.requestPermission, async ({ requestId, signal }) => {
       arrived();
+      // The SDK applies the agent's $/cancel_request for the request to
+      // its signal: that is an agent line delivered too.
+      // (A signal aborted as the connection closes is not.)
+      signal?.addEventListener("abort", () => signal.reason?.code === -32800 && arrived(), { once: true });
       return answer(String(requestId)).promise;
     })
     .onNotification(acp.methods.client.session.update, () => arrived());
