@@ -62,7 +62,7 @@ func (sc *Scenario) Intro() string {
 
 // Outro is what the session says once the scenario is over.
 func (sc *Scenario) Outro() string {
-	return fmt.Sprintf("Scenario %s is over: what it started is stopped, and the next state_update lists what runs.", sc.Name)
+	return fmt.Sprintf("Scenario %s is over: what it started is stopped.", sc.Name)
 }
 
 // Lookup returns the scenario called name, or nil.

@@ -357,7 +357,7 @@ func (p *play) Run(line string, how scenario.How) (scenario.Work, error) {
 			p.runs = append(p.runs, r)
 			switch {
 			case how.Background && how.Codex:
-				call.content = append(call.content, acp.TextContent("It stays in_progress until the command ends, as Codex's command items do; the background list holds its terminal, "+t.id+"."))
+				call.content = append(call.content, acp.TextContent("It stays in_progress until the command ends, as Codex's command items do; its terminal, "+t.id+", is what runs in the background."))
 				st.out.send(&acp.ToolCallUpdate{SessionUpdate: acp.KindToolCall, ToolCallID: call.id, Content: call.content})
 				st.list.addTerminal(t)
 			case how.Background:

@@ -272,3 +272,42 @@ var scenarioView = map[string]func(v *viewer){
 		v.expect(!view.Reported && !view.Abandonable("term_1"), "a malformed list: %+v, want background work unknown", view)
 	},
 }
+
+// The v1 golden transcripts of /scenario: the scenarios that mean
+// something in v1, played through the v1 front, and one that does not,
+// which says so (after /scenario's list, as a v1 client reads it).
+func init() {
+	for _, sc := range kit.All {
+		if !sc.V1 {
+			continue
+		}
+		v1Scenarios = append(v1Scenarios, v1Scenario{name: "scenario-" + sc.Name, args: []string{"--kill-grace", "1s"}, run: func(s *v1Script) {
+			s.open()
+			id := fmt.Sprint(s.sendPrompt("/scenario " + sc.Name + " 0s"))
+			// The turn ends (the prompt's answer) before the scenario is
+			// over, or with it.
+			s.both(func(m *acptest.Msg) bool { return m.IsResponse() && string(m.ID) == id },
+				func(m *acptest.Msg) bool {
+					return m.Kind == "agent_message_chunk" && strings.Contains(m.Text(), "Scenario "+sc.Name+" is over")
+				})
+		}})
+	}
+	v1Scenarios = append(v1Scenarios, v1Scenario{name: "scenario-v2-only", run: func(s *v1Script) {
+		s.open()
+		s.prompt("/scenario")
+		s.prompt("/scenario unknown-item 0s")
+	}})
+}
+
+// both waits for a message that matches a and one that matches b, in
+// either order, after the last one waited for.
+func (s *script) both(a, b func(*acptest.Msg) bool) {
+	s.t.Helper()
+	from := s.last
+	ma := s.c.WaitAfter(from, "the prompt's answer", a)
+	mb := s.c.WaitAfter(from, "the scenario's end", b)
+	s.last = ma
+	if mb.Seq > ma.Seq {
+		s.last = mb
+	}
+}
