@@ -43,6 +43,10 @@
 //     waiting for input.
 //   - prompt.go reads prompts; config.go holds the configuration and the
 //     per-session settings.
+//   - stage.go: a /scenario playing in its session (the scenario.Stage the
+//     session gives package scenario's scripts), at the side of the turn
+//     engine; clientcheck.go: the client_checks notices, and what the
+//     session told its client about cancelling each item.
 //
 // # Concurrency
 //
@@ -74,6 +78,9 @@
 //   - a terminal's input watch (time.AfterFunc, inputwatch.go), when it
 //     found a program waiting for input: it looks at /proc with no lock
 //     held, and enters only to notice what it found;
+//   - a playing scenario's goroutine (stage.go), one Stage call at a
+//     time, through doWait; it waits for what it needs (a terminal's exit,
+//     the client's cancel) outside the mutex;
 //   - the owner of a connection, through Detach and Shutdown.
 //
 // Nothing slow runs under a session's mutex. Updates are queued on the
