@@ -560,6 +560,7 @@ func (p *play) begin(st *state, t *turn) {
 	p.turn = t
 	st.mark = p.mark()
 	st.transition(acp.StateRunning, "")
+	st.mark = nil // sent, or not to be sent: the session is closing
 	if p.began != nil {
 		close(p.began)
 		p.began = nil
@@ -604,6 +605,10 @@ func (p *play) cancelTurn() {
 
 // owns reports whether id is something the play made up. p may be nil.
 func (p *play) owns(id string) bool { return p != nil && p.fakes[id] != nil }
+
+// ownsCall reports whether id is a tool call the play made up. p may be
+// nil.
+func (p *play) ownsCall(id string) bool { return p.owns(id) && !p.fakes[id].terminal }
 
 // takes reports whether the play takes a cancel of id, and then tells the
 // scenario (the first time). p may be nil.

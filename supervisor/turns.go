@@ -332,7 +332,7 @@ func (st *state) act(in input) {
 // stopByID serves /stop: the same acceptance and errors as the cancel
 // methods, told as an agent message.
 func (st *state) stopByID(id string) {
-	if st.work.terminals[id] != nil || st.work.calls[id] == nil && !st.play.owns(id) {
+	if st.work.terminals[id] != nil || st.work.calls[id] == nil && !st.play.ownsCall(id) {
 		if err := st.stopTerminal(id, nil); err != nil {
 			st.out.agentMessage("Cannot stop " + id + ": " + errorMessage(err) + ".")
 			return
@@ -354,11 +354,14 @@ func (st *state) stopByID(id string) {
 // cancel (stage.go): then it is accepted and the scenario decides what
 // follows.
 func (st *state) stopTerminal(id string, accepted func()) error {
-	if st.play.takes(id) {
+	switch {
+	case st.play.takes(id):
 		if accepted != nil {
 			accepted()
 		}
 		return nil
+	case st.play.owns(id):
+		return acp.InvalidParams("terminalId: %s is not cancellable (a scenario made it up)", id)
 	}
 	return st.work.stop(id, st.settings.killGrace, accepted)
 }
@@ -377,7 +380,7 @@ func errorMessage(err error) string {
 func (st *state) acceptCancel(id string) (stop func(), err error) {
 	c := st.work.calls[id]
 	switch {
-	case c == nil && st.play.owns(id):
+	case c == nil && st.play.ownsCall(id):
 		return st.play.cancelMadeUp(id)
 	case c == nil:
 		return nil, acp.InvalidParams("toolCallId: no tool call %q in this session", id)
