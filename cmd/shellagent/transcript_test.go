@@ -99,11 +99,8 @@ type sentLine struct {
 	line  string
 }
 
-func startScript(t *testing.T, args ...string) *script {
-	return startScriptWith(t, nil, args...)
-}
-
-// startScriptWith is startScript with options for the strict client.
+// startScriptWith starts the agent with args, read by a strict client
+// with opts.
 func startScriptWith(t *testing.T, opts []acptest.Option, args ...string) *script {
 	c, _ := acptest.StartBinary(t, binary, append([]string{"--shell", "/bin/sh", "--sequential-ids"}, args...), []string{noRaceExitDelay}, opts...)
 	return &script{t: t, c: c, cwd: t.TempDir()}
