@@ -123,8 +123,8 @@ var (
 // A Stage is what a session gives a scenario to play on. Its methods are
 // called from the scenario's own goroutine, one at a time; each returns
 // once what it did has been queued for the client, in order with the
-// session's own updates. Once Context has ended, they do nothing and
-// return its cause.
+// session's own updates. Once Context has ended, they do nothing (and
+// those that return an error return its cause).
 type Stage interface {
 	// Context ends when the scenario must stop: its cause is ErrCancelled
 	// or ErrClosed.
@@ -158,31 +158,16 @@ type Stage interface {
 
 	// Run runs line as real work in a new terminal, as how says, and
 	// returns it once it runs.
-	Run(line string, how How) (Work, error)
-	// Open lets a gated command go on: it creates the file that
-	// $SHELLAGENT_GATE names.
-	Open(w Work)
-	// WaitOutput waits until the terminal has written text, and every
-	// connection that follows it has taken it: what comes next is sent
-	// after it.
-	WaitOutput(w Work, text string) error
-	// WaitExit waits until the terminal's exitStatus has been sent.
-	WaitExit(w Work) error
-	// Replace sends a replacement snapshot of the terminal's output, and
-	// returns once the connection has taken its copy.
-	Replace(w Work) error
-	// Stop stops the terminal (SIGTERM, SIGKILL after 1s at most).
-	Stop(w Work)
-
+	Run(line string, how How) (Command, error)
 	// Schedule makes a real scheduled wakeup of line (pending, listed,
-	// cancellable), due in an hour, and returns its tool call id.
-	Schedule(line string) string
-	// Fire fires it now: its command runs as new foreground work.
-	Fire(id string)
-	// Unschedule cancels it.
-	Unschedule(id string)
+	// cancellable), due in an hour.
+	Schedule(line string) (ToolCall, error)
+	// Watch makes a real watch (/watch) of an empty directory of the
+	// scenario's, which runs line on a change (none comes).
+	Watch(line string) (ToolCall, error)
 	// Ask sends a permission request and returns the channel of its
-	// answer, and a function that withdraws it ($/cancel_request).
+	// answer, and a function that withdraws it ($/cancel_request) and
+	// returns once the withdrawal is queued.
 	Ask(p *acp.PermissionRequest) (<-chan Answer, func())
 
 	// Begin starts foreground work of the scenario that no prompt asked
@@ -196,6 +181,39 @@ type Stage interface {
 	Idle() error
 }
 
+// A Command is a command a scenario runs (Stage.Run).
+type Command interface {
+	Terminal() string // its terminal's id
+	ToolCall() string // its tool call's id
+	// Open lets a gated command go on: it creates the file that
+	// $SHELLAGENT_GATE names.
+	Open()
+	// WaitOutput waits until the terminal has written text, and every
+	// connection that keeps up with it has taken it: what comes next is
+	// sent after it.
+	WaitOutput(text string) error
+	// WaitExit waits until the terminal's exitStatus has been sent.
+	WaitExit() error
+	// Replace sends a replacement snapshot of the terminal's output, and
+	// returns once the connection has taken its copy.
+	Replace() error
+	// Stop stops the terminal (SIGTERM, SIGKILL after 1s at most).
+	Stop()
+}
+
+// A ToolCall is a real tool call a scenario started: a scheduled wakeup
+// or a watch.
+type ToolCall interface {
+	ID() string
+	// Fire fires a wakeup now: its command runs as new foreground work.
+	Fire()
+	// Pause pauses a watch (paused) or resumes it (in_progress), as
+	// /pause and /resume do.
+	Pause(paused bool)
+	// Cancel cancels it, as tool_call/cancel does.
+	Cancel()
+}
+
 // How says how Run runs a command.
 type How struct {
 	// Background: it runs on its own, listed as its terminal. Otherwise it
@@ -207,12 +225,6 @@ type How struct {
 	Codex bool
 	// Gated: $SHELLAGENT_GATE names a file that Open creates.
 	Gated bool
-}
-
-// Work is a command that Run started.
-type Work struct {
-	Terminal string // its terminal's id
-	ToolCall string // its tool call's id
 }
 
 // Snapshot is a state_update a scenario asks for: the current state and

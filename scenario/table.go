@@ -55,12 +55,12 @@ func caps(terminal bool, id string, c acp.Capabilities) acp.Update {
 }
 
 // runListed runs a silent command in the background.
-func runListed(st Stage) (Work, error) { return st.Run(silentCommand, How{Background: true}) }
+func runListed(st Stage) (Command, error) { return st.Run(silentCommand, How{Background: true}) }
 
-// stopAndWait stops w and waits for its exit.
-func stopAndWait(st Stage, w Work) error {
-	st.Stop(w)
-	return st.WaitExit(w)
+// stopAndWait stops c and waits for its exit.
+func stopAndWait(c Command) error {
+	c.Stop()
+	return c.WaitExit()
 }
 
 // All are the scenarios, in the order /scenario lists them and
@@ -95,30 +95,33 @@ var All = []Scenario{
 			st.Report(Snapshot{Unreported: true})
 			st.Hold()
 			st.Report(Snapshot{})
-			return stopAndWait(st, w)
+			return stopAndWait(w)
 		},
 	},
 	{
 		Name:   "paused",
-		Sends:  "A made-up tool call that goes in_progress, paused, in_progress, paused, completed, listed throughout, beside a real scheduled wakeup (pending, listed); the turn ends while both are listed.",
-		Rule:   "in_progress and paused may alternate any number of times. [...] Paused and pending tool calls stay listed. A pending or paused tool call is live background work: closing the session discards it, and the Client should not treat it as abandoned. [...] When background only contains pending or paused tool calls, the session is idle with work scheduled or suspended, and nothing is running right now.",
+		Sends:  "A real watch (/watch) that goes in_progress, paused, in_progress, paused, and is cancelled while paused, listed throughout, beside a real scheduled wakeup (pending, listed); the turn ends while both are listed and the watch is paused.",
+		Rule:   "in_progress and paused may alternate any number of times. A paused tool call reaches a final status when it is cancelled, fails, or is discarded. [...] Paused and pending tool calls stay listed. A pending or paused tool call is live background work: closing the session discards it, and the Client should not treat it as abandoned. [...] When background only contains pending or paused tool calls, the session is idle with work scheduled or suspended, and nothing is running right now.",
 		Source: "RFD \"Tool call statuses for background work\" and \"The background list on state snapshots\"; schema ToolCallStatus (paused)",
-		Expect: "shows the tool call paused, then running again, never finished or abandoned while it is listed; while the session is idle with only a paused and a pending tool call listed, shows it as idle with work suspended and scheduled (not quiet, nothing running right now).",
+		Expect: "shows the watch paused, then watching again, never finished or abandoned while it is listed; while the session is idle with only a paused and a pending tool call listed, shows it as idle with work suspended and scheduled (not quiet, nothing running right now); then the watch cancelled from paused, and the wakeup cancelled.",
 		Play: func(st Stage) error {
-			job := st.Schedule(neverRuns)
-			id := st.ToolCallID()
-			st.Send(toolCall(id, "A made-up watcher that pauses", acp.StatusInProgress))
-			st.List(listedCall(id))
-			st.Send(status(id, acp.StatusPaused))
+			job, err := st.Schedule(neverRuns)
+			if err != nil {
+				return err
+			}
+			watch, err := st.Watch(`echo "a change"`)
+			if err != nil {
+				return err
+			}
+			watch.Pause(true)
 			st.End(acp.StopEndTurn, nil)
 			st.Hold()
-			st.Send(status(id, acp.StatusInProgress))
+			watch.Pause(false)
 			st.Hold()
-			st.Send(status(id, acp.StatusPaused))
+			watch.Pause(true)
 			st.Hold()
-			st.Send(status(id, acp.StatusCompleted))
-			st.List()
-			st.Unschedule(job)
+			watch.Cancel()
+			job.Cancel()
 			return nil
 		},
 	},
@@ -151,15 +154,18 @@ var All = []Scenario{
 			if err != nil {
 				return err
 			}
-			job := st.Schedule(neverRuns)
+			job, err := st.Schedule(neverRuns)
+			if err != nil {
+				return err
+			}
 			st.End(acp.StopEndTurn, nil)
 			for _, c := range []acp.Capabilities{acp.Capabilities(`{}`), acp.CapsCancel, acp.CapsNone, acp.CapsCancel} {
 				st.Hold()
-				st.Send(caps(true, w.Terminal, c))
-				st.Send(caps(false, job, c))
+				st.Send(caps(true, w.Terminal(), c))
+				st.Send(caps(false, job.ID(), c))
 			}
-			st.Unschedule(job)
-			return stopAndWait(st, w)
+			job.Cancel()
+			return stopAndWait(w)
 		},
 	},
 	{
@@ -174,13 +180,13 @@ var All = []Scenario{
 			if err != nil {
 				return err
 			}
-			if err := st.WaitOutput(w, "working"); err != nil {
+			if err := w.WaitOutput("working"); err != nil {
 				return err
 			}
 			st.End(acp.StopEndTurn, nil)
 			st.Hold()
-			st.Open(w)
-			return st.WaitExit(w)
+			w.Open()
+			return w.WaitExit()
 		},
 	},
 	{
@@ -218,12 +224,12 @@ var All = []Scenario{
 			if err != nil {
 				return err
 			}
-			if err := st.WaitExit(fg); err != nil {
+			if err := fg.WaitExit(); err != nil {
 				return err
 			}
 			st.End(acp.StopError, &acp.Error{Code: acp.CodeInternalError, Message: "the foreground work failed: its command exited with 3"})
 			st.Hold()
-			return stopAndWait(st, bg)
+			return stopAndWait(bg)
 		},
 	},
 	{
@@ -238,14 +244,14 @@ var All = []Scenario{
 			if err != nil {
 				return err
 			}
-			if err := st.WaitOutput(w, "before the snapshot"); err != nil {
+			if err := w.WaitOutput("before the snapshot"); err != nil {
 				return err
 			}
-			if err := st.Replace(w); err != nil {
+			if err := w.Replace(); err != nil {
 				return err
 			}
-			st.Open(w)
-			return st.WaitExit(w)
+			w.Open()
+			return w.WaitExit()
 		},
 	},
 	{
@@ -255,10 +261,13 @@ var All = []Scenario{
 		Source: "RFD \"The background list on state snapshots\"",
 		Expect: "never shows the session quiet between the wakeup's end and its follow-up: the snapshot that removes the wakeup says running; then the follow-up's output and idle.",
 		Play: func(st Stage) error {
-			job := st.Schedule(followUpLine)
+			job, err := st.Schedule(followUpLine)
+			if err != nil {
+				return err
+			}
 			st.End(acp.StopEndTurn, nil)
 			st.Hold()
-			st.Fire(job)
+			job.Fire()
 			return st.Idle()
 		},
 	},
@@ -275,8 +284,8 @@ var All = []Scenario{
 			}
 			st.End(acp.StopEndTurn, nil)
 			st.Hold()
-			st.Open(w)
-			if err := st.WaitExit(w); err != nil {
+			w.Open()
+			if err := w.WaitExit(); err != nil {
 				return err
 			}
 			if err := pause(st, quietGap); err != nil {
@@ -289,7 +298,7 @@ var All = []Scenario{
 			if err != nil {
 				return err
 			}
-			if err := st.WaitExit(fg); err != nil {
+			if err := fg.WaitExit(); err != nil {
 				return err
 			}
 			st.End(acp.StopEndTurn, nil)
@@ -334,7 +343,7 @@ var All = []Scenario{
 			st.End(acp.StopEndTurn, nil)
 			st.Hold()
 			st.Hold()
-			return stopAndWait(st, w)
+			return stopAndWait(w)
 		},
 	},
 	{
@@ -377,7 +386,7 @@ var All = []Scenario{
 			st.Report(Snapshot{Raw: []byte(`[{"type":"terminal"}]`)})
 			st.Hold()
 			st.Report(Snapshot{})
-			return stopAndWait(st, w)
+			return stopAndWait(w)
 		},
 	},
 }
@@ -449,7 +458,10 @@ func closeScenario(st Stage) error {
 	if err != nil {
 		return err
 	}
-	job := st.Schedule(neverRuns)
+	job, err := st.Schedule(neverRuns)
+	if err != nil {
+		return err
+	}
 	p := st.ToolCallID()
 	st.Send(toolCall(p, "Made-up background work that the close discards without a word", acp.StatusInProgress))
 	st.List(listedCall(p))
@@ -459,8 +471,8 @@ func closeScenario(st Stage) error {
 		return err // the close, as asked
 	}
 	st.Say("No session/close came within a minute; the scenario ends what it started.")
-	st.Unschedule(job)
-	return stopAndWait(st, w)
+	job.Cancel()
+	return stopAndWait(w)
 }
 
 // cancelRace plays cancel-race.
@@ -469,7 +481,7 @@ func cancelRace(st Stage) error {
 	if err != nil {
 		return err
 	}
-	termCancel := st.Intercept(w.Terminal)
+	termCancel := st.Intercept(w.Terminal())
 	c := st.ToolCallID()
 	u := toolCall(c, "Made-up background work that finishes as it is cancelled", acp.StatusInProgress)
 	u.Capabilities = acp.CapsCancel
@@ -483,8 +495,8 @@ func cancelRace(st Stage) error {
 		select {
 		case <-termCancel:
 			termCancel = nil
-			st.Open(w)
-			if err := st.WaitExit(w); err != nil {
+			w.Open()
+			if err := w.WaitExit(); err != nil {
 				t.Stop()
 				return err
 			}

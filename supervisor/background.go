@@ -171,7 +171,7 @@ func (st *state) reportState(stopReason string) {
 // state (the foreground state if empty), the list unless it is left out
 // or replaced by raw, and meta. Unlike reportState, a list left out or
 // replaced does not count as reported.
-func (st *state) reportCrafted(state, stopReason string, unreported bool, raw []byte, meta map[string]any) {
+func reportCrafted(st *state, state, stopReason string, unreported bool, raw []byte, meta map[string]any) {
 	u := &acp.StateUpdate{
 		SessionUpdate: acp.KindState, State: cmp.Or(state, st.fgState), StopReason: stopReason,
 		Background: st.list.wire(), Unreported: unreported, RawBackground: raw, Meta: meta,

@@ -95,7 +95,7 @@ func clientNotice(rule, detail string) *acp.Notice {
 // checkClient reports to c (the attached client if c is nil) that it
 // broke rule, if the session's client_checks option is on and it is open.
 // A notice is no part of the history.
-func (st *state) checkClient(c protocol.Client, rule, detail string) {
+func checkClient(st *state, c protocol.Client, rule, detail string) {
 	if !st.settings.clientChecks || st.life != sessionOpen {
 		return
 	}
@@ -112,7 +112,7 @@ func (st *state) checkClient(c protocol.Client, rule, detail string) {
 // advertise cancel. One whose cancel was withdrawn less than cancelRace
 // ago was likely sent before the client heard of it (a cancel that races
 // the end of the work), and is not reported.
-func (st *state) checkCancel(c protocol.Client, terminal bool, id string) {
+func checkCancel(st *state, c protocol.Client, terminal bool, id string) {
 	on, recent := st.out.ads.advertised(adKey{terminal, id})
 	if on || recent {
 		return
@@ -125,7 +125,7 @@ func (st *state) checkCancel(c protocol.Client, terminal bool, id string) {
 	if st.out.ads.ever(adKey{terminal, id}) {
 		why = ", which no longer advertises cancel"
 	}
-	st.checkClient(c, rule, method+id+why)
+	checkClient(st, c, rule, method+id+why)
 }
 
 // unsupportedBlock returns the type of the first block of a prompt that
@@ -148,7 +148,7 @@ func (sv *Supervisor) ClientViolated(c protocol.Client, v protocol.ClientViolati
 		return
 	}
 	if s, err := sv.session(v.SessionID); err == nil {
-		s.do(func(st *state) { st.checkClient(c, v.Rule, v.Detail) })
+		s.do(func(st *state) { checkClient(st, c, v.Rule, v.Detail) })
 	}
 }
 
@@ -158,7 +158,7 @@ func (sv *Supervisor) checkConnection(c protocol.Client, rule, detail string) {
 	for _, s := range sv.list() {
 		s.do(func(st *state) {
 			if st.out.client == c {
-				st.checkClient(c, rule, detail)
+				checkClient(st, c, rule, detail)
 			}
 		})
 	}

@@ -212,7 +212,7 @@ func (s *Session) prompt(ctx context.Context, from protocol.Client, blocks []acp
 		reply(nil, err)
 		if kind := unsupportedBlock(blocks); kind != "" {
 			s.do(func(st *state) {
-				st.checkClient(from, ruleUnsupportedBlock, "a session/prompt with a "+kind+" block")
+				checkClient(st, from, ruleUnsupportedBlock, "a session/prompt with a "+kind+" block")
 			})
 		}
 		return
@@ -285,8 +285,8 @@ func (s *Session) cancel() {
 // is told so, with client_checks.
 func (s *Session) cancelTerminal(c protocol.Client, id string, reply protocol.Reply) {
 	s.do(func(st *state) {
-		defer st.checkCancel(c, true, id)
-		if err := st.stopTerminal(id, func() { reply(struct{}{}, nil) }); err != nil {
+		defer checkCancel(st, c, true, id)
+		if err := stopTerminal(st, id, func() { reply(struct{}{}, nil) }); err != nil {
 			reply(nil, err)
 		}
 	})
@@ -297,7 +297,7 @@ func (s *Session) cancelTerminal(c protocol.Client, id string, reply protocol.Re
 // that does not advertise cancel is told so, with client_checks.
 func (s *Session) cancelToolCall(c protocol.Client, id string, reply protocol.Reply) {
 	s.do(func(st *state) {
-		defer st.checkCancel(c, false, id)
+		defer checkCancel(st, c, false, id)
 		stop, err := st.acceptCancel(id)
 		if err != nil {
 			reply(nil, err)
@@ -337,7 +337,7 @@ func (s *Session) configOptions() (opts []acp.ConfigOption) {
 func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest) (resp *acp.ResumeSessionResponse, err error) {
 	if filepath.Clean(p.Cwd) != filepath.Clean(s.cwd) {
 		s.do(func(st *state) {
-			st.checkClient(c, ruleResumeCwd, "session/resume of "+s.id+" with cwd "+p.Cwd+", not "+s.cwd)
+			checkClient(st, c, ruleResumeCwd, "session/resume of "+s.id+" with cwd "+p.Cwd+", not "+s.cwd)
 		})
 		return nil, acp.InvalidParams("cwd: %q is not this session's working directory %q", p.Cwd, s.cwd)
 	}
@@ -365,7 +365,9 @@ func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest) (resp *
 				st.out.sendCurrent(delivered, it.call, nil)
 			}
 		}
-		st.play.sendCurrent(st, delivered)
+		if st.play != nil {
+			st.play.sendCurrent(st, delivered)
+		}
 		st.reportState("")
 		resp = &acp.ResumeSessionResponse{ConfigOptions: st.settings.options(), AvailableCommands: availableCommands()}
 	})
@@ -571,10 +573,11 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 // behind the current foreground work; unless the job says it is not due
 // (jobs.go).
 func (s *Session) fire(j *job) {
-	s.do(func(st *state) { st.fire(j) })
+	s.do(func(st *state) { fireJob(st, j) })
 }
 
-func (st *state) fire(j *job) {
+// fireJob is Session.fire under the session's mutex.
+func fireJob(st *state, j *job) {
 	if st.life != sessionOpen || !st.fired(j, st.turns.runOf(j.owns)) {
 		return
 	}
@@ -594,7 +597,7 @@ func (s *Session) answered(a *approval, resp *acp.PermissionResponse, err error)
 			return
 		}
 		if a.afterCancel && err == nil && resp.Outcome.Outcome == "cancelled" {
-			st.checkClient(nil, ruleListedPermission, "the request for the listed "+a.call.id+" answered cancelled after session/cancel")
+			checkClient(st, nil, ruleListedPermission, "the request for the listed "+a.call.id+" answered cancelled after session/cancel")
 		}
 		if !allowed(resp, err) {
 			st.abandon(a, acp.StatusFailed, refusal(resp, err))

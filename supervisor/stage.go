@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,15 +21,15 @@ import (
 // goroutine of its own and enters the session through doWait, one Stage
 // call at a time, like any other way in.
 //
-// The session's bookkeeping stays its own: the scenario's commands and
-// wakeups are real work, registered as any other; what it makes up (tool
-// calls and terminals with no work behind them, items of unknown type) is
-// sent as crafted updates and never enters the registry. The play keeps
-// what it made up, so that the session can send it to a client that
-// resumes, take cancels of it, and finish it. When the script returns,
-// finish stops whatever it left running, finalizes what it made up,
-// unlists its probes, ends its foreground work if it still holds the
-// foreground, and reports the list again.
+// The session's bookkeeping stays its own: the scenario's commands,
+// wakeups and watches are real work, registered as any other; what it
+// makes up (tool calls and terminals with no work behind them, items of
+// unknown type) is sent as crafted updates and never enters the
+// registry. The play keeps what it made up (madeUp), so that the session
+// can send it to a client that resumes, take cancels of it, and finish
+// it. When the script returns, finish stops whatever it left running,
+// finalizes what it made up, unlists its probes, ends its foreground work
+// if it still holds the foreground, and reports the list again.
 //
 // A session/cancel of the scenario's foreground turn stops the scenario
 // (its Context ends with scenario.ErrCancelled), unless the scenario
@@ -44,42 +43,16 @@ type play struct {
 	hold  time.Duration
 	ctx   context.Context
 	abort context.CancelCauseFunc
-
-	// Owned by the play's goroutine.
-	mine  map[string]*run // its commands, by terminal id
-	dir   string          // its gate files, once it has one
-	gates int
+	dir   gateDir // owned by the play's goroutine
 
 	// Guarded by the session's mutex.
-	turn       *turn                    // the foreground turn it holds, if it holds one
-	began      chan struct{}            // closed when the turn that Begin asked for holds the foreground
-	runs       []*run                   // its commands
-	jobs       []*toolCall              // its wakeups
-	fakes      map[string]*fake         // what it made up, by id
-	fakeOrder  []string                 // the ids of fakes, in order
-	asks       []func()                 // withdraw its permission requests
-	intercepts map[string]chan struct{} // the ids whose cancels it takes
-	sessCancel chan struct{}            // while it awaits a session/cancel
-}
-
-// run is a command a play started.
-type run struct {
-	term    *terminal       // guarded by the session's mutex
-	id      string          // its terminal
-	call    string          // its tool call
-	ring    *outputbuf.Ring // its output
-	ended   chan struct{}   // closed once its exitStatus is sent
-	snapped chan struct{}   // told of each copy of its output a replacement takes
-	gate    string          // the file Open creates, if it is gated
-}
-
-// fake is a tool call or terminal a scenario made up: the sum of the
-// updates it sent for it.
-type fake struct {
-	terminal bool
-	call     acp.ToolCallUpdate
-	term     acp.TerminalUpdate
-	final    bool // its final status, or its exitStatus, was sent
+	turn       *turn         // the foreground turn it holds, if it holds one
+	began      chan struct{} // closed when the turn that Begin asked for holds the foreground
+	runs       []*run        // its commands
+	calls      []*toolCall   // its wakeups and watches
+	made       madeUp
+	asks       []func()      // withdraw its permission requests
+	sessCancel chan struct{} // while it awaits a session/cancel
 }
 
 var _ scenario.Stage = (*play)(nil)
@@ -97,7 +70,7 @@ const (
 // already: it holds the foreground, says what comes, and plays on a
 // goroutine of its own. A scenario it cannot play here ends the turn at
 // once, saying why.
-func (st *state) startScenario(t *turn) {
+func startScenario(st *state, t *turn) {
 	sc := scenario.Lookup(t.in.id)
 	refuse := ""
 	switch {
@@ -116,10 +89,7 @@ func (st *state) startScenario(t *turn) {
 		return
 	}
 	ctx, abort := context.WithCancelCause(context.Background())
-	p := &play{
-		s: st.s, sc: sc, hold: t.in.delay, ctx: ctx, abort: abort,
-		mine: make(map[string]*run), fakes: make(map[string]*fake), intercepts: make(map[string]chan struct{}),
-	}
+	p := &play{s: st.s, sc: sc, hold: t.in.delay, ctx: ctx, abort: abort}
 	st.play, t.play, p.turn = p, p, t
 	st.turns.take(t, turnScenario)
 	st.transition(acp.StateRunning, "")
@@ -133,9 +103,10 @@ func (p *play) run() {
 	p.finish(err)
 }
 
-// mark is the _meta of the state_updates a scenario bends a rule with.
-func (p *play) mark() map[string]any {
-	return map[string]any{"shellagent": map[string]any{"scenario": p.sc.Name}}
+// scenarioMark is the _meta of the state_updates with which scenario name
+// bends a rule on purpose.
+func scenarioMark(name string) map[string]any {
+	return map[string]any{"shellagent": map[string]any{"scenario": name}}
 }
 
 // enter runs f under the session's mutex, unless the play is over or the
@@ -156,40 +127,41 @@ func (p *play) enter(f func(st *state)) bool {
 }
 
 // over is the error of a Stage call that the end of the play cut short.
-func (p *play) over() error {
-	if err := context.Cause(p.ctx); err != nil {
+func over(ctx context.Context) error {
+	if err := context.Cause(ctx); err != nil {
 		return err
 	}
 	return scenario.ErrClosed
 }
 
-// wait waits for ch for at most stageWait, or until the play ends.
-func (p *play) wait(ch <-chan struct{}, what string) error {
+// waitFor waits for ch for at most stageWait, or until ctx ends.
+func waitFor(ctx context.Context, ch <-chan struct{}, what string) error {
 	t := time.NewTimer(stageWait)
 	defer t.Stop()
 	select {
 	case <-ch:
 		return nil
-	case <-p.ctx.Done():
-		return p.over()
+	case <-ctx.Done():
+		return over(ctx)
 	case <-t.C:
-		return fmt.Errorf("scenario %s: %s: not within %s", p.sc.Name, what, stageWait)
+		return fmt.Errorf("%s: not within %s", what, stageWait)
 	}
 }
 
-// poll calls cond every stagePoll until it holds, for at most stageWait.
-func (p *play) poll(what string, cond func() bool) error {
+// pollUntil calls cond every stagePoll until it holds, for at most
+// stageWait, or until ctx ends.
+func pollUntil(ctx context.Context, what string, cond func() bool) error {
 	deadline := time.Now().Add(stageWait)
 	for !cond() {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("scenario %s: %s: not within %s", p.sc.Name, what, stageWait)
+			return fmt.Errorf("%s: not within %s", what, stageWait)
 		}
 		t := time.NewTimer(stagePoll)
 		select {
 		case <-t.C:
-		case <-p.ctx.Done():
+		case <-ctx.Done():
 			t.Stop()
-			return p.over()
+			return over(ctx)
 		}
 	}
 	return nil
@@ -221,59 +193,24 @@ func (p *play) Hold() {
 // stream; one of a real tool call's capabilities is what the session last
 // reported of them from now on.
 func (p *play) Send(u acp.Update) {
-	p.enter(func(st *state) { p.send(st, u) })
+	p.enter(func(st *state) { sendCrafted(st, &p.made, u) })
 }
 
-func (p *play) send(st *state, u acp.Update) {
+// sendCrafted sends an update a scenario made.
+func sendCrafted(st *state, m *madeUp, u acp.Update) {
 	switch u := u.(type) {
 	case *acp.TerminalUpdate:
 		if t := st.work.terminals[u.TerminalID]; t != nil {
 			st.out.sendTerminal(t, u, protocol.StreamOutput)
 			return
 		}
-		if f := p.fakes[u.TerminalID]; f != nil {
-			f.add(u)
-		}
 	case *acp.ToolCallUpdate:
 		if c := st.work.calls[u.ToolCallID]; c != nil && u.Capabilities != nil {
 			c.caps = u.Capabilities
 		}
-		if f := p.fakes[u.ToolCallID]; f != nil {
-			f.add(u)
-			if f.final {
-				delete(p.intercepts, u.ToolCallID)
-			}
-		}
 	}
+	m.add(u)
 	st.out.send(u)
-}
-
-// add merges an update into what the fake is.
-func (f *fake) add(u acp.Update) {
-	switch u := u.(type) {
-	case *acp.ToolCallUpdate:
-		c := &f.call
-		c.SessionUpdate, c.ToolCallID = u.SessionUpdate, u.ToolCallID
-		c.Title, c.Kind, c.Status = cmp.Or(u.Title, c.Title), cmp.Or(u.Kind, c.Kind), cmp.Or(u.Status, c.Status)
-		if u.Content != nil {
-			c.Content = u.Content
-		}
-		if u.Capabilities != nil {
-			c.Capabilities = u.Capabilities
-		}
-		f.final = c.Status == acp.StatusCompleted || c.Status == acp.StatusFailed || c.Status == acp.StatusCancelled
-	case *acp.TerminalUpdate:
-		t := &f.term
-		t.SessionUpdate, t.TerminalID = u.SessionUpdate, u.TerminalID
-		t.Command, t.Cwd = cmp.Or(u.Command, t.Command), cmp.Or(u.Cwd, t.Cwd)
-		if u.ExitStatus != nil {
-			t.ExitStatus = u.ExitStatus
-		}
-		if u.Capabilities != nil {
-			t.Capabilities = u.Capabilities
-		}
-		f.final = t.ExitStatus != nil
-	}
 }
 
 // Report implements scenario.Stage.
@@ -285,12 +222,12 @@ func (p *play) Report(s scenario.Snapshot) {
 			st.fgState = s.State
 		case "":
 		default:
-			meta = p.mark()
+			meta = scenarioMark(p.sc.Name)
 		}
 		if s.Unreported || s.Raw != nil {
-			meta = p.mark()
+			meta = scenarioMark(p.sc.Name)
 		}
-		st.reportCrafted(s.State, s.StopReason, s.Unreported, s.Raw, meta)
+		reportCrafted(st, s.State, s.StopReason, s.Unreported, s.Raw, meta)
 	})
 }
 
@@ -300,28 +237,21 @@ func (p *play) List(items ...acp.BackgroundItem) {
 }
 
 // ToolCallID implements scenario.Stage.
-func (p *play) ToolCallID() string { return p.newFake(false) }
+func (p *play) ToolCallID() (id string) {
+	p.enter(func(st *state) { id = p.made.reserve(st, false) })
+	return id
+}
 
 // TerminalID implements scenario.Stage.
-func (p *play) TerminalID() string { return p.newFake(true) }
-
-func (p *play) newFake(terminal bool) (id string) {
-	p.enter(func(st *state) {
-		prefix := "call"
-		if terminal {
-			prefix = "term"
-		}
-		id = st.work.newID(prefix)
-		p.fakes[id] = &fake{terminal: terminal}
-		p.fakeOrder = append(p.fakeOrder, id)
-	})
+func (p *play) TerminalID() (id string) {
+	p.enter(func(st *state) { id = p.made.reserve(st, true) })
 	return id
 }
 
 // Intercept implements scenario.Stage.
 func (p *play) Intercept(id string) <-chan struct{} {
 	ch := make(chan struct{})
-	p.enter(func(st *state) { p.intercepts[id] = ch })
+	p.enter(func(*state) { p.made.intercept(id, ch) })
 	return ch
 }
 
@@ -333,13 +263,13 @@ func (p *play) SessionCancel() <-chan struct{} {
 }
 
 // Run implements scenario.Stage.
-func (p *play) Run(line string, how scenario.How) (scenario.Work, error) {
-	r := &run{ended: make(chan struct{}), snapped: make(chan struct{}, 1)}
+func (p *play) Run(line string, how scenario.How) (scenario.Command, error) {
+	r := &run{p: p, ended: make(chan struct{}), snapped: make(chan struct{}, 1)}
 	opts := launchOptions{snapped: r.snapped}
 	if how.Gated {
-		gate, err := p.gate()
+		gate, err := p.dir.file()
 		if err != nil {
-			return scenario.Work{}, err
+			return nil, fmt.Errorf("scenario %s: %w", p.sc.Name, err)
 		}
 		r.gate = gate
 		opts.env = []string{"SHELLAGENT_GATE=" + gate}
@@ -347,7 +277,7 @@ func (p *play) Run(line string, how scenario.How) (scenario.Work, error) {
 	started := make(chan bool, 1)
 	if !p.enter(func(st *state) {
 		call := st.newCall(callRunning, "execute", line)
-		st.launchWith(call, line, opts, func(t *terminal) {
+		launchWith(st, call, line, opts, func(t *terminal) {
 			if t == nil {
 				started <- false
 				return
@@ -366,133 +296,57 @@ func (p *play) Run(line string, how scenario.How) (scenario.Work, error) {
 			started <- true
 		})
 	}) {
-		return scenario.Work{}, p.over()
+		return nil, over(p.ctx)
 	}
 	if !<-started {
-		return scenario.Work{}, fmt.Errorf("scenario %s: %s could not start", p.sc.Name, line)
+		return nil, fmt.Errorf("scenario %s: %s could not start", p.sc.Name, line)
 	}
-	p.mine[r.id] = r
-	return scenario.Work{Terminal: r.id, ToolCall: r.call}, nil
-}
-
-// gate returns the path of a new gate file, in the play's directory.
-func (p *play) gate() (string, error) {
-	if p.dir == "" {
-		dir, err := os.MkdirTemp("", "shellagent-scenario-")
-		if err != nil {
-			return "", fmt.Errorf("scenario %s: %w", p.sc.Name, err)
-		}
-		p.dir = dir
-	}
-	p.gates++
-	return filepath.Join(p.dir, fmt.Sprintf("gate-%d", p.gates)), nil
-}
-
-// Open implements scenario.Stage.
-func (p *play) Open(w scenario.Work) {
-	if r := p.mine[w.Terminal]; r != nil && r.gate != "" {
-		if err := os.WriteFile(r.gate, nil, 0o600); err != nil {
-			p.s.sv.cfg.Log.Warn("scenario gate", "scenario", p.sc.Name, "err", err)
-		}
-	}
-}
-
-// WaitOutput implements scenario.Stage: it waits until the ring holds
-// text and every follower that holds it (the writer of a connection that
-// keeps up) has taken it, so that what the scenario sends next goes out
-// after it.
-func (p *play) WaitOutput(w scenario.Work, text string) error {
-	r := p.mine[w.Terminal]
-	if r == nil {
-		return fmt.Errorf("scenario %s: no command of it runs in %s", p.sc.Name, w.Terminal)
-	}
-	return p.poll("output "+text+" of "+r.id, func() bool {
-		data, end := r.ring.Snapshot()
-		i := strings.Index(string(data), text)
-		if i < 0 {
-			return false
-		}
-		taken, followed := r.ring.Taken()
-		return !followed || taken >= end-int64(len(data))+int64(i+len(text))
-	})
-}
-
-// WaitExit implements scenario.Stage.
-func (p *play) WaitExit(w scenario.Work) error {
-	r := p.mine[w.Terminal]
-	if r == nil {
-		return fmt.Errorf("scenario %s: no command of it runs in %s", p.sc.Name, w.Terminal)
-	}
-	return p.wait(r.ended, "the exit of "+r.id)
-}
-
-// Replace implements scenario.Stage.
-func (p *play) Replace(w scenario.Work) error {
-	r := p.mine[w.Terminal]
-	if r == nil {
-		return fmt.Errorf("scenario %s: no command of it runs in %s", p.sc.Name, w.Terminal)
-	}
-	select {
-	case <-r.snapped: // an earlier copy
-	default:
-	}
-	attached := false
-	if !p.enter(func(st *state) {
-		if r.term.state < termExited && st.out.client != nil {
-			attached = true
-			st.out.sendTerminal(r.term, r.term.announcement(), protocol.ReplaceOutput)
-		}
-	}) {
-		return p.over()
-	}
-	if !attached {
-		return nil
-	}
-	return p.wait(r.snapped, "the replacement of "+r.id)
-}
-
-// Stop implements scenario.Stage.
-func (p *play) Stop(w scenario.Work) {
-	p.enter(func(st *state) {
-		if r := p.mine[w.Terminal]; r != nil && r.term.state == termRunning {
-			r.term.stop(min(st.settings.killGrace, stageGrace))
-		}
-	})
+	return r, nil
 }
 
 // Schedule implements scenario.Stage.
-func (p *play) Schedule(line string) (id string) {
-	p.enter(func(st *state) {
-		c := st.schedule(input{kind: afterWork, delay: time.Hour, line: line})
-		p.jobs = append(p.jobs, c)
-		id = c.id
-	})
-	return id
+func (p *play) Schedule(line string) (scenario.ToolCall, error) {
+	var c *toolCall
+	if !p.enter(func(st *state) {
+		c = st.schedule(input{kind: afterWork, delay: time.Hour, line: line})
+		p.calls = append(p.calls, c)
+	}) {
+		return nil, over(p.ctx)
+	}
+	return realCall{p, c}, nil
 }
 
-// Fire implements scenario.Stage.
-func (p *play) Fire(id string) {
-	p.enter(func(st *state) {
-		if c := st.work.calls[id]; c != nil && c.job != nil {
-			c.job.timer.Stop()
-			st.fire(c.job)
-		}
+// Watch implements scenario.Stage: a watch of the play's own directory,
+// in which nothing changes.
+func (p *play) Watch(line string) (scenario.ToolCall, error) {
+	dir, err := p.dir.path()
+	if err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", p.sc.Name, err)
+	}
+	spec := &watchSpec{path: dir, line: line}
+	if !p.enter(func(st *state) { startWatch(st, spec) }) {
+		return nil, over(p.ctx)
+	}
+	var c *toolCall
+	err = pollUntil(p.ctx, "the watch", func() bool {
+		p.s.doWait(func(st *state) {
+			for _, call := range st.work.calls {
+				if call.watch != nil && call.watch.spec == spec {
+					c = call
+					p.calls = append(p.calls, c)
+				}
+			}
+		})
+		return c != nil
 	})
-}
-
-// Unschedule implements scenario.Stage.
-func (p *play) Unschedule(id string) {
-	p.enter(func(st *state) {
-		if c := st.work.calls[id]; c != nil && c.job != nil {
-			st.cancelJob(c.job)
-		}
-	})
+	if err != nil {
+		return nil, err
+	}
+	return realCall{p, c}, nil
 }
 
 // Ask implements scenario.Stage. The request's subject names the
-// session's working directory. Withdrawing it returns once the
-// $/cancel_request is queued (or the request was answered), so that what
-// the scenario sends next goes out after it.
+// session's working directory.
 func (p *play) Ask(req *acp.PermissionRequest) (<-chan scenario.Answer, func()) {
 	answer := make(chan scenario.Answer, 1)
 	done := make(chan struct{})
@@ -530,7 +384,7 @@ func (p *play) Ask(req *acp.PermissionRequest) (<-chan scenario.Answer, func()) 
 		})
 	}) {
 		cancel()
-		reply(scenario.Answer{Err: p.over()})
+		reply(scenario.Answer{Err: over(p.ctx)})
 	}
 	return answer, withdraw
 }
@@ -548,9 +402,9 @@ func (p *play) Begin() error {
 		}
 		st.start(t)
 	}) {
-		return p.over()
+		return over(p.ctx)
 	}
-	return p.wait(began, "the foreground")
+	return waitFor(p.ctx, began, "the foreground")
 }
 
 // begin gives the turn that Begin asked for the foreground: it reports
@@ -558,7 +412,7 @@ func (p *play) Begin() error {
 func (p *play) begin(st *state, t *turn) {
 	st.turns.take(t, turnScenario)
 	p.turn = t
-	st.mark = p.mark()
+	st.mark = scenarioMark(p.sc.Name)
 	st.transition(acp.StateRunning, "")
 	st.mark = nil // sent, or not to be sent: the session is closing
 	if p.began != nil {
@@ -585,7 +439,7 @@ func (p *play) end(st *state, stopReason string, failure *acp.Error) {
 
 // Idle implements scenario.Stage.
 func (p *play) Idle() error {
-	return p.poll("the end of foreground work", func() bool {
+	return pollUntil(p.ctx, "the end of foreground work", func() bool {
 		idle := false
 		p.s.peek(func(st *state) { idle = !st.turns.busy() && !st.turns.waiting() && st.fgState == acp.StateIdle })
 		return idle
@@ -603,86 +457,50 @@ func (p *play) cancelTurn() {
 	p.abort(scenario.ErrCancelled)
 }
 
-// owns reports whether id is something the play made up. p may be nil.
-func (p *play) owns(id string) bool { return p != nil && p.fakes[id] != nil }
-
-// ownsCall reports whether id is a tool call the play made up. p may be
-// nil.
-func (p *play) ownsCall(id string) bool { return p.owns(id) && !p.fakes[id].terminal }
-
-// takes reports whether the play takes a cancel of id, and then tells the
-// scenario (the first time). p may be nil.
-func (p *play) takes(id string) bool {
-	if p == nil {
-		return false
-	}
-	ch, ok := p.intercepts[id]
-	if !ok {
-		return false
-	}
-	if ch != nil {
-		close(ch)
-		p.intercepts[id] = nil // later cancels are taken, and nothing more said
-	}
-	return true
-}
-
-// cancelMadeUp serves tool_call/cancel of a tool call the play made up:
-// accepted if it takes it, else -32602 as for any tool call that cannot
-// be cancelled.
-func (p *play) cancelMadeUp(id string) (func(), error) {
-	f := p.fakes[id]
-	switch {
-	case f.final:
-		return nil, acp.InvalidParams("toolCallId: %s is already %s", id, f.call.Status)
-	case p.takes(id):
-		return func() {}, nil
-	}
-	return nil, acp.InvalidParams("toolCallId: %s is not cancellable (a scenario made it up)", id)
-}
-
 // sendCurrent brings a client that resumes up to date on what the play
-// runs in the foreground and what it made up. p may be nil.
+// runs in the foreground and what it made up.
 func (p *play) sendCurrent(st *state, delivered map[any]bool) {
-	if p == nil {
-		return
-	}
 	for _, r := range p.runs {
 		if r.term.state < termExited && !st.turns.foreground(r.term) && !slices.Contains(st.list.items, listItem{term: r.term}) {
 			st.out.sendCurrent(delivered, r.term.call, r.term)
 		}
 	}
-	for _, id := range p.fakeOrder {
-		switch f := p.fakes[id]; {
-		case f.terminal && f.term.TerminalID != "":
-			u := f.term
-			st.out.send(&u)
-		case !f.terminal && f.call.ToolCallID != "":
-			u := f.call
-			st.out.send(&u)
-		}
+	for _, u := range p.made.current() {
+		st.out.send(u)
 	}
 }
 
 // finish ends the play once its script has returned: it stops the
 // commands the script left running and waits for their exit, withdraws
-// its permission requests, cancels its wakeups, finalizes what it made
-// up, unlists its probes, says it is over, and ends its foreground work
-// or reports the list again. After a close it only lets go.
+// its permission requests, cancels its wakeups and watches, finalizes
+// what it made up, unlists its probes, says it is over, and ends its
+// foreground work or reports the list again. After a close it only lets
+// go.
 func (p *play) finish(err error) {
-	defer func() {
-		if p.dir != "" {
-			_ = os.RemoveAll(p.dir) // Best effort: a temporary directory of gate files.
-		}
-	}()
+	defer p.dir.remove()
 	closed := errors.Is(context.Cause(p.ctx), scenario.ErrClosed)
 	cancelled := errors.Is(context.Cause(p.ctx), scenario.ErrCancelled)
 	if !closed {
-		p.stopAll()
+		var ended []chan struct{}
+		var asks []func()
+		p.s.doWait(func(st *state) {
+			for _, r := range p.runs {
+				if r.term.state == termRunning {
+					r.term.stop(min(st.settings.killGrace, stageGrace))
+				}
+				if r.term.state < termExited {
+					ended = append(ended, r.ended)
+				}
+			}
+			asks = p.asks
+		})
+		for _, ch := range ended {
+			if waitFor(context.Background(), ch, "an exit") != nil {
+				break // the final snapshot still lists it
+			}
+		}
 		// A close leaves open requests for listed work to the client to
 		// answer (RFD): only a play that ends otherwise withdraws them.
-		var asks []func()
-		p.s.doWait(func(*state) { asks = p.asks })
 		for _, withdraw := range asks {
 			withdraw()
 		}
@@ -693,13 +511,13 @@ func (p *play) finish(err error) {
 		if closed || st.life != sessionOpen {
 			return
 		}
-		for _, c := range p.jobs {
-			if c.job != nil {
-				st.turns.drop(func(t *turn) bool { return t.job == c.job })
-				st.cancelJob(c.job)
-			}
+		for _, c := range p.calls {
+			cancelRealCall(st, c)
 		}
-		p.finishFakes(st)
+		for _, u := range p.made.finals() {
+			sendCrafted(st, &p.made, u)
+		}
+		p.made.forget(&st.out.ads)
 		st.list.setProbes(nil)
 		if err != nil && !cancelled && !errors.Is(err, scenario.ErrClosed) {
 			st.out.agentMessage(fmt.Sprintf("Scenario %s stopped early: %v.", p.sc.Name, err))
@@ -717,46 +535,338 @@ func (p *play) finish(err error) {
 	})
 }
 
-// stopAll stops the play's commands that still run and waits for them
-// to exit.
-func (p *play) stopAll() {
-	var ended []chan struct{}
-	p.s.doWait(func(st *state) {
-		for _, r := range p.runs {
-			if r.term.state == termRunning {
-				r.term.stop(min(st.settings.killGrace, stageGrace))
-			}
-			if r.term.state < termExited {
-				ended = append(ended, r.ended)
-			}
-		}
-	})
-	t := time.NewTimer(stageWait)
-	defer t.Stop()
-	for _, ch := range ended {
-		select {
-		case <-ch:
-		case <-t.C:
-			return // reported by the final snapshot, which still lists it
-		}
+// run is a command a play started: the scenario.Command it works with.
+type run struct {
+	p       *play
+	term    *terminal       // guarded by the session's mutex
+	id      string          // its terminal
+	call    string          // its tool call
+	ring    *outputbuf.Ring // its output
+	ended   chan struct{}   // closed once its exitStatus is sent
+	snapped chan struct{}   // told of each copy of its output a replacement takes
+	gate    string          // the file Open creates, if it is gated
+}
+
+// Terminal implements scenario.Command.
+func (r *run) Terminal() string { return r.id }
+
+// ToolCall implements scenario.Command.
+func (r *run) ToolCall() string { return r.call }
+
+// Open implements scenario.Command.
+func (r *run) Open() {
+	if r.gate == "" {
+		return
+	}
+	if err := os.WriteFile(r.gate, nil, 0o600); err != nil {
+		r.p.s.sv.cfg.Log.Warn("scenario gate", "scenario", r.p.sc.Name, "err", err)
 	}
 }
 
-// finishFakes sends the final update of each item the play made up and
-// did not finish: cancelled for a tool call, exitStatus {} for a terminal.
-func (p *play) finishFakes(st *state) {
-	for _, id := range p.fakeOrder {
-		f := p.fakes[id]
-		switch {
+// WaitOutput implements scenario.Command: it waits until the ring holds
+// text and every follower that holds it (the writer of a connection that
+// keeps up) has taken it, so that what the scenario sends next goes out
+// after it.
+func (r *run) WaitOutput(text string) error {
+	return pollUntil(r.p.ctx, "output "+text+" of "+r.id, func() bool {
+		data, end := r.ring.Snapshot()
+		i := strings.Index(string(data), text)
+		if i < 0 {
+			return false
+		}
+		taken, held := r.ring.Taken()
+		return !held || taken >= end-int64(len(data))+int64(i+len(text))
+	})
+}
+
+// WaitExit implements scenario.Command.
+func (r *run) WaitExit() error { return waitFor(r.p.ctx, r.ended, "the exit of "+r.id) }
+
+// Replace implements scenario.Command.
+func (r *run) Replace() error {
+	select {
+	case <-r.snapped: // an earlier copy
+	default:
+	}
+	attached := false
+	if !r.p.enter(func(st *state) {
+		if r.term.state < termExited && st.out.client != nil {
+			attached = true
+			st.out.sendTerminal(r.term, r.term.announcement(), protocol.ReplaceOutput)
+		}
+	}) {
+		return over(r.p.ctx)
+	}
+	if !attached {
+		return nil
+	}
+	return waitFor(r.p.ctx, r.snapped, "the replacement of "+r.id)
+}
+
+// Stop implements scenario.Command.
+func (r *run) Stop() {
+	r.p.enter(func(st *state) {
+		if r.term.state == termRunning {
+			r.term.stop(min(st.settings.killGrace, stageGrace))
+		}
+	})
+}
+
+// realCall is a wakeup or a watch a play started: the scenario.ToolCall
+// it works with.
+type realCall struct {
+	p *play
+	c *toolCall // guarded by the session's mutex
+}
+
+// ID implements scenario.ToolCall.
+func (r realCall) ID() string { return r.c.id }
+
+// Fire implements scenario.ToolCall.
+func (r realCall) Fire() {
+	r.p.enter(func(st *state) {
+		if j := r.c.job; j != nil && r.c.state == callScheduled {
+			j.timer.Stop()
+			fireJob(st, j)
+		}
+	})
+}
+
+// Pause implements scenario.ToolCall.
+func (r realCall) Pause(paused bool) {
+	kind := resumeWork
+	if paused {
+		kind = pauseWork
+	}
+	r.p.enter(func(st *state) { pauseOrResume(st, kind, r.c.id) })
+}
+
+// Cancel implements scenario.ToolCall.
+func (r realCall) Cancel() {
+	r.p.enter(func(st *state) { cancelRealCall(st, r.c) })
+}
+
+// cancelRealCall cancels a wakeup or a watch that has not ended, as
+// tool_call/cancel does.
+func cancelRealCall(st *state, c *toolCall) {
+	if c.state >= callDone {
+		return
+	}
+	if stop, err := st.acceptCancel(c.id); err == nil {
+		stop()
+	}
+}
+
+// gateDir is a play's temporary directory, made when first needed: its
+// gate files, and what its watch watches. It is owned by the play's
+// goroutine.
+type gateDir struct {
+	dir   string
+	gates int
+}
+
+// path returns the directory, making it.
+func (g *gateDir) path() (string, error) {
+	if g.dir == "" {
+		dir, err := os.MkdirTemp("", "shellagent-scenario-")
+		if err != nil {
+			return "", err
+		}
+		g.dir = dir
+	}
+	return g.dir, nil
+}
+
+// file returns the path of a new gate file in the directory.
+func (g *gateDir) file() (string, error) {
+	dir, err := g.path()
+	if err != nil {
+		return "", err
+	}
+	g.gates++
+	return filepath.Join(dir, fmt.Sprintf("gate-%d", g.gates)), nil
+}
+
+// remove removes the directory, if there is one.
+func (g *gateDir) remove() {
+	if g.dir != "" {
+		_ = os.RemoveAll(g.dir) // Best effort: a temporary directory of gate files.
+	}
+}
+
+// madeUp is what a play made up: tool calls and terminals with no work
+// behind them, as the sum of the updates sent for each, and the ids whose
+// cancels it takes. It is guarded by the session's mutex. Its methods
+// that the session calls take a nil madeUp for a session with no play.
+type madeUp struct {
+	items      map[string]*fake
+	order      []string                 // the ids of items, in order
+	intercepts map[string]chan struct{} // nil once told
+}
+
+// fake is a made-up tool call or terminal.
+type fake struct {
+	terminal bool
+	call     acp.ToolCallUpdate
+	term     acp.TerminalUpdate
+	final    bool // its final status, or its exitStatus, was sent
+}
+
+// madeUpBy returns what the session's playing scenario made up, or nil.
+func madeUpBy(st *state) *madeUp {
+	if st.play == nil {
+		return nil
+	}
+	return &st.play.made
+}
+
+// reserve reserves an id that no other work of the session takes.
+func (m *madeUp) reserve(st *state, terminal bool) string {
+	prefix := "call"
+	if terminal {
+		prefix = "term"
+	}
+	id := st.work.newID(prefix)
+	if m.items == nil {
+		m.items = make(map[string]*fake)
+	}
+	m.items[id] = &fake{terminal: terminal}
+	m.order = append(m.order, id)
+	return id
+}
+
+// add merges an update into the made-up item it is about, if any.
+func (m *madeUp) add(u acp.Update) {
+	switch u := u.(type) {
+	case *acp.ToolCallUpdate:
+		f := m.items[u.ToolCallID]
+		if f == nil || f.terminal {
+			return
+		}
+		c := &f.call
+		c.SessionUpdate, c.ToolCallID = u.SessionUpdate, u.ToolCallID
+		c.Title, c.Kind, c.Status = orElse(u.Title, c.Title), orElse(u.Kind, c.Kind), orElse(u.Status, c.Status)
+		if u.Content != nil {
+			c.Content = u.Content
+		}
+		if u.Capabilities != nil {
+			c.Capabilities = u.Capabilities
+		}
+		f.final = c.Status == acp.StatusCompleted || c.Status == acp.StatusFailed || c.Status == acp.StatusCancelled
+	case *acp.TerminalUpdate:
+		f := m.items[u.TerminalID]
+		if f == nil || !f.terminal {
+			return
+		}
+		t := &f.term
+		t.SessionUpdate, t.TerminalID = u.SessionUpdate, u.TerminalID
+		t.Command, t.Cwd = orElse(u.Command, t.Command), orElse(u.Cwd, t.Cwd)
+		if u.ExitStatus != nil {
+			t.ExitStatus = u.ExitStatus
+		}
+		if u.Capabilities != nil {
+			t.Capabilities = u.Capabilities
+		}
+		f.final = t.ExitStatus != nil
+	}
+}
+
+// orElse returns a if it is set, else b.
+func orElse(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// intercept makes the play take the cancels of id, telling ch of the
+// first.
+func (m *madeUp) intercept(id string, ch chan struct{}) {
+	if m.intercepts == nil {
+		m.intercepts = make(map[string]chan struct{})
+	}
+	m.intercepts[id] = ch
+}
+
+// owns reports whether id is something the play made up.
+func (m *madeUp) owns(id string) bool { return m != nil && m.items[id] != nil }
+
+// ownsCall reports whether id is a tool call the play made up.
+func (m *madeUp) ownsCall(id string) bool { return m.owns(id) && !m.items[id].terminal }
+
+// takes reports whether the play takes a cancel of id (of real work it
+// started, or of what it made up), and tells the scenario the first time.
+// Later cancels are taken and nothing more is said, until the work ends.
+func (m *madeUp) takes(id string) bool {
+	if m == nil {
+		return false
+	}
+	ch, ok := m.intercepts[id]
+	if !ok || m.items[id] != nil && m.items[id].final {
+		return false
+	}
+	if ch != nil {
+		close(ch)
+		m.intercepts[id] = nil
+	}
+	return true
+}
+
+// cancel serves tool_call/cancel of a tool call the play made up:
+// accepted if the play takes it, else -32602 as for any tool call that
+// cannot be cancelled.
+func (m *madeUp) cancel(id string) (func(), error) {
+	f := m.items[id]
+	switch {
+	case f.final:
+		return nil, acp.InvalidParams("toolCallId: %s is already %s", id, f.call.Status)
+	case m.takes(id):
+		return func() {}, nil
+	}
+	return nil, acp.InvalidParams("toolCallId: %s is not cancellable (a scenario made it up)", id)
+}
+
+// current returns each made-up item as it is now, in order: for a client
+// that resumes.
+func (m *madeUp) current() []acp.Update {
+	var out []acp.Update
+	for _, id := range m.order {
+		switch f := m.items[id]; {
+		case f.terminal && f.term.TerminalID != "":
+			u := f.term
+			out = append(out, &u)
+		case !f.terminal && f.call.ToolCallID != "":
+			u := f.call
+			out = append(out, &u)
+		}
+	}
+	return out
+}
+
+// finals returns the final update of each made-up item that the client
+// knows and that has not ended: cancelled for a tool call, exitStatus {}
+// for a terminal.
+func (m *madeUp) finals() []acp.Update {
+	var out []acp.Update
+	for _, id := range m.order {
+		switch f := m.items[id]; {
 		case f.final:
 		case f.terminal && f.term.TerminalID != "":
-			p.send(st, &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: id, ExitStatus: &acp.ExitStatus{}, Capabilities: acp.CapsNone})
+			out = append(out, &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: id, ExitStatus: &acp.ExitStatus{}, Capabilities: acp.CapsNone})
 		case !f.terminal && f.call.ToolCallID != "":
-			p.send(st, &acp.ToolCallUpdate{
+			out = append(out, &acp.ToolCallUpdate{
 				SessionUpdate: acp.KindToolCall, ToolCallID: id, Status: acp.StatusCancelled, Capabilities: acp.CapsNone,
 				Content: []acp.ToolCallContent{acp.TextContent("Cancelled: the scenario is over.")},
 			})
 		}
-		st.out.ads.drop(adKey{f.terminal, id})
+	}
+	return out
+}
+
+// forget drops what the session told its client about cancelling the
+// made-up items: they are over.
+func (m *madeUp) forget(ads *cancelAds) {
+	for _, id := range m.order {
+		ads.drop(adKey{m.items[id].terminal, id})
 	}
 }

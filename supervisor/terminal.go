@@ -43,7 +43,7 @@ func (st *state) runBackground(line string) {
 // calls then with nil. Events of the terminal's process that come before
 // that wait their turn, as every entry does while the errand is out.
 func (st *state) launch(call *toolCall, line string, then func(*terminal)) {
-	st.launchWith(call, line, launchOptions{}, then)
+	launchWith(st, call, line, launchOptions{}, then)
 }
 
 // launchOptions are what a scenario's command adds (stage.go).
@@ -53,7 +53,7 @@ type launchOptions struct {
 }
 
 // launchWith is launch with opts.
-func (st *state) launchWith(call *toolCall, line string, opts launchOptions, then func(*terminal)) {
+func launchWith(st *state, call *toolCall, line string, opts launchOptions, then func(*terminal)) {
 	s, cfg := st.s, st.s.sv.cfg
 	call.state = callRunning
 	call.input = map[string]string{"command": line, "cwd": s.cwd}

@@ -185,7 +185,7 @@ func (st *state) start(t *turn) {
 		runWait(st, t)
 		return
 	case playScenario:
-		st.startScenario(t)
+		startScenario(st, t)
 		return
 	case scenarioTurn:
 		t.play.begin(st, t)
@@ -332,8 +332,8 @@ func (st *state) act(in input) {
 // stopByID serves /stop: the same acceptance and errors as the cancel
 // methods, told as an agent message.
 func (st *state) stopByID(id string) {
-	if st.work.terminals[id] != nil || st.work.calls[id] == nil && !st.play.ownsCall(id) {
-		if err := st.stopTerminal(id, nil); err != nil {
+	if st.work.terminals[id] != nil || st.work.calls[id] == nil && !madeUpBy(st).ownsCall(id) {
+		if err := stopTerminal(st, id, nil); err != nil {
 			st.out.agentMessage("Cannot stop " + id + ": " + errorMessage(err) + ".")
 			return
 		}
@@ -353,14 +353,15 @@ func (st *state) stopByID(id string) {
 // stops it, as registry.stop does, unless a playing scenario takes that
 // cancel (stage.go): then it is accepted and the scenario decides what
 // follows.
-func (st *state) stopTerminal(id string, accepted func()) error {
+func stopTerminal(st *state, id string, accepted func()) error {
+	t, made := st.work.terminals[id], madeUpBy(st)
 	switch {
-	case st.play.takes(id):
+	case t != nil && t.state < termExited && made.takes(id):
 		if accepted != nil {
 			accepted()
 		}
 		return nil
-	case st.play.owns(id):
+	case made.owns(id):
 		return acp.InvalidParams("terminalId: %s is not cancellable (a scenario made it up)", id)
 	}
 	return st.work.stop(id, st.settings.killGrace, accepted)
@@ -380,8 +381,8 @@ func errorMessage(err error) string {
 func (st *state) acceptCancel(id string) (stop func(), err error) {
 	c := st.work.calls[id]
 	switch {
-	case c == nil && st.play.ownsCall(id):
-		return st.play.cancelMadeUp(id)
+	case c == nil && madeUpBy(st).ownsCall(id):
+		return madeUpBy(st).cancel(id)
 	case c == nil:
 		return nil, acp.InvalidParams("toolCallId: no tool call %q in this session", id)
 	case c.state == callDone:

@@ -181,6 +181,20 @@ var scenarioView = map[string]func(v *viewer){
 		for _, it := range view.Background {
 			v.expect(!view.Abandonable(it.ID), "%s abandonable", it)
 		}
+		watch := view.Background[1].ID
+		var seq []string
+		listed := false
+		for _, m := range v.s.c.Updates(v.s.sid) {
+			switch {
+			case m.ToolCallID() == watch && m.HasKey("status"):
+				seq = append(seq, m.Status())
+			case isState(m) && len(seq) > 0 && seq[len(seq)-1] != "cancelled":
+				// From its first listing to its end, paused or not.
+				listed = listed || m.Background() != nil && v.at(m).Listed(watch)
+				v.expect(!listed || v.at(m).Listed(watch), "the watch unlisted while %s: %s", seq[len(seq)-1], m.Raw)
+			}
+		}
+		v.expect(listed && strings.Join(seq, ",") == "in_progress,paused,in_progress,paused,cancelled", "the watch's statuses: %v", seq)
 	},
 	"unknown-status": func(v *viewer) {
 		m := v.find(nil, "the unknown status", func(m *acptest.Msg) bool { return m.Status() == kit.UnknownStatus })

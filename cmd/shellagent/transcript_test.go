@@ -302,6 +302,7 @@ var (
 	waitedPattern  = regexp.MustCompile(`\bwaited \d+(?:\.\d+)?(?:ns|µs|ms|s|m|h)(?:\d+(?:\.\d+)?(?:ms|s|m))*`)
 	timePattern    = regexp.MustCompile(`"updatedAt":"[^"]*"`)
 	modePattern    = regexp.MustCompile(`"containment":"[^"]*"`)
+	scenarioDir    = regexp.MustCompile(`/[^"\s]*/shellagent-scenario-\d+`) // a scenario's temporary directory
 )
 
 // render writes the lines as JSONL, {"client":MSG} or {"agent":MSG} with
@@ -317,6 +318,7 @@ func render(lines []goldenLine, cwd string) []byte {
 		raw = waitedPattern.ReplaceAllString(raw, "waited WAITED")
 		raw = timePattern.ReplaceAllString(raw, `"updatedAt":"TIME"`)
 		raw = modePattern.ReplaceAllString(raw, `"containment":"MODE"`)
+		raw = scenarioDir.ReplaceAllString(raw, "/SCENARIO_DIR")
 		if !json.Valid([]byte(raw)) {
 			quoted, _ := json.Marshal(raw) // Safe: a string always encodes.
 			raw = string(quoted)

@@ -141,10 +141,10 @@ const scenarios = {
       check(status(log, job, index(log, end) + 1) === "pending" && status(log, watcher, index(log, end) + 1) === "paused", "a pending and a paused tool call listed while idle");
       check(!quiet(end), "idle with work scheduled or suspended is not quiet");
       const seq = log.filter((r) => r.u.toolCallId === watcher && r.u.status).map((r) => r.u.status);
-      check(seq.join() === "in_progress,paused,in_progress,paused,completed", `the watcher's statuses as the SDK parsed them: ${seq}`);
-      const from = index(log, first(log, "the watcher listed", (r) => listed(r, watcher)));
-      const to = index(log, first(log, "the watcher's end", (r) => r.u.toolCallId === watcher && r.u.status === "completed"));
-      check(log.slice(from, to).filter((r) => isState(r.msg)).every((r) => listed(r, watcher)), "the watcher stays listed, paused or not, until it completes");
+      check(seq.join() === "in_progress,paused,in_progress,paused,cancelled", `the watch's statuses as the SDK parsed them: ${seq}`);
+      const from = index(log, first(log, "the watch listed", (r) => listed(r, watcher)));
+      const to = index(log, first(log, "the watch's end", (r) => r.u.toolCallId === watcher && r.u.status === "cancelled"));
+      check(log.slice(from, to).filter((r) => isState(r.msg)).every((r) => listed(r, watcher)), "the watch stays listed, paused or not, until it is cancelled");
     },
   },
   "unknown-status": {
