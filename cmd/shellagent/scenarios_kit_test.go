@@ -31,6 +31,9 @@ var scenarioClient = map[string]func(s *script){
 		s.idle("end_turn", 3)
 		s.call("session/close", map[string]string{"sessionId": s.sid})
 		s.respond(req, cancelled) // the RFD's MUST: the close left it open
+		// A last request: its answer follows the one above on the wire
+		// (for a replay, which ends once the client's lines are all sent).
+		s.call("session/list", map[string]any{})
 	},
 	"cancel-race": func(s *script) {
 		listed := s.idle("end_turn", 2).Background()
