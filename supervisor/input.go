@@ -30,7 +30,7 @@ func (sv *Supervisor) WriteTerminal(_ protocol.Client, p *acp.WriteTerminalReque
 		reply(nil, err)
 		return
 	}
-	s.do(func(st *state) { reply(done(st.typeInto(p.TerminalID, p.Bytes()))) })
+	s.do(func(st *state) { reply(done(st.work.typeInto(p.TerminalID, p.Bytes()))) })
 }
 
 // ResizeTerminal implements protocol.TerminalInput, answered as
@@ -41,7 +41,7 @@ func (sv *Supervisor) ResizeTerminal(_ protocol.Client, p *acp.ResizeTerminalReq
 		reply(nil, err)
 		return
 	}
-	s.do(func(st *state) { reply(done(st.resize(p.TerminalID, *p.Size))) })
+	s.do(func(st *state) { reply(done(st.work.resize(p.TerminalID, *p.Size, &st.out))) })
 }
 
 // done is the answer of a method that answers {} or an error.
@@ -123,26 +123,26 @@ func quoteShort(s string) string {
 func (st *state) actOnTerminal(in input) {
 	switch in.kind {
 	case typeInput:
-		if err := st.typeInto(in.id, in.data); err != nil {
+		if err := st.work.typeInto(in.id, in.data); err != nil {
 			st.out.agentMessage("Cannot type into " + in.id + ": " + errorMessage(err) + ".")
 			return
 		}
 		st.out.agentMessage("Typed " + in.what + " into " + in.id + ".")
 	case resizeTerm:
-		if err := st.resize(in.id, in.size); err != nil {
+		if err := st.work.resize(in.id, in.size, &st.out); err != nil {
 			st.out.agentMessage("Cannot resize " + in.id + ": " + errorMessage(err) + ".")
 			return
 		}
 		st.out.agentMessage(fmt.Sprintf("Resized %s to %d columns and %d rows.", in.id, in.size.Cols, in.size.Rows))
 	case tailTerm:
-		st.out.agentMessage(st.tail(in.id, in.lines))
+		st.out.agentMessage(st.work.tail(in.id, in.lines))
 	}
 }
 
 // liveTerminal returns the terminal id if it runs, or the -32602 error
 // that says why not.
-func (st *state) liveTerminal(id string) (*terminal, error) {
-	t := st.work.terminals[id]
+func (r *registry) liveTerminal(id string) (*terminal, error) {
+	t := r.terminals[id]
 	switch {
 	case t == nil:
 		return nil, acp.InvalidParams("terminalId: no terminal %q in this session", id)
@@ -157,8 +157,8 @@ func (st *state) liveTerminal(id string) (*terminal, error) {
 // typeInto writes data to a terminal's input. It never blocks: a full
 // input buffer (the program does not read) is the -32800 error, whose
 // data says how many bytes were written.
-func (st *state) typeInto(id string, data []byte) error {
-	t, err := st.liveTerminal(id)
+func (r *registry) typeInto(id string, data []byte) error {
+	t, err := r.liveTerminal(id)
 	if err != nil {
 		return err
 	}
@@ -179,9 +179,10 @@ func (st *state) typeInto(id string, data []byte) error {
 	return nil
 }
 
-// resize sets a terminal's size and sends a terminal_update with it.
-func (st *state) resize(id string, size acp.TerminalSize) error {
-	t, err := st.liveTerminal(id)
+// resize sets a terminal's size and sends a terminal_update with it
+// through out.
+func (r *registry) resize(id string, size acp.TerminalSize, out *outbox) error {
+	t, err := r.liveTerminal(id)
 	if err != nil {
 		return err
 	}
@@ -193,14 +194,14 @@ func (st *state) resize(id string, size acp.TerminalSize) error {
 		return acp.InvalidParams("terminalId: %s cannot be resized: %v", id, err)
 	}
 	t.size = s
-	st.out.sendTerminal(t, &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: t.id, Size: &size}, protocol.StreamOutput)
+	out.sendTerminal(t, &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: t.id, Size: &size}, protocol.StreamOutput)
 	return nil
 }
 
 // tail is the /tail answer: the last lines of a terminal's output as
 // plain text, running or exited.
-func (st *state) tail(id string, n int) string {
-	t := st.work.terminals[id]
+func (r *registry) tail(id string, n int) string {
+	t := r.terminals[id]
 	if t == nil {
 		return fmt.Sprintf("Cannot show %s: no terminal %q in this session.", id, id)
 	}

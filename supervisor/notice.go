@@ -25,6 +25,15 @@ const (
 
 const optNotify = "notify"
 
+// in is the mode that applies while a session is in life: a session that
+// is closing tells nothing more.
+func (m notifyMode) in(life lifecycle) notifyMode {
+	if life != sessionOpen {
+		return notifyOff
+	}
+	return m
+}
+
 var notifyValues = []string{notifyFailures: "failures", notifyAll: "all", notifyOff: "off"}
 
 func (m notifyMode) option() acp.ConfigOption {
@@ -64,17 +73,16 @@ func noticeMeta(terminalID, event string) map[string]any {
 // noticeExit tells that a background terminal ended on its own (nobody
 // stopped it: a stop, a cancel and a close are answered already), as the
 // notify setting says: a warning when it failed, info when it exited 0.
-func (st *state) noticeExit(t *terminal) {
+func (o *outbox) noticeExit(t *terminal, mode notifyMode) {
 	failed := t.exit.Signal != "" || t.exit.ExitCode == nil || *t.exit.ExitCode != 0
-	mode := st.settings.notify
-	if st.life != sessionOpen || mode == notifyOff || !failed && mode != notifyAll {
+	if mode == notifyOff || !failed && mode != notifyAll {
 		return
 	}
 	severity := acp.NoticeInfo
 	if failed {
 		severity = acp.NoticeWarning
 	}
-	st.out.notice(&acp.Notice{
+	o.notice(&acp.Notice{
 		Severity:    severity,
 		Title:       fmt.Sprintf("%s %s: %s", t.id, exitText(t.exit), shortLine(t.line)),
 		Description: fmt.Sprintf("The background command ended on its own. /tail %s shows its last output.", t.id),
@@ -100,8 +108,8 @@ type terminalInput struct {
 
 // watchInput starts watching a launched terminal for its program waiting
 // for input.
-func (st *state) watchInput(t *terminal) {
-	s, proc := st.s, t.proc
+func (t *terminal) watchInput(s *Session) {
+	proc := t.proc
 	w := newInputWatch(func(w *inputWatch) { s.lookForInput(t, proc, w) })
 	t.input = &terminalInput{watch: w, follow: t.ring.Follow(w.activity)}
 	w.start()
@@ -137,21 +145,21 @@ func (s *Session) lookForInput(t *terminal, proc ptyio.Process, w *inputWatch) {
 	case err != nil, wait.Pid == 0:
 		return // the terminal ended meanwhile, or nobody waits
 	}
-	s.do(func(st *state) { st.noticeInput(t, wait) })
+	s.do(func(st *state) { st.out.noticeInput(t, wait, st.settings.notify.in(st.life)) })
 }
 
 // noticeInput tells, once per wait, that a running terminal's program
 // waits for input, and how to type into it.
-func (st *state) noticeInput(t *terminal, wait ptyio.InputWait) {
+func (o *outbox) noticeInput(t *terminal, wait ptyio.InputWait, mode notifyMode) {
 	in := t.input
 	if t.state != termRunning || in == nil || in.noticed != nil && (!in.typedSince || *in.noticed == wait) {
 		return
 	}
 	in.noticed, in.typedSince = &wait, false
-	if st.life != sessionOpen || st.settings.notify == notifyOff {
+	if mode == notifyOff {
 		return
 	}
-	st.out.notice(&acp.Notice{
+	o.notice(&acp.Notice{
 		Severity: acp.NoticeInfo,
 		Title:    fmt.Sprintf("%s is waiting for input: %s", t.id, shortLine(t.line)),
 		Description: fmt.Sprintf("Type a line with /send %s TEXT (Enter is added), or keys with /keys %s KEY… (C-c, Enter, Up, Tab, …).",

@@ -83,7 +83,7 @@ func launchWith(st *state, call *toolCall, line string, opts launchOptions, then
 		}
 		t.proc, call.term = proc, t
 		st.work.addTerminal(t)
-		st.watchInput(t)
+		t.watchInput(st.s)
 		call.content = []acp.ToolCallContent{acp.TerminalContent(t.id)}
 		st.out.send(call.update())
 		st.out.announceTerminal(t)
