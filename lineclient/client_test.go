@@ -155,7 +155,9 @@ func fakeAgent() {
 				os.Exit(3) // in the middle of the turn
 			case "hang":
 				// Stops answering, reading and ending: only SIGKILL ends it.
+				// It says so once SIGTERM is ignored.
 				signal.Ignore(syscall.SIGTERM)
+				update(map[string]any{"sessionUpdate": "agent_message", "messageId": "h", "content": text("hanging")})
 				time.Sleep(time.Hour)
 			case "flood":
 				// A line of 20 MiB, over the 16 MiB cap; the turn goes on.

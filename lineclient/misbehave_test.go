@@ -190,7 +190,7 @@ func TestHangingAgent(t *testing.T) {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		defer cancel(nil)
 		go func() {
-			if h.out.await("> hang\n") {
+			if h.out.await("hanging\n") { // the agent ignores SIGTERM from now on
 				cancel(errors.New("SIGTERM"))
 			}
 		}()
@@ -198,7 +198,7 @@ func TestHangingAgent(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "SIGTERM") {
 			t.Errorf("Run: %v, want the cause SIGTERM", err)
 		}
-		want := "> hang\n[SIGTERM: stopping the agent]\n[the agent did not exit within 3s of SIGTERM: SIGKILL sent]\n"
+		want := "> hang\nhanging\n[SIGTERM: stopping the agent]\n[the agent did not exit within 3s of SIGTERM: SIGKILL sent]\n"
 		if !strings.HasSuffix(h.out.String(), want) {
 			t.Errorf("output:\n%s\nwant it to end with:\n%s", h.out.String(), want)
 		}
