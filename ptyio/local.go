@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"shellagent/contain"
+	"shellagent/procexit"
 	"shellagent/signals"
 )
 
@@ -48,12 +49,11 @@ func (l Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("start %q: %w", cmd.Line, err), g.Close())
 	}
-	pidfd := -1
 	attr := &syscall.ProcAttr{
 		Dir:   cmd.Dir,
 		Env:   cmd.Env,
 		Files: []uintptr{tty.Fd(), tty.Fd(), tty.Fd()},
-		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, PidFD: &pidfd},
+		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0},
 	}
 	argv := []string{"/bin/sh", "-c", hupIgnored, cmd.Shell, cmd.Line}
 	pid, err := g.ForkExec(argv[0], argv, attr)
@@ -63,7 +63,8 @@ func (l Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("start %q: %w", cmd.Line, err), master.Close(), g.Close())
 	}
-	shell, err := newPidFile(pid, pidfd)
+	// Our unreaped child: its pid names it until run reaps it.
+	shell, err := procexit.WatchChild(pid)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("start %q: %w", cmd.Line, err), abort(pid, g), master.Close())
 	}
@@ -126,7 +127,7 @@ type local struct {
 	pid      int
 	master   *os.File
 	tty      string // the slave's path, /dev/pts/N
-	shell    *pidFile
+	shell    *procexit.Process
 	group    contain.Group
 	out      io.Writer
 	ev       Events
@@ -365,7 +366,7 @@ func (p *local) run() {
 		}
 		errs = append(errs, esc.Err())
 	}
-	errs = append(errs, p.shell.reap(), p.shell.close(), p.drain(), p.master.Close())
+	errs = append(errs, p.shell.Reap(), p.shell.Close(), p.drain(), p.master.Close())
 	errs = append(errs, p.group.Close())
 	if exit.Err = errors.Join(errs...); exit.Err != nil {
 		exit.Err = fmt.Errorf("terminal of %d: %w", p.pid, exit.Err)
@@ -386,8 +387,23 @@ func (p *local) drain() error {
 }
 
 func (p *local) waitShell() (Status, error) {
-	if err := p.shell.wait(); err != nil {
+	if err := p.shell.Wait(); err != nil {
 		return Status{}, err
 	}
-	return p.shell.status()
+	ws, err := p.shell.Status()
+	if err != nil {
+		return Status{}, err
+	}
+	return statusOf(ws), nil
+}
+
+// statusOf turns a wait status into a Status.
+func statusOf(ws unix.WaitStatus) Status {
+	switch {
+	case ws.Exited():
+		return Status{Exited: true, Code: ws.ExitStatus()}
+	case ws.Signaled():
+		return Status{Signal: signals.Name(ws.Signal())}
+	}
+	return Status{}
 }

@@ -6,9 +6,11 @@
 // it starts belongs to the command however it detaches (setsid, double
 // fork, nohup), and the command is live while any of it runs, not only
 // while the shell does: "npm run dev &" outlives its shell. Waiting costs no
-// OS thread: the PTY master, the pidfd and the group's liveness are served
-// by Go's runtime poller, so an idle terminal is two parked goroutines
-// (three in contain's subreaper mode).
+// OS thread per terminal: the PTY master, the shell's exit (procexit) and
+// the group's liveness are served by Go's runtime poller (on macOS and
+// FreeBSD, exits come through procexit's one kqueue goroutine), so an idle
+// terminal is two parked goroutines (three in contain's subreaper and
+// session modes).
 //
 // When a session leader exits, the kernel hangs up its terminal and sends
 // SIGHUP to the foreground process group, which in a non-interactive shell
