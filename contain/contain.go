@@ -2,15 +2,15 @@
 // detaches, so that stopping a terminal stops all of them and no process
 // outlives the agent that started it.
 //
-// A Containment is opened once per agent instance, in one of two modes:
+// A Containment is opened once per agent instance, in one of three modes:
 //
-//   - Cgroup: a cgroup v2 per instance, below the agent's own cgroup, and
-//     one per terminal below that. Each terminal's first process is born
-//     inside its cgroup (CLONE_INTO_CGROUP), so nothing it forks can leave.
-//     The kernel reports when a cgroup is no longer populated; one inotify
-//     descriptor watches every terminal's cgroup.events. cgroup.kill ends
-//     what is left.
-//   - Subreaper: where cgroups cannot be created (an unprivileged
+//   - Cgroup (Linux): a cgroup v2 per instance, below the agent's own
+//     cgroup, and one per terminal below that. Each terminal's first
+//     process is born inside its cgroup (CLONE_INTO_CGROUP), so nothing
+//     it forks can leave. The kernel reports when a cgroup is no longer
+//     populated; one inotify descriptor watches every terminal's
+//     cgroup.events. cgroup.kill ends what is left.
+//   - Subreaper (Linux): where cgroups cannot be created (an unprivileged
 //     container), the agent becomes a child subreaper, so orphans are
 //     re-parented to it rather than to init. A process belongs to a
 //     terminal by an inherited environment marker, by the terminal's
@@ -19,21 +19,31 @@
 //     that another part of the program waits for (see reaper). An agent
 //     that is its pid namespace's init (pid 1) reaps the same way in
 //     Cgroup mode.
+//   - Session (every OS; the only one on macOS and FreeBSD): the
+//     terminal's process session and group, ancestry recorded when first
+//     seen, and the environment marker of any process, read from /proc on
+//     Linux and from sysctl (kern.proc, KERN_PROCARGS2, kern.proc.env)
+//     elsewhere. Nothing is re-parented to the agent: a process that
+//     leaves the session, drops the marker and whose parent exits before
+//     the agent has looked is not held (see openSession).
 //
-// Both modes need a /proc of the agent's own pid namespace; Open refuses
-// to work with another's (see ownProc).
+// On Linux every mode needs a /proc of the agent's own pid namespace;
+// Open refuses to work with another's (see ownProc).
 //
-// Both modes add the marker to the environment of every terminal:
+// Every mode adds the marker to the environment of every terminal:
 // SHELLAGENT_INSTANCE (the agent's pid namespace, pid and start time) and
 // SHELLAGENT_TERMINAL (the terminal's number in that instance). Sweep
 // removes what agents killed with SIGKILL left behind, and never touches
 // the work of a live agent.
 //
-// Files: contain.go (the API), cgroup.go and watch.go (cgroup mode),
-// subreaper.go (subreaper mode) and markergroup.go (its groups),
-// reaper.go (reaping orphans, and the rule that says which), send.go
-// (signalling one process and telling whether it was reached), procfs.go
-// (/proc), sweep.go.
+// Files: contain.go (the API), open_linux.go and open_bsd.go (which modes
+// an OS has), cgroup_linux.go and watch_linux.go (cgroup mode),
+// markermode.go and markergroup.go (what Subreaper and Session mode
+// share: their groups), subreaper_linux.go and reaper_linux.go (reaping
+// orphans, and the rule that says which), session.go, send.go with
+// pidref_*.go (signalling one process and telling whether it was
+// reached), proc.go with procfs_linux.go, proc_darwin.go and
+// proc_freebsd.go (reading processes), sweep.go.
 package contain
 
 import (
@@ -53,20 +63,23 @@ import (
 // Mode is how a Containment holds the processes of a terminal.
 type Mode string
 
-// The modes; Auto chooses Cgroup where it works, else Subreaper.
+// The modes. Auto chooses Cgroup where it works, else Subreaper, on
+// Linux; Session on macOS and FreeBSD, which have neither.
 const (
 	Auto      Mode = "auto"
 	Cgroup    Mode = "cgroup"
 	Subreaper Mode = "subreaper"
+	Session   Mode = "session"
 )
 
-// ParseMode parses a --containment value.
+// ParseMode parses a --containment value. A mode this OS lacks parses;
+// Open refuses it, saying why.
 func ParseMode(s string) (Mode, error) {
 	switch m := Mode(s); m {
-	case Auto, Cgroup, Subreaper:
+	case Auto, Cgroup, Subreaper, Session:
 		return m, nil
 	}
-	return "", errors.New("want auto, cgroup or subreaper")
+	return "", errors.New("want auto, cgroup, subreaper or session")
 }
 
 // Environment variables that mark every process of a terminal.
@@ -85,14 +98,21 @@ type Containment struct {
 	inst    instance
 	nogroup error // in Auto mode, why cgroups could not be used
 	next    atomic.Int64
-	cg      *cgroupTree
-	sr      *subreaper
+	m       modeImpl
+}
+
+// modeImpl is a mode's side of a Containment.
+type modeImpl interface {
+	newGroup(n int64) (Group, error)
+	killAll(timeout time.Duration) error
+	close(timeout time.Duration) error
 }
 
 // Open sets up containment for this process. Mode Cgroup fails if the
 // agent cannot create cgroups below its own and start processes inside
-// them; Auto then falls back to Subreaper. Every mode fails if /proc is
-// not of the agent's pid namespace. Close undoes Open.
+// them; Auto then falls back to Subreaper. On Linux every mode fails if
+// /proc is not of the agent's pid namespace. A mode the OS lacks (Cgroup
+// and Subreaper outside Linux) fails, saying so. Close undoes Open.
 func Open(mode Mode) (*Containment, error) {
 	if err := ownProc(); err != nil {
 		// Subreaper mode finds a terminal's processes in /proc. Cgroup
@@ -113,28 +133,17 @@ func Open(mode Mode) (*Containment, error) {
 	}
 	c := &Containment{inst: inst}
 	switch mode {
-	case Cgroup, Auto:
-		c.cg, err = openCgroups(inst)
-		if err == nil {
-			c.mode = Cgroup
-			return c, nil
-		}
-		if mode == Cgroup {
-			return nil, fmt.Errorf("cgroup containment is not available: %w", err)
-		}
-		c.nogroup = err
-		fallthrough
-	case Subreaper:
-		if c.sr, err = openSubreaper(inst); err != nil {
-			return nil, err
-		}
-		c.mode = Subreaper
-		return c, nil
+	case Auto, Cgroup, Subreaper, Session:
+	default:
+		return nil, fmt.Errorf("containment mode %q: want auto, cgroup, subreaper or session", mode)
 	}
-	return nil, fmt.Errorf("containment mode %q: want auto, cgroup or subreaper", mode)
+	if err := c.open(mode); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
-// Mode returns the mode in use: Cgroup or Subreaper.
+// Mode returns the mode in use: Cgroup, Subreaper or Session.
 func (c *Containment) Mode() Mode { return c.mode }
 
 // CgroupError says why Auto mode could not use cgroups, or is nil.
@@ -174,40 +183,27 @@ type Group interface {
 // NewGroup returns a new, empty group.
 func (c *Containment) NewGroup() (Group, error) {
 	n := c.next.Add(1)
-	if c.cg != nil {
-		g, err := c.cg.newGroup(n)
-		if err != nil {
-			return nil, fmt.Errorf("new terminal group %d: %w", n, err)
-		}
-		return g, nil
+	g, err := c.m.newGroup(n)
+	if err != nil {
+		return nil, fmt.Errorf("new terminal group %d: %w", n, err)
 	}
-	return c.sr.newGroup(n), nil
+	return g, nil
 }
 
 // KillAll sends SIGKILL to every process of every group and waits until
 // they are gone, at most CloseTimeout. Groups go on working: each reports
 // Done as its processes die.
-func (c *Containment) KillAll() error {
-	if c.cg != nil {
-		return c.cg.killAll(CloseTimeout)
-	}
-	return c.sr.killAll(CloseTimeout)
-}
+func (c *Containment) KillAll() error { return c.m.killAll(CloseTimeout) }
 
 // Close kills every process still held, waits until they are gone (at
 // most CloseTimeout), removes this instance's cgroups and stops watching
 // and reaping. Call it once, last.
-func (c *Containment) Close() error {
-	if c.cg != nil {
-		return c.cg.close(CloseTimeout)
-	}
-	return c.sr.close(CloseTimeout)
-}
+func (c *Containment) Close() error { return c.m.close(CloseTimeout) }
 
 // instance names one run of an agent: its pid namespace, pid and start
 // time, so that a reused pid is never taken for it.
 type instance struct {
-	ns    uint64 // inode of the pid namespace
+	ns    uint64 // inode of the pid namespace; 0 where there are none
 	pid   int
 	start uint64
 }
@@ -219,17 +215,9 @@ func self() (instance, error) {
 	}
 	p, ok := readProc(os.Getpid())
 	if !ok {
-		return instance{}, errors.New("read /proc/self/stat")
+		return instance{}, errors.New("read this process's own start time")
 	}
 	return instance{ns: ns, pid: p.pid, start: p.start}, nil
-}
-
-func pidNamespace() (uint64, error) {
-	var st unix.Stat_t
-	if err := unix.Stat("/proc/self/ns/pid", &st); err != nil {
-		return 0, fmt.Errorf("stat /proc/self/ns/pid: %w", err)
-	}
-	return st.Ino, nil
 }
 
 func (i instance) String() string {

@@ -3,7 +3,6 @@ package contain
 import (
 	"errors"
 	"maps"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -11,18 +10,21 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"shellagent/procexit"
 )
 
-// markerGroup is a Group in Subreaper mode. Its members are found in /proc:
-// the processes of its session, the children of the agent that hold its
-// terminal or carry its marker, those it recorded when first seen, and
-// their descendants.
+// markerGroup is a Group in Subreaper and Session mode. Its members are
+// found by looking at every process: the processes of its session and
+// process group, those it recorded when first seen, their descendants,
+// and the processes the mode has facts for that hold its terminal or
+// carry its marker (the agent's orphans in Subreaper mode, any process in
+// Session mode).
 //
-// Concurrency: mu is a leaf (see subreaper). Membership is worked out under
-// it from a scan and the facts of the agent's children, both read before
-// it is taken.
+// Concurrency: mu is a leaf (see markerMode). Membership is worked out
+// under it from a scan and the mode's facts, both read before it is taken.
 type markerGroup struct {
-	sr     *subreaper
+	m      *markerMode
 	env    []string
 	inst   string // the instance's InstanceEnv value
 	term   string // this group's TerminalEnv value
@@ -35,15 +37,15 @@ type markerGroup struct {
 	sid     int        // the first process's session, if it leads one
 	known   map[int]uint64
 	ended   bool
-	stopped bool          // Close was called
-	waiting *os.File      // the pidfd watch waits on, closed by Close
-	watched chan struct{} // closed when watch returns; nil before ForkExec
+	stopped bool              // Close was called
+	waiting *procexit.Process // the exit watch waits for, closed by Close
+	watched chan struct{}     // closed when watch returns; nil before ForkExec
 }
 
-func (s *subreaper) newGroup(n int64) *markerGroup {
+func newMarkerGroup(s *markerMode, n int64) *markerGroup {
 	term := strconv.FormatInt(n, 10)
 	return &markerGroup{
-		sr: s, inst: s.inst.String(), term: term,
+		m: s, inst: s.inst.String(), term: term,
 		env:  append(s.inst.env(), TerminalEnv+"="+term),
 		done: make(chan struct{}), cancel: make(chan struct{}),
 		known: make(map[int]uint64),
@@ -57,23 +59,22 @@ func (g *markerGroup) ForkExec(argv0 string, argv []string, attr *syscall.ProcAt
 	if len(a.Files) > 0 {
 		var st unix.Stat_t
 		if unix.Fstat(int(a.Files[0]), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR {
-			tty = st.Rdev
+			tty = uint64(st.Rdev) // an int32 on macOS
 		}
 	}
 	g.mu.Lock()
 	g.tty = tty
 	g.mu.Unlock()
 	// Known to killAll before its first process runs.
-	g.sr.add(g)
-	pid, err := g.sr.reap.forkExec(argv0, argv, &a)
+	g.m.add(g)
+	pid, err := g.m.forkExec(argv0, argv, &a)
 	if err != nil {
-		g.sr.remove(g)
+		g.m.remove(g)
 		return 0, err
 	}
 	// Our unreaped child: its pid (and so its session id) cannot be reused
-	// until the caller reaps it, so /proc can always be read for it; were
-	// it not, the group would only lose the session as a way to find
-	// members.
+	// until the caller reaps it, so it can always be read; were it not,
+	// the group would only lose the session as a way to find members.
 	p, _ := readProc(pid)
 	g.mu.Lock()
 	g.shell = pid
@@ -87,18 +88,11 @@ func (g *markerGroup) ForkExec(argv0 string, argv []string, attr *syscall.ProcAt
 	return pid, nil
 }
 
-// terminal returns the device number of the group's terminal, 0 if none.
-func (g *markerGroup) terminal() uint64 {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.tty
-}
-
 // attribute returns the group's processes among procs, live or not, and
-// records them. children holds what subreaper.children read of the
-// agent's children among procs. A group that has ended has no members: its last
+// records them. facts holds what the mode read of processes among procs
+// (markerMode.facts). A group that has ended has no members: its last
 // look found none, and members come only from members.
-func (g *markerGroup) attribute(procs []proc, children map[int]childFacts) []proc {
+func (g *markerGroup) attribute(procs []proc, facts map[int]procFacts) []proc {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.shell == 0 || g.ended {
@@ -110,7 +104,7 @@ func (g *markerGroup) attribute(procs []proc, children map[int]childFacts) []pro
 	}
 	member := make(map[int]bool)
 	for _, p := range procs {
-		if g.belongsLocked(p, children) {
+		if g.belongsLocked(p, facts) {
 			member[p.pid] = true
 		}
 	}
@@ -147,18 +141,21 @@ func (g *markerGroup) attribute(procs []proc, children map[int]childFacts) []pro
 }
 
 // belongsLocked tells a member by its own traits: recorded before (same
-// start time), in the group's session, or a child of the agent that holds
-// the group's terminal or carries its marker. g.mu is held.
-func (g *markerGroup) belongsLocked(p proc, children map[int]childFacts) bool {
+// start time), in the group's session or process group, or a process the
+// mode has facts for that holds the group's terminal or carries its
+// marker. g.mu is held.
+func (g *markerGroup) belongsLocked(p proc, facts map[int]procFacts) bool {
 	if start, ok := g.known[p.pid]; ok && start == p.start {
 		return true
 	}
-	if g.sid != 0 && p.sid == g.sid {
+	// The process group is the session's where the OS cannot tell a
+	// process's session (a zombie's, on macOS).
+	if g.sid != 0 && (p.sid == g.sid || p.pgid == g.sid) {
 		return true
 	}
 	// A zombie or exiting process has no environment left to read, and
 	// no children: it does not matter to the group.
-	o, ok := children[p.pid]
+	o, ok := facts[p.pid]
 	if !ok || o.start != p.start || !p.live() {
 		return false
 	}
@@ -170,11 +167,11 @@ func (g *markerGroup) belongsLocked(p proc, children map[int]childFacts) bool {
 
 // members returns the live members, oldest first.
 func (g *markerGroup) members() ([]proc, error) {
-	procs, err := g.sr.scans.scan()
+	procs, err := g.m.scans.scan()
 	if err != nil {
 		return nil, err
 	}
-	return liveOnly(g.attribute(procs, g.sr.children(procs))), nil
+	return liveOnly(g.attribute(procs, g.m.facts(procs))), nil
 }
 
 func liveOnly(procs []proc) []proc {
@@ -183,16 +180,16 @@ func liveOnly(procs []proc) []proc {
 
 // look returns the live members, oldest first, from a fresh scan; none
 // means the group is empty. A scan that finds none is checked against the
-// processes that appeared since it listed /proc, until a listing brings
+// processes that appeared since it listed them, until a listing brings
 // no newcomer (or a few rounds on a busy machine).
 func (g *markerGroup) look() ([]proc, error) {
-	procs, err := g.sr.scans.scan()
+	procs, err := g.m.scans.scan()
 	if err != nil {
 		return nil, err
 	}
-	children := g.sr.children(procs)
+	facts := g.m.facts(procs)
 	for range 10 {
-		if live := liveOnly(g.attribute(procs, children)); len(live) > 0 {
+		if live := liveOnly(g.attribute(procs, facts)); len(live) > 0 {
 			return live, nil
 		}
 		fresh, err := newcomers(procs)
@@ -203,8 +200,8 @@ func (g *markerGroup) look() ([]proc, error) {
 			break
 		}
 		procs = append(slices.Clip(procs), fresh...)
-		children = maps.Clone(children)
-		maps.Copy(children, g.sr.children(fresh))
+		facts = maps.Clone(facts)
+		maps.Copy(facts, g.m.facts(fresh))
 	}
 	return nil, nil
 }
@@ -219,7 +216,8 @@ func (g *markerGroup) recorded(p proc) bool {
 // watch ends the group once no member is left: it waits for each member
 // it found to exit, oldest first, and looks again. Members come only from
 // members, so a look that finds none is final; and a look is a scan of
-// /proc, so it is made only once every member of the last one is gone.
+// every process, so it is made only once every member of the last one is
+// gone.
 func (g *markerGroup) watch() {
 	defer close(g.watched)
 	for {
@@ -229,8 +227,8 @@ func (g *markerGroup) watch() {
 			return
 		}
 		if err != nil {
-			// /proc unreadable for a moment: look again soon, without
-			// spinning.
+			// Processes unreadable for a moment: look again soon,
+			// without spinning.
 			if !g.sleep(time.Millisecond) {
 				return
 			}
@@ -259,12 +257,15 @@ func (g *markerGroup) sleep(d time.Duration) bool {
 // waitExit waits until process p exits, or returns false once the group
 // is closed.
 func (g *markerGroup) waitExit(p proc) bool {
-	fd, err := unix.PidfdOpen(p.pid, unix.PIDFD_NONBLOCK)
-	if err != nil {
-		return true // gone already
+	w, err := procexit.Watch(p.pid)
+	if errors.Is(err, procexit.ErrGone) {
+		return true
 	}
-	f := os.NewFile(uintptr(fd), "pidfd")
-	defer f.Close() // Best effort: a pidfd we only polled (Close may have closed it).
+	if err != nil {
+		// Not watchable (not permitted, say): look again in a while.
+		return g.sleep(100 * time.Millisecond)
+	}
+	defer w.Close() // Best effort: only waited on (Close may have closed it).
 	if now, ok := readProc(p.pid); !ok || now.start != p.start || !now.live() {
 		return true
 	}
@@ -273,35 +274,15 @@ func (g *markerGroup) waitExit(p proc) bool {
 		g.mu.Unlock()
 		return false
 	}
-	g.waiting = f
+	g.waiting = w
 	g.mu.Unlock()
-	waitReadable(f) // until the process exits, or Close closes f
+	// Best effort: the end of the wait is all that matters; the caller
+	// looks again, which is always right.
+	_ = w.Wait() // until the process exits, or Close closes w
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.waiting = nil
 	return !g.stopped
-}
-
-// waitReadable parks until a pidfd is readable (its process has exited)
-// or the file is closed.
-func waitReadable(f *os.File) {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return
-	}
-	// Best effort: an error means the file was closed, which ends the wait
-	// as intended.
-	_ = rc.Read(func(fd uintptr) bool {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		for {
-			n, err := unix.Poll(fds, 0)
-			if err != unix.EINTR {
-				// An error other than EINTR ends the wait too: the
-				// caller looks at /proc again, which is always right.
-				return n > 0 || err != nil
-			}
-		}
-	})
 }
 
 func (g *markerGroup) end() {
@@ -382,7 +363,7 @@ func (g *markerGroup) Close() error {
 	if watched != nil {
 		<-watched
 	}
-	g.sr.remove(g)
-	g.sr.reap.release(shell)
+	g.m.remove(g)
+	g.m.release(shell)
 	return nil
 }

@@ -28,19 +28,20 @@ const (
 	byLive
 )
 
-// signalProcess sends sigs, in order, to process pid through a pidfd, so
-// that a pid reused by another process is never signalled, and only if
-// belongs accepts the process as /proc shows it once the pidfd is open. It
-// reports, as how says, whether the signals reached a live process.
+// signalProcess sends sigs, in order, to process pid through a pidRef (a
+// pidfd on Linux, so that a pid reused by another process is never
+// signalled), and only if belongs accepts the process as the OS shows it
+// once the reference is open. It reports, as how says, whether the
+// signals reached a live process.
 func signalProcess(pid int, sigs []unix.Signal, how reach, belongs func(proc) bool) (reached bool, err error) {
-	fd, err := unix.PidfdOpen(pid, 0)
+	ref, err := openPid(pid)
 	if errors.Is(err, unix.ESRCH) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("pidfd_open %d: %w", pid, err)
+		return false, fmt.Errorf("open process %d: %w", pid, err)
 	}
-	defer unix.Close(fd) // Best effort: nothing was written through it.
+	defer ref.close()
 	before, ok := readProc(pid)
 	if !ok || !belongs(before) {
 		return false, nil // gone, or the pid already names another process
@@ -49,7 +50,7 @@ func signalProcess(pid int, sigs []unix.Signal, how reach, belongs func(proc) bo
 		return false, nil
 	}
 	for _, sig := range sigs {
-		if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil {
+		if err := ref.signal(sig); err != nil {
 			if errors.Is(err, unix.ESRCH) {
 				break
 			}
@@ -59,7 +60,7 @@ func signalProcess(pid int, sigs []unix.Signal, how reach, belongs func(proc) bo
 	if !before.live() {
 		return false, nil
 	}
-	return how != byLook || reachedAfter(fd, before, sigs), nil
+	return how != byLook || reachedAfter(ref, before, sigs), nil
 }
 
 // fatalWait bounds how long reachedAfter waits for a process that keeps
@@ -71,15 +72,15 @@ const (
 )
 
 // reachedAfter looks at a process that was live just before sigs were sent
-// to it through pidfd fd and tells whether they reached it alive; see
+// to it through ref and tells whether they reached it alive; see
 // byLook. A process that catches one of the signals was reached: its
 // handler runs, however it ends. One that ignores them all was reached if
 // it still runs. One that keeps the default action of one of them dies of it, unless it
 // was already on its way out (in exit_group, where no signal is acted on),
 // so its end tells: it ended by the signal, or with its own exit code.
-// Waiting for that end sleeps on the pidfd: a busy loop would take the CPU
-// from the very process that has to run to die.
-func reachedAfter(fd int, before proc, sigs []unix.Signal) bool {
+// Waiting for that end sleeps (on the pidfd, on Linux): a busy loop would
+// take the CPU from the very process that has to run to die.
+func reachedAfter(ref pidRef, before proc, sigs []unix.Signal) bool {
 	if before.catches(sigs) {
 		// A handler runs for it: however the process ends (trap 'exit 9'
 		// TERM ends with a code), the signal reached it.
@@ -101,21 +102,13 @@ func reachedAfter(fd int, before proc, sigs []unix.Signal) bool {
 			return false // exiting with status 0 all along: its own exit(0)
 		}
 		// About to act on a fatal signal, or exiting and its status not
-		// written yet: the pidfd is readable once it has exited.
+		// written yet.
 		limit := fatalWait
 		if !p.live() {
 			limit = exitWait
 		}
-		waitExited(fd, limit-waited)
+		ref.waitExited(limit - waited)
 	}
-}
-
-// waitExited waits until the process of pidfd fd has exited, at most d.
-func waitExited(fd int, d time.Duration) {
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	// Best effort: an error or EINTR ends the wait early, and the caller
-	// looks at /proc again, which is always right.
-	_, _ = unix.Poll(fds, max(1, int(d.Milliseconds())))
 }
 
 // killedBy reports whether a wait status says a signal in sigs ended the

@@ -3,10 +3,6 @@ package contain
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -34,46 +30,6 @@ func (c *Containment) Sweep() (cgroups, procs int, err error) {
 func dead(s string, ns uint64) bool {
 	inst, ok := parseInstance(s)
 	return ok && inst.ns == ns && !inst.alive()
-}
-
-func sweepCgroups(ns uint64) (int, error) {
-	place, err := findCgroup2()
-	if err != nil {
-		return 0, nil // no cgroup2 here: nothing to sweep
-	}
-	var dirs []string
-	walkErr := filepath.WalkDir(place.mount, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil // unreadable or gone: not ours to judge
-		}
-		if !d.IsDir() {
-			return nil
-		}
-		name, ok := strings.CutPrefix(d.Name(), instanceDirPrefix)
-		if ok && dead(name, ns) {
-			dirs = append(dirs, p)
-			return fs.SkipDir
-		}
-		return nil
-	})
-	var errs []error
-	if walkErr != nil {
-		errs = append(errs, walkErr)
-	}
-	n := 0
-	for _, dir := range dirs {
-		_, err := os.Stat(filepath.Join(dir, "cgroup.kill"))
-		if err := killTree(dir, err == nil, SweepTimeout); err != nil {
-			errs = append(errs, fmt.Errorf("sweep %s: %w", dir, err))
-			continue
-		}
-		if err := removeTree(dir); err != nil {
-			errs = append(errs, fmt.Errorf("sweep %s: %w", dir, err))
-			continue
-		}
-		n++
-	}
-	return n, errors.Join(errs...)
 }
 
 // sweepMarked kills the processes marked with a dead instance until none

@@ -19,22 +19,23 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// modes are the modes this machine can run: Subreaper always, Cgroup
-// where cgroups can be created. SHELLAGENT_TEST_CONTAINMENT=subreaper
-// keeps the tests to Subreaper.
+// modes are the modes this machine can run: Subreaper and Session always,
+// Cgroup where cgroups can be created. SHELLAGENT_TEST_CONTAINMENT keeps
+// the tests to the mode it names (CI runs them once more so, as the other
+// packages that start commands).
 func modes(t *testing.T) []Mode {
-	if os.Getenv("SHELLAGENT_TEST_CONTAINMENT") == "subreaper" {
-		return []Mode{Subreaper}
+	if m := os.Getenv("SHELLAGENT_TEST_CONTAINMENT"); m != "" && m != string(Auto) {
+		return []Mode{Mode(m)}
 	}
 	c, err := Open(Cgroup)
 	if err != nil {
 		t.Logf("cgroup mode unavailable: %v", err)
-		return []Mode{Subreaper}
+		return []Mode{Subreaper, Session}
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	return []Mode{Cgroup, Subreaper}
+	return []Mode{Cgroup, Subreaper, Session}
 }
 
 // eachMode runs f once per mode, with a fresh Containment that is closed
@@ -240,7 +241,7 @@ func TestKillWithoutCgroupKill(t *testing.T) {
 		t.Skipf("cgroup mode unavailable: %v", err)
 	}
 	defer c.Close()
-	c.cg.hasKill = false
+	c.m.(*cgroupTree).hasKill = false
 	s := start(t, c, "trap '' TERM HUP; for i in 1 2 3; do sleep 30 & done; wait")
 	waitMembers(t, s.g, 3, "sleep 30")
 	if reached, err := s.g.Kill(); !reached || err != nil {

@@ -374,7 +374,7 @@ type cgroupGroup struct {
 	wd    int        // inotify watch, or -1
 }
 
-func (t *cgroupTree) newGroup(n int64) (*cgroupGroup, error) {
+func (t *cgroupTree) newGroup(n int64) (Group, error) {
 	name := "t" + strconv.FormatInt(n, 10)
 	g := &cgroupGroup{
 		tree: t, path: path.Join(t.path, name), dir: filepath.Join(t.dir, name),
@@ -484,4 +484,47 @@ func (g *cgroupGroup) Close() error {
 	}
 	g.tree.reap.release(shell)
 	return errors.Join(err, removeTree(g.dir))
+}
+
+// sweepCgroups kills the processes of the cgroups of dead instances of
+// pid namespace ns, wherever in the cgroup2 hierarchy this agent can see
+// and write them, and removes the cgroups.
+func sweepCgroups(ns uint64) (int, error) {
+	place, err := findCgroup2()
+	if err != nil {
+		return 0, nil // no cgroup2 here: nothing to sweep
+	}
+	var dirs []string
+	walkErr := filepath.WalkDir(place.mount, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // unreadable or gone: not ours to judge
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		name, ok := strings.CutPrefix(d.Name(), instanceDirPrefix)
+		if ok && dead(name, ns) {
+			dirs = append(dirs, p)
+			return fs.SkipDir
+		}
+		return nil
+	})
+	var errs []error
+	if walkErr != nil {
+		errs = append(errs, walkErr)
+	}
+	n := 0
+	for _, dir := range dirs {
+		_, err := os.Stat(filepath.Join(dir, "cgroup.kill"))
+		if err := killTree(dir, err == nil, SweepTimeout); err != nil {
+			errs = append(errs, fmt.Errorf("sweep %s: %w", dir, err))
+			continue
+		}
+		if err := removeTree(dir); err != nil {
+			errs = append(errs, fmt.Errorf("sweep %s: %w", dir, err))
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
 }

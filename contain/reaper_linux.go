@@ -112,20 +112,14 @@ func (r *reaper) close() {
 // starts in a new session (rule 2) and is registered (rule 1) until
 // release. A nil reaper only forks.
 func (r *reaper) forkExec(argv0 string, argv []string, attr *syscall.ProcAttr) (int, error) {
-	a := *attr
-	sys := syscall.SysProcAttr{}
-	if a.Sys != nil {
-		sys = *a.Sys
-	}
-	sys.Setsid = true
-	a.Sys = &sys
+	a := inNewSession(attr)
 	if r == nil {
-		return syscall.ForkExec(argv0, argv, &a)
+		return syscall.ForkExec(argv0, argv, a)
 	}
 	r.mu.Lock()
 	r.forking++
 	r.mu.Unlock()
-	pid, err := syscall.ForkExec(argv0, argv, &a)
+	pid, err := syscall.ForkExec(argv0, argv, a)
 	r.mu.Lock()
 	r.forking--
 	if err == nil {

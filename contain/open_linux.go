@@ -1,0 +1,44 @@
+package contain
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// open opens mode's side of c: Cgroup, else (in Auto) Subreaper; or
+// Session when asked for.
+func (c *Containment) open(mode Mode) error {
+	var err error
+	switch mode {
+	case Cgroup, Auto:
+		var t *cgroupTree
+		if t, err = openCgroups(c.inst); err == nil {
+			c.m, c.mode = t, Cgroup
+			return nil
+		}
+		if mode == Cgroup {
+			return fmt.Errorf("cgroup containment is not available: %w", err)
+		}
+		c.nogroup = err
+		fallthrough
+	case Subreaper:
+		var s *markerMode
+		if s, err = openSubreaper(c.inst); err != nil {
+			return err
+		}
+		c.m, c.mode = s, Subreaper
+	case Session:
+		c.m, c.mode = openSession(c.inst), Session
+	}
+	return nil
+}
+
+// pidNamespace returns the inode of this process's pid namespace.
+func pidNamespace() (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/pid", &st); err != nil {
+		return 0, fmt.Errorf("stat /proc/self/ns/pid: %w", err)
+	}
+	return st.Ino, nil
+}

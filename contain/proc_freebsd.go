@@ -1,0 +1,155 @@
+//go:build amd64 || arm64 || riscv64
+
+// What this file does: reads processes on FreeBSD through sysctl:
+// kern.proc.proc and kern.proc.pid (struct kinfo_proc, of which the head
+// is declared here for 64-bit platforms), kern.proc.env and
+// kern.proc.args for another process's environment and arguments. The
+// same rules on Linux's /proc are what every contain test runs in Session
+// mode (TestDetachedProcessesStayInTheGroup, TestSweep/session …).
+
+package contain
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// kinfoProc is the head of FreeBSD's struct kinfo_proc (<sys/user.h>) on
+// 64-bit platforms, up to ki_stat; the whole is kinfoProcSize bytes.
+type kinfoProc struct {
+	Structsize int32        // 0: ki_structsize
+	_          [68]byte     // 4: ki_layout … ki_wchan
+	Pid        int32        // 72
+	Ppid       int32        // 76
+	Pgid       int32        // 80
+	Tpgid      int32        // 84
+	Sid        int32        // 88
+	_          [12]byte     // 92: ki_tsid, ki_jobc, ki_spare_short1, ki_tdev_freebsd11
+	Siglist    [4]uint32    // 104
+	Sigmask    [4]uint32    // 120
+	Sigignore  [4]uint32    // 136
+	Sigcatch   [4]uint32    // 152
+	Uid        uint32       // 168
+	_          [132]byte    // 172: ki_ruid … ki_ssize
+	Xstat      uint16       // 304: the wait status
+	_          [30]byte     // 306: ki_acflag … ki_runtime
+	Start      unix.Timeval // 336
+	_          [16]byte     // 352: ki_childtime
+	Flag       int64        // 368: P_* flags
+	_          [12]byte     // 376: ki_kiflag, ki_traceflag
+	Stat       int8         // 388
+}
+
+// KINFO_PROC_SIZE on 64-bit platforms.
+const kinfoProcSize = 1088
+
+// The offsets of <sys/user.h>, checked by the compiler: a wrong one is an
+// index out of range.
+var _ = [1]struct{}{}[unsafe.Offsetof(kinfoProc{}.Pid)-72+
+	unsafe.Offsetof(kinfoProc{}.Sid)-88+
+	unsafe.Offsetof(kinfoProc{}.Sigignore)-136+
+	unsafe.Offsetof(kinfoProc{}.Xstat)-304+
+	unsafe.Offsetof(kinfoProc{}.Start)-336+
+	unsafe.Offsetof(kinfoProc{}.Flag)-368+
+	unsafe.Offsetof(kinfoProc{}.Stat)-388]
+
+// Process states and flags of <sys/proc.h>.
+const (
+	sZomb   = 5       // SZOMB
+	pWexit  = 0x02000 // P_WEXIT: working on exiting
+	pSystem = 0x00200 // P_SYSTEM: a kernel process
+)
+
+// kinfos decodes a buffer of struct kinfo_proc.
+func kinfos(b []byte) ([]proc, error) {
+	var out []proc
+	for len(b) > 0 {
+		if len(b) < kinfoProcSize {
+			return out, fmt.Errorf("kinfo_proc: %d bytes left, want %d", len(b), kinfoProcSize)
+		}
+		k := (*kinfoProc)(unsafe.Pointer(&b[0]))
+		if k.Structsize != kinfoProcSize {
+			return out, fmt.Errorf("kinfo_proc of %d bytes, want %d: a layout this program does not know", k.Structsize, kinfoProcSize)
+		}
+		p := proc{
+			pid: int(k.Pid), ppid: int(k.Ppid), pgid: int(k.Pgid), sid: int(k.Sid),
+			state:     'S',
+			exiting:   k.Flag&pWexit != 0,
+			kthread:   k.Flag&pSystem != 0,
+			start:     uint64(k.Start.Sec)*1_000_000 + uint64(k.Start.Usec),
+			exitCode:  int(k.Xstat),
+			sigIgnore: uint64(k.Sigignore[0]), sigCatch: uint64(k.Sigcatch[0]),
+		}
+		if k.Stat == sZomb {
+			p.state = 'Z'
+		}
+		out = append(out, p)
+		b = b[kinfoProcSize:]
+	}
+	return out, nil
+}
+
+// sysctlProcs reads kern.proc.NAME, again if the table grew meanwhile.
+func sysctlProcs(name string, args ...int) ([]proc, error) {
+	var b []byte
+	var err error
+	for range 5 {
+		if b, err = unix.SysctlRaw(name, args...); !errors.Is(err, unix.ENOMEM) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sysctl %s: %w", name, err)
+	}
+	return kinfos(b)
+}
+
+// readProc reads one process. ok is false if it is gone.
+func readProc(pid int) (proc, bool) {
+	procs, err := sysctlProcs("kern.proc.pid", pid)
+	if err != nil || len(procs) != 1 || procs[0].pid != pid {
+		return proc{}, false
+	}
+	return procs[0], true
+}
+
+// scanProcs returns every process.
+func scanProcs() ([]proc, error) { return sysctlProcs("kern.proc.proc") }
+
+// listPids lists every pid.
+func listPids() ([]int, error) {
+	procs, err := scanProcs()
+	pids := make([]int, len(procs))
+	for i, p := range procs {
+		pids[i] = p.pid
+	}
+	return pids, err
+}
+
+// environ returns process pid's environment, NUL-separated, for this
+// user's processes; anything the kernel refuses is taken as not ours to
+// read.
+func environ(pid int) ([]byte, error) {
+	b, err := unix.SysctlRaw("kern.proc.env", pid)
+	if errors.Is(err, unix.ESRCH) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kern.proc.env %d: %w (%w)", pid, err, fs.ErrPermission)
+	}
+	return b, nil
+}
+
+// commandLine returns a process's command line, arguments joined by
+// spaces, or "?" when they cannot be read.
+func commandLine(pid int) string {
+	b, err := unix.SysctlRaw("kern.proc.args", pid)
+	if err != nil || len(b) == 0 {
+		return "?"
+	}
+	return joinArgs(b)
+}

@@ -1,0 +1,144 @@
+package contain
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Flags of /proc/PID/stat: PF_EXITING, the process has begun to exit and
+// acts on no signal any more; PF_KTHREAD, a kernel thread.
+const (
+	pfExiting = 0x4
+	pfKthread = 0x00200000
+)
+
+// readProc reads /proc/PID/stat. ok is false if the process is gone.
+func readProc(pid int) (p proc, ok bool) {
+	var buf [512]byte
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return proc{}, false
+	}
+	defer unix.Close(fd) // Best effort: read-only.
+	n, err := unix.Read(fd, buf[:])
+	if err != nil || n <= 0 {
+		return proc{}, false
+	}
+	return parseStat(pid, buf[:n])
+}
+
+// parseStat parses /proc/PID/stat: "pid (comm) state ppid pgrp session ...".
+// comm may hold spaces and parentheses, so fields are counted from the last
+// ')'. Field N of proc(5) is f[N-3].
+func parseStat(pid int, b []byte) (proc, bool) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return proc{}, false
+	}
+	f := bytes.Fields(b[i+2:])
+	if len(f) < 20 {
+		return proc{}, false
+	}
+	var bad bool
+	num := func(k int) uint64 {
+		v, err := strconv.ParseUint(string(f[k]), 10, 64)
+		bad = bad || err != nil
+		return v
+	}
+	flags := num(6)
+	p := proc{
+		pid: pid, state: f[0][0],
+		ppid: int(num(1)), pgid: int(num(2)), sid: int(num(3)),
+		exiting: flags&pfExiting != 0, kthread: flags&pfKthread != 0,
+		start:     num(19),
+		sigIgnore: num(30), sigCatch: num(31),
+	}
+	if len(f) > 49 { // exit_code, Linux 3.5 and later
+		p.exitCode = int(num(49))
+	}
+	return p, !bad
+}
+
+// ownProc checks that /proc shows this process's pid namespace, as every
+// pid the package reads there is taken to be. In a pid namespace whose
+// /proc is another's (unshare --pid --fork without --mount-proc), the
+// pids there name other processes, or none: /proc/self names this process
+// by its number there, and /proc/self/status lists its pid in each
+// namespace from that /proc's down to its own.
+func ownProc() error {
+	self, err := os.Readlink("/proc/self")
+	if err != nil {
+		return fmt.Errorf("read /proc/self: %w", err)
+	}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return fmt.Errorf("read /proc/self/status: %w", err)
+	}
+	levels := 1 // NSpid is missing without CONFIG_PID_NS: one namespace
+	for line := range strings.Lines(string(status)) {
+		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			levels = len(strings.Fields(v))
+		}
+	}
+	if pid := os.Getpid(); self != strconv.Itoa(pid) || levels != 1 {
+		return fmt.Errorf("/proc is not of this process's pid namespace (/proc/self is %s, this process is %d): "+
+			"give it a /proc of its own (unshare --pid --fork --mount-proc, or mount -t proc proc /proc in a new mount namespace)", self, pid)
+	}
+	return nil
+}
+
+// scanProcs returns every process in /proc.
+func scanProcs() ([]proc, error) {
+	pids, err := listPids()
+	if err != nil {
+		return nil, err
+	}
+	return statPids(pids), nil
+}
+
+// listPids lists the pids in /proc.
+func listPids() ([]int, error) {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("scan /proc: %w", err)
+	}
+	defer d.Close() // Best effort: read-only.
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("scan /proc: %w", err)
+	}
+	pids := make([]int, 0, len(names))
+	for _, name := range names {
+		if pid, err := strconv.Atoi(name); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// environ returns process pid's initial environment, NUL-separated: empty
+// for a zombie (or, for a moment, a process in the middle of an exec), an
+// error wrapping fs.ErrPermission for another user's process.
+func environ(pid int) ([]byte, error) {
+	return os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+}
+
+// commandLine returns a process's command line, arguments joined by
+// spaces, or its name in brackets when it has none (a kernel thread, or a
+// process on its way out).
+func commandLine(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err == nil && len(b) > 0 {
+		return joinArgs(b)
+	}
+	comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	if err != nil {
+		return "?"
+	}
+	return "[" + strings.TrimSpace(string(comm)) + "]"
+}

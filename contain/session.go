@@ -1,0 +1,49 @@
+package contain
+
+// openSession opens Session mode, the mode of every OS: each terminal's
+// shell leads a session of its own, and a group's members are the
+// processes of that session (and process group), the processes a look
+// recorded and their descendants, and any process that carries the
+// terminal's marker, read from /proc/PID/environ on Linux and through
+// sysctl elsewhere (KERN_PROCARGS2 on macOS, kern.proc.env on FreeBSD:
+// this user's processes only).
+//
+// Nothing is re-parented to the agent here, and that is what escapes: a
+// process that leaves the session (setsid, a daemon's double fork) and
+// drops the marker (env -i, a program that execs with an environment of
+// its own), once its parent has exited before any look saw it (a look
+// is made when a member exits, and at every /ps, stop and kill), belongs
+// to init and to no terminal. One that stays in the session, or keeps its
+// environment, is held. On macOS no user process can be re-parented to the
+// agent at all; on Linux, Subreaper mode is the one that catches them.
+//
+// Exits are watched through procexit (a pidfd on Linux, kqueue on macOS
+// and FreeBSD); there are no orphans to reap.
+func openSession(inst instance) *markerMode {
+	// No patience: the marker of every process is read, not only of a
+	// few orphans, and one in the middle of an exec is read again at
+	// the next look.
+	s := newMarkerMode(inst, 0)
+	s.facts = s.markedFacts
+	return s
+}
+
+// markedFacts reads the markers of the live processes among procs that
+// could be a terminal's: not kernel threads, and not in the agent's own
+// session, where every process the agent forks outside a terminal stays
+// and no terminal's process can ever be (they start in sessions of their
+// own and cannot join another).
+func (s *markerMode) markedFacts(procs []proc) map[int]procFacts {
+	out := make(map[int]procFacts)
+	for _, p := range procs {
+		if !p.live() || p.kthread || p.sid == s.sid || p.pid == s.self {
+			continue
+		}
+		o := procFacts{start: p.start}
+		o.inst, o.term = s.markers.get(p)
+		if o.inst != "" {
+			out[p.pid] = o
+		}
+	}
+	return out
+}

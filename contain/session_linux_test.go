@@ -1,0 +1,143 @@
+package contain
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// readPid waits for a pid written to file.
+func readPid(t *testing.T, file string) int {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile(file)
+		if pid, err2 := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && err2 == nil && strings.HasSuffix(string(b), "\n") {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pid in %s", file)
+		}
+	}
+}
+
+// killStray kills a process that no containment holds, and waits until
+// it is gone (init reaps it).
+func killStray(t *testing.T, pid int) {
+	t.Helper()
+	unix.Kill(pid, unix.SIGKILL)
+	for deadline := time.Now().Add(5 * time.Second); running(pid) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitWatching waits until g's watch waits for a member's exit: it looks
+// again only once that member has exited.
+func waitWatching(t *testing.T, g *markerGroup) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		g.mu.Lock()
+		waiting := g.waiting != nil
+		g.mu.Unlock()
+		if waiting {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the group's watch never waits")
+		}
+	}
+}
+
+// What Session mode holds and what escapes it (README, "What escapes
+// each mode"): nothing is re-parented to the agent, so a process that
+// leaves the terminal's session is held by its marker, or by a look that
+// saw it while its parent (a member) lived; one that leaves the session,
+// drops the marker and whose parent exits before any look is not held,
+// and outlives the containment.
+func TestSessionMode(t *testing.T) {
+	if m := os.Getenv("SHELLAGENT_TEST_CONTAINMENT"); m != "" && m != string(Session) && m != string(Auto) {
+		t.Skipf("Session mode's own rules; the run is in %s mode", m)
+	}
+	c, err := Open(Session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}()
+	dir := t.TempDir()
+
+	t.Run("setsid keeping the marker, parent gone", func(t *testing.T) {
+		file := filepath.Join(dir, "marked")
+		s := start(t, c, "(setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! >"+file+"); exit 0")
+		s.reap(t)
+		pid := readPid(t, file)
+		if m := waitMembers(t, s.g, 1, "sleep 300"); len(m) != 1 || m[0].Pid != pid {
+			t.Errorf("members %v, want the setsid'd sleep %d", m, pid)
+		}
+		if reached, err := s.g.Signal(unix.SIGTERM); !reached || err != nil {
+			t.Errorf("Signal = %v, %v", reached, err)
+		}
+		waitDone(t, s.g, 5*time.Second)
+		s.g.Close()
+	})
+
+	t.Run("setsid env -i, seen while its parent lived", func(t *testing.T) {
+		file, gate := filepath.Join(dir, "seen"), filepath.Join(dir, "seen.go")
+		s := start(t, c, "setsid env -i /bin/sleep 300 </dev/null >/dev/null 2>&1 & echo $! >"+file+
+			"; while [ ! -e "+gate+" ]; do sleep 0.01; done; exit 0")
+		pid := readPid(t, file)
+		waitMembers(t, s.g, 1, "sleep 300") // a look, while the shell lives
+		if err := os.WriteFile(gate, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s.reap(t)
+		time.Sleep(100 * time.Millisecond)
+		if s.g.Empty() {
+			t.Fatal("group empty while the recorded sleep runs")
+		}
+		m, err := s.g.Members()
+		if err != nil || len(m) != 1 || m[0].Pid != pid {
+			t.Errorf("members %v (%v), want the recorded sleep %d", m, err, pid)
+		}
+		if reached, err := s.g.Signal(unix.SIGTERM); !reached || err != nil {
+			t.Errorf("Signal = %v, %v", reached, err)
+		}
+		waitDone(t, s.g, 5*time.Second)
+		s.g.Close()
+	})
+
+	t.Run("setsid env -i, parent gone before any look", func(t *testing.T) {
+		file, gate := filepath.Join(dir, "escaped"), filepath.Join(dir, "escaped.go")
+		// The group's watch looks when the shell starts and once it has
+		// exited: the escape comes between, from a subshell gone before
+		// the shell, once the escapee has left the session (it runs
+		// sleep; before, a look finds it in the session and holds it).
+		s := start(t, c, "while [ ! -e "+gate+" ]; do sleep 0.01; done; (setsid env -i /bin/sleep 300 </dev/null >/dev/null 2>&1 & "+
+			"while read -r comm </proc/$!/comm && [ \"$comm\" != sleep ]; do :; done; echo $! >"+file+"); exit 0")
+		waitWatching(t, s.g.(*markerGroup)) // the first look is over
+		if err := os.WriteFile(gate, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s.reap(t)
+		pid := readPid(t, file)
+		t.Cleanup(func() { killStray(t, pid) })
+		waitDone(t, s.g, 5*time.Second)
+		if !running(pid) {
+			t.Fatalf("the escaped sleep %d is not running", pid)
+		}
+		s.g.Close()
+		if err := c.KillAll(); err != nil {
+			t.Error(err)
+		}
+		if !running(pid) {
+			t.Errorf("the escaped sleep %d was killed: README says Session mode cannot find it", pid)
+		}
+	})
+}
