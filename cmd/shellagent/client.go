@@ -175,6 +175,6 @@ func runClient(args []string) (code int) {
 
 // isTerminal reports whether f is a terminal.
 func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	_, err := unix.IoctlGetTermios(int(f.Fd()), ioctlGetTermios)
 	return err == nil
 }

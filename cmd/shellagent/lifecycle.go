@@ -2,15 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"sync"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"shellagent/contain"
 	"shellagent/protocol"
@@ -68,33 +64,6 @@ func openContainment(log *slog.Logger, mode contain.Mode) (c *contain.Containmen
 	return c, done, nil
 }
 
-// closeOnExec marks every descriptor above stderr close-on-exec: the agent
-// may have inherited some, and its commands must not.
-func closeOnExec() error {
-	err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EINVAL) {
-		return fmt.Errorf("close_range: %w", err)
-	}
-	ents, err := os.ReadDir("/proc/self/fd") // before Linux 5.11
-	if err != nil {
-		return fmt.Errorf("list descriptors: %w", err)
-	}
-	for _, e := range ents {
-		var fd int
-		if _, err := fmt.Sscan(e.Name(), &fd); err != nil || fd < 3 {
-			continue
-		}
-		// EBADF: the directory's own descriptor, closed by now.
-		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil && !errors.Is(err, unix.EBADF) {
-			return fmt.Errorf("close-on-exec %d: %w", fd, err)
-		}
-	}
-	return nil
-}
-
 // output is the agent's stdout. Gone is closed once the client has closed
 // it: a write failed (EPIPE), or epoll reports the reading end gone while
 // nothing is written.
@@ -132,47 +101,6 @@ func (o *output) Write(p []byte) (int, error) {
 func (o *output) SyscallConn() (syscall.RawConn, error) { return o.f.SyscallConn() }
 
 func (o *output) hangup() { o.once.Do(func() { close(o.gone) }) }
-
-// watchHangup calls gone once fd reports an error or hang-up (the reading
-// end of a pipe closed, a socket's peer gone). One epoll descriptor in the
-// runtime poller does the waiting: no OS thread, no writes.
-func watchHangup(fd int, gone func()) (stop func(), err error) {
-	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("epoll_create1: %w", err)
-	}
-	// No events asked: EPOLLERR and EPOLLHUP are always reported.
-	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Fd: int32(fd)}); err != nil {
-		unix.Close(ep) // Best effort: never used.
-		return nil, fmt.Errorf("epoll_ctl %d: %w", fd, err)
-	}
-	if err := unix.SetNonblock(ep, true); err != nil {
-		unix.Close(ep) // Best effort: never used.
-		return nil, fmt.Errorf("epoll: %w", err)
-	}
-	f := os.NewFile(uintptr(ep), "epoll")
-	rc, err := f.SyscallConn()
-	if err != nil {
-		f.Close() // Best effort: never used.
-		return nil, err
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var evs [1]unix.EpollEvent
-		err := rc.Read(func(fd uintptr) bool {
-			n, err := unix.EpollWait(int(fd), evs[:], 0)
-			return n > 0 || err != nil && err != unix.EINTR
-		})
-		if err == nil {
-			gone()
-		}
-	}()
-	return func() {
-		f.Close() // Best effort: ends the wait above.
-		<-done
-	}, nil
-}
 
 // endOfInput is what waitForEnd returns for stdin EOF.
 const endOfInput = "stdin closed"

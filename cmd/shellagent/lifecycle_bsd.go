@@ -1,0 +1,44 @@
+//go:build darwin || freebsd
+
+// What this file does: marks inherited descriptors close-on-exec by
+// trying each up to the descriptor limit (there is no close_range with
+// CLOSE_RANGE_CLOEXEC here, and no /proc/self/fd), and does not watch
+// stdout for a hang-up (no epoll): a client that closes the agent's
+// stdout but not its stdin is noticed at the agent's next write. The
+// Linux test of the same rule is TestCloseOnExecAndEnvironment.
+
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// ioctlGetTermios is the ioctl that reads a terminal's settings.
+const ioctlGetTermios = unix.TIOCGETA
+
+// maxScanFds bounds the descriptors closeOnExec tries where the limit is
+// larger still (unlimited).
+const maxScanFds = 1 << 20
+
+// closeOnExec marks every descriptor above stderr close-on-exec: the agent
+// may have inherited some, and its commands must not.
+func closeOnExec() error {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("descriptor limit: %w", err)
+	}
+	for fd := 3; uint64(fd) < min(uint64(lim.Cur), maxScanFds); fd++ {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil && !errors.Is(err, unix.EBADF) {
+			return fmt.Errorf("close-on-exec %d: %w", fd, err)
+		}
+	}
+	return nil
+}
+
+// watchHangup does not watch: see the top of this file.
+func watchHangup(int, func()) (stop func(), err error) {
+	return nil, errors.New("no hang-up watch on this OS: a closed stdout is noticed at the next write")
+}

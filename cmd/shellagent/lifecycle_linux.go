@@ -1,0 +1,80 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// ioctlGetTermios is the ioctl that reads a terminal's settings.
+const ioctlGetTermios = unix.TCGETS
+
+// closeOnExec marks every descriptor above stderr close-on-exec: the agent
+// may have inherited some, and its commands must not.
+func closeOnExec() error {
+	err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("close_range: %w", err)
+	}
+	ents, err := os.ReadDir("/proc/self/fd") // before Linux 5.11
+	if err != nil {
+		return fmt.Errorf("list descriptors: %w", err)
+	}
+	for _, e := range ents {
+		var fd int
+		if _, err := fmt.Sscan(e.Name(), &fd); err != nil || fd < 3 {
+			continue
+		}
+		// EBADF: the directory's own descriptor, closed by now.
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil && !errors.Is(err, unix.EBADF) {
+			return fmt.Errorf("close-on-exec %d: %w", fd, err)
+		}
+	}
+	return nil
+}
+
+// watchHangup calls gone once fd reports an error or hang-up (the reading
+// end of a pipe closed, a socket's peer gone). One epoll descriptor in the
+// runtime poller does the waiting: no OS thread, no writes.
+func watchHangup(fd int, gone func()) (stop func(), err error) {
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("epoll_create1: %w", err)
+	}
+	// No events asked: EPOLLERR and EPOLLHUP are always reported.
+	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Fd: int32(fd)}); err != nil {
+		unix.Close(ep) // Best effort: never used.
+		return nil, fmt.Errorf("epoll_ctl %d: %w", fd, err)
+	}
+	if err := unix.SetNonblock(ep, true); err != nil {
+		unix.Close(ep) // Best effort: never used.
+		return nil, fmt.Errorf("epoll: %w", err)
+	}
+	f := os.NewFile(uintptr(ep), "epoll")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close() // Best effort: never used.
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var evs [1]unix.EpollEvent
+		err := rc.Read(func(fd uintptr) bool {
+			n, err := unix.EpollWait(int(fd), evs[:], 0)
+			return n > 0 || err != nil && err != unix.EINTR
+		})
+		if err == nil {
+			gone()
+		}
+	}()
+	return func() {
+		f.Close() // Best effort: ends the wait above.
+		<-done
+	}, nil
+}
