@@ -18,7 +18,7 @@
 //     A reaper collects the orphans, by a rule that never takes a child
 //     that another part of the program waits for (see reaper). An agent
 //     that is its pid namespace's init (pid 1) reaps the same way in
-//     Cgroup mode.
+//     Cgroup and Session mode.
 //   - Session (every OS; the only one on macOS and FreeBSD): the
 //     terminal's process session and group, ancestry recorded when first
 //     seen, and the environment marker of any process, read from /proc on

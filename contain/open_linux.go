@@ -2,6 +2,7 @@ package contain
 
 import (
 	"fmt"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,7 +30,15 @@ func (c *Containment) open(mode Mode) error {
 		}
 		c.m, c.mode = s, Subreaper
 	case Session:
-		c.m, c.mode = openSession(c.inst), Session
+		s := openSession(c.inst)
+		if os.Getpid() == 1 {
+			// Init of its pid namespace: every orphan there is the
+			// agent's to reap, by the reaper's rule, as in Cgroup mode.
+			if s.reap, err = startReaper(s.scans.scan, s.known); err != nil {
+				return err
+			}
+		}
+		c.m, c.mode = s, Session
 	}
 	return nil
 }

@@ -18,7 +18,8 @@ package contain
 // agent at all; on Linux, Subreaper mode is the one that catches them.
 //
 // Exits are watched through procexit (a pidfd on Linux, kqueue on macOS
-// and FreeBSD); there are no orphans to reap.
+// and FreeBSD); there are no orphans to reap, unless the agent is the
+// init of its pid namespace (Linux), where Open starts the reaper.
 func openSession(inst instance) *markerMode {
 	// No patience: the marker of every process is read, not only of a
 	// few orphans, and one in the middle of an exec is read again at
@@ -28,20 +29,21 @@ func openSession(inst instance) *markerMode {
 	return s
 }
 
-// markedFacts reads the markers of the live processes among procs that
-// could be a terminal's: not kernel threads, and not in the agent's own
-// session, where every process the agent forks outside a terminal stays
-// and no terminal's process can ever be (they start in sessions of their
-// own and cannot join another).
+// markedFacts returns the live processes among procs that carry this
+// instance's marker, with their markers. It reads the markers of those
+// that could be a terminal's: not kernel threads, and not in the agent's
+// own session, where every process the agent forks outside a terminal
+// stays and no terminal's process can ever be (they start in sessions of
+// their own and cannot join another).
 func (s *markerMode) markedFacts(procs []proc) map[int]procFacts {
+	inst := s.inst.String()
 	out := make(map[int]procFacts)
 	for _, p := range procs {
 		if !p.live() || p.kthread || p.sid == s.sid || p.pid == s.self {
 			continue
 		}
 		o := procFacts{start: p.start}
-		o.inst, o.term = s.markers.get(p)
-		if o.inst != "" {
+		if o.inst, o.term = s.markers.get(p); o.inst == inst {
 			out[p.pid] = o
 		}
 	}

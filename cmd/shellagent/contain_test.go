@@ -24,19 +24,65 @@ import (
 var testMode = string(containtest.Mode())
 
 // zoo is every way a command's processes try to outlive it. Each line ends
-// with "&" or ";", ready for more.
+// with "&" or ";", ready for more. Every mode must catch every case but
+// those with an escapee, which Session mode may miss (README, "What
+// escapes each mode"): a process that leaves the session, drops the
+// marker and whose parent exits before the agent looks.
 var zoo = []struct {
 	name, line string
 	procs      int // processes it leaves running, at least
+	// escapee is the command line of the process Session mode may miss;
+	// "" where every mode must catch all.
+	escapee string
 }{
-	{"setsid child", "setsid sh -c 'sleep 300' &", 1},
-	{"double fork", "(sh -c 'sleep 300 &' &);", 1},
-	{"nohup", "nohup sleep 300 >/dev/null 2>&1 &", 1},
-	{"set -m job", "set -m; sleep 300 &", 1},
-	{"trap TERM HUP", `sh -c "trap '' TERM HUP; sleep 300" &`, 2},
-	{"stopped process", "sleep 300 & kill -STOP $!;", 1},
-	{"200-process fan-out", "for i in $(seq 200); do sleep 300 & done;", 200},
-	{"fork loop", "sh -c 'while :; do sleep 300 & sleep 0.01; done' &", 2},
+	// Session mode: held by its marker once its parent has exited.
+	{"setsid child", "setsid sh -c 'sleep 300' &", 1, ""},
+	// Session mode: held by its session, as all the cases below.
+	{"double fork", "(sh -c 'sleep 300 &' &);", 1, ""},
+	{"nohup", "nohup sleep 300 >/dev/null 2>&1 &", 1, ""},
+	{"set -m job", "set -m; sleep 300 &", 1, ""},
+	{"trap TERM HUP", `sh -c "trap '' TERM HUP; sleep 300" &`, 2, ""},
+	{"stopped process", "sleep 300 & kill -STOP $!;", 1, ""},
+	{"200-process fan-out", "for i in $(seq 200); do sleep 300 & done;", 200, ""},
+	{"fork loop", "sh -c 'while :; do sleep 300 & sleep 0.01; done' &", 2, ""},
+	// Held by cgroup mode's cgroup and by subreaper mode as the orphan
+	// that holds the terminal; Session mode may miss it. The test's own
+	// marker is kept, so that the test finds it whatever happens.
+	{"setsid env -i, parent gone", `(setsid env -i SHELLAGENT_TEST="$SHELLAGENT_TEST" sleep 301 &);`, 1, "sleep 301"},
+}
+
+// mayEscape reports whether process pid is a zoo case's escapee and the
+// tests run in Session mode, which may miss it.
+func mayEscape(pid int) bool {
+	if testMode != "session" {
+		return false
+	}
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	cmd := strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+	for _, z := range zoo {
+		if z.escapee != "" && cmd == z.escapee {
+			return true
+		}
+	}
+	return false
+}
+
+// killLeft kills the processes left after what, and fails the test for
+// each that its mode must have ended.
+func (a *agent) killLeft(left []int, after string) {
+	a.t.Helper()
+	var wrong []int
+	for _, pid := range left {
+		if mayEscape(pid) {
+			a.t.Logf("process %d escaped %s, as Session mode may let it (README)", pid, after)
+		} else {
+			wrong = append(wrong, pid)
+		}
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if len(wrong) > 0 {
+		a.t.Errorf("%d processes survived %s: %v", len(wrong), after, describe(wrong))
+	}
 }
 
 // zooProcs is how many processes the whole zoo leaves running, at least.
@@ -69,21 +115,18 @@ func (a *agent) waitOthers(n int) {
 }
 
 // noSurvivors checks, within d, that no process of the agent is left
-// (the agent itself aside), and kills what is.
+// (the agent itself aside, and what Session mode may miss), and kills
+// what is.
 func (a *agent) noSurvivors(d time.Duration, after string) {
 	a.t.Helper()
 	deadline := time.Now().Add(d)
 	left := a.others()
-	for len(left) > 0 && time.Now().Before(deadline) {
+	mustEnd := func(pid int) bool { return !mayEscape(pid) }
+	for slices.ContainsFunc(left, mustEnd) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 		left = a.others()
 	}
-	if len(left) > 0 {
-		a.t.Errorf("%d processes survived %s by %v: %v", len(left), after, d, describe(left))
-		for _, pid := range left {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
+	a.killLeft(left, fmt.Sprintf("%s by %v", after, d))
 }
 
 func describe(pids []int) []string {
@@ -135,8 +178,12 @@ func TestNothingLeftBehind(t *testing.T) {
 		a := startAgent(t, "--kill-grace", zooGrace.String())
 		sid := a.session()
 		terms := a.bgZoo(sid)
-		for _, term := range terms {
-			a.c.MustCall("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": term}, nil)
+		for i, term := range terms {
+			_, err := a.c.Call("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": term})
+			// A terminal whose escapee Session mode missed has ended.
+			if err != nil && !(zoo[i].escapee != "" && testMode == "session" && strings.Contains(err.Message, "already exited")) {
+				t.Errorf("cancel %s (%s): %v", term, zoo[i].name, err)
+			}
 		}
 		for _, term := range terms {
 			a.exitStatus(sid, term)
@@ -576,7 +623,7 @@ func TestPidNamespace(t *testing.T) {
 	if out, err := exec.Command(unshare, "--pid", "--fork", "--mount-proc", "true").CombinedOutput(); err != nil {
 		t.Skipf("unshare --pid is not permitted here: %v: %s", err, out)
 	}
-	for _, mode := range []string{"auto", "cgroup", "subreaper"} {
+	for _, mode := range []string{"auto", "cgroup", "subreaper", "session"} {
 		out, err := exec.Command(unshare, "--pid", "--fork", binary, "--containment", mode).CombinedOutput()
 		want := "--containment " + mode + ": /proc is not of this process's pid namespace"
 		if code := exitCode(err); code != 1 || !strings.Contains(string(out), want) || !strings.Contains(string(out), "--mount-proc") {

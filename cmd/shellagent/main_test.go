@@ -151,12 +151,7 @@ func (a *agent) exitWithin(d time.Duration) {
 	if took := time.Since(start); took > d {
 		a.t.Errorf("agent took %v to exit, want at most %v", took, d)
 	}
-	if left := a.processes(); len(left) > 0 {
-		a.t.Errorf("processes left behind: %v", left)
-		for _, pid := range left {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
+	a.killLeft(a.processes(), "the agent's exit")
 }
 
 func TestStopsEverythingOnEOFAndSignals(t *testing.T) {
