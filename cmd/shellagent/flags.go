@@ -51,7 +51,7 @@ func (o *agentOptions) define(fs *flag.FlagSet) {
 	fs.Var(&intFlag{p: &o.rows, min: 1, max: 65535}, "rows", "terminal height: `N` rows")
 	fs.Var(&durationFlag{p: &o.stallTimeout}, "stall-timeout", "a client that accepts no output for `DURATION` no longer holds terminals back: their overflow is dropped, counted")
 	fs.BoolVar(&o.sequentialIDs, "sequential-ids", o.sequentialIDs, "name sessions sess_1, sess_2, ... instead of random ids (reproducible transcripts)")
-	fs.Var((*modeFlag)(&o.containment), "containment", "hold each terminal's processes with `MODE`: cgroup (cgroup v2), subreaper, or auto (cgroup where it works)")
+	fs.Var((*modeFlag)(&o.containment), "containment", "hold each terminal's processes with `MODE`: cgroup (cgroup v2), subreaper, session, or auto (Linux: cgroup where it works, else subreaper; macOS, FreeBSD: session)")
 	fs.BoolVar(&o.clientChecks, "client-checks", o.clientChecks, "start every session with client_checks on: what the client does against the protocol's client-side rules is reported to it as warning notices")
 	fs.BoolVar(&o.scenariosInvalid, "scenarios-invalid", o.scenariosInvalid, "let /scenario play the scenario that sends a message the schema forbids (a malformed background list)")
 }

@@ -7,7 +7,7 @@
 //
 //	shellagent [--shell PATH] [--foreground-timeout 10s] [--kill-grace 3s]
 //	           [--scrollback 1MiB] [--cols 120] [--rows 40] [--stall-timeout 1s]
-//	           [--sequential-ids] [--containment auto|cgroup|subreaper]
+//	           [--sequential-ids] [--containment auto|cgroup|subreaper|session]
 //	           [--client-checks] [--scenarios-invalid]
 //	shellagent --daemon [--socket PATH] [flags]
 //	shellagent daemon [--socket PATH] [--detached-ttl 24h] [--idle-exit 10m] [flags]
