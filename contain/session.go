@@ -1,5 +1,7 @@
 package contain
 
+import "time"
+
 // openSession opens Session mode, the mode of every OS: each terminal's
 // shell leads a session of its own, and a group's members are the
 // processes of that session (and process group), the processes a look
@@ -21,25 +23,27 @@ package contain
 // and FreeBSD); there are no orphans to reap, unless the agent is the
 // init of its pid namespace (Linux), where Open starts the reaper.
 func openSession(inst instance) *markerMode {
-	// No patience: the marker of every process is read, not only of a
-	// few orphans, and one in the middle of an exec is read again at
-	// the next look.
-	s := newMarkerMode(inst, 0)
+	// A setsid child in the middle of an exec when its parent's exit
+	// makes the group look shows an empty environment for a moment: were
+	// its marker not waited for, the group would end without it. Only
+	// processes younger than the agent are read (see markedFacts), so the
+	// wait is for few.
+	s := newMarkerMode(inst, 20*time.Millisecond)
 	s.facts = s.markedFacts
 	return s
 }
 
 // markedFacts returns the live processes among procs that carry this
 // instance's marker, with their markers. It reads the markers of those
-// that could be a terminal's: not kernel threads, and not in the agent's
-// own session, where every process the agent forks outside a terminal
-// stays and no terminal's process can ever be (they start in sessions of
-// their own and cannot join another).
+// that could be a terminal's: started since the agent, not kernel
+// threads, and not in the agent's own session, where every process the
+// agent forks outside a terminal stays and no terminal's process can ever
+// be (they start in sessions of their own and cannot join another).
 func (s *markerMode) markedFacts(procs []proc) map[int]procFacts {
 	inst := s.inst.String()
 	out := make(map[int]procFacts)
 	for _, p := range procs {
-		if !p.live() || p.kthread || p.sid == s.sid || p.pid == s.self {
+		if !p.live() || p.kthread || p.start < s.inst.start || p.sid == s.sid || p.pid == s.self {
 			continue
 		}
 		o := procFacts{start: p.start}
