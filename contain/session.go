@@ -35,7 +35,9 @@ func openSession(inst instance) *markerMode {
 
 // markedFacts returns the live processes among procs that carry this
 // instance's marker, with their markers. It reads the markers of those
-// that could be a terminal's: started since the agent, not kernel
+// that could be a terminal's: started since the agent (by the clock of
+// proc.start: on macOS and FreeBSD the wall clock, so a clock set back
+// hides a young process from this rule, not from the others), not kernel
 // threads, and not in the agent's own session, where every process the
 // agent forks outside a terminal stays and no terminal's process can ever
 // be (they start in sessions of their own and cannot join another).
