@@ -7,7 +7,10 @@
 // Files: procexit.go (the API), procexit_linux.go, procexit_bsd.go.
 package procexit
 
-import "errors"
+import (
+	"errors"
+	"syscall"
+)
 
 // ErrGone is returned by Watch for a process that no longer exists (or,
 // on macOS, one that has already exited: a zombie cannot be watched
@@ -29,6 +32,15 @@ func Watch(pid int) (*Process, error) { return watch(pid, false) }
 // Status then reports its wait status. On macOS that takes
 // NOTE_EXITSTATUS, which the kernel grants only to the parent.
 func WatchChild(pid int) (*Process, error) { return watch(pid, true) }
+
+// AtFork prepares sys, the attributes of a child about to be forked, so
+// that the child is watched from the fork on, and returns what takes the
+// watch once the fork has given the child's pid: on Linux the fork itself
+// makes the pidfd (CLONE_PIDFD), so no moment passes in which this
+// process holds nothing that names the child; elsewhere the watch is
+// WatchChild's. Call the function returned exactly once after a fork that
+// succeeded.
+func AtFork(sys *syscall.SysProcAttr) (watch func(pid int) (*Process, error)) { return atFork(sys) }
 
 // Pid returns the process id watched.
 func (p *Process) Pid() int { return p.pid }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -111,6 +112,9 @@ func watch(pid int, child bool) (*Process, error) {
 	close(p.done)
 	return p, nil
 }
+
+// atFork has nothing to prepare: the watch is WatchChild's.
+func atFork(*syscall.SysProcAttr) func(int) (*Process, error) { return WatchChild }
 
 // serve delivers exits until nothing is watched.
 func serve() {

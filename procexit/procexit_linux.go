@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -24,6 +25,21 @@ func watch(pid int, _ bool) (*Process, error) {
 		return nil, fmt.Errorf("pidfd_open %d (Linux 5.3 or later): %w", pid, err)
 	}
 	return &Process{pid: pid, f: os.NewFile(uintptr(fd), "pidfd")}, nil
+}
+
+func atFork(sys *syscall.SysProcAttr) func(int) (*Process, error) {
+	fd := -1
+	sys.PidFD = &fd
+	return func(pid int) (*Process, error) {
+		if fd < 0 {
+			return nil, fmt.Errorf("no pidfd for %d (Linux 5.3 or later)", pid)
+		}
+		if err := unix.SetNonblock(fd, true); err != nil {
+			unix.Close(fd) // Best effort: never used.
+			return nil, fmt.Errorf("pidfd %d: %w", pid, err)
+		}
+		return &Process{pid: pid, f: os.NewFile(uintptr(fd), "pidfd")}, nil
+	}
 }
 
 // Wait blocks until the process has exited (its pidfd is readable then),

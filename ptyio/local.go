@@ -49,11 +49,13 @@ func (l Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("start %q: %w", cmd.Line, err), g.Close())
 	}
+	sys := &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	watch := procexit.AtFork(sys)
 	attr := &syscall.ProcAttr{
 		Dir:   cmd.Dir,
 		Env:   cmd.Env,
 		Files: []uintptr{tty.Fd(), tty.Fd(), tty.Fd()},
-		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0},
+		Sys:   sys,
 	}
 	argv := []string{"/bin/sh", "-c", hupIgnored, cmd.Shell, cmd.Line}
 	pid, err := g.ForkExec(argv[0], argv, attr)
@@ -63,8 +65,7 @@ func (l Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("start %q: %w", cmd.Line, err), master.Close(), g.Close())
 	}
-	// Our unreaped child: its pid names it until run reaps it.
-	shell, err := procexit.WatchChild(pid)
+	shell, err := watch(pid)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("start %q: %w", cmd.Line, err), abort(pid, g), master.Close())
 	}
