@@ -3,7 +3,7 @@
 // it; and it connects to that server, starting one on demand.
 //
 // A Server accepts connections on a listener it is given (Listen, or the
-// one systemd passes, Activated), checks each peer's uid with SO_PEERCRED
+// one systemd passes, Activated), checks each peer's uid (peercred: SO_PEERCRED, LOCAL_PEERCRED)
 // at once, exchanges hellos, and serves each connection exactly as stdio
 // is served: protocol.NewConn over one supervisor.Supervisor, ACP v2 or
 // v1 as the client chooses. A connection that goes away detaches its

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"shellagent/peercred"
 	"shellagent/protocol"
 	"shellagent/supervisor"
 )
@@ -145,15 +145,15 @@ func (s *Server) accept(ctx context.Context, l *net.UnixListener) {
 // serve checks a new connection's peer, exchanges hellos and serves what
 // the client wants.
 func (s *Server) serve(nc *net.UnixConn) {
-	cred, err := peer(nc)
+	cred, err := peercred.Peer(nc)
 	if err != nil {
 		s.Log.Warn("refused a connection", "err", err)
 		nc.Close() // Best effort: refused.
 		return
 	}
-	log := s.Log.With("peer", cred.Pid)
-	if int(cred.Uid) != os.Geteuid() {
-		log.Warn("refused a connection from another user", "uid", cred.Uid, "daemon uid", os.Geteuid())
+	log := s.Log.With("peer", cred.PID)
+	if cred.UID != os.Geteuid() {
+		log.Warn("refused a connection from another user", "uid", cred.UID, "daemon uid", os.Geteuid())
 		nc.Close() // Best effort: refused.
 		return
 	}
@@ -202,26 +202,6 @@ func (s *Server) serve(nc *net.UnixConn) {
 		log.Warn("refused a connection", "want", hello.Want)
 		nc.Close() // Best effort: refused.
 	}
-}
-
-// peer returns the credentials of nc's peer as the kernel recorded them
-// when it connected.
-func peer(nc *net.UnixConn) (*unix.Ucred, error) {
-	rc, err := nc.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := rc.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return nil, err
-	}
-	if cerr != nil {
-		return nil, fmt.Errorf("SO_PEERCRED: %w", cerr)
-	}
-	return cred, nil
 }
 
 // answer writes v as the connection's one line and closes it.

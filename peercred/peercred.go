@@ -1,10 +1,12 @@
 // Package peercred tells who is at the other end of a unix socket: the
-// user id the kernel recorded for the peer when the connection was made
-// (SO_PEERCRED on Linux, LOCAL_PEERCRED elsewhere, as getpeereid reads
-// it). A daemon reads it once per connection, at accept, and refuses a
-// peer of another user.
+// user id (and process id, where the OS says) that the kernel recorded
+// for the peer when the connection was made (SO_PEERCRED on Linux,
+// LOCAL_PEERCRED, as getpeereid reads it, and LOCAL_PEERPID on macOS and
+// FreeBSD). A daemon reads it once per connection, at accept, and refuses
+// a peer of another user.
 //
-// Files: peercred.go (the API), peercred_linux.go, peercred_bsd.go.
+// Files: peercred.go (the API), peercred_linux.go, peercred_bsd.go,
+// peerpid_darwin.go, peerpid_freebsd.go.
 package peercred
 
 import (
@@ -12,20 +14,36 @@ import (
 	"net"
 )
 
-// PeerUID returns the user id of the process that connected conn (for an
-// accepted connection) or that listened (for a dialled one), as it was
-// when the connection was made.
-func PeerUID(conn *net.UnixConn) (uid int, err error) {
+// Cred is a peer's credentials as the kernel recorded them when the
+// connection was made.
+type Cred struct {
+	UID int
+	PID int // 0 where the OS does not tell (FreeBSD)
+}
+
+// Peer returns the credentials of the process that connected conn (for
+// an accepted connection) or that listened (for a dialled one).
+func Peer(conn *net.UnixConn) (Cred, error) {
 	rc, err := conn.SyscallConn()
 	if err != nil {
-		return -1, fmt.Errorf("peer credentials: %w", err)
+		return Cred{}, fmt.Errorf("peer credentials: %w", err)
 	}
+	var c Cred
 	var serr error
-	if err := rc.Control(func(fd uintptr) { uid, serr = peerUID(int(fd)) }); err != nil {
-		return -1, fmt.Errorf("peer credentials: %w", err)
+	if err := rc.Control(func(fd uintptr) { c, serr = peer(int(fd)) }); err != nil {
+		return Cred{}, fmt.Errorf("peer credentials: %w", err)
 	}
 	if serr != nil {
-		return -1, fmt.Errorf("peer credentials: %w", serr)
+		return Cred{}, fmt.Errorf("peer credentials: %w", serr)
 	}
-	return uid, nil
+	return c, nil
+}
+
+// PeerUID returns the user id of conn's peer (see Peer).
+func PeerUID(conn *net.UnixConn) (uid int, err error) {
+	c, err := Peer(conn)
+	if err != nil {
+		return -1, err
+	}
+	return c.UID, nil
 }

@@ -1,7 +1,8 @@
 //go:build darwin || freebsd
 
 // What this file does: reads the peer's user id with LOCAL_PEERCRED (what
-// getpeereid(3) reads). TestPeerUID checks the same on Linux's
+// getpeereid(3) reads), and its pid where the OS tells (peerPID).
+// TestPeerUID and TestPeerUIDOfAnotherUser check the same on Linux's
 // SO_PEERCRED.
 
 package peercred
@@ -15,14 +16,14 @@ import (
 // xucredVersion is XUCRED_VERSION of <sys/ucred.h>, on macOS and FreeBSD.
 const xucredVersion = 0
 
-// peerUID reads LOCAL_PEERCRED.
-func peerUID(fd int) (int, error) {
-	cred, err := unix.GetsockoptXucred(fd, unix.SOL_LOCAL, unix.LOCAL_PEERCRED)
+// peer reads LOCAL_PEERCRED.
+func peer(fd int) (Cred, error) {
+	x, err := unix.GetsockoptXucred(fd, unix.SOL_LOCAL, unix.LOCAL_PEERCRED)
 	if err != nil {
-		return -1, err
+		return Cred{}, err
 	}
-	if cred.Version != xucredVersion {
-		return -1, fmt.Errorf("xucred version %d, want %d", cred.Version, xucredVersion)
+	if x.Version != xucredVersion {
+		return Cred{}, fmt.Errorf("xucred version %d, want %d", x.Version, xucredVersion)
 	}
-	return int(cred.Uid), nil
+	return Cred{UID: int(x.Uid), PID: peerPID(fd)}, nil
 }

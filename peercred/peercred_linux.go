@@ -2,11 +2,11 @@ package peercred
 
 import "golang.org/x/sys/unix"
 
-// peerUID reads SO_PEERCRED.
-func peerUID(fd int) (int, error) {
-	cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
+// peer reads SO_PEERCRED.
+func peer(fd int) (Cred, error) {
+	c, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
 	if err != nil {
-		return -1, err
+		return Cred{}, err
 	}
-	return int(cred.Uid), nil
+	return Cred{UID: int(c.Uid), PID: int(c.Pid)}, nil
 }

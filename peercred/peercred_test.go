@@ -34,6 +34,9 @@ func TestPeerUID(t *testing.T) {
 		if err != nil || uid != os.Getuid() {
 			t.Errorf("%s: PeerUID = %d, %v; want %d", name, uid, err, os.Getuid())
 		}
+		if cred, err := Peer(c); err != nil || cred.PID != os.Getpid() {
+			t.Errorf("%s: Peer = %+v, %v; want pid %d", name, cred, err, os.Getpid())
+		}
 	}
 }
 
@@ -84,9 +87,9 @@ func TestPeerUIDOfAnotherUser(t *testing.T) {
 		t.Fatalf("no client: %v (client said %q)", err, out.String())
 	}
 	defer c.Close()
-	uid, err := PeerUID(c)
-	if err != nil || uid != nobody {
-		t.Errorf("PeerUID = %d, %v; want %d (nobody)", uid, err, nobody)
+	cred, err := Peer(c)
+	if err != nil || cred.UID != nobody || cred.PID != cmd.Process.Pid {
+		t.Errorf("Peer = %+v, %v; want uid %d (nobody), pid %d", cred, err, nobody, cmd.Process.Pid)
 	}
 }
 
