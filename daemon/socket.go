@@ -15,9 +15,9 @@ import (
 // when no --socket is given.
 const SocketEnv = "SHELLAGENT_SOCKET"
 
-// maxPath is the longest socket path Linux takes: sun_path holds 108
-// bytes, the terminating NUL included.
-const maxPath = 107
+// maxPath is the longest socket path the OS takes: sun_path holds 108
+// bytes on Linux, 104 on macOS and FreeBSD, the terminating NUL included.
+const maxPath = len(syscall.RawSockaddrUnix{}.Path) - 1
 
 // SocketPath returns the socket path: flag if it is not empty, else
 // $SHELLAGENT_SOCKET, else $XDG_RUNTIME_DIR/shellagent/daemon.sock, else

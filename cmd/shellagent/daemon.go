@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"shellagent/daemon"
+	"shellagent/procexit"
 	"shellagent/supervisor"
 )
 
@@ -246,8 +247,12 @@ func printStatus(w io.Writer, st daemon.Status, now time.Time) {
 	if st.Connections == 1 {
 		conns = "connection"
 	}
-	fmt.Fprintf(w, "daemon pid %d, build %s, up %s, RSS %.1f MiB, %d %s\nsocket %s\n",
-		st.Pid, st.Build, ago(now.Sub(st.Started)), float64(st.RSS)/(1<<20), st.Connections, conns, st.Socket)
+	rss := "RSS unknown" // where there is no /proc/self/status
+	if st.RSS >= 0 {
+		rss = fmt.Sprintf("RSS %.1f MiB", float64(st.RSS)/(1<<20))
+	}
+	fmt.Fprintf(w, "daemon pid %d, build %s, up %s, %s, %d %s\nsocket %s\n",
+		st.Pid, st.Build, ago(now.Sub(st.Started)), rss, st.Connections, conns, st.Socket)
 	if len(st.Sessions) == 0 {
 		fmt.Fprintln(w, "no sessions")
 	}
@@ -334,18 +339,16 @@ func daemonStop(args []string) int {
 // waitExit waits up to d for process pid to exit (to be gone, or a
 // zombie) and reports whether it did.
 func waitExit(pid int, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for {
-		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			return true // gone
-		}
-		if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
+	w, err := procexit.Watch(pid)
+	if errors.Is(err, procexit.ErrGone) {
+		return true
 	}
+	if err != nil {
+		return false
+	}
+	// Best effort, both: closing ends the wait.
+	defer w.Close()
+	t := time.AfterFunc(d, func() { w.Close() })
+	defer t.Stop()
+	return w.Wait() == nil
 }

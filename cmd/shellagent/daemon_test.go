@@ -20,8 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"shellagent/protocol/acptest"
 )
 
@@ -485,107 +483,6 @@ func connectAndRead(socket string) int {
 	}
 	fmt.Printf("answered %q (%v)\n", b, err)
 	return 1
-}
-
-// asUser makes cmd run as uid and gid, able to read and search any
-// directory (CAP_DAC_OVERRIDE), so that only the daemon's peer check
-// stands between it and the socket.
-func asUser(cmd *exec.Cmd, uid, gid uint32) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Credential:  &syscall.Credential{Uid: uid, Gid: gid},
-		AmbientCaps: []uintptr{unix.CAP_DAC_OVERRIDE},
-	}
-}
-
-// A connection from another uid is closed before a byte is exchanged, and
-// logged: a client of another user, and root connecting to a daemon of
-// another user (root is not exempt).
-func TestDaemonRefusesOtherUsers(t *testing.T) {
-	t.Parallel()
-	if os.Geteuid() != 0 {
-		t.Skip("connecting as another user needs root")
-	}
-	// The binaries, where another user can run them: the exec happens
-	// before the capabilities take effect.
-	bin, err := os.MkdirTemp("", "sa-bin")
-	if err == nil {
-		err = os.Chmod(bin, 0o755)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(bin) })
-	testExe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, agent := filepath.Join(bin, "client"), filepath.Join(bin, "shellagent")
-	copyFile(t, testExe, client)
-	copyFile(t, binary, agent)
-	connect := func(t *testing.T, socket string, as *[2]uint32) string {
-		t.Helper()
-		cmd := exec.Command(client)
-		cmd.Env = append(os.Environ(), connectEnv+"="+socket)
-		if as != nil {
-			asUser(cmd, as[0], as[1])
-		}
-		out, err := cmd.Output()
-		if code := exitCode(err); code != 0 || strings.TrimSpace(string(out)) != "closed" {
-			t.Errorf("connecting as %v: exit %d, %q; want the connection closed at once", as, code, out)
-		}
-		return string(out)
-	}
-
-	t.Run("a client of another user", func(t *testing.T) {
-		t.Parallel()
-		d := newDaemonFixture(t)
-		d.relay() // starts the daemon
-		connect(t, d.socket, &[2]uint32{65534, 65534})
-		d.waitLog(`msg="refused a connection from another user"`)
-		d.waitLog(`uid=65534`)
-	})
-	t.Run("root, to a daemon of another user", func(t *testing.T) {
-		t.Parallel()
-		dir, err := os.MkdirTemp("", "sa")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer os.RemoveAll(dir)
-		if err := os.Chown(dir, 65534, 65534); err != nil {
-			t.Fatal(err)
-		}
-		socket := filepath.Join(dir, "d.sock")
-		var log syncBuffer
-		cmd := exec.Command(agent, "daemon", "--socket", socket, "--shell", "/bin/sh", "--containment", "subreaper")
-		cmd.Env = append(os.Environ(), noRaceExitDelay)
-		cmd.Stderr = &log
-		asUser(cmd, 65534, 65534)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			cmd.Process.Signal(syscall.SIGTERM)
-			cmd.Wait()
-			t.Logf("the other user's daemon:\n%s", log.String())
-		}()
-		waitFor(t, "the daemon to listen", func() bool { return strings.Contains(log.String(), "daemon serving") })
-		connect(t, socket, nil)
-		waitFor(t, "the refusal in the log", func() bool {
-			return strings.Contains(log.String(), `msg="refused a connection from another user"`) && strings.Contains(log.String(), "uid=0")
-		})
-	})
-}
-
-// copyFile copies the executable src to dst.
-func copyFile(t *testing.T, src, dst string) {
-	t.Helper()
-	b, err := os.ReadFile(src)
-	if err == nil {
-		err = os.WriteFile(dst, b, 0o755)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // waitFor polls cond for up to 10 s.
