@@ -3,9 +3,10 @@
 // [Run] starts an agent, opens one session and sends each input line as a
 // prompt (slash commands pass through to the agent). It prints what the
 // agent reports: each terminal's output live and decoded (every line
-// labelled "term_N| " while several terminals run), agent messages, tool
-// calls that are not plain commands, exit statuses as they arrive, and the
-// background list whenever it changes. It applies the client-side rules of
+// labelled "term_N| " while several terminals run), agent messages,
+// notices (their title and description), tool calls that are not plain
+// commands, exit statuses as they arrive, and the background list
+// whenever it changes. It applies the client-side rules of
 // the v2 Background Work RFD: a session is quiet when it is idle with an
 // empty list; work that reported its end is never called abandoned, and an
 // unfinished item left out of the list while idle is; before closing it
@@ -14,6 +15,24 @@
 // An interrupt sends session/cancel (the foreground command stops,
 // background work runs on); a second interrupt or the end of the input
 // closes the session and returns.
+//
+// On a terminal (Config.Terminal), with an agent that offers the
+// _shellagent/terminal/write and _shellagent/terminal/resize methods
+// (initialize's _meta.shellagent.methods), the client is a terminal
+// instead (tty.go): the terminal is in raw mode; at the prompt a line
+// editor with history reads each line, and the terminal's replies (a
+// cursor position report) never become part of one; while a command that
+// a line started runs, every keystroke (Ctrl-C too: the command's own
+// interrupt) goes to its PTY and its output alone is shown as it is,
+// with the screen's size given at the start and on SIGWINCH. Ctrl-B is
+// the prefix of the client's keys: b moves the command to the
+// background, c stops it, d detaches, Ctrl-B types Ctrl-B. /attach ID
+// gives a background terminal the keyboard and the screen the same way,
+// redrawn from the client's copy of its output; /help and /quit are the
+// client's own. Closing with background work asks first (y/N; Ctrl-C
+// means no). With an agent that lacks the methods, the client says so
+// once and runs as on any other input. The client's own messages name
+// what the user can type (/stop term_1), never a wire method.
 //
 // The client never waits on the agent without a bound, and never passes
 // the agent's bytes to the user's terminal unchecked, except a terminal's
@@ -48,10 +67,13 @@
 // goroutine; agentProc is the agent's process; client is the event loop,
 // the UI state machine, which takes input events from a channel whatever
 // their source; it prints through view (the session's updates), session
-// (the RFD's rules), permissions and printer.
+// (the RFD's rules), permissions and printer. In terminal mode tty routes
+// keys and the screen, and editor (golang.org/x/term's line editor) reads
+// lines on a goroutine of its own.
 package lineclient
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -119,6 +141,14 @@ type Config struct {
 	// Interrupts delivers the user's interrupts (Ctrl-C); nil means none.
 	// While Run stops the agent, an interrupt sends it SIGKILL.
 	Interrupts <-chan os.Signal
+	// Terminal, if not nil, is the user's terminal, which Input reads and
+	// Output writes. If the agent offers the input methods, the client
+	// runs in terminal mode (see the package doc); otherwise it says so
+	// and runs as on any other input. Run restores the terminal's mode
+	// before it returns.
+	Terminal *os.File
+	// Resizes delivers the terminal's SIGWINCH; nil means none.
+	Resizes <-chan os.Signal
 	// Version is the client's version for initialize; "" means "devel".
 	Version string
 }
@@ -183,11 +213,15 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	rpc := newConn(a.stdout, a.stdin, cfg.Trace)
 	c := newClient(cfg, rpc)
-	done := make(chan struct{})
-	lines := make(chan inputEvent)
-	go readInput(cfg.Input, lines, done)
-	runErr := c.loop(ctx, lines)
-	close(done)
+	if cfg.Terminal == nil {
+		c.startInput()
+	} // else once the agent has said whether it takes keystrokes
+	runErr := c.loop(ctx)
+	close(c.done)
+	if c.tty != nil {
+		c.tty.close()
+		c.p.w = cfg.Output
+	}
 	rpc.hangUp(!c.endNow)
 	if err := a.stop(c.endNow, c.stopGrace(), cfg.Interrupts, c.p.note); err != nil && runErr == nil {
 		runErr = err
@@ -199,11 +233,43 @@ func Run(ctx context.Context, cfg Config) error {
 	return runErr
 }
 
-// inputEvent is a line of input, or its end.
+// inputEvent is a line of input, keys read from a terminal in raw mode,
+// or the end of the input.
 type inputEvent struct {
 	line string
+	keys []byte
 	eof  bool
 	err  error // a read error other than io.EOF
+}
+
+// startInput starts reading the input: keys in terminal mode, else lines.
+func (c *client) startInput() {
+	if c.tty != nil {
+		go readKeys(c.cfg.Input, c.input, c.done)
+		return
+	}
+	go readInput(c.cfg.Input, c.input, c.done)
+}
+
+// readKeys sends what each read of r returns, then an eof event, until
+// done closes.
+func readKeys(r io.Reader, out chan<- inputEvent, done <-chan struct{}) {
+	buf := make([]byte, 4<<10)
+	for {
+		n, err := r.Read(buf)
+		ev := inputEvent{keys: bytes.Clone(buf[:n])}
+		if err != nil {
+			ev = inputEvent{eof: true}
+		}
+		select {
+		case out <- ev:
+		case <-done:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // readInput sends each line of r, then an eof event, until done closes.
@@ -261,6 +327,11 @@ type client struct {
 	sess      *session
 	commands  map[string]bool // the agent's slash commands, without "/"
 	killGrace time.Duration   // the session's kill grace, as the agent last reported it
+	input     chan inputEvent // from the reader, once started
+	done      chan struct{}   // closed when the loop has returned: the reader stops
+	tty       *tty            // terminal mode; nil otherwise
+
+	commandList []command // the agent's slash commands, in its order
 
 	held       *inputEvent // the first input event, read during start-up
 	interrupts int         // Ctrl-C presses since the last line sent
@@ -277,6 +348,7 @@ type client struct {
 // the turn of the prompt it sent, then, after "/stop ID" of a listed item,
 // the item leaving the list.
 type turnWait struct {
+	line      string // the prompt
 	requestID string
 	answered  bool   // the prompt's response arrived
 	respSeq   int    // seq of the response
@@ -295,14 +367,25 @@ func newClient(cfg Config, rpc *conn) *client {
 		perms:     &permissions{mode: cfg.Permissions, rpc: rpc, p: p},
 		commands:  make(map[string]bool),
 		killGrace: defaultKillGrace,
+		input:     make(chan inputEvent),
+		done:      make(chan struct{}),
 	}
 }
 
+// command is one of the agent's slash commands.
+type command struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+}
+
 // loop runs the client until it has finished.
-func (c *client) loop(ctx context.Context, input <-chan inputEvent) error {
+func (c *client) loop(ctx context.Context) error {
 	c.start()
 	ctxDone := ctx.Done()
 	for c.phase != finished {
+		if c.tty != nil {
+			c.tty.settle()
+		}
 		if c.phase == running && c.held != nil {
 			ev := *c.held
 			c.held = nil
@@ -310,8 +393,12 @@ func (c *client) loop(ctx context.Context, input <-chan inputEvent) error {
 			continue
 		}
 		var lines <-chan inputEvent
-		if c.wantsInput() {
-			lines = input
+		if c.tty != nil || c.wantsInput() {
+			lines = c.input
+		}
+		var edited <-chan editResult
+		if c.tty != nil {
+			edited = c.tty.ed.lines
 		}
 		select {
 		case in, ok := <-c.rpc.lines:
@@ -326,6 +413,12 @@ func (c *client) loop(ctx context.Context, input <-chan inputEvent) error {
 			}
 		case ev := <-lines:
 			c.handleInput(ev)
+		case r := <-edited:
+			c.tty.line(r)
+		case <-c.cfg.Resizes:
+			if c.tty != nil {
+				c.tty.resized()
+			}
 		case <-c.cfg.Interrupts:
 			c.interrupt()
 		case <-ctxDone:
@@ -426,6 +519,7 @@ func (c *client) start() {
 				Name    string `json:"name"`
 				Version string `json:"version"`
 			} `json:"info"`
+			Meta json.RawMessage `json:"_meta"`
 		}
 		if !c.ok("initialize", m, &res) {
 			return
@@ -436,6 +530,9 @@ func (c *client) start() {
 			return
 		}
 		c.p.note(fmt.Sprintf("agent: %s %s, ACP v2", res.Info.Name, res.Info.Version))
+		if c.cfg.Terminal != nil {
+			c.startTerminal(hasInputMethods(res.Meta))
+		}
 		c.newSession()
 	})
 }
@@ -459,17 +556,19 @@ func (c *client) ok(method string, m *message, result any) bool {
 func (c *client) newSession() {
 	c.startCall("session/new", map[string]any{"cwd": c.cfg.Cwd}, func(m *message) {
 		var res struct {
-			SessionID         string `json:"sessionId"`
-			AvailableCommands []struct {
-				Name string `json:"name"`
-			} `json:"availableCommands"`
-			ConfigOptions json.RawMessage `json:"configOptions"`
+			SessionID         string          `json:"sessionId"`
+			AvailableCommands []command       `json:"availableCommands"`
+			ConfigOptions     json.RawMessage `json:"configOptions"`
 		}
 		if !c.ok("session/new", m, &res) {
 			return
 		}
 		c.sess = newSession(res.SessionID)
 		c.view = &view{p: c.p, sess: c.sess}
+		if c.tty != nil {
+			c.view.started, c.view.raw = c.tty.started, c.tty.output
+		}
+		c.commandList = res.AvailableCommands
 		for _, cmd := range res.AvailableCommands {
 			c.commands[cmd.Name] = true
 		}
@@ -560,34 +659,66 @@ func (c *client) interrupt() {
 	case finished:
 		return
 	}
-	if c.cfg.Interactive {
+	switch {
+	case c.tty != nil && c.tty.asking:
+		c.tty.declined()
+		return
+	case c.tty == nil && c.cfg.Interactive:
 		c.p.write([]byte("\n")) // the terminal echoed ^C where the cursor was
 	}
 	c.interrupts++
 	if c.interrupts > 1 {
-		c.quit()
+		c.askQuit()
+		return
+	}
+	if c.tty != nil && c.sess.state == "idle" {
+		c.p.note("Ctrl-C again, Ctrl-D or /quit closes the session")
 		return
 	}
 	c.rpc.notify("session/cancel", map[string]string{"sessionId": c.sess.id})
 	// Permission requests for the cancelled foreground work are answered
 	// cancelled; those for listed work stay open.
 	c.perms.cancelAll(func(p *permission) bool { return slices.ContainsFunc(p.req.Subject.refs(), c.sess.listed) })
-	c.p.note("session/cancel sent: the foreground command stops, background work runs on; Ctrl-C again closes the session")
+	c.p.note("cancelling the foreground command; background work runs on; Ctrl-C again closes the session")
 }
 
-// quit says what closing will stop, then closes the session. The answer
-// is awaited for the kill grace plus closeSlack; at a terminal, or after
-// a second Ctrl-C, the client says so.
+// askQuit closes the session; in terminal mode, if that would stop
+// background work, it asks first.
+func (c *client) askQuit() {
+	if c.tty == nil || c.phase != running {
+		c.quit()
+		return
+	}
+	if warning := c.sess.closeWarning(); warning != "" {
+		c.tty.ask(warning)
+		return
+	}
+	c.closeSession()
+}
+
+// quit says what closing will stop, then closes the session.
 func (c *client) quit() {
+	if c.phase == closing || c.phase == finished {
+		return
+	}
+	if c.sess != nil {
+		if warning := c.sess.closeWarning(); warning != "" {
+			c.p.note(warning)
+		}
+	}
+	c.closeSession()
+}
+
+// closeSession closes the session. The answer is awaited for the kill
+// grace plus closeSlack; at a terminal, or after a second Ctrl-C, the
+// client says so.
+func (c *client) closeSession() {
 	if c.phase == closing || c.phase == finished {
 		return
 	}
 	if c.sess == nil {
 		c.phase = finished
 		return
-	}
-	if warning := c.sess.closeWarning(); warning != "" {
-		c.p.note(warning)
 	}
 	c.perms.cancelAll(nil)
 	c.wait = nil

@@ -11,6 +11,10 @@ import (
 // line is held until the session runs, and the end of the input ends the
 // client at once.
 func (c *client) handleInput(ev inputEvent) {
+	if ev.keys != nil {
+		c.tty.keys(ev.keys)
+		return
+	}
 	if ev.err != nil {
 		c.p.note(fmt.Sprintf("reading input: %v", ev.err))
 	}
@@ -32,14 +36,14 @@ func (c *client) handleInput(ev inputEvent) {
 	if line == "" {
 		return
 	}
-	if !c.cfg.Interactive {
+	if !c.cfg.Interactive && c.tty == nil {
 		c.p.text("> " + line)
 	}
 	c.prompt(line)
 }
 
-// prompt sends a line as a prompt. In script mode, the next line waits for
-// its turn to end.
+// prompt sends a line as a prompt. In script mode and in terminal mode,
+// the next line waits for its turn to end.
 func (c *client) prompt(line string) {
 	c.interrupts = 0
 	c.view.lastLine = line
@@ -48,8 +52,8 @@ func (c *client) prompt(line string) {
 		"prompt":    []map[string]string{{"type": "text", "text": line}},
 	}
 	var w *turnWait
-	if !c.cfg.Interactive {
-		w = &turnWait{}
+	if !c.cfg.Interactive || c.tty != nil {
+		w = &turnWait{line: line}
 		if id, ok := strings.CutPrefix(line, "/stop "); ok && c.commands["stop"] && c.sess.listed(strings.TrimSpace(id)) {
 			w.stopID = strings.TrimSpace(id)
 		}

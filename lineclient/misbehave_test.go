@@ -168,7 +168,7 @@ func TestHangingAgent(t *testing.T) {
 	t.Run("two interrupts", func(t *testing.T) {
 		t.Parallel()
 		h := startHang(t)
-		done := h.script(t, "> hang\n", "[session/cancel sent: ")
+		done := h.script(t, "> hang\n", "[cancelling the foreground command; ")
 		took, err := runWithin(t, 2*(time.Second+closeSlack)+slack, h.cfg)
 		<-done
 		if err == nil || !strings.Contains(err.Error(), "no answer to session/close within 3s") {
@@ -210,7 +210,7 @@ func TestHangingAgent(t *testing.T) {
 	t.Run("interrupts cut the waits short", func(t *testing.T) {
 		t.Parallel()
 		h := startHang(t)
-		done := h.script(t, "> hang\n", "[session/cancel sent: ", waiting, "[interrupted again: stopping the agent]\n")
+		done := h.script(t, "> hang\n", "[cancelling the foreground command; ", waiting, "[interrupted again: stopping the agent]\n")
 		_, err := runWithin(t, slack, h.cfg)
 		<-done
 		if err == nil || !strings.Contains(err.Error(), "interrupted while closing the session") {

@@ -53,8 +53,8 @@ func sessionWith(state string, bg []bgItem, reported bool, terms []string, calls
 	return s
 }
 
-func term(id string) bgItem { return bgItem{Type: "terminal", TerminalID: id} }
-func call(id string) bgItem { return bgItem{Type: "tool_call", ToolCallID: id} }
+func termItem(id string) bgItem { return bgItem{Type: "terminal", TerminalID: id} }
+func call(id string) bgItem     { return bgItem{Type: "tool_call", ToolCallID: id} }
 
 func TestAbandoned(t *testing.T) {
 	tests := []struct {
@@ -67,9 +67,9 @@ func TestAbandoned(t *testing.T) {
 		{"unfinished work left out of the list while idle",
 			sessionWith("idle", nil, true, []string{"term_1"}, []string{"call_1:in_progress", "call_2:pending"}), []string{"call_1", "call_2", "term_1"}},
 		{"listed work is live",
-			sessionWith("idle", []bgItem{term("term_1"), call("call_2")}, true, []string{"term_1"}, []string{"call_2:pending"}), nil},
+			sessionWith("idle", []bgItem{termItem("term_1"), call("call_2")}, true, []string{"term_1"}, []string{"call_2:pending"}), nil},
 		{"a tool call that references a listed terminal is live",
-			sessionWith("idle", []bgItem{term("term_1")}, true, []string{"term_1"}, []string{"call_1:in_progress>term_1"}), nil},
+			sessionWith("idle", []bgItem{termItem("term_1")}, true, []string{"term_1"}, []string{"call_1:in_progress>term_1"}), nil},
 		{"nothing is abandoned while running",
 			sessionWith("running", nil, true, []string{"term_1"}, []string{"call_1:in_progress"}), nil},
 		{"nothing is abandoned while the list is not reported",
@@ -99,7 +99,7 @@ func TestListingAndCloseWarning(t *testing.T) {
 		{"not reported", sessionWith("idle", nil, false, nil, nil),
 			"background: not reported (what runs in the background is unknown)",
 			"the agent does not report its background work: closing the session stops whatever still runs"},
-		{"a terminal and a job", sessionWith("idle", []bgItem{term("term_1"), call("call_2")}, true, []string{"term_1"}, []string{"call_2:pending"}),
+		{"a terminal and a job", sessionWith("idle", []bgItem{termItem("term_1"), call("call_2")}, true, []string{"term_1"}, []string{"call_2:pending"}),
 			"background: term_1 (cmd term_1), call_2 (job, pending)",
 			"closing the session will stop 2 background items: term_1 (cmd term_1), call_2 (job, pending)"},
 		{"only scheduled work", sessionWith("idle", []bgItem{call("call_2")}, true, nil, []string{"call_2:pending"}),
@@ -122,7 +122,7 @@ func TestListingAndCloseWarning(t *testing.T) {
 // After a close answered without final updates, listed work counts as
 // stopped: tool calls cancelled, terminals exited with no known status.
 func TestClosed(t *testing.T) {
-	s := sessionWith("idle", []bgItem{term("term_1"), call("call_2"), term("term_3")}, true,
+	s := sessionWith("idle", []bgItem{termItem("term_1"), call("call_2"), termItem("term_3")}, true,
 		[]string{"term_1", "term_3=exit"}, []string{"call_2:pending", "call_4:completed>term_1", "call_5:in_progress>term_1"})
 	want := []string{"call_2 cancelled by the close", "call_5 cancelled by the close", "term_1 stopped by the close: exit status unknown"}
 	if got := s.closed(); !slices.Equal(got, want) {

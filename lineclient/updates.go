@@ -16,8 +16,15 @@ func (c *client) handleUpdate(u *update) {
 		}
 	case "state_update":
 		c.paceState(c.view.stateUpdate(u))
+	case "notice":
+		if c.tty == nil || !c.tty.mutes(u) {
+			c.view.notice(u, c.tty != nil)
+		}
 	default:
 		c.view.show(u)
+		if c.tty != nil {
+			c.tty.updated(u)
+		}
 	}
 }
 
@@ -28,6 +35,38 @@ type view struct {
 	sess        *session
 	lastLine    string // the last line sent as a prompt
 	lastListing string // the last background listing printed
+
+	// In terminal mode: started announces a new terminal if it takes the
+	// screen, and raw takes terminal output instead of the printer.
+	started func(*terminal) bool
+	raw     func(id string, data []byte)
+}
+
+// output shows a chunk of a terminal's output.
+func (v *view) output(id string, data []byte) {
+	if v.raw != nil {
+		v.raw(id, data)
+		return
+	}
+	v.p.output(id, data, v.sess.live() > 1)
+}
+
+// notice prints a notice: its title as a note ("warning: " first for a
+// warning or an error), and its description. With attach set, a terminal
+// waiting for input is said to be one /attach away.
+func (v *view) notice(u *update, attach bool) {
+	if u.Title == nil {
+		return
+	}
+	title := *u.Title
+	if u.Severity == "warning" || u.Severity == "error" {
+		title = u.Severity + ": " + title
+	}
+	v.p.note(title)
+	v.p.text(u.Description)
+	if id := u.Meta.Shellagent.TerminalID; attach && u.Meta.Shellagent.Event == "waiting_for_input" && id != "" {
+		v.p.note("/attach " + id + " types into it")
+	}
 }
 
 // show applies an update other than a state_update.
@@ -45,7 +84,7 @@ func (v *view) show(u *update) {
 			v.p.note(fmt.Sprintf("%s: output that is not base64: %v", u.TerminalID, err))
 			return
 		}
-		v.p.output(u.TerminalID, data, v.sess.live() > 1)
+		v.output(u.TerminalID, data)
 	case "tool_call_update", "tool_call":
 		v.toolCallUpdate(u)
 	}
@@ -90,7 +129,10 @@ func (v *view) terminalUpdate(u *update) {
 	if u.Command != nil {
 		t.command = *u.Command
 	}
-	if isNew {
+	switch {
+	case !isNew:
+	case v.started != nil && v.started(t):
+	default:
 		if t.command == "" || t.command == v.lastLine {
 			v.p.note(t.id + " started")
 		} else {
@@ -121,7 +163,7 @@ func (v *view) snapshot(t *terminal, out *terminalOutput, isNew bool) {
 		return
 	}
 	if isNew {
-		v.p.output(t.id, data, v.sess.live() > 1)
+		v.output(t.id, data)
 	}
 }
 

@@ -57,11 +57,21 @@ type update struct {
 	Output     *terminalOutput `json:"output"`
 	ExitStatus *exitStatus     `json:"exitStatus"`
 
-	// tool_call_update
+	// tool_call_update; Title for a notice too
 	ToolCallID string  `json:"toolCallId"`
 	Title      *string `json:"title"`
 	Kind       *string `json:"kind"`
 	Status     *string `json:"status"`
+
+	// notice (and its title, above)
+	Severity    string `json:"severity"`
+	Description string `json:"description"`
+	Meta        struct {
+		Shellagent struct {
+			TerminalID string `json:"terminalId"`
+			Event      string `json:"event"`
+		} `json:"shellagent"`
+	} `json:"_meta"`
 }
 
 type terminalOutput struct {

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 
 	"shellagent/lineclient"
 )
@@ -140,7 +140,7 @@ func runClient(args []string) (code int) {
 		Cwd:         opts.cwd,
 		Input:       os.Stdin,
 		Output:      os.Stdout,
-		Interactive: isTerminal(os.Stdin),
+		Interactive: term.IsTerminal(int(os.Stdin.Fd())),
 		Permissions: lineclient.Permissions(opts.permissions),
 		Settings:    opts.settings,
 		Version:     version(),
@@ -159,6 +159,13 @@ func runClient(args []string) (code int) {
 			}
 		}()
 	}
+	if cfg.Interactive && term.IsTerminal(int(os.Stdout.Fd())) {
+		cfg.Terminal = os.Stdin
+		resizes := make(chan os.Signal, 1)
+		signal.Notify(resizes, syscall.SIGWINCH)
+		defer signal.Stop(resizes)
+		cfg.Resizes = resizes
+	}
 	interrupts := make(chan os.Signal, 1)
 	signal.Notify(interrupts, os.Interrupt)
 	defer signal.Stop(interrupts)
@@ -171,10 +178,4 @@ func runClient(args []string) (code int) {
 		return 1
 	}
 	return 0
-}
-
-// isTerminal reports whether f is a terminal.
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), ioctlGetTermios)
-	return err == nil
 }

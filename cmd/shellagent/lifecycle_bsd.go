@@ -16,9 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ioctlGetTermios is the ioctl that reads a terminal's settings.
-const ioctlGetTermios = unix.TIOCGETA
-
 // maxScanFds bounds the descriptors closeOnExec tries where the limit is
 // larger still (unlimited).
 const maxScanFds = 1 << 20

@@ -8,9 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ioctlGetTermios is the ioctl that reads a terminal's settings.
-const ioctlGetTermios = unix.TCGETS
-
 // closeOnExec marks every descriptor above stderr close-on-exec: the agent
 // may have inherited some, and its commands must not.
 func closeOnExec() error {

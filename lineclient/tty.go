@@ -1,0 +1,571 @@
+package lineclient
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"golang.org/x/term"
+)
+
+// Terminal mode: the client on a terminal, with an agent that offers the
+// input methods. The user's terminal is in raw mode for the whole session.
+// At the prompt, golang.org/x/term's editor reads a line (editing,
+// history); the terminal's replies never reach it (see editKeys). A
+// command that a line started takes the keyboard and the screen: each
+// keystroke goes to its PTY with _shellagent/terminal/write, the screen's
+// size with _shellagent/terminal/resize (at the start and on SIGWINCH),
+// and only its output is shown, as it is. Ctrl-B is the prefix of the
+// client's own keys: b moves the command to the background, c stops it,
+// d detaches from it, Ctrl-B types Ctrl-B. /attach ID does the same for a
+// background terminal, after redrawing its screen from the client's copy
+// of its output. Notes and messages that arrive meanwhile are held and
+// shown once the terminal has let go of the screen; the output of
+// terminals that do not have the screen is not shown (/attach, /tail).
+
+// The input methods: terminal mode needs both.
+const (
+	methodWrite  = "_shellagent/terminal/write"
+	methodResize = "_shellagent/terminal/resize"
+)
+
+// Bounds of terminal mode.
+const (
+	maxWrite   = 64 << 10  // the most bytes one write carries (the agent's cap)
+	maxPending = 64 << 10  // keys typed ahead, while nothing takes them
+	copySize   = 256 << 10 // output kept per live terminal, to redraw it
+	maxHeld    = 256 << 10 // notes held while a terminal has the screen
+)
+
+// resetModes undoes what a program may have left set in the terminal when
+// it lets go of the screen: application cursor keys and keypad, a hidden
+// cursor, colours and attributes, bracketed paste, mouse reports.
+const resetModes = "\x1b[?1l\x1b>\x1b[?25h\x1b[0m\x1b[?2004l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l"
+
+// hasInputMethods reports whether an initialize result's
+// _meta.shellagent.methods lists the input methods.
+func hasInputMethods(meta json.RawMessage) bool {
+	var m struct {
+		Shellagent struct {
+			Methods []string `json:"methods"`
+		} `json:"shellagent"`
+	}
+	if json.Unmarshal(meta, &m) != nil {
+		return false
+	}
+	return slices.Contains(m.Shellagent.Methods, methodWrite) && slices.Contains(m.Shellagent.Methods, methodResize)
+}
+
+// tty is terminal mode's state. It belongs to the client's event loop,
+// and is the printer's writer (Write).
+type tty struct {
+	c          *client
+	fd         int
+	out        io.Writer // the screen
+	saved      *term.State
+	cols, rows int
+	ed         *editor
+	att        *attachment // the terminal that has the keyboard and the screen, if any
+	asking     bool        // the close question is open: the next key answers it
+	pending    []byte      // keys typed while nothing takes them
+	partial    []byte      // an escape sequence cut by the end of a read, for the editor
+	copies     map[string]*outputCopy
+	held       []byte // what the printer wrote while a terminal had the screen
+	heldLost   int    // bytes of it dropped past maxHeld
+}
+
+// attachment is a terminal that has the keyboard and the screen.
+type attachment struct {
+	id      string
+	prefix  bool // Ctrl-B was typed: the next key is the client's
+	atStart bool // the cursor is at the start of a line
+	failed  bool // a write failed and was reported
+}
+
+// startTerminal starts terminal mode if the agent takes keystrokes, or
+// says that the client runs in line mode; then it starts reading input.
+func (c *client) startTerminal(methods bool) {
+	switch {
+	case !methods:
+		c.p.note("this agent cannot be typed into: line mode (each line is sent as a prompt; Ctrl-C cancels)")
+	default:
+		t, err := newTTY(c, c.cfg.Terminal, c.cfg.Output)
+		if err != nil {
+			c.p.note(err.Error() + ": line mode")
+			break
+		}
+		c.tty, c.p.w = t, t
+	}
+	c.startInput()
+}
+
+// newTTY puts the terminal f in raw mode and starts the editor.
+func newTTY(c *client, f *os.File, out io.Writer) (*tty, error) {
+	fd := int(f.Fd())
+	saved, err := term.MakeRaw(fd)
+	if err != nil {
+		return nil, fmt.Errorf("lineclient: raw mode: %w", err)
+	}
+	t := &tty{c: c, fd: fd, out: out, saved: saved, copies: make(map[string]*outputCopy)}
+	t.ed = newEditor(out)
+	t.readSize()
+	return t, nil
+}
+
+// readSize reads the terminal's size, keeping the last one known if that
+// fails.
+func (t *tty) readSize() {
+	cols, rows, err := term.GetSize(t.fd)
+	if err != nil || cols <= 0 || rows <= 0 {
+		if t.cols == 0 {
+			t.cols, t.rows = 80, 24
+		}
+		return
+	}
+	t.cols, t.rows = cols, rows
+	t.ed.setSize(cols, rows)
+}
+
+// close lets go of the screen, clears the prompt and restores the
+// terminal's mode.
+func (t *tty) close() {
+	if t.att != nil {
+		t.detach()
+	}
+	if t.ed.reading {
+		_, _ = io.WriteString(t.out, "\r\x1b[K") // Best effort: the prompt line goes.
+	}
+	t.ed.close()
+	_ = term.Restore(t.fd, t.saved) // Best effort: nothing more to do if it fails.
+}
+
+// Write writes what the printer prints: through the editor while it reads
+// a line (the prompt stays below), held while a terminal has the screen,
+// else with each newline made CRLF, as raw mode needs.
+func (t *tty) Write(b []byte) (int, error) {
+	switch {
+	case t.att != nil:
+		if room := maxHeld - len(t.held); room < len(b) {
+			t.heldLost += len(b) - max(room, 0)
+			b = b[:max(room, 0)]
+		}
+		t.held = append(t.held, b...)
+		return len(b), nil
+	case t.ed.reading:
+		return t.ed.term.Write(b)
+	}
+	return writeCRLF(t.out, b)
+}
+
+// writeCRLF writes b with each "\n" as "\r\n".
+func writeCRLF(w io.Writer, b []byte) (int, error) {
+	if _, err := w.Write(bytes.ReplaceAll(b, []byte("\n"), []byte("\r\n"))); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// raw writes b to the screen as it is.
+func (t *tty) raw(b []byte) {
+	if t.c.p.err == nil {
+		_, t.c.p.err = t.out.Write(b)
+	}
+}
+
+// keys routes keys read from the terminal: to the close question, the
+// terminal that has the keyboard, or the editor; kept for the next of
+// them if none takes them now. Ctrl-C is the client's interrupt except
+// while a terminal has the keyboard.
+func (t *tty) keys(b []byte) {
+	for len(b) > 0 {
+		switch {
+		case t.c.phase != running:
+			if bytes.IndexByte(b, keyCtrlC) >= 0 {
+				t.c.interrupt()
+				return
+			}
+			t.pending = append(t.pending, b[:min(len(b), maxPending-len(t.pending))]...) // typed ahead
+			return
+		case t.asking:
+			b = t.answer(b)
+		case t.att != nil:
+			b = t.forward(b)
+		case t.ed.reading:
+			b = t.edit(b)
+		default:
+			t.pending = append(t.pending, b[:min(len(b), maxPending-len(t.pending))]...) // typed ahead
+			return
+		}
+	}
+}
+
+// edit gives keys to the editor, up to a Ctrl-C, which is the interrupt:
+// it clears the line. It returns the keys after that Ctrl-C.
+func (t *tty) edit(b []byte) []byte {
+	keys, rest := editKeys(append(t.partial, b...))
+	t.partial = rest
+	before, after, interrupted := bytes.Cut(keys, []byte{keyCtrlC})
+	t.ed.in.push(before)
+	if !interrupted {
+		return nil
+	}
+	t.ed.in.push([]byte{0x05, 0x15}) // Ctrl-E, Ctrl-U: the line is dropped
+	t.c.interrupt()
+	return after
+}
+
+// answer takes the first key as the answer to the close question: y
+// closes the session, anything else (Ctrl-C too) keeps it. The keys
+// after it are dropped.
+func (t *tty) answer(b []byte) []byte {
+	keys, _ := editKeys(b)
+	if len(keys) == 0 {
+		return nil
+	}
+	t.asking = false
+	if keys[0] == 'y' || keys[0] == 'Y' {
+		t.c.closeSession()
+	} else {
+		t.declined()
+	}
+	return nil
+}
+
+// ask asks whether to close the session, which stops the background work
+// warning describes.
+func (t *tty) ask(warning string) {
+	t.c.p.note(warning)
+	t.c.p.note("close the session and stop it? y/N")
+	t.asking = true
+}
+
+// declined keeps the session open after a no to the close question.
+func (t *tty) declined() {
+	t.asking = false
+	t.c.interrupts = 0
+	s := t.c.sess
+	if s.bgReported && len(s.bg) > 0 {
+		t.c.p.note("nothing was stopped; stop an item with /stop " + s.bg[0].id())
+		return
+	}
+	t.c.p.note("nothing was stopped")
+}
+
+// forward types keys into the terminal that has the keyboard, and acts
+// on the client's keys (Ctrl-B, then b, c, d or Ctrl-B). It returns the
+// keys after one that let go of the terminal.
+func (t *tty) forward(b []byte) []byte {
+	a := t.att
+	out := make([]byte, 0, len(b))
+	for i, k := range b {
+		switch {
+		case !a.prefix && k == keyCtrlB:
+			a.prefix = true
+		case !a.prefix:
+			out = append(out, k)
+		case k == keyCtrlB:
+			a.prefix = false
+			out = append(out, k)
+		default:
+			a.prefix = false
+			if k != 'b' && k != 'c' && k != 'd' {
+				continue // no such key: nothing happens
+			}
+			t.write(a, out)
+			out = out[:0]
+			t.prefixed(a, k)
+			if t.att != a {
+				return b[i+1:]
+			}
+		}
+	}
+	t.write(a, out)
+	return nil
+}
+
+// prefixed acts on Ctrl-B then k: b and d let go of the terminal (a
+// foreground command moves to the background), c stops it.
+func (t *tty) prefixed(a *attachment, k byte) {
+	c := t.c
+	fg := !c.sess.listed(a.id)
+	switch {
+	case k == 'c' && fg:
+		c.rpc.notify("session/cancel", map[string]string{"sessionId": c.sess.id})
+	case k == 'c':
+		c.prompt("/stop " + a.id)
+	case fg:
+		c.prompt("/bg")
+		t.detach()
+	default:
+		t.detach()
+	}
+}
+
+// write types b into the attached terminal.
+func (t *tty) write(a *attachment, b []byte) {
+	for len(b) > 0 {
+		n := min(len(b), maxWrite)
+		params := map[string]string{"sessionId": t.c.sess.id, "terminalId": a.id, "data": base64.StdEncoding.EncodeToString(b[:n])}
+		b = b[n:]
+		t.c.rpc.call(methodWrite, params, func(m *message) {
+			if m.Error != nil && m.Error.Code != -32602 && !a.failed { // -32602: it has just exited
+				a.failed = true
+				t.c.p.note(fmt.Sprintf("typing into %s failed: %s", a.id, m.Error.Message))
+			}
+		})
+	}
+}
+
+// sendSize gives the attached terminal the screen's size.
+func (t *tty) sendSize(cols, rows int) {
+	params := map[string]any{"sessionId": t.c.sess.id, "terminalId": t.att.id, "size": map[string]int{"cols": cols, "rows": rows}}
+	id := t.att.id
+	t.c.rpc.call(methodResize, params, func(m *message) {
+		if m.Error != nil && m.Error.Code != -32602 {
+			t.c.p.note(fmt.Sprintf("resizing %s failed: %s", id, m.Error.Message))
+		}
+	})
+}
+
+// resized takes a SIGWINCH.
+func (t *tty) resized() {
+	t.readSize()
+	if t.att != nil {
+		t.sendSize(t.cols, t.rows)
+	}
+}
+
+// started is told of a new terminal; it takes the keyboard and the screen
+// if it runs the line the client sent last and waits for, and reports
+// whether it did (and so announced the terminal).
+func (t *tty) started(tm *terminal) bool {
+	w := t.c.wait
+	if w == nil || t.att != nil || t.ed.reading || t.asking || tm.exit != nil || tm.command != w.line {
+		return false
+	}
+	t.c.p.note(tm.id + ": keys go to the command; Ctrl-B b: background, Ctrl-B c: cancel")
+	t.attach(tm.id)
+	return true
+}
+
+// attach gives a terminal the keyboard and the screen.
+func (t *tty) attach(id string) {
+	t.att = &attachment{id: id, atStart: true}
+	t.sendSize(t.cols, t.rows)
+}
+
+// attachCommand serves /attach ID.
+func (t *tty) attachCommand(id string) {
+	s := t.c.sess
+	tm := s.terminals[id]
+	switch {
+	case id == "":
+		t.c.p.note("/attach needs a terminal id; /ps lists them")
+		return
+	case tm == nil:
+		t.c.p.note("no terminal " + id + "; /ps lists them")
+		return
+	case tm.exit != nil:
+		t.c.p.note(id + " has ended (" + tm.exit.String() + "); /tail " + id + " shows its output")
+		return
+	}
+	what := id
+	if tm.command != "" {
+		what += " (" + tm.command + ")"
+	}
+	t.c.p.note(what + ": keys go to it; Ctrl-B d: detach, Ctrl-B c: stop it")
+	cp := t.copies[id]
+	t.attach(id)
+	if cp == nil {
+		return
+	}
+	if cp.alt.on {
+		// Its screen from the switch on, and a resize there and back,
+		// which makes a full-screen program draw itself again.
+		t.raw([]byte("\x1b[?1049h\x1b[H\x1b[2J"))
+		t.show(id, cp.data[max(cp.enter, 0):])
+		if t.rows > 1 {
+			t.sendSize(t.cols, t.rows-1)
+			t.sendSize(t.cols, t.rows)
+		}
+		return
+	}
+	t.show(id, lastLines(cp.data, t.rows-1))
+}
+
+// lastLines returns the end of b that holds its last n lines.
+func lastLines(b []byte, n int) []byte {
+	end := len(b)
+	if end > 0 && b[end-1] == '\n' {
+		end--
+	}
+	for i := end - 1; i >= 0; i-- {
+		if b[i] == '\n' {
+			n--
+			if n == 0 {
+				return b[i+1:]
+			}
+		}
+	}
+	return b
+}
+
+// detach lets go of the attached terminal: the program's modes are undone
+// (and its alternate screen left), the cursor goes to a line start, and
+// what was held is shown.
+func (t *tty) detach() {
+	a := t.att
+	t.att = nil
+	if cp := t.copies[a.id]; cp != nil && cp.alt.on {
+		t.raw([]byte("\x1b[?1049l"))
+		a.atStart = true
+	}
+	t.raw([]byte(resetModes))
+	if !a.atStart {
+		t.raw([]byte("\r\n"))
+	}
+	held, lost := t.held, t.heldLost
+	t.held, t.heldLost = nil, 0
+	t.c.p.write(held)
+	if lost > 0 {
+		t.c.p.note(fmt.Sprintf("%d bytes of notes were dropped while %s had the screen", lost, a.id))
+	}
+}
+
+// output takes a chunk of a terminal's output: kept, and shown if the
+// terminal has the screen.
+func (t *tty) output(id string, data []byte) {
+	tm := t.c.sess.terminals[id]
+	if tm == nil || tm.exit == nil {
+		cp := t.copies[id]
+		if cp == nil {
+			cp = &outputCopy{enter: -1}
+			t.copies[id] = cp
+		}
+		cp.add(data)
+	}
+	if t.att != nil && t.att.id == id {
+		t.show(id, data)
+	}
+}
+
+// show writes a terminal's output to the screen.
+func (t *tty) show(id string, data []byte) {
+	t.raw(data)
+	t.att.atStart = lineStartAfter(data, t.att.atStart)
+}
+
+// updated follows an update the view has applied: an attached terminal
+// that ended lets go of the screen, and an ended terminal's copy goes.
+func (t *tty) updated(u *update) {
+	if u.SessionUpdate != "terminal_update" || u.ExitStatus == nil {
+		return
+	}
+	if t.att != nil && t.att.id == u.TerminalID {
+		t.detach()
+	}
+	delete(t.copies, u.TerminalID)
+}
+
+// mutes reports whether a notice is not worth showing: the attached
+// terminal waits for input, which the user is typing.
+func (t *tty) mutes(u *update) bool {
+	return t.att != nil && u.Meta.Shellagent.TerminalID == t.att.id && u.Meta.Shellagent.Event == "waiting_for_input"
+}
+
+// settle starts the editor when the client is ready for a line, and
+// hands keys typed ahead to what takes them now.
+func (t *tty) settle() {
+	c := t.c
+	if c.phase == running && t.att == nil && !t.asking && (c.wait == nil || c.perms.waiting()) {
+		t.ed.read()
+	}
+	if len(t.pending) > 0 && c.phase == running && (t.att != nil || t.ed.reading || t.asking) {
+		b := t.pending
+		t.pending = nil
+		t.keys(b)
+	}
+}
+
+// line takes a line the editor read: the client's own commands (/help,
+// /quit, /attach), or a prompt.
+func (t *tty) line(r editResult) {
+	t.ed.got(r)
+	c := t.c
+	if r.err != nil { // Ctrl-D on an empty line
+		t.raw([]byte("\r\n"))
+		c.askQuit()
+		return
+	}
+	if c.perms.waiting() || c.phase != running {
+		c.handleInput(inputEvent{line: r.line})
+		return
+	}
+	name, arg, _ := strings.Cut(strings.TrimSpace(r.line), " ")
+	switch name {
+	case "/help":
+		c.p.text(help(c.commandList))
+	case "/quit":
+		c.askQuit()
+	case "/attach":
+		t.attachCommand(strings.TrimSpace(arg))
+	default:
+		c.handleInput(inputEvent{line: r.line})
+	}
+}
+
+// help is /help's text: the client's keys and commands, and the agent's.
+func help(commands []command) string {
+	var b strings.Builder
+	b.WriteString(`While a command runs, keys go to it (Ctrl-C too: its own interrupt), and so does the screen's size.
+  Ctrl-B b        move it to the background
+  Ctrl-B c        stop it
+  Ctrl-B d        detach from a terminal (/attach), which runs on
+  Ctrl-B Ctrl-B   type Ctrl-B
+At the prompt:
+  Up, Down        earlier lines
+  Left, Right, Home, End, Backspace, Delete, Ctrl-A, Ctrl-E, Ctrl-K, Ctrl-U, Ctrl-W   line editing
+  Ctrl-C          cancel the foreground command; again: close the session
+  Ctrl-D          close the session (on an empty line)
+The client's commands:
+  /attach ID      type into a background terminal and see its output
+  /help           this help
+  /quit           close the session (it asks first if work runs)
+`)
+	if len(commands) > 0 {
+		b.WriteString("The agent's commands:\n")
+		for _, cmd := range commands {
+			fmt.Fprintf(&b, "  /%-14s %s\n", cmd.Name, cmd.Description)
+		}
+	}
+	return b.String()
+}
+
+// outputCopy is the end of a terminal's output, kept so that /attach can
+// redraw its screen.
+type outputCopy struct {
+	data  []byte
+	alt   altScreen
+	enter int // offset in data just after the last switch to the alternate screen; -1 if data holds none
+}
+
+// add appends a chunk, keeping the last copySize bytes at least.
+func (o *outputCopy) add(data []byte) {
+	if at := o.alt.scan(data); at >= 0 {
+		o.enter = len(o.data) + at
+	}
+	o.data = append(o.data, data...)
+	if len(o.data) > 2*copySize {
+		cut := len(o.data) - copySize
+		o.data = slices.Clone(o.data[cut:])
+		o.enter = max(o.enter-cut, -1)
+		if o.enter < 0 {
+			o.enter = -1
+		}
+	}
+}
