@@ -64,6 +64,16 @@ func TestSmoke(t *testing.T) {
 		t.Logf("p50 %v p99 %v; raw p50 %v p99 %v", percentile(agent, 50), percentile(agent, 99), percentile(raw, 50), percentile(raw, 99))
 	})
 
+	t.Run("keystroke", func(t *testing.T) {
+		n := pick(40, 10)
+		client, raw := echoes(t, keystrokeClient(t), n), echoes(t, keystrokeRaw(t), n) // each letter echoed
+		for _, s := range [][]time.Duration{client, raw} {
+			if len(s) != n || percentile(s, 50) <= 0 || percentile(s, 99) < percentile(s, 50) {
+				t.Errorf("implausible round trips: %v", s)
+			}
+		}
+	})
+
 	t.Run("idle", func(t *testing.T) {
 		n := pick(5, 3)
 		agent, raw := idleInChild(t, "agent", n), idleInChild(t, "raw", n)
