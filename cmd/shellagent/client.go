@@ -81,17 +81,28 @@ func clientHelp(fs *flag.FlagSet) string {
 	var w strings.Builder
 	w.WriteString(`Usage: shellagent client [flags] [-- AGENT COMMAND...]
 
-A line-mode ACP v2 client. It starts the agent (this shellagent in agent
+A reference ACP v2 client. It starts the agent (this shellagent in agent
 mode, or the ACP v2 agent command after --), opens a session, and sends each
 input line as a prompt; slash commands (/bg, /ps, /stop ID, /after DUR CMD,
 /every DUR CMD) pass through. It prints each terminal's output as it
 arrives (lines labelled term_N| while several terminals run), exit
 statuses, agent messages, and the background list whenever it changes.
 
-Ctrl-C sends session/cancel: the foreground command stops, background work
-runs on. A second Ctrl-C before the next line, or the end of the input, says
-how many background items closing will stop, closes the session (which stops
+Ctrl-C cancels the foreground command: it stops, background work runs on.
+A second Ctrl-C before the next line, or the end of the input, says how
+many background items closing will stop, closes the session (which stops
 them) and exits.
+
+On a terminal (stdin and stdout), with an agent that takes keystrokes, the
+client is a terminal. At the prompt, lines are edited (Left, Right, Home,
+End, Ctrl-A/E/K/U/W) and recalled (Up, Down). While a command runs, every
+key goes to it, Ctrl-C too (its own interrupt), and so does the screen's
+size: vim, less, top, read and password prompts work as in a terminal.
+Ctrl-B is the client's prefix then: Ctrl-B b moves the command to the
+background, Ctrl-B c stops it, Ctrl-B d detaches, Ctrl-B Ctrl-B types
+Ctrl-B. /attach ID does the same for a background terminal, /help lists the
+keys and commands, /quit and Ctrl-D close; closing with background work
+asks first (y/N). Background output is not shown (/attach, /tail ID).
 
 The client never waits on a hung agent: each start-up request has 10s to be
 answered, and Ctrl-C or the end of the input during start-up ends at once.
@@ -103,10 +114,11 @@ is refused and ends the agent. Text from the agent is printed with control
 characters escaped (ESC as \x1b, CR as \r); terminal output is passed on
 as it is.
 
-On a terminal every line is sent at once. From a file or a pipe, each line
-waits for the previous turn to end, and a line after "/stop ID" also waits
-for ID to leave the background list, so a script prints the same on every
-run:
+In line mode on a terminal every line is sent at once; in terminal mode
+the prompt returns once the previous turn has ended. From a file or a pipe,
+each line waits for the previous turn to end, and a line after "/stop ID"
+also waits for ID to leave the background list, so a script prints the same
+on every run:
 
   printf 'echo hi\n/bg sleep 5\n/ps\n' | shellagent client
 
