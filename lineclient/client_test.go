@@ -98,6 +98,7 @@ func fakeAgent() {
 				} `json:"prompt"`
 				ConfigID string `json:"configId"`
 				Value    string `json:"value"`
+				Data     []byte `json:"data"` // _shellagent/terminal/write
 			} `json:"params"`
 			Result json.RawMessage `json:"result"`
 		}
@@ -107,7 +108,22 @@ func fakeAgent() {
 		reply := func(result any) { send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": result}) }
 		switch m.Method {
 		case "initialize":
-			reply(map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "fake", "version": "1"}})
+			res := map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "fake", "version": "1"}}
+			if os.Getenv("LINECLIENT_FAKE_METHODS") == "1" {
+				res["_meta"] = map[string]any{"shellagent": map[string]any{"methods": []string{"_shellagent/terminal/write", "_shellagent/terminal/resize"}}}
+			}
+			reply(res)
+		case "_shellagent/terminal/resize":
+			reply(map[string]any{})
+		case "_shellagent/terminal/write":
+			// term_t echoes what is typed, as a PTY does, and Ctrl-D ends it.
+			reply(map[string]any{})
+			echo := strings.ReplaceAll(string(m.Params.Data), "\r", "\r\n")
+			update(map[string]any{"sessionUpdate": "terminal_output_chunk", "terminalId": "term_t", "data": base64.StdEncoding.EncodeToString([]byte(echo))})
+			if strings.Contains(echo, "\x04") {
+				update(map[string]any{"sessionUpdate": "terminal_update", "terminalId": "term_t", "exitStatus": map[string]int{"exitCode": 0}})
+				state("idle", "end_turn", []any{})
+			}
 		case "session/new":
 			reply(map[string]any{"sessionId": "s1", "availableCommands": []map[string]string{{"name": "stop"}}, "configOptions": options()})
 		case "session/set_config_option":
@@ -175,6 +191,8 @@ func fakeAgent() {
 				state("idle", "end_turn", []any{})
 			case "wait":
 				// The turn ends when the client cancels it.
+			case "cat":
+				update(map[string]any{"sessionUpdate": "terminal_update", "terminalId": "term_t", "command": "cat"})
 			default:
 				state("idle", "end_turn", []any{})
 			}
