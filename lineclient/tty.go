@@ -198,8 +198,15 @@ func (t *tty) keys(b []byte) {
 		case t.ed.reading:
 			b = t.edit(b)
 		default:
-			t.pending = append(t.pending, b[:min(len(b), maxPending-len(t.pending))]...) // typed ahead
-			return
+			// A turn runs with nothing that takes keys (a command not started
+			// yet, /wait): keys are typed ahead, but Ctrl-C interrupts.
+			before, after, interrupted := bytes.Cut(b, []byte{keyCtrlC})
+			t.pending = append(t.pending, before[:min(len(before), maxPending-len(t.pending))]...)
+			if !interrupted {
+				return
+			}
+			t.c.interrupt()
+			b = after
 		}
 	}
 }

@@ -227,6 +227,31 @@ func TestTerminalInterruptAndSize(t *testing.T) {
 	}
 }
 
+// Foreground work with no terminal to type into (/wait) is the client's
+// to interrupt: Ctrl-C cancels it, and the prompt returns.
+func TestTerminalInterruptWait(t *testing.T) {
+	t.Parallel()
+	r := startTTY(t)
+	r.waitPrompt(1)
+	r.press("/bg sleep 60\r")
+	r.waitCount("[background: term_1 (sleep 60)]", 1)
+	r.waitPrompt(2)
+	r.press("/wait term_1 never\r")
+	r.waitCount("[call_2 in_progress: Waiting for a line of term_1", 1)
+	r.press("\x03")
+	r.waitCount("[cancelling the foreground command; background work runs on; Ctrl-C again closes the session]", 1)
+	r.waitCount("[turn cancelled]", 1)
+	r.waitPrompt(3)
+	r.press("/stop term_1\r")
+	r.waitCount("[term_1 ended: signal SIGTERM]", 1)
+	r.waitPrompt(4)
+	r.press("\x04")
+	r.waitCount("[session closed]", 1)
+	if err := r.exit(); err != nil {
+		t.Errorf("client exit: %v", err)
+	}
+}
+
 // Ctrl-B b moves a server to the background, and the prompt returns; its
 // output is no longer shown.
 func TestTerminalBackground(t *testing.T) {
