@@ -486,13 +486,14 @@ func (t *tty) mutes(u *update) bool {
 }
 
 // settle starts the editor when the client is ready for a line, and
-// hands keys typed ahead to what takes them now.
+// hands keys typed ahead to what takes them now (never to the close
+// question: keys typed before it was asked do not answer it).
 func (t *tty) settle() {
 	c := t.c
 	if c.phase == running && t.att == nil && !t.asking && (c.wait == nil || c.perms.waiting()) {
 		t.ed.read()
 	}
-	if len(t.pending) > 0 && c.phase == running && (t.att != nil || t.ed.reading || t.asking) {
+	if len(t.pending) > 0 && c.phase == running && !t.asking && (t.att != nil || t.ed.reading) {
 		b := t.pending
 		t.pending = nil
 		t.keys(b)
@@ -504,12 +505,14 @@ func (t *tty) settle() {
 func (t *tty) line(r editResult) {
 	t.ed.got(r)
 	c := t.c
-	if r.err != nil { // Ctrl-D on an empty line
+	switch {
+	case c.phase != running: // typed while the session closes
+		return
+	case r.err != nil: // Ctrl-D on an empty line
 		t.raw([]byte("\r\n"))
 		c.askQuit()
 		return
-	}
-	if c.perms.waiting() || c.phase != running {
+	case c.perms.waiting():
 		c.handleInput(inputEvent{line: r.line})
 		return
 	}
