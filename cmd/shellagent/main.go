@@ -1,6 +1,7 @@
 // Command shellagent is an ACP v2 agent on stdio that runs each prompt as a
 // shell command in a PTY, with foreground and background work as the v2
-// Background Work RFD describes, and a line-mode client for such agents.
+// Background Work RFD describes, and a client for such agents (a terminal
+// on a terminal, line by line otherwise).
 // A client that initializes with protocol version 1 is served in v1.
 //
 // Usage:
@@ -181,15 +182,16 @@ Usage:
         the per-user daemon that owns sessions and their commands, on a
         unix socket; 'shellagent daemon --help' tells more
   shellagent client [flags] [-- AGENT COMMAND...]
-        start an agent (this one by default) and talk to it line by line:
-        each input line is a prompt; 'shellagent client --help' tells more
+        start an agent (this one by default) and talk to it: on a terminal
+        the running command gets the keyboard, elsewhere each input line is
+        a prompt; 'shellagent client --help' tells more
   shellagent replay FILE
         an agent that plays the transcript in FILE (as 'client --trace'
         writes it) and reports where the client departs from it;
         'shellagent replay --help' tells more
 
 Subcommands:
-  client    the line-mode client
+  client    the reference client
   replay    play a transcript as the agent
   daemon    the daemon, its status, and its stop
 
