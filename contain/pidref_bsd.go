@@ -28,3 +28,14 @@ func (r pidRef) signal(sig unix.Signal) error { return unix.Kill(r.pid, sig) }
 func (r pidRef) waitExited(d time.Duration) { time.Sleep(min(d, time.Millisecond)) }
 
 func (r pidRef) close() {}
+
+// listPids lists every pid, from the sysctl scan (scanProcs): macOS and
+// FreeBSD have no cheaper list.
+func listPids() ([]int, error) {
+	procs, err := scanProcs()
+	pids := make([]int, len(procs))
+	for i, p := range procs {
+		pids[i] = p.pid
+	}
+	return pids, err
+}

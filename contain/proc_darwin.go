@@ -65,16 +65,6 @@ func scanProcs() ([]proc, error) {
 	return out, nil
 }
 
-// listPids lists every pid.
-func listPids() ([]int, error) {
-	procs, err := scanProcs()
-	pids := make([]int, len(procs))
-	for i, p := range procs {
-		pids[i] = p.pid
-	}
-	return pids, err
-}
-
 // environ returns process pid's initial environment, NUL-separated. The
 // kernel gives it for this user's live processes only: anything else it
 // refuses (EINVAL, EPERM) is taken as not ours to read. EIO, a process in

@@ -120,16 +120,6 @@ func readProc(pid int) (proc, bool) {
 // scanProcs returns every process.
 func scanProcs() ([]proc, error) { return sysctlProcs("kern.proc.proc") }
 
-// listPids lists every pid.
-func listPids() ([]int, error) {
-	procs, err := scanProcs()
-	pids := make([]int, len(procs))
-	for i, p := range procs {
-		pids[i] = p.pid
-	}
-	return pids, err
-}
-
 // environ returns process pid's environment, NUL-separated, for this
 // user's processes; anything the kernel refuses is taken as not ours to
 // read.
