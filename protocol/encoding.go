@@ -26,6 +26,11 @@ type encoding interface {
 	appendUpdate(dst []byte, session string, update acp.Update) ([]byte, error)
 	// output returns the encoder of one terminal's output.
 	output(session, terminal string) outputEncoder
+	// attached says that the client attaches to session again from this
+	// point of the stream on (session/resume, session/load): it knows
+	// none of the session's tool calls and terminals, even on the
+	// connection that created them.
+	attached(session string)
 }
 
 // An outputEncoder encodes one terminal's output.
@@ -85,6 +90,10 @@ func (acpV2) output(session, terminal string) outputEncoder {
 	b = append(append(append(b, chunk...), tid...), data...)
 	return &v2Output{prefix: b, head: head, tid: head + len(chunk)}
 }
+
+// attached does nothing: a v2 client is sent the session's current state
+// on attach, whatever it knew.
+func (acpV2) attached(string) {}
 
 // v2Output writes lines by appending to a prefix built once per terminal:
 // a chunk costs a copy and a base64 encoding, no allocation.

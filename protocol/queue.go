@@ -84,6 +84,7 @@ type entry struct {
 	mode    OutputMode // terminal updates
 	item    *item      // tool call and terminal updates
 	taken   bool       // taken by the writer's goroutine
+	attach  bool       // the client attaches to session from here on (encoding.attached)
 }
 
 type itemKind int
@@ -138,6 +139,13 @@ func (q *controlQueue) push(e *entry) *entry {
 // addLine queues a complete message.
 func (q *controlQueue) addLine(line []byte) {
 	q.addFixed(&entry{line: line})
+}
+
+// addAttach queues the point where the client attaches to session again:
+// fixed, so that every update queued before it is written before it and
+// every one queued after it after it.
+func (q *controlQueue) addAttach(session string) {
+	q.addFixed(&entry{session: session, attach: true})
 }
 
 func (q *controlQueue) addFixed(e *entry) {

@@ -18,7 +18,7 @@ import (
 //     answering session/prompt, see v1Front, and replays user messages
 //     itself);
 //   - a tool call's first update on this connection since the client
-//     last attached to its session (see v1Attach) becomes a tool_call,
+//     last attached to its session (see encoding.attached) becomes a tool_call,
 //     later ones tool_call_update; v2's cancelled status becomes failed,
 //     paused in_progress (see v1Status);
 //   - a command's terminal, when the client advertised
@@ -139,12 +139,8 @@ func (e *acpV1) appendUpdate(dst []byte, session string, update acp.Update) ([]b
 }
 
 // message writes an agent message as one agent_message_chunk per block;
-// the user's own messages are not echoed in v1. v1Attach writes nothing.
+// the user's own messages are not echoed in v1.
 func (e *acpV1) message(dst []byte, session string, m *acp.Message) ([]byte, error) {
-	if m.SessionUpdate == v1AttachKind {
-		e.attach(session)
-		return dst, nil
-	}
 	if m.SessionUpdate != acp.KindAgentMessage {
 		return dst, nil
 	}
@@ -347,11 +343,11 @@ func (e *acpV1) appendTail(dst []byte, session string, t *v1Term, c *v1Call) ([]
 	return appendNotification(dst, session, &v1ToolCall{SessionUpdate: "tool_call_update", ToolCallID: t.call, Content: content})
 }
 
-// attach serves v1Attach: the client knows none of session's tool calls
+// attached implements encoding: the client knows none of session's tool calls
 // and terminals any more, so each is announced again by its next update.
 // A terminal whose output was sent is remembered in drawn, so that its
 // replacement clears what the client may still show.
-func (e *acpV1) attach(session string) {
+func (e *acpV1) attached(session string) {
 	for k := range e.drawn {
 		if k.session == session {
 			delete(e.drawn, k)

@@ -292,7 +292,7 @@ const (
 )
 
 // TestV1AttachAnnouncesAgain: once the client attaches to a session again
-// on the same connection (v1Attach), each of its tool calls is announced
+// on the same connection (encoding.attached), each of its tool calls is announced
 // again by a tool_call, with its terminal, and the terminal is redrawn;
 // without terminal_output, the final tool call's text comes with the
 // replacement, and the background command's exit as a message.
@@ -326,7 +326,7 @@ func TestV1AttachAnnouncesAgain(t *testing.T) {
 		d.chunk("a\r\n")
 		d.update(v1Detached)
 		d.chunk("b\r\n")
-		d.update(v1Attach())
+		d.e.attached("s")
 		d.update(v1DetachedNow)
 		d.replace("a\r\nb\r\n", nil)
 		d.chunk("c\r\n")
@@ -380,7 +380,7 @@ func TestV1ReplayOnAFreshConnection(t *testing.T) {
 		}},
 	} {
 		d := newV1Driver(t, tt.meta)
-		d.update(v1Attach())
+		d.e.attached("s")
 		d.update(tt.call)
 		d.replace("a\r\n", tt.exit)
 		checkV1Lines(t, decodeV1(t, d.out), tt.want)

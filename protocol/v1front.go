@@ -310,7 +310,7 @@ func (f *v1Front) loadSession(p *acp.ResumeSessionRequest) (any, func(), error) 
 
 // attach attaches the session to this connection with the Agent's
 // ResumeSession, holding what the Agent reports meanwhile behind
-// v1Attach; on success the caller sends it with endAttach. On an error
+// the attach mark (writer.attached); on success the caller sends it with endAttach. On an error
 // nothing changes (see failAttach).
 func (f *v1Front) attach(p *acp.ResumeSessionRequest, load bool) (*acp.ResumeSessionResponse, *v1Session, error) {
 	f.mu.Lock()
@@ -318,7 +318,7 @@ func (f *v1Front) attach(p *acp.ResumeSessionRequest, load bool) (*acp.ResumeSes
 	s := f.session(p.SessionID)
 	released := s.released
 	s.attaching, s.loading, s.released = true, load, false
-	s.held = append(s.held[:0], func() { f.c.w.update(p.SessionID, v1Attach()) })
+	s.held = append(s.held[:0], func() { f.c.w.attached(p.SessionID) })
 	f.mu.Unlock()
 	attached := false
 	defer func() {
@@ -347,7 +347,7 @@ func (f *v1Front) endAttach(s *v1Session) {
 }
 
 // failAttach undoes attach after the Agent refused it: what was held (the
-// session's own updates, if it reports here) goes out without v1Attach,
+// session's own updates, if it reports here) goes out without the attach mark,
 // the session reports where it did, and the front forgets a session it
 // had not known.
 func (f *v1Front) failAttach(id string, s *v1Session, known, released bool) {

@@ -234,18 +234,6 @@ func v1Permission(p *acp.PermissionRequest) *v1PermissionRequest {
 	return out
 }
 
-// v1AttachKind is the kind of the Message that v1Attach returns.
-const v1AttachKind = "shellagent/v1_attach"
-
-// v1Attach returns what the v1 front queues, as a session update, where
-// its client attaches to a session (session/resume, session/load): the v1
-// encoding takes it to mean that the client knows none of the session's
-// tool calls and terminals from there on (a client that resumes or loads
-// a session starts from nothing, even on the connection that created it),
-// and writes nothing for it. It is a Message because the writer's queue
-// keeps messages in their place: never coalesced, moved or dropped.
-func v1Attach() *acp.Message { return &acp.Message{SessionUpdate: v1AttachKind} }
-
 // v1UserChunks returns a user message as v1 user_message_chunks, one per
 // content block, for a replay (v1 clients show the prompts they send
 // themselves, so live user messages are not echoed).

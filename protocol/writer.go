@@ -148,6 +148,17 @@ func (w *writer) notify(sessionID string, update any) {
 	w.send(line[:len(line)-1])
 }
 
+// attached queues the point of the stream where the client attaches to
+// session again (see encoding.attached).
+func (w *writer) attached(sessionID string) {
+	w.mu.Lock()
+	if !w.closing {
+		w.queue.addAttach(sessionID)
+	}
+	w.mu.Unlock()
+	w.poke()
+}
+
 // update queues a session/update notification.
 func (w *writer) update(sessionID string, update acp.Update) {
 	w.mu.Lock()
@@ -384,6 +395,8 @@ func (w *writer) writeEntry(e *entry) {
 		w.maybeFlush(maxBatch)
 	case e.stream != nil:
 		w.writeTerminalUpdate(e)
+	case e.attach:
+		w.runEnc.attached(e.session)
 	default:
 		w.writeUpdate(e.session, e.update)
 	}
