@@ -23,12 +23,16 @@ const UnknownState = "_shellagent_probe"
 const (
 	silentCommand = "sleep 30"
 	gatedCommand  = `until [ -e "$SHELLAGENT_GATE" ]; do sleep 0.02; done; echo "ended on its own"`
-	codexCommand  = `echo "working; this tool call stays in_progress while it runs"; ` + gatedCommand
-	failCommand   = `echo "this command fails"; exit 3`
-	replaceLine   = `printf 'before the snapshot\n'; until [ -e "$SHELLAGENT_GATE" ]; do sleep 0.02; done; printf 'after the snapshot\n'`
-	followUpLine  = `echo "follow-up work"`
-	unforeseen    = `echo "an unforeseen follow-up"`
-	neverRuns     = `echo "never runs: this wakeup is cancelled first"`
+	// codexCommand gives the agent 100 ms to list its terminal before its
+	// first output, so that the transcript's order is the same every run
+	// (the output may legally come first; the list is sent once the
+	// launch is done, and the output streams from the announcement on).
+	codexCommand = `sleep 0.1; echo "working; this tool call stays in_progress while it runs"; ` + gatedCommand
+	failCommand  = `echo "this command fails"; exit 3`
+	replaceLine  = `printf 'before the snapshot\n'; until [ -e "$SHELLAGENT_GATE" ]; do sleep 0.02; done; printf 'after the snapshot\n'`
+	followUpLine = `echo "follow-up work"`
+	unforeseen   = `echo "an unforeseen follow-up"`
+	neverRuns    = `echo "never runs: this wakeup is cancelled first"`
 )
 
 // quietGap is how long after the list empties the quiet-grace scenario

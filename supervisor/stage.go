@@ -266,6 +266,11 @@ func (p *play) SessionCancel() <-chan struct{} {
 func (p *play) Run(line string, how scenario.How) (scenario.Command, error) {
 	r := &run{p: p, ended: make(chan struct{}), snapped: make(chan struct{}, 1)}
 	opts := launchOptions{snapped: r.snapped}
+	if how.Background && how.Codex {
+		opts.note = func(term string) string {
+			return "It stays in_progress until the command ends, as Codex's command items do; its terminal, " + term + ", is what runs in the background."
+		}
+	}
 	if how.Gated {
 		gate, err := p.dir.file()
 		if err != nil {
@@ -287,9 +292,7 @@ func (p *play) Run(line string, how scenario.How) (scenario.Command, error) {
 			p.runs = append(p.runs, r)
 			switch {
 			case how.Background && how.Codex:
-				call.content = append(call.content, acp.TextContent("It stays in_progress until the command ends, as Codex's command items do; its terminal, "+t.id+", is what runs in the background."))
-				st.out.send(&acp.ToolCallUpdate{SessionUpdate: acp.KindToolCall, ToolCallID: call.id, Content: call.content})
-				st.list.addTerminal(t)
+				st.list.addTerminal(t) // its tool call said so with its terminal (opts.note)
 			case how.Background:
 				st.handOff(t, "Started in the background by /scenario "+p.sc.Name+".")
 			}

@@ -50,6 +50,10 @@ func (st *state) launch(call *toolCall, line string, then func(*terminal)) {
 type launchOptions struct {
 	env     []string      // added to the environment
 	snapped chan struct{} // told of each copy a replacement takes (terminal.snapped)
+	// note, if set, is a text the tool call's content carries after its
+	// terminal from its first update on, given the terminal's id: sent
+	// with the announcement, it cannot fall behind the terminal's output.
+	note func(terminalID string) string
 }
 
 // launchWith is launch with opts.
@@ -85,6 +89,9 @@ func launchWith(st *state, call *toolCall, line string, opts launchOptions, then
 		st.work.addTerminal(t)
 		t.watchInput(st.s)
 		call.content = []acp.ToolCallContent{acp.TerminalContent(t.id)}
+		if opts.note != nil {
+			call.content = append(call.content, acp.TextContent(opts.note(t.id)))
+		}
 		st.out.send(call.update())
 		st.out.announceTerminal(t)
 		then(t)
