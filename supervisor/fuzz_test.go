@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -36,7 +37,7 @@ func FuzzPrompt(f *testing.F) {
 		if uri != "" {
 			path, err := linkPath(uri)
 			if err != nil {
-				if !strings.HasPrefix(uri, "file:") {
+				if u, perr := url.Parse(uri); perr != nil || u.Scheme != "file" { // schemes are case-insensitive
 					t.Fatalf("linkPath(%q) refused a URI that is not a file URI: %v", uri, err)
 				}
 				return
