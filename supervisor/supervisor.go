@@ -346,8 +346,10 @@ func (sv *Supervisor) Detach(ctx context.Context, c protocol.Client) error {
 }
 
 // shutdownSlack is how long Shutdown waits, beyond the longest kill grace
-// in use, for the last processes to die and their final updates to go out.
-const shutdownSlack = 700 * time.Millisecond
+// in use, for the last processes to die and their final updates to go out:
+// SIGKILL acts within milliseconds, and a terminal's end is seen after one
+// scan of the processes (tens of milliseconds on a loaded machine).
+const shutdownSlack = 500 * time.Millisecond
 
 // Shutdown closes every session in parallel, as session/close does, each
 // stopping its work with its own kill grace. It returns once all of them

@@ -18,9 +18,14 @@ import (
 // (SIGTERM).
 var stopSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT}
 
-// flushTimeout bounds how long the last messages may take to reach a client
-// that does not read.
-const flushTimeout = 200 * time.Millisecond
+// lastWords bounds, together, the wait for the final updates of sessions
+// whose processes had to be killed with the containment and the flush of
+// every last message to a client that does not read. The agent's end is
+// the sessions' own stops (the longest kill grace plus the supervisor's
+// 500 ms slack), then lastWords: 750 ms of waiting in all, which leaves a
+// quarter of a second of the promised "kill grace plus one second" to the
+// kills, the containment's close and the exit, on a loaded machine.
+const lastWords = 250 * time.Millisecond
 
 // modeFlag is the --containment flag.
 type modeFlag contain.Mode
@@ -128,12 +133,14 @@ func waitForEnd(conn *protocol.Conn, out *output, sigs <-chan os.Signal) string 
 // grace: everything left is killed at once.
 func shutdown(log *slog.Logger, sup *supervisor.Supervisor, conn *protocol.Conn, out *output, c *contain.Containment, swept <-chan struct{}, sigs <-chan os.Signal) int {
 	stopped := hurryOnSignal(log, c, sigs)
-	stopSessions(log, sup, c) // logged; the exit is the same
+	last, _ := stopSessions(log, sup, c) // logged; the exit is the same
 	flushed := make(chan struct{})
 	go func() { conn.Close(); close(flushed) }()
+	wait := time.NewTimer(time.Until(last))
+	defer wait.Stop()
 	select {
 	case <-flushed:
-	case <-time.After(flushTimeout):
+	case <-wait.C:
 		log.Warn("client is not reading; exiting without flushing")
 	}
 	out.stop()
@@ -166,22 +173,25 @@ func hurryOnSignal(log *slog.Logger, c *contain.Containment, sigs <-chan os.Sign
 
 // stopSessions closes every session as session/close does, each with its
 // own kill grace, and waits for them; what a stop could not end in time
-// is killed with the containment, and the error says so.
-func stopSessions(log *slog.Logger, sup *supervisor.Supervisor, c *contain.Containment) error {
-	err := sup.Shutdown(context.Background())
+// is killed with the containment, the sessions' final updates are waited
+// for until last, lastWords after the stops ended, which the flush of the
+// last messages shares, and err says what did not stop in time.
+func stopSessions(log *slog.Logger, sup *supervisor.Supervisor, c *contain.Containment) (last time.Time, err error) {
+	err = sup.Shutdown(context.Background())
+	last = time.Now().Add(lastWords)
 	if err == nil {
-		return nil
+		return last, nil
 	}
 	log.Error("processes did not stop in time; killing them", "err", err)
 	if err := c.KillAll(); err != nil {
 		log.Error("containment", "err", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithDeadline(context.Background(), last)
 	defer cancel()
 	if err := sup.Shutdown(ctx); err != nil {
 		log.Warn("final updates not all sent", "err", err)
 	}
-	return err
+	return last, err
 }
 
 // closeContainment waits for the sweep of dead agents' leftovers, for at

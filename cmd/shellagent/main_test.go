@@ -132,8 +132,15 @@ func (a *agent) waitProcesses(n int) {
 	}
 }
 
-// exitWithin waits for the agent to exit and checks status 0, the time it
-// took and that no process is left.
+// raceAllowance is what exitWithin adds to a promised time when the agent
+// is built with the race detector, which slows its scans of every process
+// several-fold, while the suite runs up to four agents of 210 processes
+// each on two cores: CI's -race run saw 1.55 s for a promised 1.5 s.
+// Without -race (the README's test command) the promise is held as is.
+const raceAllowance = time.Second
+
+// exitWithin waits for the agent to exit and checks status 0, that it took
+// at most d (plus raceAllowance under -race), and that no process is left.
 func (a *agent) exitWithin(d time.Duration) {
 	a.t.Helper()
 	start := time.Now()
@@ -148,8 +155,12 @@ func (a *agent) exitWithin(d time.Duration) {
 		a.cmd.Process.Kill()
 		a.t.Fatalf("agent did not exit")
 	}
-	if took := time.Since(start); took > d {
-		a.t.Errorf("agent took %v to exit, want at most %v", took, d)
+	limit := d
+	if raceEnabled {
+		limit += raceAllowance
+	}
+	if took := time.Since(start); took > limit {
+		a.t.Errorf("agent took %v to exit, want at most %v (%v under -race)", took, d, d+raceAllowance)
 	}
 	a.killLeft(a.processes(), "the agent's exit")
 }
