@@ -151,6 +151,18 @@ func prompts(all string) int {
 	return n
 }
 
+// quit types keys that end the session (Ctrl-D or /quit) while nothing
+// runs, and fails the test unless the client says the session closed and
+// exits without error.
+func (r *ttyRun) quit(keys string) {
+	r.t.Helper()
+	r.press(keys)
+	r.waitCount("[session closed]", 1)
+	if err := r.exit(); err != nil {
+		r.t.Errorf("client exit: %v", err)
+	}
+}
+
 // exit waits for the client to exit and returns its error.
 func (r *ttyRun) exit() error {
 	r.t.Helper()
@@ -183,11 +195,7 @@ func TestTerminalRead(t *testing.T) {
 		t.Errorf("the command did not get the line; the terminal shows:\n%s", all)
 	}
 	r.waitPrompt(2)
-	r.press("\x04") // Ctrl-D: nothing runs, so no question
-	r.waitCount("[session closed]", 1)
-	if err := r.exit(); err != nil {
-		t.Errorf("client exit: %v", err)
-	}
+	r.quit("\x04") // Ctrl-D: nothing runs, so no question
 }
 
 // Ctrl-C is the command's own: SIGINT from its PTY, not the client's
@@ -220,11 +228,7 @@ func TestTerminalInterruptAndSize(t *testing.T) {
 		t.Errorf("Ctrl-C was the client's interrupt:\n%s", all)
 	}
 	r.waitPrompt(2)
-	r.press("/quit\r")
-	r.waitCount("[session closed]", 1)
-	if err := r.exit(); err != nil {
-		t.Errorf("client exit: %v", err)
-	}
+	r.quit("/quit\r")
 }
 
 // Foreground work with no terminal to type into (/wait) is the client's
@@ -245,11 +249,7 @@ func TestTerminalInterruptWait(t *testing.T) {
 	r.press("/stop term_1\r")
 	r.waitCount("[term_1 ended: signal SIGTERM]", 1)
 	r.waitPrompt(4)
-	r.press("\x04")
-	r.waitCount("[session closed]", 1)
-	if err := r.exit(); err != nil {
-		t.Errorf("client exit: %v", err)
-	}
+	r.quit("\x04")
 }
 
 // Ctrl-B b moves a server to the background, and the prompt returns; its
@@ -274,11 +274,7 @@ func TestTerminalBackground(t *testing.T) {
 	r.press("/stop term_1\r")
 	r.waitCount("[term_1 ended: signal SIGTERM]", 1)
 	r.waitPrompt(3)
-	r.press("\x04")
-	r.waitCount("[session closed]", 1)
-	if err := r.exit(); err != nil {
-		t.Errorf("client exit: %v", err)
-	}
+	r.quit("\x04")
 }
 
 // /attach shows a background terminal's output and takes keys for it;
@@ -313,11 +309,7 @@ func TestTerminalAttach(t *testing.T) {
 	r.press("/stop term_1\r")
 	r.waitCount("[term_1 ended: signal SIGTERM]", 1)
 	r.waitPrompt(5)
-	r.press("/quit\r")
-	r.waitCount("[session closed]", 1)
-	if err := r.exit(); err != nil {
-		t.Errorf("client exit: %v", err)
-	}
+	r.quit("/quit\r")
 }
 
 // Up-arrow recalls the last line, and the edited line is what runs.
@@ -336,10 +328,7 @@ func TestTerminalHistory(t *testing.T) {
 		t.Errorf("the recalled line did not run as edited:\n%s", all)
 	}
 	r.waitPrompt(3)
-	r.press("\x04")
-	if err := r.exit(); err != nil {
-		t.Errorf("client exit: %v", err)
-	}
+	r.quit("\x04")
 }
 
 // The terminal's reply to a cursor position request never becomes part
@@ -358,10 +347,7 @@ func TestTerminalCursorReport(t *testing.T) {
 		t.Errorf("the typed command did not run unchanged:\n%s", all)
 	}
 	r.waitPrompt(3)
-	r.press("/quit\r")
-	if err := r.exit(); err != nil {
-		t.Errorf("client exit: %v", err)
-	}
+	r.quit("/quit\r")
 }
 
 // Closing with a running server asks first: n keeps it running (and says
@@ -514,9 +500,5 @@ done
 	if n := strings.Count(all, "line mode"); n != 1 {
 		t.Errorf("line mode said %d times:\n%s", n, all)
 	}
-	r.press("\x04") // the end of the input, in the terminal's own line mode
-	r.waitCount("[session closed]", 1)
-	if err := r.exit(); err != nil {
-		t.Errorf("client exit: %v", err)
-	}
+	r.quit("\x04") // the end of the input, in the terminal's own line mode
 }
