@@ -1,9 +1,9 @@
 // Package peercred tells who is at the other end of a unix socket: the
 // user id (and process id, where the OS says) that the kernel recorded
-// for the peer when the connection was made (SO_PEERCRED on Linux,
-// LOCAL_PEERCRED, as getpeereid reads it, and LOCAL_PEERPID on macOS and
-// FreeBSD). A daemon reads it once per connection, at accept, and refuses
-// a peer of another user.
+// for the peer when the connection was made (SO_PEERCRED on Linux;
+// LOCAL_PEERCRED, as getpeereid reads it, on macOS and FreeBSD, and
+// LOCAL_PEERPID on macOS). A daemon reads it once per connection, at
+// accept, and refuses a peer of another user.
 //
 // Files: peercred.go (the API), peercred_linux.go, peercred_bsd.go,
 // peerpid_darwin.go, peerpid_freebsd.go.
@@ -37,13 +37,4 @@ func Peer(conn *net.UnixConn) (Cred, error) {
 		return Cred{}, fmt.Errorf("peer credentials: %w", serr)
 	}
 	return c, nil
-}
-
-// PeerUID returns the user id of conn's peer (see Peer).
-func PeerUID(conn *net.UnixConn) (uid int, err error) {
-	c, err := Peer(conn)
-	if err != nil {
-		return -1, err
-	}
-	return c.UID, nil
 }

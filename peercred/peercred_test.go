@@ -30,18 +30,14 @@ func TestPeerUID(t *testing.T) {
 	}
 	defer accepted.Close()
 	for name, c := range map[string]*net.UnixConn{"accepted": accepted, "dialled": dialled} {
-		uid, err := PeerUID(c)
-		if err != nil || uid != os.Getuid() {
-			t.Errorf("%s: PeerUID = %d, %v; want %d", name, uid, err, os.Getuid())
-		}
-		if cred, err := Peer(c); err != nil || cred.PID != os.Getpid() {
-			t.Errorf("%s: Peer = %+v, %v; want pid %d", name, cred, err, os.Getpid())
+		if cred, err := Peer(c); err != nil || cred.UID != os.Getuid() || cred.PID != os.Getpid() {
+			t.Errorf("%s: Peer = %+v, %v; want uid %d, pid %d", name, cred, err, os.Getuid(), os.Getpid())
 		}
 	}
 }
 
 // A peer of another user is told apart: as root, a client run as nobody
-// connects, and PeerUID names nobody. The client is this test binary
+// connects, and Peer names nobody. The client is this test binary
 // (TestHelperDial), copied where nobody can run it.
 func TestPeerUIDOfAnotherUser(t *testing.T) {
 	if os.Getuid() != 0 {
