@@ -254,19 +254,7 @@ func startAgentOwnStdout(t *testing.T, args ...string) (*agent, *os.File) {
 	cmd.Env = append(os.Environ(), marker, noRaceExitDelay)
 	cmd.Stderr = testWriter{t}
 	cmd.WaitDelay = 2 * time.Second
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = pw
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pw.Close()
+	stdin, pr := startOwnStdout(t, cmd)
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			cmd.Process.Kill()

@@ -183,19 +183,7 @@ func (d *daemonFixture) startRelayCmd(cmd *exec.Cmd, opts ...acptest.Option) *re
 	}
 	cmd.Stderr = testWriter{t}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = pw
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pw.Close()
+	stdin, pr := startOwnStdout(t, cmd)
 	r := &relayProc{t: t, cmd: cmd, stdout: pr, done: make(chan struct{})}
 	go func() {
 		r.err = cmd.Wait()

@@ -102,6 +102,28 @@ func startPipedLogging(t *testing.T, bin string, args []string, stderr io.Writer
 	return cmd, stdin, stdout, marker
 }
 
+// startOwnStdout starts cmd with a stdin pipe and, for its stdout, an
+// os.Pipe of the test's own: unlike cmd.StdoutPipe, cmd.Wait does not
+// close it, so the reader sees the last line and EOF, and the test may
+// close it as a crashed client does.
+func startOwnStdout(t *testing.T, cmd *exec.Cmd) (stdin io.WriteCloser, stdout *os.File) {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close() // the child has its copy; ours must go for EOF
+	return stdin, pr
+}
+
 func (a *agent) session() string {
 	var res struct {
 		SessionID string `json:"sessionId"`
