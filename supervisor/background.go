@@ -96,6 +96,15 @@ func (l *backgroundList) removeCall(c *toolCall) {
 	l.remove(listItem{call: c})
 }
 
+// endCall gives tool call c its final status, sends the update that says
+// so, then unlists it if it was listed: rule 3, in the one order it
+// allows.
+func endCall(st *state, c *toolCall, status string) {
+	st.work.finish(c, status)
+	st.out.send(c.update())
+	st.list.removeCall(c)
+}
+
 // replaceCall lists a background command's terminal in place of its tool
 // call, once it runs: the same piece of work, listed once, in its place.
 func (l *backgroundList) replaceCall(c *toolCall, t *terminal) {

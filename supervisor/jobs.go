@@ -62,9 +62,7 @@ func (st *state) fired(j *job, run *turn) bool {
 		return false
 	}
 	if j.every == 0 {
-		st.work.finish(j.call, acp.StatusCompleted)
-		st.out.send(j.call.update())
-		st.list.removeCall(j.call)
+		endCall(st, j.call, acp.StatusCompleted)
 		return true
 	}
 	j.arm(st.s, j.every)
@@ -85,7 +83,5 @@ func (st *state) cancelJob(j *job) {
 		return
 	}
 	j.timer.Stop()
-	st.work.finish(j.call, acp.StatusCancelled)
-	st.out.send(j.call.update())
-	st.list.removeCall(j.call)
+	endCall(st, j.call, acp.StatusCancelled)
 }

@@ -102,7 +102,5 @@ func (st *state) abandon(a *approval, status, why string) {
 	}
 	a.call.appr = nil
 	a.call.content = []acp.ToolCallContent{acp.TextContent(why)}
-	st.work.finish(a.call, status)
-	st.out.send(a.call.update())
-	st.list.removeCall(a.call)
+	endCall(st, a.call, status)
 }

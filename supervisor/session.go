@@ -539,12 +539,7 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 				// A tool call that stays in_progress while its command runs
 				// without holding a turn (a scenario's command) ends with it:
 				// after the exitStatus, before the terminal leaves the list.
-				st.work.finish(t.call, callOutcome(st.life == sessionClosing, t.exit))
-				t.call.output = exitStatusRaw(t.exit)
-				st.out.send(&acp.ToolCallUpdate{
-					SessionUpdate: acp.KindToolCall, ToolCallID: t.call.id,
-					Status: t.call.status(), RawOutput: t.call.output,
-				})
+				commandOutcome(st, t, st.life == sessionClosing)
 			}
 			listed := st.list.index(listItem{term: t}) >= 0 // background work, not a scenario's foreground command
 			st.list.removeTerminal(t)
@@ -555,17 +550,24 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 		}
 		cancelled := fg.state == turnCancelling
 		st.turns.release(fg)
-		st.work.finish(t.call, callOutcome(cancelled, t.exit))
-		t.call.output = exitStatusRaw(t.exit)
-		st.out.send(&acp.ToolCallUpdate{
-			SessionUpdate: acp.KindToolCall, ToolCallID: t.call.id,
-			Status: t.call.status(), RawOutput: t.call.output,
-		})
+		commandOutcome(st, t, cancelled)
 		stop := acp.StopEndTurn
 		if cancelled {
 			stop = acp.StopCancelled
 		}
 		st.endTurn(stop)
+	})
+}
+
+// commandOutcome gives the tool call of exited terminal t its final
+// status (cancelled: it was stopped by a cancel or a close) and sends it,
+// with the exit status as its rawOutput.
+func commandOutcome(st *state, t *terminal, cancelled bool) {
+	st.work.finish(t.call, callOutcome(cancelled, t.exit))
+	t.call.output = exitStatusRaw(t.exit)
+	st.out.send(&acp.ToolCallUpdate{
+		SessionUpdate: acp.KindToolCall, ToolCallID: t.call.id,
+		Status: t.call.status(), RawOutput: t.call.output,
 	})
 }
 

@@ -424,17 +424,14 @@ func (w *waiter) end(st *state, status, text string, say bool, stopReason string
 	w.term = nil
 	st.waits = slices.DeleteFunc(st.waits, func(x *waiter) bool { return x == w })
 	w.call.content = w.content(text)
-	st.work.finish(w.call, status)
-	st.out.send(w.call.update())
+	endCall(st, w.call, status) // a foreground wait is not listed
 	if say {
 		st.out.agentMessage(text)
 	}
 	if fg := st.turns.fg; fg != nil && fg.call == w.call {
 		st.turns.release(fg)
 		st.endTurn(stopReason)
-		return
 	}
-	st.list.removeCall(w.call)
 }
 
 // toBackground serves /bg during wait w, the foreground work of turn fg:

@@ -187,9 +187,7 @@ func (w *watcher) end(st *state, status, text string) {
 	w.unwatch()
 	st.turns.drop(w.owns)
 	w.call.content = []acp.ToolCallContent{acp.TextContent(text)}
-	st.work.finish(w.call, status)
-	st.out.send(w.call.update())
-	st.list.removeCall(w.call)
+	endCall(st, w.call, status)
 }
 
 // pauseOrResume serves /pause and /resume: each applies to a watch only,
