@@ -346,21 +346,25 @@ func (sv *Supervisor) Detach(ctx context.Context, c protocol.Client) error {
 }
 
 // shutdownSlack is how long Shutdown waits, beyond the longest kill grace
-// in use, for the last processes to die and their final updates to go out:
-// SIGKILL acts within milliseconds, and a terminal's end is seen after one
-// scan of the processes (tens of milliseconds on a loaded machine).
-const shutdownSlack = 500 * time.Millisecond
+// in use, for the last processes to die and their final updates to go out.
+const shutdownSlack = 700 * time.Millisecond
+
+// LongestGrace returns the longest kill grace in use: the Config's, or a
+// session's own.
+func (sv *Supervisor) LongestGrace() time.Duration {
+	grace := sv.cfg.KillGrace
+	for _, s := range sv.list() {
+		grace = max(grace, s.killGrace())
+	}
+	return grace
+}
 
 // Shutdown closes every session in parallel, as session/close does, each
 // stopping its work with its own kill grace. It returns once all of them
 // have reported their final updates, or with an error once ctx ends or the
 // longest kill grace in use plus shutdownSlack has passed.
 func (sv *Supervisor) Shutdown(ctx context.Context) error {
-	grace := sv.cfg.KillGrace
-	for _, s := range sv.list() {
-		grace = max(grace, s.killGrace())
-	}
-	ctx, cancel := context.WithTimeout(ctx, grace+shutdownSlack)
+	ctx, cancel := context.WithTimeout(ctx, sv.LongestGrace()+shutdownSlack)
 	defer cancel()
 	return sv.wait(ctx, "shutdown", func(s *Session, done func()) bool {
 		s.close(done)

@@ -162,7 +162,7 @@ func serveDaemon(opts daemonOptions) int {
 	srv.Stop = func(context.Context) error {
 		stopped := hurryOnSignal(log, c, sigs)
 		defer stopped()
-		_, err := stopSessions(log, sup, c)
+		_, err := stopSessions(log, sup, c, waitsEnd(sup))
 		return err
 	}
 	log.Info("daemon serving", "socket", path, "pid", os.Getpid(), "build", buildName(), "containment", c.Mode(), "activated", activated != nil)

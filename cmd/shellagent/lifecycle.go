@@ -20,12 +20,13 @@ var stopSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, s
 
 // lastWords bounds, together, the wait for the final updates of sessions
 // whose processes had to be killed with the containment and the flush of
-// every last message to a client that does not read. The agent's end is
-// the sessions' own stops (the longest kill grace plus the supervisor's
-// 500 ms slack), then lastWords: 750 ms of waiting in all, which leaves a
-// quarter of a second of the promised "kill grace plus one second" to the
-// kills, the containment's close and the exit, on a loaded machine.
+// every last message to a client that does not read.
 const lastWords = 250 * time.Millisecond
+
+// exitReserve is the part of the promised "longest kill grace plus one
+// second" that no wait may take: the kills with the containment, its
+// close and the exit (70 to 150 ms each under -race on a loaded machine).
+const exitReserve = 200 * time.Millisecond
 
 // modeFlag is the --containment flag.
 type modeFlag contain.Mode
@@ -132,8 +133,9 @@ func waitForEnd(conn *protocol.Conn, out *output, sigs <-chan os.Signal) string 
 // Ctrl-C, a service manager that insists) skips the rest of their kill
 // grace: everything left is killed at once.
 func shutdown(log *slog.Logger, sup *supervisor.Supervisor, conn *protocol.Conn, out *output, c *contain.Containment, swept <-chan struct{}, sigs <-chan os.Signal) int {
+	by := waitsEnd(sup)
 	stopped := hurryOnSignal(log, c, sigs)
-	last, _ := stopSessions(log, sup, c) // logged; the exit is the same
+	last, _ := stopSessions(log, sup, c, by) // logged; the exit is the same
 	flushed := make(chan struct{})
 	go func() { conn.Close(); close(flushed) }()
 	wait := time.NewTimer(time.Until(last))
@@ -171,14 +173,23 @@ func hurryOnSignal(log *slog.Logger, c *contain.Containment, sigs <-chan os.Sign
 	}
 }
 
+// waitsEnd returns when the waits of an end that begins now must be over:
+// the longest kill grace in use plus one second, less exitReserve.
+func waitsEnd(sup *supervisor.Supervisor) time.Time {
+	return time.Now().Add(sup.LongestGrace() + time.Second - exitReserve)
+}
+
 // stopSessions closes every session as session/close does, each with its
 // own kill grace, and waits for them; what a stop could not end in time
-// is killed with the containment, the sessions' final updates are waited
-// for until last, lastWords after the stops ended, which the flush of the
-// last messages shares, and err says what did not stop in time.
-func stopSessions(log *slog.Logger, sup *supervisor.Supervisor, c *contain.Containment) (last time.Time, err error) {
+// is killed with the containment, and err says so. The sessions' final
+// updates are then waited for until last: lastWords after the stops
+// ended, by at the latest. The flush of the last messages shares that
+// wait.
+func stopSessions(log *slog.Logger, sup *supervisor.Supervisor, c *contain.Containment, by time.Time) (last time.Time, err error) {
 	err = sup.Shutdown(context.Background())
-	last = time.Now().Add(lastWords)
+	if last = time.Now().Add(lastWords); last.After(by) {
+		last = by
+	}
 	if err == nil {
 		return last, nil
 	}
