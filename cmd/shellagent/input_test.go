@@ -254,6 +254,14 @@ func TestExitNotices(t *testing.T) {
 	if got := a.notices(sid, "term_3"); len(got) != 0 {
 		t.Errorf("a notice for /stop: %s", got[0])
 	}
+	// terminal/cancel, like /stop, sends none either.
+	a.prompt(sid, "/bg echo ready; sleep 100")
+	a.c.WaitFor("term_4 ready", func(*acptest.Msg) bool { return strings.Contains(string(a.c.Output(sid, "term_4")), "ready") })
+	a.c.MustCall("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_4"}, nil)
+	settled(sid, "term_4")
+	if got := a.notices(sid, "term_4"); len(got) != 0 {
+		t.Errorf("a notice for terminal/cancel: %s", got[0])
+	}
 
 	all := a.session()
 	a.setOption(all, "notify", "all")
