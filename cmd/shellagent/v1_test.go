@@ -497,6 +497,11 @@ func TestV1Multibyte(t *testing.T) {
 			t.Errorf("a chunk with U+FFFD: %q", d)
 		}
 	}
+	// In one chunk, nothing was split and the test would show nothing. The
+	// writes are 1.25 s apart in all, so they cannot all arrive at once.
+	if len(datas) < 2 {
+		t.Errorf("the output came in %d terminal_output chunks; the test needs it split: %q", len(datas), datas)
+	}
 	t.Logf("terminal_output data, chunk by chunk: %q", datas)
 }
 
