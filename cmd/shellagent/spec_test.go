@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"shellagent/protocol/acptest"
@@ -55,5 +56,33 @@ func TestCommandsRunWithSHELLInTheSessionCwd(t *testing.T) {
 	b.exitStatus(sid, "term_1")
 	if got := string(b.c.Output(sid, "term_1")); got != "/bin/sh\r\n" {
 		t.Errorf("without $SHELL: $0 is %q, want /bin/sh", got)
+	}
+}
+
+// SPEC, Daemon mode: a daemon started on demand makes its socket
+// directory (0700, owned by the user) and its socket (0600).
+func TestDaemonMakesItsSocketPrivate(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	d.socket = filepath.Join(d.dir, "made", "d.sock") // a directory that does not exist yet
+	r := d.relay()
+	r.session(d.cwd)
+	for _, tt := range []struct {
+		path      string
+		typ, perm os.FileMode
+	}{
+		{filepath.Dir(d.socket), os.ModeDir, 0o700},
+		{d.socket, os.ModeSocket, 0o600},
+	} {
+		fi, err := os.Lstat(tt.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Type() != tt.typ || fi.Mode().Perm() != tt.perm {
+			t.Errorf("%s has mode %v, want %v", tt.path, fi.Mode(), tt.typ|tt.perm)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != os.Geteuid() {
+			t.Errorf("%s is owned by uid %d, want %d", tt.path, st.Uid, os.Geteuid())
+		}
 	}
 }
