@@ -89,3 +89,36 @@ func TestActAtOnceBesideForegroundWorkChangesNoState(t *testing.T) {
 		t.Errorf("the foreground tool call completed after the idle boundary")
 	}
 }
+
+// SPEC, Initialization and sessions: session/new's cwd is echoed as
+// given, not cleaned: in session/list, the tool call's rawInput and the
+// terminal_update.
+func TestCwdIsEchoedAsGiven(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{})
+	given := h.cwd + "/./"
+	var res struct {
+		SessionID string `json:"sessionId"`
+	}
+	h.c.MustCall("session/new", map[string]any{"cwd": given}, &res)
+	sid := res.SessionID
+	var list struct {
+		Sessions []struct {
+			SessionID string `json:"sessionId"`
+			Cwd       string `json:"cwd"`
+		} `json:"sessions"`
+	}
+	h.c.MustCall("session/list", map[string]any{}, &list)
+	if len(list.Sessions) != 1 || list.Sessions[0].SessionID != sid || list.Sessions[0].Cwd != given {
+		t.Errorf("session/list %+v, want %s with cwd %q", list.Sessions, sid, given)
+	}
+	h.run(sid, "true")
+	call := h.toolStatus(nil, sid, "call_1", "in_progress")
+	if raw, _ := call.Update["rawInput"].(map[string]any); raw["cwd"] != given || raw["command"] != "true" {
+		t.Errorf("rawInput %v, want command true and cwd %q", call.Update["rawInput"], given)
+	}
+	term := h.update(nil, sid, acp.KindTerminal, "term_1", func(m *acptest.Msg) bool { return m.TerminalID() == "term_1" })
+	if term.Update["cwd"] != given || term.Update["command"] != "true" {
+		t.Errorf("terminal_update %s, want command true and cwd %q", term.Raw, given)
+	}
+}
