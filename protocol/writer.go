@@ -455,7 +455,7 @@ func (w *writer) writeChunk(s *stream) {
 // terminal holds from its oldest byte up to the chunk's end, and chunks
 // go on from there.
 func (w *writer) sendChunk(s *stream) bool {
-	chunk, _ := w.peer.sizes()
+	chunk, batch := w.peer.sizes() // the rate changes only in a write (flush)
 	n, start := s.source.ReadAt(w.scratch[:chunk], s.sent)
 	switch {
 	case start > s.sent:
@@ -472,7 +472,6 @@ func (w *writer) sendChunk(s *stream) bool {
 	}
 	s.sent = start + int64(n)
 	s.follower.Taken(s.sent)
-	_, batch := w.peer.sizes()
 	w.maybeFlush(batch)
 	return true
 }
