@@ -51,9 +51,9 @@ import (
 //     no background list and no terminal/cancel).
 //
 // Bytes that can never be valid UTF-8 become U+FFFD, one per maximal
-// ill-formed subpart (see invalidLen); a sequence cut by a chunk boundary
-// is carried to the next chunk, and only replaced if the terminal ends in
-// the middle of it.
+// ill-formed subpart (see termtext.IllFormedLen); a sequence cut by a
+// chunk boundary is carried to the next chunk, and only replaced if the
+// terminal ends in the middle of it.
 //
 // Concurrency: as the encoding interface says. output only builds a
 // v1Output; everything else, including v1Output's methods, runs on the
