@@ -803,3 +803,44 @@ func TestGathererWaitsOnlyInAFlood(t *testing.T) {
 		t.Errorf("a pass long after the last waited %v (woken %v)", d, woken)
 	}
 }
+
+// A chunk costs a read of the ring into the writer's scratch buffer and
+// the line appended to the batch, in both encodings: once the batch has
+// grown to a chunk's line (and a v1 terminal's prefix is built), nothing
+// is allocated per chunk.
+func TestAChunkAllocatesNothing(t *testing.T) {
+	v1 := newACPV1(true)
+	if _, err := v1.appendUpdate(nil, "s", &acp.ToolCallUpdate{
+		SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Title: "cmd", Kind: "execute", Status: acp.StatusInProgress,
+		Content: []acp.ToolCallContent{acp.TerminalContent("term_1")}, RawInput: map[string]string{"command": "cmd", "cwd": "/w"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ring := outputbuf.New(1 << 20)
+	ring.Write(pattern(1 << 20)) // every byte value, invalid UTF-8 included
+	for _, tt := range []struct {
+		name string
+		enc  outputEncoder
+	}{
+		{"v2", acpV2{}.output("s", "term_1")},
+		{"v1", v1.output("s", "term_1")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			scratch := make([]byte, maxChunk)
+			var buf []byte
+			off := int64(0)
+			chunk := func() {
+				n, start := ring.ReadAt(scratch, off%(1<<20))
+				buf = tt.enc.appendChunk(buf[:0], scratch[:n])
+				off = start + int64(n)
+			}
+			chunk()
+			if len(buf) < maxChunk {
+				t.Fatalf("a chunk of %d bytes became a line of %d", maxChunk, len(buf))
+			}
+			if allocs := testing.AllocsPerRun(50, chunk); allocs != 0 {
+				t.Errorf("%.1f allocations per chunk, want 0", allocs)
+			}
+		})
+	}
+}
