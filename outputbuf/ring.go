@@ -53,9 +53,6 @@ func New(capacity int) *Ring {
 	return &Ring{capacity: max(capacity, 1)}
 }
 
-// Cap returns the most bytes the ring keeps.
-func (r *Ring) Cap() int { return r.capacity }
-
 // Write appends p, overwriting the oldest bytes once the ring is full, and
 // notifies every follower. While a follower holds the ring, Write writes no
 // more than that follower can take without losing a byte, then waits until
