@@ -418,7 +418,7 @@ type ExitStatus struct {
 
 // TerminalUpdate creates or patches a terminal; empty fields are omitted.
 // Its output (streamed chunks, or the output field of a replacement) is
-// the connection's business: send it with Client.UpdateTerminal.
+// the connection's business: send it with protocol.Client.UpdateTerminal.
 type TerminalUpdate struct {
 	SessionUpdate string        `json:"sessionUpdate"`
 	TerminalID    string        `json:"terminalId"`
