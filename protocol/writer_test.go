@@ -689,7 +689,7 @@ func TestAReplacementIsNoWall(t *testing.T) {
 	w.close()
 
 	var got []byte
-	var dropped int64
+	var dropped, off int64 // off: the terminal's offset the client is at
 	for _, ev := range decodeLines(t, g.buf.Bytes()) {
 		switch {
 		case ev.snapshot:
@@ -697,16 +697,23 @@ func TestAReplacementIsNoWall(t *testing.T) {
 				t.Errorf("a replacement of %d bytes", len(ev.data))
 			}
 			dropped += ev.dropped
+			off += ev.dropped
 			got = append(got[:0], ev.data...)
-			if int64(len(want)) < dropped {
-				t.Fatalf("%d dropped of %d", dropped, len(want))
+			if int64(len(want)) < off+int64(len(ev.data)) || !bytes.Equal(ev.data, want[off:off+int64(len(ev.data))]) {
+				t.Fatalf("a replacement of %d bytes after %d dropped at offset %d is not the terminal's bytes there", len(ev.data), ev.dropped, off)
 			}
+			off += int64(len(ev.data))
 		case ev.kind == acp.KindTerminalOutput:
 			got = append(got, ev.data...)
+			off += int64(len(ev.data))
 		}
 	}
 	if dropped == 0 {
 		t.Fatal("no replacement")
+	}
+	// droppedBytes counts exactly the bytes the client never got.
+	if off != int64(len(want)) {
+		t.Errorf("sent and dropped bytes add up to %d, the terminal wrote %d", off, len(want))
 	}
 	// What the client had before the first replacement, plus what was
 	// dropped, plus what it holds now, is everything.
