@@ -370,6 +370,12 @@ const (
 	StatusCancelled  = "cancelled"
 )
 
+// FinalStatus reports whether a tool call status is final (completed,
+// failed or cancelled): no status follows it.
+func FinalStatus(status string) bool {
+	return status == StatusCompleted || status == StatusFailed || status == StatusCancelled
+}
+
 // ToolCallUpdate creates or patches a tool call; empty fields are omitted
 // (left unchanged).
 type ToolCallUpdate struct {

@@ -158,8 +158,7 @@ func (q *controlQueue) addUpdate(session string, update acp.Update) {
 	case *acp.StateUpdate:
 		q.addState(session, u)
 	case *acp.ToolCallUpdate:
-		final := u.Status == acp.StatusCompleted || u.Status == acp.StatusFailed || u.Status == acp.StatusCancelled
-		q.addItemUpdate(&entry{session: session, update: u}, itemKey{session, toolCallItem, u.ToolCallID}, final)
+		q.addItemUpdate(&entry{session: session, update: u}, itemKey{session, toolCallItem, u.ToolCallID}, acp.FinalStatus(u.Status))
 	case *acp.Message, *acp.TerminalUpdate:
 		// A terminal update queued here is plain data, with no output
 		// stream (see Client.Update): it is fixed, like a message.

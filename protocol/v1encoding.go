@@ -231,7 +231,7 @@ func (e *acpV1) toolCall(dst []byte, session string, u *acp.ToolCallUpdate) ([]b
 	if out.SessionUpdate == "tool_call" { // complete: it replaces what the client had
 		out.Title, out.Kind, out.Status = orElse(c.title, u.ToolCallID), c.kind, c.status
 	}
-	final := u.Status == acp.StatusCompleted || u.Status == acp.StatusFailed || u.Status == acp.StatusCancelled
+	final := acp.FinalStatus(u.Status)
 	// Without terminal_output the final update carries the tail, unless
 	// it introduces the terminal: then the replacement that follows has
 	// the output.
