@@ -288,8 +288,9 @@ func newPtyReader(master *os.File) (*ptyReader, error) {
 	return r, nil
 }
 
-// readFD reads once. A buffer is taken from the pool only when the read
-// returns something, so an idle terminal holds none.
+// readFD reads once, into a buffer from the pool that it keeps only when
+// the read returns something (EAGAIN gives it back), so an idle terminal
+// holds none.
 func (r *ptyReader) readFD(fd uintptr) bool {
 	r.bp = readBufs.Get().(*[]byte)
 	r.n, r.rerr = unix.Read(int(fd), *r.bp)
