@@ -254,12 +254,17 @@ func TestExitNotices(t *testing.T) {
 	if got := a.notices(sid, "term_3"); len(got) != 0 {
 		t.Errorf("a notice for /stop: %s", got[0])
 	}
+	// A command killed by a signal that no stop sent is a failure too.
+	a.prompt(sid, "/bg sleep 0.2; kill -KILL $$")
+	if n := a.waitNotice(sid, "term_4", 1); n.Update["severity"] != "warning" || n.Update["title"] != "term_4 ended by SIGKILL: sleep 0.2; kill -KILL $$" {
+		t.Errorf("notice of a command killed on its own: %s", n)
+	}
 	// terminal/cancel, like /stop, sends none either.
 	a.prompt(sid, "/bg echo ready; sleep 100")
-	a.c.WaitFor("term_4 ready", func(*acptest.Msg) bool { return strings.Contains(string(a.c.Output(sid, "term_4")), "ready") })
-	a.c.MustCall("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_4"}, nil)
-	settled(sid, "term_4")
-	if got := a.notices(sid, "term_4"); len(got) != 0 {
+	a.c.WaitFor("term_5 ready", func(*acptest.Msg) bool { return strings.Contains(string(a.c.Output(sid, "term_5")), "ready") })
+	a.c.MustCall("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_5"}, nil)
+	settled(sid, "term_5")
+	if got := a.notices(sid, "term_5"); len(got) != 0 {
 		t.Errorf("a notice for terminal/cancel: %s", got[0])
 	}
 
