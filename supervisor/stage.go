@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -712,7 +713,15 @@ type fake struct {
 	terminal bool
 	call     acp.ToolCallUpdate
 	term     acp.TerminalUpdate
-	final    bool // its final status, or its exitStatus, was sent
+}
+
+// final reports whether its final status, or its exitStatus, was sent.
+func (f *fake) final() bool {
+	if f.terminal {
+		return f.term.ExitStatus != nil
+	}
+	s := f.call.Status
+	return s == acp.StatusCompleted || s == acp.StatusFailed || s == acp.StatusCancelled
 }
 
 // madeUpBy returns what the session's playing scenario made up, or nil.
@@ -748,14 +757,13 @@ func (m *madeUp) add(u acp.Update) {
 		}
 		c := &f.call
 		c.SessionUpdate, c.ToolCallID = u.SessionUpdate, u.ToolCallID
-		c.Title, c.Kind, c.Status = orElse(u.Title, c.Title), orElse(u.Kind, c.Kind), orElse(u.Status, c.Status)
+		c.Title, c.Kind, c.Status = cmp.Or(u.Title, c.Title), cmp.Or(u.Kind, c.Kind), cmp.Or(u.Status, c.Status)
 		if u.Content != nil {
 			c.Content = u.Content
 		}
 		if u.Capabilities != nil {
 			c.Capabilities = u.Capabilities
 		}
-		f.final = c.Status == acp.StatusCompleted || c.Status == acp.StatusFailed || c.Status == acp.StatusCancelled
 	case *acp.TerminalUpdate:
 		f := m.items[u.TerminalID]
 		if f == nil || !f.terminal {
@@ -763,23 +771,14 @@ func (m *madeUp) add(u acp.Update) {
 		}
 		t := &f.term
 		t.SessionUpdate, t.TerminalID = u.SessionUpdate, u.TerminalID
-		t.Command, t.Cwd = orElse(u.Command, t.Command), orElse(u.Cwd, t.Cwd)
+		t.Command, t.Cwd = cmp.Or(u.Command, t.Command), cmp.Or(u.Cwd, t.Cwd)
 		if u.ExitStatus != nil {
 			t.ExitStatus = u.ExitStatus
 		}
 		if u.Capabilities != nil {
 			t.Capabilities = u.Capabilities
 		}
-		f.final = t.ExitStatus != nil
 	}
-}
-
-// orElse returns a if it is set, else b.
-func orElse(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // intercept makes the play take the cancels of id, telling ch of the
@@ -805,7 +804,7 @@ func (m *madeUp) takes(id string) bool {
 		return false
 	}
 	ch, ok := m.intercepts[id]
-	if !ok || m.items[id] != nil && m.items[id].final {
+	if !ok || m.items[id] != nil && m.items[id].final() {
 		return false
 	}
 	if ch != nil {
@@ -821,7 +820,7 @@ func (m *madeUp) takes(id string) bool {
 func (m *madeUp) cancel(id string) (func(), error) {
 	f := m.items[id]
 	switch {
-	case f.final:
+	case f.final():
 		return nil, acp.InvalidParams("toolCallId: %s is already %s", id, f.call.Status)
 	case m.takes(id):
 		return func() {}, nil
@@ -853,7 +852,7 @@ func (m *madeUp) finals() []acp.Update {
 	var out []acp.Update
 	for _, id := range m.order {
 		switch f := m.items[id]; {
-		case f.final:
+		case f.final():
 		case f.terminal && f.term.TerminalID != "":
 			out = append(out, &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: id, ExitStatus: &acp.ExitStatus{}, Capabilities: acp.CapsNone})
 		case !f.terminal && f.call.ToolCallID != "":
