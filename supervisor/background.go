@@ -263,11 +263,7 @@ func members(p ptyio.Process) string {
 			fmt.Fprintf(&b, ", and %d more", len(ms)-most)
 			break
 		}
-		cmd := m.Command
-		if r := []rune(cmd); len(r) > 60 {
-			cmd = string(r[:59]) + "…"
-		}
-		fmt.Fprintf(&b, ", pid %d %s", m.Pid, cmd)
+		fmt.Fprintf(&b, ", pid %d %s", m.Pid, shorten(m.Command, 60))
 	}
 	return b.String()
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"shellagent/acp"
 	"shellagent/protocol"
@@ -113,10 +112,7 @@ func parseTerminalCommand(name, rest string) input {
 
 // quoteShort quotes text typed by /send for its answer, cut short.
 func quoteShort(s string) string {
-	if utf8.RuneCountInString(s) > 40 {
-		s = string([]rune(s)[:39]) + "…"
-	}
-	return strconv.Quote(s)
+	return strconv.Quote(shorten(s, 40))
 }
 
 // actOnTerminal serves /send, /keys, /resize and /tail.
