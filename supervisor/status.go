@@ -34,12 +34,14 @@ type TerminalStatus struct {
 	Pids       []int
 }
 
-// Sessions returns the status of every open session, oldest first.
+// Sessions returns the status of every open session, oldest first. It
+// waits for an event of a session that has an errand out (a launch), so
+// that the status shows what the event did.
 func (sv *Supervisor) Sessions() []SessionStatus {
 	list := sv.list()
 	out := make([]SessionStatus, 0, len(list))
 	for _, s := range list {
-		s.do(func(st *state) {
+		s.doWait(func(st *state) {
 			if st.life != sessionOpen {
 				return // closing: its end is near, and no longer anyone's to resume
 			}

@@ -101,8 +101,9 @@
 //
 // What waits for a session's errand, on the goroutine that enters: the
 // ways in that answer at once with what they changed
-// (session/set_config_option, session/resume; Detach), which use doWait;
-// and any entry once maxQueued entries are queued behind one errand. No
+// (session/set_config_option, session/resume; Detach) and Sessions,
+// which use doWait; and any entry once maxQueued entries are queued
+// behind one errand. No
 // prompt waits: one that acts at once beside the foreground turn (/bg,
 // /ps, /stop, /pause, /resume while a command runs) ends no turn, so the
 // session tells its client when it is done (protocol.PromptActed, after
