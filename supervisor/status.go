@@ -1,10 +1,6 @@
 package supervisor
 
-import (
-	"cmp"
-	"slices"
-	"time"
-)
+import "time"
 
 // SessionStatus is a session as a server that outlives its connections
 // shows it (shellagent daemon status): a copy, taken under the session's
@@ -120,19 +116,6 @@ func (s *Session) expire(e *detachedExpiry) {
 		s.sv.cfg.Log.Info("closing a session detached with no work for the detached TTL", "session", s.id, "ttl", s.sv.cfg.DetachedTTL)
 		st.close(func() {})
 	})
-}
-
-// liveTerminals returns the terminals that run or are being stopped,
-// oldest first.
-func (r *registry) liveTerminals() []*terminal {
-	var out []*terminal
-	for _, t := range r.terminals {
-		if t.state < termExited {
-			out = append(out, t)
-		}
-	}
-	slices.SortFunc(out, func(a, b *terminal) int { return cmp.Compare(idNumber(a.id), idNumber(b.id)) })
-	return out
 }
 
 // Len returns how many sessions the Supervisor holds, closing ones

@@ -297,26 +297,35 @@ func (r *registry) live() bool {
 // unfinished returns the tool calls that have not reached a final status,
 // oldest first.
 func (r *registry) unfinished() []*toolCall {
-	var out []*toolCall
-	for _, c := range r.calls {
-		if c.state < callDone {
-			out = append(out, c)
-		}
-	}
-	slices.SortFunc(out, func(a, b *toolCall) int { return cmp.Compare(idNumber(a.id), idNumber(b.id)) })
-	return out
+	return oldestFirst(r.calls, func(c *toolCall) bool { return c.state < callDone })
 }
 
 // running returns the terminals that run and are not being stopped,
 // oldest first.
 func (r *registry) running() []*terminal {
-	var out []*terminal
-	for _, t := range r.terminals {
-		if t.state == termRunning {
-			out = append(out, t)
+	return oldestFirst(r.terminals, func(t *terminal) bool { return t.state == termRunning })
+}
+
+// liveTerminals returns the terminals that run or are being stopped,
+// oldest first.
+func (r *registry) liveTerminals() []*terminal {
+	return oldestFirst(r.terminals, func(t *terminal) bool { return t.state < termExited })
+}
+
+// oldestFirst returns the work of m (by id) that keep accepts, in the
+// order its ids were issued.
+func oldestFirst[T any](m map[string]T, keep func(T) bool) []T {
+	var ids []string
+	for id, v := range m {
+		if keep(v) {
+			ids = append(ids, id)
 		}
 	}
-	slices.SortFunc(out, func(a, b *terminal) int { return cmp.Compare(idNumber(a.id), idNumber(b.id)) })
+	slices.SortFunc(ids, func(a, b string) int { return cmp.Compare(idNumber(a), idNumber(b)) })
+	out := make([]T, len(ids))
+	for i, id := range ids {
+		out[i] = m[id]
+	}
 	return out
 }
 
