@@ -42,8 +42,8 @@
 // share: their groups), subreaper_linux.go and reaper_linux.go (reaping
 // orphans, and the rule that says which), session.go, send.go with
 // pidref_*.go (signalling one process and telling whether it was
-// reached), proc.go with procfs_linux.go, proc_darwin.go and
-// proc_freebsd.go (reading processes), sweep.go.
+// reached), proc.go with procfs_linux.go, proc_darwin.go, proc_freebsd.go
+// and procargs.go (reading processes), sweep.go.
 package contain
 
 import (

@@ -4,7 +4,8 @@
 // NOTE_EXIT) for every process watched, served by one goroutine while
 // anything is watched.
 //
-// Files: procexit.go (the API), procexit_linux.go, procexit_bsd.go.
+// Files: procexit.go (the API), procexit_linux.go, procexit_bsd.go with
+// procexit_darwin.go and procexit_freebsd.go.
 package procexit
 
 import (

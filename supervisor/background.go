@@ -15,8 +15,8 @@ import (
 // on state snapshots"). Every rule is kept here, by construction:
 //
 //  1. background is on every state_update: reportState is the only code
-//     that writes a state_update, and it always includes the list ([] if
-//     empty).
+//     that writes a state_update but for a scenario's made-up ones
+//     (reportCrafted), and it always includes the list ([] if empty).
 //  2. Items are announced before they are listed: a terminal is listed
 //     only by detach, after launch has sent its terminal_update; a tool
 //     call only after its tool_call_update.

@@ -31,8 +31,8 @@ type Config struct {
 	// ids, for reproducible transcripts.
 	SequentialIDs bool
 	// Containment names how the Launcher holds each terminal's processes
-	// ("cgroup", "subreaper"), reported in the initialize response as
-	// _meta.shellagent.containment; "" reports nothing.
+	// ("cgroup", "subreaper", "session"), reported in the initialize
+	// response as _meta.shellagent.containment; "" reports nothing.
 	Containment string
 	// Detached is what a session does when the connection it reports to
 	// goes away (Supervisor.Detach). The zero value, CloseDetached, is

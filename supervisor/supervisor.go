@@ -41,8 +41,10 @@
 //   - input.go and keys.go: typing into terminals, sizing them, /tail;
 //     notice.go: notices; inputwatch.go: when to look for a program
 //     waiting for input.
-//   - prompt.go reads prompts; config.go holds the configuration and the
-//     per-session settings.
+//   - prompt.go reads prompts, and words.go the words of a slash command;
+//     config.go holds the configuration and the per-session settings.
+//   - status.go: what a server that outlives its connections shows of
+//     each session (Sessions), and the detached TTL.
 //   - stage.go: a /scenario playing in its session (the scenario.Stage the
 //     session gives package scenario's scripts), at the side of the turn
 //     engine; clientcheck.go: the client_checks notices, and what the
