@@ -583,12 +583,7 @@ func fireJob(st *state, j *job) {
 	if st.life != sessionOpen || !st.fired(j, st.turns.runOf(j.owns)) {
 		return
 	}
-	t := &turn{in: input{kind: runCommand, line: j.line}, job: j}
-	if st.turns.busy() || st.turns.waiting() {
-		st.turns.hold(t)
-		return
-	}
-	st.start(t)
+	st.startOrHold(&turn{in: input{kind: runCommand, line: j.line}, job: j})
 }
 
 // answered runs or refuses the command once the client answers. An answer

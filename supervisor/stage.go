@@ -399,12 +399,7 @@ func (p *play) Begin() error {
 	if !p.enter(func(st *state) {
 		began = make(chan struct{})
 		p.began = began
-		t := &turn{in: input{kind: scenarioTurn}, play: p}
-		if st.turns.busy() || st.turns.waiting() {
-			st.turns.hold(t)
-			return
-		}
-		st.start(t)
+		st.startOrHold(&turn{in: input{kind: scenarioTurn}, play: p})
 	}) {
 		return over(p.ctx)
 	}

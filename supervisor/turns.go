@@ -199,6 +199,17 @@ func (st *state) start(t *turn) {
 	})
 }
 
+// startOrHold starts t, new foreground work that no prompt brought (a
+// firing, a watch's run, a scenario's turn), on an idle session, or holds
+// it behind the turns that hold or wait for the foreground.
+func (st *state) startOrHold(t *turn) {
+	if st.turns.busy() || st.turns.waiting() {
+		st.turns.hold(t)
+		return
+	}
+	st.start(t)
+}
+
 // insert adds the prompt to the conversation: user_message, then the
 // response with its id.
 func (st *state) insert(t *turn) {

@@ -155,12 +155,7 @@ func (s *Session) watchChanged(w *watcher, gen int) {
 			return
 		}
 		w.runs++
-		t := &turn{in: input{kind: runCommand, line: w.spec.line}, watch: w}
-		if st.turns.busy() || st.turns.waiting() {
-			st.turns.hold(t)
-			return
-		}
-		st.start(t)
+		st.startOrHold(&turn{in: input{kind: runCommand, line: w.spec.line}, watch: w})
 	})
 }
 
