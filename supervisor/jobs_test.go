@@ -423,3 +423,24 @@ func TestPermissionForAFiring(t *testing.T) {
 		t.Errorf("output %q", got)
 	}
 }
+
+// TestPermissionAllowedButTheLaunchFails: background work allowed to run
+// whose command cannot start fails, and leaves the list after its failed
+// status (RFD rule 3), in a repeated state_update.
+func TestPermissionAllowedButTheLaunchFails(t *testing.T) {
+	t.Parallel()
+	p := &permissions{answer: "allow", seen: make(chan *acptest.Msg, 10)}
+	h := newHarness(t, Config{Launcher: failLauncher{}}, acptest.WithPermissionHandler(p.handle))
+	sid := h.newSession()
+	h.c.MustCall("session/set_config_option", map[string]any{"sessionId": sid, "configId": "permission", "type": "id", "value": "ask"}, nil)
+	h.run(sid, "/bg echo never")
+	<-p.seen
+	listed := h.listed(nil, sid, "call_1")
+	failed := h.toolStatus(listed, sid, "call_1", "failed")
+	if !strings.Contains(failed.Text(), "Could not start") {
+		t.Errorf("failed tool call says %q", failed.Text())
+	}
+	if empty := h.listed(failed, sid); empty.State() != "idle" {
+		t.Errorf("the state_update that unlists it: %s", empty.Raw)
+	}
+}

@@ -612,12 +612,10 @@ func (s *Session) answered(a *approval, resp *acp.PermissionResponse, err error)
 			return
 		}
 		st.launch(a.call, a.line, func(t *terminal) {
-			if t == nil {
-				st.list.removeCall(a.call)
-				return
+			if t != nil {
+				st.list.replaceCall(a.call, t)
+				st.handOff(t, "Started in the background.")
 			}
-			st.list.replaceCall(a.call, t)
-			st.handOff(t, "Started in the background.")
 		})
 	})
 }

@@ -39,7 +39,8 @@ func (st *state) runBackground(line string) {
 // launch starts line in a new terminal for call: the Launcher runs outside
 // the session's mutex, as an errand. Once it has returned, launch
 // announces the tool call and the terminal, and then calls then with the
-// terminal; or, if the command could not start, fails its tool call and
+// terminal; or, if the command could not start, fails its tool call (and
+// unlists it, if it asked for permission in the background) and
 // calls then with nil. Events of the terminal's process that come before
 // that wait their turn, as every entry does while the errand is out.
 func (st *state) launch(call *toolCall, line string, then func(*terminal)) {
@@ -80,8 +81,7 @@ func launchWith(st *state, call *toolCall, line string, opts launchOptions, then
 	}, func() {
 		if err != nil {
 			call.content = []acp.ToolCallContent{acp.TextContent("Could not start the command: " + err.Error())}
-			st.work.finish(call, acp.StatusFailed)
-			st.out.send(call.update())
+			endCall(st, call, acp.StatusFailed) // unlisted, if it was listed while it asked
 			then(nil)
 			return
 		}
