@@ -131,12 +131,10 @@ func Open(mode Mode) (*Containment, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Containment{inst: inst}
-	switch mode {
-	case Auto, Cgroup, Subreaper, Session:
-	default:
-		return nil, fmt.Errorf("containment mode %q: want auto, cgroup, subreaper or session", mode)
+	if _, err := ParseMode(string(mode)); err != nil {
+		return nil, fmt.Errorf("containment mode %q: %w", mode, err)
 	}
+	c := &Containment{inst: inst}
 	if err := c.open(mode); err != nil {
 		return nil, err
 	}
