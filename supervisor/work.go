@@ -232,12 +232,9 @@ func (r *registry) addTerminal(t *terminal) { r.terminals[t.id] = t }
 // second time, hurries) its stop with grace. accepted, if not nil, runs
 // between the two, so that an answer goes out before what the stop causes.
 func (r *registry) stop(id string, grace time.Duration, accepted func()) error {
-	t := r.terminals[id]
-	switch {
-	case t == nil:
-		return acp.InvalidParams("terminalId: no terminal %q in this session", id)
-	case t.state >= termExited:
-		return acp.InvalidParams("terminalId: %s has already exited", id)
+	t, err := r.liveTerminal(id)
+	if err != nil {
+		return err
 	}
 	if accepted != nil {
 		accepted()
