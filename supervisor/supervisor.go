@@ -142,7 +142,7 @@ type Supervisor struct {
 	cfg Config
 	env []string // cfg.Env, with TERM set when it was not
 
-	mu       sync.Mutex // guards sessions and closed
+	mu       sync.Mutex // guards what follows
 	sessions map[string]*Session
 	order    []string // session ids, oldest first
 	created  int      // sessions created so far
