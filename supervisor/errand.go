@@ -3,7 +3,8 @@ package supervisor
 // An errand is slow work that an event needs and that must not run under
 // the session's mutex: launching a command (a fork and exec, a cgroup, and
 // in subreaper mode the containment's fork lock, which a reap pass holds
-// while it scans /proc) and /ps's scan of each terminal's processes.
+// while it scans /proc), /ps's scan of each terminal's processes, and a
+// watch's walk of the tree it watches (/watch, /resume).
 //
 // The event sends the work out (errands.send) and returns. Session.do runs
 // the work on a goroutine of its own and then, under the mutex again, the
