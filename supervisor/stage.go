@@ -715,8 +715,7 @@ func (f *fake) final() bool {
 	if f.terminal {
 		return f.term.ExitStatus != nil
 	}
-	s := f.call.Status
-	return s == acp.StatusCompleted || s == acp.StatusFailed || s == acp.StatusCancelled
+	return acp.FinalStatus(f.call.Status)
 }
 
 // madeUpBy returns what the session's playing scenario made up, or nil.
