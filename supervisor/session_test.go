@@ -67,7 +67,7 @@ func TestPromptForms(t *testing.T) {
 		name   string
 		prompt []map[string]any
 		code   int    // 0 = inserted
-		out    string // expected terminal output
+		out    string // expected terminal output, or the field the error names
 	}{
 		{"text blocks joined", []map[string]any{{"type": "text", "text": "echo"}, {"type": "text", "text": "two blocks"}}, 0, "two blocks\r\n"},
 		{"resource link is a quoted path", []map[string]any{
@@ -75,17 +75,17 @@ func TestPromptForms(t *testing.T) {
 			{"type": "resource_link", "name": "it's here.txt", "uri": "file://" + filepath.Join(h.cwd, "it's here.txt")},
 		}, 0, "linked file\r\n"},
 		{"absolute path is a command", []map[string]any{{"type": "text", "text": "/bin/echo path"}}, 0, "path\r\n"},
-		{"empty", []map[string]any{{"type": "text", "text": "  \n "}}, -32602, ""},
-		{"no blocks", []map[string]any{}, -32602, ""},
-		{"image", []map[string]any{{"type": "image", "data": "", "mimeType": "image/png"}}, -32602, ""},
+		{"empty", []map[string]any{{"type": "text", "text": "  \n "}}, -32602, "prompt: "},
+		{"no blocks", []map[string]any{}, -32602, "prompt: "},
+		{"image", []map[string]any{{"type": "image", "data": "", "mimeType": "image/png"}}, -32602, "prompt[0].type: "},
 	}
 	term := 0
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			raw, err := h.c.Call("session/prompt", map[string]any{"sessionId": sid, "prompt": tt.prompt})
 			if tt.code != 0 {
-				if err == nil || err.Code != tt.code {
-					t.Fatalf("answered %s, %v; want %d", raw, err, tt.code)
+				if err == nil || err.Code != tt.code || !strings.HasPrefix(err.Message, tt.out) {
+					t.Fatalf("answered %s, %v; want %d naming %q", raw, err, tt.code, tt.out)
 				}
 				return
 			}
