@@ -1,10 +1,14 @@
 package supervisor
 
-import "time"
+import (
+	"time"
+
+	"shellagent/ptyio"
+)
 
 // SessionStatus is a session as a server that outlives its connections
 // shows it (shellagent daemon status): a copy, taken under the session's
-// lock, that nothing changes afterwards.
+// lock (its terminals' pids just after), that nothing changes afterwards.
 type SessionStatus struct {
 	ID    string
 	Cwd   string
@@ -32,22 +36,38 @@ type TerminalStatus struct {
 
 // Sessions returns the status of every open session, oldest first. It
 // waits for an event of a session that has an errand out (a launch), so
-// that the status shows what the event did.
+// that the status shows what the event did. The terminals' processes are
+// read (a scan of every process) after each session's lock is let go.
 func (sv *Supervisor) Sessions() []SessionStatus {
 	list := sv.list()
 	out := make([]SessionStatus, 0, len(list))
 	for _, s := range list {
+		var (
+			ss    SessionStatus
+			procs []ptyio.Process // one per terminal of ss
+			open  bool
+		)
 		s.doWait(func(st *state) {
 			if st.life != sessionOpen {
 				return // closing: its end is near, and no longer anyone's to resume
 			}
-			out = append(out, st.status())
+			ss, procs = st.status()
+			open = true
 		})
+		if !open {
+			continue
+		}
+		for i, p := range procs {
+			ss.Terminals[i].Pids = pids(p)
+		}
+		out = append(out, ss)
 	}
 	return out
 }
 
-func (st *state) status() SessionStatus {
+// status returns the session's status without the terminals' pids, and
+// the processes to read them from, one per terminal.
+func (st *state) status() (SessionStatus, []ptyio.Process) {
 	ss := SessionStatus{
 		ID: st.s.id, Cwd: st.s.cwd, Title: st.title,
 		Attached: st.out.client != nil, Since: st.out.since,
@@ -56,25 +76,34 @@ func (st *state) status() SessionStatus {
 	if st.turns.fg != nil {
 		fg = st.turns.fg.term
 	}
+	var procs []ptyio.Process
 	for _, t := range st.work.liveTerminals() {
-		ss.Terminals = append(ss.Terminals, liveTerminalStatus(t, t == fg))
+		ss.Terminals = append(ss.Terminals, TerminalStatus{
+			ID: t.id, Command: t.line, Started: t.started, Foreground: t == fg, Stopping: t.state == termStopping,
+		})
+		procs = append(procs, t.proc)
 	}
 	for _, c := range st.work.unfinished() {
 		if c.state == callScheduled {
 			ss.Scheduled++
 		}
 	}
-	return ss
+	return ss, procs
 }
 
-func liveTerminalStatus(t *terminal, fg bool) TerminalStatus {
-	ts := TerminalStatus{ID: t.id, Command: t.line, Started: t.started, Foreground: fg, Stopping: t.state == termStopping}
-	if ms, err := t.proc.Members(); err == nil { // a status without pids says as much
-		for _, m := range ms {
-			ts.Pids = append(ts.Pids, m.Pid)
-		}
+// pids lists a terminal's live processes; none when they cannot be read
+// (a status without pids says as much). It reads /proc: call it outside
+// the session's mutex.
+func pids(p ptyio.Process) []int {
+	ms, err := p.Members()
+	if err != nil {
+		return nil
 	}
-	return ts
+	out := make([]int, len(ms))
+	for i, m := range ms {
+		out[i] = m.Pid
+	}
+	return out
 }
 
 // detachedExpiry is an armed Config.DetachedTTL timer. A firing acts only
