@@ -359,3 +359,50 @@ func TestStalledClientWithRecurringJobsKeepsMemoryFlat(t *testing.T) {
 	// that was queued.
 	a.c.MustCall("session/list", map[string]any{}, nil)
 }
+
+// SPEC, Output buffers: a terminal whose unsent bytes fill its ring has
+// its PTY no longer read, and other terminals are not held up. yes floods
+// a 64 KiB ring far faster than a client that takes 1 MB/s; a second
+// terminal prints the time every 100 ms. Each of its lines reaches the
+// client soon after it was printed, and neither terminal loses a byte:
+// no replacement snapshot, which a ring overwritten while its PTY was
+// still read would have needed.
+func TestAFullRingHoldsUpOnlyItsOwnTerminal(t *testing.T) {
+	t.Parallel()
+	const (
+		ticks = 20
+		most  = 2 * time.Second // generous: the line itself takes ~100 ms at worst
+	)
+	a := startFlowAgent(t, binary, 1_000_000, "--scrollback", "64KiB", "--stall-timeout", readingStall)
+	a.prompt("/bg yes")
+	a.c.WaitFor("term_1 floods", func(*acptest.Msg) bool { return len(a.c.Output(a.sid, "term_1")) > 256<<10 })
+	a.prompt(fmt.Sprintf(`/bg i=0; while [ $i -lt %d ]; do date +%%s%%N; i=$((i+1)); sleep 0.1; done`, ticks))
+	var latest time.Duration
+	for n := 1; n <= ticks; n++ {
+		var lines []string
+		a.c.WaitFor(fmt.Sprintf("term_2 line %d", n), func(*acptest.Msg) bool {
+			lines = strings.Split(string(a.c.Output(a.sid, "term_2")), "\r\n")
+			return len(lines) > n
+		})
+		now := time.Now()
+		ns, err := strconv.ParseInt(lines[n-1], 10, 64)
+		if err != nil {
+			t.Fatalf("term_2 line %d: %q", n, lines[n-1])
+		}
+		late := now.Sub(time.Unix(0, ns))
+		if late > most {
+			t.Errorf("term_2 line %d reached the client %v after it was printed, behind term_1's flood", n, late)
+		}
+		latest = max(latest, late)
+	}
+	t.Logf("term_2's lines reached the client at most %v after they were printed; term_1 sent %d bytes meanwhile", latest, len(a.c.Output(a.sid, "term_1")))
+	a.c.WaitFor("term_2 exit", func(m *acptest.Msg) bool { return m.TerminalID() == "term_2" && m.ExitStatus() != nil })
+	for _, term := range []string{"term_1", "term_2"} {
+		if n := a.c.Snapshots(a.sid, term); n > 0 {
+			t.Errorf("%s: %d replacement snapshots for a client that reads", term, n)
+		}
+	}
+	if out := a.c.Output(a.sid, "term_1"); len(bytes.ReplaceAll(out, []byte("y\r\n"), nil)) > 2 {
+		t.Errorf("term_1's output is not whole lines of y: %q…", out[:min(len(out), 64)])
+	}
+}
