@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -46,7 +47,7 @@ type Client struct {
 // Any other stdout (a terminal, a file; nil) is not passed, and the output
 // comes on the connection.
 func Dial(socket string, hello Hello, stdout *os.File) (*Client, error) {
-	if err := CheckDir(parentDir(socket)); err != nil {
+	if err := CheckDir(filepath.Dir(socket)); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%w at %s", ErrNotRunning, socket)
 		}
@@ -96,15 +97,6 @@ func writeHello(nc *net.UnixConn, hello Hello, stdout *os.File) error {
 func passable(f *os.File) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode().Type()&(os.ModeNamedPipe|os.ModeSocket) != 0
-}
-
-func parentDir(socket string) string {
-	for i := len(socket) - 1; i > 0; i-- {
-		if socket[i] == '/' {
-			return socket[:i]
-		}
-	}
-	return "/"
 }
 
 // Close closes the connection.
