@@ -50,7 +50,8 @@ type Server struct {
 	// session and no connection has been open for this long; 0 never.
 	IdleExit time.Duration
 	// Stop closes every session, each with its kill grace, and returns
-	// once they have closed; it is called once, when Serve ends. If nil,
+	// once they have closed; it is called when Serve ends, and once more
+	// if a connection opened a session meanwhile. If nil,
 	// Supervisor.Shutdown.
 	Stop func(ctx context.Context) error
 
