@@ -56,9 +56,9 @@ type Server struct {
 	Stop func(ctx context.Context) error
 
 	started time.Time
-	stopped chan struct{} // closed once Stop has returned
-	stopErr error         // what Stop returned; read after stopped
-	wg      sync.WaitGroup
+	stopped chan struct{}  // closed once Stop has returned
+	stopErr error          // what Stop returned; read after stopped
+	wg      sync.WaitGroup // the connections' goroutines, and watchIdle's
 
 	mu      sync.Mutex // guards what follows
 	conns   map[*acpConn]struct{}
@@ -79,8 +79,8 @@ type acpConn struct {
 // until ctx ends, a client asks for a stop (ErrStopRequested), or the
 // daemon has been idle for IdleExit (ErrIdle); it returns that cause. It
 // then closes l, closes every session with Stop, sends each connection
-// its last messages, closes them, and returns once every connection's
-// goroutine has ended.
+// its last messages, closes them, and returns once every goroutine it
+// started has ended.
 func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 	if s.Log == nil {
 		s.Log = slog.Default()
@@ -102,7 +102,11 @@ func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 		s.accept(ctx, l)
 	}()
 	if s.IdleExit > 0 {
-		go s.watchIdle(ctx)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.watchIdle(ctx)
+		}()
 	}
 	<-ctx.Done()
 	l.Close() // Best effort: ends accept; the socket file goes with it.
