@@ -21,10 +21,12 @@
 // and logs to stderr. Stdin EOF, SIGTERM, SIGINT, SIGHUP, SIGQUIT or a
 // closed stdout stop every command and exit. With --daemon it is a relay
 // to the per-user daemon instead, and the same ends only detach its
-// sessions. main.go has the wiring, flags.go the flags, client.go the
-// client subcommand, replay.go the replay subcommand, lifecycle.go
-// containment and the agent's end, daemon.go the daemon and its status
-// and stop, relay.go the relay.
+// sessions. main.go has the wiring, flags.go the flags and the version,
+// client.go the client subcommand, replay.go the replay subcommand,
+// lifecycle.go containment and the agent's end (lifecycle_linux.go and
+// lifecycle_bsd.go its descriptors and the watch of stdout, per OS),
+// daemon.go the daemon and its status and stop, relay.go the relay,
+// build.go the build name that a relay and its daemon must share.
 package main
 
 import (
