@@ -175,9 +175,10 @@ func (s *Server) serve(nc *net.UnixConn) {
 		return
 	}
 	nc.SetDeadline(time.Time{}) // Best effort: as above.
-	// The client's stdout, if it passed it.
+	// The client's stdout, if it passed it along with an ACP hello, as
+	// Dial does; any other descriptor is closed here.
 	var out *os.File
-	if hello.Want != WantStatus && hello.Want != WantStop && hello.Stdout && len(fds) == 1 {
+	if (hello.Want == WantACP || hello.Want == "") && hello.Stdout && len(fds) == 1 {
 		out, fds = clientStdout(fds[0]), nil
 	}
 	closeAll(fds) // anything else sent along
