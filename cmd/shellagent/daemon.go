@@ -75,8 +75,9 @@ containment, and serves ACP (v2 and v1) on a unix socket to each
 that goes away (the editor closed, crashed, or lost its SSH link) detaches
 its sessions: their commands run on until session/close, 'shellagent daemon
 stop', or --detached-ttl. The daemon logs to stderr; SIGTERM, SIGINT and
-SIGQUIT stop it as 'daemon stop' does (a second one kills what is left at
-once), SIGHUP is ignored.
+SIGQUIT stop it as 'daemon stop' does (one while the commands stop, after
+another or after 'daemon stop', kills what is left at once), SIGHUP is
+ignored.
 
 Usage:
   shellagent daemon [flags]
@@ -148,11 +149,16 @@ func serveDaemon(opts daemonOptions) int {
 		Log:        log,
 		IdleExit:   opts.idleExit,
 	}
-	// A stop signal stops the daemon as daemon stop does; a second one
-	// while the commands stop kills what is left at once, as on stdio.
+	// A stop signal stops the daemon as daemon stop does; a signal while
+	// the commands stop (a second one, or one after daemon stop or
+	// --idle-exit) kills what is left at once, as on stdio. One goroutine
+	// at a time reads sigs: this one until the stop begins, then
+	// hurryOnSignal's.
 	ctx, stop := context.WithCancelCause(context.Background())
 	defer stop(nil)
+	watched := make(chan struct{})
 	go func() {
+		defer close(watched)
 		select {
 		case sig := <-sigs:
 			stop(fmt.Errorf("%v", sig))
@@ -160,6 +166,8 @@ func serveDaemon(opts daemonOptions) int {
 		}
 	}()
 	srv.Stop = func(context.Context) error {
+		stop(nil) // Serve is stopping already, for its own cause
+		<-watched
 		stopped := hurryOnSignal(log, c, sigs)
 		defer stopped()
 		_, err := stopSessions(log, sup, c, waitsEnd(sup))

@@ -987,11 +987,13 @@ func TestDaemonSIGTERM(t *testing.T) {
 	tests := []struct {
 		name        string
 		grace       string
+		stopFirst   bool // daemon stop first, the signals once the command has its SIGTERM
 		signals     int
 		least, most time.Duration // from the first signal to nothing left
 	}{
-		{"once", "500ms", 1, 500 * time.Millisecond, 500*time.Millisecond + 2*time.Second},
-		{"twice", "30s", 2, 0, 3 * time.Second},
+		{"once", "500ms", false, 1, 500 * time.Millisecond, 500*time.Millisecond + 2*time.Second},
+		{"twice", "30s", false, 2, 0, 3 * time.Second},
+		{"after daemon stop", "30s", true, 1, 0, 3 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -999,11 +1001,19 @@ func TestDaemonSIGTERM(t *testing.T) {
 			d := newDaemonFixture(t, "--kill-grace", tt.grace)
 			a := d.relay()
 			sid := a.session(d.cwd)
-			a.prompt(sid, "/bg trap '' TERM; echo ready; sleep 300")
+			a.prompt(sid, "/bg trap 'echo got TERM' TERM; echo ready; while :; do sleep 1; done")
 			a.c.WaitFor("ready", func(*acptest.Msg) bool { return strings.Contains(string(a.c.Output(sid, "term_1")), "ready") })
 			daemons := d.daemons()
 			if len(daemons) != 1 {
 				t.Fatalf("%d daemons", len(daemons))
+			}
+			stopped := make(chan int, 1)
+			if tt.stopFirst {
+				go func() {
+					_, _, code := d.run(binary, "daemon", "stop", "--socket", d.socket)
+					stopped <- code
+				}()
+				a.c.WaitFor("got TERM", func(*acptest.Msg) bool { return strings.Contains(string(a.c.Output(sid, "term_1")), "got TERM") })
 			}
 			start := time.Now()
 			for range tt.signals {
@@ -1016,6 +1026,11 @@ func TestDaemonSIGTERM(t *testing.T) {
 			}
 			if code := a.exited(); code != 1 {
 				t.Errorf("the relay exited %d once its daemon was gone, want 1", code)
+			}
+			if tt.stopFirst {
+				if code := <-stopped; code != 0 {
+					t.Errorf("daemon stop exited %d, want 0", code)
+				}
 			}
 		})
 	}
