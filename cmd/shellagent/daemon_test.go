@@ -897,8 +897,16 @@ func TestDaemonOfAnotherBuildIsRefused(t *testing.T) {
 
 	r := d.startRelay(binary)
 	builds := regexp.MustCompile(`is build (\S+ \([^)]*\))`)
-	for _, method := range []string{"initialize", "session/new"} {
-		_, err := r.c.Call(method, map[string]any{"protocolVersion": 2, "cwd": d.cwd})
+	for _, tt := range []struct {
+		method string
+		params map[string]any
+	}{
+		{"initialize", map[string]any{"protocolVersion": 2}},
+		{"session/new", map[string]any{"cwd": d.cwd}},
+		{"session/prompt", map[string]any{"sessionId": "sess_1", "prompt": []map[string]any{{"type": "text", "text": strings.Repeat("x", 100<<10)}}}},
+	} {
+		method := tt.method
+		_, err := r.c.Call(method, tt.params)
 		if err == nil {
 			t.Fatalf("%s through the relay was served by a daemon of another build", method)
 		}
@@ -906,6 +914,11 @@ func TestDaemonOfAnotherBuildIsRefused(t *testing.T) {
 		if err.Code != -32603 || len(m) != 2 || m[0][1] == m[1][1] || !strings.Contains(err.Message, "shellagent daemon stop") {
 			t.Errorf("%s: %v; want -32603 naming two builds and 'shellagent daemon stop'", method, err)
 		}
+	}
+	// A line that is not JSON-RPC is answered as the agent answers it.
+	r.c.SendRaw([]byte("not json"))
+	if m := r.c.WaitFor("the -32700 for a line that is not JSON", func(m *acptest.Msg) bool { return m.Error != nil && string(m.ID) == "null" }); m.Error.Code != -32700 {
+		t.Errorf("a line that is not JSON: %v; want -32700", m.Error)
 	}
 	r.c.Close()
 	if code := r.exited(); code != 1 {

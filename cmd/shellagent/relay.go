@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 
 	"shellagent/acp"
 	"shellagent/daemon"
+	"shellagent/protocol"
 )
 
 // relayDrain bounds how long the relay, once stdin has ended, reads on
@@ -107,34 +107,34 @@ func copyDown(stdout *os.File, c *daemon.Client) error {
 
 // refuse serves the editor when the daemon is of another build: every
 // request is answered with an error that names both builds and the way
-// out, until stdin ends. Nothing is relayed.
+// out, and a line the agent refuses (not JSON-RPC, too long) as the agent
+// answers it, until stdin ends. Nothing is relayed.
 func refuse(log *slog.Logger, path string, d daemon.Hello) int {
 	msg := fmt.Sprintf("the shellagent daemon at %s is build %s (relay protocol %d), this shellagent is build %s (relay protocol %d): "+
 		"stop it with 'shellagent daemon stop' (that stops the commands it runs), then start the agent again",
 		path, d.Build, d.Shellagent, buildName(), daemon.RelayVersion)
 	log.Error(msg)
 	data := map[string]any{"daemonBuild": d.Build, "relayBuild": buildName(), "fix": "shellagent daemon stop"}
-	r := bufio.NewReaderSize(os.Stdin, 64<<10)
+	r := protocol.NewMessageReader(os.Stdin, 0) // lines as the agent reads them
 	for {
-		line, err := r.ReadSlice('\n')
-		for errors.Is(err, bufio.ErrBufferFull) { // too long for a request worth answering
-			_, err = r.ReadSlice('\n')
-			line = nil
+		line, resp, err := r.Next()
+		if err != nil {
+			return 1
 		}
 		var req struct {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
 		}
-		if json.Unmarshal(line, &req) == nil && req.Method != "" && len(req.ID) > 0 && string(req.ID) != "null" {
-			resp, _ := json.Marshal(map[string]any{ // Safe: plain values.
+		if resp == nil && json.Unmarshal(line, &req) == nil && req.Method != "" && len(req.ID) > 0 && string(req.ID) != "null" {
+			resp, _ = json.Marshal(map[string]any{ // Safe: plain values.
 				"jsonrpc": "2.0", "id": req.ID,
 				"error": map[string]any{"code": acp.CodeInternalError, "message": msg, "data": data},
 			})
-			if _, err := os.Stdout.Write(append(resp, '\n')); err != nil {
-				return 1
-			}
 		}
-		if err != nil {
+		if resp == nil {
+			continue // a notification, or a response
+		}
+		if _, err := os.Stdout.Write(append(resp, '\n')); err != nil {
 			return 1
 		}
 	}
