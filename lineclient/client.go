@@ -84,6 +84,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"shellagent/acp"
 )
 
 // Permissions is how the client answers session/request_permission.
@@ -631,7 +633,7 @@ func (c *client) handleLine(line []byte) {
 	case m.isRequest() && m.Method == "session/request_permission":
 		c.perms.request(m)
 	case m.isRequest():
-		c.rpc.replyError(m.ID, -32601, "method not found: "+m.Method)
+		c.rpc.replyError(m.ID, acp.CodeMethodNotFound, "method not found: "+m.Method)
 	case m.Method == "session/update":
 		var n sessionNotification
 		if err := json.Unmarshal(m.Params, &n); err != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"shellagent/acp"
 )
 
 // permissions answers the agent's session/request_permission requests as
@@ -33,7 +35,7 @@ func (ps *permissions) waiting() bool {
 func (ps *permissions) request(m *message) {
 	p := &permission{id: m.ID}
 	if err := json.Unmarshal(m.Params, &p.req); err != nil || len(p.req.Options) == 0 {
-		ps.rpc.replyError(m.ID, -32602, "session/request_permission: params need a title and options")
+		ps.rpc.replyError(m.ID, acp.CodeInvalidParams, "session/request_permission: params need a title and options")
 		return
 	}
 	ps.p.note(describePermission(&p.req))

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/term"
+
+	"shellagent/acp"
 )
 
 // Terminal mode: the client on a terminal, with an agent that offers the
@@ -28,15 +30,8 @@ import (
 // shown once the terminal has let go of the screen; the output of
 // terminals that do not have the screen is not shown (/attach, /tail).
 
-// The input methods: terminal mode needs both.
-const (
-	methodWrite  = "_shellagent/terminal/write"
-	methodResize = "_shellagent/terminal/resize"
-)
-
 // Bounds of terminal mode.
 const (
-	maxWrite   = 64 << 10  // the most bytes one write carries (the agent's cap)
 	maxPending = 64 << 10  // keys typed ahead, while nothing takes them
 	copySize   = 256 << 10 // output kept per live terminal, to redraw it
 	maxHeld    = 256 << 10 // notes held while a terminal has the screen
@@ -48,7 +43,8 @@ const (
 const resetModes = "\x1b[?1l\x1b>\x1b[?25h\x1b[0m\x1b[?2004l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l"
 
 // hasInputMethods reports whether an initialize result's
-// _meta.shellagent.methods lists the input methods.
+// _meta.shellagent.methods lists the input methods: terminal mode needs
+// both.
 func hasInputMethods(meta json.RawMessage) bool {
 	var m struct {
 		Shellagent struct {
@@ -58,7 +54,7 @@ func hasInputMethods(meta json.RawMessage) bool {
 	if json.Unmarshal(meta, &m) != nil {
 		return false
 	}
-	return slices.Contains(m.Shellagent.Methods, methodWrite) && slices.Contains(m.Shellagent.Methods, methodResize)
+	return slices.Contains(m.Shellagent.Methods, acp.MethodWriteTerminal) && slices.Contains(m.Shellagent.Methods, acp.MethodResizeTerminal)
 }
 
 // tty is terminal mode's state. It belongs to the client's event loop,
@@ -316,11 +312,11 @@ func (t *tty) prefixed(a *attachment, k byte) {
 // write types b into the attached terminal.
 func (t *tty) write(a *attachment, b []byte) {
 	for len(b) > 0 {
-		n := min(len(b), maxWrite)
+		n := min(len(b), acp.MaxWrite)
 		params := map[string]string{"sessionId": t.c.sess.id, "terminalId": a.id, "data": base64.StdEncoding.EncodeToString(b[:n])}
 		b = b[n:]
-		t.c.rpc.call(methodWrite, params, func(m *message) {
-			if m.Error != nil && m.Error.Code != -32602 && !a.failed { // -32602: it has just exited
+		t.c.rpc.call(acp.MethodWriteTerminal, params, func(m *message) {
+			if m.Error != nil && m.Error.Code != acp.CodeInvalidParams && !a.failed { // it has just exited
 				a.failed = true
 				t.c.p.note(fmt.Sprintf("typing into %s failed: %s", a.id, m.Error.Message))
 			}
@@ -332,8 +328,8 @@ func (t *tty) write(a *attachment, b []byte) {
 func (t *tty) sendSize(cols, rows int) {
 	params := map[string]any{"sessionId": t.c.sess.id, "terminalId": t.att.id, "size": map[string]int{"cols": cols, "rows": rows}}
 	id := t.att.id
-	t.c.rpc.call(methodResize, params, func(m *message) {
-		if m.Error != nil && m.Error.Code != -32602 {
+	t.c.rpc.call(acp.MethodResizeTerminal, params, func(m *message) {
+		if m.Error != nil && m.Error.Code != acp.CodeInvalidParams {
 			t.c.p.note(fmt.Sprintf("resizing %s failed: %s", id, m.Error.Message))
 		}
 	})
