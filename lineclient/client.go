@@ -327,13 +327,11 @@ type client struct {
 	err       error // the first failure; Run returns it
 	seq       int   // agent messages read so far
 	sess      *session
-	commands  map[string]bool // the agent's slash commands, without "/"
+	commands  []command       // the agent's slash commands, in its order
 	killGrace time.Duration   // the session's kill grace, as the agent last reported it
 	input     chan inputEvent // from the reader, once started
 	done      chan struct{}   // closed when the loop has returned: the reader stops
 	tty       *tty            // terminal mode; nil otherwise
-
-	commandList []command // the agent's slash commands, in its order
 
 	held       *inputEvent // the first input event, read during start-up
 	interrupts int         // Ctrl-C presses since the last line sent
@@ -367,7 +365,6 @@ func newClient(cfg Config, rpc *conn) *client {
 		p:         p,
 		rpc:       rpc,
 		perms:     &permissions{mode: cfg.Permissions, rpc: rpc, p: p},
-		commands:  make(map[string]bool),
 		killGrace: defaultKillGrace,
 		input:     make(chan inputEvent),
 		done:      make(chan struct{}),
@@ -378,6 +375,12 @@ func newClient(cfg Config, rpc *conn) *client {
 type command struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
+}
+
+// offers reports whether the agent has the slash command name (without
+// "/").
+func (c *client) offers(name string) bool {
+	return slices.ContainsFunc(c.commands, func(cmd command) bool { return cmd.Name == name })
 }
 
 // loop runs the client until it has finished.
@@ -570,10 +573,7 @@ func (c *client) newSession() {
 		if c.tty != nil {
 			c.view.started, c.view.raw = c.tty.started, c.tty.output
 		}
-		c.commandList = res.AvailableCommands
-		for _, cmd := range res.AvailableCommands {
-			c.commands[cmd.Name] = true
-		}
+		c.commands = res.AvailableCommands
 		if grace, ok := killGraceOf(res.ConfigOptions, ""); ok {
 			c.killGrace = grace
 		}

@@ -54,7 +54,7 @@ func (c *client) prompt(line string) {
 	var w *turnWait
 	if !c.cfg.Interactive || c.tty != nil {
 		w = &turnWait{line: line}
-		if id, ok := strings.CutPrefix(line, "/stop "); ok && c.commands["stop"] && c.sess.listed(strings.TrimSpace(id)) {
+		if id, ok := strings.CutPrefix(line, "/stop "); ok && c.offers("stop") && c.sess.listed(strings.TrimSpace(id)) {
 			w.stopID = strings.TrimSpace(id)
 		}
 		c.wait = w

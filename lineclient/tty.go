@@ -515,7 +515,7 @@ func (t *tty) line(r editResult) {
 	name, arg, _ := strings.Cut(strings.TrimSpace(r.line), " ")
 	switch name {
 	case "/help":
-		c.p.text(help(c.commandList))
+		c.p.text(help(c.commands))
 	case "/quit":
 		c.askQuit()
 	case "/attach":
