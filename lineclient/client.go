@@ -254,21 +254,17 @@ func (c *client) startInput() {
 }
 
 // readKeys sends what each read of r returns, then an eof event, until
-// done closes.
+// done closes. The keys a read returns along with its error are sent
+// first, as io.Reader asks.
 func readKeys(r io.Reader, out chan<- inputEvent, done <-chan struct{}) {
 	buf := make([]byte, 4<<10)
 	for {
 		n, err := r.Read(buf)
-		ev := inputEvent{keys: bytes.Clone(buf[:n])}
-		if err != nil {
-			ev = inputEvent{eof: true}
-		}
-		select {
-		case out <- ev:
-		case <-done:
+		if n > 0 && !sendInput(out, done, inputEvent{keys: bytes.Clone(buf[:n])}) {
 			return
 		}
 		if err != nil {
+			sendInput(out, done, inputEvent{eof: true})
 			return
 		}
 	}
@@ -276,16 +272,8 @@ func readKeys(r io.Reader, out chan<- inputEvent, done <-chan struct{}) {
 
 // readInput sends each line of r, then an eof event, until done closes.
 func readInput(r io.Reader, out chan<- inputEvent, done <-chan struct{}) {
-	send := func(ev inputEvent) bool {
-		select {
-		case out <- ev:
-			return true
-		case <-done:
-			return false
-		}
-	}
 	if r == nil {
-		send(inputEvent{eof: true})
+		sendInput(out, done, inputEvent{eof: true})
 		return
 	}
 	lr := newLineReader(r, maxLine)
@@ -296,12 +284,23 @@ func readInput(r io.Reader, out chan<- inputEvent, done <-chan struct{}) {
 			if !errors.Is(err, io.EOF) {
 				ev.err = err
 			}
-			send(ev)
+			sendInput(out, done, ev)
 			return
 		}
-		if !send(inputEvent{line: string(line)}) {
+		if !sendInput(out, done, inputEvent{line: string(line)}) {
 			return
 		}
+	}
+}
+
+// sendInput sends ev to out unless done closes first, and reports
+// whether it did.
+func sendInput(out chan<- inputEvent, done <-chan struct{}, ev inputEvent) bool {
+	select {
+	case out <- ev:
+		return true
+	case <-done:
+		return false
 	}
 }
 

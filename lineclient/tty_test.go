@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 	"unicode/utf8"
 
@@ -149,6 +150,24 @@ func TestLastLines(t *testing.T) {
 		if got := string(lastLines([]byte(tc.in), tc.n)); got != tc.want {
 			t.Errorf("lastLines(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
 		}
+	}
+}
+
+// The keys a read returns along with the end of the input are read
+// keys: readKeys sends them before the end.
+func TestReadKeysDataWithEOF(t *testing.T) {
+	out, done := make(chan inputEvent), make(chan struct{})
+	defer close(done)
+	go readKeys(iotest.DataErrReader(strings.NewReader("ab\x02b")), out, done)
+	var keys []byte
+	for ev := range out {
+		if ev.eof {
+			break
+		}
+		keys = append(keys, ev.keys...)
+	}
+	if string(keys) != "ab\x02b" {
+		t.Errorf("keys read: %q, want %q", keys, "ab\x02b")
 	}
 }
 
