@@ -569,9 +569,6 @@ func (o *outputCopy) add(data []byte) {
 	if len(o.data) > 2*copySize {
 		cut := len(o.data) - copySize
 		o.data = slices.Clone(o.data[cut:])
-		o.enter = max(o.enter-cut, -1)
-		if o.enter < 0 {
-			o.enter = -1
-		}
+		o.enter = max(o.enter-cut, -1) // -1: the switch was cut off
 	}
 }
