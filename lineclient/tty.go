@@ -133,10 +133,10 @@ func (t *tty) close() {
 	if t.att != nil {
 		t.detach()
 	}
+	t.ed.close() // first: its goroutine writes no more
 	if t.ed.reading {
 		_, _ = io.WriteString(t.out, "\r\x1b[K") // Best effort: the prompt line goes.
 	}
-	t.ed.close()
 	_ = term.Restore(t.fd, t.saved) // Best effort: nothing more to do if it fails.
 }
 
