@@ -57,12 +57,13 @@ func startAgent(cfg Config) (*agentProc, error) {
 	return a, nil
 }
 
-// stop ends the agent, whose stdin has been closed. Unless now is set, it
-// first waits exitTimeout for the agent to exit of itself. Then it sends
-// SIGTERM to the agent's process group, and SIGKILL after grace or at an
-// interrupt. say tells the user of each signal. stop returns once the
-// agent has been reaped: with now, nil; else the agent's exit error, or
-// an error saying that it had to be signalled.
+// stop ends the agent. Without now, the agent's stdin has been closed
+// and stop first waits exitTimeout for the agent to exit of itself; with
+// now, its stdin stays open until conn.close (see conn.hangUp). An agent
+// still running is sent SIGTERM to its process group, then SIGKILL after
+// grace or at an interrupt; say tells the user of each signal. stop
+// returns once the agent has been reaped: with now, nil; else the agent's
+// exit error, or an error saying that it had to be signalled.
 func (a *agentProc) stop(now bool, grace time.Duration, interrupts <-chan os.Signal, say func(string)) error {
 	if !now {
 		select {
