@@ -348,7 +348,6 @@ type client struct {
 // the item leaving the list.
 type turnWait struct {
 	line      string // the prompt
-	requestID string
 	answered  bool   // the prompt's response arrived
 	respSeq   int    // seq of the response
 	messageID string // the inserted message

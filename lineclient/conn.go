@@ -187,9 +187,9 @@ func (c *conn) send(m *message) {
 	c.wake.Signal()
 }
 
-// call sends a request and returns its id. then runs with the answer, on
-// the goroutine that passes the answer to receive.
-func (c *conn) call(method string, params any, then func(*message)) string {
+// call sends a request. then runs with the answer, on the goroutine that
+// passes the answer to receive.
+func (c *conn) call(method string, params any, then func(*message)) {
 	raw, err := json.Marshal(params)
 	c.mu.Lock()
 	c.nextID++
@@ -197,12 +197,11 @@ func (c *conn) call(method string, params any, then func(*message)) string {
 	if err != nil {
 		c.failLocked(fmt.Errorf("lineclient: encoding %s params: %w", method, err))
 		c.mu.Unlock()
-		return id
+		return
 	}
 	c.pending[id] = then
 	c.mu.Unlock()
 	c.send(&message{ID: json.RawMessage(id), Method: method, Params: raw})
-	return id
 }
 
 // notify sends a notification.

@@ -59,7 +59,7 @@ func (c *client) prompt(line string) {
 		}
 		c.wait = w
 	}
-	id := c.rpc.call("session/prompt", params, func(m *message) {
+	c.rpc.call("session/prompt", params, func(m *message) {
 		if m.Error != nil {
 			c.p.note("prompt refused: " + m.Error.Error())
 			if c.wait == w {
@@ -76,9 +76,6 @@ func (c *client) prompt(line string) {
 		_ = json.Unmarshal(m.Result, &res) // Safe: without an id, the turn end is awaited from here on.
 		w.answered, w.respSeq, w.messageID = true, c.seq, res.MessageID
 	})
-	if w != nil {
-		w.requestID = id
-	}
 }
 
 // paceState moves a script on when a snapshot ends the awaited turn, and
