@@ -65,6 +65,15 @@ func result(id int, res string) string {
 	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":%s}`, id, res)
 }
 
+// rules returns the rule number of each violation, in order.
+func rules(vs []Violation) []int {
+	var nums []int
+	for _, v := range vs {
+		nums = append(nums, v.Rule)
+	}
+	return nums
+}
+
 // runScript plays a script through a harness: "-> METHOD SESSION [replay]"
 // sends a request (ids 1, 2, ...), any other step is a line the agent writes.
 func runScript(t *testing.T, script []string) *harness {
@@ -207,11 +216,7 @@ func TestCheck(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := runScript(t, tt.script)
-			var got []int
-			for _, v := range h.c.Violations() {
-				got = append(got, v.Rule)
-			}
-			if !slices.Equal(got, tt.want) {
+			if got := rules(h.c.Violations()); !slices.Equal(got, tt.want) {
 				t.Fatalf("violated rules %v, want %v:\n%v\n%s", got, tt.want, h.c.Violations(), h.c.Dump())
 			}
 			h.c.Check()

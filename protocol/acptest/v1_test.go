@@ -123,11 +123,7 @@ func TestCheckV1(t *testing.T) {
 			if errs := h.rec.Errors(); len(errs) != 0 {
 				t.Fatalf("wire violations: %q", errs)
 			}
-			var got []int
-			for _, v := range h.c.Violations() {
-				got = append(got, v.Rule)
-			}
-			if !slices.Equal(got, tt.want) {
+			if got := rules(h.c.Violations()); !slices.Equal(got, tt.want) {
 				t.Fatalf("violated rules %v, want %v:\n%v", got, tt.want, h.c.Violations())
 			}
 		})

@@ -89,11 +89,7 @@ func TestCheckProbes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := runScript(t, tc.script)
-			var got []int
-			for _, v := range h.c.Violations() {
-				got = append(got, v.Rule)
-			}
-			if !slices.Equal(got, tc.want) {
+			if got := rules(h.c.Violations()); !slices.Equal(got, tc.want) {
 				t.Errorf("violations %v, want rules %v", h.c.Violations(), tc.want)
 			}
 		})
@@ -104,11 +100,7 @@ func TestCheckProbes(t *testing.T) {
 		update("s1", `{"sessionUpdate":"state_update","state":"idle","background":[{"type":"terminal"}]}`),
 		state("idle", "", "term_1"))
 	h.end()
-	var rules []int
-	for _, v := range h.c.Violations() {
-		rules = append(rules, v.Rule)
-	}
-	if len(rules) != 1 || rules[0] != Wire || !strings.Contains(h.c.Violations()[0].Text, "terminalId") {
+	if got := rules(h.c.Violations()); len(got) != 1 || got[0] != Wire || !strings.Contains(h.c.Violations()[0].Text, "terminalId") {
 		t.Errorf("a malformed list: violations %v, want its wire violation only", h.c.Violations())
 	}
 	if errs := h.rec.Errors(); len(errs) != 0 {
