@@ -104,19 +104,32 @@ func (v View) Abandonable(id string) bool {
 }
 
 // View returns session sessionID as the client sees it right after
-// message at (after the whole transcript so far when at is nil).
+// message at (after the whole transcript so far when at is nil). Sending
+// session/resume with a replayFrom (or, in v1, session/load) starts the
+// view over, as the replay re-sends the session's history (see Check).
 func (c *Client) View(sessionID string, at *Msg) View {
-	msgs := c.Transcript()
+	c.mu.Lock()
+	msgs, sent := c.msgs, append([]*request(nil), c.sent...)
+	c.mu.Unlock()
 	if at != nil {
 		msgs = msgs[:at.Seq+1]
 	}
-	v := View{ToolCalls: make(map[string]*ToolCallView), Terminals: make(map[string]*TerminalView)}
-	for _, m := range msgs {
+	v, next := newView(), 0
+	for i, m := range msgs {
+		for ; next < len(sent) && sent[next].after <= i; next++ {
+			if r := sent[next]; r.replay && r.sessionID == sessionID {
+				v = newView()
+			}
+		}
 		if m.Method == "session/update" && m.SessionID == sessionID {
 			v.apply(m)
 		}
 	}
 	return v
+}
+
+func newView() View {
+	return View{ToolCalls: make(map[string]*ToolCallView), Terminals: make(map[string]*TerminalView)}
 }
 
 // apply applies one update.

@@ -55,6 +55,14 @@ func TestView(t *testing.T) {
 		{"an unknown state is busy, not idle", []string{
 			state("idle", "end_turn"), update("s1", `{"sessionUpdate":"state_update","state":"_thinking","background":[]}`),
 		}, func(v View) bool { return v.Busy && !v.Quiet() }},
+		{"a replay starts the view over", []string{
+			state("running", ""), term("term_1", ""), state("idle", "end_turn", "term_1"),
+			"-> session/resume s1 replay",
+			state("running", ""), state("idle", "end_turn"),
+		}, func(v View) bool { return v.Completions == 1 && v.Terminals["term_1"] == nil && v.Quiet() }},
+		{"a plain resume does not", []string{
+			state("running", ""), state("idle", "end_turn"), "-> session/resume s1", state("running", ""), state("idle", "end_turn"),
+		}, func(v View) bool { return v.Completions == 2 }},
 		{"the list comes back", []string{
 			term("term_1", ""), update("s1", `{"sessionUpdate":"state_update","state":"idle"`+probe+`}`), state("idle", "", "term_1"),
 		}, func(v View) bool { return v.Reported && v.Listed("term_1") }},
