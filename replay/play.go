@@ -381,15 +381,11 @@ func (p *player) neverSent() {
 }
 
 // errorResponse returns an error response to id.
-func errorResponse(id json.RawMessage, code int, msg string) []byte {
-	type rpcError struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	}
+func errorResponse(id json.RawMessage, code int64, msg string) []byte {
 	b, _ := json.Marshal(struct { // Safe: a valid raw id, an int and a string always marshal.
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
-		Error   rpcError        `json:"error"`
-	}{"2.0", id, rpcError{code, msg}})
+		Error   *acp.Error      `json:"error"`
+	}{"2.0", id, &acp.Error{Code: code, Message: msg}})
 	return b
 }
