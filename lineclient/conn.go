@@ -9,6 +9,8 @@ import (
 	"io"
 	"strconv"
 	"sync"
+
+	"shellagent/acp"
 )
 
 // maxLine is the longest line the client takes from the agent, in bytes:
@@ -225,8 +227,8 @@ func (c *conn) reply(id json.RawMessage, result any) {
 }
 
 // replyError answers the agent's request id with an error.
-func (c *conn) replyError(id json.RawMessage, code int, text string) {
-	c.send(&message{ID: id, Error: &rpcError{Code: code, Message: text}})
+func (c *conn) replyError(id json.RawMessage, code int64, text string) {
+	c.send(&message{ID: id, Error: &acp.Error{Code: code, Message: text}})
 }
 
 // receive traces a line from the agent and decodes it. For the answer to

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"shellagent/acp"
 )
 
 // message is one JSON-RPC 2.0 message in either direction.
@@ -15,20 +17,11 @@ type message struct {
 	Method  string          `json:"method,omitempty"`
 	Params  json.RawMessage `json:"params,omitempty"`
 	Result  json.RawMessage `json:"result,omitempty"`
-	Error   *rpcError       `json:"error,omitempty"`
+	Error   *acp.Error      `json:"error,omitempty"`
 }
 
 func (m *message) isResponse() bool { return m.Method == "" && len(m.ID) > 0 }
 func (m *message) isRequest() bool  { return m.Method != "" && len(m.ID) > 0 }
-
-// rpcError is a JSON-RPC error object.
-type rpcError struct {
-	Code    int             `json:"code"`
-	Message string          `json:"message"`
-	Data    json.RawMessage `json:"data,omitempty"`
-}
-
-func (e *rpcError) Error() string { return fmt.Sprintf("%s (%d)", e.Message, e.Code) }
 
 // Session update payloads, as far as the client reads them. Pointer and
 // raw fields tell omitted from empty where the protocol gives that a
