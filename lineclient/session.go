@@ -140,6 +140,15 @@ func (s *session) describe(it bgItem) string {
 	return it.id()
 }
 
+// describeList names the items of the background list, in its order.
+func (s *session) describeList() string {
+	names := make([]string, len(s.bg))
+	for i, it := range s.bg {
+		names[i] = s.describe(it)
+	}
+	return strings.Join(names, ", ")
+}
+
 // listing describes the background list.
 func (s *session) listing() string {
 	if !s.bgReported {
@@ -151,11 +160,7 @@ func (s *session) listing() string {
 		}
 		return "background: none"
 	}
-	names := make([]string, len(s.bg))
-	for i, it := range s.bg {
-		names[i] = s.describe(it)
-	}
-	text := "background: " + strings.Join(names, ", ")
+	text := "background: " + s.describeList()
 	if s.scheduledOnly() {
 		text += "; idle, with work scheduled"
 	}
@@ -170,15 +175,11 @@ func (s *session) closeWarning() string {
 	if len(s.bg) == 0 {
 		return ""
 	}
-	names := make([]string, len(s.bg))
-	for i, it := range s.bg {
-		names[i] = s.describe(it)
-	}
 	noun := "items"
 	if len(s.bg) == 1 {
 		noun = "item"
 	}
-	return fmt.Sprintf("closing the session will stop %d background %s: %s", len(s.bg), noun, strings.Join(names, ", "))
+	return fmt.Sprintf("closing the session will stop %d background %s: %s", len(s.bg), noun, s.describeList())
 }
 
 // closed applies what a successful session/close means for listed work
