@@ -53,9 +53,11 @@ func TestAfterFiringWhileBusyIsQueued(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, Config{})
 	sid := h.newSession()
-	h.run(sid, "/after 200ms echo queued")
+	// The busy command starts well within the second (on a loaded machine
+	// too) and runs past the firing.
+	h.run(sid, "/after 1s echo queued")
 	h.idle(nil, sid, "end_turn")
-	h.run(sid, "echo busy; sleep 0.8")
+	h.run(sid, "echo busy; sleep 2")
 	h.output(sid, "term_1", "busy")
 	done := h.toolStatus(nil, sid, "call_1", "completed")
 	removal := h.update(done, sid, acp.KindState, "removal", nil)
