@@ -163,6 +163,25 @@ func (r *ttyRun) quit(keys string) {
 	}
 }
 
+// stop stops terminal term from the prompt, and waits for its end and
+// for the prompt to come back as the nth.
+func (r *ttyRun) stop(term string, prompt int) {
+	r.t.Helper()
+	r.press("/stop " + term + "\r")
+	r.waitCount("["+term+" ended: signal SIGTERM]", 1)
+	r.waitPrompt(prompt)
+}
+
+// ticksStay fails the test unless the screen still shows n tick lines a
+// second later: no output of a terminal that is not shown reached it.
+func (r *ttyRun) ticksStay(n int, when string) {
+	r.t.Helper()
+	time.Sleep(time.Second)
+	if after := tickLines(r.scr.all()); after != n {
+		r.t.Errorf("%d ticks shown %s:\n%s", after-n, when, r.scr.all())
+	}
+}
+
 // exit waits for the client to exit and returns its error.
 func (r *ttyRun) exit() error {
 	r.t.Helper()
@@ -246,9 +265,7 @@ func TestTerminalInterruptWait(t *testing.T) {
 	r.waitCount("[cancelling the foreground command; background work runs on; Ctrl-C again closes the session]", 1)
 	r.waitCount("[turn cancelled]", 1)
 	r.waitPrompt(3)
-	r.press("/stop term_1\r")
-	r.waitCount("[term_1 ended: signal SIGTERM]", 1)
-	r.waitPrompt(4)
+	r.stop("term_1", 4)
 	r.quit("\x04")
 }
 
@@ -267,13 +284,8 @@ func TestTerminalBackground(t *testing.T) {
 	}
 	r.waitPrompt(2)
 	ticks := tickLines(r.scr.all())
-	time.Sleep(time.Second)
-	if after := tickLines(r.scr.all()); after != ticks {
-		t.Errorf("%d ticks shown after the move to the background:\n%s", after-ticks, r.scr.all())
-	}
-	r.press("/stop term_1\r")
-	r.waitCount("[term_1 ended: signal SIGTERM]", 1)
-	r.waitPrompt(3)
+	r.ticksStay(ticks, "after the move to the background")
+	r.stop("term_1", 3)
 	r.quit("\x04")
 }
 
@@ -286,10 +298,7 @@ func TestTerminalAttach(t *testing.T) {
 	r.press("/bg while sleep 0.2; do echo tick; done\r")
 	r.waitCount("[background: term_1 (while sleep 0.2; do echo tick; done)]", 1)
 	r.waitPrompt(2)
-	time.Sleep(time.Second)
-	if n := tickLines(r.scr.all()); n > 0 {
-		t.Errorf("a background terminal's output was shown before /attach:\n%s", r.scr.all())
-	}
+	r.ticksStay(0, "before /attach") // a background terminal's output is not shown
 	r.press("/attach term_1\r")
 	r.waitCount("[term_1 (while sleep 0.2; do echo tick; done): keys go to it; Ctrl-B d: detach, Ctrl-B c: stop it]", 1)
 	// The screen is redrawn from what it printed before, then goes on.
@@ -300,15 +309,10 @@ func TestTerminalAttach(t *testing.T) {
 	if ticks < tickLines(before) {
 		t.Fatalf("fewer ticks than before:\n%s", r.scr.all())
 	}
-	time.Sleep(time.Second)
-	if after := tickLines(r.scr.all()); after != ticks {
-		t.Errorf("%d ticks shown after detaching:\n%s", after-ticks, r.scr.all())
-	}
+	r.ticksStay(ticks, "after detaching")
 	r.press("/attach term_9\r")
 	r.waitCount("[no terminal term_9; /ps lists them]", 1)
-	r.press("/stop term_1\r")
-	r.waitCount("[term_1 ended: signal SIGTERM]", 1)
-	r.waitPrompt(5)
+	r.stop("term_1", 5)
 	r.quit("/quit\r")
 }
 
