@@ -64,7 +64,8 @@ func relay(opts agentOptions) int {
 	select {
 	case err := <-up:
 		if err != nil {
-			log.Info("the daemon went away", "err", err)
+			// A read of stdin or a write to the daemon: err says which.
+			log.Info("relaying the client's input to the daemon failed", "err", err)
 			return 1
 		}
 		// The client is done: tell the daemon, and pass on its answers to
