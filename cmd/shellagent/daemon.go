@@ -126,7 +126,7 @@ func serveDaemon(opts daemonOptions) int {
 	defer lock.Close() // Best effort: the exit lets go of it anyway.
 	c, swept, err := openContainment(log, opts.containment)
 	if err != nil {
-		return fail(fmt.Errorf("--containment %s: %w", opts.containment, err))
+		return fail(err)
 	}
 	l := activated
 	if l == nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"sync"
@@ -47,11 +48,11 @@ func (m *modeFlag) Set(v string) error {
 // sweeping what dead agents left behind; swept is closed when that is done.
 func openContainment(log *slog.Logger, mode contain.Mode) (c *contain.Containment, swept <-chan struct{}, err error) {
 	if err := closeOnExec(); err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("inherited descriptors: %w", err)
 	}
 	c, err = contain.Open(mode)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("--containment %s: %w", mode, err)
 	}
 	if why := c.CgroupError(); why != nil {
 		log.Info("containment: subreaper (cgroups are not available)", "why", why)

@@ -248,7 +248,7 @@ func serve(opts agentOptions) int {
 	signal.Notify(sigs, stopSignals...)
 	c, swept, err := openContainment(log, opts.containment)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "shellagent: --containment %s: %v\n", opts.containment, err)
+		fmt.Fprintf(os.Stderr, "shellagent: %v\n", err)
 		return 1
 	}
 
