@@ -275,6 +275,24 @@ func (r *relayProc) listed(sid, cwd string) bool {
 	return slices.ContainsFunc(list.Sessions, func(s struct{ SessionID, Cwd string }) bool { return s.SessionID == sid && s.Cwd == cwd })
 }
 
+// resumeCounter lists and resumes session sid on r, from the start, after
+// a gap of half a second during which its counter in term_1 printed on:
+// the replay must hold the seen lines and the gap's, then live lines
+// follow. It logs what came when; before names what saw the seen lines.
+func (r *relayProc) resumeCounter(sid, cwd string, seen int, before string) {
+	r.t.Helper()
+	if !r.listed(sid, cwd) {
+		r.t.Fatalf("session/list on the next connection does not list %s", sid)
+	}
+	r.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": cwd, "replayFrom": map[string]string{"type": "start"}}, nil)
+	replayed := counted(r.c.Output(sid, "term_1"))
+	if replayed < seen+3 {
+		r.t.Errorf("the replay of term_1 holds %d lines; %s had seen %d, and the gap lasted 0.5 s", replayed, before, seen)
+	}
+	live := r.waitLines(sid, "term_1", replayed+3)
+	r.t.Logf("%s saw %d lines; the replay held %d, then %d came live", before, seen, replayed, live-replayed)
+}
+
 // Whatever ends the relay, as an editor's end would, the daemon keeps its
 // work: a counter started through one relay runs on, and the next relay
 // resumes it with the same terminal id, the lines printed before and
@@ -309,16 +327,7 @@ func TestDaemonKeepsWorkWhenTheRelayEnds(t *testing.T) {
 			time.Sleep(500 * time.Millisecond) // the gap: the counter prints to no one
 
 			b := d.relay()
-			if !b.listed(sid, d.cwd) {
-				t.Fatalf("session/list on the next relay does not list %s", sid)
-			}
-			b.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": d.cwd, "replayFrom": map[string]string{"type": "start"}}, nil)
-			replayed := counted(b.c.Output(sid, "term_1"))
-			if replayed < seen+3 {
-				t.Errorf("the replay of term_1 holds %d lines; the first relay had seen %d, and the gap lasted 0.5 s", replayed, seen)
-			}
-			live := b.waitLines(sid, "term_1", replayed+3)
-			t.Logf("the first relay saw %d lines; the replay held %d, then %d came live", seen, replayed, live-replayed)
+			b.resumeCounter(sid, d.cwd, seen, "the first relay")
 
 			b.prompt(sid, "/bg sleep 300")
 			b.prompt(sid, "/stop term_1")

@@ -147,16 +147,7 @@ func TestDaemonOverSSH(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // the gap: sshd hangs up the remote relay; the counter prints on
 
 	b := relay()
-	if !b.listed(sid, d.cwd) {
-		t.Fatalf("session/list through the second ssh does not list %s", sid)
-	}
-	b.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": d.cwd, "replayFrom": map[string]string{"type": "start"}}, nil)
-	replayed := counted(b.c.Output(sid, "term_1"))
-	if replayed < seen+3 {
-		t.Errorf("the replay of term_1 holds %d lines; the first connection had seen %d, and the gap lasted 0.5 s", replayed, seen)
-	}
-	live := b.waitLines(sid, "term_1", replayed+3)
-	t.Logf("the first ssh saw %d lines; the replay held %d, then %d came live", seen, replayed, live-replayed)
+	b.resumeCounter(sid, d.cwd, seen, "the first ssh")
 	b.prompt(sid, "/stop term_1")
 	if sig := b.exitSignal(sid, "term_1"); sig != "SIGTERM" {
 		t.Errorf("/stop term_1: signal %v", sig)
