@@ -158,31 +158,27 @@ func durationOption(id, name, desc string, choices []string, d time.Duration) ac
 	return opt
 }
 
+// twoWayOption describes a setting with two values, off and on; the
+// current one is on's if isOn.
+func twoWayOption(id, name, desc string, off, on acp.ConfigChoice, isOn bool) acp.ConfigOption {
+	opt := acp.ConfigOption{
+		Type: "select", ConfigID: id, Name: name, Description: desc,
+		CurrentValue: off.Value, Options: []acp.ConfigChoice{off, on},
+	}
+	if isOn {
+		opt.CurrentValue = on.Value
+	}
+	return opt
+}
+
 func (st settings) options() []acp.ConfigOption {
-	perm := acp.ConfigOption{
-		Type: "select", ConfigID: optPermission, Name: "Permission",
-		Description:  "ask: request permission before each command runs",
-		CurrentValue: "allow",
-		Options: []acp.ConfigChoice{
-			{Value: "allow", Name: "Run commands without asking"},
-			{Value: "ask", Name: "Ask before each command"},
-		},
-	}
-	if st.ask {
-		perm.CurrentValue = "ask"
-	}
-	checks := acp.ConfigOption{
-		Type: "select", ConfigID: optClientChecks, Name: "Client checks",
-		Description:  "on: report what this client does against the protocol's client-side rules as warning notices",
-		CurrentValue: "off",
-		Options: []acp.ConfigChoice{
-			{Value: "off", Name: "Don't report"},
-			{Value: "on", Name: "Report each as a notice"},
-		},
-	}
-	if st.clientChecks {
-		checks.CurrentValue = "on"
-	}
+	perm := twoWayOption(optPermission, "Permission", "ask: request permission before each command runs",
+		acp.ConfigChoice{Value: "allow", Name: "Run commands without asking"},
+		acp.ConfigChoice{Value: "ask", Name: "Ask before each command"}, st.ask)
+	checks := twoWayOption(optClientChecks, "Client checks",
+		"on: report what this client does against the protocol's client-side rules as warning notices",
+		acp.ConfigChoice{Value: "off", Name: "Don't report"},
+		acp.ConfigChoice{Value: "on", Name: "Report each as a notice"}, st.clientChecks)
 	return []acp.ConfigOption{
 		durationOption(optForegroundTimeout, "Foreground timeout",
 			"Move a command to the background after it has run this long in the foreground",
