@@ -52,7 +52,7 @@ func waitWatching(t *testing.T, g *markerGroup) {
 	}
 }
 
-// What Session mode holds and what escapes it (README, "What escapes
+// What Session mode holds and what escapes it (docs/containment.md, "What escapes
 // each mode"): nothing is re-parented to the agent, so a process that
 // leaves the terminal's session is held by its marker, or by a look that
 // saw it while its parent (a member) lived; one that leaves the session,
@@ -137,7 +137,7 @@ func TestSessionMode(t *testing.T) {
 			t.Error(err)
 		}
 		if !running(pid) {
-			t.Errorf("the escaped sleep %d was killed: README says Session mode cannot find it", pid)
+			t.Errorf("the escaped sleep %d was killed: docs/containment.md says Session mode cannot find it", pid)
 		}
 	})
 }

@@ -27,10 +27,11 @@
 //   - terminal.go: one command line's life: launch, hand-off to the
 //     background, exit status. permission.go and jobs.go are the detours
 //     it can take: asking the user first, and scheduled firings.
-//   - wait.go (waitscan.go) and watch.go (watch_linux.go): work without a
-//     process of its own that a tool call reports: /wait, foreground work
-//     that watches a terminal; /watch, listed work that runs a command as
-//     new foreground work when files change, and /pause and /resume.
+//   - wait.go (waitscan.go) and watch.go (inotify in watch_linux.go, a
+//     refusal in watch_other.go): work without a process of its own that
+//     a tool call reports: /wait, foreground work that watches a
+//     terminal; /watch, listed work that runs a command as new foreground
+//     work when files change, and /pause and /resume.
 //   - background.go: the background list and the RFD rules it keeps, and
 //     the only code that sends a state_update.
 //   - history.go: the outbox: the attached client, and the history that a

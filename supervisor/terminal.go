@@ -142,7 +142,7 @@ func callOutcome(cancelled bool, es *acp.ExitStatus) string {
 	return acp.StatusFailed
 }
 
-// exitStatus follows README.md "The life of a command": the shell's wait
+// exitStatus follows docs/terminals.md, "The life of a command": the shell's wait
 // status when nothing stopped it; the last signal the agent had to send
 // when it did, with the shell's exit code if it exited with one.
 func exitStatus(x ptyio.Exit) *acp.ExitStatus {

@@ -167,7 +167,8 @@ func TestClientScript(t *testing.T) {
 	}
 }
 
-// The README's first command prints the same on every run.
+// The README's first command prints the same on every run: demoOutput
+// (TestReadmeDemo checks that the README shows it).
 func TestClientDemo(t *testing.T) {
 	t.Parallel()
 	demo, err := os.ReadFile("../../testdata/demo.txt")
@@ -175,7 +176,19 @@ func TestClientDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	want := `[agent: shellagent devel, ACP v2]
+	want := demoOutput(dir)
+	for range 2 {
+		out, stderr := runScript(t, string(demo), "--cwd", dir, "--set", "foreground_timeout=1s")
+		if out != want || stderr != "" {
+			t.Errorf("the demo printed:\n%s\nwant:\n%s\nstderr: %s", out, want, stderr)
+		}
+	}
+}
+
+// demoOutput is what the demo (testdata/demo.txt with --set
+// foreground_timeout=1s) prints when run in dir.
+func demoOutput(dir string) string {
+	return `[agent: shellagent devel, ACP v2]
 [session started in ` + dir + `]
 [set foreground_timeout to 1s]
 > printf 'compiled in 0.4s\nlistening on http://localhost:3000\n'; exec sleep 600
@@ -190,12 +203,6 @@ Stopping term_1: SIGTERM sent; its exit status follows.
 [background: none; the session is quiet]
 [session closed]
 `
-	for range 2 {
-		out, stderr := runScript(t, string(demo), "--cwd", dir, "--set", "foreground_timeout=1s")
-		if out != want || stderr != "" {
-			t.Errorf("the demo printed:\n%s\nwant:\n%s\nstderr: %s", out, want, stderr)
-		}
-	}
 }
 
 // Output is labelled by terminal while several terminals run, and not

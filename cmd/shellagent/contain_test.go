@@ -25,7 +25,7 @@ var testMode = string(containtest.Mode())
 
 // zoo is every way a command's processes try to outlive it. Each line ends
 // with "&" or ";", ready for more. Every mode must catch every case but
-// those with an escapee, which Session mode may miss (README, "What
+// those with an escapee, which Session mode may miss (docs/containment.md, "What
 // escapes each mode"): a process that leaves the session, drops the
 // marker and whose parent exits before the agent looks.
 var zoo = []struct {
@@ -74,7 +74,7 @@ func (a *agent) killLeft(left []int, after string) {
 	var wrong []int
 	for _, pid := range left {
 		if mayEscape(pid) {
-			a.t.Logf("process %d escaped %s, as Session mode may let it (README)", pid, after)
+			a.t.Logf("process %d escaped %s, as Session mode may let it (docs/containment.md)", pid, after)
 		} else {
 			wrong = append(wrong, pid)
 		}

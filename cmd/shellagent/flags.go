@@ -56,7 +56,7 @@ func (o *agentOptions) define(fs *flag.FlagSet) {
 	fs.BoolVar(&o.scenariosInvalid, "scenarios-invalid", o.scenariosInvalid, "let /scenario play the scenario that sends a message the schema forbids (a malformed background list)")
 }
 
-// defaultAgentOptions are the defaults the README documents.
+// defaultAgentOptions are the defaults docs/prompts.md documents.
 func defaultAgentOptions() agentOptions {
 	return agentOptions{
 		foregroundTimeout: supervisor.DefaultForegroundTimeout,
@@ -208,7 +208,7 @@ func (d *durationFlag) Set(v string) error {
 	return nil
 }
 
-// formatDuration writes d as the README does: 10s, 3s, 0.
+// formatDuration writes d as the docs do: 10s, 3s, 0.
 func formatDuration(d time.Duration) string {
 	if d == 0 {
 		return "0"
@@ -287,7 +287,7 @@ func (s *sizeFlag) Set(v string) error {
 
 // printDefaults writes fs's flags, sorted by name, as --help shows them:
 // the flag with the name of its value, then its usage and its default in
-// the README's notation, wrapped to 80 columns.
+// the docs' notation, wrapped to 80 columns.
 func printDefaults(w *strings.Builder, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		name, usage := flag.UnquoteUsage(f)

@@ -95,7 +95,7 @@ func TestClientCwdIsMadeAbsolute(t *testing.T) {
 	}
 }
 
-// Durations are written as the README writes them, and read back the same.
+// Durations are written as the docs write them, and read back the same.
 func TestFormatDuration(t *testing.T) {
 	for _, tt := range []struct {
 		d    time.Duration
