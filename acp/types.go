@@ -8,6 +8,9 @@
 // Only the parts of the schema (testdata/acp/schema.v2.json) that shellagent
 // reads or writes are modelled. Field comments give the wire rule where it
 // is not obvious; the schema's descriptions are the reference.
+//
+// Files: types.go (the wire types), errors.go (JSON-RPC errors and their
+// codes), validate.go (what each request must carry).
 package acp
 
 import "encoding/json"

@@ -57,4 +57,10 @@
 // dials until the daemon answers, for at most StartTimeout. A client that
 // finds the lock taken waits for that daemon to answer instead of
 // starting another, so N clients started at once give one daemon.
+//
+// Files: doc.go (this comment), socket.go (the socket's path, the
+// directory checks, Listen, Activated), lock.go (the lock beside the
+// socket), hello.go (the hello, and the answers to status and stop),
+// server.go (the Server), dial.go (the client side: Dial, Connect,
+// AskStatus, AskStop).
 package daemon

@@ -62,14 +62,16 @@
 // is sent at once; the agent holds prompts that arrive while a command
 // runs.
 //
-// The code is in parts: conn is the JSON-RPC side (framing, ids, pending
-// calls, the agent's lines with their cap), safe to send on from any
-// goroutine; agentProc is the agent's process; client is the event loop,
-// the UI state machine, which takes input events from a channel whatever
-// their source; it prints through view (the session's updates), session
-// (the RFD's rules), permissions and printer. In terminal mode tty routes
-// keys and the screen, and editor (golang.org/x/term's line editor) reads
-// lines on a goroutine of its own.
+// The code is in parts: conn.go is the JSON-RPC side (framing, ids,
+// pending calls, the agent's lines with their cap), safe to send on from
+// any goroutine, over the messages of wire.go; agent.go is the agent's
+// process; client.go is the event loop, the UI state machine, which
+// takes input events from a channel whatever their source (input.go
+// handles the input lines); it prints through updates.go (the session's
+// updates), session.go (the RFD's rules), permissions.go and printer.go.
+// In terminal mode tty.go routes keys (keys.go reads them) and the
+// screen, and editor.go (golang.org/x/term's line editor) reads lines on
+// a goroutine of its own.
 package lineclient
 
 import (

@@ -9,4 +9,16 @@
 // version. The Agent reports to the peer through the Client the Conn hands
 // it; a terminal's output is read by the writer from the terminal's
 // OutputSource when it gets to it.
+//
+// Files: conn.go (the Conn: the read loop, the requests it hands to the
+// Agent, the Client the Agent reports to), stream.go (lines capped at
+// MaxLine, the envelope checks) and messages.go (the same refusals as a
+// MessageReader), params.go (decoding params, errors as JSON-RPC errors),
+// writer.go (the single writer), queue.go (what waits for the client, and
+// the coalescing for a stalled one), backlog.go (the bound on replies that
+// stops reading input), peer.go (the client's progress and stalls) with
+// kernel.go, kernel_linux.go and kernel_other.go (the kernel's buffer
+// between them), output.go (OutputSource), encoding.go (v2 lines), and the
+// v1 front: v1front.go, v1encoding.go, v1types.go and text.go (output as
+// UTF-8 text).
 package protocol

@@ -20,6 +20,11 @@
 // exactly SHELL -c LINE. This costs one exec and no memory; a resident session
 // leader would cost a process per terminal, and job control (set -m) is
 // shell-dependent.
+//
+// Files: ptyio.go (the API), local.go (Local: the PTY, the fork into the
+// containment, the goroutines that read the PTY and follow the process),
+// input_linux.go (seeing a program blocked reading its terminal),
+// input_other.go (which reports that as unsupported elsewhere).
 package ptyio
 
 import (

@@ -10,6 +10,12 @@
 // next client line are sent at once. See Play for what counts as a
 // departure and how the placeholders of the golden transcripts are
 // treated.
+//
+// Files: transcript.go (reading a transcript), play.go (Play: matching
+// the client's messages, the departures), message.go (what kind of
+// JSON-RPC message a line is), value.go (JSON values compared member by
+// member, with the first difference named), outbox.go (the writer to the
+// client, which bounds what a client that does not read can make wait).
 package replay
 
 import (

@@ -20,6 +20,9 @@
 // Every message a scenario sends is valid against the v2 schema, but for
 // the scenarios marked Invalid (a malformed background list), which the
 // session plays only when the agent runs with --scenarios-invalid.
+//
+// Files: scenario.go (a Scenario, its listing, and the Stage a session
+// gives it to play on), table.go (All: the scenarios themselves).
 package scenario
 
 import (

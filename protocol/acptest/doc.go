@@ -25,4 +25,12 @@
 // reconstructed from the _meta.terminal_output strings of tool call
 // updates, and Check verifies the v1 rules (tool calls announced before
 // they are updated, the _meta terminal flow).
+//
+// Files: client.go (the Client, its options and its waits), binary.go
+// (StartBinary), reader.go (the read loop and dispatch), scan.go (a fast
+// first pass over each line), schema.go (validation against the
+// schemas), msg.go (Msg: a line as recorded), terminal.go (terminals
+// rebuilt from output), check.go (Check and the rules), view.go (View: a
+// session as a conforming client sees it), procs.go (ProcessesWith),
+// report.go (what of testing.TB the Client uses).
 package acptest
