@@ -52,8 +52,8 @@ func waitWatching(t *testing.T, g *markerGroup) {
 	}
 }
 
-// What Session mode holds and what escapes it (docs/containment.md, "What escapes
-// each mode"): nothing is re-parented to the agent, so a process that
+// What Session mode holds and what escapes it (docs/containment.md, "The modes,
+// and what escapes each"): nothing is re-parented to the agent, so a process that
 // leaves the terminal's session is held by its marker, or by a look that
 // saw it while its parent (a member) lived; one that leaves the session,
 // drops the marker and whose parent exits before any look is not held,

@@ -25,8 +25,8 @@ var testMode = string(containtest.Mode())
 
 // zoo is every way a command's processes try to outlive it. Each line ends
 // with "&" or ";", ready for more. Every mode must catch every case but
-// those with an escapee, which Session mode may miss (docs/containment.md, "What
-// escapes each mode"): a process that leaves the session, drops the
+// those with an escapee, which Session mode may miss (docs/containment.md, "The
+// modes, and what escapes each"): a process that leaves the session, drops the
 // marker and whose parent exits before the agent looks.
 var zoo = []struct {
 	name, line string
