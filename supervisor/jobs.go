@@ -25,11 +25,13 @@ type job struct {
 	skipped  *turn // the run during which a firing was skipped and said so
 }
 
-// schedule serves /after and /every: the tool call is announced pending and
-// cancellable, then listed. It returns the tool call.
-func (st *state) schedule(in input) *toolCall {
+// schedule serves /after and /every (every): line is to run after delay,
+// or every delay. The tool call is announced pending and cancellable,
+// then listed. It returns the tool call.
+func (st *state) schedule(line string, delay time.Duration, every bool) *toolCall {
+	in := input{line: line, delay: delay}
 	j := &job{line: in.line, schedule: "after " + in.delay.String(), created: time.Now()}
-	if in.kind == everyWork {
+	if every {
 		j.every, j.schedule = in.delay, "every "+in.delay.String()
 	}
 	c := st.newCall(callScheduled, "other", j.schedule+": "+in.line)

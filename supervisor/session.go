@@ -224,7 +224,7 @@ func (s *Session) prompt(ctx context.Context, from protocol.Client, blocks []acp
 			reply(nil, acp.RequestCancelled("session is closing"))
 		case t.in.immediate() && st.turns.busy():
 			st.insert(t)
-			st.act(t.in)
+			t.in.cmd.act(st, t.in)
 			// Once what it does is reported, even after an errand (a /ps
 			// scan, a /bg launch): no turn end will say so.
 			st.errands.then(func() {
@@ -583,7 +583,7 @@ func fireJob(st *state, j *job) {
 	if st.life != sessionOpen || !st.fired(j, st.turns.runOf(j.owns)) {
 		return
 	}
-	st.startOrHold(&turn{in: input{kind: runCommand, line: j.line}, job: j})
+	st.startOrHold(&turn{in: input{cmd: shellLine, line: j.line}, job: j})
 }
 
 // answered runs or refuses the command once the client answers. An answer

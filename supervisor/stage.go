@@ -312,7 +312,7 @@ func (p *play) Run(line string, how scenario.How) (scenario.Command, error) {
 func (p *play) Schedule(line string) (scenario.ToolCall, error) {
 	var c *toolCall
 	if !p.enter(func(st *state) {
-		c = st.schedule(input{kind: afterWork, delay: time.Hour, line: line})
+		c = st.schedule(line, time.Hour, false)
 		p.calls = append(p.calls, c)
 	}) {
 		return nil, over(p.ctx)
@@ -399,7 +399,7 @@ func (p *play) Begin() error {
 	if !p.enter(func(st *state) {
 		began = make(chan struct{})
 		p.began = began
-		st.startOrHold(&turn{in: input{kind: scenarioTurn}, play: p})
+		st.startOrHold(&turn{in: input{cmd: scenarioWork}, play: p})
 	}) {
 		return over(p.ctx)
 	}
@@ -633,11 +633,13 @@ func (r realCall) Fire() {
 
 // Pause implements scenario.ToolCall.
 func (r realCall) Pause(paused bool) {
-	kind := resumeWork
-	if paused {
-		kind = pauseWork
-	}
-	r.p.enter(func(st *state) { pauseOrResume(st, kind, r.c.id) })
+	r.p.enter(func(st *state) {
+		if paused {
+			pauseWatch(st, r.c.id)
+		} else {
+			resumeWatch(st, r.c.id)
+		}
+	})
 }
 
 // Cancel implements scenario.ToolCall.

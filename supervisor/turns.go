@@ -177,22 +177,12 @@ func (st *state) start(t *turn) {
 	if t.reply != nil {
 		st.insert(t)
 	}
-	switch t.in.kind {
-	case runCommand:
-		st.runForeground(t)
-		return
-	case waitWork:
-		runWait(st, t)
-		return
-	case playScenario:
-		startScenario(st, t)
-		return
-	case scenarioTurn:
-		t.play.begin(st, t)
+	if c := t.in.cmd; c.act == nil {
+		c.hold(st, t)
 		return
 	}
 	st.transition(acp.StateRunning, "")
-	st.act(t.in)
+	t.in.cmd.act(st, t.in)
 	st.errands.then(func() { // /bg CMD and /ps send errands out
 		t.state = turnOver
 		st.endTurn(acp.StopEndTurn)
@@ -241,7 +231,7 @@ func (st *state) dropHeld(match func(*turn) bool, why string) {
 		if t.reply != nil {
 			t.reply(nil, acp.RequestCancelled(why))
 		}
-		if t.in.kind == scenarioTurn {
+		if t.in.cmd == scenarioWork {
 			t.play.abort(scenario.ErrCancelled) // its foreground work will not come
 		}
 	}
@@ -290,54 +280,6 @@ func (st *state) detach(why string) {
 	st.turns.release(fg)
 	st.handOff(fg.term, why)
 	st.endTurn(acp.StopEndTurn)
-}
-
-// act carries out everything but a foreground command.
-func (st *state) act(in input) {
-	switch in.kind {
-	case bgCommand:
-		st.runBackground(in.line)
-	case bgDetach:
-		fg := st.turns.fg
-		switch {
-		case fg == nil:
-			st.out.agentMessage("Nothing is running in the foreground: /bg alone moves the running command to the background. To start a command in the background, write /bg CMD.")
-		case fg.state == turnScenario:
-			st.out.agentMessage("A scenario holds the foreground; it ends by itself, or with session/cancel.")
-		case fg.state == turnAsking:
-			st.out.agentMessage("The foreground command is waiting for permission; it can move to the background once it runs.")
-		case fg.waiting():
-			fg.call.wait.toBackground(st, fg)
-		case fg.term.state == termStopping:
-			st.out.agentMessage("The foreground command is being stopped; it stays in the foreground until it exits.")
-		default:
-			st.detach("Moved to the background by /bg.")
-		}
-	case listWork:
-		// /ps names each listed terminal's processes: a scan of /proc
-		// (or a cgroup), done outside the mutex.
-		procs := st.list.processes()
-		found := make([]string, len(procs))
-		st.errands.send(func() {
-			for i, p := range procs {
-				found[i] = members(p)
-			}
-		}, func() { st.out.agentMessage(st.list.listing(found)) })
-	case stopWork:
-		st.stopByID(in.id)
-	case listScenarios:
-		st.out.agentMessage(scenario.Listing(protocol.Version(st.out.client) == protocol.ProtocolV1, st.s.sv.cfg.ScenariosInvalid))
-	case afterWork, everyWork:
-		st.schedule(in)
-	case typeInput, resizeTerm, tailTerm:
-		st.actOnTerminal(in)
-	case watchWork:
-		startWatch(st, in.watch)
-	case pauseWork, resumeWork:
-		pauseOrResume(st, in.kind, in.id)
-	case badInput:
-		st.out.agentMessage(in.problem)
-	}
 }
 
 // stopByID serves /stop: the same acceptance and errors as the cancel

@@ -115,7 +115,7 @@ func parseWait(rest string) input {
 	if spec.fresh && spec.pattern == nil {
 		return bad("/wait: --new applies to a pattern, which output it reads", "wait")
 	}
-	return input{kind: waitWork, wait: spec}
+	return input{waitFor: spec}
 }
 
 // target reads what the wait waits for: :PORT, an http:// or https://
@@ -222,7 +222,7 @@ type waiter struct {
 // runWait starts the wait of turn t, which then holds the foreground; or,
 // if its terminal is unknown, says so and ends the turn.
 func runWait(st *state, t *turn) {
-	spec := t.in.wait
+	spec := t.in.waitFor
 	term := st.work.terminals[spec.term]
 	if term == nil {
 		st.transition(acp.StateRunning, "")

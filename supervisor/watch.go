@@ -49,7 +49,7 @@ func parseWatch(rest string) input {
 	case !ok || path.text == "" || line == "":
 		return bad("/watch needs a path and a command", "watch")
 	}
-	return input{kind: watchWork, watch: &watchSpec{path: path.text, line: line}}
+	return input{watchOf: &watchSpec{path: path.text, line: line}}
 }
 
 // watcher is a watch. It is guarded by its session's mutex.
@@ -155,7 +155,7 @@ func (s *Session) watchChanged(w *watcher, gen int) {
 			return
 		}
 		w.runs++
-		st.startOrHold(&turn{in: input{kind: runCommand, line: w.spec.line}, watch: w})
+		st.startOrHold(&turn{in: input{cmd: shellLine, line: w.spec.line}, watch: w})
 	})
 }
 
@@ -185,44 +185,58 @@ func (w *watcher) end(st *state, status, text string) {
 	endCall(st, w.call, status)
 }
 
-// pauseOrResume serves /pause and /resume: each applies to a watch only,
-// and says what it did, or why not, in an agent message.
-func pauseOrResume(st *state, kind inputKind, id string) {
-	verb, want := "pause", callRunning
-	if kind == resumeWork {
-		verb, want = "resume", callPaused
-	}
+// pausable returns the watch that /pause or /resume (verb) of id applies
+// to: a watch in state want. If there is none, it says why in an agent
+// message and returns nil.
+func pausable(st *state, verb, id string, want callState) *watcher {
 	c := st.work.calls[id]
 	switch {
 	case c == nil && st.work.terminals[id] != nil:
 		st.out.agentMessage(fmt.Sprintf("Cannot %s %s: it is a terminal; only a watch (/watch) can be paused and resumed. /stop %s stops it.", verb, id, id))
-		return
+		return nil
 	case c == nil:
 		st.out.agentMessage(fmt.Sprintf("Cannot %s %s: there is no tool call %q in this session; /ps lists the background work.", verb, id, id))
-		return
+		return nil
 	case c.watch == nil:
 		st.out.agentMessage(fmt.Sprintf("Cannot %s %s: it is not a watch; only a watch (/watch) can be paused and resumed.", verb, id))
-		return
+		return nil
 	case c.state == callDone:
 		st.out.agentMessage(fmt.Sprintf("Cannot %s %s: it has ended (%s).", verb, id, c.outcome))
-		return
-	case c.state != want && kind == pauseWork:
+		return nil
+	case c.state != want && verb == "pause":
 		st.out.agentMessage(fmt.Sprintf("%s is paused already; /resume %s resumes it.", id, id))
-		return
+		return nil
 	case c.state != want:
 		st.out.agentMessage(fmt.Sprintf("%s is not paused: it is watching.", id))
+		return nil
+	}
+	return c.watch
+}
+
+// pauseWatch serves /pause: it applies to a watch only, and says what it
+// did, or why not, in an agent message.
+func pauseWatch(st *state, id string) {
+	w := pausable(st, "pause", id, callRunning)
+	if w == nil {
 		return
 	}
-	w := c.watch
-	if kind == pauseWork {
-		w.unwatch()
-		st.turns.drop(w.owns)
-		c.state = callPaused
-		c.content = []acp.ToolCallContent{acp.TextContent(fmt.Sprintf("Paused by /pause: changes to %s run nothing until /resume %s.", w.spec.path, id))}
-		st.out.send(c.update())
-		st.out.agentMessage(fmt.Sprintf("Paused %s (%s): changes run nothing until /resume %s.", id, c.title, id))
+	c := w.call
+	w.unwatch()
+	st.turns.drop(w.owns)
+	c.state = callPaused
+	c.content = []acp.ToolCallContent{acp.TextContent(fmt.Sprintf("Paused by /pause: changes to %s run nothing until /resume %s.", w.spec.path, id))}
+	st.out.send(c.update())
+	st.out.agentMessage(fmt.Sprintf("Paused %s (%s): changes run nothing until /resume %s.", id, c.title, id))
+}
+
+// resumeWatch serves /resume: it applies to a watch only, and says what
+// it did, or why not, in an agent message.
+func resumeWatch(st *state, id string) {
+	w := pausable(st, "resume", id, callPaused)
+	if w == nil {
 		return
 	}
+	c := w.call
 	w.rewatch(st, func(err error) {
 		if c.state != callPaused {
 			w.unwatch() // cancelled meanwhile (cannot happen: the errand keeps others out)
