@@ -295,7 +295,11 @@ func (st *state) stopByID(id string) {
 	}
 	stop, err := st.acceptCancel(id)
 	if err != nil {
-		st.out.agentMessage("Cannot stop " + id + ": " + errorMessage(err) + ".")
+		msg := "Cannot stop " + id + ": " + errorMessage(err) + "."
+		if c := st.work.calls[id]; c != nil && c.term != nil && c.term.state < termExited {
+			msg += " Its command runs in " + c.term.id + ": /stop " + c.term.id + " stops it."
+		}
+		st.out.agentMessage(msg)
 		return
 	}
 	st.out.agentMessage("Cancelling " + id + ".")
