@@ -78,7 +78,7 @@ var commands []*command
 func init() {
 	shellLine.hold = func(st *state, t *turn) { st.runForeground(t) }
 	scenarioPlay.hold = startScenario
-	scenarioWork.hold = func(st *state, t *turn) { t.play.begin(st, t) }
+	scenarioWork.hold = func(st *state, t *turn) { t.origin.(*play).begin(st, t) }
 	commands = []*command{
 		{
 			name: "bg", syntax: "CMD", now: true, parse: parseBg, act: actBg,
@@ -248,20 +248,11 @@ func actBg(st *state, in input) {
 		return
 	}
 	fg := st.turns.fg
-	switch {
-	case fg == nil:
+	if fg == nil {
 		st.out.agentMessage("Nothing is running in the foreground: /bg alone moves the running command to the background. To start a command in the background, write /bg CMD.")
-	case fg.state == turnScenario:
-		st.out.agentMessage("A scenario holds the foreground; it ends by itself, or with session/cancel.")
-	case fg.state == turnAsking:
-		st.out.agentMessage("The foreground command is waiting for permission; it can move to the background once it runs.")
-	case fg.waiting():
-		fg.call.wait.toBackground(st, fg)
-	case fg.term.state == termStopping:
-		st.out.agentMessage("The foreground command is being stopped; it stays in the foreground until it exits.")
-	default:
-		st.detach("Moved to the background by /bg.")
+		return
 	}
+	fg.fore.toBackground(st, fg)
 }
 
 // listBackground serves /ps. It names each listed terminal's processes: a

@@ -35,7 +35,7 @@ func (st *state) schedule(line string, delay time.Duration, every bool) *toolCal
 		j.every, j.schedule = in.delay, "every "+in.delay.String()
 	}
 	c := st.newCall(callScheduled, "other", j.schedule+": "+in.line)
-	c.job, j.call = j, c
+	c.task, j.call = j, c
 	c.input = map[string]string{"command": in.line, "cwd": st.s.cwd, "schedule": j.schedule}
 	st.out.send(c.update())
 	st.list.addCall(c)
@@ -44,7 +44,25 @@ func (st *state) schedule(line string, delay time.Duration, every bool) *toolCal
 }
 
 // owns reports whether t is a firing of j.
-func (j *job) owns(t *turn) bool { return t.job == j }
+func (j *job) owns(t *turn) bool { return t.origin == j }
+
+// listing implements task.
+func (j *job) listing(now time.Time) string {
+	return fmt.Sprintf("%s  %s  %s  age %s  %s, next run in %s", j.call.id, j.schedule, j.line, age(now.Sub(j.created)), j.call.status(), age(j.next.Sub(now)))
+}
+
+// cancellable implements task: a job is cancelled until it ends.
+func (j *job) cancellable() bool { return true }
+
+// cancel implements task: no more firings, and a firing that waits for
+// the foreground is dropped.
+func (j *job) cancel(st *state) {
+	st.turns.drop(j.owns)
+	st.cancelJob(j)
+}
+
+// close implements task.
+func (j *job) close(st *state) { st.cancelJob(j) }
 
 // arm makes the job fire in s after d.
 func (j *job) arm(s *Session, d time.Duration) {

@@ -256,25 +256,9 @@ func (s *Session) withdrawHeld(t *turn) {
 func (s *Session) cancel() {
 	s.do(func(st *state) {
 		st.dropHeld(func(*turn) bool { return true }, "cancelled by session/cancel")
-		for _, c := range st.work.unfinished() {
-			if c.appr != nil && c.appr.turn == nil {
-				c.appr.afterCancel = true // its request stays open (permission.go)
-			}
-		}
-		fg := st.turns.fg
-		switch {
-		case fg == nil:
-		case fg.state == turnAsking:
-			st.abandon(fg.call.appr, acp.StatusCancelled, "Cancelled by session/cancel while waiting for permission.")
-			st.turns.release(fg)
-			st.endTurn(acp.StopCancelled)
-		case fg.waiting():
-			fg.call.wait.end(st, acp.StatusCancelled, "Cancelled by session/cancel.", false, acp.StopCancelled)
-		case fg.state == turnScenario:
-			fg.play.cancelTurn()
-		default:
-			fg.state = turnCancelling
-			fg.term.stop(st.settings.killGrace)
+		sessionCancelled(st) // background requests stay open (permission.go)
+		if fg := st.turns.fg; fg != nil {
+			fg.fore.cancelTurn(st, fg)
 		}
 	})
 }
@@ -441,26 +425,18 @@ func (st *state) close(done func()) {
 		st.play.abort(scenario.ErrClosed) // its made-up items stay as they are
 	}
 	st.dropHeld(func(*turn) bool { return true }, "session closed")
-	const why = "Cancelled: the session closed while it waited for permission."
 	if fg := st.turns.fg; fg != nil {
 		st.final = finalCancelled
 		if fg.state == turnAsking {
-			st.abandon(fg.call.appr, acp.StatusCancelled, why)
+			st.abandon(fg.call, acp.StatusCancelled, closedAsking)
 			st.turns.release(fg)
 		} else {
 			fg.state = turnCancelling
 		}
 	}
 	for _, c := range st.work.unfinished() {
-		switch {
-		case c.state == callScheduled:
-			st.cancelJob(c.job)
-		case c.state == callAsking:
-			st.abandon(c.appr, acp.StatusCancelled, why)
-		case c.wait != nil:
-			c.wait.end(st, acp.StatusCancelled, "Cancelled: the session closed.", false, acp.StopCancelled)
-		case c.watch != nil:
-			c.watch.end(st, acp.StatusCancelled, "Cancelled: the session closed.")
+		if c.task != nil { // not a command that runs: its terminal is stopped below
+			c.task.close(st)
 		}
 	}
 	for _, t := range st.work.running() { // a stop under way keeps its grace
@@ -583,7 +559,7 @@ func fireJob(st *state, j *job) {
 	if st.life != sessionOpen || !st.fired(j, st.turns.runOf(j.owns)) {
 		return
 	}
-	st.startOrHold(&turn{in: input{cmd: shellLine, line: j.line}, job: j})
+	st.startOrHold(&turn{in: input{cmd: shellLine, line: j.line}, origin: j})
 }
 
 // answered runs or refuses the command once the client answers. An answer
@@ -597,7 +573,7 @@ func (s *Session) answered(a *approval, resp *acp.PermissionResponse, err error)
 			checkClient(st, nil, ruleListedPermission, "the request for the listed "+a.call.id+" answered cancelled after session/cancel")
 		}
 		if !allowed(resp, err) {
-			st.abandon(a, acp.StatusFailed, refusal(resp, err))
+			st.abandon(a.call, acp.StatusFailed, refusal(resp, err))
 			if a.turn != nil {
 				st.turns.release(a.turn)
 				st.endTurn(acp.StopEndTurn)

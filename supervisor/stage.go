@@ -91,7 +91,7 @@ func startScenario(st *state, t *turn) {
 	}
 	ctx, abort := context.WithCancelCause(context.Background())
 	p := &play{s: st.s, sc: sc, hold: t.in.delay, ctx: ctx, abort: abort}
-	st.play, t.play, p.turn = p, p, t
+	st.play, t.origin, t.fore, p.turn = p, p, p, t
 	st.turns.take(t, turnScenario)
 	st.transition(acp.StateRunning, "")
 	st.out.agentMessage(sc.Intro())
@@ -335,7 +335,7 @@ func (p *play) Watch(line string) (scenario.ToolCall, error) {
 	err = pollUntil(p.ctx, "the watch", func() bool {
 		p.s.doWait(func(st *state) {
 			for _, call := range st.work.calls {
-				if call.watch != nil && call.watch.spec == spec {
+				if w, ok := call.task.(*watcher); ok && w.spec == spec {
 					c = call
 					p.calls = append(p.calls, c)
 				}
@@ -399,7 +399,7 @@ func (p *play) Begin() error {
 	if !p.enter(func(st *state) {
 		began = make(chan struct{})
 		p.began = began
-		st.startOrHold(&turn{in: input{cmd: scenarioWork}, play: p})
+		st.startOrHold(&turn{in: input{cmd: scenarioWork}, origin: p})
 	}) {
 		return over(p.ctx)
 	}
@@ -409,6 +409,7 @@ func (p *play) Begin() error {
 // begin gives the turn that Begin asked for the foreground: it reports
 // running, with the scenario's mark.
 func (p *play) begin(st *state, t *turn) {
+	t.fore = p
 	st.turns.take(t, turnScenario)
 	p.turn = t
 	st.mark = scenarioMark(p.sc.Name)
@@ -445,9 +446,18 @@ func (p *play) Idle() error {
 	})
 }
 
-// cancelTurn serves a session/cancel of the scenario's turn: the cancel it
-// awaits, or the end of the scenario.
-func (p *play) cancelTurn() {
+// owns implements source: t is the play's /scenario turn, or foreground
+// work it began.
+func (p *play) owns(t *turn) bool { return t.origin == p }
+
+// toBackground implements foreground: a scenario's turn stays.
+func (p *play) toBackground(st *state, _ *turn) {
+	st.out.agentMessage("A scenario holds the foreground; it ends by itself, or with session/cancel.")
+}
+
+// cancelTurn implements foreground: session/cancel of the scenario's
+// turn is the cancel it awaits, or the end of the scenario.
+func (p *play) cancelTurn(*state, *turn) {
 	if p.sessCancel != nil {
 		close(p.sessCancel)
 		p.sessCancel = nil
@@ -624,7 +634,7 @@ func (r realCall) ID() string { return r.c.id }
 // Fire implements scenario.ToolCall.
 func (r realCall) Fire() {
 	r.p.enter(func(st *state) {
-		if j := r.c.job; j != nil && r.c.state == callScheduled {
+		if j, ok := r.c.task.(*job); ok && r.c.state == callScheduled {
 			j.timer.Stop()
 			fireJob(st, j)
 		}

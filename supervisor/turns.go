@@ -47,16 +47,34 @@ type turn struct {
 	in      input
 	reply   protocol.Reply  // answers the prompt once inserted; nil for a firing
 	from    protocol.Client // the connection the prompt came from
-	job     *job            // the job whose firing this is
-	watch   *watcher        // the watch whose run this is
-	play    *play           // the scenario it plays (playScenario, scenarioTurn)
+	origin  source          // the job, watch or scenario whose work it is; nil for a prompt
 	unwatch func() bool     // stops watching for the client withdrawing the held prompt
 	state   turnState
 
-	// Once it holds the foreground with a command or a wait:
-	call  *toolCall   // the command's, or the wait's (call.wait)
+	// Once it holds the foreground:
+	fore  foreground  // what it runs: a command, a wait, a scenario's work
+	call  *toolCall   // the command's, or the wait's
 	term  *terminal   // once the command runs
 	timer *time.Timer // the foreground timeout
+}
+
+// A source is work that brings turns of its own, with no prompt: a job
+// (its firings, jobs.go), a watch (its runs, watch.go), a scenario (its
+// foreground work, stage.go).
+type source interface {
+	// owns reports whether t is a turn it brought.
+	owns(t *turn) bool
+}
+
+// foreground is what a turn runs while it holds the foreground: a command
+// (commandRun, terminal.go), a wait (wait.go), or a scenario's work
+// (stage.go). Each kind says what session/cancel and /bg alone do to it.
+type foreground interface {
+	// cancelTurn serves session/cancel of fg, the turn that runs it.
+	cancelTurn(st *state, fg *turn)
+	// toBackground serves /bg alone: it moves to the background, or says
+	// why not.
+	toBackground(st *state, fg *turn)
 }
 
 // turnQueue is the session's foreground: the turn that holds it, and the
@@ -153,9 +171,6 @@ func (q *turnQueue) runOf(match func(*turn) bool) *turn {
 	return nil
 }
 
-// waiting reports whether t is a foreground wait (wait.go).
-func (t *turn) waiting() bool { return t.call != nil && t.call.wait != nil }
-
 func (t *turn) stopWatching() {
 	if t.unwatch != nil {
 		t.unwatch()
@@ -231,8 +246,8 @@ func (st *state) dropHeld(match func(*turn) bool, why string) {
 		if t.reply != nil {
 			t.reply(nil, acp.RequestCancelled(why))
 		}
-		if t.in.cmd == scenarioWork {
-			t.play.abort(scenario.ErrCancelled) // its foreground work will not come
+		if p, ok := t.origin.(*play); ok {
+			p.abort(scenario.ErrCancelled) // its foreground work will not come
 		}
 	}
 }
@@ -240,6 +255,7 @@ func (st *state) dropHeld(match func(*turn) bool, why string) {
 // runForeground runs the turn's command as foreground work: at once, or
 // after the user allows it in permission mode "ask".
 func (st *state) runForeground(t *turn) {
+	t.fore = commandRun{}
 	if st.settings.ask {
 		t.call = st.newCall(callAsking, "execute", t.in.line)
 		st.turns.take(t, turnAsking)
@@ -332,9 +348,8 @@ func errorMessage(err error) string {
 }
 
 // acceptCancel accepts tool_call/cancel and returns what stops the tool
-// call: a job (and a firing of it waiting for the foreground), a wait, a
-// watch (and a run of it waiting for the foreground), or background work
-// waiting for permission.
+// call: its task's cancel (a job, a wait, a watch, background work
+// waiting for permission).
 func (st *state) acceptCancel(id string) (stop func(), err error) {
 	c := st.work.calls[id]
 	switch {
@@ -344,19 +359,8 @@ func (st *state) acceptCancel(id string) (stop func(), err error) {
 		return nil, acp.InvalidParams("toolCallId: no tool call %q in this session", id)
 	case c.state == callDone:
 		return nil, acp.InvalidParams("toolCallId: %s is already %s", id, c.outcome)
-	case c.state == callScheduled:
-		return func() {
-			st.turns.drop(c.job.owns)
-			st.cancelJob(c.job)
-		}, nil
-	case c.wait != nil:
-		return func() { c.wait.end(st, acp.StatusCancelled, "Cancelled.", false, acp.StopEndTurn) }, nil
-	case c.watch != nil:
-		return func() { c.watch.end(st, acp.StatusCancelled, "Cancelled.") }, nil
 	case c.cancellable():
-		return func() {
-			st.abandon(c.appr, acp.StatusCancelled, "Cancelled before it was allowed to run.")
-		}, nil
+		return func() { c.task.cancel(st) }, nil
 	}
 	return nil, acp.InvalidParams("toolCallId: %s is not cancellable (a command is stopped with terminal/cancel on its terminal)", id)
 }

@@ -22,7 +22,7 @@ import (
 // watching, so a change meanwhile runs nothing, then or later; /resume
 // watches again, and the next change runs CMD. Cancel (tool_call/cancel,
 // /stop) and close end it cancelled; a PATH that goes away ends it
-// failed. Its tool call is call.watch; its state is the tool call's:
+// failed. It is its tool call's task; its state is the tool call's:
 // callRunning, callPaused, then callDone.
 //
 // The operating system's side, watching a tree and reporting that
@@ -81,7 +81,7 @@ func startWatch(st *state, spec *watchSpec) {
 			return
 		}
 		c := st.newCall(callRunning, "other", "watch "+spec.path+": "+spec.line)
-		c.watch, w.call = w, c
+		c.task, w.call = w, c
 		c.input = map[string]string{"path": spec.path, "command": spec.line, "cwd": st.s.cwd}
 		c.content = []acp.ToolCallContent{acp.TextContent(w.watchingText())}
 		st.out.send(c.update())
@@ -122,7 +122,16 @@ func (w *watcher) rewatch(st *state, then func(error)) {
 }
 
 // owns reports whether t is a run of w.
-func (w *watcher) owns(t *turn) bool { return t.watch == w }
+func (w *watcher) owns(t *turn) bool { return t.origin == w }
+
+// cancellable implements task: a watch is cancelled until it ends.
+func (w *watcher) cancellable() bool { return true }
+
+// cancel implements task.
+func (w *watcher) cancel(st *state) { w.end(st, acp.StatusCancelled, "Cancelled.") }
+
+// close implements task.
+func (w *watcher) close(st *state) { w.end(st, acp.StatusCancelled, "Cancelled: the session closed.") }
 
 // unwatch stops watching, if w does: nothing it reported before runs.
 func (w *watcher) unwatch() {
@@ -155,7 +164,7 @@ func (s *Session) watchChanged(w *watcher, gen int) {
 			return
 		}
 		w.runs++
-		st.startOrHold(&turn{in: input{cmd: shellLine, line: w.spec.line}, watch: w})
+		st.startOrHold(&turn{in: input{cmd: shellLine, line: w.spec.line}, origin: w})
 	})
 }
 
@@ -197,7 +206,10 @@ func pausable(st *state, verb, id string, want callState) *watcher {
 	case c == nil:
 		st.out.agentMessage(fmt.Sprintf("Cannot %s %s: there is no tool call %q in this session; /ps lists the background work.", verb, id, id))
 		return nil
-	case c.watch == nil:
+	}
+	w, ok := c.task.(*watcher)
+	switch {
+	case !ok:
 		st.out.agentMessage(fmt.Sprintf("Cannot %s %s: it is not a watch; only a watch (/watch) can be paused and resumed.", verb, id))
 		return nil
 	case c.state == callDone:
@@ -210,7 +222,7 @@ func pausable(st *state, verb, id string, want callState) *watcher {
 		st.out.agentMessage(fmt.Sprintf("%s is not paused: it is watching.", id))
 		return nil
 	}
-	return c.watch
+	return w
 }
 
 // pauseWatch serves /pause: it applies to a watch only, and says what it
@@ -255,7 +267,7 @@ func resumeWatch(st *state, id string) {
 	})
 }
 
-// listing is the watch's line in /ps.
+// listing implements task: the watch's line in /ps.
 func (w *watcher) listing(now time.Time) string {
 	runs := fmt.Sprintf("ran %d times", w.runs)
 	if w.runs == 1 {
