@@ -58,26 +58,36 @@ func (j *job) cancellable() bool { return true }
 // the foreground is dropped.
 func (j *job) cancel(st *state) {
 	st.turns.drop(j.owns)
-	st.cancelJob(j)
+	j.end(st)
 }
 
 // close implements task.
-func (j *job) close(st *state) { st.cancelJob(j) }
+func (j *job) close(st *state) { j.end(st) }
 
 // arm makes the job fire in s after d.
 func (j *job) arm(s *Session, d time.Duration) {
 	j.next = time.Now().Add(d)
-	j.timer = time.AfterFunc(d, func() { s.fire(j) })
+	j.timer = time.AfterFunc(d, func() { s.do(j.fire) })
+}
+
+// fire runs a firing of the job as new foreground work: at once, or held
+// behind the current foreground work; unless the job says it is not due
+// (fired).
+func (j *job) fire(st *state) {
+	if st.life != sessionOpen || !j.fired(st, st.turns.runOf(j.owns)) {
+		return
+	}
+	st.startOrHold(&turn{in: input{cmd: shellLine, line: j.line}, origin: j})
 }
 
 // fired serves a firing of j and reports whether its command runs now,
-// as new foreground work (Session.fire). A wakeup completes first and
+// as new foreground work (fire). A wakeup completes first and
 // leaves the list in the same state_update that reports the new work
 // running (or queued behind the current foreground work). A recurring job
 // whose previous run (run) still holds or waits for the foreground skips
 // this firing, and says so once per such run. A job that has ended does
 // not run.
-func (st *state) fired(j *job, run *turn) bool {
+func (j *job) fired(st *state, run *turn) bool {
 	if j.call.state != callScheduled {
 		return false
 	}
@@ -96,9 +106,9 @@ func (st *state) fired(j *job, run *turn) bool {
 	return false
 }
 
-// cancelJob ends a job: no more firings; cancelled, then unlisted. A
-// firing of it that waits for the foreground is the caller's to drop.
-func (st *state) cancelJob(j *job) {
+// end ends a job: no more firings; cancelled, then unlisted. A firing of
+// it that waits for the foreground is the caller's to drop.
+func (j *job) end(st *state) {
 	if j.call.state != callScheduled {
 		return
 	}

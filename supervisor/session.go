@@ -428,7 +428,7 @@ func (st *state) close(done func()) {
 	if fg := st.turns.fg; fg != nil {
 		st.final = finalCancelled
 		if fg.state == turnAsking {
-			st.abandon(fg.call, acp.StatusCancelled, closedAsking)
+			fg.call.task.close(st) // its request for permission
 			st.turns.release(fg)
 		} else {
 			fg.state = turnCancelling
@@ -544,54 +544,5 @@ func commandOutcome(st *state, t *terminal, cancelled bool) {
 	st.out.send(&acp.ToolCallUpdate{
 		SessionUpdate: acp.KindToolCall, ToolCallID: t.call.id,
 		Status: t.call.status(), RawOutput: t.call.output,
-	})
-}
-
-// fire runs a firing of job j as new foreground work: at once, or held
-// behind the current foreground work; unless the job says it is not due
-// (jobs.go).
-func (s *Session) fire(j *job) {
-	s.do(func(st *state) { fireJob(st, j) })
-}
-
-// fireJob is Session.fire under the session's mutex.
-func fireJob(st *state, j *job) {
-	if st.life != sessionOpen || !st.fired(j, st.turns.runOf(j.owns)) {
-		return
-	}
-	st.startOrHold(&turn{in: input{cmd: shellLine, line: j.line}, origin: j})
-}
-
-// answered runs or refuses the command once the client answers. An answer
-// to a request that was withdrawn changes nothing.
-func (s *Session) answered(a *approval, resp *acp.PermissionResponse, err error) {
-	s.do(func(st *state) {
-		if a.call.state != callAsking || st.life != sessionOpen {
-			return
-		}
-		if a.afterCancel && err == nil && resp.Outcome.Outcome == "cancelled" {
-			checkClient(st, nil, ruleListedPermission, "the request for the listed "+a.call.id+" answered cancelled after session/cancel")
-		}
-		if !allowed(resp, err) {
-			st.abandon(a.call, acp.StatusFailed, refusal(resp, err))
-			if a.turn != nil {
-				st.turns.release(a.turn)
-				st.endTurn(acp.StopEndTurn)
-			}
-			return
-		}
-		a.granted()
-		if fg := a.turn; fg != nil {
-			fg.state = turnRunning
-			st.transition(acp.StateRunning, "")
-			st.startForeground(fg)
-			return
-		}
-		st.launch(a.call, a.line, func(t *terminal) {
-			if t != nil {
-				st.list.replaceCall(a.call, t)
-				st.handOff(t, "Started in the background.")
-			}
-		})
 	})
 }

@@ -107,7 +107,8 @@ type commandRun struct{}
 // withdrawn, or the command is stopped (its exit ends the turn).
 func (commandRun) cancelTurn(st *state, fg *turn) {
 	if fg.state == turnAsking {
-		st.abandon(fg.call, acp.StatusCancelled, "Cancelled by session/cancel while waiting for permission.")
+		a := fg.call.task.(*approval) // Safe: the turn asks for permission.
+		a.abandon(st, acp.StatusCancelled, "Cancelled by session/cancel while waiting for permission.")
 		st.turns.release(fg)
 		st.endTurn(acp.StopCancelled)
 		return

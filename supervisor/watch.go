@@ -114,7 +114,9 @@ func (w *watcher) rewatch(st *state, then func(error)) {
 		err error
 	)
 	st.errands.send(func() {
-		src, dir, err = watchChanges(abs, watchQuiet, func() { s.watchChanged(w, gen) }, func(err error) { s.watchFailed(w, gen, err) })
+		src, dir, err = watchChanges(abs, watchQuiet,
+			func() { s.do(func(st *state) { w.changed(st, gen) }) },
+			func(err error) { s.do(func(st *state) { w.failed(st, gen, err) }) })
 	}, func() {
 		w.src, w.dir = src, dir
 		then(err)
@@ -148,37 +150,33 @@ func (w *watcher) current(gen int) bool {
 	return w.call != nil && w.call.state == callRunning && w.gen == gen
 }
 
-// watchChanged serves a change that watch gen of w reported: CMD runs as
-// new foreground work, at once or held behind the current work; unless
-// its previous run still holds or waits for the foreground.
-func (s *Session) watchChanged(w *watcher, gen int) {
-	s.do(func(st *state) {
-		if st.life != sessionOpen || !w.current(gen) {
-			return
+// changed serves a change that watch gen of w reported: CMD runs as new
+// foreground work, at once or held behind the current work; unless its
+// previous run still holds or waits for the foreground.
+func (w *watcher) changed(st *state, gen int) {
+	if st.life != sessionOpen || !w.current(gen) {
+		return
+	}
+	if run := st.turns.runOf(w.owns); run != nil {
+		if w.skipped != run {
+			w.skipped = run
+			st.out.agentMessage(fmt.Sprintf("%s (%s): a change was skipped; the previous run is still going. Changes are skipped silently until it ends.", w.call.title, w.call.id))
 		}
-		if run := st.turns.runOf(w.owns); run != nil {
-			if w.skipped != run {
-				w.skipped = run
-				st.out.agentMessage(fmt.Sprintf("%s (%s): a change was skipped; the previous run is still going. Changes are skipped silently until it ends.", w.call.title, w.call.id))
-			}
-			return
-		}
-		w.runs++
-		st.startOrHold(&turn{in: input{cmd: shellLine, line: w.spec.line}, origin: w})
-	})
+		return
+	}
+	w.runs++
+	st.startOrHold(&turn{in: input{cmd: shellLine, line: w.spec.line}, origin: w})
 }
 
-// watchFailed serves the end of watch gen of w: its path went away, or
-// could not be read.
-func (s *Session) watchFailed(w *watcher, gen int, err error) {
-	s.do(func(st *state) {
-		if !w.current(gen) {
-			return
-		}
-		text := fmt.Sprintf("Stopped watching %s: %v.", w.spec.path, err)
-		w.end(st, acp.StatusFailed, text)
-		st.out.agentMessage(text)
-	})
+// failed serves the end of watch gen of w: its path went away, or could
+// not be read.
+func (w *watcher) failed(st *state, gen int, err error) {
+	if !w.current(gen) {
+		return
+	}
+	text := fmt.Sprintf("Stopped watching %s: %v.", w.spec.path, err)
+	w.end(st, acp.StatusFailed, text)
+	st.out.agentMessage(text)
 }
 
 // end ends w with a final status and a text that says why: it
