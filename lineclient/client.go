@@ -375,6 +375,9 @@ func newClient(cfg Config, rpc *conn) *client {
 type command struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
+	Input       *struct {
+		Hint string `json:"hint"`
+	} `json:"input"` // nil: it takes no arguments
 }
 
 // offers reports whether the agent has the slash command name (without

@@ -1,6 +1,7 @@
 package lineclient
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -81,5 +82,25 @@ func TestVisible(t *testing.T) {
 	p.output("t1", []byte("o\x1b[2J\n"), false)
 	if want := "[n\\x1b[2J]\nt\\x1b[2J\ns\\x1b[2J\no\x1b[2J\n"; sb.String() != want {
 		t.Errorf("printed %q, want %q", sb.String(), want)
+	}
+}
+
+// TestHelpShowsArguments: /help shows each of the agent's commands with
+// the arguments it takes (its input hint), and none for one that takes
+// none.
+func TestHelpShowsArguments(t *testing.T) {
+	t.Parallel()
+	var commands []command
+	wire := `[{"type":"command","name":"ps","description":"List background work"},` +
+		`{"type":"command","name":"tail","description":"Show the last lines","input":{"type":"text","hint":"terminal id and a number of lines, e.g. term_1 50"}}]`
+	if err := json.Unmarshal([]byte(wire), &commands); err != nil {
+		t.Fatal(err)
+	}
+	text := help(commands)
+	want := "  /ps             List background work\n" +
+		"  /tail           Show the last lines\n" +
+		"                  arguments: terminal id and a number of lines, e.g. term_1 50\n"
+	if !strings.HasSuffix(text, want) {
+		t.Errorf("/help ends:\n%s\nwant:\n%s", text[strings.Index(text, "The agent's"):], want)
 	}
 }

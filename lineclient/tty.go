@@ -525,7 +525,8 @@ func (t *tty) line(r editResult) {
 	}
 }
 
-// help is /help's text: the client's keys and commands, and the agent's.
+// help is /help's text: the client's keys and commands, and the agent's,
+// each with the arguments it takes, as the agent's input hint says.
 func help(commands []command) string {
 	var b strings.Builder
 	b.WriteString(`While a command runs, keys go to it (Ctrl-C too: its own interrupt), and so does the screen's size.
@@ -547,6 +548,9 @@ The client's commands:
 		b.WriteString("The agent's commands:\n")
 		for _, cmd := range commands {
 			fmt.Fprintf(&b, "  /%-14s %s\n", cmd.Name, cmd.Description)
+			if cmd.Input != nil && cmd.Input.Hint != "" {
+				fmt.Fprintf(&b, "  %-15s arguments: %s\n", "", cmd.Input.Hint)
+			}
 		}
 	}
 	return b.String()

@@ -230,16 +230,8 @@ func (l *backgroundList) listing(found []string) string {
 			}
 			fmt.Fprintf(&b, "%s  terminal  %s  age %s  %s%s", t.id, t.line, age(now.Sub(t.started)), state, found[0])
 			found = found[1:]
-		case it.call.job != nil:
-			j := it.call.job
-			fmt.Fprintf(&b, "%s  %s  %s  age %s  %s, next run in %s", j.call.id, j.schedule, j.line, age(now.Sub(j.created)), j.call.status(), age(j.next.Sub(now)))
-		case it.call.wait != nil:
-			b.WriteString(it.call.wait.listing(now))
-		case it.call.watch != nil:
-			b.WriteString(it.call.watch.listing(now))
-		case it.call.appr != nil:
-			a := it.call.appr
-			fmt.Fprintf(&b, "%s  command  %s  age %s  %s, waiting for permission", a.call.id, a.line, age(now.Sub(a.asked)), a.call.status())
+		default: // a listed tool call is a task's: a command's is listed as its terminal
+			b.WriteString(it.call.task.listing(now))
 		}
 	}
 	for _, p := range l.probes {

@@ -54,20 +54,21 @@ func FuzzPrompt(f *testing.F) {
 
 func checkInput(t *testing.T, line string, in input) {
 	t.Helper()
-	switch in.kind {
-	case runCommand:
+	name := in.cmd.name
+	switch {
+	case in.cmd == shellLine:
 		if in.line != line {
 			t.Fatalf("parseInput(%q) runs %q", line, in.line)
 		}
-	case bgCommand, afterWork, everyWork:
+	case name == "bg" && in.line != "", name == "after", name == "every":
 		if in.line == "" || !strings.HasSuffix(line, in.line) {
 			t.Fatalf("parseInput(%q) = %+v: its command is not the end of the line", line, in)
 		}
-		if in.kind != bgCommand && in.delay <= 0 {
+		if name != "bg" && in.delay <= 0 {
 			t.Fatalf("parseInput(%q) = %+v: a schedule without a positive delay", line, in)
 		}
-	case waitWork:
-		w := in.wait
+	case name == "wait":
+		w := in.waitFor
 		targets := 0
 		for _, set := range []bool{w.pattern != nil, w.port != 0, w.url != ""} {
 			if set {
@@ -77,34 +78,34 @@ func checkInput(t *testing.T, line string, in input) {
 		if w.term == "" || w.timeout <= 0 || w.timeout > maxWaitTimeout || targets > 1 || w.fresh && w.pattern == nil {
 			t.Fatalf("parseInput(%q) waits for %+v", line, w)
 		}
-	case watchWork:
-		if in.watch.path == "" || in.watch.line == "" || !strings.HasSuffix(line, in.watch.line) {
-			t.Fatalf("parseInput(%q) watches %+v", line, in.watch)
+	case name == "watch":
+		if in.watchOf.path == "" || in.watchOf.line == "" || !strings.HasSuffix(line, in.watchOf.line) {
+			t.Fatalf("parseInput(%q) watches %+v", line, in.watchOf)
 		}
-	case stopWork, pauseWork, resumeWork:
+	case name == "stop", name == "pause", name == "resume":
 		if in.id == "" || strings.ContainsAny(in.id, " \t") {
 			t.Fatalf("parseInput(%q) acts on %q", line, in.id)
 		}
-	case typeInput, resizeTerm, tailTerm:
+	case name == "send", name == "keys", name == "resize", name == "tail":
 		if in.id == "" || strings.ContainsAny(in.id, " ") {
 			t.Fatalf("parseInput(%q) acts on terminal %q", line, in.id)
 		}
-		if in.kind == typeInput && (len(in.data) == 0 || in.what == "") ||
-			in.kind == resizeTerm && in.size.Validate("size") != nil ||
-			in.kind == tailTerm && (in.lines < 1 || in.lines > maxTail) {
+		if (name == "send" || name == "keys") && (len(in.data) == 0 || in.what == "") ||
+			name == "resize" && in.size.Validate("size") != nil ||
+			name == "tail" && (in.lines < 1 || in.lines > maxTail) {
 			t.Fatalf("parseInput(%q) = %+v", line, in)
 		}
-	case bgDetach, listWork, listScenarios:
-	case playScenario:
+	case name == "bg", name == "ps", name == "scenario":
+	case in.cmd == scenarioPlay:
 		if scenario.Lookup(in.id) == nil || in.delay < 0 || in.delay > scenario.MaxHold {
 			t.Fatalf("parseInput(%q) plays %q with a hold of %s", line, in.id, in.delay)
 		}
-	case badInput:
+	case in.cmd == malformed:
 		if in.problem == "" {
 			t.Fatalf("parseInput(%q): bad input without a problem", line)
 		}
 	default:
-		t.Fatalf("parseInput(%q): kind %d", line, in.kind)
+		t.Fatalf("parseInput(%q): command %+v", line, in.cmd)
 	}
 }
 

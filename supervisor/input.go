@@ -61,7 +61,8 @@ const (
 
 // parseTerminalCommand reads the arguments of /send, /keys, /resize and
 // /tail, which start with a terminal id.
-func parseTerminalCommand(name, rest string) input {
+func parseTerminalCommand(c *command, rest string) input {
+	name := c.name
 	id, arg, _ := strings.Cut(rest, " ")
 	if id == "" {
 		return bad(fmt.Sprintf("/%s needs a terminal id", name), name)
@@ -69,7 +70,7 @@ func parseTerminalCommand(name, rest string) input {
 	in := input{id: id}
 	switch name {
 	case "send":
-		in.kind, in.data, in.what = typeInput, []byte(arg+"\r"), "Enter"
+		in.data, in.what = []byte(arg+"\r"), "Enter"
 		if arg != "" {
 			in.what = quoteShort(arg) + " and Enter"
 		}
@@ -81,11 +82,11 @@ func parseTerminalCommand(name, rest string) input {
 		for _, k := range keys {
 			b, err := keyBytes(k)
 			if err != nil {
-				return input{kind: badInput, problem: "/keys: " + err.Error() + ". " + keysHelp + "."}
+				return input{cmd: malformed, problem: "/keys: " + err.Error() + ". " + keysHelp + "."}
 			}
 			in.data = append(in.data, b...)
 		}
-		in.kind, in.what = typeInput, strings.Join(keys, " ")
+		in.what = strings.Join(keys, " ")
 	case "resize":
 		cols, rows, ok := strings.Cut(arg, "x")
 		c, err1 := strconv.Atoi(cols)
@@ -93,12 +94,12 @@ func parseTerminalCommand(name, rest string) input {
 		if !ok || err1 != nil || err2 != nil {
 			return bad(fmt.Sprintf("/resize: %q is not a size COLSxROWS", arg), name)
 		}
-		in.kind, in.size = resizeTerm, acp.TerminalSize{Cols: c, Rows: r}
+		in.size = acp.TerminalSize{Cols: c, Rows: r}
 		if err := in.size.Validate("size"); err != nil {
 			return bad("/resize: "+errorMessage(err), name)
 		}
 	case "tail":
-		in.kind, in.lines = tailTerm, defaultTail
+		in.lines = defaultTail
 		if arg != "" {
 			n, err := strconv.Atoi(arg)
 			if err != nil || n < 1 {
@@ -115,24 +116,22 @@ func quoteShort(s string) string {
 	return strconv.Quote(shorten(s, 40))
 }
 
-// actOnTerminal serves /send, /keys, /resize and /tail.
-func (st *state) actOnTerminal(in input) {
-	switch in.kind {
-	case typeInput:
-		if err := st.work.typeInto(in.id, in.data); err != nil {
-			st.out.agentMessage("Cannot type into " + in.id + ": " + errorMessage(err) + ".")
-			return
-		}
-		st.out.agentMessage("Typed " + in.what + " into " + in.id + ".")
-	case resizeTerm:
-		if err := st.work.resize(in.id, in.size, &st.out); err != nil {
-			st.out.agentMessage("Cannot resize " + in.id + ": " + errorMessage(err) + ".")
-			return
-		}
-		st.out.agentMessage(fmt.Sprintf("Resized %s to %d columns and %d rows.", in.id, in.size.Cols, in.size.Rows))
-	case tailTerm:
-		st.out.agentMessage(st.work.tail(in.id, in.lines))
+// typeIntoTerminal serves /send and /keys.
+func typeIntoTerminal(st *state, in input) {
+	if err := st.work.typeInto(in.id, in.data); err != nil {
+		st.out.agentMessage("Cannot type into " + in.id + ": " + errorMessage(err) + ".")
+		return
 	}
+	st.out.agentMessage("Typed " + in.what + " into " + in.id + ".")
+}
+
+// resizeTerminal serves /resize.
+func resizeTerminal(st *state, in input) {
+	if err := st.work.resize(in.id, in.size, &st.out); err != nil {
+		st.out.agentMessage("Cannot resize " + in.id + ": " + errorMessage(err) + ".")
+		return
+	}
+	st.out.agentMessage(fmt.Sprintf("Resized %s to %d columns and %d rows.", in.id, in.size.Cols, in.size.Rows))
 }
 
 // liveTerminal returns the terminal id if it runs, or the -32602 error

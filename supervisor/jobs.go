@@ -25,15 +25,17 @@ type job struct {
 	skipped  *turn // the run during which a firing was skipped and said so
 }
 
-// schedule serves /after and /every: the tool call is announced pending and
-// cancellable, then listed. It returns the tool call.
-func (st *state) schedule(in input) *toolCall {
+// schedule serves /after and /every (every): line is to run after delay,
+// or every delay. The tool call is announced pending and cancellable,
+// then listed. It returns the tool call.
+func (st *state) schedule(line string, delay time.Duration, every bool) *toolCall {
+	in := input{line: line, delay: delay}
 	j := &job{line: in.line, schedule: "after " + in.delay.String(), created: time.Now()}
-	if in.kind == everyWork {
+	if every {
 		j.every, j.schedule = in.delay, "every "+in.delay.String()
 	}
 	c := st.newCall(callScheduled, "other", j.schedule+": "+in.line)
-	c.job, j.call = j, c
+	c.task, j.call = j, c
 	c.input = map[string]string{"command": in.line, "cwd": st.s.cwd, "schedule": j.schedule}
 	st.out.send(c.update())
 	st.list.addCall(c)
@@ -42,22 +44,50 @@ func (st *state) schedule(in input) *toolCall {
 }
 
 // owns reports whether t is a firing of j.
-func (j *job) owns(t *turn) bool { return t.job == j }
+func (j *job) owns(t *turn) bool { return t.origin == j }
+
+// listing implements task.
+func (j *job) listing(now time.Time) string {
+	return fmt.Sprintf("%s  %s  %s  age %s  %s, next run in %s", j.call.id, j.schedule, j.line, age(now.Sub(j.created)), j.call.status(), age(j.next.Sub(now)))
+}
+
+// cancellable implements task: a job is cancelled until it ends.
+func (j *job) cancellable() bool { return true }
+
+// cancel implements task: no more firings, and a firing that waits for
+// the foreground is dropped.
+func (j *job) cancel(st *state) {
+	st.turns.drop(j.owns)
+	j.end(st)
+}
+
+// close implements task.
+func (j *job) close(st *state) { j.end(st) }
 
 // arm makes the job fire in s after d.
 func (j *job) arm(s *Session, d time.Duration) {
 	j.next = time.Now().Add(d)
-	j.timer = time.AfterFunc(d, func() { s.fire(j) })
+	j.timer = time.AfterFunc(d, func() { s.do(j.fire) })
+}
+
+// fire runs a firing of the job as new foreground work: at once, or held
+// behind the current foreground work; unless the job says it is not due
+// (fired).
+func (j *job) fire(st *state) {
+	if st.life != sessionOpen || !j.fired(st, st.turns.runOf(j.owns)) {
+		return
+	}
+	st.startOrHold(&turn{in: input{cmd: shellLine, line: j.line}, origin: j})
 }
 
 // fired serves a firing of j and reports whether its command runs now,
-// as new foreground work (Session.fire). A wakeup completes first and
+// as new foreground work (fire). A wakeup completes first and
 // leaves the list in the same state_update that reports the new work
 // running (or queued behind the current foreground work). A recurring job
 // whose previous run (run) still holds or waits for the foreground skips
 // this firing, and says so once per such run. A job that has ended does
 // not run.
-func (st *state) fired(j *job, run *turn) bool {
+func (j *job) fired(st *state, run *turn) bool {
 	if j.call.state != callScheduled {
 		return false
 	}
@@ -76,9 +106,9 @@ func (st *state) fired(j *job, run *turn) bool {
 	return false
 }
 
-// cancelJob ends a job: no more firings; cancelled, then unlisted. A
-// firing of it that waits for the foreground is the caller's to drop.
-func (st *state) cancelJob(j *job) {
+// end ends a job: no more firings; cancelled, then unlisted. A firing of
+// it that waits for the foreground is the caller's to drop.
+func (j *job) end(st *state) {
 	if j.call.state != callScheduled {
 		return
 	}

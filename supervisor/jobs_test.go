@@ -446,3 +446,20 @@ func TestPermissionAllowedButTheLaunchFails(t *testing.T) {
 		t.Errorf("the state_update that unlists it: %s", empty.Raw)
 	}
 }
+
+// TestStopToolCallOfCommand: /stop of the tool call of a command that runs
+// names the /stop that stops it, as a person would type it (before, it
+// said only that terminal/cancel does).
+func TestStopToolCallOfCommand(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{})
+	sid := h.newSession()
+	h.run(sid, "/bg sleep 30")
+	h.run(sid, "/stop call_1")
+	msg := h.update(nil, sid, acp.KindAgentMessage, "/stop call_1", nil)
+	if want := "Its command runs in term_1: /stop term_1 stops it."; !strings.HasPrefix(msg.Text(), "Cannot stop call_1: ") || !strings.HasSuffix(msg.Text(), want) {
+		t.Errorf("/stop call_1 said %q, want it to end %q", msg.Text(), want)
+	}
+	h.run(sid, "/stop term_1")
+	h.exit(nil, sid, "term_1")
+}

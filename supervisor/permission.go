@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"shellagent/acp"
@@ -33,11 +34,11 @@ const (
 // to run it: for the foreground turn fg, or, if fg is nil, as background
 // work, which is listed in a state_update sent before the request, so
 // that the request can reference listed work. The answer comes back
-// through Session.answered. With no client to ask, the command is not run
+// through approval.answered. With no client to ask, the command is not run
 // and ask returns false; the caller ends fg's turn.
 func (st *state) ask(c *toolCall, line string, fg *turn) bool {
 	a := &approval{call: c, line: line, turn: fg, asked: time.Now()}
-	c.state, c.appr = callAsking, a
+	c.state, c.task = callAsking, a
 	c.input = map[string]string{"command": line, "cwd": st.s.cwd}
 	st.out.send(c.update())
 	if fg == nil {
@@ -50,7 +51,7 @@ func (st *state) ask(c *toolCall, line string, fg *turn) bool {
 	a.withdraw = cancel
 	client := st.out.client
 	if client == nil {
-		st.abandon(a, acp.StatusFailed, "Not run: no client is attached to ask for permission.")
+		a.abandon(st, acp.StatusFailed, "Not run: no client is attached to ask for permission.")
 		return false
 	}
 	s := st.s
@@ -63,7 +64,9 @@ func (st *state) ask(c *toolCall, line string, fg *turn) bool {
 			{OptionID: optionAllow, Name: "Run it", Kind: "allow_once"},
 			{OptionID: optionReject, Name: "Don't run it", Kind: "reject_once"},
 		},
-	}, func(resp *acp.PermissionResponse, err error) { s.answered(a, resp, err) })
+	}, func(resp *acp.PermissionResponse, err error) {
+		s.do(func(st *state) { a.answered(st, resp, err) })
+	})
 	return true
 }
 
@@ -71,7 +74,42 @@ func (st *state) ask(c *toolCall, line string, fg *turn) bool {
 // releases the request's context.
 func (a *approval) granted() {
 	a.withdraw()
-	a.call.appr = nil
+	a.call.task = nil // a command's tool call from now on
+}
+
+// listing implements task.
+func (a *approval) listing(now time.Time) string {
+	return fmt.Sprintf("%s  command  %s  age %s  %s, waiting for permission", a.call.id, a.line, age(now.Sub(a.asked)), a.call.status())
+}
+
+// cancellable implements task: background work that waits for
+// permission is cancelled with tool_call/cancel; the foreground command's
+// request ends with session/cancel.
+func (a *approval) cancellable() bool { return a.turn == nil && a.call.state == callAsking }
+
+// cancel implements task.
+func (a *approval) cancel(st *state) {
+	a.abandon(st, acp.StatusCancelled, "Cancelled before it was allowed to run.")
+}
+
+// close implements task.
+func (a *approval) close(st *state) {
+	a.abandon(st, acp.StatusCancelled, closedAsking)
+}
+
+// closedAsking is the outcome of a command that waited for permission
+// when its session closed.
+const closedAsking = "Cancelled: the session closed while it waited for permission."
+
+// sessionCancelled notes session/cancel on the requests for background
+// work that are open: they stay open (RFD), and a client that answers one
+// cancelled is told (clientcheck.go).
+func sessionCancelled(st *state) {
+	for _, c := range st.work.unfinished() {
+		if a, ok := c.task.(*approval); ok && a.turn == nil {
+			a.afterCancel = true
+		}
+	}
 }
 
 func allowed(resp *acp.PermissionResponse, err error) bool {
@@ -89,18 +127,50 @@ func refusal(resp *acp.PermissionResponse, err error) string {
 	return "Not run: permission was refused."
 }
 
-// abandon ends a command that waits for permission without running it:
-// the request is withdrawn, the tool call ends with status and a reason,
-// and it leaves the list. If it held the foreground, the caller releases
-// the turn and ends it.
-func (st *state) abandon(a *approval, status, why string) {
+// abandon ends the command that waits for permission without running
+// it: the request is withdrawn, the tool call ends with status and a
+// reason, and it leaves the list. If it held the foreground, the caller
+// releases the turn and ends it.
+func (a *approval) abandon(st *state, status, why string) {
 	if a.call.state != callAsking {
 		return
 	}
 	if a.withdraw != nil {
 		a.withdraw()
 	}
-	a.call.appr = nil
+	a.call.task = nil
 	a.call.content = []acp.ToolCallContent{acp.TextContent(why)}
 	endCall(st, a.call, status)
+}
+
+// answered runs or refuses the command once the client answers. An answer
+// to a request that was withdrawn changes nothing.
+func (a *approval) answered(st *state, resp *acp.PermissionResponse, err error) {
+	if a.call.state != callAsking || st.life != sessionOpen {
+		return
+	}
+	if a.afterCancel && err == nil && resp.Outcome.Outcome == "cancelled" {
+		checkClient(st, nil, ruleListedPermission, "the request for the listed "+a.call.id+" answered cancelled after session/cancel")
+	}
+	if !allowed(resp, err) {
+		a.abandon(st, acp.StatusFailed, refusal(resp, err))
+		if a.turn != nil {
+			st.turns.release(a.turn)
+			st.endTurn(acp.StopEndTurn)
+		}
+		return
+	}
+	a.granted()
+	if fg := a.turn; fg != nil {
+		fg.state = turnRunning
+		st.transition(acp.StateRunning, "")
+		st.startForeground(fg)
+		return
+	}
+	st.launch(a.call, a.line, func(t *terminal) {
+		if t != nil {
+			st.list.replaceCall(a.call, t)
+			st.handOff(t, "Started in the background.")
+		}
+	})
 }

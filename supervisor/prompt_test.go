@@ -17,54 +17,54 @@ func TestParseInput(t *testing.T) {
 		want input
 		says string // for badInput: a part of the problem
 	}{
-		{line: "echo hi", want: input{kind: runCommand, line: "echo hi"}},
-		{line: "/usr/bin/env FOO=1 true", want: input{kind: runCommand, line: "/usr/bin/env FOO=1 true"}},
-		{line: "/", want: input{kind: runCommand, line: "/"}},
-		{line: "./run", want: input{kind: runCommand, line: "./run"}},
-		{line: "/bg", want: input{kind: bgDetach}},
-		{line: "/bg   npm run dev ", want: input{kind: bgCommand, line: "npm run dev"}},
-		{line: "/ps", want: input{kind: listWork}},
-		{line: "/ps -a", want: input{kind: badInput}, says: "/ps takes no arguments. Write it as /ps."},
-		{line: "/stop term_3", want: input{kind: stopWork, id: "term_3"}},
-		{line: "/stop", want: input{kind: badInput}, says: "needs exactly one terminal or tool call id"},
-		{line: "/stop a b", want: input{kind: badInput}, says: "Write it as /stop ID"},
-		{line: "/after 5m make test", want: input{kind: afterWork, delay: 5 * time.Minute, line: "make test"}},
-		{line: "/after 1ns x", want: input{kind: afterWork, delay: 1, line: "x"}},
-		{line: "/after 5m", want: input{kind: badInput}, says: "/after needs a duration and a command"},
-		{line: "/after soon x", want: input{kind: badInput}, says: `"soon" is not a duration`},
-		{line: "/after 0s x", want: input{kind: badInput}, says: "must be more than 0, got 0s"},
-		{line: "/every 30s git fetch", want: input{kind: everyWork, delay: 30 * time.Second, line: "git fetch"}},
-		{line: "/every 1s x", want: input{kind: everyWork, delay: time.Second, line: "x"}},
-		{line: "/every 999ms x", want: input{kind: badInput}, says: "the interval must be at least 1s, got 999ms"},
-		{line: "/every -5s x", want: input{kind: badInput}, says: "must be more than 0"},
-		{line: "/nope now", want: input{kind: badInput}, says: "Unknown command /nope. Available: /bg, /ps, /stop, /after, /every, /send, /keys, /resize, /tail, /wait, /watch, /pause, /resume, /scenario."},
-		{line: "/send term_1 hello  world", want: input{kind: typeInput, id: "term_1", data: []byte("hello  world\r"), what: `"hello  world" and Enter`}},
-		{line: "/send term_1", want: input{kind: typeInput, id: "term_1", data: []byte("\r"), what: "Enter"}},
-		{line: "/send", want: input{kind: badInput}, says: "/send needs a terminal id. Write it as /send ID TEXT"},
-		{line: "/keys term_2 C-c", want: input{kind: typeInput, id: "term_2", data: []byte{3}, what: "C-c"}},
-		{line: "/keys term_2 Up Enter q", want: input{kind: typeInput, id: "term_2", data: []byte("\x1b[A\rq"), what: "Up Enter q"}},
-		{line: "/keys term_2", want: input{kind: badInput}, says: "/keys needs at least one key"},
-		{line: "/keys term_2 Enter Retrun", want: input{kind: badInput}, says: `/keys: unknown key "Retrun". Keys are named as tmux`},
-		{line: "/resize term_1 200x50", want: input{kind: resizeTerm, id: "term_1", size: acp.TerminalSize{Cols: 200, Rows: 50}}},
-		{line: "/resize term_1 200", want: input{kind: badInput}, says: `/resize: "200" is not a size COLSxROWS`},
-		{line: "/resize term_1 0x50", want: input{kind: badInput}, says: "size.cols: must be from 1 to 10000, got 0"},
-		{line: "/tail term_1", want: input{kind: tailTerm, id: "term_1", lines: defaultTail}},
-		{line: "/tail term_1 50", want: input{kind: tailTerm, id: "term_1", lines: 50}},
-		{line: "/tail term_1 5000", want: input{kind: tailTerm, id: "term_1", lines: maxTail}},
-		{line: "/tail term_1 -3", want: input{kind: badInput}, says: `"-3" is not a number of lines`},
-		{line: "/scenario", want: input{kind: listScenarios}},
-		{line: "/scenario paused", want: input{kind: playScenario, id: "paused", delay: time.Second}},
-		{line: "/scenario paused 0s", want: input{kind: playScenario, id: "paused"}},
-		{line: "/scenario  paused  2s ", want: input{kind: playScenario, id: "paused", delay: 2 * time.Second}},
-		{line: "/scenario nosuch", want: input{kind: badInput}, says: `No scenario "nosuch": /scenario alone lists them.`},
-		{line: "/scenario paused 2m", want: input{kind: badInput}, says: `"2m" is not a hold from 0 to 1m0s`},
-		{line: "/scenario paused -1s", want: input{kind: badInput}, says: "is not a hold"},
-		{line: "/scenario paused 1s x", want: input{kind: badInput}, says: "takes a name and at most a hold"},
+		{line: "echo hi", want: input{cmd: shellLine, line: "echo hi"}},
+		{line: "/usr/bin/env FOO=1 true", want: input{cmd: shellLine, line: "/usr/bin/env FOO=1 true"}},
+		{line: "/", want: input{cmd: shellLine, line: "/"}},
+		{line: "./run", want: input{cmd: shellLine, line: "./run"}},
+		{line: "/bg", want: input{cmd: lookup("bg")}},
+		{line: "/bg   npm run dev ", want: input{cmd: lookup("bg"), line: "npm run dev"}},
+		{line: "/ps", want: input{cmd: lookup("ps")}},
+		{line: "/ps -a", want: input{cmd: malformed}, says: "/ps takes no arguments. Write it as /ps."},
+		{line: "/stop term_3", want: input{cmd: lookup("stop"), id: "term_3"}},
+		{line: "/stop", want: input{cmd: malformed}, says: "needs exactly one terminal or tool call id"},
+		{line: "/stop a b", want: input{cmd: malformed}, says: "Write it as /stop ID"},
+		{line: "/after 5m make test", want: input{cmd: lookup("after"), delay: 5 * time.Minute, line: "make test"}},
+		{line: "/after 1ns x", want: input{cmd: lookup("after"), delay: 1, line: "x"}},
+		{line: "/after 5m", want: input{cmd: malformed}, says: "/after needs a duration and a command"},
+		{line: "/after soon x", want: input{cmd: malformed}, says: `"soon" is not a duration`},
+		{line: "/after 0s x", want: input{cmd: malformed}, says: "must be more than 0, got 0s"},
+		{line: "/every 30s git fetch", want: input{cmd: lookup("every"), delay: 30 * time.Second, line: "git fetch"}},
+		{line: "/every 1s x", want: input{cmd: lookup("every"), delay: time.Second, line: "x"}},
+		{line: "/every 999ms x", want: input{cmd: malformed}, says: "the interval must be at least 1s, got 999ms"},
+		{line: "/every -5s x", want: input{cmd: malformed}, says: "must be more than 0"},
+		{line: "/nope now", want: input{cmd: malformed}, says: "Unknown command /nope. Available: /bg, /ps, /stop, /after, /every, /send, /keys, /resize, /tail, /wait, /watch, /pause, /resume, /scenario."},
+		{line: "/send term_1 hello  world", want: input{cmd: lookup("send"), id: "term_1", data: []byte("hello  world\r"), what: `"hello  world" and Enter`}},
+		{line: "/send term_1", want: input{cmd: lookup("send"), id: "term_1", data: []byte("\r"), what: "Enter"}},
+		{line: "/send", want: input{cmd: malformed}, says: "/send needs a terminal id. Write it as /send ID TEXT"},
+		{line: "/keys term_2 C-c", want: input{cmd: lookup("keys"), id: "term_2", data: []byte{3}, what: "C-c"}},
+		{line: "/keys term_2 Up Enter q", want: input{cmd: lookup("keys"), id: "term_2", data: []byte("\x1b[A\rq"), what: "Up Enter q"}},
+		{line: "/keys term_2", want: input{cmd: malformed}, says: "/keys needs at least one key"},
+		{line: "/keys term_2 Enter Retrun", want: input{cmd: malformed}, says: `/keys: unknown key "Retrun". Keys are named as tmux`},
+		{line: "/resize term_1 200x50", want: input{cmd: lookup("resize"), id: "term_1", size: acp.TerminalSize{Cols: 200, Rows: 50}}},
+		{line: "/resize term_1 200", want: input{cmd: malformed}, says: `/resize: "200" is not a size COLSxROWS`},
+		{line: "/resize term_1 0x50", want: input{cmd: malformed}, says: "size.cols: must be from 1 to 10000, got 0"},
+		{line: "/tail term_1", want: input{cmd: lookup("tail"), id: "term_1", lines: defaultTail}},
+		{line: "/tail term_1 50", want: input{cmd: lookup("tail"), id: "term_1", lines: 50}},
+		{line: "/tail term_1 5000", want: input{cmd: lookup("tail"), id: "term_1", lines: maxTail}},
+		{line: "/tail term_1 -3", want: input{cmd: malformed}, says: `"-3" is not a number of lines`},
+		{line: "/scenario", want: input{cmd: lookup("scenario")}},
+		{line: "/scenario paused", want: input{cmd: scenarioPlay, id: "paused", delay: time.Second}},
+		{line: "/scenario paused 0s", want: input{cmd: scenarioPlay, id: "paused"}},
+		{line: "/scenario  paused  2s ", want: input{cmd: scenarioPlay, id: "paused", delay: 2 * time.Second}},
+		{line: "/scenario nosuch", want: input{cmd: malformed}, says: `No scenario "nosuch": /scenario alone lists them.`},
+		{line: "/scenario paused 2m", want: input{cmd: malformed}, says: `"2m" is not a hold from 0 to 1m0s`},
+		{line: "/scenario paused -1s", want: input{cmd: malformed}, says: "is not a hold"},
+		{line: "/scenario paused 1s x", want: input{cmd: malformed}, says: "takes a name and at most a hold"},
 	}
 	for _, tt := range tests {
 		got := parseInput(tt.line)
-		if tt.want.kind == badInput {
-			if got.kind != badInput || !strings.Contains(got.problem, tt.says) {
+		if tt.want.cmd == malformed {
+			if got.cmd != malformed || !strings.Contains(got.problem, tt.says) {
 				t.Errorf("parseInput(%q) = %+v, want a problem saying %q", tt.line, got, tt.says)
 			}
 			continue
@@ -77,14 +77,36 @@ func TestParseInput(t *testing.T) {
 
 func TestImmediateInputs(t *testing.T) {
 	t.Parallel()
-	for kind, want := range map[inputKind]bool{
-		runCommand: false, bgCommand: true, bgDetach: true, listWork: true,
-		stopWork: true, afterWork: false, everyWork: false, badInput: false,
-		typeInput: true, resizeTerm: true, tailTerm: true,
-		waitWork: false, watchWork: false, pauseWork: true, resumeWork: true,
+	for line, want := range map[string]bool{
+		"echo hi": false, "/bg x": true, "/bg": true, "/ps": true,
+		"/stop term_1": true, "/after 1s x": false, "/every 1s x": false, "/nope": false,
+		"/send term_1 y": true, "/keys term_1 C-c": true, "/resize term_1 80x24": true, "/tail term_1": true,
+		"/wait term_1": false, "/watch . x": false, "/pause call_1": true, "/resume call_1": true,
+		"/scenario": true, "/scenario paused": false,
 	} {
-		if got := (input{kind: kind}).immediate(); got != want {
-			t.Errorf("input kind %d immediate = %v, want %v", kind, got, want)
+		if got := parseInput(line).immediate(); got != want {
+			t.Errorf("%q immediate = %v, want %v", line, got, want)
+		}
+	}
+}
+
+// TestCommandTable checks that each slash command's entry is whole: its
+// usage writes its arguments as its syntax says, it has a hint exactly
+// when it takes arguments, and it runs something.
+func TestCommandTable(t *testing.T) {
+	t.Parallel()
+	for _, c := range commands {
+		written := strings.TrimSpace("/" + c.name + " " + c.syntax)
+		if !strings.Contains(c.usage, written) || c.description == "" || (c.hint == "") != (c.syntax == "") {
+			t.Errorf("/%s: usage %q, syntax %q, hint %q: the usage must write %q and the hint go with arguments", c.name, c.usage, c.syntax, c.hint, written)
+		}
+		if c.parse == nil || (c.act == nil) == (c.hold == nil) || c.now && c.act == nil {
+			t.Errorf("/%s: it needs a parser and one of act or hold (act if it acts at once)", c.name)
+		}
+	}
+	for _, c := range []*command{shellLine, malformed, scenarioPlay, scenarioWork} {
+		if (c.act == nil) == (c.hold == nil) || c.now {
+			t.Errorf("%+v: an input no slash command writes needs one of act or hold, and waits its turn", c)
 		}
 	}
 }

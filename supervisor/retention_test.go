@@ -46,8 +46,8 @@ func holdingsOf(st *state) holdings {
 		}
 		calls[c] = true
 		addTerm(c.term)
-		if c.job != nil {
-			addTurn(c.job.skipped)
+		if j, ok := c.task.(*job); ok {
+			addTurn(j.skipped)
 		}
 	}
 	for _, t := range st.work.terminals {

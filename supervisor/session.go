@@ -224,7 +224,7 @@ func (s *Session) prompt(ctx context.Context, from protocol.Client, blocks []acp
 			reply(nil, acp.RequestCancelled("session is closing"))
 		case t.in.immediate() && st.turns.busy():
 			st.insert(t)
-			st.act(t.in)
+			t.in.cmd.act(st, t.in)
 			// Once what it does is reported, even after an errand (a /ps
 			// scan, a /bg launch): no turn end will say so.
 			st.errands.then(func() {
@@ -256,25 +256,9 @@ func (s *Session) withdrawHeld(t *turn) {
 func (s *Session) cancel() {
 	s.do(func(st *state) {
 		st.dropHeld(func(*turn) bool { return true }, "cancelled by session/cancel")
-		for _, c := range st.work.unfinished() {
-			if c.appr != nil && c.appr.turn == nil {
-				c.appr.afterCancel = true // its request stays open (permission.go)
-			}
-		}
-		fg := st.turns.fg
-		switch {
-		case fg == nil:
-		case fg.state == turnAsking:
-			st.abandon(fg.call.appr, acp.StatusCancelled, "Cancelled by session/cancel while waiting for permission.")
-			st.turns.release(fg)
-			st.endTurn(acp.StopCancelled)
-		case fg.waiting():
-			fg.call.wait.end(st, acp.StatusCancelled, "Cancelled by session/cancel.", false, acp.StopCancelled)
-		case fg.state == turnScenario:
-			fg.play.cancelTurn()
-		default:
-			fg.state = turnCancelling
-			fg.term.stop(st.settings.killGrace)
+		sessionCancelled(st) // background requests stay open (permission.go)
+		if fg := st.turns.fg; fg != nil {
+			fg.fore.cancelTurn(st, fg)
 		}
 	})
 }
@@ -441,26 +425,18 @@ func (st *state) close(done func()) {
 		st.play.abort(scenario.ErrClosed) // its made-up items stay as they are
 	}
 	st.dropHeld(func(*turn) bool { return true }, "session closed")
-	const why = "Cancelled: the session closed while it waited for permission."
 	if fg := st.turns.fg; fg != nil {
 		st.final = finalCancelled
 		if fg.state == turnAsking {
-			st.abandon(fg.call.appr, acp.StatusCancelled, why)
+			fg.call.task.close(st) // its request for permission
 			st.turns.release(fg)
 		} else {
 			fg.state = turnCancelling
 		}
 	}
 	for _, c := range st.work.unfinished() {
-		switch {
-		case c.state == callScheduled:
-			st.cancelJob(c.job)
-		case c.state == callAsking:
-			st.abandon(c.appr, acp.StatusCancelled, why)
-		case c.wait != nil:
-			c.wait.end(st, acp.StatusCancelled, "Cancelled: the session closed.", false, acp.StopCancelled)
-		case c.watch != nil:
-			c.watch.end(st, acp.StatusCancelled, "Cancelled: the session closed.")
+		if c.task != nil { // not a command that runs: its terminal is stopped below
+			c.task.close(st)
 		}
 	}
 	for _, t := range st.work.running() { // a stop under way keeps its grace
@@ -568,54 +544,5 @@ func commandOutcome(st *state, t *terminal, cancelled bool) {
 	st.out.send(&acp.ToolCallUpdate{
 		SessionUpdate: acp.KindToolCall, ToolCallID: t.call.id,
 		Status: t.call.status(), RawOutput: t.call.output,
-	})
-}
-
-// fire runs a firing of job j as new foreground work: at once, or held
-// behind the current foreground work; unless the job says it is not due
-// (jobs.go).
-func (s *Session) fire(j *job) {
-	s.do(func(st *state) { fireJob(st, j) })
-}
-
-// fireJob is Session.fire under the session's mutex.
-func fireJob(st *state, j *job) {
-	if st.life != sessionOpen || !st.fired(j, st.turns.runOf(j.owns)) {
-		return
-	}
-	st.startOrHold(&turn{in: input{kind: runCommand, line: j.line}, job: j})
-}
-
-// answered runs or refuses the command once the client answers. An answer
-// to a request that was withdrawn changes nothing.
-func (s *Session) answered(a *approval, resp *acp.PermissionResponse, err error) {
-	s.do(func(st *state) {
-		if a.call.state != callAsking || st.life != sessionOpen {
-			return
-		}
-		if a.afterCancel && err == nil && resp.Outcome.Outcome == "cancelled" {
-			checkClient(st, nil, ruleListedPermission, "the request for the listed "+a.call.id+" answered cancelled after session/cancel")
-		}
-		if !allowed(resp, err) {
-			st.abandon(a, acp.StatusFailed, refusal(resp, err))
-			if a.turn != nil {
-				st.turns.release(a.turn)
-				st.endTurn(acp.StopEndTurn)
-			}
-			return
-		}
-		a.granted()
-		if fg := a.turn; fg != nil {
-			fg.state = turnRunning
-			st.transition(acp.StateRunning, "")
-			st.startForeground(fg)
-			return
-		}
-		st.launch(a.call, a.line, func(t *terminal) {
-			if t != nil {
-				st.list.replaceCall(a.call, t)
-				st.handOff(t, "Started in the background.")
-			}
-		})
 	})
 }

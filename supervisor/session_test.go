@@ -144,7 +144,7 @@ func TestResume(t *testing.T) {
 		AvailableCommands []json.RawMessage `json:"availableCommands"`
 	}
 	json.Unmarshal(raw, &resp)
-	if len(resp.ConfigOptions) != 5 || len(resp.AvailableCommands) != len(slashCommands) {
+	if len(resp.ConfigOptions) != 5 || len(resp.AvailableCommands) != len(commands) {
 		t.Errorf("resume response %s", raw)
 	}
 	// Before the response: a current terminal_update with an output

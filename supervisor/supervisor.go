@@ -20,10 +20,15 @@
 //   - supervisor.go: the Supervisor, its session table, protocol.Agent.
 //   - session.go: the Session and the ways in. do and settle, and one
 //     method per thing that enters: each request, a process's events, a
-//     timer, a permission answer; closing.
+//     timer; closing. A kind of work's own callbacks (a job's timer, a
+//     permission answer, a watch's change) enter through do, into a method
+//     of that kind.
+//   - commands.go: the command table: each slash command is one entry
+//     (its syntax, hint, parser, whether it acts at once, what it runs),
+//     from which availableCommands, parseInput and dispatch come.
 //   - turns.go: the turn queue and the turn engine: held prompts, the
-//     foreground turn, starting and ending turns, immediate work (/bg, /ps,
-//     /stop, scheduling).
+//     foreground turn (what it runs is a foreground: a command, a wait, a
+//     scenario's), starting and ending turns, /stop.
 //   - terminal.go: one command line's life: launch, hand-off to the
 //     background, exit status. permission.go and jobs.go are the detours
 //     it can take: asking the user first, and scheduled firings.
@@ -32,6 +37,9 @@
 //     a tool call reports: /wait, foreground work that watches a
 //     terminal; /watch, listed work that runs a command as new foreground
 //     work when files change, and /pause and /resume.
+//     A job, a wait, a watch and a request for permission are each a task
+//     (work.go): one type per kind, which the session lists, cancels and
+//     closes without asking which kind it is.
 //   - background.go: the background list and the RFD rules it keeps, and
 //     the only code that sends a state_update.
 //   - history.go: the outbox: the attached client, and the history that a
@@ -42,13 +50,14 @@
 //   - input.go and keys.go: typing into terminals, sizing them, /tail;
 //     notice.go: notices; inputwatch.go: when to look for a program
 //     waiting for input.
-//   - prompt.go reads prompts, and words.go the words of a slash command;
+//   - prompt.go reads a prompt's blocks into a line, and words.go the
+//     words of a slash command;
 //     config.go holds the configuration and the per-session settings.
 //   - status.go: what a server that outlives its connections shows of
 //     each session (Sessions), and the detached TTL.
 //   - stage.go: a /scenario playing in its session (the scenario.Stage the
 //     session gives package scenario's scripts), at the side of the turn
-//     engine; clientcheck.go: the client_checks notices, and what the
+//     engine, and stagework.go what it runs and makes up; clientcheck.go: the client_checks notices, and what the
 //     session told its client about cancelling each item.
 //
 // # Concurrency

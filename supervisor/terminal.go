@@ -98,6 +98,37 @@ func launchWith(st *state, call *toolCall, line string, opts launchOptions, then
 	})
 }
 
+// commandRun is the foreground work of a turn that runs a command: it
+// waits for permission first in permission mode "ask" (turnAsking), then
+// runs in the turn's terminal.
+type commandRun struct{}
+
+// cancelTurn implements foreground: the request for permission is
+// withdrawn, or the command is stopped (its exit ends the turn).
+func (commandRun) cancelTurn(st *state, fg *turn) {
+	if fg.state == turnAsking {
+		a := fg.call.task.(*approval) // Safe: the turn asks for permission.
+		a.abandon(st, acp.StatusCancelled, "Cancelled by session/cancel while waiting for permission.")
+		st.turns.release(fg)
+		st.endTurn(acp.StopCancelled)
+		return
+	}
+	fg.state = turnCancelling
+	fg.term.stop(st.settings.killGrace)
+}
+
+// toBackground implements foreground.
+func (commandRun) toBackground(st *state, fg *turn) {
+	switch {
+	case fg.state == turnAsking:
+		st.out.agentMessage("The foreground command is waiting for permission; it can move to the background once it runs.")
+	case fg.term.state == termStopping:
+		st.out.agentMessage("The foreground command is being stopped; it stays in the foreground until it exits.")
+	default:
+		st.detach("Moved to the background by /bg.")
+	}
+}
+
 // handOff hands a running command over to the background: its tool call
 // completes and its terminal is listed. A foreground command's turn has
 // released it first (detach).

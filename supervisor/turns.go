@@ -47,16 +47,34 @@ type turn struct {
 	in      input
 	reply   protocol.Reply  // answers the prompt once inserted; nil for a firing
 	from    protocol.Client // the connection the prompt came from
-	job     *job            // the job whose firing this is
-	watch   *watcher        // the watch whose run this is
-	play    *play           // the scenario it plays (playScenario, scenarioTurn)
+	origin  source          // the job, watch or scenario whose work it is; nil for a prompt
 	unwatch func() bool     // stops watching for the client withdrawing the held prompt
 	state   turnState
 
-	// Once it holds the foreground with a command or a wait:
-	call  *toolCall   // the command's, or the wait's (call.wait)
+	// Once it holds the foreground:
+	fore  foreground  // what it runs: a command, a wait, a scenario's work
+	call  *toolCall   // the command's, or the wait's
 	term  *terminal   // once the command runs
 	timer *time.Timer // the foreground timeout
+}
+
+// A source is work that brings turns of its own, with no prompt: a job
+// (its firings, jobs.go), a watch (its runs, watch.go), a scenario (its
+// foreground work, stage.go).
+type source interface {
+	// owns reports whether t is a turn it brought.
+	owns(t *turn) bool
+}
+
+// foreground is what a turn runs while it holds the foreground: a command
+// (commandRun, terminal.go), a wait (wait.go), or a scenario's work
+// (stage.go). Each kind says what session/cancel and /bg alone do to it.
+type foreground interface {
+	// cancelTurn serves session/cancel of fg, the turn that runs it.
+	cancelTurn(st *state, fg *turn)
+	// toBackground serves /bg alone: it moves to the background, or says
+	// why not.
+	toBackground(st *state, fg *turn)
 }
 
 // turnQueue is the session's foreground: the turn that holds it, and the
@@ -153,9 +171,6 @@ func (q *turnQueue) runOf(match func(*turn) bool) *turn {
 	return nil
 }
 
-// waiting reports whether t is a foreground wait (wait.go).
-func (t *turn) waiting() bool { return t.call != nil && t.call.wait != nil }
-
 func (t *turn) stopWatching() {
 	if t.unwatch != nil {
 		t.unwatch()
@@ -177,22 +192,12 @@ func (st *state) start(t *turn) {
 	if t.reply != nil {
 		st.insert(t)
 	}
-	switch t.in.kind {
-	case runCommand:
-		st.runForeground(t)
-		return
-	case waitWork:
-		runWait(st, t)
-		return
-	case playScenario:
-		startScenario(st, t)
-		return
-	case scenarioTurn:
-		t.play.begin(st, t)
+	if c := t.in.cmd; c.act == nil {
+		c.hold(st, t)
 		return
 	}
 	st.transition(acp.StateRunning, "")
-	st.act(t.in)
+	t.in.cmd.act(st, t.in)
 	st.errands.then(func() { // /bg CMD and /ps send errands out
 		t.state = turnOver
 		st.endTurn(acp.StopEndTurn)
@@ -241,8 +246,8 @@ func (st *state) dropHeld(match func(*turn) bool, why string) {
 		if t.reply != nil {
 			t.reply(nil, acp.RequestCancelled(why))
 		}
-		if t.in.kind == scenarioTurn {
-			t.play.abort(scenario.ErrCancelled) // its foreground work will not come
+		if p, ok := t.origin.(*play); ok {
+			p.abort(scenario.ErrCancelled) // its foreground work will not come
 		}
 	}
 }
@@ -250,6 +255,7 @@ func (st *state) dropHeld(match func(*turn) bool, why string) {
 // runForeground runs the turn's command as foreground work: at once, or
 // after the user allows it in permission mode "ask".
 func (st *state) runForeground(t *turn) {
+	t.fore = commandRun{}
 	if st.settings.ask {
 		t.call = st.newCall(callAsking, "execute", t.in.line)
 		st.turns.take(t, turnAsking)
@@ -292,54 +298,6 @@ func (st *state) detach(why string) {
 	st.endTurn(acp.StopEndTurn)
 }
 
-// act carries out everything but a foreground command.
-func (st *state) act(in input) {
-	switch in.kind {
-	case bgCommand:
-		st.runBackground(in.line)
-	case bgDetach:
-		fg := st.turns.fg
-		switch {
-		case fg == nil:
-			st.out.agentMessage("Nothing is running in the foreground: /bg alone moves the running command to the background. To start a command in the background, write /bg CMD.")
-		case fg.state == turnScenario:
-			st.out.agentMessage("A scenario holds the foreground; it ends by itself, or with session/cancel.")
-		case fg.state == turnAsking:
-			st.out.agentMessage("The foreground command is waiting for permission; it can move to the background once it runs.")
-		case fg.waiting():
-			fg.call.wait.toBackground(st, fg)
-		case fg.term.state == termStopping:
-			st.out.agentMessage("The foreground command is being stopped; it stays in the foreground until it exits.")
-		default:
-			st.detach("Moved to the background by /bg.")
-		}
-	case listWork:
-		// /ps names each listed terminal's processes: a scan of /proc
-		// (or a cgroup), done outside the mutex.
-		procs := st.list.processes()
-		found := make([]string, len(procs))
-		st.errands.send(func() {
-			for i, p := range procs {
-				found[i] = members(p)
-			}
-		}, func() { st.out.agentMessage(st.list.listing(found)) })
-	case stopWork:
-		st.stopByID(in.id)
-	case listScenarios:
-		st.out.agentMessage(scenario.Listing(protocol.Version(st.out.client) == protocol.ProtocolV1, st.s.sv.cfg.ScenariosInvalid))
-	case afterWork, everyWork:
-		st.schedule(in)
-	case typeInput, resizeTerm, tailTerm:
-		st.actOnTerminal(in)
-	case watchWork:
-		startWatch(st, in.watch)
-	case pauseWork, resumeWork:
-		pauseOrResume(st, in.kind, in.id)
-	case badInput:
-		st.out.agentMessage(in.problem)
-	}
-}
-
 // stopByID serves /stop: the same acceptance and errors as the cancel
 // methods, told as an agent message.
 func (st *state) stopByID(id string) {
@@ -353,7 +311,11 @@ func (st *state) stopByID(id string) {
 	}
 	stop, err := st.acceptCancel(id)
 	if err != nil {
-		st.out.agentMessage("Cannot stop " + id + ": " + errorMessage(err) + ".")
+		msg := "Cannot stop " + id + ": " + errorMessage(err) + "."
+		if c := st.work.calls[id]; c != nil && c.term != nil && c.term.state < termExited {
+			msg += " Its command runs in " + c.term.id + ": /stop " + c.term.id + " stops it."
+		}
+		st.out.agentMessage(msg)
 		return
 	}
 	st.out.agentMessage("Cancelling " + id + ".")
@@ -386,9 +348,8 @@ func errorMessage(err error) string {
 }
 
 // acceptCancel accepts tool_call/cancel and returns what stops the tool
-// call: a job (and a firing of it waiting for the foreground), a wait, a
-// watch (and a run of it waiting for the foreground), or background work
-// waiting for permission.
+// call: its task's cancel (a job, a wait, a watch, background work
+// waiting for permission).
 func (st *state) acceptCancel(id string) (stop func(), err error) {
 	c := st.work.calls[id]
 	switch {
@@ -398,19 +359,8 @@ func (st *state) acceptCancel(id string) (stop func(), err error) {
 		return nil, acp.InvalidParams("toolCallId: no tool call %q in this session", id)
 	case c.state == callDone:
 		return nil, acp.InvalidParams("toolCallId: %s is already %s", id, c.outcome)
-	case c.state == callScheduled:
-		return func() {
-			st.turns.drop(c.job.owns)
-			st.cancelJob(c.job)
-		}, nil
-	case c.wait != nil:
-		return func() { c.wait.end(st, acp.StatusCancelled, "Cancelled.", false, acp.StopEndTurn) }, nil
-	case c.watch != nil:
-		return func() { c.watch.end(st, acp.StatusCancelled, "Cancelled.") }, nil
 	case c.cancellable():
-		return func() {
-			st.abandon(c.appr, acp.StatusCancelled, "Cancelled before it was allowed to run.")
-		}, nil
+		return func() { c.task.cancel(st) }, nil
 	}
 	return nil, acp.InvalidParams("toolCallId: %s is not cancellable (a command is stopped with terminal/cancel on its terminal)", id)
 }

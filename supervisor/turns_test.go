@@ -10,7 +10,7 @@ func TestTurnQueue(t *testing.T) {
 	t.Parallel()
 	var q turnQueue
 	j := &job{}
-	a, b, firing := &turn{}, &turn{}, &turn{job: j}
+	a, b, firing := &turn{}, &turn{}, &turn{origin: j}
 	unwatched := 0
 	b.unwatch = func() bool { unwatched++; return true }
 
@@ -48,10 +48,10 @@ func TestTurnQueue(t *testing.T) {
 	if !q.remove(firing) || q.remove(firing) || firing.state != turnOver || q.runOf(j.owns) != nil {
 		t.Errorf("remove: state %d, run %v", firing.state, q.runOf(j.owns))
 	}
-	c, d := &turn{}, &turn{job: j}
+	c, d := &turn{}, &turn{origin: j}
 	q.hold(c)
 	q.hold(d)
-	if got := q.drop(func(t *turn) bool { return t.job == j }); !slices.Equal(got, []*turn{d}) || len(q.held) != 1 {
+	if got := q.drop(func(t *turn) bool { return t.origin == j }); !slices.Equal(got, []*turn{d}) || len(q.held) != 1 {
 		t.Errorf("drop returned %v, %d left", got, len(q.held))
 	}
 	if q.foreground(nil) {

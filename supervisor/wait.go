@@ -22,7 +22,7 @@ import (
 // without PATTERN, the terminal exits. It then completes, with an agent
 // message that says what it saw; it fails when the terminal exits first
 // or at its timeout, and is cancelled by session/cancel, tool_call/cancel
-// (/stop) and close. Its tool call is call.wait; its state is the tool
+// (/stop) and close. It is its tool call's task; its state is the tool
 // call's: callRunning until it ends, then callDone.
 //
 // It holds the foreground (the turn's call is the wait's) and is not
@@ -115,7 +115,7 @@ func parseWait(rest string) input {
 	if spec.fresh && spec.pattern == nil {
 		return bad("/wait: --new applies to a pattern, which output it reads", "wait")
 	}
-	return input{kind: waitWork, wait: spec}
+	return input{waitFor: spec}
 }
 
 // target reads what the wait waits for: :PORT, an http:// or https://
@@ -222,7 +222,7 @@ type waiter struct {
 // runWait starts the wait of turn t, which then holds the foreground; or,
 // if its terminal is unknown, says so and ends the turn.
 func runWait(st *state, t *turn) {
-	spec := t.in.wait
+	spec := t.in.waitFor
 	term := st.work.terminals[spec.term]
 	if term == nil {
 		st.transition(acp.StateRunning, "")
@@ -233,7 +233,7 @@ func runWait(st *state, t *turn) {
 	}
 	w := &waiter{spec: spec, term: term, started: time.Now()}
 	c := st.newCall(callRunning, spec.kind(), spec.title())
-	c.wait, w.call, t.call = w, c, c
+	c.task, w.call, t.call, t.fore = w, c, c, w
 	c.input = spec.rawInput()
 	c.content = w.content(w.waitingText())
 	st.turns.take(t, turnRunning)
@@ -445,7 +445,26 @@ func (w *waiter) toBackground(st *state, fg *turn) {
 	st.endTurn(acp.StopEndTurn)
 }
 
-// listing is the wait's line in /ps.
+// cancellable implements task: a wait is cancelled until it ends.
+func (w *waiter) cancellable() bool { return true }
+
+// cancel implements task.
+func (w *waiter) cancel(st *state) {
+	w.end(st, acp.StatusCancelled, "Cancelled.", false, acp.StopEndTurn)
+}
+
+// close implements task.
+func (w *waiter) close(st *state) {
+	w.end(st, acp.StatusCancelled, "Cancelled: the session closed.", false, acp.StopCancelled)
+}
+
+// cancelTurn implements foreground: session/cancel ends the wait of
+// turn fg.
+func (w *waiter) cancelTurn(st *state, _ *turn) {
+	w.end(st, acp.StatusCancelled, "Cancelled by session/cancel.", false, acp.StopCancelled)
+}
+
+// listing implements task: the wait's line in /ps.
 func (w *waiter) listing(now time.Time) string {
 	left := w.started.Add(w.spec.timeout).Sub(now)
 	return fmt.Sprintf("%s  wait  for %s  age %s  %s, times out in %s", w.call.id, w.spec.what(), age(now.Sub(w.started)), w.call.status(), age(left))

@@ -377,11 +377,11 @@ func TestParseWait(t *testing.T) {
 	}
 	for _, tt := range tests {
 		in := parseInput(tt.line)
-		if in.kind != waitWork {
+		if in.cmd != lookup("wait") {
 			t.Errorf("parseInput(%q) = %+v", tt.line, in)
 			continue
 		}
-		got := *in.wait
+		got := *in.waitFor
 		if (got.pattern != nil) != tt.pattern {
 			t.Errorf("parseInput(%q): pattern %v", tt.line, got.pattern)
 		}

@@ -22,7 +22,7 @@ import (
 // watching, so a change meanwhile runs nothing, then or later; /resume
 // watches again, and the next change runs CMD. Cancel (tool_call/cancel,
 // /stop) and close end it cancelled; a PATH that goes away ends it
-// failed. Its tool call is call.watch; its state is the tool call's:
+// failed. It is its tool call's task; its state is the tool call's:
 // callRunning, callPaused, then callDone.
 //
 // The operating system's side, watching a tree and reporting that
@@ -49,7 +49,7 @@ func parseWatch(rest string) input {
 	case !ok || path.text == "" || line == "":
 		return bad("/watch needs a path and a command", "watch")
 	}
-	return input{kind: watchWork, watch: &watchSpec{path: path.text, line: line}}
+	return input{watchOf: &watchSpec{path: path.text, line: line}}
 }
 
 // watcher is a watch. It is guarded by its session's mutex.
@@ -81,7 +81,7 @@ func startWatch(st *state, spec *watchSpec) {
 			return
 		}
 		c := st.newCall(callRunning, "other", "watch "+spec.path+": "+spec.line)
-		c.watch, w.call = w, c
+		c.task, w.call = w, c
 		c.input = map[string]string{"path": spec.path, "command": spec.line, "cwd": st.s.cwd}
 		c.content = []acp.ToolCallContent{acp.TextContent(w.watchingText())}
 		st.out.send(c.update())
@@ -114,7 +114,9 @@ func (w *watcher) rewatch(st *state, then func(error)) {
 		err error
 	)
 	st.errands.send(func() {
-		src, dir, err = watchChanges(abs, watchQuiet, func() { s.watchChanged(w, gen) }, func(err error) { s.watchFailed(w, gen, err) })
+		src, dir, err = watchChanges(abs, watchQuiet,
+			func() { s.do(func(st *state) { w.changed(st, gen) }) },
+			func(err error) { s.do(func(st *state) { w.failed(st, gen, err) }) })
 	}, func() {
 		w.src, w.dir = src, dir
 		then(err)
@@ -122,7 +124,16 @@ func (w *watcher) rewatch(st *state, then func(error)) {
 }
 
 // owns reports whether t is a run of w.
-func (w *watcher) owns(t *turn) bool { return t.watch == w }
+func (w *watcher) owns(t *turn) bool { return t.origin == w }
+
+// cancellable implements task: a watch is cancelled until it ends.
+func (w *watcher) cancellable() bool { return true }
+
+// cancel implements task.
+func (w *watcher) cancel(st *state) { w.end(st, acp.StatusCancelled, "Cancelled.") }
+
+// close implements task.
+func (w *watcher) close(st *state) { w.end(st, acp.StatusCancelled, "Cancelled: the session closed.") }
 
 // unwatch stops watching, if w does: nothing it reported before runs.
 func (w *watcher) unwatch() {
@@ -139,37 +150,33 @@ func (w *watcher) current(gen int) bool {
 	return w.call != nil && w.call.state == callRunning && w.gen == gen
 }
 
-// watchChanged serves a change that watch gen of w reported: CMD runs as
-// new foreground work, at once or held behind the current work; unless
-// its previous run still holds or waits for the foreground.
-func (s *Session) watchChanged(w *watcher, gen int) {
-	s.do(func(st *state) {
-		if st.life != sessionOpen || !w.current(gen) {
-			return
+// changed serves a change that watch gen of w reported: CMD runs as new
+// foreground work, at once or held behind the current work; unless its
+// previous run still holds or waits for the foreground.
+func (w *watcher) changed(st *state, gen int) {
+	if st.life != sessionOpen || !w.current(gen) {
+		return
+	}
+	if run := st.turns.runOf(w.owns); run != nil {
+		if w.skipped != run {
+			w.skipped = run
+			st.out.agentMessage(fmt.Sprintf("%s (%s): a change was skipped; the previous run is still going. Changes are skipped silently until it ends.", w.call.title, w.call.id))
 		}
-		if run := st.turns.runOf(w.owns); run != nil {
-			if w.skipped != run {
-				w.skipped = run
-				st.out.agentMessage(fmt.Sprintf("%s (%s): a change was skipped; the previous run is still going. Changes are skipped silently until it ends.", w.call.title, w.call.id))
-			}
-			return
-		}
-		w.runs++
-		st.startOrHold(&turn{in: input{kind: runCommand, line: w.spec.line}, watch: w})
-	})
+		return
+	}
+	w.runs++
+	st.startOrHold(&turn{in: input{cmd: shellLine, line: w.spec.line}, origin: w})
 }
 
-// watchFailed serves the end of watch gen of w: its path went away, or
-// could not be read.
-func (s *Session) watchFailed(w *watcher, gen int, err error) {
-	s.do(func(st *state) {
-		if !w.current(gen) {
-			return
-		}
-		text := fmt.Sprintf("Stopped watching %s: %v.", w.spec.path, err)
-		w.end(st, acp.StatusFailed, text)
-		st.out.agentMessage(text)
-	})
+// failed serves the end of watch gen of w: its path went away, or could
+// not be read.
+func (w *watcher) failed(st *state, gen int, err error) {
+	if !w.current(gen) {
+		return
+	}
+	text := fmt.Sprintf("Stopped watching %s: %v.", w.spec.path, err)
+	w.end(st, acp.StatusFailed, text)
+	st.out.agentMessage(text)
 }
 
 // end ends w with a final status and a text that says why: it
@@ -185,44 +192,61 @@ func (w *watcher) end(st *state, status, text string) {
 	endCall(st, w.call, status)
 }
 
-// pauseOrResume serves /pause and /resume: each applies to a watch only,
-// and says what it did, or why not, in an agent message.
-func pauseOrResume(st *state, kind inputKind, id string) {
-	verb, want := "pause", callRunning
-	if kind == resumeWork {
-		verb, want = "resume", callPaused
-	}
+// pausable returns the watch that /pause or /resume (verb) of id applies
+// to: a watch in state want. If there is none, it says why in an agent
+// message and returns nil.
+func pausable(st *state, verb, id string, want callState) *watcher {
 	c := st.work.calls[id]
 	switch {
 	case c == nil && st.work.terminals[id] != nil:
 		st.out.agentMessage(fmt.Sprintf("Cannot %s %s: it is a terminal; only a watch (/watch) can be paused and resumed. /stop %s stops it.", verb, id, id))
-		return
+		return nil
 	case c == nil:
 		st.out.agentMessage(fmt.Sprintf("Cannot %s %s: there is no tool call %q in this session; /ps lists the background work.", verb, id, id))
-		return
-	case c.watch == nil:
+		return nil
+	}
+	w, ok := c.task.(*watcher)
+	switch {
+	case !ok:
 		st.out.agentMessage(fmt.Sprintf("Cannot %s %s: it is not a watch; only a watch (/watch) can be paused and resumed.", verb, id))
-		return
+		return nil
 	case c.state == callDone:
 		st.out.agentMessage(fmt.Sprintf("Cannot %s %s: it has ended (%s).", verb, id, c.outcome))
-		return
-	case c.state != want && kind == pauseWork:
+		return nil
+	case c.state != want && verb == "pause":
 		st.out.agentMessage(fmt.Sprintf("%s is paused already; /resume %s resumes it.", id, id))
-		return
+		return nil
 	case c.state != want:
 		st.out.agentMessage(fmt.Sprintf("%s is not paused: it is watching.", id))
+		return nil
+	}
+	return w
+}
+
+// pauseWatch serves /pause: it applies to a watch only, and says what it
+// did, or why not, in an agent message.
+func pauseWatch(st *state, id string) {
+	w := pausable(st, "pause", id, callRunning)
+	if w == nil {
 		return
 	}
-	w := c.watch
-	if kind == pauseWork {
-		w.unwatch()
-		st.turns.drop(w.owns)
-		c.state = callPaused
-		c.content = []acp.ToolCallContent{acp.TextContent(fmt.Sprintf("Paused by /pause: changes to %s run nothing until /resume %s.", w.spec.path, id))}
-		st.out.send(c.update())
-		st.out.agentMessage(fmt.Sprintf("Paused %s (%s): changes run nothing until /resume %s.", id, c.title, id))
+	c := w.call
+	w.unwatch()
+	st.turns.drop(w.owns)
+	c.state = callPaused
+	c.content = []acp.ToolCallContent{acp.TextContent(fmt.Sprintf("Paused by /pause: changes to %s run nothing until /resume %s.", w.spec.path, id))}
+	st.out.send(c.update())
+	st.out.agentMessage(fmt.Sprintf("Paused %s (%s): changes run nothing until /resume %s.", id, c.title, id))
+}
+
+// resumeWatch serves /resume: it applies to a watch only, and says what
+// it did, or why not, in an agent message.
+func resumeWatch(st *state, id string) {
+	w := pausable(st, "resume", id, callPaused)
+	if w == nil {
 		return
 	}
+	c := w.call
 	w.rewatch(st, func(err error) {
 		if c.state != callPaused {
 			w.unwatch() // cancelled meanwhile (cannot happen: the errand keeps others out)
@@ -241,7 +265,7 @@ func pauseOrResume(st *state, kind inputKind, id string) {
 	})
 }
 
-// listing is the watch's line in /ps.
+// listing implements task: the watch's line in /ps.
 func (w *watcher) listing(now time.Time) string {
 	runs := fmt.Sprintf("ran %d times", w.runs)
 	if w.runs == 1 {

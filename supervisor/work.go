@@ -136,9 +136,9 @@ const (
 	callRetired
 )
 
-// toolCall is a tool call of the session: a command's, a scheduled job
-// (job != nil), a wait (wait != nil) or a watch (watch != nil). It is
-// guarded by its session's mutex.
+// toolCall is a tool call of the session: a command's (term, once it
+// runs), or one whose work is a task (a scheduled job, a wait, a watch, a
+// command waiting for permission). It is guarded by its session's mutex.
 type toolCall struct {
 	id      string
 	title   string
@@ -150,11 +150,26 @@ type toolCall struct {
 	content []acp.ToolCallContent // the current content
 	caps    acp.Capabilities      // as last reported: nil (never), cancel, or cleared
 	term    *terminal             // its command's terminal, once it runs
-	job     *job                  // the job it schedules
-	wait    *waiter               // the wait it is
-	watch   *watcher              // the watch it is
-	appr    *approval             // while it asks for permission
+	task    task                  // the work it is, if it is no command that runs
 	hist    int                   // its position in the history
+}
+
+// A task is the work of a tool call that is not (or not yet) a running
+// command: a scheduled job (jobs.go), a wait (wait.go), a watch
+// (watch.go), or a command waiting for permission (permission.go). Each
+// kind is a type of its own, in a file of its own; the session lists,
+// cancels and closes them through this interface, never asking which kind
+// it has. Adding a kind of work is one new file with one type.
+type task interface {
+	// listing is its line in /ps.
+	listing(now time.Time) string
+	// cancellable reports whether tool_call/cancel (and /stop) applies,
+	// while its tool call is not final.
+	cancellable() bool
+	// cancel ends it as an accepted tool_call/cancel does.
+	cancel(st *state)
+	// close ends it as the session's close does.
+	close(st *state)
 }
 
 // status is the tool call's wire status.
@@ -170,17 +185,11 @@ func (c *toolCall) status() string {
 	return c.outcome
 }
 
-// cancellable reports whether tool_call/cancel applies: to a job, a wait
-// or a watch that has not ended, and to background work that waits for
-// permission.
+// cancellable reports whether tool_call/cancel applies: to a task that
+// has not ended and says it does (a job, a wait, a watch, background work
+// that waits for permission), never to a command's tool call.
 func (c *toolCall) cancellable() bool {
-	switch {
-	case c.state >= callDone:
-		return false
-	case c.state == callScheduled, c.wait != nil, c.watch != nil:
-		return true
-	}
-	return c.state == callAsking && c.appr != nil && c.appr.turn == nil
+	return c.state < callDone && c.task != nil && c.task.cancellable()
 }
 
 // update is the tool call's current state as a full tool_call_update.
@@ -276,7 +285,7 @@ func (r *registry) exit(t *terminal) {
 
 func (r *registry) retireCall(c *toolCall) {
 	c.state = callRetired
-	c.content, c.input, c.output, c.job, c.term, c.wait, c.watch = nil, nil, nil, nil, nil, nil, nil
+	c.content, c.input, c.output, c.task, c.term = nil, nil, nil, nil, nil
 	delete(r.calls, c.id)
 	r.retired = append(r.retired, entry{call: c})
 }

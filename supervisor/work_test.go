@@ -84,10 +84,11 @@ func TestRegistryRetiresFinishedToolCalls(t *testing.T) {
 func TestToolCallWireState(t *testing.T) {
 	t.Parallel()
 	fg := &toolCall{id: "call_1", state: callAsking}
-	fg.appr = &approval{call: fg, turn: &turn{}}
+	fg.task = &approval{call: fg, turn: &turn{}}
 	bg := &toolCall{id: "call_2", state: callAsking}
-	bg.appr = &approval{call: bg}
-	job := &toolCall{id: "call_3", state: callScheduled}
+	bg.task = &approval{call: bg}
+	sched := &toolCall{id: "call_3", state: callScheduled}
+	sched.task = &job{call: sched}
 	tests := []struct {
 		name   string
 		c      *toolCall
@@ -96,12 +97,12 @@ func TestToolCallWireState(t *testing.T) {
 		caps   string // "" = omitted
 	}{
 		{"foreground asking", fg, nil, "pending", ""},
-		{"allowed in the foreground", fg, func(c *toolCall) { c.appr, c.state = nil, callRunning }, "in_progress", ""},
+		{"allowed in the foreground", fg, func(c *toolCall) { c.task, c.state = nil, callRunning }, "in_progress", ""},
 		{"background asking", bg, nil, "pending", `{"cancel":{}}`},
-		{"allowed in the background", bg, func(c *toolCall) { c.appr, c.state = nil, callRunning }, "in_progress", "null"},
+		{"allowed in the background", bg, func(c *toolCall) { c.task, c.state = nil, callRunning }, "in_progress", "null"},
 		{"and completed", bg, func(c *toolCall) { c.state, c.outcome = callDone, "completed" }, "completed", "null"},
-		{"scheduled", job, nil, "pending", `{"cancel":{}}`},
-		{"cancelled", job, func(c *toolCall) { c.state, c.outcome = callDone, "cancelled" }, "cancelled", "null"},
+		{"scheduled", sched, nil, "pending", `{"cancel":{}}`},
+		{"cancelled", sched, func(c *toolCall) { c.state, c.outcome = callDone, "cancelled" }, "cancelled", "null"},
 	}
 	for _, tt := range tests {
 		if tt.change != nil {

@@ -1,0 +1,354 @@
+package supervisor
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"shellagent/acp"
+	"shellagent/outputbuf"
+	"shellagent/protocol"
+)
+
+// What a playing scenario (stage.go) works with: the commands it runs
+// (run, a scenario.Command), its wakeups and watches (realCall, a
+// scenario.ToolCall), the directory of its gate files (gateDir), and what
+// it makes up (madeUp): tool calls and terminals with no work behind
+// them, which the session sends, lets a client cancel, and finishes.
+
+// run is a command a play started: the scenario.Command it works with.
+type run struct {
+	p       *play
+	term    *terminal       // guarded by the session's mutex
+	id      string          // its terminal
+	call    string          // its tool call
+	ring    *outputbuf.Ring // its output
+	ended   chan struct{}   // closed once its exitStatus is sent
+	snapped chan struct{}   // told of each copy of its output a replacement takes
+	gate    string          // the file Open creates, if it is gated
+}
+
+// Terminal implements scenario.Command.
+func (r *run) Terminal() string { return r.id }
+
+// ToolCall implements scenario.Command.
+func (r *run) ToolCall() string { return r.call }
+
+// Open implements scenario.Command.
+func (r *run) Open() {
+	if r.gate == "" {
+		return
+	}
+	if err := os.WriteFile(r.gate, nil, 0o600); err != nil {
+		r.p.s.sv.cfg.Log.Warn("scenario gate", "scenario", r.p.sc.Name, "err", err)
+	}
+}
+
+// WaitOutput implements scenario.Command: it waits until the ring holds
+// text and every follower that holds it (the writer of a connection that
+// keeps up) has taken it, so that what the scenario sends next goes out
+// after it.
+func (r *run) WaitOutput(text string) error {
+	return pollUntil(r.p.ctx, "output "+text+" of "+r.id, func() bool {
+		data, end := r.ring.Snapshot()
+		i := strings.Index(string(data), text)
+		if i < 0 {
+			return false
+		}
+		taken, held := r.ring.Taken()
+		return !held || taken >= end-int64(len(data))+int64(i+len(text))
+	})
+}
+
+// WaitExit implements scenario.Command.
+func (r *run) WaitExit() error { return waitFor(r.p.ctx, r.ended, "the exit of "+r.id) }
+
+// Replace implements scenario.Command.
+func (r *run) Replace() error {
+	select {
+	case <-r.snapped: // an earlier copy
+	default:
+	}
+	attached := false
+	if !r.p.enter(func(st *state) {
+		if r.term.state < termExited && st.out.client != nil {
+			attached = true
+			st.out.sendTerminal(r.term, r.term.announcement(), protocol.ReplaceOutput)
+		}
+	}) {
+		return over(r.p.ctx)
+	}
+	if !attached {
+		return nil
+	}
+	return waitFor(r.p.ctx, r.snapped, "the replacement of "+r.id)
+}
+
+// Stop implements scenario.Command.
+func (r *run) Stop() {
+	r.p.enter(func(st *state) {
+		if r.term.state == termRunning {
+			r.term.stop(min(st.settings.killGrace, stageGrace))
+		}
+	})
+}
+
+// realCall is a wakeup or a watch a play started: the scenario.ToolCall
+// it works with.
+type realCall struct {
+	p *play
+	c *toolCall // guarded by the session's mutex
+}
+
+// ID implements scenario.ToolCall.
+func (r realCall) ID() string { return r.c.id }
+
+// Fire implements scenario.ToolCall.
+func (r realCall) Fire() {
+	r.p.enter(func(st *state) {
+		if j, ok := r.c.task.(*job); ok && r.c.state == callScheduled {
+			j.timer.Stop()
+			j.fire(st)
+		}
+	})
+}
+
+// Pause implements scenario.ToolCall.
+func (r realCall) Pause(paused bool) {
+	r.p.enter(func(st *state) {
+		if paused {
+			pauseWatch(st, r.c.id)
+		} else {
+			resumeWatch(st, r.c.id)
+		}
+	})
+}
+
+// Cancel implements scenario.ToolCall.
+func (r realCall) Cancel() {
+	r.p.enter(func(st *state) { cancelRealCall(st, r.c) })
+}
+
+// cancelRealCall cancels a wakeup or a watch that has not ended, as
+// tool_call/cancel does.
+func cancelRealCall(st *state, c *toolCall) {
+	if c.state >= callDone {
+		return
+	}
+	if stop, err := st.acceptCancel(c.id); err == nil {
+		stop()
+	}
+}
+
+// gateDir is a play's temporary directory, made when first needed: its
+// gate files, and what its watch watches. It is owned by the play's
+// goroutine.
+type gateDir struct {
+	dir   string
+	gates int
+}
+
+// path returns the directory, making it.
+func (g *gateDir) path() (string, error) {
+	if g.dir == "" {
+		dir, err := os.MkdirTemp("", "shellagent-scenario-")
+		if err != nil {
+			return "", err
+		}
+		g.dir = dir
+	}
+	return g.dir, nil
+}
+
+// file returns the path of a new gate file in the directory.
+func (g *gateDir) file() (string, error) {
+	dir, err := g.path()
+	if err != nil {
+		return "", err
+	}
+	g.gates++
+	return filepath.Join(dir, fmt.Sprintf("gate-%d", g.gates)), nil
+}
+
+// remove removes the directory, if there is one.
+func (g *gateDir) remove() {
+	if g.dir != "" {
+		_ = os.RemoveAll(g.dir) // Best effort: a temporary directory of gate files.
+	}
+}
+
+// madeUp is what a play made up: tool calls and terminals with no work
+// behind them, as the sum of the updates sent for each, and the ids whose
+// cancels it takes. It is guarded by the session's mutex. Its methods
+// that the session calls take a nil madeUp for a session with no play.
+type madeUp struct {
+	items      map[string]*fake
+	order      []string                 // the ids of items, in order
+	intercepts map[string]chan struct{} // nil once told
+}
+
+// fake is a made-up tool call or terminal.
+type fake struct {
+	terminal bool
+	call     acp.ToolCallUpdate
+	term     acp.TerminalUpdate
+}
+
+// final reports whether its final status, or its exitStatus, was sent.
+func (f *fake) final() bool {
+	if f.terminal {
+		return f.term.ExitStatus != nil
+	}
+	return acp.FinalStatus(f.call.Status)
+}
+
+// madeUpBy returns what the session's playing scenario made up, or nil.
+func madeUpBy(st *state) *madeUp {
+	if st.play == nil {
+		return nil
+	}
+	return &st.play.made
+}
+
+// reserve reserves an id that no other work of the session takes.
+func (m *madeUp) reserve(st *state, terminal bool) string {
+	prefix := "call"
+	if terminal {
+		prefix = "term"
+	}
+	id := st.work.newID(prefix)
+	if m.items == nil {
+		m.items = make(map[string]*fake)
+	}
+	m.items[id] = &fake{terminal: terminal}
+	m.order = append(m.order, id)
+	return id
+}
+
+// add merges an update into the made-up item it is about, if any.
+func (m *madeUp) add(u acp.Update) {
+	switch u := u.(type) {
+	case *acp.ToolCallUpdate:
+		f := m.items[u.ToolCallID]
+		if f == nil || f.terminal {
+			return
+		}
+		c := &f.call
+		c.SessionUpdate, c.ToolCallID = u.SessionUpdate, u.ToolCallID
+		c.Title, c.Kind, c.Status = cmp.Or(u.Title, c.Title), cmp.Or(u.Kind, c.Kind), cmp.Or(u.Status, c.Status)
+		if u.Content != nil {
+			c.Content = u.Content
+		}
+		if u.Capabilities != nil {
+			c.Capabilities = u.Capabilities
+		}
+	case *acp.TerminalUpdate:
+		f := m.items[u.TerminalID]
+		if f == nil || !f.terminal {
+			return
+		}
+		t := &f.term
+		t.SessionUpdate, t.TerminalID = u.SessionUpdate, u.TerminalID
+		t.Command, t.Cwd = cmp.Or(u.Command, t.Command), cmp.Or(u.Cwd, t.Cwd)
+		if u.ExitStatus != nil {
+			t.ExitStatus = u.ExitStatus
+		}
+		if u.Capabilities != nil {
+			t.Capabilities = u.Capabilities
+		}
+	}
+}
+
+// intercept makes the play take the cancels of id, telling ch of the
+// first.
+func (m *madeUp) intercept(id string, ch chan struct{}) {
+	if m.intercepts == nil {
+		m.intercepts = make(map[string]chan struct{})
+	}
+	m.intercepts[id] = ch
+}
+
+// owns reports whether id is something the play made up.
+func (m *madeUp) owns(id string) bool { return m != nil && m.items[id] != nil }
+
+// ownsCall reports whether id is a tool call the play made up.
+func (m *madeUp) ownsCall(id string) bool { return m.owns(id) && !m.items[id].terminal }
+
+// takes reports whether the play takes a cancel of id (of real work it
+// started, or of what it made up), and tells the scenario the first time.
+// Later cancels are taken and nothing more is said, until the work ends.
+func (m *madeUp) takes(id string) bool {
+	if m == nil {
+		return false
+	}
+	ch, ok := m.intercepts[id]
+	if !ok || m.items[id] != nil && m.items[id].final() {
+		return false
+	}
+	if ch != nil {
+		close(ch)
+		m.intercepts[id] = nil
+	}
+	return true
+}
+
+// cancel serves tool_call/cancel of a tool call the play made up:
+// accepted if the play takes it, else -32602 as for any tool call that
+// cannot be cancelled.
+func (m *madeUp) cancel(id string) (func(), error) {
+	f := m.items[id]
+	switch {
+	case f.final():
+		return nil, acp.InvalidParams("toolCallId: %s is already %s", id, f.call.Status)
+	case m.takes(id):
+		return func() {}, nil
+	}
+	return nil, acp.InvalidParams("toolCallId: %s is not cancellable (a scenario made it up)", id)
+}
+
+// current returns each made-up item as it is now, in order: for a client
+// that resumes.
+func (m *madeUp) current() []acp.Update {
+	var out []acp.Update
+	for _, id := range m.order {
+		switch f := m.items[id]; {
+		case f.terminal && f.term.TerminalID != "":
+			u := f.term
+			out = append(out, &u)
+		case !f.terminal && f.call.ToolCallID != "":
+			u := f.call
+			out = append(out, &u)
+		}
+	}
+	return out
+}
+
+// finals returns the final update of each made-up item that the client
+// knows and that has not ended: cancelled for a tool call, exitStatus {}
+// for a terminal.
+func (m *madeUp) finals() []acp.Update {
+	var out []acp.Update
+	for _, id := range m.order {
+		switch f := m.items[id]; {
+		case f.final():
+		case f.terminal && f.term.TerminalID != "":
+			out = append(out, &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: id, ExitStatus: &acp.ExitStatus{}, Capabilities: acp.CapsNone})
+		case !f.terminal && f.call.ToolCallID != "":
+			out = append(out, &acp.ToolCallUpdate{
+				SessionUpdate: acp.KindToolCall, ToolCallID: id, Status: acp.StatusCancelled, Capabilities: acp.CapsNone,
+				Content: []acp.ToolCallContent{acp.TextContent("Cancelled: the scenario is over.")},
+			})
+		}
+	}
+	return out
+}
+
+// forget drops what the session told its client about cancelling the
+// made-up items: they are over.
+func (m *madeUp) forget(ads *cancelAds) {
+	for _, id := range m.order {
+		ads.drop(adKey{m.items[id].terminal, id})
+	}
+}
