@@ -457,6 +457,61 @@ func TestDaemonRefusesAnUnsafeSocketDirectory(t *testing.T) {
 	d.noneLeft(time.Second, "refusals")
 }
 
+// Something at the socket path that is not a socket (a regular file, a
+// FIFO, a symlink, a directory) is refused, with the path and what it
+// is, by --daemon, daemon, daemon status and daemon stop, and left as it
+// was. Issue 22's repro: `echo precious > DIR/daemon.sock; shellagent
+// --daemon --socket DIR/daemon.sock </dev/null` exited 0 and the file
+// was gone, replaced by a socket; a FIFO and a symlink went the same way.
+func TestDaemonRefusesANonSocketAtItsPath(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	target := filepath.Join(d.dir, "target")
+	if err := os.WriteFile(target, []byte("precious\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	files := []struct {
+		name, is string
+		make     func(path string) error
+	}{
+		{"file.sock", "a regular file", func(p string) error { return os.WriteFile(p, []byte("precious\n"), 0o600) }},
+		{"fifo.sock", "a named pipe (FIFO)", func(p string) error { return syscall.Mkfifo(p, 0o600) }},
+		{"link.sock", "a symlink", func(p string) error { return os.Symlink(target, p) }},
+		{"dir.sock", "a directory", func(p string) error { return os.Mkdir(p, 0o700) }},
+	}
+	for _, f := range files {
+		path := filepath.Join(d.dir, f.name)
+		if err := f.make(path); err != nil {
+			t.Fatal(err)
+		}
+		before, err := os.Lstat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{
+			{"--daemon", "--socket", path}, {"daemon", "--socket", path},
+			{"daemon", "status", "--socket", path}, {"daemon", "stop", "--socket", path},
+		} {
+			_, stderr, code := d.run(binary, args...)
+			want := path + " is " + f.is + ", not a socket"
+			if code != 1 || !strings.Contains(stderr, want) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+				t.Errorf("shellagent %s: exit %d, stderr %q; want 1 and one line that says %q", strings.Join(args, " "), code, stderr, want)
+			}
+		}
+		after, err := os.Lstat(path)
+		if err != nil || after.Mode() != before.Mode() || !os.SameFile(before, after) {
+			t.Errorf("%s: %v, %v; want it left as it was (%v)", path, after, err, before.Mode())
+		}
+		if _, err := os.Lstat(path + ".lock"); err == nil {
+			t.Errorf("%s.lock was created", path)
+		}
+	}
+	if b, err := os.ReadFile(target); err != nil || string(b) != "precious\n" {
+		t.Errorf("the symlink's target: %q, %v", b, err)
+	}
+	d.noneLeft(time.Second, "refusals")
+}
+
 // connectEnv makes the test binary a bare client of the daemon socket it
 // names (connectAndRead), for a test that connects as another user.
 const connectEnv = "SHELLAGENT_TEST_CONNECT"
