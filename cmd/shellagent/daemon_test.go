@@ -174,14 +174,17 @@ func (d *daemonFixture) relayArgs() []string {
 }
 
 // startRelayCmd starts cmd, a relay or what runs one (ssh), as an editor
-// starts its agent.
+// starts its agent; its stderr goes to the test's log unless cmd.Stderr
+// is set.
 func (d *daemonFixture) startRelayCmd(cmd *exec.Cmd, opts ...acptest.Option) *relayProc {
 	t := d.t
 	t.Helper()
 	if cmd.Env == nil {
 		cmd.Env = d.env()
 	}
-	cmd.Stderr = testWriter{t}
+	if cmd.Stderr == nil {
+		cmd.Stderr = testWriter{t}
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, pr := startOwnStdout(t, cmd)
 	r := &relayProc{t: t, cmd: cmd, stdout: pr, done: make(chan struct{})}
@@ -510,6 +513,37 @@ func TestDaemonRefusesANonSocketAtItsPath(t *testing.T) {
 		t.Errorf("the symlink's target: %q, %v", b, err)
 	}
 	d.noneLeft(time.Second, "refusals")
+}
+
+// Without $HOME and $XDG_STATE_HOME, --daemon starts its daemon, which
+// logs to the relay's stderr, and serves. Issue 22's repro: --daemon
+// could not start without $HOME ("daemon log: $HOME is not defined")
+// although only its log needs a place.
+func TestDaemonWithoutHome(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	env := slices.DeleteFunc(d.env(), func(kv string) bool {
+		return strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "XDG_STATE_HOME=")
+	})
+	stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	cmd := exec.Command(binary, d.relayArgs()...)
+	cmd.Env, cmd.Stderr = env, stderr
+	r := d.startRelayCmd(cmd)
+	if _, err := r.c.Call("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}); err != nil {
+		b, _ := os.ReadFile(stderr.Name())
+		t.Fatalf("initialize: %v; the relay's stderr:\n%s", err, b)
+	}
+	sid := r.session(d.cwd)
+	r.prompt(sid, "echo served")
+	r.c.WaitFor("served", func(*acptest.Msg) bool { return strings.Contains(string(r.c.Output(sid, "term_1")), "served") })
+	waitFor(t, "the daemon's log on the relay's stderr", func() bool {
+		b, _ := os.ReadFile(stderr.Name())
+		return bytes.Contains(b, []byte(`msg="daemon serving"`))
+	})
 }
 
 // connectEnv makes the test binary a bare client of the daemon socket it

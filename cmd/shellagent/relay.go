@@ -143,7 +143,8 @@ func refuse(log *slog.Logger, path string, d daemon.Hello) int {
 
 // startDaemon starts shellagent daemon for the socket at path, with args
 // (the relay's own flags), in a session of its own (setsid), its stdin and
-// stdout on /dev/null and its log in daemonLog, holding lock. Where a
+// stdout on /dev/null and its log in daemonLog (or on the relay's stderr,
+// where daemonLog has no place), holding lock. Where a
 // systemd user manager answers, the daemon runs in a transient scope of
 // its own, so that it outlives the editor's scope. The channel delivers
 // the daemon's end.
@@ -156,11 +157,15 @@ func startDaemon(log *slog.Logger, path string, args []string, lock *daemon.Lock
 	if err != nil {
 		return nil, err
 	}
-	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("daemon log: %w", err)
+	logf := os.Stderr
+	if logPath != "" {
+		if logf, err = os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err != nil {
+			return nil, fmt.Errorf("daemon log: %w", err)
+		}
+		defer logf.Close() // Best effort: the daemon has its own copy.
+	} else {
+		logPath = "the relay's stderr (neither $XDG_STATE_HOME nor $HOME is set)"
 	}
-	defer logf.Close() // Best effort: the daemon has its own copy.
 	argv := append([]string{exe, "daemon", "--socket", path}, args...)
 	if scoped := inScope(argv); scoped != nil {
 		argv = scoped
@@ -184,13 +189,15 @@ func startDaemon(log *slog.Logger, path string, args []string, lock *daemon.Lock
 
 // daemonLog returns the path of the log of a daemon started on demand,
 // $XDG_STATE_HOME/shellagent/daemon.log or
-// ~/.local/state/shellagent/daemon.log, creating its directory.
+// ~/.local/state/shellagent/daemon.log, creating its directory; or ""
+// when neither $XDG_STATE_HOME nor $HOME is set: the daemon then logs to
+// the relay's stderr, which it inherits.
 func daemonLog() (string, error) {
 	dir := os.Getenv("XDG_STATE_HOME")
 	if dir == "" {
 		home, err := os.UserHomeDir()
 		if err != nil {
-			return "", fmt.Errorf("daemon log: %w", err)
+			return "", nil
 		}
 		dir = filepath.Join(home, ".local", "state")
 	}
