@@ -66,7 +66,9 @@ type Client struct {
 // (Hello.Stdout): the daemon then writes the connection's output to it,
 // and the caller must write nothing to it while the connection lasts.
 // Any other stdout (a terminal, a file; nil) is not passed, and the output
-// comes on the connection.
+// comes on the connection. A pipe is passed as an open file of its own
+// where the OS allows (ownFile), so that the daemon's O_NONBLOCK is not
+// set on the caller's.
 func Dial(socket string, hello Hello, stdout *os.File) (*Client, error) {
 	d, err := openDir(filepath.Dir(socket), false)
 	if err != nil {
@@ -116,7 +118,12 @@ func writeHello(nc *net.UnixConn, hello Hello, stdout *os.File) error {
 	if err != nil {
 		return err
 	}
-	_, _, err = nc.WriteMsgUnix(append(line, '\n'), unix.UnixRights(int(stdout.Fd())), nil)
+	fd := int(stdout.Fd())
+	if own := ownFile(stdout); own != nil {
+		defer own.Close() // Best effort: the daemon has its copy once sent.
+		fd = int(own.Fd())
+	}
+	_, _, err = nc.WriteMsgUnix(append(line, '\n'), unix.UnixRights(fd), nil)
 	return err
 }
 

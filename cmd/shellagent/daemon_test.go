@@ -546,6 +546,30 @@ func TestDaemonWithoutHome(t *testing.T) {
 	})
 }
 
+// The relay leaves the stdout it shares with the commands after it as it
+// found it, blocking, however it ends: the next writer's output all
+// arrives. Issue 22's repro: `( shellagent --daemon </dev/null; head -c
+// 1000000 /dev/zero ) | (sleep 1; wc -c)` lost all but 65,536 bytes to
+// EAGAIN: the daemon's O_NONBLOCK stayed on the pipe.
+func TestDaemonRelayLeavesStdoutBlocking(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	ends := []struct{ name, script string }{
+		{"stdin EOF", `( "$0" --daemon --socket "$1" </dev/null; head -c 1000000 /dev/zero ) | (sleep 1; wc -c)`},
+		{"SIGTERM", `( sleep 3 | "$0" --daemon --socket "$1" & r=$!; sleep 1; kill $r; wait $r; head -c 1000000 /dev/zero ) | (sleep 2; wc -c)`},
+	}
+	for _, tt := range ends {
+		cmd := exec.Command("/bin/sh", "-c", tt.script, binary, d.socket)
+		cmd.Env = d.env()
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if got := strings.TrimSpace(string(out)); err != nil || got != "1000000" {
+			t.Errorf("%s: %q bytes arrived (%v), want 1000000; stderr:\n%s", tt.name, got, err, stderr.String())
+		}
+	}
+}
+
 // connectEnv makes the test binary a bare client of the daemon socket it
 // names (connectAndRead), for a test that connects as another user.
 const connectEnv = "SHELLAGENT_TEST_CONNECT"

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"shellagent/acp"
 	"shellagent/daemon"
 	"shellagent/protocol"
@@ -33,6 +35,7 @@ const relayDrain = time.Second
 // server, so that output costs no copy through the relay; otherwise the
 // relay copies the output from the connection.
 func relay(opts agentOptions) int {
+	defer keepFlags(os.Stdin, os.Stdout, os.Stderr)()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	sigs := make(chan os.Signal, 1)
@@ -88,6 +91,35 @@ func relay(opts agentOptions) int {
 	case sig := <-sigs:
 		log.Info("relay stopping; the daemon keeps the sessions", "because", sig.String())
 		return 0
+	}
+}
+
+// keepFlags returns a function that gives each of files back the
+// O_NONBLOCK it has now. The daemon makes the stdout it is handed
+// non-blocking, and that flag belongs to the open file, which the relay
+// shares with whoever else writes to the pipe or socket (the shell that
+// ran it, the next command): left set, their writes fail with EAGAIN
+// once the reader is slow. Where it can, Dial hands the daemon an open
+// file of its own (Linux, a pipe); this covers the rest, on every way out
+// of relay.
+func keepFlags(files ...*os.File) (restore func()) {
+	flags := make([]int, len(files))
+	for i, f := range files {
+		flags[i] = -1
+		if fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0); err == nil {
+			flags[i] = fl
+		}
+	}
+	return func() {
+		for i, f := range files {
+			if flags[i] < 0 {
+				continue
+			}
+			was := flags[i]&unix.O_NONBLOCK != 0
+			if fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0); err == nil && (fl&unix.O_NONBLOCK != 0) != was {
+				unix.SetNonblock(int(f.Fd()), was) // Best effort: the relay is exiting.
+			}
+		}
 	}
 }
 
