@@ -137,11 +137,33 @@ func passable(f *os.File) bool {
 // Close closes the connection.
 func (c *Client) Close() error { return c.Conn.Close() }
 
+// rebindWait bounds how long dialLive waits for a daemon to bind its
+// removed socket again: Socket.Keep looks every keepEvery.
+const rebindWait = 4 * keepEvery
+
+// dialLive dials as Dial does, with no stdout; where no socket answers
+// but a daemon holds the socket's claim (one whose socket file was
+// removed, and which binds it again), it dials again for up to
+// rebindWait.
+func dialLive(socket string, hello Hello) (*Client, error) {
+	deadline := time.Now().Add(rebindWait)
+	for {
+		c, err := Dial(socket, hello, nil)
+		if !errors.Is(err, ErrNotRunning) || time.Now().After(deadline) {
+			return c, err
+		}
+		if _, ok := claimant(socket); !ok {
+			return c, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // AskStatus asks the daemon at socket for its Status.
 func AskStatus(socket string, hello Hello) (Status, error) {
 	var st Status
 	hello.Want = WantStatus
-	c, err := Dial(socket, hello, nil)
+	c, err := dialLive(socket, hello)
 	if err != nil {
 		return st, err
 	}
@@ -160,7 +182,7 @@ func AskStatus(socket string, hello Hello) (Status, error) {
 func AskStop(socket string, hello Hello) (Stopped, Hello, error) {
 	var st Stopped
 	hello.Want = WantStop
-	c, err := Dial(socket, hello, nil)
+	c, err := dialLive(socket, hello)
 	if err != nil {
 		return st, Hello{}, err
 	}

@@ -117,9 +117,9 @@ func copyFile(t *testing.T, src, dst string) {
 
 // A daemon whose socket is removed binds it again: after `rm $S`, and
 // after `rm -r` of its directory (a tmp cleaner), each with detached work
-// running, a relay started at once reaches the same daemon within a few
-// seconds and resumes the session; daemon status and daemon stop reach
-// it too, and no second daemon starts. Issue 22's repro: after `rm $S`
+// running, daemon status started at once, then a relay started at once,
+// reach the same daemon within a few seconds, and the relay resumes the
+// session; daemon stop stops it, and no second daemon starts. Issue 22's repro: after `rm $S`
 // with detached work running, a new relay failed after 5 s ("lock is
 // held"), `daemon stop` said "no daemon is running" and exited 1, and
 // the daemon and its work ran on; after `rm -r` of the directory a
@@ -153,6 +153,13 @@ func TestDaemonRebindsARemovedSocket(t *testing.T) {
 			if err := rm.remove(d); err != nil {
 				t.Fatal(err)
 			}
+			want := fmt.Sprintf("daemon pid %d,", first[0])
+			if out, stderr, code := d.run(binary, "daemon", "status", "--socket", d.socket); code != 0 || !strings.Contains(out, want) {
+				t.Errorf("daemon status, at once: exit %d, %q %q; want 0 and %q", code, out, stderr, want)
+			}
+			if err := rm.remove(d); err != nil { // again, for the relay
+				t.Fatal(err)
+			}
 
 			start := time.Now()
 			b := d.relay() // at once: before the daemon has bound again
@@ -165,7 +172,6 @@ func TestDaemonRebindsARemovedSocket(t *testing.T) {
 			b.resumeCounter(sid, d.cwd, seen, "the first relay")
 			d.waitLog(`msg="the socket was removed; bound it again"`)
 
-			want := fmt.Sprintf("daemon pid %d,", first[0])
 			if out, stderr, code := d.run(binary, "daemon", "status", "--socket", d.socket); code != 0 || !strings.Contains(out, want) {
 				t.Errorf("daemon status: exit %d, %q %q; want 0 and %q", code, out, stderr, want)
 			}
