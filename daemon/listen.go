@@ -56,7 +56,7 @@ func Listen(socket string) (*Socket, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, id, err := bind(socket)
+	l, id, err := bind(socket, true)
 	if err != nil {
 		closeClaim(claim)
 		return nil, err
@@ -65,8 +65,12 @@ func Listen(socket string) (*Socket, error) {
 }
 
 // bind binds and listens on socket, as Listen says, and returns the
-// socket file's id.
-func bind(socket string) (*net.UnixListener, fileID, error) {
+// socket file's id. With umask, the process's umask is 077 during the
+// bind, so that the socket is 0600 from the moment it exists; that is
+// for a daemon's start only: the umask is the process's, and a command
+// started meanwhile would inherit it. Without, the socket is made 0600
+// right after the bind, inside a directory that only its owner can reach.
+func bind(socket string, umask bool) (*net.UnixListener, fileID, error) {
 	d, err := openDir(filepath.Dir(socket), true)
 	if err != nil {
 		return nil, fileID{}, err
@@ -76,11 +80,16 @@ func bind(socket string) (*net.UnixListener, fileID, error) {
 	if err := d.removeSocket(base, fileID{}); err != nil {
 		return nil, fileID{}, fmt.Errorf("remove the stale socket: %w", err)
 	}
-	// The umask makes the socket 0600 from the moment it exists; no other
-	// goroutine creates files while the daemon starts or binds again.
-	old := syscall.Umask(0o077)
+	// No other goroutine creates files or starts commands while the
+	// daemon starts.
+	var old int
+	if umask {
+		old = syscall.Umask(0o077)
+	}
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: d.name(base), Net: "unix"})
-	syscall.Umask(old)
+	if umask {
+		syscall.Umask(old)
+	}
 	if err != nil {
 		return nil, fileID{}, fmt.Errorf("listen on %s: %w", socket, errno(err))
 	}
@@ -191,7 +200,7 @@ func (s *Socket) keep(lock *Lock, log *slog.Logger) error {
 	if bound {
 		return nil
 	}
-	l, id, err := bind(s.path)
+	l, id, err := bind(s.path, false) // commands run: the umask is theirs
 	if err != nil {
 		return err
 	}

@@ -60,6 +60,12 @@ func TestSocketKeep(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+		switch fi, err := os.Lstat(socket); {
+		case err != nil:
+			t.Errorf("after removing %s: %v", rm.name, err)
+		case fi.Mode().Perm() != 0o600:
+			t.Errorf("after removing %s, the socket bound again has mode %v, want 0600", rm.name, fi.Mode().Perm())
+		}
 		if l, ok, err := TryLock(socket); ok || err != nil {
 			if ok {
 				l.Close()
