@@ -30,6 +30,25 @@ var ErrNotRunning = errors.New("no daemon is running")
 // connection at once.
 var errNoHello = errors.New("no hello")
 
+// errLive is what startOnce returns, wrapped, when it started nothing
+// because a daemon lives for the socket (its claim is held) whose socket
+// file was removed.
+var errLive = errors.New("a daemon lives")
+
+// removeStale removes the socket file at socket, a dead daemon's: only a
+// socket, never another kind of file.
+func removeStale(socket string) error {
+	d, err := openDir(filepath.Dir(socket), false)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	if err := d.removeSocket(filepath.Base(socket), fileID{}); err != nil {
+		return fmt.Errorf("remove the stale socket: %w", err)
+	}
+	return nil
+}
+
 // A Client is a connection to the daemon, past the hellos.
 type Client struct {
 	Conn *net.UnixConn
@@ -40,25 +59,36 @@ type Client struct {
 }
 
 // Dial connects to the daemon at socket, writes hello, and reads the
-// daemon's. The socket's directory is checked first (CheckDir). If stdout
+// daemon's. The socket's directory is checked first (CheckDir), and
+// connected through (socketDir); a file at socket that is not a socket is
+// an error that says what it is (not ErrNotRunning). If stdout
 // is a pipe or a socket, it is passed along with an ACP hello
 // (Hello.Stdout): the daemon then writes the connection's output to it,
 // and the caller must write nothing to it while the connection lasts.
 // Any other stdout (a terminal, a file; nil) is not passed, and the output
-// comes on the connection.
+// comes on the connection. A pipe is passed as an open file of its own
+// where the OS allows (ownFile), so that the daemon's O_NONBLOCK is not
+// set on the caller's.
 func Dial(socket string, hello Hello, stdout *os.File) (*Client, error) {
-	if err := CheckDir(filepath.Dir(socket)); err != nil {
+	d, err := openDir(filepath.Dir(socket), false)
+	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%w at %s", ErrNotRunning, socket)
 		}
 		return nil, err
 	}
-	nc, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: socket, Net: "unix"})
+	defer d.close()
+	base := filepath.Base(socket)
+	if err := d.checkSocketFile(base); err != nil {
+		return nil, err
+	}
+	nc, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: d.name(base), Net: "unix"})
 	if err != nil {
+		err = errno(err)
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
 			return nil, fmt.Errorf("%w at %s: %w", ErrNotRunning, socket, err)
 		}
-		return nil, err
+		return nil, fmt.Errorf("connect to %s: %w", socket, err)
 	}
 	nc.SetDeadline(time.Now().Add(helloTimeout)) // Best effort: without it a hung daemon hangs the client.
 	if err := writeHello(nc, hello, stdout); err != nil {
@@ -88,7 +118,12 @@ func writeHello(nc *net.UnixConn, hello Hello, stdout *os.File) error {
 	if err != nil {
 		return err
 	}
-	_, _, err = nc.WriteMsgUnix(append(line, '\n'), unix.UnixRights(int(stdout.Fd())), nil)
+	fd := int(stdout.Fd())
+	if own := ownFile(stdout); own != nil {
+		defer own.Close() // Best effort: the daemon has its copy once sent.
+		fd = int(own.Fd())
+	}
+	_, _, err = nc.WriteMsgUnix(append(line, '\n'), unix.UnixRights(fd), nil)
 	return err
 }
 
@@ -102,11 +137,33 @@ func passable(f *os.File) bool {
 // Close closes the connection.
 func (c *Client) Close() error { return c.Conn.Close() }
 
+// rebindWait bounds how long dialLive waits for a daemon to bind its
+// removed socket again: Socket.Keep looks every keepEvery.
+const rebindWait = 4 * keepEvery
+
+// dialLive dials as Dial does, with no stdout; where no socket answers
+// but a daemon holds the socket's claim (one whose socket file was
+// removed, and which binds it again), it dials again for up to
+// rebindWait.
+func dialLive(socket string, hello Hello) (*Client, error) {
+	deadline := time.Now().Add(rebindWait)
+	for {
+		c, err := Dial(socket, hello, nil)
+		if !errors.Is(err, ErrNotRunning) || time.Now().After(deadline) {
+			return c, err
+		}
+		if _, ok := claimant(socket); !ok {
+			return c, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // AskStatus asks the daemon at socket for its Status.
 func AskStatus(socket string, hello Hello) (Status, error) {
 	var st Status
 	hello.Want = WantStatus
-	c, err := Dial(socket, hello, nil)
+	c, err := dialLive(socket, hello)
 	if err != nil {
 		return st, err
 	}
@@ -125,7 +182,7 @@ func AskStatus(socket string, hello Hello) (Status, error) {
 func AskStop(socket string, hello Hello) (Stopped, Hello, error) {
 	var st Stopped
 	hello.Want = WantStop
-	c, err := Dial(socket, hello, nil)
+	c, err := dialLive(socket, hello)
 	if err != nil {
 		return st, Hello{}, err
 	}
@@ -144,15 +201,19 @@ func AskStop(socket string, hello Hello) (Stopped, Hello, error) {
 // (Lock.HandOver) and returns a channel that delivers the daemon
 // process's end. Then it dials until the daemon answers, at most
 // StartTimeout, or the daemon exits. A Connect that finds the lock held
-// starts nothing: it dials until the daemon that holder starts answers. A
+// starts nothing: it dials until the daemon that holder starts answers;
+// so does a Connect that finds the socket's claim held (a daemon lives
+// whose socket file was removed: it binds it again, Socket.Keep). A
 // daemon that closes the connection before its hello (one that is
-// stopping) is dialled again until the deadline.
+// stopping) is dialled again until the deadline. Only a socket is ever
+// removed, never another kind of file at socket.
 func Connect(socket string, hello Hello, stdout *os.File, start func(*Lock) (exited <-chan error, err error)) (*Client, error) {
 	if err := PrepareDir(socket); err != nil {
 		return nil, err
 	}
 	deadline := time.Now().Add(StartTimeout)
 	var exited <-chan error // the end of the daemon this Connect started
+	var live error          // why none was started: a daemon lives (errLive)
 	for {
 		c, err := Dial(socket, hello, stdout)
 		switch {
@@ -164,15 +225,21 @@ func Connect(socket string, hello Hello, stdout *os.File, start func(*Lock) (exi
 			return c, err
 		}
 		if exited == nil {
-			if exited, err = startOnce(socket, hello, start); err != nil {
+			exited, err = startOnce(socket, hello, start)
+			switch {
+			case errors.Is(err, errLive):
+				live = err
+			case err != nil:
 				return nil, err
-			}
-			if exited != nil {
+			case exited != nil:
 				deadline = time.Now().Add(StartTimeout)
 			}
 		}
 		if time.Now().After(deadline) {
-			if exited == nil {
+			switch {
+			case live != nil:
+				return nil, fmt.Errorf("%v, but did not answer within %v", live, StartTimeout)
+			case exited == nil:
 				return nil, fmt.Errorf("no daemon answered at %s within %v, and %s is held: a daemon is starting or stopping", socket, StartTimeout, lockPath(socket))
 			}
 			return nil, fmt.Errorf("the daemon started for %s did not answer within %v", socket, StartTimeout)
@@ -189,7 +256,9 @@ func Connect(socket string, hello Hello, stdout *os.File, start func(*Lock) (exi
 // returns the started daemon's end. It returns neither a channel nor an
 // error when it started nothing: the lock is held (another client or
 // daemon is starting, or a daemon is stopping) or a daemon answered after
-// all; Connect's next Dial tells.
+// all; Connect's next Dial tells. It returns errLive, wrapped, when a
+// daemon lives that holds the socket's claim (claimant) although no
+// socket file answers: that daemon binds its removed socket again.
 func startOnce(socket string, hello Hello, start func(*Lock) (<-chan error, error)) (<-chan error, error) {
 	lock, ok, err := TryLock(socket)
 	if err != nil || !ok {
@@ -203,9 +272,14 @@ func startOnce(socket string, hello Hello, start func(*Lock) (<-chan error, erro
 		return nil, nil
 	case !errors.Is(err, ErrNotRunning):
 		return nil, err
-	case errors.Is(err, syscall.ECONNREFUSED):
-		if err := os.Remove(socket); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("remove the stale socket: %w", err)
+	}
+	if pid, ok := claimant(socket); ok {
+		// A daemon whose socket file was removed: it binds it again.
+		return nil, fmt.Errorf("%w: the daemon (pid %d) that serves %s binds its removed socket again", errLive, pid, socket)
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		if err := removeStale(socket); err != nil {
+			return nil, err
 		}
 	}
 	exited, err := start(lock)

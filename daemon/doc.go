@@ -16,7 +16,13 @@
 // else $XDG_RUNTIME_DIR/shellagent/daemon.sock, else
 // /tmp/shellagent-UID/daemon.sock. Its directory is the first gate: it is
 // created 0700 and refused unless it is a directory (not a symlink), owned
-// by the user, and closed to group and others. The socket is bound 0600.
+// by the user, and closed to group and others, on a descriptor of it
+// (O_DIRECTORY|O_NOFOLLOW, fstat) through which the socket is then bound
+// or connected, and its lock file opened: on Linux by the path
+// /proc/self/fd/N/NAME, so that a directory swapped in after the check
+// is not used. The socket is bound 0600. Nothing at the socket's path
+// but a socket is ever removed: a regular file, a FIFO, a symlink or a
+// directory there is refused, by the daemon and the client alike.
 // The peer check is the second gate: a connection from another uid is
 // closed before anything is read or written. Root is not exempt.
 //
@@ -24,6 +30,15 @@
 // as it lives, and by a client while it starts one; the kernel lets go of
 // it when its holder dies. So a socket file whose connect is refused while
 // its lock is free belongs to a dead daemon and may be removed.
+//
+// A daemon keeps its socket (Socket.Keep): every half second it looks at
+// the path, and binds it again, re-creating the directory and taking a
+// new lock file as needed, when someone removed the socket, its lock
+// file or the whole directory (rm, a tmp cleaner). On Linux it also
+// holds the path's claim, an abstract socket named after the path and
+// the user: while it lives no second daemon starts for the path, and a
+// client that finds no socket but a live claim waits for the daemon to
+// bind again instead of starting one.
 //
 // # The hello
 //
@@ -59,8 +74,11 @@
 // starting another, so N clients started at once give one daemon.
 //
 // Files: doc.go (this comment), socket.go (the socket's path, the
-// directory checks, Listen, Activated), lock.go (the lock beside the
-// socket), hello.go (the hello, and the answers to status and stop),
-// server.go (the Server), dial.go (the client side: Dial, Connect,
-// AskStatus, AskStop).
+// directory checks by path, Activated), dir.go and dir_*.go (the checked
+// directory descriptor that binds, connects and locks go through),
+// listen.go (Listen, Socket and its Keep, the Listener), claim_*.go (the
+// abstract claim that keeps a second daemon off a path), lock.go (the
+// lock beside the socket), hello.go (the hello, and the answers to status
+// and stop), server.go (the Server), dial.go and dial_*.go (the client
+// side: Dial, Connect, AskStatus, AskStop; ownFile).
 package daemon

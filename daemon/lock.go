@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,19 +21,34 @@ const lockFDEnv = "SHELLAGENT_DAEMON_LOCK_FD"
 // holds it for as long as it lives; a client holds it while it starts one,
 // and hands it over. The kernel releases it when the last descriptor of
 // its open file goes, so a dead daemon holds nothing.
-type Lock struct{ f *os.File }
+type Lock struct {
+	mu sync.Mutex // guards f, which renew replaces
+	f  *os.File
+}
 
 func lockPath(socket string) string { return socket + ".lock" }
 
 // TryLock takes the lock of socket without waiting: ok is false when
 // another process holds it. The socket's directory must have been
-// prepared (PrepareDir).
+// prepared (PrepareDir); the lock file is opened through the directory's
+// checked descriptor. Something at socket's path that is not a socket is
+// refused before a lock file is created beside it.
 func TryLock(socket string) (l *Lock, ok bool, err error) {
-	f, err := os.OpenFile(lockPath(socket), os.O_RDWR|os.O_CREATE, 0o600)
+	d, err := openDir(filepath.Dir(socket), false)
 	if err != nil {
-		return nil, false, fmt.Errorf("lock: %w", err)
+		return nil, false, err
 	}
-	switch err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); {
+	defer d.close()
+	base := filepath.Base(socket)
+	if err := d.checkSocketFile(base); err != nil {
+		return nil, false, err
+	}
+	fd, err := unix.Openat(d.fd(), base+".lock", unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, false, fmt.Errorf("lock %s: %w", lockPath(socket), err)
+	}
+	f := os.NewFile(uintptr(fd), lockPath(socket))
+	switch err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); {
 	case errors.Is(err, unix.EWOULDBLOCK):
 		f.Close() // Best effort: never locked.
 		return nil, false, nil
@@ -40,6 +57,32 @@ func TryLock(socket string) (l *Lock, ok bool, err error) {
 		return nil, false, fmt.Errorf("lock %s: %w", lockPath(socket), err)
 	}
 	return &Lock{f: f}, true, nil
+}
+
+// current reports whether socket's lock file is still the file l holds.
+func (l *Lock) current(socket string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var got, want unix.Stat_t
+	return unix.Fstat(int(l.f.Fd()), &got) == nil && unix.Lstat(lockPath(socket), &want) == nil && idOf(&got) == idOf(&want)
+}
+
+// renew takes socket's lock file anew when the one l holds was removed
+// (or replaced): ok is false when another process holds the new one.
+func (l *Lock) renew(socket string) (ok bool, err error) {
+	if l.current(socket) {
+		return true, nil
+	}
+	n, ok, err := TryLock(socket)
+	if !ok {
+		return false, err
+	}
+	l.mu.Lock()
+	old := l.f
+	l.f = n.f
+	l.mu.Unlock()
+	old.Close() // Best effort: a lock on a removed file guards nothing.
+	return true, nil
 }
 
 // InheritedLock returns the lock of socket that the process that started
@@ -65,6 +108,8 @@ func InheritedLock(socket string) *Lock {
 // lock: its descriptor goes into cmd.ExtraFiles and its number into
 // cmd.Env (os.Environ() if cmd.Env is nil), for InheritedLock.
 func (l *Lock) HandOver(cmd *exec.Cmd) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	cmd.ExtraFiles = append(cmd.ExtraFiles, l.f)
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
@@ -74,4 +119,8 @@ func (l *Lock) HandOver(cmd *exec.Cmd) {
 
 // Close lets go of this process's hold of the lock. A daemon that
 // inherited it holds it on.
-func (l *Lock) Close() error { return l.f.Close() }
+func (l *Lock) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.f.Close()
+}

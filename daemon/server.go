@@ -81,7 +81,7 @@ type acpConn struct {
 // then closes l, closes every session with Stop, sends each connection
 // its last messages, closes them, and returns once every goroutine it
 // started has ended.
-func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
+func (s *Server) Serve(ctx context.Context, l Listener) error {
 	if s.Log == nil {
 		s.Log = slog.Default()
 	}
@@ -124,7 +124,7 @@ func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 
 // accept accepts connections until ctx ends. A failed accept (out of
 // descriptors) is logged and retried after a pause.
-func (s *Server) accept(ctx context.Context, l *net.UnixListener) {
+func (s *Server) accept(ctx context.Context, l Listener) {
 	for {
 		nc, err := l.AcceptUnix()
 		if err != nil {

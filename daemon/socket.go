@@ -1,9 +1,7 @@
 package daemon
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -49,70 +47,27 @@ func SocketPath(flag string) (string, error) {
 // PrepareDir creates the directory of socket, mode 0700, if it does not
 // exist, and checks it as CheckDir does.
 func PrepareDir(socket string) error {
-	dir := filepath.Dir(socket)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("socket directory: %w", err)
+	d, err := openDir(filepath.Dir(socket), true)
+	if err != nil {
+		return err
 	}
-	return CheckDir(dir)
+	d.close()
+	return nil
 }
 
 // CheckDir refuses a socket directory that another user could reach or
 // replace: it must be a directory, not a symlink, owned by this process's
 // user, and closed to group and others (tmux's check, stricter on group).
-// The error says which rule failed and how to put it right.
+// The error says which rule failed and how to put it right. The check is
+// made on an open descriptor of the directory (O_NOFOLLOW, fstat); what
+// uses the directory afterwards goes through such a descriptor too.
 func CheckDir(dir string) error {
-	fi, err := os.Lstat(dir)
+	d, err := openDir(dir, false)
 	if err != nil {
-		return fmt.Errorf("socket directory: %w", err)
+		return err
 	}
-	uid := os.Geteuid()
-	switch st, _ := fi.Sys().(*syscall.Stat_t); {
-	case fi.Mode()&fs.ModeSymlink != 0:
-		return fmt.Errorf("socket directory %s is a symlink; it must be a directory of its own (remove the link)", dir)
-	case !fi.IsDir():
-		return fmt.Errorf("socket directory %s is not a directory", dir)
-	case st == nil:
-		return fmt.Errorf("socket directory %s: no owner to check", dir)
-	case int(st.Uid) != uid:
-		return fmt.Errorf("socket directory %s is owned by uid %d, not by uid %d that runs shellagent; another user could replace the socket", dir, st.Uid, uid)
-	case fi.Mode().Perm()&0o077 != 0:
-		return fmt.Errorf("socket directory %s has mode %04o: group or others can reach it; it must be 0700 (chmod 700 %s)", dir, fi.Mode().Perm(), dir)
-	}
+	d.close()
 	return nil
-}
-
-// Listen binds socket, mode 0600, and listens on it. The caller holds the
-// socket's lock (Lock): a socket file that exists then is a dead daemon's
-// and is removed first; anything else at that path is an error. The
-// socket file is removed when the listener is closed.
-func Listen(socket string) (*net.UnixListener, error) {
-	if err := PrepareDir(socket); err != nil {
-		return nil, err
-	}
-	switch fi, err := os.Lstat(socket); {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return nil, err
-	case fi.Mode().Type() != fs.ModeSocket:
-		return nil, fmt.Errorf("%s exists and is not a socket; remove it, or choose another path with --socket", socket)
-	default:
-		if err := os.Remove(socket); err != nil {
-			return nil, fmt.Errorf("remove the stale socket: %w", err)
-		}
-	}
-	// The umask makes the socket 0600 from the moment it exists; no other
-	// goroutine creates files while the daemon starts.
-	old := syscall.Umask(0o077)
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: socket, Net: "unix"})
-	syscall.Umask(old)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(socket, 0o600); err != nil {
-		l.Close() // Best effort: the error below is the one to report.
-		return nil, fmt.Errorf("socket: %w", err)
-	}
-	return l, nil
 }
 
 // listenFDsStart is the first descriptor systemd passes (SD_LISTEN_FDS_START).

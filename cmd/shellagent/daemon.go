@@ -128,12 +128,17 @@ func serveDaemon(opts daemonOptions) int {
 	if err != nil {
 		return fail(err)
 	}
-	l := activated
-	if l == nil {
-		if l, err = daemon.Listen(path); err != nil {
+	// Activated, the socket is systemd's; else it is this daemon's, and
+	// bound again should it be removed.
+	var l daemon.Listener = activated
+	if activated == nil {
+		sock, err := daemon.Listen(path)
+		if err != nil {
 			closeContainment(log, c, swept)
 			return fail(err)
 		}
+		sock.Keep(lock, log)
+		l = sock
 	}
 	// Commands must not become relays of their own daemon.
 	os.Unsetenv(daemonEnv) // Best effort: fails only for an invalid name.

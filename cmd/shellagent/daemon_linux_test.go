@@ -1,12 +1,15 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -109,5 +112,76 @@ func copyFile(t *testing.T, src, dst string) {
 	}
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A daemon whose socket is removed binds it again: after `rm $S`, and
+// after `rm -r` of its directory (a tmp cleaner), each with detached work
+// running, daemon status started at once, then a relay started at once,
+// reach the same daemon within a few seconds, and the relay resumes the
+// session; daemon stop stops it, and no second daemon starts. Issue 22's repro: after `rm $S`
+// with detached work running, a new relay failed after 5 s ("lock is
+// held"), `daemon stop` said "no daemon is running" and exited 1, and
+// the daemon and its work ran on; after `rm -r` of the directory a
+// second daemon started and the first one's work was orphaned until
+// killed by pid. Linux: the claim that keeps a second daemon from
+// starting after `rm -r` is an abstract socket.
+func TestDaemonRebindsARemovedSocket(t *testing.T) {
+	t.Parallel()
+	removals := []struct {
+		name   string
+		remove func(d *daemonFixture) error
+	}{
+		{"rm $S", func(d *daemonFixture) error { return os.Remove(d.socket) }},
+		{"rm -r DIR", func(d *daemonFixture) error { return os.RemoveAll(d.dir) }},
+	}
+	for _, rm := range removals {
+		t.Run(rm.name, func(t *testing.T) {
+			t.Parallel()
+			d := newDaemonFixture(t)
+			a := d.relay()
+			sid := a.session(d.cwd)
+			a.prompt(sid, counter)
+			seen := a.waitLines(sid, "term_1", 3)
+			a.c.Close()
+			a.exited()
+			first := d.daemons()
+			if len(first) != 1 {
+				t.Fatalf("%d daemons: %v", len(first), describe(first))
+			}
+			time.Sleep(500 * time.Millisecond) // the gap: the counter prints to no one
+			if err := rm.remove(d); err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf("daemon pid %d,", first[0])
+			if out, stderr, code := d.run(binary, "daemon", "status", "--socket", d.socket); code != 0 || !strings.Contains(out, want) {
+				t.Errorf("daemon status, at once: exit %d, %q %q; want 0 and %q", code, out, stderr, want)
+			}
+			if err := rm.remove(d); err != nil { // again, for the relay
+				t.Fatal(err)
+			}
+
+			start := time.Now()
+			b := d.relay() // at once: before the daemon has bound again
+			if took := time.Since(start); took > 3*time.Second {
+				t.Errorf("the relay took %v to reach the daemon", took)
+			}
+			if ds := d.daemons(); !slices.Equal(ds, first) {
+				t.Errorf("daemons %v, want only the first, %v", describe(ds), first)
+			}
+			b.resumeCounter(sid, d.cwd, seen, "the first relay")
+			d.waitLog(`msg="the socket was removed; bound it again"`)
+
+			if out, stderr, code := d.run(binary, "daemon", "status", "--socket", d.socket); code != 0 || !strings.Contains(out, want) {
+				t.Errorf("daemon status: exit %d, %q %q; want 0 and %q", code, out, stderr, want)
+			}
+			b.c.Close()
+			b.exited()
+			want = fmt.Sprintf("daemon pid %d exited", first[0])
+			if out, stderr, code := d.run(binary, "daemon", "stop", "--socket", d.socket); code != 0 || !strings.Contains(out, want) {
+				t.Errorf("daemon stop: exit %d, %q %q; want 0 and %q", code, out, stderr, want)
+			}
+			d.noneLeft(5*time.Second, "daemon stop")
+		})
 	}
 }

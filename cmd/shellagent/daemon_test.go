@@ -174,14 +174,17 @@ func (d *daemonFixture) relayArgs() []string {
 }
 
 // startRelayCmd starts cmd, a relay or what runs one (ssh), as an editor
-// starts its agent.
+// starts its agent; its stderr goes to the test's log unless cmd.Stderr
+// is set.
 func (d *daemonFixture) startRelayCmd(cmd *exec.Cmd, opts ...acptest.Option) *relayProc {
 	t := d.t
 	t.Helper()
 	if cmd.Env == nil {
 		cmd.Env = d.env()
 	}
-	cmd.Stderr = testWriter{t}
+	if cmd.Stderr == nil {
+		cmd.Stderr = testWriter{t}
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, pr := startOwnStdout(t, cmd)
 	r := &relayProc{t: t, cmd: cmd, stdout: pr, done: make(chan struct{})}
@@ -455,6 +458,116 @@ func TestDaemonRefusesAnUnsafeSocketDirectory(t *testing.T) {
 		}
 	}
 	d.noneLeft(time.Second, "refusals")
+}
+
+// Something at the socket path that is not a socket (a regular file, a
+// FIFO, a symlink, a directory) is refused, with the path and what it
+// is, by --daemon, daemon, daemon status and daemon stop, and left as it
+// was. Issue 22's repro: `echo precious > DIR/daemon.sock; shellagent
+// --daemon --socket DIR/daemon.sock </dev/null` exited 0 and the file
+// was gone, replaced by a socket; a FIFO and a symlink went the same way.
+func TestDaemonRefusesANonSocketAtItsPath(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	target := filepath.Join(d.dir, "target")
+	if err := os.WriteFile(target, []byte("precious\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	files := []struct {
+		name, is string
+		make     func(path string) error
+	}{
+		{"file.sock", "a regular file", func(p string) error { return os.WriteFile(p, []byte("precious\n"), 0o600) }},
+		{"fifo.sock", "a named pipe (FIFO)", func(p string) error { return syscall.Mkfifo(p, 0o600) }},
+		{"link.sock", "a symlink", func(p string) error { return os.Symlink(target, p) }},
+		{"dir.sock", "a directory", func(p string) error { return os.Mkdir(p, 0o700) }},
+	}
+	for _, f := range files {
+		path := filepath.Join(d.dir, f.name)
+		if err := f.make(path); err != nil {
+			t.Fatal(err)
+		}
+		before, err := os.Lstat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{
+			{"--daemon", "--socket", path}, {"daemon", "--socket", path},
+			{"daemon", "status", "--socket", path}, {"daemon", "stop", "--socket", path},
+		} {
+			_, stderr, code := d.run(binary, args...)
+			want := path + " is " + f.is + ", not a socket"
+			if code != 1 || !strings.Contains(stderr, want) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+				t.Errorf("shellagent %s: exit %d, stderr %q; want 1 and one line that says %q", strings.Join(args, " "), code, stderr, want)
+			}
+		}
+		after, err := os.Lstat(path)
+		if err != nil || after.Mode() != before.Mode() || !os.SameFile(before, after) {
+			t.Errorf("%s: %v, %v; want it left as it was (%v)", path, after, err, before.Mode())
+		}
+		if _, err := os.Lstat(path + ".lock"); err == nil {
+			t.Errorf("%s.lock was created", path)
+		}
+	}
+	if b, err := os.ReadFile(target); err != nil || string(b) != "precious\n" {
+		t.Errorf("the symlink's target: %q, %v", b, err)
+	}
+	d.noneLeft(time.Second, "refusals")
+}
+
+// Without $HOME and $XDG_STATE_HOME, --daemon starts its daemon, which
+// logs to the relay's stderr, and serves. Issue 22's repro: --daemon
+// could not start without $HOME ("daemon log: $HOME is not defined")
+// although only its log needs a place.
+func TestDaemonWithoutHome(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	env := slices.DeleteFunc(d.env(), func(kv string) bool {
+		return strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "XDG_STATE_HOME=")
+	})
+	stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	cmd := exec.Command(binary, d.relayArgs()...)
+	cmd.Env, cmd.Stderr = env, stderr
+	r := d.startRelayCmd(cmd)
+	if _, err := r.c.Call("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}); err != nil {
+		b, _ := os.ReadFile(stderr.Name())
+		t.Fatalf("initialize: %v; the relay's stderr:\n%s", err, b)
+	}
+	sid := r.session(d.cwd)
+	r.prompt(sid, "echo served")
+	r.c.WaitFor("served", func(*acptest.Msg) bool { return strings.Contains(string(r.c.Output(sid, "term_1")), "served") })
+	waitFor(t, "the daemon's log on the relay's stderr", func() bool {
+		b, _ := os.ReadFile(stderr.Name())
+		return bytes.Contains(b, []byte(`msg="daemon serving"`))
+	})
+}
+
+// The relay leaves the stdout it shares with the commands after it as it
+// found it, blocking, however it ends: the next writer's output all
+// arrives. Issue 22's repro: `( shellagent --daemon </dev/null; head -c
+// 1000000 /dev/zero ) | (sleep 1; wc -c)` lost all but 65,536 bytes to
+// EAGAIN: the daemon's O_NONBLOCK stayed on the pipe.
+func TestDaemonRelayLeavesStdoutBlocking(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	ends := []struct{ name, script string }{
+		{"stdin EOF", `( "$0" --daemon --socket "$1" </dev/null; head -c 1000000 /dev/zero ) | (sleep 1; wc -c)`},
+		{"SIGTERM", `( sleep 3 | "$0" --daemon --socket "$1" & r=$!; sleep 1; kill $r; wait $r; head -c 1000000 /dev/zero ) | (sleep 2; wc -c)`},
+	}
+	for _, tt := range ends {
+		cmd := exec.Command("/bin/sh", "-c", tt.script, binary, d.socket)
+		cmd.Env = d.env()
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if got := strings.TrimSpace(string(out)); err != nil || got != "1000000" {
+			t.Errorf("%s: %q bytes arrived (%v), want 1000000; stderr:\n%s", tt.name, got, err, stderr.String())
+		}
+	}
 }
 
 // connectEnv makes the test binary a bare client of the daemon socket it

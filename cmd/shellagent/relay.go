@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"shellagent/acp"
 	"shellagent/daemon"
 	"shellagent/protocol"
@@ -33,6 +35,7 @@ const relayDrain = time.Second
 // server, so that output costs no copy through the relay; otherwise the
 // relay copies the output from the connection.
 func relay(opts agentOptions) int {
+	defer keepFlags(os.Stdin, os.Stdout, os.Stderr)()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	sigs := make(chan os.Signal, 1)
@@ -91,6 +94,35 @@ func relay(opts agentOptions) int {
 	}
 }
 
+// keepFlags returns a function that gives each of files back the
+// O_NONBLOCK it has now. The daemon makes the stdout it is handed
+// non-blocking, and that flag belongs to the open file, which the relay
+// shares with whoever else writes to the pipe or socket (the shell that
+// ran it, the next command): left set, their writes fail with EAGAIN
+// once the reader is slow. Where it can, Dial hands the daemon an open
+// file of its own (Linux, a pipe); this covers the rest, on every way out
+// of relay.
+func keepFlags(files ...*os.File) (restore func()) {
+	flags := make([]int, len(files))
+	for i, f := range files {
+		flags[i] = -1
+		if fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0); err == nil {
+			flags[i] = fl
+		}
+	}
+	return func() {
+		for i, f := range files {
+			if flags[i] < 0 {
+				continue
+			}
+			was := flags[i]&unix.O_NONBLOCK != 0
+			if fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0); err == nil && (fl&unix.O_NONBLOCK != 0) != was {
+				unix.SetNonblock(int(f.Fd()), was) // Best effort: the relay is exiting.
+			}
+		}
+	}
+}
+
 // copyDown copies what the daemon sends on the connection to stdout (all
 // of its output when stdout was not handed over; else nothing, and the
 // end): what the hello left buffered, then the rest, which *os.File's
@@ -143,7 +175,8 @@ func refuse(log *slog.Logger, path string, d daemon.Hello) int {
 
 // startDaemon starts shellagent daemon for the socket at path, with args
 // (the relay's own flags), in a session of its own (setsid), its stdin and
-// stdout on /dev/null and its log in daemonLog, holding lock. Where a
+// stdout on /dev/null and its log in daemonLog (or on the relay's stderr,
+// where daemonLog has no place), holding lock. Where a
 // systemd user manager answers, the daemon runs in a transient scope of
 // its own, so that it outlives the editor's scope. The channel delivers
 // the daemon's end.
@@ -156,11 +189,15 @@ func startDaemon(log *slog.Logger, path string, args []string, lock *daemon.Lock
 	if err != nil {
 		return nil, err
 	}
-	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("daemon log: %w", err)
+	logf := os.Stderr
+	if logPath != "" {
+		if logf, err = os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err != nil {
+			return nil, fmt.Errorf("daemon log: %w", err)
+		}
+		defer logf.Close() // Best effort: the daemon has its own copy.
+	} else {
+		logPath = "the relay's stderr (neither $XDG_STATE_HOME nor $HOME is set)"
 	}
-	defer logf.Close() // Best effort: the daemon has its own copy.
 	argv := append([]string{exe, "daemon", "--socket", path}, args...)
 	if scoped := inScope(argv); scoped != nil {
 		argv = scoped
@@ -184,13 +221,15 @@ func startDaemon(log *slog.Logger, path string, args []string, lock *daemon.Lock
 
 // daemonLog returns the path of the log of a daemon started on demand,
 // $XDG_STATE_HOME/shellagent/daemon.log or
-// ~/.local/state/shellagent/daemon.log, creating its directory.
+// ~/.local/state/shellagent/daemon.log, creating its directory; or ""
+// when neither $XDG_STATE_HOME nor $HOME is set: the daemon then logs to
+// the relay's stderr, which it inherits.
 func daemonLog() (string, error) {
 	dir := os.Getenv("XDG_STATE_HOME")
 	if dir == "" {
 		home, err := os.UserHomeDir()
 		if err != nil {
-			return "", fmt.Errorf("daemon log: %w", err)
+			return "", nil
 		}
 		dir = filepath.Join(home, ".local", "state")
 	}
