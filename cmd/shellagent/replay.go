@@ -33,7 +33,9 @@ differs: a message of another method than the transcript's, different
 contents (compared as JSON; ids, the client's name and the directory aside),
 a message the transcript does not have (answered with an error), lines
 never sent when stdin ends. The transcript's directory (/cwd in the golden
-transcripts) stands for the client's.
+transcripts) stands for the client's. FILE may hold at most 64 MiB, 1,048,576
+lines, and 32 MiB a line; the client's lines are read as the agent reads them
+(16 MiB at most).
 
 Exit status: 0 when the client followed the transcript, 1 when it departed
 from it (or stopped reading), 2 for a command line error or a file that is
