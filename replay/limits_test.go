@@ -201,3 +201,23 @@ func TestClassifyABigMessage(t *testing.T) {
 		t.Error("bad JSON in an opaque value parsed")
 	}
 }
+
+// Responses go out with the client's id as it was written: -0 as -0
+// (issue 22 saw -0 come back as 0), 1.0 as 1.0.
+func TestPlayEchoesIDsAsSent(t *testing.T) {
+	t.Parallel()
+	tr, err := Read(strings.NewReader(script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"-0", "1.0", "1e2", `"x"`} {
+		sent := strings.Replace(follow[0], `"id":101`, `"id":`+id, 1)
+		var out bytes.Buffer
+		if _, err := Play(context.Background(), tr, strings.NewReader(sent+"\n"), &out, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if want := `{"id":` + id + `,"result"`; !strings.HasPrefix(out.String(), want) {
+			t.Errorf("id %s answered with %.60s, want %s…", id, out.String(), want)
+		}
+	}
+}
