@@ -415,3 +415,22 @@ func TestAgentThatDies(t *testing.T) {
 		t.Errorf("output:\n%s", out.String())
 	}
 }
+
+// A setting's refusal reads without the request shape meant for client
+// developers (issue 23: the wire JSON was printed to a person).
+func TestRefusal(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ msg, want string }{
+		{`value: "soon" is not a value of foreground_timeout: want a duration such as 10s, 500ms or 1m30s; send params {"sessionId":"s","configId":"foreground_timeout","type":"id","value":"10s"}, with value one of: 0, 1s or any other duration, e.g. 7s or 1m30s`,
+			"want a duration such as 10s, 500ms or 1m30s; offered: 0, 1s or any other duration, e.g. 7s or 1m30s"},
+		{`value: "maybe" is not a value of permission; send params {"sessionId":"s","configId":"permission","type":"id","value":"allow"}, with value one of: allow, ask`,
+			"want one of: allow, ask"},
+		{`type: "boolean" is not supported; send params {"sessionId":"s","configId":"permission","type":"id","value":"allow"}, with value one of: allow, ask`,
+			`type: "boolean" is not supported; offered: allow, ask`},
+		{`configId: unknown option "colour" (options: a, b)`, `configId: unknown option "colour" (options: a, b)`},
+	} {
+		if got := refusal(tt.msg); got != tt.want {
+			t.Errorf("refusal(%q) = %q, want %q", tt.msg, got, tt.want)
+		}
+	}
+}

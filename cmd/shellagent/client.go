@@ -186,7 +186,9 @@ func runClient(args []string) (code int) {
 	defer stop()
 
 	if err := lineclient.Run(ctx, cfg); err != nil {
-		fmt.Fprintf(os.Stderr, "shellagent client: %v\n", err)
+		if !errors.Is(err, lineclient.ErrShown) {
+			fmt.Fprintf(os.Stderr, "shellagent client: %v\n", err)
+		}
 		return 1
 	}
 	return 0
