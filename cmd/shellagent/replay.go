@@ -51,15 +51,15 @@ func runReplay(args []string) int {
 		return printHelp(replayHelp())
 	}
 	if err != nil {
-		return commandLineError(err)
+		return commandLineError(fs.Name(), err)
 	}
 	if len(rest) != 1 {
-		return commandLineError(usageErrorf("replay: want one transcript FILE, e.g. shellagent replay testdata/transcripts/bg.jsonl"))
+		return commandLineError(fs.Name(), usageErrorf("replay: want one transcript FILE, e.g. shellagent replay testdata/transcripts/bg.jsonl"))
 	}
 	file := rest[0]
 	t, err := replay.ReadFile(file)
 	if err != nil {
-		return commandLineError(fmt.Errorf("replay: %w", err))
+		return commandLineError(fs.Name(), fmt.Errorf("replay: %w", err))
 	}
 
 	// A closed stdout must be an error on write, not a SIGPIPE death.
