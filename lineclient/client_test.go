@@ -189,6 +189,15 @@ func fakeAgent() {
 				update(map[string]any{"sessionUpdate": "terminal_output_chunk", "terminalId": "term_e", "data": base64.StdEncoding.EncodeToString([]byte(rawOutput))})
 				update(map[string]any{"sessionUpdate": "terminal_update", "terminalId": "term_e", "exitStatus": map[string]int{"exitCode": 0}})
 				state("idle", "end_turn", []any{})
+			case "result":
+				// A wait's result, in its tool call and in a message, as
+				// shellagent says it; then a message of its own.
+				update(map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "call_w", "title": "wait for term_1", "kind": "search", "status": "in_progress"})
+				update(map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "call_w", "status": "completed",
+					"content": []map[string]any{{"type": "content", "content": map[string]string{"type": "text", "text": "term_1 printed ready."}}}})
+				update(map[string]any{"sessionUpdate": "agent_message", "messageId": "r1", "content": text("term_1 printed ready.")})
+				update(map[string]any{"sessionUpdate": "agent_message", "messageId": "r2", "content": text("term_1 printed ready.")})
+				state("idle", "end_turn", []any{})
 			case "wait":
 				// The turn ends when the client cancels it.
 			case "cat":
@@ -300,6 +309,18 @@ func TestClientRules(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A tool call's result that the agent also says in a message (a /wait's)
+// is printed once; a second message that says it again is printed.
+// Issue 23: /wait results were printed twice.
+func TestResultPrintedOnce(t *testing.T) {
+	t.Parallel()
+	out, _ := runFake(t, Config{Input: strings.NewReader("result\n")})
+	want := "[call_w in_progress: wait for term_1]\n[call_w completed: term_1 printed ready.]\nterm_1 printed ready.\n[session closed]\n"
+	if !strings.Contains(out, want) {
+		t.Errorf("printed:\n%s\nwant:\n%s", out, want)
 	}
 }
 

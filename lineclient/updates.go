@@ -35,6 +35,10 @@ type view struct {
 	sess        *session
 	lastLine    string // the last line sent as a prompt
 	lastListing string // the last background listing printed
+	// lastFinal is the text of the tool call final status printed last,
+	// until the next agent message: a message that says the same (a
+	// wait's result, a watch's end) is not printed again.
+	lastFinal string
 
 	// In terminal mode: started announces a new terminal if it takes the
 	// screen, and raw takes terminal output instead of the printer.
@@ -73,7 +77,14 @@ func (v *view) notice(u *update, attach bool) {
 func (v *view) show(u *update) {
 	switch u.SessionUpdate {
 	case "agent_message":
-		v.p.text(contentText(u.Content))
+		text := contentText(u.Content)
+		if last := v.lastFinal; last != "" {
+			v.lastFinal = ""
+			if strings.TrimSpace(text) == last {
+				return
+			}
+		}
+		v.p.text(text)
 	case "agent_message_chunk":
 		v.p.stream(contentText(u.Content))
 	case "terminal_update":
@@ -209,6 +220,9 @@ func (v *view) toolCallUpdate(u *update) {
 	switch {
 	case text != "":
 		note += ": " + text
+		if isFinal(tc.status) {
+			v.lastFinal = text
+		}
 	case tc.title != "" && (tc.kind != "execute" || tc.status == "pending"):
 		note += ": " + tc.title
 	}
