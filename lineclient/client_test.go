@@ -189,6 +189,17 @@ func fakeAgent() {
 				update(map[string]any{"sessionUpdate": "terminal_output_chunk", "terminalId": "term_e", "data": base64.StdEncoding.EncodeToString([]byte(rawOutput))})
 				update(map[string]any{"sessionUpdate": "terminal_update", "terminalId": "term_e", "exitStatus": map[string]int{"exitCode": 0}})
 				state("idle", "end_turn", []any{})
+			case "reader", "/send term_r x", "elsewhere":
+				// term_r waits for input: at first, after the person
+				// typed into it, and after input from elsewhere.
+				if m.Params.Prompt[0].Text == "reader" {
+					update(map[string]any{"sessionUpdate": "terminal_update", "terminalId": "term_r", "command": "read loop"})
+				} else {
+					update(map[string]any{"sessionUpdate": "agent_message", "messageId": "t", "content": text("typed")})
+				}
+				update(map[string]any{"sessionUpdate": "notice", "severity": "info", "title": "term_r is waiting for input: read loop",
+					"description": "Type a line with /send term_r TEXT.", "_meta": map[string]any{"shellagent": map[string]string{"terminalId": "term_r", "event": "waiting_for_input"}}})
+				state("idle", "end_turn", []any{map[string]string{"type": "terminal", "terminalId": "term_r"}})
 			case "result":
 				// A wait's result, in its tool call and in a message, as
 				// shellagent says it; then a message of its own.
@@ -321,6 +332,19 @@ func TestResultPrintedOnce(t *testing.T) {
 	want := "[call_w in_progress: wait for term_1]\n[call_w completed: term_1 printed ready.]\nterm_1 printed ready.\n[session closed]\n"
 	if !strings.Contains(out, want) {
 		t.Errorf("printed:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+// A terminal that waits for input again after the person typed into it is
+// not said to wait again; after input from elsewhere it is. Issue 23: the
+// waiting-for-input notice repeated after every /send.
+func TestWaitingNoticeOncePerTyping(t *testing.T) {
+	t.Parallel()
+	out, _ := runFake(t, Config{Input: strings.NewReader("reader\n/send term_r x\n/send term_r x\nelsewhere\n")})
+	const notice = "[term_r is waiting for input: read loop]\nType a line with /send term_r TEXT.\n"
+	first, last := strings.Index(out, notice), strings.LastIndex(out, notice)
+	if strings.Count(out, notice) != 2 || first > strings.Index(out, "> /send") || last < strings.Index(out, "> elsewhere") {
+		t.Errorf("printed:\n%s\nwant the notice before the first /send and after elsewhere only", out)
 	}
 }
 

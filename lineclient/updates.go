@@ -39,6 +39,9 @@ type view struct {
 	// until the next agent message: a message that says the same (a
 	// wait's result, a watch's end) is not printed again.
 	lastFinal string
+	// typedInto holds the terminals the person typed into (/send, /keys)
+	// since the agent last said they wait for input.
+	typedInto map[string]bool
 
 	// In terminal mode: started announces a new terminal if it takes the
 	// screen, and raw takes terminal output instead of the printer.
@@ -55,12 +58,35 @@ func (v *view) output(id string, data []byte) {
 	v.p.output(id, data, v.sess.live() > 1)
 }
 
+// typing records a prompt line that types into a terminal: /send ID …
+// or /keys ID ….
+func (v *view) typing(line string) {
+	f := strings.Fields(line)
+	if len(f) >= 2 && (f[0] == "/send" || f[0] == "/keys") {
+		if v.typedInto == nil {
+			v.typedInto = make(map[string]bool)
+		}
+		v.typedInto[f[1]] = true
+	}
+}
+
 // notice prints a notice: its title as a note ("warning: " first for a
 // warning or an error), and its description. With attach set, a terminal
-// waiting for input is said to be one /attach away.
+// waiting for input is said to be one /attach away. A terminal that waits
+// for input again after the person typed into it is not said to wait
+// again: they answered it and see what it prints (the agent says it once
+// per wait, and a wait after typed input is a new one); input from
+// elsewhere (another client) leaves the next one said.
 func (v *view) notice(u *update, attach bool) {
 	if u.Title == nil {
 		return
+	}
+	if id := u.Meta.Shellagent.TerminalID; u.Meta.Shellagent.Event == "waiting_for_input" && id != "" {
+		typed := v.typedInto[id]
+		delete(v.typedInto, id)
+		if typed {
+			return
+		}
 	}
 	title := *u.Title
 	if u.Severity == "warning" || u.Severity == "error" {
