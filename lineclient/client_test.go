@@ -213,6 +213,15 @@ func fakeAgent() {
 				// The turn ends when the client cancels it.
 			case "cat":
 				update(map[string]any{"sessionUpdate": "terminal_update", "terminalId": "term_t", "command": "cat"})
+			case "slowcat":
+				// cat, which passes the foreground timeout at once.
+				update(map[string]any{"sessionUpdate": "tool_call", "toolCallId": "call_s", "title": "slowcat", "kind": "execute", "status": "in_progress",
+					"content": []map[string]string{{"type": "terminal", "terminalId": "term_t"}}})
+				update(map[string]any{"sessionUpdate": "terminal_update", "terminalId": "term_t", "command": "slowcat"})
+				update(map[string]any{"sessionUpdate": "terminal_output_chunk", "terminalId": "term_t", "data": base64.StdEncoding.EncodeToString([]byte("partial"))})
+				update(map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "call_s", "status": "completed",
+					"content": []map[string]any{{"type": "terminal", "terminalId": "term_t"}, {"type": "content", "content": map[string]string{"type": "text", "text": "Still running after the 1s foreground timeout: moved to the background."}}}})
+				state("idle", "end_turn", []any{map[string]string{"type": "terminal", "terminalId": "term_t"}})
 			default:
 				state("idle", "end_turn", []any{})
 			}

@@ -21,7 +21,13 @@ func (c *client) handleUpdate(u *update) {
 			c.view.notice(u, c.tty != nil)
 		}
 	default:
-		c.view.show(u)
+		if c.tty != nil && c.tty.says(u) {
+			c.tty.through = true
+			c.view.show(u)
+			c.tty.told()
+		} else {
+			c.view.show(u)
+		}
 		if c.tty != nil {
 			c.tty.updated(u)
 		}
