@@ -181,6 +181,11 @@ const (
 // session was closed.
 var ErrAgentExited = errors.New("the agent exited")
 
+// ErrShown is in the chain of an error Run has already told the user
+// about in its output (a setting the agent refused): a caller exits
+// non-zero without printing it again.
+var ErrShown = errors.New("shown in the output")
+
 // Run starts the agent, runs one session until the input ends or a second
 // interrupt arrives, closes the session, and waits for the agent to exit.
 // It returns nil when the session was closed as asked, or when the input
@@ -599,8 +604,8 @@ func (c *client) applySettings(rest []Setting) {
 			return
 		}
 		if m.Error != nil {
-			c.p.note(fmt.Sprintf("cannot set %s to %s: %s", s.ID, s.Value, m.Error.Message))
-			c.fail(fmt.Errorf("lineclient: setting %s=%s: %w", s.ID, s.Value, m.Error))
+			c.p.note(fmt.Sprintf("cannot set %s to %s: %s", s.ID, s.Value, refusal(m.Error.Message)))
+			c.fail(fmt.Errorf("lineclient: setting %s=%s: %w (%w)", s.ID, s.Value, m.Error, ErrShown))
 			c.quit()
 			return
 		}
@@ -618,6 +623,37 @@ func (c *client) applySettings(rest []Setting) {
 		c.p.note(fmt.Sprintf("set %s to %s", s.ID, s.Value))
 		c.applySettings(rest[1:])
 	})
+}
+
+// refusal returns the agent's refusal of a setting as a person reads it:
+// without the request shape it shows a client developer, and with the
+// values it lists. "value: \"soon\" is not a value of foreground_timeout:
+// want a duration …; send params {…}, with value one of: 0, 1s …" reads
+// "want a duration …; offered: 0, 1s …". Another message is left as it is.
+func refusal(msg string) string {
+	head, values, ok := strings.Cut(msg, "; send params ")
+	if !ok {
+		return msg
+	}
+	if _, list, ok := strings.Cut(values, ", with value one of: "); ok {
+		values = list
+	} else {
+		values = ""
+	}
+	if i := strings.Index(head, " is not a value of "); strings.HasPrefix(head, "value: ") && i >= 0 {
+		if _, why, ok := strings.Cut(head[i:], ": "); ok {
+			head = why
+		} else {
+			head = ""
+		}
+	}
+	switch {
+	case values == "":
+		return head
+	case head == "":
+		return "want one of: " + values
+	}
+	return head + "; offered: " + values
 }
 
 // handleLine handles one line from the agent.

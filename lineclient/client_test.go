@@ -189,10 +189,39 @@ func fakeAgent() {
 				update(map[string]any{"sessionUpdate": "terminal_output_chunk", "terminalId": "term_e", "data": base64.StdEncoding.EncodeToString([]byte(rawOutput))})
 				update(map[string]any{"sessionUpdate": "terminal_update", "terminalId": "term_e", "exitStatus": map[string]int{"exitCode": 0}})
 				state("idle", "end_turn", []any{})
+			case "reader", "/send term_r x", "elsewhere":
+				// term_r waits for input: at first, after the person
+				// typed into it, and after input from elsewhere.
+				if m.Params.Prompt[0].Text == "reader" {
+					update(map[string]any{"sessionUpdate": "terminal_update", "terminalId": "term_r", "command": "read loop"})
+				} else {
+					update(map[string]any{"sessionUpdate": "agent_message", "messageId": "t", "content": text("typed")})
+				}
+				update(map[string]any{"sessionUpdate": "notice", "severity": "info", "title": "term_r is waiting for input: read loop",
+					"description": "Type a line with /send term_r TEXT.", "_meta": map[string]any{"shellagent": map[string]string{"terminalId": "term_r", "event": "waiting_for_input"}}})
+				state("idle", "end_turn", []any{map[string]string{"type": "terminal", "terminalId": "term_r"}})
+			case "result":
+				// A wait's result, in its tool call and in a message, as
+				// shellagent says it; then a message of its own.
+				update(map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "call_w", "title": "wait for term_1", "kind": "search", "status": "in_progress"})
+				update(map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "call_w", "status": "completed",
+					"content": []map[string]any{{"type": "content", "content": map[string]string{"type": "text", "text": "term_1 printed ready."}}}})
+				update(map[string]any{"sessionUpdate": "agent_message", "messageId": "r1", "content": text("term_1 printed ready.")})
+				update(map[string]any{"sessionUpdate": "agent_message", "messageId": "r2", "content": text("term_1 printed ready.")})
+				state("idle", "end_turn", []any{})
 			case "wait":
 				// The turn ends when the client cancels it.
 			case "cat":
 				update(map[string]any{"sessionUpdate": "terminal_update", "terminalId": "term_t", "command": "cat"})
+			case "slowcat":
+				// cat, which passes the foreground timeout at once.
+				update(map[string]any{"sessionUpdate": "tool_call", "toolCallId": "call_s", "title": "slowcat", "kind": "execute", "status": "in_progress",
+					"content": []map[string]string{{"type": "terminal", "terminalId": "term_t"}}})
+				update(map[string]any{"sessionUpdate": "terminal_update", "terminalId": "term_t", "command": "slowcat"})
+				update(map[string]any{"sessionUpdate": "terminal_output_chunk", "terminalId": "term_t", "data": base64.StdEncoding.EncodeToString([]byte("partial"))})
+				update(map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "call_s", "status": "completed",
+					"content": []map[string]any{{"type": "terminal", "terminalId": "term_t"}, {"type": "content", "content": map[string]string{"type": "text", "text": "Still running after the 1s foreground timeout: moved to the background."}}}})
+				state("idle", "end_turn", []any{map[string]string{"type": "terminal", "terminalId": "term_t"}})
 			default:
 				state("idle", "end_turn", []any{})
 			}
@@ -300,6 +329,31 @@ func TestClientRules(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A tool call's result that the agent also says in a message (a /wait's)
+// is printed once; a second message that says it again is printed.
+// Issue 23: /wait results were printed twice.
+func TestResultPrintedOnce(t *testing.T) {
+	t.Parallel()
+	out, _ := runFake(t, Config{Input: strings.NewReader("result\n")})
+	want := "[call_w in_progress: wait for term_1]\n[call_w completed: term_1 printed ready.]\nterm_1 printed ready.\n[session closed]\n"
+	if !strings.Contains(out, want) {
+		t.Errorf("printed:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+// A terminal that waits for input again after the person typed into it is
+// not said to wait again; after input from elsewhere it is. Issue 23: the
+// waiting-for-input notice repeated after every /send.
+func TestWaitingNoticeOncePerTyping(t *testing.T) {
+	t.Parallel()
+	out, _ := runFake(t, Config{Input: strings.NewReader("reader\n/send term_r x\n/send term_r x\nelsewhere\n")})
+	const notice = "[term_r is waiting for input: read loop]\nType a line with /send term_r TEXT.\n"
+	first, last := strings.Index(out, notice), strings.LastIndex(out, notice)
+	if strings.Count(out, notice) != 2 || first > strings.Index(out, "> /send") || last < strings.Index(out, "> elsewhere") {
+		t.Errorf("printed:\n%s\nwant the notice before the first /send and after elsewhere only", out)
 	}
 }
 
@@ -413,5 +467,24 @@ func TestAgentThatDies(t *testing.T) {
 	}
 	if !strings.HasSuffix(out.String(), "> die\n[the agent closed its output]\n") {
 		t.Errorf("output:\n%s", out.String())
+	}
+}
+
+// A setting's refusal reads without the request shape meant for client
+// developers (issue 23: the wire JSON was printed to a person).
+func TestRefusal(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ msg, want string }{
+		{`value: "soon" is not a value of foreground_timeout: want a duration such as 10s, 500ms or 1m30s; send params {"sessionId":"s","configId":"foreground_timeout","type":"id","value":"10s"}, with value one of: 0, 1s or any other duration, e.g. 7s or 1m30s`,
+			"want a duration such as 10s, 500ms or 1m30s; offered: 0, 1s or any other duration, e.g. 7s or 1m30s"},
+		{`value: "maybe" is not a value of permission; send params {"sessionId":"s","configId":"permission","type":"id","value":"allow"}, with value one of: allow, ask`,
+			"want one of: allow, ask"},
+		{`type: "boolean" is not supported; send params {"sessionId":"s","configId":"permission","type":"id","value":"allow"}, with value one of: allow, ask`,
+			`type: "boolean" is not supported; offered: allow, ask`},
+		{`configId: unknown option "colour" (options: a, b)`, `configId: unknown option "colour" (options: a, b)`},
+	} {
+		if got := refusal(tt.msg); got != tt.want {
+			t.Errorf("refusal(%q) = %q, want %q", tt.msg, got, tt.want)
+		}
 	}
 }

@@ -47,6 +47,7 @@ func (c *client) handleInput(ev inputEvent) {
 func (c *client) prompt(line string) {
 	c.interrupts = 0
 	c.view.lastLine = line
+	c.view.typing(line)
 	params := map[string]any{
 		"sessionId": c.sess.id,
 		"prompt":    []map[string]string{{"type": "text", "text": line}},

@@ -73,6 +73,8 @@ type tty struct {
 	copies     map[string]*outputCopy
 	held       []byte // what the printer wrote while a terminal had the screen
 	heldLost   int    // bytes of it dropped past maxHeld
+	through    bool   // what the printer writes now goes to the screen, not held (see says)
+	wrote      bool   // it wrote through
 }
 
 // attachment is a terminal that has the keyboard and the screen.
@@ -145,6 +147,13 @@ func (t *tty) close() {
 // else with each newline made CRLF, as raw mode needs.
 func (t *tty) Write(b []byte) (int, error) {
 	switch {
+	case t.att != nil && t.through:
+		if !t.att.atStart {
+			t.raw([]byte("\r\n"))
+		}
+		t.raw(bytes.ReplaceAll(b, []byte("\n"), []byte("\r\n")))
+		t.att.atStart, t.wrote = lineStartAfter(b, true), true
+		return len(b), nil
 	case t.att != nil:
 		if room := maxHeld - len(t.held); room < len(b) {
 			t.heldLost += len(b) - max(room, 0)
@@ -473,6 +482,34 @@ func (t *tty) updated(u *update) {
 		t.detach()
 	}
 	delete(t.copies, u.TerminalID)
+}
+
+// says reports whether the update is told at once, on the screen of the
+// terminal that has it, rather than held: its own tool call's end, which
+// a command that passed the foreground timeout, moved to the background,
+// gets (line mode says it too). A program on the alternate screen (an
+// editor) is not written over: it is told when it lets go.
+func (t *tty) says(u *update) bool {
+	if t.att == nil || (u.SessionUpdate != "tool_call_update" && u.SessionUpdate != "tool_call") || u.Status == nil || *u.Status != "completed" {
+		return false
+	}
+	tc, tm := t.c.sess.calls[u.ToolCallID], t.c.sess.terminals[t.att.id]
+	if tc == nil || isFinal(tc.status) || !slices.Contains(tc.terminals, t.att.id) || tm == nil || tm.exit != nil {
+		return false
+	}
+	cp := t.copies[t.att.id]
+	return cp == nil || !cp.alt.on
+}
+
+// told follows an update that says let through: if it said anything,
+// it says who has the screen now, and how to get the prompt back.
+func (t *tty) told() {
+	t.through = false
+	if t.wrote {
+		t.wrote = false
+		t.raw([]byte("[" + t.att.id + " keeps the keyboard and the screen; Ctrl-B d: the prompt, Ctrl-B c: stop it]\r\n"))
+		t.att.atStart = true
+	}
 }
 
 // mutes reports whether a notice is not worth showing: the attached

@@ -279,6 +279,54 @@ func TestTerminalMode(t *testing.T) {
 	<-scr.done
 }
 
+// A command that passes the foreground timeout while it has the screen
+// is said to have moved to the background, at once, as line mode says it;
+// it keeps the keyboard. Issue 23: in terminal mode it moved silently (the
+// note was held until the command let go of the screen).
+func TestTerminalModeForegroundTimeout(t *testing.T) {
+	master, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer master.Close()
+	scr := &ptyScreen{done: make(chan struct{})}
+	go func() {
+		defer close(scr.done)
+		_, _ = bytesCopy(scr, master) // Safe: ends when the test closes the terminal.
+	}()
+	cfg := withFake(t, Config{Input: tty, Output: tty, Terminal: tty, Interactive: true}, "1")
+	cfg.Env = append(cfg.Env, "LINECLIENT_FAKE_METHODS=1")
+	ran := make(chan error, 1)
+	go func() { ran <- Run(context.Background(), cfg) }()
+	press := func(s string) {
+		if _, err := master.WriteString(s); err != nil {
+			t.Error(err)
+		}
+	}
+	scr.await(t, "[session started in /]\r\n> ")
+	press("slowcat\r")
+	scr.await(t, "[term_t: keys go to the command; Ctrl-B b: background, Ctrl-B c: cancel]\r\npartial\r\n"+
+		"[call_s completed: Still running after the 1s foreground timeout: moved to the background.]\r\n"+
+		"[term_t keeps the keyboard and the screen; Ctrl-B d: the prompt, Ctrl-B c: stop it]\r\n")
+	press("typed\r")
+	scr.await(t, "typed\r\n")
+	press("\x04")
+	scr.await(t, "[term_t ended: exit 0]\r\n")
+	press("\x04")
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	press("\n") // ends the client's read of the terminal, as in TestTerminalMode
+	time.Sleep(100 * time.Millisecond)
+	tty.Close()
+	<-scr.done
+}
+
 // bytesCopy copies r to w until r fails.
 func bytesCopy(w *ptyScreen, r *os.File) (int, error) {
 	buf := make([]byte, 4096)

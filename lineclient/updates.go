@@ -21,7 +21,13 @@ func (c *client) handleUpdate(u *update) {
 			c.view.notice(u, c.tty != nil)
 		}
 	default:
-		c.view.show(u)
+		if c.tty != nil && c.tty.says(u) {
+			c.tty.through = true
+			c.view.show(u)
+			c.tty.told()
+		} else {
+			c.view.show(u)
+		}
 		if c.tty != nil {
 			c.tty.updated(u)
 		}
@@ -35,6 +41,13 @@ type view struct {
 	sess        *session
 	lastLine    string // the last line sent as a prompt
 	lastListing string // the last background listing printed
+	// lastFinal is the text of the tool call final status printed last,
+	// until the next agent message: a message that says the same (a
+	// wait's result, a watch's end) is not printed again.
+	lastFinal string
+	// typedInto holds the terminals the person typed into (/send, /keys)
+	// since the agent last said they wait for input.
+	typedInto map[string]bool
 
 	// In terminal mode: started announces a new terminal if it takes the
 	// screen, and raw takes terminal output instead of the printer.
@@ -51,12 +64,35 @@ func (v *view) output(id string, data []byte) {
 	v.p.output(id, data, v.sess.live() > 1)
 }
 
+// typing records a prompt line that types into a terminal: /send ID …
+// or /keys ID ….
+func (v *view) typing(line string) {
+	f := strings.Fields(line)
+	if len(f) >= 2 && (f[0] == "/send" || f[0] == "/keys") {
+		if v.typedInto == nil {
+			v.typedInto = make(map[string]bool)
+		}
+		v.typedInto[f[1]] = true
+	}
+}
+
 // notice prints a notice: its title as a note ("warning: " first for a
 // warning or an error), and its description. With attach set, a terminal
-// waiting for input is said to be one /attach away.
+// waiting for input is said to be one /attach away. A terminal that waits
+// for input again after the person typed into it is not said to wait
+// again: they answered it and see what it prints (the agent says it once
+// per wait, and a wait after typed input is a new one); input from
+// elsewhere (another client) leaves the next one said.
 func (v *view) notice(u *update, attach bool) {
 	if u.Title == nil {
 		return
+	}
+	if id := u.Meta.Shellagent.TerminalID; u.Meta.Shellagent.Event == "waiting_for_input" && id != "" {
+		typed := v.typedInto[id]
+		delete(v.typedInto, id)
+		if typed {
+			return
+		}
 	}
 	title := *u.Title
 	if u.Severity == "warning" || u.Severity == "error" {
@@ -73,7 +109,14 @@ func (v *view) notice(u *update, attach bool) {
 func (v *view) show(u *update) {
 	switch u.SessionUpdate {
 	case "agent_message":
-		v.p.text(contentText(u.Content))
+		text := contentText(u.Content)
+		if last := v.lastFinal; last != "" {
+			v.lastFinal = ""
+			if strings.TrimSpace(text) == last {
+				return
+			}
+		}
+		v.p.text(text)
 	case "agent_message_chunk":
 		v.p.stream(contentText(u.Content))
 	case "terminal_update":
@@ -209,6 +252,9 @@ func (v *view) toolCallUpdate(u *update) {
 	switch {
 	case text != "":
 		note += ": " + text
+		if isFinal(tc.status) {
+			v.lastFinal = text
+		}
 	case tc.title != "" && (tc.kind != "execute" || tc.status == "pending"):
 		note += ": " + tc.title
 	}

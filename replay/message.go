@@ -1,6 +1,9 @@
 package replay
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // kind is what a line is as a JSON-RPC message.
 type kind int
@@ -31,10 +34,12 @@ func classify(text []byte) message {
 		return message{text: text, kind: malformed}
 	}
 	m := message{text: text, v: v, kind: other}
-	if v.kind != '{' {
+	method, id := v.get("method"), v.get("id")
+	if v.kind == opaque && text[0] == '{' {
+		method, id = envelope(text)
+	} else if v.kind != '{' {
 		return m
 	}
-	method, id := v.get("method"), v.get("id")
 	switch {
 	case method != nil && method.kind == '"':
 		m.method, m.id, m.kind = method.str, id, notification
@@ -70,4 +75,22 @@ func (m message) String() string {
 		return "JSON that is not a JSON-RPC message: " + m.v.String()
 	}
 	return "a line that is not JSON: " + quote(string(m.text))
+}
+
+// envelope returns the method and id of a message too big for a tree.
+func envelope(text []byte) (method, id *value) {
+	var env struct {
+		Method json.RawMessage `json:"method"`
+		ID     json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(text, &env) != nil {
+		return nil, nil
+	}
+	if env.Method != nil {
+		method, _ = parseValue(env.Method)
+	}
+	if env.ID != nil {
+		id, _ = parseValue(env.ID)
+	}
+	return method, id
 }

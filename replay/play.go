@@ -82,7 +82,9 @@ const maxNeverSent = 10
 //   - client lines never sent when the replay ends (the first ten named).
 //
 // Contents compare as JSON values: members in any order, numbers by
-// value. Not compared: a request's id (the answer goes out with the
+// value; past the first 65,536 values of a message (maxValues), an array
+// or object compares as its text, white space aside, and its strings do
+// not stand for the client's directory. Not compared: a request's id (the answer goes out with the
 // client's id), and initialize's params.info and params.clientInfo
 // (who the client is, not what it asks for). Lines that were not JSON
 // compare as text.
@@ -181,7 +183,6 @@ func readLines(in io.Reader, max int, stop <-chan struct{}) <-chan clientLine {
 // player is the state of one replay. It is owned by Play's goroutine.
 type player struct {
 	lines      []Line
-	client     []message         // the transcript's client lines, classified, by index in lines
 	next       int               // index in lines of the next line to play
 	ids        map[string][]byte // the client's id of each request played, by the transcript's id (their JSON text)
 	dir        string            // the transcript's directory, "" if none
@@ -192,19 +193,23 @@ type player struct {
 }
 
 func newPlayer(t *Transcript, report func(Departure)) *player {
-	p := &player{lines: t.Lines, client: make([]message, len(t.Lines)), ids: map[string][]byte{}, report: report}
+	p := &player{lines: t.Lines, ids: map[string][]byte{}, report: report}
 	for i, l := range t.Lines {
 		if l.From != Client {
 			continue
 		}
-		m := classify(l.Msg)
-		p.client[i] = m
-		if d := m.v.stringAt("params", "cwd"); p.dir == "" && strings.HasPrefix(d, "/") && d != "/" {
+		if d := p.client(i).v.stringAt("params", "cwd"); strings.HasPrefix(d, "/") && d != "/" {
 			p.dir = d
+			break
 		}
 	}
 	return p
 }
+
+// client returns the transcript's line i, a client line, classified. A
+// line is classified each time it is needed, so that the player holds
+// the tree of a few messages at a time, not of the whole transcript.
+func (p *player) client(i int) message { return classify(p.lines[i].Msg) }
 
 // depart records a departure from the transcript's line num.
 func (p *player) depart(num int, format string, args ...any) {
@@ -228,7 +233,7 @@ func (p *player) receive(text, refusal []byte) {
 		p.answer(m, refusal, "the transcript has ended")
 		return
 	}
-	w := p.client[p.next]
+	w := p.client(p.next)
 	num := p.lines[p.next].Num
 	if !sameCall(w, m) {
 		p.depart(num, "want %s, got %s", w, m)
@@ -378,7 +383,7 @@ func (p *player) neverSent() {
 			continue
 		}
 		if n++; n <= maxNeverSent {
-			p.depart(p.lines[i].Num, "never sent: %s", p.client[i])
+			p.depart(p.lines[i].Num, "never sent: %s", p.client(i))
 		}
 	}
 	if n > maxNeverSent {

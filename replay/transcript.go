@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"shellagent/protocol"
 )
 
 // Side is who sent a line of a transcript.
@@ -54,18 +56,46 @@ func ReadFile(path string) (*Transcript, error) {
 	return t, nil
 }
 
+// Limits of a transcript, so that replay holds a bounded amount of it
+// (a FILE of /dev/zero grew to a gigabyte in 6 s, one line of 100 MB
+// took 753 MB).
+const (
+	// MaxLine is the longest line: twice the agent's cap on a message
+	// (protocol.DefaultMaxLine), room for the {"client":…} around it and
+	// for the escapes of a line that was not JSON.
+	MaxLine = 2 * protocol.DefaultMaxLine
+	// MaxSize is the most bytes a transcript holds.
+	MaxSize = 64 << 20
+	// MaxLines is the most lines a transcript holds, blank ones included.
+	MaxLines = 1 << 20
+)
+
 // Read reads a transcript in the golden format, as shellagent client
 // --trace writes it and testdata/transcripts holds it: one JSON object a
 // line, {"client":MSG} or {"agent":MSG}, where MSG is the message as it
 // was sent, or a JSON string holding the text of a line that was not JSON.
 // Other members (the golden transcripts' "text" of output chunks) are
-// ignored; so are blank lines. An error names the line.
+// ignored; so are blank lines. An error names the line. A line over
+// MaxLine, a transcript over MaxSize or MaxLines is refused after at most
+// that much has been read.
 func Read(r io.Reader) (*Transcript, error) {
-	br := bufio.NewReader(r)
+	return read(r, limits{line: MaxLine, size: MaxSize, lines: MaxLines})
+}
+
+// limits are a transcript's: MaxLine, MaxSize and MaxLines, lower in
+// tests.
+type limits struct{ line, size, lines int }
+
+// read is Read within lim.
+func read(r io.Reader, lim limits) (*Transcript, error) {
+	lr := &lineReader{br: bufio.NewReader(r), lim: lim}
 	t := &Transcript{}
 	for num := 1; ; num++ {
-		text, err := br.ReadBytes('\n')
-		if len(bytes.TrimSpace(text)) > 0 {
+		if num > lim.lines {
+			return nil, fmt.Errorf("%d: more than %d lines: a transcript holds at most %d", num, lim.lines, lim.lines)
+		}
+		text, err := lr.next()
+		if err == nil && len(bytes.TrimSpace(text)) > 0 {
 			line, perr := parseLine(text)
 			if perr != nil {
 				return nil, fmt.Errorf("%d: %w", num, perr)
@@ -79,6 +109,39 @@ func Read(r io.Reader) (*Transcript, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%d: %w", num, err)
 		}
+	}
+}
+
+// lineReader reads the lines of a transcript within its limits.
+type lineReader struct {
+	br   *bufio.Reader
+	lim  limits
+	line []byte
+	read int // bytes read so far
+}
+
+// next returns the next line, which is valid until the next call, or
+// io.EOF at the end.
+func (r *lineReader) next() ([]byte, error) {
+	r.line = r.line[:0]
+	for {
+		frag, err := r.br.ReadSlice('\n')
+		if r.read += len(frag); r.read > r.lim.size {
+			return nil, fmt.Errorf("more than %d bytes: a transcript holds at most %d", r.lim.size, r.lim.size)
+		}
+		if len(r.line)+len(frag) > r.lim.line+1 { // and its newline
+			return nil, fmt.Errorf("a line longer than %d bytes, twice what the agent accepts", r.lim.line)
+		}
+		r.line = append(r.line, frag...)
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(r.line) > 0:
+			return r.line, nil // the last line, without a newline; the next call reports EOF
+		case err != nil:
+			return nil, err
+		}
+		return r.line, nil
 	}
 }
 

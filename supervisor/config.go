@@ -2,10 +2,12 @@ package supervisor
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -158,6 +160,26 @@ func durationOption(id, name, desc string, choices []string, d time.Duration) ac
 	return opt
 }
 
+// ParseDuration reads a duration setting as --foreground-timeout,
+// --kill-grace and session/set_config_option take it: Go's form (10s,
+// 500ms, 1m30s), not negative, and 0 only if zero (0 = never).
+func ParseDuration(v string, zero bool) (time.Duration, error) {
+	n, err := time.ParseDuration(v)
+	if err != nil {
+		if f, ferr := strconv.ParseFloat(v, 64); ferr == nil && f != 0 {
+			return 0, fmt.Errorf("missing unit, e.g. %ss", v)
+		}
+		return 0, errors.New("want a duration such as 10s, 500ms or 1m30s")
+	}
+	switch {
+	case n < 0:
+		return 0, errors.New("must not be negative")
+	case n == 0 && !zero:
+		return 0, errors.New("must be more than 0, e.g. 3s")
+	}
+	return n, nil
+}
+
 // twoWayOption describes a setting with two values, off and on; the
 // current one is on's if isOn.
 func twoWayOption(id, name, desc string, off, on acp.ConfigChoice, isOn bool) acp.ConfigOption {
@@ -194,7 +216,8 @@ func (st settings) options() []acp.ConfigOption {
 
 // set applies one config option; an unknown id or value is a -32602 error
 // that shows the exact request shape and lists the allowed values, and
-// changes nothing.
+// changes nothing. The duration options take any duration, as their
+// flags do (ParseDuration), not only those offered.
 func (st *settings) set(p *acp.SetConfigOptionRequest) error {
 	var current acp.ConfigOption
 	for _, o := range st.options() {
@@ -211,6 +234,10 @@ func (st *settings) set(p *acp.SetConfigOptionRequest) error {
 	}
 	shape := fmt.Sprintf(`send params {"sessionId":%q,"configId":%q,"type":"id","value":%q}, with value one of: %s`,
 		p.SessionID, p.ConfigID, current.CurrentValue, strings.Join(values, ", "))
+	durations := p.ConfigID == optForegroundTimeout || p.ConfigID == optKillGrace
+	if durations {
+		shape += " or any other duration, e.g. 7s or 1m30s"
+	}
 	if p.Type != "id" {
 		return acp.InvalidParams("type: %q is not supported; %s", p.Type, shape)
 	}
@@ -218,14 +245,20 @@ func (st *settings) set(p *acp.SetConfigOptionRequest) error {
 	if err := json.Unmarshal(p.Value, &value); err != nil {
 		return acp.InvalidParams("value: must be a string; %s", shape)
 	}
-	if !slices.Contains(values, value) {
+	var d time.Duration
+	if durations { // any duration, as the flags take
+		var err error
+		if d, err = ParseDuration(value, p.ConfigID == optForegroundTimeout); err != nil {
+			return acp.InvalidParams("value: %q is not a value of %s: %v; %s", value, p.ConfigID, err, shape)
+		}
+	} else if !slices.Contains(values, value) {
 		return acp.InvalidParams("value: %q is not a value of %s; %s", value, p.ConfigID, shape)
 	}
 	switch p.ConfigID {
 	case optForegroundTimeout:
-		st.foregroundTimeout, _ = time.ParseDuration(value) // Safe: value is one of the options, which parse.
+		st.foregroundTimeout = d
 	case optKillGrace:
-		st.killGrace, _ = time.ParseDuration(value) // Safe: as above.
+		st.killGrace = d
 	case optPermission:
 		st.ask = value == "ask"
 	case optNotify:

@@ -223,7 +223,7 @@ func TestSettingsChangeTheNextCommand(t *testing.T) {
 	}
 	for _, bad := range []map[string]any{
 		{"sessionId": sid, "configId": "nope", "type": "id", "value": "1s"},
-		{"sessionId": sid, "configId": "foreground_timeout", "type": "id", "value": "7s"},
+		{"sessionId": sid, "configId": "foreground_timeout", "type": "id", "value": "7 seconds"},
 		{"sessionId": sid, "configId": "kill_grace", "type": "boolean", "value": true},
 		{"sessionId": sid, "configId": "permission", "type": "id", "value": 3},
 	} {

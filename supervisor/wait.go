@@ -119,13 +119,16 @@ func parseWait(rest string) input {
 }
 
 // target reads what the wait waits for: :PORT, an http:// or https://
-// URL, or a regular expression.
+// URL, or a regular expression. Text that starts with ':' is a port and
+// nothing else (":-1" is refused, not matched as a pattern; a pattern
+// that starts with ':' is written \:), and a URL's port, if it has one,
+// is 1 to 65535.
 func (spec *waitSpec) target(text string) (problem string) {
 	spec.text = text
-	if digits, ok := strings.CutPrefix(text, ":"); ok && digits != "" && strings.Trim(digits, "0123456789") == "" {
-		n, err := strconv.Atoi(digits)
-		if err != nil || n < 1 || n > 65535 {
-			return fmt.Sprintf("/wait: %s is not a port (1 to 65535)", text)
+	if digits, ok := strings.CutPrefix(text, ":"); ok {
+		n, ok := parsePort(digits)
+		if !ok {
+			return fmt.Sprintf(`/wait: %s is not a port (1 to 65535; a pattern that starts with ':' is written \:)`, text)
 		}
 		spec.port = n
 		return ""
@@ -135,6 +138,14 @@ func (spec *waitSpec) target(text string) (problem string) {
 		if err != nil || u.Host == "" {
 			return fmt.Sprintf("/wait: %q is not a URL", text)
 		}
+		if strings.HasSuffix(u.Host, ":") {
+			return fmt.Sprintf("/wait: %q is not a URL: its port is empty", text)
+		}
+		if p := u.Port(); p != "" {
+			if _, ok := parsePort(p); !ok {
+				return fmt.Sprintf("/wait: %q is not a URL: its port %s is not 1 to 65535", text, p)
+			}
+		}
 		spec.url = text
 		return ""
 	}
@@ -143,6 +154,18 @@ func (spec *waitSpec) target(text string) (problem string) {
 	}
 	spec.pattern = regexp.MustCompile("(?m)" + text) // Safe: text compiles alone.
 	return ""
+}
+
+// parsePort reads a port: decimal digits only, 1 to 65535.
+func parsePort(digits string) (int, bool) {
+	if digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(digits)
+	if err != nil || n < 1 || n > 65535 {
+		return 0, false
+	}
+	return n, true
 }
 
 // title is the wait's tool call title: "wait for term_1: ready on".

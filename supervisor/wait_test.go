@@ -301,7 +301,15 @@ func TestWaitRefusesBadInput(t *testing.T) {
 		{"/wait term_1 x --timeout soon", `/wait: "soon" is not a duration.`},
 		{"/wait term_1 x --timeout", "/wait: --timeout needs a duration."},
 		{"/wait term_1 '(ready'", `/wait: "(ready" is not a regular expression (missing closing ): ` + "`(ready`)."},
-		{"/wait term_1 :70000", "/wait: :70000 is not a port (1 to 65535)."},
+		{"/wait term_1 :70000", "/wait: :70000 is not a port (1 to 65535; a pattern that starts with ':' is written \\:)."},
+		// Issue 22: "/wait ID :-1" was read as a regular expression and
+		// waited 5 minutes; "/wait ID http://127.0.0.1:99999/" was accepted.
+		{"/wait term_1 :-1", "/wait: :-1 is not a port (1 to 65535"},
+		{"/wait term_1 :0", "/wait: :0 is not a port (1 to 65535"},
+		{"/wait term_1 :3000x", "/wait: :3000x is not a port (1 to 65535"},
+		{"/wait term_1 http://127.0.0.1:99999/", `/wait: "http://127.0.0.1:99999/" is not a URL: its port 99999 is not 1 to 65535.`},
+		{"/wait term_1 http://127.0.0.1:-1/", `/wait: "http://127.0.0.1:-1/" is not a URL`},
+		{"/wait term_1 http://localhost:/", `/wait: "http://localhost:/" is not a URL: its port is empty.`},
 		{"/wait term_1 :3000 --new", "/wait: --new applies to a pattern"},
 		{"/wait term_1 x --fast", "/wait: unknown option --fast"},
 		{"/wait term_1 'x", "/wait: a ' quote is not closed."},
@@ -372,7 +380,9 @@ func TestParseWait(t *testing.T) {
 		{`/wait term_1 '--new'`, waitSpec{term: "term_1", text: "--new", timeout: def}, true},
 		{`/wait term_1 \-\-new`, waitSpec{term: "term_1", text: `\-\-new`, timeout: def}, true}, // a regular expression for --new
 		{"/wait term_1 :3000", waitSpec{term: "term_1", text: ":3000", port: 3000, timeout: def}, false},
-		{"/wait term_1 :3000x", waitSpec{term: "term_1", text: ":3000x", timeout: def}, true},
+		{`/wait term_1 \:3000x`, waitSpec{term: "term_1", text: `\:3000x`, timeout: def}, true}, // a pattern that starts with ':'
+		{"/wait term_1 :65535", waitSpec{term: "term_1", text: ":65535", port: 65535, timeout: def}, false},
+		{"/wait term_1 https://[::1]:8443/x", waitSpec{term: "term_1", text: "https://[::1]:8443/x", url: "https://[::1]:8443/x", timeout: def}, false},
 		{"/wait term_2 http://localhost:3000/ --timeout 1m", waitSpec{term: "term_2", text: "http://localhost:3000/", url: "http://localhost:3000/", timeout: time.Minute}, false},
 	}
 	for _, tt := range tests {

@@ -11,6 +11,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,13 +21,16 @@ import (
 // watch descriptor on each directory of the tree (the directory of a
 // watched file, for a file), and one goroutine that reads the events,
 // which adds the directories that appear in the tree. The descriptor is
-// non-blocking and in the runtime's poller, so Close ends a Read.
+// non-blocking and in the runtime's poller, so Close ends a Read. One
+// watch watches at most watchShare directories.
 type inotify struct {
-	file *os.File
-	only string         // for a file: its name, the only one in its directory that counts
-	root int            // the watch descriptor of the top directory
-	dirs map[int]string // watch descriptor → directory; the reading goroutine's once it runs
-	done chan struct{}  // closed when the reading goroutine returns
+	file  *os.File
+	over  error          // what add returns once share directories are watched
+	share int            // the most directories it watches (see watchShare)
+	only  string         // for a file: its name, the only one in its directory that counts
+	root  int            // the watch descriptor of the top directory
+	dirs  map[int]string // watch descriptor → directory; the reading goroutine's once it runs
+	done  chan struct{}  // closed when the reading goroutine returns
 }
 
 // inotifyMask is what counts as a change in a directory: an entry
@@ -51,6 +56,7 @@ func watchTree(path string, changed func(), failed func(error)) (_ io.Closer, di
 		return nil, false, fmt.Errorf("inotify_init1: %w (fs.inotify.max_user_instances bounds the watches of a user)", err)
 	}
 	w := &inotify{file: os.NewFile(uintptr(fd), "inotify"), root: -1, dirs: make(map[int]string), done: make(chan struct{})}
+	w.share, w.over = watchShare()
 	if fi.IsDir() {
 		err = w.addTree(path)
 	} else {
@@ -72,8 +78,37 @@ func (w *inotify) Close() error {
 	return err
 }
 
-// add watches directory dir; the first is the top.
+// maxWatchDirs is the most directories one watch watches, whatever the
+// user's limit: /watch / alone would otherwise take tens of thousands of
+// the inotify watches that every program of the user shares. Tests lower it.
+var maxWatchDirs = 16384
+
+// maxUserWatches is where Linux keeps how many inotify watches a user may
+// hold.
+const maxUserWatches = "/proc/sys/fs/inotify/max_user_watches"
+
+// watchShare returns how many directories one watch may watch: an eighth
+// of the user's inotify watches, at most maxWatchDirs (maxWatchDirs if the
+// limit cannot be read), and the error that says so once a tree has more.
+func watchShare() (share int, over error) {
+	share = maxWatchDirs
+	rule := fmt.Sprintf("at most %d", maxWatchDirs)
+	if b, err := os.ReadFile(maxUserWatches); err == nil {
+		if limit, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && limit > 0 {
+			share = min(limit/8, maxWatchDirs)
+			rule = fmt.Sprintf("the smaller of %d and an eighth of this user's %d (fs.inotify.max_user_watches)", maxWatchDirs, limit)
+		}
+	}
+	share = max(share, 1)
+	return share, fmt.Errorf("it has more than %d directories, and one watch takes at most %d inotify watches (%s); watch a smaller tree", share, share, rule)
+}
+
+// add watches directory dir; the first is the top. Past w.share
+// directories it watches no more and returns w.over.
 func (w *inotify) add(dir string) (wd int, err error) {
+	if len(w.dirs) >= w.share {
+		return -1, w.over
+	}
 	rc, err := w.file.SyscallConn()
 	if err != nil {
 		return -1, err

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -86,6 +87,29 @@ func TestHelp(t *testing.T) {
 	}
 }
 
+// "shellagent help" prints the help, as --help does, and "shellagent help
+// COMMAND" the command's. Issue 23: "shellagent help" was an error.
+func TestHelpCommand(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ help, same []string }{
+		{[]string{"help"}, []string{"--help"}},
+		{[]string{"help", "client"}, []string{"client", "--help"}},
+		{[]string{"help", "replay"}, []string{"replay", "--help"}},
+		{[]string{"help", "daemon"}, []string{"daemon", "--help"}},
+		{[]string{"help", "daemon", "stop"}, []string{"daemon", "stop", "--help"}},
+	} {
+		stdout, stderr, code := runBinary(t, "", nil, tt.help...)
+		want, _, _ := runBinary(t, "", nil, tt.same...)
+		if code != 0 || stderr != "" || stdout != want || want == "" {
+			t.Errorf("%v: exit %d, stderr %q, stdout %.80q; want 0 and what %v prints", tt.help, code, stderr, stdout, tt.same)
+		}
+	}
+	stdout, stderr, code := runBinary(t, "", nil, "help", "nope")
+	if want := "shellagent: help nope: want shellagent help [client | replay | daemon [status | stop]]\nRun 'shellagent --help' for usage.\n"; code != 2 || stdout != "" || stderr != want {
+		t.Errorf("help nope: exit %d, stdout %q, stderr %q; want 2 and %q", code, stdout, stderr, want)
+	}
+}
+
 func TestVersion(t *testing.T) {
 	t.Parallel()
 	stdout, stderr, code := runBinary(t, "", nil, "--version")
@@ -149,6 +173,7 @@ func TestCommandLineErrors(t *testing.T) {
 		{[]string{"--shell", dir}, nil, "--shell " + dir + ": a directory, not an executable file"},
 		{nil, []string{"SHELL=/no/such/shell"}, "$SHELL /no/such/shell: no such file; pick a shell with --shell"},
 		{[]string{"client", "extra"}, nil, `unexpected argument "extra"`},
+		{[]string{"client", "--bogus"}, nil, "unknown flag --bogus"},
 		{[]string{"client", "--permissions", "maybe"}, nil, "--permissions maybe: want ask, allow or reject"},
 		{[]string{"client", "--set", "foreground_timeout"}, nil, "--set foreground_timeout: want ID=VALUE"},
 		{[]string{"client", "--cwd", "/no/such/dir"}, nil, "--cwd /no/such/dir: not a directory"},
@@ -170,6 +195,18 @@ func TestCommandLineErrors(t *testing.T) {
 		stdout, stderr, code := runBinary(t, "", tt.env, tt.args...)
 		if code != 2 || stdout != "" || !strings.Contains(stderr, tt.says) || !strings.HasPrefix(stderr, "shellagent: ") {
 			t.Errorf("%v %v: exit %d, stdout %q, stderr %q; want exit 2 and an error saying %q", tt.env, tt.args, code, stdout, stderr, tt.says)
+		}
+		// The way to the help of the command at fault. Issue 23:
+		// "client --bogus" pointed to "shellagent --help".
+		command := "shellagent"
+		if len(tt.args) > 0 && slices.Contains([]string{"client", "replay", "daemon"}, tt.args[0]) {
+			command += " " + tt.args[0]
+			if len(tt.args) > 1 && tt.args[0] == "daemon" && (tt.args[1] == "status" || tt.args[1] == "stop") {
+				command += " " + tt.args[1]
+			}
+		}
+		if want := "\nRun '" + command + " --help' for usage.\n"; !strings.HasSuffix(stderr, want) {
+			t.Errorf("%v: stderr %q, want it to end %q", tt.args, stderr, want)
 		}
 	}
 }

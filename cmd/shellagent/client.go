@@ -53,23 +53,23 @@ func clientCommandLine(args []string) (opts clientOptions, code int, done bool) 
 		return opts, printHelp(clientHelp(fs)), true
 	}
 	if err != nil {
-		return opts, commandLineError(err), true
+		return opts, commandLineError(fs.Name(), err), true
 	}
 	if len(rest) > 0 {
 		if i := len(args) - len(rest); i == 0 || args[i-1] != "--" {
-			return opts, commandLineError(unexpectedArgument(args, rest)), true
+			return opts, commandLineError(fs.Name(), unexpectedArgument(args, rest)), true
 		}
 		opts.agent = rest
 	}
 	if opts.cwd != "" {
 		info, err := os.Stat(opts.cwd)
 		if err != nil || !info.IsDir() {
-			return opts, commandLineError(usageErrorf("--cwd %s: not a directory", opts.cwd)), true
+			return opts, commandLineError(fs.Name(), usageErrorf("--cwd %s: not a directory", opts.cwd)), true
 		}
 		// The session's cwd must be absolute; a relative one is from here.
 		abs, err := filepath.Abs(opts.cwd)
 		if err != nil {
-			return opts, commandLineError(usageErrorf("--cwd %s: %v", opts.cwd, err)), true
+			return opts, commandLineError(fs.Name(), usageErrorf("--cwd %s: %v", opts.cwd, err)), true
 		}
 		opts.cwd = abs
 	}
@@ -186,7 +186,9 @@ func runClient(args []string) (code int) {
 	defer stop()
 
 	if err := lineclient.Run(ctx, cfg); err != nil {
-		fmt.Fprintf(os.Stderr, "shellagent client: %v\n", err)
+		if !errors.Is(err, lineclient.ErrShown) {
+			fmt.Fprintf(os.Stderr, "shellagent client: %v\n", err)
+		}
 		return 1
 	}
 	return 0

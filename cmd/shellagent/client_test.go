@@ -362,18 +362,33 @@ func TestClientPermissions(t *testing.T) {
 	}
 }
 
-// A setting the agent rejects ends the client with exit status 1.
+// A setting the agent rejects ends the client with exit status 1, and the
+// refusal is printed once, as a person reads it. Issue 23: it was printed
+// twice, once with the wire request shape and once on stderr with a
+// "lineclient:" prefix.
 func TestClientBadSetting(t *testing.T) {
 	t.Parallel()
-	r := startClient(t, "--set", "foreground_timeout=7s")
+	r := startClient(t, "--set", "foreground_timeout=soon")
 	before := r.expect("[session closed]")
-	if len(before) == 0 || !strings.HasPrefix(before[len(before)-1], `[cannot set foreground_timeout to 7s: value: "7s" is not a value of foreground_timeout; send params {"sessionId":`) {
-		t.Errorf("printed %q", before)
+	want := "[cannot set foreground_timeout to soon: want a duration such as 10s, 500ms or 1m30s; offered: 0, 1s, 5s, 10s, 30s, 60s, 300s or any other duration, e.g. 7s or 1m30s]"
+	if len(before) == 0 || before[len(before)-1] != want {
+		t.Errorf("printed %q, want the last line %q", before, want)
 	}
 	for range r.lines {
 	}
 	var exit *exec.ExitError
-	if err := r.cmd.Wait(); !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(r.stderr.String(), "setting foreground_timeout=7s") {
-		t.Errorf("exit %v, stderr %q; want exit status 1 naming the setting", err, r.stderr)
+	if err := r.cmd.Wait(); !errors.As(err, &exit) || exit.ExitCode() != 1 || r.stderr.String() != "" {
+		t.Errorf("exit %v, stderr %q; want exit status 1 and nothing on stderr", err, r.stderr)
+	}
+}
+
+// --set takes any duration, as the flag does. Issue 23: "--set
+// foreground_timeout=7s" was refused though "--foreground-timeout 7s"
+// works.
+func TestClientSetsAnyDuration(t *testing.T) {
+	t.Parallel()
+	out, stderr := runScript(t, "echo ran\n", "--set", "foreground_timeout=7s", "--set", "kill_grace=1m30s")
+	if !strings.Contains(out, "[set foreground_timeout to 7s]\n[set kill_grace to 1m30s]\n") || !strings.Contains(out, "\nran\n") || stderr != "" {
+		t.Errorf("printed:\n%s\nstderr %q", out, stderr)
 	}
 }

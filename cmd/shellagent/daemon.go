@@ -53,15 +53,15 @@ func runDaemon(args []string) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return printHelp(daemonHelp(fs))
 		}
-		return commandLineError(err)
+		return commandLineError(fs.Name(), err)
 	}
 	shell, err := checkShell(opts.shell)
 	if err != nil {
-		return commandLineError(err)
+		return commandLineError(fs.Name(), err)
 	}
 	opts.shell = shell
 	if opts.socket, err = daemon.SocketPath(opts.socket); err != nil {
-		return commandLineError(err)
+		return commandLineError(fs.Name(), err)
 	}
 	return serveDaemon(opts)
 }
@@ -220,11 +220,11 @@ func daemonSocket(name string, args []string) (path string, code int, done bool)
 		if errors.Is(err, flag.ErrHelp) {
 			return "", printHelp("Usage: shellagent daemon " + name + " [--socket PATH]\n"), true
 		}
-		return "", commandLineError(err), true
+		return "", commandLineError(fs.Name(), err), true
 	}
 	path, err := daemon.SocketPath(*socket)
 	if err != nil {
-		return "", commandLineError(err), true
+		return "", commandLineError(fs.Name(), err), true
 	}
 	return path, 0, false
 }

@@ -190,19 +190,12 @@ func (d *durationFlag) String() string {
 	return formatDuration(*d.p)
 }
 
+// Set reads v as supervisor.ParseDuration does, which is also how
+// session/set_config_option takes the duration settings.
 func (d *durationFlag) Set(v string) error {
-	n, err := time.ParseDuration(v)
+	n, err := supervisor.ParseDuration(v, d.zero)
 	if err != nil {
-		if f, ferr := strconv.ParseFloat(v, 64); ferr == nil && f != 0 {
-			return fmt.Errorf("missing unit, e.g. %ss", v)
-		}
-		return errors.New("want a duration such as 10s, 500ms or 1m30s")
-	}
-	switch {
-	case n < 0:
-		return errors.New("must not be negative")
-	case n == 0 && !d.zero:
-		return errors.New("must be more than 0, e.g. 3s")
+		return err
 	}
 	*d.p = n
 	return nil

@@ -73,6 +73,9 @@ func daemonFromEnv() (bool, error) {
 // run runs the command line args and returns the exit code: 0, 1 for a
 // failure at run time, 2 for a command line error.
 func run(args []string) int {
+	if len(args) > 0 && args[0] == "help" {
+		return runHelp(args[1:])
+	}
 	if len(args) > 0 && args[0] == "client" {
 		return runClient(args[1:])
 	}
@@ -90,6 +93,18 @@ func run(args []string) int {
 		return relay(opts)
 	}
 	return serve(opts)
+}
+
+// runHelp runs "shellagent help [COMMAND]": it prints the help of
+// shellagent, or of one of its commands, as --help does.
+func runHelp(args []string) int {
+	switch strings.Join(args, " ") {
+	case "":
+		return run([]string{"--help"})
+	case "client", "replay", "daemon", "daemon status", "daemon stop":
+		return run(append(args, "--help"))
+	}
+	return commandLineError("shellagent", usageErrorf("help %s: want shellagent help [client | replay | daemon [status | stop]]", strings.Join(args, " ")))
 }
 
 // agentCommandLine parses the agent's command line. done reports that the
@@ -110,7 +125,7 @@ func agentCommandLine(args []string) (opts agentOptions, code int, done bool) {
 		if errors.Is(err, flag.ErrHelp) {
 			return opts, printHelp(agentHelp(fs)), true
 		}
-		return opts, commandLineError(err), true
+		return opts, commandLineError(fs.Name(), err), true
 	}
 	if *showVersion {
 		return opts, printHelp("shellagent " + version() + "\n"), true
@@ -118,7 +133,7 @@ func agentCommandLine(args []string) (opts agentOptions, code int, done bool) {
 	if !opts.relay {
 		relay, err := daemonFromEnv()
 		if err != nil {
-			return opts, commandLineError(err), true
+			return opts, commandLineError(fs.Name(), err), true
 		}
 		opts.relay = relay
 	}
@@ -139,19 +154,21 @@ func agentCommandLine(args []string) (opts agentOptions, code int, done bool) {
 		}
 	})
 	if misplaced != nil {
-		return opts, commandLineError(misplaced), true
+		return opts, commandLineError(fs.Name(), misplaced), true
 	}
 	shell, err := checkShell(opts.shell)
 	if err != nil {
-		return opts, commandLineError(err), true
+		return opts, commandLineError(fs.Name(), err), true
 	}
 	opts.shell = shell
 	return opts, 0, false
 }
 
-// commandLineError prints a command line error and returns exit code 2.
-func commandLineError(err error) int {
-	fmt.Fprintf(os.Stderr, "shellagent: %v\nRun 'shellagent --help' for usage.\n", err)
+// commandLineError prints a command line error of command ("shellagent",
+// "shellagent client" …), with the way to its help, and returns exit
+// code 2.
+func commandLineError(command string, err error) int {
+	fmt.Fprintf(os.Stderr, "shellagent: %v\nRun '%s --help' for usage.\n", err, command)
 	return 2
 }
 
@@ -196,6 +213,7 @@ Subcommands:
   client    the reference client
   replay    play a transcript as the agent
   daemon    the daemon, its status, and its stop
+  help      this help; 'shellagent help client' is 'shellagent client --help'
 
 Flags:
 `)

@@ -42,7 +42,7 @@ func relay(opts agentOptions) int {
 	signal.Notify(sigs, stopSignals...)
 	path, err := daemon.SocketPath(opts.socket)
 	if err != nil {
-		return commandLineError(err)
+		return commandLineError("shellagent", err)
 	}
 	c, err := daemon.Connect(path, daemonHello(), os.Stdout, func(lock *daemon.Lock) (<-chan error, error) {
 		return startDaemon(log, path, opts.daemonArgs, lock)

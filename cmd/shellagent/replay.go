@@ -33,7 +33,9 @@ differs: a message of another method than the transcript's, different
 contents (compared as JSON; ids, the client's name and the directory aside),
 a message the transcript does not have (answered with an error), lines
 never sent when stdin ends. The transcript's directory (/cwd in the golden
-transcripts) stands for the client's.
+transcripts) stands for the client's. FILE may hold at most 64 MiB, 1,048,576
+lines, and 32 MiB a line; the client's lines are read as the agent reads them
+(16 MiB at most).
 
 Exit status: 0 when the client followed the transcript, 1 when it departed
 from it (or stopped reading), 2 for a command line error or a file that is
@@ -49,15 +51,15 @@ func runReplay(args []string) int {
 		return printHelp(replayHelp())
 	}
 	if err != nil {
-		return commandLineError(err)
+		return commandLineError(fs.Name(), err)
 	}
 	if len(rest) != 1 {
-		return commandLineError(usageErrorf("replay: want one transcript FILE, e.g. shellagent replay testdata/transcripts/bg.jsonl"))
+		return commandLineError(fs.Name(), usageErrorf("replay: want one transcript FILE, e.g. shellagent replay testdata/transcripts/bg.jsonl"))
 	}
 	file := rest[0]
 	t, err := replay.ReadFile(file)
 	if err != nil {
-		return commandLineError(fmt.Errorf("replay: %w", err))
+		return commandLineError(fs.Name(), fmt.Errorf("replay: %w", err))
 	}
 
 	// A closed stdout must be an error on write, not a SIGPIPE death.

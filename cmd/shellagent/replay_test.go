@@ -2,14 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,6 +154,60 @@ shellagent replay: 2 departures from foreground.jsonl
 `
 	if code != 1 || stderr != want {
 		t.Errorf("exit status %d, stderr:\n%s\nwant 1 and\n%s", code, stderr, want)
+	}
+}
+
+// shellagent replay refuses a FILE that is one endless line, in bounded
+// memory, and its client's endless line likewise. Issue 22: "shellagent
+// replay /dev/zero" reached 1 GB in 6 s (and one 100 MB line peaked at
+// 753 MB); before, this test's first run was killed at its deadline.
+func TestReplayMemoryIsBounded(t *testing.T) {
+	t.Parallel()
+	const limit = 256 << 10 // KiB of peak RSS
+	run := func(stdin string, args ...string) (code int, stderr string, peak int64) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, plainBinary, args...) // the memory figure is the plain build's
+		in, err := os.Open(stdin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer in.Close()
+		var errb bytes.Buffer
+		cmd.Stdin, cmd.Stderr = in, &errb
+		err = cmd.Run()
+		peak = cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss
+		if ctx.Err() != nil {
+			return -1, errb.String(), peak
+		}
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		return cmd.ProcessState.ExitCode(), errb.String(), peak
+	}
+	code, stderr, peak := run(os.DevNull, "replay", "/dev/zero")
+	if want := "shellagent: replay: /dev/zero:1: a line longer than 33554432 bytes, twice what the agent accepts\n"; code != 2 || !strings.HasPrefix(stderr, want) {
+		t.Errorf("replay /dev/zero: exit status %d, stderr %q, want 2 and %q…", code, stderr, want)
+	}
+	if peak > limit {
+		t.Errorf("replay /dev/zero: peak RSS %d MiB, want at most %d", peak>>10, limit>>10)
+	}
+
+	// The client's side: a line that never ends, for 3 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, plainBinary, "replay", filepath.Join(transcriptDir, "foreground.jsonl"))
+	zero, err := os.Open("/dev/zero")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zero.Close()
+	cmd.Stdin = zero
+	cmd.Run() // killed at the deadline
+	if peak := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss; peak > limit {
+		t.Errorf("replay < /dev/zero: peak RSS %d MiB, want at most %d", peak>>10, limit>>10)
 	}
 }
 

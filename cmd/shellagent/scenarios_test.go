@@ -213,7 +213,7 @@ var scenarios = []scenario{
 			`{"jsonrpc":"2.0","id":54,"method":"session/new","params":{"cwd":"relative/dir"}}`,
 			`{"jsonrpc":"2.0","id":55,"method":"session/prompt","params":{"sessionId":"sess_1","prompt":[]}}`,
 			`{"jsonrpc":"2.0","id":56,"method":"session/set_config_option","params":{"sessionId":"sess_1","configId":"foreground_timeout","value":{"type":"id","value":"5s"}}}`,
-			`{"jsonrpc":"2.0","id":57,"method":"session/set_config_option","params":{"sessionId":"sess_1","configId":"foreground_timeout","type":"id","value":"7s"}}`,
+			`{"jsonrpc":"2.0","id":57,"method":"session/set_config_option","params":{"sessionId":"sess_1","configId":"foreground_timeout","type":"id","value":"7 seconds"}}`,
 			`{"jsonrpc":"2.0","id":58,"method":"terminal/cancel","params":{"sessionId":"sess_1","terminalId":"term_9"}}`,
 		} {
 			s.raw(line)
