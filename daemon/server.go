@@ -262,12 +262,12 @@ func (s *Server) serveACP(log *slog.Logger, nc *net.UnixConn, r io.Reader, out *
 	s.conns[c] = struct{}{}
 	s.idle = time.Time{}
 	s.mu.Unlock()
+	defer s.close(c) // also after a panic (serve logs it)
 	var w io.Writer = nc
 	if out != nil {
 		w = out
 	}
 	log.Info("connected", "output to its stdout", out != nil)
-	defer s.close(c) // also after a panic (serve logs it)
 
 	opts := s.Options
 	opts.Log = log
