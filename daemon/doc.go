@@ -47,7 +47,11 @@
 //
 //	{"shellagent":1,"build":"v1.2.0+3f2a9c1e0b4d","pid":4242,"want":"acp"}
 //
-// The daemon writes its hello first, then reads the client's. After them:
+// The daemon writes its hello first, then reads the client's, for at most
+// 5 s; a connection that ends, resets, or sends anything but a hello line
+// within 4 KiB is closed, with a log line, and so is one whose serving
+// panics (logged with its stack): no peer can end the daemon or another
+// connection. After the hellos:
 //
 //   - want "acp" (or none): the connection carries ACP, newline-delimited
 //     JSON-RPC, until either side closes it: requests from the client,

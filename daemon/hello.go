@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime/debug"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -77,8 +78,16 @@ func writeLine(w io.Writer, v any) error {
 	return err
 }
 
-// readHello reads a hello line from r, leaving what follows it in r.
-func readHello(r *bufio.Reader) (Hello, error) {
+// readHello reads a hello line from r, leaving what follows it in r. It
+// is the client's side of the handshake (Dial): a panic while it reads is
+// returned as an error, with its stack, and the caller drops the
+// connection.
+func readHello(r *bufio.Reader) (h Hello, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("hello: reading it panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
 	line, err := r.ReadSlice('\n')
 	switch {
 	case errors.Is(err, bufio.ErrBufferFull):
@@ -116,18 +125,22 @@ func readClientHello(nc *net.UnixConn) (h Hello, fds []int, rest io.Reader, err 
 		if len(buf) == cap(buf) {
 			return h, fds, nil, fmt.Errorf("hello: longer than %d bytes", maxHello)
 		}
+		// The error first: on a failed recvmsg (a reset) n is -1, and
+		// neither n nor oobn may be used.
 		n, oobn, _, _, rerr := nc.ReadMsgUnix(buf[len(buf):cap(buf)], oob)
-		fds = append(fds, rights(oob[:oobn])...)
-		buf = buf[:len(buf)+n]
-		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
-			h, err = parseHello(buf[:i+1])
-			return h, fds, io.MultiReader(bytes.NewReader(buf[i+1:]), nc), err
-		}
 		switch {
 		case errors.Is(rerr, io.EOF) && len(buf) == 0:
 			return h, fds, nil, io.EOF
 		case rerr != nil:
 			return h, fds, nil, fmt.Errorf("hello: %w", rerr)
+		case n < 0 || n > cap(buf)-len(buf) || oobn < 0 || oobn > len(oob):
+			return h, fds, nil, fmt.Errorf("hello: a read returned %d bytes and %d of control data into %d and %d", n, oobn, cap(buf)-len(buf), len(oob))
+		}
+		fds = append(fds, rights(oob[:oobn])...)
+		buf = buf[:len(buf)+n]
+		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+			h, err = parseHello(buf[:i+1])
+			return h, fds, io.MultiReader(bytes.NewReader(buf[i+1:]), nc), err
 		}
 	}
 }

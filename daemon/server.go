@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -148,15 +149,24 @@ func (s *Server) accept(ctx context.Context, l Listener) {
 }
 
 // serve checks a new connection's peer, exchanges hellos and serves what
-// the client wants.
+// the client wants. A panic while it does drops this connection only: it
+// is logged with the peer and its stack, the connection is closed, and
+// the daemon, its other connections and every session go on.
 func (s *Server) serve(nc *net.UnixConn) {
+	log := s.Log
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("dropped a connection: serving it panicked", "panic", r, "stack", string(debug.Stack()))
+			nc.Close() // Best effort: dropped.
+		}
+	}()
 	cred, err := peercred.Peer(nc)
 	if err != nil {
 		s.Log.Warn("refused a connection", "err", err)
 		nc.Close() // Best effort: refused.
 		return
 	}
-	log := s.Log.With("peer", cred.PID)
+	log = s.Log.With("peer", cred.PID)
 	if cred.UID != os.Geteuid() {
 		log.Warn("refused a connection from another user", "uid", cred.UID, "daemon uid", os.Geteuid())
 		nc.Close() // Best effort: refused.
@@ -252,6 +262,7 @@ func (s *Server) serveACP(log *slog.Logger, nc *net.UnixConn, r io.Reader, out *
 	s.conns[c] = struct{}{}
 	s.idle = time.Time{}
 	s.mu.Unlock()
+	defer s.close(c) // also after a panic (serve logs it)
 	var w io.Writer = nc
 	if out != nil {
 		w = out
@@ -261,16 +272,21 @@ func (s *Server) serveACP(log *slog.Logger, nc *net.UnixConn, r io.Reader, out *
 	opts := s.Options
 	opts.Log = log
 	c.conn = protocol.NewConn(r, w, s.Supervisor, opts)
+	kicked := false
+	defer func() {
+		if !kicked {
+			// Gone, or serving it panicked: its sessions run on without it.
+			if err := s.Supervisor.Detach(context.Background(), c.conn.Client()); err != nil {
+				log.Warn("detach", "err", err)
+			}
+			log.Info("disconnected; its sessions are detached")
+		}
+	}()
 	select {
 	case <-c.conn.Done():
-		// Gone: its sessions run on without it.
-		if err := s.Supervisor.Detach(context.Background(), c.conn.Client()); err != nil {
-			log.Warn("detach", "err", err)
-		}
-		log.Info("disconnected; its sessions are detached")
 	case <-c.kick:
+		kicked = true
 	}
-	s.close(c)
 }
 
 // close sends what is queued on c, for at most flushTimeout, closes it,
@@ -278,7 +294,9 @@ func (s *Server) serveACP(log *slog.Logger, nc *net.UnixConn, r io.Reader, out *
 func (s *Server) close(c *acpConn) {
 	flushed := make(chan struct{})
 	go func() {
-		c.conn.Close()
+		if c.conn != nil { // nil: NewConn panicked
+			c.conn.Close()
+		}
 		close(flushed)
 	}()
 	select {

@@ -9,6 +9,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,5 +77,93 @@ func TestServerClosesAStdoutItDoesNotServe(t *testing.T) {
 				t.Errorf("the passed stdout: read %d, %v; want EOF: the daemon still holds it", n, err)
 			}
 		})
+	}
+}
+
+// panicLog is a slog.Handler that panics on the message panicOn, as a bug
+// in serving a connection would, and keeps the other messages.
+type panicLog struct {
+	panicOn string
+	mu      *sync.Mutex
+	msgs    *[]string
+}
+
+func (panicLog) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h panicLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.panicOn {
+		panic("test: a bug at " + h.panicOn)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	*h.msgs = append(*h.msgs, r.Message)
+	return nil
+}
+
+func (h panicLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h panicLog) WithGroup(string) slog.Handler      { return h }
+
+// TestServerDropsAConnectionWhoseServingPanics: a panic on a connection's
+// goroutine (here, in the log line that opens an ACP connection) drops
+// that connection only: the client sees it closed, the panic is logged,
+// the connection is forgotten (Status counts none), and the daemon goes
+// on serving. Before the recover, the panic ended the daemon and every
+// session with it (issue 22).
+func TestServerDropsAConnectionWhoseServingPanics(t *testing.T) {
+	dir, err := os.MkdirTemp("", "sa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	socket := filepath.Join(dir, "s", "d.sock")
+	l, err := Listen(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var msgs []string
+	srv := &Server{
+		Supervisor: supervisor.New(supervisor.Config{Detached: supervisor.KeepDetached}),
+		Build:      "test",
+		Socket:     socket,
+		Log:        slog.New(panicLog{panicOn: "connected", mu: &mu, msgs: &msgs}),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, l) }()
+	defer func() {
+		cancel()
+		if err := <-served; !errors.Is(err, context.Canceled) {
+			t.Errorf("Serve: %v, want context.Canceled", err)
+		}
+	}()
+
+	hello := Hello{Shellagent: RelayVersion, Build: "test", Pid: os.Getpid()}
+	c, err := Dial(socket, hello, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if b, err := io.ReadAll(c.R); len(b) > 0 || err != nil {
+		t.Errorf("the dropped connection read %q, %v; want its end", b, err)
+	}
+	// The connection is forgotten just after it is closed.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		st, err := AskStatus(socket, hello)
+		if err != nil {
+			t.Fatalf("status after the panic: %v", err)
+		}
+		if st.Connections == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status after the panic counts %d connections, want 0", st.Connections)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Contains(msgs, "dropped a connection: serving it panicked") {
+		t.Errorf("the panic was not logged; the log: %q", msgs)
 	}
 }

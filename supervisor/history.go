@@ -33,6 +33,11 @@ type outbox struct {
 	kept      int             // messages in the history
 	forgotten int             // empty entries in the history
 	ads       cancelAds       // what the client was told about cancelling each item
+
+	// taken holds the connections the session was taken from: another
+	// connection resumed it while they were attached. The session is not
+	// active on them (lost) until they resume it again or go away.
+	taken map[protocol.Client]bool
 }
 
 // entry is one item of the history.
@@ -44,15 +49,47 @@ type entry struct {
 
 // attach makes c the client the session reports to (nil: none). The
 // client it reported to before, if another, is released: it no longer
-// streams the session's terminals, nor holds them back.
-func (o *outbox) attach(c protocol.Client) {
-	if o.client != nil && o.client != c {
-		o.client.Release(o.session)
+// streams the session's terminals, nor holds them back. When c takes the
+// session from it (a takeover: c resumed it), it is told so in a notice
+// first, and the session is no longer active on it (lost). It returns
+// the client the session was taken from, if any.
+func (o *outbox) attach(c protocol.Client) (from protocol.Client) {
+	old := o.client
+	if old != nil && old != c {
+		if c != nil {
+			from = old
+			old.Update(o.session, takenNotice(o.session))
+			if o.taken == nil {
+				o.taken = make(map[protocol.Client]bool)
+			}
+			o.taken[old] = true
+		}
+		old.Release(o.session)
 	}
-	if o.client != c {
+	if old != c {
 		o.since = time.Now()
 	}
+	delete(o.taken, c)
 	o.client = c
+	return from
+}
+
+// lost reports whether the session was taken from c (attach): a request
+// of c for it is answered errTaken, as one for a session that is not
+// active on its connection.
+func (o *outbox) lost(c protocol.Client) bool { return o.taken[c] }
+
+// gone forgets c, a connection that went away.
+func (o *outbox) gone(c protocol.Client) { delete(o.taken, c) }
+
+// errTaken is the -32002 error of a request for session id from a
+// connection it was taken from.
+func errTaken(id string) *acp.Error {
+	return &acp.Error{
+		Code:    acp.CodeNotFound,
+		Message: "session " + id + " is not active on this connection: another client took it (session/resume); resume it here to take it back",
+		Data:    map[string]string{"sessionId": id},
+	}
 }
 
 // send sends an update to the attached client.

@@ -23,24 +23,36 @@ var _ protocol.TerminalInput = (*Supervisor)(nil)
 // WriteTerminal implements protocol.TerminalInput. It is answered in
 // the session's turn: after an event whose errand is out (a launch), as
 // every entry is, without holding up the connection meanwhile.
-func (sv *Supervisor) WriteTerminal(_ protocol.Client, p *acp.WriteTerminalRequest, reply protocol.Reply) {
+func (sv *Supervisor) WriteTerminal(c protocol.Client, p *acp.WriteTerminalRequest, reply protocol.Reply) {
 	s, err := sv.session(p.SessionID)
 	if err != nil {
 		reply(nil, err)
 		return
 	}
-	s.do(func(st *state) { reply(done(st.work.typeInto(p.TerminalID, p.Bytes()))) })
+	s.do(func(st *state) {
+		if st.out.lost(c) {
+			reply(nil, errTaken(s.id))
+			return
+		}
+		reply(done(st.work.typeInto(p.TerminalID, p.Bytes())))
+	})
 }
 
 // ResizeTerminal implements protocol.TerminalInput, answered as
 // WriteTerminal is, after the terminal_update with the new size.
-func (sv *Supervisor) ResizeTerminal(_ protocol.Client, p *acp.ResizeTerminalRequest, reply protocol.Reply) {
+func (sv *Supervisor) ResizeTerminal(c protocol.Client, p *acp.ResizeTerminalRequest, reply protocol.Reply) {
 	s, err := sv.session(p.SessionID)
 	if err != nil {
 		reply(nil, err)
 		return
 	}
-	s.do(func(st *state) { reply(done(st.work.resize(p.TerminalID, *p.Size, &st.out))) })
+	s.do(func(st *state) {
+		if st.out.lost(c) {
+			reply(nil, errTaken(s.id))
+			return
+		}
+		reply(done(st.work.resize(p.TerminalID, *p.Size, &st.out)))
+	})
 }
 
 // done is the answer of a method that answers {} or an error.

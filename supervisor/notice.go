@@ -10,9 +10,11 @@ import (
 )
 
 // Notices: a terminal whose program waits for input (once per wait), and
-// a background terminal that ends on its own. The session's notify
+// a background terminal that ends on its own; the session's notify
 // setting says which are sent. A notice is a live event, not history: it
 // goes to the attached client, if any, and a replay does not repeat it.
+// Whatever the setting, a connection that another client took the
+// session from is told so (takenNotice).
 
 // notifyMode is the notify setting. Its zero value is the default.
 type notifyMode int
@@ -63,6 +65,19 @@ func parseNotify(value string) notifyMode {
 func (o *outbox) notice(n *acp.Notice) {
 	n.SessionUpdate = acp.KindNotice
 	o.send(n)
+}
+
+// takenNotice is the notice a connection gets when another client takes
+// session id from it (session/resume): the last the session tells it.
+func takenNotice(id string) *acp.Notice {
+	return &acp.Notice{
+		SessionUpdate: acp.KindNotice,
+		Severity:      acp.NoticeWarning,
+		Title:         "Another client took this session",
+		Description: "Session " + id + " was resumed by another client: its output, state and prompts go there now, " +
+			"and it no longer answers here. Resume it here to take it back.",
+		Meta: map[string]any{"shellagent": map[string]any{"event": "session_taken"}},
+	}
 }
 
 // noticeMeta is a notice's _meta: the terminal it is about, and why.

@@ -220,6 +220,8 @@ func (s *Session) prompt(ctx context.Context, from protocol.Client, blocks []acp
 	t := &turn{blocks: blocks, in: parseInput(line), reply: reply, from: from}
 	s.do(func(st *state) {
 		switch {
+		case st.out.lost(from):
+			reply(nil, errTaken(s.id))
 		case st.life != sessionOpen:
 			reply(nil, acp.RequestCancelled("session is closing"))
 		case t.in.immediate() && st.turns.busy():
@@ -251,10 +253,14 @@ func (s *Session) withdrawHeld(t *turn) {
 	})
 }
 
-// cancel serves session/cancel: held prompts are answered -32800 and the
-// foreground command is stopped; background work goes on.
-func (s *Session) cancel() {
+// cancel serves session/cancel from c: held prompts are answered -32800
+// and the foreground command is stopped; background work goes on. A
+// connection the session was taken from cancels nothing.
+func (s *Session) cancel(c protocol.Client) {
 	s.do(func(st *state) {
+		if st.out.lost(c) {
+			return
+		}
 		st.dropHeld(func(*turn) bool { return true }, "cancelled by session/cancel")
 		sessionCancelled(st) // background requests stay open (permission.go)
 		if fg := st.turns.fg; fg != nil {
@@ -269,6 +275,10 @@ func (s *Session) cancel() {
 // is told so, with client_checks.
 func (s *Session) cancelTerminal(c protocol.Client, id string, reply protocol.Reply) {
 	s.do(func(st *state) {
+		if st.out.lost(c) {
+			reply(nil, errTaken(s.id))
+			return
+		}
 		defer checkCancel(st, c, true, id)
 		if err := stopTerminal(st, id, func() { reply(struct{}{}, nil) }); err != nil {
 			reply(nil, err)
@@ -281,6 +291,10 @@ func (s *Session) cancelTerminal(c protocol.Client, id string, reply protocol.Re
 // that does not advertise cancel is told so, with client_checks.
 func (s *Session) cancelToolCall(c protocol.Client, id string, reply protocol.Reply) {
 	s.do(func(st *state) {
+		if st.out.lost(c) {
+			reply(nil, errTaken(s.id))
+			return
+		}
 		defer checkCancel(st, c, false, id)
 		stop, err := st.acceptCancel(id)
 		if err != nil {
@@ -292,9 +306,13 @@ func (s *Session) cancelToolCall(c protocol.Client, id string, reply protocol.Re
 	})
 }
 
-// setConfigOption serves session/set_config_option.
-func (s *Session) setConfigOption(p *acp.SetConfigOptionRequest) (resp *acp.SetConfigOptionResponse, err error) {
+// setConfigOption serves session/set_config_option from c.
+func (s *Session) setConfigOption(c protocol.Client, p *acp.SetConfigOptionRequest) (resp *acp.SetConfigOptionResponse, err error) {
 	s.doWait(func(st *state) {
+		if st.out.lost(c) {
+			err = errTaken(s.id)
+			return
+		}
 		if err = st.settings.set(p); err == nil {
 			resp = &acp.SetConfigOptionResponse{ConfigOptions: st.settings.options()}
 		}
@@ -334,7 +352,11 @@ func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest) (resp *
 			err = acp.SessionNotFound(s.id)
 			return
 		}
-		st.out.attach(c)
+		if from := st.out.attach(c); from != nil {
+			// Taken from another connection: the prompts it left held
+			// are never inserted into what c now follows.
+			st.dropHeld(func(t *turn) bool { return t.from == from }, "another client took the session (session/resume) before it was inserted")
+		}
 		delivered := map[any]bool{}
 		if replay {
 			delivered = st.out.replay()
@@ -382,6 +404,7 @@ func replayFrom(raw json.RawMessage) (bool, error) {
 // reports whether done will be called.
 func (s *Session) detach(c protocol.Client, policy DetachPolicy, done func()) (closes bool) {
 	s.doWait(func(st *state) {
+		st.out.gone(c)
 		switch {
 		case st.life == sessionClosed:
 			return
@@ -406,6 +429,19 @@ func (s *Session) detach(c protocol.Client, policy DetachPolicy, done func()) (c
 // under way or complete calls done when it is (or at once).
 func (s *Session) close(done func()) {
 	s.do(func(st *state) { st.close(done) })
+}
+
+// closeFrom serves session/close from c, as close does; but a connection
+// the session was taken from closes nothing: the session is not active on
+// it, and closing such a session succeeds (the schema's CloseSessionRequest).
+func (s *Session) closeFrom(c protocol.Client, done func()) {
+	s.do(func(st *state) {
+		if st.out.lost(c) {
+			done()
+			return
+		}
+		st.close(done)
+	})
 }
 
 func (st *state) close(done func()) {

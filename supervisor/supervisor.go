@@ -5,7 +5,10 @@
 // Sessions belong to the Supervisor, not to a connection. A connection
 // attaches to the sessions it creates (session/new) or resumes
 // (session/resume); a session reports to the connection that attached it
-// last. When a connection goes away, its owner calls Detach, and
+// last. A connection that another one took a session from that way is
+// told so (a notice), its held prompts are dropped, and the session is no
+// longer active on it: its requests for it are answered -32002, until it
+// resumes it again (outbox.attach). When a connection goes away, its owner calls Detach, and
 // Config.Detached decides what that means: on stdio every session closes
 // (CloseDetached); under KeepDetached a session's work runs on with no one
 // attached, until session/resume from another connection attaches it
@@ -284,14 +287,15 @@ func (sv *Supervisor) ResumeSession(c protocol.Client, p *acp.ResumeSessionReque
 }
 
 // CloseSession implements protocol.Agent. Closing an unknown session
-// succeeds.
-func (sv *Supervisor) CloseSession(_ protocol.Client, p *acp.CloseSessionRequest, reply protocol.Reply) {
+// succeeds, and so does closing one that another connection took from c,
+// which goes on.
+func (sv *Supervisor) CloseSession(c protocol.Client, p *acp.CloseSessionRequest, reply protocol.Reply) {
 	s, err := sv.session(p.SessionID)
 	if err != nil {
 		reply(struct{}{}, nil)
 		return
 	}
-	s.close(func() { reply(struct{}{}, nil) })
+	s.closeFrom(c, func() { reply(struct{}{}, nil) })
 }
 
 // Prompt implements protocol.Agent.
@@ -306,9 +310,9 @@ func (sv *Supervisor) Prompt(ctx context.Context, c protocol.Client, p *acp.Prom
 }
 
 // CancelSession implements protocol.Agent.
-func (sv *Supervisor) CancelSession(_ protocol.Client, p *acp.CancelSessionNotification) {
+func (sv *Supervisor) CancelSession(c protocol.Client, p *acp.CancelSessionNotification) {
 	if s, err := sv.session(p.SessionID); err == nil {
-		s.cancel()
+		s.cancel(c)
 	}
 }
 
@@ -341,7 +345,7 @@ func (sv *Supervisor) SetConfigOption(c protocol.Client, p *acp.SetConfigOptionR
 		sv.checkClosed(c, "session/set_config_option", p.SessionID)
 		return nil, err
 	}
-	return s.setConfigOption(p)
+	return s.setConfigOption(c, p)
 }
 
 // Detach tells the Supervisor that connection c has gone away (its input
