@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"shellagent/acp"
 	"shellagent/protocol/acptest"
@@ -35,6 +36,7 @@ func TestATakenConnectionIsRefusedAndTold(t *testing.T) {
 	a.run(sid, "echo fg; "+trigger("go")+"; echo fg done")
 	a.output(sid, "term_2", "fg")
 	held := a.prompt(sid, "echo never")
+	a.waitHeld(sid, 1)
 
 	b := h.on(h.connect())
 	b.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": h.cwd}, nil)
@@ -142,4 +144,27 @@ func TestATakenV1ConnectionIsToldAndItsTurnEnds(t *testing.T) {
 	h.release("go")
 	b.idle(nil, sid, "end_turn")
 	b.c.MustCall("session/close", map[string]string{"sessionId": sid}, nil)
+}
+
+// waitHeld waits until sid's turn queue holds n prompts: a prompt sent
+// is held only once the session has read it, which a test must wait for
+// before it acts on what is held.
+func (h *harness) waitHeld(sid string, n int) {
+	h.t.Helper()
+	s, err := h.sup.session(sid)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var held int
+		s.peek(func(st *state) { held = len(st.turns.held) })
+		if held == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s holds %d prompts after 10 s, want %d", sid, held, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -210,6 +210,12 @@ func TestReattachV1WhileTheFirstConnectionStaysOpen(t *testing.T) {
 		}
 		last = b
 	}
+	// A is told once that another client took the session (the first
+	// attach took it from A, the second from the first attach); nothing
+	// of the session's work reaches it after that.
+	a.c.WaitFor("A told the session was taken", func(m *acptest.Msg) bool {
+		return m.SessionID == sid && strings.Contains(string(m.Raw), "Another client took this session")
+	})
 	seen := len(a.c.Transcript())
 	h.release("go")
 	last.c.WaitFor("two", func(*acptest.Msg) bool { return string(last.c.Output(sid, "term_1")) == "one\r\ntwo\r\n" })
