@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
 )
 
@@ -331,8 +332,15 @@ func rss(t *testing.T, pid int) int {
 // retention limit, and retired terminals let go of their output. When the
 // client reads again, what it gets still follows every ordering rule (the
 // strict client checks the transcript when the test ends).
+//
+// A soak (a minute), run with SHELLAGENT_LONG=1; the quick run checks its
+// rules one by one: protocol's TestStalledQueueIsBoundedByLiveItems and
+// TestStalledClientGetsCoalescedUpdatesThatKeepTheRules, supervisor's
+// TestRegistryRetiresExitedTerminals and
+// TestPromptsThatCannotRunReachAPlateau.
 func TestStalledClientWithRecurringJobsKeepsMemoryFlat(t *testing.T) {
 	t.Parallel()
+	testloop.Long(t, "a one-minute memory soak")
 	const jobs = 20
 	// The agent without the race detector, whose shadow memory would
 	// dwarf what is measured.
