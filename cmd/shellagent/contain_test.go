@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"shellagent/contain/containtest"
+	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
 )
 
@@ -114,11 +115,12 @@ func (a *agent) waitOthers(n int) {
 	}
 }
 
-// noSurvivors checks, within d, that no process of the agent is left
-// (the agent itself aside, and what Session mode may miss), and kills
-// what is.
-func (a *agent) noSurvivors(d time.Duration, after string) {
+// noSurvivors checks, within testloop.Bound(promise), that no process of
+// the agent is left (the agent itself aside, and what Session mode may
+// miss), and kills what is.
+func (a *agent) noSurvivors(promise time.Duration, after string) {
 	a.t.Helper()
+	d := testloop.Bound(promise)
 	deadline := time.Now().Add(d)
 	left := a.others()
 	mustEnd := func(pid int) bool { return !mayEscape(pid) }
@@ -534,14 +536,21 @@ func TestShutdownHonoursEachSessionsKillGrace(t *testing.T) {
 	eof := time.Now()
 	a.c.Close() // stdin EOF; the client reads on to the end
 	a.exitWithin(3*time.Second + time.Second)
+	// Killed no sooner than its grace, within testloop.Bound of its grace
+	// plus a second, and the 1 s session's command before the 3 s one's.
+	var killed []time.Time
 	for _, sid := range sids {
 		m := a.c.WaitFor("exit", func(m *acptest.Msg) bool { return m.SessionID == sid && m.ExitStatus() != nil })
 		if m.ExitStatus()["signal"] != "SIGKILL" {
 			t.Errorf("%s: exitStatus %v", sid, m.ExitStatus())
 		}
-		if took := m.At.Sub(eof); took < graces[sid]-100*time.Millisecond || took > graces[sid]+time.Second {
+		if took := m.At.Sub(eof); took < graces[sid]-100*time.Millisecond || took > testloop.Bound(graces[sid]+time.Second) {
 			t.Errorf("session with kill_grace %v: killed after %v", graces[sid], took)
 		}
+		killed = append(killed, m.At)
+	}
+	if !killed[1].Before(killed[0]) {
+		t.Errorf("the command of the session with kill_grace 1s was killed %v after the one with 3s", killed[1].Sub(killed[0]))
 	}
 }
 
