@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
 )
 
@@ -135,9 +136,15 @@ func (a *flowAgent) waitExit(tid string) {
 
 // A client that reads in bursts, however far apart within the stall
 // timeout, gets every byte, no replacement, and is never logged stalled.
+// The command writes about 1 MB in the quick run (5 to 16 bursts), 2.7 MB
+// with SHELLAGENT_LONG=1.
 func TestBurstyClientsGetEveryByte(t *testing.T) {
 	t.Parallel()
-	want := seqOutput(seq400k)
+	lines := 150_000
+	if testloop.Enabled() {
+		lines = seq400k
+	}
+	want := seqOutput(lines)
 	for _, tt := range []struct {
 		n      int
 		period time.Duration
@@ -153,7 +160,7 @@ func TestBurstyClientsGetEveryByte(t *testing.T) {
 				return newBurstReader(r, tt.n, tt.period)
 			}})
 			start := time.Now()
-			a.prompt(fmt.Sprintf("/bg seq 1 %d", seq400k))
+			a.prompt(fmt.Sprintf("/bg seq 1 %d", lines))
 			a.waitExit("term_1")
 			if snaps, dropped := checkExact(t, a.c, a.sid, "term_1", want); snaps > 0 {
 				t.Errorf("%d replacements (%d bytes dropped) for a client that reads", snaps, dropped)
@@ -189,9 +196,14 @@ func TestAPausingClientGetsAnExactReplacement(t *testing.T) {
 
 // With terminals flooding the connection and a client reading slower
 // than they write, requests are answered about as fast as the client
-// reads a kernel buffer's worth, however many terminals there are.
+// reads a kernel buffer's worth, however many terminals there are. The
+// quick run sends 20 requests to each, SHELLAGENT_LONG=1 40.
 func TestAnswersDoNotWaitBehindOutput(t *testing.T) {
 	t.Parallel()
+	requests := 20
+	if testloop.Enabled() {
+		requests = 40
+	}
 	for _, tt := range []struct {
 		floods int
 		rate   int           // the client's bytes per second
@@ -213,7 +225,6 @@ func TestAnswersDoNotWaitBehindOutput(t *testing.T) {
 				a.c.WaitFor(tid+" output", func(*acptest.Msg) bool { return len(a.c.Output(a.sid, tid)) > 0 })
 			}
 			time.Sleep(time.Second) // the rings fill, the client falls behind
-			const requests = 40
 			sent := make(map[string]time.Time, requests)
 			for range requests {
 				id := a.c.Send("session/list", map[string]any{})
@@ -228,7 +239,7 @@ func TestAnswersDoNotWaitBehindOutput(t *testing.T) {
 				}
 			}
 			slices.Sort(took)
-			share := float64(len(took)) / requests
+			share := float64(len(took)) / float64(requests)
 			p50 := time.Duration(0)
 			if len(took) > 0 {
 				p50 = took[len(took)/2]
