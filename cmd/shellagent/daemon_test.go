@@ -402,7 +402,13 @@ func TestDaemonStaleSocketIsReplaced(t *testing.T) {
 	d.waitGone(5*time.Second, "the next daemon's start", func() []int {
 		return slices.DeleteFunc(d.work(), func(pid int) bool { return !slices.Contains(left, pid) })
 	})
-	d.waitLog("swept what dead agents left")
+	// Sweeps are machine-wide: an agent that another package's test, or
+	// another suite on the machine, starts at this moment may sweep the
+	// dead daemon's work first (seen under load), and then this daemon has
+	// nothing to log. Alone, a daemon that did not sweep fails waitGone.
+	if log, _ := os.ReadFile(filepath.Join(d.state, "shellagent", "daemon.log")); !bytes.Contains(log, []byte("swept what dead agents left")) {
+		t.Log("the daemon's log does not say it swept: another agent on this machine swept first")
+	}
 	sid = b.session(d.cwd)
 	b.prompt(sid, "echo served")
 	b.c.WaitFor("served", func(*acptest.Msg) bool { return strings.Contains(string(b.c.Output(sid, "term_1")), "served") })
