@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
+	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -887,16 +888,45 @@ func waitExited(t *testing.T, cmd *exec.Cmd) {
 	}
 }
 
-// otherBuild returns a shellagent binary of another build than binary.
-func otherBuild(t *testing.T) string {
+// otherBuild returns a shellagent binary of another build than binary:
+// under -race the plain one, otherwise otherBinary.
+func otherBuild(*testing.T) string {
 	if raceEnabled {
 		return plainBinary
 	}
-	other := filepath.Join(filepath.Dir(plainBinary), "shellagent-other")
-	if _, err := os.Stat(other); err != nil {
-		build(other, "-ldflags=-s") // no symbol table: another binary, another build id
+	return otherBinary
+}
+
+// otherBinary is a copy of plainBinary whose Go build ID, everywhere the
+// linker wrote it, ends in another character (TestMain makes it with
+// copyOtherBuild, before any test starts a process: a file this process
+// has just written can be held open by a concurrent fork, and its exec
+// then fails with ETXTBSY). The build ID is what the daemon and the relay
+// compare, and the copy costs no second go build (12 s of the quick run
+// under load).
+var otherBinary string
+
+func copyOtherBuild(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
 	}
-	return other
+	f, err := elf.NewFile(bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	s := f.Section(".note.go.buildid")
+	if s == nil {
+		return errors.New(src + ": no .note.go.buildid")
+	}
+	note, err := s.Data()
+	if err != nil || len(note) <= 16 {
+		return fmt.Errorf("%s: the build ID note: %v (%d bytes)", src, err, len(note))
+	}
+	id := bytes.TrimRight(note[16:], "\x00")
+	other := bytes.Clone(id)
+	other[len(other)-1] ^= 1 // another base64 character
+	return os.WriteFile(dst, bytes.ReplaceAll(b, id, other), 0o755)
 }
 
 // A relay that finds a daemon of another build refuses every request with
