@@ -218,13 +218,17 @@ func TestPausingClientGetsEveryByte(t *testing.T) {
 
 // A client that stalls: the children are let go after the stall timeout,
 // the agent's memory stays at the rings plus a constant, and once the
-// client reads again every terminal's tail is right.
+// client reads again every terminal's tail is right. The stall timeout is
+// 2 s: the children block from when their ring is full, which takes a
+// while after the client's last read on a loaded machine, until the
+// timeout counted from that read; with 1 s they were seen to block for
+// less than half of it.
 func TestStalledClientBlocksChildrenOnlyForTheStallTimeout(t *testing.T) {
 	t.Parallel()
 	const (
 		terms      = 3
 		scrollback = 256 << 10
-		stall      = time.Second
+		stall      = 2 * time.Second
 	)
 	a := startFlowAgent(t, plainBinary, 0, "--scrollback", "256KiB", "--stall-timeout", stall.String())
 	for i := 1; i <= terms; i++ {
@@ -239,7 +243,9 @@ func TestStalledClientBlocksChildrenOnlyForTheStallTimeout(t *testing.T) {
 	base := rss(t, a.cmd.Process.Pid)
 	a.out.pause(true)
 	peak := base
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+	// The client stalls for longer than the bound on a child's block, so
+	// that an agent that never lets go fails it.
+	for end := time.Now().Add(testloop.Bound(stall) + 2*time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		peak = max(peak, rss(t, a.cmd.Process.Pid))
 	}
 	a.out.pause(false)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"shellagent/internal/testloop"
+	"shellagent/protocol"
 	"shellagent/protocol/acptest"
 )
 
@@ -175,18 +176,22 @@ func TestBurstyClientsGetEveryByte(t *testing.T) {
 
 // A client that pauses for longer than the stall timeout gets a
 // replacement that counts exactly what it missed, and every byte after.
+// It pauses for testloop.Bound of the default stall timeout (1 s): a
+// pause of 1.5 s was seen to end, under load, before the agent had
+// found the client stalled.
 func TestAPausingClientGetsAnExactReplacement(t *testing.T) {
 	t.Parallel()
+	pause := testloop.Bound(protocol.DefaultStallTimeout)
 	a := startFlowAgentWith(t, flowOptions{bin: binary, rate: 300_000, chunks: true})
 	a.prompt(fmt.Sprintf("/bg seq 1 %d", seq400k))
 	a.c.WaitFor("term_1 output", func(*acptest.Msg) bool { return len(a.c.Output(a.sid, "term_1")) > 200_000 })
 	a.out.pause(true)
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(pause)
 	a.out.pause(false)
 	a.waitExit("term_1")
 	snaps, dropped := checkExact(t, a.c, a.sid, "term_1", seqOutput(seq400k))
 	if snaps == 0 {
-		t.Error("no replacement for a client that paused for 1.5 s")
+		t.Errorf("no replacement for a client that paused for %v", pause)
 	}
 	if !strings.Contains(a.log.String(), stallLog) {
 		t.Error("the agent did not log the stall")
