@@ -44,12 +44,32 @@ var zoo = []struct {
 	{"set -m job", "set -m; sleep 300 &", 1, ""},
 	{"trap TERM HUP", `sh -c "trap '' TERM HUP; sleep 300" &`, 2, ""},
 	{"stopped process", "sleep 300 & kill -STOP $!;", 1, ""},
-	{"200-process fan-out", "for i in $(seq 200); do sleep 300 & done;", 200, ""},
-	{"fork loop", "sh -c 'while :; do sleep 300 & sleep 0.01; done' &", 2, ""},
+	{"fan-out", fmt.Sprintf("for i in $(seq %d); do sleep 300 & done;", fanOut()), fanOut(), ""},
+	{"fork loop", "sh -c 'while :; do sleep 300 & sleep " + forkPause() + "; done' &", 2, ""},
 	// Held by cgroup mode's cgroup and by subreaper mode as the orphan
 	// that holds the terminal; Session mode may miss it. The test's own
 	// marker is kept, so that the test finds it whatever happens.
 	{"setsid env -i, parent gone", `(setsid env -i SHELLAGENT_TEST="$SHELLAGENT_TEST" sleep 301 &);`, 1, "sleep 301"},
+}
+
+// fanOut and forkPause size the zoo's fan-out (200 processes with
+// SHELLAGENT_LONG=1, 50 in the quick run) and its fork loop's pause
+// between two children (10 ms long, 100 ms quick). Nine agents run the
+// zoo, four at a time: the long sizes made the processes started, and
+// every look at /proc (the tests', the agents'), the bulk of the quick
+// run on a loaded machine.
+func fanOut() int {
+	if testloop.Enabled() {
+		return 200
+	}
+	return 50
+}
+
+func forkPause() string {
+	if testloop.Enabled() {
+		return "0.01"
+	}
+	return "0.1"
 }
 
 // mayEscape reports whether process pid is a zoo case's escapee and the
@@ -103,6 +123,12 @@ func (a *agent) others() []int {
 	return slices.DeleteFunc(a.processes(), func(pid int) bool { return pid == a.cmd.Process.Pid })
 }
 
+// scanPause is the pause between two scans of /proc for an agent's
+// processes: each reads the environment of every process on the machine,
+// thousands while the zoo tests run, and four tests at a time scanning
+// every 10 or 20 ms took the cores from what they measured.
+const scanPause = 50 * time.Millisecond
+
 // waitOthers waits until at least n processes of the agent run.
 func (a *agent) waitOthers(n int) {
 	a.t.Helper()
@@ -111,7 +137,7 @@ func (a *agent) waitOthers(n int) {
 		if time.Now().After(deadline) {
 			a.t.Fatalf("only %d processes running, want %d", len(a.others()), n)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(scanPause)
 	}
 }
 
@@ -125,7 +151,7 @@ func (a *agent) noSurvivors(promise time.Duration, after string) {
 	left := a.others()
 	mustEnd := func(pid int) bool { return !mayEscape(pid) }
 	for slices.ContainsFunc(left, mustEnd) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(scanPause)
 		left = a.others()
 	}
 	a.killLeft(left, fmt.Sprintf("%s by %v", after, d))

@@ -173,7 +173,7 @@ func (a *agent) waitProcesses(n int) {
 		if time.Now().After(deadline) {
 			a.t.Fatalf("only %d processes running, want %d", len(a.processes()), n)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(scanPause)
 	}
 }
 
