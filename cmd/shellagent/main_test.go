@@ -305,7 +305,9 @@ func TestStalledClientCostsOnlyTheRing(t *testing.T) {
 	t.Parallel()
 	cmd, stdin, stdout, _ := startPiped(t, plainBinary, []string{"--shell", "/bin/sh", "--foreground-timeout", "0"})
 	out := newPacedReader(stdout, 0)
-	c := acptest.New(t, out, stdin, acptest.WithoutRaw())
+	// The client takes 50 MB: beside the other tests on a loaded machine
+	// that was seen to take more than acptest's 20 s.
+	c := acptest.New(t, out, stdin, acptest.WithoutRaw(), acptest.WithTimeout(90*time.Second))
 	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "t", "version": "1"}}, nil)
 	var res struct {
 		SessionID string `json:"sessionId"`
