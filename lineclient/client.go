@@ -155,12 +155,14 @@ type Config struct {
 	Resizes <-chan os.Signal
 	// Version is the client's version for initialize; "" means "devel".
 	Version string
+	// StartTimeout bounds the wait for the answer to each start-up
+	// request; 0 means 10 s.
+	StartTimeout time.Duration
 }
 
 // Bounds of the client's own waits.
 const (
-	// startTimeout bounds the wait for the answer to each start-up
-	// request.
+	// startTimeout is Config.StartTimeout's default.
 	startTimeout = 10 * time.Second
 	// closeSlack is added to the session's kill grace to bound the wait
 	// for the answer to session/close, and the wait for the agent to exit
@@ -441,8 +443,8 @@ func (c *client) loop(ctx context.Context) error {
 		case <-c.rpc.failed():
 			c.abort("stopping the agent: "+c.rpc.err().Error(), c.rpc.err())
 		case <-c.startTimer:
-			c.abort(fmt.Sprintf("the agent %s did not answer %s within %v: stopping it", strings.Join(c.cfg.Agent, " "), c.startMethod, startTimeout),
-				fmt.Errorf("lineclient: the agent %s did not answer %s within %v", c.cfg.Agent[0], c.startMethod, startTimeout))
+			c.abort(fmt.Sprintf("the agent %s did not answer %s within %v: stopping it", strings.Join(c.cfg.Agent, " "), c.startMethod, c.startTimeout()),
+				fmt.Errorf("lineclient: the agent %s did not answer %s within %v", c.cfg.Agent[0], c.startMethod, c.startTimeout()))
 		case <-c.closeTimer:
 			wait := c.killGrace + closeSlack
 			c.abort(fmt.Sprintf("no answer to session/close within %v: stopping the agent", wait),
@@ -509,9 +511,18 @@ func (c *client) wantsInput() bool {
 	return c.cfg.Interactive || c.wait == nil
 }
 
-// startCall sends a start-up request, to be answered within startTimeout.
+// startTimeout returns Config.StartTimeout, or its default.
+func (c *client) startTimeout() time.Duration {
+	if c.cfg.StartTimeout > 0 {
+		return c.cfg.StartTimeout
+	}
+	return startTimeout
+}
+
+// startCall sends a start-up request, to be answered within
+// startTimeout.
 func (c *client) startCall(method string, params any, then func(*message)) {
-	c.startTimer, c.startMethod = time.After(startTimeout), method
+	c.startTimer, c.startMethod = time.After(c.startTimeout()), method
 	c.rpc.call(method, params, func(m *message) {
 		c.startTimer = nil
 		then(m)

@@ -44,10 +44,15 @@ func runWithinCtx(t *testing.T, ctx context.Context, bound time.Duration, cfg Co
 }
 
 // An agent that never answers, ignores SIGTERM and its input's end:
-// initialize waits at most 10 s; the end of the input or an interrupt
-// during start-up ends the client at once. Each time the agent gets
-// SIGTERM, then SIGKILL a second later, and is gone when Run returns.
+// initialize waits at most the start-up timeout (Config.StartTimeout: 1 s
+// here, 10 s by default); the end of the input or an interrupt during
+// start-up ends the client at once. Each time the agent gets SIGTERM,
+// then SIGKILL a second later, and is gone when Run returns.
 func TestMuteAgent(t *testing.T) {
+	const timeout = time.Second
+	if got := (&client{}).startTimeout(); got != 10*time.Second {
+		t.Errorf("the default start-up timeout is %v, want 10s", got)
+	}
 	tests := []struct {
 		name     string
 		act      string        // once the agent is ready: "eof" ends the input, "interrupt" interrupts
@@ -55,9 +60,9 @@ func TestMuteAgent(t *testing.T) {
 		err      string        // in Run's error; "" for none
 		want     []string
 	}{
-		{"initialize times out", "", startTimeout, startTimeout + startGrace + slack,
-			"did not answer initialize within 10s", []string{
-				"[the agent " + os.Args[0] + " did not answer initialize within 10s: stopping it]\n",
+		{"initialize times out", "", timeout, timeout + startGrace + slack,
+			"did not answer initialize within 1s", []string{
+				"[the agent " + os.Args[0] + " did not answer initialize within 1s: stopping it]\n",
 				"[the agent did not exit within 1s of SIGTERM: SIGKILL sent]\n",
 			}},
 		{"the end of the input", "eof", 0, startGrace + slack,
@@ -82,7 +87,7 @@ func TestMuteAgent(t *testing.T) {
 			defer w.Close()
 			var out, stderr syncBuffer
 			interrupts := make(chan os.Signal, 1)
-			cfg := withFake(t, Config{Input: r, Output: &out, AgentStderr: &stderr, Interrupts: interrupts}, "mute")
+			cfg := withFake(t, Config{Input: r, Output: &out, AgentStderr: &stderr, Interrupts: interrupts, StartTimeout: timeout}, "mute")
 			go func() {
 				if !stderr.await(muteReady) {
 					t.Errorf("the agent's stderr lacks %q: %s", muteReady, stderr.String())

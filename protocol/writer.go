@@ -329,14 +329,14 @@ type gatherer struct {
 	last  time.Time // the end of the last pass
 	woken bool      // the last wait was cut short: the next does not wait
 	timer *time.Timer
+	now   func() time.Time // time.Now if nil; a test's clock
 }
 
 // wait waits gatherFor before a pass over the terminals if the last one
 // ended within gatherWithin, unless something arrives on wake first; it
 // reports whether wake cut it short.
 func (g *gatherer) wait(wake <-chan struct{}) (woken bool) {
-	if g.woken || time.Since(g.last) > gatherWithin {
-		g.woken = false
+	if !g.waits() {
 		return false
 	}
 	if g.timer == nil {
@@ -354,8 +354,25 @@ func (g *gatherer) wait(wake <-chan struct{}) (woken bool) {
 	}
 }
 
+// waits decides whether the coming pass waits: not after a wait that was
+// cut short, nor when the last pass ended more than gatherWithin ago.
+func (g *gatherer) waits() bool {
+	if g.woken || g.clock().Sub(g.last) > gatherWithin {
+		g.woken = false
+		return false
+	}
+	return true
+}
+
 // passed notes the end of a pass.
-func (g *gatherer) passed() { g.last = time.Now() }
+func (g *gatherer) passed() { g.last = g.clock() }
+
+func (g *gatherer) clock() time.Time {
+	if g.now != nil {
+		return g.now()
+	}
+	return time.Now()
+}
 
 // finish is the last pass: what was queued, and every terminal's output
 // up to now. A terminal that still writes cannot hold close.

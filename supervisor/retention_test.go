@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/internal/testloop"
 	"shellagent/outputbuf"
 	"shellagent/protocol"
 	"shellagent/ptyio"
@@ -152,11 +153,17 @@ func quietPrompt(sv *Supervisor, c *quietClient, sid, line string) error {
 
 // TestRetentionHoldsOnlyRecentExitedTerminals: 1,500 commands of 64 KiB
 // at a 64 KiB scrollback. What the session can reach keeps the output of
-// the 100 most recent terminals and nothing more.
+// the 100 most recent terminals and nothing more. The rule is the
+// supervisor's: the quick run plays the commands with zerosLauncher, and
+// SHELLAGENT_LONG=1 runs them as real processes.
 func TestRetentionHoldsOnlyRecentExitedTerminals(t *testing.T) {
 	t.Parallel()
 	const commands, size = 1500, 64 << 10
-	h := newHarness(t, Config{Scrollback: size})
+	var l ptyio.Launcher = zerosLauncher{size: size}
+	if testloop.Enabled() {
+		l = nil // the harness's: real processes
+	}
+	h := newHarness(t, Config{Scrollback: size, Launcher: l})
 	c := newQuietClient()
 	sid := must(h.sup.NewSession(c, &acp.NewSessionRequest{Cwd: h.cwd})).SessionID
 	for i := range commands {
@@ -189,6 +196,30 @@ func isInvalidParams(err error) bool {
 	pe, ok := errors.AsType[*acp.Error](err)
 	return ok && pe.Code == -32602
 }
+
+// zerosLauncher plays every command as head -c size /dev/zero would run:
+// size zero bytes of output, then exit 0, on a goroutine of its own, with
+// no process.
+type zerosLauncher struct{ size int }
+
+func (l zerosLauncher) Launch(_ ptyio.Command, out io.Writer, ev ptyio.Events) (ptyio.Process, error) {
+	go func() {
+		out.Write(make([]byte, l.size))
+		ev.Exited(ptyio.Exit{Shell: ptyio.Status{Exited: true}})
+	}()
+	return playedProcess{}, nil
+}
+
+// playedProcess is a zerosLauncher command: no process to list, signal or
+// write to.
+type playedProcess struct{}
+
+func (playedProcess) Pid() int                            { return 0 }
+func (playedProcess) Members() ([]ptyio.Member, error)    { return nil, nil }
+func (playedProcess) Stop(time.Duration)                  {}
+func (playedProcess) Write(p []byte) (int, error)         { return len(p), nil }
+func (playedProcess) Resize(ptyio.Size) error             { return nil }
+func (playedProcess) InputWait() (ptyio.InputWait, error) { return ptyio.InputWait{}, nil }
 
 // failLauncher starts nothing.
 type failLauncher struct{}

@@ -23,8 +23,8 @@ func TestDetachedTTL(t *testing.T) {
 	a.output(busy, "term_1", "")
 	kept := h.newSession() // attached to the harness's connection throughout
 
+	detached := time.Now() // before Close, which may return well after the detach
 	a.c.Close()
-	detached := time.Now()
 	h.awaitClosed(idle)
 	if took := time.Since(detached); took < ttl-50*time.Millisecond || took > ttl+5*time.Second {
 		t.Errorf("the idle detached session closed after %v, want the TTL %v", took, ttl)

@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"shellagent/internal/testloop"
 )
 
 // The build ID as a Mach-O binary holds it at the start of its text
@@ -25,10 +27,11 @@ func TestFindBuildID(t *testing.T) {
 // A macOS binary's build ID is where findBuildID looks: in its first
 // 32 KiB, and the same as go tool buildid reads. (The ELF one of this
 // machine's binaries is read from its note, by goBuildID.)
+//
+// Long: building the standard library for darwin takes minutes on a cold
+// cache. TestFindBuildID checks findBuildID on a made-up binary.
 func TestFindBuildIDInAMacOSBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the agent for darwin/arm64")
-	}
+	testloop.Long(t, "builds the agent for darwin/arm64")
 	exe := filepath.Join(t.TempDir(), "shellagent-darwin")
 	build := exec.Command("go", "build", "-o", exe, ".")
 	build.Env = append(os.Environ(), "GOOS=darwin", "GOARCH=arm64", "CGO_ENABLED=0")

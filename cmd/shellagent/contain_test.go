@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"shellagent/contain/containtest"
+	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
 )
 
@@ -43,12 +44,32 @@ var zoo = []struct {
 	{"set -m job", "set -m; sleep 300 &", 1, ""},
 	{"trap TERM HUP", `sh -c "trap '' TERM HUP; sleep 300" &`, 2, ""},
 	{"stopped process", "sleep 300 & kill -STOP $!;", 1, ""},
-	{"200-process fan-out", "for i in $(seq 200); do sleep 300 & done;", 200, ""},
-	{"fork loop", "sh -c 'while :; do sleep 300 & sleep 0.01; done' &", 2, ""},
+	{"fan-out", fmt.Sprintf("for i in $(seq %d); do sleep 300 & done;", fanOut()), fanOut(), ""},
+	{"fork loop", "sh -c 'while :; do sleep 300 & sleep " + forkPause() + "; done' &", 2, ""},
 	// Held by cgroup mode's cgroup and by subreaper mode as the orphan
 	// that holds the terminal; Session mode may miss it. The test's own
 	// marker is kept, so that the test finds it whatever happens.
 	{"setsid env -i, parent gone", `(setsid env -i SHELLAGENT_TEST="$SHELLAGENT_TEST" sleep 301 &);`, 1, "sleep 301"},
+}
+
+// fanOut and forkPause size the zoo's fan-out (200 processes with
+// SHELLAGENT_LONG=1, 50 in the quick run) and its fork loop's pause
+// between two children (10 ms long, 100 ms quick). Nine agents run the
+// zoo, four at a time: the long sizes made the processes started, and
+// every look at /proc (the tests', the agents'), the bulk of the quick
+// run on a loaded machine.
+func fanOut() int {
+	if testloop.Enabled() {
+		return 200
+	}
+	return 50
+}
+
+func forkPause() string {
+	if testloop.Enabled() {
+		return "0.01"
+	}
+	return "0.1"
 }
 
 // mayEscape reports whether process pid is a zoo case's escapee and the
@@ -102,6 +123,12 @@ func (a *agent) others() []int {
 	return slices.DeleteFunc(a.processes(), func(pid int) bool { return pid == a.cmd.Process.Pid })
 }
 
+// scanPause is the pause between two scans of /proc for an agent's
+// processes: each reads the environment of every process on the machine,
+// thousands while the zoo tests run, and four tests at a time scanning
+// every 10 or 20 ms took the cores from what they measured.
+const scanPause = 50 * time.Millisecond
+
 // waitOthers waits until at least n processes of the agent run.
 func (a *agent) waitOthers(n int) {
 	a.t.Helper()
@@ -110,20 +137,21 @@ func (a *agent) waitOthers(n int) {
 		if time.Now().After(deadline) {
 			a.t.Fatalf("only %d processes running, want %d", len(a.others()), n)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(scanPause)
 	}
 }
 
-// noSurvivors checks, within d, that no process of the agent is left
-// (the agent itself aside, and what Session mode may miss), and kills
-// what is.
-func (a *agent) noSurvivors(d time.Duration, after string) {
+// noSurvivors checks, within testloop.Bound(promise), that no process of
+// the agent is left (the agent itself aside, and what Session mode may
+// miss), and kills what is.
+func (a *agent) noSurvivors(promise time.Duration, after string) {
 	a.t.Helper()
+	d := testloop.Bound(promise)
 	deadline := time.Now().Add(d)
 	left := a.others()
 	mustEnd := func(pid int) bool { return !mayEscape(pid) }
 	for slices.ContainsFunc(left, mustEnd) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(scanPause)
 		left = a.others()
 	}
 	a.killLeft(left, fmt.Sprintf("%s by %v", after, d))
@@ -424,11 +452,15 @@ func TestCrashSweep(t *testing.T) {
 // exitStatus, and it is truthful. A shell that exits 3 on its own reports
 // {exitCode: 3}; one that SIGTERM reached while alive dies of it and
 // reports {signal: SIGTERM}. {exitCode: 3, signal: SIGTERM} would claim a
-// signal that hit only a process already exiting.
+// signal that hit only a process already exiting. The quick run races
+// 240 commands, SHELLAGENT_LONG=1 1,000.
 func TestCancelRacingExit(t *testing.T) {
-	const sessions, each = 4, 250
+	sessions, each := 4, 60
 	if testing.Short() {
-		t.Skip("1,000 commands")
+		t.Skip("hundreds of commands")
+	}
+	if testloop.Enabled() {
+		each = 250
 	}
 	a := startAgent(t, "--kill-grace", "30s")
 	counts := make(map[string]int)
@@ -534,14 +566,21 @@ func TestShutdownHonoursEachSessionsKillGrace(t *testing.T) {
 	eof := time.Now()
 	a.c.Close() // stdin EOF; the client reads on to the end
 	a.exitWithin(3*time.Second + time.Second)
+	// Killed no sooner than its grace, within testloop.Bound of its grace
+	// plus a second, and the 1 s session's command before the 3 s one's.
+	var killed []time.Time
 	for _, sid := range sids {
 		m := a.c.WaitFor("exit", func(m *acptest.Msg) bool { return m.SessionID == sid && m.ExitStatus() != nil })
 		if m.ExitStatus()["signal"] != "SIGKILL" {
 			t.Errorf("%s: exitStatus %v", sid, m.ExitStatus())
 		}
-		if took := m.At.Sub(eof); took < graces[sid]-100*time.Millisecond || took > graces[sid]+time.Second {
+		if took := m.At.Sub(eof); took < graces[sid]-100*time.Millisecond || took > testloop.Bound(graces[sid]+time.Second) {
 			t.Errorf("session with kill_grace %v: killed after %v", graces[sid], took)
 		}
+		killed = append(killed, m.At)
+	}
+	if !killed[1].Before(killed[0]) {
+		t.Errorf("the command of the session with kill_grace 1s was killed %v after the one with 3s", killed[1].Sub(killed[0]))
 	}
 }
 
@@ -648,10 +687,12 @@ func TestPidNamespace(t *testing.T) {
 		listed := strings.Split(ps, ", pid ")[1:]
 		for _, p := range listed {
 			// sleep, an orphan (true, setsid true) or a subshell; in
-			// brackets (its name) once it is on its way out.
+			// brackets (its name) once it is on its way out, or for a
+			// moment in the middle of an exec, when the command line is
+			// empty and the name may already be the new one ([sleep]).
 			_, cmd, _ := strings.Cut(p, " ")
 			switch cmd = strings.Trim(cmd, "[]"); {
-			case cmd == "sleep 300", cmd == "true", cmd == "setsid", cmd == "setsid true", cmd == "sh", strings.HasPrefix(cmd, "/bin/sh "):
+			case cmd == "sleep 300", cmd == "sleep", cmd == "true", cmd == "setsid", cmd == "setsid true", cmd == "sh", strings.HasPrefix(cmd, "/bin/sh "):
 			default:
 				t.Fatalf("/ps lists a process that is not the terminal's: %q", ps)
 			}

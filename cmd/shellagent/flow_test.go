@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
 )
 
@@ -145,9 +146,15 @@ func seqOutput(n int) []byte {
 	return b.Bytes()
 }
 
-// seq20MB is a command that writes about 20 MB, and what the client must
-// get from it.
-const seq20MB = 2_700_000
+// everyByteLines is what checkEveryByte's command counts to: seq 1 700000
+// writes about 5 MB, five times the default ring, in the quick run;
+// seq 1 2700000 about 20 MB with SHELLAGENT_LONG=1.
+func everyByteLines() int {
+	if testloop.Enabled() {
+		return 2_700_000
+	}
+	return 700_000
+}
 
 // The commands below sleep for a second after their output, so that their
 // terminal is live until the client has taken the last byte: what becomes
@@ -157,10 +164,11 @@ const seq20MB = 2_700_000
 func checkEveryByte(t *testing.T, a *flowAgent) {
 	t.Helper()
 	start := time.Now()
-	a.prompt(fmt.Sprintf("seq 1 %d; sleep 1", seq20MB))
+	lines := everyByteLines()
+	a.prompt(fmt.Sprintf("seq 1 %d; sleep 1", lines))
 	a.c.WaitFor("idle end_turn", func(m *acptest.Msg) bool { return m.State() == "idle" && m.StopReason() == "end_turn" })
 	took := time.Since(start)
-	got, want := a.c.Output(a.sid, "term_1"), seqOutput(seq20MB)
+	got, want := a.c.Output(a.sid, "term_1"), seqOutput(lines)
 	if n := a.c.Snapshots(a.sid, "term_1"); n > 0 {
 		t.Errorf("%d replacement snapshots for a client that reads", n)
 	}
@@ -210,13 +218,17 @@ func TestPausingClientGetsEveryByte(t *testing.T) {
 
 // A client that stalls: the children are let go after the stall timeout,
 // the agent's memory stays at the rings plus a constant, and once the
-// client reads again every terminal's tail is right.
+// client reads again every terminal's tail is right. The stall timeout is
+// 2 s: the children block from when their ring is full, which takes a
+// while after the client's last read on a loaded machine, until the
+// timeout counted from that read; with 1 s they were seen to block for
+// less than half of it.
 func TestStalledClientBlocksChildrenOnlyForTheStallTimeout(t *testing.T) {
 	t.Parallel()
 	const (
 		terms      = 3
 		scrollback = 256 << 10
-		stall      = time.Second
+		stall      = 2 * time.Second
 	)
 	a := startFlowAgent(t, plainBinary, 0, "--scrollback", "256KiB", "--stall-timeout", stall.String())
 	for i := 1; i <= terms; i++ {
@@ -231,7 +243,9 @@ func TestStalledClientBlocksChildrenOnlyForTheStallTimeout(t *testing.T) {
 	base := rss(t, a.cmd.Process.Pid)
 	a.out.pause(true)
 	peak := base
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+	// The client stalls for longer than the bound on a child's block, so
+	// that an agent that never lets go fails it.
+	for end := time.Now().Add(testloop.Bound(stall) + 2*time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		peak = max(peak, rss(t, a.cmd.Process.Pid))
 	}
 	a.out.pause(false)
@@ -250,8 +264,8 @@ func TestStalledClientBlocksChildrenOnlyForTheStallTimeout(t *testing.T) {
 		checkContiguousTail(t, term, a.c.Output(a.sid, term))
 		gap := longestGap(t, filepath.Join(a.cwd, fmt.Sprintf("log%d", i)))
 		t.Logf("%s: blocked at most %v", term, gap.Round(time.Millisecond))
-		if gap > stall+time.Second {
-			t.Errorf("%s: the child was blocked for %v, more than the stall timeout plus 1s", term, gap)
+		if gap > testloop.Bound(stall) {
+			t.Errorf("%s: the child was blocked for %v, more than %v for a stall timeout of %v", term, gap, testloop.Bound(stall), stall)
 		}
 		if gap < stall/2 {
 			t.Errorf("%s: the child was never blocked for long (%v): no backpressure before the stall timeout", term, gap)
@@ -331,8 +345,15 @@ func rss(t *testing.T, pid int) int {
 // retention limit, and retired terminals let go of their output. When the
 // client reads again, what it gets still follows every ordering rule (the
 // strict client checks the transcript when the test ends).
+//
+// A soak (a minute), run with SHELLAGENT_LONG=1; the quick run checks its
+// rules one by one: protocol's TestStalledQueueIsBoundedByLiveItems and
+// TestStalledClientGetsCoalescedUpdatesThatKeepTheRules, supervisor's
+// TestRegistryRetiresExitedTerminals and
+// TestPromptsThatCannotRunReachAPlateau.
 func TestStalledClientWithRecurringJobsKeepsMemoryFlat(t *testing.T) {
 	t.Parallel()
+	testloop.Long(t, "a one-minute memory soak")
 	const jobs = 20
 	// The agent without the race detector, whose shadow memory would
 	// dwarf what is measured.

@@ -17,13 +17,16 @@ import (
 	"testing"
 	"time"
 
+	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
 )
 
 // interop prepares testdata/interop (node, npm and the pinned packages),
-// or skips the test unless SHELLAGENT_INTEROP=1.
+// or skips the test unless SHELLAGENT_INTEROP=1. The interop tests are
+// long (testloop.Long): they run with SHELLAGENT_LONG=1, as in .ci/run.
 func interop(t *testing.T) string {
 	t.Helper()
+	testloop.Long(t, "interop with the npm clients of testdata/interop")
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			skipOrFail(t, tool+" is not in PATH")

@@ -4,17 +4,20 @@ import (
 	"bufio"
 	"crypto/rand"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
 )
 
@@ -40,10 +43,30 @@ func TestMain(m *testing.M) {
 		build(binary, "-race")
 	} else {
 		binary = plainBinary
+		otherBinary = filepath.Join(dir, "shellagent-other")
+		if err := copyOtherBuild(plainBinary, otherBinary); err != nil {
+			fmt.Fprintln(os.Stderr, "another build:", err)
+			os.Exit(1)
+		}
 	}
+	parallelByDefault(4)
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// parallelByDefault runs n parallel tests at a time, or GOMAXPROCS if
+// more, unless -parallel is given. Most tests of the agent's binary wait
+// on the clock (a client paced at 2 MB/s, a stall timeout, a kill grace),
+// not on the cores: GOMAXPROCS at a time (the default, 2 on a 2-core
+// machine) left the cores idle. .ci/run passes -parallel 4 as well.
+func parallelByDefault(n int) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		flag.Set("test.parallel", strconv.Itoa(max(n, runtime.GOMAXPROCS(0))))
+	}
 }
 
 func build(out string, flags ...string) {
@@ -150,21 +173,27 @@ func (a *agent) waitProcesses(n int) {
 		if time.Now().After(deadline) {
 			a.t.Fatalf("only %d processes running, want %d", len(a.processes()), n)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(scanPause)
 	}
 }
 
-// raceAllowance is what exitWithin adds to a promised time when the agent
-// is built with the race detector, which slows its scans of every process
+// raceAllowance is what exitWithin adds to its bound when the agent is
+// built with the race detector, which slows its scans of every process
 // several-fold, while the suite runs up to four agents of 210 processes
-// each on two cores: CI's -race run saw 1.55 s for a promised 1.5 s.
-// Without -race (the README's test command) the promise is held as is.
+// each on two cores.
 const raceAllowance = time.Second
 
 // exitWithin waits for the agent to exit and checks status 0, that it took
-// at most d (plus raceAllowance under -race), and that no process is left.
-func (a *agent) exitWithin(d time.Duration) {
+// at most testloop.Bound(promise) (plus raceAllowance under -race), and
+// that no process is left. The promise itself is measured by bench's
+// BenchmarkShutdown: a loaded machine (the README's test command beside
+// two other suites) was seen to take 1.99 s for a promised 1.5 s.
+func (a *agent) exitWithin(promise time.Duration) {
 	a.t.Helper()
+	limit := testloop.Bound(promise)
+	if raceEnabled {
+		limit += raceAllowance
+	}
 	start := time.Now()
 	done := make(chan error, 1)
 	go func() { done <- a.cmd.Wait() }()
@@ -173,16 +202,12 @@ func (a *agent) exitWithin(d time.Duration) {
 		if err != nil {
 			a.t.Errorf("agent exit: %v", err)
 		}
-	case <-time.After(d + 5*time.Second):
+	case <-time.After(limit + 5*time.Second):
 		a.cmd.Process.Kill()
 		a.t.Fatalf("agent did not exit")
 	}
-	limit := d
-	if raceEnabled {
-		limit += raceAllowance
-	}
 	if took := time.Since(start); took > limit {
-		a.t.Errorf("agent took %v to exit, want at most %v (%v under -race)", took, d, d+raceAllowance)
+		a.t.Errorf("agent took %v to exit, promised %v, want at most %v", took, promise, limit)
 	}
 	a.killLeft(a.processes(), "the agent's exit")
 }
@@ -270,13 +295,19 @@ func TestRequestsBeforeInitialize(t *testing.T) {
 	c.MustCall("session/new", map[string]any{"cwd": "/tmp"}, nil)
 }
 
+// A client that stops reading while a command writes 50 MB: the agent's
+// memory stays at the ring plus a constant, and the client gets the tail.
+// Parallel with the others: it reads the agent's own peak RSS.
 func TestStalledClientCostsOnlyTheRing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("pushes 50 MB through a PTY")
 	}
+	t.Parallel()
 	cmd, stdin, stdout, _ := startPiped(t, plainBinary, []string{"--shell", "/bin/sh", "--foreground-timeout", "0"})
 	out := newPacedReader(stdout, 0)
-	c := acptest.New(t, out, stdin, acptest.WithoutRaw())
+	// The client takes 50 MB: beside the other tests on a loaded machine
+	// that was seen to take more than acptest's 20 s.
+	c := acptest.New(t, out, stdin, acptest.WithoutRaw(), acptest.WithTimeout(90*time.Second))
 	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "t", "version": "1"}}, nil)
 	var res struct {
 		SessionID string `json:"sessionId"`

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"shellagent/internal/testloop"
 )
 
 // sshServer is a real OpenSSH server on loopback, for the test that runs
@@ -27,6 +29,7 @@ type sshServer struct {
 // which installs openssh-server) when OpenSSH is missing.
 func startSSHD(t *testing.T) *sshServer {
 	t.Helper()
+	testloop.Long(t, "interop with a real sshd")
 	for _, prog := range []string{"/usr/sbin/sshd", "ssh", "ssh-keygen"} {
 		if _, err := exec.LookPath(prog); err != nil {
 			skipOrFail(t, prog+" is not installed (apt-get install openssh-server openssh-client)")
@@ -115,6 +118,9 @@ func (s *sshServer) command(remote ...string) *exec.Cmd {
 // laptop that sleeps), sshd hangs up the remote relay, and nothing stops;
 // the next ssh HOST shellagent --daemon lists the session and resumes it,
 // with the same terminal and its output continued.
+//
+// Long (interop with sshd): TestDaemonKeepsWorkWhenTheRelayEnds checks the
+// same rule with the relay's process group hung up as sshd does.
 func TestDaemonOverSSH(t *testing.T) {
 	t.Parallel()
 	server := startSSHD(t)

@@ -1,0 +1,40 @@
+// Package testloop holds the two rules of the contributor's test loop,
+// go test ./..., which finishes in two minutes on a quiet 2-core machine
+// and passes on a loaded one:
+//
+//   - Long tests run only when SHELLAGENT_LONG=1, as .ci/run sets it:
+//     soaks, interop with outside clients (the npm packages, sshd), and
+//     full-size or real-process forms of rules that the quick run checks
+//     with a short form or a unit test. A test gated by Long names, in its
+//     doc comment, the quick test that checks its rule, unless it is pure
+//     soak or interop.
+//   - A test never asserts a wall-clock bound tighter than Bound of the
+//     promise it checks; the promise itself is measured in bench/.
+package testloop
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+// LongEnv names the variable that, set to 1, runs the long tests.
+const LongEnv = "SHELLAGENT_LONG"
+
+// Enabled reports whether the long tests run (SHELLAGENT_LONG=1), for a
+// test that picks its size by it.
+func Enabled() bool { return os.Getenv(LongEnv) == "1" }
+
+// Long skips t unless the long tests run; what says why t is long (a soak,
+// interop with a named client).
+func Long(t testing.TB, what string) {
+	t.Helper()
+	if !Enabled() {
+		t.Skipf("long test (%s): set %s=1 to run it", what, LongEnv)
+	}
+}
+
+// Bound is the most a test may wait for a wall-clock promise before it
+// fails: three times the promise, so that a loaded machine (two other
+// test suites beside this one) does not fail a test that the code passes.
+func Bound(promise time.Duration) time.Duration { return 3 * promise }
