@@ -145,3 +145,65 @@ func TestPeerSeesEachByteTheClientTakes(t *testing.T) {
 	}
 	w.Close()
 }
+
+// A pipe holds what the client takes in about lineTime: a client that
+// keeps up gets a pipe of maxPipe, so that it reads output in big pieces
+// and the writer seldom waits; once the client is slow the pipe goes back
+// to its first size, as soon as it holds no more than that.
+func TestPipeFollowsTheClientsRate(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	pipeSize := func() int {
+		t.Helper()
+		size, err := unix.FcntlInt(w.Fd(), unix.F_GETPIPE_SZ, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return size
+	}
+	first := pipeSize()
+	p := newPeer(w, time.Second, func() {})
+	defer p.stop()
+	read := make(chan error, 1)
+	go func() { _, err := io.Copy(io.Discard, r); read <- err }()
+	for range 64 {
+		if err := p.write(make([]byte, 64<<10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := pipeSize(); got != maxPipe || p.kernel.room(0) != maxPipe {
+		t.Errorf("after 4 MiB to a client that keeps up: a pipe of %d bytes, room %d; want %d", got, p.kernel.room(0), maxPipe)
+	}
+	w.Close()
+	<-read
+
+	r2, w2, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	defer w2.Close()
+	kb := probeKernelBuffer(w2).(*pipeBuffer)
+	kb.fit(maxPipe)
+	// Holding 200 KiB unread: the pipe cannot shrink below that yet.
+	w2.Write(make([]byte, 200<<10))
+	kb.fit(0)
+	size, _ := unix.FcntlInt(w2.Fd(), unix.F_GETPIPE_SZ, 0)
+	if size != maxPipe || kb.room(200<<10) != kb.slots*page-(50+1)*page {
+		t.Errorf("a pipe holding 200 KiB fitted to nothing: %d bytes, %d slots; want it kept at %d", size, kb.slots, maxPipe)
+	}
+	io.ReadFull(r2, make([]byte, 200<<10))
+	kb.fit(100_000)
+	if size, _ := unix.FcntlInt(w2.Fd(), unix.F_GETPIPE_SZ, 0); size != 128<<10 || kb.room(0) != size {
+		t.Errorf("an empty pipe fitted to 100 kB: %d bytes, room %d; want %d", size, kb.room(0), 128<<10)
+	}
+	kb.fit(0)
+	if size, _ := unix.FcntlInt(w2.Fd(), unix.F_GETPIPE_SZ, 0); size != first {
+		t.Errorf("an empty pipe fitted to nothing: %d bytes, want its first size %d", size, first)
+	}
+}

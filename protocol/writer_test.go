@@ -778,9 +778,9 @@ func TestTheReplyBacklogHoldsInputWhileRepliesWait(t *testing.T) {
 	<-closed
 }
 
-// The writer gathers output only while passes follow one another: output
-// that comes now and then goes out at once, and a control message cuts a
-// wait short.
+// The writer gathers output only while passes follow one another and
+// left no whole chunk: output that comes now and then goes out at once,
+// and a control message cuts a wait short.
 func TestGathererWaitsOnlyInAFlood(t *testing.T) {
 	var g gatherer
 	wake := make(chan struct{}, 1)
@@ -792,11 +792,15 @@ func TestGathererWaitsOnlyInAFlood(t *testing.T) {
 	if d, woken := timed(); woken || d > gatherFor/2 {
 		t.Errorf("the first pass waited %v (woken %v)", d, woken)
 	}
-	g.passed()
+	g.passed(false)
 	if d, woken := timed(); woken || d < gatherFor {
 		t.Errorf("a pass right after another waited %v (woken %v), want %v", d, woken, gatherFor)
 	}
-	g.passed()
+	g.passed(true)
+	if d, woken := timed(); woken || d > gatherFor/2 {
+		t.Errorf("a pass right after one that left a whole chunk waited %v (woken %v)", d, woken)
+	}
+	g.passed(false)
 	wake <- struct{}{}
 	if _, woken := timed(); !woken {
 		t.Error("a wake did not cut the wait short")
@@ -804,7 +808,7 @@ func TestGathererWaitsOnlyInAFlood(t *testing.T) {
 	if d, woken := timed(); woken || d > gatherFor/2 {
 		t.Errorf("the pass after a cut-short wait waited %v (woken %v)", d, woken)
 	}
-	g.passed()
+	g.passed(false)
 	time.Sleep(2 * gatherWithin)
 	if d, woken := timed(); woken || d > gatherFor/2 {
 		t.Errorf("a pass long after the last waited %v (woken %v)", d, woken)
