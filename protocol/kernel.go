@@ -11,7 +11,4 @@ type kernelBuffer interface {
 	// room returns how many bytes a write can certainly leave in the
 	// buffer without waiting, given unread; it may be 0 or less.
 	room(unread int) int
-	// fit makes the buffer hold about want bytes, where the OS lets it
-	// (a pipe's, see pipeBuffer.fit); best effort.
-	fit(want int)
 }

@@ -25,7 +25,7 @@ func probeKernelBuffer(out io.Writer) kernelBuffer {
 	// whose buffer cannot be seen.
 	_ = rc.Control(func(fd uintptr) {
 		if size, err := unix.FcntlInt(fd, unix.F_GETPIPE_SZ, 0); err == nil {
-			kb = &pipeBuffer{rc: rc, count: newIoctlCount(rc, unix.TIOCINQ), slots: size / page, least: size}
+			kb = &pipeBuffer{count: newIoctlCount(rc, unix.TIOCINQ), slots: size / page}
 			return
 		}
 		if size, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF); err == nil {
@@ -37,41 +37,9 @@ func probeKernelBuffer(out io.Writer) kernelBuffer {
 
 // pipeBuffer is a pipe's buffer: a ring of page-sized slots
 // (F_GETPIPE_SZ), whose unread bytes FIONREAD counts from either end.
-// Its size follows the client's rate (see fit) between the size it had
-// and maxPipe.
 type pipeBuffer struct {
-	rc    syscall.RawConn
 	count *ioctlCount // FIONREAD
 	slots int
-	least int // the size the pipe had: fit never goes below it
-}
-
-// maxPipe is the most a pipe is grown to: Linux's default
-// /proc/sys/fs/pipe-max-size, the most an unprivileged process may ask.
-const maxPipe = 1 << 20
-
-// fit sizes the pipe to hold want bytes, rounded up to a power of two
-// (the kernel's rule), between its first size and maxPipe, so that a
-// fast client takes the output in big reads (and the writer seldom waits
-// for it: each wait is a wake-up on each side) while a slow client's
-// answers wait behind no more than it takes in about the same time as
-// before. A pipe holding more than the smaller size asked for keeps its
-// size until a later fit (EBUSY); a refusal (the user's pipe quota)
-// leaves it as it is.
-func (b *pipeBuffer) fit(want int) {
-	size := b.least
-	for size < min(want, maxPipe) {
-		size *= 2
-	}
-	if size == b.slots*page {
-		return
-	}
-	// Best effort: a failed Control or fcntl leaves the pipe as it was.
-	_ = b.rc.Control(func(fd uintptr) {
-		if got, err := unix.FcntlInt(fd, unix.F_SETPIPE_SZ, size); err == nil {
-			b.slots = got / page
-		}
-	})
 }
 
 func (b *pipeBuffer) unread() (int, error) { return b.count.get() }
@@ -97,9 +65,6 @@ func (b *socketBuffer) unread() (int, error) { return b.count.get() }
 
 // room leaves half the buffer for the kernel's overhead per packet.
 func (b *socketBuffer) room(unread int) int { return b.size/2 - unread }
-
-// fit leaves a socket's buffer as it is: the kernel sizes it itself.
-func (b *socketBuffer) fit(int) {}
 
 // An ioctlCount reads a count with one ioctl on a descriptor, through
 // its RawConn (so that a closed descriptor is an error, never another

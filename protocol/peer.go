@@ -117,9 +117,6 @@ func (p *peer) write(b []byte) error {
 				}
 			}
 			p.rate.figure(after)
-			if p.kernel != nil {
-				p.kernel.fit(p.wire())
-			}
 		}
 		if err != nil {
 			return err
@@ -219,21 +216,14 @@ func (p *peer) stop() {
 // encoded output the writer may gather before it writes (0: write each
 // line at once), for the rate the client takes bytes at.
 func (p *peer) sizes() (chunk, batch int) {
-	wire := float64(p.wire())
-	chunk = int(min(max(wire*3/4, minChunk), maxChunk)) // base64: 4 bytes on the wire for 3
-	batch = int(min(wire, maxBatch))
-	return chunk, batch
-}
-
-// wire returns the bytes the client takes in lineTime at its rate
-// (firstRate before the first figure): what a chunk, a batch, and the
-// kernel's buffer (see kernelBuffer.fit) may hold.
-func (p *peer) wire() int {
 	bps := p.rate.bps
 	if bps == 0 {
 		bps = firstRate
 	}
-	return int(min(bps*lineTime.Seconds(), 1<<40))
+	wire := bps * lineTime.Seconds()
+	chunk = int(min(max(wire*3/4, minChunk), maxChunk)) // base64: 4 bytes on the wire for 3
+	batch = int(min(wire, maxBatch))
+	return chunk, batch
 }
 
 // A stallMeter applies the stall rule (see peer) to what it is told. It
