@@ -29,7 +29,11 @@ import (
 // raw_MB/s count the bytes the child writes; ratio_vs_raw = raw time /
 // agent time. "spawn" and "daemon/spawn" time a prompt to the first
 // decoded byte against pty.Start to the first byte read, in the drainer.
-// load1 is the 1-minute load average at the end of the run.
+// load1 is the 1-minute load average at the end of the run. What a loaded
+// machine hides least is what each path costs: agent_cpu_s/op and
+// agent_switches/op (the agent process: user and system time, context
+// switches of all its threads) and client_cpu_s/op (this process during
+// the agent's runs: the client's reader, mostly).
 func BenchmarkBinary(b *testing.B) {
 	for _, w := range throughputWorkloads() {
 		b.Run(w.name, func(b *testing.B) { binaryThroughput(b, w, false) })
@@ -57,9 +61,10 @@ func binaryThroughput(b *testing.B, w workload, daemon bool) {
 	agentRun(b, a, sid, seq(100_000))
 	d.drain(b, seq(100_000))
 	b.SetBytes(w.child)
-	var agentT, rawT time.Duration
+	var agentT, rawT, clientCPU time.Duration
 	var chunks, dropped int64
-	cpu0 := processCPU(a.cmd.Process.Pid)
+	pid := a.cmd.Process.Pid
+	cpu0, switches0 := processCPU(pid), contextSwitches(pid)
 	b.ResetTimer()
 	for i := range b.N {
 		if i%2 == 1 {
@@ -67,8 +72,10 @@ func binaryThroughput(b *testing.B, w workload, daemon bool) {
 			rawT += d.drain(b, w).total
 			b.StartTimer()
 		}
+		self := processCPU(os.Getpid())
 		_, c, dr, t := agentRun(b, a, sid, w)
 		b.StopTimer()
+		clientCPU += processCPU(os.Getpid()) - self
 		agentT += t
 		chunks += c
 		dropped += dr
@@ -78,15 +85,17 @@ func binaryThroughput(b *testing.B, w workload, daemon bool) {
 		b.StartTimer()
 	}
 	b.StopTimer()
-	cpu := processCPU(a.cmd.Process.Pid) - cpu0
+	cpu, switches := processCPU(pid)-cpu0, contextSwitches(pid)-switches0
 	mb := float64(w.child) * float64(b.N) / 1e6
 	b.ReportMetric(mb/agentT.Seconds(), "agent_MB/s")
 	b.ReportMetric(mb/rawT.Seconds(), "raw_MB/s")
 	b.ReportMetric(rawT.Seconds()/agentT.Seconds(), "ratio_vs_raw")
 	b.ReportMetric(float64(chunks)/float64(b.N), "chunks/op")
 	b.ReportMetric(float64(dropped)/float64(b.N), "dropped_B/op")
-	if !daemon { // the daemon's CPU is another process's
+	b.ReportMetric(clientCPU.Seconds()/float64(b.N), "client_cpu_s/op")
+	if !daemon { // the daemon is another process
 		b.ReportMetric(cpu.Seconds()/float64(b.N), "agent_cpu_s/op")
+		b.ReportMetric(float64(switches)/float64(b.N), "agent_switches/op")
 	}
 	b.ReportMetric(load1(), "load1")
 }
@@ -173,6 +182,30 @@ func processCPU(pid int) time.Duration {
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(utime+stime) * 10 * time.Millisecond // USER_HZ = 100
+}
+
+// contextSwitches returns the context switches, voluntary or not, of
+// every thread of pid so far, or 0 if they cannot be read.
+func contextSwitches(pid int) int64 {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, t := range tasks {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name()))
+		if err != nil {
+			continue // a thread that ended
+		}
+		for line := range strings.Lines(string(status)) {
+			name, v, _ := strings.Cut(line, ":")
+			if name == "voluntary_ctxt_switches" || name == "nonvoluntary_ctxt_switches" {
+				k, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				n += k
+			}
+		}
+	}
+	return n
 }
 
 // load1 returns the 1-minute load average, or -1 if it cannot be read.
