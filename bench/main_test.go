@@ -36,8 +36,11 @@ var marker = "SHELLAGENT_BENCH=" + cmp.Or(os.Getenv("SHELLAGENT_BENCH"), rand.Te
 var launcher ptyio.Local
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "ticker" {
+	switch os.Getenv(childEnv) {
+	case "ticker":
 		os.Exit(ticker())
+	case "drainer":
+		os.Exit(drainerMain())
 	}
 	exe, err := os.Executable()
 	if err == nil {

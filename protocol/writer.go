@@ -295,13 +295,13 @@ func (w *writer) run() {
 			continue // woken by a control message: take it first
 		}
 		// A chunk per terminal in turn, until control messages wait.
-		n := 0
+		n, full := 0, false
 		for ; n < len(turn) && !w.control.Load(); n++ {
-			w.writeChunk(turn[n])
+			full = w.writeChunk(turn[n]) || full
 		}
 		turn = slices.Delete(turn, 0, n)
 		if n > 0 {
-			gather.passed()
+			gather.passed(full)
 		}
 		if len(batch) == 0 && n == 0 {
 			w.flush()
@@ -314,27 +314,32 @@ func (w *writer) run() {
 // algorithm does: while passes over the terminals follow one another
 // within gatherWithin (output arrives faster than the writer sends it
 // chunk by chunk), it waits gatherFor before the next pass, so that the
-// chunk it then sends carries what arrived meanwhile. Output that comes
-// now and then (an echo, a prompt) goes out at once; a flood goes out in
-// chunks several times larger, with a goroutine hand-off, a write and a
-// client wake-up each, instead of one per PTY read.
+// chunk it then sends carries what arrived meanwhile; but not after a
+// pass that left a terminal with a whole chunk or more to send, since
+// waiting cannot make its next chunk bigger. Output that comes now and
+// then (an echo, a prompt) goes out at once; a flood goes out in chunks
+// of up to a millisecond of output, with a goroutine hand-off, a write
+// and a client wake-up each, instead of one per PTY read (≈ 4 KiB): on
+// a machine whose cores are busy, each wake-up on either side is CPU
+// taken from the child and the kernel's PTY work.
 const (
 	gatherWithin = 200 * time.Microsecond
-	gatherFor    = 100 * time.Microsecond
+	gatherFor    = time.Millisecond
 )
 
 // A gatherer times the writer's passes over the terminals (see
 // gatherWithin). It belongs to the run goroutine.
 type gatherer struct {
 	last  time.Time // the end of the last pass
+	full  bool      // the last pass left a whole chunk to send
 	woken bool      // the last wait was cut short: the next does not wait
 	timer *time.Timer
 	now   func() time.Time // time.Now if nil; a test's clock
 }
 
 // wait waits gatherFor before a pass over the terminals if the last one
-// ended within gatherWithin, unless something arrives on wake first; it
-// reports whether wake cut it short.
+// ended within gatherWithin and left no whole chunk, unless something
+// arrives on wake first; it reports whether wake cut it short.
 func (g *gatherer) wait(wake <-chan struct{}) (woken bool) {
 	if !g.waits() {
 		return false
@@ -355,17 +360,19 @@ func (g *gatherer) wait(wake <-chan struct{}) (woken bool) {
 }
 
 // waits decides whether the coming pass waits: not after a wait that was
-// cut short, nor when the last pass ended more than gatherWithin ago.
+// cut short, nor when the last pass left a whole chunk to send or ended
+// more than gatherWithin ago.
 func (g *gatherer) waits() bool {
-	if g.woken || g.clock().Sub(g.last) > gatherWithin {
+	if g.woken || g.full || g.clock().Sub(g.last) > gatherWithin {
 		g.woken = false
 		return false
 	}
 	return true
 }
 
-// passed notes the end of a pass.
-func (g *gatherer) passed() { g.last = g.clock() }
+// passed notes the end of a pass, and whether it left a whole chunk to
+// send.
+func (g *gatherer) passed(full bool) { g.last, g.full = g.clock(), full }
 
 func (g *gatherer) clock() time.Time {
 	if g.now != nil {
@@ -453,16 +460,20 @@ func (w *writer) catchUp(s *stream) {
 }
 
 // writeChunk sends the next piece of s and reschedules it if more is
-// waiting, after the other dirty terminals.
-func (w *writer) writeChunk(s *stream) {
+// waiting, after the other dirty terminals. It reports whether a whole
+// chunk or more is waiting.
+func (w *writer) writeChunk(s *stream) (full bool) {
 	s.queued.Store(false) // before reading: a write from now on marks it again
 	if s.closed.Load() || !s.started {
-		return // a stream starts with its first update, which marks it
+		return false // a stream starts with its first update, which marks it
 	}
 	w.sendChunk(s)
-	if s.source.Total() > s.sent {
+	left := s.source.Total() - s.sent
+	if left > 0 {
 		w.markDirty(s)
 	}
+	chunk, _ := w.peer.sizes()
+	return left >= int64(chunk)
 }
 
 // sendChunk writes the next chunk of s, and reports whether there was

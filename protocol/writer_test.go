@@ -778,11 +778,12 @@ func TestTheReplyBacklogHoldsInputWhileRepliesWait(t *testing.T) {
 	<-closed
 }
 
-// The writer gathers output only while passes follow one another: output
-// that comes now and then goes out at once, and a control message cuts a
-// wait short. The gatherer's clock is the test's, which moves only when
-// the test says: whether a pass waits does not depend on the machine's
-// load (gatherWithin is 200 µs, less than a time slice).
+// The writer gathers output only while passes follow one another and
+// left no whole chunk: output that comes now and then goes out at once,
+// and a control message cuts a wait short. The gatherer's clock is the
+// test's, which moves only when the test says: whether a pass waits does
+// not depend on the machine's load (gatherWithin is 200 µs, less than a
+// time slice).
 func TestGathererWaitsOnlyInAFlood(t *testing.T) {
 	now := time.Unix(1000, 0)
 	g := gatherer{now: func() time.Time { return now }}
@@ -795,12 +796,16 @@ func TestGathererWaitsOnlyInAFlood(t *testing.T) {
 	if g.waits() {
 		t.Error("the first pass waits")
 	}
-	g.passed()
+	g.passed(false)
 	now = now.Add(gatherWithin / 2)
 	if d, woken := timed(); woken || d < gatherFor {
 		t.Errorf("a pass right after another waited %v (woken %v), want %v", d, woken, gatherFor)
 	}
-	g.passed()
+	g.passed(true)
+	if g.waits() {
+		t.Error("a pass right after one that left a whole chunk waits")
+	}
+	g.passed(false)
 	wake <- struct{}{}
 	if _, woken := timed(); !woken {
 		t.Error("a wake did not cut the wait short")
@@ -808,7 +813,7 @@ func TestGathererWaitsOnlyInAFlood(t *testing.T) {
 	if g.waits() {
 		t.Error("the pass after a cut-short wait waits")
 	}
-	g.passed()
+	g.passed(false)
 	now = now.Add(2 * gatherWithin)
 	if g.waits() {
 		t.Error("a pass long after the last waits")

@@ -271,7 +271,7 @@ func serve(opts agentOptions) int {
 	}
 
 	sup := supervisor.New(opts.supervisorConfig(log, c))
-	out := newOutput(log, os.Stdout)
+	out := newOutput(log, pollableStdout(log))
 	conn := protocol.NewConn(os.Stdin, out, sup, connOptions(log, opts))
 	if why := waitForEnd(conn, out, sigs); why != endOfInput {
 		log.Info("stopping", "because", why) // the end of input is the usual end: no news
