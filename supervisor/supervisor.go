@@ -159,10 +159,7 @@ type Supervisor struct {
 	closed   []string // the ids of the last keepClosed sessions that closed, oldest first
 }
 
-var (
-	_ protocol.Agent         = (*Supervisor)(nil)
-	_ protocol.ClientChecker = (*Supervisor)(nil)
-)
+var _ protocol.Agent = (*Supervisor)(nil)
 
 // New returns a Supervisor with no sessions.
 func New(cfg Config) *Supervisor {
