@@ -15,8 +15,8 @@ import (
 // on state snapshots"). Every rule is kept here, by construction:
 //
 //  1. background is on every state_update: reportState is the only code
-//     that writes a state_update but for a scenario's made-up ones
-//     (reportCrafted), and it always includes the list ([] if empty).
+//     that writes a state_update but for a scenario's (play.Report), and
+//     it always includes the list ([] if empty).
 //  2. Items are announced before they are listed: a terminal is listed
 //     only by detach, after launch has sent its terminal_update; a tool
 //     call only after its tool_call_update.
@@ -42,7 +42,7 @@ import (
 //
 // The foreground state and the list are reported here too: transition,
 // reportState and flushList are the only code that sends a state_update,
-// but for the made-up ones a playing scenario asks for (reportCrafted).
+// but for the ones a playing scenario asks for (play.Report).
 
 // backgroundList is the ordered background work of a session: terminals,
 // and tool calls that run without a process of their own (scheduled jobs,
@@ -173,21 +173,6 @@ func (st *state) reportState(stopReason string) {
 		u.Error = st.failure
 	}
 	st.failure, st.mark = nil, nil
-	st.out.send(u)
-}
-
-// reportCrafted sends a state_update that a scenario asks for (stage.go):
-// state (the foreground state if empty), the list unless it is left out
-// or replaced by raw, and meta. Unlike reportState, a list left out or
-// replaced does not count as reported.
-func reportCrafted(st *state, state, stopReason string, unreported bool, raw []byte, meta map[string]any) {
-	u := &acp.StateUpdate{
-		SessionUpdate: acp.KindState, State: cmp.Or(state, st.fgState), StopReason: stopReason,
-		Background: st.list.wire(), Unreported: unreported, RawBackground: raw, Meta: meta,
-	}
-	if !unreported && raw == nil {
-		st.list.dirty = false
-	}
 	st.out.send(u)
 }
 

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -223,7 +224,13 @@ func (p *play) Report(s scenario.Snapshot) {
 		if s.Unreported || s.Raw != nil {
 			meta = scenarioMark(p.sc.Name)
 		}
-		reportCrafted(st, s.State, s.StopReason, s.Unreported, s.Raw, meta)
+		u := s.Update(&acp.StateUpdate{
+			SessionUpdate: acp.KindState, State: cmp.Or(s.State, st.fgState), StopReason: s.StopReason, Background: st.list.wire(), Meta: meta,
+		})
+		if _, listed := u.(*acp.StateUpdate); listed {
+			st.list.dirty = false // a list left out or replaced is not reported
+		}
+		st.out.send(u)
 	})
 }
 
