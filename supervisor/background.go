@@ -49,10 +49,7 @@ import (
 // background commands waiting for permission).
 type backgroundList struct {
 	items []listItem
-	// probes are the items a playing scenario lists beside the session's
-	// own work (stage.go): made-up tool calls, an item of unknown type.
-	probes []acp.BackgroundItem
-	dirty  bool // changed since the last state_update
+	dirty bool // changed since the last state_update
 }
 
 // listItem is a terminal or a tool call.
@@ -127,21 +124,10 @@ func (l *backgroundList) remove(it listItem) {
 	}
 }
 
-// setProbes replaces the scenario's items.
-func (l *backgroundList) setProbes(items []acp.BackgroundItem) {
-	if len(items) == 0 && len(l.probes) == 0 {
-		return
-	}
-	l.probes, l.dirty = items, true
-}
-
-// empty reports whether nothing is listed.
-func (l *backgroundList) empty() bool { return len(l.items) == 0 && len(l.probes) == 0 }
-
-// wire is the list as a state_update carries it: the session's work, then
-// a scenario's probes.
+// wire is the session's own work as a state_update lists it (the overlay
+// adds to it: listed).
 func (l *backgroundList) wire() acp.Background {
-	out := make(acp.Background, 0, len(l.items)+len(l.probes))
+	out := make(acp.Background, 0, len(l.items))
 	for _, it := range l.items {
 		if it.term != nil {
 			out = append(out, acp.BackgroundItem{Type: "terminal", TerminalID: it.term.id})
@@ -149,7 +135,7 @@ func (l *backgroundList) wire() acp.Background {
 			out = append(out, acp.BackgroundItem{Type: "tool_call", ToolCallID: it.call.id})
 		}
 	}
-	return append(out, l.probes...)
+	return out
 }
 
 // transition reports a foreground state change with the current list.
@@ -167,7 +153,7 @@ func (st *state) transition(fgState, stopReason string) {
 func (st *state) reportState(stopReason string) {
 	st.list.dirty = false
 	u := &acp.StateUpdate{
-		SessionUpdate: acp.KindState, State: st.fgState, StopReason: stopReason, Background: st.list.wire(), Meta: st.mark,
+		SessionUpdate: acp.KindState, State: st.fgState, StopReason: stopReason, Background: st.listed(), Meta: st.mark,
 	}
 	if stopReason == acp.StopError {
 		u.Error = st.failure
@@ -196,9 +182,10 @@ func (l *backgroundList) processes() []ptyio.Process {
 }
 
 // listing is the /ps report: one line per piece of background work, with
-// the members found for each listed terminal, in order.
-func (l *backgroundList) listing(found []string) string {
-	if l.empty() {
+// the members found for each listed terminal, in order, then what the
+// overlay lists.
+func (l *backgroundList) listing(found []string, overlaid []acp.BackgroundItem) string {
+	if len(l.items) == 0 && len(overlaid) == 0 {
 		return "No background work."
 	}
 	var b strings.Builder
@@ -219,7 +206,7 @@ func (l *backgroundList) listing(found []string) string {
 			b.WriteString(it.call.task.listing(now))
 		}
 	}
-	for _, p := range l.probes {
+	for _, p := range overlaid {
 		fmt.Fprintf(&b, "\n%s  %s  listed by a scenario (/scenario)", cmp.Or(p.ToolCallID, p.TerminalID, "-"), p.Type)
 	}
 	return b.String()

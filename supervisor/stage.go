@@ -48,11 +48,15 @@ type play struct {
 	runs       []*run        // its commands
 	calls      []*toolCall   // its wakeups and watches
 	made       madeUp
-	asks       []func()      // withdraw its permission requests
-	sessCancel chan struct{} // while it awaits a session/cancel
+	probes     []acp.BackgroundItem // what it lists beside the session's work (List)
+	asks       []func()             // withdraw its permission requests
+	sessCancel chan struct{}        // while it awaits a session/cancel
 }
 
-var _ scenario.Stage = (*play)(nil)
+var (
+	_ scenario.Stage = (*play)(nil)
+	_ overlay        = (*play)(nil)
+)
 
 // How long the Stage waits for what it waits on before it gives up, and
 // how often it looks.
@@ -71,8 +75,8 @@ func startScenario(st *state, t *turn) {
 	sc := scenario.Lookup(t.in.id)
 	refuse := ""
 	switch {
-	case st.play != nil:
-		refuse = fmt.Sprintf("Scenario %s is still playing; /scenario %s can play once it is over.", st.play.sc.Name, sc.Name)
+	case st.kit != nil:
+		refuse = fmt.Sprintf("Scenario %s is still playing; /scenario %s can play once it is over.", st.kit.(*play).sc.Name, sc.Name)
 	case sc.Invalid && !st.s.sv.cfg.ScenariosInvalid:
 		refuse = fmt.Sprintf("Scenario %s sends a message that the schema forbids; it plays only when shellagent runs with --scenarios-invalid.", sc.Name)
 	case protocol.Version(st.out.client) == protocol.ProtocolV1 && !sc.V1:
@@ -87,7 +91,7 @@ func startScenario(st *state, t *turn) {
 	}
 	ctx, abort := context.WithCancelCause(context.Background())
 	p := &play{s: st.s, sc: sc, hold: t.in.delay, ctx: ctx, abort: abort}
-	st.play, t.origin, t.fore, p.turn = p, p, p, t
+	st.kit, t.origin, t.fore, p.turn = p, p, p, t
 	st.turns.take(t, turnScenario)
 	st.transition(acp.StateRunning, "")
 	st.out.agentMessage(sc.Intro())
@@ -225,7 +229,7 @@ func (p *play) Report(s scenario.Snapshot) {
 			meta = scenarioMark(p.sc.Name)
 		}
 		u := s.Update(&acp.StateUpdate{
-			SessionUpdate: acp.KindState, State: cmp.Or(s.State, st.fgState), StopReason: s.StopReason, Background: st.list.wire(), Meta: meta,
+			SessionUpdate: acp.KindState, State: cmp.Or(s.State, st.fgState), StopReason: s.StopReason, Background: st.listed(), Meta: meta,
 		})
 		if _, listed := u.(*acp.StateUpdate); listed {
 			st.list.dirty = false // a list left out or replaced is not reported
@@ -236,8 +240,39 @@ func (p *play) Report(s scenario.Snapshot) {
 
 // List implements scenario.Stage.
 func (p *play) List(items ...acp.BackgroundItem) {
-	p.enter(func(st *state) { st.list.setProbes(items) })
+	p.enter(func(st *state) { p.list(st, items) })
 }
+
+// list replaces what the play lists; a change is re-sent as any change
+// of the list is.
+func (p *play) list(st *state, items []acp.BackgroundItem) {
+	if len(items) == 0 && len(p.probes) == 0 {
+		return
+	}
+	p.probes, st.list.dirty = items, true
+}
+
+// listed implements overlay.
+func (p *play) listed() []acp.BackgroundItem { return p.probes }
+
+// cancel implements overlay: the play takes the cancels it intercepts of
+// its running commands, and answers those of what it made up.
+func (p *play) cancel(terminal bool, id string, running bool) (bool, error) {
+	m := &p.made
+	switch {
+	case running:
+		return m.takes(id), nil
+	case terminal && m.items[id] != nil:
+		return true, acp.InvalidParams("terminalId: %s is not cancellable (a scenario made it up)", id)
+	case !terminal && m.items[id] != nil && !m.items[id].terminal:
+		return true, m.cancel(id)
+	}
+	return false, nil
+}
+
+// closing implements overlay: a close stops the script; what it made up
+// stays as it is.
+func (p *play) closing() { p.abort(scenario.ErrClosed) }
 
 // ToolCallID implements scenario.Stage.
 func (p *play) ToolCallID() (id string) {
@@ -468,9 +503,9 @@ func (p *play) cancelTurn(*state, *turn) {
 	p.abort(scenario.ErrCancelled)
 }
 
-// sendCurrent brings a client that resumes up to date on what the play
-// runs in the foreground and what it made up.
-func (p *play) sendCurrent(st *state, delivered map[any]bool) {
+// resumed implements overlay: it brings a client that resumes up to date
+// on what the play runs in the foreground and what it made up.
+func (p *play) resumed(st *state, delivered map[any]bool) {
 	for _, r := range p.runs {
 		if r.term.state < termExited && !st.turns.foreground(r.term) && !slices.Contains(st.list.items, listItem{term: r.term}) {
 			st.out.sendCurrent(delivered, r.term.call, r.term)
@@ -517,11 +552,11 @@ func (p *play) finish(err error) {
 		}
 	}
 	p.s.doWait(func(st *state) {
-		defer func() { st.play = nil }()
 		p.abort(scenario.ErrClosed) // nothing of the script enters any more
 		if closed || st.life != sessionOpen {
-			return
+			return // the overlay stays: what it lists stays listed, as a close leaves listed work
 		}
+		defer func() { st.kit = nil }()
 		for _, c := range p.calls {
 			cancelRealCall(st, c)
 		}
@@ -529,7 +564,7 @@ func (p *play) finish(err error) {
 			sendCrafted(st, &p.made, u)
 		}
 		p.made.forget(&st.out.ads)
-		st.list.setProbes(nil)
+		p.list(st, nil)
 		if err != nil && !cancelled && !errors.Is(err, scenario.ErrClosed) {
 			st.out.agentMessage(fmt.Sprintf("Scenario %s stopped early: %v.", p.sc.Name, err))
 		}

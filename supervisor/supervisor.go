@@ -55,10 +55,14 @@
 //     config.go holds the configuration and the per-session settings.
 //   - status.go: what a server that outlives its connections shows of
 //     each session (Sessions), and the detached TTL.
+//   - overlay.go: the one hook of the client developers' kit in the
+//     session: the overlay a playing scenario lays over it, consulted
+//     where the session reports its list and where it dispatches a cancel.
 //   - stage.go: a /scenario playing in its session (the scenario.Stage the
-//     session gives package scenario's scripts), at the side of the turn
-//     engine, and stagework.go what it runs and makes up; clientcheck.go: the client_checks notices, and what the
-//     session told its client about cancelling each item.
+//     session gives package scenario's scripts, and its overlay), at the
+//     side of the turn engine, and stagework.go what it runs and makes
+//     up; clientcheck.go: the client_checks notices, and what the session
+//     told its client about cancelling each item.
 //
 // # Concurrency
 //
