@@ -505,9 +505,6 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 		onItsOwn := t.state == termRunning // nobody stopped it
 		st.work.exit(t)
 		defer waitsExited(st, t) // once the list and the turn say it exited
-		if t.ended != nil {
-			close(t.ended)
-		}
 		fg := st.turns.fg
 		if !st.turns.foreground(t) {
 			if t.call.state == callRunning {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/outputbuf"
 	"shellagent/protocol"
 	"shellagent/scenario"
 )
@@ -302,8 +303,8 @@ func (p *play) SessionCancel() <-chan struct{} {
 
 // Run implements scenario.Stage.
 func (p *play) Run(line string, how scenario.How) (scenario.Command, error) {
-	r := &run{p: p, ended: make(chan struct{}), snapped: make(chan struct{}, 1)}
-	opts := launchOptions{snapped: r.snapped}
+	r := &run{p: p, snapped: make(chan struct{}, 1)}
+	opts := launchOptions{source: func(ring *outputbuf.Ring) protocol.OutputSource { return snapOutput{ring, r.snapped} }}
 	if how.Background && how.Codex {
 		opts.note = func(term string) string {
 			return "It stays in_progress until the command ends, as Codex's command items do; its terminal, " + term + ", is what runs in the background."
@@ -326,7 +327,6 @@ func (p *play) Run(line string, how scenario.How) (scenario.Command, error) {
 				return
 			}
 			r.term, r.id, r.call, r.ring = t, t.id, call.id, t.ring
-			t.ended = r.ended
 			p.runs = append(p.runs, r)
 			switch {
 			case how.Background && how.Codex:
@@ -527,7 +527,7 @@ func (p *play) finish(err error) {
 	closed := errors.Is(context.Cause(p.ctx), scenario.ErrClosed)
 	cancelled := errors.Is(context.Cause(p.ctx), scenario.ErrCancelled)
 	if !closed {
-		var ended []chan struct{}
+		var left []*run
 		var asks []func()
 		p.s.doWait(func(st *state) {
 			for _, r := range p.runs {
@@ -535,16 +535,16 @@ func (p *play) finish(err error) {
 					r.term.stop(min(st.settings.killGrace, stageGrace))
 				}
 				if r.term.state < termExited {
-					ended = append(ended, r.ended)
+					left = append(left, r)
 				}
 			}
 			asks = p.asks
 		})
-		for _, ch := range ended {
-			if waitFor(context.Background(), ch, "an exit") != nil {
-				break // the final snapshot still lists it
-			}
-		}
+		// One that does not exit in time is still listed in the final
+		// snapshot.
+		_ = pollUntil(context.Background(), "the exits", func() bool {
+			return !slices.ContainsFunc(left, func(r *run) bool { return !r.exited() })
+		})
 		// A close leaves open requests for listed work to the client to
 		// answer (RFD): only a play that ends otherwise withdraws them.
 		for _, withdraw := range asks {

@@ -25,9 +25,27 @@ type run struct {
 	id      string          // its terminal
 	call    string          // its tool call
 	ring    *outputbuf.Ring // its output
-	ended   chan struct{}   // closed once its exitStatus is sent
-	snapped chan struct{}   // told of each copy of its output a replacement takes
+	snapped chan struct{}   // told of each copy of its output a replacement takes (snapOutput)
 	gate    string          // the file Open creates, if it is gated
+}
+
+// snapOutput is the output of a play's command as the connection reads
+// it: its ring, which tells snapped (without blocking) of each copy a
+// replacement takes.
+type snapOutput struct {
+	*outputbuf.Ring
+	snapped chan struct{}
+}
+
+func (o snapOutput) Follow(notify func()) protocol.OutputFollower { return o.Ring.Follow(notify) }
+
+func (o snapOutput) AppendSnapshot(dst []byte) ([]byte, int64) {
+	dst, end := o.Ring.AppendSnapshot(dst)
+	select {
+	case o.snapped <- struct{}{}:
+	default: // told already
+	}
+	return dst, end
 }
 
 // Terminal implements scenario.Command.
@@ -62,8 +80,15 @@ func (r *run) WaitOutput(text string) error {
 	})
 }
 
-// WaitExit implements scenario.Command.
-func (r *run) WaitExit() error { return waitFor(r.p.ctx, r.ended, "the exit of "+r.id) }
+// WaitExit implements scenario.Command: it looks, as any way in does,
+// until the session has sent its exitStatus.
+func (r *run) WaitExit() error { return pollUntil(r.p.ctx, "the exit of "+r.id, r.exited) }
+
+// exited reports whether the command's exitStatus was sent.
+func (r *run) exited() (done bool) {
+	r.p.s.doWait(func(*state) { done = r.term.state >= termExited })
+	return done
+}
 
 // Replace implements scenario.Command.
 func (r *run) Replace() error {
