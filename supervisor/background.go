@@ -149,16 +149,20 @@ func (st *state) transition(fgState, stopReason string) {
 
 // reportState sends a state_update: the current foreground state, the stop
 // reason given (empty for a repeated one) and the current list. The
-// failure and the mark a scenario left for it (stage.go) go with it.
-func (st *state) reportState(stopReason string) {
+// failure left for it goes with it.
+func (st *state) reportState(stopReason string) { st.reportWith(stopReason, nil) }
+
+// reportWith is reportState with meta as the update's _meta (a
+// scenario's mark, stage.go).
+func (st *state) reportWith(stopReason string, meta map[string]any) {
 	st.list.dirty = false
 	u := &acp.StateUpdate{
-		SessionUpdate: acp.KindState, State: st.fgState, StopReason: stopReason, Background: st.listed(), Meta: st.mark,
+		SessionUpdate: acp.KindState, State: st.fgState, StopReason: stopReason, Background: st.listed(), Meta: meta,
 	}
 	if stopReason == acp.StopError {
 		u.Error = st.failure
 	}
-	st.failure, st.mark = nil, nil
+	st.failure = nil
 	st.out.send(u)
 }
 

@@ -72,11 +72,10 @@ type state struct {
 	list     backgroundList
 	work     registry
 	out      outbox
-	errands  errands        // the current event's errand, while it is out
-	waits    []*waiter      // the waits under way (wait.go)
-	kit      overlay        // the overlay of the scenario playing, if one is (overlay.go)
-	failure  *acp.Error     // the error of the next state_update, if its stop reason is error
-	mark     map[string]any // the _meta of the next state_update reportState sends
+	errands  errands    // the current event's errand, while it is out
+	waits    []*waiter  // the waits under way (wait.go)
+	kit      overlay    // the overlay of the scenario playing, if one is (overlay.go)
+	failure  *acp.Error // the error of the next state_update, if its stop reason is error
 
 	final     finalState // while closing
 	closeDone []func()   // called once the close is complete

@@ -449,9 +449,10 @@ func (p *play) begin(st *state, t *turn) {
 	t.fore = p
 	st.turns.take(t, turnScenario)
 	p.turn = t
-	st.mark = scenarioMark(p.sc.Name)
-	st.transition(acp.StateRunning, "")
-	st.mark = nil // sent, or not to be sent: the session is closing
+	st.fgState = acp.StateRunning
+	if st.life == sessionOpen { // as transition, with the mark
+		st.reportWith("", scenarioMark(p.sc.Name))
+	}
 	if p.began != nil {
 		close(p.began)
 		p.began = nil
