@@ -23,11 +23,14 @@ import (
 // wakeups and watches are real work, registered as any other; what it
 // makes up (tool calls and terminals with no work behind them, items of
 // unknown type) is sent as crafted updates and never enters the
-// registry. The play keeps what it made up (madeUp), so that the session
-// can send it to a client that resumes, take cancels of it, and finish
-// it. When the script returns, finish stops whatever it left running,
-// finalizes what it made up, unlists its probes, ends its foreground work
-// if it still holds the foreground, and reports the list again.
+// registry. The play keeps what it made up (madeUp) and what it lists
+// beside the session's work (probes); it is the session's overlay
+// (overlay.go), through which the session lists the probes, lets the play
+// take cancels, sends what it made up to a client that resumes, and tells
+// it of the close. When the script returns, finish stops whatever it
+// left running, finalizes what it made up, unlists its probes, ends its
+// foreground work if it still holds the foreground, and reports the list
+// again.
 //
 // A session/cancel of the scenario's foreground turn stops the scenario
 // (its Context ends with scenario.ErrCancelled), unless the scenario
