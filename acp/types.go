@@ -295,43 +295,29 @@ type StateUpdate struct {
 	SessionUpdate string `json:"sessionUpdate"`
 	State         string `json:"state"`
 	StopReason    string `json:"stopReason,omitempty"`
-	// Background is always sent: nil marshals as [], unless Unreported or
-	// RawBackground says otherwise.
+	// Background is always sent: nil marshals as [].
 	Background Background `json:"background"`
 	// Error is the failure that ended foreground work, with StopError.
 	Error *Error `json:"error,omitempty"`
 	// Meta is the update's _meta.
 	Meta map[string]any `json:"_meta,omitempty"`
-
-	// Unreported omits background: the snapshot does not report
-	// background work, which a client reads as "unknown", not as "none".
-	// Only the scenarios of package scenario send such a snapshot, to show
-	// a client that rule.
-	Unreported bool `json:"-"`
-	// RawBackground, if not nil, is sent as background in place of the
-	// list, as it is: only package scenario's malformed-list probe uses it.
-	RawBackground json.RawMessage `json:"-"`
 }
 
-// MarshalJSON writes the snapshot with its list, or without one when it
-// is Unreported, or with RawBackground in its place.
-func (u *StateUpdate) MarshalJSON() ([]byte, error) {
-	type plain StateUpdate
-	if !u.Unreported && u.RawBackground == nil {
-		return json.Marshal((*plain)(u))
+// stateUpdate makes a StateUpdate, and a type that embeds one, a state
+// snapshot (StateOf).
+func (u *StateUpdate) stateUpdate() *StateUpdate { return u }
+
+// StateOf returns the snapshot of foreground state and background work
+// that u reports, or nil if it reports none: u itself if it is a
+// *StateUpdate, or the StateUpdate it embeds. An Update that embeds one
+// is the client developers' kit's (package scenario): a snapshot sent as
+// it marshals itself (with its list left out, or a malformed one), which
+// a connection queues as the snapshot it embeds.
+func StateOf(u Update) *StateUpdate {
+	if s, ok := u.(interface{ stateUpdate() *StateUpdate }); ok {
+		return s.stateUpdate()
 	}
-	var bg json.RawMessage // omitted
-	if !u.Unreported {
-		bg = u.RawBackground
-	}
-	return json.Marshal(struct {
-		SessionUpdate string          `json:"sessionUpdate"`
-		State         string          `json:"state"`
-		StopReason    string          `json:"stopReason,omitempty"`
-		Background    json.RawMessage `json:"background,omitempty"`
-		Error         *Error          `json:"error,omitempty"`
-		Meta          map[string]any  `json:"_meta,omitempty"`
-	}{u.SessionUpdate, u.State, u.StopReason, bg, u.Error, u.Meta})
+	return nil
 }
 
 // Background is the background list of a state_update.

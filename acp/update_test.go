@@ -52,8 +52,7 @@ func TestVariantsListsEveryUpdate(t *testing.T) {
 	}
 }
 
-// TestStateUpdateJSON: the list is always sent, unless a snapshot is
-// Unreported (no list) or carries a RawBackground in its place.
+// TestStateUpdateJSON: the list is always sent, [] when empty.
 func TestStateUpdateJSON(t *testing.T) {
 	for _, tc := range []struct {
 		u    StateUpdate
@@ -62,10 +61,8 @@ func TestStateUpdateJSON(t *testing.T) {
 		{StateUpdate{SessionUpdate: KindState, State: StateIdle}, `{"sessionUpdate":"state_update","state":"idle","background":[]}`},
 		{StateUpdate{SessionUpdate: KindState, State: StateIdle, StopReason: StopError, Error: &Error{Code: -32603, Message: "x"}},
 			`{"sessionUpdate":"state_update","state":"idle","stopReason":"error","background":[],"error":{"code":-32603,"message":"x"}}`},
-		{StateUpdate{SessionUpdate: KindState, State: StateRunning, Unreported: true, Background: Background{{Type: "terminal", TerminalID: "term_1"}}},
-			`{"sessionUpdate":"state_update","state":"running"}`},
-		{StateUpdate{SessionUpdate: KindState, State: StateIdle, RawBackground: []byte(`[{"type":"terminal"}]`), Meta: map[string]any{"k": 1}},
-			`{"sessionUpdate":"state_update","state":"idle","background":[{"type":"terminal"}],"_meta":{"k":1}}`},
+		{StateUpdate{SessionUpdate: KindState, State: StateRunning, Background: Background{{Type: "terminal", TerminalID: "term_1"}}, Meta: map[string]any{"k": 1}},
+			`{"sessionUpdate":"state_update","state":"running","background":[{"type":"terminal","terminalId":"term_1"}],"_meta":{"k":1}}`},
 	} {
 		got, err := json.Marshal(&tc.u)
 		if err != nil || string(got) != tc.want {

@@ -271,6 +271,7 @@ func (s *Server) serveACP(log *slog.Logger, nc *net.UnixConn, r io.Reader, out *
 
 	opts := s.Options
 	opts.Log = log
+	opts.Observer = s.Supervisor.Checks() // each connection checks its own client
 	c.conn = protocol.NewConn(r, w, s.Supervisor, opts)
 	kicked := false
 	defer func() {

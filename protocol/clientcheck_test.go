@@ -11,21 +11,14 @@ import (
 	"shellagent/acp"
 )
 
-// checkingAgent is a stubAgent that is a ClientChecker: it passes on what
-// it hears.
-type checkingAgent struct {
-	stubAgent
-	seen chan ClientViolation
-}
-
-func (a checkingAgent) ClientViolated(_ Client, v ClientViolation) { a.seen <- v }
-
-// newCheckedWire is newWire over a checkingAgent.
+// newCheckedWire is newWire with ClientChecks as its Observer, which
+// passes on what it reports.
 func newCheckedWire(t *testing.T) (*wire, chan ClientViolation) {
 	seen := make(chan ClientViolation, 16)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	w := &wire{t: t, in: inW, out: bufio.NewReader(outR), conn: NewConn(inR, outW, checkingAgent{seen: seen}, Options{Log: discardLog()})}
+	checks := NewClientChecks(func(_ Client, v ClientViolation) { seen <- v })
+	w := &wire{t: t, in: inW, out: bufio.NewReader(outR), conn: NewConn(inR, outW, stubAgent{}, Options{Log: discardLog(), Observer: checks})}
 	t.Cleanup(func() {
 		inW.Close()
 		<-w.conn.Done()

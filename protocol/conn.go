@@ -1,14 +1,12 @@
 package protocol
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -97,48 +95,29 @@ type TerminalInput interface {
 	ResizeTerminal(c Client, p *acp.ResizeTerminalRequest, reply Reply)
 }
 
-// A ClientChecker is an Agent that hears of the messages by which a
-// client breaks a client-side rule that only the connection sees (a
-// response to a request the agent never sent, a request id still in use).
-// The Conn handles such a message as it always does, answering or
-// ignoring it, and calls ClientViolated besides, on the connection's read
-// loop: it must return promptly.
-type ClientChecker interface {
-	ClientViolated(c Client, v ClientViolation)
+// An Observer sees the messages of a connection that a client-side rule
+// concerns: the requests the agent sends and withdraws, the responses the
+// client sends, and its requests answered later. The Conn handles each
+// message as it always does; the Observer only hears of it, and must
+// return promptly. ClientChecks is the Observer that checks the rules only
+// the connection sees.
+type Observer interface {
+	// Asked: the agent sent request id (as jsonrpc2 prints it) for
+	// session. It runs on the goroutine that sends the request.
+	Asked(id, sessionID string)
+	// Withdrew: the agent withdrew request id with $/cancel_request. It
+	// runs on the goroutine that waited for the answer.
+	Withdrew(id string)
+	// Answered: the client sent a response with id, before the Conn
+	// handles it; result is its result, nil for an error. It runs on
+	// the read loop.
+	Answered(c Client, id string, result *json.RawMessage)
+	// Requested: the client sent a request that is answered later
+	// (through a Reply), with its params; inUse says whether another such
+	// request with the same id still waits for its answer. It runs on
+	// the read loop, before the request is handled.
+	Requested(c Client, method, id string, params *json.RawMessage, inUse bool)
 }
-
-// ClientViolation is a message by which a client broke a client-side rule.
-type ClientViolation struct {
-	Rule      string // one of the rule constants below
-	SessionID string // the session it concerns; "" when it names none
-	Detail    string // what the client sent, in a few words
-}
-
-// The client-side rules a Conn checks (ClientViolation.Rule).
-const (
-	// UnsentResponse: a response whose id is no request the agent sent.
-	UnsentResponse = "unsent-response"
-	// SecondResponse: a response to a request the client already answered.
-	SecondResponse = "second-response"
-	// WithdrawnAnswer: a permission request the agent withdrew with
-	// $/cancel_request, answered with a selected option more than
-	// withdrawRace after the withdrawal.
-	WithdrawnAnswer = "withdrawn-answer"
-	// ReusedID: a request whose id is that of a request of the client
-	// still waiting for its answer.
-	ReusedID = "reused-id"
-	// EmptyPrompt: a session/prompt whose prompt is an empty array.
-	EmptyPrompt = "empty-prompt"
-)
-
-// withdrawRace is how long after withdrawing a request the Conn takes an
-// answer with a selected option for one that crossed the withdrawal on
-// the wire, not for a client that ignored it.
-const withdrawRace = time.Second
-
-// keepAnswered is how many answered requests of the agent a Conn
-// remembers, to tell a second response from one to a request never sent.
-const keepAnswered = 64
 
 // Options configure a Conn.
 type Options struct {
@@ -148,6 +127,9 @@ type Options struct {
 	// before the client counts as stalled and terminal output is no longer
 	// held back for it; DefaultStallTimeout if 0.
 	StallTimeout time.Duration
+	// Observer, if not nil, hears of the messages that client-side rules
+	// concern (ClientChecks). Give each Conn its own.
+	Observer Observer
 }
 
 // Conn serves an Agent over a newline-delimited JSON-RPC byte stream.
@@ -170,25 +152,12 @@ type Conn struct {
 	// initialize, read by the handlers.
 	v1 *v1Front
 
-	mu sync.Mutex // guards pending and asked
+	observer Observer // nil if none
+
+	mu sync.Mutex // guards pending
 	// pending cancels the context of each request answered later, by
 	// requestKey of its id.
 	pending map[jsonrpc2.ID]context.CancelFunc
-	asked   askedRequests
-}
-
-// askedRequests are the requests the agent sent and the client has not
-// answered, and the ids of the last ones it answered.
-type askedRequests struct {
-	open     map[jsonrpc2.ID]*askedRequest
-	answered []*askedRequest // oldest first, at most keepAnswered
-}
-
-// askedRequest is a request the agent sent.
-type askedRequest struct {
-	id        jsonrpc2.ID
-	session   string
-	withdrawn time.Time // when $/cancel_request withdrew it; zero if it did not
 }
 
 var _ Client = (*Conn)(nil)
@@ -204,8 +173,7 @@ func NewConn(r io.Reader, w io.Writer, agent Agent, opts Options) *Conn {
 	}
 	c := &Conn{
 		agent: agent, w: newWriter(w, opts.Log, opts.StallTimeout), log: opts.Log,
-		pending: make(map[jsonrpc2.ID]context.CancelFunc),
-		asked:   askedRequests{open: make(map[jsonrpc2.ID]*askedRequest)},
+		observer: opts.Observer, pending: make(map[jsonrpc2.ID]context.CancelFunc),
 	}
 	ready := make(chan struct{})
 	stream := &objectStream{msgs: NewMessageReader(r, opts.MaxLine), w: c.w, ready: ready}
@@ -248,14 +216,11 @@ func (c *Conn) RequestPermission(ctx context.Context, p *acp.PermissionRequest, 
 // session, as Client.RequestPermission says.
 func (c *Conn) requestPermission(ctx context.Context, session string, p any, done func(*acp.PermissionResponse, error)) {
 	id := jsonrpc2.ID{Str: fmt.Sprintf("perm_%d", c.requestSeq.Add(1)), IsString: true}
-	c.mu.Lock()
-	c.asked.open[id] = &askedRequest{id: id, session: session}
-	c.mu.Unlock()
+	if c.observer != nil {
+		c.observer.Asked(id.String(), session) // before any answer can come
+	}
 	call, err := c.rpc.DispatchCall(ctx, "session/request_permission", p, jsonrpc2.PickID(id))
 	if err != nil {
-		c.mu.Lock()
-		delete(c.asked.open, id)
-		c.mu.Unlock()
 		go done(nil, err)
 		return
 	}
@@ -263,11 +228,9 @@ func (c *Conn) requestPermission(ctx context.Context, session string, p any, don
 		var resp acp.PermissionResponse
 		err := call.Wait(ctx, &resp)
 		if ctx.Err() != nil {
-			c.mu.Lock()
-			if a := c.asked.open[id]; a != nil {
-				a.withdrawn = time.Now()
+			if c.observer != nil {
+				c.observer.Withdrew(id.String())
 			}
-			c.mu.Unlock()
 			// Best effort: it fails only on a closed connection, where the
 			// request is moot anyway.
 			_ = c.rpc.Notify(context.Background(), "$/cancel_request", map[string]any{"requestId": id.Str})
@@ -283,56 +246,10 @@ func (c *Conn) requestPermission(ctx context.Context, session string, p any, don
 }
 
 // received sees every message the client sends, before it is handled
-// (jsonrpc2.OnRecv): a response is checked against the requests the agent
-// sent.
+// (jsonrpc2.OnRecv): the Observer hears of each response.
 func (c *Conn) received(_ *jsonrpc2.Request, resp *jsonrpc2.Response) {
-	if resp == nil {
-		return
-	}
-	c.mu.Lock()
-	a := c.asked.open[resp.ID]
-	var again *askedRequest
-	if a != nil {
-		delete(c.asked.open, resp.ID)
-		c.asked.answered = append(c.asked.answered, a)
-		if len(c.asked.answered) > keepAnswered {
-			c.asked.answered = slices.Delete(c.asked.answered, 0, 1)
-		}
-	} else if i := slices.IndexFunc(c.asked.answered, func(a *askedRequest) bool { return a.id == resp.ID }); i >= 0 {
-		again = c.asked.answered[i]
-	}
-	c.mu.Unlock()
-	switch {
-	case again != nil:
-		c.violated(ClientViolation{Rule: SecondResponse, SessionID: again.session, Detail: "a second response to " + resp.ID.String()})
-	case a == nil:
-		c.violated(ClientViolation{Rule: UnsentResponse, Detail: "a response to " + resp.ID.String() + ", which the agent never sent"})
-	case !a.withdrawn.IsZero() && time.Since(a.withdrawn) > withdrawRace:
-		if option := selectedOption(resp); option != "" {
-			c.violated(ClientViolation{Rule: WithdrawnAnswer, SessionID: a.session,
-				Detail: fmt.Sprintf("the withdrawn request %s answered with the selected option %q", resp.ID, option)})
-		}
-	}
-}
-
-// selectedOption returns the optionId of a permission response that
-// selected one, or "".
-func selectedOption(resp *jsonrpc2.Response) string {
-	if resp.Result == nil {
-		return ""
-	}
-	var r acp.PermissionResponse
-	if json.Unmarshal(*resp.Result, &r) != nil || r.Outcome.Outcome != "selected" {
-		return ""
-	}
-	return cmp.Or(r.Outcome.OptionID, "(none)")
-}
-
-// violated tells the Agent, if it is a ClientChecker, that the client
-// broke a rule.
-func (c *Conn) violated(v ClientViolation) {
-	if ck, ok := c.agent.(ClientChecker); ok {
-		ck.ClientViolated(c.client(), v)
+	if resp != nil && c.observer != nil {
+		c.observer.Answered(c.client(), resp.ID.String(), resp.Result)
 	}
 }
 
@@ -541,7 +458,7 @@ func answeredThen[T any, P params[T]](f func(c *Conn, p P) (result any, follow f
 // after it returns; ctx ends if the client withdraws the request.
 func answeredByReply[T any, P params[T]](f func(ctx context.Context, c *Conn, p P, reply Reply)) handler {
 	return func(c *Conn, req *jsonrpc2.Request) {
-		c.checkRequest(req)
+		c.requested(req)
 		p, err := decode[T, P](req)
 		if err != nil {
 			c.replyNow(req.ID)(nil, err)
@@ -559,26 +476,15 @@ func answeredByReply[T any, P params[T]](f func(ctx context.Context, c *Conn, p 
 	}
 }
 
-// checkRequest reports a request answered later whose id is still in use
-// by another such request, and a session/prompt with an empty prompt.
-func (c *Conn) checkRequest(req *jsonrpc2.Request) {
-	var p struct {
-		SessionID string            `json:"sessionId"`
-		Prompt    []json.RawMessage `json:"prompt"`
-	}
-	if req.Params != nil {
-		_ = json.Unmarshal(*req.Params, &p) // Best effort: decode says what is wrong with bad params.
+// requested tells the Observer of a request answered later.
+func (c *Conn) requested(req *jsonrpc2.Request) {
+	if c.observer == nil {
+		return
 	}
 	c.mu.Lock()
-	_, reused := c.pending[requestKey(req.ID)]
+	_, inUse := c.pending[requestKey(req.ID)]
 	c.mu.Unlock()
-	if reused {
-		c.violated(ClientViolation{Rule: ReusedID, SessionID: p.SessionID,
-			Detail: fmt.Sprintf("%s with the id %s of a request still waiting for its answer", req.Method, req.ID)})
-	}
-	if req.Method == "session/prompt" && p.Prompt != nil && len(p.Prompt) == 0 {
-		c.violated(ClientViolation{Rule: EmptyPrompt, SessionID: p.SessionID, Detail: "session/prompt with an empty prompt array"})
-	}
+	c.observer.Requested(c.client(), req.Method, req.ID.String(), req.Params, inUse)
 }
 
 func decode[T any, P params[T]](req *jsonrpc2.Request) (P, error) {

@@ -11,7 +11,9 @@
 // OutputSource when it gets to it.
 //
 // Files: conn.go (the Conn: the read loop, the requests it hands to the
-// Agent, the Client the Agent reports to), stream.go (lines capped at
+// Agent, the Client the Agent reports to, the Observer it tells of what
+// client-side rules concern), clientcheck.go (ClientChecks, the Observer
+// that checks the rules only the connection sees), stream.go (lines capped at
 // MaxLine, the envelope checks) and messages.go (the same refusals as a
 // MessageReader), params.go (decoding params, errors as JSON-RPC errors),
 // writer.go (the single writer), queue.go (what waits for the client, and

@@ -154,9 +154,11 @@ func (q *controlQueue) addFixed(e *entry) {
 
 // addUpdate queues a session update.
 func (q *controlQueue) addUpdate(session string, update acp.Update) {
+	if acp.StateOf(update) != nil {
+		q.addState(session, update) // a *acp.StateUpdate, or one the kit crafted
+		return
+	}
 	switch u := update.(type) {
-	case *acp.StateUpdate:
-		q.addState(session, u)
 	case *acp.ToolCallUpdate:
 		q.addItemUpdate(&entry{session: session, update: u}, itemKey{session, toolCallItem, u.ToolCallID}, acp.FinalStatus(u.Status))
 	case *acp.Message, *acp.TerminalUpdate:
@@ -223,19 +225,21 @@ func (q *controlQueue) addItemUpdate(e *entry, key itemKey, final bool) {
 	}
 }
 
-func (q *controlQueue) addState(session string, u *acp.StateUpdate) {
+// addState queues a state snapshot: u is one for which acp.StateOf says
+// what it reports.
+func (q *controlQueue) addState(session string, u acp.Update) {
 	ss := q.sessions[session]
 	if ss == nil {
 		ss = &sessionStates{id: session}
 		q.sessions[session] = ss
 	}
-	if l := ss.last; q.coalescing() && l != nil && !l.taken && l.seq > q.lastFixed && !keepsFollowUp(ss.prevList, l.update.(*acp.StateUpdate), u) {
+	if l := ss.last; q.coalescing() && l != nil && !l.taken && l.seq > q.lastFixed && !keepsFollowUp(ss.prevList, acp.StateOf(l.update), acp.StateOf(u)) {
 		l.update = u
 		q.moveToEnd(l)
 		return
 	}
 	if ss.last != nil {
-		ss.prevList = ss.last.update.(*acp.StateUpdate).Background
+		ss.prevList = acp.StateOf(ss.last.update).Background
 	}
 	ss.last = q.push(&entry{session: session, update: u})
 	if len(ss.pending) == 0 {
@@ -314,7 +318,7 @@ func (q *controlQueue) take(batch []*entry) []*entry {
 	for _, ss := range q.touched {
 		clear(ss.pending)
 		ss.pending = ss.pending[:0]
-		if ss.released || len(ss.last.update.(*acp.StateUpdate).Background) == 0 {
+		if ss.released || len(acp.StateOf(ss.last.update).Background) == 0 {
 			// Its next state_update needs no earlier list: see keepsFollowUp.
 			delete(q.sessions, ss.id)
 		}
@@ -365,7 +369,7 @@ func (q *controlQueue) droppable(it *item) bool {
 		return true
 	}
 	for _, e := range ss.pending {
-		if e.seq > it.first.seq && lists(e.update.(*acp.StateUpdate).Background, it.key) {
+		if e.seq > it.first.seq && lists(acp.StateOf(e.update).Background, it.key) {
 			return false
 		}
 	}

@@ -123,11 +123,12 @@ func (e *acpV1) output(session, terminal string) outputEncoder {
 }
 
 func (e *acpV1) appendUpdate(dst []byte, session string, update acp.Update) ([]byte, error) {
+	if acp.StateOf(update) != nil {
+		return dst, nil // a state_update, or one the kit crafted
+	}
 	switch u := update.(type) {
 	case *acp.Message:
 		return e.message(dst, session, u)
-	case *acp.StateUpdate:
-		return dst, nil
 	case *acp.ToolCallUpdate:
 		return e.toolCall(dst, session, u)
 	case *acp.TerminalUpdate:

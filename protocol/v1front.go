@@ -134,7 +134,7 @@ func (f *v1Front) Update(sessionID string, update acp.Update) {
 		return
 	}
 	s.emit(func() { f.c.w.update(sessionID, update) })
-	if st, ok := update.(*acp.StateUpdate); ok {
+	if st := acp.StateOf(update); st != nil {
 		f.state(s, st)
 	}
 }

@@ -22,7 +22,9 @@
 // session plays only when the agent runs with --scenarios-invalid.
 //
 // Files: scenario.go (a Scenario, its listing, and the Stage a session
-// gives it to play on), table.go (All: the scenarios themselves).
+// gives it to play on), snapshot.go (Crafted: a snapshot that leaves its
+// list out or carries a malformed one), table.go (All: the scenarios
+// themselves).
 package scenario
 
 import (

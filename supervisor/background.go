@@ -15,8 +15,8 @@ import (
 // on state snapshots"). Every rule is kept here, by construction:
 //
 //  1. background is on every state_update: reportState is the only code
-//     that writes a state_update but for a scenario's made-up ones
-//     (reportCrafted), and it always includes the list ([] if empty).
+//     that writes a state_update but for a scenario's (play.Report), and
+//     it always includes the list ([] if empty).
 //  2. Items are announced before they are listed: a terminal is listed
 //     only by detach, after launch has sent its terminal_update; a tool
 //     call only after its tool_call_update.
@@ -42,17 +42,14 @@ import (
 //
 // The foreground state and the list are reported here too: transition,
 // reportState and flushList are the only code that sends a state_update,
-// but for the made-up ones a playing scenario asks for (reportCrafted).
+// but for the ones a playing scenario asks for (play.Report).
 
 // backgroundList is the ordered background work of a session: terminals,
 // and tool calls that run without a process of their own (scheduled jobs,
 // background commands waiting for permission).
 type backgroundList struct {
 	items []listItem
-	// probes are the items a playing scenario lists beside the session's
-	// own work (stage.go): made-up tool calls, an item of unknown type.
-	probes []acp.BackgroundItem
-	dirty  bool // changed since the last state_update
+	dirty bool // changed since the last state_update
 }
 
 // listItem is a terminal or a tool call.
@@ -127,21 +124,10 @@ func (l *backgroundList) remove(it listItem) {
 	}
 }
 
-// setProbes replaces the scenario's items.
-func (l *backgroundList) setProbes(items []acp.BackgroundItem) {
-	if len(items) == 0 && len(l.probes) == 0 {
-		return
-	}
-	l.probes, l.dirty = items, true
-}
-
-// empty reports whether nothing is listed.
-func (l *backgroundList) empty() bool { return len(l.items) == 0 && len(l.probes) == 0 }
-
-// wire is the list as a state_update carries it: the session's work, then
-// a scenario's probes.
+// wire is the session's own work as a state_update lists it (the overlay
+// adds to it: listed).
 func (l *backgroundList) wire() acp.Background {
-	out := make(acp.Background, 0, len(l.items)+len(l.probes))
+	out := make(acp.Background, 0, len(l.items))
 	for _, it := range l.items {
 		if it.term != nil {
 			out = append(out, acp.BackgroundItem{Type: "terminal", TerminalID: it.term.id})
@@ -149,7 +135,7 @@ func (l *backgroundList) wire() acp.Background {
 			out = append(out, acp.BackgroundItem{Type: "tool_call", ToolCallID: it.call.id})
 		}
 	}
-	return append(out, l.probes...)
+	return out
 }
 
 // transition reports a foreground state change with the current list.
@@ -163,31 +149,20 @@ func (st *state) transition(fgState, stopReason string) {
 
 // reportState sends a state_update: the current foreground state, the stop
 // reason given (empty for a repeated one) and the current list. The
-// failure and the mark a scenario left for it (stage.go) go with it.
-func (st *state) reportState(stopReason string) {
+// failure left for it goes with it.
+func (st *state) reportState(stopReason string) { st.reportWith(stopReason, nil) }
+
+// reportWith is reportState with meta as the update's _meta (a
+// scenario's mark, stage.go).
+func (st *state) reportWith(stopReason string, meta map[string]any) {
 	st.list.dirty = false
 	u := &acp.StateUpdate{
-		SessionUpdate: acp.KindState, State: st.fgState, StopReason: stopReason, Background: st.list.wire(), Meta: st.mark,
+		SessionUpdate: acp.KindState, State: st.fgState, StopReason: stopReason, Background: st.listed(), Meta: meta,
 	}
 	if stopReason == acp.StopError {
 		u.Error = st.failure
 	}
-	st.failure, st.mark = nil, nil
-	st.out.send(u)
-}
-
-// reportCrafted sends a state_update that a scenario asks for (stage.go):
-// state (the foreground state if empty), the list unless it is left out
-// or replaced by raw, and meta. Unlike reportState, a list left out or
-// replaced does not count as reported.
-func reportCrafted(st *state, state, stopReason string, unreported bool, raw []byte, meta map[string]any) {
-	u := &acp.StateUpdate{
-		SessionUpdate: acp.KindState, State: cmp.Or(state, st.fgState), StopReason: stopReason,
-		Background: st.list.wire(), Unreported: unreported, RawBackground: raw, Meta: meta,
-	}
-	if !unreported && raw == nil {
-		st.list.dirty = false
-	}
+	st.failure = nil
 	st.out.send(u)
 }
 
@@ -211,9 +186,10 @@ func (l *backgroundList) processes() []ptyio.Process {
 }
 
 // listing is the /ps report: one line per piece of background work, with
-// the members found for each listed terminal, in order.
-func (l *backgroundList) listing(found []string) string {
-	if l.empty() {
+// the members found for each listed terminal, in order, then what the
+// overlay lists.
+func (l *backgroundList) listing(found []string, overlaid []acp.BackgroundItem) string {
+	if len(l.items) == 0 && len(overlaid) == 0 {
 		return "No background work."
 	}
 	var b strings.Builder
@@ -234,7 +210,7 @@ func (l *backgroundList) listing(found []string) string {
 			b.WriteString(it.call.task.listing(now))
 		}
 	}
-	for _, p := range l.probes {
+	for _, p := range overlaid {
 		fmt.Fprintf(&b, "\n%s  %s  listed by a scenario (/scenario)", cmp.Or(p.ToolCallID, p.TerminalID, "-"), p.Type)
 	}
 	return b.String()

@@ -12,9 +12,10 @@ import (
 // Client checks: while a session's client_checks setting is on, what its
 // client does against a client-side rule of the schema or the RFD is
 // reported to that client as a warning notice, besides being answered as
-// it always is. Some violations only the connection sees (package
-// protocol reports them through protocol.ClientChecker); the others are
-// seen here, where the request is served.
+// it always is. Some violations only the connection sees: the
+// protocol.ClientChecks that each connection is made with (Checks)
+// reports them to ClientViolated. The others are seen here, where the
+// request is served.
 
 // Client rule ids: the notice's _meta.shellagent.clientCheck, and the
 // rows of docs/client-checklist.md.
@@ -139,9 +140,15 @@ func unsupportedBlock(blocks []acp.ContentBlock) string {
 	return ""
 }
 
-// ClientViolated implements protocol.ClientChecker: a violation that only
-// the connection saw is reported to its session, or, when it names none,
-// to every session attached to c.
+// Checks returns the Observer to make a new connection with: it reports
+// what its client does against the rules only the connection sees to
+// ClientViolated.
+func (sv *Supervisor) Checks() protocol.Observer {
+	return protocol.NewClientChecks(sv.ClientViolated)
+}
+
+// ClientViolated reports a violation that only the connection saw to its
+// session, or, when it names none, to every session attached to c.
 func (sv *Supervisor) ClientViolated(c protocol.Client, v protocol.ClientViolation) {
 	if v.SessionID == "" {
 		sv.checkConnection(c, v.Rule, v.Detail)

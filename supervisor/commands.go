@@ -264,7 +264,7 @@ func listBackground(st *state, _ input) {
 		for i, p := range procs {
 			found[i] = members(p)
 		}
-	}, func() { st.out.agentMessage(st.list.listing(found)) })
+	}, func() { st.out.agentMessage(st.list.listing(found, st.overlaid())) })
 }
 
 // listScenarios serves /scenario alone.

@@ -76,7 +76,7 @@ func (h *harness) serve(end func(context.Context, *protocol.Conn) error, opts ..
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	log := h.sup.cfg.Log
-	conn := protocol.NewConn(inR, outW, h.sup, protocol.Options{Log: log})
+	conn := protocol.NewConn(inR, outW, h.sup, protocol.Options{Log: log, Observer: h.sup.Checks()})
 	served = make(chan struct{})
 	go func() {
 		defer close(served)

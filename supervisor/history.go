@@ -107,7 +107,11 @@ func (o *outbox) sendTerminal(t *terminal, u *acp.TerminalUpdate, mode protocol.
 	o.updatedAt = time.Now()
 	o.ads.noteUpdate(u)
 	if o.client != nil {
-		o.client.UpdateTerminal(o.session, u, output{t.ring, t.snapped}, mode)
+		var src protocol.OutputSource = output{t.ring}
+		if t.source != nil {
+			src = t.source
+		}
+		o.client.UpdateTerminal(o.session, u, src, mode)
 	}
 }
 
@@ -242,22 +246,7 @@ func (st *state) newCall(state callState, kind, title string) *toolCall {
 	return c
 }
 
-// output is a terminal's ring as the connection reads it; snapped, if not
-// nil, is told of each copy a replacement takes (a scenario waits for it).
-type output struct {
-	*outputbuf.Ring
-	snapped chan struct{}
-}
+// output is a terminal's ring as the connection reads it.
+type output struct{ *outputbuf.Ring }
 
 func (o output) Follow(notify func()) protocol.OutputFollower { return o.Ring.Follow(notify) }
-
-func (o output) AppendSnapshot(dst []byte) ([]byte, int64) {
-	dst, end := o.Ring.AppendSnapshot(dst)
-	if o.snapped != nil {
-		select {
-		case o.snapped <- struct{}{}:
-		default: // told already
-		}
-	}
-	return dst, end
-}

@@ -11,7 +11,6 @@ import (
 	"shellagent/acp"
 	"shellagent/protocol"
 	"shellagent/ptyio"
-	"shellagent/scenario"
 )
 
 // A Session is one conversation: its prompts, its foreground work, its
@@ -73,11 +72,10 @@ type state struct {
 	list     backgroundList
 	work     registry
 	out      outbox
-	errands  errands        // the current event's errand, while it is out
-	waits    []*waiter      // the waits under way (wait.go)
-	play     *play          // the scenario playing, if one is (stage.go)
-	failure  *acp.Error     // the error of the next state_update, if its stop reason is error
-	mark     map[string]any // the _meta of the next state_update reportState sends
+	errands  errands    // the current event's errand, while it is out
+	waits    []*waiter  // the waits under way (wait.go)
+	kit      overlay    // the overlay of the scenario playing, if one is (overlay.go)
+	failure  *acp.Error // the error of the next state_update, if its stop reason is error
 
 	final     finalState // while closing
 	closeDone []func()   // called once the close is complete
@@ -371,8 +369,8 @@ func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest) (resp *
 				st.out.sendCurrent(delivered, it.call, nil)
 			}
 		}
-		if st.play != nil {
-			st.play.sendCurrent(st, delivered)
+		if st.kit != nil {
+			st.kit.resumed(st, delivered)
 		}
 		st.reportState("")
 		resp = &acp.ResumeSessionResponse{ConfigOptions: st.settings.options(), AvailableCommands: availableCommands()}
@@ -454,11 +452,11 @@ func (st *state) close(done func()) {
 		return
 	}
 	st.life, st.closeDone = sessionClosing, append(st.closeDone, done)
-	if !st.list.empty() {
+	if len(st.listed()) > 0 {
 		st.final = finalIdle
 	}
-	if st.play != nil {
-		st.play.abort(scenario.ErrClosed) // its made-up items stay as they are
+	if st.kit != nil {
+		st.kit.closing()
 	}
 	st.dropHeld(func(*turn) bool { return true }, "session closed")
 	if fg := st.turns.fg; fg != nil {
@@ -542,9 +540,6 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 		onItsOwn := t.state == termRunning // nobody stopped it
 		st.work.exit(t)
 		defer waitsExited(st, t) // once the list and the turn say it exited
-		if t.ended != nil {
-			close(t.ended)
-		}
 		fg := st.turns.fg
 		if !st.turns.foreground(t) {
 			if t.call.state == callRunning {

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/outputbuf"
 	"shellagent/protocol"
 	"shellagent/scenario"
 )
@@ -21,11 +23,14 @@ import (
 // wakeups and watches are real work, registered as any other; what it
 // makes up (tool calls and terminals with no work behind them, items of
 // unknown type) is sent as crafted updates and never enters the
-// registry. The play keeps what it made up (madeUp), so that the session
-// can send it to a client that resumes, take cancels of it, and finish
-// it. When the script returns, finish stops whatever it left running,
-// finalizes what it made up, unlists its probes, ends its foreground work
-// if it still holds the foreground, and reports the list again.
+// registry. The play keeps what it made up (madeUp) and what it lists
+// beside the session's work (probes); it is the session's overlay
+// (overlay.go), through which the session lists the probes, lets the play
+// take cancels, sends what it made up to a client that resumes, and tells
+// it of the close. When the script returns, finish stops whatever it
+// left running, finalizes what it made up, unlists its probes, ends its
+// foreground work if it still holds the foreground, and reports the list
+// again.
 //
 // A session/cancel of the scenario's foreground turn stops the scenario
 // (its Context ends with scenario.ErrCancelled), unless the scenario
@@ -47,11 +52,15 @@ type play struct {
 	runs       []*run        // its commands
 	calls      []*toolCall   // its wakeups and watches
 	made       madeUp
-	asks       []func()      // withdraw its permission requests
-	sessCancel chan struct{} // while it awaits a session/cancel
+	probes     []acp.BackgroundItem // what it lists beside the session's work (List)
+	asks       []func()             // withdraw its permission requests
+	sessCancel chan struct{}        // while it awaits a session/cancel
 }
 
-var _ scenario.Stage = (*play)(nil)
+var (
+	_ scenario.Stage = (*play)(nil)
+	_ overlay        = (*play)(nil)
+)
 
 // How long the Stage waits for what it waits on before it gives up, and
 // how often it looks.
@@ -70,8 +79,8 @@ func startScenario(st *state, t *turn) {
 	sc := scenario.Lookup(t.in.id)
 	refuse := ""
 	switch {
-	case st.play != nil:
-		refuse = fmt.Sprintf("Scenario %s is still playing; /scenario %s can play once it is over.", st.play.sc.Name, sc.Name)
+	case st.kit != nil:
+		refuse = fmt.Sprintf("Scenario %s is still playing; /scenario %s can play once it is over.", st.kit.(*play).sc.Name, sc.Name)
 	case sc.Invalid && !st.s.sv.cfg.ScenariosInvalid:
 		refuse = fmt.Sprintf("Scenario %s sends a message that the schema forbids; it plays only when shellagent runs with --scenarios-invalid.", sc.Name)
 	case protocol.Version(st.out.client) == protocol.ProtocolV1 && !sc.V1:
@@ -86,7 +95,7 @@ func startScenario(st *state, t *turn) {
 	}
 	ctx, abort := context.WithCancelCause(context.Background())
 	p := &play{s: st.s, sc: sc, hold: t.in.delay, ctx: ctx, abort: abort}
-	st.play, t.origin, t.fore, p.turn = p, p, p, t
+	st.kit, t.origin, t.fore, p.turn = p, p, p, t
 	st.turns.take(t, turnScenario)
 	st.transition(acp.StateRunning, "")
 	st.out.agentMessage(sc.Intro())
@@ -223,14 +232,51 @@ func (p *play) Report(s scenario.Snapshot) {
 		if s.Unreported || s.Raw != nil {
 			meta = scenarioMark(p.sc.Name)
 		}
-		reportCrafted(st, s.State, s.StopReason, s.Unreported, s.Raw, meta)
+		u := s.Update(&acp.StateUpdate{
+			SessionUpdate: acp.KindState, State: cmp.Or(s.State, st.fgState), StopReason: s.StopReason, Background: st.listed(), Meta: meta,
+		})
+		if _, listed := u.(*acp.StateUpdate); listed {
+			st.list.dirty = false // a list left out or replaced is not reported
+		}
+		st.out.send(u)
 	})
 }
 
 // List implements scenario.Stage.
 func (p *play) List(items ...acp.BackgroundItem) {
-	p.enter(func(st *state) { st.list.setProbes(items) })
+	p.enter(func(st *state) { p.list(st, items) })
 }
+
+// list replaces what the play lists; a change is re-sent as any change
+// of the list is.
+func (p *play) list(st *state, items []acp.BackgroundItem) {
+	if len(items) == 0 && len(p.probes) == 0 {
+		return
+	}
+	p.probes, st.list.dirty = items, true
+}
+
+// listed implements overlay.
+func (p *play) listed() []acp.BackgroundItem { return p.probes }
+
+// cancel implements overlay: the play takes the cancels it intercepts of
+// its running commands, and answers those of what it made up.
+func (p *play) cancel(terminal bool, id string, running bool) (bool, error) {
+	m := &p.made
+	switch {
+	case running:
+		return m.takes(id), nil
+	case terminal && m.items[id] != nil:
+		return true, acp.InvalidParams("terminalId: %s is not cancellable (a scenario made it up)", id)
+	case !terminal && m.items[id] != nil && !m.items[id].terminal:
+		return true, m.cancel(id)
+	}
+	return false, nil
+}
+
+// closing implements overlay: a close stops the script; what it made up
+// stays as it is.
+func (p *play) closing() { p.abort(scenario.ErrClosed) }
 
 // ToolCallID implements scenario.Stage.
 func (p *play) ToolCallID() (id string) {
@@ -260,8 +306,8 @@ func (p *play) SessionCancel() <-chan struct{} {
 
 // Run implements scenario.Stage.
 func (p *play) Run(line string, how scenario.How) (scenario.Command, error) {
-	r := &run{p: p, ended: make(chan struct{}), snapped: make(chan struct{}, 1)}
-	opts := launchOptions{snapped: r.snapped}
+	r := &run{p: p, snapped: make(chan struct{}, 1)}
+	opts := launchOptions{source: func(ring *outputbuf.Ring) protocol.OutputSource { return snapOutput{ring, r.snapped} }}
 	if how.Background && how.Codex {
 		opts.note = func(term string) string {
 			return "It stays in_progress until the command ends, as Codex's command items do; its terminal, " + term + ", is what runs in the background."
@@ -284,7 +330,6 @@ func (p *play) Run(line string, how scenario.How) (scenario.Command, error) {
 				return
 			}
 			r.term, r.id, r.call, r.ring = t, t.id, call.id, t.ring
-			t.ended = r.ended
 			p.runs = append(p.runs, r)
 			switch {
 			case how.Background && how.Codex:
@@ -407,9 +452,10 @@ func (p *play) begin(st *state, t *turn) {
 	t.fore = p
 	st.turns.take(t, turnScenario)
 	p.turn = t
-	st.mark = scenarioMark(p.sc.Name)
-	st.transition(acp.StateRunning, "")
-	st.mark = nil // sent, or not to be sent: the session is closing
+	st.fgState = acp.StateRunning
+	if st.life == sessionOpen { // as transition, with the mark
+		st.reportWith("", scenarioMark(p.sc.Name))
+	}
 	if p.began != nil {
 		close(p.began)
 		p.began = nil
@@ -461,9 +507,9 @@ func (p *play) cancelTurn(*state, *turn) {
 	p.abort(scenario.ErrCancelled)
 }
 
-// sendCurrent brings a client that resumes up to date on what the play
-// runs in the foreground and what it made up.
-func (p *play) sendCurrent(st *state, delivered map[any]bool) {
+// resumed implements overlay: it brings a client that resumes up to date
+// on what the play runs in the foreground and what it made up.
+func (p *play) resumed(st *state, delivered map[any]bool) {
 	for _, r := range p.runs {
 		if r.term.state < termExited && !st.turns.foreground(r.term) && !slices.Contains(st.list.items, listItem{term: r.term}) {
 			st.out.sendCurrent(delivered, r.term.call, r.term)
@@ -485,7 +531,7 @@ func (p *play) finish(err error) {
 	closed := errors.Is(context.Cause(p.ctx), scenario.ErrClosed)
 	cancelled := errors.Is(context.Cause(p.ctx), scenario.ErrCancelled)
 	if !closed {
-		var ended []chan struct{}
+		var left []*run
 		var asks []func()
 		p.s.doWait(func(st *state) {
 			for _, r := range p.runs {
@@ -493,16 +539,16 @@ func (p *play) finish(err error) {
 					r.term.stop(min(st.settings.killGrace, stageGrace))
 				}
 				if r.term.state < termExited {
-					ended = append(ended, r.ended)
+					left = append(left, r)
 				}
 			}
 			asks = p.asks
 		})
-		for _, ch := range ended {
-			if waitFor(context.Background(), ch, "an exit") != nil {
-				break // the final snapshot still lists it
-			}
-		}
+		// One that does not exit in time is still listed in the final
+		// snapshot.
+		_ = pollUntil(context.Background(), "the exits", func() bool {
+			return !slices.ContainsFunc(left, func(r *run) bool { return !r.exited() })
+		})
 		// A close leaves open requests for listed work to the client to
 		// answer (RFD): only a play that ends otherwise withdraws them.
 		for _, withdraw := range asks {
@@ -510,11 +556,11 @@ func (p *play) finish(err error) {
 		}
 	}
 	p.s.doWait(func(st *state) {
-		defer func() { st.play = nil }()
 		p.abort(scenario.ErrClosed) // nothing of the script enters any more
 		if closed || st.life != sessionOpen {
-			return
+			return // the overlay stays: what it lists stays listed, as a close leaves listed work
 		}
+		defer func() { st.kit = nil }()
 		for _, c := range p.calls {
 			cancelRealCall(st, c)
 		}
@@ -522,7 +568,7 @@ func (p *play) finish(err error) {
 			sendCrafted(st, &p.made, u)
 		}
 		p.made.forget(&st.out.ads)
-		st.list.setProbes(nil)
+		p.list(st, nil)
 		if err != nil && !cancelled && !errors.Is(err, scenario.ErrClosed) {
 			st.out.agentMessage(fmt.Sprintf("Scenario %s stopped early: %v.", p.sc.Name, err))
 		}

@@ -25,9 +25,27 @@ type run struct {
 	id      string          // its terminal
 	call    string          // its tool call
 	ring    *outputbuf.Ring // its output
-	ended   chan struct{}   // closed once its exitStatus is sent
-	snapped chan struct{}   // told of each copy of its output a replacement takes
+	snapped chan struct{}   // told of each copy of its output a replacement takes (snapOutput)
 	gate    string          // the file Open creates, if it is gated
+}
+
+// snapOutput is the output of a play's command as the connection reads
+// it: its ring, which tells snapped (without blocking) of each copy a
+// replacement takes.
+type snapOutput struct {
+	*outputbuf.Ring
+	snapped chan struct{}
+}
+
+func (o snapOutput) Follow(notify func()) protocol.OutputFollower { return o.Ring.Follow(notify) }
+
+func (o snapOutput) AppendSnapshot(dst []byte) ([]byte, int64) {
+	dst, end := o.Ring.AppendSnapshot(dst)
+	select {
+	case o.snapped <- struct{}{}:
+	default: // told already
+	}
+	return dst, end
 }
 
 // Terminal implements scenario.Command.
@@ -62,8 +80,15 @@ func (r *run) WaitOutput(text string) error {
 	})
 }
 
-// WaitExit implements scenario.Command.
-func (r *run) WaitExit() error { return waitFor(r.p.ctx, r.ended, "the exit of "+r.id) }
+// WaitExit implements scenario.Command: it looks, as any way in does,
+// until the session has sent its exitStatus.
+func (r *run) WaitExit() error { return pollUntil(r.p.ctx, "the exit of "+r.id, r.exited) }
+
+// exited reports whether the command's exitStatus was sent.
+func (r *run) exited() (done bool) {
+	r.p.s.doWait(func(*state) { done = r.term.state >= termExited })
+	return done
+}
 
 // Replace implements scenario.Command.
 func (r *run) Replace() error {
@@ -181,8 +206,7 @@ func (g *gateDir) remove() {
 
 // madeUp is what a play made up: tool calls and terminals with no work
 // behind them, as the sum of the updates sent for each, and the ids whose
-// cancels it takes. It is guarded by the session's mutex. Its methods
-// that the session calls take a nil madeUp for a session with no play.
+// cancels it takes. It is guarded by the session's mutex.
 type madeUp struct {
 	items      map[string]*fake
 	order      []string                 // the ids of items, in order
@@ -202,14 +226,6 @@ func (f *fake) final() bool {
 		return f.term.ExitStatus != nil
 	}
 	return acp.FinalStatus(f.call.Status)
-}
-
-// madeUpBy returns what the session's playing scenario made up, or nil.
-func madeUpBy(st *state) *madeUp {
-	if st.play == nil {
-		return nil
-	}
-	return &st.play.made
 }
 
 // reserve reserves an id that no other work of the session takes.
@@ -270,19 +286,10 @@ func (m *madeUp) intercept(id string, ch chan struct{}) {
 	m.intercepts[id] = ch
 }
 
-// owns reports whether id is something the play made up.
-func (m *madeUp) owns(id string) bool { return m != nil && m.items[id] != nil }
-
-// ownsCall reports whether id is a tool call the play made up.
-func (m *madeUp) ownsCall(id string) bool { return m.owns(id) && !m.items[id].terminal }
-
 // takes reports whether the play takes a cancel of id (of real work it
 // started, or of what it made up), and tells the scenario the first time.
 // Later cancels are taken and nothing more is said, until the work ends.
 func (m *madeUp) takes(id string) bool {
-	if m == nil {
-		return false
-	}
 	ch, ok := m.intercepts[id]
 	if !ok || m.items[id] != nil && m.items[id].final() {
 		return false
@@ -295,17 +302,17 @@ func (m *madeUp) takes(id string) bool {
 }
 
 // cancel serves tool_call/cancel of a tool call the play made up:
-// accepted if the play takes it, else -32602 as for any tool call that
-// cannot be cancelled.
-func (m *madeUp) cancel(id string) (func(), error) {
+// accepted (nil) if the play takes it, else -32602 as for any tool call
+// that cannot be cancelled.
+func (m *madeUp) cancel(id string) error {
 	f := m.items[id]
 	switch {
 	case f.final():
-		return nil, acp.InvalidParams("toolCallId: %s is already %s", id, f.call.Status)
+		return acp.InvalidParams("toolCallId: %s is already %s", id, f.call.Status)
 	case m.takes(id):
-		return func() {}, nil
+		return nil
 	}
-	return nil, acp.InvalidParams("toolCallId: %s is not cancellable (a scenario made it up)", id)
+	return acp.InvalidParams("toolCallId: %s is not cancellable (a scenario made it up)", id)
 }
 
 // current returns each made-up item as it is now, in order: for a client

@@ -58,10 +58,14 @@
 //     config.go holds the configuration and the per-session settings.
 //   - status.go: what a server that outlives its connections shows of
 //     each session (Sessions), and the detached TTL.
+//   - overlay.go: the one hook of the client developers' kit in the
+//     session: the overlay a playing scenario lays over it, consulted
+//     where the session reports its list and where it dispatches a cancel.
 //   - stage.go: a /scenario playing in its session (the scenario.Stage the
-//     session gives package scenario's scripts), at the side of the turn
-//     engine, and stagework.go what it runs and makes up; clientcheck.go: the client_checks notices, and what the
-//     session told its client about cancelling each item.
+//     session gives package scenario's scripts, and its overlay), at the
+//     side of the turn engine, and stagework.go what it runs and makes
+//     up; clientcheck.go: the client_checks notices, and what the session
+//     told its client about cancelling each item.
 //
 // # Concurrency
 //
@@ -162,10 +166,7 @@ type Supervisor struct {
 	closed   []string // the ids of the last keepClosed sessions that closed, oldest first
 }
 
-var (
-	_ protocol.Agent         = (*Supervisor)(nil)
-	_ protocol.ClientChecker = (*Supervisor)(nil)
-)
+var _ protocol.Agent = (*Supervisor)(nil)
 
 // New returns a Supervisor with no sessions.
 func New(cfg Config) *Supervisor {

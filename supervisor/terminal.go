@@ -7,6 +7,7 @@ import (
 
 	"shellagent/acp"
 	"shellagent/outputbuf"
+	"shellagent/protocol"
 	"shellagent/ptyio"
 )
 
@@ -49,8 +50,10 @@ func (st *state) launch(call *toolCall, line string, then func(*terminal)) {
 
 // launchOptions are what a scenario's command adds (stage.go).
 type launchOptions struct {
-	env     []string      // added to the environment
-	snapped chan struct{} // told of each copy a replacement takes (terminal.snapped)
+	env []string // added to the environment
+	// source, if set, returns the terminal's output as the connection
+	// reads it, given its ring (terminal.source).
+	source func(*outputbuf.Ring) protocol.OutputSource
 	// note, if set, is a text the tool call's content carries after its
 	// terminal from its first update on, given the terminal's id: sent
 	// with the announcement, it cannot fall behind the terminal's output.
@@ -64,7 +67,10 @@ func launchWith(st *state, call *toolCall, line string, opts launchOptions, then
 	call.input = map[string]string{"command": line, "cwd": s.cwd}
 	t := &terminal{
 		id: st.work.newID("term"), line: line, cwd: s.cwd, size: cfg.Size, call: call,
-		ring: outputbuf.New(cfg.Scrollback), started: time.Now(), snapped: opts.snapped,
+		ring: outputbuf.New(cfg.Scrollback), started: time.Now(),
+	}
+	if opts.source != nil {
+		t.source = opts.source(t.ring)
 	}
 	env := s.sv.env
 	if len(opts.env) > 0 {

@@ -301,7 +301,13 @@ func (st *state) detach(why string) {
 // stopByID serves /stop: the same acceptance and errors as the cancel
 // methods, told as an agent message.
 func (st *state) stopByID(id string) {
-	if st.work.terminals[id] != nil || st.work.calls[id] == nil && !madeUpBy(st).ownsCall(id) {
+	var stop func()
+	var err error
+	if st.work.calls[id] != nil {
+		stop, err = st.acceptCancel(id)
+	} else if taken, oerr := st.overlayCancel(false, id, false); taken {
+		stop, err = func() {}, oerr
+	} else {
 		if err := stopTerminal(st, id, nil); err != nil {
 			st.out.agentMessage("Cannot stop " + id + ": " + errorMessage(err) + ".")
 			return
@@ -309,7 +315,6 @@ func (st *state) stopByID(id string) {
 		st.out.agentMessage("Stopping " + id + ": SIGTERM sent; its exit status follows.")
 		return
 	}
-	stop, err := st.acceptCancel(id)
 	if err != nil {
 		msg := "Cannot stop " + id + ": " + errorMessage(err) + "."
 		if c := st.work.calls[id]; c != nil && c.term != nil && c.term.state < termExited {
@@ -323,19 +328,15 @@ func (st *state) stopByID(id string) {
 }
 
 // stopTerminal accepts terminal/cancel (or /stop) of terminal id and
-// stops it, as registry.stop does, unless a playing scenario takes that
-// cancel (stage.go): then it is accepted and the scenario decides what
-// follows.
+// stops it, as registry.stop does, unless the overlay takes that cancel
+// (overlay.go): then it answers it.
 func stopTerminal(st *state, id string, accepted func()) error {
-	t, made := st.work.terminals[id], madeUpBy(st)
-	switch {
-	case t != nil && t.state < termExited && made.takes(id):
-		if accepted != nil {
+	t := st.work.terminals[id]
+	if taken, err := st.overlayCancel(true, id, t != nil && t.state < termExited); taken {
+		if err == nil && accepted != nil {
 			accepted()
 		}
-		return nil
-	case made.owns(id):
-		return acp.InvalidParams("terminalId: %s is not cancellable (a scenario made it up)", id)
+		return err
 	}
 	return st.work.stop(id, st.settings.killGrace, accepted)
 }
@@ -349,12 +350,16 @@ func errorMessage(err error) string {
 
 // acceptCancel accepts tool_call/cancel and returns what stops the tool
 // call: its task's cancel (a job, a wait, a watch, background work
-// waiting for permission).
+// waiting for permission). One the session does not know may be the
+// overlay's (overlay.go).
 func (st *state) acceptCancel(id string) (stop func(), err error) {
 	c := st.work.calls[id]
+	if c == nil {
+		if taken, err := st.overlayCancel(false, id, false); taken {
+			return func() {}, err
+		}
+	}
 	switch {
-	case c == nil && madeUpBy(st).ownsCall(id):
-		return madeUpBy(st).cancel(id)
 	case c == nil:
 		return nil, acp.InvalidParams("toolCallId: no tool call %q in this session", id)
 	case c.state == callDone:

@@ -9,6 +9,7 @@ import (
 
 	"shellagent/acp"
 	"shellagent/outputbuf"
+	"shellagent/protocol"
 	"shellagent/ptyio"
 )
 
@@ -69,11 +70,10 @@ type terminal struct {
 	hist     int             // its position in the history
 	input    *terminalInput  // its input watch and the waits noticed (notice.go)
 
-	// A scenario's command (stage.go): ended is closed once its exitStatus
-	// is sent; snapped, if not nil, is told (without blocking) of each
-	// copy of its output that a replacement takes.
-	ended   chan struct{}
-	snapped chan struct{}
+	// source, if not nil, is its output as the connection reads it, in
+	// place of the ring itself (output): a scenario's command hears of the
+	// copies a replacement takes (stagework.go). Nil once retired.
+	source protocol.OutputSource
 }
 
 // announcement is the terminal's full terminal_update while it runs: what
@@ -276,7 +276,7 @@ func (r *registry) exit(t *terminal) {
 		old := r.exited[0]
 		r.exited = slices.Delete(r.exited, 0, 1)
 		old.state = termRetired
-		old.ring, old.proc = nil, nil
+		old.ring, old.proc, old.source = nil, nil, nil
 		delete(r.terminals, old.id)
 		r.retired = append(r.retired, entry{term: old})
 		r.retireCall(old.call)

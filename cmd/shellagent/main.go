@@ -272,7 +272,9 @@ func serve(opts agentOptions) int {
 
 	sup := supervisor.New(opts.supervisorConfig(log, c))
 	out := newOutput(log, pollableStdout(log))
-	conn := protocol.NewConn(os.Stdin, out, sup, connOptions(log, opts))
+	copts := connOptions(log, opts)
+	copts.Observer = sup.Checks()
+	conn := protocol.NewConn(os.Stdin, out, sup, copts)
 	if why := waitForEnd(conn, out, sigs); why != endOfInput {
 		log.Info("stopping", "because", why) // the end of input is the usual end: no news
 	}
