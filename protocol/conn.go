@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/internal/jsonrpcline"
 
 	"github.com/sourcegraph/jsonrpc2"
 )
@@ -142,7 +143,7 @@ const keepAnswered = 64
 
 // Options configure a Conn.
 type Options struct {
-	MaxLine int          // largest accepted message; DefaultMaxLine if 0
+	MaxLine int          // largest accepted message; jsonrpcline.DefaultMaxLine if 0
 	Log     *slog.Logger // slog.Default() if nil
 	// StallTimeout is how long a write to the client may accept no bytes
 	// before the client counts as stalled and terminal output is no longer
@@ -197,7 +198,7 @@ var _ Client = (*Conn)(nil)
 // written to w. Done is closed when r ends.
 func NewConn(r io.Reader, w io.Writer, agent Agent, opts Options) *Conn {
 	if opts.MaxLine == 0 {
-		opts.MaxLine = DefaultMaxLine
+		opts.MaxLine = jsonrpcline.DefaultMaxLine
 	}
 	if opts.Log == nil {
 		opts.Log = slog.Default()
@@ -208,7 +209,7 @@ func NewConn(r io.Reader, w io.Writer, agent Agent, opts Options) *Conn {
 		asked:   askedRequests{open: make(map[jsonrpc2.ID]*askedRequest)},
 	}
 	ready := make(chan struct{})
-	stream := &objectStream{msgs: NewMessageReader(r, opts.MaxLine), w: c.w, ready: ready}
+	stream := &objectStream{msgs: jsonrpcline.NewReader(r, opts.MaxLine), w: c.w, ready: ready}
 	c.rpc = jsonrpc2.NewConn(context.Background(), stream, rpcHandler{c},
 		jsonrpc2.SetLogger(slogLogger{opts.Log}), jsonrpc2.OnRecv(c.received))
 	close(ready) // the read loop may use c.rpc from now on
@@ -458,7 +459,7 @@ func (c *Conn) withdraw(params *json.RawMessage) {
 		return
 	}
 	raw := p.RequestID
-	if validID(raw) == nil {
+	if jsonrpcline.ValidID(raw) == nil {
 		return
 	}
 	if mustCarry(raw) {
@@ -484,7 +485,7 @@ func requestKey(id jsonrpc2.ID) jsonrpc2.ID {
 	if !id.IsString || !ok {
 		return id
 	}
-	v, _ := intID([]byte(raw)) // checked when it was read
+	v, _ := jsonrpcline.IntID([]byte(raw)) // checked when it was read
 	if v >= 0 {
 		return jsonrpc2.ID{Num: uint64(v)}
 	}
