@@ -1,0 +1,52 @@
+package protocol
+
+import (
+	"bytes"
+	"testing"
+
+	"shellagent/acp"
+	"shellagent/internal/jsonrpcline"
+
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// A line that passes the envelope checks but that jsonrpc2 cannot read (a
+// method and a result) is refused with -32600 and the id as sent; an id
+// carried for jsonrpc2 (7.0) is answered as null, as it always was.
+func TestAMessageJsonrpc2CannotReadIsRefused(t *testing.T) {
+	t.Parallel()
+	w := newWire(t)
+	for _, tt := range []struct{ id, answered string }{{`7`, `7`}, {`"s"`, `"s"`}, {`7.0`, `null`}} {
+		w.send(`{"jsonrpc":"2.0","id":` + tt.id + `,"method":"session/list","result":{}}`)
+		m := w.recv()
+		if string(m["id"]) != tt.answered || errorCode(m) != acp.CodeInvalidRequest {
+			t.Errorf("id %s: answered %v, want -32600 with id %s", tt.id, m, tt.answered)
+		}
+	}
+	w.send(`{"jsonrpc":"2.0","id":8,"method":"session/list","params":{}}`)
+	if m := w.recv(); string(m["id"]) != "8" || m["result"] == nil {
+		t.Errorf("the next request answered %v", m)
+	}
+}
+
+// BenchmarkReadObject: a session/prompt line through the connection's
+// read path up to jsonrpc2's decoding: the line, the envelope checks,
+// and jsonrpc2's Request. Before internal/jsonrpcline (json.Valid, the
+// envelope, a map decode of every line to carry odd ids): 92 allocs and
+// 4.3 KB per request; after: 75 and 3.7 KB.
+func BenchmarkReadObject(b *testing.B) {
+	line := []byte(`{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"sess_1","prompt":[{"type":"text","text":"ls -la /tmp && echo done"}]}}` + "\n")
+	ready := make(chan struct{})
+	close(ready)
+	w := newWriter(&bytes.Buffer{}, discardLog(), 0)
+	defer w.close()
+	s := &objectStream{msgs: jsonrpcline.NewReader(bytes.NewReader(bytes.Repeat(line, b.N)), 0), w: w, ready: ready}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		var req jsonrpc2.Request
+		if err := s.ReadObject(&req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
