@@ -12,11 +12,11 @@ type Kind int
 
 // The kinds of message. A message that Check refuses is Invalid.
 const (
-	Invalid      Kind = iota
-	Request           // a method and an id
-	Notification      // a method and no id
-	Response          // an id and no method, without an error
-	Error             // an id (null for a line refused) and an error
+	Invalid      Kind = iota // refused by Check
+	Request                  // a method and an id
+	Notification             // a method and no id
+	Response                 // an id and no method, without an error
+	Error                    // an id and an error
 )
 
 // An Envelope is what Check reads of a message: its kind, its id as the
