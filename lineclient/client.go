@@ -88,6 +88,7 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/internal/jsonrpcline"
 )
 
 // Permissions is how the client answers session/request_permission.
@@ -285,9 +286,12 @@ func readInput(r io.Reader, out chan<- inputEvent, done <-chan struct{}) {
 		sendInput(out, done, inputEvent{eof: true})
 		return
 	}
-	lr := newLineReader(r, maxLine)
+	lr := jsonrpcline.NewReader(r, maxLine)
 	for {
-		line, err := lr.next()
+		line, err := lr.Line()
+		if errors.Is(err, jsonrpcline.ErrTooLong) {
+			err = errLineTooLong
+		}
 		if err != nil {
 			ev := inputEvent{eof: true}
 			if !errors.Is(err, io.EOF) {

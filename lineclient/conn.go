@@ -1,7 +1,6 @@
 package lineclient
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -11,18 +10,20 @@ import (
 	"sync"
 
 	"shellagent/acp"
+	"shellagent/internal/jsonrpcline"
 )
 
 // maxLine is the longest line the client takes from the agent, in bytes:
 // the cap the agent puts on the lines it reads.
-const maxLine = 16 << 20
+const maxLine = jsonrpcline.DefaultMaxLine
 
 // maxUnsent bounds the bytes of messages waiting for the agent to read
 // them. An agent that lets more wait has stopped reading, and the
 // connection fails rather than grow.
 const maxUnsent = 16 << 20
 
-// errLineTooLong reports a line over maxLine; the reader skips it.
+// errLineTooLong reports a line over maxLine (jsonrpcline.ErrTooLong in
+// the client's words); the reader skips it.
 var errLineTooLong = fmt.Errorf("a line longer than %d MiB", maxLine>>20)
 
 // conn is the client's side of a JSON-RPC 2.0 connection to the agent,
@@ -92,12 +93,12 @@ func newConn(r io.ReadCloser, w io.WriteCloser, trace io.Writer) *conn {
 func (c *conn) readLines() {
 	defer close(c.read)
 	defer close(c.lines)
-	lr := newLineReader(c.r, maxLine)
+	lr := jsonrpcline.NewReader(c.r, maxLine)
 	for {
-		line, err := lr.next()
+		line, err := lr.Line()
 		switch {
-		case errors.Is(err, errLineTooLong):
-			c.lines <- inbound{err: err}
+		case errors.Is(err, jsonrpcline.ErrTooLong):
+			c.lines <- inbound{err: errLineTooLong}
 		case err != nil:
 			return
 		default:
@@ -297,84 +298,6 @@ func (c *conn) close() {
 	_ = c.r.Close() // Best effort: ends the reader; nothing more is wanted.
 	<-c.written
 	<-c.read
-}
-
-// lineReader reads newline-delimited messages, and trailing '\r's are
-// dropped. A line over the cap is reported as soon as the cap is passed
-// and then skipped, so it is never held in memory.
-type lineReader struct {
-	br   *bufio.Reader
-	max  int
-	line []byte
-	skip bool // inside a refused line: drop up to its newline first
-}
-
-func newLineReader(r io.Reader, max int) *lineReader {
-	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
-}
-
-// next returns the next line without its newline, errLineTooLong for a
-// line over the cap, or the read error (io.EOF at the end). A last line
-// without a newline is returned before io.EOF. The line is valid until
-// the next call.
-func (l *lineReader) next() ([]byte, error) {
-	if l.skip {
-		if err := l.skipLine(); err != nil {
-			return nil, err
-		}
-	}
-	if cap(l.line) > 1<<20 {
-		l.line = nil // one big line does not pin its memory
-	}
-	l.line = l.line[:0]
-	for {
-		frag, err := l.br.ReadSlice('\n')
-		ended := err == nil // frag ends with the newline
-		if ended {
-			frag = frag[:len(frag)-1]
-		}
-		if len(l.line)+len(frag) > l.max {
-			l.line, l.skip = l.line[:0], !ended
-			return nil, errLineTooLong
-		}
-		l.grow(len(frag))
-		l.line = append(l.line, frag...)
-		switch {
-		case ended:
-			return bytes.TrimRight(l.line, "\r"), nil
-		case errors.Is(err, bufio.ErrBufferFull):
-		case errors.Is(err, io.EOF) && len(l.line) > 0:
-			return bytes.TrimRight(l.line, "\r"), nil
-		default:
-			return nil, err
-		}
-	}
-}
-
-// grow makes room for n more bytes in l.line, doubling its capacity up
-// to the cap (append grows a large slice by a quarter at a time, which
-// costs five times the line in allocations).
-func (l *lineReader) grow(n int) {
-	if len(l.line)+n <= cap(l.line) {
-		return
-	}
-	grown := make([]byte, len(l.line), min(max(2*cap(l.line), len(l.line)+n, 4<<10), l.max))
-	copy(grown, l.line)
-	l.line = grown
-}
-
-// skipLine drops the rest of a refused line, up to its newline.
-func (l *lineReader) skipLine() error {
-	for {
-		_, err := l.br.ReadSlice('\n')
-		switch {
-		case err == nil:
-			l.skip = false
-			return nil
-		case !errors.Is(err, bufio.ErrBufferFull):
-			return err
-		}
-	}
 }
 
 // traceLine renders a line for the trace: {"client":MSG} or {"agent":MSG},

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -280,71 +279,5 @@ func TestConnLineOverCap(t *testing.T) {
 	}
 	if in := p.next(); string(in.line) != `{"jsonrpc":"2.0","method":"after"}` {
 		t.Errorf("then %q", in.line)
-	}
-}
-
-func TestLineReader(t *testing.T) {
-	tests := []struct {
-		name  string
-		input string
-		max   int
-		want  []string // "!" for errLineTooLong
-	}{
-		{"lines", "a\nbb\n", 10, []string{"a", "bb"}},
-		{"CRLF", "a\r\nb\r\r\n", 10, []string{"a", "b"}},
-		{"a last line without a newline", "a\nb", 10, []string{"a", "b"}},
-		{"empty lines", "\n\na\n", 10, []string{"", "", "a"}},
-		{"exactly the cap", "12345\n", 5, []string{"12345"}},
-		{"one over the cap", "123456\nok\n", 5, []string{"!", "ok"}},
-		{"over the cap at the end", "ok\n123456", 5, []string{"ok", "!"}},
-		{"over the cap, longer than the buffer", strings.Repeat("x", 200<<10) + "\nok\n", 100 << 10, []string{"!", "ok"}},
-		{"within the cap, longer than the buffer", strings.Repeat("x", 100<<10) + "\n", 100 << 10, []string{strings.Repeat("x", 100<<10)}},
-	}
-	for _, tt := range tests {
-		lr := newLineReader(strings.NewReader(tt.input), tt.max)
-		var got []string
-		for {
-			line, err := lr.next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			switch {
-			case errors.Is(err, errLineTooLong):
-				got = append(got, "!")
-			case err != nil:
-				t.Fatalf("%s: %v", tt.name, err)
-			default:
-				got = append(got, string(line))
-			}
-		}
-		if !slices.Equal(got, tt.want) {
-			t.Errorf("%s: read %.40q, want %.40q", tt.name, got, tt.want)
-		}
-	}
-}
-
-// endless is a line that never ends.
-type endless struct{}
-
-func (endless) Read(p []byte) (int, error) {
-	for i := range p {
-		p[i] = 'x'
-	}
-	return len(p), nil
-}
-
-// A line that never ends is refused once it passes the cap, having cost
-// about twice the cap in allocations, never more.
-func TestLineReaderMemory(t *testing.T) {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	lr := newLineReader(endless{}, maxLine)
-	_, err := lr.next()
-	runtime.ReadMemStats(&after)
-	if !errors.Is(err, errLineTooLong) {
-		t.Fatalf("next: %v, want errLineTooLong", err)
-	}
-	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 3*maxLine {
-		t.Errorf("allocated %d MiB to refuse a line at %d MiB", alloc>>20, maxLine>>20)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/internal/jsonrpcline"
 
 	"github.com/sourcegraph/jsonrpc2"
 )
@@ -121,7 +122,7 @@ type Observer interface {
 
 // Options configure a Conn.
 type Options struct {
-	MaxLine int          // largest accepted message; DefaultMaxLine if 0
+	MaxLine int          // largest accepted message; jsonrpcline.DefaultMaxLine if 0
 	Log     *slog.Logger // slog.Default() if nil
 	// StallTimeout is how long a write to the client may accept no bytes
 	// before the client counts as stalled and terminal output is no longer
@@ -166,7 +167,7 @@ var _ Client = (*Conn)(nil)
 // written to w. Done is closed when r ends.
 func NewConn(r io.Reader, w io.Writer, agent Agent, opts Options) *Conn {
 	if opts.MaxLine == 0 {
-		opts.MaxLine = DefaultMaxLine
+		opts.MaxLine = jsonrpcline.DefaultMaxLine
 	}
 	if opts.Log == nil {
 		opts.Log = slog.Default()
@@ -176,7 +177,7 @@ func NewConn(r io.Reader, w io.Writer, agent Agent, opts Options) *Conn {
 		observer: opts.Observer, pending: make(map[jsonrpc2.ID]context.CancelFunc),
 	}
 	ready := make(chan struct{})
-	stream := &objectStream{msgs: NewMessageReader(r, opts.MaxLine), w: c.w, ready: ready}
+	stream := &objectStream{msgs: jsonrpcline.NewReader(r, opts.MaxLine), w: c.w, ready: ready}
 	c.rpc = jsonrpc2.NewConn(context.Background(), stream, rpcHandler{c},
 		jsonrpc2.SetLogger(slogLogger{opts.Log}), jsonrpc2.OnRecv(c.received))
 	close(ready) // the read loop may use c.rpc from now on
@@ -375,7 +376,7 @@ func (c *Conn) withdraw(params *json.RawMessage) {
 		return
 	}
 	raw := p.RequestID
-	if validID(raw) == nil {
+	if jsonrpcline.ValidID(raw) == nil {
 		return
 	}
 	if mustCarry(raw) {
@@ -401,7 +402,7 @@ func requestKey(id jsonrpc2.ID) jsonrpc2.ID {
 	if !id.IsString || !ok {
 		return id
 	}
-	v, _ := intID([]byte(raw)) // checked when it was read
+	v, _ := jsonrpcline.IntID([]byte(raw)) // checked when it was read
 	if v >= 0 {
 		return jsonrpc2.ID{Num: uint64(v)}
 	}

@@ -13,9 +13,10 @@
 // Files: conn.go (the Conn: the read loop, the requests it hands to the
 // Agent, the Client the Agent reports to, the Observer it tells of what
 // client-side rules concern), clientcheck.go (ClientChecks, the Observer
-// that checks the rules only the connection sees), stream.go (lines capped at
-// MaxLine, the envelope checks) and messages.go (the same refusals as a
-// MessageReader), params.go (decoding params, errors as JSON-RPC errors),
+// that checks the rules only the connection sees), stream.go (the jsonrpc2
+// stream over internal/jsonrpcline's lines, refusals and ids, and the ids
+// jsonrpc2 cannot hold as numbers), params.go (decoding params, errors as
+// JSON-RPC errors),
 // writer.go (the single writer), queue.go (what waits for the client, and
 // the coalescing for a stalled one), backlog.go (the bound on replies that
 // stops reading input), peer.go (the client's progress and stalls) with

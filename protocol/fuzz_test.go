@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"reflect"
 	"strings"
@@ -13,54 +12,10 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/internal/jsonrpcline"
 )
 
 // Fuzz targets, seeded from testdata/fuzz/; .ci/run runs each briefly.
-
-// FuzzLineReader checks the line reader against splitting the whole input
-// at '\n', with read buffers small enough to split lines into fragments.
-func FuzzLineReader(f *testing.F) {
-	f.Add([]byte("a\nbb\r\n\nccc"), uint8(2), uint8(0))
-	f.Fuzz(func(t *testing.T, data []byte, max, size uint8) {
-		r := newLineReaderSize(bytes.NewReader(data), int(max), 16+int(size))
-		var got [][]byte
-		for {
-			line, err := r.next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			switch {
-			case errors.Is(err, errTooLong):
-				line = []byte("!")
-			case err != nil:
-				t.Fatal(err)
-			default:
-				line = bytes.Clone(line)
-			}
-			got = append(got, line)
-		}
-		var want [][]byte
-		segs := bytes.Split(data, []byte("\n"))
-		if len(segs[len(segs)-1]) == 0 {
-			segs = segs[:len(segs)-1] // after the last newline
-		}
-		for _, s := range segs {
-			s = bytes.TrimRight(s, "\r")
-			if len(s) > int(max) {
-				s = []byte("!")
-			}
-			want = append(want, s)
-		}
-		if len(got) != len(want) {
-			t.Fatalf("%d lines %q, want %d %q", len(got), got, len(want), want)
-		}
-		for i := range got {
-			if !bytes.Equal(got[i], want[i]) && !(len(got[i]) == 0 && len(want[i]) == 0) {
-				t.Fatalf("line %d = %q, want %q", i, got[i], want[i])
-			}
-		}
-	})
-}
 
 // immediateAgent answers every method at once.
 type immediateAgent struct{ stubAgent }
@@ -159,11 +114,8 @@ func checkOneLine(t *testing.T, agent Agent, init, line string) {
 // requestID returns the id of a line that is a JSON-RPC request with an id
 // the connection can carry back.
 func requestID(line string) (json.RawMessage, bool) {
-	var env envelope
-	if checkMessage([]byte(line)) != nil || json.Unmarshal([]byte(line), &env) != nil {
-		return nil, false
-	}
-	return env.ID, env.ID != nil && env.Method != nil && validID(env.ID) != nil
+	env, refusal := jsonrpcline.Check([]byte(line))
+	return env.ID, refusal == nil && env.Kind == jsonrpcline.Request
 }
 
 func sameJSON(a, b json.RawMessage) bool {

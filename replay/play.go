@@ -21,7 +21,6 @@ package replay
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,7 +28,7 @@ import (
 	"time"
 
 	"shellagent/acp"
-	"shellagent/protocol"
+	"shellagent/internal/jsonrpcline"
 )
 
 // A Departure is a place where the client did not do what the transcript
@@ -47,7 +46,7 @@ type Options struct {
 	// on Play's goroutine.
 	Report func(Departure)
 	// MaxLine is the longest line accepted from the client
-	// (protocol.DefaultMaxLine if 0): a longer one is refused as the
+	// (jsonrpcline.DefaultMaxLine if 0): a longer one is refused as the
 	// agent refuses it.
 	MaxLine int
 	// FlushTimeout is how long Play waits, once the client's input has
@@ -152,7 +151,7 @@ loop:
 }
 
 // clientLine is a line read from the client (see
-// protocol.MessageReader.Next), or the error that ended the input.
+// jsonrpcline.Reader.Next), or the error that ended the input.
 type clientLine struct {
 	text, refusal []byte
 	err           error
@@ -163,10 +162,10 @@ type clientLine struct {
 func readLines(in io.Reader, max int, stop <-chan struct{}) <-chan clientLine {
 	lines := make(chan clientLine)
 	go func() {
-		r := protocol.NewMessageReader(in, max)
+		r := jsonrpcline.NewReader(in, max)
 		for {
-			text, refusal, err := r.Next()
-			l := clientLine{text: bytes.Clone(text), refusal: refusal, err: err}
+			m, err := r.Next()
+			l := clientLine{text: bytes.Clone(m.Line), refusal: m.Refusal, err: err}
 			select {
 			case lines <- l:
 			case <-stop:
@@ -270,7 +269,7 @@ func (p *player) answer(m message, refusal []byte, why string) {
 	case refusal != nil:
 		p.out.sendOwn(refusal)
 	case m.kind == request:
-		p.out.sendOwn(errorResponse(m.id.append(nil), acp.CodeInternalError, fmt.Sprintf("replay: %s is not in the transcript here: %s", m, why)))
+		p.out.sendOwn(jsonrpcline.ErrorResponse(m.id.append(nil), &acp.Error{Code: acp.CodeInternalError, Message: fmt.Sprintf("replay: %s is not in the transcript here: %s", m, why)}))
 	}
 }
 
@@ -389,14 +388,4 @@ func (p *player) neverSent() {
 	if n > maxNeverSent {
 		p.depart(p.lines[len(p.lines)-1].Num, "and %d more client lines never sent", n-maxNeverSent)
 	}
-}
-
-// errorResponse returns an error response to id.
-func errorResponse(id json.RawMessage, code int64, msg string) []byte {
-	b, _ := json.Marshal(struct { // Safe: a valid raw id, an int and a string always marshal.
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   *acp.Error      `json:"error"`
-	}{"2.0", id, &acp.Error{Code: code, Message: msg}})
-	return b
 }

@@ -9,7 +9,7 @@ import (
 	"io"
 	"os"
 
-	"shellagent/protocol"
+	"shellagent/internal/jsonrpcline"
 )
 
 // Side is who sent a line of a transcript.
@@ -61,9 +61,9 @@ func ReadFile(path string) (*Transcript, error) {
 // took 753 MB).
 const (
 	// MaxLine is the longest line: twice the agent's cap on a message
-	// (protocol.DefaultMaxLine), room for the {"client":…} around it and
+	// (jsonrpcline.DefaultMaxLine), room for the {"client":…} around it and
 	// for the escapes of a line that was not JSON.
-	MaxLine = 2 * protocol.DefaultMaxLine
+	MaxLine = 2 * jsonrpcline.DefaultMaxLine
 	// MaxSize is the most bytes a transcript holds.
 	MaxSize = 64 << 20
 	// MaxLines is the most lines a transcript holds, blank ones included.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +17,7 @@ import (
 
 	"shellagent/acp"
 	"shellagent/daemon"
-	"shellagent/protocol"
+	"shellagent/internal/jsonrpcline"
 )
 
 // relayDrain bounds how long the relay, once stdin has ended, reads on
@@ -148,21 +147,15 @@ func refuse(log *slog.Logger, path string, d daemon.Hello) int {
 		path, d.Build, d.Shellagent, buildName(), daemon.RelayVersion)
 	log.Error(msg)
 	data := map[string]any{"daemonBuild": d.Build, "relayBuild": buildName(), "fix": "shellagent daemon stop"}
-	r := protocol.NewMessageReader(os.Stdin, 0) // lines as the agent reads them
+	r := jsonrpcline.NewReader(os.Stdin, 0) // lines as the agent reads them
 	for {
-		line, resp, err := r.Next()
+		m, err := r.Next()
 		if err != nil {
 			return 1
 		}
-		var req struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-		}
-		if resp == nil && json.Unmarshal(line, &req) == nil && req.Method != "" && len(req.ID) > 0 && string(req.ID) != "null" {
-			resp, _ = json.Marshal(map[string]any{ // Safe: plain values.
-				"jsonrpc": "2.0", "id": req.ID,
-				"error": map[string]any{"code": acp.CodeInternalError, "message": msg, "data": data},
-			})
+		resp := m.Refusal
+		if resp == nil && m.Kind == jsonrpcline.Request && m.Method != "" {
+			resp = jsonrpcline.ErrorResponse(m.ID, &acp.Error{Code: acp.CodeInternalError, Message: msg, Data: data})
 		}
 		if resp == nil {
 			continue // a notification, or a response
