@@ -166,11 +166,26 @@ func closeAll(fds []int) {
 	}
 }
 
-// readLine reads one JSON line of the answer v from r.
+// maxAnswer bounds the daemon's answer to status or stop, which lists
+// its sessions: a longer one is refused, not held.
+const maxAnswer = 16 << 20
+
+// readLine reads one JSON line of the answer v from r, of at most
+// maxAnswer bytes.
 func readLine(r *bufio.Reader, v any) error {
-	line, err := r.ReadBytes('\n')
-	if err != nil && (len(line) == 0 || !errors.Is(err, io.EOF)) {
-		return err
+	var line []byte
+	for {
+		part, err := r.ReadSlice('\n')
+		line = append(line, part...)
+		if len(line) > maxAnswer {
+			return fmt.Errorf("answer longer than %d bytes", maxAnswer)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err != nil && (len(line) == 0 || !errors.Is(err, io.EOF)) {
+			return err
+		}
+		return json.Unmarshal(line, v)
 	}
-	return json.Unmarshal(line, v)
 }

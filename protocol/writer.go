@@ -3,6 +3,7 @@ package protocol
 import (
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -269,6 +270,7 @@ func (w *writer) close() {
 func (w *writer) run() {
 	defer close(w.done)
 	defer w.stopAll()
+	defer w.survive()
 	var batch []*entry
 	var turn []*stream // terminals with output to send, in turn
 	var gather gatherer
@@ -308,6 +310,24 @@ func (w *writer) run() {
 			<-w.wake
 		}
 	}
+}
+
+// survive recovers from a panic of the run goroutine: the connection's
+// output ends as if the client had gone (nothing more is written or
+// queued, every terminal is let go, input may be read again), so that a
+// fault in writing to one client costs that client only, never the
+// process and the other connections of a daemon. It is deferred by run.
+func (w *writer) survive() {
+	r := recover()
+	if r == nil {
+		return
+	}
+	w.log.Error("the writer panicked; dropping this connection's output", "panic", r, "stack", string(debug.Stack()))
+	w.mu.Lock()
+	w.broken, w.closing = true, true
+	w.holdAll()
+	w.mu.Unlock()
+	w.replies.close()
 }
 
 // gatherWithin and gatherFor make the writer gather output as Nagle's

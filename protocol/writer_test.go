@@ -860,3 +860,80 @@ func TestAChunkAllocatesNothing(t *testing.T) {
 		})
 	}
 }
+
+// panicking is an encoding whose session updates panic, as a fault in
+// writing to one client would.
+type panicking struct{ acpV2 }
+
+func (panicking) appendUpdate([]byte, string, acp.Update) ([]byte, error) {
+	panic("a fault in encoding an update")
+}
+
+// A panic in the writer's goroutine costs its connection only (issue 22:
+// every goroutine that serves a peer recovers): the process lives on, the
+// writer ends as for a client that went away (nothing more is written,
+// its terminals are let go, so their commands are never held up), the
+// panic is logged, and close returns.
+func TestAWriterThatPanicsDropsOnlyItsConnection(t *testing.T) {
+	t.Parallel()
+	var out syncBuffer
+	var log syncBuffer
+	w := newWriter(&out, slog.New(slog.NewTextHandler(&log, nil)), 0)
+	ring := outputbuf.New(4 << 10)
+	announce(w, ring)
+	w.send([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), `"id":1`); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first reply was not written in 10 s: %q", out.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	w.setEncoding(panicking{})
+	w.update("s", &acp.Message{SessionUpdate: acp.KindAgentMessage, MessageID: "m1", Content: []acp.ContentBlock{acp.TextBlock("boom")}})
+
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		for range 16 {
+			ring.Write(make([]byte, 4<<10)) // four times the ring: held, this would block
+		}
+	}()
+	select {
+	case <-wrote:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the terminal's output is held 10 s after its writer panicked")
+	}
+	w.send([]byte(`{"jsonrpc":"2.0","id":2,"result":{}}`))
+	closed := make(chan struct{})
+	go func() { w.close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("close did not return after the writer panicked")
+	}
+	if strings.Contains(out.String(), `"id":2`) {
+		t.Errorf("a reply was written after the panic: %q", out.String())
+	}
+	if !strings.Contains(log.String(), "a fault in encoding an update") {
+		t.Errorf("the panic was not logged: %q", log.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer that the writer's goroutine and the test
+// may use at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,54 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A daemon's answer to status is read up to maxAnswer bytes: one that
+// never ends its line is refused, not held in memory without bound
+// (issue 22's hardening: every read of a peer is bounded).
+func TestAnAnswerWithoutEndIsRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	socket := filepath.Join(dir, "d.sock")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: socket, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		nc, err := l.AcceptUnix()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		if _, err := bufio.NewReader(nc).ReadBytes('\n'); err != nil {
+			return
+		}
+		hello, _ := json.Marshal(Hello{Shellagent: RelayVersion, Build: "test", Pid: os.Getpid()})
+		nc.Write(append(hello, '\n'))
+		junk := bytes.Repeat([]byte("x"), 1<<20)
+		for range 2 * maxAnswer >> 20 {
+			if _, err := nc.Write(junk); err != nil {
+				return // the client gave up, as it must
+			}
+		}
+	}()
+	_, err = AskStatus(socket, Hello{Shellagent: RelayVersion, Build: "test", Pid: os.Getpid()})
+	if err == nil || !strings.Contains(err.Error(), "longer than") {
+		t.Errorf("AskStatus of an answer that never ends: %v, want a refusal of its length", err)
+	}
+	<-served
+}
