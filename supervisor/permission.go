@@ -47,6 +47,13 @@ func (st *state) ask(c *toolCall, line string, fg *turn) bool {
 	} else {
 		st.transition(acp.StateRequiresAction, "")
 	}
+	return a.request(st)
+}
+
+// request sends the request for permission to the client the session
+// reports to; with none, the command is abandoned and request returns
+// false.
+func (a *approval) request(st *state) bool {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.withdraw = cancel
 	client := st.out.client
@@ -54,7 +61,7 @@ func (st *state) ask(c *toolCall, line string, fg *turn) bool {
 		a.abandon(st, acp.StatusFailed, "Not run: no client is attached to ask for permission.")
 		return false
 	}
-	s := st.s
+	s, c, line := st.s, a.call, a.line
 	client.RequestPermission(ctx, &acp.PermissionRequest{
 		SessionID:   s.id,
 		Title:       "Run " + line,
@@ -68,6 +75,24 @@ func (st *state) ask(c *toolCall, line string, fg *turn) bool {
 		s.do(func(st *state) { a.answered(st, resp, err) })
 	})
 	return true
+}
+
+// reask withdraws the open requests for permission from the client the
+// session was taken from (session/resume on another connection) and asks
+// the client that took it: the answer is for whoever follows the session
+// now, and an answer from the client it was taken from changes nothing.
+// The tool calls are sent to the new client before this is called.
+func reask(st *state) {
+	for _, c := range st.work.unfinished() {
+		a, ok := c.task.(*approval)
+		if !ok || c.state != callAsking {
+			continue
+		}
+		a.withdraw()
+		again := &approval{call: c, line: a.line, turn: a.turn, asked: a.asked, afterCancel: a.afterCancel}
+		c.task = again
+		again.request(st)
+	}
 }
 
 // granted ends the request once the user allowed the command: this only
@@ -146,7 +171,7 @@ func (a *approval) abandon(st *state, status, why string) {
 // answered runs or refuses the command once the client answers. An answer
 // to a request that was withdrawn changes nothing.
 func (a *approval) answered(st *state, resp *acp.PermissionResponse, err error) {
-	if a.call.state != callAsking || st.life != sessionOpen {
+	if a.call.state != callAsking || a.call.task != a || st.life != sessionOpen {
 		return
 	}
 	if a.afterCancel && err == nil && resp.Outcome.Outcome == "cancelled" {

@@ -350,7 +350,9 @@ func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest) (resp *
 			err = acp.SessionNotFound(s.id)
 			return
 		}
-		if from := st.out.attach(c); from != nil {
+		from := st.out.attach(c)
+		taken := from != nil
+		if taken {
 			// Taken from another connection: the prompts it left held
 			// are never inserted into what c now follows.
 			st.dropHeld(func(t *turn) bool { return t.from == from }, "another client took the session (session/resume) before it was inserted")
@@ -373,6 +375,9 @@ func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest) (resp *
 			st.kit.resumed(st, delivered)
 		}
 		st.reportState("")
+		if taken {
+			reask(st)
+		}
 		resp = &acp.ResumeSessionResponse{ConfigOptions: st.settings.options(), AvailableCommands: availableCommands()}
 	})
 	return resp, err

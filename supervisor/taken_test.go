@@ -168,3 +168,40 @@ func (h *harness) waitHeld(sid string, n int) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestATakenConnectionsPermissionRequestIsAskedAgain: a command waiting
+// for permission when another client takes the session is asked of the
+// client that took it; the request to the first is withdrawn, and its
+// answer changes nothing. Issue 22 (Low): the released connection's
+// answer still ran or refused the command in the session it had lost.
+func TestATakenConnectionsPermissionRequestIsAskedAgain(t *testing.T) {
+	t.Parallel()
+	first := &permissions{seen: make(chan *acptest.Msg, 10)} // leaves it open
+	h := newHarness(t, Config{Detached: KeepDetached})
+	a := h.on(h.connect(acptest.WithPermissionHandler(first.handle)))
+	sid := a.newSession()
+	a.c.MustCall("session/set_config_option", map[string]any{"sessionId": sid, "configId": "permission", "type": "id", "value": "ask"}, nil)
+	a.run(sid, "echo allowed by B")
+	if sub := subject(t, <-first.seen); sub["toolCallId"] != "call_1" {
+		t.Fatalf("A was asked about %v", sub)
+	}
+
+	second := &permissions{answer: "allow", seen: make(chan *acptest.Msg, 10)}
+	b := h.on(h.connect(acptest.WithPermissionHandler(second.handle)))
+	b.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": h.cwd}, nil)
+	select {
+	case req := <-second.seen:
+		if sub := subject(t, req); sub["toolCallId"] != "call_1" || sub["command"] != "echo allowed by B" {
+			t.Errorf("B was asked about %v", sub)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("B, which took the session, was not asked for the permission A had been asked")
+	}
+	b.output(sid, "term_1", "allowed by B")
+	b.idle(nil, sid, "end_turn")
+	select {
+	case req := <-first.seen:
+		t.Errorf("A was asked again after B took the session: %s", req.Raw)
+	default:
+	}
+}
