@@ -231,20 +231,7 @@ func TestTerminalMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scr := &ptyScreen{done: make(chan struct{})}
-	go func() {
-		defer close(scr.done)
-		_, _ = bytesCopy(scr, master) // Safe: ends when the test closes the terminal.
-	}()
-	cfg := withFake(t, Config{Input: tty, Output: tty, Terminal: tty, Interactive: true}, "1")
-	cfg.Env = append(cfg.Env, "LINECLIENT_FAKE_METHODS=1")
-	ran := make(chan error, 1)
-	go func() { ran <- Run(context.Background(), cfg) }()
-	press := func(s string) {
-		if _, err := master.WriteString(s); err != nil {
-			t.Error(err)
-		}
-	}
+	scr, ran, press := runOnTerminal(t, master, tty)
 	scr.await(t, "[session started in /]\r\n> ")
 	if state, err := term.GetState(int(tty.Fd())); err != nil || reflect.DeepEqual(state, before) {
 		t.Errorf("the terminal is not in raw mode while the client runs (%v)", err)
@@ -258,25 +245,11 @@ func TestTerminalMode(t *testing.T) {
 	press("/help\r")
 	scr.await(t, "/stop")
 	press("\x04")
-	select {
-	case err := <-ran:
-		if err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Run did not return")
-	}
+	awaitRun(t, ran)
 	if after, err := term.GetState(int(tty.Fd())); err != nil || !reflect.DeepEqual(after, before) {
 		t.Errorf("the terminal's mode was not restored (%v)", err)
 	}
-	// The client's reader is blocked reading the terminal, which Close
-	// would not end: a line does (the terminal is in canonical mode
-	// again), and it returns as Run has. Then the master's reader ends
-	// with the last descriptor of the terminal.
-	press("\n")
-	time.Sleep(100 * time.Millisecond)
-	tty.Close()
-	<-scr.done
+	closeTerminal(tty, scr, press)
 }
 
 // A command that passes the foreground timeout while it has the screen
@@ -289,6 +262,27 @@ func TestTerminalModeForegroundTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer master.Close()
+	scr, ran, press := runOnTerminal(t, master, tty)
+	scr.await(t, "[session started in /]\r\n> ")
+	press("slowcat\r")
+	scr.await(t, "[term_t: keys go to the command; Ctrl-B b: background, Ctrl-B c: cancel]\r\npartial\r\n"+
+		"[call_s completed: Still running after the 1s foreground timeout: moved to the background.]\r\n"+
+		"[term_t keeps the keyboard and the screen; Ctrl-B d: the prompt, Ctrl-B c: stop it]\r\n")
+	press("typed\r")
+	scr.await(t, "typed\r\n")
+	press("\x04")
+	scr.await(t, "[term_t ended: exit 0]\r\n")
+	press("\x04")
+	awaitRun(t, ran)
+	closeTerminal(tty, scr, press)
+}
+
+// runOnTerminal runs the client in terminal mode on tty (master's other
+// end) against the fake agent with its terminal methods; it returns the
+// screen the master shows, Run's result, and press, which types on the
+// terminal.
+func runOnTerminal(t *testing.T, master, tty *os.File) (*ptyScreen, <-chan error, func(string)) {
+	t.Helper()
 	scr := &ptyScreen{done: make(chan struct{})}
 	go func() {
 		defer close(scr.done)
@@ -303,16 +297,12 @@ func TestTerminalModeForegroundTimeout(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	scr.await(t, "[session started in /]\r\n> ")
-	press("slowcat\r")
-	scr.await(t, "[term_t: keys go to the command; Ctrl-B b: background, Ctrl-B c: cancel]\r\npartial\r\n"+
-		"[call_s completed: Still running after the 1s foreground timeout: moved to the background.]\r\n"+
-		"[term_t keeps the keyboard and the screen; Ctrl-B d: the prompt, Ctrl-B c: stop it]\r\n")
-	press("typed\r")
-	scr.await(t, "typed\r\n")
-	press("\x04")
-	scr.await(t, "[term_t ended: exit 0]\r\n")
-	press("\x04")
+	return scr, ran, press
+}
+
+// awaitRun waits up to 20 s for Run to return, and reports its error.
+func awaitRun(t *testing.T, ran <-chan error) {
+	t.Helper()
 	select {
 	case err := <-ran:
 		if err != nil {
@@ -321,7 +311,14 @@ func TestTerminalModeForegroundTimeout(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run did not return")
 	}
-	press("\n") // ends the client's read of the terminal, as in TestTerminalMode
+}
+
+// closeTerminal ends a terminal-mode test. The client's reader is blocked
+// reading the terminal, which Close would not end: a line does (the
+// terminal is in canonical mode again), and it returns as Run has. Then
+// the master's reader ends with the last descriptor of the terminal.
+func closeTerminal(tty *os.File, scr *ptyScreen, press func(string)) {
+	press("\n")
 	time.Sleep(100 * time.Millisecond)
 	tty.Close()
 	<-scr.done
