@@ -33,9 +33,7 @@ func TestDaemonSurvivesAbusiveConnections(t *testing.T) {
 	t.Parallel()
 	d := newDaemonFixture(t)
 	a := d.relay()
-	sid := a.session(d.cwd)
-	a.prompt(sid, counter)
-	seen := a.waitLines(sid, "term_1", 3)
+	sid, seen := a.startCounter(d.cwd)
 	daemons := d.daemons()
 	if len(daemons) != 1 {
 		t.Fatalf("daemons: %v, want one", daemons)

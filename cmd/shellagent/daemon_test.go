@@ -249,6 +249,16 @@ func counted(out []byte) int {
 	return len(lines)
 }
 
+// startCounter opens a session in cwd, runs counter in it (its
+// terminal is term_1) and waits for three of its lines; it returns the
+// session and how many lines were seen.
+func (r *relayProc) startCounter(cwd string) (sid string, seen int) {
+	r.t.Helper()
+	sid = r.session(cwd)
+	r.prompt(sid, counter)
+	return sid, r.waitLines(sid, "term_1", 3)
+}
+
 // waitLines waits until the client has at least n lines of the counter in
 // terminal term and returns how many it has.
 func (r *relayProc) waitLines(sid, term string, n int) int {
@@ -322,9 +332,7 @@ func TestDaemonKeepsWorkWhenTheRelayEnds(t *testing.T) {
 			t.Parallel()
 			d := newDaemonFixture(t)
 			a := d.relay()
-			sid := a.session(d.cwd)
-			a.prompt(sid, counter)
-			seen := a.waitLines(sid, "term_1", 3)
+			sid, seen := a.startCounter(d.cwd)
 			tt.end(a)
 			if code := a.exited(); code != tt.code {
 				t.Errorf("the relay exited with %d, want %d", code, tt.code)

@@ -143,9 +143,7 @@ func TestDaemonOverSSH(t *testing.T) {
 	}
 
 	a := relay()
-	sid := a.session(d.cwd)
-	a.prompt(sid, counter)
-	seen := a.waitLines(sid, "term_1", 3)
+	sid, seen := a.startCounter(d.cwd)
 	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil { // the ssh client
 		t.Fatal(err)
 	}
