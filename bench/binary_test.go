@@ -120,12 +120,7 @@ func binarySpawn(b *testing.B, daemon bool) {
 		b.StartTimer()
 	}
 	b.StopTimer()
-	p50, rawP50 := percentile(agent, 50), percentile(raw, 50)
-	b.ReportMetric(micros(p50), "p50_us")
-	b.ReportMetric(micros(percentile(agent, 99)), "p99_us")
-	b.ReportMetric(micros(rawP50), "raw_p50_us")
-	b.ReportMetric(micros(percentile(raw, 99)), "raw_p99_us")
-	b.ReportMetric(micros(p50-rawP50), "p50_over_raw_us")
+	reportSpawn(b, agent, raw)
 	b.ReportMetric(load1(), "load1")
 }
 
