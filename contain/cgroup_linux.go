@@ -110,7 +110,8 @@ type cgroupTree struct {
 // shellagent-PIDNS-PID-START.
 const instanceDirPrefix = "shellagent-"
 
-// openCgroups creates the instance cgroup below this process's own and
+// openCgroups creates (or, after an exec in place, takes over) the
+// instance cgroup below this process's own and
 // checks that a process can be started inside it (CLONE_INTO_CGROUP).
 func openCgroups(inst instance) (*cgroupTree, error) {
 	place, err := findCgroup2()
@@ -119,7 +120,10 @@ func openCgroups(inst instance) (*cgroupTree, error) {
 	}
 	p := path.Join(place.self, instanceDirPrefix+inst.String())
 	t := &cgroupTree{place: place, path: p, dir: place.dir(p), env: inst.env()}
-	if err := os.Mkdir(t.dir, 0o755); err != nil {
+	// The name holds this process's pid and start time: one that exists
+	// is this process's own, made before it exec'd itself in place (a
+	// daemon's upgrade), and is taken over.
+	if err := os.Mkdir(t.dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("create cgroup: %w", err)
 	}
 	if err := probeCloneInto(t.dir); err != nil {

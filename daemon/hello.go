@@ -27,6 +27,9 @@ const (
 	WantACP    = "acp"    // an ACP connection (also when Want is empty)
 	WantStatus = "status" // one Status line
 	WantStop   = "stop"   // stop every session and the daemon; one Stopped line
+	// WantUpgrade: upgrade in place to the binary Hello.Exe; one
+	// Upgraded line, from the new image or, on failure, the old one.
+	WantUpgrade = "upgrade"
 )
 
 // Hello is the first line each side of a connection writes.
@@ -42,6 +45,9 @@ type Hello struct {
 	// writes the connection's ACP output to it directly, with nothing on
 	// the socket; without it, the output goes on the socket.
 	Stdout bool `json:"stdout,omitempty"`
+	// Exe, in a client's WantUpgrade hello: the absolute path of the
+	// binary to upgrade to.
+	Exe string `json:"exe,omitempty"`
 }
 
 // Status is the daemon's answer to WantStatus.

@@ -55,17 +55,22 @@ type Server struct {
 	// if a connection opened a session meanwhile. If nil,
 	// Supervisor.Shutdown.
 	Stop func(ctx context.Context) error
+	// Upgrade lets a client upgrade the daemon in place (WantUpgrade);
+	// nil refuses it.
+	Upgrade *Upgrade
 
 	started time.Time
 	stopped chan struct{}  // closed once Stop has returned
 	stopErr error          // what Stop returned; read after stopped
 	wg      sync.WaitGroup // the connections' goroutines, and watchIdle's
 
-	mu      sync.Mutex // guards what follows
-	conns   map[*acpConn]struct{}
-	closing bool                    // no connection is served ACP any more
-	idle    time.Time               // since when nothing is open; zero while something is
-	stop    context.CancelCauseFunc // ends Serve
+	mu        sync.Mutex // guards what follows
+	conns     map[*acpConn]struct{}
+	closing   bool                    // no connection is served ACP any more
+	upgrading bool                    // an upgrade is under way: no new connection is served ACP
+	l         Listener                // what Serve accepts from
+	idle      time.Time               // since when nothing is open; zero while something is
+	stop      context.CancelCauseFunc // ends Serve
 }
 
 // acpConn is one connection served ACP.
@@ -94,7 +99,7 @@ func (s *Server) Serve(ctx context.Context, l Listener) error {
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	s.mu.Lock()
-	s.stop = stop
+	s.stop, s.l = stop, l
 	s.mu.Unlock()
 
 	accepted := make(chan struct{})
@@ -195,7 +200,7 @@ func (s *Server) serve(nc *net.UnixConn) {
 	switch hello.Want {
 	case WantACP, "":
 		if hello.Shellagent != RelayVersion || hello.Build != s.Build {
-			log.Warn("refused a client of another build; stop this daemon (shellagent daemon stop) to use the new one",
+			log.Warn("refused a client of another build; upgrade this daemon in place (shellagent daemon upgrade) or stop it (shellagent daemon stop) to use the new one",
 				"client build", hello.Build, "client relay version", hello.Shellagent, "daemon build", s.Build)
 			closeFile(out)
 			nc.Close() // Best effort: refused.
@@ -214,6 +219,8 @@ func (s *Server) serve(nc *net.UnixConn) {
 			st.Error = s.stopErr.Error()
 		}
 		s.answer(log, nc, st)
+	case WantUpgrade:
+		s.upgrade(log, nc, hello.Exe)
 	default:
 		log.Warn("refused a connection", "want", hello.Want)
 		nc.Close() // Best effort: refused.
@@ -253,10 +260,10 @@ func closeFile(f *os.File) {
 func (s *Server) serveACP(log *slog.Logger, nc *net.UnixConn, r io.Reader, out *os.File) {
 	c := &acpConn{nc: nc, out: out, kick: make(chan struct{})}
 	s.mu.Lock()
-	if s.closing {
+	if s.closing || s.upgrading {
 		s.mu.Unlock()
 		closeFile(out)
-		nc.Close() // Best effort: the daemon is stopping.
+		nc.Close() // Best effort: the daemon is stopping, or upgrading.
 		return
 	}
 	s.conns[c] = struct{}{}

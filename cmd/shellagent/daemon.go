@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +27,11 @@ type daemonOptions struct {
 	agentOptions
 	detachedTTL time.Duration
 	idleExit    time.Duration
+	// args are the daemon's flags as given, for the new image of an
+	// upgrade in place; upgradeState is the descriptor of the state that
+	// the old image handed this one (--upgrade-state), or -1.
+	args         []string
+	upgradeState int
 }
 
 // Defaults of the daemon's own flags.
@@ -41,9 +48,25 @@ func runDaemon(args []string) int {
 			return daemonStatus(args[1:])
 		case "stop":
 			return daemonStop(args[1:])
+		case "upgrade":
+			return daemonUpgrade(args[1:])
+		case "--upgrade-probe":
+			return upgradeProbe()
 		}
 	}
-	opts := daemonOptions{agentOptions: defaultAgentOptions(), detachedTTL: defaultDetachedTTL, idleExit: defaultIdleExit}
+	opts := daemonOptions{agentOptions: defaultAgentOptions(), detachedTTL: defaultDetachedTTL, idleExit: defaultIdleExit, upgradeState: -1}
+	// The new image of an upgrade in place: the old one put its state
+	// first, before the daemon's own flags.
+	if len(args) > 0 {
+		if v, ok := strings.CutPrefix(args[0], "--upgrade-state="); ok {
+			fd, err := strconv.Atoi(v)
+			if err != nil || fd < 3 {
+				return commandLineError("shellagent daemon", usageErrorf("--upgrade-state=%s: want a descriptor number", v))
+			}
+			opts.upgradeState, args = fd, args[1:]
+		}
+	}
+	opts.args = slices.Clone(args)
 	fs := flag.NewFlagSet("shellagent daemon", flag.ContinueOnError)
 	opts.define(fs)
 	fs.StringVar(&opts.socket, "socket", "", "listen on the socket `PATH` (default $"+daemon.SocketEnv+", else $XDG_RUNTIME_DIR/shellagent/daemon.sock, else /tmp/shellagent-UID/daemon.sock)")
@@ -88,8 +111,12 @@ Usage:
   shellagent daemon stop [--socket PATH]
         close every session as session/close does, each with its kill
         grace; print what was stopped; return once the daemon has exited
+  shellagent daemon upgrade [--socket PATH] [--to PATH]
+        make the running daemon exec this binary (or the one --to names)
+        in place, with the same pid and socket; if the new binary does not
+        answer within 10 s, the old daemon serves on and this exits 1
 
-Both exit 1 when no daemon runs.
+All three exit 1 when no daemon runs.
 
 Flags:
 `)
@@ -115,30 +142,49 @@ func serveDaemon(opts daemonOptions) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT)
 	path := opts.socket
-	activated, err := daemon.Activated()
-	if err != nil {
-		return fail(err)
-	}
-	lock, err := daemonLock(path)
-	if err != nil {
-		return fail(err)
+	// The new image of an upgrade in place takes the old one's listener
+	// and lock as they are; a new daemon takes systemd's, or binds.
+	var resumed *daemon.Resumed
+	var l daemon.Listener
+	var lock *daemon.Lock
+	var err error
+	activated := false
+	if opts.upgradeState >= 0 {
+		if resumed, err = daemon.Resume(opts.upgradeState); err != nil {
+			resumed.Answer(buildName(), err)
+			return fail(err)
+		}
+		l, lock, activated = resumed.Listener, resumed.Lock, resumed.Activated
+	} else {
+		a, err := daemon.Activated()
+		if err != nil {
+			return fail(err)
+		}
+		if lock, err = daemonLock(path); err != nil {
+			return fail(err)
+		}
+		if a != nil {
+			l, activated = a, true
+		}
 	}
 	defer lock.Close() // Best effort: the exit lets go of it anyway.
 	c, swept, err := openContainment(log, opts.containment)
 	if err != nil {
+		resumed.Answer(buildName(), err)
 		return fail(err)
 	}
 	// Activated, the socket is systemd's; else it is this daemon's, and
 	// bound again should it be removed.
-	var l daemon.Listener = activated
-	if activated == nil {
+	if l == nil {
 		sock, err := daemon.Listen(path)
 		if err != nil {
 			closeContainment(log, c, swept)
 			return fail(err)
 		}
-		sock.Keep(lock, log)
 		l = sock
+	}
+	if sock, ok := l.(*daemon.Socket); ok {
+		sock.Keep(lock, log)
 	}
 	// Commands must not become relays of their own daemon.
 	os.Unsetenv(daemonEnv) // Best effort: fails only for an invalid name.
@@ -153,6 +199,7 @@ func serveDaemon(opts daemonOptions) int {
 		Socket:     path,
 		Log:        log,
 		IdleExit:   opts.idleExit,
+		Upgrade:    &daemon.Upgrade{Args: opts.args, Lock: lock, Host: daemon.IdleHost{Supervisor: sup}},
 	}
 	// A stop signal stops the daemon as daemon stop does; a signal while
 	// the commands stop (a second one, or one after daemon stop or
@@ -178,11 +225,31 @@ func serveDaemon(opts daemonOptions) int {
 		_, err := stopSessions(log, sup, c, waitsEnd(sup))
 		return err
 	}
-	log.Info("daemon serving", "socket", path, "pid", os.Getpid(), "build", buildName(), "containment", c.Mode(), "activated", activated != nil)
+	if resumed != nil {
+		if err := rebuild(resumed); err != nil {
+			log.Error("upgrade in place: the old daemon handed over work this build cannot take", "err", err)
+		}
+		log.Info("upgraded in place", "from", resumed.From, "to", buildName())
+		resumed.Answer(buildName(), nil)
+	}
+	log.Info("daemon serving", "socket", path, "pid", os.Getpid(), "build", buildName(), "containment", c.Mode(), "activated", activated)
 	why := srv.Serve(ctx, l)
 	log.Info("daemon exiting", "because", why.Error())
 	closeContainment(log, c, swept)
 	return 0
+}
+
+// rebuild takes over the sessions that the old image of an upgrade
+// handed over. The old image's Host (daemon.IdleHost) hands over none
+// yet: anything it got is closed and reported.
+func rebuild(r *daemon.Resumed) error {
+	if len(r.State) == 0 && len(r.Files) == 0 {
+		return nil
+	}
+	for _, f := range r.Files {
+		f.Close() // Best effort: nothing here can use it.
+	}
+	return fmt.Errorf("%d bytes of state and %d files, from build %s", len(r.State), len(r.Files), r.From)
 }
 
 // daemonLock takes the socket's lock: the one the relay that started this
@@ -348,6 +415,52 @@ func daemonStop(args []string) int {
 	}
 	fmt.Fprintf(&w, "daemon pid %d exited\n", hello.Pid)
 	return printHelp(w.String())
+}
+
+// daemonUpgrade runs shellagent daemon upgrade.
+func daemonUpgrade(args []string) int {
+	fs := flag.NewFlagSet("shellagent daemon upgrade", flag.ContinueOnError)
+	socket := fs.String("socket", "", "the daemon's socket `PATH`")
+	to := fs.String("to", "", "upgrade to the shellagent binary at `PATH` (default: this one)")
+	if _, err := parseFlags(fs, args, false); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return printHelp("Usage: shellagent daemon upgrade [--socket PATH] [--to PATH]\n")
+		}
+		return commandLineError(fs.Name(), err)
+	}
+	path, err := daemon.SocketPath(*socket)
+	if err != nil {
+		return commandLineError(fs.Name(), err)
+	}
+	exe := *to
+	if exe == "" {
+		exe, err = os.Executable()
+	} else {
+		exe, err = filepath.Abs(exe)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "shellagent: the binary to upgrade to: %v\n", err)
+		return 1
+	}
+	up, hello, err := daemon.AskUpgrade(path, daemonHello(), exe)
+	if err != nil {
+		return notRunning(err, path)
+	}
+	if up.Error != "" {
+		fmt.Fprintf(os.Stderr, "shellagent: the daemon (pid %d) was not upgraded and serves on as build %s: %s\n", up.Pid, up.Build, up.Error)
+		return 1
+	}
+	return printHelp(fmt.Sprintf("daemon pid %d upgraded in place from build %s to %s\n", up.Pid, hello.Build, up.Build))
+}
+
+// upgradeProbe runs shellagent daemon --upgrade-probe: the old image of
+// an upgrade runs it to check that this binary can take over.
+func upgradeProbe() int {
+	if err := daemon.WriteProbe(os.Stdout, buildName()); err != nil {
+		fmt.Fprintf(os.Stderr, "shellagent daemon --upgrade-probe: %v\n", err)
+		return 1
+	}
+	return 0
 }
 
 // waitExit waits up to d for process pid to exit (to be gone, or a

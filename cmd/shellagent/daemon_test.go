@@ -1082,8 +1082,8 @@ func TestDaemonOfAnotherBuildIsRefused(t *testing.T) {
 			t.Fatalf("%s through the relay was served by a daemon of another build", method)
 		}
 		m := builds.FindAllStringSubmatch(err.Message, -1)
-		if err.Code != -32603 || len(m) != 2 || m[0][1] == m[1][1] || !strings.Contains(err.Message, "shellagent daemon stop") {
-			t.Errorf("%s: %v; want -32603 naming two builds and 'shellagent daemon stop'", method, err)
+		if err.Code != -32603 || len(m) != 2 || m[0][1] == m[1][1] || !strings.Contains(err.Message, "shellagent daemon upgrade") || !strings.Contains(err.Message, "shellagent daemon stop") {
+			t.Errorf("%s: %v; want -32603 naming two builds, 'shellagent daemon upgrade' and 'shellagent daemon stop'", method, err)
 		}
 	}
 	// A line that is not JSON-RPC is answered as the agent answers it.
@@ -1159,6 +1159,9 @@ func TestSystemdUnits(t *testing.T) {
 	waitExited(t, daemon)
 	if !strings.Contains(units["shellagent.service"], "\nExecStart=/usr/local/bin/shellagent daemon\n") {
 		t.Errorf("shellagent.service does not start the daemon")
+	}
+	if !strings.Contains(units["shellagent.service"], "\nExecReload=/usr/local/bin/shellagent daemon upgrade\n") {
+		t.Errorf("shellagent.service does not upgrade the daemon in place on reload")
 	}
 }
 

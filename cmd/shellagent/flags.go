@@ -318,10 +318,17 @@ func wrap(text string, width int) []string {
 	return append(lines, line)
 }
 
-// version is shellagent's version: the main module's version from the
-// build info when it has one, else "devel" with the VCS revision if the
-// build recorded it.
+// linkedVersion, when the linker sets it (-ldflags "-X
+// main.linkedVersion=v1.2.3"), is shellagent's version.
+var linkedVersion string
+
+// version is shellagent's version: linkedVersion if set, else the main
+// module's version from the build info when it has one, else "devel"
+// with the VCS revision if the build recorded it.
 func version() string {
+	if linkedVersion != "" {
+		return linkedVersion
+	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "devel"

@@ -13,6 +13,7 @@
 //	shellagent --daemon [--socket PATH] [flags]
 //	shellagent daemon [--socket PATH] [--detached-ttl 24h] [--idle-exit 10m] [flags]
 //	shellagent daemon status | stop [--socket PATH]
+//	shellagent daemon upgrade [--socket PATH] [--to PATH]
 //	shellagent client [flags] [-- AGENT COMMAND...]
 //	shellagent replay FILE
 //	shellagent --help | --version
@@ -25,7 +26,7 @@
 // client.go the client subcommand, replay.go the replay subcommand,
 // lifecycle.go containment and the agent's end (lifecycle_linux.go and
 // lifecycle_bsd.go its descriptors and the watch of stdout, per OS),
-// daemon.go the daemon and its status and stop, relay.go the relay,
+// daemon.go the daemon and its status, stop and upgrade, relay.go the relay,
 // build.go the build name that a relay and its daemon must share.
 package main
 
@@ -101,10 +102,10 @@ func runHelp(args []string) int {
 	switch strings.Join(args, " ") {
 	case "":
 		return run([]string{"--help"})
-	case "client", "replay", "daemon", "daemon status", "daemon stop":
+	case "client", "replay", "daemon", "daemon status", "daemon stop", "daemon upgrade":
 		return run(append(args, "--help"))
 	}
-	return commandLineError("shellagent", usageErrorf("help %s: want shellagent help [client | replay | daemon [status | stop]]", strings.Join(args, " ")))
+	return commandLineError("shellagent", usageErrorf("help %s: want shellagent help [client | replay | daemon [status | stop | upgrade]]", strings.Join(args, " ")))
 }
 
 // agentCommandLine parses the agent's command line. done reports that the
@@ -197,7 +198,7 @@ Usage:
   shellagent --daemon [flags]
         the same on stdio, relayed to the shellagent daemon (started if
         none runs): commands outlive this process and the editor
-  shellagent daemon [flags] | daemon status | daemon stop
+  shellagent daemon [flags] | daemon status | stop | upgrade
         the per-user daemon that owns sessions and their commands, on a
         unix socket; 'shellagent daemon --help' tells more
   shellagent client [flags] [-- AGENT COMMAND...]

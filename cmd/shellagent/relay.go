@@ -143,10 +143,10 @@ func copyDown(stdout *os.File, c *daemon.Client) error {
 // answers it, until stdin ends. Nothing is relayed.
 func refuse(log *slog.Logger, path string, d daemon.Hello) int {
 	msg := fmt.Sprintf("the shellagent daemon at %s is build %s (relay protocol %d), this shellagent is build %s (relay protocol %d): "+
-		"stop it with 'shellagent daemon stop' (that stops the commands it runs), then start the agent again",
+		"move it to this build in place with 'shellagent daemon upgrade', or stop it with 'shellagent daemon stop' (that stops the commands it runs), then start the agent again",
 		path, d.Build, d.Shellagent, buildName(), daemon.RelayVersion)
 	log.Error(msg)
-	data := map[string]any{"daemonBuild": d.Build, "relayBuild": buildName(), "fix": "shellagent daemon stop"}
+	data := map[string]any{"daemonBuild": d.Build, "relayBuild": buildName(), "fix": "shellagent daemon upgrade"}
 	r := jsonrpcline.NewReader(os.Stdin, 0) // lines as the agent reads them
 	for {
 		m, err := r.Next()
