@@ -67,6 +67,30 @@
 //     (each with its own kill grace), writes one line, a Stopped, that
 //     lists what was running, closes, and exits. Status and stop work
 //     across builds, so that an old daemon can always be stopped.
+//   - want "upgrade", with "exe": the absolute path of a new binary: the
+//     daemon upgrades in place to it (below) and the connection gets one
+//     line, an Upgraded, from the new image once it serves, or from the
+//     old one, with the reason, when the upgrade was refused or rolled
+//     back. Upgrade works across builds too: that is its point.
+//
+// # Upgrade in place
+//
+// Server.Upgrade execs the new binary in this very process, so that the
+// daemon keeps its pid and stays the parent and subreaper of every
+// process its sessions run. First it runs "EXE daemon --upgrade-probe",
+// which must print a Probe (its build, the state versions it reads,
+// StateVersion among them) within ProbeTimeout; else nothing has changed
+// and the answer says why. Then it stops serving ACP, closes the ACP
+// connections (their sessions detach), asks its Host to Freeze, and
+// duplicates the listener, the lock, the requester's connection and the
+// Host's files, naming each in a manifest (with the pid and start time
+// of each pidfd's process) written to a memfd; it clears close-on-exec
+// on exactly those and execs "EXE daemon --upgrade-state=FD FLAGS...".
+// If the exec fails, everything is put back and the Host thawed. The new
+// image calls Resume, rebuilds its Host from Resumed, serves the same
+// listener, and answers the requester (Resumed.Answer). IdleHost, the
+// Host until the supervisor can freeze its sessions, refuses (Prechecker)
+// while there is any session, before anything is stopped.
 //
 // # Starting on demand
 //
@@ -84,5 +108,7 @@
 // abstract claim that keeps a second daemon off a path), lock.go (the
 // lock beside the socket), hello.go (the hello, and the answers to status
 // and stop), server.go (the Server), dial.go and dial_*.go (the client
-// side: Dial, Connect, AskStatus, AskStop; ownFile).
+// side: Dial, Connect, AskStatus, AskStop; ownFile), upgrade.go (the
+// Host, the probe, the server's side of an upgrade, AskUpgrade),
+// upgrade_*.go (the hand-over by exec, Resume), idlehost.go (IdleHost).
 package daemon

@@ -163,6 +163,19 @@ func TestDaemonUpgradeInPlace(t *testing.T) {
 		}
 	}
 	fds1, rss1 := fdCount(t, pid), rss(t, pid)
+
+	// A reload: the same build again starts a new image all the same.
+	before, err := daemon.AskStatus(d.socket, daemonHello())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := d.run(newBin, "daemon", "upgrade", "--socket", d.socket); code != 0 {
+		t.Fatalf("reload: exit %d, %s", code, stderr)
+	}
+	after, err := daemon.AskStatus(d.socket, daemonHello())
+	if err != nil || after.Pid != pid || after.Build != before.Build || !after.Started.After(before.Started) {
+		t.Errorf("after a reload, status %+v, %v; before, %+v", after, err, before)
+	}
 	t.Logf("after 2 upgrades: %d fds, RSS %d KiB; after 20: %d fds, RSS %d KiB", fds0, rss0>>10, fds1, rss1>>10)
 	// A leak of one per upgrade would be 18; the sweep of dead agents'
 	// leftovers and a status connection being closed hold one or two for
