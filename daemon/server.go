@@ -357,7 +357,7 @@ func (s *Server) watchIdle(ctx context.Context) {
 		sessions := s.Supervisor.Len()
 		s.mu.Lock()
 		switch {
-		case sessions > 0:
+		case sessions > 0 || s.upgrading:
 			s.idle = time.Time{}
 		case len(s.conns) == 0 && s.idle.IsZero():
 			s.idle = time.Now()

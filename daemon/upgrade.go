@@ -83,8 +83,9 @@ type Upgrade struct {
 	Host Host
 }
 
-// Probe is what "NEWBIN daemon --upgrade-probe" prints, as one JSON line,
-// for the old image to check that it can take over.
+// Probe is what "NEWBIN daemon --upgrade-probe FLAGS..." prints, as one
+// JSON line, for the old image to check that it can take over: once it
+// has checked the daemon's FLAGS as it would start with them.
 type Probe struct {
 	Build   string `json:"build"`
 	Accepts []int  `json:"accepts"` // the state versions it reads
@@ -192,7 +193,7 @@ func (s *Server) tryUpgrade(log *slog.Logger, nc *net.UnixConn, exe string) erro
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ProbeTimeout)
 	defer cancel()
-	probe, err := runProbe(ctx, exe)
+	probe, err := runProbe(ctx, exe, s.Upgrade.Args)
 	if err != nil {
 		return err
 	}
@@ -209,10 +210,12 @@ func (s *Server) tryUpgrade(log *slog.Logger, nc *net.UnixConn, exe string) erro
 	panic("unreachable: exec returned no error")
 }
 
-// runProbe runs "exe daemon --upgrade-probe" and checks its answer.
-func runProbe(ctx context.Context, exe string) (Probe, error) {
+// runProbe runs "exe daemon --upgrade-probe args..." and checks its
+// answer: the new binary checks the daemon's flags, args, as it would
+// start with them, before it answers.
+func runProbe(ctx context.Context, exe string, args []string) (Probe, error) {
 	var p Probe
-	cmd := exec.CommandContext(ctx, exe, "daemon", "--upgrade-probe")
+	cmd := exec.CommandContext(ctx, exe, append([]string{"daemon", "--upgrade-probe"}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &limited{&stdout, 64 << 10}, &limited{&stderr, 4 << 10}
 	cmd.WaitDelay = time.Second
@@ -223,7 +226,7 @@ func runProbe(ctx context.Context, exe string) (Probe, error) {
 	}
 	switch {
 	case ctx.Err() != nil:
-		return p, fmt.Errorf("the new binary %s did not answer its probe (daemon --upgrade-probe) within %v", exe, ProbeTimeout)
+		return p, fmt.Errorf("the new binary %s did not answer its probe (daemon --upgrade-probe) in time (%v)", exe, ProbeTimeout)
 	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, os.ErrNotExist):
 		return p, fmt.Errorf("the new binary %s cannot be executed: %w", exe, err)
 	case err != nil && cmd.ProcessState == nil:

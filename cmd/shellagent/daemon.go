@@ -50,15 +50,16 @@ func runDaemon(args []string) int {
 			return daemonStop(args[1:])
 		case "upgrade":
 			return daemonUpgrade(args[1:])
-		case "--upgrade-probe":
-			return upgradeProbe()
 		}
 	}
 	opts := daemonOptions{agentOptions: defaultAgentOptions(), detachedTTL: defaultDetachedTTL, idleExit: defaultIdleExit, upgradeState: -1}
-	// The new image of an upgrade in place: the old one put its state
-	// first, before the daemon's own flags.
+	// The new binary of an upgrade in place: its probe, then its image.
+	// The old daemon puts either first, before its own flags.
+	probe := false
 	if len(args) > 0 {
-		if v, ok := strings.CutPrefix(args[0], "--upgrade-state="); ok {
+		if args[0] == "--upgrade-probe" {
+			probe, args = true, args[1:]
+		} else if v, ok := strings.CutPrefix(args[0], "--upgrade-state="); ok {
 			fd, err := strconv.Atoi(v)
 			if err != nil || fd < 3 {
 				return commandLineError("shellagent daemon", usageErrorf("--upgrade-state=%s: want a descriptor number", v))
@@ -85,6 +86,9 @@ func runDaemon(args []string) int {
 	opts.shell = shell
 	if opts.socket, err = daemon.SocketPath(opts.socket); err != nil {
 		return commandLineError(fs.Name(), err)
+	}
+	if probe {
+		return upgradeProbe()
 	}
 	return serveDaemon(opts)
 }
@@ -453,8 +457,9 @@ func daemonUpgrade(args []string) int {
 	return printHelp(fmt.Sprintf("daemon pid %d upgraded in place from build %s to %s\n", up.Pid, hello.Build, up.Build))
 }
 
-// upgradeProbe runs shellagent daemon --upgrade-probe: the old image of
-// an upgrade runs it to check that this binary can take over.
+// upgradeProbe answers shellagent daemon --upgrade-probe FLAGS, once the
+// flags have been checked: the old image of an upgrade runs it to check
+// that this binary can take over with its flags.
 func upgradeProbe() int {
 	if err := daemon.WriteProbe(os.Stdout, buildName()); err != nil {
 		fmt.Fprintf(os.Stderr, "shellagent daemon --upgrade-probe: %v\n", err)

@@ -1,0 +1,51 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The probe of the new binary: it is run with the daemon's flags and
+// must answer a Probe that reads this StateVersion, in time; every other
+// outcome is refused with an error that names the binary and why.
+func TestProbe(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	script := func(name, body string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := script("good", `[ "$*" = "daemon --upgrade-probe --shell /bin/sh" ] || { echo "unexpected: $*" >&2; exit 2; }
+echo '{"build":"v2 (abc)","accepts":[1,2]}'`, 0o755)
+	for _, tt := range []struct {
+		name, exe, why string
+		wait           time.Duration
+	}{
+		{"good", good, "", time.Second},
+		{"slow", script("slow", "exec sleep 5", 0o755), "in time", 300 * time.Millisecond},
+		{"exits", script("exits", "exit 0", 0o755), "exited without answering its probe", time.Second},
+		{"fails", script("fails", "echo 'unknown flag --shell' >&2; exit 2", 0o755), "failed its probe (daemon --upgrade-probe): exit status 2: unknown flag --shell", time.Second},
+		{"other state", script("other", `echo '{"build":"v3","accepts":[99]}'`, 0o755), "reads state versions [99], not this daemon's 1", time.Second},
+		{"not executable", script("noexec", "exit 0", 0o644), "cannot be executed", time.Second},
+		{"missing", filepath.Join(dir, "missing"), "cannot be executed", time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), tt.wait)
+			defer cancel()
+			p, err := runProbe(ctx, tt.exe, []string{"--shell", "/bin/sh"})
+			switch {
+			case tt.why == "" && (err != nil || p.Build != "v2 (abc)"):
+				t.Errorf("probe: %+v, %v; want build v2 (abc)", p, err)
+			case tt.why != "" && (err == nil || !strings.Contains(err.Error(), tt.why) || !strings.Contains(err.Error(), tt.exe)):
+				t.Errorf("probe: %v; want an error naming %s and %q", err, tt.exe, tt.why)
+			}
+		})
+	}
+}
