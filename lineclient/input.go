@@ -9,7 +9,8 @@ import (
 
 // handleInput handles a line of input or its end. During start-up a
 // line is held until the session runs, and the end of the input ends the
-// client at once.
+// client at once. /close and /sessions are the client's own commands;
+// other lines are prompts.
 func (c *client) handleInput(ev inputEvent) {
 	if ev.keys != nil {
 		c.tty.keys(ev.keys)
@@ -25,6 +26,9 @@ func (c *client) handleInput(ev inputEvent) {
 	case c.phase == starting:
 		c.held = &ev
 		return
+	case ev.eof && c.cfg.Daemon:
+		c.detach()
+		return
 	case ev.eof:
 		c.quit()
 		return
@@ -39,7 +43,14 @@ func (c *client) handleInput(ev inputEvent) {
 	if !c.cfg.Interactive && c.tty == nil {
 		c.p.text("> " + line)
 	}
-	c.prompt(line)
+	switch line {
+	case "/close":
+		c.quit()
+	case "/sessions":
+		c.showSessions()
+	default:
+		c.prompt(line)
+	}
 }
 
 // prompt sends a line as a prompt. In script mode and in terminal mode,
