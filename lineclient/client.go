@@ -34,6 +34,16 @@
 // once and runs as on any other input. The client's own messages name
 // what the user can type (/stop term_1), never a wire method.
 //
+// With a daemon (Config.Daemon: the agent is a relay to a daemon that
+// keeps sessions without a client), leaving detaches rather than closes:
+// the end of the input, a second interrupt, /quit, or Ctrl-D then any key
+// but c in terminal mode end the client with the session left running,
+// and it says how to come back. /close closes the session. With
+// Config.Resume the client reattaches (session/resume) to a session that
+// session/list names instead of opening one, and shows the last lines of
+// each terminal that runs, then live output. /sessions lists the agent's
+// sessions.
+//
 // The client never waits on the agent without a bound, and never passes
 // the agent's bytes to the user's terminal unchecked, except a terminal's
 // output:
@@ -67,10 +77,12 @@
 // any goroutine, over the messages of wire.go; agent.go is the agent's
 // process; client.go is the event loop, the UI state machine, which
 // takes input events from a channel whatever their source (input.go
-// handles the input lines); it prints through updates.go (the session's
-// updates), session.go (the RFD's rules), permissions.go and printer.go.
-// In terminal mode tty.go routes keys (keys.go reads them) and the
-// screen, and editor.go (golang.org/x/term's line editor) reads lines on
+// handles the input lines); start.go sends the start-up requests, and
+// sessions.go serves /sessions and chooses the session to resume. It
+// prints through updates.go (the session's updates), session.go (the
+// RFD's rules), permissions.go and printer.go. In terminal mode tty.go
+// routes keys (keys.go reads them) and the screen, question.go asks
+// whether to close or detach, and editor.go (golang.org/x/term's line editor) reads lines on
 // a goroutine of its own.
 package lineclient
 
