@@ -82,8 +82,8 @@
 // prints through updates.go (the session's updates), session.go (the
 // RFD's rules), permissions.go and printer.go. In terminal mode tty.go
 // routes keys (keys.go reads them) and the screen, question.go asks
-// whether to close or detach, and editor.go (golang.org/x/term's line editor) reads lines on
-// a goroutine of its own.
+// whether to close or detach, and editor.go (golang.org/x/term's line
+// editor) reads lines on a goroutine of its own.
 package lineclient
 
 import (
@@ -214,9 +214,10 @@ var ErrAgentExited = errors.New("the agent exited")
 var ErrShown = errors.New("shown in the output")
 
 // Run starts the agent, runs one session until the input ends or a second
-// interrupt arrives, closes the session, and waits for the agent to exit.
-// It returns nil when the session was closed as asked, or when the input
-// ended before the session had started. When ctx ends, when the agent
+// interrupt arrives, closes the session (with Config.Daemon, detaches
+// from it), and waits for the agent to exit. It returns nil when the
+// session was closed or left as asked, or when the input ended before the
+// session had started. When ctx ends, when the agent
 // does not answer in time, or at an interrupt during start-up or while
 // the session closes, Run ends the agent (SIGTERM, then SIGKILL) and
 // returns an error.
