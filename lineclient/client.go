@@ -49,7 +49,7 @@
 // output:
 //   - each start-up request (initialize, session/new, each setting) waits
 //     at most 10 s for its answer; the end of the input before the first
-//     line, or an interrupt, ends the start-up at once;
+//     line (without a daemon), or an interrupt, ends the start-up at once;
 //   - session/close waits at most the session's kill grace plus 2 s; an
 //     interrupt while it waits, or the end of ctx at any time, ends the
 //     agent at once;

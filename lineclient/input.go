@@ -9,7 +9,8 @@ import (
 
 // handleInput handles a line of input or its end. During start-up a
 // line is held until the session runs, and the end of the input ends the
-// client at once. /close and /sessions are the client's own commands;
+// client at once (with a daemon, it is held too: the client detaches once
+// the session runs). /close and /sessions are the client's own commands;
 // other lines are prompts.
 func (c *client) handleInput(ev inputEvent) {
 	if ev.keys != nil {
@@ -20,7 +21,7 @@ func (c *client) handleInput(ev inputEvent) {
 		c.p.note(fmt.Sprintf("reading input: %v", ev.err))
 	}
 	switch {
-	case c.phase == starting && ev.eof:
+	case c.phase == starting && ev.eof && !c.cfg.Daemon:
 		c.abort("the input ended before the session started: stopping the agent", nil)
 		return
 	case c.phase == starting:

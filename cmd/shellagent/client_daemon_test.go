@@ -118,10 +118,10 @@ func consecutive(n []int) bool {
 // runs on in the daemon and the client says how to come back. --resume
 // (the newest session of the directory) shows the tail of the counter's
 // output, then its live ticks, past what was seen before, and detaches
-// again at the end of its input; --resume ID comes back once more,
-// /sessions lists the session, and /close closes it: not listed, its
-// process gone. Before, the end of the input closed the session, which
-// stopped the counter.
+// again at the end of its input, even before the session is resumed;
+// --resume ID comes back once more, /sessions lists the session, and
+// /close closes it: not listed, its process gone. Before, the end of the
+// input closed the session, which stopped the counter.
 func TestClientDaemonDetachAndResume(t *testing.T) {
 	t.Parallel()
 	d := newDaemonFixture(t)
@@ -155,10 +155,15 @@ func TestClientDaemonDetachAndResume(t *testing.T) {
 
 	b := d.client("--resume")
 	b.expect("[term_1 runs: " + tickCommand + "]")
-	before, _ := b.expectTick(seen + 5)
-	got := ticks(before)
-	if len(got) == 0 || !consecutive(got) || got[len(got)-1] < seen {
-		t.Errorf("after --resume, ticks %v; the first client saw up to %d, and the tail and live output must count on from there", got, seen)
+	from := len(b.seen)
+	listed := "[background: term_1 (" + tickCommand + ")]"
+	tail := ticks(b.expect(listed)) // the resume's updates end with the list
+	if len(tail) == 0 || len(tail) > 20 || tail[len(tail)-1] < seen {
+		t.Fatalf("--resume showed the tail %v; want at most 20 lines, up to at least tick %d, which the first client saw", tail, seen)
+	}
+	b.expectTick(tail[len(tail)-1] + 3) // live
+	if got := ticks(b.seen[from:]); !consecutive(got) {
+		t.Errorf("after --resume, the tail and the live ticks %v do not count up by one", got)
 	}
 	if !slices.Contains(b.seen, "[reattaching to "+sid+" ("+tickCommand+") in "+d.cwd+"]") {
 		t.Errorf("--resume did not say which session it reattached to:\n%s", strings.Join(b.seen, "\n"))
@@ -168,8 +173,15 @@ func TestClientDaemonDetachAndResume(t *testing.T) {
 	b.wait()
 	seen = slices.Max(ticks(b.seen))
 
+	// Input that ends before the session is resumed detaches once it is.
+	early := d.client("--resume", sid)
+	early.stdin.Close()
+	early.expect(detached)
+	early.wait()
+
 	c := d.client("--resume", sid)
 	c.expect("[term_1 runs: " + tickCommand + "]")
+	c.expect(listed)
 	c.expectTick(seen + 2)
 	c.send("/sessions")
 	c.expect("Sessions:")
