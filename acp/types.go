@@ -80,6 +80,8 @@ type SessionInfo struct {
 	Cwd       string `json:"cwd"`
 	Title     string `json:"title,omitempty"`
 	UpdatedAt string `json:"updatedAt,omitempty"` // RFC 3339
+	// Meta is the entry's _meta: shellagent's state and live terminals.
+	Meta map[string]any `json:"_meta,omitempty"`
 }
 
 // ResumeSessionRequest is the params of "session/resume".

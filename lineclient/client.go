@@ -34,12 +34,22 @@
 // once and runs as on any other input. The client's own messages name
 // what the user can type (/stop term_1), never a wire method.
 //
+// With a daemon (Config.Daemon: the agent is a relay to a daemon that
+// keeps sessions without a client), leaving detaches rather than closes:
+// the end of the input, a second interrupt, /quit, or Ctrl-D then any key
+// but c in terminal mode end the client with the session left running,
+// and it says how to come back. /close closes the session. With
+// Config.Resume the client reattaches (session/resume) to a session that
+// session/list names instead of opening one, and shows the last lines of
+// each terminal that runs, then live output. /sessions lists the agent's
+// sessions.
+//
 // The client never waits on the agent without a bound, and never passes
 // the agent's bytes to the user's terminal unchecked, except a terminal's
 // output:
 //   - each start-up request (initialize, session/new, each setting) waits
 //     at most 10 s for its answer; the end of the input before the first
-//     line, or an interrupt, ends the start-up at once;
+//     line (without a daemon), or an interrupt, ends the start-up at once;
 //   - session/close waits at most the session's kill grace plus 2 s; an
 //     interrupt while it waits, or the end of ctx at any time, ends the
 //     agent at once;
@@ -67,11 +77,13 @@
 // any goroutine, over the messages of wire.go; agent.go is the agent's
 // process; client.go is the event loop, the UI state machine, which
 // takes input events from a channel whatever their source (input.go
-// handles the input lines); it prints through updates.go (the session's
-// updates), session.go (the RFD's rules), permissions.go and printer.go.
-// In terminal mode tty.go routes keys (keys.go reads them) and the
-// screen, and editor.go (golang.org/x/term's line editor) reads lines on
-// a goroutine of its own.
+// handles the input lines); start.go sends the start-up requests, and
+// sessions.go serves /sessions and chooses the session to resume. It
+// prints through updates.go (the session's updates), session.go (the
+// RFD's rules), permissions.go and printer.go. In terminal mode tty.go
+// routes keys (keys.go reads them) and the screen, question.go asks
+// whether to close or detach, and editor.go (golang.org/x/term's line
+// editor) reads lines on a goroutine of its own.
 package lineclient
 
 import (
@@ -84,7 +96,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"shellagent/acp"
@@ -159,6 +170,19 @@ type Config struct {
 	// StartTimeout bounds the wait for the answer to each start-up
 	// request; 0 means 10 s.
 	StartTimeout time.Duration
+	// Daemon says that the agent is a relay to a daemon that keeps
+	// sessions running without a client: the end of the input, Ctrl-D and
+	// /quit detach from the session instead of closing it, and the client
+	// says how to come back (ResumeCommand). /close closes it.
+	Daemon bool
+	// Resume reattaches to a session of the agent with session/resume
+	// instead of opening one: SessionID, or if that is "" the newest
+	// session whose cwd is Cwd.
+	Resume    bool
+	SessionID string
+	// ResumeCommand returns the command line that reattaches to session
+	// id; nil means "shellagent client --daemon --resume ID".
+	ResumeCommand func(id string) string
 }
 
 // Bounds of the client's own waits.
@@ -190,9 +214,10 @@ var ErrAgentExited = errors.New("the agent exited")
 var ErrShown = errors.New("shown in the output")
 
 // Run starts the agent, runs one session until the input ends or a second
-// interrupt arrives, closes the session, and waits for the agent to exit.
-// It returns nil when the session was closed as asked, or when the input
-// ended before the session had started. When ctx ends, when the agent
+// interrupt arrives, closes the session (with Config.Daemon, detaches
+// from it), and waits for the agent to exit. It returns nil when the
+// session was closed or left as asked, or when the input ended before the
+// session had started. When ctx ends, when the agent
 // does not answer in time, or at an interrupt during start-up or while
 // the session closes, Run ends the agent (SIGTERM, then SIGKILL) and
 // returns an error.
@@ -350,10 +375,9 @@ type client struct {
 	wait       *turnWait   // script mode: what the next line waits for
 	view       *view       // prints the session's updates; set with sess
 
-	startTimer  <-chan time.Time // the answer to startMethod is late
-	startMethod string
-	closeTimer  <-chan time.Time
-	stopTimer   <-chan time.Time
+	boot       startup // the start-up's requests
+	closeTimer <-chan time.Time
+	stopTimer  <-chan time.Time
 }
 
 // turnWait is what a script waits for before its next line: the end of
@@ -371,7 +395,7 @@ type turnWait struct {
 
 func newClient(cfg Config, rpc *conn) *client {
 	p := newPrinter(cfg.Output)
-	return &client{
+	c := &client{
 		cfg:       cfg,
 		p:         p,
 		rpc:       rpc,
@@ -380,6 +404,8 @@ func newClient(cfg Config, rpc *conn) *client {
 		input:     make(chan inputEvent),
 		done:      make(chan struct{}),
 	}
+	c.boot.c = c
+	return c
 }
 
 // command is one of the agent's slash commands.
@@ -399,7 +425,7 @@ func (c *client) offers(name string) bool {
 
 // loop runs the client until it has finished.
 func (c *client) loop(ctx context.Context) error {
-	c.start()
+	c.boot.start()
 	ctxDone := ctx.Done()
 	for c.phase != finished {
 		if c.tty != nil {
@@ -446,9 +472,8 @@ func (c *client) loop(ctx context.Context) error {
 			c.abort(fmt.Sprintf("%v: stopping the agent", cause), fmt.Errorf("lineclient: %w", cause))
 		case <-c.rpc.failed():
 			c.abort("stopping the agent: "+c.rpc.err().Error(), c.rpc.err())
-		case <-c.startTimer:
-			c.abort(fmt.Sprintf("the agent %s did not answer %s within %v: stopping it", strings.Join(c.cfg.Agent, " "), c.startMethod, c.startTimeout()),
-				fmt.Errorf("lineclient: the agent %s did not answer %s within %v", c.cfg.Agent[0], c.startMethod, c.startTimeout()))
+		case <-c.boot.timer:
+			c.boot.late()
 		case <-c.closeTimer:
 			wait := c.killGrace + closeSlack
 			c.abort(fmt.Sprintf("no answer to session/close within %v: stopping the agent", wait),
@@ -515,162 +540,6 @@ func (c *client) wantsInput() bool {
 	return c.cfg.Interactive || c.wait == nil
 }
 
-// startTimeout returns Config.StartTimeout, or its default.
-func (c *client) startTimeout() time.Duration {
-	if c.cfg.StartTimeout > 0 {
-		return c.cfg.StartTimeout
-	}
-	return startTimeout
-}
-
-// startCall sends a start-up request, to be answered within
-// startTimeout.
-func (c *client) startCall(method string, params any, then func(*message)) {
-	c.startTimer, c.startMethod = time.After(c.startTimeout()), method
-	c.rpc.call(method, params, func(m *message) {
-		c.startTimer = nil
-		then(m)
-	})
-}
-
-// start sends initialize, then session/new, then the settings.
-func (c *client) start() {
-	init := map[string]any{
-		"protocolVersion": 2,
-		"info":            map[string]string{"name": "shellagent-client", "version": c.cfg.Version},
-		"capabilities":    map[string]any{},
-	}
-	c.startCall("initialize", init, func(m *message) {
-		var res struct {
-			ProtocolVersion int `json:"protocolVersion"`
-			Info            struct {
-				Name    string `json:"name"`
-				Version string `json:"version"`
-			} `json:"info"`
-			Meta json.RawMessage `json:"_meta"`
-		}
-		if !c.ok("initialize", m, &res) {
-			return
-		}
-		if res.ProtocolVersion != 2 {
-			c.fail(fmt.Errorf("lineclient: the agent speaks ACP v%d, not v2", res.ProtocolVersion))
-			c.phase = finished
-			return
-		}
-		c.p.note(fmt.Sprintf("agent: %s %s, ACP v2", res.Info.Name, res.Info.Version))
-		if c.cfg.Terminal != nil {
-			c.startTerminal(hasInputMethods(res.Meta))
-		}
-		c.newSession()
-	})
-}
-
-// ok decodes a response into result, or records its error and finishes.
-func (c *client) ok(method string, m *message, result any) bool {
-	if m.Error != nil {
-		c.fail(fmt.Errorf("lineclient: %s: %w", method, m.Error))
-		c.p.note(fmt.Sprintf("%s failed: %s", method, m.Error))
-		c.phase = finished
-		return false
-	}
-	if err := json.Unmarshal(m.Result, result); err != nil {
-		c.fail(fmt.Errorf("lineclient: decoding the %s result: %w", method, err))
-		c.phase = finished
-		return false
-	}
-	return true
-}
-
-func (c *client) newSession() {
-	c.startCall("session/new", map[string]any{"cwd": c.cfg.Cwd}, func(m *message) {
-		var res struct {
-			SessionID         string          `json:"sessionId"`
-			AvailableCommands []command       `json:"availableCommands"`
-			ConfigOptions     json.RawMessage `json:"configOptions"`
-		}
-		if !c.ok("session/new", m, &res) {
-			return
-		}
-		c.sess = newSession(res.SessionID)
-		c.view = &view{p: c.p, sess: c.sess}
-		if c.tty != nil {
-			c.view.started, c.view.raw = c.tty.started, c.tty.output
-		}
-		c.commands = res.AvailableCommands
-		if grace, ok := killGraceOf(res.ConfigOptions, ""); ok {
-			c.killGrace = grace
-		}
-		c.p.note("session started in " + c.cfg.Cwd)
-		c.applySettings(c.cfg.Settings)
-	})
-}
-
-// applySettings sets the config options one after the other, then starts
-// reading input.
-func (c *client) applySettings(rest []Setting) {
-	if len(rest) == 0 {
-		c.phase, c.ran = running, true
-		return
-	}
-	s := rest[0]
-	params := map[string]any{"sessionId": c.sess.id, "configId": s.ID, "type": "id", "value": s.Value}
-	c.startCall("session/set_config_option", params, func(m *message) {
-		if c.phase != starting {
-			return
-		}
-		if m.Error != nil {
-			c.p.note(fmt.Sprintf("cannot set %s to %s: %s", s.ID, s.Value, refusal(m.Error.Message)))
-			c.fail(fmt.Errorf("lineclient: setting %s=%s: %w (%w)", s.ID, s.Value, m.Error, ErrShown))
-			c.quit()
-			return
-		}
-		var res struct {
-			ConfigOptions json.RawMessage `json:"configOptions"`
-		}
-		_ = json.Unmarshal(m.Result, &res) // Safe: without the list, the value set is taken.
-		value := ""
-		if s.ID == "kill_grace" {
-			value = s.Value
-		}
-		if grace, ok := killGraceOf(res.ConfigOptions, value); ok {
-			c.killGrace = grace
-		}
-		c.p.note(fmt.Sprintf("set %s to %s", s.ID, s.Value))
-		c.applySettings(rest[1:])
-	})
-}
-
-// refusal returns the agent's refusal of a setting as a person reads it:
-// without the request shape it shows a client developer, and with the
-// values it lists. "value: \"soon\" is not a value of foreground_timeout:
-// want a duration …; send params {…}, with value one of: 0, 1s …" reads
-// "want a duration …; offered: 0, 1s …". Another message is left as it is.
-func refusal(msg string) string {
-	head, values, ok := strings.Cut(msg, "; send params ")
-	if !ok {
-		return msg
-	}
-	if _, list, ok := strings.Cut(values, ", with value one of: "); ok {
-		values = list
-	} else {
-		values = ""
-	}
-	if i := strings.Index(head, " is not a value of "); strings.HasPrefix(head, "value: ") && i >= 0 {
-		if _, why, ok := strings.Cut(head[i:], ": "); ok {
-			head = why
-		} else {
-			head = ""
-		}
-	}
-	switch {
-	case values == "":
-		return head
-	case head == "":
-		return "want one of: " + values
-	}
-	return head + "; offered: " + values
-}
-
 // handleLine handles one line from the agent.
 func (c *client) handleLine(line []byte) {
 	c.seq++
@@ -716,8 +585,8 @@ func (c *client) interrupt() {
 		return
 	}
 	switch {
-	case c.tty != nil && c.tty.asking:
-		c.tty.declined()
+	case c.tty != nil && c.tty.q.open():
+		c.tty.q.declined()
 		return
 	case c.tty == nil && c.cfg.Interactive:
 		c.p.write([]byte("\n")) // the terminal echoed ^C where the cursor was
@@ -727,29 +596,66 @@ func (c *client) interrupt() {
 		c.askQuit()
 		return
 	}
+	again := "closes the session"
+	if c.cfg.Daemon {
+		again = "detaches (the session runs on; /close closes it)"
+	}
 	if c.tty != nil && c.sess.state == "idle" {
-		c.p.note("Ctrl-C again, Ctrl-D or /quit closes the session")
+		if c.cfg.Daemon {
+			c.p.note("Ctrl-C again, Ctrl-D or /quit detaches (the session runs on); /close closes it")
+		} else {
+			c.p.note("Ctrl-C again, Ctrl-D or /quit closes the session")
+		}
 		return
 	}
 	c.rpc.notify("session/cancel", map[string]string{"sessionId": c.sess.id})
 	// Permission requests for the cancelled foreground work are answered
 	// cancelled; those for listed work stay open.
 	c.perms.cancelAll(func(p *permission) bool { return slices.ContainsFunc(p.req.Subject.refs(), c.sess.listed) })
-	c.p.note("cancelling the foreground command; background work runs on; Ctrl-C again closes the session")
+	c.p.note("cancelling the foreground command; background work runs on; Ctrl-C again " + again)
 }
 
-// askQuit closes the session; in terminal mode, if that would stop
+// askQuit leaves the session: with a daemon it detaches; otherwise it
+// closes the session, and in terminal mode, if that would stop
 // background work, it asks first.
 func (c *client) askQuit() {
-	if c.tty == nil || c.phase != running {
+	switch {
+	case c.cfg.Daemon:
+		c.detach()
+		return
+	case c.tty == nil || c.phase != running:
 		c.quit()
 		return
 	}
 	if warning := c.sess.closeWarning(); warning != "" {
-		c.tty.ask(warning)
+		c.tty.q.ask(askClose, warning)
 		return
 	}
 	c.closeSession()
+}
+
+// detach leaves the session to the daemon, running, and says how to come
+// back to it; the client then ends without closing it.
+func (c *client) detach() {
+	if c.phase != running {
+		return
+	}
+	s := c.sess
+	what := "the session runs on in the daemon"
+	if s.bgReported && len(s.bg) > 0 {
+		noun := "items"
+		if len(s.bg) == 1 {
+			noun = "item"
+		}
+		what += fmt.Sprintf(", with %d background %s: %s", len(s.bg), noun, s.describeList())
+	}
+	c.p.note("detached: " + what)
+	resume := "shellagent client --daemon --resume " + s.id
+	if c.cfg.ResumeCommand != nil {
+		resume = c.cfg.ResumeCommand(s.id)
+	}
+	c.p.note("to come back: " + resume)
+	c.phase = finished
 }
 
 // quit says what closing will stop, then closes the session.

@@ -9,7 +9,9 @@ import (
 
 // handleInput handles a line of input or its end. During start-up a
 // line is held until the session runs, and the end of the input ends the
-// client at once.
+// client at once (with a daemon, it is held too: the client detaches once
+// the session runs). /close and /sessions are the client's own commands;
+// other lines are prompts.
 func (c *client) handleInput(ev inputEvent) {
 	if ev.keys != nil {
 		c.tty.keys(ev.keys)
@@ -19,11 +21,14 @@ func (c *client) handleInput(ev inputEvent) {
 		c.p.note(fmt.Sprintf("reading input: %v", ev.err))
 	}
 	switch {
-	case c.phase == starting && ev.eof:
+	case c.phase == starting && ev.eof && !c.cfg.Daemon:
 		c.abort("the input ended before the session started: stopping the agent", nil)
 		return
 	case c.phase == starting:
 		c.held = &ev
+		return
+	case ev.eof && c.cfg.Daemon:
+		c.detach()
 		return
 	case ev.eof:
 		c.quit()
@@ -39,7 +44,14 @@ func (c *client) handleInput(ev inputEvent) {
 	if !c.cfg.Interactive && c.tty == nil {
 		c.p.text("> " + line)
 	}
-	c.prompt(line)
+	switch line {
+	case "/close":
+		c.quit()
+	case "/sessions":
+		c.showSessions()
+	default:
+		c.prompt(line)
+	}
 }
 
 // prompt sends a line as a prompt. In script mode and in terminal mode,

@@ -50,7 +50,7 @@ func runWithinCtx(t *testing.T, ctx context.Context, bound time.Duration, cfg Co
 // then SIGKILL a second later, and is gone when Run returns.
 func TestMuteAgent(t *testing.T) {
 	const timeout = time.Second
-	if got := (&client{}).startTimeout(); got != 10*time.Second {
+	if got := (&startup{c: &client{}}).timeout(); got != 10*time.Second {
 		t.Errorf("the default start-up timeout is %v, want 10s", got)
 	}
 	tests := []struct {

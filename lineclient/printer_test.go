@@ -96,7 +96,7 @@ func TestHelpShowsArguments(t *testing.T) {
 	if err := json.Unmarshal([]byte(wire), &commands); err != nil {
 		t.Fatal(err)
 	}
-	text := help(commands)
+	text := help(commands, false)
 	want := "  /ps             List background work\n" +
 		"  /tail           Show the last lines\n" +
 		"                  arguments: terminal id and a number of lines, e.g. term_1 50\n"

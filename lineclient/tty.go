@@ -67,7 +67,7 @@ type tty struct {
 	cols, rows int
 	ed         *editor
 	att        *attachment // the terminal that has the keyboard and the screen, if any
-	asking     bool        // the close question is open: the next key answers it
+	q          question    // the open question, if any: the next key answers it
 	pending    []byte      // keys typed while nothing takes them
 	partial    []byte      // an escape sequence cut by the end of a read, for the editor
 	copies     map[string]*outputCopy
@@ -109,7 +109,7 @@ func newTTY(c *client, f *os.File, out io.Writer) (*tty, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lineclient: raw mode: %w", err)
 	}
-	t := &tty{c: c, fd: fd, out: out, saved: saved, copies: make(map[string]*outputCopy)}
+	t := &tty{c: c, fd: fd, out: out, saved: saved, copies: make(map[string]*outputCopy), q: question{c: c}}
 	t.ed = newEditor(out)
 	t.readSize()
 	return t, nil
@@ -182,7 +182,7 @@ func (t *tty) raw(b []byte) {
 	}
 }
 
-// keys routes keys read from the terminal: to the close question, the
+// keys routes keys read from the terminal: to the open question, the
 // terminal that has the keyboard, or the editor; kept for the next of
 // them if none takes them now. Ctrl-C is the client's interrupt except
 // while a terminal has the keyboard.
@@ -196,8 +196,8 @@ func (t *tty) keys(b []byte) {
 			}
 			t.pending = append(t.pending, b[:min(len(b), maxPending-len(t.pending))]...) // typed ahead
 			return
-		case t.asking:
-			b = t.answer(b)
+		case t.q.open():
+			b = t.q.answer(b)
 		case t.att != nil:
 			b = t.forward(b)
 		case t.ed.reading:
@@ -229,43 +229,6 @@ func (t *tty) edit(b []byte) []byte {
 	t.ed.in.push([]byte{0x05, 0x15}) // Ctrl-E, Ctrl-U: the line is dropped
 	t.c.interrupt()
 	return after
-}
-
-// answer takes the first key as the answer to the close question: y
-// closes the session, anything else (Ctrl-C too) keeps it. The keys
-// after it are dropped.
-func (t *tty) answer(b []byte) []byte {
-	keys, _ := editKeys(b)
-	if len(keys) == 0 {
-		return nil
-	}
-	t.asking = false
-	if keys[0] == 'y' || keys[0] == 'Y' {
-		t.c.closeSession()
-	} else {
-		t.declined()
-	}
-	return nil
-}
-
-// ask asks whether to close the session, which stops the background work
-// warning describes.
-func (t *tty) ask(warning string) {
-	t.c.p.note(warning)
-	t.c.p.note("close the session and stop it? y/N")
-	t.asking = true
-}
-
-// declined keeps the session open after a no to the close question.
-func (t *tty) declined() {
-	t.asking = false
-	t.c.interrupts = 0
-	s := t.c.sess
-	if s.bgReported && len(s.bg) > 0 {
-		t.c.p.note("nothing was stopped; stop an item with /stop " + s.bg[0].id())
-		return
-	}
-	t.c.p.note("nothing was stopped")
 }
 
 // forward types keys into the terminal that has the keyboard, and acts
@@ -357,7 +320,7 @@ func (t *tty) resized() {
 // whether it did (and so announced the terminal).
 func (t *tty) started(tm *terminal) bool {
 	w := t.c.wait
-	if w == nil || t.att != nil || t.ed.reading || t.asking || tm.exit != nil || tm.command != w.line {
+	if w == nil || t.att != nil || t.ed.reading || t.q.open() || tm.exit != nil || tm.command != w.line {
 		return false
 	}
 	t.c.p.note(tm.id + ": keys go to the command; Ctrl-B b: background, Ctrl-B c: cancel")
@@ -523,10 +486,10 @@ func (t *tty) mutes(u *update) bool {
 // question: keys typed before it was asked do not answer it).
 func (t *tty) settle() {
 	c := t.c
-	if c.phase == running && t.att == nil && !t.asking && (c.wait == nil || c.perms.waiting()) {
+	if c.phase == running && t.att == nil && !t.q.open() && (c.wait == nil || c.perms.waiting()) {
 		t.ed.read()
 	}
-	if len(t.pending) > 0 && c.phase == running && !t.asking && (t.att != nil || t.ed.reading) {
+	if len(t.pending) > 0 && c.phase == running && !t.q.open() && (t.att != nil || t.ed.reading) {
 		b := t.pending
 		t.pending = nil
 		t.keys(b)
@@ -541,7 +504,11 @@ func (t *tty) line(r editResult) {
 	switch {
 	case c.phase != running: // typed while the session closes
 		return
-	case r.err != nil: // Ctrl-D on an empty line
+	case r.err != nil && c.cfg.Daemon: // Ctrl-D on an empty line
+		t.raw([]byte("\r\n"))
+		t.q.ask(askLeave, c.sess.closeWarning())
+		return
+	case r.err != nil:
 		t.raw([]byte("\r\n"))
 		c.askQuit()
 		return
@@ -552,7 +519,7 @@ func (t *tty) line(r editResult) {
 	name, arg, _ := strings.Cut(strings.TrimSpace(r.line), " ")
 	switch name {
 	case "/help":
-		c.p.text(help(c.commands))
+		c.p.text(help(c.commands, c.cfg.Daemon))
 	case "/quit":
 		c.askQuit()
 	case "/attach":
@@ -563,8 +530,9 @@ func (t *tty) line(r editResult) {
 }
 
 // help is /help's text: the client's keys and commands, and the agent's,
-// each with the arguments it takes, as the agent's input hint says.
-func help(commands []command) string {
+// each with the arguments it takes, as the agent's input hint says;
+// daemon says that leaving detaches.
+func help(commands []command, daemon bool) string {
 	var b strings.Builder
 	b.WriteString(`While a command runs, keys go to it (Ctrl-C too: its own interrupt), and so does the screen's size.
   Ctrl-B b        move it to the background
@@ -578,9 +546,16 @@ At the prompt:
   Ctrl-D          close the session (on an empty line)
 The client's commands:
   /attach ID      type into a background terminal and see its output
+  /close          close the session, which stops its work
   /help           this help
   /quit           close the session (it asks first if work runs)
+  /sessions       list the agent's sessions
 `)
+	if daemon {
+		b.WriteString(`With a daemon, Ctrl-C twice, Ctrl-D and /quit detach: the session runs on, and
+  shellagent client --daemon --resume ID comes back to it (Ctrl-D asks: c closes it instead).
+`)
+	}
 	if len(commands) > 0 {
 		b.WriteString("The agent's commands:\n")
 		for _, cmd := range commands {

@@ -34,6 +34,10 @@ func (c *client) handleUpdate(u *update) {
 	}
 }
 
+// resumeTail is how many lines of each running terminal's output the
+// client shows when it reattaches to a session.
+const resumeTail = 20
+
 // view applies the agent's updates to the client's session and prints
 // them. It belongs to the client's event loop.
 type view struct {
@@ -48,6 +52,10 @@ type view struct {
 	// typedInto holds the terminals the person typed into (/send, /keys)
 	// since the agent last said they wait for input.
 	typedInto map[string]bool
+	// resuming is set while session/resume brings the client up to
+	// date: each terminal it reports runs already, and only the tail of
+	// its output is shown (resumeTail lines).
+	resuming bool
 
 	// In terminal mode: started announces a new terminal if it takes the
 	// screen, and raw takes terminal output instead of the printer.
@@ -174,6 +182,12 @@ func (v *view) terminalUpdate(u *update) {
 	}
 	switch {
 	case !isNew:
+	case v.resuming && u.ExitStatus == nil:
+		what := t.id + " runs"
+		if t.command != "" {
+			what += ": " + t.command
+		}
+		v.p.note(what)
 	case v.started != nil && v.started(t):
 	default:
 		if t.command == "" || t.command == v.lastLine {
@@ -193,8 +207,9 @@ func (v *view) terminalUpdate(u *update) {
 }
 
 // snapshot handles a replacement snapshot of a terminal's output: shown in
-// full for a terminal the client had not seen, else only noted, since
-// what was printed cannot be taken back.
+// full for a terminal the client had not seen (its last resumeTail lines
+// while resuming), else only noted, since what was printed cannot be
+// taken back.
 func (v *view) snapshot(t *terminal, out *terminalOutput, isNew bool) {
 	data, err := base64.StdEncoding.DecodeString(out.Data)
 	if err != nil {
@@ -205,7 +220,13 @@ func (v *view) snapshot(t *terminal, out *terminalOutput, isNew bool) {
 		v.p.note(fmt.Sprintf("%s: %d bytes of output were dropped; it continues from here", t.id, dropped))
 		return
 	}
-	if isNew {
+	switch {
+	case isNew && v.resuming:
+		if v.raw != nil {
+			v.raw(t.id, data) // terminal mode keeps it, for /attach
+		}
+		v.p.output(t.id, lastLines(data, resumeTail), v.sess.live() > 1)
+	case isNew:
 		v.output(t.id, data)
 	}
 }
@@ -235,8 +256,8 @@ func (v *view) toolCallUpdate(u *update) {
 	if refs := terminalRefs(u.Content); len(refs) > 0 {
 		tc.terminals = refs
 	}
-	if !isNew && tc.status == old {
-		return
+	if (!isNew && tc.status == old) || (v.resuming && tc.kind == "execute") {
+		return // while resuming, a command is told by its terminal ("term_1 runs")
 	}
 	text := strings.TrimSpace(contentText(u.Content))
 	if tc.kind == "execute" {

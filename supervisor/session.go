@@ -192,6 +192,17 @@ func (st *state) settle() {
 func (s *Session) info() (info acp.SessionInfo) {
 	s.peek(func(st *state) {
 		info = acp.SessionInfo{SessionID: s.id, Cwd: s.cwd, Title: st.title, UpdatedAt: st.out.updatedAt.UTC().Format(time.RFC3339)}
+		// _meta.shellagent: attached to a connection or detached, and the
+		// terminals that run, for a client's list (shellagent client's
+		// /sessions).
+		state, live := "detached", []string{}
+		if st.out.client != nil {
+			state = "attached"
+		}
+		for _, t := range st.work.liveTerminals() {
+			live = append(live, t.id)
+		}
+		info.Meta = map[string]any{"shellagent": map[string]any{"state": state, "terminals": live}}
 	})
 	return info
 }

@@ -23,8 +23,35 @@ type clientOptions struct {
 	cwd         string
 	permissions string
 	settings    []lineclient.Setting
-	agent       []string // after "--"; empty: this binary in agent mode
+	agent       []string // after "--"; empty: this binary in agent mode (--daemon: a relay)
+	daemon      bool     // the agent is a daemon's relay: leaving detaches
+	socket      string   // the daemon's socket, for the relay and --resume's hint
+	resume      resumeFlag
 }
+
+// resumeFlag is --resume [ID]: set, with the session's id or "" for the
+// newest session of the directory.
+type resumeFlag struct {
+	set bool
+	id  string
+}
+
+func (f *resumeFlag) String() string { return f.id }
+
+func (f *resumeFlag) Set(v string) error {
+	switch v {
+	case "false":
+		*f = resumeFlag{}
+	case "true":
+		*f = resumeFlag{set: true}
+	default:
+		*f = resumeFlag{set: true, id: v}
+	}
+	return nil
+}
+
+// IsBoolFlag lets --resume stand alone; its ID may follow it.
+func (f *resumeFlag) IsBoolFlag() bool { return true }
 
 // clientCommandLine parses "shellagent client"'s arguments. done reports
 // that the command line has been dealt with (help or an error) and the
@@ -48,6 +75,9 @@ func clientCommandLine(args []string) (opts clientOptions, code int, done bool) 
 		opts.permissions = v
 		return nil
 	})
+	fs.BoolVar(&opts.daemon, "daemon", false, "talk to the daemon through a relay (this shellagent --daemon, or the relay command after --): the end of the input, Ctrl-D and /quit detach, and the session's work runs on; /close closes it")
+	fs.StringVar(&opts.socket, "socket", "", "with --daemon: the daemon's socket `PATH`, given to the relay (default as shellagent --daemon finds it)")
+	fs.Var(&opts.resume, "resume", "with --daemon: reattach to session `[ID]` (default the newest session of --cwd or the current directory) instead of opening one")
 	rest, err := parseFlags(fs, args, true)
 	if errors.Is(err, flag.ErrHelp) {
 		return opts, printHelp(clientHelp(fs)), true
@@ -55,11 +85,26 @@ func clientCommandLine(args []string) (opts clientOptions, code int, done bool) 
 	if err != nil {
 		return opts, commandLineError(fs.Name(), err), true
 	}
+	if len(rest) > 0 && opts.resume.set && opts.resume.id == "" && args[len(args)-len(rest)-1] != "--" && !strings.HasPrefix(rest[0], "-") {
+		// --resume ID: the flags go on after the ID.
+		opts.resume.id, args = rest[0], rest[1:]
+		if rest, err = parseFlags(fs, args, true); err != nil {
+			return opts, commandLineError(fs.Name(), err), true
+		}
+	}
 	if len(rest) > 0 {
 		if i := len(args) - len(rest); i == 0 || args[i-1] != "--" {
 			return opts, commandLineError(fs.Name(), unexpectedArgument(args, rest)), true
 		}
 		opts.agent = rest
+	}
+	switch {
+	case !opts.daemon && opts.resume.set:
+		return opts, commandLineError(fs.Name(), usageErrorf("--resume needs --daemon")), true
+	case !opts.daemon && opts.socket != "":
+		return opts, commandLineError(fs.Name(), usageErrorf("--socket needs --daemon")), true
+	case opts.socket != "" && len(opts.agent) > 0:
+		return opts, commandLineError(fs.Name(), usageErrorf("--socket is for the relay the client starts: give it to the relay command after --")), true
 	}
 	if opts.cwd != "" {
 		info, err := os.Stat(opts.cwd)
@@ -114,6 +159,15 @@ is refused and ends the agent. Text from the agent is printed with control
 characters escaped (ESC as \x1b, CR as \r); terminal output is passed on
 as it is.
 
+With --daemon the client talks to the daemon through a relay (shellagent
+--daemon, or the relay command after --), and leaving does not stop work:
+the end of the input, a second Ctrl-C, /quit, or Ctrl-D then Enter detach,
+leaving the session running in the daemon, and the client says how to
+come back. /close (or Ctrl-D then c) closes the session. --resume [ID]
+comes back: to session ID, or to the newest session of the directory; it
+shows the last lines of each running terminal, then live output. /sessions
+lists the agent's sessions.
+
 In line mode on a terminal every line is sent at once; in terminal mode
 the prompt returns once the previous turn has ended. From a file or a pipe,
 each line waits for the previous turn to end, and a line after "/stop ID"
@@ -145,6 +199,12 @@ func runClient(args []string) (code int) {
 			return 1
 		}
 		agent = []string{self}
+		if opts.daemon {
+			agent = append(agent, "--daemon")
+			if opts.socket != "" {
+				agent = append(agent, "--socket", opts.socket)
+			}
+		}
 	}
 	cfg := lineclient.Config{
 		Agent:       agent,
@@ -156,6 +216,12 @@ func runClient(args []string) (code int) {
 		Permissions: lineclient.Permissions(opts.permissions),
 		Settings:    opts.settings,
 		Version:     version(),
+		Daemon:      opts.daemon,
+		Resume:      opts.resume.set,
+		SessionID:   opts.resume.id,
+	}
+	if opts.daemon {
+		cfg.ResumeCommand = func(id string) string { return resumeCommand(opts, id) }
 	}
 	if opts.trace != "" {
 		f, err := os.Create(opts.trace)
@@ -192,4 +258,35 @@ func runClient(args []string) (code int) {
 		return 1
 	}
 	return 0
+}
+
+// resumeCommand is the command line that comes back to session id,
+// which the client detached from.
+func resumeCommand(opts clientOptions, id string) string {
+	cmd := "shellagent client --daemon"
+	if opts.socket != "" {
+		cmd += " --socket " + shellQuote(opts.socket)
+	}
+	cmd += " --resume " + shellQuote(id)
+	if len(opts.agent) > 0 {
+		cmd += " -- " + strings.Join(quoteAll(opts.agent), " ")
+	}
+	return cmd
+}
+
+// shellQuote quotes s for a POSIX shell if it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:@%+,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// quoteAll quotes each of args for a shell.
+func quoteAll(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = shellQuote(a)
+	}
+	return out
 }

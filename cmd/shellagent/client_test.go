@@ -36,11 +36,18 @@ type clientRun struct {
 // starts a job, so that the test can interrupt it as a terminal does.
 func startClient(t *testing.T, args ...string) *clientRun {
 	t.Helper()
+	return startClientIn(t, t.TempDir(), os.Environ(), args...)
+}
+
+// startClientIn starts the client as startClient does, in dir, with env
+// and a marker of its own.
+func startClientIn(t *testing.T, dir string, env []string, args ...string) *clientRun {
+	t.Helper()
 	r := &clientRun{t: t, lines: make(chan string, 100), stderr: new(strings.Builder), marker: "SHELLAGENT_TEST=" + rand.Text()}
 	r.cmd = exec.Command(binary, append([]string{"client"}, args...)...)
-	r.cmd.Env = append(os.Environ(), noRaceExitDelay, r.marker, "SHELL=/bin/sh")
+	r.cmd.Env = append(env, noRaceExitDelay, r.marker, "SHELL=/bin/sh")
 	r.cmd.Stderr = r.stderr
-	r.cmd.Dir = t.TempDir()
+	r.cmd.Dir = dir
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	r.cmd.WaitDelay = 5 * time.Second
 	var err error

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"slices"
 	"testing"
 	"time"
 )
@@ -108,6 +109,39 @@ func TestFormatDuration(t *testing.T) {
 		back, err := time.ParseDuration(got)
 		if got != tt.want || tt.d != 0 && (err != nil || back != tt.d) {
 			t.Errorf("formatDuration(%v) = %q (reads back as %v, %v), want %q", tt.d, got, back, err, tt.want)
+		}
+	}
+}
+
+// --resume takes an optional ID, before or after the other flags; it and
+// --socket need --daemon, and --socket is not for a relay command of the
+// user's.
+func TestClientDaemonFlags(t *testing.T) {
+	for _, tt := range []struct {
+		args   []string
+		resume bool
+		id     string
+		agent  []string
+		fails  bool
+	}{
+		{args: []string{"--daemon", "--resume"}, resume: true},
+		{args: []string{"--daemon", "--resume", "sess_1"}, resume: true, id: "sess_1"},
+		{args: []string{"--resume", "sess_1", "--daemon", "--socket", "/s"}, resume: true, id: "sess_1"},
+		{args: []string{"--daemon", "--resume=sess_1", "--", "ssh", "h"}, resume: true, id: "sess_1", agent: []string{"ssh", "h"}},
+		{args: []string{"--daemon", "--resume", "--", "ssh", "h"}, resume: true, agent: []string{"ssh", "h"}},
+		{args: []string{"--daemon"}},
+		{args: []string{"--resume"}, fails: true},
+		{args: []string{"--socket", "/s"}, fails: true},
+		{args: []string{"--daemon", "--socket", "/s", "--", "ssh", "h"}, fails: true},
+		{args: []string{"--daemon", "--resume", "sess_1", "extra"}, fails: true},
+	} {
+		opts, code, done := clientCommandLine(tt.args)
+		switch {
+		case tt.fails != (done && code != 0):
+			t.Errorf("%q: exit %d (done %v); want it to fail: %v", tt.args, code, done, tt.fails)
+		case tt.fails:
+		case opts.resume.set != tt.resume || opts.resume.id != tt.id || !slices.Equal(opts.agent, tt.agent):
+			t.Errorf("%q: resume %+v, agent %q; want resume %v, id %q, agent %q", tt.args, opts.resume, opts.agent, tt.resume, tt.id, tt.agent)
 		}
 	}
 }

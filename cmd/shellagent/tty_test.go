@@ -43,9 +43,16 @@ type ttyRun struct {
 // startTTY starts the client on a new PTY of ttyRows by ttyCols.
 func startTTY(t *testing.T, args ...string) *ttyRun {
 	t.Helper()
-	r := &ttyRun{t: t, dir: t.TempDir(), read: make(chan struct{}), marker: "SHELLAGENT_TEST=" + rand.Text()}
+	return startTTYIn(t, t.TempDir(), os.Environ(), args...)
+}
+
+// startTTYIn starts the client as startTTY does, in dir, with env and a
+// marker of its own.
+func startTTYIn(t *testing.T, dir string, env []string, args ...string) *ttyRun {
+	t.Helper()
+	r := &ttyRun{t: t, dir: dir, read: make(chan struct{}), marker: "SHELLAGENT_TEST=" + rand.Text()}
 	r.cmd = exec.Command(binary, append([]string{"client"}, args...)...)
-	r.cmd.Env = append(os.Environ(), noRaceExitDelay, r.marker, "SHELL=/bin/sh", "TERM=xterm-256color")
+	r.cmd.Env = append(env, noRaceExitDelay, r.marker, "SHELL=/bin/sh", "TERM=xterm-256color")
 	r.cmd.Dir = r.dir
 	var err error
 	r.pty, err = pty.StartWithSize(r.cmd, &pty.Winsize{Rows: ttyRows, Cols: ttyCols})

@@ -1,0 +1,273 @@
+package main
+
+import (
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The reference client of a daemon (shellagent client --daemon), driven
+// as a person would, with the daemon of a daemonFixture; a relay of the
+// fixture's started it (with the fixture's flags) and watches the daemon
+// as an editor would: what it receives is checked against the schema.
+
+// tickCounter is a background loop that prints "tick N" every 100 ms.
+const tickCounter = "/bg i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.1; done"
+
+// tickCommand is tickCounter's command, as notes show it.
+const tickCommand = "i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.1; done"
+
+// client starts "shellagent client --daemon --socket S args…" in the
+// fixture's cwd.
+func (d *daemonFixture) client(args ...string) *clientRun {
+	d.t.Helper()
+	return startClientIn(d.t, d.cwd, d.env(), append([]string{"--daemon", "--socket", d.socket}, args...)...)
+}
+
+// listedSession is an entry of session/list as the client reads it.
+type listedSession struct {
+	SessionID string `json:"sessionId"`
+	Cwd       string `json:"cwd"`
+	Meta      struct {
+		Shellagent struct {
+			State     string   `json:"state"`
+			Terminals []string `json:"terminals"`
+		} `json:"shellagent"`
+	} `json:"_meta"`
+}
+
+// entry returns r's session/list entry of sid, or nil.
+func (r *relayProc) entry(sid string) *listedSession {
+	r.t.Helper()
+	raw, err := r.c.Call("session/list", map[string]any{})
+	if err != nil {
+		r.t.Fatalf("session/list: %v", err)
+	}
+	var list struct{ Sessions []listedSession }
+	if err := json.Unmarshal(raw, &list); err != nil {
+		r.t.Fatal(err)
+	}
+	if i := slices.IndexFunc(list.Sessions, func(s listedSession) bool { return s.SessionID == sid }); i >= 0 {
+		return &list.Sessions[i]
+	}
+	return nil
+}
+
+// tickPattern matches a line of tickCounter.
+var tickPattern = regexp.MustCompile(`^tick (\d+)$`)
+
+// ticks returns the numbers of the tick lines among lines, in order.
+func ticks(lines []string) []int {
+	var n []int
+	for _, l := range lines {
+		if m := tickPattern.FindStringSubmatch(l); m != nil {
+			i, _ := strconv.Atoi(m[1])
+			n = append(n, i)
+		}
+	}
+	return n
+}
+
+// expectTick waits for a tick line numbered at least n and returns the
+// lines read before it, and its number.
+func (r *clientRun) expectTick(n int) ([]string, int) {
+	r.t.Helper()
+	var before []string
+	for {
+		line := r.next("tick " + strconv.Itoa(n))
+		if m := tickPattern.FindStringSubmatch(line); m != nil {
+			if i, _ := strconv.Atoi(m[1]); i >= n {
+				return before, i
+			}
+		}
+		before = append(before, line)
+	}
+}
+
+// next returns the next output line; want says what the test waits for.
+func (r *clientRun) next(want string) string {
+	r.t.Helper()
+	select {
+	case line, ok := <-r.lines:
+		if !ok {
+			r.t.Fatalf("the client's output ended before %s; it printed:\n%s\nstderr:\n%s", want, strings.Join(r.seen, "\n"), r.stderr)
+		}
+		r.seen = append(r.seen, line)
+		return line
+	case <-time.After(20 * time.Second):
+		r.t.Fatalf("no %s; the client printed:\n%s\nstderr:\n%s", want, strings.Join(r.seen, "\n"), r.stderr)
+		return ""
+	}
+}
+
+// consecutive reports whether n counts up by one.
+func consecutive(n []int) bool {
+	for i := 1; i < len(n); i++ {
+		if n[i] != n[i-1]+1 {
+			return false
+		}
+	}
+	return true
+}
+
+// Issue 24: input that ends while a counter runs detaches: the counter
+// runs on in the daemon and the client says how to come back. --resume
+// (the newest session of the directory) shows the tail of the counter's
+// output, then its live ticks, past what was seen before, and detaches
+// again at the end of its input, even before the session is resumed;
+// --resume ID comes back once more, /sessions lists the session, and
+// /close closes it: not listed, its process gone. Before, the end of the
+// input closed the session, which stopped the counter.
+func TestClientDaemonDetachAndResume(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	v := d.relay()
+
+	a := d.client()
+	a.send(tickCounter)
+	a.expect("[background: term_1 (" + tickCommand + ")]")
+	a.expectTick(3)
+	a.stdin.Close()
+	a.wait()
+	var sid string
+	for _, line := range a.seen {
+		if rest, ok := strings.CutPrefix(line, "[to come back: shellagent client --daemon --socket "+d.socket+" --resume "); ok {
+			sid = strings.TrimSuffix(rest, "]")
+		}
+	}
+	detached := "[detached: the session runs on in the daemon, with 1 background item: term_1 (" + tickCommand + ")]"
+	if sid == "" || !slices.Contains(a.seen, detached) {
+		t.Fatalf("the client did not say that it detached and how to come back (%q); it printed:\n%s", detached, strings.Join(a.seen, "\n"))
+	}
+	seen := slices.Max(ticks(a.seen))
+	e := v.entry(sid)
+	if e == nil || e.Cwd != d.cwd || e.Meta.Shellagent.State != "detached" || !slices.Equal(e.Meta.Shellagent.Terminals, []string{"term_1"}) {
+		t.Fatalf("session/list after the client detached: %+v, want %s in %s, detached, running term_1", e, sid, d.cwd)
+	}
+	if len(d.work()) == 0 {
+		t.Fatal("the counter does not run after the client detached")
+	}
+	time.Sleep(300 * time.Millisecond) // the counter prints to no one
+
+	b := d.client("--resume")
+	b.expect("[term_1 runs: " + tickCommand + "]")
+	from := len(b.seen)
+	listed := "[background: term_1 (" + tickCommand + ")]"
+	tail := ticks(b.expect(listed)) // the resume's updates end with the list
+	if len(tail) == 0 || len(tail) > 20 || tail[len(tail)-1] < seen {
+		t.Fatalf("--resume showed the tail %v; want at most 20 lines, up to at least tick %d, which the first client saw", tail, seen)
+	}
+	b.expectTick(tail[len(tail)-1] + 3) // live
+	if got := ticks(b.seen[from:]); !consecutive(got) {
+		t.Errorf("after --resume, the tail and the live ticks %v do not count up by one", got)
+	}
+	if !slices.Contains(b.seen, "[reattaching to "+sid+" ("+tickCommand+") in "+d.cwd+"]") {
+		t.Errorf("--resume did not say which session it reattached to:\n%s", strings.Join(b.seen, "\n"))
+	}
+	b.stdin.Close()
+	b.expect(detached)
+	b.wait()
+	seen = slices.Max(ticks(b.seen))
+
+	// Input that ends before the session is resumed detaches once it is.
+	early := d.client("--resume", sid)
+	early.stdin.Close()
+	early.expect(detached)
+	early.wait()
+
+	c := d.client("--resume", sid)
+	c.expect("[term_1 runs: " + tickCommand + "]")
+	c.expect(listed)
+	c.expectTick(seen + 2)
+	c.send("/sessions")
+	c.expect("Sessions:")
+	line := c.next("the session's line")
+	for _, want := range []string{sid + "  ", "  " + d.cwd + "  ", "  attached (here)  ", "  running term_1  ", "  updated "} {
+		if !strings.Contains(line, want) {
+			t.Errorf("/sessions lists %q, which lacks %q", line, want)
+		}
+	}
+	c.send("/close")
+	c.expect("[closing the session will stop 1 background item: term_1 (" + tickCommand + ")]")
+	c.expect("[term_1 ended: signal SIGTERM]")
+	c.expect("[session closed]")
+	c.wait()
+	if e := v.entry(sid); e != nil {
+		t.Errorf("session/list after /close lists %+v", e)
+	}
+	d.waitGone(2*time.Second, "/close", d.work)
+	v.c.Check()
+}
+
+// --resume without a session to come back to ends with status 1 and
+// says why: none in the directory, or no such id.
+func TestClientDaemonResumeNothing(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	d.relay() // the daemon, with the fixture's flags
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--resume"}, "[no session of " + d.cwd + " in the daemon to reattach to (shellagent client --daemon starts one there; --resume ID names another)]"},
+		{[]string{"--resume", "sess_NOPE"}, "[no session sess_NOPE in the daemon (shellagent daemon status lists them)]"},
+	} {
+		r := d.client(tt.args...) // its input stays open: it ends of itself
+		r.expect(tt.want)
+		for range r.lines {
+		}
+		if err := r.cmd.Wait(); exitCode(err) != 1 || r.stderr.String() != "" {
+			t.Errorf("%v: exit %v, stderr %q; want exit status 1 and nothing on stderr", tt.args, err, r.stderr)
+		}
+	}
+}
+
+// In terminal mode, Ctrl-D asks: Enter detaches (the server runs on, and
+// the client says how to come back); after --resume ID, Ctrl-D then c
+// closes the session, which stops the server.
+func TestTerminalDaemonCtrlD(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	v := d.relay()
+	r := startTTYIn(t, d.cwd, d.env(), "--daemon", "--socket", d.socket)
+	r.waitPrompt(1)
+	r.press("/bg sleep 60\r")
+	r.waitCount("[background: term_1 (sleep 60)]", 1)
+	r.waitPrompt(2)
+	question := "[closing the session will stop 1 background item: term_1 (sleep 60)]\n[detach (the session runs on in the daemon) or close the session? D/c]"
+	r.press("\x04") // Ctrl-D
+	r.waitCount(question, 1)
+	r.press("\r")
+	all := r.waitCount("[detached: the session runs on in the daemon, with 1 background item: term_1 (sleep 60)]", 1)
+	if err := r.exit(); err != nil {
+		t.Errorf("client exit: %v", err)
+	}
+	unwrapped := strings.ReplaceAll(all, "\n", "") // the line is wider than the terminal
+	m := regexp.MustCompile(`\[to come back: shellagent client --daemon --socket ` + regexp.QuoteMeta(d.socket) + ` --resume (sess_[A-Z0-9]+)\]`).FindStringSubmatch(unwrapped)
+	if m == nil {
+		t.Fatalf("the client did not say how to come back:\n%s", all)
+	}
+	if e := v.entry(m[1]); e == nil || e.Meta.Shellagent.State != "detached" || len(d.work()) == 0 {
+		t.Fatalf("after Ctrl-D and Enter: %+v, %d processes of work; want the session detached, the sleep running", e, len(d.work()))
+	}
+
+	r = startTTYIn(t, d.cwd, d.env(), "--daemon", "--socket", d.socket, "--resume", m[1])
+	r.waitCount("[term_1 runs: sleep 60]", 1)
+	r.waitPrompt(1)
+	r.press("\x04")
+	r.waitCount(question, 1)
+	r.press("c")
+	all = r.waitCount("[session closed]", 1)
+	if !strings.Contains(all, "[term_1 ended: signal SIGTERM]") {
+		t.Errorf("Ctrl-D then c did not stop the server:\n%s", all)
+	}
+	if err := r.exit(); err != nil {
+		t.Errorf("client exit: %v", err)
+	}
+	d.waitGone(2*time.Second, "the close", d.work)
+	v.c.Check()
+}
