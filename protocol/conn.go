@@ -51,7 +51,8 @@ type Client interface {
 // says so. The Agent calls Acted once every update the prompt causes has
 // been queued, in order with them (from the goroutine that queues them),
 // for the prompts of a session in the order they were inserted. The v1
-// front answers the v1 session/prompt then; a v2 client needs nothing.
+// front (package protocol/v1front) answers the v1 session/prompt then; a
+// v2 client needs nothing.
 type PromptActed interface {
 	Acted(sessionID string)
 }
@@ -85,7 +86,7 @@ type Agent interface {
 // TerminalInput is what an Agent may serve besides Agent: typing into its
 // terminals and sizing them, the extension methods
 // _shellagent/terminal/write and _shellagent/terminal/resize. A Conn
-// serves them, in v2 and in v1, when its Agent implements TerminalInput;
+// serves them, and so may a Front, when its Agent implements TerminalInput;
 // otherwise they are unknown methods (-32601). Like Agent's, the methods
 // run on the connection's read loop and must return promptly; they answer
 // through reply, with {} once done (after what they queue: the resize's
@@ -131,14 +132,19 @@ type Options struct {
 	// Observer, if not nil, hears of the messages that client-side rules
 	// concern (ClientChecks). Give each Conn its own.
 	Observer Observer
+	// Fronts serve the clients that ask initialize for another version
+	// of ACP than the Agent's: Fronts[v] makes the Front of a connection
+	// whose client asks for version v (v1front.New serves 1). A version
+	// below acp.ProtocolVersion that no front serves is refused (-32022).
+	Fronts map[int]NewFront
 }
 
 // Conn serves an Agent over a newline-delimited JSON-RPC byte stream.
 //
-// The client chooses the protocol with initialize: protocolVersion 2 or
-// more gets ACP v2, with the Conn itself as the Agent's Client;
-// protocolVersion 1 gets ACP v1 for the rest of the connection, served by
-// a v1 front (see v1Front) over the same Agent; below 1 is refused
+// The client chooses the protocol with initialize: a protocolVersion that
+// one of Options.Fronts serves gets that front for the rest of the
+// connection, over the same Agent; any other from 2 on gets ACP v2, with
+// the Conn itself as the Agent's Client; any other below 2 is refused
 // (-32022).
 type Conn struct {
 	agent       Agent
@@ -149,9 +155,10 @@ type Conn struct {
 	closeOnce   sync.Once
 	requestSeq  atomic.Int64
 
-	// v1 serves a v1 client, nil for v2. Owned by the read loop: set by
-	// initialize, read by the handlers.
-	v1 *v1Front
+	fronts map[int]NewFront
+	// front serves a client of another version, nil for v2. Owned by the
+	// read loop: set by initialize, read by the handlers.
+	front Front
 
 	observer Observer // nil if none
 
@@ -174,7 +181,7 @@ func NewConn(r io.Reader, w io.Writer, agent Agent, opts Options) *Conn {
 	}
 	c := &Conn{
 		agent: agent, w: newWriter(w, opts.Log, opts.StallTimeout), log: opts.Log,
-		observer: opts.Observer, pending: make(map[jsonrpc2.ID]context.CancelFunc),
+		observer: opts.Observer, pending: make(map[jsonrpc2.ID]context.CancelFunc), fronts: opts.Fronts,
 	}
 	ready := make(chan struct{})
 	stream := &objectStream{msgs: jsonrpcline.NewReader(r, opts.MaxLine), w: c.w, ready: ready}
@@ -275,11 +282,10 @@ func (h rpcHandler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Re
 		c.replyNow(req.ID)(nil, &acp.Error{Code: acp.CodeInvalidRequest, Message: req.Method + ": initialize first"})
 		return
 	}
-	table := requests
-	if c.v1 != nil && req.Method != "initialize" {
-		table = v1Requests
+	handle, ok := requests[req.Method]
+	if c.front != nil && req.Method != "initialize" {
+		handle, ok = c.frontMethod(req.Method)
 	}
-	handle, ok := table[req.Method]
 	if !ok {
 		c.replyNow(req.ID)(nil, methodNotFound(req.Method))
 		return
@@ -292,16 +298,16 @@ func methodNotFound(method string) error {
 }
 
 // Client returns the Client this connection hands its Agent: the Conn
-// itself, or its ACP v1 front once the peer initialized with version 1.
+// itself, or its Front once the peer initialized with the front's version.
 // It is what a server with many connections passes to the Agent when one
 // of them goes away (Supervisor.Detach). Call it once Done is closed, or
 // from an Agent method: the read loop decides it.
 func (c *Conn) Client() Client { return c.client() }
 
-// client is the Client the Agent reports to: the Conn, or its v1 front.
+// client is the Client the Agent reports to: the Conn, or its front.
 func (c *Conn) client() Client {
-	if c.v1 != nil {
-		return c.v1
+	if c.front != nil {
+		return c.front
 	}
 	return c
 }
@@ -535,17 +541,17 @@ func initialize(c *Conn, req *jsonrpc2.Request) {
 		}
 	}()
 	v := *p.ProtocolVersion
+	newFront, want := c.fronts[v], acp.ProtocolVersion
+	if newFront != nil {
+		want = v
+	}
 	switch {
-	case v < ProtocolV1:
-		reply(nil, &acp.Error{
-			Code:    acp.CodeUnsupportedProto,
-			Message: fmt.Sprintf("protocolVersion: %d is not supported; shellagent speaks %d and %d", v, ProtocolV1, acp.ProtocolVersion),
-			Data:    map[string]any{"requested": v, "supported": []int{ProtocolV1, acp.ProtocolVersion}},
-		})
-	case c.initialized.Load() && (v == ProtocolV1) != (c.v1 != nil):
+	case newFront == nil && v < acp.ProtocolVersion:
+		reply(nil, c.unsupported(v))
+	case c.initialized.Load() && want != c.version():
 		reply(nil, &acp.Error{Code: acp.CodeInvalidRequest, Message: fmt.Sprintf("initialize: this connection already speaks ACP v%d", c.version())})
-	case v == ProtocolV1:
-		c.v1Initialize(req, reply)
+	case newFront != nil:
+		c.frontInitialize(req, newFront, reply)
 	default:
 		result, err := c.agent.Initialize(c, p)
 		if err == nil {
@@ -556,12 +562,7 @@ func initialize(c *Conn, req *jsonrpc2.Request) {
 }
 
 // version is the protocol version the connection speaks once initialized.
-func (c *Conn) version() int {
-	if c.v1 != nil {
-		return ProtocolV1
-	}
-	return acp.ProtocolVersion
-}
+func (c *Conn) version() int { return Version(c.client()) }
 
 var requests = map[string]handler{
 	"initialize":     initialize,

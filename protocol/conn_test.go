@@ -142,12 +142,13 @@ func (a inputAgent) answer(reply Reply) {
 	reply(struct{}{}, nil)
 }
 
-// The terminal input methods reach an Agent that serves them, in v2 and
-// v1, with their params decoded and checked; an Agent that does not
-// serve them has no such methods.
+// The terminal input methods reach an Agent that serves them, with their
+// params decoded and checked; an Agent that does not serve them has no
+// such methods (protocol/v1front's TestV1TerminalInputMethods: the same
+// in v1).
 func TestTerminalInputMethods(t *testing.T) {
 	t.Parallel()
-	for _, v := range []int{2, 1} {
+	for _, v := range []int{2} {
 		a := inputAgent{calls: make(chan any, 2)}
 		w := newWireFor(t, a, v)
 		w.send(`{"jsonrpc":"2.0","id":1,"method":"_shellagent/terminal/write","params":{"sessionId":"s","terminalId":"term_1","data":"aGkN"}}`)

@@ -4,9 +4,13 @@
 // control messages with terminal output under flow control.
 //
 // A Conn serves one peer. The peer chooses the version with initialize:
-// v2 is served as the Agent speaks it; v1 goes through a v1 front that
-// adapts the v1 wire to the same Agent, so that the Agent never knows the
-// version. The Agent reports to the peer through the Client the Conn hands
+// v2 is served as the Agent speaks it; another version goes through the
+// Front made for it (Options.Fronts: protocol/v1front serves v1), which
+// adapts that wire to the same Agent, so that the Agent never knows the
+// version. The Conn knows a front only as a Front: it hands it the
+// requests after initialize (Front.Method, with AnswerNow and
+// AnswerLater), and the front reports through the Wire it was made with,
+// written by the same writer under the front's Encoding. The Agent reports to the peer through the Client the Conn hands
 // it; a terminal's output is read by the writer from the terminal's
 // OutputSource when it gets to it.
 //
@@ -21,7 +25,7 @@
 // the coalescing for a stalled one), backlog.go (the bound on replies that
 // stops reading input), peer.go (the client's progress and stalls) with
 // kernel.go, kernel_linux.go and kernel_other.go (the kernel's buffer
-// between them), output.go (OutputSource), encoding.go (v2 lines), and the
-// v1 front: v1front.go, v1encoding.go, v1types.go and text.go (output as
-// UTF-8 text).
+// between them), output.go (OutputSource), encoding.go (v2 lines), and
+// front.go (Front, the Wire it reports through, its Methods and its
+// Encoding, as the Conn and the writer take them).
 package protocol

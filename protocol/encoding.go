@@ -12,10 +12,9 @@ import (
 // machinery (ordering, coalescing, streaming output from sources in turn,
 // flow control) is the same for every protocol front; only the encoding
 // differs. ACP v2 (acpV2) sends updates as session/update notifications and
-// output as base64 terminal_output_chunk; ACP v1 (acpV1) turns the same
-// updates into v1 messages and output into tool_call_update
-// _meta.terminal_output strings, carrying an incomplete UTF-8 sequence over
-// to the next chunk.
+// output as base64 terminal_output_chunk; a Front brings its own Encoding
+// (see Wire.SetEncoding, and frontEncoding in front.go, which the writer
+// calls).
 //
 // Every method is called on the writer's goroutine only, except output,
 // which is called with the writer's lock held when a terminal's first
@@ -48,7 +47,7 @@ type outputEncoder interface {
 type acpV2 struct{}
 
 // sessionNotification is the params of "session/update": a v2 update, or
-// one of the v1 front's own v1 updates.
+// one of a front's own updates (Wire.Notify).
 type sessionNotification struct {
 	SessionID string `json:"sessionId"`
 	Update    any    `json:"update"`

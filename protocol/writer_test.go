@@ -821,17 +821,10 @@ func TestGathererWaitsOnlyInAFlood(t *testing.T) {
 }
 
 // A chunk costs a read of the ring into the writer's scratch buffer and
-// the line appended to the batch, in both encodings: once the batch has
-// grown to a chunk's line (and a v1 terminal's prefix is built), nothing
-// is allocated per chunk.
+// the line appended to the batch: once the batch has grown to a chunk's
+// line, nothing is allocated per chunk (protocol/v1front's
+// TestAChunkAllocatesNothing checks the v1 encoding).
 func TestAChunkAllocatesNothing(t *testing.T) {
-	v1 := newACPV1(true)
-	if _, err := v1.appendUpdate(nil, "s", &acp.ToolCallUpdate{
-		SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Title: "cmd", Kind: "execute", Status: acp.StatusInProgress,
-		Content: []acp.ToolCallContent{acp.TerminalContent("term_1")}, RawInput: map[string]string{"command": "cmd", "cwd": "/w"},
-	}); err != nil {
-		t.Fatal(err)
-	}
 	ring := outputbuf.New(1 << 20)
 	ring.Write(pattern(1 << 20)) // every byte value, invalid UTF-8 included
 	for _, tt := range []struct {
@@ -839,7 +832,6 @@ func TestAChunkAllocatesNothing(t *testing.T) {
 		enc  outputEncoder
 	}{
 		{"v2", acpV2{}.output("s", "term_1")},
-		{"v1", v1.output("s", "term_1")},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			scratch := make([]byte, maxChunk)

@@ -269,7 +269,7 @@ func listBackground(st *state, _ input) {
 
 // listScenarios serves /scenario alone.
 func listScenarios(st *state, _ input) {
-	st.out.agentMessage(scenario.Listing(protocol.Version(st.out.client) == protocol.ProtocolV1, st.s.sv.cfg.ScenariosInvalid))
+	st.out.agentMessage(scenario.Listing(protocol.Version(st.out.client) != acp.ProtocolVersion, st.s.sv.cfg.ScenariosInvalid))
 }
 
 // parseScheduled reads the arguments of /after and /every.

@@ -18,6 +18,7 @@ import (
 	"shellagent/contain/containtest"
 	"shellagent/protocol"
 	"shellagent/protocol/acptest"
+	"shellagent/protocol/v1front"
 	"shellagent/ptyio"
 )
 
@@ -76,7 +77,8 @@ func (h *harness) serve(end func(context.Context, *protocol.Conn) error, opts ..
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	log := h.sup.cfg.Log
-	conn := protocol.NewConn(inR, outW, h.sup, protocol.Options{Log: log, Observer: h.sup.Checks()})
+	conn := protocol.NewConn(inR, outW, h.sup, protocol.Options{Log: log, Observer: h.sup.Checks(),
+		Fronts: map[int]protocol.NewFront{v1front.ProtocolVersion: v1front.New}})
 	served = make(chan struct{})
 	go func() {
 		defer close(served)

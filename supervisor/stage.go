@@ -83,7 +83,7 @@ func startScenario(st *state, t *turn) {
 		refuse = fmt.Sprintf("Scenario %s is still playing; /scenario %s can play once it is over.", st.kit.(*play).sc.Name, sc.Name)
 	case sc.Invalid && !st.s.sv.cfg.ScenariosInvalid:
 		refuse = fmt.Sprintf("Scenario %s sends a message that the schema forbids; it plays only when shellagent runs with --scenarios-invalid.", sc.Name)
-	case protocol.Version(st.out.client) == protocol.ProtocolV1 && !sc.V1:
+	case protocol.Version(st.out.client) != acp.ProtocolVersion && !sc.V1:
 		refuse = fmt.Sprintf("Scenario %s shows a v2 only rule (%s): ACP v1 has nothing that it could show, so it plays nothing here.", sc.Name, sc.Source)
 	}
 	if refuse != "" {

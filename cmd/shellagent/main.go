@@ -45,6 +45,7 @@ import (
 	"shellagent/contain"
 	"shellagent/daemon"
 	"shellagent/protocol"
+	"shellagent/protocol/v1front"
 	"shellagent/ptyio"
 	"shellagent/supervisor"
 )
@@ -248,9 +249,10 @@ func (o agentOptions) supervisorConfig(log *slog.Logger, c *contain.Containment)
 	}
 }
 
-// connOptions are the options of each of the agent's connections.
+// connOptions are the options of each of the agent's connections: ACP
+// v2, and v1 through its front.
 func connOptions(log *slog.Logger, o agentOptions) protocol.Options {
-	return protocol.Options{Log: log, StallTimeout: o.stallTimeout}
+	return protocol.Options{Log: log, StallTimeout: o.stallTimeout, Fronts: map[int]protocol.NewFront{v1front.ProtocolVersion: v1front.New}}
 }
 
 // serve runs the agent on stdin and stdout until stdin ends, a signal

@@ -1,4 +1,4 @@
-package protocol
+package v1front
 
 import (
 	"bufio"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"shellagent/acp"
+	"shellagent/outputbuf"
+	"shellagent/protocol"
 )
 
 // v1Line is what a test reads of a v1 session/update line.
@@ -76,17 +78,17 @@ func v1Command(t *testing.T, meta bool, chunks ...string) []v1Line {
 		}
 		out = b
 	}
-	add(e.appendUpdate(out, "s", &acp.ToolCallUpdate{
+	add(e.AppendUpdate(out, "s", &acp.ToolCallUpdate{
 		SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Title: "cmd", Kind: "execute", Status: acp.StatusInProgress,
 		Content: []acp.ToolCallContent{acp.TerminalContent("term_1")}, RawInput: map[string]string{"command": "cmd", "cwd": "/w"},
 	}))
-	o := e.output("s", "term_1")
+	o := e.Output("s", "term_1")
 	for _, c := range chunks {
-		out = o.appendChunk(out, []byte(c))
+		out = o.AppendChunk(out, []byte(c))
 	}
 	code := 0
-	add(e.appendUpdate(out, "s", &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: "term_1", ExitStatus: &acp.ExitStatus{ExitCode: &code}}))
-	add(e.appendUpdate(out, "s", &acp.ToolCallUpdate{SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Status: acp.StatusCompleted}))
+	add(e.AppendUpdate(out, "s", &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: "term_1", ExitStatus: &acp.ExitStatus{ExitCode: &code}}))
+	add(e.AppendUpdate(out, "s", &acp.ToolCallUpdate{SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Status: acp.StatusCompleted}))
 	return decodeV1(t, out)
 }
 
@@ -177,21 +179,21 @@ func jsonOf(v any) string {
 // gets the screen cleared first if this connection sent it output before.
 func TestV1Replacement(t *testing.T) {
 	e := newACPV1(true)
-	out, err := e.appendUpdate(nil, "s", &acp.ToolCallUpdate{
+	out, err := e.AppendUpdate(nil, "s", &acp.ToolCallUpdate{
 		SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Title: "cmd", Kind: "execute", Status: acp.StatusInProgress,
 		Content: []acp.ToolCallContent{acp.TerminalContent("term_1")},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := e.output("s", "term_1")
-	out = o.appendChunk(out, []byte("first\r\n\xe6"))
+	o := e.Output("s", "term_1")
+	out = o.AppendChunk(out, []byte("first\r\n\xe6"))
 	// The gap: 10 bytes lost, with the start of 漢 before them and its
 	// end after.
-	if out, err = o.appendReplacement(out, nil, []byte("\xbc\xa2 after\r\n"), 10); err != nil {
+	if out, err = o.AppendReplacement(out, nil, []byte("\xbc\xa2 after\r\n"), 10); err != nil {
 		t.Fatal(err)
 	}
-	if out, err = o.appendReplacement(out, &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: "term_1"}, []byte("all\r\n"), 0); err != nil {
+	if out, err = o.AppendReplacement(out, &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: "term_1"}, []byte("all\r\n"), 0); err != nil {
 		t.Fatal(err)
 	}
 	got := data(decodeV1(t, out))
@@ -202,27 +204,27 @@ func TestV1Replacement(t *testing.T) {
 }
 
 // BenchmarkV1Chunk encodes 64 KiB chunks of terminal output for a v1
-// client (UTF-8 carried across chunks, JSON-escaped), against the v2
-// encoding of the same bytes (base64).
+// client (UTF-8 carried across chunks, JSON-escaped); package protocol's
+// BenchmarkV2Chunk encodes the same bytes for v2 (base64).
 func BenchmarkV1Chunk(b *testing.B) {
 	text := []byte(strings.Repeat("GET /api/items 200 12ms é漢😀 \x1b[32mok\x1b[0m\r\n", 2000))[:64<<10]
 	for _, enc := range []struct {
 		name string
-		e    encoding
-	}{{"v1", newACPV1(true)}, {"v2", acpV2{}}} {
+		e    protocol.Encoding
+	}{{"v1", newACPV1(true)}} {
 		b.Run(enc.name, func(b *testing.B) {
-			dst, err := enc.e.appendUpdate(nil, "s", &acp.ToolCallUpdate{
+			dst, err := enc.e.AppendUpdate(nil, "s", &acp.ToolCallUpdate{
 				SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Title: "cmd", Kind: "execute",
 				Content: []acp.ToolCallContent{acp.TerminalContent("term_1")},
 			})
 			if err != nil {
 				b.Fatal(err)
 			}
-			o := enc.e.output("s", "term_1")
+			o := enc.e.Output("s", "term_1")
 			b.SetBytes(int64(len(text)))
 			b.ReportAllocs()
 			for b.Loop() {
-				dst = o.appendChunk(dst[:0], text)
+				dst = o.AppendChunk(dst[:0], text)
 			}
 		})
 	}
@@ -234,24 +236,24 @@ func BenchmarkV1Chunk(b *testing.B) {
 type v1Driver struct {
 	t   *testing.T
 	e   *acpV1
-	o   outputEncoder
+	o   protocol.OutputEncoder
 	out []byte
 }
 
 func newV1Driver(t *testing.T, meta bool) *v1Driver {
 	e := newACPV1(meta)
-	return &v1Driver{t: t, e: e, o: e.output("s", "term_1")}
+	return &v1Driver{t: t, e: e, o: e.Output("s", "term_1")}
 }
 
 func (d *v1Driver) update(u acp.Update) {
 	d.t.Helper()
 	var err error
-	if d.out, err = d.e.appendUpdate(d.out, "s", u); err != nil {
+	if d.out, err = d.e.AppendUpdate(d.out, "s", u); err != nil {
 		d.t.Fatal(err)
 	}
 }
 
-func (d *v1Driver) chunk(p string) { d.out = d.o.appendChunk(d.out, []byte(p)) }
+func (d *v1Driver) chunk(p string) { d.out = d.o.AppendChunk(d.out, []byte(p)) }
 
 // replace is a replacement for a client that attaches, of term_1 as it is
 // now: running (exit nil) or exited.
@@ -259,7 +261,7 @@ func (d *v1Driver) replace(data string, exit *acp.ExitStatus) {
 	d.t.Helper()
 	var err error
 	u := &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: "term_1", Command: "cmd", ExitStatus: exit}
-	if d.out, err = d.o.appendReplacement(d.out, u, []byte(data), 0); err != nil {
+	if d.out, err = d.o.AppendReplacement(d.out, u, []byte(data), 0); err != nil {
 		d.t.Fatal(err)
 	}
 }
@@ -292,7 +294,7 @@ const (
 )
 
 // TestV1AttachAnnouncesAgain: once the client attaches to a session again
-// on the same connection (encoding.attached), each of its tool calls is announced
+// on the same connection (protocol.Encoding.Attached), each of its tool calls is announced
 // again by a tool_call, with its terminal, and the terminal is redrawn;
 // without terminal_output, the final tool call's text comes with the
 // replacement, and the background command's exit as a message.
@@ -326,7 +328,7 @@ func TestV1AttachAnnouncesAgain(t *testing.T) {
 		d.chunk("a\r\n")
 		d.update(v1Detached)
 		d.chunk("b\r\n")
-		d.e.attached("s")
+		d.e.Attached("s")
 		d.update(v1DetachedNow)
 		d.replace("a\r\nb\r\n", nil)
 		d.chunk("c\r\n")
@@ -380,7 +382,7 @@ func TestV1ReplayOnAFreshConnection(t *testing.T) {
 		}},
 	} {
 		d := newV1Driver(t, tt.meta)
-		d.e.attached("s")
+		d.e.Attached("s")
 		d.update(tt.call)
 		d.replace("a\r\n", tt.exit)
 		checkV1Lines(t, decodeV1(t, d.out), tt.want)
@@ -463,7 +465,7 @@ func TestV1Notice(t *testing.T) {
 		{SessionUpdate: acp.KindNotice, Severity: acp.NoticeInfo, Title: "term_1 is waiting for input"},
 	} {
 		var err error
-		if out, err = e.appendUpdate(out, "s", n); err != nil {
+		if out, err = e.AppendUpdate(out, "s", n); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -503,7 +505,7 @@ func TestV1OnlyACommandTakesItsTerminal(t *testing.T) {
 	var out []byte
 	add := func(u acp.Update) {
 		var err error
-		if out, err = e.appendUpdate(out, "s", u); err != nil {
+		if out, err = e.AppendUpdate(out, "s", u); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -515,7 +517,7 @@ func TestV1OnlyACommandTakesItsTerminal(t *testing.T) {
 		SessionUpdate: acp.KindToolCall, ToolCallID: "call_2", Title: "wait for term_1: ready", Kind: "search", Status: acp.StatusInProgress,
 		Content: []acp.ToolCallContent{acp.TerminalContent("term_1"), acp.TextContent("Waiting")},
 	})
-	out = e.output("s", "term_1").appendChunk(out, []byte("ready\r\n"))
+	out = e.Output("s", "term_1").AppendChunk(out, []byte("ready\r\n"))
 	code := 0
 	add(&acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: "term_1", ExitStatus: &acp.ExitStatus{ExitCode: &code}})
 	got := jsonOf(decodeV1(t, out))
@@ -543,5 +545,53 @@ func TestV1Status(t *testing.T) {
 		if got := v1Status(v2); got != v1 {
 			t.Errorf("v1Status(%q) = %q, want %q", v2, got, v1)
 		}
+	}
+}
+
+// TestEveryUpdateEncodes runs each kind of update through the v1
+// encoding's switch, with and without terminal_output (package
+// protocol's TestEverySwitchCoversEveryUpdate does the others): a variant
+// added to acp.Update and forgotten here panics.
+func TestEveryUpdateEncodes(t *testing.T) {
+	for _, u := range acp.Variants() {
+		for _, meta := range []bool{true, false} {
+			if _, err := newACPV1(meta).AppendUpdate(nil, "s", u); err != nil {
+				t.Errorf("meta %v: AppendUpdate(%T): %v", meta, u, err)
+			}
+		}
+	}
+}
+
+// A chunk costs the line appended to the batch: once the batch has grown
+// to a chunk's line and the terminal's prefix is built, nothing is
+// allocated per chunk (package protocol's TestAChunkAllocatesNothing
+// checks the writer's side and v2).
+func TestAChunkAllocatesNothing(t *testing.T) {
+	const maxChunk = 64 << 10 // the writer's largest chunk
+	e := newACPV1(true)
+	if _, err := e.AppendUpdate(nil, "s", v1Started); err != nil {
+		t.Fatal(err)
+	}
+	ring := outputbuf.New(1 << 20)
+	all := make([]byte, 1<<20)
+	for i := range all {
+		all[i] = byte(i % 251) // every byte value, invalid UTF-8 included
+	}
+	ring.Write(all)
+	o := e.Output("s", "term_1")
+	scratch := make([]byte, maxChunk)
+	var buf []byte
+	off := int64(0)
+	chunk := func() {
+		n, start := ring.ReadAt(scratch, off%(1<<20))
+		buf = o.AppendChunk(buf[:0], scratch[:n])
+		off = start + int64(n)
+	}
+	chunk()
+	if len(buf) < maxChunk {
+		t.Fatalf("a chunk of %d bytes became a line of %d", maxChunk, len(buf))
+	}
+	if allocs := testing.AllocsPerRun(50, chunk); allocs != 0 {
+		t.Errorf("%.1f allocations per chunk, want 0", allocs)
 	}
 }

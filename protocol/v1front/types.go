@@ -1,4 +1,4 @@
-package protocol
+package v1front
 
 import (
 	"encoding/json"
@@ -14,8 +14,8 @@ import (
 // session/close, session/cancel, the params of session/new,
 // session/resume and session/prompt), the v2 types serve both.
 
-// ProtocolV1 is ACP v1, which a client that asks for it gets (see Conn).
-const ProtocolV1 = 1
+// ProtocolVersion is ACP v1, the version the front serves.
+const ProtocolVersion = 1
 
 // v1InitializeRequest is the params of a v1 "initialize".
 type v1InitializeRequest struct {

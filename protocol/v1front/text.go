@@ -1,4 +1,4 @@
-package protocol
+package v1front
 
 import (
 	"bytes"

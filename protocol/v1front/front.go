@@ -1,4 +1,4 @@
-package protocol
+package v1front
 
 import (
 	"context"
@@ -7,17 +7,16 @@ import (
 	"sync"
 
 	"shellagent/acp"
-
-	"github.com/sourcegraph/jsonrpc2"
+	"shellagent/protocol"
 )
 
-// v1Front serves a client that initialized the connection with ACP v1. It
-// is an adapter over the same Agent the v2 connection serves: it turns the
-// client's v1 requests into Agent calls and is the Client the Agent reports
-// to, so that the Agent never knows which version its client speaks. The
-// v2-shaped updates go to the connection's writer unchanged (ordering,
-// coalescing and flow control are the writer's) and are written as v1
-// messages by the v1 encoding (acpV1).
+// v1Front is the protocol.Front that serves a client that initialized the
+// connection with ACP v1. It is an adapter over the same Agent the v2
+// connection serves: it turns the client's v1 requests into Agent calls
+// and is the protocol.Client the Agent reports to, so that the Agent never
+// knows which version its client speaks. The v2-shaped updates go to the
+// connection's writer unchanged (ordering, coalescing and flow control are
+// the writer's) and are written as v1 messages by the v1 encoding (acpV1).
 //
 // What v1 needs beyond an encoding is the prompt turn: a v1 session/prompt
 // is answered when its turn ends, with the stop reason. v2 answers at once
@@ -46,15 +45,18 @@ import (
 // the connection's read loop and call the Agent without holding mu. Lock
 // order: the Agent's locks, then mu, then the writer's.
 type v1Front struct {
-	c *Conn
+	w       *protocol.Wire
+	agent   protocol.Agent
+	methods map[string]protocol.Method // the requests after initialize
+	encoded bool                       // the writer has the v1 encoding
 
 	mu       sync.Mutex // guards sessions
 	sessions map[string]*v1Session
 }
 
 var (
-	_ Client      = (*v1Front)(nil)
-	_ PromptActed = (*v1Front)(nil)
+	_ protocol.Front       = (*v1Front)(nil)
+	_ protocol.PromptActed = (*v1Front)(nil)
 )
 
 // v1Session is what the front knows of a session.
@@ -83,24 +85,19 @@ type v1Session struct {
 
 // v1Prompt is a v1 session/prompt waiting for its answer.
 type v1Prompt struct {
-	reply    Reply
+	reply    protocol.Reply
 	answered bool
 }
 
-// Version returns the ACP version c speaks: 1 for the v1 front of a
-// connection that initialized with version 1, else 2. An Agent needs it
-// only for what v1 cannot express at all (the scenarios that show v2-only
-// rules say so instead of playing).
-func Version(c Client) int {
-	if _, ok := c.(*v1Front); ok {
-		return ProtocolV1
-	}
-	return acp.ProtocolVersion
+// New makes the v1 front of a connection: Options.Fronts[ProtocolVersion].
+func New(w *protocol.Wire) protocol.Front {
+	f := &v1Front{w: w, agent: w.Agent(), sessions: make(map[string]*v1Session)}
+	f.methods = f.requests()
+	return f
 }
 
-func newV1Front(c *Conn) *v1Front {
-	return &v1Front{c: c, sessions: make(map[string]*v1Session)}
-}
+// Version implements protocol.Front.
+func (*v1Front) Version() int { return ProtocolVersion }
 
 // session returns the state of session id, creating it; f.mu is held.
 func (f *v1Front) session(id string) *v1Session {
@@ -122,38 +119,38 @@ func (s *v1Session) emit(send func()) {
 	send()
 }
 
-// Update implements Client.
+// Update implements protocol.Client.
 func (f *v1Front) Update(sessionID string, update acp.Update) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := f.session(sessionID)
 	if m, ok := update.(*acp.Message); ok && s.loading && m.SessionUpdate == acp.KindUserMessage {
 		for _, chunk := range v1UserChunks(m) {
-			s.emit(func() { f.c.w.notify(sessionID, chunk) })
+			s.emit(func() { f.w.Notify(sessionID, chunk) })
 		}
 		return
 	}
-	s.emit(func() { f.c.w.update(sessionID, update) })
+	s.emit(func() { f.w.Update(sessionID, update) })
 	if st := acp.StateOf(update); st != nil {
 		f.state(s, st)
 	}
 }
 
-// UpdateTerminal implements Client.
-func (f *v1Front) UpdateTerminal(sessionID string, u *acp.TerminalUpdate, out OutputSource, mode OutputMode) {
+// UpdateTerminal implements protocol.Client.
+func (f *v1Front) UpdateTerminal(sessionID string, u *acp.TerminalUpdate, out protocol.OutputSource, mode protocol.OutputMode) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.session(sessionID).emit(func() { f.c.w.updateTerminal(sessionID, u, out, mode) })
+	f.session(sessionID).emit(func() { f.w.UpdateTerminal(sessionID, u, out, mode) })
 }
 
-// Release implements Client. The turn under way here is answered
+// Release implements protocol.Client. The turn under way here is answered
 // end_turn: its end is reported to the connection that resumed the
 // session.
 func (f *v1Front) Release(sessionID string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := f.session(sessionID)
-	s.emit(func() { f.c.w.release(sessionID) })
+	s.emit(func() { f.w.Release(sessionID) })
 	if s.turn != nil {
 		f.answer(s, s.turn, acp.StopEndTurn)
 		s.turn = nil
@@ -161,9 +158,9 @@ func (f *v1Front) Release(sessionID string) {
 	s.busy, s.released = false, true
 }
 
-// RequestPermission implements Client: the request in v1's shape.
+// RequestPermission implements protocol.Client: the request in v1's shape.
 func (f *v1Front) RequestPermission(ctx context.Context, p *acp.PermissionRequest, done func(*acp.PermissionResponse, error)) {
-	f.c.requestPermission(ctx, p.SessionID, v1Permission(p), done)
+	f.w.RequestPermission(ctx, p.SessionID, v1Permission(p), done)
 }
 
 // state follows a session's foreground state and ends the turn under way
@@ -213,12 +210,12 @@ func (f *v1Front) fail(s *v1Session, p *v1Prompt, failure *acp.Error) {
 }
 
 // prompt serves session/prompt.
-func (f *v1Front) prompt(ctx context.Context, p *acp.PromptRequest, reply Reply) {
+func (f *v1Front) prompt(ctx context.Context, p *acp.PromptRequest, reply protocol.Reply) {
 	pr := &v1Prompt{reply: reply}
-	f.c.agent.Prompt(ctx, f, p, func(_ any, err error) { f.inserted(p.SessionID, pr, err) })
+	f.agent.Prompt(ctx, f, p, func(_ any, err error) { f.inserted(p.SessionID, pr, err) })
 }
 
-// Acted implements PromptActed: the oldest prompt of the session that acts
+// Acted implements protocol.PromptActed: the oldest prompt of the session that acts
 // at once has done so, and is answered end_turn.
 func (f *v1Front) Acted(sessionID string) {
 	f.mu.Lock()
@@ -265,7 +262,7 @@ func (f *v1Front) inserted(sessionID string, pr *v1Prompt, err error) {
 
 // newSession serves session/new; the commands follow the response.
 func (f *v1Front) newSession(p *acp.NewSessionRequest) (any, func(), error) {
-	resp, err := f.c.agent.NewSession(f, p)
+	resp, err := f.agent.NewSession(f, p)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -276,7 +273,7 @@ func (f *v1Front) newSession(p *acp.NewSessionRequest) (any, func(), error) {
 // commands returns what announces a session's slash commands once the
 // session is known to the client.
 func (f *v1Front) commands(sessionID string, cmds []acp.AvailableCommand) func() {
-	return func() { f.c.w.notify(sessionID, v1Commands(cmds)) }
+	return func() { f.w.Notify(sessionID, v1Commands(cmds)) }
 }
 
 // resumeSession serves session/resume: what the Agent reports about the
@@ -309,16 +306,16 @@ func (f *v1Front) loadSession(p *acp.ResumeSessionRequest) (any, func(), error) 
 }
 
 // attach attaches the session to this connection with the Agent's
-// ResumeSession, holding what the Agent reports meanwhile behind
-// the attach mark (writer.attached); on success the caller sends it with endAttach. On an error
-// nothing changes (see failAttach).
+// ResumeSession, holding what the Agent reports meanwhile behind the
+// attach mark (Wire.Attached); on success the caller sends it with
+// endAttach. On an error nothing changes (see failAttach).
 func (f *v1Front) attach(p *acp.ResumeSessionRequest, load bool) (*acp.ResumeSessionResponse, *v1Session, error) {
 	f.mu.Lock()
 	_, known := f.sessions[p.SessionID]
 	s := f.session(p.SessionID)
 	released := s.released
 	s.attaching, s.loading, s.released = true, load, false
-	s.held = append(s.held[:0], func() { f.c.w.attached(p.SessionID) })
+	s.held = append(s.held[:0], func() { f.w.Attached(p.SessionID) })
 	f.mu.Unlock()
 	attached := false
 	defer func() {
@@ -326,7 +323,7 @@ func (f *v1Front) attach(p *acp.ResumeSessionRequest, load bool) (*acp.ResumeSes
 			f.failAttach(p.SessionID, s, known, released)
 		}
 	}()
-	resp, err := f.c.agent.ResumeSession(f, p)
+	resp, err := f.agent.ResumeSession(f, p)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -364,8 +361,8 @@ func (f *v1Front) failAttach(id string, s *v1Session, known, released bool) {
 }
 
 // closeSession serves session/close.
-func (f *v1Front) closeSession(p *acp.CloseSessionRequest, reply Reply) {
-	f.c.agent.CloseSession(f, p, func(result any, err error) {
+func (f *v1Front) closeSession(p *acp.CloseSessionRequest, reply protocol.Reply) {
+	f.agent.CloseSession(f, p, func(result any, err error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if s := f.sessions[p.SessionID]; s != nil && err == nil {
@@ -384,62 +381,69 @@ func (f *v1Front) setConfigOption(p *acp.SetConfigOptionRequest) (any, error) {
 	if p.Type == "" {
 		p.Type = "id"
 	}
-	resp, err := f.c.agent.SetConfigOption(f, p)
+	resp, err := f.agent.SetConfigOption(f, p)
 	if err != nil {
 		return nil, err
 	}
 	return &v1SetConfigOptionResponse{ConfigOptions: v1ConfigOptions(resp.ConfigOptions)}, nil
 }
 
-// v1Requests are the methods of a v1 connection after initialize.
-var v1Requests = map[string]handler{
-	"session/new": answeredThen(func(c *Conn, p *acp.NewSessionRequest) (any, func(), error) { return c.v1.newSession(p) }),
-	"session/resume": answeredThen(func(c *Conn, p *acp.ResumeSessionRequest) (any, func(), error) {
-		return c.v1.resumeSession(p)
-	}),
-	"session/load": answeredThen(func(c *Conn, p *acp.ResumeSessionRequest) (any, func(), error) {
-		return c.v1.loadSession(p)
-	}),
-	"session/list": answeredAtOnce(func(c *Conn, p *acp.ListSessionsRequest) (any, error) { return c.agent.ListSessions(c.v1, p) }),
-	"session/set_config_option": answeredAtOnce(func(c *Conn, p *acp.SetConfigOptionRequest) (any, error) {
-		return c.v1.setConfigOption(p)
-	}),
-	"session/close": answeredByReply(func(_ context.Context, c *Conn, p *acp.CloseSessionRequest, reply Reply) {
-		c.v1.closeSession(p, reply)
-	}),
-	"session/prompt": answeredByReply(func(ctx context.Context, c *Conn, p *acp.PromptRequest, reply Reply) {
-		c.v1.prompt(ctx, p, reply)
-	}),
-	acp.MethodWriteTerminal:  writeTerminal,
-	acp.MethodResizeTerminal: resizeTerminal,
+// Method implements protocol.Front.
+func (f *v1Front) Method(name string) (protocol.Method, bool) {
+	m, ok := f.methods[name]
+	return m, ok
 }
 
-// v1Initialize answers a v1 initialize: the Agent is initialized as for
-// v2 and its answer reshaped, and the connection speaks v1 from now on.
-func (c *Conn) v1Initialize(req *jsonrpc2.Request, reply Reply) {
-	var p v1InitializeRequest
-	if err := decodeParams(req.Params, &p); err != nil {
-		reply(nil, err)
-		return
+// requests are the methods of a v1 connection after initialize. The
+// terminal input methods are there when the Agent serves them, as in v2.
+func (f *v1Front) requests() map[string]protocol.Method {
+	m := map[string]protocol.Method{
+		"session/new":    protocol.AnswerNow(f.newSession),
+		"session/resume": protocol.AnswerNow(f.resumeSession),
+		"session/load":   protocol.AnswerNow(f.loadSession),
+		"session/list": protocol.AnswerNow(func(p *acp.ListSessionsRequest) (any, func(), error) {
+			resp, err := f.agent.ListSessions(f, p)
+			return resp, nil, err
+		}),
+		"session/set_config_option": protocol.AnswerNow(func(p *acp.SetConfigOptionRequest) (any, func(), error) {
+			resp, err := f.setConfigOption(p)
+			return resp, nil, err
+		}),
+		"session/close": protocol.AnswerLater(func(_ context.Context, p *acp.CloseSessionRequest, reply protocol.Reply) {
+			f.closeSession(p, reply)
+		}),
+		"session/prompt": protocol.AnswerLater(f.prompt),
 	}
-	front := c.v1
-	if front == nil {
-		front = newV1Front(c)
+	if ti, ok := f.agent.(protocol.TerminalInput); ok {
+		m[acp.MethodWriteTerminal] = protocol.AnswerLater(func(_ context.Context, p *acp.WriteTerminalRequest, reply protocol.Reply) {
+			ti.WriteTerminal(f, p, reply)
+		})
+		m[acp.MethodResizeTerminal] = protocol.AnswerLater(func(_ context.Context, p *acp.ResizeTerminalRequest, reply protocol.Reply) {
+			ti.ResizeTerminal(f, p, reply)
+		})
+	}
+	return m
+}
+
+// Initialize implements protocol.Front: the Agent is initialized as for
+// v2 and its answer reshaped, and the connection speaks v1 from now on.
+func (f *v1Front) Initialize(params *json.RawMessage) (any, error) {
+	var p v1InitializeRequest
+	if err := protocol.DecodeParams(params, &p); err != nil {
+		return nil, err
 	}
 	v2 := acp.ProtocolVersion
-	resp, err := c.agent.Initialize(front, &acp.InitializeRequest{ProtocolVersion: &v2, Info: p.ClientInfo})
+	resp, err := f.agent.Initialize(f, &acp.InitializeRequest{ProtocolVersion: &v2, Info: p.ClientInfo})
 	if err != nil {
-		reply(nil, err)
-		return
+		return nil, err
 	}
-	if c.v1 == nil {
-		c.v1 = front
-		c.w.setEncoding(newACPV1(p.terminalOutput()))
+	if !f.encoded {
+		f.encoded = true
+		f.w.SetEncoding(newACPV1(p.terminalOutput()))
 	}
-	c.initialized.Store(true)
 	info := resp.Info
-	reply(&v1InitializeResponse{
-		ProtocolVersion: ProtocolV1,
+	return &v1InitializeResponse{
+		ProtocolVersion: ProtocolVersion,
 		AgentCapabilities: v1AgentCapabilities{
 			LoadSession:         true,
 			SessionCapabilities: v1SessionCapabilities{List: &struct{}{}, Resume: &struct{}{}, Close: &struct{}{}},
@@ -447,5 +451,5 @@ func (c *Conn) v1Initialize(req *jsonrpc2.Request, reply Reply) {
 		AuthMethods: []struct{}{},
 		AgentInfo:   &info,
 		Meta:        resp.Meta,
-	}, nil)
+	}, nil
 }

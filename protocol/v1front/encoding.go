@@ -1,4 +1,4 @@
-package protocol
+package v1front
 
 import (
 	"fmt"
@@ -6,11 +6,12 @@ import (
 	"unicode/utf8"
 
 	"shellagent/acp"
+	"shellagent/protocol"
 )
 
 // acpV1 is the ACP v1 encoding: it writes what the supervisor reports in v2
 // shapes as v1 messages, with the writer's ordering, coalescing and flow
-// control unchanged (see encoding).
+// control unchanged (see protocol.Encoding).
 //
 //   - agent_message becomes agent_message_chunk, and so does a notice (v1
 //     has none), with a messageId of its own (notice_N); user_message and
@@ -18,7 +19,7 @@ import (
 //     answering session/prompt, see v1Front, and replays user messages
 //     itself);
 //   - a tool call's first update on this connection since the client
-//     last attached to its session (see encoding.attached) becomes a tool_call,
+//     last attached to its session (see protocol.Encoding.Attached) becomes a tool_call,
 //     later ones tool_call_update; v2's cancelled status becomes failed,
 //     paused in_progress (see v1Status);
 //   - a command's terminal, when the client advertised
@@ -76,7 +77,7 @@ type acpV1 struct {
 	toldExit map[string]string
 }
 
-var _ encoding = (*acpV1)(nil)
+var _ protocol.Encoding = (*acpV1)(nil)
 
 // newACPV1 returns the v1 encoding for a client that advertised
 // _meta.terminal_output (meta) or not.
@@ -118,11 +119,11 @@ type v1Term struct {
 	owed  bool  // the tail goes out with the terminal's replacement
 }
 
-func (e *acpV1) output(session, terminal string) outputEncoder {
+func (e *acpV1) Output(session, terminal string) protocol.OutputEncoder {
 	return &v1Output{e: e, key: v1Key{session, terminal}}
 }
 
-func (e *acpV1) appendUpdate(dst []byte, session string, update acp.Update) ([]byte, error) {
+func (e *acpV1) AppendUpdate(dst []byte, session string, update acp.Update) ([]byte, error) {
 	if acp.StateOf(update) != nil {
 		return dst, nil // a state_update, or one the kit crafted
 	}
@@ -147,7 +148,7 @@ func (e *acpV1) message(dst []byte, session string, m *acp.Message) ([]byte, err
 	}
 	var err error
 	for _, b := range m.Content {
-		dst, err = appendNotification(dst, session, &v1ContentChunk{SessionUpdate: "agent_message_chunk", Content: b, MessageID: m.MessageID})
+		dst, err = protocol.AppendNotification(dst, session, &v1ContentChunk{SessionUpdate: "agent_message_chunk", Content: b, MessageID: m.MessageID})
 		if err != nil {
 			return dst, err
 		}
@@ -167,7 +168,7 @@ func (e *acpV1) notice(dst []byte, session string, n *acp.Notice) ([]byte, error
 		}
 	}
 	e.notices++
-	return appendNotification(dst, session, &v1ContentChunk{
+	return protocol.AppendNotification(dst, session, &v1ContentChunk{
 		SessionUpdate: "agent_message_chunk", Content: acp.TextBlock(noticeText(n)),
 		MessageID: "notice_" + strconv.FormatInt(e.notices, 10),
 	})
@@ -253,7 +254,7 @@ func (e *acpV1) toolCall(dst []byte, session string, u *acp.ToolCallUpdate) ([]b
 			}
 		}
 	}
-	return appendNotification(dst, session, out)
+	return protocol.AppendNotification(dst, session, out)
 }
 
 // content is the v1 content of a tool call update, with the tail of its
@@ -305,7 +306,7 @@ func (e *acpV1) terminal(dst []byte, session string, u *acp.TerminalUpdate) ([]b
 	}
 	if !e.meta && c != nil && c.detached {
 		text := acp.TextBlock(v1ExitText(u.TerminalID, c.title, u.ExitStatus))
-		if dst, err = appendNotification(dst, session, &v1ContentChunk{SessionUpdate: "agent_message_chunk", Content: text, MessageID: "exit_" + u.TerminalID}); err != nil {
+		if dst, err = protocol.AppendNotification(dst, session, &v1ContentChunk{SessionUpdate: "agent_message_chunk", Content: text, MessageID: "exit_" + u.TerminalID}); err != nil {
 			return dst, err
 		}
 		e.toldExit[session] = u.TerminalID
@@ -318,7 +319,7 @@ func (e *acpV1) terminal(dst []byte, session string, u *acp.TerminalUpdate) ([]b
 		if u.ExitStatus.Signal != "" {
 			exit.Signal = &u.ExitStatus.Signal
 		}
-		dst, err = appendNotification(dst, session, &v1ToolCall{SessionUpdate: "tool_call_update", ToolCallID: t.call, Meta: &v1TerminalMeta{Exit: exit}})
+		dst, err = protocol.AppendNotification(dst, session, &v1ToolCall{SessionUpdate: "tool_call_update", ToolCallID: t.call, Meta: &v1TerminalMeta{Exit: exit}})
 		if err != nil {
 			return dst, err
 		}
@@ -341,14 +342,14 @@ func (e *acpV1) appendTail(dst []byte, session string, t *v1Term, c *v1Call) ([]
 	}
 	content := append(c.content[:len(c.content):len(c.content)], acp.TextContent(tail))
 	c.content = nil
-	return appendNotification(dst, session, &v1ToolCall{SessionUpdate: "tool_call_update", ToolCallID: t.call, Content: content})
+	return protocol.AppendNotification(dst, session, &v1ToolCall{SessionUpdate: "tool_call_update", ToolCallID: t.call, Content: content})
 }
 
-// attached implements encoding: the client knows none of session's tool calls
+// Attached implements protocol.Encoding: the client knows none of session's tool calls
 // and terminals any more, so each is announced again by its next update.
 // A terminal whose output was sent is remembered in drawn, so that its
 // replacement clears what the client may still show.
-func (e *acpV1) attached(session string) {
+func (e *acpV1) Attached(session string) {
 	for k := range e.drawn {
 		if k.session == session {
 			delete(e.drawn, k)
@@ -421,7 +422,7 @@ type v1Output struct {
 	t   *v1Term
 }
 
-var _ outputEncoder = (*v1Output)(nil)
+var _ protocol.OutputEncoder = (*v1Output)(nil)
 
 func (o *v1Output) term() *v1Term {
 	if o.t == nil || o.t.gone { // gone: a tool call may introduce it again
@@ -433,7 +434,7 @@ func (o *v1Output) term() *v1Term {
 	return o.t
 }
 
-func (o *v1Output) appendChunk(dst, p []byte) []byte {
+func (o *v1Output) AppendChunk(dst, p []byte) []byte {
 	t := o.term()
 	switch {
 	case t == nil:
@@ -453,7 +454,7 @@ func (o *v1Output) appendChunk(dst, p []byte) []byte {
 // never get) or, for a client that attaches (u != nil), in place of what
 // it had: the screen is cleared first if this connection sent any of the
 // terminal's output, since v1 output can only be appended to.
-func (o *v1Output) appendReplacement(dst []byte, u *acp.TerminalUpdate, data []byte, dropped int64) ([]byte, error) {
+func (o *v1Output) AppendReplacement(dst []byte, u *acp.TerminalUpdate, data []byte, dropped int64) ([]byte, error) {
 	t := o.term()
 	if t == nil {
 		return dst, nil

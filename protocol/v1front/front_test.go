@@ -1,4 +1,4 @@
-package protocol
+package v1front
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"shellagent/acp"
+	"shellagent/protocol"
 )
 
 // turnAgent reports each prompt as a turn, as the supervisor does:
@@ -32,11 +33,11 @@ type turnAgent struct {
 	busy   bool // a "hold" runs; Prompt and CancelSession run on the read loop
 }
 
-func (*turnAgent) Initialize(Client, *acp.InitializeRequest) (*acp.InitializeResponse, error) {
+func (*turnAgent) Initialize(protocol.Client, *acp.InitializeRequest) (*acp.InitializeResponse, error) {
 	return &acp.InitializeResponse{ProtocolVersion: acp.ProtocolVersion, Info: acp.Implementation{Name: "agent", Version: "1"}, Meta: map[string]any{"x": 1}}, nil
 }
 
-func (a *turnAgent) Prompt(_ context.Context, c Client, p *acp.PromptRequest, reply Reply) {
+func (a *turnAgent) Prompt(_ context.Context, c protocol.Client, p *acp.PromptRequest, reply protocol.Reply) {
 	text := ""
 	if len(p.Prompt) > 0 {
 		text = p.Prompt[0].Text
@@ -52,7 +53,7 @@ func (a *turnAgent) Prompt(_ context.Context, c Client, p *acp.PromptRequest, re
 	case strings.HasPrefix(text, "now") && a.busy:
 		reply(&acp.PromptResponse{MessageID: "u"}, nil)
 		msg("at once")
-		c.(PromptActed).Acted(p.SessionID) // what an Agent owes a prompt that acted at once
+		c.(protocol.PromptActed).Acted(p.SessionID) // what an Agent owes a prompt that acted at once
 	case strings.HasPrefix(text, "fail"), strings.HasPrefix(text, "custom"):
 		reply(&acp.PromptResponse{MessageID: "u"}, nil)
 		c.Update(p.SessionID, &acp.StateUpdate{SessionUpdate: acp.KindState, State: acp.StateRunning})
@@ -76,7 +77,7 @@ func (a *turnAgent) Prompt(_ context.Context, c Client, p *acp.PromptRequest, re
 	}
 }
 
-func (a *turnAgent) CancelSession(c Client, p *acp.CancelSessionNotification) {
+func (a *turnAgent) CancelSession(c protocol.Client, p *acp.CancelSessionNotification) {
 	if !a.busy {
 		return
 	}
@@ -84,17 +85,17 @@ func (a *turnAgent) CancelSession(c Client, p *acp.CancelSessionNotification) {
 	c.Update(p.SessionID, &acp.StateUpdate{SessionUpdate: acp.KindState, State: acp.StateIdle, StopReason: acp.StopCancelled})
 }
 
-func (*turnAgent) ResumeSession(c Client, p *acp.ResumeSessionRequest) (*acp.ResumeSessionResponse, error) {
+func (*turnAgent) ResumeSession(c protocol.Client, p *acp.ResumeSessionRequest) (*acp.ResumeSessionResponse, error) {
 	c.Update(p.SessionID, &acp.ToolCallUpdate{SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Title: "t", Status: acp.StatusInProgress})
 	return &acp.ResumeSessionResponse{AvailableCommands: []acp.AvailableCommand{{Type: "command", Name: "ps", Description: "list"}}}, nil
 }
 
 // newV1Wire is a Conn on pipes serving agent to a client that initialized
 // with protocolVersion 1.
-func newV1Wire(t *testing.T, agent Agent) *wire {
+func newV1Wire(t *testing.T, agent protocol.Agent) *wire {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	w := &wire{t: t, in: inW, out: bufio.NewReader(outR), conn: NewConn(inR, outW, agent, Options{Log: discardLog()})}
+	w := &wire{t: t, in: inW, out: bufio.NewReader(outR), conn: protocol.NewConn(inR, outW, agent, v1Options())}
 	t.Cleanup(func() {
 		inW.Close()
 		<-w.conn.Done()
@@ -228,7 +229,7 @@ func TestV1Release(t *testing.T) {
 	if got := said(w.recv()); !strings.HasPrefix(got, "2:") {
 		t.Fatalf("got %s", got)
 	}
-	w.conn.v1.Release("s")
+	w.conn.Client().Release("s")
 	if got := said(w.recv()); got != `1:{"stopReason":"end_turn"}` {
 		t.Fatalf("the turn under way: %s", got)
 	}
@@ -242,7 +243,7 @@ func TestV1Release(t *testing.T) {
 // then panics.
 type resumePanics struct{ turnAgent }
 
-func (a *resumePanics) ResumeSession(c Client, p *acp.ResumeSessionRequest) (*acp.ResumeSessionResponse, error) {
+func (a *resumePanics) ResumeSession(c protocol.Client, p *acp.ResumeSessionRequest) (*acp.ResumeSessionResponse, error) {
 	c.Update(p.SessionID, &acp.ToolCallUpdate{SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Title: "t", Status: acp.StatusInProgress})
 	panic("resume went wrong")
 }
@@ -273,7 +274,7 @@ func TestV1FailedResumeHoldsNothingBack(t *testing.T) {
 // completes.
 type replayAgent struct{ turnAgent }
 
-func (a *replayAgent) ResumeSession(c Client, p *acp.ResumeSessionRequest) (*acp.ResumeSessionResponse, error) {
+func (a *replayAgent) ResumeSession(c protocol.Client, p *acp.ResumeSessionRequest) (*acp.ResumeSessionResponse, error) {
 	switch {
 	case p.SessionID != "s":
 		return nil, acp.SessionNotFound(p.SessionID)
@@ -289,13 +290,13 @@ func (a *replayAgent) ResumeSession(c Client, p *acp.ResumeSessionRequest) (*acp
 	return &acp.ResumeSessionResponse{AvailableCommands: []acp.AvailableCommand{{Type: "command", Name: "ps", Description: "list"}}}, nil
 }
 
-func (a *replayAgent) Prompt(ctx context.Context, c Client, p *acp.PromptRequest, reply Reply) {
+func (a *replayAgent) Prompt(ctx context.Context, c protocol.Client, p *acp.PromptRequest, reply protocol.Reply) {
 	if len(p.Prompt) > 0 && p.Prompt[0].Text == "finish" {
 		reply(&acp.PromptResponse{MessageID: "u"}, nil)
 		c.Update("s", &acp.Message{SessionUpdate: acp.KindUserMessage, MessageID: "msg_3", Content: p.Prompt})
 		c.Update("s", &acp.ToolCallUpdate{SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Status: acp.StatusCompleted})
 		c.Update("s", &acp.StateUpdate{SessionUpdate: acp.KindState, State: acp.StateIdle, StopReason: acp.StopEndTurn})
-		c.(PromptActed).Acted(p.SessionID) // inserted while the resumed session was busy: it acted at once
+		c.(protocol.PromptActed).Acted(p.SessionID) // inserted while the resumed session was busy: it acted at once
 		return
 	}
 	a.turnAgent.Prompt(ctx, c, p, reply)
@@ -335,9 +336,10 @@ func TestV1Load(t *testing.T) {
 	}
 	w.send(prompt(5, "finish"))
 	expect("tool_call_update", `5:{"stopReason":"end_turn"}`)
-	w.conn.v1.mu.Lock()
-	_, kept := w.conn.v1.sessions["x"]
-	w.conn.v1.mu.Unlock()
+	f := w.conn.Client().(*v1Front)
+	f.mu.Lock()
+	_, kept := f.sessions["x"]
+	f.mu.Unlock()
 	if kept {
 		t.Error("the front keeps state for a session that the Agent does not know")
 	}
@@ -384,5 +386,38 @@ func TestV1ErrorsAndUnknownValues(t *testing.T) {
 	w.send(prompt(2, "custom"))
 	if got := said(w.recv()); got != `2:{"stopReason":"end_turn"}` {
 		t.Fatalf("a custom stop reason was answered %s", got)
+	}
+}
+
+// The terminal input methods reach an Agent that serves them in v1 as in
+// v2, with their params decoded and checked; an Agent that does not serve
+// them has no such methods.
+func TestV1TerminalInputMethods(t *testing.T) {
+	t.Parallel()
+	a := inputAgent{calls: make(chan any, 2)}
+	w := newV1WireFor(t, a)
+	w.send(`{"jsonrpc":"2.0","id":1,"method":"_shellagent/terminal/write","params":{"sessionId":"s","terminalId":"term_1","data":"aGkN"}}`)
+	if m := w.recv(); string(m["result"]) != "{}" {
+		t.Errorf("write answered %v", m)
+	}
+	if p := (<-a.calls).(*acp.WriteTerminalRequest); string(p.Bytes()) != "hi\r" || p.TerminalID != "term_1" {
+		t.Errorf("write got %+v", p)
+	}
+	w.send(`{"jsonrpc":"2.0","id":2,"method":"_shellagent/terminal/resize","params":{"sessionId":"s","terminalId":"term_1","size":{"cols":200,"rows":50}}}`)
+	if m := w.recv(); string(m["result"]) != "{}" {
+		t.Errorf("resize answered %v", m)
+	}
+	if p := (<-a.calls).(*acp.ResizeTerminalRequest); *p.Size != (acp.TerminalSize{Cols: 200, Rows: 50}) {
+		t.Errorf("resize got %+v", p)
+	}
+	w.send(`{"jsonrpc":"2.0","id":3,"method":"_shellagent/terminal/resize","params":{"sessionId":"s","terminalId":"term_1","size":{"cols":0,"rows":50}}}`)
+	if m := w.recv(); errorCode(m) != acp.CodeInvalidParams || !strings.Contains(string(m["error"]), "size.cols") {
+		t.Errorf("bad size answered %v", m)
+	}
+
+	w = newV1WireFor(t, stubAgent{})
+	w.send(`{"jsonrpc":"2.0","id":1,"method":"_shellagent/terminal/write","params":{"sessionId":"s","terminalId":"term_1","data":"aGk="}}`)
+	if m := w.recv(); errorCode(m) != acp.CodeMethodNotFound {
+		t.Errorf("an agent without TerminalInput answered %v", m)
 	}
 }
