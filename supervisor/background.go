@@ -174,7 +174,7 @@ func (st *state) flushList() {
 }
 
 // processes returns the processes of the listed terminals, in order: what
-// /ps scans (members), outside the session's mutex.
+// /ps scans (members), as slow work.
 func (l *backgroundList) processes() []ptyio.Process {
 	var out []ptyio.Process
 	for _, it := range l.items {
@@ -217,8 +217,7 @@ func (l *backgroundList) listing(found []string, overlaid []acp.BackgroundItem) 
 }
 
 // members lists a terminal's live processes for /ps: ", pid 123 sleep 30,
-// pid 456 node server.js". It reads /proc: call it outside the session's
-// mutex.
+// pid 456 node server.js". It reads /proc: slow work (state.slow).
 func members(p ptyio.Process) string {
 	const most = 10 // processes named; the rest are counted
 	ms, err := p.Members()

@@ -192,10 +192,8 @@ func (a *approval) answered(st *state, resp *acp.PermissionResponse, err error) 
 		st.startForeground(fg)
 		return
 	}
-	st.launch(a.call, a.line, func(t *terminal) {
-		if t != nil {
-			st.list.replaceCall(a.call, t)
-			st.handOff(t, "Started in the background.")
-		}
-	})
+	if t := st.launch(a.call, a.line); t != nil {
+		st.list.replaceCall(a.call, t)
+		st.handOff(t, "Started in the background.")
+	}
 }

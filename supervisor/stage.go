@@ -46,7 +46,7 @@ type play struct {
 	abort context.CancelCauseFunc
 	dir   gateDir // owned by the play's goroutine
 
-	// Guarded by the session's mutex.
+	// Owned by the session's actor.
 	turn       *turn         // the foreground turn it holds, if it holds one
 	began      chan struct{} // closed when the turn that Begin asked for holds the foreground
 	runs       []*run        // its commands
@@ -114,7 +114,7 @@ func scenarioMark(name string) map[string]any {
 	return map[string]any{"shellagent": map[string]any{"scenario": name}}
 }
 
-// enter runs f under the session's mutex, unless the play is over or the
+// enter runs f on the session's actor and waits for it, unless the play is over or the
 // session no longer open; it reports whether f ran.
 func (p *play) enter(f func(st *state)) bool {
 	if p.ctx.Err() != nil {
@@ -324,21 +324,20 @@ func (p *play) Run(line string, how scenario.How) (scenario.Command, error) {
 	started := make(chan bool, 1)
 	if !p.enter(func(st *state) {
 		call := st.newCall(callRunning, "execute", line)
-		launchWith(st, call, line, opts, func(t *terminal) {
-			if t == nil {
-				started <- false
-				return
-			}
-			r.term, r.id, r.call, r.ring = t, t.id, call.id, t.ring
-			p.runs = append(p.runs, r)
-			switch {
-			case how.Background && how.Codex:
-				st.list.addTerminal(t) // its tool call said so with its terminal (opts.note)
-			case how.Background:
-				st.handOff(t, "Started in the background by /scenario "+p.sc.Name+".")
-			}
-			started <- true
-		})
+		t := launchWith(st, call, line, opts)
+		if t == nil {
+			started <- false
+			return
+		}
+		r.term, r.id, r.call, r.ring = t, t.id, call.id, t.ring
+		p.runs = append(p.runs, r)
+		switch {
+		case how.Background && how.Codex:
+			st.list.addTerminal(t) // its tool call said so with its terminal (opts.note)
+		case how.Background:
+			st.handOff(t, "Started in the background by /scenario "+p.sc.Name+".")
+		}
+		started <- true
 	}) {
 		return nil, over(p.ctx)
 	}
@@ -480,11 +479,7 @@ func (p *play) end(st *state, stopReason string, failure *acp.Error) {
 
 // Idle implements scenario.Stage.
 func (p *play) Idle() error {
-	return pollUntil(p.ctx, "the end of foreground work", func() bool {
-		idle := false
-		p.s.peek(func(st *state) { idle = !st.turns.busy() && !st.turns.waiting() && st.fgState == acp.StateIdle })
-		return idle
-	})
+	return pollUntil(p.ctx, "the end of foreground work", func() bool { return p.s.peek().idle })
 }
 
 // owns implements source: t is the play's /scenario turn, or foreground

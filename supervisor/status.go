@@ -35,9 +35,9 @@ type TerminalStatus struct {
 }
 
 // Sessions returns the status of every open session, oldest first. It
-// waits for an event of a session that has an errand out (a launch), so
-// that the status shows what the event did. The terminals' processes are
-// read (a scan of every process) after each session's lock is let go.
+// waits for each session's entries, slow work included (a launch), so
+// that the status shows what they did. The terminals' processes are read
+// (a scan of every process) on the calling goroutine, not the actor.
 func (sv *Supervisor) Sessions() []SessionStatus {
 	list := sv.list()
 	out := make([]SessionStatus, 0, len(list))
@@ -92,8 +92,8 @@ func (st *state) status() (SessionStatus, []ptyio.Process) {
 }
 
 // pids lists a terminal's live processes; none when they cannot be read
-// (a status without pids says as much). It reads /proc: call it outside
-// the session's mutex.
+// (a status without pids says as much). It reads /proc: call it off the
+// session's actor.
 func pids(p ptyio.Process) []int {
 	ms, err := p.Members()
 	if err != nil {

@@ -198,10 +198,8 @@ func (st *state) start(t *turn) {
 	}
 	st.transition(acp.StateRunning, "")
 	t.in.cmd.act(st, t.in)
-	st.errands.then(func() { // /bg CMD and /ps send errands out
-		t.state = turnOver
-		st.endTurn(acp.StopEndTurn)
-	})
+	t.state = turnOver
+	st.endTurn(acp.StopEndTurn)
 }
 
 // startOrHold starts t, new foreground work that no prompt brought (a
@@ -275,17 +273,16 @@ func (st *state) runForeground(t *turn) {
 // foreground and arms its foreground timeout. If it cannot start, the turn
 // ends.
 func (st *state) startForeground(t *turn) {
-	st.launch(t.call, t.in.line, func(term *terminal) {
-		if term == nil {
-			st.turns.release(t)
-			st.endTurn(acp.StopEndTurn)
-			return
-		}
-		t.term = term
-		if d := st.settings.foregroundTimeout; d > 0 {
-			t.timer = time.AfterFunc(d, func() { st.s.timeout(t, d) })
-		}
-	})
+	term := st.launch(t.call, t.in.line)
+	if term == nil {
+		st.turns.release(t)
+		st.endTurn(acp.StopEndTurn)
+		return
+	}
+	t.term = term
+	if d := st.settings.foregroundTimeout; d > 0 {
+		t.timer = time.AfterFunc(d, func() { st.s.timeout(t, d) })
+	}
 }
 
 // detach hands the foreground command, which runs, over to the

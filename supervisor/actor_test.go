@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"shellagent/acp"
 	"shellagent/protocol/acptest"
 	"shellagent/ptyio"
@@ -402,51 +404,58 @@ func TestASlowPsHoldsUpNoOtherSession(t *testing.T) {
 	h.exit(ps, a, "term_1")
 }
 
-// TestErrandsContinueInOrder: the rest of an event runs after its errand's
-// result, in the order it was written, and an errand sent meanwhile goes
-// out once the one before it is back.
-func TestErrandsContinueInOrder(t *testing.T) {
+// TestSlowWorkReadsStraightDown: an entry that does slow work finishes
+// it, in the order it is written, before the next entry runs; meanwhile
+// peek answers with what the state was when the slow work began (not
+// what came before, nor what follows in the entry), and doWait waits for
+// the whole entry.
+func TestSlowWorkReadsStraightDown(t *testing.T) {
 	t.Parallel()
-	var e errands
+	sv := New(Config{Launcher: failLauncher{}, Log: discardLog})
+	c := newQuietClient()
+	sid := must(sv.NewSession(c, &acp.NewSessionRequest{Cwd: t.TempDir()})).SessionID
+	s := must(sv.session(sid))
 	var log []string
-	add := func(s string) func() { return func() { log = append(log, s) } }
-	back := func(want ...string) {
-		t.Helper()
-		out := e.take()
-		if out == nil {
-			t.Fatalf("no errand out; log %v", log)
-		}
-		out.work()
-		e.back(out)
-		if !slices.Equal(log, want) {
-			t.Errorf("log %v, want %v", log, want)
-		}
-	}
-	e.then(add("now"))
-	e.send(add("work 1"), add("back 1"))
-	e.then(add("after 1"))
-	e.send(add("work 2"), func() {
-		add("back 2")()
-		e.send(add("work 3"), add("back 3")) // sent by a continuation
-		e.then(add("after back 2"))
+	open, slowed := make(chan struct{}), make(chan struct{})
+	s.do(func(st *state) {
+		st.title = "before"
+		log = append(log, "before")
+		st.slow()
+		close(slowed)
+		<-open
+		log = append(log, "after the slow work")
+		st.title = "after"
 	})
-	e.then(add("after 2"))
-	if !slices.Equal(log, []string{"now"}) {
-		t.Errorf("with an errand out, ran %v", log)
+	s.do(func(*state) { log = append(log, "next entry") })
+	<-slowed
+	if title := s.peek().title; title != "before" {
+		t.Errorf("peek during slow work: title %q, want %q", title, "before")
 	}
-	back("now", "work 1", "back 1", "after 1")
-	back("now", "work 1", "back 1", "after 1", "work 2", "back 2")
-	back("now", "work 1", "back 1", "after 1", "work 2", "back 2", "work 3", "back 3", "after back 2", "after 2")
-	if e.take() != nil {
-		t.Errorf("an errand is still out")
+	waited := make(chan []string, 1)
+	go s.doWait(func(*state) { waited <- slices.Clone(log) })
+	select {
+	case got := <-waited:
+		t.Fatalf("doWait ran during the slow work, with %v", got)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(open)
+	want := []string{"before", "after the slow work", "next entry"}
+	if got := <-waited; !slices.Equal(got, want) {
+		t.Errorf("entries ran %v, want %v", got, want)
+	}
+	if title := s.peek().title; title != "after" {
+		t.Errorf("peek after the slow work: title %q, want %q", title, "after")
+	}
+	if err := sv.Shutdown(context.Background()); err != nil {
+		t.Error(err)
 	}
 }
 
-// TestAnAwaySessionQueuesEntriesInOrder: while an event of a session has
-// an errand out, entries queue without waiting and then run in the order
-// they came; beyond maxQueued the next one waits for room; reads (peek)
-// never wait.
-func TestAnAwaySessionQueuesEntriesInOrder(t *testing.T) {
+// TestABusySessionQueuesEntriesInOrder: while a session's actor does slow
+// work, entries queue without waiting and then run in the order they
+// came; beyond maxQueued the next one waits for room; reads (peek, here
+// session/list) never wait.
+func TestABusySessionQueuesEntriesInOrder(t *testing.T) {
 	t.Parallel()
 	sv := New(Config{Launcher: failLauncher{}, Log: discardLog})
 	c := newQuietClient()
@@ -455,7 +464,9 @@ func TestAnAwaySessionQueuesEntriesInOrder(t *testing.T) {
 	var order []int
 	open := make(chan struct{})
 	s.do(func(st *state) {
-		st.errands.send(func() { <-open }, func() { order = append(order, -1) })
+		st.slow()
+		<-open
+		order = append(order, -1)
 	})
 	const entries = maxQueued + 10
 	var entered atomic.Int64
@@ -473,7 +484,7 @@ func TestAnAwaySessionQueuesEntriesInOrder(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond) // room to go wrong
 	if n := entered.Load(); n != maxQueued {
-		t.Errorf("%d entries entered a session away on an errand, want %d (then wait for room)", n, maxQueued)
+		t.Errorf("%d entries entered a session busy with slow work, want %d (then wait for room)", n, maxQueued)
 	}
 	if _, err := sv.ListSessions(c, &acp.ListSessionsRequest{}); err != nil {
 		t.Error(err)
@@ -491,6 +502,39 @@ func TestAnAwaySessionQueuesEntriesInOrder(t *testing.T) {
 	}
 	if err := sv.Shutdown(context.Background()); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestTheActorEndsWithItsSession: a session's goroutine ends once the
+// session has closed, and what comes for it afterwards (a late timer, an
+// answer) still runs, in order, on the goroutine that brings it.
+func TestTheActorEndsWithItsSession(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	sv := New(Config{Launcher: failLauncher{}, Log: discardLog})
+	c := newQuietClient()
+	sid := must(sv.NewSession(c, &acp.NewSessionRequest{Cwd: t.TempDir()})).SessionID
+	s := must(sv.session(sid))
+	if err := sv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.ended:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the actor of a closed session did not end")
+	}
+	var log []string
+	s.do(func(st *state) { log = append(log, "late") })
+	s.doWait(func(st *state) {
+		if st.life != sessionClosed {
+			t.Errorf("a late entry saw the session %v, want closed", st.life)
+		}
+		log = append(log, "late wait")
+	})
+	if want := []string{"late", "late wait"}; !slices.Equal(log, want) {
+		t.Errorf("late entries ran %v, want %v", log, want)
+	}
+	if got := s.peek().title; got != "" {
+		t.Errorf("peek of a closed session: title %q", got)
 	}
 }
 
@@ -523,8 +567,8 @@ func (c *saidClient) messages() []string {
 // TestAnImmediatePromptSaysWhenItHasActed: a prompt that acts at once
 // beside the foreground turn has no turn to end, so the session tells its
 // client when what it does has been sent (the v1 front answers it then),
-// even when that takes an errand: here /ps's scan, held up, of a session
-// that was away on a launch when the prompt came. Prompt itself does not
+// even when that takes slow work: here /ps's scan, held up, of a session
+// whose actor was busy with a launch when the prompt came. Prompt itself does not
 // wait for it.
 func TestAnImmediatePromptSaysWhenItHasActed(t *testing.T) {
 	t.Parallel()
@@ -567,8 +611,8 @@ func TestAnImmediatePromptSaysWhenItHasActed(t *testing.T) {
 
 // TestSessionsDuringALaunch: Sessions shows a session whose command's
 // launch is held up, with that command's terminal once the launch has
-// returned: it waits for the event, as the ways in that answer at once
-// do, rather than leaving its entry queued behind it and the session out.
+// returned: it waits for the entry, as the ways in that answer at once
+// do, rather than showing the session without the terminal it launches.
 func TestSessionsDuringALaunch(t *testing.T) {
 	t.Parallel()
 	g := newGate(holdLaunch)
