@@ -23,10 +23,10 @@ type actor struct {
 	ended chan struct{} // closed once the actor has stopped reading inbox
 	late  sync.Mutex    // owns st once ended is closed
 
-	shown sync.Mutex    // guards view, aside and slow: the actor's hand-off to peek
-	view  *snapshot     // what the state was when the actor last published it
-	aside bool          // the current entry is doing slow work: view is what it was when that began
-	slow  chan struct{} // closed when the current entry starts slow work
+	shown  sync.Mutex    // guards view, aside and slowed: the actor's hand-off to peek
+	view   *snapshot     // what the state was when the actor last published it
+	aside  bool          // the current entry is doing slow work: view is what it was when that began
+	slowed chan struct{} // closed when the current entry starts slow work
 }
 
 // maxQueued is how many entries may wait for a session's actor before the
@@ -52,7 +52,7 @@ type snapshot struct {
 }
 
 func newActor(st *state) *actor {
-	a := &actor{st: st, inbox: make(chan mail, maxQueued), ended: make(chan struct{}), slow: make(chan struct{})}
+	a := &actor{st: st, inbox: make(chan mail, maxQueued), ended: make(chan struct{}), slowed: make(chan struct{})}
 	a.view = a.snapshot()
 	go a.run()
 	return a
@@ -140,7 +140,7 @@ func (a *actor) drain() {
 // answer at once (session/list, the settings, the kill grace).
 func (a *actor) peek() *snapshot {
 	a.shown.Lock()
-	v, aside, slow := a.view, a.aside, a.slow
+	v, aside, slowed := a.view, a.aside, a.slowed
 	a.shown.Unlock()
 	if aside {
 		return v
@@ -150,11 +150,11 @@ func (a *actor) peek() *snapshot {
 	case a.inbox <- mail{done: done}:
 		select {
 		case <-done:
-		case <-slow:
+		case <-slowed:
 		case <-a.ended:
 			a.runLate() // ours, if the actor had not run it
 		}
-	case <-slow:
+	case <-slowed:
 	case <-a.ended:
 		a.runLate()
 	}
@@ -165,10 +165,10 @@ func (a *actor) peek() *snapshot {
 
 // slow announces that the current entry is about to do slow work: what
 // the state is now is published, and the reads that wait (peek) are
-// answered with it.
-func (st *state) slow() { st.s.publish(true) }
+// answered with it. On the actor.
+func (a *actor) slow() { a.publish(true) }
 
-// publish makes what the state is now the view, and closes slow if the
+// publish makes what the state is now the view, and closes slowed if the
 // current entry goes aside to slow work. On the actor (or under late).
 func (a *actor) publish(aside bool) {
 	v := a.snapshot()
@@ -178,10 +178,10 @@ func (a *actor) publish(aside bool) {
 	switch {
 	case aside && !a.aside:
 		a.aside = true
-		close(a.slow)
+		close(a.slowed)
 	case !aside && a.aside:
 		a.aside = false
-		a.slow = make(chan struct{})
+		a.slowed = make(chan struct{})
 	}
 }
 

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"shellagent/acp"
 	"shellagent/protocol/acptest"
 	"shellagent/ptyio"
@@ -420,7 +418,7 @@ func TestSlowWorkReadsStraightDown(t *testing.T) {
 	s.do(func(st *state) {
 		st.title = "before"
 		log = append(log, "before")
-		st.slow()
+		st.s.slow()
 		close(slowed)
 		<-open
 		log = append(log, "after the slow work")
@@ -464,7 +462,7 @@ func TestABusySessionQueuesEntriesInOrder(t *testing.T) {
 	var order []int
 	open := make(chan struct{})
 	s.do(func(st *state) {
-		st.slow()
+		st.s.slow()
 		<-open
 		order = append(order, -1)
 	})
@@ -502,39 +500,6 @@ func TestABusySessionQueuesEntriesInOrder(t *testing.T) {
 	}
 	if err := sv.Shutdown(context.Background()); err != nil {
 		t.Error(err)
-	}
-}
-
-// TestTheActorEndsWithItsSession: a session's goroutine ends once the
-// session has closed, and what comes for it afterwards (a late timer, an
-// answer) still runs, in order, on the goroutine that brings it.
-func TestTheActorEndsWithItsSession(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	sv := New(Config{Launcher: failLauncher{}, Log: discardLog})
-	c := newQuietClient()
-	sid := must(sv.NewSession(c, &acp.NewSessionRequest{Cwd: t.TempDir()})).SessionID
-	s := must(sv.session(sid))
-	if err := sv.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-s.ended:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the actor of a closed session did not end")
-	}
-	var log []string
-	s.do(func(st *state) { log = append(log, "late") })
-	s.doWait(func(st *state) {
-		if st.life != sessionClosed {
-			t.Errorf("a late entry saw the session %v, want closed", st.life)
-		}
-		log = append(log, "late wait")
-	})
-	if want := []string{"late", "late wait"}; !slices.Equal(log, want) {
-		t.Errorf("late entries ran %v, want %v", log, want)
-	}
-	if got := s.peek().title; got != "" {
-		t.Errorf("peek of a closed session: title %q", got)
 	}
 }
 

@@ -40,9 +40,9 @@ import (
 //  7. A permission request for listed work is sent only after a state_update
 //     that lists it (see ask in permission.go).
 //
-// The foreground state and the list are reported here too: transition,
-// reportState and flushList are the only code that sends a state_update,
-// but for the ones a playing scenario asks for (play.Report).
+// The foreground state and the list are reported here too: transition
+// and reportState (settle, for a list change, through it) are the only
+// code that sends a state_update, but for the ones a playing scenario asks for (play.Report).
 
 // backgroundList is the ordered background work of a session: terminals,
 // and tool calls that run without a process of their own (scheduled jobs,
@@ -164,13 +164,6 @@ func (st *state) reportWith(stopReason string, meta map[string]any) {
 	}
 	st.failure = nil
 	st.out.send(u)
-}
-
-// flushList sends the repeated state_update owed for a list change.
-func (st *state) flushList() {
-	if st.list.dirty {
-		st.reportState("")
-	}
 }
 
 // processes returns the processes of the listed terminals, in order: what

@@ -260,11 +260,11 @@ func actBg(st *state, in input) {
 func listBackground(st *state, _ input) {
 	procs := st.list.processes()
 	found := make([]string, len(procs))
-	st.slow()
+	st.s.slow()
 	for i, p := range procs {
 		found[i] = members(p)
 	}
-	st.out.agentMessage(st.list.listing(found, st.overlaid()))
+	st.out.agentMessage(st.list.listing(found, st.kit.items()))
 }
 
 // listScenarios serves /scenario alone.

@@ -43,7 +43,7 @@ func (st *state) ask(c *toolCall, line string, fg *turn) bool {
 	st.out.send(c.update())
 	if fg == nil {
 		st.list.addCall(c)
-		st.flushList()
+		st.reportState("") // the list changed
 	} else {
 		st.transition(acp.StateRequiresAction, "")
 	}

@@ -63,7 +63,7 @@ type state struct {
 	work     registry
 	out      outbox
 	waits    []*waiter  // the waits under way (wait.go)
-	kit      overlay    // the overlay of the scenario playing, if one is (overlay.go)
+	kit      kit        // the overlay of the scenario playing, if one is (overlay.go)
 	failure  *acp.Error // the error of the next state_update, if its stop reason is error
 
 	final     finalState // while closing
@@ -92,7 +92,9 @@ func newSession(sv *Supervisor, id, cwd string, c protocol.Client) *Session {
 func (st *state) settle() {
 	switch st.life {
 	case sessionOpen:
-		st.flushList()
+		if st.list.dirty { // the repeated state_update owed for a list change
+			st.reportState("")
+		}
 	case sessionClosing:
 		if !st.work.live() {
 			st.finishClose()
@@ -277,7 +279,7 @@ func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest) (resp *
 				st.out.sendCurrent(delivered, it.call, nil)
 			}
 		}
-		if st.kit != nil {
+		if st.kit.overlay != nil {
 			st.kit.resumed(st, delivered)
 		}
 		st.reportState("")
@@ -366,7 +368,7 @@ func (st *state) close(done func()) {
 	if len(st.listed()) > 0 {
 		st.final = finalIdle
 	}
-	if st.kit != nil {
+	if st.kit.overlay != nil {
 		st.kit.closing()
 	}
 	st.dropHeld(func(*turn) bool { return true }, "session closed")

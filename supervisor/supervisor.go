@@ -122,7 +122,7 @@
 // done (a terminal's events come after its announcement; a session/cancel
 // or a close that arrives during a launch stops what the launch started),
 // and no request waits for another session's launch. Before slow work the
-// entry calls state.slow, which publishes a snapshot of the state (its
+// entry calls slow (actor.go), which publishes a snapshot of the state (its
 // title, settings, when it last reported, whether it is idle). The reads
 // that must answer while the session is busy (session/list, session/new's
 // config options, Shutdown's kill grace, a scenario's Idle) use peek: it

@@ -35,7 +35,7 @@ func (st *state) runBackground(line string) {
 }
 
 // launch starts line in a new terminal for call: the Launcher runs on the
-// actor, as slow work (state.slow). Once it has returned, launch announces
+// actor, as slow work (actor.slow). Once it has returned, launch announces
 // the tool call and the terminal, and returns the terminal; or, if the
 // command could not start, fails its tool call (and unlists it, if it
 // asked for permission in the background) and returns nil. Events of the
@@ -72,7 +72,7 @@ func launchWith(st *state, call *toolCall, line string, opts launchOptions) *ter
 	if len(opts.env) > 0 {
 		env = append(slices.Clip(env), opts.env...)
 	}
-	st.slow()
+	st.s.slow()
 	proc, err := cfg.Launcher.Launch(ptyio.Command{Shell: cfg.Shell, Line: line, Dir: s.cwd, Env: env, Size: cfg.Size}, t.ring, events{s, t})
 	if err != nil {
 		call.content = []acp.ToolCallContent{acp.TextContent("Could not start the command: " + err.Error())}

@@ -302,7 +302,7 @@ func (st *state) stopByID(id string) {
 	var err error
 	if st.work.calls[id] != nil {
 		stop, err = st.acceptCancel(id)
-	} else if taken, oerr := st.overlayCancel(false, id, false); taken {
+	} else if taken, oerr := st.kit.takes(false, id, false); taken {
 		stop, err = func() {}, oerr
 	} else {
 		if err := stopTerminal(st, id, nil); err != nil {
@@ -329,7 +329,7 @@ func (st *state) stopByID(id string) {
 // (overlay.go): then it answers it.
 func stopTerminal(st *state, id string, accepted func()) error {
 	t := st.work.terminals[id]
-	if taken, err := st.overlayCancel(true, id, t != nil && t.state < termExited); taken {
+	if taken, err := st.kit.takes(true, id, t != nil && t.state < termExited); taken {
 		if err == nil && accepted != nil {
 			accepted()
 		}
@@ -352,7 +352,7 @@ func errorMessage(err error) string {
 func (st *state) acceptCancel(id string) (stop func(), err error) {
 	c := st.work.calls[id]
 	if c == nil {
-		if taken, err := st.overlayCancel(false, id, false); taken {
+		if taken, err := st.kit.takes(false, id, false); taken {
 			return func() {}, err
 		}
 	}

@@ -105,7 +105,7 @@ func (w *watcher) rewatch(st *state) error {
 	s := st.s
 	w.gen++
 	gen := w.gen
-	st.slow()
+	st.s.slow()
 	src, dir, err := watchChanges(w.abs, watchQuiet,
 		func() { s.do(func(st *state) { w.changed(st, gen) }) },
 		func(err error) { s.do(func(st *state) { w.failed(st, gen, err) }) })
