@@ -7,16 +7,9 @@ import (
 	"shellagent/acp"
 )
 
-// An actor is the goroutine that owns a session's state: it reads the
-// session's entries from a bounded channel and runs them one at a time,
-// in the order they came, each followed by settle (session.go). Slow work
-// (a launch, /ps's scan, a watch's walk) runs inline, on the actor, so an
-// event reads straight down; it is announced first (state.slow), so that
-// the reads that must not wait for it (see peek) are answered meanwhile.
-//
-// The actor starts with its session and ends once the session has closed.
-// An entry that comes after that runs on the goroutine that brings it,
-// under late: nothing else touches the state then.
+// An actor is the goroutine that owns a session's state (see the package's
+// Concurrency section). It ends once the session has closed; an entry that
+// comes after that runs on the goroutine that brings it, under late.
 type actor struct {
 	st    *state
 	inbox chan mail     // the entries to run, in order
@@ -30,9 +23,7 @@ type actor struct {
 }
 
 // maxQueued is how many entries may wait for a session's actor before the
-// next one waits for room: a client that floods a session busy with slow
-// work is slowed down to its pace instead of growing the queue without
-// bound.
+// next one waits for room.
 const maxQueued = 1024
 
 // mail is one thing for the actor to run: f on the state (nil: nothing,

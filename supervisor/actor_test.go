@@ -220,15 +220,12 @@ func TestRequestsDuringALaunch(t *testing.T) {
 	tests := []struct {
 		name   string
 		during func(h *harness, sid string) int64 // a request id to wait for, or 0
-		// waits: the request loop waits for the launch (a prompt that acts
-		// at once, see Session.prompt), so nothing can be asked meanwhile.
-		waits bool
 		after func(h *harness, sid string, announced *acptest.Msg)
 	}{
 		{"session/cancel", func(h *harness, sid string) int64 {
 			h.c.Notify("session/cancel", map[string]string{"sessionId": sid})
 			return 0
-		}, false, func(h *harness, sid string, announced *acptest.Msg) {
+		}, func(h *harness, sid string, announced *acptest.Msg) {
 			exit := h.exit(announced, sid, "term_1")
 			if signalOf(exit) != "SIGTERM" {
 				h.t.Errorf("exitStatus %v, want SIGTERM", exit.ExitStatus())
@@ -238,14 +235,14 @@ func TestRequestsDuringALaunch(t *testing.T) {
 		}},
 		{"terminal/cancel", func(h *harness, sid string) int64 {
 			return h.c.Send("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_1"})
-		}, false, func(h *harness, sid string, announced *acptest.Msg) {
+		}, func(h *harness, sid string, announced *acptest.Msg) {
 			exit := h.exit(announced, sid, "term_1")
 			h.toolStatus(exit, sid, "call_1", acp.StatusFailed)
 			h.idle(exit, sid, acp.StopEndTurn)
 		}},
 		{"session/close", func(h *harness, sid string) int64 {
 			return h.c.Send("session/close", map[string]string{"sessionId": sid})
-		}, false, func(h *harness, sid string, announced *acptest.Msg) {
+		}, func(h *harness, sid string, announced *acptest.Msg) {
 			exit := h.exit(announced, sid, "term_1")
 			h.idle(exit, sid, acp.StopCancelled)
 		}},
@@ -253,14 +250,14 @@ func TestRequestsDuringALaunch(t *testing.T) {
 		// the resize wait for it, and are answered {} after it.
 		{"_shellagent/terminal/write", func(h *harness, sid string) int64 {
 			return h.c.Send(acp.MethodWriteTerminal, map[string]string{"sessionId": sid, "terminalId": "term_1", "data": "eA=="})
-		}, false, func(h *harness, sid string, announced *acptest.Msg) {
+		}, func(h *harness, sid string, announced *acptest.Msg) {
 			answeredAfter(h, acp.MethodWriteTerminal, announced)
 			h.c.MustCall("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_1"}, nil)
 			h.idle(h.exit(announced, sid, "term_1"), sid, acp.StopEndTurn)
 		}},
 		{"_shellagent/terminal/resize", func(h *harness, sid string) int64 {
 			return h.c.Send(acp.MethodResizeTerminal, map[string]any{"sessionId": sid, "terminalId": "term_1", "size": map[string]int{"cols": 80, "rows": 20}})
-		}, false, func(h *harness, sid string, announced *acptest.Msg) {
+		}, func(h *harness, sid string, announced *acptest.Msg) {
 			resized := h.update(announced, sid, acp.KindTerminal, "the new size", func(m *acptest.Msg) bool { return m.Update["size"] != nil })
 			answeredAfter(h, acp.MethodResizeTerminal, resized)
 			h.c.MustCall("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_1"}, nil)
@@ -268,7 +265,7 @@ func TestRequestsDuringALaunch(t *testing.T) {
 		}},
 		{"/bg", func(h *harness, sid string) int64 {
 			return h.prompt(sid, "/bg")
-		}, true, func(h *harness, sid string, announced *acptest.Msg) {
+		}, func(h *harness, sid string, announced *acptest.Msg) {
 			h.update(announced, sid, acp.KindUserMessage, "/bg inserted after the announcement", nil)
 			done := h.toolStatus(announced, sid, "call_1", acp.StatusCompleted)
 			h.listed(done, sid, "term_1")
@@ -286,10 +283,8 @@ func TestRequestsDuringALaunch(t *testing.T) {
 			h.run(sid, line)
 			g.wait(t, line)
 			id := tt.during(h, sid)
-			if !tt.waits {
-				h.barrier()
-				h.silent(sid, "while its command's launch was held up")
-			}
+			h.barrier()
+			h.silent(sid, "while its command's launch was held up")
 			g.release()
 			if id != 0 {
 				if m := h.c.Wait(id); m.Error != nil {
@@ -572,38 +567,4 @@ func TestAnImmediatePromptSaysWhenItHasActed(t *testing.T) {
 	if left := acptest.ProcessesWith(marker); len(left) > 0 {
 		t.Errorf("processes left behind: %v", left)
 	}
-}
-
-// TestSessionsDuringALaunch: Sessions shows a session whose command's
-// launch is held up, with that command's terminal once the launch has
-// returned: it waits for the entry, as the ways in that answer at once
-// do, rather than showing the session without the terminal it launches.
-func TestSessionsDuringALaunch(t *testing.T) {
-	t.Parallel()
-	g := newGate(holdLaunch)
-	h := gated(t, g)
-	sid := h.newSession()
-	line := "echo ready; sleep 30 " + slowTag
-	h.run(sid, "/bg "+line)
-	g.wait(t, line)
-
-	got := make(chan []SessionStatus, 1)
-	go func() { got <- h.sup.Sessions() }()
-	select {
-	case list := <-got:
-		t.Fatalf("Sessions answered during the launch, before the session's event was complete: %+v", list)
-	case <-time.After(200 * time.Millisecond):
-	}
-	g.release()
-	var list []SessionStatus
-	select {
-	case list = <-got:
-	case <-time.After(20 * time.Second):
-		t.Fatal("Sessions did not answer once the launch returned")
-	}
-	if len(list) != 1 || list[0].ID != sid || len(list[0].Terminals) != 1 || list[0].Terminals[0].Command != line {
-		t.Errorf("Sessions after the launch = %+v, want %s with its terminal running %q", list, sid, line)
-	}
-	h.c.MustCall("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_1"}, nil)
-	h.exit(nil, sid, "term_1")
 }
