@@ -26,15 +26,13 @@ type actor struct {
 // next one waits for room.
 const maxQueued = 1024
 
-// mail is one thing for the actor to run: f on the state (nil: nothing,
-// for a read), and done, if not nil, closed once it has run and settled.
+// mail is an entry: f (nil for a read), then done closed, if any.
 type mail struct {
 	f    func(st *state)
 	done chan struct{}
 }
 
-// snapshot is what the session's readers see without waiting for slow
-// work: it is never changed once published.
+// snapshot is what peek reads: never changed once published.
 type snapshot struct {
 	title     string
 	updatedAt time.Time
@@ -105,8 +103,7 @@ func (a *actor) send(e mail) {
 	}
 }
 
-// runLate runs, on the calling goroutine, the entries that came once the
-// actor had ended, in order.
+// runLate runs the entries that came once the actor had ended, in order.
 func (a *actor) runLate() {
 	a.late.Lock()
 	defer a.late.Unlock()

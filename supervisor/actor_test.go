@@ -220,7 +220,7 @@ func TestRequestsDuringALaunch(t *testing.T) {
 	tests := []struct {
 		name   string
 		during func(h *harness, sid string) int64 // a request id to wait for, or 0
-		after func(h *harness, sid string, announced *acptest.Msg)
+		after  func(h *harness, sid string, announced *acptest.Msg)
 	}{
 		{"session/cancel", func(h *harness, sid string) int64 {
 			h.c.Notify("session/cancel", map[string]string{"sessionId": sid})
