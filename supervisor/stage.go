@@ -490,6 +490,9 @@ func (p *play) Idle() error {
 // work it began.
 func (p *play) owns(t *turn) bool { return t.origin == p }
 
+// dropped implements dropper: its foreground work will not come.
+func (p *play) dropped(*turn) { p.abort(scenario.ErrCancelled) }
+
 // playTurn is the play as the foreground work of its turn.
 type playTurn play
 

@@ -51,10 +51,7 @@ func (sv *Supervisor) Sessions() []SessionStatus {
 			if st.life != sessionOpen {
 				return // closing: its end is near, and no longer anyone's to resume
 			}
-			ss = SessionStatus{
-				ID: s.id, Cwd: s.cwd, Title: st.title,
-				Attached: st.out.client != nil, Since: st.out.since,
-			}
+			ss = SessionStatus{ID: s.id, Cwd: s.cwd, Title: st.title, Attached: st.out.client != nil, Since: st.out.since}
 			var fg *terminal
 			if st.turns.fg != nil {
 				fg = st.turns.fg.term

@@ -71,19 +71,16 @@
 // # Concurrency
 //
 // Each session's state belongs to one goroutine, its actor (actor.go),
-// started with the session and ended once it has closed. The only way to
-// change the state is Session.do: it queues a function on the actor's
-// bounded inbox, and the actor runs the entries one at a time, in the
-// order they came, each followed by settle (the repeated state_update for
-// a list change; the end of a close once nothing runs). do returns once
-// the entry is queued; it waits only while maxQueued entries wait
-// already, so a client that floods a busy session is slowed to its pace.
-// doWait also waits for the entry to have run and settled: for the ways
-// in that answer at once with what they changed
-// (session/set_config_option, session/resume; Detach), Sessions, and a
-// playing scenario's Stage calls. Neither is ever called from the actor
-// itself: code there runs inline what it would queue. An entry that comes
-// after the actor has ended runs on the goroutine that brings it, under
+// started with the session and ended once it has closed. Session.do
+// queues a function on the actor's bounded inbox (waiting only while
+// maxQueued entries wait), and the actor runs the entries one at a time,
+// in order, each followed by settle (the repeated state_update for a list
+// change; the end of a close once nothing runs). doWait also waits for
+// the entry to have run and settled: for the ways in that answer with
+// what they changed (session/set_config_option, session/resume; Detach),
+// Sessions, and a scenario's Stage calls. Neither is called from the
+// actor itself: code there runs inline what it would queue. An entry that
+// comes after the actor ended runs on the goroutine that brings it, under
 // the actor's late mutex, which owns the state from then on. These
 // goroutines bring entries:
 //

@@ -7,7 +7,6 @@ import (
 
 	"shellagent/acp"
 	"shellagent/protocol"
-	"shellagent/scenario"
 )
 
 // turnState is where a turn is in its life.
@@ -65,6 +64,10 @@ type source interface {
 	// owns reports whether t is a turn it brought.
 	owns(t *turn) bool
 }
+
+// A dropper is a source that hears of a turn it brought being dropped
+// while held (a scenario, whose foreground work then will not come).
+type dropper interface{ dropped(t *turn) }
 
 // foreground is what a turn runs while it holds the foreground: a command
 // (commandRun, terminal.go), a wait (wait.go), or a scenario's work
@@ -244,8 +247,8 @@ func (st *state) dropHeld(match func(*turn) bool, why string) {
 		if t.reply != nil {
 			t.reply(nil, acp.RequestCancelled(why))
 		}
-		if p, ok := t.origin.(*play); ok {
-			p.abort(scenario.ErrCancelled) // its foreground work will not come
+		if d, ok := t.origin.(dropper); ok {
+			d.dropped(t)
 		}
 	}
 }
