@@ -40,9 +40,9 @@ import (
 //  7. A permission request for listed work is sent only after a state_update
 //     that lists it (see ask in permission.go).
 //
-// The foreground state and the list are reported here too: transition,
-// reportState and flushList are the only code that sends a state_update,
-// but for the ones a playing scenario asks for (play.Report).
+// The foreground state and the list are reported here too: transition
+// and reportState (settle, for a list change, through it) are the only
+// code that sends a state_update, but for the ones a playing scenario asks for (play.Report).
 
 // backgroundList is the ordered background work of a session: terminals,
 // and tool calls that run without a process of their own (scheduled jobs,
@@ -166,15 +166,8 @@ func (st *state) reportWith(stopReason string, meta map[string]any) {
 	st.out.send(u)
 }
 
-// flushList sends the repeated state_update owed for a list change.
-func (st *state) flushList() {
-	if st.list.dirty {
-		st.reportState("")
-	}
-}
-
 // processes returns the processes of the listed terminals, in order: what
-// /ps scans (members), outside the session's mutex.
+// /ps scans (members), as slow work.
 func (l *backgroundList) processes() []ptyio.Process {
 	var out []ptyio.Process
 	for _, it := range l.items {
@@ -217,8 +210,7 @@ func (l *backgroundList) listing(found []string, overlaid []acp.BackgroundItem) 
 }
 
 // members lists a terminal's live processes for /ps: ", pid 123 sleep 30,
-// pid 456 node server.js". It reads /proc: call it outside the session's
-// mutex.
+// pid 456 node server.js". It reads /proc: slow work (state.slow).
 func members(p ptyio.Process) string {
 	const most = 10 // processes named; the rest are counted
 	ms, err := p.Members()

@@ -256,15 +256,15 @@ func actBg(st *state, in input) {
 }
 
 // listBackground serves /ps. It names each listed terminal's processes: a
-// scan of /proc (or a cgroup), done outside the mutex.
+// scan of /proc (or a cgroup): slow work.
 func listBackground(st *state, _ input) {
 	procs := st.list.processes()
 	found := make([]string, len(procs))
-	st.errands.send(func() {
-		for i, p := range procs {
-			found[i] = members(p)
-		}
-	}, func() { st.out.agentMessage(st.list.listing(found, st.overlaid())) })
+	st.s.slow()
+	for i, p := range procs {
+		found[i] = members(p)
+	}
+	st.out.agentMessage(st.list.listing(found, st.kit.items()))
 }
 
 // listScenarios serves /scenario alone.

@@ -21,8 +21,8 @@ import (
 var _ protocol.TerminalInput = (*Supervisor)(nil)
 
 // WriteTerminal implements protocol.TerminalInput. It is answered in
-// the session's turn: after an event whose errand is out (a launch), as
-// every entry is, without holding up the connection meanwhile.
+// the session's turn: after an entry doing slow work (a launch), as every
+// entry is, without holding up the connection meanwhile.
 func (sv *Supervisor) WriteTerminal(c protocol.Client, p *acp.WriteTerminalRequest, reply protocol.Reply) {
 	s, err := sv.session(p.SessionID)
 	if err != nil {

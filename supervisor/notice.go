@@ -107,9 +107,9 @@ func (o *outbox) noticeExit(t *terminal, mode notifyMode) {
 
 // terminalInput is what a terminal knows of its input: the watch that
 // looks for its program waiting for input, and the waits noticed. It is
-// guarded by the session's mutex; the watch has its own.
+// owned by the session's actor; the watch has its own.
 type terminalInput struct {
-	watch  *inputWatch
+	looker *inputWatch
 	follow *outputbuf.Follower // tells the watch about output
 	// noticed is the last wait a notice went out for; typedSince says
 	// that input was typed after it. A wait is noticed when none was
@@ -126,7 +126,7 @@ type terminalInput struct {
 func (t *terminal) watchInput(s *Session) {
 	proc := t.proc
 	w := newInputWatch(func(w *inputWatch) { s.lookForInput(t, proc, w) })
-	t.input = &terminalInput{watch: w, follow: t.ring.Follow(w.activity)}
+	t.input = &terminalInput{looker: w, follow: t.ring.Follow(w.activity)}
 	w.start()
 }
 
@@ -134,7 +134,7 @@ func (t *terminal) watchInput(s *Session) {
 // watch.
 func (t *terminal) unwatchInput() {
 	if in := t.input; in != nil {
-		in.watch.stop()
+		in.looker.stop()
 		in.follow.Stop()
 		t.input = nil
 	}
@@ -145,12 +145,12 @@ func (t *terminal) unwatchInput() {
 func (in *terminalInput) typed() {
 	if in != nil {
 		in.typedSince = true
-		in.watch.activity()
+		in.looker.activity()
 	}
 }
 
 // lookForInput is a look of the watch w at terminal t, made with no lock
-// held; a wait found is noticed under the session's mutex.
+// held; a wait found is noticed on the session's actor.
 func (s *Session) lookForInput(t *terminal, proc ptyio.Process, w *inputWatch) {
 	wait, err := proc.InputWait()
 	switch {

@@ -4,8 +4,8 @@ import "shellagent/acp"
 
 // An overlay is what a playing scenario lays over its session (stage.go):
 // items it lists beside the session's own work, and cancels it takes. The
-// session consults it in two places, the list it reports (overlaid) and
-// the cancel it dispatches (overlayCancel), and tells it of a resume and
+// session consults it in two places, the list it reports (kit.items) and
+// the cancel it dispatches (kit.takes), and tells it of a resume and
 // of the close. Otherwise the scenario drives the session only through the
 // ways in that real events use (Session.do), and its commands, wakeups
 // and watches are the session's own work.
@@ -26,26 +26,30 @@ type overlay interface {
 	closing()
 }
 
-// overlaid returns the items the overlay lists after the session's own
+// kit is the session's slot for an overlay: empty (nil) unless a
+// scenario plays.
+type kit struct{ overlay }
+
+// items returns the items the overlay lists after the session's own
 // work, if there is an overlay.
-func (st *state) overlaid() []acp.BackgroundItem {
-	if st.kit == nil {
+func (k kit) items() []acp.BackgroundItem {
+	if k.overlay == nil {
 		return nil
 	}
-	return st.kit.listed()
+	return k.listed()
+}
+
+// takes asks the overlay, if there is one, whether it takes a cancel of
+// id (overlay.cancel).
+func (k kit) takes(terminal bool, id string, running bool) (taken bool, err error) {
+	if k.overlay == nil {
+		return false, nil
+	}
+	return k.cancel(terminal, id, running)
 }
 
 // listed is the list as a state_update carries it: the session's work,
 // then what the overlay lists.
 func (st *state) listed() acp.Background {
-	return append(st.list.wire(), st.overlaid()...)
-}
-
-// overlayCancel asks the overlay, if there is one, whether it takes a
-// cancel of id (overlay.cancel).
-func (st *state) overlayCancel(terminal bool, id string, running bool) (taken bool, err error) {
-	if st.kit == nil {
-		return false, nil
-	}
-	return st.kit.cancel(terminal, id, running)
+	return append(st.list.wire(), st.kit.items()...)
 }

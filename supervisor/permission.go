@@ -43,7 +43,7 @@ func (st *state) ask(c *toolCall, line string, fg *turn) bool {
 	st.out.send(c.update())
 	if fg == nil {
 		st.list.addCall(c)
-		st.flushList()
+		st.reportState("") // the list changed
 	} else {
 		st.transition(acp.StateRequiresAction, "")
 	}
@@ -192,10 +192,8 @@ func (a *approval) answered(st *state, resp *acp.PermissionResponse, err error) 
 		st.startForeground(fg)
 		return
 	}
-	st.launch(a.call, a.line, func(t *terminal) {
-		if t != nil {
-			st.list.replaceCall(a.call, t)
-			st.handOff(t, "Started in the background.")
-		}
-	})
+	if t := st.launch(a.call, a.line); t != nil {
+		st.list.replaceCall(a.call, t)
+		st.handOff(t, "Started in the background.")
+	}
 }

@@ -143,12 +143,13 @@ func (c *quietClient) waitIdles(t *testing.T, n int) {
 }
 
 // quietPrompt sends a prompt the way the connection does and returns the
-// error it was answered with.
+// error it was answered with, once it is: the prompt is inserted at once
+// (the session must be idle).
 func quietPrompt(sv *Supervisor, c *quietClient, sid, line string) error {
-	var err error
+	answered := make(chan error, 1)
 	sv.Prompt(context.Background(), c, &acp.PromptRequest{SessionID: sid, Prompt: []acp.ContentBlock{acp.TextBlock(line)}},
-		func(_ any, e error) { err = e })
-	return err
+		func(_ any, e error) { answered <- e })
+	return <-answered
 }
 
 // TestRetentionHoldsOnlyRecentExitedTerminals: 1,500 commands of 64 KiB
@@ -185,9 +186,9 @@ func TestRetentionHoldsOnlyRecentExitedTerminals(t *testing.T) {
 		t.Errorf("after %d commands the session holds %+v; want the output of the last %d", commands, got, maxExited)
 	}
 	// The oldest are forgotten: unknown, still -32602.
-	var err error
-	h.sup.CancelTerminal(c, &acp.CancelTerminalRequest{SessionID: sid, TerminalID: "term_1"}, func(_ any, e error) { err = e })
-	if !isInvalidParams(err) {
+	answered := make(chan error, 1)
+	h.sup.CancelTerminal(c, &acp.CancelTerminalRequest{SessionID: sid, TerminalID: "term_1"}, func(_ any, e error) { answered <- e })
+	if err := <-answered; !isInvalidParams(err) {
 		t.Errorf("cancel of a retired terminal: %v", err)
 	}
 }

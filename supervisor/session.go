@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"shellagent/acp"
@@ -15,24 +14,15 @@ import (
 
 // A Session is one conversation: its prompts, its foreground work, its
 // background list, and the history of what it reported. Its methods are
-// the ways in (see the package's Concurrency section); each runs under do.
+// the ways in (see the package's Concurrency section); each runs on its
+// actor (actor.go), which owns st.
 type Session struct {
 	sv  *Supervisor
 	id  string
 	cwd string
-
-	mu    sync.Mutex // guards st, away and queue; taken by do, doWait, peek and an errand's return
-	room  sync.Cond  // on mu: signalled when the queue drains
-	st    state
-	away  bool           // an event of the session has an errand out
-	queue []func(*state) // the entries that came meanwhile, in order
+	st  state
+	*actor
 }
-
-// maxQueued is how many entries may wait for a session that is away on an
-// errand before the next one waits for room: a client that floods such a
-// session is slowed down to its pace instead of growing the queue without
-// bound.
-const maxQueued = 1024
 
 // lifecycle is where a session is in its life.
 type lifecycle int
@@ -72,9 +62,8 @@ type state struct {
 	list     backgroundList
 	work     registry
 	out      outbox
-	errands  errands    // the current event's errand, while it is out
 	waits    []*waiter  // the waits under way (wait.go)
-	kit      overlay    // the overlay of the scenario playing, if one is (overlay.go)
+	kit      kit        // the overlay of the scenario playing, if one is (overlay.go)
 	failure  *acp.Error // the error of the next state_update, if its stop reason is error
 
 	final     finalState // while closing
@@ -85,7 +74,6 @@ type state struct {
 
 func newSession(sv *Supervisor, id, cwd string, c protocol.Client) *Session {
 	s := &Session{sv: sv, id: id, cwd: cwd}
-	s.room.L = &s.mu
 	s.st = state{
 		s:        s,
 		settings: settings{foregroundTimeout: sv.cfg.ForegroundTimeout, killGrace: sv.cfg.KillGrace, clientChecks: sv.cfg.ClientChecks},
@@ -93,79 +81,8 @@ func newSession(sv *Supervisor, id, cwd string, c protocol.Client) *Session {
 		work:     newRegistry(),
 		out:      outbox{session: id, client: c, updatedAt: time.Now(), since: time.Now()},
 	}
+	s.actor = newActor(&s.st)
 	return s
-}
-
-// do is the only way to change a session's state: it runs f under the
-// session's mutex, then settles what the change owes before anyone else
-// gets in. It never waits for an event of the session: while one has an
-// errand out (errand.go), f joins the queue, runs once that event is
-// complete, and do returns at once. Only a full queue makes do wait, for
-// room.
-func (s *Session) do(f func(st *state)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for s.away && len(s.queue) >= maxQueued {
-		s.room.Wait()
-	}
-	if s.away {
-		s.queue = append(s.queue, f)
-		return
-	}
-	s.step(f)
-}
-
-// doWait runs f as do does and returns once f has run: for the ways in
-// whose caller wants what f found (an answer that goes out at once).
-func (s *Session) doWait(f func(st *state)) {
-	ran := make(chan struct{})
-	s.do(func(st *state) {
-		defer close(ran)
-		f(st)
-	})
-	<-ran
-}
-
-// peek runs f on the state at once, even while an event of the session has
-// an errand out: for reading what no event leaves half done (the settings,
-// the title, when it last reported). f must change nothing.
-func (s *Session) peek(f func(st *state)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f(&s.st)
-}
-
-// step runs f, then settles; or, if f sent an errand out, runs the errand
-// and leaves settling to the end of the event. Under s.mu.
-func (s *Session) step(f func(st *state)) {
-	f(&s.st)
-	if e := s.st.errands.take(); e != nil {
-		s.away = true
-		go s.run(e)
-		return
-	}
-	s.st.settle()
-}
-
-// run does the errand's work outside the mutex, then, under it, the rest
-// of its event, and then the entries that came meanwhile, in order, until
-// one of them sends an errand out in turn.
-func (s *Session) run(e *errand) {
-	e.work()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.away = false
-	s.step(func(st *state) { st.errands.back(e) })
-	for !s.away && len(s.queue) > 0 {
-		f := s.queue[0]
-		s.queue[0] = nil // what it holds must not stay reachable
-		s.queue = s.queue[1:]
-		s.step(f)
-	}
-	if len(s.queue) == 0 {
-		s.queue = nil
-	}
-	s.room.Broadcast()
 }
 
 // settle sends what a change owes: the repeated state_update for a list
@@ -175,7 +92,9 @@ func (s *Session) run(e *errand) {
 func (st *state) settle() {
 	switch st.life {
 	case sessionOpen:
-		st.flushList()
+		if st.list.dirty { // the repeated state_update owed for a list change
+			st.reportState("")
+		}
 	case sessionClosing:
 		if !st.work.live() {
 			st.finishClose()
@@ -189,21 +108,17 @@ func (st *state) settle() {
 	}
 }
 
-func (s *Session) info() (info acp.SessionInfo) {
-	s.peek(func(st *state) {
-		info = acp.SessionInfo{SessionID: s.id, Cwd: s.cwd, Title: st.title, UpdatedAt: st.out.updatedAt.UTC().Format(time.RFC3339)}
-		// _meta.shellagent: attached to a connection or detached, and the
-		// terminals that run, for a client's list (shellagent client's
-		// /sessions).
-		state, live := "detached", []string{}
-		if st.out.client != nil {
-			state = "attached"
-		}
-		for _, t := range st.work.liveTerminals() {
-			live = append(live, t.id)
-		}
-		info.Meta = map[string]any{"shellagent": map[string]any{"state": state, "terminals": live}}
-	})
+func (s *Session) info() acp.SessionInfo {
+	v := s.peek()
+	info := acp.SessionInfo{SessionID: s.id, Cwd: s.cwd, Title: v.title, UpdatedAt: v.updatedAt.UTC().Format(time.RFC3339)}
+	// _meta.shellagent: attached to a connection or detached, and the
+	// terminals that run, for a client's list (shellagent client's
+	// /sessions).
+	state := "detached"
+	if v.attached {
+		state = "attached"
+	}
+	info.Meta = map[string]any{"shellagent": map[string]any{"state": state, "terminals": v.terminals}}
 	return info
 }
 
@@ -212,9 +127,8 @@ func (s *Session) info() (info acp.SessionInfo) {
 //
 // A prompt that acts at once beside the foreground turn (/bg, /ps, /stop
 // while a command runs) has no turn whose end could tell that it is done:
-// once everything it does is reported, after its own errand (/ps's scan,
-// /bg CMD's launch) or the one in flight when it came, the client it came
-// from is told (protocol.PromptActed; the v1 front answers it then).
+// once everything it does is reported, after its own slow work (/ps's
+// scan, /bg CMD's launch), the client it came from is told (protocol.PromptActed; the v1 front answers it then).
 func (s *Session) prompt(ctx context.Context, from protocol.Client, blocks []acp.ContentBlock, reply protocol.Reply) {
 	line, err := promptLine(blocks)
 	if err != nil {
@@ -236,13 +150,11 @@ func (s *Session) prompt(ctx context.Context, from protocol.Client, blocks []acp
 		case t.in.immediate() && st.turns.busy():
 			st.insert(t)
 			t.in.cmd.act(st, t.in)
-			// Once what it does is reported, even after an errand (a /ps
-			// scan, a /bg launch): no turn end will say so.
-			st.errands.then(func() {
-				if a, ok := from.(protocol.PromptActed); ok {
-					a.Acted(st.out.session)
-				}
-			})
+			// What it does is reported, slow work included (a /ps scan, a
+			// /bg launch): no turn end will say so.
+			if a, ok := from.(protocol.PromptActed); ok {
+				a.Acted(st.out.session)
+			}
 		case st.turns.busy() || st.turns.waiting():
 			t.unwatch = context.AfterFunc(ctx, func() { s.withdrawHeld(t) })
 			st.turns.hold(t)
@@ -330,15 +242,9 @@ func (s *Session) setConfigOption(c protocol.Client, p *acp.SetConfigOptionReque
 }
 
 // killGrace is the kill grace the session's next stop uses.
-func (s *Session) killGrace() (grace time.Duration) {
-	s.peek(func(st *state) { grace = st.settings.killGrace })
-	return grace
-}
+func (s *Session) killGrace() time.Duration { return s.peek().settings.killGrace }
 
-func (s *Session) configOptions() (opts []acp.ConfigOption) {
-	s.peek(func(st *state) { opts = st.settings.options() })
-	return opts
-}
+func (s *Session) configOptions() []acp.ConfigOption { return s.peek().settings.options() }
 
 // resume attaches the session to c and brings c up to date: the retained
 // history if replay asks for it (history.go), then a current
@@ -382,7 +288,7 @@ func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest) (resp *
 				st.out.sendCurrent(delivered, it.call, nil)
 			}
 		}
-		if st.kit != nil {
+		if st.kit.overlay != nil {
 			st.kit.resumed(st, delivered)
 		}
 		st.reportState("")
@@ -471,7 +377,7 @@ func (st *state) close(done func()) {
 	if len(st.listed()) > 0 {
 		st.final = finalIdle
 	}
-	if st.kit != nil {
+	if st.kit.overlay != nil {
 		st.kit.closing()
 	}
 	st.dropHeld(func(*turn) bool { return true }, "session closed")

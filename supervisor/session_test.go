@@ -1,12 +1,16 @@
 package supervisor
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"shellagent/acp"
 	"shellagent/protocol/acptest"
@@ -247,5 +251,38 @@ func TestSettingsChangeTheNextCommand(t *testing.T) {
 	h.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": h.cwd}, &res)
 	if res.ConfigOptions[0].CurrentValue != "1s" || res.ConfigOptions[1].CurrentValue != "3s" || res.ConfigOptions[2].CurrentValue != "allow" {
 		t.Errorf("options after bad sets: %+v", res.ConfigOptions)
+	}
+}
+
+// TestTheActorEndsWithItsSession: a session's goroutine ends once the
+// session has closed, and what comes for it afterwards (a late timer, an
+// answer) still runs, in order, on the goroutine that brings it.
+func TestTheActorEndsWithItsSession(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	sv := New(Config{Launcher: failLauncher{}, Log: discardLog})
+	c := newQuietClient()
+	sid := must(sv.NewSession(c, &acp.NewSessionRequest{Cwd: t.TempDir()})).SessionID
+	s := must(sv.session(sid))
+	if err := sv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.ended:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the actor of a closed session did not end")
+	}
+	var log []string
+	s.do(func(st *state) { log = append(log, "late") })
+	s.doWait(func(st *state) {
+		if st.life != sessionClosed {
+			t.Errorf("a late entry saw the session %v, want closed", st.life)
+		}
+		log = append(log, "late wait")
+	})
+	if want := []string{"late", "late wait"}; !slices.Equal(log, want) {
+		t.Errorf("late entries ran %v, want %v", log, want)
+	}
+	if got := s.peek().title; got != "" {
+		t.Errorf("peek of a closed session: title %q", got)
 	}
 }

@@ -46,7 +46,7 @@ type play struct {
 	abort context.CancelCauseFunc
 	dir   gateDir // owned by the play's goroutine
 
-	// Guarded by the session's mutex.
+	// Owned by the session's actor.
 	turn       *turn         // the foreground turn it holds, if it holds one
 	began      chan struct{} // closed when the turn that Begin asked for holds the foreground
 	runs       []*run        // its commands
@@ -59,7 +59,8 @@ type play struct {
 
 var (
 	_ scenario.Stage = (*play)(nil)
-	_ overlay        = (*play)(nil)
+	_ overlay        = (*playOverlay)(nil)
+	_ foreground     = (*playTurn)(nil)
 )
 
 // How long the Stage waits for what it waits on before it gives up, and
@@ -79,8 +80,8 @@ func startScenario(st *state, t *turn) {
 	sc := scenario.Lookup(t.in.id)
 	refuse := ""
 	switch {
-	case st.kit != nil:
-		refuse = fmt.Sprintf("Scenario %s is still playing; /scenario %s can play once it is over.", st.kit.(*play).sc.Name, sc.Name)
+	case st.kit.overlay != nil:
+		refuse = fmt.Sprintf("Scenario %s is still playing; /scenario %s can play once it is over.", st.kit.overlay.(*playOverlay).sc.Name, sc.Name)
 	case sc.Invalid && !st.s.sv.cfg.ScenariosInvalid:
 		refuse = fmt.Sprintf("Scenario %s sends a message that the schema forbids; it plays only when shellagent runs with --scenarios-invalid.", sc.Name)
 	case protocol.Version(st.out.client) != acp.ProtocolVersion && !sc.V1:
@@ -95,7 +96,7 @@ func startScenario(st *state, t *turn) {
 	}
 	ctx, abort := context.WithCancelCause(context.Background())
 	p := &play{s: st.s, sc: sc, hold: t.in.delay, ctx: ctx, abort: abort}
-	st.kit, t.origin, t.fore, p.turn = p, p, p, t
+	st.kit.overlay, t.origin, t.fore, p.turn = (*playOverlay)(p), p, (*playTurn)(p), t
 	st.turns.take(t, turnScenario)
 	st.transition(acp.StateRunning, "")
 	st.out.agentMessage(sc.Intro())
@@ -114,7 +115,7 @@ func scenarioMark(name string) map[string]any {
 	return map[string]any{"shellagent": map[string]any{"scenario": name}}
 }
 
-// enter runs f under the session's mutex, unless the play is over or the
+// enter runs f on the session's actor and waits for it, unless the play is over or the
 // session no longer open; it reports whether f ran.
 func (p *play) enter(f func(st *state)) bool {
 	if p.ctx.Err() != nil {
@@ -256,13 +257,16 @@ func (p *play) list(st *state, items []acp.BackgroundItem) {
 	p.probes, st.list.dirty = items, true
 }
 
+// playOverlay is the play as its session's overlay (overlay.go).
+type playOverlay play
+
 // listed implements overlay.
-func (p *play) listed() []acp.BackgroundItem { return p.probes }
+func (o *playOverlay) listed() []acp.BackgroundItem { return o.probes }
 
 // cancel implements overlay: the play takes the cancels it intercepts of
 // its running commands, and answers those of what it made up.
-func (p *play) cancel(terminal bool, id string, running bool) (bool, error) {
-	m := &p.made
+func (o *playOverlay) cancel(terminal bool, id string, running bool) (bool, error) {
+	m := &o.made
 	switch {
 	case running:
 		return m.takes(id), nil
@@ -276,7 +280,7 @@ func (p *play) cancel(terminal bool, id string, running bool) (bool, error) {
 
 // closing implements overlay: a close stops the script; what it made up
 // stays as it is.
-func (p *play) closing() { p.abort(scenario.ErrClosed) }
+func (o *playOverlay) closing() { (*play)(o).abort(scenario.ErrClosed) }
 
 // ToolCallID implements scenario.Stage.
 func (p *play) ToolCallID() (id string) {
@@ -324,21 +328,20 @@ func (p *play) Run(line string, how scenario.How) (scenario.Command, error) {
 	started := make(chan bool, 1)
 	if !p.enter(func(st *state) {
 		call := st.newCall(callRunning, "execute", line)
-		launchWith(st, call, line, opts, func(t *terminal) {
-			if t == nil {
-				started <- false
-				return
-			}
-			r.term, r.id, r.call, r.ring = t, t.id, call.id, t.ring
-			p.runs = append(p.runs, r)
-			switch {
-			case how.Background && how.Codex:
-				st.list.addTerminal(t) // its tool call said so with its terminal (opts.note)
-			case how.Background:
-				st.handOff(t, "Started in the background by /scenario "+p.sc.Name+".")
-			}
-			started <- true
-		})
+		t := launchWith(st, call, line, opts)
+		if t == nil {
+			started <- false
+			return
+		}
+		r.term, r.id, r.call, r.ring = t, t.id, call.id, t.ring
+		p.runs = append(p.runs, r)
+		switch {
+		case how.Background && how.Codex:
+			st.list.addTerminal(t) // its tool call said so with its terminal (opts.note)
+		case how.Background:
+			st.handOff(t, "Started in the background by /scenario "+p.sc.Name+".")
+		}
+		started <- true
 	}) {
 		return nil, over(p.ctx)
 	}
@@ -449,7 +452,7 @@ func (p *play) Begin() error {
 // begin gives the turn that Begin asked for the foreground: it reports
 // running, with the scenario's mark.
 func (p *play) begin(st *state, t *turn) {
-	t.fore = p
+	t.fore = (*playTurn)(p)
 	st.turns.take(t, turnScenario)
 	p.turn = t
 	st.fgState = acp.StateRunning
@@ -480,42 +483,44 @@ func (p *play) end(st *state, stopReason string, failure *acp.Error) {
 
 // Idle implements scenario.Stage.
 func (p *play) Idle() error {
-	return pollUntil(p.ctx, "the end of foreground work", func() bool {
-		idle := false
-		p.s.peek(func(st *state) { idle = !st.turns.busy() && !st.turns.waiting() && st.fgState == acp.StateIdle })
-		return idle
-	})
+	return pollUntil(p.ctx, "the end of foreground work", func() bool { return p.s.peek().idle })
 }
 
 // owns implements source: t is the play's /scenario turn, or foreground
 // work it began.
 func (p *play) owns(t *turn) bool { return t.origin == p }
 
+// dropped implements dropper: its foreground work will not come.
+func (p *play) dropped(*turn) { p.abort(scenario.ErrCancelled) }
+
+// playTurn is the play as the foreground work of its turn.
+type playTurn play
+
 // toBackground implements foreground: a scenario's turn stays.
-func (p *play) toBackground(st *state, _ *turn) {
+func (*playTurn) toBackground(st *state, _ *turn) {
 	st.out.agentMessage("A scenario holds the foreground; it ends by itself, or with session/cancel.")
 }
 
 // cancelTurn implements foreground: session/cancel of the scenario's
 // turn is the cancel it awaits, or the end of the scenario.
-func (p *play) cancelTurn(*state, *turn) {
-	if p.sessCancel != nil {
-		close(p.sessCancel)
-		p.sessCancel = nil
+func (pt *playTurn) cancelTurn(*state, *turn) {
+	if pt.sessCancel != nil {
+		close(pt.sessCancel)
+		pt.sessCancel = nil
 		return
 	}
-	p.abort(scenario.ErrCancelled)
+	(*play)(pt).abort(scenario.ErrCancelled)
 }
 
 // resumed implements overlay: it brings a client that resumes up to date
 // on what the play runs in the foreground and what it made up.
-func (p *play) resumed(st *state, delivered map[any]bool) {
-	for _, r := range p.runs {
+func (o *playOverlay) resumed(st *state, delivered map[any]bool) {
+	for _, r := range o.runs {
 		if r.term.state < termExited && !st.turns.foreground(r.term) && !slices.Contains(st.list.items, listItem{term: r.term}) {
 			st.out.sendCurrent(delivered, r.term.call, r.term)
 		}
 	}
-	for _, u := range p.made.current() {
+	for _, u := range o.made.current() {
 		st.out.send(u)
 	}
 }
@@ -560,7 +565,7 @@ func (p *play) finish(err error) {
 		if closed || st.life != sessionOpen {
 			return // the overlay stays: what it lists stays listed, as a close leaves listed work
 		}
-		defer func() { st.kit = nil }()
+		defer func() { st.kit.overlay = nil }()
 		for _, c := range p.calls {
 			cancelRealCall(st, c)
 		}

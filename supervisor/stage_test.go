@@ -55,7 +55,7 @@ func TestScenarioCancelled(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("the cancelled scenario took %v to end", d)
 	}
-	h.await(sid, "the play to end", func(st *state) bool { return st.kit == nil })
+	h.await(sid, "the play to end", func(st *state) bool { return st.kit.overlay == nil })
 	h.run(sid, "/scenario repeated-idle 0s") // the session plays again
 	h.message(over, sid, "Scenario repeated-idle is over")
 }
@@ -95,7 +95,7 @@ func TestScenarioOneAtATime(t *testing.T) {
 	h.message(end, sid, "Scenario silent-terminal is still playing")
 	h.never(sid, "the second scenario played", func(m *acptest.Msg) bool { return strings.Contains(m.Text(), "Scenario unknown-item.\n") })
 	h.inspect(sid, func(st *state) {
-		if p, ok := st.kit.(*play); !ok || p.sc.Name != "silent-terminal" {
+		if p, ok := st.kit.overlay.(*playOverlay); !ok || p.sc.Name != "silent-terminal" {
 			t.Errorf("playing %v, want silent-terminal still", st.kit)
 		}
 	})

@@ -21,7 +21,7 @@ import (
 // run is a command a play started: the scenario.Command it works with.
 type run struct {
 	p       *play
-	term    *terminal       // guarded by the session's mutex
+	term    *terminal       // owned by the session's actor
 	id      string          // its terminal
 	call    string          // its tool call
 	ring    *outputbuf.Ring // its output
@@ -124,7 +124,7 @@ func (r *run) Stop() {
 // it works with.
 type realCall struct {
 	p *play
-	c *toolCall // guarded by the session's mutex
+	c *toolCall // owned by the session's actor
 }
 
 // ID implements scenario.ToolCall.
@@ -206,7 +206,7 @@ func (g *gateDir) remove() {
 
 // madeUp is what a play made up: tool calls and terminals with no work
 // behind them, as the sum of the updates sent for each, and the ids whose
-// cancels it takes. It is guarded by the session's mutex.
+// cancels it takes. It is owned by the session's actor.
 type madeUp struct {
 	items      map[string]*fake
 	order      []string                 // the ids of items, in order

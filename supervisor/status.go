@@ -35,9 +35,9 @@ type TerminalStatus struct {
 }
 
 // Sessions returns the status of every open session, oldest first. It
-// waits for an event of a session that has an errand out (a launch), so
-// that the status shows what the event did. The terminals' processes are
-// read (a scan of every process) after each session's lock is let go.
+// waits for each session's entries, slow work included (a launch), so
+// that the status shows what they did. The terminals' processes are read
+// (a scan of every process) on the calling goroutine, not the actor.
 func (sv *Supervisor) Sessions() []SessionStatus {
 	list := sv.list()
 	out := make([]SessionStatus, 0, len(list))
@@ -51,7 +51,12 @@ func (sv *Supervisor) Sessions() []SessionStatus {
 			if st.life != sessionOpen {
 				return // closing: its end is near, and no longer anyone's to resume
 			}
-			ss, procs = st.status()
+			ss = SessionStatus{ID: s.id, Cwd: s.cwd, Title: st.title, Attached: st.out.client != nil, Since: st.out.since}
+			var fg *terminal
+			if st.turns.fg != nil {
+				fg = st.turns.fg.term
+			}
+			ss.Terminals, procs, ss.Scheduled = st.work.status(fg)
 			open = true
 		})
 		if !open {
@@ -65,35 +70,27 @@ func (sv *Supervisor) Sessions() []SessionStatus {
 	return out
 }
 
-// status returns the session's status without the terminals' pids, and
-// the processes to read them from, one per terminal.
-func (st *state) status() (SessionStatus, []ptyio.Process) {
-	ss := SessionStatus{
-		ID: st.s.id, Cwd: st.s.cwd, Title: st.title,
-		Attached: st.out.client != nil, Since: st.out.since,
-	}
-	var fg *terminal
-	if st.turns.fg != nil {
-		fg = st.turns.fg.term
-	}
-	var procs []ptyio.Process
-	for _, t := range st.work.liveTerminals() {
-		ss.Terminals = append(ss.Terminals, TerminalStatus{
+// status returns the live terminals' status without their pids (fg is
+// the foreground command's), the processes to read them from, one per
+// terminal, and how many jobs wait to fire.
+func (r *registry) status(fg *terminal) (terms []TerminalStatus, procs []ptyio.Process, scheduled int) {
+	for _, t := range r.liveTerminals() {
+		terms = append(terms, TerminalStatus{
 			ID: t.id, Command: t.line, Started: t.started, Foreground: t == fg, Stopping: t.state == termStopping,
 		})
 		procs = append(procs, t.proc)
 	}
-	for _, c := range st.work.unfinished() {
+	for _, c := range r.unfinished() {
 		if c.state == callScheduled {
-			ss.Scheduled++
+			scheduled++
 		}
 	}
-	return ss, procs
+	return terms, procs, scheduled
 }
 
 // pids lists a terminal's live processes; none when they cannot be read
-// (a status without pids says as much). It reads /proc: call it outside
-// the session's mutex.
+// (a status without pids says as much). It reads /proc: call it off the
+// session's actor.
 func pids(p ptyio.Process) []int {
 	ms, err := p.Members()
 	if err != nil {

@@ -125,3 +125,37 @@ func TestSessionsStatus(t *testing.T) {
 		t.Errorf("%d sessions after the close", n)
 	}
 }
+
+// TestSessionsDuringALaunch: Sessions shows a session whose command's
+// launch is held up, with that command's terminal once the launch has
+// returned: it waits for the entry, as the ways in that answer at once
+// do, rather than showing the session without the terminal it launches.
+func TestSessionsDuringALaunch(t *testing.T) {
+	t.Parallel()
+	g := newGate(holdLaunch)
+	h := gated(t, g)
+	sid := h.newSession()
+	line := "echo ready; sleep 30 " + slowTag
+	h.run(sid, "/bg "+line)
+	g.wait(t, line)
+
+	got := make(chan []SessionStatus, 1)
+	go func() { got <- h.sup.Sessions() }()
+	select {
+	case list := <-got:
+		t.Fatalf("Sessions answered during the launch, before the session's event was complete: %+v", list)
+	case <-time.After(200 * time.Millisecond):
+	}
+	g.release()
+	var list []SessionStatus
+	select {
+	case list = <-got:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Sessions did not answer once the launch returned")
+	}
+	if len(list) != 1 || list[0].ID != sid || len(list[0].Terminals) != 1 || list[0].Terminals[0].Command != line {
+		t.Errorf("Sessions after the launch = %+v, want %s with its terminal running %q", list, sid, line)
+	}
+	h.c.MustCall("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_1"}, nil)
+	h.exit(nil, sid, "term_1")
+}

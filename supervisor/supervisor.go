@@ -21,7 +21,7 @@
 // in, and a closing session leaving the Supervisor's table.
 //
 //   - supervisor.go: the Supervisor, its session table, protocol.Agent.
-//   - session.go: the Session and the ways in. do and settle, and one
+//   - session.go: the Session and the ways in: settle, and one
 //     method per thing that enters: each request, a process's events, a
 //     timer; closing. A kind of work's own callbacks (a job's timer, a
 //     permission answer, a watch's change) enter through do, into a method
@@ -49,7 +49,8 @@
 //     replay re-sends.
 //   - work.go: the registry of work: terminals and tool calls, each with
 //     one state, and retention.
-//   - errand.go: slow work an event sends out of the mutex.
+//   - actor.go: the goroutine that owns a session's state (do, doWait,
+//     peek, slow work) and the snapshot it publishes.
 //   - input.go and keys.go: typing into terminals, sizing them, /tail;
 //     notice.go: notices; inputwatch.go: when to look for a program
 //     waiting for input.
@@ -69,21 +70,29 @@
 //
 // # Concurrency
 //
-// A session's state is guarded by its mutex, and the only way to change it
-// is Session.do: it runs a function on the state, then settles what the
-// change owes (the repeated state_update for a list change; the end of a
-// close once nothing runs) before anyone else gets in. These goroutines
-// enter:
+// Each session's state belongs to one goroutine, its actor (actor.go),
+// started with the session and ended once it has closed. Session.do
+// queues a function on the actor's bounded inbox (waiting only while
+// maxQueued entries wait), and the actor runs the entries one at a time,
+// in order, each followed by settle (the repeated state_update for a list
+// change; the end of a close once nothing runs). doWait also waits for
+// the entry to have run and settled: for the ways in that answer with
+// what they changed (session/set_config_option, session/resume; Detach),
+// Sessions, and a scenario's Stage calls. Neither is called from the
+// actor itself: code there runs inline what it would queue. An entry that
+// comes after the actor ended runs on the goroutine that brings it, under
+// the actor's late mutex, which owns the state from then on. These
+// goroutines bring entries:
 //
 //   - the connection's request loop, through the protocol.Agent methods:
 //     any request. It must not block, so an answer that comes later (a held
 //     prompt, session/close, tool_call/cancel) goes through a
-//     protocol.Reply;
+//     protocol.Reply, which the actor calls;
 //   - a terminal's process goroutine (ptyio.Events): ShellReturned, then
 //     Exited, at most once each;
-//   - time.AfterFunc: a turn's foreground timeout, a job's firing, and a
-//     watch's changes once they have stopped. Each checks first that what
-//     it fires for is still current;
+//   - time.AfterFunc: a turn's foreground timeout, a job's firing, a
+//     watch's changes once they have stopped, the detached TTL. Each
+//     checks first that what it fires for is still current;
 //   - a wait's goroutine (wait.go), with the outcome it found: a match, an
 //     answer, the timeout;
 //   - a watch's failure, on a goroutine of its own, when what it watches
@@ -93,47 +102,46 @@
 //     was answered, withdrawn or cancelled in the meantime;
 //   - context.AfterFunc: a held prompt that the client withdrew with
 //     $/cancel_request;
-//   - an errand's goroutine, which finishes the event that sent it out;
 //   - a terminal's input watch (time.AfterFunc, inputwatch.go), when it
-//     found a program waiting for input: it looks at /proc with no lock
-//     held, and enters only to notice what it found;
+//     found a program waiting for input: it looks at /proc off the actor,
+//     and enters only to notice what it found;
 //   - a playing scenario's goroutine (stage.go), one Stage call at a
 //     time, through doWait; it waits for what it needs (a terminal's exit,
-//     the client's cancel) outside the mutex;
+//     the client's cancel) off the actor;
 //   - the owner of a connection, through Detach and Shutdown.
 //
-// Nothing slow runs under a session's mutex. Updates are queued on the
-// client (protocol.Client never blocks); processes are signalled without
-// waiting (the escalation runs on a goroutine of its own). The slow
-// things an event needs are errands (errand.go): launching a command (a
-// fork and exec, a cgroup, and in subreaper mode the containment's fork
-// lock, which a reap pass holds while it scans /proc), /ps's scan of each
-// listed terminal's processes, and a watch's walk of the tree it watches
-// (/watch, /resume). The event sends the work out and the mutex is
-// released; the work runs on a goroutine of its own, and the event goes
-// on, under the mutex, with its result. Until the event is
-// complete the session is away: do does not wait for it, but queues the
-// entry, which runs after the event, in the order it came. So no one sees
-// an event half done (a terminal's events come after its announcement; a
-// session/cancel or a close that arrives during a launch stops what the
-// launch started), and no request waits for another session's launch.
-//
-// What waits for a session's errand, on the goroutine that enters: the
-// ways in that answer at once with what they changed
-// (session/set_config_option, session/resume; Detach) and Sessions,
-// which use doWait; and any entry once maxQueued entries are queued
-// behind one errand. No
-// prompt waits: one that acts at once beside the foreground turn (/bg,
-// /ps, /stop, /pause, /resume while a command runs) ends no turn, so the
+// Slow work runs inline on the actor, so an event reads straight down:
+// launching a command (a fork and exec, a cgroup, and in subreaper mode
+// the containment's fork lock, which a reap pass holds while it scans
+// /proc), /ps's scan of each listed terminal's processes, and a watch's
+// walk of the tree it watches (/watch, /resume). It holds up only its own
+// session: later entries wait in the inbox, so no one sees an event half
+// done (a terminal's events come after its announcement; a session/cancel
+// or a close that arrives during a launch stops what the launch started),
+// and no request waits for another session's launch. Before slow work the
+// entry calls slow (actor.go), which publishes a snapshot of the state (its
+// title, settings, when it last reported, whether it is idle). The reads
+// that must answer while the session is busy (session/list, session/new's
+// config options, Shutdown's kill grace, a scenario's Idle) use peek: it
+// waits for the entries that came before it, but never for slow work, and
+// then answers with the snapshot the actor published last. No prompt
+// waits: one that acts at once beside the foreground turn (/bg, /ps,
+// /stop, /pause, /resume while a command runs) ends no turn, so the
 // session tells its client when it is done (protocol.PromptActed, after
-// its errand if it has one), in order with what it reported. Reads that
-// no event leaves half done (session/list, session/new's config options,
-// Shutdown's kill grace) use peek, which never waits for an errand. The
-// PTY readers only write the rings, and the connection's writer and a
-// wait's goroutine only read them; none of them enters a session but
-// through the ways in above. The Supervisor's own mutex
-// guards its session table only; a session takes it (to leave the table
-// when it closes), never the other way round.
+// its slow work if it has any), in order with what it reported.
+//
+// Nothing on the actor waits for a client: updates are queued on it
+// (protocol.Client never blocks), and processes are signalled without
+// waiting (the escalation runs on a goroutine of its own). The PTY
+// readers only write the rings, and the connection's writer and a wait's
+// goroutine only read them; none of them enters a session but through
+// the ways in above.
+//
+// Locks, in the order they may be taken: a session's late (after its
+// actor ended), then its shown (the snapshot's hand-off, a leaf), and
+// the Supervisor's mu, which guards its session table only. A session's
+// actor takes mu (to leave the table when it closes); the Supervisor
+// never sends to an actor, nor waits for one, while it holds mu.
 package supervisor
 
 import (

@@ -158,7 +158,7 @@ func (h *harness) waitHeld(sid string, n int) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var held int
-		s.peek(func(st *state) { held = len(st.turns.held) })
+		s.doWait(func(st *state) { held = len(st.turns.held) })
 		if held == n {
 			return
 		}

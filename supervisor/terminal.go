@@ -14,8 +14,8 @@ import (
 // A command's life, top to bottom. A prompt's command runs in the
 // foreground (runForeground, turns.go) or, with /bg, in the background
 // (runBackground); in permission mode "ask" it first waits for the user
-// (permission.go). launch starts it in a PTY, outside the session's mutex
-// (an errand, errand.go), and then announces its tool call and terminal. A
+// (permission.go). launch starts it in a PTY, as slow work on the
+// session's actor (actor.go), and then announces its tool call and terminal. A
 // command leaves the foreground while it runs on the foreground timeout,
 // /bg, or its shell returning (detach, turns.go), and handOff completes its
 // tool call and lists its terminal. It is stopped (terminal.stop, work.go)
@@ -29,23 +29,19 @@ func (st *state) runBackground(line string) {
 		st.ask(st.newCall(callAsking, "execute", line), line, nil)
 		return
 	}
-	call := st.newCall(callRunning, "execute", line)
-	st.launch(call, line, func(t *terminal) {
-		if t != nil {
-			st.handOff(t, "Started in the background.")
-		}
-	})
+	if t := st.launch(st.newCall(callRunning, "execute", line), line); t != nil {
+		st.handOff(t, "Started in the background.")
+	}
 }
 
-// launch starts line in a new terminal for call: the Launcher runs outside
-// the session's mutex, as an errand. Once it has returned, launch
-// announces the tool call and the terminal, and then calls then with the
-// terminal; or, if the command could not start, fails its tool call (and
-// unlists it, if it asked for permission in the background) and
-// calls then with nil. Events of the terminal's process that come before
-// that wait their turn, as every entry does while the errand is out.
-func (st *state) launch(call *toolCall, line string, then func(*terminal)) {
-	launchWith(st, call, line, launchOptions{}, then)
+// launch starts line in a new terminal for call: the Launcher runs on the
+// actor, as slow work (actor.slow). Once it has returned, launch announces
+// the tool call and the terminal, and returns the terminal; or, if the
+// command could not start, fails its tool call (and unlists it, if it
+// asked for permission in the background) and returns nil. Events of the
+// terminal's process that come before that wait their turn in the inbox.
+func (st *state) launch(call *toolCall, line string) *terminal {
+	return launchWith(st, call, line, launchOptions{})
 }
 
 // launchOptions are what a scenario's command adds (stage.go).
@@ -61,7 +57,7 @@ type launchOptions struct {
 }
 
 // launchWith is launch with opts.
-func launchWith(st *state, call *toolCall, line string, opts launchOptions, then func(*terminal)) {
+func launchWith(st *state, call *toolCall, line string, opts launchOptions) *terminal {
 	s, cfg := st.s, st.s.sv.cfg
 	call.state = callRunning
 	call.input = map[string]string{"command": line, "cwd": s.cwd}
@@ -76,32 +72,23 @@ func launchWith(st *state, call *toolCall, line string, opts launchOptions, then
 	if len(opts.env) > 0 {
 		env = append(slices.Clip(env), opts.env...)
 	}
-	cmd := ptyio.Command{Shell: cfg.Shell, Line: line, Dir: s.cwd, Env: env, Size: cfg.Size}
-	out, ev := t.ring, events{s, t}
-	var (
-		proc ptyio.Process
-		err  error
-	)
-	st.errands.send(func() {
-		proc, err = cfg.Launcher.Launch(cmd, out, ev)
-	}, func() {
-		if err != nil {
-			call.content = []acp.ToolCallContent{acp.TextContent("Could not start the command: " + err.Error())}
-			endCall(st, call, acp.StatusFailed) // unlisted, if it was listed while it asked
-			then(nil)
-			return
-		}
-		t.proc, call.term = proc, t
-		st.work.addTerminal(t)
-		t.watchInput(st.s)
-		call.content = []acp.ToolCallContent{acp.TerminalContent(t.id)}
-		if opts.note != nil {
-			call.content = append(call.content, acp.TextContent(opts.note(t.id)))
-		}
-		st.out.send(call.update())
-		st.out.announceTerminal(t)
-		then(t)
-	})
+	st.s.slow()
+	proc, err := cfg.Launcher.Launch(ptyio.Command{Shell: cfg.Shell, Line: line, Dir: s.cwd, Env: env, Size: cfg.Size}, t.ring, events{s, t})
+	if err != nil {
+		call.content = []acp.ToolCallContent{acp.TextContent("Could not start the command: " + err.Error())}
+		endCall(st, call, acp.StatusFailed) // unlisted, if it was listed while it asked
+		return nil
+	}
+	t.proc, call.term = proc, t
+	st.work.addTerminal(t)
+	t.watchInput(st.s)
+	call.content = []acp.ToolCallContent{acp.TerminalContent(t.id)}
+	if opts.note != nil {
+		call.content = append(call.content, acp.TextContent(opts.note(t.id)))
+	}
+	st.out.send(call.update())
+	st.out.announceTerminal(t)
+	return t
 }
 
 // commandRun is the foreground work of a turn that runs a command: it

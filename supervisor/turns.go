@@ -7,7 +7,6 @@ import (
 
 	"shellagent/acp"
 	"shellagent/protocol"
-	"shellagent/scenario"
 )
 
 // turnState is where a turn is in its life.
@@ -65,6 +64,10 @@ type source interface {
 	// owns reports whether t is a turn it brought.
 	owns(t *turn) bool
 }
+
+// A dropper is a source that hears of a turn it brought being dropped
+// while held (a scenario, whose foreground work then will not come).
+type dropper interface{ dropped(t *turn) }
 
 // foreground is what a turn runs while it holds the foreground: a command
 // (commandRun, terminal.go), a wait (wait.go), or a scenario's work
@@ -198,10 +201,8 @@ func (st *state) start(t *turn) {
 	}
 	st.transition(acp.StateRunning, "")
 	t.in.cmd.act(st, t.in)
-	st.errands.then(func() { // /bg CMD and /ps send errands out
-		t.state = turnOver
-		st.endTurn(acp.StopEndTurn)
-	})
+	t.state = turnOver
+	st.endTurn(acp.StopEndTurn)
 }
 
 // startOrHold starts t, new foreground work that no prompt brought (a
@@ -246,8 +247,8 @@ func (st *state) dropHeld(match func(*turn) bool, why string) {
 		if t.reply != nil {
 			t.reply(nil, acp.RequestCancelled(why))
 		}
-		if p, ok := t.origin.(*play); ok {
-			p.abort(scenario.ErrCancelled) // its foreground work will not come
+		if d, ok := t.origin.(dropper); ok {
+			d.dropped(t)
 		}
 	}
 }
@@ -275,17 +276,16 @@ func (st *state) runForeground(t *turn) {
 // foreground and arms its foreground timeout. If it cannot start, the turn
 // ends.
 func (st *state) startForeground(t *turn) {
-	st.launch(t.call, t.in.line, func(term *terminal) {
-		if term == nil {
-			st.turns.release(t)
-			st.endTurn(acp.StopEndTurn)
-			return
-		}
-		t.term = term
-		if d := st.settings.foregroundTimeout; d > 0 {
-			t.timer = time.AfterFunc(d, func() { st.s.timeout(t, d) })
-		}
-	})
+	term := st.launch(t.call, t.in.line)
+	if term == nil {
+		st.turns.release(t)
+		st.endTurn(acp.StopEndTurn)
+		return
+	}
+	t.term = term
+	if d := st.settings.foregroundTimeout; d > 0 {
+		t.timer = time.AfterFunc(d, func() { st.s.timeout(t, d) })
+	}
 }
 
 // detach hands the foreground command, which runs, over to the
@@ -305,7 +305,7 @@ func (st *state) stopByID(id string) {
 	var err error
 	if st.work.calls[id] != nil {
 		stop, err = st.acceptCancel(id)
-	} else if taken, oerr := st.overlayCancel(false, id, false); taken {
+	} else if taken, oerr := st.kit.takes(false, id, false); taken {
 		stop, err = func() {}, oerr
 	} else {
 		if err := stopTerminal(st, id, nil); err != nil {
@@ -332,7 +332,7 @@ func (st *state) stopByID(id string) {
 // (overlay.go): then it answers it.
 func stopTerminal(st *state, id string, accepted func()) error {
 	t := st.work.terminals[id]
-	if taken, err := st.overlayCancel(true, id, t != nil && t.state < termExited); taken {
+	if taken, err := st.kit.takes(true, id, t != nil && t.state < termExited); taken {
 		if err == nil && accepted != nil {
 			accepted()
 		}
@@ -355,7 +355,7 @@ func errorMessage(err error) string {
 func (st *state) acceptCancel(id string) (stop func(), err error) {
 	c := st.work.calls[id]
 	if c == nil {
-		if taken, err := st.overlayCancel(false, id, false); taken {
+		if taken, err := st.kit.takes(false, id, false); taken {
 			return func() {}, err
 		}
 	}

@@ -32,8 +32,8 @@ import (
 // the terminal, which is listed itself (a tool call that references a
 // listed terminal is not listed, see background.go rule 5).
 //
-// Each wait has one goroutine (watch), which does the waiting outside the
-// session's mutex and reports its outcome through Session.do: it reads
+// Each wait has one goroutine (watch), which does the waiting off the
+// session's actor and reports its outcome through Session.do: it reads
 // the terminal's ring, or polls a port or a URL, and ends when the wait
 // has its answer, at the timeout, or when the wait is stopped. The PTY's
 // reader and the writer do nothing more for a terminal that is waited
@@ -228,7 +228,7 @@ func (spec *waitSpec) rawInput() map[string]any {
 	return in
 }
 
-// waiter is a wait under way. It is guarded by its session's mutex, but
+// waiter is a wait under way. It is owned by its session's actor, but
 // for what its goroutine reads: spec and started, set before it starts,
 // and exit, set before exited is closed.
 type waiter struct {
@@ -314,8 +314,8 @@ type waitResult struct{ status, text string }
 
 // watch waits for what the wait waits for and returns the outcome, or no
 // outcome if the wait was stopped. The terminal's exit ends a wait for a
-// pattern here, once its last lines are read, and every other wait under
-// the session's mutex (terminalExited).
+// pattern here, once its last lines are read, and every other wait on
+// the session's actor (terminalExited).
 func (w *waiter) watch(ctx context.Context, ring *outputbuf.Ring, from int64) waitResult {
 	switch {
 	case w.spec.pattern != nil:

@@ -52,7 +52,7 @@ func parseWatch(rest string) input {
 	return input{watchOf: &watchSpec{path: path.text, line: line}}
 }
 
-// watcher is a watch. It is guarded by its session's mutex.
+// watcher is a watch. It is owned by its session's actor.
 type watcher struct {
 	call    *toolCall
 	spec    *watchSpec
@@ -65,7 +65,7 @@ type watcher struct {
 	runs    int      // changes that ran CMD
 }
 
-// startWatch serves /watch: once PATH is watched (an errand: a big tree
+// startWatch serves /watch: once PATH is watched (slow work: a big tree
 // takes a while), the tool call is announced in_progress and cancellable,
 // then listed. A PATH that cannot be watched is refused in an agent
 // message, and nothing is announced.
@@ -75,18 +75,16 @@ func startWatch(st *state, spec *watchSpec) {
 		abs = filepath.Join(st.s.cwd, abs)
 	}
 	w := &watcher{spec: spec, abs: abs, created: time.Now()}
-	w.rewatch(st, func(err error) {
-		if err != nil {
-			st.out.agentMessage(fmt.Sprintf("Cannot watch %s: %v.", spec.path, err))
-			return
-		}
-		c := st.newCall(callRunning, "other", "watch "+spec.path+": "+spec.line)
-		c.task, w.call = w, c
-		c.input = map[string]string{"path": spec.path, "command": spec.line, "cwd": st.s.cwd}
-		c.content = []acp.ToolCallContent{acp.TextContent(w.watchingText())}
-		st.out.send(c.update())
-		st.list.addCall(c)
-	})
+	if err := w.rewatch(st); err != nil {
+		st.out.agentMessage(fmt.Sprintf("Cannot watch %s: %v.", spec.path, err))
+		return
+	}
+	c := st.newCall(callRunning, "other", "watch "+spec.path+": "+spec.line)
+	c.task, w.call = w, c
+	c.input = map[string]string{"path": spec.path, "command": spec.line, "cwd": st.s.cwd}
+	c.content = []acp.ToolCallContent{acp.TextContent(w.watchingText())}
+	st.out.send(c.update())
+	st.list.addCall(c)
 }
 
 func (w *watcher) watchingText() string {
@@ -101,26 +99,18 @@ func (w *watcher) what() string {
 	return "the file " + w.spec.path
 }
 
-// rewatch watches w's path anew, outside the session's mutex (an
-// errand), and then calls then with the error, if any; w.src is the new
-// watch once then runs.
-func (w *watcher) rewatch(st *state, then func(error)) {
-	s, abs := st.s, w.abs
+// rewatch watches w's path anew, as slow work (a big tree takes a while
+// to walk): w.src is the new watch, unless it returns an error.
+func (w *watcher) rewatch(st *state) error {
+	s := st.s
 	w.gen++
 	gen := w.gen
-	var (
-		src *changes
-		dir bool
-		err error
-	)
-	st.errands.send(func() {
-		src, dir, err = watchChanges(abs, watchQuiet,
-			func() { s.do(func(st *state) { w.changed(st, gen) }) },
-			func(err error) { s.do(func(st *state) { w.failed(st, gen, err) }) })
-	}, func() {
-		w.src, w.dir = src, dir
-		then(err)
-	})
+	st.s.slow()
+	src, dir, err := watchChanges(w.abs, watchQuiet,
+		func() { s.do(func(st *state) { w.changed(st, gen) }) },
+		func(err error) { s.do(func(st *state) { w.failed(st, gen, err) }) })
+	w.src, w.dir = src, dir
+	return err
 }
 
 // owns reports whether t is a run of w.
@@ -247,22 +237,16 @@ func resumeWatch(st *state, id string) {
 		return
 	}
 	c := w.call
-	w.rewatch(st, func(err error) {
-		if c.state != callPaused {
-			w.unwatch() // cancelled meanwhile (cannot happen: the errand keeps others out)
-			return
-		}
-		if err != nil {
-			text := fmt.Sprintf("Cannot watch %s again: %v.", w.spec.path, err)
-			w.end(st, acp.StatusFailed, text)
-			st.out.agentMessage(text)
-			return
-		}
-		c.state = callRunning
-		c.content = []acp.ToolCallContent{acp.TextContent(w.watchingText())}
-		st.out.send(c.update())
-		st.out.agentMessage(fmt.Sprintf("Resumed %s (%s): the next change runs %s.", id, c.title, w.spec.line))
-	})
+	if err := w.rewatch(st); err != nil {
+		text := fmt.Sprintf("Cannot watch %s again: %v.", w.spec.path, err)
+		w.end(st, acp.StatusFailed, text)
+		st.out.agentMessage(text)
+		return
+	}
+	c.state = callRunning
+	c.content = []acp.ToolCallContent{acp.TextContent(w.watchingText())}
+	st.out.send(c.update())
+	st.out.agentMessage(fmt.Sprintf("Resumed %s (%s): the next change runs %s.", id, c.title, w.spec.line))
 }
 
 // listing implements task: the watch's line in /ps.

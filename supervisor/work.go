@@ -53,7 +53,7 @@ const (
 )
 
 // terminal is one command: its PTY process, its output ring, and the tool
-// call that started it. It is guarded by its session's mutex.
+// call that started it. It is owned by its session's actor.
 type terminal struct {
 	id      string
 	line    string
@@ -138,7 +138,7 @@ const (
 
 // toolCall is a tool call of the session: a command's (term, once it
 // runs), or one whose work is a task (a scheduled job, a wait, a watch, a
-// command waiting for permission). It is guarded by its session's mutex.
+// command waiting for permission). It is owned by its session's actor.
 type toolCall struct {
 	id      string
 	title   string

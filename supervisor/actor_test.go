@@ -220,15 +220,12 @@ func TestRequestsDuringALaunch(t *testing.T) {
 	tests := []struct {
 		name   string
 		during func(h *harness, sid string) int64 // a request id to wait for, or 0
-		// waits: the request loop waits for the launch (a prompt that acts
-		// at once, see Session.prompt), so nothing can be asked meanwhile.
-		waits bool
-		after func(h *harness, sid string, announced *acptest.Msg)
+		after  func(h *harness, sid string, announced *acptest.Msg)
 	}{
 		{"session/cancel", func(h *harness, sid string) int64 {
 			h.c.Notify("session/cancel", map[string]string{"sessionId": sid})
 			return 0
-		}, false, func(h *harness, sid string, announced *acptest.Msg) {
+		}, func(h *harness, sid string, announced *acptest.Msg) {
 			exit := h.exit(announced, sid, "term_1")
 			if signalOf(exit) != "SIGTERM" {
 				h.t.Errorf("exitStatus %v, want SIGTERM", exit.ExitStatus())
@@ -238,14 +235,14 @@ func TestRequestsDuringALaunch(t *testing.T) {
 		}},
 		{"terminal/cancel", func(h *harness, sid string) int64 {
 			return h.c.Send("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_1"})
-		}, false, func(h *harness, sid string, announced *acptest.Msg) {
+		}, func(h *harness, sid string, announced *acptest.Msg) {
 			exit := h.exit(announced, sid, "term_1")
 			h.toolStatus(exit, sid, "call_1", acp.StatusFailed)
 			h.idle(exit, sid, acp.StopEndTurn)
 		}},
 		{"session/close", func(h *harness, sid string) int64 {
 			return h.c.Send("session/close", map[string]string{"sessionId": sid})
-		}, false, func(h *harness, sid string, announced *acptest.Msg) {
+		}, func(h *harness, sid string, announced *acptest.Msg) {
 			exit := h.exit(announced, sid, "term_1")
 			h.idle(exit, sid, acp.StopCancelled)
 		}},
@@ -253,14 +250,14 @@ func TestRequestsDuringALaunch(t *testing.T) {
 		// the resize wait for it, and are answered {} after it.
 		{"_shellagent/terminal/write", func(h *harness, sid string) int64 {
 			return h.c.Send(acp.MethodWriteTerminal, map[string]string{"sessionId": sid, "terminalId": "term_1", "data": "eA=="})
-		}, false, func(h *harness, sid string, announced *acptest.Msg) {
+		}, func(h *harness, sid string, announced *acptest.Msg) {
 			answeredAfter(h, acp.MethodWriteTerminal, announced)
 			h.c.MustCall("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_1"}, nil)
 			h.idle(h.exit(announced, sid, "term_1"), sid, acp.StopEndTurn)
 		}},
 		{"_shellagent/terminal/resize", func(h *harness, sid string) int64 {
 			return h.c.Send(acp.MethodResizeTerminal, map[string]any{"sessionId": sid, "terminalId": "term_1", "size": map[string]int{"cols": 80, "rows": 20}})
-		}, false, func(h *harness, sid string, announced *acptest.Msg) {
+		}, func(h *harness, sid string, announced *acptest.Msg) {
 			resized := h.update(announced, sid, acp.KindTerminal, "the new size", func(m *acptest.Msg) bool { return m.Update["size"] != nil })
 			answeredAfter(h, acp.MethodResizeTerminal, resized)
 			h.c.MustCall("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_1"}, nil)
@@ -268,7 +265,7 @@ func TestRequestsDuringALaunch(t *testing.T) {
 		}},
 		{"/bg", func(h *harness, sid string) int64 {
 			return h.prompt(sid, "/bg")
-		}, true, func(h *harness, sid string, announced *acptest.Msg) {
+		}, func(h *harness, sid string, announced *acptest.Msg) {
 			h.update(announced, sid, acp.KindUserMessage, "/bg inserted after the announcement", nil)
 			done := h.toolStatus(announced, sid, "call_1", acp.StatusCompleted)
 			h.listed(done, sid, "term_1")
@@ -286,10 +283,8 @@ func TestRequestsDuringALaunch(t *testing.T) {
 			h.run(sid, line)
 			g.wait(t, line)
 			id := tt.during(h, sid)
-			if !tt.waits {
-				h.barrier()
-				h.silent(sid, "while its command's launch was held up")
-			}
+			h.barrier()
+			h.silent(sid, "while its command's launch was held up")
 			g.release()
 			if id != 0 {
 				if m := h.c.Wait(id); m.Error != nil {
@@ -402,51 +397,58 @@ func TestASlowPsHoldsUpNoOtherSession(t *testing.T) {
 	h.exit(ps, a, "term_1")
 }
 
-// TestErrandsContinueInOrder: the rest of an event runs after its errand's
-// result, in the order it was written, and an errand sent meanwhile goes
-// out once the one before it is back.
-func TestErrandsContinueInOrder(t *testing.T) {
+// TestSlowWorkReadsStraightDown: an entry that does slow work finishes
+// it, in the order it is written, before the next entry runs; meanwhile
+// peek answers with what the state was when the slow work began (not
+// what came before, nor what follows in the entry), and doWait waits for
+// the whole entry.
+func TestSlowWorkReadsStraightDown(t *testing.T) {
 	t.Parallel()
-	var e errands
+	sv := New(Config{Launcher: failLauncher{}, Log: discardLog})
+	c := newQuietClient()
+	sid := must(sv.NewSession(c, &acp.NewSessionRequest{Cwd: t.TempDir()})).SessionID
+	s := must(sv.session(sid))
 	var log []string
-	add := func(s string) func() { return func() { log = append(log, s) } }
-	back := func(want ...string) {
-		t.Helper()
-		out := e.take()
-		if out == nil {
-			t.Fatalf("no errand out; log %v", log)
-		}
-		out.work()
-		e.back(out)
-		if !slices.Equal(log, want) {
-			t.Errorf("log %v, want %v", log, want)
-		}
-	}
-	e.then(add("now"))
-	e.send(add("work 1"), add("back 1"))
-	e.then(add("after 1"))
-	e.send(add("work 2"), func() {
-		add("back 2")()
-		e.send(add("work 3"), add("back 3")) // sent by a continuation
-		e.then(add("after back 2"))
+	open, slowed := make(chan struct{}), make(chan struct{})
+	s.do(func(st *state) {
+		st.title = "before"
+		log = append(log, "before")
+		st.s.slow()
+		close(slowed)
+		<-open
+		log = append(log, "after the slow work")
+		st.title = "after"
 	})
-	e.then(add("after 2"))
-	if !slices.Equal(log, []string{"now"}) {
-		t.Errorf("with an errand out, ran %v", log)
+	s.do(func(*state) { log = append(log, "next entry") })
+	<-slowed
+	if title := s.peek().title; title != "before" {
+		t.Errorf("peek during slow work: title %q, want %q", title, "before")
 	}
-	back("now", "work 1", "back 1", "after 1")
-	back("now", "work 1", "back 1", "after 1", "work 2", "back 2")
-	back("now", "work 1", "back 1", "after 1", "work 2", "back 2", "work 3", "back 3", "after back 2", "after 2")
-	if e.take() != nil {
-		t.Errorf("an errand is still out")
+	waited := make(chan []string, 1)
+	go s.doWait(func(*state) { waited <- slices.Clone(log) })
+	select {
+	case got := <-waited:
+		t.Fatalf("doWait ran during the slow work, with %v", got)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(open)
+	want := []string{"before", "after the slow work", "next entry"}
+	if got := <-waited; !slices.Equal(got, want) {
+		t.Errorf("entries ran %v, want %v", got, want)
+	}
+	if title := s.peek().title; title != "after" {
+		t.Errorf("peek after the slow work: title %q, want %q", title, "after")
+	}
+	if err := sv.Shutdown(context.Background()); err != nil {
+		t.Error(err)
 	}
 }
 
-// TestAnAwaySessionQueuesEntriesInOrder: while an event of a session has
-// an errand out, entries queue without waiting and then run in the order
-// they came; beyond maxQueued the next one waits for room; reads (peek)
-// never wait.
-func TestAnAwaySessionQueuesEntriesInOrder(t *testing.T) {
+// TestABusySessionQueuesEntriesInOrder: while a session's actor does slow
+// work, entries queue without waiting and then run in the order they
+// came; beyond maxQueued the next one waits for room; reads (peek, here
+// session/list) never wait.
+func TestABusySessionQueuesEntriesInOrder(t *testing.T) {
 	t.Parallel()
 	sv := New(Config{Launcher: failLauncher{}, Log: discardLog})
 	c := newQuietClient()
@@ -455,7 +457,9 @@ func TestAnAwaySessionQueuesEntriesInOrder(t *testing.T) {
 	var order []int
 	open := make(chan struct{})
 	s.do(func(st *state) {
-		st.errands.send(func() { <-open }, func() { order = append(order, -1) })
+		st.s.slow()
+		<-open
+		order = append(order, -1)
 	})
 	const entries = maxQueued + 10
 	var entered atomic.Int64
@@ -473,7 +477,7 @@ func TestAnAwaySessionQueuesEntriesInOrder(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond) // room to go wrong
 	if n := entered.Load(); n != maxQueued {
-		t.Errorf("%d entries entered a session away on an errand, want %d (then wait for room)", n, maxQueued)
+		t.Errorf("%d entries entered a session busy with slow work, want %d (then wait for room)", n, maxQueued)
 	}
 	if _, err := sv.ListSessions(c, &acp.ListSessionsRequest{}); err != nil {
 		t.Error(err)
@@ -523,8 +527,8 @@ func (c *saidClient) messages() []string {
 // TestAnImmediatePromptSaysWhenItHasActed: a prompt that acts at once
 // beside the foreground turn has no turn to end, so the session tells its
 // client when what it does has been sent (the v1 front answers it then),
-// even when that takes an errand: here /ps's scan, held up, of a session
-// that was away on a launch when the prompt came. Prompt itself does not
+// even when that takes slow work: here /ps's scan, held up, of a session
+// whose actor was busy with a launch when the prompt came. Prompt itself does not
 // wait for it.
 func TestAnImmediatePromptSaysWhenItHasActed(t *testing.T) {
 	t.Parallel()
@@ -563,38 +567,4 @@ func TestAnImmediatePromptSaysWhenItHasActed(t *testing.T) {
 	if left := acptest.ProcessesWith(marker); len(left) > 0 {
 		t.Errorf("processes left behind: %v", left)
 	}
-}
-
-// TestSessionsDuringALaunch: Sessions shows a session whose command's
-// launch is held up, with that command's terminal once the launch has
-// returned: it waits for the event, as the ways in that answer at once
-// do, rather than leaving its entry queued behind it and the session out.
-func TestSessionsDuringALaunch(t *testing.T) {
-	t.Parallel()
-	g := newGate(holdLaunch)
-	h := gated(t, g)
-	sid := h.newSession()
-	line := "echo ready; sleep 30 " + slowTag
-	h.run(sid, "/bg "+line)
-	g.wait(t, line)
-
-	got := make(chan []SessionStatus, 1)
-	go func() { got <- h.sup.Sessions() }()
-	select {
-	case list := <-got:
-		t.Fatalf("Sessions answered during the launch, before the session's event was complete: %+v", list)
-	case <-time.After(200 * time.Millisecond):
-	}
-	g.release()
-	var list []SessionStatus
-	select {
-	case list = <-got:
-	case <-time.After(20 * time.Second):
-		t.Fatal("Sessions did not answer once the launch returned")
-	}
-	if len(list) != 1 || list[0].ID != sid || len(list[0].Terminals) != 1 || list[0].Terminals[0].Command != line {
-		t.Errorf("Sessions after the launch = %+v, want %s with its terminal running %q", list, sid, line)
-	}
-	h.c.MustCall("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_1"}, nil)
-	h.exit(nil, sid, "term_1")
 }
