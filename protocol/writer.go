@@ -207,8 +207,14 @@ func (w *writer) markDirty(s *stream) {
 }
 
 // close writes everything queued, stops the writer and waits for it.
-// Updates queued from then on are dropped.
-func (w *writer) close() {
+// Updates queued from then on are dropped. If cut is not zero, the output
+// ends at cut: the line under way then is finished, and nothing is
+// written after it (see peer.cutAt); the caller bounds the wait for that
+// line.
+func (w *writer) close(cut time.Time) {
+	if !cut.IsZero() {
+		w.peer.cutAt(cut)
+	}
 	w.mu.Lock()
 	w.closing = true
 	w.mu.Unlock()
@@ -528,7 +534,11 @@ func (w *writer) flush() {
 		if err := w.peer.write(w.buf); err != nil {
 			w.mu.Lock()
 			w.broken = true
-			w.log.Warn("client output closed; dropping further messages", "err", err)
+			if err == errCut {
+				w.log.Warn("the output ended at the exit deadline, after a whole line; dropping further messages")
+			} else {
+				w.log.Warn("client output closed; dropping further messages", "err", err)
+			}
 			w.streams.hold(false)
 			w.mu.Unlock()
 			w.replies.close()
