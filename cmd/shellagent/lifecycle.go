@@ -84,7 +84,7 @@ type output struct {
 
 func newOutput(log *slog.Logger, f *os.File) *output {
 	o := &output{f: f, gone: make(chan struct{}), stop: func() {}}
-	stop, err := watchHangup(int(f.Fd()), o.hangup)
+	stop, err := watchHangup(descriptor(f), o.hangup)
 	if err != nil {
 		// A regular file or /dev/null: nobody can close it under us.
 		log.Debug("stdout is not watched", "err", err)
@@ -92,6 +92,16 @@ func newOutput(log *slog.Logger, f *os.File) *output {
 	}
 	o.stop = stop
 	return o
+}
+
+// descriptor returns f's descriptor without taking f out of the runtime
+// poller, as f.Fd would.
+func descriptor(f *os.File) int {
+	fd := -1
+	if rc, err := f.SyscallConn(); err == nil {
+		rc.Control(func(d uintptr) { fd = int(d) }) // Best effort: -1 fails the watch, which says so.
+	}
+	return fd
 }
 
 func (o *output) Write(p []byte) (int, error) {
