@@ -32,8 +32,13 @@ import (
 // load1 is the 1-minute load average at the end of the run. What a loaded
 // machine hides least is what each path costs: agent_cpu_s/op and
 // agent_switches/op (the agent process: user and system time, context
-// switches of all its threads) and client_cpu_s/op (this process during
-// the agent's runs: the client's reader, mostly).
+// switches of all its threads), the same per MB of the child's output
+// with the switches split (agent_cpu_ms/MB, agent_vol_switches/MB: the
+// agent waited; agent_invol_switches/MB: it was preempted, which the load
+// drives) and client_cpu_s/op (this process during the agent's runs: the
+// client's reader, mostly). SHELLAGENT_BENCH_BINARY runs a binary built
+// beforehand instead of building cmd/shellagent: two builds, A/B, in one
+// harness.
 func BenchmarkBinary(b *testing.B) {
 	for _, w := range throughputWorkloads() {
 		b.Run(w.name, func(b *testing.B) { binaryThroughput(b, w, false) })
@@ -64,7 +69,8 @@ func binaryThroughput(b *testing.B, w workload, daemon bool) {
 	var agentT, rawT, clientCPU time.Duration
 	var chunks, dropped int64
 	pid := a.cmd.Process.Pid
-	cpu0, switches0 := processCPU(pid), contextSwitches(pid)
+	cpu0 := processCPU(pid)
+	vol0, invol0 := contextSwitches(pid)
 	b.ResetTimer()
 	for i := range b.N {
 		if i%2 == 1 {
@@ -85,7 +91,9 @@ func binaryThroughput(b *testing.B, w workload, daemon bool) {
 		b.StartTimer()
 	}
 	b.StopTimer()
-	cpu, switches := processCPU(pid)-cpu0, contextSwitches(pid)-switches0
+	cpu := processCPU(pid) - cpu0
+	vol, invol := contextSwitches(pid)
+	vol, invol = vol-vol0, invol-invol0
 	mb := float64(w.child) * float64(b.N) / 1e6
 	b.ReportMetric(mb/agentT.Seconds(), "agent_MB/s")
 	b.ReportMetric(mb/rawT.Seconds(), "raw_MB/s")
@@ -95,7 +103,13 @@ func binaryThroughput(b *testing.B, w workload, daemon bool) {
 	b.ReportMetric(clientCPU.Seconds()/float64(b.N), "client_cpu_s/op")
 	if !daemon { // the daemon is another process
 		b.ReportMetric(cpu.Seconds()/float64(b.N), "agent_cpu_s/op")
-		b.ReportMetric(float64(switches)/float64(b.N), "agent_switches/op")
+		b.ReportMetric(float64(vol+invol)/float64(b.N), "agent_switches/op")
+		// Per MB of the child's output, what the load inflates least:
+		// CPU, and the switches the agent asks for (it waits) apart from
+		// those the scheduler imposes (preemption, which the load drives).
+		b.ReportMetric(float64(cpu.Milliseconds())/mb, "agent_cpu_ms/MB")
+		b.ReportMetric(float64(vol)/mb, "agent_vol_switches/MB")
+		b.ReportMetric(float64(invol)/mb, "agent_invol_switches/MB")
 	}
 	b.ReportMetric(load1(), "load1")
 }
@@ -181,12 +195,11 @@ func processCPU(pid int) time.Duration {
 
 // contextSwitches returns the context switches, voluntary or not, of
 // every thread of pid so far, or 0 if they cannot be read.
-func contextSwitches(pid int) int64 {
+func contextSwitches(pid int) (voluntary, involuntary int64) {
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
-		return 0
+		return 0, 0
 	}
-	var n int64
 	for _, t := range tasks {
 		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name()))
 		if err != nil {
@@ -194,13 +207,16 @@ func contextSwitches(pid int) int64 {
 		}
 		for line := range strings.Lines(string(status)) {
 			name, v, _ := strings.Cut(line, ":")
-			if name == "voluntary_ctxt_switches" || name == "nonvoluntary_ctxt_switches" {
-				k, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-				n += k
+			k, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			switch name {
+			case "voluntary_ctxt_switches":
+				voluntary += k
+			case "nonvoluntary_ctxt_switches":
+				involuntary += k
 			}
 		}
 	}
-	return n
+	return voluntary, involuntary
 }
 
 // load1 returns the 1-minute load average, or -1 if it cannot be read.

@@ -20,7 +20,12 @@ import (
 // shellagentBinary builds cmd/shellagent (without the race detector) once
 // per test binary and returns its path.
 // removeBinary (TestMain's) removes it.
+// SHELLAGENT_BENCH_BINARY names a binary to run instead (built beforehand
+// from another commit, for an A/B run of two builds in one harness).
 var shellagentBinary = sync.OnceValues(func() (string, error) {
+	if bin := os.Getenv("SHELLAGENT_BENCH_BINARY"); bin != "" {
+		return bin, nil
+	}
 	dir, err := os.MkdirTemp("", "shellagent-bench")
 	if err != nil {
 		return "", err

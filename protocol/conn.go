@@ -196,11 +196,20 @@ func (c *Conn) Done() <-chan struct{} { return c.rpc.DisconnectNotify() }
 
 // Close stops reading, writes everything queued, and stops the writer.
 // Updates queued after Close are dropped.
-func (c *Conn) Close() {
+func (c *Conn) Close() { c.CloseBy(time.Time{}) }
+
+// CloseBy is Close with a deadline for the output: what is queued is
+// written until cut; then the line under way, if any, is finished and
+// nothing more is written, so that a client that takes the rest of that
+// line before the process exits holds whole lines only, never a torn
+// last one. CloseBy returns once the output has ended; a caller that must
+// exit gives it until its own deadline, a little after cut. A zero cut
+// is no deadline.
+func (c *Conn) CloseBy(cut time.Time) {
 	c.closeOnce.Do(func() {
 		// Best effort: jsonrpc2 reports only that it was closed already.
 		_ = c.rpc.Close()
-		c.w.close()
+		c.w.close(cut)
 	})
 }
 

@@ -1,8 +1,11 @@
 package protocol
 
 import (
+	"bytes"
+	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -70,6 +73,9 @@ type peer struct {
 	out     io.Writer
 	kernel  kernelBuffer // nil: the output's buffer cannot be seen
 	changed func()
+	// cut, if not zero, is when the output must end (Unix nanoseconds,
+	// see cutAt); set from any goroutine.
+	cut atomic.Int64
 
 	mu    sync.Mutex // guards m and the timer
 	m     stallMeter
@@ -94,12 +100,39 @@ func newPeer(out io.Writer, timeout time.Duration, changed func()) *peer {
 	return &peer{out: out, kernel: probeKernelBuffer(out), changed: changed, m: stallMeter{timeout: timeout}, bound: -1}
 }
 
-// write writes b in pieces, watching each (see peer). It returns the
-// first error of a write.
+// errCut is what write returns once the output has ended at its cut.
+var errCut = errors.New("the output ended at its deadline")
+
+// cutAt makes the output end at t: from then on, write finishes the line
+// under way, if any, and writes nothing more (errCut). So a process that
+// must exit by a deadline leaves its client whole lines only, as long as
+// the client takes the rest of the line under way before the process
+// exits: a line written in pieces to a client that reads slowly is never
+// left torn because the deadline fell between two pieces.
+func (p *peer) cutAt(t time.Time) { p.cut.Store(t.UnixNano()) }
+
+// past reports whether the cut has passed.
+func (p *peer) past() bool {
+	cut := p.cut.Load()
+	return cut != 0 && time.Now().UnixNano() >= cut
+}
+
+// write writes b, which holds whole lines, in pieces, watching each (see
+// peer). It returns the first error of a write, or errCut once the cut
+// has passed and no line is under way.
 func (p *peer) write(b []byte) error {
+	midLine := false // a line of b is partly written
 	for len(b) > 0 {
 		unread, room := p.look()
 		k := min(len(b), room)
+		if p.past() {
+			if !midLine {
+				return errCut
+			}
+			if i := bytes.IndexByte(b, '\n'); i >= 0 {
+				k = min(k, i+1)
+			}
+		}
 		start := time.Now()
 		p.begin(start, unread)
 		n, err := p.out.Write(b[:k])
@@ -120,6 +153,9 @@ func (p *peer) write(b []byte) error {
 		}
 		if err != nil {
 			return err
+		}
+		if n > 0 {
+			midLine = b[n-1] != '\n'
 		}
 		b = b[n:]
 	}

@@ -145,3 +145,45 @@ func TestPeerSeesEachByteTheClientTakes(t *testing.T) {
 	}
 	w.Close()
 }
+
+// A cut that passes while a line is under way ends the output after that
+// line: the client gets it whole, and nothing of the next; and a write
+// that starts after the cut writes nothing.
+func TestPeerCutFinishesTheLineUnderWay(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	p := newPeer(w, time.Minute, func() {})
+	defer p.stop()
+	first := append(bytes.Repeat([]byte("a"), 200<<10), '\n') // more than the pipe holds
+	second := append(bytes.Repeat([]byte("b"), 10), '\n')
+	done := make(chan error, 1)
+	go func() { done <- p.write(append(append([]byte{}, first...), second...)) }()
+	for { // the writer waits in the first line, the pipe full
+		unread, err := p.kernel.unread()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.kernel.room(unread) <= 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p.cutAt(time.Now())
+	time.Sleep(10 * time.Millisecond)
+	got := make(chan []byte)
+	go func() { b, _ := io.ReadAll(r); got <- b }()
+	if err := <-done; err != errCut {
+		t.Errorf("write returned %v, want errCut", err)
+	}
+	if err := p.write(second); err != errCut {
+		t.Errorf("a write after the cut returned %v, want errCut", err)
+	}
+	w.Close()
+	if b := <-got; !bytes.Equal(b, first) {
+		t.Errorf("the client got %d bytes ending %q, want the first line whole (%d bytes) and no more", len(b), b[max(0, len(b)-20):], len(first))
+	}
+}

@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"shellagent/acp"
 	"shellagent/internal/jsonrpcline"
@@ -39,7 +40,7 @@ func BenchmarkReadObject(b *testing.B) {
 	ready := make(chan struct{})
 	close(ready)
 	w := newWriter(&bytes.Buffer{}, discardLog(), 0)
-	defer w.close()
+	defer w.close(time.Time{})
 	s := &objectStream{msgs: jsonrpcline.NewReader(bytes.NewReader(bytes.Repeat(line, b.N)), 0), w: w, ready: ready}
 	b.ReportAllocs()
 	b.ResetTimer()

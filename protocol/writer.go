@@ -63,10 +63,10 @@ type writer struct {
 	enc     encoding     // see setEncoding
 	queue   controlQueue // queue.stalled: as the peer said, last time syncStall looked
 	dirty   []*stream
-	streams map[streamKey]*stream // every stream followed
+	streams streamSet // every stream followed
 	closing bool
 	broken  bool // a write failed: nothing is written any more
-	wake    chan struct{}
+	wake    wakeup
 	done    chan struct{} // closed when run returns
 	control atomic.Bool   // control messages are queued; set under mu
 
@@ -79,25 +79,6 @@ type writer struct {
 	inBufN  int    // their bytes
 }
 
-type streamKey struct{ session, terminal string }
-
-// stream is one terminal's output as this writer follows it.
-type stream struct {
-	key      streamKey
-	source   OutputSource
-	follower OutputFollower
-	enc      outputEncoder
-	queued   atomic.Bool // in writer.dirty, or about to be
-	closed   atomic.Bool // no longer followed: nothing more is sent
-	// announced is guarded by writer.mu: an update of the terminal was
-	// taken for writing.
-	announced bool
-
-	// Owned by the run goroutine.
-	started bool  // its first update was written
-	sent    int64 // offset of the next byte to send
-}
-
 // newWriter starts a writer on out. Call close to stop it.
 func newWriter(out io.Writer, log *slog.Logger, stallTimeout time.Duration) *writer {
 	w := &writer{
@@ -105,8 +86,8 @@ func newWriter(out io.Writer, log *slog.Logger, stallTimeout time.Duration) *wri
 		replies: newReplyBacklog(log),
 		enc:     acpV2{},
 		queue:   newControlQueue(),
-		streams: make(map[streamKey]*stream),
-		wake:    make(chan struct{}, 1),
+		streams: make(streamSet),
+		wake:    make(wakeup, 1),
 		done:    make(chan struct{}),
 		scratch: make([]byte, maxChunk),
 	}
@@ -134,7 +115,7 @@ func (w *writer) send(msg []byte) {
 		w.control.Store(true)
 	}
 	w.mu.Unlock()
-	w.poke()
+	w.wake.poke()
 }
 
 // notify queues a session/update notification whose update is already in
@@ -157,7 +138,7 @@ func (w *writer) attached(sessionID string) {
 		w.queue.addAttach(sessionID)
 	}
 	w.mu.Unlock()
-	w.poke()
+	w.wake.poke()
 }
 
 // update queues a session/update notification.
@@ -169,7 +150,7 @@ func (w *writer) update(sessionID string, update acp.Update) {
 		w.dropFinished()
 	}
 	w.mu.Unlock()
-	w.poke()
+	w.wake.poke()
 }
 
 // updateTerminal queues a terminal_update ordered with the terminal's
@@ -192,34 +173,14 @@ func (w *writer) updateTerminal(sessionID string, u *acp.TerminalUpdate, source 
 		w.dropFinished()
 	}
 	w.mu.Unlock()
-	w.poke()
-}
-
-// holdAll makes every source wait for the writer unless the client is
-// stalled or gone; w.mu is held. (Closing does not let go: no stream
-// starts once it is set, and the last pass sends what the held ones have.)
-func (w *writer) holdAll() {
-	on := !w.queue.stalled && !w.broken
-	for _, s := range w.streams {
-		s.follower.Hold(on)
-	}
+	w.wake.poke()
 }
 
 // dropFinished drops, while the peer is stalled, the finished work it
 // never heard of beyond what the queue keeps; w.mu is held.
 func (w *writer) dropFinished() {
 	for _, s := range w.queue.dropFinished() {
-		w.unfollow(s)
-	}
-}
-
-// unfollow stops following s: nothing more of it is sent, nor held back;
-// w.mu is held.
-func (w *writer) unfollow(s *stream) {
-	s.closed.Store(true)
-	s.follower.Stop()
-	if w.streams[s.key] == s {
-		delete(w.streams, s.key)
+		w.streams.stop(s)
 	}
 }
 
@@ -229,19 +190,8 @@ func (w *writer) unfollow(s *stream) {
 func (w *writer) release(session string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for key, s := range w.streams {
-		if key.session == session {
-			w.unfollow(s)
-		}
-	}
+	w.streams.stopSession(session)
 	w.queue.forget(session)
-}
-
-func (w *writer) poke() {
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
 }
 
 // markDirty schedules s for sending. It runs on the sources' writing
@@ -253,17 +203,23 @@ func (w *writer) markDirty(s *stream) {
 	w.mu.Lock()
 	w.dirty = append(w.dirty, s)
 	w.mu.Unlock()
-	w.poke()
+	w.wake.poke()
 }
 
 // close writes everything queued, stops the writer and waits for it.
-// Updates queued from then on are dropped.
-func (w *writer) close() {
+// Updates queued from then on are dropped. If cut is not zero, the output
+// ends at cut: the line under way then is finished, and nothing is
+// written after it (see peer.cutAt); the caller bounds the wait for that
+// line.
+func (w *writer) close(cut time.Time) {
+	if !cut.IsZero() {
+		w.peer.cutAt(cut)
+	}
 	w.mu.Lock()
 	w.closing = true
 	w.mu.Unlock()
 	w.replies.close()
-	w.poke()
+	w.wake.poke()
 	<-w.done
 }
 
@@ -325,7 +281,7 @@ func (w *writer) survive() {
 	w.log.Error("the writer panicked; dropping this connection's output", "panic", r, "stack", string(debug.Stack()))
 	w.mu.Lock()
 	w.broken, w.closing = true, true
-	w.holdAll()
+	w.streams.hold(false)
 	w.mu.Unlock()
 	w.replies.close()
 }
@@ -405,10 +361,7 @@ func (g *gatherer) clock() time.Time {
 // up to now. A terminal that still writes cannot hold close.
 func (w *writer) finish() {
 	w.mu.Lock()
-	streams := make([]*stream, 0, len(w.streams))
-	for _, s := range w.streams {
-		streams = append(streams, s)
-	}
+	streams := w.streams.list()
 	w.mu.Unlock()
 	for _, s := range streams {
 		if s.started && !s.closed.Load() {
@@ -424,9 +377,7 @@ func (w *writer) stopAll() {
 	w.peer.stop()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, s := range w.streams {
-		w.unfollow(s)
-	}
+	w.streams.stopAll()
 }
 
 func (w *writer) writeEntry(e *entry) {
@@ -464,7 +415,7 @@ func (w *writer) writeTerminalUpdate(e *entry) {
 	s.started = true
 	if u.ExitStatus != nil {
 		w.mu.Lock()
-		w.unfollow(s)
+		w.streams.stop(s)
 		w.mu.Unlock()
 	}
 }
@@ -583,8 +534,12 @@ func (w *writer) flush() {
 		if err := w.peer.write(w.buf); err != nil {
 			w.mu.Lock()
 			w.broken = true
-			w.log.Warn("client output closed; dropping further messages", "err", err)
-			w.holdAll()
+			if err == errCut {
+				w.log.Warn("the output ended at the exit deadline, after a whole line; dropping further messages")
+			} else {
+				w.log.Warn("client output closed; dropping further messages", "err", err)
+			}
+			w.streams.hold(false)
 			w.mu.Unlock()
 			w.replies.close()
 		}
@@ -611,6 +566,6 @@ func (w *writer) syncStall() {
 	} else {
 		w.log.Info("client reads again; holding terminal output back for it")
 	}
-	w.holdAll()
+	w.streams.hold(!stalled) // not broken: see above
 	w.dropFinished()
 }

@@ -151,7 +151,7 @@ func TestWriterSendsOutputBetweenAnnounceAndExit(t *testing.T) {
 	exit(w, "term_1", ring)
 	ring.Write([]byte("after exit")) // a writer that lost the race: must not be sent
 	w.update("s", &acp.StateUpdate{SessionUpdate: acp.KindState, State: acp.StateIdle})
-	w.close()
+	w.close(time.Time{})
 
 	evs := decodeLines(t, g.buf.Bytes())
 	var got []byte
@@ -241,7 +241,7 @@ func TestWriterLetsGoOfAStalledClientAndHoldsAgain(t *testing.T) {
 		ring.Write(bytes.Repeat([]byte{byte('a' + i%26)}, 1000))
 	}
 	exit(w, "term_1", ring)
-	w.close()
+	w.close(time.Time{})
 
 	reps, got := replay(decodeLines(t, g.buf.Bytes()))
 	if len(reps) != 1 || reps[0].dropped <= 0 {
@@ -298,7 +298,7 @@ func TestWriterHoldsOutputForASlowClient(t *testing.T) {
 		ring.Write(p[:min(len(p), 4096)])
 	}
 	exit(w, "term_1", ring)
-	w.close()
+	w.close(time.Time{})
 	reps, got := replay(decodeLines(t, c.bytes()))
 	if len(reps) > 0 {
 		t.Errorf("%d replacements for a client that reads", len(reps))
@@ -328,7 +328,7 @@ func TestBackpressureHoldsUpNeitherControlMessagesNorOtherTerminals(t *testing.T
 	<-done
 	exit(w, "term_1", a)
 	exit(w, "term_2", b)
-	w.close()
+	w.close(time.Time{})
 	evs := decodeLines(t, c.bytes())
 	last, response, hello := -1, -1, -1
 	for i, ev := range evs {
@@ -354,7 +354,7 @@ func TestWriterResumeSnapshot(t *testing.T) {
 	w.updateTerminal("s", &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: "term_1"}, source{ring}, ReplaceOutput)
 	ring.Write([]byte("world"))
 	exit(w, "term_1", ring)
-	w.close()
+	w.close(time.Time{})
 	var got []byte
 	for _, ev := range decodeLines(t, g.buf.Bytes()) {
 		if ev.snapshot {
@@ -384,7 +384,7 @@ func TestWriterReplacesAnExitedTerminal(t *testing.T) {
 		ring.Compact() // as a retained exited terminal's is
 		code := 3
 		w.updateTerminal("s", &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: "term_1", Command: "x", ExitStatus: &acp.ExitStatus{ExitCode: &code}, Capabilities: acp.CapsNone}, source{ring}, ReplaceOutput)
-		w.close()
+		w.close(time.Time{})
 		evs := decodeLines(t, g.buf.Bytes())
 		if len(evs) != 1 || !evs[0].snapshot || !evs[0].exit || len(evs[0].data) != min(tt.written, 64) || evs[0].dropped != tt.dropped {
 			t.Errorf("%d bytes written: %+v, want one update with the last %d bytes, %d dropped, and the exit", tt.written, evs, min(tt.written, 64), tt.dropped)
@@ -410,7 +410,7 @@ func TestWriterTakesTerminalsInTurn(t *testing.T) {
 	}
 	exit(w, "term_1", a)
 	exit(w, "term_2", b)
-	w.close()
+	w.close(time.Time{})
 	// Chunks of the two terminals alternate instead of one draining first.
 	var order []string
 	for _, ev := range decodeLines(t, g.buf.Bytes()) {
@@ -443,7 +443,7 @@ func TestWriterCloseWhileATerminalStillWrites(t *testing.T) {
 	}()
 	time.Sleep(20 * time.Millisecond)
 	closed := make(chan struct{})
-	go func() { w.close(); close(closed) }()
+	go func() { w.close(time.Time{}); close(closed) }()
 	select {
 	case <-closed:
 	case <-time.After(5 * time.Second):
@@ -508,7 +508,7 @@ func TestStalledClientGetsCoalescedUpdatesThatKeepTheRules(t *testing.T) {
 		t.Errorf("%d firings for a stalled client queued %d messages, want at most %d", firings, queued, limit)
 	}
 	g.set(false)
-	w.close()
+	w.close(time.Time{})
 	outW.Close()
 	c.Close()
 	c.Check()
@@ -643,7 +643,7 @@ func TestResponsesGoFirstAtEveryLine(t *testing.T) {
 	for i, ring := range rings {
 		exit(w, fmt.Sprintf("term_%d", i+1), ring)
 	}
-	w.close()
+	w.close(time.Time{})
 	out.Close()
 	<-c.done
 	// A pipe of 64 KiB takes the client 0.65 s; a line 50 ms.
@@ -686,7 +686,7 @@ func TestAReplacementIsNoWall(t *testing.T) {
 	waitUntil(t, "the client reads again", func() bool { return !w.isStalled() })
 	next(1000)
 	exit(w, "term_1", ring)
-	w.close()
+	w.close(time.Time{})
 
 	var got []byte
 	var dropped, off int64 // off: the terminal's offset the client is at
@@ -753,7 +753,7 @@ func TestTheReplyBacklogHoldsInputWhileRepliesWait(t *testing.T) {
 	if n > maxWaitingReplies/2 {
 		t.Errorf("input read again with %d replies waiting", n)
 	}
-	w.close()
+	w.close(time.Time{})
 	if got := bytes.Count(g.buf.Bytes(), []byte("\n")); got != maxWaitingReplies {
 		t.Errorf("%d replies written, want %d", got, maxWaitingReplies)
 	}
@@ -768,7 +768,7 @@ func TestTheReplyBacklogHoldsInputWhileRepliesWait(t *testing.T) {
 	returned = make(chan struct{})
 	go func() { w.replies.wait(); close(returned) }()
 	closed := make(chan struct{})
-	go func() { w.close(); close(closed) }()
+	go func() { w.close(time.Time{}); close(closed) }()
 	select {
 	case <-returned:
 	case <-time.After(10 * time.Second):
@@ -897,7 +897,7 @@ func TestAWriterThatPanicsDropsOnlyItsConnection(t *testing.T) {
 	}
 	w.send([]byte(`{"jsonrpc":"2.0","id":2,"result":{}}`))
 	closed := make(chan struct{})
-	go func() { w.close(); close(closed) }()
+	go func() { w.close(time.Time{}); close(closed) }()
 	select {
 	case <-closed:
 	case <-time.After(10 * time.Second):

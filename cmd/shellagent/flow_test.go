@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -431,4 +432,96 @@ func TestAFullRingHoldsUpOnlyItsOwnTerminal(t *testing.T) {
 	if out := a.c.Output(a.sid, "term_1"); len(bytes.ReplaceAll(out, []byte("y\r\n"), nil)) > 2 {
 		t.Errorf("term_1's output is not whole lines of y: %q…", out[:min(len(out), 64)])
 	}
+}
+
+// SPEC, stdout: one message per line, even at exit. A client that stops
+// reading in the middle of a line while terminals flood, then reads again
+// after the agent was asked to exit (past the time the agent gives its
+// last messages, within its exit deadline), holds whole JSON lines only:
+// the agent finishes the line under way and writes no other, never
+// exiting between two pieces of a line.
+func TestStalledReaderAtExitGetsWholeLines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("floods for seconds")
+	}
+	cmd, stdin, stdout, marker := startPiped(t, binary, []string{"--shell", "/bin/sh", "--foreground-timeout", "0", "--kill-grace", "5s"})
+	var got bytes.Buffer // every byte read from the agent's stdout, in order
+	r := bufio.NewReader(io.TeeReader(stdout, &got))
+	call := func(id int, method string, params any) {
+		t.Helper()
+		line, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stdin.Write(append(line, '\n')); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// await reads lines until one has the given id, and returns it.
+	await := func(id int) []byte {
+		t.Helper()
+		want := fmt.Sprintf(`"id":%d,`, id)
+		for {
+			line, err := r.ReadBytes('\n')
+			if err != nil {
+				t.Fatalf("awaiting the answer %d: %v (read %q)", id, err, line)
+			}
+			if bytes.Contains(line, []byte(want)) {
+				return line
+			}
+		}
+	}
+	call(1, "initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "t", "version": "1"}})
+	await(1)
+	call(2, "session/new", map[string]any{"cwd": t.TempDir()})
+	var res struct {
+		Result struct {
+			SessionID string `json:"sessionId"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(await(2), &res); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		call(3+i, "session/prompt", map[string]any{"sessionId": res.Result.SessionID, "prompt": []map[string]string{{"type": "text", "text": "/bg cat /dev/zero"}}})
+	}
+	// Read until the floods are under way, then stop in the middle of a
+	// line.
+	for chunks := 0; chunks < 20; {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("reading the floods: %v", err)
+		}
+		if bytes.Contains(line, []byte(`"terminal_output_chunk"`)) {
+			chunks++
+		}
+	}
+	if _, err := r.ReadBytes('"'); err != nil { // into the next line
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // the pipe fills, the writer waits in a line
+	stdin.Close()                       // the agent is asked to exit
+	// The agent's last messages have 250 ms once its commands are gone
+	// (cat goes at SIGHUP); its exit deadline is 5 s + 1 s from now.
+	time.Sleep(2500 * time.Millisecond)
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("agent: %v", err)
+	}
+	if left := acptest.ProcessesWith(marker); len(left) > 0 {
+		t.Errorf("processes left behind: %v", left)
+	}
+	out := got.Bytes()
+	if len(out) == 0 || out[len(out)-1] != '\n' {
+		t.Errorf("stdout ends in the middle of a line: …%q", out[max(0, len(out)-80):])
+	}
+	lines := bytes.Split(bytes.TrimSuffix(out, []byte("\n")), []byte("\n"))
+	for i, line := range lines {
+		if !json.Valid(line) {
+			t.Errorf("line %d of %d is not JSON: %q…%q", i+1, len(lines), line[:min(len(line), 80)], line[max(0, len(line)-80):])
+		}
+	}
+	t.Logf("%d lines, %d bytes", len(lines), len(out))
 }

@@ -21,7 +21,8 @@ var stopSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, s
 
 // lastWords bounds, together, the wait for the final updates of sessions
 // whose processes had to be killed with the containment and the flush of
-// every last message to a client that does not read.
+// every last message to a client that does not keep up (but for the line
+// under way at its end, which has until the exit's own deadline).
 const lastWords = 250 * time.Millisecond
 
 // exitReserve is the part of the promised "longest kill grace plus one
@@ -83,7 +84,7 @@ type output struct {
 
 func newOutput(log *slog.Logger, f *os.File) *output {
 	o := &output{f: f, gone: make(chan struct{}), stop: func() {}}
-	stop, err := watchHangup(int(f.Fd()), o.hangup)
+	stop, err := watchHangup(descriptor(f), o.hangup)
 	if err != nil {
 		// A regular file or /dev/null: nobody can close it under us.
 		log.Debug("stdout is not watched", "err", err)
@@ -91,6 +92,16 @@ func newOutput(log *slog.Logger, f *os.File) *output {
 	}
 	o.stop = stop
 	return o
+}
+
+// descriptor returns f's descriptor without taking f out of the runtime
+// poller, as f.Fd would.
+func descriptor(f *os.File) int {
+	fd := -1
+	if rc, err := f.SyscallConn(); err == nil {
+		rc.Control(func(d uintptr) { fd = int(d) }) // Best effort: -1 fails the watch, which says so.
+	}
+	return fd
 }
 
 func (o *output) Write(p []byte) (int, error) {
@@ -137,14 +148,17 @@ func shutdown(log *slog.Logger, sup *supervisor.Supervisor, conn *protocol.Conn,
 	by := waitsEnd(sup)
 	stopped := hurryOnSignal(log, c, sigs)
 	last, _ := stopSessions(log, sup, c, by) // logged; the exit is the same
+	// The last messages go until last; the line under way then is
+	// finished, until by at the latest, so that a client that reads
+	// holds whole lines only (see protocol.Conn.CloseBy).
 	flushed := make(chan struct{})
-	go func() { conn.Close(); close(flushed) }()
-	wait := time.NewTimer(time.Until(last))
+	go func() { conn.CloseBy(last); close(flushed) }()
+	wait := time.NewTimer(time.Until(by))
 	defer wait.Stop()
 	select {
 	case <-flushed:
 	case <-wait.C:
-		log.Warn("client is not reading; exiting without flushing")
+		log.Warn("client is not reading; exiting in the middle of a line")
 	}
 	out.stop()
 	stopped()

@@ -12,6 +12,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,3 +41,8 @@ func closeOnExec() error {
 func watchHangup(int, func()) (stop func(), err error) {
 	return nil, errors.New("no hang-up watch on this OS: a closed stdout is noticed at the next write")
 }
+
+// pollableStdout returns stdout as it is: /dev/fd here duplicates a
+// descriptor rather than opening the pipe anew, so the agent could not
+// make stdout non-blocking without making it so for the client too.
+func pollableStdout(*slog.Logger) *os.File { return os.Stdout }

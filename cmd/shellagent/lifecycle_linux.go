@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -74,4 +75,27 @@ func watchHangup(fd int, gone func()) (stop func(), err error) {
 		f.Close() // Best effort: ends the wait above.
 		<-done
 	}, nil
+}
+
+// pollableStdout returns stdout in the runtime poller when it is a pipe:
+// a new open file of the same pipe (/proc/self/fd/1), non-blocking. A
+// write to it that must wait parks the writer's goroutine instead of
+// blocking an OS thread, which the runtime would then replace (sysmon
+// takes the thread's P away and hands it to another), as the daemon's
+// writes to a relay's stdout and the benchmark's in-process agent did
+// already. O_NONBLOCK belongs to the open file, not the descriptor: set on
+// fd 1 itself, it would be set for the client and whoever else shares
+// that open file too; the new one is the agent's alone. Anything else (a
+// terminal, a file, a socket, no reader yet) is stdout as it is.
+func pollableStdout(log *slog.Logger) *os.File {
+	var st unix.Stat_t
+	if unix.Fstat(1, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return os.Stdout
+	}
+	f, err := os.OpenFile("/proc/self/fd/1", os.O_WRONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		log.Debug("stdout stays blocking", "err", err)
+		return os.Stdout
+	}
+	return f
 }

@@ -274,7 +274,7 @@ func serve(opts agentOptions) int {
 	}
 
 	sup := supervisor.New(opts.supervisorConfig(log, c))
-	out := newOutput(log, os.Stdout)
+	out := newOutput(log, pollableStdout(log))
 	copts := connOptions(log, opts)
 	copts.Observer = sup.Checks()
 	conn := protocol.NewConn(os.Stdin, out, sup, copts)
