@@ -105,7 +105,7 @@ func TestHelpCommand(t *testing.T) {
 		}
 	}
 	stdout, stderr, code := runBinary(t, "", nil, "help", "nope")
-	if want := "shellagent: help nope: want shellagent help [client | replay | daemon [status | stop]]\nRun 'shellagent --help' for usage.\n"; code != 2 || stdout != "" || stderr != want {
+	if want := "shellagent: help nope: want shellagent help [client | replay | daemon [status | stop | upgrade]]\nRun 'shellagent --help' for usage.\n"; code != 2 || stdout != "" || stderr != want {
 		t.Errorf("help nope: exit %d, stdout %q, stderr %q; want 2 and %q", code, stdout, stderr, want)
 	}
 }
