@@ -83,6 +83,16 @@ type Service struct {
 // EnvVar is one entry of a service's env table.
 type EnvVar struct{ Key, Value string }
 
+// Environ returns Env as "KEY=value" entries, for appending to an
+// environment (a later entry wins, as in exec.Cmd.Env).
+func (s *Service) Environ() []string {
+	env := make([]string, len(s.Env))
+	for i, e := range s.Env {
+		env[i] = e.Key + "=" + e.Value
+	}
+	return env
+}
+
 // Policy is the part of the service that its Restarter follows.
 func (s *Service) Policy() Policy {
 	return Policy{Restart: s.Restart, MaxRestarts: s.MaxRestarts, Backoff: s.Backoff}

@@ -81,6 +81,9 @@ func TestLoadTOML(t *testing.T) {
 	if !reflect.DeepEqual(api, want) {
 		t.Errorf("api =\n%+v\nwant\n%+v", api, want)
 	}
+	if env := api.Environ(); !reflect.DeepEqual(env, []string{"DEBUG=true", "MODE=dev", "PORT=8080"}) {
+		t.Errorf("api.Environ() = %q", env)
+	}
 	db := st.Service("db")
 	if db.ReadyTimeout != DefaultReadyTimeout || db.Restart != RestartNo || db.MaxRestarts != DefaultMaxRestarts ||
 		db.Backoff != DefaultBackoff || !db.Log || !reflect.DeepEqual(db.Ports, []int{5432}) || db.Env != nil {
@@ -165,6 +168,7 @@ func TestLoadRefuses(t *testing.T) {
 			8, "services.api.env.B: want a string, number or boolean, not a table"},
 		{"services not a table", TOMLFile, "services = 3\n", 1, "services: want a table"},
 		{"service not a table", TOMLFile, "[services]\napi = \"run\"\n", 2, "services.api: want a table"},
+		{"services an array of tables", TOMLFile, "\n[[services]]\ncommand = \"x\"\n", 2, "services: want a table"},
 		{"bad name", TOMLFile, head + "[services.\"../etc\"]\ncommand = \"x\"\n", 4, `services."../etc": a service's name`},
 		{"syntax", TOMLFile, head + "[services.api]\ncommand = \"x\n", 5, "basic strings cannot have new lines"},
 		{"no services", TOMLFile, "# nothing yet\n", 0, "no services"},

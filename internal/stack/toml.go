@@ -85,7 +85,8 @@ func (st *Stack) decodeError(err error) error {
 		reason := strings.TrimPrefix(de.Error(), "toml: ")
 		// A type error can only be about services or services.NAME,
 		// whose values are tables; go-toml words it in Go's types.
-		if key := de.Key(); len(key) > 0 && len(key) <= 2 && strings.Contains(reason, "cannot decode") {
+		if key := de.Key(); len(key) > 0 && len(key) <= 2 &&
+			(strings.Contains(reason, "cannot decode") || strings.Contains(reason, "cannot store")) {
 			reason = joinKey(key) + ": want a table"
 		}
 		return st.refuse(line, "%s", reason)
