@@ -194,7 +194,12 @@ backoff = "0s"
 		return st.stack.services["flaky"].state == svcFailed
 	})
 	c := calls()
-	h.toolStatus(nil, sid, c["flaky"][0], acp.StatusFailed)
+	failed := h.toolStatus(nil, sid, c["flaky"][0], acp.StatusFailed)
+	steady := h.runsOf(sid, "echo steady; exec sleep 60")
+	if len(steady) != 1 {
+		t.Fatalf("steady ran in %v, want one terminal", steady)
+	}
+	h.listed(failed, sid, steady...) // the settle of the event that failed it, after its notice
 	if runs := h.runsOf(sid, flaky); len(runs) != 3 {
 		t.Errorf("flaky ran in terminals %v, want 3", runs)
 	}
@@ -206,18 +211,14 @@ backoff = "0s"
 	} else if d := h.notices(sid, "service flaky failed")[0].Update["description"].(string); !strings.Contains(d, "flaky run") {
 		t.Errorf("the give-up notice has no last lines: %q", d)
 	}
-	steady := h.runsOf(sid, "echo steady; exec sleep 60")
-	if len(steady) != 1 {
-		t.Fatalf("steady ran in %v, want one terminal", steady)
-	}
-	var last *acptest.Msg
+	listedCall := false // while it waits to restart, its tool call is listed in its place
 	for _, m := range h.c.Updates(sid) {
-		if m.Kind == acp.KindState {
-			last = m
+		if m.Kind == acp.KindState && slices.Contains(m.Background(), acptest.Item{Type: "tool_call", ID: c["flaky"][0]}) {
+			listedCall = true
 		}
 	}
-	if !sameIDs(last.Background(), steady) {
-		t.Errorf("listed %v, want steady's terminal %v alone", last.Background(), steady)
+	if !listedCall {
+		t.Error("flaky's tool call was never listed while it waited to restart")
 	}
 	h.never(sid, "steady exited", func(m *acptest.Msg) bool {
 		return m.Kind == acp.KindTerminal && m.TerminalID() == steady[0] && m.ExitStatus() != nil
@@ -320,8 +321,15 @@ func TestStackProcfile(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	h.run(sid, "/restart web")
+	restarted := h.agentText(status, sid, "Ready: web.")
+	if calls := h.serviceCalls(sid)["web"]; len(calls) != 2 {
+		t.Errorf("web's tool calls %v, want the first and the restart's", calls)
+	} else {
+		h.toolStatus(nil, sid, calls[0], acp.StatusCompleted)
+	}
 	h.run(sid, "/down")
-	h.agentText(status, sid, "Stopped: worker, web.")
+	h.agentText(restarted, sid, "Stopped: worker, web.")
 }
 
 // TestStackLogFlood: a `yes` flood in a service with log = true leaves at
