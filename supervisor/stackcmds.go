@@ -446,9 +446,9 @@ func statusText(f *stack.Stack, svcs []*service, procs []ptyio.Process, rss []in
 			mem = fmt.Sprintf("%.1fMiB", float64(rss[i])/(1<<20))
 			used = cpu[i].Round(10 * time.Millisecond).String()
 		}
-		ports := make([]string, len(svc.def.Ports))
+		ports := []string{"-"}
 		for j, p := range svc.def.Ports {
-			ports[j] = strconv.Itoa(p)
+			ports = append(ports[:j], strconv.Itoa(p))
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", svc.def.Name, svc.state, pid, up, svc.restarter.Restarts(), mem, used, strings.Join(ports, ","))
 	}
