@@ -364,3 +364,53 @@ log = true
 	}
 	t.Logf("%s of yes left %.1f MiB on disk", d, float64(total)/(1<<20))
 }
+
+// TestStackReadyConditions: exec:CMD is ready once CMD exits 0; a ready
+// condition that does not hold within ready_timeout fails its service,
+// with a notice that names the reason and its last lines, stops its run,
+// and its dependent never starts.
+func TestStackReadyConditions(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close() // a port nobody listens on
+	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+[services.ex]
+command = "exec sleep 60"
+ready = "exec:test -d ."
+
+[services.slow]
+command = "echo waiting for nothing; exec sleep 60"
+ready = ":`+strconv.Itoa(port)+`"
+ready_timeout = "1s"
+
+[services.dep]
+command = "touch dep-ran; exec sleep 60"
+depends_on = ["slow"]
+`)
+	h.run(sid, "/up")
+	m := h.agentText(nil, sid, "Failed:")
+	h.idle(m, sid, acp.StopEndTurn)
+	for _, want := range []string{"slow failed: not ready: Port " + strconv.Itoa(port), "dep failed: not started: its dependency slow failed", "Ready: ex."} {
+		if !strings.Contains(m.Text(), want) {
+			t.Errorf("/up says %q, without %q", m.Text(), want)
+		}
+	}
+	ns := h.notices(sid, "service slow failed")
+	if len(ns) != 1 || !strings.Contains(ns[0].Update["description"].(string), "waiting for nothing") {
+		t.Errorf("notices %v, want one with slow's last lines", ns)
+	}
+	if runs := h.runsOf(sid, "echo waiting for nothing; exec sleep 60"); len(runs) != 1 {
+		t.Errorf("slow ran in %v, want one terminal", runs)
+	} else {
+		h.exit(nil, sid, runs[0]) // stopped when it failed
+	}
+	if _, err := os.Stat(filepath.Join(h.cwd, "dep-ran")); err == nil {
+		t.Error("dep ran although slow failed")
+	}
+	h.run(sid, "/down")
+	h.agentText(m, sid, "Stopped: ex.")
+}
