@@ -174,6 +174,7 @@ func init() {
 			usage:       "/scenario to list them, or /scenario NAME [HOLD], e.g. /scenario unknown-item 2s (HOLD: how long each state is held, 0 to 1m, default 1s)",
 		},
 	}
+	commands = append(commands, stackCommands()...) // stackcmds.go
 }
 
 // lookup returns the slash command named name, or nil.

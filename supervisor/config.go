@@ -55,6 +55,9 @@ type Config struct {
 	// ScenariosInvalid lets /scenario play the scenarios that send a
 	// message the schema forbids (package scenario).
 	ScenariosInvalid bool
+	// StateDir is where the state kept across runs goes: a stack's
+	// service logs under STATE/logs (service.go). "" keeps none.
+	StateDir string
 }
 
 // DetachPolicy is what happens to a session whose connection goes away.

@@ -37,7 +37,7 @@ func TestParseInput(t *testing.T) {
 		{line: "/every 1s x", want: input{cmd: lookup("every"), delay: time.Second, line: "x"}},
 		{line: "/every 999ms x", want: input{cmd: malformed}, says: "the interval must be at least 1s, got 999ms"},
 		{line: "/every -5s x", want: input{cmd: malformed}, says: "must be more than 0"},
-		{line: "/nope now", want: input{cmd: malformed}, says: "Unknown command /nope. Available: /bg, /ps, /stop, /after, /every, /send, /keys, /resize, /tail, /wait, /watch, /pause, /resume, /scenario."},
+		{line: "/nope now", want: input{cmd: malformed}, says: "Unknown command /nope. Available: /bg, /ps, /stop, /after, /every, /send, /keys, /resize, /tail, /wait, /watch, /pause, /resume, /scenario, /up, /down, /restart, /status, /logs."},
 		{line: "/send term_1 hello  world", want: input{cmd: lookup("send"), id: "term_1", data: []byte("hello  world\r"), what: `"hello  world" and Enter`}},
 		{line: "/send term_1", want: input{cmd: lookup("send"), id: "term_1", data: []byte("\r"), what: "Enter"}},
 		{line: "/send", want: input{cmd: malformed}, says: "/send needs a terminal id. Write it as /send ID TEXT"},

@@ -69,6 +69,7 @@ type state struct {
 	final     finalState // while closing
 	closeDone []func()   // called once the close is complete
 
+	stack  *stackState     // the services of its stack, once /up ran (service.go)
 	expiry *detachedExpiry // armed while detached with no live work (Config.DetachedTTL)
 }
 
@@ -462,6 +463,9 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 		onItsOwn := t.state == termRunning // nobody stopped it
 		st.work.exit(t)
 		defer waitsExited(st, t) // once the list and the turn say it exited
+		if serviceExited(st, t, onItsOwn) {
+			return // a run of a service (service.go)
+		}
 		fg := st.turns.fg
 		if !st.turns.foreground(t) {
 			if t.call.state == callRunning {

@@ -43,6 +43,11 @@
 //     A job, a wait, a watch and a request for permission are each a task
 //     (work.go): one type per kind, which the session lists, cancels and
 //     closes without asking which kind it is.
+//   - service.go and stackcmds.go: a project's stack (SPEC "Stacks"): a
+//     service is a task whose runs are terminals, started in dependency
+//     order once ready (its ready condition is a wait's watch or poll),
+//     restarted by its internal/stack Restarter; /up, /down, /restart
+//     (foreground work), /status and /logs (at once).
 //   - background.go: the background list and the RFD rules it keeps, and
 //     the only code that sends a state_update.
 //   - history.go: the outbox: the attached client, and the history that a
@@ -95,6 +100,9 @@
 //     checks first that what it fires for is still current;
 //   - a wait's goroutine (wait.go), with the outcome it found: a match, an
 //     answer, the timeout;
+//   - a service's ready goroutine and its restart's delay (service.go,
+//     time.AfterFunc), each checking that its run is still current; its
+//     log copier enters nothing;
 //   - a watch's failure, on a goroutine of its own, when what it watches
 //     goes away;
 //   - a permission answer (the callback of protocol.Client.

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -46,6 +47,7 @@ func (st *state) launch(call *toolCall, line string) *terminal {
 
 // launchOptions are what a scenario's command adds (stage.go).
 type launchOptions struct {
+	dir string   // the working directory, if not the session's (a service's)
 	env []string // added to the environment
 	// source, if set, returns the terminal's output as the connection
 	// reads it, given its ring (terminal.source).
@@ -59,10 +61,11 @@ type launchOptions struct {
 // launchWith is launch with opts.
 func launchWith(st *state, call *toolCall, line string, opts launchOptions) *terminal {
 	s, cfg := st.s, st.s.sv.cfg
+	dir := cmp.Or(opts.dir, s.cwd)
 	call.state = callRunning
-	call.input = map[string]string{"command": line, "cwd": s.cwd}
+	call.input = map[string]string{"command": line, "cwd": dir}
 	t := &terminal{
-		id: st.work.newID("term"), line: line, cwd: s.cwd, size: cfg.Size, call: call,
+		id: st.work.newID("term"), line: line, cwd: dir, size: cfg.Size, call: call,
 		ring: outputbuf.New(cfg.Scrollback), started: time.Now(),
 	}
 	if opts.source != nil {
@@ -73,7 +76,7 @@ func launchWith(st *state, call *toolCall, line string, opts launchOptions) *ter
 		env = append(slices.Clip(env), opts.env...)
 	}
 	st.s.slow()
-	proc, err := cfg.Launcher.Launch(ptyio.Command{Shell: cfg.Shell, Line: line, Dir: s.cwd, Env: env, Size: cfg.Size}, t.ring, events{s, t})
+	proc, err := cfg.Launcher.Launch(ptyio.Command{Shell: cfg.Shell, Line: line, Dir: dir, Env: env, Size: cfg.Size}, t.ring, events{s, t})
 	if err != nil {
 		call.content = []acp.ToolCallContent{acp.TextContent("Could not start the command: " + err.Error())}
 		endCall(st, call, acp.StatusFailed) // unlisted, if it was listed while it asked

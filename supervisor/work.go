@@ -279,7 +279,9 @@ func (r *registry) exit(t *terminal) {
 		old.ring, old.proc, old.source = nil, nil, nil
 		delete(r.terminals, old.id)
 		r.retired = append(r.retired, entry{term: old})
-		r.retireCall(old.call)
+		if old.call.term == old { // a service's call lives on past its earlier runs (service.go)
+			r.retireCall(old.call)
+		}
 	}
 }
 

@@ -97,6 +97,8 @@ func TestHelpCommand(t *testing.T) {
 		{[]string{"help", "replay"}, []string{"replay", "--help"}},
 		{[]string{"help", "daemon"}, []string{"daemon", "--help"}},
 		{[]string{"help", "daemon", "stop"}, []string{"daemon", "stop", "--help"}},
+		{[]string{"help", "up"}, []string{"up", "--help"}},
+		{[]string{"help", "logs"}, []string{"logs", "--help"}},
 	} {
 		stdout, stderr, code := runBinary(t, "", nil, tt.help...)
 		want, _, _ := runBinary(t, "", nil, tt.same...)
@@ -105,7 +107,7 @@ func TestHelpCommand(t *testing.T) {
 		}
 	}
 	stdout, stderr, code := runBinary(t, "", nil, "help", "nope")
-	if want := "shellagent: help nope: want shellagent help [client | replay | daemon [status | stop | upgrade]]\nRun 'shellagent --help' for usage.\n"; code != 2 || stdout != "" || stderr != want {
+	if want := "shellagent: help nope: want shellagent help [client | replay | daemon [status | stop | upgrade] | up | status | logs | down]\nRun 'shellagent --help' for usage.\n"; code != 2 || stdout != "" || stderr != want {
 		t.Errorf("help nope: exit %d, stdout %q, stderr %q; want 2 and %q", code, stdout, stderr, want)
 	}
 }

@@ -131,8 +131,8 @@ func TestReadmeDemo(t *testing.T) {
 var helpFlag = regexp.MustCompile(`(?m)^  (?:-h, )?--([a-z][a-z-]*)`)
 
 // TestFlagsAreDocumented: every flag that --help lists for the agent and
-// the daemon is in docs/prompts.md, and every flag of the client in
-// docs/client.md.
+// the daemon is in docs/prompts.md, every flag of the client in
+// docs/client.md, and every flag of the stack's commands in docs/stacks.md.
 func TestFlagsAreDocumented(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -142,6 +142,7 @@ func TestFlagsAreDocumented(t *testing.T) {
 		{[]string{"--help"}, "prompts.md"},
 		{[]string{"daemon", "--help"}, "prompts.md"},
 		{[]string{"client", "--help"}, "client.md"},
+		{[]string{"up", "--help"}, "stacks.md"},
 	} {
 		help, err := exec.Command(binary, c.args...).Output()
 		if err != nil {

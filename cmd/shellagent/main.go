@@ -16,6 +16,7 @@
 //	shellagent daemon upgrade [--socket PATH] [--to PATH]
 //	shellagent client [flags] [-- AGENT COMMAND...]
 //	shellagent replay FILE
+//	shellagent up [NAME...] | status | logs NAME [N] [-f] | down [NAME...] [--socket PATH]
 //	shellagent --help | --version
 //
 // The agent reads newline-delimited JSON-RPC from stdin, writes it to stdout
@@ -31,6 +32,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -38,6 +40,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -87,6 +90,9 @@ func run(args []string) int {
 	if len(args) > 0 && args[0] == "daemon" {
 		return runDaemon(args[1:])
 	}
+	if len(args) > 0 && slices.Contains(stackCommands, args[0]) {
+		return runStack(args[0], args[1:]) // stackcli.go
+	}
 	opts, code, done := agentCommandLine(args)
 	if done {
 		return code
@@ -103,10 +109,10 @@ func runHelp(args []string) int {
 	switch strings.Join(args, " ") {
 	case "":
 		return run([]string{"--help"})
-	case "client", "replay", "daemon", "daemon status", "daemon stop", "daemon upgrade":
+	case "client", "replay", "daemon", "daemon status", "daemon stop", "daemon upgrade", "up", "status", "logs", "down":
 		return run(append(args, "--help"))
 	}
-	return commandLineError("shellagent", usageErrorf("help %s: want shellagent help [client | replay | daemon [status | stop | upgrade]]", strings.Join(args, " ")))
+	return commandLineError("shellagent", usageErrorf("help %s: want shellagent help [client | replay | daemon [status | stop | upgrade] | up | status | logs | down]", strings.Join(args, " ")))
 }
 
 // agentCommandLine parses the agent's command line. done reports that the
@@ -210,11 +216,16 @@ Usage:
         an agent that plays the transcript in FILE (as 'client --trace'
         writes it) and reports where the client departs from it;
         'shellagent replay --help' tells more
+  shellagent up [NAME...] | status | logs NAME [N] [-f] | down [NAME...]
+        the project's services (shellagent.toml or Procfile here), run by
+        the daemon in its session for this directory; docs/stacks.md
 
 Subcommands:
   client    the reference client
   replay    play a transcript as the agent
   daemon    the daemon, its status, and its stop
+  up, status, logs, down
+            the project's services; 'shellagent up --help' tells more
   help      this help; 'shellagent help client' is 'shellagent client --help'
 
 Flags:
@@ -246,6 +257,7 @@ func (o agentOptions) supervisorConfig(log *slog.Logger, c *contain.Containment)
 		Containment:       string(c.Mode()),
 		ClientChecks:      o.clientChecks,
 		ScenariosInvalid:  o.scenariosInvalid,
+		StateDir:          cmp.Or(o.stateDir, defaultStateDir()),
 	}
 }
 

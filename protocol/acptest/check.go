@@ -89,7 +89,9 @@ func (c *Client) Violations() []Violation {
 //  3. a listed terminal has no exitStatus yet, a listed tool call has a
 //     non-final status (final: completed, failed, cancelled);
 //  4. when a snapshot drops an item the previous snapshot listed, the
-//     terminal's exitStatus or the tool call's final status came before it;
+//     terminal's exitStatus or the tool call's final status came before it
+//     (or, for a tool call, a terminal its content references is listed in
+//     its place: it is live, as the RFD says);
 //  5. no item is listed twice in one snapshot, and a tool call whose content
 //     references a terminal listed in the same snapshot is not listed;
 //  6. a terminal gets at most one non-null exitStatus, in an update that
@@ -417,6 +419,16 @@ func (ck *checker) toolCallUpdate(s *sessionState, m *Msg) {
 	}
 }
 
+// referencesListed reports whether one of refs is a terminal listed.
+func referencesListed(refs []string, listed map[Item]bool) bool {
+	for _, ref := range refs {
+		if listed[Item{Type: "terminal", ID: ref}] {
+			return true
+		}
+	}
+	return false
+}
+
 // terminalRefs returns the terminal ids that tool call content references.
 func terminalRefs(content any) []string {
 	arr, _ := content.([]any)
@@ -518,7 +530,9 @@ func (ck *checker) removed(s *sessionState, m *Msg, listed map[Item]bool) []Item
 				ck.violate(RuleFinalized, m, s.id, "%s removed from the list (listed at #%d) without an exitStatus", it, s.prev.seq)
 			}
 		case "tool_call":
-			if tc := s.tools[it.ID]; tc == nil || !finalStatus(tc.status) {
+			// A tool call that leaves the list for a terminal it references,
+			// listed in its place, stays live (a service's next run).
+			if tc := s.tools[it.ID]; tc == nil || !finalStatus(tc.status) && !referencesListed(tc.terminals, listed) {
 				ck.violate(RuleFinalized, m, s.id, "%s removed from the list (listed at #%d) without a final status", it, s.prev.seq)
 			}
 		}

@@ -134,6 +134,14 @@ func TestCheck(t *testing.T) {
 		{"4 terminal removed while live", []string{term("term_1", ""), state("idle", "end_turn", "term_1"), state("idle", "")}, []int{4}},
 		{"4 exitStatus after the removal", []string{term("term_1", ""), state("idle", "end_turn", "term_1"), state("idle", ""), exited("term_1")}, []int{4}},
 		{"4 tool call removed unfinished", []string{tool("call_1", "pending", ""), state("idle", "end_turn", "call_1"), tool("call_1", "in_progress", ""), state("running", "")}, []int{4}},
+		{"4 good: a live tool call replaced by a terminal it references", []string{
+			tool("call_1", "in_progress", ""), state("idle", "end_turn", "call_1"),
+			tool("call_1", "", refs("term_2")), term("term_2", ""), state("idle", "", "term_2"),
+		}, nil},
+		{"4 tool call removed for a terminal it does not reference", []string{
+			tool("call_1", "in_progress", refs("term_1")), state("idle", "end_turn", "call_1"),
+			term("term_2", ""), state("idle", "", "term_2"),
+		}, []int{4}},
 
 		// Rule 5: listed once.
 		{"5 good", []string{term("term_1", ""), tool("call_1", "completed", refs("term_1")), state("idle", "end_turn", "term_1")}, nil},

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"shellagent/acp"
+	"shellagent/protocol/acptest"
+)
+
+// runIn runs the binary with args in dir, with the fixture's environment.
+func (d *daemonFixture) runIn(dir string, args ...string) (stdout, stderr string, code int) {
+	cmd := exec.Command(binary, args...)
+	cmd.Env, cmd.Dir = d.env(), dir
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	return out.String(), errOut.String(), exitCode(err)
+}
+
+const stackFile = `
+[services.db]
+command = "echo db starting; sleep 0.2; echo db accepting connections; exec sleep 300"
+ready = "accepting connections"
+
+[services.web]
+command = "echo web listening; exec sleep 300"
+depends_on = ["db"]
+ready = "listening"
+log = true
+
+[services.broken]
+command = "echo broken output; exit 4"
+ready = "never printed"
+`
+
+// TestStackCommandLine: shellagent up starts the daemon on demand and the
+// stack in its session for the directory, and returns once all are ready;
+// status and logs answer; an editor's relay that resumes the session sees
+// the services, and its kill -9 leaves them running, there for the next
+// relay; up of a service that fails exits 1 with its last lines; down
+// stops them all, and nothing is left.
+func TestStackCommandLine(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	if err := os.WriteFile(filepath.Join(d.cwd, "shellagent.toml"), []byte(stackFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	sock := []string{"--socket", d.socket}
+
+	out, errOut, code := d.runIn(d.cwd, append([]string{"up", "web", "--state-dir", state}, sock...)...)
+	if code != 0 || !strings.Contains(out, "Ready: db, web.") {
+		t.Fatalf("shellagent up: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if len(d.daemons()) != 1 {
+		t.Fatalf("daemons %v after up, want the one it started", d.daemons())
+	}
+	out, errOut, code = d.runIn(d.cwd, append([]string{"status"}, sock...)...)
+	for _, want := range []string{"NAME", "db", "web", "ready"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("shellagent status: exit %d, stdout %q (want %q), stderr %q", code, out, want, errOut)
+		}
+	}
+	out, _, code = d.runIn(d.cwd, append([]string{"logs", "db", "5"}, sock...)...)
+	if code != 0 || !strings.Contains(out, "db accepting connections") {
+		t.Errorf("shellagent logs db 5: exit %d, stdout %q", code, out)
+	}
+	if _, _, code = d.runIn(d.cwd, append([]string{"logs", "nosuch"}, sock...)...); code != 1 {
+		t.Errorf("shellagent logs nosuch: exit %d, want 1", code)
+	}
+	waitFor(t, "web's log file", func() bool {
+		files, _ := filepath.Glob(filepath.Join(state, "logs", "*", "web.log"))
+		if len(files) != 1 {
+			return false
+		}
+		b, _ := os.ReadFile(files[0])
+		return bytes.Contains(b, []byte("web listening"))
+	})
+
+	// An editor resumes the session and sees the services; its relay's
+	// kill -9 leaves them running.
+	a := d.relay()
+	sid := stackSession(t, a, d.cwd)
+	a.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": d.cwd}, nil)
+	listed := a.c.WaitFor("the state after the resume", func(m *acptest.Msg) bool { return m.Kind == acp.KindState && m.SessionID == sid })
+	if n := len(listed.Background()); n != 2 {
+		t.Errorf("the resumed session lists %v, want the two services' terminals", listed.Background())
+	}
+	for _, name := range []string{"db", "web"} {
+		a.c.WaitFor("service "+name, func(m *acptest.Msg) bool {
+			return m.Kind == acp.KindToolCall && m.Update["title"] == "service "+name && m.Status() == acp.StatusInProgress
+		})
+	}
+	a.cmd.Process.Kill()
+	a.exited()
+	time.Sleep(200 * time.Millisecond)
+	b := d.relay()
+	b.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": d.cwd}, nil)
+	again := b.c.WaitFor("the state after the second resume", func(m *acptest.Msg) bool { return m.Kind == acp.KindState && m.SessionID == sid })
+	if len(again.Background()) != 2 || again.Background()[0] != listed.Background()[0] {
+		t.Errorf("after the relay's kill -9 the session lists %v, want %v", again.Background(), listed.Background())
+	}
+	b.c.Close()
+	b.exited()
+	b.c.Check()
+
+	out, errOut, code = d.runIn(d.cwd, append([]string{"up", "broken"}, sock...)...)
+	if code != 1 || !strings.Contains(out, "Failed: broken failed") || !strings.Contains(errOut, "broken output") {
+		t.Errorf("shellagent up broken: exit %d (want 1), stdout %q, stderr %q (want its last lines)", code, out, errOut)
+	}
+
+	out, errOut, code = d.runIn(d.cwd, append([]string{"down"}, sock...)...)
+	if code != 0 || !strings.Contains(out, "Stopped: web, db.") {
+		t.Errorf("shellagent down: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	d.waitGone(5*time.Second, "shellagent down", d.work)
+}
+
+// stackSession returns the session the daemon has for cwd.
+func stackSession(t *testing.T, r *relayProc, cwd string) string {
+	t.Helper()
+	var list acp.ListSessionsResponse
+	r.c.MustCall("session/list", map[string]any{"cwd": cwd}, &list)
+	if len(list.Sessions) != 1 {
+		t.Fatalf("sessions of %s: %v, want the stack's", cwd, list.Sessions)
+	}
+	return list.Sessions[0].SessionID
+}

@@ -1,0 +1,402 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+
+	"shellagent/acp"
+	"shellagent/daemon"
+	"shellagent/internal/jsonrpcline"
+)
+
+// The stack's command line (SPEC "Stacks", docs/stacks.md): shellagent
+// up, status, logs and down run /up, /status, /logs and /down in the
+// daemon's session for the current directory (resumed if the daemon has
+// one for it, the latest; else a new one), starting the daemon as --daemon
+// does. They are an ACP client of the daemon like any editor: the
+// session and its services stay when they exit.
+
+// stackCommands are the stack's subcommands.
+var stackCommands = []string{"up", "status", "logs", "down"}
+
+// runStack runs shellagent up, status, logs or down.
+func runStack(name string, args []string) int {
+	fs := flag.NewFlagSet("shellagent "+name, flag.ContinueOnError)
+	socket := fs.String("socket", "", "the daemon's socket `PATH` (default $"+daemon.SocketEnv+", else $XDG_RUNTIME_DIR/shellagent/daemon.sock, else /tmp/shellagent-UID/daemon.sock)")
+	var stateDir string
+	fs.StringVar(&stateDir, "state-dir", "", "the daemon it starts keeps service logs under `DIR` (default "+stateDirDefault+")")
+	follow := false
+	if name == "logs" {
+		fs.BoolVar(&follow, "f", false, "after the last lines, print the service's output as it comes, until interrupted")
+	}
+	// Flags may come before, between or after the names.
+	var rest []string
+	for more := args; ; {
+		left, err := parseFlags(fs, more, true)
+		if err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return printHelp(stackHelp(name, fs))
+			}
+			return commandLineError(fs.Name(), err)
+		}
+		if len(left) == 0 {
+			break
+		}
+		rest, more = append(rest, left[0]), left[1:]
+	}
+	if name == "logs" {
+		if len(rest) == 0 || len(rest) > 2 {
+			return commandLineError(fs.Name(), usageErrorf("logs needs a service name and at most a number of lines"))
+		}
+	}
+	if name == "status" && len(rest) > 0 {
+		return commandLineError(fs.Name(), unexpectedArgument(args, rest))
+	}
+	var daemonArgs []string
+	if stateDir != "" {
+		daemonArgs = append(daemonArgs, "--state-dir="+stateDir)
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "shellagent %s: %v\n", name, err)
+		return 1
+	}
+	sc, err := dialStack(*socket, daemonArgs, cwd)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "shellagent %s: %v\n", name, err)
+		return 1
+	}
+	defer sc.close()
+	line := "/" + strings.Join(append([]string{name}, rest...), " ")
+	said, err := sc.prompt(line)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "shellagent %s: %v\n", name, err)
+		return 1
+	}
+	fmt.Println(said)
+	if !stackSucceeded(name, said) {
+		return 1
+	}
+	if follow {
+		return sc.follow(rest[0])
+	}
+	return 0
+}
+
+// stackSucceeded tells from what the command said whether it did what it
+// was asked: /up's and /down's answers start with these words.
+func stackSucceeded(name, said string) bool {
+	switch name {
+	case "up":
+		return strings.HasPrefix(said, "Ready: ")
+	case "down":
+		return strings.HasPrefix(said, "Stopped: ") || strings.HasPrefix(said, "Nothing to stop")
+	case "logs":
+		return !strings.HasPrefix(said, "No service")
+	}
+	return true
+}
+
+const stateDirDefault = "$XDG_STATE_HOME/shellagent, else ~/.local/state/shellagent"
+
+// stackHelp returns shellagent up|status|logs|down --help.
+func stackHelp(name string, fs *flag.FlagSet) string {
+	var w strings.Builder
+	usage := map[string]string{
+		"up":     "up [NAME...]\n        start the services named (default all) and what they depend on, each\n        once its dependencies are ready; exit 0 once all are ready, 1 when one\n        failed, with the reason and its last lines",
+		"status": "status\n        one line per service: state, pid, uptime, restarts, memory and CPU of\n        its processes, ports",
+		"logs":   "logs NAME [N] [-f]\n        the last N lines of its output (default 50), escapes removed; with -f,\n        then its output as it comes",
+		"down":   "down [NAME...]\n        stop the services named (default all) and what depends on them,\n        dependents first",
+	}[name]
+	fmt.Fprintf(&w, `The project's services (shellagent.toml or Procfile in the current
+directory, docs/stacks.md), run by the shellagent daemon (started if none
+runs) in its session for this directory: an editor that resumes that session
+sees them, and they outlive this command and the editor.
+
+Usage:
+  shellagent %s
+
+Flags:
+`, usage)
+	printDefaults(&w, fs)
+	w.WriteString("  -h, --help\n        print this help and exit\n")
+	return w.String()
+}
+
+// stackClient is one ACP connection to the daemon, in the session of a
+// directory.
+type stackClient struct {
+	c    *daemon.Client
+	r    *jsonrpcline.Reader
+	enc  *json.Encoder
+	id   int
+	sid  string
+	logs string // the service whose output follow prints
+
+	followed map[string]bool // the terminals of its runs
+}
+
+// dialStack connects to the daemon (starting it with args if none
+// runs), initializes, and resumes the latest session of cwd, or opens one.
+func dialStack(socket string, args []string, cwd string) (*stackClient, error) {
+	path, err := daemon.SocketPath(socket)
+	if err != nil {
+		return nil, err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := daemon.Connect(path, daemonHello(), nil, func(lock *daemon.Lock) (<-chan error, error) {
+		return startDaemon(log, path, args, lock)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if h := c.Daemon; h.Shellagent != daemon.RelayVersion || h.Build != buildName() {
+		c.Close() // Best effort: nothing was said.
+		return nil, fmt.Errorf("the daemon at %s is build %s, this shellagent is build %s: stop it with 'shellagent daemon stop' (that stops what it runs)", path, h.Build, buildName())
+	}
+	sc := &stackClient{c: c, r: jsonrpcline.NewReader(c.R, 0), enc: json.NewEncoder(c.Conn)}
+	if err := sc.open(cwd); err != nil {
+		c.Close() // Best effort: the error says what failed.
+		return nil, err
+	}
+	return sc, nil
+}
+
+func (sc *stackClient) close() { sc.c.Close() } // Best effort: the daemon keeps the session.
+
+func (sc *stackClient) open(cwd string) error {
+	if _, err := sc.call("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "shellagent-cli", "version": version()}}, nil); err != nil {
+		return err
+	}
+	var list acp.ListSessionsResponse
+	if _, err := sc.call("session/list", map[string]any{"cwd": cwd}, &list); err != nil {
+		return err
+	}
+	latest := ""
+	for _, s := range list.Sessions {
+		if s.Cwd == cwd && (latest == "" || s.UpdatedAt >= latestAt(list.Sessions, latest)) {
+			latest = s.SessionID
+		}
+	}
+	if latest != "" {
+		if _, err := sc.call("session/resume", map[string]any{"sessionId": latest, "cwd": cwd}, nil); err == nil {
+			sc.sid = latest
+			return nil
+		}
+	}
+	var res acp.NewSessionResponse
+	if _, err := sc.call("session/new", map[string]any{"cwd": cwd}, &res); err != nil {
+		return err
+	}
+	sc.sid = res.SessionID
+	return nil
+}
+
+func latestAt(ss []acp.SessionInfo, id string) string {
+	for _, s := range ss {
+		if s.SessionID == id {
+			return s.UpdatedAt
+		}
+	}
+	return ""
+}
+
+// incoming is any message of the daemon.
+type incoming struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		SessionID string         `json:"sessionId"`
+		Update    map[string]any `json:"update"`
+	} `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  *acp.Error      `json:"error"`
+}
+
+// call sends a request and reads until its answer, serving what comes
+// meanwhile (handle); the result goes into out, if not nil.
+func (sc *stackClient) call(method string, params, out any) (*incoming, error) {
+	sc.id++
+	id := sc.id
+	if err := sc.enc.Encode(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}); err != nil {
+		return nil, fmt.Errorf("%s: %w", method, err)
+	}
+	for {
+		m, err := sc.next()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", method, err)
+		}
+		if m.Method != "" || string(m.ID) != fmt.Sprint(id) {
+			sc.handle(m, nil)
+			continue
+		}
+		if m.Error != nil {
+			return nil, fmt.Errorf("%s: %s", method, m.Error.Message)
+		}
+		if out != nil {
+			if err := json.Unmarshal(m.Result, out); err != nil {
+				return nil, fmt.Errorf("%s: %w", method, err)
+			}
+		}
+		return m, nil
+	}
+}
+
+func (sc *stackClient) next() (*incoming, error) {
+	line, err := sc.r.Next()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("the daemon closed the connection")
+		}
+		return nil, err
+	}
+	m := new(incoming)
+	if err := json.Unmarshal(line.Line, m); err != nil {
+		return nil, fmt.Errorf("a line from the daemon: %w", err)
+	}
+	return m, nil
+}
+
+// handle serves a message that is not the answer awaited: a request
+// (none is expected: it is refused), or a session update: a service's
+// warning goes to stderr, and, once following, its output to stdout.
+// Agent messages of the prompt turn are gathered in said.
+func (sc *stackClient) handle(m *incoming, said *[]string) {
+	if m.Method != "session/update" {
+		if len(m.ID) > 0 && m.Method != "" {
+			sc.enc.Encode(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": -32601, "message": "shellagent " + "up/down/status/logs answers no requests"}}) // Best effort.
+		}
+		return
+	}
+	u := m.Params.Update
+	switch u["sessionUpdate"] {
+	case acp.KindAgentMessage:
+		if said != nil {
+			*said = append(*said, contentText(u["content"]))
+		}
+	case acp.KindNotice:
+		if u["severity"] != acp.NoticeInfo || sc.logs == "" {
+			desc, _ := u["description"].(string)
+			fmt.Fprintf(os.Stderr, "%s\n%s\n", u["title"], desc)
+		}
+	case acp.KindTerminalOutput:
+		if sc.logs != "" && sc.following(u["terminalId"]) {
+			data, _ := u["data"].(string)
+			b, _ := base64.StdEncoding.DecodeString(data)
+			os.Stdout.Write(b) // Best effort: a closed stdout ends nothing here.
+		}
+	case acp.KindToolCall:
+		sc.track(u)
+	}
+}
+
+func contentText(c any) string {
+	switch c := c.(type) {
+	case map[string]any:
+		s, _ := c["text"].(string)
+		return s
+	case []any:
+		var b strings.Builder
+		for _, x := range c {
+			b.WriteString(contentText(x))
+		}
+		return b.String()
+	}
+	return ""
+}
+
+// prompt runs line as a prompt and returns what the agent said in its
+// turn, once the turn is over.
+func (sc *stackClient) prompt(line string) (string, error) {
+	sc.id++
+	id := sc.id
+	err := sc.enc.Encode(map[string]any{"jsonrpc": "2.0", "id": id, "method": "session/prompt",
+		"params": map[string]any{"sessionId": sc.sid, "prompt": []map[string]string{{"type": "text", "text": line}}}})
+	if err != nil {
+		return "", err
+	}
+	var said []string
+	inserted := false
+	for {
+		m, err := sc.next()
+		if err != nil {
+			return "", err
+		}
+		if m.Method == "" && string(m.ID) == fmt.Sprint(id) {
+			if m.Error != nil {
+				return "", errors.New(m.Error.Message)
+			}
+			inserted = true
+			continue
+		}
+		if !inserted {
+			sc.handle(m, nil)
+			continue
+		}
+		sc.handle(m, &said)
+		if u := m.Params.Update; m.Params.SessionID == sc.sid && u["sessionUpdate"] == acp.KindState && u["stopReason"] != nil && u["stopReason"] != "" {
+			return strings.Join(said, "\n"), nil
+		}
+	}
+}
+
+// track learns the terminals of the followed service's runs from its
+// tool call's content.
+func (sc *stackClient) track(u map[string]any) {
+	if sc.logs == "" || u["title"] != "service "+sc.logs {
+		return
+	}
+	c, _ := u["content"].([]any)
+	for _, x := range c {
+		if obj, ok := x.(map[string]any); ok && obj["type"] == "terminal" {
+			if id, ok := obj["terminalId"].(string); ok {
+				sc.followed[id] = true
+			}
+		}
+	}
+}
+
+func (sc *stackClient) following(id any) bool {
+	s, _ := id.(string)
+	return sc.followed[s]
+}
+
+// follow prints the output of service name as it comes, until interrupted
+// or the daemon goes: it resumes the session again, which sends the
+// current tool call of each listed item, and so the service's.
+func (sc *stackClient) follow(name string) int {
+	sc.logs, sc.followed = name, map[string]bool{}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, stopSignals...)
+	errs := make(chan error, 1)
+	go func() {
+		cwd, _ := os.Getwd()
+		if _, err := sc.call("session/resume", map[string]any{"sessionId": sc.sid, "cwd": cwd}, nil); err != nil {
+			errs <- err
+			return
+		}
+		for {
+			m, err := sc.next()
+			if err != nil {
+				errs <- err
+				return
+			}
+			sc.handle(m, nil)
+		}
+	}()
+	select {
+	case <-sigs:
+		return 0
+	case err := <-errs:
+		fmt.Fprintf(os.Stderr, "shellagent logs: %v\n", err)
+		return 1
+	}
+}

@@ -1,0 +1,237 @@
+package stack
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// project writes the files (name → content) into a new directory and
+// returns it.
+func project(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+const chain = `# a database, an API on it, a web front on the API
+[services.web]
+command = "npm run dev"
+cwd = "web"
+depends_on = ["api"]
+ready = "http://localhost:5173/"
+
+[services.db]
+command = "postgres -D data"
+ready = ":5432"
+ports = [5432]
+log = true
+
+[services.api]
+command = "go run ./cmd/api"
+depends_on = ["db"]
+ready = ":8080"
+ready_timeout = "90s"
+restart = "on-failure"
+max_restarts = 2
+backoff = 2
+env = { PORT = 8080, MODE = "dev", DEBUG = true }
+`
+
+func TestLoadTOML(t *testing.T) {
+	t.Parallel()
+	dir := project(t, map[string]string{TOMLFile: chain, Procfile: "ignored: true\n"})
+	st, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.File != filepath.Join(dir, TOMLFile) || st.Dir != dir {
+		t.Errorf("File, Dir = %q, %q; want the toml in %q", st.File, st.Dir, dir)
+	}
+	var names []string
+	for _, s := range st.Services {
+		names = append(names, s.Name)
+	}
+	if want := []string{"web", "db", "api"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("services %v, want the file's order %v", names, want)
+	}
+	api := st.Service("api")
+	want := &Service{
+		Name: "api", Command: "go run ./cmd/api", Dir: dir,
+		Env:          []EnvVar{{"DEBUG", "true"}, {"MODE", "dev"}, {"PORT", "8080"}},
+		DependsOn:    []string{"db"},
+		Ready:        ":8080",
+		ReadyTimeout: 90 * time.Second,
+		Restart:      RestartOnFailure,
+		MaxRestarts:  2,
+		Backoff:      2 * time.Second,
+		Line:         14,
+		dependsLine:  16,
+	}
+	if !reflect.DeepEqual(api, want) {
+		t.Errorf("api =\n%+v\nwant\n%+v", api, want)
+	}
+	if env := api.Environ(); !reflect.DeepEqual(env, []string{"DEBUG=true", "MODE=dev", "PORT=8080"}) {
+		t.Errorf("api.Environ() = %q", env)
+	}
+	db := st.Service("db")
+	if db.ReadyTimeout != DefaultReadyTimeout || db.Restart != RestartNo || db.MaxRestarts != DefaultMaxRestarts ||
+		db.Backoff != DefaultBackoff || !db.Log || !reflect.DeepEqual(db.Ports, []int{5432}) || db.Env != nil {
+		t.Errorf("db = %+v, want the defaults, log and port 5432", db)
+	}
+	if web := st.Service("web"); web.Dir != filepath.Join(dir, "web") || web.Log {
+		t.Errorf("web.Dir = %q, Log %v; want %q relative to the file, no log", web.Dir, web.Log, filepath.Join(dir, "web"))
+	}
+}
+
+func TestLoadDurations(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		value string
+		want  time.Duration
+	}{
+		{`"500ms"`, 500 * time.Millisecond},
+		{`"1m30s"`, 90 * time.Second},
+		{`3`, 3 * time.Second},
+		{`0.25`, 250 * time.Millisecond},
+		{`0`, 0},
+	} {
+		dir := project(t, map[string]string{TOMLFile: "[services.a]\ncommand = \"x\"\nbackoff = " + tc.value + "\n"})
+		st, err := Load(dir)
+		if err != nil {
+			t.Errorf("backoff = %s: %v", tc.value, err)
+			continue
+		}
+		if got := st.Service("a").Backoff; got != tc.want {
+			t.Errorf("backoff = %s: %v, want %v", tc.value, got, tc.want)
+		}
+	}
+}
+
+// TestLoadRefuses: each file is refused with its path, the line of the
+// fault and the reason, and no Stack.
+func TestLoadRefuses(t *testing.T) {
+	t.Parallel()
+	const head = "[services.db]\ncommand = \"db\"\n\n" // lines 1-3
+	for _, tc := range []struct {
+		name, file, content string
+		line                int
+		reason              string
+	}{
+		{"unknown key", TOMLFile, head + "[services.api]\ncommand = \"api\"\n\ncomand = \"typo\"\n",
+			7, `services.api: unknown key "comand"`},
+		{"unknown table", TOMLFile, head + "[server]\nport = 1\n", 4, `unknown key "server"`},
+		{"unknown top-level key", TOMLFile, "version = 2\n" + head, 1, `unknown key "version"`},
+		{"no command", TOMLFile, head + "[services.api]\nready = \":80\"\n", 4, "services.api: no command"},
+		{"empty command", TOMLFile, head + "[services.api]\ncommand = \"  \"\n", 5, "services.api.command: empty"},
+		{"missing dependency", TOMLFile, head + "[services.api]\ncommand = \"api\"\ndepends_on = [\"dbb\"]\n",
+			6, `services.api.depends_on: no service "dbb"`},
+		{"cycle", TOMLFile, "[services.a]\ncommand = \"a\"\ndepends_on = [\"b\"]\n[services.b]\ncommand = \"b\"\ndepends_on = [\"c\"]\n[services.c]\ncommand = \"c\"\ndepends_on = [\"a\"]\n",
+			3, "services.a.depends_on: cycle a -> b -> c -> a"},
+		{"self dependency", TOMLFile, head + "[services.api]\ncommand = \"x\"\n\ndepends_on = [\"db\", \"api\"]\n",
+			7, "services.api.depends_on: cycle api -> api"},
+		{"bad duration", TOMLFile, head + "[services.api]\ncommand = \"x\"\nbackoff = \"2 seconds\"\n",
+			6, `services.api.backoff: "2 seconds" is not a duration`},
+		{"negative duration", TOMLFile, head + "[services.api]\ncommand = \"x\"\nbackoff = \"-1s\"\n",
+			6, "services.api.backoff: negative"},
+		{"zero ready_timeout", TOMLFile, head + "[services.api]\ncommand = \"x\"\nready_timeout = 0\n",
+			6, "services.api.ready_timeout: must be more than 0"},
+		{"duration of wrong type", TOMLFile, head + "[services.api]\ncommand = \"x\"\nready_timeout = true\n",
+			6, "services.api.ready_timeout: want a duration"},
+		{"command of wrong type", TOMLFile, head + "[services.api]\ncommand = [\"go\", \"run\"]\n",
+			5, "services.api.command: want a string, not an array"},
+		{"max_restarts a string", TOMLFile, head + "[services.api]\ncommand = \"x\"\nmax_restarts = \"3\"\n",
+			6, "services.api.max_restarts: want an integer, not a string"},
+		{"max_restarts negative", TOMLFile, head + "[services.api]\ncommand = \"x\"\nmax_restarts = -1\n",
+			6, "services.api.max_restarts: -1 is not a count"},
+		{"bad restart", TOMLFile, head + "[services.api]\ncommand = \"x\"\nrestart = \"unless-stopped\"\n",
+			6, `services.api.restart: "unless-stopped" is not no, on-failure or always`},
+		{"port out of range", TOMLFile, head + "[services.api]\ncommand = \"x\"\nports = [8080, 70000]\n",
+			6, "services.api.ports: 70000 is not a port"},
+		{"port a string", TOMLFile, head + "[services.api]\ncommand = \"x\"\nports = [\"8080\"]\n",
+			6, "services.api.ports: want port numbers, not a string"},
+		{"log a string", TOMLFile, head + "[services.api]\ncommand = \"x\"\nlog = \"yes\"\n",
+			6, "services.api.log: want true or false, not a string"},
+		{"env not a table", TOMLFile, head + "[services.api]\ncommand = \"x\"\nenv = [\"A=1\"]\n",
+			6, "services.api.env: want a table, not an array"},
+		{"env value a table", TOMLFile, head + "[services.api]\ncommand = \"x\"\n[services.api.env]\nA = 1\nB = { c = 2 }\n",
+			8, "services.api.env.B: want a string, number or boolean, not a table"},
+		{"services not a table", TOMLFile, "services = 3\n", 1, "services: want a table"},
+		{"service not a table", TOMLFile, "[services]\napi = \"run\"\n", 2, "services.api: want a table"},
+		{"services an array of tables", TOMLFile, "\n[[services]]\ncommand = \"x\"\n", 2, "services: want a table"},
+		{"bad name", TOMLFile, head + "[services.\"../etc\"]\ncommand = \"x\"\n", 4, `services."../etc": a service's name`},
+		{"syntax", TOMLFile, head + "[services.api]\ncommand = \"x\n", 5, "basic strings cannot have new lines"},
+		{"no services", TOMLFile, "# nothing yet\n", 0, "no services"},
+		{"procfile without colon", Procfile, "web: npm start\n\nworker npm run worker\n", 3, `want "name: command"`},
+		{"procfile without command", Procfile, "web: npm start\nworker:\n", 2, "worker: no command"},
+		{"procfile repeated name", Procfile, "# two webs\nweb: a\nweb: b\n", 3, "web: declared again (first on line 2)"},
+		{"procfile bad name", Procfile, "my web: a\n", 1, `"my web": a service's name`},
+		{"procfile empty", Procfile, "# nothing\n\n", 0, "no services"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := project(t, map[string]string{tc.file: tc.content})
+			st, err := Load(dir)
+			if st != nil {
+				t.Errorf("Load returned a Stack with %d services beside %v", len(st.Services), err)
+			}
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("Load: %v (%T), want an *Error", err, err)
+			}
+			if want := filepath.Join(dir, tc.file); e.File != want || e.Line != tc.line || !strings.Contains(e.Reason, tc.reason) {
+				t.Errorf("Load: %v\nwant %s:%d: …%s…", err, want, tc.line, tc.reason)
+			}
+		})
+	}
+}
+
+func TestLoadProcfile(t *testing.T) {
+	t.Parallel()
+	dir := project(t, map[string]string{Procfile: "# foreman's format\nweb: bundle exec rails s -p $PORT\n\n  worker:bundle exec sidekiq  \nclock: ruby clock.rb # ticks\n"})
+	st, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.File != filepath.Join(dir, Procfile) {
+		t.Errorf("File = %q, want the Procfile", st.File)
+	}
+	want := []struct {
+		name, command string
+		line          int
+	}{
+		{"web", "bundle exec rails s -p $PORT", 2},
+		{"worker", "bundle exec sidekiq", 4},
+		{"clock", "ruby clock.rb # ticks", 5},
+	}
+	if len(st.Services) != len(want) {
+		t.Fatalf("%d services, want %d", len(st.Services), len(want))
+	}
+	for i, w := range want {
+		s := st.Services[i]
+		if s.Name != w.name || s.Command != w.command || s.Line != w.line {
+			t.Errorf("service %d = %q: %q (line %d), want %q: %q (line %d)", i, s.Name, s.Command, s.Line, w.name, w.command, w.line)
+		}
+		if !s.Log || s.Restart != RestartNo || s.Dir != dir || s.ReadyTimeout != DefaultReadyTimeout || s.DependsOn != nil {
+			t.Errorf("%s = %+v, want log, the defaults and the Procfile's directory", s.Name, s)
+		}
+	}
+}
+
+func TestLoadNoFile(t *testing.T) {
+	t.Parallel()
+	_, err := Load(t.TempDir())
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Load of an empty directory: %v, want fs.ErrNotExist", err)
+	}
+}

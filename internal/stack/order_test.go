@@ -1,0 +1,90 @@
+package stack
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// wide is a stack beside the chain: a cache that api also needs, a
+// worker on db, and docs that stand alone.
+const wide = chain + `
+[services.cache]
+command = "redis-server"
+
+[services.worker]
+command = "worker"
+depends_on = ["db", "cache"]
+
+[services.docs]
+command = "mkdocs serve"
+`
+
+func TestUpDown(t *testing.T) {
+	t.Parallel()
+	chainStack, err := Load(project(t, map[string]string{TOMLFile: chain}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wideStack, err := Load(project(t, map[string]string{TOMLFile: wide}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		st    *Stack
+		op    func(*Stack, ...string) ([]string, error)
+		args  []string
+		want  []string
+		error string
+	}{
+		{"up all of a chain", chainStack, (*Stack).Up, nil, []string{"db", "api", "web"}, ""},
+		{"up the front takes its dependencies", chainStack, (*Stack).Up, []string{"web"}, []string{"db", "api", "web"}, ""},
+		{"up the middle", chainStack, (*Stack).Up, []string{"api"}, []string{"db", "api"}, ""},
+		{"up the bottom", chainStack, (*Stack).Up, []string{"db"}, []string{"db"}, ""},
+		{"up a name twice", chainStack, (*Stack).Up, []string{"api", "db", "api"}, []string{"db", "api"}, ""},
+		{"down all of a chain", chainStack, (*Stack).Down, nil, []string{"web", "api", "db"}, ""},
+		{"down the bottom takes its dependents", chainStack, (*Stack).Down, []string{"db"}, []string{"web", "api", "db"}, ""},
+		{"down the middle", chainStack, (*Stack).Down, []string{"api"}, []string{"web", "api"}, ""},
+		{"down the front", chainStack, (*Stack).Down, []string{"web"}, []string{"web"}, ""},
+		{"up all, ties by the file's order", wideStack, (*Stack).Up, nil,
+			[]string{"db", "api", "web", "cache", "worker", "docs"}, ""},
+		{"up the worker", wideStack, (*Stack).Up, []string{"worker"}, []string{"db", "cache", "worker"}, ""},
+		{"down db", wideStack, (*Stack).Down, []string{"db"}, []string{"worker", "web", "api", "db"}, ""},
+		{"down cache", wideStack, (*Stack).Down, []string{"cache"}, []string{"worker", "cache"}, ""},
+		{"down all", wideStack, (*Stack).Down, nil, []string{"docs", "worker", "cache", "web", "api", "db"}, ""},
+		{"up unknown", chainStack, (*Stack).Up, []string{"api", "nope"}, nil, `no service "nope"`},
+		{"down unknown", chainStack, (*Stack).Down, []string{"nope"}, nil, `no service "nope"`},
+	} {
+		got, err := tc.op(tc.st, tc.args...)
+		if tc.error != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.error) || got != nil {
+				t.Errorf("%s: %v, %v; want nothing and an error with %q", tc.name, got, err, tc.error)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+// TestUpDeterministic: the same file gives the same order every time
+// (maps decode in random order; the order must not follow them).
+func TestUpDeterministic(t *testing.T) {
+	t.Parallel()
+	dir := project(t, map[string]string{TOMLFile: wide})
+	var first []string
+	for i := range 20 {
+		st, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := st.Up()
+		if i == 0 {
+			first = got
+		} else if !reflect.DeepEqual(got, first) {
+			t.Fatalf("load %d: Up() = %v, load 0 gave %v", i, got, first)
+		}
+	}
+}

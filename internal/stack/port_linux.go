@@ -1,0 +1,98 @@
+package stack
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// listeners returns the inodes of the TCP sockets listening on port, from
+// /proc/net/tcp and /proc/net/tcp6 (this network namespace, every user).
+func listeners(port int) []uint64 {
+	var inodes []uint64
+	for _, name := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		inodes = append(inodes, listenersIn(name, port)...)
+	}
+	return inodes
+}
+
+// listenersIn reads one /proc/net/tcp table: "sl local rem st tx:rx tr:when
+// retrnsmt uid timeout inode …", addresses as HEXADDR:HEXPORT, LISTEN
+// as state 0A.
+func listenersIn(name string, port int) []uint64 {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil // Best effort: no /proc, no IPv6.
+	}
+	defer f.Close() // Best effort: read only.
+	var inodes []uint64
+	sc := bufio.NewScanner(f) // Lines are about 150 bytes.
+	sc.Scan()                 // The header.
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 10 || fields[3] != "0A" {
+			continue
+		}
+		_, hexPort, ok := strings.Cut(fields[1], ":")
+		p, err := strconv.ParseUint(hexPort, 16, 16)
+		if !ok || err != nil || int(p) != port {
+			continue
+		}
+		if inode, err := strconv.ParseUint(fields[9], 10, 64); err == nil && inode != 0 {
+			inodes = append(inodes, inode)
+		}
+	}
+	return inodes
+}
+
+// holder finds a process with one of the sockets open, scanning
+// /proc/PID/fd (only this user's processes can be read, unless root), and
+// returns its pid and command line, arguments joined by spaces.
+func holder(inodes []uint64) (int, string) {
+	if len(inodes) == 0 {
+		return 0, ""
+	}
+	want := make(map[string]bool, len(inodes))
+	for _, i := range inodes {
+		want["socket:["+strconv.FormatUint(i, 10)+"]"] = true
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, ""
+	}
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || !holds("/proc/"+p.Name()+"/fd", want) {
+			continue
+		}
+		return pid, cmdline(pid)
+	}
+	return 0, ""
+}
+
+// holds reports whether a link in the fd directory points at a wanted
+// socket.
+func holds(fdDir string, want map[string]bool) bool {
+	fds, err := os.ReadDir(fdDir)
+	if err != nil {
+		return false // Another user's, or gone.
+	}
+	for _, fd := range fds {
+		if target, err := os.Readlink(fdDir + "/" + fd.Name()); err == nil && want[target] {
+			return true
+		}
+	}
+	return false
+}
+
+// cmdline returns the command line of pid, its arguments joined by
+// spaces, or "" when it cannot be read.
+func cmdline(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return ""
+	}
+	return string(bytes.Join(bytes.FieldsFunc(b, func(r rune) bool { return r == 0 }), []byte(" ")))
+}

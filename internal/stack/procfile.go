@@ -1,0 +1,47 @@
+package stack
+
+import (
+	"bytes"
+	"strings"
+)
+
+// parseProcfile fills st.Services from a Procfile: one "name: command"
+// line per service, as foreman reads it; blank lines and lines starting
+// with '#' are skipped. Every service keeps a log and takes the defaults.
+func (st *Stack) parseProcfile(data []byte) error {
+	for i, raw := range bytes.Split(data, []byte("\n")) {
+		line := i + 1
+		text := strings.TrimSpace(string(raw))
+		if text == "" || text[0] == '#' {
+			continue
+		}
+		name, command, ok := strings.Cut(text, ":")
+		name = strings.TrimSpace(name)
+		command = strings.TrimSpace(command)
+		switch {
+		case !ok:
+			return st.refuse(line, "want \"name: command\"")
+		case !validName(name):
+			return st.refuse(line, "%q: a service's name is letters, digits, '_', '-' and '.' (not first), at most 64", name)
+		case command == "":
+			return st.refuse(line, "%s: no command", name)
+		case strings.IndexByte(command, 0) >= 0:
+			return st.refuse(line, "%s: the command contains a NUL byte", name)
+		case st.Service(name) != nil:
+			return st.refuse(line, "%s: declared again (first on line %d)", name, st.Service(name).Line)
+		}
+		st.Services = append(st.Services, &Service{
+			Name:         name,
+			Command:      command,
+			Dir:          st.Dir,
+			ReadyTimeout: DefaultReadyTimeout,
+			Restart:      RestartNo,
+			MaxRestarts:  DefaultMaxRestarts,
+			Backoff:      DefaultBackoff,
+			Log:          true,
+			Line:         line,
+			dependsLine:  line,
+		})
+	}
+	return nil
+}

@@ -1,0 +1,418 @@
+package stack
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+	"github.com/pelletier/go-toml/v2/unstable"
+)
+
+// fileDoc is the stack file as go-toml decodes it. Every key of a
+// service is decoded as it was written (any) and checked by serviceOf,
+// so that a wrong type is refused in the file's words, not Go's; the
+// struct still names every allowed key, so that the decoder refuses the
+// others with their line (DisallowUnknownFields).
+type fileDoc struct {
+	Services map[string]*serviceDoc `toml:"services"`
+}
+
+type serviceDoc struct {
+	Command      any `toml:"command"`
+	Cwd          any `toml:"cwd"`
+	Env          any `toml:"env"`
+	DependsOn    any `toml:"depends_on"`
+	Ready        any `toml:"ready"`
+	ReadyTimeout any `toml:"ready_timeout"`
+	Restart      any `toml:"restart"`
+	MaxRestarts  any `toml:"max_restarts"`
+	Backoff      any `toml:"backoff"`
+	Ports        any `toml:"ports"`
+	Log          any `toml:"log"`
+}
+
+// parseTOML fills st.Services from a shellagent.toml.
+func (st *Stack) parseTOML(data []byte) error {
+	var doc fileDoc
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		return st.decodeError(err)
+	}
+	lines, err := keyLines(data)
+	if err != nil {
+		return st.decodeError(err) // Decode accepted what the parser refuses: not expected.
+	}
+	for name, sd := range doc.Services {
+		s, err := st.serviceOf(name, sd, lines)
+		if err != nil {
+			return err
+		}
+		st.Services = append(st.Services, s)
+	}
+	slices.SortFunc(st.Services, func(a, b *Service) int {
+		if a.Line != b.Line {
+			return a.Line - b.Line
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return nil
+}
+
+// decodeError turns go-toml's errors into an *Error at their line.
+func (st *Stack) decodeError(err error) error {
+	var strict *toml.StrictMissingError
+	if errors.As(err, &strict) && len(strict.Errors) > 0 {
+		e := &strict.Errors[0]
+		line, _ := e.Position()
+		key := e.Key()
+		where := ""
+		if len(key) > 1 {
+			where = joinKey(key[:len(key)-1]) + ": "
+		}
+		return st.refuse(line, "%sunknown key %q", where, key[len(key)-1])
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		line, _ := de.Position()
+		reason := strings.TrimPrefix(de.Error(), "toml: ")
+		// A type error can only be about services or services.NAME,
+		// whose values are tables; go-toml words it in Go's types.
+		if key := de.Key(); len(key) > 0 && len(key) <= 2 &&
+			(strings.Contains(reason, "cannot decode") || strings.Contains(reason, "cannot store")) {
+			reason = joinKey(key) + ": want a table"
+		}
+		return st.refuse(line, "%s", reason)
+	}
+	return st.refuse(0, "%s", strings.TrimPrefix(err.Error(), "toml: "))
+}
+
+// joinKey writes a key path as dotted TOML.
+func joinKey(key []string) string {
+	return strings.Join(key, ".")
+}
+
+// lineIndex maps a key path (joined by NUL) and each of its prefixes to the
+// line where it first appears.
+type lineIndex map[string]int
+
+// at returns the line of the key path, or of its longest prefix that has
+// one (a key inside an inline table), or 0.
+func (ix lineIndex) at(key ...string) int {
+	for n := len(key); n > 0; n-- {
+		if l, ok := ix[strings.Join(key[:n], "\x00")]; ok {
+			return l
+		}
+	}
+	return 0
+}
+
+// keyLines indexes the line of every key of the document, with go-toml's
+// parser (its unstable package: the decoder tells no positions but its
+// errors').
+func keyLines(data []byte) (lineIndex, error) {
+	ix := lineIndex{}
+	var p unstable.Parser
+	p.Reset(data)
+	var table []string
+	for p.NextExpression() {
+		e := p.Expression()
+		var key []string
+		line := 0
+		for it := e.Key(); it.Next(); {
+			n := it.Node()
+			if line == 0 {
+				line = p.Shape(n.Raw).Start.Line
+			}
+			key = append(key, string(n.Data))
+		}
+		switch e.Kind {
+		case unstable.Table, unstable.ArrayTable:
+			table = key
+		case unstable.KeyValue:
+			key = append(slices.Clone(table), key...)
+		default:
+			continue
+		}
+		for n := 1; n <= len(key); n++ {
+			k := strings.Join(key[:n], "\x00")
+			if _, ok := ix[k]; !ok {
+				ix[k] = line
+			}
+		}
+	}
+	return ix, p.Error()
+}
+
+// serviceOf checks one decoded service and fills in its defaults.
+func (st *Stack) serviceOf(name string, sd *serviceDoc, ix lineIndex) (*Service, error) {
+	s := &Service{
+		Name:         name,
+		Dir:          st.Dir,
+		ReadyTimeout: DefaultReadyTimeout,
+		Restart:      RestartNo,
+		MaxRestarts:  DefaultMaxRestarts,
+		Backoff:      DefaultBackoff,
+		Line:         ix.at("services", name),
+	}
+	s.dependsLine = s.Line
+	if !validName(name) {
+		return nil, st.refuse(s.Line, "services.%q: a service's name is letters, digits, '_', '-' and '.' (not first), at most 64", name)
+	}
+	if sd == nil {
+		sd = &serviceDoc{}
+	}
+	k := keyChecker{st: st, ix: ix, service: name}
+	var err error
+	if sd.Command == nil {
+		return nil, st.refuse(s.Line, "services.%s: no command", name)
+	}
+	if s.Command, err = k.text("command", sd.Command); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(s.Command) == "" {
+		return nil, k.refuse("command", "empty")
+	}
+	if sd.Cwd != nil {
+		cwd, err := k.text("cwd", sd.Cwd)
+		if err != nil {
+			return nil, err
+		}
+		if !filepath.IsAbs(cwd) {
+			cwd = filepath.Join(st.Dir, cwd)
+		}
+		s.Dir = filepath.Clean(cwd)
+	}
+	if sd.Env != nil {
+		if s.Env, err = k.env(sd.Env); err != nil {
+			return nil, err
+		}
+	}
+	if sd.DependsOn != nil {
+		s.dependsLine = ix.at("services", name, "depends_on")
+		if s.DependsOn, err = k.names(sd.DependsOn); err != nil {
+			return nil, err
+		}
+	}
+	if sd.Ready != nil {
+		if s.Ready, err = k.text("ready", sd.Ready); err != nil {
+			return nil, err
+		}
+		if s.Ready == "" {
+			return nil, k.refuse("ready", "empty: leave it out for ready once started")
+		}
+	}
+	if sd.ReadyTimeout != nil {
+		if s.ReadyTimeout, err = k.duration("ready_timeout", sd.ReadyTimeout); err != nil {
+			return nil, err
+		}
+		if s.ReadyTimeout == 0 {
+			return nil, k.refuse("ready_timeout", "must be more than 0")
+		}
+	}
+	if sd.Restart != nil {
+		r, err := k.text("restart", sd.Restart)
+		if err != nil {
+			return nil, err
+		}
+		s.Restart = Restart(r)
+		if s.Restart != RestartNo && s.Restart != RestartOnFailure && s.Restart != RestartAlways {
+			return nil, k.refuse("restart", "%q is not no, on-failure or always", r)
+		}
+	}
+	if sd.MaxRestarts != nil {
+		if s.MaxRestarts, err = k.count("max_restarts", sd.MaxRestarts); err != nil {
+			return nil, err
+		}
+	}
+	if sd.Backoff != nil {
+		if s.Backoff, err = k.duration("backoff", sd.Backoff); err != nil {
+			return nil, err
+		}
+	}
+	if sd.Ports != nil {
+		if s.Ports, err = k.ports(sd.Ports); err != nil {
+			return nil, err
+		}
+	}
+	if sd.Log != nil {
+		b, ok := sd.Log.(bool)
+		if !ok {
+			return nil, k.wrongType("log", "true or false", sd.Log)
+		}
+		s.Log = b
+	}
+	return s, nil
+}
+
+// keyChecker checks the values of one service's keys and refuses them at
+// their line.
+type keyChecker struct {
+	st      *Stack
+	ix      lineIndex
+	service string
+}
+
+func (k keyChecker) refuse(key, format string, args ...any) error {
+	return k.refuseIn([]string{key}, format, args...)
+}
+
+// refuseIn refuses the value of a key below the service's (env.NAME).
+func (k keyChecker) refuseIn(key []string, format string, args ...any) error {
+	return k.st.refuse(k.ix.at(append([]string{"services", k.service}, key...)...),
+		"services.%s.%s: %s", k.service, joinKey(key), fmt.Sprintf(format, args...))
+}
+
+func (k keyChecker) wrongType(key, want string, v any) error {
+	return k.refuse(key, "want %s, not %s", want, kindOf(v))
+}
+
+// kindOf names the TOML type of a decoded value.
+func kindOf(v any) string {
+	switch v.(type) {
+	case string:
+		return "a string"
+	case int64:
+		return "an integer"
+	case float64:
+		return "a float"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "a table"
+	default:
+		return "a date or time"
+	}
+}
+
+func (k keyChecker) text(key string, v any) (string, error) {
+	s, ok := v.(string)
+	if !ok {
+		return "", k.wrongType(key, "a string", v)
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return "", k.refuse(key, "contains a NUL byte")
+	}
+	return s, nil
+}
+
+func (k keyChecker) count(key string, v any) (int, error) {
+	n, ok := v.(int64)
+	if !ok {
+		return 0, k.wrongType(key, "an integer", v)
+	}
+	if n < 0 || n > math.MaxInt32 {
+		return 0, k.refuse(key, "%d is not a count", n)
+	}
+	return int(n), nil
+}
+
+// duration reads a Go duration string ("500ms", "2s") or a number of
+// seconds.
+func (k keyChecker) duration(key string, v any) (time.Duration, error) {
+	var d time.Duration
+	switch v := v.(type) {
+	case string:
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			return 0, k.refuse(key, "%q is not a duration such as \"500ms\" or \"2s\"", v)
+		}
+	case int64:
+		if v > math.MaxInt64/int64(time.Second) || v < 0 {
+			return 0, k.refuse(key, "%d seconds is out of range", v)
+		}
+		d = time.Duration(v) * time.Second
+	case float64:
+		if v < 0 || v > float64(math.MaxInt64/int64(time.Second)) || v != v {
+			return 0, k.refuse(key, "%v seconds is out of range", v)
+		}
+		d = time.Duration(v * float64(time.Second))
+	default:
+		return 0, k.wrongType(key, "a duration (\"2s\") or seconds", v)
+	}
+	if d < 0 {
+		return 0, k.refuse(key, "negative")
+	}
+	return d, nil
+}
+
+func (k keyChecker) env(v any) ([]EnvVar, error) {
+	t, ok := v.(map[string]any)
+	if !ok {
+		return nil, k.wrongType("env", "a table", v)
+	}
+	env := make([]EnvVar, 0, len(t))
+	for name, val := range t {
+		key := []string{"env", name}
+		if name == "" || strings.ContainsAny(name, "=\x00") {
+			return nil, k.refuseIn(key, "not a variable name")
+		}
+		var s string
+		switch val := val.(type) {
+		case string:
+			s = val
+		case int64:
+			s = strconv.FormatInt(val, 10)
+		case float64:
+			s = strconv.FormatFloat(val, 'g', -1, 64)
+		case bool:
+			s = strconv.FormatBool(val)
+		default:
+			return nil, k.refuseIn(key, "want a string, number or boolean, not %s", kindOf(val))
+		}
+		if strings.IndexByte(s, 0) >= 0 {
+			return nil, k.refuseIn(key, "contains a NUL byte")
+		}
+		env = append(env, EnvVar{Key: name, Value: s})
+	}
+	slices.SortFunc(env, func(a, b EnvVar) int { return strings.Compare(a.Key, b.Key) })
+	return env, nil
+}
+
+func (k keyChecker) names(v any) ([]string, error) {
+	a, ok := v.([]any)
+	if !ok {
+		return nil, k.wrongType("depends_on", "an array of service names", v)
+	}
+	var names []string
+	for _, e := range a {
+		s, ok := e.(string)
+		if !ok {
+			return nil, k.wrongType("depends_on", "service names", e)
+		}
+		if !slices.Contains(names, s) {
+			names = append(names, s)
+		}
+	}
+	return names, nil
+}
+
+func (k keyChecker) ports(v any) ([]int, error) {
+	a, ok := v.([]any)
+	if !ok {
+		return nil, k.wrongType("ports", "an array of port numbers", v)
+	}
+	var ports []int
+	for _, e := range a {
+		p, ok := e.(int64)
+		if !ok {
+			return nil, k.wrongType("ports", "port numbers", e)
+		}
+		if p < 1 || p > 65535 {
+			return nil, k.refuse("ports", "%d is not a port (1 to 65535)", p)
+		}
+		if !slices.Contains(ports, int(p)) {
+			ports = append(ports, int(p))
+		}
+	}
+	return ports, nil
+}

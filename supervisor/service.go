@@ -1,0 +1,540 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"shellagent/acp"
+	"shellagent/internal/stack"
+	"shellagent/outputbuf"
+	"shellagent/termtext"
+)
+
+// A service is one service of the session's stack (SPEC "Stacks",
+// docs/stacks.md), and the task of its tool call, titled "service NAME":
+// in_progress while the stack manages it, its content referencing its
+// runs. Each run is a terminal, launched by launchService and listed while
+// it runs; while the service waits (for its dependencies, or to restart)
+// its tool call is listed instead: a tool call is listed only while it has
+// no listed terminal (background.go rule 5).
+//
+// Its life: svcWaiting until every dependency is ready (stackState.progress),
+// then its ports are checked and a run starts (svcStarting); its ready
+// condition, /wait's (a waiter's watch or poll, on a goroutine of its
+// own), makes it svcReady, or fails it (svcFailed) at ready_timeout or
+// when the run exits first. A run that ends on its own after the service
+// was ready is given to its Restarter: svcRestarting until the backoff
+// elapses and the next run starts, or svcFailed when it gives up, or
+// svcStopped when the policy restarts nothing. /down, /restart,
+// tool_call/cancel and terminal/cancel stop it (svcStopped, completed);
+// the session's close ends it cancelled. Each change is reported by the
+// event that makes it; what follows for the other services (a dependent
+// that may start, an /up that is done) by stackState.progress, at the end
+// of the event.
+type service struct {
+	def       *stack.Service
+	project   string // the stack's directory, for its log's path
+	call      *toolCall
+	state     svcState
+	why       string // what the state came from, for /status and the content
+	restarter *stack.Restarter
+	ready     *waitSpec // the ready condition as /wait reads it; nil: none, or execReady
+	execReady string    // the command of an exec:CMD ready condition
+
+	runs      []*terminal // its latest runs, at most maxRuns, oldest first: what its content references
+	term      *terminal   // the run that runs, if one does
+	gen       int         // counts runs: a report of an earlier run's readiness or delay is stale
+	everReady bool        // a run was ready: from then on its exits are restarts, not failures
+	stopping  bool        // /down, /restart or cancel: its end is no failure, and nothing restarts it
+	stopped   []func()    // what waits for its run to end (the next service of a /down)
+
+	cancelReady context.CancelFunc // ends the readiness goroutine of the current run
+	timer       *time.Timer        // the delay before a restart
+	runEnd      chan struct{}      // closed when the current run exits: its log copier drains
+	logDone     chan struct{}      // closed when the last run's log copier is done
+}
+
+// svcState is where a service is, as /status names it.
+type svcState int
+
+const (
+	svcWaiting    svcState = iota // for its dependencies to be ready; no run yet
+	svcStarting                   // a run started; its ready condition does not hold yet
+	svcReady                      // its ready condition held
+	svcRestarting                 // its run ended; the next starts after the backoff
+	svcFailed                     // it is no longer managed: it failed or gave up
+	svcStopped                    // it is no longer managed: stopped, or it ended for good
+)
+
+func (s svcState) String() string {
+	return [...]string{"starting", "starting", "ready", "restarting", "failed", "stopped"}[s]
+}
+
+// maxRuns is how many of a service's runs its content references.
+const maxRuns = 5
+
+// launchService starts a run of svc: the one way a service's terminal is
+// launched, through the launch path of every command (launchWith). It
+// returns the terminal, or nil if it could not start (launchWith has then
+// failed the service's tool call).
+func launchService(st *state, svc *service) *terminal {
+	note := func(id string) string {
+		return fmt.Sprintf("Run %d of service %s, in %s; /logs %s shows its output, /down %s stops it.", svc.gen, svc.def.Name, id, svc.def.Name, svc.def.Name)
+	}
+	return launchWith(st, svc.call, svc.def.Command, launchOptions{dir: svc.def.Dir, env: svc.def.Environ(), note: note})
+}
+
+// active reports whether the stack still manages the service.
+func (svc *service) active() bool { return svc.state < svcFailed }
+
+// start starts a run, once its dependencies are ready or its backoff has
+// elapsed: unless a port it declares is taken, which fails it before its
+// command runs.
+func (svc *service) start(st *state) {
+	for _, p := range svc.def.Ports {
+		free, pid, cmd, _ := stack.PortHolder(p) // Safe: the file's ports are 1..65535.
+		if !free {
+			svc.fail(st, portTaken(p, pid, cmd), true)
+			return
+		}
+	}
+	svc.state, svc.why = svcStarting, ""
+	svc.gen++
+	gen := svc.gen
+	svc.launched(st, gen, launchService(st, svc))
+}
+
+// portTaken says who holds port, where /proc tells.
+func portTaken(port, pid int, cmd string) string {
+	switch {
+	case pid != 0 && cmd != "":
+		return fmt.Sprintf("port %d is in use by pid %d (%s); its command was not run", port, pid, shorten(cmd, 80))
+	case pid != 0:
+		return fmt.Sprintf("port %d is in use by pid %d; its command was not run", port, pid)
+	}
+	return fmt.Sprintf("port %d is in use (by a process this user cannot see); its command was not run", port)
+}
+
+// launched continues start once the launch is back: the run's terminal is
+// listed in place of the tool call, its log copied, its ready condition
+// watched.
+func (svc *service) launched(st *state, gen int, t *terminal) {
+	if t == nil { // launchWith failed the tool call and said why in its content
+		svc.state, svc.why = svcFailed, "its command could not start"
+		svc.notice(st, acp.NoticeWarning, "failed: its command could not start", contentText(svc.call))
+		st.stack.progress(st)
+		return
+	}
+	svc.term = t
+	svc.runs = append(svc.runs, t)
+	if len(svc.runs) > maxRuns {
+		svc.runs = slices.Delete(svc.runs, 0, 1)
+	}
+	if st.list.index(listItem{call: svc.call}) >= 0 {
+		st.list.replaceCall(svc.call, t)
+	} else {
+		st.list.addTerminal(t)
+	}
+	if len(svc.runs) > 1 { // the update launch sent references this run only
+		svc.say(st, fmt.Sprintf("Run %d, in %s.", gen, t.id))
+	}
+	svc.runEnd = make(chan struct{})
+	if svc.def.Log && st.s.sv.cfg.StateDir != "" {
+		svc.copyLog(st, t)
+	}
+	if svc.stopping || gen != svc.gen {
+		t.stop(st.settings.killGrace)
+		return
+	}
+	if svc.ready == nil && svc.execReady == "" {
+		svc.markReady(st, "it started (it has no ready condition)")
+		st.stack.progress(st)
+		return
+	}
+	svc.watchReady(st, t, gen)
+}
+
+// watchReady watches the run t for the service's ready condition, as a
+// /wait does (waiter.watch, waiter.poll), for at most ready_timeout, on a
+// goroutine that reports through Session.do.
+func (svc *service) watchReady(st *state, t *terminal, gen int) {
+	ctx, cancel := context.WithTimeout(context.Background(), svc.def.ReadyTimeout)
+	svc.cancelReady = cancel
+	w := &waiter{spec: &waitSpec{term: t.id, timeout: svc.def.ReadyTimeout}, started: time.Now(), exited: make(chan struct{})}
+	if svc.ready != nil {
+		spec := *svc.ready
+		spec.term, spec.timeout = t.id, svc.def.ReadyTimeout
+		w.spec = &spec
+	}
+	var probe func(context.Context) (string, error)
+	if svc.execReady != "" {
+		probe = execProbe(st.s.sv.cfg.Shell, svc.execReady, svc.def.Dir, append(slices.Clip(st.s.sv.env), svc.def.Environ()...))
+	}
+	s, ring, what := st.s, t.ring, svc.execReady
+	go func() {
+		defer cancel()
+		var r waitResult
+		if probe != nil {
+			r = w.poll(ctx, probe)
+			if r.status == acp.StatusFailed {
+				r.text = fmt.Sprintf("exec:%s did not exit 0 within %s.", what, w.spec.timeout)
+			}
+		} else {
+			r = w.watch(ctx, ring, 0)
+		}
+		if r.status != "" {
+			s.do(func(st *state) { svc.readyResult(st, gen, r) })
+		}
+	}()
+}
+
+// execProbe returns a probe that runs line with shell in dir, with env,
+// and succeeds when it exits 0. Each try is killed, with what it started,
+// after answerTimeout... or the probe's context.
+func execProbe(shell, line, dir string, env []string) func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		ctx, cancel := context.WithTimeout(ctx, 5*answerTimeout)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, shell, "-c", line)
+		cmd.Dir, cmd.Env = dir, env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+		cmd.WaitDelay = answerTimeout
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("exec:%s: %w", line, err)
+		}
+		return fmt.Sprintf("exec:%s exited 0", line), nil
+	}
+}
+
+// readyResult serves the outcome of a run's ready condition.
+func (svc *service) readyResult(st *state, gen int, r waitResult) {
+	if gen != svc.gen || svc.state != svcStarting {
+		return // a run that ended, or a service stopped meanwhile
+	}
+	if r.status == acp.StatusCompleted {
+		svc.markReady(st, strings.TrimSuffix(r.text, "."))
+	} else {
+		svc.fail(st, "not ready: "+strings.TrimSuffix(r.text, "."), true)
+	}
+	st.stack.progress(st)
+}
+
+func (svc *service) markReady(st *state, how string) {
+	svc.state, svc.why, svc.everReady = svcReady, how, true
+	svc.say(st, "Ready: "+how+".")
+}
+
+// say sets the service's content to its runs and text, and sends it.
+func (svc *service) say(st *state, text string) {
+	svc.say0(st, text)
+	st.out.send(svc.call.update())
+}
+
+// halt ends what waits on the service's behalf: its ready condition's
+// goroutine and its restart's delay.
+func (svc *service) halt() {
+	if svc.cancelReady != nil {
+		svc.cancelReady()
+		svc.cancelReady = nil
+	}
+	if svc.timer != nil {
+		svc.timer.Stop()
+		svc.timer = nil
+	}
+}
+
+// fail ends the service as failed: its run, if one runs, is stopped, its
+// tool call fails, and, with tell, a notice names it, the reason and its
+// last lines.
+func (svc *service) fail(st *state, reason string, tell bool) {
+	svc.halt()
+	svc.state, svc.why = svcFailed, reason
+	if t := svc.term; t != nil && t.state == termRunning {
+		t.stop(st.settings.killGrace)
+	}
+	svc.say0(st, "Failed: "+reason+".")
+	endCall(st, svc.call, acp.StatusFailed)
+	if tell {
+		svc.notice(st, acp.NoticeWarning, "failed: "+reason, svc.lastLines())
+	}
+}
+
+// say0 is say without sending: for the update that ends the tool call.
+func (svc *service) say0(_ *state, text string) {
+	c := make([]acp.ToolCallContent, 0, len(svc.runs)+1)
+	for _, t := range svc.runs {
+		if t.state != termRetired {
+			c = append(c, acp.TerminalContent(t.id))
+		}
+	}
+	svc.call.content = append(c, acp.TextContent(text))
+}
+
+// noticeLines is how many of its last lines a service's notice shows.
+const noticeLines = 10
+
+// lastLines is the last lines of the service's latest run, escapes
+// removed, or "".
+func (svc *service) lastLines() string {
+	if len(svc.runs) == 0 {
+		return ""
+	}
+	t := svc.runs[len(svc.runs)-1]
+	if t.ring == nil {
+		return ""
+	}
+	buf := make([]byte, min(t.ring.Total(), 64<<10))
+	n, _ := t.ring.ReadAt(buf, t.ring.Total()-int64(len(buf)))
+	last, _ := termtext.LastLines(termtext.Plain(buf[:n]), noticeLines)
+	return last
+}
+
+// notice tells the client about the service: "service NAME what", with
+// its last lines.
+func (svc *service) notice(st *state, severity, what, lines string) {
+	if st.life != sessionOpen {
+		return
+	}
+	desc := "Service " + svc.def.Name + " " + what + "."
+	if lines != "" {
+		desc += "\nIts last lines:\n" + termtext.Fence(lines)
+	}
+	st.out.notice(&acp.Notice{
+		Severity: severity, Title: "service " + svc.def.Name + " " + what, Description: desc,
+		Meta: map[string]any{"shellagent": map[string]any{"event": "service", "service": svc.def.Name, "state": svc.state.String(), "toolCallId": svc.call.id}},
+	})
+}
+
+// serviceExited serves the exit of terminal t if it is a run of a
+// service, and reports whether it was: the terminal leaves the list, and
+// the service restarts, fails, or ends. Called by Session.exited once
+// t's exitStatus is out.
+func serviceExited(st *state, t *terminal, onItsOwn bool) bool {
+	svc, ok := t.call.task.(*service)
+	if !ok {
+		return false
+	}
+	st.list.removeTerminal(t)
+	if t == svc.term {
+		svc.exited(st, t, onItsOwn)
+	}
+	if st.stack != nil {
+		st.stack.progress(st)
+	}
+	return true
+}
+
+func (svc *service) exited(st *state, t *terminal, onItsOwn bool) {
+	svc.term = nil
+	if svc.cancelReady != nil {
+		svc.cancelReady()
+		svc.cancelReady = nil
+	}
+	close(svc.runEnd)
+	defer func() {
+		done := svc.stopped
+		svc.stopped = nil
+		for _, f := range done {
+			f()
+		}
+	}()
+	switch {
+	case svc.call.state >= callDone: // it failed, or the session closed
+	case svc.stopping || !onItsOwn:
+		svc.state, svc.why = svcStopped, "stopped"
+		svc.say0(st, fmt.Sprintf("Stopped: %s %s.", t.id, exitText(t.exit)))
+		endCall(st, svc.call, acp.StatusCompleted)
+	case !svc.everReady:
+		svc.fail(st, fmt.Sprintf("it %s before it was ready", exitText(t.exit)), true)
+	default:
+		d := svc.restarter.Next(stack.Run{Start: t.started, End: time.Now(), Exit: runExit(t.exit)})
+		switch {
+		case d.Restart:
+			svc.restartAfter(st, d)
+		case d.GaveUp:
+			svc.fail(st, d.Reason, true)
+		case runExit(t.exit).Failed():
+			svc.fail(st, fmt.Sprintf("it %s (%s)", exitText(t.exit), d.Reason), true)
+		default:
+			svc.state, svc.why = svcStopped, d.Reason
+			svc.say0(st, fmt.Sprintf("Ended: %s %s (%s).", t.id, exitText(t.exit), d.Reason))
+			endCall(st, svc.call, acp.StatusCompleted)
+			svc.notice(st, acp.NoticeInfo, "ended: "+d.Reason, "")
+		}
+	}
+}
+
+// runExit is how a run ended, as a Restarter reads it.
+func runExit(es *acp.ExitStatus) stack.Exit {
+	x := stack.Exit{Signal: es.Signal}
+	if es.ExitCode != nil {
+		x.Code = *es.ExitCode
+	} else if x.Signal == "" {
+		x.Code = -1
+	}
+	return x
+}
+
+// restartAfter lists the service's tool call while it waits for the
+// backoff, says so, and starts the next run once it has elapsed.
+func (svc *service) restartAfter(st *state, d stack.Decision) {
+	svc.state, svc.why = svcRestarting, d.Reason
+	svc.say(st, fmt.Sprintf("Restarting in %s: %s.", d.After, d.Reason))
+	st.list.addCall(svc.call)
+	svc.notice(st, acp.NoticeInfo, "restarts: "+d.Reason, svc.lastLines())
+	gen, s := svc.gen, st.s
+	svc.timer = time.AfterFunc(d.After, func() {
+		s.do(func(st *state) {
+			if svc.state == svcRestarting && svc.gen == gen && st.life == sessionOpen {
+				svc.timer = nil
+				svc.start(st)
+				st.stack.progress(st)
+			}
+		})
+	})
+}
+
+// stop stops the service for /down, /restart or cancel, and calls then
+// once it is stopped: at once if no run runs, else once the run exits
+// (TERM, then KILL after the kill grace).
+func (svc *service) stop(st *state, then func()) {
+	if svc.term != nil {
+		svc.stopping = true
+		svc.halt()
+		svc.stopped = append(svc.stopped, then)
+		if svc.term.state == termRunning {
+			svc.term.stop(st.settings.killGrace)
+		}
+		return
+	}
+	if svc.active() {
+		svc.stopping = true
+		svc.halt()
+		svc.state, svc.why = svcStopped, "stopped"
+		svc.say0(st, "Stopped before its next run.")
+		endCall(st, svc.call, acp.StatusCompleted)
+	}
+	then()
+}
+
+// listing implements task: the service's line in /ps while its tool call
+// is listed (no run runs).
+func (svc *service) listing(time.Time) string {
+	what := "waiting for " + strings.Join(svc.def.DependsOn, ", ") + " to be ready"
+	if svc.state == svcRestarting {
+		what = "restarting: " + svc.why
+	}
+	return fmt.Sprintf("%s  service %s  %s  %s", svc.call.id, svc.def.Name, what, svc.call.status())
+}
+
+// cancellable implements task: tool_call/cancel is /down NAME.
+func (svc *service) cancellable() bool { return true }
+
+// cancel implements task: /down NAME, without a turn.
+func (svc *service) cancel(st *state) {
+	if st.stack == nil {
+		return
+	}
+	names, err := st.stack.downOrder([]string{svc.def.Name})
+	if err != nil {
+		names = []string{svc.def.Name}
+	}
+	st.stack.stopInOrder(st, names, func() { st.stack.progress(st) })
+}
+
+// close implements task: the session closes, and with it the service.
+// Its run, if one runs, is stopped by the close.
+func (svc *service) close(st *state) {
+	svc.stopping = true
+	svc.halt()
+	if svc.active() {
+		svc.state, svc.why = svcStopped, "the session closed"
+	}
+	svc.say0(st, "Stopped: the session closed.")
+	endCall(st, svc.call, acp.StatusCancelled)
+}
+
+// copyLog copies run t's output to the service's log file, with one
+// goroutine that follows the ring (without holding it: a run that prints
+// faster than the disk takes loses what the ring overwrites, never
+// waits) until the run exits and what it printed last is written. The
+// runs of a service write one after the other.
+func (svc *service) copyLog(st *state, t *terminal) {
+	log := st.s.sv.cfg.Log
+	path, err := stack.LogPath(st.s.sv.cfg.StateDir, svc.project, svc.def.Name)
+	if err != nil {
+		log.Warn("service log", "service", svc.def.Name, "err", err)
+		return
+	}
+	prev, done := svc.logDone, make(chan struct{})
+	svc.logDone = done
+	go copyLog(log, path, t.ring, svc.runEnd, prev, done)
+}
+
+func copyLog(log *slog.Logger, path string, ring *outputbuf.Ring, end, prev <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	if prev != nil {
+		<-prev
+	}
+	lg, err := stack.OpenLog(path)
+	if err != nil {
+		log.Warn("service log", "path", path, "err", err)
+		return
+	}
+	defer lg.Close() // Best effort: every write was checked.
+	kick := make(chan struct{}, 1)
+	f := ring.Follow(func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	})
+	defer f.Stop()
+	var off int64
+	buf := make([]byte, readChunk)
+	drain := func() bool {
+		for {
+			n, start := ring.ReadAt(buf, off)
+			if n == 0 {
+				return true
+			}
+			off = start + int64(n)
+			if _, err := lg.Write(buf[:n]); err != nil {
+				log.Warn("service log", "path", path, "err", err)
+				return false
+			}
+		}
+	}
+	if !drain() { // what it printed before the follow began
+		return
+	}
+	for {
+		select {
+		case <-kick:
+			if !drain() {
+				return
+			}
+		case <-end:
+			drain()
+			return
+		}
+	}
+}
+
+// contentText is the text of a tool call's content, for a notice.
+func contentText(c *toolCall) string {
+	var b strings.Builder
+	for _, it := range c.content {
+		if it.Content != nil {
+			b.WriteString(it.Content.Text)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,416 @@
+package supervisor
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"shellagent/acp"
+	"shellagent/internal/stack"
+	"shellagent/internal/testloop"
+	"shellagent/protocol/acptest"
+)
+
+// stackHarness is a harness whose session's directory holds the stack
+// file text under name.
+func stackHarness(t *testing.T, cfg Config, name, text string) (*harness, string) {
+	t.Helper()
+	h := newHarness(t, cfg)
+	if err := os.WriteFile(filepath.Join(h.cwd, name), []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return h, h.newSession()
+}
+
+// agentText waits for an agent message of sid after `after` that
+// contains want, and returns it.
+func (h *harness) agentText(after *acptest.Msg, sid, want string) *acptest.Msg {
+	h.t.Helper()
+	return h.update(after, sid, acp.KindAgentMessage, "agent message "+want, func(m *acptest.Msg) bool {
+		return strings.Contains(m.Text(), want)
+	})
+}
+
+// serviceCalls returns the ids of the tool calls titled "service NAME"
+// that sid announced, in order, by name.
+func (h *harness) serviceCalls(sid string) map[string][]string {
+	out := map[string][]string{}
+	for _, m := range h.c.Updates(sid) {
+		if m.Kind != acp.KindToolCall {
+			continue
+		}
+		name, ok := strings.CutPrefix(m.Update["title"].(string), "service ")
+		if !ok {
+			continue
+		}
+		if id := m.ToolCallID(); !slices.Contains(out[name], id) {
+			out[name] = append(out[name], id)
+		}
+	}
+	return out
+}
+
+// runsOf returns the terminals that sid announced for command line, in
+// order.
+func (h *harness) runsOf(sid, line string) []string {
+	var out []string
+	for _, m := range h.c.Updates(sid) {
+		if m.Kind == acp.KindTerminal && m.Update["command"] == line && !slices.Contains(out, m.TerminalID()) {
+			out = append(out, m.TerminalID())
+		}
+	}
+	return out
+}
+
+func (h *harness) notices(sid, what string) []*acptest.Msg {
+	var out []*acptest.Msg
+	for _, m := range h.c.Updates(sid) {
+		if m.Kind == acp.KindNotice && strings.Contains(m.Update["title"].(string), what) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// stamps reads the lines "NAME EVENT NANOS" the services of a test wrote.
+func stamps(t *testing.T, path string) map[string]int64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		n, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil {
+			t.Fatalf("stamp %q: %v", line, err)
+		}
+		out[f[0]+" "+f[1]] = n
+	}
+	return out
+}
+
+// TestStackChain: db, api (waits for db) and web (waits for api) start in
+// that order, each only once the one it depends on printed its ready
+// line; /down stops them in the reverse order, each tool call completed,
+// and no process is left (the harness checks).
+func TestStackChain(t *testing.T) {
+	t.Parallel()
+	svc := func(name, deps string) string {
+		return "[services." + name + "]\n" + deps +
+			`command = "echo ` + name + ` start $(date +%s%N) >> ../stamps; sleep 0.3; echo ` + name + ` ready $(date +%s%N) >> ../stamps; echo ` + name + ` is ready; exec sleep 60"` + "\n" +
+			`ready = "` + name + ` is ready"` + "\n"
+	}
+	file := svc("db", "") + svc("api", `depends_on = ["db"]`+"\n") + svc("web", `depends_on = ["api"]`+"\n")
+	h := newHarness(t, Config{})
+	dir := filepath.Join(h.cwd, "proj")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, stack.TOMLFile), []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		SessionID string `json:"sessionId"`
+	}
+	h.c.MustCall("session/new", map[string]any{"cwd": dir}, &res)
+	sid := res.SessionID
+	h.run(sid, "/up")
+	done := h.agentText(nil, sid, "Ready: db, api, web.")
+	h.idle(done, sid, acp.StopEndTurn)
+
+	st := stamps(t, filepath.Join(h.cwd, "stamps"))
+	for _, pair := range [][2]string{{"db", "api"}, {"api", "web"}} {
+		ready, start := st[pair[0]+" ready"], st[pair[1]+" start"]
+		if ready == 0 || start == 0 || start < ready {
+			t.Errorf("%s started at %d, before %s was ready at %d", pair[1], start, pair[0], ready)
+		}
+	}
+	calls := h.serviceCalls(sid)
+	var terms []string
+	for _, name := range []string{"db", "api", "web"} {
+		if len(calls[name]) != 1 {
+			t.Fatalf("service %s: tool calls %v, want one", name, calls[name])
+		}
+	}
+	for _, m := range h.c.Updates(sid) {
+		if m.Kind == acp.KindTerminal && m.Update["command"] != nil && !slices.Contains(terms, m.TerminalID()) {
+			terms = append(terms, m.TerminalID())
+		}
+	}
+	if len(terms) != 3 {
+		t.Fatalf("terminals %v, want one per service", terms)
+	}
+
+	h.run(sid, "/down")
+	stopped := h.agentText(done, sid, "Stopped: web, api, db.")
+	h.idle(stopped, sid, acp.StopEndTurn)
+	var order []string
+	for _, m := range h.c.Updates(sid) {
+		if m.Kind == acp.KindTerminal && m.ExitStatus() != nil {
+			order = append(order, m.TerminalID())
+		}
+	}
+	if want := []string{terms[2], terms[1], terms[0]}; !slices.Equal(order, want) {
+		t.Errorf("terminals exited in the order %v, want %v (web, api, db)", order, want)
+	}
+	for _, ids := range calls {
+		h.toolStatus(nil, sid, ids[0], acp.StatusCompleted)
+	}
+	h.listed(stopped, sid)
+}
+
+// TestStackRestarts: a service that keeps failing at once, with
+// max_restarts = 2 and no backoff, runs three times, each run a terminal
+// of its own, with a notice for each of its two restarts and one for
+// giving up, and its tool call fails; a steady service beside it stays up.
+func TestStackRestarts(t *testing.T) {
+	t.Parallel()
+	const flaky = "echo flaky run; exit 3"
+	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+[services.steady]
+command = "echo steady; exec sleep 60"
+ready = "steady"
+
+[services.flaky]
+command = "`+flaky+`"
+restart = "on-failure"
+max_restarts = 2
+backoff = "0s"
+`)
+	h.run(sid, "/up")
+	calls := func() map[string][]string { return h.serviceCalls(sid) }
+	h.agentText(nil, sid, "Ready:")
+	h.await(sid, "flaky gives up", func(st *state) bool {
+		return st.stack.services["flaky"].state == svcFailed
+	})
+	c := calls()
+	failed := h.toolStatus(nil, sid, c["flaky"][0], acp.StatusFailed)
+	steady := h.runsOf(sid, "echo steady; exec sleep 60")
+	if len(steady) != 1 {
+		t.Fatalf("steady ran in %v, want one terminal", steady)
+	}
+	h.listed(failed, sid, steady...) // the settle of the event that failed it, after its notice
+	if runs := h.runsOf(sid, flaky); len(runs) != 3 {
+		t.Errorf("flaky ran in terminals %v, want 3", runs)
+	}
+	if n := len(h.notices(sid, "service flaky restarts")); n != 2 {
+		t.Errorf("%d restart notices, want 2", n)
+	}
+	if n := len(h.notices(sid, "service flaky failed")); n != 1 {
+		t.Errorf("%d give-up notices, want 1", n)
+	} else if d := h.notices(sid, "service flaky failed")[0].Update["description"].(string); !strings.Contains(d, "flaky run") {
+		t.Errorf("the give-up notice has no last lines: %q", d)
+	}
+	listedCall := false // while it waits to restart, its tool call is listed in its place
+	for _, m := range h.c.Updates(sid) {
+		if m.Kind == acp.KindState && slices.Contains(m.Background(), acptest.Item{Type: "tool_call", ID: c["flaky"][0]}) {
+			listedCall = true
+		}
+	}
+	if !listedCall {
+		t.Error("flaky's tool call was never listed while it waited to restart")
+	}
+	h.never(sid, "steady exited", func(m *acptest.Msg) bool {
+		return m.Kind == acp.KindTerminal && m.TerminalID() == steady[0] && m.ExitStatus() != nil
+	})
+	// tool_call/cancel of a service is /down NAME.
+	h.c.MustCall("tool_call/cancel", map[string]any{"sessionId": sid, "toolCallId": c["steady"][0]}, nil)
+	h.toolStatus(nil, sid, c["steady"][0], acp.StatusCompleted)
+	h.exit(nil, sid, steady[0])
+}
+
+// TestStackTakenPort: a service whose declared port is taken fails
+// before its command runs, naming the port and who holds it.
+func TestStackTakenPort(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+[services.api]
+command = "touch ran; exec sleep 60"
+ports = [`+strconv.Itoa(port)+`]
+`)
+	h.run(sid, "/up")
+	failed := h.agentText(nil, sid, "Failed: api failed")
+	h.idle(failed, sid, acp.StopEndTurn)
+	ns := h.notices(sid, "service api failed")
+	if len(ns) != 1 {
+		t.Fatalf("notices %v, want one that api failed", ns)
+	}
+	want := "port " + strconv.Itoa(port) + " is in use by pid " + strconv.Itoa(os.Getpid())
+	if d := ns[0].Update["title"].(string); !strings.Contains(d, want) {
+		t.Errorf("the notice says %q, want it to name %q", d, want)
+	}
+	if _, err := os.Stat(filepath.Join(h.cwd, "ran")); err == nil {
+		t.Error("the command ran although its port was taken")
+	}
+	if runs := h.runsOf(sid, "touch ran; exec sleep 60"); len(runs) != 0 {
+		t.Errorf("terminals %v were launched", runs)
+	}
+}
+
+// TestStackCycle: a stack file with a cycle is refused with the file and
+// the reason, and nothing starts.
+func TestStackCycle(t *testing.T) {
+	t.Parallel()
+	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+[services.a]
+command = "touch a; sleep 60"
+depends_on = ["b"]
+
+[services.b]
+command = "touch b; sleep 60"
+depends_on = ["a"]
+`)
+	h.run(sid, "/up")
+	m := h.agentText(nil, sid, "refused")
+	h.idle(m, sid, acp.StopEndTurn)
+	if !strings.Contains(m.Text(), "cycle") || !strings.Contains(m.Text(), stack.TOMLFile) {
+		t.Errorf("the refusal %q does not name the file and the cycle", m.Text())
+	}
+	if c := h.serviceCalls(sid); len(c) != 0 {
+		t.Errorf("tool calls %v, want none", c)
+	}
+	h.never(sid, "a terminal", func(m *acptest.Msg) bool { return m.Kind == acp.KindTerminal })
+}
+
+// TestStackProcfile: a Procfile's services start, log to
+// STATE/logs/PROJECT/NAME.log, and answer /status and /logs.
+func TestStackProcfile(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	h, sid := stackHarness(t, Config{StateDir: state}, stack.Procfile, "web: echo hello from web; exec sleep 60\nworker: echo working; exec sleep 60\n")
+	h.run(sid, "/up")
+	ready := h.agentText(nil, sid, "Ready: web, worker.")
+	h.idle(ready, sid, acp.StopEndTurn)
+	h.run(sid, "/status")
+	status := h.agentText(ready, sid, "Services of")
+	for _, want := range []string{"web", "worker", "ready", "RSS"} {
+		if !strings.Contains(status.Text(), want) {
+			t.Errorf("/status says %q, without %q", status.Text(), want)
+		}
+	}
+	h.run(sid, "/logs web 5")
+	h.agentText(status, sid, "hello from web")
+	path, err := stack.LogPath(state, h.cwd, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(path)
+		if strings.Contains(string(b), "hello from web") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s holds %q, without the service's output", path, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	h.run(sid, "/restart web")
+	restarted := h.agentText(status, sid, "Ready: web.")
+	if calls := h.serviceCalls(sid)["web"]; len(calls) != 2 {
+		t.Errorf("web's tool calls %v, want the first and the restart's", calls)
+	} else {
+		h.toolStatus(nil, sid, calls[0], acp.StatusCompleted)
+	}
+	h.run(sid, "/down")
+	h.agentText(restarted, sid, "Stopped: worker, web.")
+}
+
+// TestStackLogFlood: a `yes` flood in a service with log = true leaves at
+// most 20 MiB on disk: 20 s with SHELLAGENT_LONG=1 (testloop), 2 s
+// otherwise, which already writes past one rotation.
+func TestStackLogFlood(t *testing.T) {
+	t.Parallel()
+	d := 2 * time.Second
+	if testloop.Enabled() {
+		d = 20 * time.Second
+	}
+	state := t.TempDir()
+	h, sid := stackHarness(t, Config{StateDir: state}, stack.TOMLFile, `
+[services.flood]
+command = "yes"
+log = true
+`)
+	h.run(sid, "/up")
+	h.agentText(nil, sid, "Ready: flood.")
+	time.Sleep(d)
+	h.run(sid, "/down")
+	h.agentText(nil, sid, "Stopped: flood.")
+	var total int64
+	filepath.Walk(state, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			total += fi.Size()
+		}
+		return nil
+	})
+	if total == 0 || total > 2*stack.MaxLogSize {
+		t.Errorf("the flood left %d bytes on disk, want some and at most %d", total, 2*stack.MaxLogSize)
+	}
+	t.Logf("%s of yes left %.1f MiB on disk", d, float64(total)/(1<<20))
+}
+
+// TestStackReadyConditions: exec:CMD is ready once CMD exits 0; a ready
+// condition that does not hold within ready_timeout fails its service,
+// with a notice that names the reason and its last lines, stops its run,
+// and its dependent never starts.
+func TestStackReadyConditions(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close() // a port nobody listens on
+	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+[services.ex]
+command = "exec sleep 60"
+ready = "exec:test -d ."
+
+[services.slow]
+command = "echo waiting for nothing; exec sleep 60"
+ready = ":`+strconv.Itoa(port)+`"
+ready_timeout = "1s"
+
+[services.dep]
+command = "touch dep-ran; exec sleep 60"
+depends_on = ["slow"]
+`)
+	h.run(sid, "/up")
+	m := h.agentText(nil, sid, "Failed:")
+	h.idle(m, sid, acp.StopEndTurn)
+	for _, want := range []string{"slow failed: not ready: Port " + strconv.Itoa(port), "dep failed: not started: its dependency slow failed", "Ready: ex."} {
+		if !strings.Contains(m.Text(), want) {
+			t.Errorf("/up says %q, without %q", m.Text(), want)
+		}
+	}
+	ns := h.notices(sid, "service slow failed")
+	if len(ns) != 1 || !strings.Contains(ns[0].Update["description"].(string), "waiting for nothing") {
+		t.Errorf("notices %v, want one with slow's last lines", ns)
+	}
+	if runs := h.runsOf(sid, "echo waiting for nothing; exec sleep 60"); len(runs) != 1 {
+		t.Errorf("slow ran in %v, want one terminal", runs)
+	} else {
+		h.exit(nil, sid, runs[0]) // stopped when it failed
+	}
+	if _, err := os.Stat(filepath.Join(h.cwd, "dep-ran")); err == nil {
+		t.Error("dep ran although slow failed")
+	}
+	h.run(sid, "/down")
+	h.agentText(m, sid, "Stopped: ex.")
+}
