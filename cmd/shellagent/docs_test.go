@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"shellagent/internal/stack"
 )
 
 // The module's root, from this package's directory.
@@ -162,5 +164,43 @@ func TestFlagsAreDocumented(t *testing.T) {
 				t.Errorf("--%s (shellagent %s) is not in docs/%s", m[1], strings.Join(c.args, " "), c.doc)
 			}
 		}
+	}
+}
+
+// TestReadmeStackExample: the stack file in README.md's "Run a project's
+// dev servers" is one that /up accepts, with its three services in the
+// order the text says they start.
+func TestReadmeStackExample(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join(moduleRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	section, ok := markdownSection(string(readme), "### Run a project's dev servers")
+	if !ok {
+		t.Fatal(`README.md lacks "### Run a project's dev servers"`)
+	}
+	_, after, ok := strings.Cut(section, "```toml\n")
+	if !ok {
+		t.Fatal("the section has no toml block")
+	}
+	file, _, ok := strings.Cut(after, "```\n")
+	if !ok {
+		t.Fatal("the toml block does not end")
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, stack.TOMLFile), []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := stack.Load(dir)
+	if err != nil {
+		t.Fatalf("README.md's stack file is refused: %v", err)
+	}
+	order, err := s.Up()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"db", "api", "web"}; !slices.Equal(order, want) {
+		t.Errorf("/up starts %v, want %v", order, want)
 	}
 }
