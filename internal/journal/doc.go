@@ -7,9 +7,12 @@
 //
 // A state directory (DefaultDir, or --state-dir) holds sessions/ (mode
 // 0700), and in it one file per session, ID.jsonl (mode 0600). The
-// files are the only truth: the Store's index is rebuilt from them at
-// Open and no file holds a path of the state directory, so a directory
-// that is moved, copied or restored keeps working.
+// files are the only truth: the Store's index (what List, Exists and Key
+// answer from) is rebuilt from them at Open, and again for what other
+// processes changed at Refresh; no file holds a path of the state
+// directory, so a directory that is moved, copied or restored keeps
+// working. Two processes may share a directory as long as each writes
+// only the sessions it created or reopened.
 //
 // # Format
 //
@@ -25,6 +28,7 @@
 //	{"t":"gap","at":"…","term":"term_1","n":4096}            output bytes that were not kept
 //	{"t":"exit","at":"…","term":"term_1","status":{"exitCode":0}}
 //	{"t":"prompt","at":"…","key":"k1","messageId":"msg_3"}   a prompt accepted with an idempotencyKey
+//	{"t":"forget","at":"…","item":"term_1"}                  item term_1 (and terminal term_1) retired: gone
 //	{"t":"closed","at":"…"}                                  the session was closed
 //	{"t":"open","at":"…"}                                    … and made live again
 //
@@ -32,7 +36,7 @@
 // first recorded, where an update with an item stands at the place of
 // the item's first update with the content of its last one (what a
 // replay sends: each message once, each tool call and terminal once at
-// its latest state); each terminal's last Scrollback bytes of output,
+// its latest state), without the items forgotten; each terminal's last Scrollback bytes of output,
 // the count of every byte it wrote, and its exit status if one was
 // recorded; the accepted prompts' keys; cwd, title, the time of the last
 // record, and whether the last of closed and open was closed. Lines of an

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"shellagent/acp"
@@ -120,6 +121,7 @@ type parsed struct {
 type termState struct {
 	written int64 // bytes written, dropped ones included
 	inFile  int64 // output bytes in the file
+	lines   int64 // bytes of the file's out lines
 	data    []byte
 	exit    *acp.ExitStatus
 }
@@ -230,6 +232,7 @@ func (p *parsed) add(rec *record, size int) error {
 		t := p.term(rec.Term)
 		t.written += int64(n)
 		t.inFile += int64(n)
+		t.lines += int64(size)
 		if p.keep {
 			t.data = append(t.data, d...)
 			if len(t.data) > 2*p.scroll {
@@ -238,6 +241,8 @@ func (p *parsed) add(rec *record, size int) error {
 		}
 	case "gap":
 		p.term(rec.Term).written += rec.N
+	case "forget":
+		p.forget(rec.Item)
 	case "exit":
 		st := acp.ExitStatus{}
 		if rec.Status != nil {
@@ -275,6 +280,27 @@ func (p *parsed) output(raw json.RawMessage) (int, []byte, error) {
 	return n, d[:n], nil
 }
 
+// forget drops an item, and the output and exit of the terminal of the
+// same id.
+func (p *parsed) forget(item string) {
+	if i, ok := p.itemAt[item]; ok {
+		p.items[i] = Item{} // a hole, left out by history and encode
+		delete(p.itemAt, item)
+		p.deadItems += int64(p.itemLen[item])
+		delete(p.itemLen, item)
+	}
+	if t := p.terms[item]; t != nil {
+		delete(p.terms, item)
+		p.termOrder = slices.DeleteFunc(p.termOrder, func(id string) bool { return id == item })
+		p.deadItems += t.lines
+	}
+}
+
+// updates returns the items without the holes that forget left.
+func (p *parsed) updates() []Item {
+	return slices.DeleteFunc(p.items, func(it Item) bool { return it.Update == nil && it.Item == "" && it.At.IsZero() })
+}
+
 func (p *parsed) term(id string) *termState {
 	t := p.terms[id]
 	if t == nil {
@@ -306,7 +332,7 @@ func (p *parsed) keyMap() map[string]string {
 
 // history returns what Load returns.
 func (p *parsed) history() *History {
-	h := &History{Info: p.info, Updates: p.items, Prompts: p.prompts, Terminals: make(map[string]*Output, len(p.terms))}
+	h := &History{Info: p.info, Updates: p.updates(), Prompts: p.prompts, Terminals: make(map[string]*Output, len(p.terms))}
 	for id, t := range p.terms {
 		h.Terminals[id] = &Output{Data: t.data, Written: t.written, Exit: t.exit}
 	}

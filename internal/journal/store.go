@@ -82,7 +82,7 @@ func DefaultDir() (string, error) {
 
 // A Store keeps the history of every session of a state directory. Its
 // methods are safe for concurrent use. The appends (Create, Reopen,
-// Meta, Update, Output, Exit, Prompt, Sync, Closed) queue a record for
+// Meta, Update, Output, Exit, Prompt, Forget, Sync, Closed) queue a record for
 // the Store's writer and return at once (see the package doc for when
 // one waits); they ignore a session the Store does not have.
 type Store struct {
@@ -94,11 +94,13 @@ type Store struct {
 	index    map[string]*entry
 	total    int64 // bytes of every indexed file
 	queue    []op
-	outBytes int             // output queued or being written, with opCost each
-	ctlBytes int             // other records queued or being written, with opCost each
-	gapAt    map[termKey]int // the queued gap op of a terminal whose output is being dropped
-	room     *sync.Cond      // signalled when ctlBytes goes down
+	outBytes int              // output queued or being written, with opCost each
+	ctlBytes int              // other records queued or being written, with opCost each
+	gapAt    map[termKey]int  // the queued gap op of a terminal whose output is being dropped
+	skipped  map[string]int64 // files that could not be read, by id: their size then
+	room     *sync.Cond       // signalled when ctlBytes goes down
 	closing  bool
+	dropped  int64 // output bytes dropped in all
 
 	wake chan struct{} // a record was queued
 	done chan struct{} // the writer is gone
@@ -142,7 +144,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	s := &Store{
 		opts: opts, log: cmp.Or(opts.Log, slog.Default()),
-		index: make(map[string]*entry), gapAt: make(map[termKey]int),
+		index: make(map[string]*entry), gapAt: make(map[termKey]int), skipped: make(map[string]int64),
 		files: make(map[string]*file),
 		wake:  make(chan struct{}, 1), done: make(chan struct{}),
 	}
@@ -184,9 +186,13 @@ func (s *Store) scan() error {
 		if !ok || !de.Type().IsRegular() {
 			continue
 		}
+		fi, err := de.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
 		p, err := readFile(filepath.Join(s.dir, name), id, s.opts.Scrollback, false)
 		if err != nil {
-			s.log.Warn("history: skipping a session file", "file", name, "err", err)
+			s.skip(id, fi.Size(), err)
 			continue
 		}
 		s.index[id] = &entry{info: p.info, keys: p.keyMap()}
@@ -209,6 +215,14 @@ func (s *Store) List() []Info {
 		return cmp.Or(b.UpdatedAt.Compare(a.UpdatedAt), cmp.Compare(a.ID, b.ID))
 	})
 	return out
+}
+
+// Dropped returns how many bytes of output the Store dropped in all,
+// because its queue was full.
+func (s *Store) Dropped() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dropped
 }
 
 // Exists reports whether the history has session id.
@@ -282,6 +296,7 @@ func (s *Store) Output(id, term string, p []byte) {
 		}
 	}
 	if s.outBytes+len(p)+opCost > s.opts.Queue {
+		s.dropped += int64(len(p))
 		if i, ok := s.gapAt[k]; ok {
 			s.queue[i].n += int64(len(p))
 			return
@@ -299,6 +314,10 @@ func (s *Store) Output(id, term string, p []byte) {
 	s.queue = append(s.queue, op{kind: opOut, id: id, term: term, data: d, at: now})
 	s.signal()
 }
+
+// Forget drops an item from the history (retired work): its updates,
+// and the output and exit of the terminal of the same id.
+func (s *Store) Forget(id, item string) { s.enqueue(op{kind: opForget, id: id, item: item}) }
 
 // Exit records terminal term's exit status, and is a durable point.
 func (s *Store) Exit(id, term string, st acp.ExitStatus) {
@@ -327,6 +346,18 @@ func (s *Store) Closed(id string) { s.enqueue(op{kind: opClosed, id: id}) }
 func (s *Store) Flush() error {
 	done := make(chan error, 1)
 	if !s.enqueue(op{kind: opBarrier, done: done}) {
+		return nil
+	}
+	return <-done
+}
+
+// Refresh reads again the files that other processes changed, added or
+// removed in the directory since Open (the sessions of a stdio agent
+// beside a daemon), so that List and Load see them; the sessions live in
+// this Store are its own and left alone. It waits for what is queued.
+func (s *Store) Refresh() error {
+	done := make(chan error, 1)
+	if !s.enqueue(op{kind: opRefresh, done: done}) {
 		return nil
 	}
 	return <-done
@@ -389,7 +420,7 @@ func (s *Store) enqueue(o op) bool {
 	}
 	e := s.index[o.id]
 	switch {
-	case o.kind == opBarrier:
+	case o.kind == opBarrier || o.kind == opRefresh:
 	case o.kind == opCreate:
 		if e != nil {
 			s.total -= e.info.Size

@@ -26,9 +26,11 @@ const (
 	opGap
 	opExit
 	opPrompt
+	opForget
 	opSync
 	opClosed
 	opBarrier
+	opRefresh
 	opDelete
 )
 
@@ -54,24 +56,38 @@ type file struct {
 	f         *os.File // nil until written, and after a close
 	valid     int64    // before f is first opened: where its whole lines end; else -1
 	size      int64
-	pend      []byte           // lines to write at the end of the batch
-	terms     map[string]int64 // output bytes in the file, by terminal
-	itemLen   map[string]int   // bytes of each item's last line
-	deadItems int64            // bytes of items' earlier lines
-	unsynced  bool             // written since the last fsync
-	durable   bool             // fsync at the end of the batch
-	closeFd   bool             // close f at the end of the batch (closed)
-	failing   bool             // the last write or fsync failed (logged once)
+	pend      []byte               // lines to write at the end of the batch
+	terms     map[string]*outBytes // the output in the file, by terminal
+	itemLen   map[string]int       // bytes of each item's last line
+	deadItems int64                // bytes of items' earlier lines
+	unsynced  bool                 // written since the last fsync
+	durable   bool                 // fsync at the end of the batch
+	closeFd   bool                 // close f at the end of the batch (closed)
+	failing   bool                 // the last write or fsync failed (logged once)
 }
 
 // file returns the writer's state of the file p read.
 func (p *parsed) file(id string) *file {
-	f := &file{id: id, valid: p.valid, size: p.info.Size, terms: make(map[string]int64, len(p.terms)),
+	f := &file{id: id, valid: p.valid, size: p.info.Size, terms: make(map[string]*outBytes, len(p.terms)),
 		itemLen: p.itemLen, deadItems: p.deadItems}
 	for k, t := range p.terms {
-		f.terms[k] = t.inFile
+		f.terms[k] = &outBytes{data: t.inFile, lines: t.lines}
 	}
 	return f
+}
+
+// outBytes is a terminal's output in a file.
+type outBytes struct {
+	data  int64 // bytes of output
+	lines int64 // bytes of the lines that hold them
+}
+
+// dead estimates the bytes of lines that hold output beyond scroll.
+func (o *outBytes) dead(scroll int) int64 {
+	if o.data <= int64(scroll) {
+		return 0
+	}
+	return o.lines * (o.data - int64(scroll)) / o.data
 }
 
 // writer is the Store's one goroutine: it writes what is queued, in
@@ -105,8 +121,11 @@ func (s *Store) writer() {
 		}
 		s.prune()
 		for i := range batch {
-			if o := &batch[i]; o.kind == opBarrier {
+			switch o := &batch[i]; o.kind {
+			case opBarrier:
 				o.done <- nil
+			case opRefresh:
+				o.done <- s.rescan()
 			}
 		}
 		if closing {
@@ -145,7 +164,7 @@ func (s *Store) apply(batch []op) (touched []*file, barrier bool) {
 	for i := range batch {
 		o := &batch[i]
 		switch o.kind {
-		case opBarrier:
+		case opBarrier, opRefresh:
 			barrier = true
 			continue
 		case opDelete:
@@ -170,7 +189,7 @@ func (s *Store) create(o *op) {
 	if old := s.files[o.id]; old != nil {
 		s.closeFile(old)
 	}
-	f := &file{id: o.id, terms: make(map[string]int64), itemLen: make(map[string]int)}
+	f := &file{id: o.id, terms: make(map[string]*outBytes), itemLen: make(map[string]int)}
 	fd, err := os.OpenFile(s.path(o.id), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
 	if err != nil {
 		s.log.Warn("history: cannot create a session file", "session", o.id, "err", err)
@@ -195,8 +214,16 @@ func (s *Store) encode(f *file, o *op) []byte {
 	case opUpdate:
 		r.T, r.Item, r.U = "update", o.item, o.data
 	case opOut:
-		f.terms[o.term] += int64(len(o.data))
-		return appendOut(b, r.At, o.term, o.data)
+		t := f.terms[o.term]
+		if t == nil {
+			t = &outBytes{}
+			f.terms[o.term] = t
+		}
+		n := len(b)
+		b = appendOut(b, r.At, o.term, o.data)
+		t.data += int64(len(o.data))
+		t.lines += int64(len(b) - n)
+		return b
 	case opGap:
 		r.T, r.Term, r.N = "gap", o.term, o.n
 	case opExit:
@@ -204,6 +231,14 @@ func (s *Store) encode(f *file, o *op) []byte {
 		f.durable = true
 	case opPrompt:
 		r.T, r.Key, r.MessageID = "prompt", o.key, o.msgID
+	case opForget:
+		r.T, r.Item = "forget", o.item
+		f.deadItems += int64(f.itemLen[o.item])
+		if t := f.terms[o.item]; t != nil {
+			f.deadItems += t.lines
+		}
+		delete(f.itemLen, o.item)
+		delete(f.terms, o.item)
 	case opSync:
 		f.durable = true
 		return b // a durable point writes nothing
@@ -377,8 +412,8 @@ func (s *Store) syncDir() error {
 // CompactAt bytes and half of it.
 func (s *Store) maybeCompact(f *file) {
 	dead := f.deadItems
-	for _, n := range f.terms {
-		dead += max(0, n-int64(s.opts.Scrollback)) * 4 / 3
+	for _, t := range f.terms {
+		dead += t.dead(s.opts.Scrollback)
 	}
 	if dead < s.opts.CompactAt || dead*2 < f.size {
 		return
@@ -436,7 +471,7 @@ func (p *parsed) encode(id string) []byte {
 	var b []byte
 	b = appendRecord(b, &record{T: "session", V: version, ID: id, At: p.created})
 	b = appendRecord(b, &record{T: "meta", At: p.info.UpdatedAt, Cwd: p.info.Cwd, Title: p.info.Title})
-	for _, it := range p.items {
+	for _, it := range p.updates() {
 		b = appendRecord(b, &record{T: "update", At: it.At, Item: it.Item, U: it.Update})
 	}
 	for _, id := range p.termOrder {
@@ -487,11 +522,107 @@ func (s *Store) prune() {
 		gone = append(gone, c.ID)
 	}
 	s.mu.Unlock()
+	for _, c := range cands[:len(gone)] {
+		if fi, err := os.Stat(s.path(c.ID)); err == nil && fi.Size() != c.Size {
+			// Another process wrote to it since: it may have made it live.
+			s.mu.Lock()
+			s.index[c.ID] = &entry{info: c, keys: make(map[string]string)}
+			s.total += c.Size
+			s.mu.Unlock()
+			s.rescanOne(c.ID, fi.Size())
+			gone = slices.DeleteFunc(gone, func(id string) bool { return id == c.ID })
+		}
+	}
 	for _, id := range gone {
 		if err := s.remove(id); err != nil {
 			s.log.Warn("history: cannot prune a session", "session", id, "err", err)
 		} else {
 			s.log.Info("history: pruned the oldest closed session", "session", id, "max", s.opts.Max)
 		}
+	}
+}
+
+// rescan reads again what changed in the directory since the Store read
+// it: files of other processes' sessions, new, grown or removed. The
+// sessions live here are the Store's own, and left alone.
+func (s *Store) rescan() error {
+	des, err := os.ReadDir(s.dir)
+	if err != nil {
+		return fmt.Errorf("read history %s: %w", s.dir, err)
+	}
+	seen := make(map[string]bool, len(des))
+	for _, de := range des {
+		id, ok := idOf(de.Name())
+		if !ok || !de.Type().IsRegular() {
+			continue
+		}
+		seen[id] = true
+		fi, err := de.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		s.rescanOne(id, fi.Size())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, e := range s.index {
+		if !seen[id] && !e.live {
+			delete(s.index, id)
+			s.total -= e.info.Size
+			delete(s.files, id)
+		}
+	}
+	return nil
+}
+
+// rescanOne reads session id's file again unless it is live here or
+// its size is what the Store knows.
+func (s *Store) rescanOne(id string, size int64) {
+	s.mu.Lock()
+	e := s.index[id]
+	was, logged := s.skipped[id]
+	skip := e != nil && (e.live || e.info.Size == size) || e == nil && logged && was == size
+	s.mu.Unlock()
+	if skip {
+		return
+	}
+	p, err := readFile(s.path(id), id, s.opts.Scrollback, false)
+	if err != nil {
+		s.skip(id, size, err)
+		return
+	}
+	if f := s.files[id]; f != nil {
+		f.unsynced = false
+		s.closeFile(f)
+	}
+	s.files[id] = p.file(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur := s.index[id]; cur != nil && cur.live { // made live meanwhile: the Store's own now
+		s.total += p.info.Size - cur.info.Size
+		cur.info.Size = p.info.Size
+		return
+	}
+	if e := s.index[id]; e != nil {
+		s.total -= e.info.Size
+	}
+	s.index[id] = &entry{info: p.info, keys: p.keyMap()}
+	s.total += p.info.Size
+	delete(s.skipped, id)
+}
+
+// skip logs a file it cannot read, once for each size it has.
+func (s *Store) skip(id string, size int64, err error) {
+	s.mu.Lock()
+	was, ok := s.skipped[id]
+	logged := ok && was == size
+	s.skipped[id] = size
+	if e := s.index[id]; e != nil && !e.live {
+		delete(s.index, id)
+		s.total -= e.info.Size
+	}
+	s.mu.Unlock()
+	if !logged {
+		s.log.Warn("history: skipping a session file", "file", id+".jsonl", "err", err)
 	}
 }
