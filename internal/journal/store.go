@@ -178,8 +178,11 @@ func (s *Store) scan() error {
 	for _, de := range des {
 		name := de.Name()
 		if isTemp(name) {
-			// Best effort: a compaction that died; the file it was for is whole.
-			os.Remove(filepath.Join(s.dir, name))
+			// A compaction that died (not one of another process's that
+			// runs now): the file it was for is whole.
+			if fi, err := de.Info(); err == nil && time.Since(fi.ModTime()) > time.Minute {
+				os.Remove(filepath.Join(s.dir, name)) // Best effort: it is ignored anyway.
+			}
 			continue
 		}
 		id, ok := idOf(name)
@@ -265,6 +268,9 @@ func (s *Store) Meta(id string, m Meta) { s.enqueue(op{kind: opMeta, id: id, met
 // (a tool call or terminal id) from now on, replayed at the place of
 // the item's first update.
 func (s *Store) Update(id, item string, u acp.Update) {
+	if s.opts.Off {
+		return
+	}
 	b, err := json.Marshal(u)
 	if err != nil {
 		s.log.Warn("history: cannot encode an update", "session", id, "err", err)
