@@ -17,9 +17,10 @@ import (
 // background list, and the history of what it reported. Its methods are
 // the ways in (see the package's Concurrency section); each runs under do.
 type Session struct {
-	sv  *Supervisor
-	id  string
-	cwd string
+	sv   *Supervisor
+	id   string
+	cwd  string
+	disk *durable // its history on disk (durable.go)
 
 	mu    sync.Mutex // guards st, away and queue; taken by do, doWait, peek and an errand's return
 	room  sync.Cond  // on mu: signalled when the queue drains
@@ -84,14 +85,14 @@ type state struct {
 }
 
 func newSession(sv *Supervisor, id, cwd string, c protocol.Client) *Session {
-	s := &Session{sv: sv, id: id, cwd: cwd}
+	s := &Session{sv: sv, id: id, cwd: cwd, disk: newDurable(sv.cfg.History, id)}
 	s.room.L = &s.mu
 	s.st = state{
 		s:        s,
 		settings: settings{foregroundTimeout: sv.cfg.ForegroundTimeout, killGrace: sv.cfg.KillGrace, clientChecks: sv.cfg.ClientChecks},
 		fgState:  acp.StateIdle,
 		work:     newRegistry(),
-		out:      outbox{session: id, client: c, updatedAt: time.Now(), since: time.Now()},
+		out:      outbox{session: id, client: c, updatedAt: time.Now(), since: time.Now(), disk: s.disk},
 	}
 	return s
 }
@@ -496,6 +497,7 @@ func (st *state) finishClose() {
 		st.reportState("")
 	}
 	st.life, st.out.client = sessionClosed, nil
+	st.out.disk.closed()
 	st.s.sv.forget(st.s.id)
 	for _, done := range st.closeDone {
 		done()

@@ -77,7 +77,7 @@ func launchWith(st *state, call *toolCall, line string, opts launchOptions, then
 		env = append(slices.Clip(env), opts.env...)
 	}
 	cmd := ptyio.Command{Shell: cfg.Shell, Line: line, Dir: s.cwd, Env: env, Size: cfg.Size}
-	out, ev := t.ring, events{s, t}
+	out, ev := s.disk.tee(t.id, t.ring), events{s, t}
 	var (
 		proc ptyio.Process
 		err  error

@@ -31,6 +31,7 @@ type agentOptions struct {
 	containment       contain.Mode
 	clientChecks      bool
 	scenariosInvalid  bool
+	history           history
 
 	// The relay's (--daemon): the daemon's socket, and the flags that
 	// were set, for the daemon it starts.
@@ -53,6 +54,7 @@ func (o *agentOptions) define(fs *flag.FlagSet) {
 	fs.BoolVar(&o.sequentialIDs, "sequential-ids", o.sequentialIDs, "name sessions sess_1, sess_2, ... instead of random ids (reproducible transcripts)")
 	fs.Var((*modeFlag)(&o.containment), "containment", "hold each terminal's processes with `MODE`: cgroup (cgroup v2), subreaper, session, or auto (Linux: cgroup where it works, else subreaper; macOS, FreeBSD: session)")
 	fs.BoolVar(&o.clientChecks, "client-checks", o.clientChecks, "start every session with client_checks on: what the client does against the protocol's client-side rules is reported to it as warning notices")
+	o.history.define(fs)
 	fs.BoolVar(&o.scenariosInvalid, "scenarios-invalid", o.scenariosInvalid, "let /scenario play the scenario that sends a message the schema forbids (a malformed background list)")
 }
 
@@ -66,6 +68,7 @@ func defaultAgentOptions() agentOptions {
 		rows:              40,
 		containment:       contain.Auto,
 		stallTimeout:      protocol.DefaultStallTimeout,
+		history:           defaultHistory(),
 	}
 }
 

@@ -270,7 +270,16 @@ func serve(opts agentOptions) int {
 		return 1
 	}
 
-	sup := supervisor.New(opts.supervisorConfig(log, c))
+	store, err := opts.history.open(log)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "shellagent: %v\n", err)
+		closeContainment(log, c, swept)
+		return 1
+	}
+	defer closeHistory(log, store) // after the shutdown: it records the sessions' close
+	cfg := opts.supervisorConfig(log, c)
+	cfg.History = store
+	sup := supervisor.New(cfg)
 	out := newOutput(log, os.Stdout)
 	copts := connOptions(log, opts)
 	copts.Observer = sup.Checks()
