@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"shellagent/acp"
 	"shellagent/internal/journal"
@@ -42,13 +44,17 @@ type durable struct {
 	held map[string][]protocol.Reply
 }
 
+// off reports whether nothing is recorded: history off, or no durable
+// at all (an outbox of a test).
+func (d *durable) off() bool { return d == nil || d.store == nil }
+
 func newDurable(store *journal.Store, id string) *durable {
 	return &durable{store: store, id: id, items: make(map[string]acp.Update), keys: make(map[string]string), held: make(map[string][]protocol.Reply)}
 }
 
 // create starts the history of a new session.
 func (d *durable) create(cwd string) {
-	if d.store == nil {
+	if d.off() {
 		return
 	}
 	if err := d.store.Create(d.id, journal.Meta{Cwd: cwd}); err != nil {
@@ -59,14 +65,14 @@ func (d *durable) create(cwd string) {
 
 // meta records the session's cwd and title.
 func (d *durable) meta(cwd, title string) {
-	if d.store != nil {
+	if !d.off() {
 		d.store.Meta(d.id, journal.Meta{Cwd: cwd, Title: title})
 	}
 }
 
 // message records a new message.
 func (d *durable) message(m *acp.Message) {
-	if d.store != nil {
+	if !d.off() {
 		d.store.Update(d.id, "", m)
 	}
 }
@@ -77,7 +83,7 @@ func (d *durable) message(m *acp.Message) {
 // state_update that goes idle (a turn's end). Notices and other
 // state_updates are live news, not history.
 func (d *durable) record(u acp.Update) {
-	if d.store == nil {
+	if d.off() {
 		return
 	}
 	switch u := u.(type) {
@@ -168,7 +174,7 @@ func set(dst *string, v string) {
 
 // forget drops retired work from the history.
 func (d *durable) forget(retired entry) {
-	if d.store == nil {
+	if d.off() {
 		return
 	}
 	id := ""
@@ -188,7 +194,7 @@ func (d *durable) forget(retired entry) {
 
 // closed records that the session closed: it is past from now on.
 func (d *durable) closed() {
-	if d.store != nil {
+	if !d.off() {
 		d.store.Closed(d.id)
 	}
 }
@@ -196,7 +202,7 @@ func (d *durable) closed() {
 // tee returns where terminal term's output goes: its ring, and the
 // history.
 func (d *durable) tee(term string, ring io.Writer) io.Writer {
-	if d.store == nil {
+	if d.off() {
 		return ring
 	}
 	return teeWriter{ring, d, term}
@@ -239,7 +245,7 @@ func (s *Session) promptOnce(p *acp.PromptRequest, run func(reply protocol.Reply
 		delete(d.held, key)
 		if r, ok := result.(*acp.PromptResponse); ok && err == nil {
 			d.keys[key] = r.MessageID
-			if d.store != nil {
+			if !d.off() {
 				d.store.Prompt(d.id, key, r.MessageID)
 			}
 		}
@@ -308,30 +314,39 @@ func (sv *Supervisor) listAll(p *acp.ListSessionsRequest) (*acp.ListSessionsResp
 	slices.SortFunc(rows, sortRows)
 	start := 0
 	if p.Cursor != nil {
-		start = -1
-		for i, r := range rows {
-			if r.key < *p.Cursor || r.key == *p.Cursor {
-				start = i
-				if r.key == *p.Cursor {
-					start++
-				}
-				break
-			}
+		after, err := readCursor(*p.Cursor)
+		if err != nil {
+			return nil, err
 		}
-		if start < 0 {
-			start = len(rows)
+		// The first row past the cursor: rows are sorted by key, descending.
+		start, _ = slices.BinarySearchFunc(rows, after, func(r row, key string) int { return -strings.Compare(r.key, key) })
+		if start < len(rows) && rows[start].key == after {
+			start++
 		}
 	}
 	out := &acp.ListSessionsResponse{Sessions: []acp.SessionInfo{}}
 	for i := start; i < len(rows); i++ {
 		if len(out.Sessions) == listPage {
-			next := rows[i-1].key
+			next := base64.RawURLEncoding.EncodeToString([]byte(rows[i-1].key))
 			out.NextCursor = &next
 			break
 		}
 		out.Sessions = append(out.Sessions, rows[i].info)
 	}
 	return out, nil
+}
+
+// readCursor reads a cursor of session/list: the key of the last row of
+// the page before.
+func readCursor(cursor string) (string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	at, id, ok := strings.Cut(string(b), "\x00")
+	if err == nil && ok && id != "" {
+		if _, err = time.Parse(sortable, at); err == nil {
+			return string(b), nil
+		}
+	}
+	return "", acp.InvalidParams("cursor: unknown cursor %q (pass the nextCursor of the previous page)", cursor)
 }
 
 // listing is the session's row in session/list: its info, the time it
@@ -413,4 +428,5 @@ func (sv *Supervisor) resumePast(c protocol.Client, p *acp.ResumeSessionRequest)
 	}
 	return resp, err
 }
+
 var _ protocol.SessionDeleter = (*Supervisor)(nil)

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-		"syscall"
+	"syscall"
 	"testing"
 	"time"
 
