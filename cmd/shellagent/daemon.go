@@ -143,7 +143,7 @@ func serveDaemon(opts daemonOptions) int {
 	// Commands must not become relays of their own daemon.
 	os.Unsetenv(daemonEnv) // Best effort: fails only for an invalid name.
 
-	store, err := opts.history.open(log)
+	store, err := opts.history.open(log, opts.scrollback)
 	if err != nil {
 		closeContainment(log, c, swept)
 		return fail(err)

@@ -28,15 +28,16 @@ func (h *history) define(fs *flag.FlagSet) {
 	fs.Var((*onOff)(&h.off), "history", "`on`: keep each session's history on disk (session/list lists past sessions, session/resume makes one live again); off: keep nothing")
 }
 
-// open opens the history, or returns nil with --history off.
-func (h history) open(log *slog.Logger) (*journal.Store, error) {
+// open opens the history, which keeps scrollback bytes of each
+// terminal's output, as its ring does; nil with --history off.
+func (h history) open(log *slog.Logger, scrollback int) (*journal.Store, error) {
 	if h.off {
 		return nil, nil
 	}
 	if h.stateDir == "" {
 		return nil, errors.New("--state-dir: no default (neither $XDG_STATE_HOME nor $HOME is set): give one, or --history off")
 	}
-	store, err := journal.Open(journal.Options{Dir: h.stateDir, Max: int64(h.max), Log: log})
+	store, err := journal.Open(journal.Options{Dir: h.stateDir, Max: int64(h.max), Scrollback: scrollback, Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("--state-dir %s: %w", h.stateDir, err)
 	}

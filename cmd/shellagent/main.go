@@ -270,7 +270,7 @@ func serve(opts agentOptions) int {
 		return 1
 	}
 
-	store, err := opts.history.open(log)
+	store, err := opts.history.open(log, opts.scrollback)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "shellagent: %v\n", err)
 		closeContainment(log, c, swept)

@@ -452,6 +452,9 @@ func TestCompaction(t *testing.T) {
 	for i := range 1000 {
 		s.Output("sess_1", "term_1", fmt.Appendf(nil, "c%05d|", i))
 		all1 = fmt.Appendf(all1, "c%05d|", i)
+		if i%100 == 99 {
+			s.Flush() // batches within the scrollback: a batch beyond it is cut before it is written
+		}
 	}
 	s.Flush()
 	s.Close()
@@ -893,4 +896,41 @@ func BenchmarkAppendOutput(b *testing.B) {
 	}
 	s.Flush()
 	b.ReportMetric(float64(s.Dropped())/float64(b.N*len(chunk)), "dropped/byte")
+}
+
+// Output beyond a terminal's scrollback within one batch is written as a
+// gap, never as lines that a compaction would drop: a flood costs the
+// disk its scrollback per batch. What Load reads is the same.
+func TestFloodWritesItsScrollbackPerBatch(t *testing.T) {
+	t.Parallel()
+	const scroll, chunks = 1000, 200
+	dir := t.TempDir()
+	release := make(chan struct{})
+	var once sync.Once
+	hk := &hooks{batch: func() { once.Do(func() { <-release }) }}
+	s := open(t, Options{Dir: dir, Scrollback: scroll, hooks: hk, Log: slog.New(slog.DiscardHandler)})
+	s.Create("sess_1", Meta{Cwd: "/p"}) // the first batch: the writer waits in it
+	var all []byte
+	for i := range chunks {
+		c := fmt.Appendf(nil, "%0999d|", i)
+		all = append(all, c...)
+		s.Output("sess_1", "term_1", c)
+	}
+	close(release)
+	s.Flush()
+	fi, err := os.Stat(filepath.Join(dir, "sessions", "sess_1.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() > 4*scroll {
+		t.Errorf("%d bytes of output in one batch made a file of %d bytes; the scrollback is %d", len(all), fi.Size(), scroll)
+	}
+	h, err := s.Load("sess_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, h, want{cwd: "/p", terms: map[string]string{"term_1": string(all[len(all)-scroll:])}, written: map[string]int64{"term_1": int64(len(all))}})
+	if s.Dropped() != 0 {
+		t.Errorf("Dropped counts %d bytes: bytes beyond the scrollback are not dropped output", s.Dropped())
+	}
 }

@@ -161,8 +161,20 @@ func (s *Store) apply(batch []op) (touched []*file, barrier bool) {
 			touched = append(touched, f)
 		}
 	}
+	cut, cutSoFar := s.deadOnArrival(batch), make(map[termKey]int64)
 	for i := range batch {
 		o := &batch[i]
+		if o.kind == opOut && cut[termKey{o.id, o.term}] > 0 {
+			gap, rest := trimOut(cut, cutSoFar, o)
+			if f := s.files[o.id]; f != nil && gap != nil {
+				touch(f)
+				f.pend = s.encode(f, gap)
+			}
+			if rest == nil {
+				continue
+			}
+			o = rest
+		}
 		switch o.kind {
 		case opBarrier, opRefresh:
 			barrier = true
@@ -182,6 +194,52 @@ func (s *Store) apply(batch []op) (touched []*file, barrier bool) {
 		f.pend = s.encode(f, o)
 	}
 	return touched, barrier
+}
+
+// deadOnArrival returns, for each terminal whose output in batch is more
+// than its scrollback, how many of its first bytes in batch the history
+// would not keep: they are written as a gap instead (trimOut), so that a
+// flood costs the disk its scrollback per batch, not its size.
+func (s *Store) deadOnArrival(batch []op) map[termKey]int64 {
+	var total map[termKey]int64
+	for i := range batch {
+		if o := &batch[i]; o.kind == opOut {
+			if total == nil {
+				total = make(map[termKey]int64)
+			}
+			total[termKey{o.id, o.term}] += int64(len(o.data))
+		}
+	}
+	for k, n := range total {
+		if n <= int64(s.opts.Scrollback) {
+			delete(total, k)
+		} else {
+			total[k] = n - int64(s.opts.Scrollback)
+		}
+	}
+	return total
+}
+
+// trimOut cuts o's share of what its terminal's output in the batch
+// loses (cut, which it decreases; cutSoFar adds it up) from its front.
+// The op that ends the cut gets the gap of every byte cut for the
+// terminal; rest is what is left of o's data as an op of its own (nil if
+// nothing). o itself is not changed, for the queue's accounting.
+func trimOut(cut, cutSoFar map[termKey]int64, o *op) (gap, rest *op) {
+	k := termKey{o.id, o.term}
+	n := min(cut[k], int64(len(o.data)))
+	cut[k] -= n
+	cutSoFar[k] += n
+	if cut[k] == 0 {
+		gap = &op{kind: opGap, id: o.id, term: o.term, n: cutSoFar[k], at: o.at}
+		delete(cutSoFar, k)
+	}
+	if int(n) < len(o.data) {
+		r := *o
+		r.data = o.data[n:]
+		rest = &r
+	}
+	return gap, rest
 }
 
 // create starts a new file for o's session, replacing any.
