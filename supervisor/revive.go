@@ -68,9 +68,7 @@ func revive(sv *Supervisor, h *journal.History) (s *Session, lost []*terminal) {
 			st.work.finished = append(st.work.finished, c)
 		}
 	}
-	for _, t := range oldestFirst(terms, func(t *terminal) bool { return t.call != nil }) {
-		st.work.exited = append(st.work.exited, t)
-	}
+	st.work.exited = append(st.work.exited, oldestFirst(terms, func(t *terminal) bool { return t.call != nil })...)
 	for _, it := range h.Prompts {
 		s.disk.keys[it.Key] = it.MessageID
 	}

@@ -190,13 +190,6 @@ func (st *state) settle() {
 	}
 }
 
-func (s *Session) info() (info acp.SessionInfo) {
-	s.peek(func(st *state) {
-		info = acp.SessionInfo{SessionID: s.id, Cwd: s.cwd, Title: st.title, UpdatedAt: st.out.updatedAt.UTC().Format(time.RFC3339)}
-	})
-	return info
-}
-
 // prompt inserts a prompt now, or holds it until the foreground is free.
 // A held prompt is withdrawn (-32800, never inserted) when ctx ends first.
 //

@@ -354,3 +354,30 @@ func TestHistoryMaxPrunesTheOldest(t *testing.T) {
 		t.Errorf("the history holds %d bytes, over --history-max 100KiB", total)
 	}
 }
+
+// v1 clients get the same: session/list lists the past session and
+// session/load replays it and makes it live again.
+func TestHistoryV1Load(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	a := startV1(t, false, "--state-dir", state)
+	sid := a.session()
+	a.turn(sid, "echo v1-history", "end_turn")
+	a.c.Close()
+	a.exitWithin(time.Second)
+
+	b := startV1(t, false, "--state-dir", state)
+	b.cwd = a.cwd
+	s := findListed(listSessions(t, b.c), sid)
+	if s == nil || s.Meta.Shellagent.State != "past" || s.Cwd != a.cwd {
+		t.Fatalf("session/list in v1 lists %+v, want %s past", s, sid)
+	}
+	before := len(b.c.Transcript())
+	b.c.MustCall("session/load", map[string]any{"sessionId": sid, "cwd": a.cwd, "mcpServers": []any{}}, nil)
+	if !slices.ContainsFunc(b.c.Transcript()[before:], func(m *acptest.Msg) bool {
+		return m.Kind == "user_message_chunk" && strings.Contains(string(m.Raw), "echo v1-history")
+	}) {
+		t.Errorf("session/load does not replay the prompt")
+	}
+	b.turn(sid, "echo v1-again", "end_turn")
+}
