@@ -139,7 +139,32 @@ func (s *Store) writer() {
 			timer.Reset(syncEvery)
 			armed = true
 		}
+		if outputIn(batch) >= floodBatch {
+			// A flood: let the next batch gather, so that what goes
+			// beyond a terminal's scrollback is cut before it is written
+			// (apply), instead of being written, then compacted away.
+			time.Sleep(floodPause)
+		}
 	}
+}
+
+// A batch with floodBatch bytes of output or more makes the writer wait
+// floodPause before it takes the next one: at most a fifth of a second
+// more before a durable point's fsync, in exchange for writing a flood's
+// scrollback per batch rather than the flood.
+const (
+	floodBatch = 4 << 10
+	floodPause = 200 * time.Millisecond
+)
+
+// outputIn returns the bytes of output that batch holds.
+func outputIn(batch []op) (n int) {
+	for i := range batch {
+		if batch[i].kind == opOut {
+			n += len(batch[i].data)
+		}
+	}
+	return n
 }
 
 // unsynced reports whether a file was written since its last fsync.
