@@ -46,7 +46,13 @@ type InitializeResponse struct {
 // AgentCapabilities says what the agent serves.
 type AgentCapabilities struct {
 	// Session {} advertises the v2 session baseline.
-	Session *struct{} `json:"session,omitempty"`
+	Session *SessionCapabilities `json:"session,omitempty"`
+}
+
+// SessionCapabilities are the session methods served beyond the baseline.
+type SessionCapabilities struct {
+	// Delete {} advertises session/delete.
+	Delete *struct{} `json:"delete,omitempty"`
 }
 
 // NewSessionRequest is the params of "session/new".
@@ -71,7 +77,8 @@ type ListSessionsRequest struct {
 
 // ListSessionsResponse is the result of "session/list".
 type ListSessionsResponse struct {
-	Sessions []SessionInfo `json:"sessions"`
+	Sessions   []SessionInfo `json:"sessions"`
+	NextCursor *string       `json:"nextCursor,omitempty"`
 }
 
 // SessionInfo describes one session in a list.
@@ -80,7 +87,8 @@ type SessionInfo struct {
 	Cwd       string `json:"cwd"`
 	Title     string `json:"title,omitempty"`
 	UpdatedAt string `json:"updatedAt,omitempty"` // RFC 3339
-	// Meta is the entry's _meta: shellagent's state and live terminals.
+	// Meta is the entry's _meta: shellagent's state (attached, detached
+	// or past) and its live terminals.
 	Meta map[string]any `json:"_meta,omitempty"`
 }
 
@@ -104,10 +112,19 @@ type CloseSessionRequest struct {
 	SessionID string `json:"sessionId"`
 }
 
+// DeleteSessionRequest is the params of "session/delete".
+type DeleteSessionRequest struct {
+	SessionID string `json:"sessionId"`
+}
+
 // PromptRequest is the params of "session/prompt".
 type PromptRequest struct {
 	SessionID string         `json:"sessionId"`
 	Prompt    []ContentBlock `json:"prompt"`
+	// IdempotencyKey (ACP v2 Preview): a prompt whose key the session has
+	// accepted already is not inserted again; the answer carries the
+	// original messageId.
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
 
 // PromptResponse is the result of "session/prompt": the inserted message.

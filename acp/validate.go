@@ -48,6 +48,9 @@ func (p *ListSessionsRequest) Validate() error { return nil }
 func (p *CloseSessionRequest) Validate() error { return required("sessionId", p.SessionID) }
 
 // Validate names the first field of p that is missing or malformed, as a -32602 error.
+func (p *DeleteSessionRequest) Validate() error { return required("sessionId", p.SessionID) }
+
+// Validate names the first field of p that is missing or malformed, as a -32602 error.
 func (p *ResumeSessionRequest) Validate() error {
 	return first(required("sessionId", p.SessionID), required("cwd", p.Cwd))
 }

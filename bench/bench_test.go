@@ -15,15 +15,19 @@ import (
 // bytes the child writes. The raw baseline (raw_MB/s, ratio_vs_raw) is
 // drained in a process of its own (see drainer), as the agent binary would
 // be compared; inproc_raw_MB/s is the same loop in this process, after the
-// agent's run, for comparison.
+// agent's run, for comparison. The same workload then runs, untimed,
+// through a second agent that keeps each session's history on disk
+// (Config.History): history_MB/s, and history_ratio, its time over the
+// first agent's (target at least 0.95: the history's cost on output).
 func BenchmarkThroughput(b *testing.B) {
 	for _, w := range throughputWorkloads() {
 		b.Run(w.name, func(b *testing.B) {
 			a := startAgent(b, nil)
+			h := startHistoryAgent(b)
 			raw := startDrainer(b)
-			sid := a.newSession(b)
+			sid, hsid := a.newSession(b), h.newSession(b)
 			b.SetBytes(w.child)
-			var agentT, rawT, inT time.Duration
+			var agentT, rawT, inT, histT time.Duration
 			var chunks, dropped int64
 			var m0, m1 runtime.MemStats
 			var allocs, allocBytes uint64
@@ -40,6 +44,8 @@ func BenchmarkThroughput(b *testing.B) {
 				allocBytes += m1.TotalAlloc - m0.TotalAlloc
 				inT += rawRun(b, w)
 				rawT += raw.drain(b, w).total
+				_, _, _, hd := agentRun(b, h, hsid, w)
+				histT += hd
 				b.StartTimer()
 			}
 			b.StopTimer()
@@ -52,6 +58,8 @@ func BenchmarkThroughput(b *testing.B) {
 			b.ReportMetric(float64(allocs)/float64(chunks), "allocs/chunk")
 			b.ReportMetric(float64(allocBytes)/float64(chunks), "alloc_B/chunk")
 			b.ReportMetric(float64(dropped)/float64(b.N), "dropped_B/op")
+			b.ReportMetric(mb/histT.Seconds(), "history_MB/s")
+			b.ReportMetric(agentT.Seconds()/histT.Seconds(), "history_ratio")
 			b.ReportMetric(load1(), "load1")
 		})
 	}

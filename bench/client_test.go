@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"shellagent/internal/journal"
 	"shellagent/protocol"
 	"shellagent/supervisor"
 )
@@ -63,6 +64,24 @@ func startAgent(tb testing.TB, hook onData) *agent {
 // stdout through read(stdout) if read is not nil.
 func startAgentReading(tb testing.TB, hook onData, read func(io.Reader) io.Reader) *agent {
 	tb.Helper()
+	return startAgentWith(tb, hook, read, nil)
+}
+
+// startHistoryAgent is startAgent with each session's history kept on
+// disk (Config.History), in a state directory of its own.
+func startHistoryAgent(tb testing.TB) *agent {
+	tb.Helper()
+	store, err := journal.Open(journal.Options{Dir: tb.TempDir(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { store.Close() }) // after the agent's close: cleanups run last first
+	return startAgentWith(tb, nil, nil, store)
+}
+
+// startAgentWith is startAgentReading with history (nil: none).
+func startAgentWith(tb testing.TB, hook onData, read func(io.Reader) io.Reader, history *journal.Store) *agent {
+	tb.Helper()
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		tb.Fatal(err)
@@ -79,6 +98,7 @@ func startAgentReading(tb testing.TB, hook onData, read func(io.Reader) io.Reade
 			Env:               append(os.Environ(), marker),
 			Log:               log,
 			Launcher:          launcher,
+			History:           history,
 		}),
 		cwd: tb.TempDir(),
 		inR: inR, inW: inW, outR: outR, outW: outW,

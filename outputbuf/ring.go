@@ -343,3 +343,20 @@ func (r *Ring) Taken() (int64, bool) {
 	}
 	return least, true
 }
+
+// Restored returns a ring that holds data as the last bytes of total
+// written in all, closed to further writes as Compact leaves it: the
+// output of a terminal that ran before, read back from its history, with
+// the offsets it had then.
+func Restored(data []byte, total int64) *Ring {
+	total = max(total, int64(len(data)))
+	r := &Ring{capacity: max(len(data), 1), total: total, closed: true}
+	if n := len(data); n > 0 {
+		// The layout rule: offset o sits at index o % len(buf).
+		r.buf = make([]byte, n)
+		k := int((total - int64(n)) % int64(n))
+		copy(r.buf[k:], data[:n-k])
+		copy(r.buf[:k], data[n-k:])
+	}
+	return r
+}

@@ -376,3 +376,27 @@ func TestTakenIsTheLeastOfTheHolders(t *testing.T) {
 		t.Fatalf("Taken = %d after b stopped, want 5", off)
 	}
 }
+
+func TestRestored(t *testing.T) {
+	for _, total := range []int64{5, 7, 1003} {
+		r := Restored([]byte("hello"), total)
+		data, end := r.Snapshot()
+		if string(data) != "hello" || end != total {
+			t.Errorf("total %d: snapshot %q end %d", total, data, end)
+		}
+		p := make([]byte, 3)
+		if n, start := r.ReadAt(p, total-2); n != 2 || start != total-2 || string(p[:n]) != "lo" {
+			t.Errorf("total %d: ReadAt(total-2) = %d %d %q", total, n, start, p[:n])
+		}
+		if n, start := r.ReadAt(p, 0); start != total-5 || string(p[:n]) != "hel" {
+			t.Errorf("total %d: ReadAt(0) = %d %d %q", total, n, start, p[:n])
+		}
+		r.Write([]byte("x")) // closed: dropped
+		if r.Total() != total {
+			t.Errorf("total %d: a write after Restored counted", total)
+		}
+	}
+	if data, end := Restored(nil, 9).Snapshot(); len(data) != 0 || end != 9 {
+		t.Errorf("empty: %q %d", data, end)
+	}
+}

@@ -97,6 +97,14 @@ type TerminalInput interface {
 	ResizeTerminal(c Client, p *acp.ResizeTerminalRequest, reply Reply)
 }
 
+// SessionDeleter is what an Agent may serve besides Agent: session/delete,
+// which removes a session (closing it first if it is live) and its
+// history for good. A Conn serves it in v2 when its Agent implements
+// SessionDeleter; otherwise it is an unknown method (-32601).
+type SessionDeleter interface {
+	DeleteSession(c Client, p *acp.DeleteSessionRequest, reply Reply)
+}
+
 // An Observer sees the messages of a connection that a client-side rule
 // concerns: the requests the agent sends and withdraws, the responses the
 // client sends, and its requests answered later. The Conn handles each
@@ -535,6 +543,19 @@ var (
 	})
 )
 
+// deleteSession serves session/delete, or answers -32601 when the Agent
+// does not serve SessionDeleter.
+func deleteSession(c *Conn, req *jsonrpc2.Request) {
+	d, ok := c.agent.(SessionDeleter)
+	if !ok {
+		c.replyNow(req.ID)(nil, methodNotFound(req.Method))
+		return
+	}
+	answeredByReply(func(_ context.Context, c *Conn, p *acp.DeleteSessionRequest, reply Reply) {
+		d.DeleteSession(c, p, reply)
+	})(c, req)
+}
+
 // initialize serves initialize: it chooses the protocol of the connection.
 func initialize(c *Conn, req *jsonrpc2.Request) {
 	reply := c.replyNow(req.ID)
@@ -595,6 +616,7 @@ var requests = map[string]handler{
 	}),
 	acp.MethodWriteTerminal:  writeTerminal,
 	acp.MethodResizeTerminal: resizeTerminal,
+	"session/delete":         deleteSession,
 }
 
 // slogLogger adapts slog to jsonrpc2's logger.

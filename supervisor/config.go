@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/internal/journal"
 	"shellagent/ptyio"
 )
 
@@ -52,6 +53,10 @@ type Config struct {
 	// session: what a client does against the protocol's client-side
 	// rules is reported to it as a warning notice (clientcheck.go).
 	ClientChecks bool
+	// History, if not nil, keeps each session's history on disk (durable.go):
+	// session/list lists past sessions, session/resume makes one live
+	// again, session/delete removes one. nil keeps nothing.
+	History *journal.Store
 	// ScenariosInvalid lets /scenario play the scenarios that send a
 	// message the schema forbids (package scenario).
 	ScenariosInvalid bool

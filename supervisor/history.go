@@ -33,6 +33,7 @@ type outbox struct {
 	kept      int             // messages in the history
 	forgotten int             // empty entries in the history
 	ads       cancelAds       // what the client was told about cancelling each item
+	disk      *durable        // the history on disk, which records what it sends (durable.go)
 
 	// taken holds the connections the session was taken from: another
 	// connection resumed it while they were attached. The session is not
@@ -96,6 +97,7 @@ func errTaken(id string) *acp.Error {
 func (o *outbox) send(u acp.Update) {
 	o.updatedAt = time.Now()
 	o.ads.noteUpdate(u)
+	o.disk.record(u)
 	if o.client != nil {
 		o.client.Update(o.session, u)
 	}
@@ -106,6 +108,7 @@ func (o *outbox) send(u acp.Update) {
 func (o *outbox) sendTerminal(t *terminal, u *acp.TerminalUpdate, mode protocol.OutputMode) {
 	o.updatedAt = time.Now()
 	o.ads.noteUpdate(u)
+	o.disk.record(u)
 	if o.client != nil {
 		var src protocol.OutputSource = output{t.ring}
 		if t.source != nil {
@@ -121,6 +124,7 @@ func (o *outbox) message(kind string, content []acp.ContentBlock) string {
 	o.messages++
 	m := &acp.Message{SessionUpdate: kind, MessageID: "msg_" + strconv.Itoa(o.messages), Content: content}
 	o.record(entry{msg: m})
+	o.disk.message(m)
 	o.send(m)
 	return m.MessageID
 }
@@ -167,6 +171,7 @@ func (o *outbox) record(e entry) {
 // history is compacted once they are half of it.
 func (o *outbox) forget(retired []entry) {
 	for _, e := range retired {
+		o.disk.forget(e)
 		i := -1
 		switch {
 		case e.call != nil:

@@ -17,10 +17,11 @@ import (
 // the ways in (see the package's Concurrency section); each runs on its
 // actor (actor.go), which owns st.
 type Session struct {
-	sv  *Supervisor
-	id  string
-	cwd string
-	st  state
+	sv   *Supervisor
+	id   string
+	cwd  string
+	disk *durable // its history on disk (durable.go)
+	st   state
 	*actor
 }
 
@@ -74,13 +75,13 @@ type state struct {
 }
 
 func newSession(sv *Supervisor, id, cwd string, c protocol.Client) *Session {
-	s := &Session{sv: sv, id: id, cwd: cwd}
+	s := &Session{sv: sv, id: id, cwd: cwd, disk: newDurable(sv.cfg.History, id)}
 	s.st = state{
 		s:        s,
 		settings: settings{foregroundTimeout: sv.cfg.ForegroundTimeout, killGrace: sv.cfg.KillGrace, clientChecks: sv.cfg.ClientChecks},
 		fgState:  acp.StateIdle,
 		work:     newRegistry(),
-		out:      outbox{session: id, client: c, updatedAt: time.Now(), since: time.Now()},
+		out:      outbox{session: id, client: c, updatedAt: time.Now(), since: time.Now(), disk: s.disk},
 	}
 	s.actor = newActor(&s.st)
 	return s
@@ -107,20 +108,6 @@ func (st *state) settle() {
 		clear(st.work.retired) // what the slice held must not stay reachable
 		st.work.retired = st.work.retired[:0]
 	}
-}
-
-func (s *Session) info() acp.SessionInfo {
-	v := s.peek()
-	info := acp.SessionInfo{SessionID: s.id, Cwd: s.cwd, Title: v.title, UpdatedAt: v.updatedAt.UTC().Format(time.RFC3339)}
-	// _meta.shellagent: attached to a connection or detached, and the
-	// terminals that run, for a client's list (shellagent client's
-	// /sessions).
-	state := "detached"
-	if v.attached {
-		state = "attached"
-	}
-	info.Meta = map[string]any{"shellagent": map[string]any{"state": state, "terminals": v.terminals}}
-	return info
 }
 
 // prompt inserts a prompt now, or holds it until the foreground is free.
@@ -414,6 +401,7 @@ func (st *state) finishClose() {
 		st.reportState("")
 	}
 	st.life, st.out.client = sessionClosed, nil
+	st.out.disk.closed()
 	st.s.sv.forget(st.s.id)
 	for _, done := range st.closeDone {
 		done()

@@ -286,3 +286,41 @@ func TestTheActorEndsWithItsSession(t *testing.T) {
 		t.Errorf("peek of a closed session: title %q", got)
 	}
 }
+
+// session/list answers a page at a time: nextCursor leads to the rest,
+// each session once, the most recently updated first.
+func TestSessionListPages(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{})
+	for range listPage + 1 {
+		h.newSession()
+	}
+	type page struct {
+		Sessions []struct {
+			SessionID string `json:"sessionId"`
+			UpdatedAt string `json:"updatedAt"`
+		} `json:"sessions"`
+		NextCursor *string `json:"nextCursor"`
+	}
+	var first, second page
+	h.c.MustCall("session/list", map[string]any{}, &first)
+	if len(first.Sessions) != listPage || first.NextCursor == nil {
+		t.Fatalf("the first page has %d sessions and cursor %v, want %d and a cursor", len(first.Sessions), first.NextCursor, listPage)
+	}
+	h.c.MustCall("session/list", map[string]any{"cursor": *first.NextCursor}, &second)
+	if len(second.Sessions) != 1 || second.NextCursor != nil {
+		t.Fatalf("the second page has %d sessions and cursor %v, want 1 and none", len(second.Sessions), second.NextCursor)
+	}
+	seen := map[string]bool{}
+	prev := "9999"
+	for _, s := range append(first.Sessions, second.Sessions...) {
+		if seen[s.SessionID] {
+			t.Errorf("%s is listed twice", s.SessionID)
+		}
+		seen[s.SessionID] = true
+		if s.UpdatedAt > prev {
+			t.Errorf("%s (updated %s) comes after one updated %s", s.SessionID, s.UpdatedAt, prev)
+		}
+		prev = s.UpdatedAt
+	}
+}

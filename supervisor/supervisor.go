@@ -200,7 +200,10 @@ func (sv *Supervisor) Initialize(_ protocol.Client, _ *acp.InitializeRequest) (*
 	res := &acp.InitializeResponse{
 		ProtocolVersion: acp.ProtocolVersion,
 		Info:            acp.Implementation{Name: "shellagent", Title: "shellagent", Version: sv.cfg.Version},
-		Capabilities:    acp.AgentCapabilities{Session: &struct{}{}},
+		Capabilities:    acp.AgentCapabilities{Session: &acp.SessionCapabilities{}},
+	}
+	if sv.cfg.History != nil {
+		res.Capabilities.Session.Delete = &struct{}{}
 	}
 	meta := map[string]any{"methods": []string{acp.MethodWriteTerminal, acp.MethodResizeTerminal}}
 	if sv.cfg.Containment != "" {
@@ -219,9 +222,10 @@ func (sv *Supervisor) NewSession(c protocol.Client, p *acp.NewSessionRequest) (*
 	sv.created++
 	id := "sess_" + rand.Text()
 	if sv.cfg.SequentialIDs {
-		id = "sess_" + strconv.Itoa(sv.created)
+		id = sv.freeID("sess_" + strconv.Itoa(sv.created))
 	}
 	s := newSession(sv, id, p.Cwd, c)
+	s.disk.create(p.Cwd)
 	sv.sessions[s.id] = s
 	sv.order = append(sv.order, s.id)
 	sv.mu.Unlock()
@@ -279,17 +283,7 @@ func (sv *Supervisor) forget(id string) {
 
 // ListSessions implements protocol.Agent.
 func (sv *Supervisor) ListSessions(_ protocol.Client, p *acp.ListSessionsRequest) (*acp.ListSessionsResponse, error) {
-	if p.Cursor != nil {
-		return nil, acp.InvalidParams("cursor: unknown cursor %q (shellagent lists every session on one page)", *p.Cursor)
-	}
-	out := &acp.ListSessionsResponse{Sessions: []acp.SessionInfo{}}
-	for _, s := range sv.list() {
-		if p.Cwd != nil && filepath.Clean(*p.Cwd) != filepath.Clean(s.cwd) {
-			continue
-		}
-		out.Sessions = append(out.Sessions, s.info())
-	}
-	return out, nil
+	return sv.listAll(p)
 }
 
 // ResumeSession implements protocol.Agent: the session is attached to c,
@@ -297,6 +291,9 @@ func (sv *Supervisor) ListSessions(_ protocol.Client, p *acp.ListSessionsRequest
 func (sv *Supervisor) ResumeSession(c protocol.Client, p *acp.ResumeSessionRequest) (*acp.ResumeSessionResponse, error) {
 	s, err := sv.session(p.SessionID)
 	if err != nil {
+		if sv.cfg.History != nil && sv.cfg.History.Exists(p.SessionID) {
+			return sv.resumePast(c, p)
+		}
 		sv.checkClosed(c, "session/resume", p.SessionID)
 		return nil, err
 	}
@@ -321,6 +318,10 @@ func (sv *Supervisor) Prompt(ctx context.Context, c protocol.Client, p *acp.Prom
 	if err != nil {
 		reply(nil, err)
 		sv.checkClosed(c, "session/prompt", p.SessionID)
+		return
+	}
+	if p.IdempotencyKey != "" {
+		s.promptOnce(p, func(reply protocol.Reply) { s.prompt(ctx, c, p.Prompt, reply) }, reply)
 		return
 	}
 	s.prompt(ctx, c, p.Prompt, reply)

@@ -32,6 +32,8 @@ func (d *daemonFixture) client(args ...string) *clientRun {
 type listedSession struct {
 	SessionID string `json:"sessionId"`
 	Cwd       string `json:"cwd"`
+	Title     string `json:"title"`
+	UpdatedAt string `json:"updatedAt"`
 	Meta      struct {
 		Shellagent struct {
 			State     string   `json:"state"`

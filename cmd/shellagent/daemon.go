@@ -193,8 +193,14 @@ func serveDaemon(opts daemonOptions) int {
 	// Commands must not become relays of their own daemon.
 	os.Unsetenv(daemonEnv) // Best effort: fails only for an invalid name.
 
+	store, err := opts.history.open(log, opts.scrollback)
+	if err != nil {
+		closeContainment(log, c, swept)
+		return fail(err)
+	}
+	defer closeHistory(log, store) // after the sessions' stop: it records their close
 	cfg := opts.supervisorConfig(log, c)
-	cfg.Detached, cfg.DetachedTTL = supervisor.KeepDetached, opts.detachedTTL
+	cfg.Detached, cfg.DetachedTTL, cfg.History = supervisor.KeepDetached, opts.detachedTTL, store
 	sup := supervisor.New(cfg)
 	srv := &daemon.Server{
 		Supervisor: sup,

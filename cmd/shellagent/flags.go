@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"runtime/debug"
 	"strconv"
@@ -32,7 +31,7 @@ type agentOptions struct {
 	containment       contain.Mode
 	clientChecks      bool
 	scenariosInvalid  bool
-	stateDir          string // "" is defaultStateDir()
+	history           history // --state-dir, --history, --history-max
 
 	// The relay's (--daemon): the daemon's socket, and the flags that
 	// were set, for the daemon it starts.
@@ -55,7 +54,7 @@ func (o *agentOptions) define(fs *flag.FlagSet) {
 	fs.BoolVar(&o.sequentialIDs, "sequential-ids", o.sequentialIDs, "name sessions sess_1, sess_2, ... instead of random ids (reproducible transcripts)")
 	fs.Var((*modeFlag)(&o.containment), "containment", "hold each terminal's processes with `MODE`: cgroup (cgroup v2), subreaper, session, or auto (Linux: cgroup where it works, else subreaper; macOS, FreeBSD: session)")
 	fs.BoolVar(&o.clientChecks, "client-checks", o.clientChecks, "start every session with client_checks on: what the client does against the protocol's client-side rules is reported to it as warning notices")
-	fs.StringVar(&o.stateDir, "state-dir", o.stateDir, "keep what outlives a run (the logs of services with log = true) under `DIR` (default "+stateDirDefault+")")
+	o.history.define(fs)
 	fs.BoolVar(&o.scenariosInvalid, "scenarios-invalid", o.scenariosInvalid, "let /scenario play the scenario that sends a message the schema forbids (a malformed background list)")
 }
 
@@ -69,20 +68,8 @@ func defaultAgentOptions() agentOptions {
 		rows:              40,
 		containment:       contain.Auto,
 		stallTimeout:      protocol.DefaultStallTimeout,
+		history:           defaultHistory(),
 	}
-}
-
-// defaultStateDir is the state directory without --state-dir:
-// $XDG_STATE_HOME/shellagent, else ~/.local/state/shellagent, else ""
-// (no home: nothing is kept).
-func defaultStateDir() string {
-	if dir := os.Getenv("XDG_STATE_HOME"); dir != "" {
-		return filepath.Join(dir, "shellagent")
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(home, ".local", "state", "shellagent")
-	}
-	return ""
 }
 
 // checkShell resolves the shell the agent will run commands with (the

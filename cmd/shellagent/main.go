@@ -32,7 +32,6 @@
 package main
 
 import (
-	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -257,7 +256,7 @@ func (o agentOptions) supervisorConfig(log *slog.Logger, c *contain.Containment)
 		Containment:       string(c.Mode()),
 		ClientChecks:      o.clientChecks,
 		ScenariosInvalid:  o.scenariosInvalid,
-		StateDir:          cmp.Or(o.stateDir, defaultStateDir()),
+		StateDir:          o.history.stateDir,
 	}
 }
 
@@ -285,7 +284,16 @@ func serve(opts agentOptions) int {
 		return 1
 	}
 
-	sup := supervisor.New(opts.supervisorConfig(log, c))
+	store, err := opts.history.open(log, opts.scrollback)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "shellagent: %v\n", err)
+		closeContainment(log, c, swept)
+		return 1
+	}
+	defer closeHistory(log, store) // after the shutdown: it records the sessions' close
+	cfg := opts.supervisorConfig(log, c)
+	cfg.History = store
+	sup := supervisor.New(cfg)
 	out := newOutput(log, pollableStdout(log))
 	copts := connOptions(log, opts)
 	copts.Observer = sup.Checks()

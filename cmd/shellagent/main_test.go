@@ -37,6 +37,11 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	// The agents' history goes to the run's own state directory, not the
+	// user's (a test of the history gives its own --state-dir).
+	if err := os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state")); err != nil {
+		panic(err)
+	}
 	binary, plainBinary = filepath.Join(dir, "shellagent"), filepath.Join(dir, "shellagent-plain")
 	build(plainBinary)
 	if raceEnabled {

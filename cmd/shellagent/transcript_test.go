@@ -100,9 +100,10 @@ type sentLine struct {
 }
 
 // startScriptWith starts the agent with args, read by a strict client
-// with opts.
+// with opts. It keeps no history: the transcripts show the protocol of one
+// agent's life (history_test.go shows what outlives it).
 func startScriptWith(t *testing.T, opts []acptest.Option, args ...string) *script {
-	c, _ := acptest.StartBinary(t, binary, append([]string{"--shell", "/bin/sh", "--sequential-ids"}, args...), []string{noRaceExitDelay}, opts...)
+	c, _ := acptest.StartBinary(t, binary, append([]string{"--shell", "/bin/sh", "--sequential-ids", "--history", "off"}, args...), []string{noRaceExitDelay}, opts...)
 	return &script{t: t, c: c, cwd: t.TempDir()}
 }
 

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+
+	"shellagent/internal/journal"
+)
+
+// history is how the agent keeps its sessions' history on disk
+// (package journal): --state-dir, --history-max, --history.
+type history struct {
+	stateDir string
+	max      int
+	off      bool
+}
+
+func defaultHistory() history {
+	dir, _ := journal.DefaultDir() // "" without a home: --state-dir is then needed
+	return history{stateDir: dir, max: journal.DefaultMax}
+}
+
+func (h *history) define(fs *flag.FlagSet) {
+	fs.StringVar(&h.stateDir, "state-dir", h.stateDir, "keep what outlives a run under `DIR`: each session's history (sessions/) and the logs of services with log = true (logs/) (default "+stateDirDefault+")")
+	fs.Var((*sizeFlag)(&h.max), "history-max", "keep at most `SIZE` of history in all; the oldest closed sessions go first")
+	fs.Var((*onOff)(&h.off), "history", "`on`: keep each session's history on disk (session/list lists past sessions, session/resume makes one live again); off: keep nothing")
+}
+
+// open opens the history, which keeps scrollback bytes of each
+// terminal's output, as its ring does; nil with --history off.
+func (h history) open(log *slog.Logger, scrollback int) (*journal.Store, error) {
+	if h.off {
+		return nil, nil
+	}
+	if h.stateDir == "" {
+		return nil, errors.New("--state-dir: no default (neither $XDG_STATE_HOME nor $HOME is set): give one, or --history off")
+	}
+	store, err := journal.Open(journal.Options{Dir: h.stateDir, Max: int64(h.max), Scrollback: scrollback, Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("--state-dir %s: %w", h.stateDir, err)
+	}
+	return store, nil
+}
+
+// closeHistory writes what is queued and closes the history.
+func closeHistory(log *slog.Logger, store *journal.Store) {
+	if store == nil {
+		return
+	}
+	if err := store.Close(); err != nil {
+		log.Error("history", "err", err)
+	}
+}
+
+// onOff is a flag whose value is on or off; the bool it sets is true for
+// off.
+type onOff bool
+
+func (o *onOff) String() string {
+	if o != nil && bool(*o) {
+		return "off"
+	}
+	return "on"
+}
+
+func (o *onOff) Set(v string) error {
+	switch v {
+	case "on":
+		*o = false
+	case "off":
+		*o = true
+	default:
+		return errors.New("want on or off")
+	}
+	return nil
+}

@@ -1,0 +1,375 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"shellagent/protocol/acptest"
+)
+
+// listSessions calls session/list on c.
+func listSessions(t *testing.T, c *acptest.Client) []listedSession {
+	t.Helper()
+	var list struct{ Sessions []listedSession }
+	c.MustCall("session/list", map[string]any{}, &list)
+	return list.Sessions
+}
+
+func findListed(list []listedSession, sid string) *listedSession {
+	i := slices.IndexFunc(list, func(s listedSession) bool { return s.SessionID == sid })
+	if i < 0 {
+		return nil
+	}
+	return &list[i]
+}
+
+// promptKey sends a prompt with an idempotencyKey and returns the
+// messageId of the answer.
+func promptKey(t *testing.T, c *acptest.Client, sid, line, key string) string {
+	t.Helper()
+	p := map[string]any{"sessionId": sid, "prompt": []map[string]string{{"type": "text", "text": line}}}
+	if key != "" {
+		p["idempotencyKey"] = key
+	}
+	var res struct{ MessageID string }
+	c.MustCall("session/prompt", p, &res)
+	return res.MessageID
+}
+
+// waitTurnEnd waits for the end of a turn of sid after msg (nil: any).
+func waitTurnEnd(c *acptest.Client, after *acptest.Msg, sid string) *acptest.Msg {
+	return c.WaitAfter(after, "the end of a turn", func(m *acptest.Msg) bool {
+		return m.SessionID == sid && m.Kind == "state_update" && m.StopReason() == "end_turn"
+	})
+}
+
+// last returns the last message of c's transcript.
+func last(c *acptest.Client) *acptest.Msg {
+	tr := c.Transcript()
+	return tr[len(tr)-1]
+}
+
+// resumePast checks that sid is listed as past with cwd and title,
+// resumes it from the start and returns the messages of the resume.
+func resumePast(t *testing.T, c *acptest.Client, sid, cwd, title string) []*acptest.Msg {
+	t.Helper()
+	s := findListed(listSessions(t, c), sid)
+	if s == nil {
+		t.Fatalf("session/list does not list %s", sid)
+	}
+	if s.Meta.Shellagent.State != "past" || s.Cwd != cwd || (title != "" && s.Title != title) || s.UpdatedAt == "" {
+		t.Errorf("session/list lists %+v, want state past, cwd %s, title %q", *s, cwd, title)
+	}
+	before := len(c.Transcript())
+	c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": cwd, "replayFrom": map[string]string{"type": "start"}}, nil)
+	return c.Transcript()[before:]
+}
+
+// revivedNotice returns the notice that a resume of a past session sends.
+func revivedNotice(t *testing.T, msgs []*acptest.Msg) *acptest.Msg {
+	t.Helper()
+	for _, m := range msgs {
+		if m.Kind == "notice" && m.Meta("shellagent")["event"] == "session_revived" {
+			return m
+		}
+	}
+	t.Fatalf("no session_revived notice in the resume")
+	return nil
+}
+
+// deleteAndGone deletes sid on c and checks it is no longer listed, nor
+// on disk under state.
+func deleteAndGone(t *testing.T, c *acptest.Client, sid, state string) {
+	t.Helper()
+	c.MustCall("session/delete", map[string]any{"sessionId": sid}, nil)
+	if findListed(listSessions(t, c), sid) != nil {
+		t.Errorf("session/list lists %s after session/delete", sid)
+	}
+	if _, err := os.Stat(filepath.Join(state, "sessions", sid+".jsonl")); !os.IsNotExist(err) {
+		t.Errorf("the history of %s is still on disk: %v", sid, err)
+	}
+}
+
+// A session outlives the agent that ran it: after EOF, a second agent
+// with the same state directory lists it as past, resumes it (the replay
+// holds the prompt and the output; the counter, stopped by the first
+// agent's end, has its exit status and is not listed; a notice says
+// why), retries of its idempotencyKey run nothing, a new prompt runs in
+// it, and session/delete removes it: a third agent does not list it.
+func TestHistoryOutlivesTheAgent(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	a := startAgent(t, "--state-dir", state, "--kill-grace", "500ms")
+	sid := a.session()
+	first := promptKey(t, a.c, sid, "echo hello-history; echo ran >> runs", "k-first")
+	if again := promptKey(t, a.c, sid, "echo hello-history; echo ran >> runs", "k-first"); again != first {
+		t.Errorf("a retried idempotencyKey answered %s, then %s", first, again)
+	}
+	waitTurnEnd(a.c, nil, sid)
+	a.prompt(sid, counter) // term_2
+	a.c.WaitFor("3 lines of the counter", func(*acptest.Msg) bool { return counted(a.c.Output(sid, "term_2")) >= 3 })
+	a.c.Close()
+	a.exitWithin(500*time.Millisecond + time.Second)
+
+	b := startAgent(t, "--state-dir", state)
+	b.cwd = a.cwd
+	var init struct {
+		Capabilities struct {
+			Session struct{ Delete *struct{} }
+		}
+	}
+	b.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, &init)
+	if init.Capabilities.Session.Delete == nil {
+		t.Errorf("initialize does not advertise session.delete")
+	}
+	resumed := resumePast(t, b.c, sid, a.cwd, "echo hello-history; echo ran >> runs")
+	if !slices.ContainsFunc(resumed, func(m *acptest.Msg) bool {
+		return m.Kind == "user_message" && m.MessageID() == first && strings.Contains(string(m.Raw), "echo hello-history")
+	}) {
+		t.Errorf("the replay does not hold the prompt %s", first)
+	}
+	if out := b.c.Output(sid, "term_1"); !bytes.Contains(out, []byte("hello-history")) {
+		t.Errorf("the replay of term_1 holds %q", out)
+	}
+	if n := counted(b.c.Output(sid, "term_2")); n < 3 {
+		t.Errorf("the replay of the counter holds %d lines, want at least 3", n)
+	}
+	v := b.c.View(sid, nil)
+	if es := exitOf(resumed, "term_2"); len(es) == 0 {
+		t.Errorf("the counter has no exit status in the replay: %v", es)
+	}
+	if v.Listed("term_2") || v.Live("term_2") {
+		t.Errorf("the counter of a past session is listed or live")
+	}
+	revivedNotice(t, resumed)
+
+	// The key survives the agent: a retry runs nothing.
+	if retry := promptKey(t, b.c, sid, "echo hello-history; echo ran >> runs", "k-first"); retry != first {
+		t.Errorf("a retry in the next agent answered %s, want %s", retry, first)
+	}
+	mark := last(b.c)
+	id := promptKey(t, b.c, sid, "echo again-here", "")
+	waitTurnEnd(b.c, mark, sid)
+	if id == first || id == "msg_1" {
+		t.Errorf("the new prompt got message id %s, which the history has", id)
+	}
+	if out := b.c.Output(sid, "term_3"); !bytes.Contains(out, []byte("again-here")) {
+		t.Errorf("the new prompt's terminal term_3 holds %q", out)
+	}
+	if runs, _ := os.ReadFile(filepath.Join(a.cwd, "runs")); string(runs) != "ran\n" {
+		t.Errorf("the prompt with idempotencyKey ran %d times", strings.Count(string(runs), "ran"))
+	}
+	deleteAndGone(t, b.c, sid, state)
+	b.c.Close()
+	b.exitWithin(time.Second)
+
+	c := startAgent(t, "--state-dir", state)
+	if findListed(listSessions(t, c.c), sid) != nil {
+		t.Errorf("a third agent lists the deleted session %s", sid)
+	}
+}
+
+// The same after kill -9 of the daemon: the next daemon lists the session
+// as past, never as running; its counter did not outlive the daemon, so
+// it has exitStatus {} and a notice names it; a new prompt runs in it; a
+// retried idempotencyKey runs nothing, on a new connection too.
+func TestHistoryOutlivesAKilledDaemon(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	r := d.relay()
+	sid, seen := r.startCounter(d.cwd)
+	first := promptKey(t, r.c, sid, "echo ran >> runs", "k-daemon")
+	waitLinesFile(t, filepath.Join(d.cwd, "runs"), 1)
+	// A relay that reconnects and retries: the daemon runs nothing again.
+	r.cmd.Process.Kill()
+	r.exited()
+	r2 := d.relay()
+	r2.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": d.cwd}, nil)
+	if again := promptKey(t, r2.c, sid, "echo ran >> runs", "k-daemon"); again != first {
+		t.Errorf("a retry on a new connection answered %s, want %s", again, first)
+	}
+	if s := findListed(listSessions(t, r2.c), sid); s == nil || s.Meta.Shellagent.State != "attached" {
+		t.Errorf("session/list lists the live session as %+v, want attached", s)
+	}
+	time.Sleep(300 * time.Millisecond) // the daemon's writer gets the output to disk
+
+	for _, pid := range d.daemons() {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if code := r2.exited(); code == 0 {
+		t.Errorf("the relay exited 0 after its daemon was killed")
+	}
+	r3 := d.relay() // starts the next daemon
+	resumed := resumePast(t, r3.c, sid, d.cwd, "")
+	if n := counted(r3.c.Output(sid, "term_1")); n < seen {
+		t.Errorf("the replay of the counter holds %d lines, the first relay saw %d", n, seen)
+	}
+	v := r3.c.View(sid, nil)
+	if es := exitOf(resumed, "term_1"); es == nil || len(es) != 0 {
+		t.Errorf("the counter that did not outlive its daemon has exitStatus %v, want {}", es)
+	}
+	if v.Listed("term_1") || v.Live("term_1") {
+		t.Errorf("the counter of the killed daemon is listed or live")
+	}
+	n := revivedNotice(t, resumed)
+	if !strings.Contains(n.Text()+string(n.Raw), "term_1") {
+		t.Errorf("the notice does not name term_1: %s", n.Raw)
+	}
+	if retry := promptKey(t, r3.c, sid, "echo ran >> runs", "k-daemon"); retry != first {
+		t.Errorf("a retry after the crash answered %s, want %s", retry, first)
+	}
+	mark := last(r3.c)
+	promptKey(t, r3.c, sid, "echo after-the-crash", "")
+	waitTurnEnd(r3.c, mark, sid)
+	if runs, _ := os.ReadFile(filepath.Join(d.cwd, "runs")); string(runs) != "ran\n" {
+		t.Errorf("the prompt with idempotencyKey ran %d times", strings.Count(string(runs), "ran"))
+	}
+	deleteAndGone(t, r3.c, sid, filepath.Join(d.state, "shellagent"))
+}
+
+// exitOf returns the exitStatus of terminal term in msgs, nil if none.
+func exitOf(msgs []*acptest.Msg, term string) map[string]any {
+	for _, m := range msgs {
+		if m.TerminalID() == term && m.ExitStatus() != nil {
+			return m.ExitStatus()
+		}
+	}
+	return nil
+}
+
+// waitLinesFile waits until file holds n lines.
+func waitLinesFile(t *testing.T, file string, n int) {
+	t.Helper()
+	waitFor(t, file, func() bool {
+		b, _ := os.ReadFile(file)
+		return bytes.Count(b, []byte("\n")) >= n
+	})
+}
+
+// A torn last line (an agent that died in it) is dropped; a corrupt file
+// is skipped with one log line; neither stops the agent.
+func TestHistoryTornAndCorruptFiles(t *testing.T) {
+	t.Parallel()
+	state, cwd := t.TempDir(), t.TempDir()
+	dir := filepath.Join(state, "sessions")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC().Add(-time.Hour).Format(time.RFC3339)
+	line := func(v map[string]any) string {
+		v["at"] = at
+		b, _ := json.Marshal(v)
+		return string(b) + "\n"
+	}
+	torn := line(map[string]any{"t": "session", "v": 1, "id": "sess_torn"}) +
+		line(map[string]any{"t": "meta", "cwd": cwd, "title": "echo torn"}) +
+		line(map[string]any{"t": "update", "u": map[string]any{"sessionUpdate": "user_message", "messageId": "msg_1", "content": []map[string]string{{"type": "text", "text": "echo torn"}}}}) +
+		`{"t":"update","at":"` + at + `","u":{"sessionUpdate":"user_mess`
+	corrupt := line(map[string]any{"t": "session", "v": 1, "id": "sess_bad"}) + "this is no json\n" +
+		line(map[string]any{"t": "meta", "cwd": cwd, "title": "bad"})
+	for name, data := range map[string]string{"sess_torn.jsonl": torn, "sess_bad.jsonl": corrupt} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var stderr syncBuffer
+	cmd, stdin, stdout, _ := startPipedLogging(t, binary, []string{"--shell", "/bin/sh", "--containment", testMode, "--state-dir", state}, &stderr)
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	c := acptest.New(t, stdout, stdin)
+	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	list := listSessions(t, c)
+	if findListed(list, "sess_bad") != nil {
+		t.Errorf("the corrupt file's session is listed")
+	}
+	resumed := resumePast(t, c, "sess_torn", cwd, "echo torn")
+	users := 0
+	for _, m := range resumed {
+		if m.Kind == "user_message" {
+			users++
+		}
+	}
+	if users != 1 {
+		t.Errorf("the replay of the torn file holds %d user messages, want 1 (the torn one dropped)", users)
+	}
+	if got := strings.Count(stderr.String(), "sess_bad"); got != 1 {
+		t.Errorf("the corrupt file is logged %d times, want once:\n%s", got, stderr.String())
+	}
+	mark := last(c)
+	promptKey(t, c, "sess_torn", "echo after-torn", "")
+	waitTurnEnd(c, mark, "sess_torn")
+	if b, _ := os.ReadFile(filepath.Join(dir, "sess_bad.jsonl")); string(b) != corrupt {
+		t.Errorf("the corrupt file was changed")
+	}
+}
+
+// --history-max prunes the oldest closed sessions first, down to the cap.
+func TestHistoryMaxPrunesTheOldest(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	a := startAgent(t, "--state-dir", state)
+	var sids []string
+	for range 3 {
+		sid := a.session()
+		sids = append(sids, sid)
+		mark := last(a.c)
+		a.prompt(sid, "head -c 60000 /dev/zero | tr '\\0' x")
+		waitTurnEnd(a.c, mark, sid)
+		a.c.MustCall("session/close", map[string]any{"sessionId": sid}, nil)
+		time.Sleep(1100 * time.Millisecond) // updatedAt has seconds in the file's index
+	}
+	a.c.Close()
+	a.exitWithin(time.Second)
+
+	b := startAgent(t, "--state-dir", state, "--history-max", "100KiB")
+	list := listSessions(t, b.c)
+	if findListed(list, sids[0]) != nil || findListed(list, sids[1]) != nil {
+		t.Errorf("the oldest sessions were not pruned: %+v", list)
+	}
+	if findListed(list, sids[2]) == nil {
+		t.Errorf("the newest session was pruned too: %+v", list)
+	}
+	var total int64
+	entries, _ := os.ReadDir(filepath.Join(state, "sessions"))
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil {
+			total += fi.Size()
+		}
+	}
+	if total > 100<<10 {
+		t.Errorf("the history holds %d bytes, over --history-max 100KiB", total)
+	}
+}
+
+// v1 clients get the same: session/list lists the past session and
+// session/load replays it and makes it live again.
+func TestHistoryV1Load(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	a := startV1(t, false, "--state-dir", state)
+	sid := a.session()
+	a.turn(sid, "echo v1-history", "end_turn")
+	a.c.Close()
+	a.exitWithin(time.Second)
+
+	b := startV1(t, false, "--state-dir", state)
+	b.cwd = a.cwd
+	s := findListed(listSessions(t, b.c), sid)
+	if s == nil || s.Meta.Shellagent.State != "past" || s.Cwd != a.cwd {
+		t.Fatalf("session/list in v1 lists %+v, want %s past", s, sid)
+	}
+	before := len(b.c.Transcript())
+	b.c.MustCall("session/load", map[string]any{"sessionId": sid, "cwd": a.cwd, "mcpServers": []any{}}, nil)
+	if !slices.ContainsFunc(b.c.Transcript()[before:], func(m *acptest.Msg) bool {
+		return m.Kind == "user_message_chunk" && strings.Contains(string(m.Raw), "echo v1-history")
+	}) {
+		t.Errorf("session/load does not replay the prompt")
+	}
+	b.turn(sid, "echo v1-again", "end_turn")
+}

@@ -1,0 +1,70 @@
+// Package journal keeps each session's history on disk: one append-only
+// JSONL file per session, written by one goroutine for the whole Store,
+// so that a session outlives the agent that ran it (session/list and
+// session/resume of a past session).
+//
+// # Files
+//
+// A state directory (DefaultDir, or --state-dir) holds sessions/ (mode
+// 0700), and in it one file per session, ID.jsonl (mode 0600). The
+// files are the only truth: the Store's index (what List, Exists and Key
+// answer from) is rebuilt from them at Open, and again for what other
+// processes changed at Refresh; no file holds a path of the state
+// directory, so a directory that is moved, copied or restored keeps
+// working. Two processes may share a directory as long as each writes
+// only the sessions it created or reopened.
+//
+// # Format
+//
+// Each line is one JSON object; "t" says its kind and "at" when it
+// happened (RFC 3339, UTC). The first line is the header; a file whose
+// first line is not a header of version 1 for the file's id is corrupt.
+//
+//	{"t":"session","v":1,"id":"sess_1","at":"…"}            header
+//	{"t":"meta","at":"…","cwd":"/p","title":"make test"}     cwd and title, from now on
+//	{"t":"update","at":"…","u":{…}}                          a session/update's update (a message)
+//	{"t":"update","at":"…","item":"call_3","u":{…}}          the state of item call_3, from now on
+//	{"t":"out","at":"…","term":"term_1","d":"aGVsbG8K"}      output of a terminal, base64
+//	{"t":"gap","at":"…","term":"term_1","n":4096}            output bytes that were not kept
+//	{"t":"exit","at":"…","term":"term_1","status":{"exitCode":0}}
+//	{"t":"prompt","at":"…","key":"k1","messageId":"msg_3"}   a prompt accepted with an idempotencyKey
+//	{"t":"forget","at":"…","item":"term_1"}                  item term_1 (and terminal term_1) retired: gone
+//	{"t":"closed","at":"…"}                                  the session was closed
+//	{"t":"open","at":"…"}                                    … and made live again
+//
+// Reading a file (Load) gives: the updates in the order they were
+// first recorded, where an update with an item stands at the place of
+// the item's first update with the content of its last one (what a
+// replay sends: each message once, each tool call and terminal once at
+// its latest state), without the items forgotten; each terminal's last Scrollback bytes of output,
+// the count of every byte it wrote, and its exit status if one was
+// recorded; the accepted prompts' keys; cwd, title, the time of the last
+// record, and whether the last of closed and open was closed. Lines of an
+// unknown kind are skipped, for a newer build's files.
+//
+// A line that does not end in a newline is torn (the writer died in
+// it): it is dropped on load, and cut off before the file is written
+// again. Any other line that is not JSON makes the file corrupt: it is
+// skipped, with one log line, and left on disk as it is.
+//
+// # Writing
+//
+// Appends (Output, Update, …) never wait for the disk: they queue the
+// record and return. Output queued and being written is bounded by
+// Options.Queue; output beyond it is dropped and recorded as a gap.
+// Other records are never dropped: they have their own bound
+// (Options.Queue too), past which an append waits for the writer, which
+// happens only if the disk stalls for as long as the sessions take to
+// report that much. The writer batches what is queued into one write
+// per file, and fsyncs a file at every durable point (Sync, Exit,
+// Closed) and at most a second after it was written otherwise.
+//
+// A file is compacted once the records it no longer needs (output beyond
+// its terminal's scrollback, an item's earlier states) are at least
+// Options.CompactAt bytes and half the file: the writer writes what Load
+// would read to a temporary file beside it, fsyncs it, renames it over
+// the file and fsyncs the directory; a crash leaves the old file or the
+// new one, never part of one. Past Options.Max bytes in all, the
+// sessions that are closed and not live in this Store go first, the
+// least recently updated first; an open session is never removed.
+package journal

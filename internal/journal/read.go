@@ -1,0 +1,340 @@
+package journal
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+
+	"shellagent/acp"
+)
+
+// version is the format's version, in each header.
+const version = 1
+
+// record is one line of a file.
+type record struct {
+	T         string          `json:"t"`
+	V         int             `json:"v,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	At        time.Time       `json:"at,omitzero"`
+	Cwd       string          `json:"cwd,omitempty"`
+	Title     string          `json:"title,omitempty"`
+	Item      string          `json:"item,omitempty"`
+	U         json.RawMessage `json:"u,omitempty"`
+	Term      string          `json:"term,omitempty"`
+	D         json.RawMessage `json:"d,omitempty"` // a base64 string
+	N         int64           `json:"n,omitempty"`
+	Status    *acp.ExitStatus `json:"status,omitempty"`
+	Key       string          `json:"key,omitempty"`
+	MessageID string          `json:"messageId,omitempty"`
+}
+
+// History is a session's history as Load reads it.
+type History struct {
+	Info
+	// Updates are the recorded updates in the order first recorded; an
+	// item's stands where its first did, with its last content.
+	Updates []Item
+	// Terminals holds the output and exit of each terminal with output
+	// or an exit recorded, by terminal id.
+	Terminals map[string]*Output
+	// Prompts are the prompts accepted with an idempotencyKey, in order.
+	Prompts []Prompt
+}
+
+// Item is one update of a History.
+type Item struct {
+	Item   string          // "" for an update of its own (a message)
+	At     time.Time       // when its last content was recorded
+	Update json.RawMessage // the update's JSON (DecodeUpdate)
+}
+
+// Output is a terminal of a History.
+type Output struct {
+	Data    []byte          // its last Options.Scrollback bytes kept; bytes dropped (gaps) are missing
+	Written int64           // the bytes it wrote in all, those not kept included
+	Exit    *acp.ExitStatus // nil when no exit was recorded
+}
+
+// Prompt is a prompt accepted with an idempotencyKey.
+type Prompt struct {
+	Key, MessageID string
+	At             time.Time
+}
+
+// DecodeUpdate decodes an Item's Update.
+func DecodeUpdate(raw json.RawMessage) (acp.Update, error) {
+	var kind struct {
+		SessionUpdate string `json:"sessionUpdate"`
+	}
+	if err := json.Unmarshal(raw, &kind); err != nil {
+		return nil, fmt.Errorf("decode update: %w", err)
+	}
+	var u acp.Update
+	switch kind.SessionUpdate {
+	case acp.KindUserMessage, acp.KindAgentMessage:
+		u = &acp.Message{}
+	case acp.KindState:
+		u = &acp.StateUpdate{}
+	case acp.KindToolCall:
+		u = &acp.ToolCallUpdate{}
+	case acp.KindTerminal:
+		u = &acp.TerminalUpdate{}
+	case acp.KindNotice:
+		u = &acp.Notice{}
+	default:
+		return nil, fmt.Errorf("decode update: unknown sessionUpdate %q", kind.SessionUpdate)
+	}
+	if err := json.Unmarshal(raw, u); err != nil {
+		return nil, fmt.Errorf("decode update %s: %w", kind.SessionUpdate, err)
+	}
+	return u, nil
+}
+
+// parsed is what reading a file found.
+type parsed struct {
+	info    Info
+	created time.Time
+	valid   int64 // bytes up to the end of the last whole line
+
+	items     []Item
+	itemAt    map[string]int // index in items
+	itemLen   map[string]int // bytes of the item's last line
+	deadItems int64          // bytes of items' earlier lines
+
+	terms     map[string]*termState
+	termOrder []string
+	prompts   []Prompt
+
+	keep    bool // keep updates and output, not only their sizes
+	scroll  int
+	scratch []byte // where output is decoded without keep
+}
+
+// termState is a terminal as a file has it.
+type termState struct {
+	written int64 // bytes written, dropped ones included
+	inFile  int64 // output bytes in the file
+	lines   int64 // bytes of the file's out lines
+	data    []byte
+	exit    *acp.ExitStatus
+}
+
+// readFile reads the session file at path, which must be session id's.
+// With keep it keeps what Load returns; else only what the index and
+// the writer need.
+func readFile(path, id string, scroll int, keep bool) (*parsed, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close() // Best effort: read only.
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	p := &parsed{
+		info:   Info{ID: id, Size: fi.Size()},
+		itemAt: make(map[string]int), itemLen: make(map[string]int),
+		terms: make(map[string]*termState), keep: keep, scroll: scroll,
+	}
+	r := bufio.NewReaderSize(f, 64<<10)
+	var long []byte
+	for n := 1; ; n++ {
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long[:0], line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = r.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
+		if errors.Is(err, io.EOF) {
+			break // a line without its newline is torn: dropped
+		}
+		if err != nil {
+			return nil, err
+		}
+		var rec record
+		if err := json.Unmarshal(line, &rec); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		if n == 1 {
+			if err := checkHeader(&rec, id); err != nil {
+				return nil, err
+			}
+			p.created = rec.At
+		} else if err := p.add(&rec, len(line)); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		p.valid += int64(len(line))
+		if rec.At.After(p.info.UpdatedAt) {
+			p.info.UpdatedAt = rec.At
+		}
+	}
+	if p.valid == 0 {
+		return nil, errors.New("no header")
+	}
+	if keep {
+		for _, t := range p.terms {
+			t.data = tail(t.data, scroll)
+		}
+	}
+	return p, nil
+}
+
+func checkHeader(rec *record, id string) error {
+	switch {
+	case rec.T != "session":
+		return fmt.Errorf("first line is a %q record, not the header", rec.T)
+	case rec.V != version:
+		return fmt.Errorf("format version %d, not %d", rec.V, version)
+	case rec.ID != id:
+		return fmt.Errorf("header names session %q", rec.ID)
+	}
+	return nil
+}
+
+// add applies one record of size bytes.
+func (p *parsed) add(rec *record, size int) error {
+	switch rec.T {
+	case "meta":
+		p.info.Cwd, p.info.Title = rec.Cwd, rec.Title
+	case "update":
+		var u json.RawMessage
+		if p.keep {
+			u = append(json.RawMessage(nil), rec.U...)
+		}
+		if rec.Item == "" {
+			p.items = append(p.items, Item{At: rec.At, Update: u})
+			break
+		}
+		if i, ok := p.itemAt[rec.Item]; ok {
+			p.items[i].At, p.items[i].Update = rec.At, u
+			p.deadItems += int64(p.itemLen[rec.Item])
+		} else {
+			p.itemAt[rec.Item] = len(p.items)
+			p.items = append(p.items, Item{Item: rec.Item, At: rec.At, Update: u})
+		}
+		p.itemLen[rec.Item] = size
+	case "out":
+		n, d, err := p.output(rec.D)
+		if err != nil {
+			return err
+		}
+		t := p.term(rec.Term)
+		t.written += int64(n)
+		t.inFile += int64(n)
+		t.lines += int64(size)
+		if p.keep {
+			t.data = append(t.data, d...)
+			if len(t.data) > 2*p.scroll {
+				t.data = append(t.data[:0], tail(t.data, p.scroll)...)
+			}
+		}
+	case "gap":
+		p.term(rec.Term).written += rec.N
+	case "forget":
+		p.forget(rec.Item)
+	case "exit":
+		st := acp.ExitStatus{}
+		if rec.Status != nil {
+			st = *rec.Status
+		}
+		p.term(rec.Term).exit = &st
+	case "prompt":
+		p.prompts = append(p.prompts, Prompt{Key: rec.Key, MessageID: rec.MessageID, At: rec.At})
+	case "closed":
+		p.info.Closed = true
+	case "open":
+		p.info.Closed = false
+	}
+	return nil
+}
+
+// output returns the length of an out record's data, and, with keep,
+// the data, which it decodes only then.
+func (p *parsed) output(raw json.RawMessage) (int, []byte, error) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return 0, nil, errors.New("out record without data")
+	}
+	b64 := raw[1 : len(raw)-1]
+	d := p.scratch
+	if need := base64.StdEncoding.DecodedLen(len(b64)); cap(d) < need {
+		d = make([]byte, need)
+	}
+	n, err := base64.StdEncoding.Decode(d[:cap(d)], b64)
+	if err != nil {
+		return 0, nil, fmt.Errorf("out record: %w", err)
+	}
+	if !p.keep {
+		p.scratch = d // only the length matters: decoded to check it
+	}
+	return n, d[:n], nil
+}
+
+// forget drops an item, and the output and exit of the terminal of the
+// same id.
+func (p *parsed) forget(item string) {
+	if i, ok := p.itemAt[item]; ok {
+		p.items[i] = Item{} // a hole, left out by history and encode
+		delete(p.itemAt, item)
+		p.deadItems += int64(p.itemLen[item])
+		delete(p.itemLen, item)
+	}
+	if t := p.terms[item]; t != nil {
+		delete(p.terms, item)
+		p.termOrder = slices.DeleteFunc(p.termOrder, func(id string) bool { return id == item })
+		p.deadItems += t.lines
+	}
+}
+
+// updates returns the items without the holes that forget left.
+func (p *parsed) updates() []Item {
+	return slices.DeleteFunc(p.items, func(it Item) bool { return it.Update == nil && it.Item == "" && it.At.IsZero() })
+}
+
+func (p *parsed) term(id string) *termState {
+	t := p.terms[id]
+	if t == nil {
+		t = &termState{}
+		p.terms[id] = t
+		p.termOrder = append(p.termOrder, id)
+	}
+	return t
+}
+
+// tail returns the last n bytes of b.
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// keyMap returns the prompts' keys: the first messageId of each.
+func (p *parsed) keyMap() map[string]string {
+	m := make(map[string]string, len(p.prompts))
+	for _, pr := range p.prompts {
+		if _, ok := m[pr.Key]; !ok {
+			m[pr.Key] = pr.MessageID
+		}
+	}
+	return m
+}
+
+// history returns what Load returns.
+func (p *parsed) history() *History {
+	h := &History{Info: p.info, Updates: p.updates(), Prompts: p.prompts, Terminals: make(map[string]*Output, len(p.terms))}
+	for id, t := range p.terms {
+		h.Terminals[id] = &Output{Data: t.data, Written: t.written, Exit: t.exit}
+	}
+	return h
+}
