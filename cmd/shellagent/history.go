@@ -25,7 +25,7 @@ func defaultHistory() history {
 func (h *history) define(fs *flag.FlagSet) {
 	fs.StringVar(&h.stateDir, "state-dir", h.stateDir, "keep what outlives a run under `DIR`: each session's history (sessions/) and the logs of services with log = true (logs/) (default "+stateDirDefault+")")
 	fs.Var((*sizeFlag)(&h.max), "history-max", "keep at most `SIZE` of history in all; the oldest closed sessions go first")
-	fs.Var((*onOff)(&h.off), "history", "`on`: keep each session's history on disk (session/list lists past sessions, session/resume makes one live again); off: keep nothing")
+	fs.Var((*onOff)(&h.off), "history", "`MODE` on (the default) keeps each session's history on disk (session/list lists past sessions, session/resume makes one live again); off keeps nothing")
 }
 
 // open opens the history, which keeps scrollback bytes of each
@@ -35,7 +35,10 @@ func (h history) open(log *slog.Logger, scrollback int) (*journal.Store, error) 
 		return nil, nil
 	}
 	if h.stateDir == "" {
-		return nil, errors.New("--state-dir: no default (neither $XDG_STATE_HOME nor $HOME is set): give one, or --history off")
+		// An agent without a home (a bare container, a service with no
+		// environment) still serves; it keeps no history.
+		log.Warn("no state directory (neither $XDG_STATE_HOME nor $HOME is set, and no --state-dir): keeping no history")
+		return nil, nil
 	}
 	store, err := journal.Open(journal.Options{Dir: h.stateDir, Max: int64(h.max), Scrollback: scrollback, Log: log})
 	if err != nil {
