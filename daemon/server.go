@@ -32,6 +32,14 @@ var (
 // reach a client that does not read, once the connection ends.
 const flushTimeout = 200 * time.Millisecond
 
+// lineTimeout bounds how long, after flushTimeout, the line under way
+// then may take to reach a client that reads slowly: it gets that line
+// whole, and no other (see protocol.Conn.CloseBy). A client that reads
+// nothing for this long is left with a torn line. Closing a connection
+// takes at most flushTimeout+lineTimeout, well within the wait of an
+// upgrade for its connections (connsGone).
+const lineTimeout = time.Second
+
 // A Server serves one Supervisor to every connection of a listener.
 // Set its fields before Serve; Serve is called once.
 type Server struct {
@@ -297,20 +305,24 @@ func (s *Server) serveACP(log *slog.Logger, nc *net.UnixConn, r io.Reader, out *
 	}
 }
 
-// close sends what is queued on c, for at most flushTimeout, closes it,
-// and forgets it.
+// close sends what is queued on c, for at most flushTimeout, then the
+// line under way, for at most lineTimeout more, closes it, and forgets it.
 func (s *Server) close(c *acpConn) {
+	cut := time.Now().Add(flushTimeout)
 	flushed := make(chan struct{})
 	go func() {
 		if c.conn != nil { // nil: NewConn panicked
-			c.conn.Close()
+			c.conn.CloseBy(cut)
 		}
 		close(flushed)
 	}()
+	wait := time.NewTimer(time.Until(cut.Add(lineTimeout)))
 	select {
 	case <-flushed:
-	case <-time.After(flushTimeout):
+	case <-wait.C:
+		s.Log.Warn("client is not reading; closing its connection in the middle of a line")
 	}
+	wait.Stop()
 	c.nc.Close() // Best effort: ends a write to a client that does not read.
 	closeFile(c.out)
 	<-flushed
