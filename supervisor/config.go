@@ -52,9 +52,9 @@ type Config struct {
 	// session: what a client does against the protocol's client-side
 	// rules is reported to it as a warning notice (clientcheck.go).
 	ClientChecks bool
-	// ScenariosInvalid lets /scenario play the scenarios that send a
-	// message the schema forbids (package scenario).
-	ScenariosInvalid bool
+	// Kit serves /scenario: the client developers' kit (package
+	// scenario.Kit). Without one, /scenario plays nothing.
+	Kit Kit
 }
 
 // DetachPolicy is what happens to a session whose connection goes away.

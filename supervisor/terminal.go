@@ -44,7 +44,7 @@ func (st *state) launch(call *toolCall, line string) *terminal {
 	return launchWith(st, call, line, launchOptions{})
 }
 
-// launchOptions are what a scenario's command adds (stage.go).
+// launchOptions are what a scenario's command adds (Scene.Run, kit.go).
 type launchOptions struct {
 	env []string // added to the environment
 	// source, if set, returns the terminal's output as the connection

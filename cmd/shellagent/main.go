@@ -47,6 +47,7 @@ import (
 	"shellagent/protocol"
 	"shellagent/protocol/v1front"
 	"shellagent/ptyio"
+	kit "shellagent/scenario"
 	"shellagent/supervisor"
 )
 
@@ -245,7 +246,7 @@ func (o agentOptions) supervisorConfig(log *slog.Logger, c *contain.Containment)
 		Launcher:          ptyio.Local{Containment: c},
 		Containment:       string(c.Mode()),
 		ClientChecks:      o.clientChecks,
-		ScenariosInvalid:  o.scenariosInvalid,
+		Kit:               kit.Kit{Invalid: o.scenariosInvalid, Log: log},
 	}
 }
 
