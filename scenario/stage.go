@@ -121,9 +121,9 @@ type play struct {
 	dir   gateDir // owned by the play's goroutine
 
 	// Owned by the session's actor.
-	began      chan struct{} // closed when the turn that Begin asked for holds the foreground
-	runs       []*run        // its commands
-	calls      []string      // its wakeups and watches
+	began      chan struct{}     // closed when the turn that Begin asked for holds the foreground
+	runs       []*run            // its commands
+	calls      []supervisor.Call // its wakeups and watches
 	made       madeUp
 	probes     []acp.BackgroundItem // what it lists beside the session's work (List)
 	asks       []func()             // withdraw its permission requests
@@ -382,14 +382,14 @@ func (p *play) Run(line string, how How) (Command, error) {
 
 // Schedule implements Stage.
 func (p *play) Schedule(line string) (ToolCall, error) {
-	var id string
+	var c supervisor.Call
 	if !p.enter(func(sc *supervisor.Scene) {
-		id = sc.Schedule(line, time.Hour)
-		p.calls = append(p.calls, id)
+		c = sc.Schedule(line, time.Hour)
+		p.calls = append(p.calls, c)
 	}) {
 		return nil, over(p.ctx)
 	}
-	return realCall{p, id}, nil
+	return realCall{p, c}, nil
 }
 
 // Watch implements Stage: a watch of the play's own directory, in which
@@ -399,18 +399,19 @@ func (p *play) Watch(line string) (ToolCall, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", p.sc.Name, err)
 	}
-	var id string
+	var c supervisor.Call
+	started := false
 	if !p.enter(func(sc *supervisor.Scene) {
-		if id = sc.Watch(dir, line); id != "" {
-			p.calls = append(p.calls, id)
+		if c, started = sc.Watch(dir, line); started {
+			p.calls = append(p.calls, c)
 		}
 	}) {
 		return nil, over(p.ctx)
 	}
-	if id == "" {
+	if !started {
 		return nil, fmt.Errorf("scenario %s: the watch of %s did not start", p.sc.Name, dir)
 	}
-	return realCall{p, id}, nil
+	return realCall{p, c}, nil
 }
 
 // Ask implements Stage. The request's subject names the session's
@@ -517,8 +518,8 @@ func (p *play) finish(err error) {
 		var asks []func()
 		p.s.Do(func(sc *supervisor.Scene) {
 			for _, r := range p.runs {
-				sc.Stop(r.cmd, stageGrace)
-				if !sc.Exited(r.cmd) {
+				r.cmd.Stop(stageGrace)
+				if !r.cmd.Exited() {
 					left = append(left, r)
 				}
 			}
@@ -546,8 +547,8 @@ func (p *play) finish(err error) {
 			return // the overlay stays: what it lists stays listed, as a close leaves listed work
 		}
 		defer sc.Lay(nil)
-		for _, id := range p.calls {
-			sc.Cancel(id)
+		for _, c := range p.calls {
+			c.Cancel()
 		}
 		for _, u := range p.made.finals() {
 			p.made.add(u)

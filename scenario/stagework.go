@@ -86,7 +86,7 @@ func (r *run) WaitExit() error {
 
 // exited reports whether the command's exitStatus was sent.
 func (r *run) exited() (done bool) {
-	r.p.s.Do(func(sc *supervisor.Scene) { done = sc.Exited(r.cmd) })
+	r.p.s.Do(func(*supervisor.Scene) { done = r.cmd.Exited() })
 	return done
 }
 
@@ -97,7 +97,7 @@ func (r *run) Replace() error {
 	default:
 	}
 	attached := false
-	if !r.p.enter(func(sc *supervisor.Scene) { attached = sc.Replace(r.cmd) }) {
+	if !r.p.enter(func(*supervisor.Scene) { attached = r.cmd.Replace() }) {
 		return over(r.p.ctx)
 	}
 	if !attached {
@@ -108,32 +108,32 @@ func (r *run) Replace() error {
 
 // Stop implements Command.
 func (r *run) Stop() {
-	r.p.enter(func(sc *supervisor.Scene) { sc.Stop(r.cmd, stageGrace) })
+	r.p.enter(func(*supervisor.Scene) { r.cmd.Stop(stageGrace) })
 }
 
 // realCall is a wakeup or a watch a play started: the ToolCall it works
 // with.
 type realCall struct {
-	p  *play
-	id string
+	p *play
+	c supervisor.Call // used on the session's actor
 }
 
 // ID implements ToolCall.
-func (r realCall) ID() string { return r.id }
+func (r realCall) ID() string { return r.c.ID }
 
 // Fire implements ToolCall.
 func (r realCall) Fire() {
-	r.p.enter(func(sc *supervisor.Scene) { sc.Fire(r.id) })
+	r.p.enter(func(*supervisor.Scene) { r.c.Fire() })
 }
 
 // Pause implements ToolCall.
 func (r realCall) Pause(paused bool) {
-	r.p.enter(func(sc *supervisor.Scene) { sc.Pause(r.id, paused) })
+	r.p.enter(func(*supervisor.Scene) { r.c.Pause(paused) })
 }
 
 // Cancel implements ToolCall.
 func (r realCall) Cancel() {
-	r.p.enter(func(sc *supervisor.Scene) { sc.Cancel(r.id) })
+	r.p.enter(func(*supervisor.Scene) { r.c.Cancel() })
 }
 
 // gateDir is a play's temporary directory, made when first needed: its

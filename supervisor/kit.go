@@ -299,11 +299,13 @@ type Launch struct {
 	HandOff string
 }
 
-// A Command is a command that Scene.Run started.
+// A Command is a command that Scene.Run started. Its methods run on the
+// session's actor (in Session.Do).
 type Command struct {
 	Terminal, ToolCall string
 	Output             *outputbuf.Ring
 	t                  *terminal
+	st                 *state
 }
 
 // Run runs line in a new terminal, as l says, unlisted foreground work
@@ -321,27 +323,26 @@ func (sc *Scene) Run(line string, l Launch) (c Command, ok bool) {
 	case l.HandOff != "":
 		st.handOff(t, l.HandOff)
 	}
-	return Command{Terminal: t.id, ToolCall: call.id, Output: t.ring, t: t}, true
+	return Command{Terminal: t.id, ToolCall: call.id, Output: t.ring, t: t, st: st}, true
 }
 
 // Exited reports whether c's exitStatus was sent.
-func (sc *Scene) Exited(c Command) bool { return c.t.state >= termExited }
+func (c Command) Exited() bool { return c.t.state >= termExited }
 
 // Stop stops c if it runs, with a kill grace of at most grace.
-func (sc *Scene) Stop(c Command, grace time.Duration) {
+func (c Command) Stop(grace time.Duration) {
 	if c.t.state == termRunning {
-		c.t.stop(min(sc.st.settings.killGrace, grace))
+		c.t.stop(min(c.st.settings.killGrace, grace))
 	}
 }
 
 // Replace sends a replacement snapshot of c's output, if it has not
 // exited and a client is attached; it reports whether it did.
-func (sc *Scene) Replace(c Command) bool {
-	st := sc.st
-	if c.t.state >= termExited || st.out.client == nil {
+func (c Command) Replace() bool {
+	if c.t.state >= termExited || c.st.out.client == nil {
 		return false
 	}
-	st.out.sendTerminal(c.t, c.t.announcement(), protocol.ReplaceOutput)
+	c.st.out.sendTerminal(c.t, c.t.announcement(), protocol.ReplaceOutput)
 	return true
 }
 
@@ -355,56 +356,61 @@ func (sc *Scene) Current(c Command) {
 	}
 }
 
-// Schedule schedules a one-off job of line, due after d, and returns its
-// tool call.
-func (sc *Scene) Schedule(line string, d time.Duration) string {
-	return sc.st.schedule(line, d, false).id
+// A Call is a tool call that Scene.Schedule or Scene.Watch started. Its
+// methods run on the session's actor (in Session.Do).
+type Call struct {
+	ID string
+	st *state
 }
 
-// Watch starts a watch of path that runs line on a change, and returns
-// its tool call; "" if it cannot watch it (it says why).
-func (sc *Scene) Watch(path, line string) string {
+// Schedule schedules a one-off job of line, due after d.
+func (sc *Scene) Schedule(line string, d time.Duration) Call {
+	return Call{sc.st.schedule(line, d, false).id, sc.st}
+}
+
+// Watch starts a watch of path that runs line on a change; ok is false if
+// it cannot watch it (it says why).
+func (sc *Scene) Watch(path, line string) (c Call, ok bool) {
 	st := sc.st
 	spec := &watchSpec{path: path, line: line}
 	startWatch(st, spec)
-	for _, c := range st.work.calls {
-		if w, ok := c.task.(*watcher); ok && w.spec == spec {
-			return c.id
+	for _, call := range st.work.calls {
+		if w, isWatch := call.task.(*watcher); isWatch && w.spec == spec {
+			return Call{call.id, st}, true
 		}
 	}
-	return ""
+	return Call{}, false
 }
 
-// Fire fires the job of tool call id now, if it is scheduled.
-func (sc *Scene) Fire(id string) {
-	c := sc.st.work.calls[id]
-	if c == nil {
+// Fire fires c's job now, if it is scheduled.
+func (c Call) Fire() {
+	call := c.st.work.calls[c.ID]
+	if call == nil {
 		return
 	}
-	if j, ok := c.task.(*job); ok && c.state == callScheduled {
+	if j, ok := call.task.(*job); ok && call.state == callScheduled {
 		j.timer.Stop()
-		j.fire(sc.st)
+		j.fire(c.st)
 	}
 }
 
-// Pause pauses the watch of tool call id (paused), or resumes it, as
-// /pause and /resume do.
-func (sc *Scene) Pause(id string, paused bool) {
+// Pause pauses c's watch (paused), or resumes it, as /pause and /resume
+// do.
+func (c Call) Pause(paused bool) {
 	if paused {
-		pauseWatch(sc.st, id)
+		pauseWatch(c.st, c.ID)
 	} else {
-		resumeWatch(sc.st, id)
+		resumeWatch(c.st, c.ID)
 	}
 }
 
-// Cancel cancels tool call id if it has not ended, as tool_call/cancel
-// does.
-func (sc *Scene) Cancel(id string) {
-	c := sc.st.work.calls[id]
-	if c == nil || c.state >= callDone {
+// Cancel cancels c if it has not ended, as tool_call/cancel does.
+func (c Call) Cancel() {
+	call := c.st.work.calls[c.ID]
+	if call == nil || call.state >= callDone {
 		return
 	}
-	if stop, err := sc.st.acceptCancel(id); err == nil {
+	if stop, err := c.st.acceptCancel(c.ID); err == nil {
 		stop()
 	}
 }
