@@ -21,10 +21,19 @@
 // the scenarios marked Invalid (a malformed background list), which the
 // session plays only when the agent runs with --scenarios-invalid.
 //
+// The package is the client developers' kit whole: Kit is what a
+// supervisor.Session asks to play /scenario (supervisor.Config.Kit), and
+// the Stage a scenario plays on is a play that drives the session from
+// outside its core, through supervisor.Session.Do and supervisor.Scene,
+// the ways in that real events use, and lays a supervisor.Overlay over it
+// (what it lists, the cancels it takes).
+//
 // Files: scenario.go (a Scenario, its listing, and the Stage a session
 // gives it to play on), snapshot.go (Crafted: a snapshot that leaves its
 // list out or carries a malformed one), table.go (All: the scenarios
-// themselves).
+// themselves), stage.go (Kit, and play: the Stage, its overlay and its
+// foreground work), stagework.go (what a play runs and makes up: its
+// commands, wakeups and watches, its gate files, its made-up items).
 package scenario
 
 import (

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"shellagent/acp"
-	"shellagent/protocol"
-	"shellagent/scenario"
 )
 
 // A command is one slash command, whole: how it is written, what clients
@@ -63,12 +61,12 @@ var (
 	shellLine = &command{}
 	// malformed is a slash command written wrong: its problem is said.
 	malformed = &command{act: func(st *state, in input) { st.out.agentMessage(in.problem) }}
-	// scenarioPlay is /scenario NAME: the scenario plays, holding the
-	// foreground (stage.go).
+	// scenarioPlay is /scenario NAME [HOLD]: the kit plays it, holding
+	// the foreground, or says why not (kit.go).
 	scenarioPlay = &command{}
-	// scenarioWork is the foreground work a playing scenario begins (no
+	// kitWork is the foreground work a playing scenario begins (no
 	// prompt).
-	scenarioWork = &command{}
+	kitWork = &command{}
 )
 
 // commands is the table of slash commands, in the order clients are shown
@@ -77,8 +75,8 @@ var commands []*command
 
 func init() {
 	shellLine.hold = func(st *state, t *turn) { st.runForeground(t) }
-	scenarioPlay.hold = startScenario
-	scenarioWork.hold = func(st *state, t *turn) { t.origin.(*play).begin(st, t) }
+	scenarioPlay.hold = playScenario
+	kitWork.hold = beginKitWork
 	commands = []*command{
 		{
 			name: "bg", syntax: "CMD", now: true, parse: parseBg, act: actBg,
@@ -270,8 +268,15 @@ func listBackground(st *state, _ input) {
 
 // listScenarios serves /scenario alone.
 func listScenarios(st *state, _ input) {
-	st.out.agentMessage(scenario.Listing(protocol.Version(st.out.client) != acp.ProtocolVersion, st.s.sv.cfg.ScenariosInvalid))
+	if k := st.s.sv.cfg.Kit; k != nil {
+		st.out.agentMessage(k.Listing((&Scene{st: st}).V1()))
+		return
+	}
+	st.out.agentMessage(noKit)
 }
+
+// noKit is what /scenario says in a session with no kit.
+const noKit = "This agent plays no scenarios."
 
 // parseScheduled reads the arguments of /after and /every.
 func parseScheduled(c *command, rest string) input {
@@ -298,28 +303,13 @@ func parseScheduled(c *command, rest string) input {
 // faster would keep the foreground busy and flood the conversation.
 const minEvery = time.Second
 
-// parseScenario reads /scenario's arguments: none (list them), or a
-// scenario's name and an optional hold (play it).
+// parseScenario reads /scenario's arguments: none (list them), or what
+// the kit reads (Kit.Play): a scenario's name and an optional hold.
 func parseScenario(_ *command, rest string) input {
 	if rest == "" {
 		return input{}
 	}
-	fields := strings.Fields(rest)
-	if len(fields) > 2 {
-		return bad("/scenario takes a name and at most a hold", "scenario")
-	}
-	if scenario.Lookup(fields[0]) == nil {
-		return input{cmd: malformed, problem: fmt.Sprintf("No scenario %q: /scenario alone lists them.", fields[0])}
-	}
-	in := input{cmd: scenarioPlay, id: fields[0], delay: scenario.DefaultHold}
-	if len(fields) == 2 {
-		d, err := time.ParseDuration(fields[1])
-		if err != nil || d < 0 || d > scenario.MaxHold {
-			return bad(fmt.Sprintf("/scenario: %q is not a hold from 0 to %s", fields[1], scenario.MaxHold), "scenario")
-		}
-		in.delay = d
-	}
-	return in
+	return input{cmd: scenarioPlay, id: rest}
 }
 
 // bad is the input of command name written wrong: the problem, then how

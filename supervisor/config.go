@@ -57,9 +57,9 @@ type Config struct {
 	// session/list lists past sessions, session/resume makes one live
 	// again, session/delete removes one. nil keeps nothing.
 	History *journal.Store
-	// ScenariosInvalid lets /scenario play the scenarios that send a
-	// message the schema forbids (package scenario).
-	ScenariosInvalid bool
+	// Kit serves /scenario: the client developers' kit (package
+	// scenario.Kit). Without one, /scenario plays nothing.
+	Kit Kit
 	// StateDir is where the state kept across runs goes: a stack's
 	// service logs under STATE/logs (service.go). "" keeps none.
 	StateDir string

@@ -53,13 +53,7 @@ func TestParseInput(t *testing.T) {
 		{line: "/tail term_1 5000", want: input{cmd: lookup("tail"), id: "term_1", lines: maxTail}},
 		{line: "/tail term_1 -3", want: input{cmd: malformed}, says: `"-3" is not a number of lines`},
 		{line: "/scenario", want: input{cmd: lookup("scenario")}},
-		{line: "/scenario paused", want: input{cmd: scenarioPlay, id: "paused", delay: time.Second}},
-		{line: "/scenario paused 0s", want: input{cmd: scenarioPlay, id: "paused"}},
-		{line: "/scenario  paused  2s ", want: input{cmd: scenarioPlay, id: "paused", delay: 2 * time.Second}},
-		{line: "/scenario nosuch", want: input{cmd: malformed}, says: `No scenario "nosuch": /scenario alone lists them.`},
-		{line: "/scenario paused 2m", want: input{cmd: malformed}, says: `"2m" is not a hold from 0 to 1m0s`},
-		{line: "/scenario paused -1s", want: input{cmd: malformed}, says: "is not a hold"},
-		{line: "/scenario paused 1s x", want: input{cmd: malformed}, says: "takes a name and at most a hold"},
+		{line: "/scenario  paused  2s ", want: input{cmd: scenarioPlay, id: "paused  2s"}}, // read by the kit
 	}
 	for _, tt := range tests {
 		got := parseInput(tt.line)
@@ -104,7 +98,7 @@ func TestCommandTable(t *testing.T) {
 			t.Errorf("/%s: it needs a parser and one of act or hold (act if it acts at once)", c.name)
 		}
 	}
-	for _, c := range []*command{shellLine, malformed, scenarioPlay, scenarioWork} {
+	for _, c := range []*command{shellLine, malformed, scenarioPlay, kitWork} {
 		if (c.act == nil) == (c.hold == nil) || c.now {
 			t.Errorf("%+v: an input no slash command writes needs one of act or hold, and waits its turn", c)
 		}

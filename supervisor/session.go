@@ -64,7 +64,7 @@ type state struct {
 	work     registry
 	out      outbox
 	waits    []*waiter  // the waits under way (wait.go)
-	kit      kit        // the overlay of the scenario playing, if one is (overlay.go)
+	kit      kit        // the overlay of the scenario playing, if one is (kit.go)
 	failure  *acp.Error // the error of the next state_update, if its stop reason is error
 
 	final     finalState // while closing
@@ -277,7 +277,7 @@ func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest) (resp *
 			}
 		}
 		if st.kit.overlay != nil {
-			st.kit.resumed(st, delivered)
+			st.kit.overlay.Resumed(&Scene{st: st, delivered: delivered})
 		}
 		st.reportState("")
 		if taken {
@@ -366,7 +366,7 @@ func (st *state) close(done func()) {
 		st.final = finalIdle
 	}
 	if st.kit.overlay != nil {
-		st.kit.closing()
+		st.kit.overlay.Closing()
 	}
 	st.dropHeld(func(*turn) bool { return true }, "session closed")
 	if fg := st.turns.fg; fg != nil {

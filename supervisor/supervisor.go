@@ -64,14 +64,13 @@
 //     config.go holds the configuration and the per-session settings.
 //   - status.go: what a server that outlives its connections shows of
 //     each session (Sessions), and the detached TTL.
-//   - overlay.go: the one hook of the client developers' kit in the
-//     session: the overlay a playing scenario lays over it, consulted
-//     where the session reports its list and where it dispatches a cancel.
-//   - stage.go: a /scenario playing in its session (the scenario.Stage the
-//     session gives package scenario's scripts, and its overlay), at the
-//     side of the turn engine, and stagework.go what it runs and makes
-//     up; clientcheck.go: the client_checks notices, and what the session
-//     told its client about cancelling each item.
+//   - kit.go: the hook of the client developers' kit, whose scenarios
+//     play in package scenario: Config.Kit serves /scenario; a playing
+//     scenario's Overlay, consulted where the session reports its list
+//     and where it dispatches a cancel, and its Foreground, the work of
+//     its turns; Session.Do and the Scene, the ways in it drives the
+//     session through. clientcheck.go: the client_checks notices, and
+//     what the session told its client about cancelling each item.
 //
 // # Concurrency
 //
@@ -83,7 +82,7 @@
 // change; the end of a close once nothing runs). doWait also waits for
 // the entry to have run and settled: for the ways in that answer with
 // what they changed (session/set_config_option, session/resume; Detach),
-// Sessions, and a scenario's Stage calls. Neither is called from the
+// Sessions, and the kit's Session.Do. Neither is called from the
 // actor itself: code there runs inline what it would queue. An entry that
 // comes after the actor ended runs on the goroutine that brings it, under
 // the actor's late mutex, which owns the state from then on. These
@@ -113,9 +112,9 @@
 //   - a terminal's input watch (time.AfterFunc, inputwatch.go), when it
 //     found a program waiting for input: it looks at /proc off the actor,
 //     and enters only to notice what it found;
-//   - a playing scenario's goroutine (stage.go), one Stage call at a
-//     time, through doWait; it waits for what it needs (a terminal's exit,
-//     the client's cancel) off the actor;
+//   - a playing scenario's goroutine (package scenario), one Stage call
+//     at a time, through Session.Do (doWait); it waits for what it needs
+//     (a terminal's exit, the client's cancel) off the actor;
 //   - the owner of a connection, through Detach and Shutdown.
 //
 // Slow work runs inline on the actor, so an event reads straight down:

@@ -32,7 +32,7 @@ const (
 	// cancelled. Out to turnOver when the command exits.
 	turnCancelling
 	// turnScenario: it holds the foreground for a playing scenario
-	// (stage.go), which runs its own commands. Out to turnOver when the
+	// (kit.go: a Foreground), which runs its own commands. Out to turnOver when the
 	// scenario ends its foreground work, or (close) to turnCancelling.
 	turnScenario
 	// turnOver: done, or never run. Final.
@@ -59,7 +59,7 @@ type turn struct {
 
 // A source is work that brings turns of its own, with no prompt: a job
 // (its firings, jobs.go), a watch (its runs, watch.go), a scenario (its
-// foreground work, stage.go).
+// foreground work, kit.go).
 type source interface {
 	// owns reports whether t is a turn it brought.
 	owns(t *turn) bool
@@ -71,7 +71,7 @@ type dropper interface{ dropped(t *turn) }
 
 // foreground is what a turn runs while it holds the foreground: a command
 // (commandRun, terminal.go), a wait (wait.go), or a scenario's work
-// (stage.go). Each kind says what session/cancel and /bg alone do to it.
+// (kit.go). Each kind says what session/cancel and /bg alone do to it.
 type foreground interface {
 	// cancelTurn serves session/cancel of fg, the turn that runs it.
 	cancelTurn(st *state, fg *turn)
@@ -330,7 +330,7 @@ func (st *state) stopByID(id string) {
 
 // stopTerminal accepts terminal/cancel (or /stop) of terminal id and
 // stops it, as registry.stop does, unless the overlay takes that cancel
-// (overlay.go): then it answers it.
+// (kit.go): then it answers it.
 func stopTerminal(st *state, id string, accepted func()) error {
 	t := st.work.terminals[id]
 	if taken, err := st.kit.takes(true, id, t != nil && t.state < termExited); taken {
@@ -352,7 +352,7 @@ func errorMessage(err error) string {
 // acceptCancel accepts tool_call/cancel and returns what stops the tool
 // call: its task's cancel (a job, a wait, a watch, background work
 // waiting for permission). One the session does not know may be the
-// overlay's (overlay.go).
+// overlay's (kit.go).
 func (st *state) acceptCancel(id string) (stop func(), err error) {
 	c := st.work.calls[id]
 	if c == nil {

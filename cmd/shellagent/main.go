@@ -49,6 +49,7 @@ import (
 	"shellagent/protocol"
 	"shellagent/protocol/v1front"
 	"shellagent/ptyio"
+	kit "shellagent/scenario"
 	"shellagent/supervisor"
 )
 
@@ -255,7 +256,7 @@ func (o agentOptions) supervisorConfig(log *slog.Logger, c *contain.Containment)
 		Launcher:          ptyio.Local{Containment: c},
 		Containment:       string(c.Mode()),
 		ClientChecks:      o.clientChecks,
-		ScenariosInvalid:  o.scenariosInvalid,
+		Kit:               kit.Kit{Invalid: o.scenariosInvalid, Log: log},
 		StateDir:          o.history.stateDir,
 	}
 }

@@ -1,4 +1,4 @@
-package supervisor
+package scenario
 
 import (
 	"cmp"
@@ -10,23 +10,20 @@ import (
 	"shellagent/acp"
 	"shellagent/outputbuf"
 	"shellagent/protocol"
+	"shellagent/supervisor"
 )
 
 // What a playing scenario (stage.go) works with: the commands it runs
-// (run, a scenario.Command), its wakeups and watches (realCall, a
-// scenario.ToolCall), the directory of its gate files (gateDir), and what
+// (run, a Command), its wakeups and watches (realCall, a ToolCall), the directory of its gate files (gateDir), and what
 // it makes up (madeUp): tool calls and terminals with no work behind
 // them, which the session sends, lets a client cancel, and finishes.
 
-// run is a command a play started: the scenario.Command it works with.
+// run is a command a play started: the Command it works with.
 type run struct {
 	p       *play
-	term    *terminal       // owned by the session's actor
-	id      string          // its terminal
-	call    string          // its tool call
-	ring    *outputbuf.Ring // its output
-	snapped chan struct{}   // told of each copy of its output a replacement takes (snapOutput)
-	gate    string          // the file Open creates, if it is gated
+	cmd     supervisor.Command // its terminal, tool call and output; used on the session's actor
+	snapped chan struct{}      // told of each copy of its output a replacement takes (snapOutput)
+	gate    string             // the file Open creates, if it is gated
 }
 
 // snapOutput is the output of a play's command as the connection reads
@@ -48,123 +45,95 @@ func (o snapOutput) AppendSnapshot(dst []byte) ([]byte, int64) {
 	return dst, end
 }
 
-// Terminal implements scenario.Command.
-func (r *run) Terminal() string { return r.id }
+// Terminal implements Command.
+func (r *run) Terminal() string { return r.cmd.Terminal }
 
-// ToolCall implements scenario.Command.
-func (r *run) ToolCall() string { return r.call }
+// ToolCall implements Command.
+func (r *run) ToolCall() string { return r.cmd.ToolCall }
 
-// Open implements scenario.Command.
+// Open implements Command.
 func (r *run) Open() {
 	if r.gate == "" {
 		return
 	}
 	if err := os.WriteFile(r.gate, nil, 0o600); err != nil {
-		r.p.s.sv.cfg.Log.Warn("scenario gate", "scenario", r.p.sc.Name, "err", err)
+		r.p.log.Warn("scenario gate", "scenario", r.p.sc.Name, "err", err)
 	}
 }
 
-// WaitOutput implements scenario.Command: it waits until the ring holds
+// WaitOutput implements Command: it waits until the ring holds
 // text and every follower that holds it (the writer of a connection that
 // keeps up) has taken it, so that what the scenario sends next goes out
 // after it.
 func (r *run) WaitOutput(text string) error {
-	return pollUntil(r.p.ctx, "output "+text+" of "+r.id, func() bool {
-		data, end := r.ring.Snapshot()
+	ring := r.cmd.Output
+	return pollUntil(r.p.ctx, "output "+text+" of "+r.cmd.Terminal, func() bool {
+		data, end := ring.Snapshot()
 		i := strings.Index(string(data), text)
 		if i < 0 {
 			return false
 		}
-		taken, held := r.ring.Taken()
+		taken, held := ring.Taken()
 		return !held || taken >= end-int64(len(data))+int64(i+len(text))
 	})
 }
 
-// WaitExit implements scenario.Command: it looks, as any way in does,
-// until the session has sent its exitStatus.
-func (r *run) WaitExit() error { return pollUntil(r.p.ctx, "the exit of "+r.id, r.exited) }
+// WaitExit implements Command: it looks, as any way in does, until the
+// session has sent its exitStatus.
+func (r *run) WaitExit() error {
+	return pollUntil(r.p.ctx, "the exit of "+r.cmd.Terminal, r.exited)
+}
 
 // exited reports whether the command's exitStatus was sent.
 func (r *run) exited() (done bool) {
-	r.p.s.doWait(func(*state) { done = r.term.state >= termExited })
+	r.p.s.Do(func(*supervisor.Scene) { done = r.cmd.Exited() })
 	return done
 }
 
-// Replace implements scenario.Command.
+// Replace implements Command.
 func (r *run) Replace() error {
 	select {
 	case <-r.snapped: // an earlier copy
 	default:
 	}
 	attached := false
-	if !r.p.enter(func(st *state) {
-		if r.term.state < termExited && st.out.client != nil {
-			attached = true
-			st.out.sendTerminal(r.term, r.term.announcement(), protocol.ReplaceOutput)
-		}
-	}) {
+	if !r.p.enter(func(*supervisor.Scene) { attached = r.cmd.Replace() }) {
 		return over(r.p.ctx)
 	}
 	if !attached {
 		return nil
 	}
-	return waitFor(r.p.ctx, r.snapped, "the replacement of "+r.id)
+	return waitFor(r.p.ctx, r.snapped, "the replacement of "+r.cmd.Terminal)
 }
 
-// Stop implements scenario.Command.
+// Stop implements Command.
 func (r *run) Stop() {
-	r.p.enter(func(st *state) {
-		if r.term.state == termRunning {
-			r.term.stop(min(st.settings.killGrace, stageGrace))
-		}
-	})
+	r.p.enter(func(*supervisor.Scene) { r.cmd.Stop(stageGrace) })
 }
 
-// realCall is a wakeup or a watch a play started: the scenario.ToolCall
-// it works with.
+// realCall is a wakeup or a watch a play started: the ToolCall it works
+// with.
 type realCall struct {
 	p *play
-	c *toolCall // owned by the session's actor
+	c supervisor.Call // used on the session's actor
 }
 
-// ID implements scenario.ToolCall.
-func (r realCall) ID() string { return r.c.id }
+// ID implements ToolCall.
+func (r realCall) ID() string { return r.c.ID }
 
-// Fire implements scenario.ToolCall.
+// Fire implements ToolCall.
 func (r realCall) Fire() {
-	r.p.enter(func(st *state) {
-		if j, ok := r.c.task.(*job); ok && r.c.state == callScheduled {
-			j.timer.Stop()
-			j.fire(st)
-		}
-	})
+	r.p.enter(func(*supervisor.Scene) { r.c.Fire() })
 }
 
-// Pause implements scenario.ToolCall.
+// Pause implements ToolCall.
 func (r realCall) Pause(paused bool) {
-	r.p.enter(func(st *state) {
-		if paused {
-			pauseWatch(st, r.c.id)
-		} else {
-			resumeWatch(st, r.c.id)
-		}
-	})
+	r.p.enter(func(*supervisor.Scene) { r.c.Pause(paused) })
 }
 
-// Cancel implements scenario.ToolCall.
+// Cancel implements ToolCall.
 func (r realCall) Cancel() {
-	r.p.enter(func(st *state) { cancelRealCall(st, r.c) })
-}
-
-// cancelRealCall cancels a wakeup or a watch that has not ended, as
-// tool_call/cancel does.
-func cancelRealCall(st *state, c *toolCall) {
-	if c.state >= callDone {
-		return
-	}
-	if stop, err := st.acceptCancel(c.id); err == nil {
-		stop()
-	}
+	r.p.enter(func(*supervisor.Scene) { r.c.Cancel() })
 }
 
 // gateDir is a play's temporary directory, made when first needed: its
@@ -229,12 +198,8 @@ func (f *fake) final() bool {
 }
 
 // reserve reserves an id that no other work of the session takes.
-func (m *madeUp) reserve(st *state, terminal bool) string {
-	prefix := "call"
-	if terminal {
-		prefix = "term"
-	}
-	id := st.work.newID(prefix)
+func (m *madeUp) reserve(sc *supervisor.Scene, terminal bool) string {
+	id := sc.NewID(terminal)
 	if m.items == nil {
 		m.items = make(map[string]*fake)
 	}
@@ -354,8 +319,8 @@ func (m *madeUp) finals() []acp.Update {
 
 // forget drops what the session told its client about cancelling the
 // made-up items: they are over.
-func (m *madeUp) forget(ads *cancelAds) {
+func (m *madeUp) forget(sc *supervisor.Scene) {
 	for _, id := range m.order {
-		ads.drop(adKey{m.items[id].terminal, id})
+		sc.Forget(m.items[id].terminal, id)
 	}
 }

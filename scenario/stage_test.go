@@ -1,4 +1,4 @@
-package supervisor
+package scenario
 
 import (
 	"runtime"
@@ -8,7 +8,7 @@ import (
 
 	"shellagent/acp"
 	"shellagent/protocol/acptest"
-	"shellagent/scenario"
+	"shellagent/supervisor"
 )
 
 // A long hold keeps a scenario playing while a test does something to
@@ -44,10 +44,10 @@ func noPlays(t *testing.T) {
 // scenario says it is over and reports the list.
 func TestScenarioCancelled(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, Config{KillGrace: time.Second})
+	h := newHarness(t, supervisor.Config{KillGrace: time.Second})
 	sid := h.newSession()
 	h.run(sid, "/scenario unknown-state"+longHold)
-	odd := h.update(nil, sid, acp.KindState, "the unknown state", func(m *acptest.Msg) bool { return m.State() == scenario.UnknownState })
+	odd := h.update(nil, sid, acp.KindState, "the unknown state", func(m *acptest.Msg) bool { return m.State() == UnknownState })
 	start := time.Now()
 	h.c.Notify("session/cancel", map[string]string{"sessionId": sid})
 	over := h.message(odd, sid, "Scenario unknown-state is over")
@@ -55,7 +55,7 @@ func TestScenarioCancelled(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("the cancelled scenario took %v to end", d)
 	}
-	h.await(sid, "the play to end", func(st *state) bool { return st.kit.overlay == nil })
+	h.await("the play to end", func(sc *supervisor.Scene) bool { return sc.Overlay() == nil })
 	h.run(sid, "/scenario repeated-idle 0s") // the session plays again
 	h.message(over, sid, "Scenario repeated-idle is over")
 }
@@ -66,7 +66,7 @@ func TestScenarioCancelled(t *testing.T) {
 // goroutine ends.
 func TestScenarioClosed(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, Config{KillGrace: time.Second})
+	h := newHarness(t, supervisor.Config{KillGrace: time.Second})
 	sid := h.newSession()
 	h.run(sid, "/scenario codex-style"+longHold)
 	end := h.idle(nil, sid, "end_turn")
@@ -87,17 +87,19 @@ func TestScenarioClosed(t *testing.T) {
 // turn over, is refused with a message; the first plays on.
 func TestScenarioOneAtATime(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, Config{KillGrace: time.Second})
+	h := newHarness(t, supervisor.Config{KillGrace: time.Second})
 	sid := h.newSession()
 	h.run(sid, "/scenario silent-terminal"+longHold)
 	end := h.idle(nil, sid, "end_turn")
 	h.run(sid, "/scenario unknown-item 0s")
 	h.message(end, sid, "Scenario silent-terminal is still playing")
 	h.never(sid, "the second scenario played", func(m *acptest.Msg) bool { return strings.Contains(m.Text(), "Scenario unknown-item.\n") })
-	h.inspect(sid, func(st *state) {
-		if p, ok := st.kit.overlay.(*playOverlay); !ok || p.sc.Name != "silent-terminal" {
-			t.Errorf("playing %v, want silent-terminal still", st.kit)
+	h.await("silent-terminal playing still", func(sc *supervisor.Scene) bool {
+		p, ok := sc.Overlay().(*playOverlay)
+		if !ok || p.sc.Name != "silent-terminal" {
+			t.Errorf("playing %v, want silent-terminal still", sc.Overlay())
 		}
+		return true
 	})
 }
 
@@ -106,7 +108,7 @@ func TestScenarioOneAtATime(t *testing.T) {
 // --scenarios-invalid.
 func TestScenarioInvalidNeedsTheFlag(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, Config{})
+	h := newHarness(t, supervisor.Config{})
 	sid := h.newSession()
 	h.run(sid, "/scenario malformed-background 0s")
 	h.message(nil, sid, "plays only when shellagent runs with --scenarios-invalid")
@@ -121,7 +123,7 @@ func TestScenarioInvalidNeedsTheFlag(t *testing.T) {
 // made-up tool call before the snapshot that lists it.
 func TestScenarioWhilePlaying(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, Config{KillGrace: time.Second})
+	h := newHarness(t, supervisor.Config{KillGrace: time.Second})
 	sid := h.newSession()
 	h.run(sid, "/scenario unknown-status"+longHold)
 	end := h.idle(nil, sid, "end_turn")
@@ -138,7 +140,7 @@ func TestScenarioWhilePlaying(t *testing.T) {
 	other.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": h.cwd}, nil)
 	var announced bool
 	for _, m := range other.Updates(sid) {
-		if m.ToolCallID() == call && m.Status() == scenario.UnknownStatus && m.Update["title"] != nil {
+		if m.ToolCallID() == call && m.Status() == UnknownStatus && m.Update["title"] != nil {
 			announced = true
 		}
 		if m.Kind == "state_update" && !announced {
@@ -151,7 +153,36 @@ func TestScenarioWhilePlaying(t *testing.T) {
 
 	sid2 := h.on(other).newSession()
 	h.on(other).run(sid2, "/scenario unknown-state"+longHold)
-	h.on(other).update(nil, sid2, acp.KindState, "the unknown state", func(m *acptest.Msg) bool { return m.State() == scenario.UnknownState })
+	h.on(other).update(nil, sid2, acp.KindState, "the unknown state", func(m *acptest.Msg) bool { return m.State() == UnknownState })
 	h.on(other).run(sid2, "/bg")
 	h.on(other).message(nil, sid2, "A scenario holds the foreground")
+}
+
+// TestParse: /scenario's arguments, as the kit reads them.
+func TestParse(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args  string
+		name  string
+		hold  time.Duration
+		says  string // a part of the problem
+		usage bool
+	}{
+		{args: "paused", name: "paused", hold: time.Second},
+		{args: "paused 0s", name: "paused"},
+		{args: "paused  2s", name: "paused", hold: 2 * time.Second},
+		{args: "nosuch", says: `No scenario "nosuch": /scenario alone lists them.`},
+		{args: "paused 2m", says: `"2m" is not a hold from 0 to 1m0s`, usage: true},
+		{args: "paused -1s", says: "is not a hold", usage: true},
+		{args: "paused 1s x", says: "takes a name and at most a hold", usage: true},
+	}
+	for _, tt := range tests {
+		sc, hold, problem, usage := parse(tt.args)
+		switch {
+		case tt.says != "" && (!strings.Contains(problem, tt.says) || usage != tt.usage):
+			t.Errorf("parse(%q): problem %q (usage %v), want one saying %q (usage %v)", tt.args, problem, usage, tt.says, tt.usage)
+		case tt.says == "" && (problem != "" || sc == nil || sc.Name != tt.name || hold != tt.hold):
+			t.Errorf("parse(%q) = %v, %s, %q; want %s, %s", tt.args, sc, hold, problem, tt.name, tt.hold)
+		}
+	}
 }
