@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -31,6 +32,8 @@ import (
 
 // frozenSupervisor is the state an upgrade hands over.
 type frozenSupervisor struct {
+	FrozenAt time.Time // when the first session stopped: output is held back from then on
+	Output   int       // the index of the file that holds the rings' bytes (frozenTerminal.Output)
 	Created  int
 	Closed   []string
 	Sessions []frozenSession
@@ -84,8 +87,9 @@ type frozenTerminal struct {
 	Returned            *ptyio.Status   `json:",omitempty"`
 	Exit                *acp.ExitStatus `json:",omitempty"`
 	Hist                int
-	Cap                 int    // the ring's capacity
-	Output              []byte // what the ring holds, ending at End
+	Cap                 int   // the ring's capacity
+	Output              int64 // where what the ring holds starts in the output file
+	Len                 int   // how many bytes it holds, ending at End
 	End                 int64
 	Live                *frozenProcess `json:",omitempty"`
 }
@@ -169,17 +173,26 @@ func taskName(k task) string {
 // each live terminal's PTY master and process handle, which stay the
 // terminal's; thaw lets every session act again.
 func (sv *Supervisor) Freeze(ctx context.Context) (state []byte, files []*os.File, thaw func(), err error) {
+	sv.mu.Lock()
+	out := frozenSupervisor{FrozenAt: time.Now(), Created: sv.created, Closed: slices.Clone(sv.closed)}
+	sv.mu.Unlock()
+	// The rings' bytes go to a file of their own, not into the JSON: an
+	// unlinked temporary file, which the new image reads and closes.
+	blob, err := os.CreateTemp("", "shellagent-upgrade-*")
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("freeze the sessions: %w", err)
+	}
+	os.Remove(blob.Name()) // Best effort: it goes with the last descriptor anyway.
+	files = append(files, blob)
 	var thaws []func()
 	thaw = func() {
 		for _, f := range thaws {
 			f()
 		}
+		blob.Close() // Best effort: an unlinked file no one reads.
 	}
-	sv.mu.Lock()
-	out := frozenSupervisor{Created: sv.created, Closed: slices.Clone(sv.closed)}
-	sv.mu.Unlock()
 	for _, s := range sv.list() {
-		fs, fl, th, err := s.freeze(ctx, len(files))
+		fs, fl, th, err := s.freeze(ctx, len(files), blob)
 		if err != nil {
 			thaw()
 			return nil, nil, nil, err
@@ -200,7 +213,7 @@ func (sv *Supervisor) Freeze(ctx context.Context) (state []byte, files []*os.Fil
 // freeze stops the session's actor in an entry that holds it until thaw,
 // and returns the session as it then is (nil if it has closed) and its
 // files, whose indexes start at base.
-func (s *Session) freeze(ctx context.Context, base int) (fs *frozenSession, files []*os.File, thaw func(), err error) {
+func (s *Session) freeze(ctx context.Context, base int, blob *os.File) (fs *frozenSession, files []*os.File, thaw func(), err error) {
 	type frozen struct {
 		fs    *frozenSession
 		files []*os.File
@@ -214,7 +227,7 @@ func (s *Session) freeze(ctx context.Context, base int) (fs *frozenSession, file
 			got <- frozen{}
 			return
 		}
-		fs, files, procs, err := st.freeze(ctx, base)
+		fs, files, procs, err := st.freeze(ctx, base, blob)
 		got <- frozen{fs, files, err}
 		if err != nil {
 			return
@@ -237,7 +250,7 @@ func (s *Session) freeze(ctx context.Context, base int) (fs *frozenSession, file
 }
 
 // freeze freezes the session's live terminals and writes the session.
-func (st *state) freeze(ctx context.Context, base int) (*frozenSession, []*os.File, []ptyio.Freezer, error) {
+func (st *state) freeze(ctx context.Context, base int, blob *os.File) (*frozenSession, []*os.File, []ptyio.Freezer, error) {
 	if why := st.cannotHandOver(); len(why) > 0 {
 		return nil, nil, nil, handOverRefusal(st.s, why)
 	}
@@ -257,12 +270,18 @@ func (st *state) freeze(ctx context.Context, base int) (*frozenSession, []*os.Fi
 		}
 		procs, handed[t] = append(procs, p), h
 	}
-	fs, files := st.frozen(handed, base)
+	fs, files, err := st.frozen(handed, base, blob)
+	if err != nil {
+		for _, p := range procs {
+			p.Thaw()
+		}
+		return nil, nil, nil, fmt.Errorf("freeze session %s: %w", st.s.id, err)
+	}
 	return fs, files, procs, nil
 }
 
 // frozen writes the session, its live terminals as handed.
-func (st *state) frozen(handed map[*terminal]ptyio.Handed, base int) (*frozenSession, []*os.File) {
+func (st *state) frozen(handed map[*terminal]ptyio.Handed, base int, blob *os.File) (*frozenSession, []*os.File, error) {
 	fs := &frozenSession{
 		ID: st.s.id, Cwd: st.s.cwd, Title: st.title, FgState: st.fgState,
 		Settings: frozenSettings{
@@ -299,14 +318,22 @@ func (st *state) frozen(handed map[*terminal]ptyio.Handed, base int) (*frozenSes
 			ID: t.id, Line: t.line, Cwd: t.cwd, Call: t.call.id, Size: t.size, Started: t.started,
 			State: t.state, Returned: t.returned, Exit: t.exit, Hist: t.hist, Cap: t.ring.Cap(),
 		}
-		ft.Output, ft.End = t.ring.Snapshot()
+		data, end := t.ring.Snapshot()
+		at, err := blob.Seek(0, io.SeekCurrent)
+		if err == nil {
+			_, err = blob.Write(data)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("terminal %s: write its output: %w", t.id, err)
+		}
+		ft.Output, ft.Len, ft.End = at, len(data), end
 		if h, ok := handed[t]; ok {
 			ft.Live = &frozenProcess{Pid: h.Pid, Master: base + len(files), Shell: base + len(files) + 1, Group: h.Group, Tty: h.Tty}
 			files = append(files, h.Master, h.Shell)
 		}
 		fs.Terminals = append(fs.Terminals, ft)
 	}
-	return fs, files
+	return fs, files, nil
 }
 
 func entryOf(m *acp.Message, c *toolCall, t *terminal) frozenEntry {

@@ -45,16 +45,28 @@ func (sv *Supervisor) Restore(state []byte, files []*os.File, ended []int) error
 	sv.created, sv.closed = fz.Created, fz.Closed
 	sv.mu.Unlock()
 	var errs []error
+	terminals := 0
+	if fz.Output < 0 || fz.Output >= len(files) {
+		return fmt.Errorf("restore the sessions: no file %d with their output", fz.Output)
+	}
 	for _, fs := range fz.Sessions {
-		if err := sv.restore(fs, files, gone, kept); err != nil {
+		if err := sv.restore(fs, files, files[fz.Output], gone, kept); err != nil {
 			errs = append(errs, fmt.Errorf("restore session %s: %w", fs.ID, err))
 		}
+		for _, ft := range fs.Terminals {
+			if ft.Live != nil {
+				terminals++
+			}
+		}
 	}
+	// held: how long no PTY was read, from the freeze to the readers
+	// started again (bench's BenchmarkUpgrade reads it).
+	sv.cfg.Log.Info("restored the sessions of the upgrade", "sessions", len(fz.Sessions), "terminals", terminals, "held", time.Since(fz.FrozenAt))
 	return errors.Join(errs...)
 }
 
 // restore builds one session and adopts its live terminals.
-func (sv *Supervisor) restore(fs frozenSession, files []*os.File, gone map[int]bool, kept []bool) error {
+func (sv *Supervisor) restore(fs frozenSession, files []*os.File, blob *os.File, gone map[int]bool, kept []bool) error {
 	s := &Session{sv: sv, id: fs.ID, cwd: fs.Cwd}
 	st := &s.st
 	*st = state{
@@ -77,7 +89,11 @@ func (sv *Supervisor) restore(fs frozenSession, files []*os.File, gone map[int]b
 	}
 	var live []frozenTerminal
 	for _, ft := range fs.Terminals {
-		ring, err := outputbuf.Restore(ft.Cap, ft.Output, ft.End)
+		data := make([]byte, ft.Len)
+		if _, err := blob.ReadAt(data, ft.Output); err != nil {
+			return fmt.Errorf("terminal %s: read its output: %w", ft.ID, err)
+		}
+		ring, err := outputbuf.Restore(ft.Cap, data, ft.End)
 		if err != nil {
 			return fmt.Errorf("terminal %s: %w", ft.ID, err)
 		}
