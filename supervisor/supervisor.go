@@ -59,6 +59,10 @@
 //     config.go holds the configuration and the per-session settings.
 //   - status.go: what a server that outlives its connections shows of
 //     each session (Sessions), and the detached TTL.
+//   - freeze.go and thaw.go: an upgrade in place (the daemon's Host):
+//     every session's actor held in one entry, its terminals' readers
+//     parked, the sessions written out (Freeze); rebuilt, detached, with
+//     the terminals adopted, in the new image (Restore).
 //   - overlay.go: the one hook of the client developers' kit in the
 //     session: the overlay a playing scenario lays over it, consulted
 //     where the session reports its list and where it dispatches a cancel.
