@@ -36,7 +36,8 @@
 // removes what agents killed with SIGKILL left behind, and never touches
 // the work of a live agent.
 //
-// Files: contain.go (the API), open_linux.go and open_bsd.go (which modes
+// Files: contain.go (the API), adopt.go and adopt_linux.go (taking
+// a group over after an exec in place), open_linux.go and open_bsd.go (which modes
 // an OS has), cgroup_linux.go and watch_linux.go (cgroup mode),
 // markermode.go and markergroup.go (what Subreaper and Session mode
 // share: their groups), subreaper_linux.go and reaper_linux.go (reaping

@@ -88,9 +88,8 @@
 // on exactly those and execs "EXE daemon --upgrade-state=FD FLAGS...".
 // If the exec fails, everything is put back and the Host thawed. The new
 // image calls Resume, rebuilds its Host from Resumed, serves the same
-// listener, and answers the requester (Resumed.Answer). IdleHost, the
-// Host until the supervisor can freeze its sessions, refuses (Prechecker)
-// while there is any session, before anything is stopped.
+// listener, and answers the requester (Resumed.Answer). The daemon's
+// Host is its supervisor.Supervisor (Freeze, Precheck, Restore).
 //
 // # Starting on demand
 //
@@ -110,5 +109,5 @@
 // and stop), server.go (the Server), dial.go and dial_*.go (the client
 // side: Dial, Connect, AskStatus, AskStop; ownFile), upgrade.go (the
 // Host, the probe, the server's side of an upgrade, AskUpgrade),
-// upgrade_*.go (the hand-over by exec, Resume), idlehost.go (IdleHost).
+// upgrade_*.go (the hand-over by exec, Resume).
 package daemon

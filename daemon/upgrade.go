@@ -22,7 +22,7 @@ import (
 // old image to the new one (the manifest and the Host's state in it). The
 // new image's probe names the versions it reads (Probe.Accepts); the old
 // image execs it only if its own is among them.
-const StateVersion = 1
+const StateVersion = 2
 
 // ProbeTimeout bounds the whole check of the new binary: it must start
 // and answer its probe within it, or the upgrade is rolled back.

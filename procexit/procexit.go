@@ -5,7 +5,8 @@
 // anything is watched.
 //
 // Files: procexit.go (the API), procexit_linux.go, procexit_bsd.go with
-// procexit_darwin.go and procexit_freebsd.go.
+// procexit_darwin.go and procexit_freebsd.go; adopt_linux.go and
+// file_other.go (a pidfd handed over by an exec in place).
 package procexit
 
 import (

@@ -136,9 +136,11 @@ type local struct {
 	readErr  error         // written by read before readDone is closed
 	draining atomic.Bool   // the group is empty: read until the PTY is
 
-	mu   sync.Mutex // guards esc and done
-	esc  *signals.Escalation
-	done bool // run has finished; Stop does nothing
+	mu     sync.Mutex // guards esc, done, thawed and parked
+	esc    *signals.Escalation
+	done   bool          // run has finished; Stop does nothing
+	thawed chan struct{} // while frozen (handover.go): closed by Thaw
+	parked chan struct{} // while frozen: the reader has parked
 }
 
 func (p *local) Pid() int { return p.pid }
@@ -257,6 +259,14 @@ func (p *local) read() {
 			}
 		}
 		r.release()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// Frozen (handover.go): what was read is in out. A deadline
+			// that outlived a freeze given up is no error either.
+			if th := p.frozen(); th != nil {
+				<-th
+			}
+			continue
+		}
 		if err != nil {
 			if err != io.EOF && err != errDrained {
 				p.readErr = errors.Join(p.readErr, fmt.Errorf("read pty: %w", err))
@@ -357,6 +367,7 @@ func (p *local) run() {
 	// shell's own exit is judged by its zombie's status (see contain),
 	// which reaping would take away.
 	p.mu.Lock()
+	p.waitThawed()
 	p.done = true
 	esc := p.esc
 	p.mu.Unlock()

@@ -24,7 +24,9 @@
 // Files: ptyio.go (the API), local.go (Local: the PTY, the fork into the
 // containment, the goroutines that read the PTY and follow the process),
 // input_linux.go (seeing a program blocked reading its terminal),
-// input_other.go (which reports that as unsupported elsewhere).
+// input_other.go (which reports that as unsupported elsewhere),
+// handover.go, adopt_linux.go and adopt_other.go (freezing a command and
+// adopting it in the next image of an exec in place).
 package ptyio
 
 import (

@@ -52,6 +52,38 @@ func newDurable(store *journal.Store, id string) *durable {
 	return &durable{store: store, id: id, items: make(map[string]acp.Update), keys: make(map[string]string), held: make(map[string][]protocol.Reply)}
 }
 
+// reopenDurable is the history of session id after an upgrade in place:
+// what the journal holds of it seeds the latest state of each item and
+// the idempotency keys, as a resume of a past session does, so that what
+// the session records next patches what was recorded before.
+func (sv *Supervisor) reopenDurable(id string) *durable {
+	store := sv.cfg.History
+	d := newDurable(store, id)
+	if store == nil || !store.Exists(id) {
+		d.store = nil // nothing to add to: a session without history stays so
+		return d
+	}
+	h, err := store.Load(id)
+	if err != nil {
+		sv.cfg.Log.Warn("upgrade: the session's history cannot be read; it keeps no more", "session", id, "err", err)
+		d.store = nil
+		return d
+	}
+	for _, it := range h.Updates {
+		switch u, _ := journal.DecodeUpdate(it.Update); u := u.(type) {
+		case *acp.ToolCallUpdate:
+			d.items[u.ToolCallID] = u
+		case *acp.TerminalUpdate:
+			d.items[u.TerminalID] = u
+		}
+	}
+	for _, it := range h.Prompts {
+		d.keys[it.Key] = it.MessageID
+	}
+	store.Reopen(id)
+	return d
+}
+
 // create starts the history of a new session.
 func (d *durable) create(cwd string) {
 	if d.off() {

@@ -64,6 +64,10 @@
 //     config.go holds the configuration and the per-session settings.
 //   - status.go: what a server that outlives its connections shows of
 //     each session (Sessions), and the detached TTL.
+//   - freeze.go and thaw.go: an upgrade in place (the daemon's Host):
+//     every session's actor held in one entry, its terminals' readers
+//     parked, the sessions written out (Freeze); rebuilt, detached, with
+//     the terminals adopted, in the new image (Restore).
 //   - kit.go: the hook of the client developers' kit, whose scenarios
 //     play in package scenario: Config.Kit serves /scenario; a playing
 //     scenario's Overlay, consulted where the session reports its list

@@ -209,7 +209,7 @@ func serveDaemon(opts daemonOptions) int {
 		Socket:     path,
 		Log:        log,
 		IdleExit:   opts.idleExit,
-		Upgrade:    &daemon.Upgrade{Args: opts.args, Lock: lock, Host: daemon.IdleHost{Supervisor: sup}},
+		Upgrade:    &daemon.Upgrade{Args: opts.args, Lock: lock, Host: sup},
 	}
 	// A stop signal stops the daemon as daemon stop does; a signal while
 	// the commands stop (a second one, or one after daemon stop or
@@ -236,7 +236,7 @@ func serveDaemon(opts daemonOptions) int {
 		return err
 	}
 	if resumed != nil {
-		if err := rebuild(resumed); err != nil {
+		if err := sup.Restore(resumed.State, resumed.Files, resumed.Ended); err != nil {
 			log.Error("upgrade in place: the old daemon handed over work this build cannot take", "err", err)
 		}
 		log.Info("upgraded in place", "from", resumed.From, "to", buildName())
@@ -247,19 +247,6 @@ func serveDaemon(opts daemonOptions) int {
 	log.Info("daemon exiting", "because", why.Error())
 	closeContainment(log, c, swept)
 	return 0
-}
-
-// rebuild takes over the sessions that the old image of an upgrade
-// handed over. The old image's Host (daemon.IdleHost) hands over none
-// yet: anything it got is closed and reported.
-func rebuild(r *daemon.Resumed) error {
-	if len(r.State) == 0 && len(r.Files) == 0 {
-		return nil
-	}
-	for _, f := range r.Files {
-		f.Close() // Best effort: nothing here can use it.
-	}
-	return fmt.Errorf("%d bytes of state and %d files, from build %s", len(r.State), len(r.Files), r.From)
 }
 
 // daemonLock takes the socket's lock: the one the relay that started this

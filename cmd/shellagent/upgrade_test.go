@@ -80,7 +80,7 @@ func (d *daemonFixture) serving(pid int, build string) {
 // new build, and a relay that was connected is closed and exits 1. A
 // NEWBIN that exits at once, or cannot be executed, leaves the old
 // daemon serving, and the command exits 1 naming why; so does a daemon
-// that holds a session, whose work goes on untouched. 20 upgrades in a
+// that holds work it cannot hand over yet, which goes on untouched. 20 upgrades in a
 // row leave the daemon's descriptors and memory flat.
 func TestDaemonUpgradeInPlace(t *testing.T) {
 	t.Parallel()
@@ -90,13 +90,15 @@ func TestDaemonUpgradeInPlace(t *testing.T) {
 	pid := cmd.Process.Pid
 	old := exe(t, pid)
 
-	// Refused while a session holds a live terminal: it runs on.
+	// Refused while a session holds work that cannot be handed over (a
+	// scheduled job), naming it and its session: its work runs on.
 	r := d.startRelay(plainBinary)
 	r.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
 	sid, seen := r.startCounter(d.cwd)
+	r.prompt(sid, "/after 1h echo later")
 	_, stderr, code := d.run(newBin, "daemon", "upgrade", "--socket", d.socket)
-	if code != 1 || !strings.Contains(stderr, "sessions with live terminals cannot be upgraded yet") {
-		t.Errorf("upgrade with a live terminal: exit %d, %q; want 1 and the reason", code, stderr)
+	if code != 1 || !strings.Contains(stderr, "a scheduled job") || !strings.Contains(stderr, sid) {
+		t.Errorf("upgrade with a scheduled job: exit %d, %q; want 1, naming the job and %s", code, stderr, sid)
 	}
 	r.waitLines(sid, "term_1", seen+3) // the counter and its relay go on
 	r.c.MustCall("session/close", map[string]string{"sessionId": sid}, nil)

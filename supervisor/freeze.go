@@ -1,0 +1,350 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"shellagent/acp"
+	"shellagent/ptyio"
+)
+
+// An upgrade in place (daemon.Host): the Supervisor hands its sessions,
+// their terminals' processes, PTYs and rings to the next image of the
+// daemon, the same process after an exec. Freeze (this file) stops every
+// session's actor inside an entry that holds it until thaw, so nothing
+// acts: no PTY is read (each terminal's reader parks, and its ring holds
+// what was read), no process event, timer or answer is served (they
+// queue), nothing launches. It writes the sessions as frozenSupervisor.
+// Restore (thaw.go) builds them again in the new image, detached.
+//
+// Work that is not a terminal running in the background (a turn, a
+// scheduled job, a wait, a watch, a request for permission, a playing
+// scenario) is not handed over yet: Precheck refuses to upgrade a daemon
+// that has some, naming it, before anything stops.
+
+// frozenSupervisor is the state an upgrade hands over.
+type frozenSupervisor struct {
+	FrozenAt time.Time // when the first session stopped: output is held back from then on
+	Output   int       // the index of the file that holds the rings' bytes (frozenTerminal.Output)
+	Created  int
+	Closed   []string
+	Sessions []frozenSession
+}
+
+// frozenSession is one session: what its state holds, by id.
+type frozenSession struct {
+	ID, Cwd, Title, FgState string
+	Settings                frozenSettings
+	UpdatedAt               time.Time
+	Messages                int            // the last message id issued
+	Seq                     map[string]int // the registry's last ids
+	History                 []frozenEntry  // the outbox's history, forgotten items as {}
+	Calls                   []frozenCall   // the registry's tool calls
+	Terminals               []frozenTerminal
+	Exited, Finished        []string      // the registry's retention order
+	List                    []frozenEntry // the background list
+}
+
+type frozenSettings struct {
+	ForegroundTimeout, KillGrace time.Duration
+	Ask, ClientChecks            bool
+	Notify                       notifyMode
+}
+
+// frozenEntry is a history entry or a list item: a message, or a tool
+// call or terminal by id.
+type frozenEntry struct {
+	Msg  *acp.Message `json:",omitempty"`
+	Call string       `json:",omitempty"`
+	Term string       `json:",omitempty"`
+}
+
+type frozenCall struct {
+	ID, Title, Kind, Outcome string
+	State                    callState
+	Input, Output            any                   `json:",omitempty"`
+	Content                  []acp.ToolCallContent `json:",omitempty"`
+	Caps                     acp.Capabilities      `json:",omitempty"`
+	Term                     string                `json:",omitempty"`
+	Hist                     int
+}
+
+// frozenTerminal is a terminal, its ring, and, while it runs, its
+// process: Master and Shell index the files handed over.
+type frozenTerminal struct {
+	ID, Line, Cwd, Call string
+	Size                ptyio.Size
+	Started             time.Time
+	State               termState
+	Returned            *ptyio.Status   `json:",omitempty"`
+	Exit                *acp.ExitStatus `json:",omitempty"`
+	Hist                int
+	Cap                 int   // the ring's capacity
+	Output              int64 // where what the ring holds starts in the output file
+	Len                 int   // how many bytes it holds, ending at End
+	End                 int64
+	Live                *frozenProcess `json:",omitempty"`
+}
+
+type frozenProcess struct {
+	Pid, Master, Shell int
+	Group              int64
+	Tty                string
+}
+
+// Precheck implements daemon.Prechecker: it refuses, naming the work and
+// its session, while a session holds work that cannot be handed over.
+func (sv *Supervisor) Precheck() error {
+	for _, s := range sv.list() {
+		var why []string
+		s.doWait(func(st *state) {
+			if st.life != sessionClosed {
+				why = st.cannotHandOver()
+			}
+		})
+		if len(why) > 0 {
+			return handOverRefusal(s, why)
+		}
+	}
+	return nil
+}
+
+func handOverRefusal(s *Session, why []string) error {
+	return fmt.Errorf("cannot be upgraded in place: session %s (%s) holds work that cannot be handed over yet: %s; end it (or wait for it), then upgrade again",
+		s.id, s.cwd, strings.Join(why, ", "))
+}
+
+// cannotHandOver names the work of the session that an upgrade cannot
+// hand over.
+func (st *state) cannotHandOver() []string {
+	var why []string
+	if st.life != sessionOpen {
+		why = append(why, "it is closing")
+	}
+	if st.turns.busy() || st.turns.waiting() {
+		why = append(why, "a prompt's turn runs (foreground work; move it to the background with /bg)")
+	}
+	if st.kit.overlay != nil {
+		why = append(why, "a scenario plays")
+	}
+	if len(st.waits) > 0 {
+		why = append(why, fmt.Sprintf("%d waits (/wait)", len(st.waits)))
+	}
+	for _, c := range st.work.unfinished() {
+		if c.task != nil {
+			why = append(why, taskName(c.task)+" ("+c.id+")")
+		}
+	}
+	for _, t := range st.work.liveTerminals() {
+		switch _, ok := t.proc.(ptyio.Freezer); {
+		case t.state == termStopping:
+			why = append(why, "terminal "+t.id+", being stopped")
+		case !ok:
+			why = append(why, "terminal "+t.id+", whose launcher cannot hand it over")
+		}
+	}
+	return why
+}
+
+// taskName says what kind of work a task is.
+func taskName(k task) string {
+	switch k.(type) {
+	case *job:
+		return "a scheduled job"
+	case *watcher:
+		return "a watch (/watch)"
+	case *approval:
+		return "a request for permission"
+	case *waiter:
+		return "a wait (/wait)"
+	}
+	return fmt.Sprintf("work of kind %T", k)
+}
+
+// Freeze implements daemon.Host: see the top of this file. The files are
+// each live terminal's PTY master and process handle, which stay the
+// terminal's; thaw lets every session act again.
+func (sv *Supervisor) Freeze(ctx context.Context) (state []byte, files []*os.File, thaw func(), err error) {
+	sv.mu.Lock()
+	out := frozenSupervisor{FrozenAt: time.Now(), Created: sv.created, Closed: slices.Clone(sv.closed)}
+	sv.mu.Unlock()
+	// The rings' bytes go to a file of their own, not into the JSON: an
+	// unlinked temporary file, which the new image reads and closes.
+	blob, err := os.CreateTemp("", "shellagent-upgrade-*")
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("freeze the sessions: %w", err)
+	}
+	os.Remove(blob.Name()) // Best effort: it goes with the last descriptor anyway.
+	files = append(files, blob)
+	var thaws []func()
+	thaw = func() {
+		for _, f := range thaws {
+			f()
+		}
+		blob.Close() // Best effort: an unlinked file no one reads.
+	}
+	for _, s := range sv.list() {
+		fs, fl, th, err := s.freeze(ctx, len(files), blob)
+		if err != nil {
+			thaw()
+			return nil, nil, nil, err
+		}
+		thaws = append(thaws, th)
+		if fs != nil {
+			out.Sessions = append(out.Sessions, *fs)
+			files = append(files, fl...)
+		}
+	}
+	if state, err = json.Marshal(out); err != nil {
+		thaw()
+		return nil, nil, nil, fmt.Errorf("freeze the sessions: %w", err)
+	}
+	return state, files, thaw, nil
+}
+
+// freeze stops the session's actor in an entry that holds it until thaw,
+// and returns the session as it then is (nil if it has closed) and its
+// files, whose indexes start at base.
+func (s *Session) freeze(ctx context.Context, base int, blob *os.File) (fs *frozenSession, files []*os.File, thaw func(), err error) {
+	type frozen struct {
+		fs    *frozenSession
+		files []*os.File
+		err   error
+	}
+	got := make(chan frozen, 1)
+	hold := make(chan struct{})
+	thaw = sync.OnceFunc(func() { close(hold) })
+	s.do(func(st *state) {
+		if st.life == sessionClosed {
+			got <- frozen{}
+			return
+		}
+		fs, files, procs, err := st.freeze(ctx, base, blob)
+		got <- frozen{fs, files, err}
+		if err != nil {
+			return
+		}
+		<-hold // the session does nothing until thaw
+		for _, p := range procs {
+			p.Thaw()
+		}
+	})
+	select {
+	case f := <-got:
+		if f.err != nil {
+			return nil, nil, nil, f.err
+		}
+		return f.fs, f.files, thaw, nil
+	case <-ctx.Done():
+		thaw()
+		return nil, nil, nil, fmt.Errorf("freeze session %s: %w", s.id, ctx.Err())
+	}
+}
+
+// freeze freezes the session's live terminals and writes the session.
+func (st *state) freeze(ctx context.Context, base int, blob *os.File) (*frozenSession, []*os.File, []ptyio.Freezer, error) {
+	if why := st.cannotHandOver(); len(why) > 0 {
+		return nil, nil, nil, handOverRefusal(st.s, why)
+	}
+	var procs []ptyio.Freezer
+	handed := make(map[*terminal]ptyio.Handed)
+	for _, t := range st.work.liveTerminals() {
+		p := t.proc.(ptyio.Freezer) // Safe: cannotHandOver checked.
+		h, err := p.Freeze(ctx)
+		if err != nil {
+			for _, p := range procs {
+				p.Thaw()
+			}
+			if errors.Is(err, ptyio.ErrEnding) {
+				err = fmt.Errorf("terminal %s ended during the upgrade; upgrade again: %w", t.id, err)
+			}
+			return nil, nil, nil, fmt.Errorf("freeze session %s: %w", st.s.id, err)
+		}
+		procs, handed[t] = append(procs, p), h
+	}
+	fs, files, err := st.frozen(handed, base, blob)
+	if err != nil {
+		for _, p := range procs {
+			p.Thaw()
+		}
+		return nil, nil, nil, fmt.Errorf("freeze session %s: %w", st.s.id, err)
+	}
+	return fs, files, procs, nil
+}
+
+// frozen writes the session, its live terminals as handed.
+func (st *state) frozen(handed map[*terminal]ptyio.Handed, base int, blob *os.File) (*frozenSession, []*os.File, error) {
+	fs := &frozenSession{
+		ID: st.s.id, Cwd: st.s.cwd, Title: st.title, FgState: st.fgState,
+		Settings: frozenSettings{
+			ForegroundTimeout: st.settings.foregroundTimeout, KillGrace: st.settings.killGrace,
+			Ask: st.settings.ask, ClientChecks: st.settings.clientChecks, Notify: st.settings.notify,
+		},
+		UpdatedAt: st.out.updatedAt, Messages: st.out.messages, Seq: st.work.seq,
+	}
+	for _, e := range st.out.history {
+		fs.History = append(fs.History, entryOf(e.msg, e.call, e.term))
+	}
+	for _, it := range st.list.items {
+		fs.List = append(fs.List, entryOf(nil, it.call, it.term))
+	}
+	for _, t := range st.work.exited {
+		fs.Exited = append(fs.Exited, t.id)
+	}
+	for _, c := range st.work.finished {
+		fs.Finished = append(fs.Finished, c.id)
+	}
+	for _, c := range oldestFirst(st.work.calls, func(*toolCall) bool { return true }) {
+		fc := frozenCall{
+			ID: c.id, Title: c.title, Kind: c.kind, Outcome: c.outcome, State: c.state,
+			Input: c.input, Output: c.output, Content: c.content, Caps: c.caps, Hist: c.hist,
+		}
+		if c.term != nil {
+			fc.Term = c.term.id
+		}
+		fs.Calls = append(fs.Calls, fc)
+	}
+	var files []*os.File
+	for _, t := range oldestFirst(st.work.terminals, func(*terminal) bool { return true }) {
+		ft := frozenTerminal{
+			ID: t.id, Line: t.line, Cwd: t.cwd, Call: t.call.id, Size: t.size, Started: t.started,
+			State: t.state, Returned: t.returned, Exit: t.exit, Hist: t.hist, Cap: t.ring.Cap(),
+		}
+		data, end := t.ring.Snapshot()
+		at, err := blob.Seek(0, io.SeekCurrent)
+		if err == nil {
+			_, err = blob.Write(data)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("terminal %s: write its output: %w", t.id, err)
+		}
+		ft.Output, ft.Len, ft.End = at, len(data), end
+		if h, ok := handed[t]; ok {
+			ft.Live = &frozenProcess{Pid: h.Pid, Master: base + len(files), Shell: base + len(files) + 1, Group: h.Group, Tty: h.Tty}
+			files = append(files, h.Master, h.Shell)
+		}
+		fs.Terminals = append(fs.Terminals, ft)
+	}
+	return fs, files, nil
+}
+
+func entryOf(m *acp.Message, c *toolCall, t *terminal) frozenEntry {
+	var e frozenEntry
+	switch {
+	case m != nil:
+		e.Msg = m
+	case c != nil:
+		e.Call = c.id
+	case t != nil:
+		e.Term = t.id
+	}
+	return e
+}

@@ -1,0 +1,86 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"shellagent/outputbuf"
+	"shellagent/protocol/acptest"
+)
+
+// Freeze stops a session's terminal from being read (its ring does not
+// grow while the process runs on) and writes the session; thaw, as after
+// an exec that failed, lets everything go on: the client gets every tick
+// once, in order, and new ones. Work that cannot be handed over is
+// refused, before anything stops, naming it and its session.
+func TestFreezeThenThaw(t *testing.T) {
+	h := newHarness(t, Config{})
+	sid := h.newSession()
+	h.run(sid, "/bg i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.05; done")
+	var ring *outputbuf.Ring
+	h.await(sid, "ticks", func(st *state) bool {
+		if t := st.work.terminals["term_1"]; t != nil {
+			ring = t.ring
+		}
+		return ring != nil && ring.Total() > 20
+	})
+	if err := h.sup.Precheck(); err != nil {
+		t.Fatalf("Precheck with a background terminal: %v", err)
+	}
+
+	state, files, thaw, err := h.sup.Freeze(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 3 { // the rings' bytes, the PTY master, the pidfd
+		t.Errorf("Freeze handed %d files, want 3", len(files))
+	}
+	var fz frozenSupervisor
+	if err := json.Unmarshal(state, &fz); err != nil || len(fz.Sessions) != 1 || len(fz.Sessions[0].Terminals) != 1 || fz.Sessions[0].Terminals[0].Live == nil {
+		t.Fatalf("Freeze wrote %s (%v); want one session with its live terminal", state, err)
+	}
+	before := ring.Total()
+	time.Sleep(300 * time.Millisecond) // 6 ticks, held in the PTY
+	if after := ring.Total(); after != before || fz.Sessions[0].Terminals[0].End != before {
+		t.Errorf("while frozen the ring went from %d to %d bytes (frozen at %d); want no reads", before, after, fz.Sessions[0].Terminals[0].End)
+	}
+	thaw()
+
+	var n int
+	h.c.WaitFor("ticks after the thaw", func(*acptest.Msg) bool {
+		n = ticksIn(h.c.Output(sid, "term_1"))
+		return n < 0 || n >= 12
+	})
+	if n < 12 {
+		t.Fatalf("after the thaw the output is %q: a tick missing or twice", h.c.Output(sid, "term_1"))
+	}
+
+	h.run(sid, "/after 1h echo later")
+	err = h.sup.Precheck()
+	if err == nil || !strings.Contains(err.Error(), "a scheduled job") || !strings.Contains(err.Error(), sid) {
+		t.Errorf("Precheck with a scheduled job: %v; want a refusal naming it and %s", err, sid)
+	}
+	if _, _, _, err := h.sup.Freeze(context.Background()); err == nil {
+		t.Error("Freeze with a scheduled job succeeded")
+	}
+	h.c.WaitFor("ticks after the refused freeze", func(*acptest.Msg) bool {
+		return ticksIn(h.c.Output(sid, "term_1")) >= n+3
+	})
+}
+
+// ticksIn counts the "tick N" lines of out, all complete and in order from
+// 1; -1 if one is missing or twice.
+func ticksIn(out []byte) int {
+	lines := strings.Split(string(out), "\r\n")
+	lines = lines[:len(lines)-1]
+	for i, l := range lines {
+		if l != "tick "+strconv.Itoa(i+1) {
+			return -1
+		}
+	}
+	return len(lines)
+}
