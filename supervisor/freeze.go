@@ -207,6 +207,14 @@ func (sv *Supervisor) Freeze(ctx context.Context) (state []byte, files []*os.Fil
 		thaw()
 		return nil, nil, nil, fmt.Errorf("freeze the sessions: %w", err)
 	}
+	// The new image reads each session's history from the disk: all of
+	// it must be there before the exec.
+	if store := sv.cfg.History; store != nil {
+		if err := store.Flush(); err != nil {
+			thaw()
+			return nil, nil, nil, fmt.Errorf("freeze the sessions: write their history: %w", err)
+		}
+	}
 	return state, files, thaw, nil
 }
 
