@@ -414,3 +414,90 @@ depends_on = ["slow"]
 	h.run(sid, "/down")
 	h.agentText(m, sid, "Stopped: ex.")
 }
+
+// TestStackV1Restarts: an ACP v1 client sees every run of a restarted
+// service. With _meta.terminal_output, each run's terminal is announced
+// by a tool_call of the service's tool call (terminal_info), its output
+// and exit follow on it, and its content keeps the runs shown before;
+// without, the final update carries the last run's tail. Before the v1
+// encoding announced later runs, only the first run's terminal reached
+// the client and "run-2" and "run-3" were lost.
+func TestStackV1Restarts(t *testing.T) {
+	t.Parallel()
+	for _, meta := range []bool{true, false} {
+		t.Run(map[bool]string{true: "terminal_output", false: "plain"}[meta], func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, Config{})
+			file := `
+[services.flaky]
+command = "n=$(($(cat count 2>/dev/null || echo 0) + 1)); echo $n > count; echo run-$n; sleep 0.2; exit 3"
+restart = "on-failure"
+max_restarts = 2
+backoff = "0s"
+`
+			if err := os.WriteFile(filepath.Join(h.cwd, stack.TOMLFile), []byte(file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			v := h.connectV1(meta)
+			sid := v.newSession()
+			v.turn(sid, "/up")
+			h.await(sid, "flaky gives up", func(st *state) bool { return st.stack.services["flaky"].state == svcFailed })
+			var call string
+			h.inspect(sid, func(st *state) { call = st.stack.services["flaky"].call.id })
+			final := v.c.WaitFor("the service's failed status", func(m *acptest.Msg) bool {
+				return m.SessionID == sid && m.ToolCallID() == call && m.Status() == acp.StatusFailed
+			})
+			var announced []string
+			output, exits, text := map[string]string{}, map[string]bool{}, ""
+			for _, m := range v.c.Transcript() {
+				if m.SessionID != sid || m.ToolCallID() != call {
+					continue
+				}
+				if info := m.Meta("terminal_info"); info != nil {
+					if m.Kind != "tool_call" {
+						t.Errorf("terminal_info on a %s", m.Kind)
+					}
+					announced = append(announced, info["terminal_id"].(string))
+				}
+				if o := m.Meta("terminal_output"); o != nil {
+					output[o["terminal_id"].(string)] += o["data"].(string)
+				}
+				if x := m.Meta("terminal_exit"); x != nil {
+					exits[x["terminal_id"].(string)] = true
+				}
+				if m.HasKey("content") {
+					text = m.Text()
+				}
+			}
+			if !meta {
+				if len(announced) != 0 || len(output) != 0 {
+					t.Errorf("terminals shown to a client without terminal_output: %v %v", announced, output)
+				}
+				if !strings.Contains(final.Text(), "run-3") {
+					t.Errorf("the final update has not the last run's tail: %q", final.Text())
+				}
+				return
+			}
+			if len(announced) != 3 {
+				t.Fatalf("terminals announced %v, want one per run (3)", announced)
+			}
+			for i, id := range announced {
+				if want := "run-" + strconv.Itoa(i+1); !strings.Contains(output[id], want) {
+					t.Errorf("run %d (%s) output %q, want %q", i+1, id, output[id], want)
+				}
+				if !exits[id] {
+					t.Errorf("run %d (%s): no terminal_exit", i+1, id)
+				}
+			}
+			var refs []string
+			for _, it := range final.Update["content"].([]any) {
+				if it := it.(map[string]any); it["type"] == "terminal" {
+					refs = append(refs, it["terminalId"].(string))
+				}
+			}
+			if !slices.Equal(refs, announced) {
+				t.Errorf("the final content references %v, want every run %v (text %q)", refs, announced, text)
+			}
+		})
+	}
+}

@@ -71,7 +71,7 @@ func (a *v1Agent) session() string {
 	for _, c := range cmds.Update["availableCommands"].([]any) {
 		names = append(names, c.(map[string]any)["name"].(string))
 	}
-	if !slices.Equal(names, []string{"bg", "ps", "stop", "after", "every", "send", "keys", "resize", "tail", "wait", "watch", "pause", "resume", "scenario"}) {
+	if !slices.Equal(names, []string{"bg", "ps", "stop", "after", "every", "send", "keys", "resize", "tail", "wait", "watch", "pause", "resume", "scenario", "up", "down", "restart", "status", "logs"}) {
 		a.t.Errorf("available commands %v", names)
 	}
 	return res.SessionID
