@@ -501,3 +501,58 @@ backoff = "0s"
 		})
 	}
 }
+
+// TestStackRetiresEarlierRuns: a service that runs more often than the
+// session keeps exited terminals (maxExited) has its earliest runs
+// retired, but not its tool call, whose current run is a later one
+// (registry.exit's guard): the call stays known, fails when the service
+// gives up, and its content references only the runs still kept. Without
+// the guard the call was retired with its first run and the give-up had
+// no call to fail.
+func TestStackRetiresEarlierRuns(t *testing.T) {
+	t.Parallel()
+	const runs = maxExited + 6
+	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+[services.flaky]
+command = "exit 3"
+restart = "on-failure"
+max_restarts = `+strconv.Itoa(runs-1)+`
+backoff = "0s"
+`)
+	h.run(sid, "/up")
+	// 106 runs take longer than await's 20 s on a loaded machine under -race.
+	for deadline, done := time.Now().Add(2*time.Minute), false; !done; time.Sleep(50 * time.Millisecond) {
+		h.inspect(sid, func(st *state) { done = st.stack.services["flaky"].state >= svcFailed })
+		if !done && time.Now().After(deadline) {
+			t.Fatal("flaky did not give up within 2 minutes")
+		}
+	}
+	var call string
+	h.inspect(sid, func(st *state) {
+		svc := st.stack.services["flaky"]
+		call = svc.call.id
+		if svc.state != svcFailed || svc.gen != runs {
+			t.Errorf("flaky %s after %d runs, want failed after %d", svc.state, svc.gen, runs)
+		}
+		c := st.work.calls[call]
+		if c == nil || c.state == callRetired || c.task != svc {
+			t.Fatalf("the service's tool call was retired with an earlier run: %+v", c)
+		}
+		if c.term != svc.runs[len(svc.runs)-1] || c.term.state != termExited {
+			t.Errorf("its call's terminal is %v, want its last run, exited", c.term)
+		}
+		if _, ok := st.work.terminals["term_1"]; ok {
+			t.Errorf("run 1 was not retired after %d runs", runs)
+		}
+	})
+	final := h.toolStatus(nil, sid, call, acp.StatusFailed)
+	var refs []string
+	for _, it := range final.Update["content"].([]any) {
+		if it := it.(map[string]any); it["type"] == "terminal" {
+			refs = append(refs, it["terminalId"].(string))
+		}
+	}
+	if len(refs) == 0 || len(refs) > maxRuns || refs[len(refs)-1] != "term_"+strconv.Itoa(runs) {
+		t.Errorf("its final content references %v, want at most %d runs ending with term_%d", refs, maxRuns, runs)
+	}
+}
