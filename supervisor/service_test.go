@@ -167,6 +167,11 @@ func TestStackChain(t *testing.T) {
 		h.toolStatus(nil, sid, ids[0], acp.StatusCompleted)
 	}
 	h.listed(stopped, sid)
+	// Nothing is left by /down itself, before the session's close (which
+	// the harness checks) would stop what is.
+	if left := acptest.ProcessesWith(h.marker); len(left) > 0 {
+		t.Errorf("processes left after /down: %v", left)
+	}
 }
 
 // TestStackRestarts: a service that keeps failing at once, with
