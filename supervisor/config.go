@@ -63,6 +63,10 @@ type Config struct {
 	// StateDir is where the state kept across runs goes: a stack's
 	// service logs under STATE/logs (service.go). "" keeps none.
 	StateDir string
+
+	// logCap, for tests, caps each service log at this instead of
+	// stack.MaxLogSize (0).
+	logCap int64
 }
 
 // DetachPolicy is what happens to a session whose connection goes away.

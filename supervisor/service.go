@@ -475,15 +475,15 @@ func (svc *service) copyLog(st *state, t *terminal) {
 	}
 	prev, done := svc.logDone, make(chan struct{})
 	svc.logDone = done
-	go copyLog(log, path, t.ring, svc.runEnd, prev, done)
+	go copyLog(log, path, st.s.sv.cfg.logCap, t.ring, svc.runEnd, prev, done)
 }
 
-func copyLog(log *slog.Logger, path string, ring *outputbuf.Ring, end, prev <-chan struct{}, done chan<- struct{}) {
+func copyLog(log *slog.Logger, path string, limit int64, ring *outputbuf.Ring, end, prev <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	if prev != nil {
 		<-prev
 	}
-	lg, err := stack.OpenLog(path)
+	lg, err := stack.OpenLogCapped(path, limit)
 	if err != nil {
 		log.Warn("service log", "path", path, "err", err)
 		return

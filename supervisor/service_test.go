@@ -167,6 +167,11 @@ func TestStackChain(t *testing.T) {
 		h.toolStatus(nil, sid, ids[0], acp.StatusCompleted)
 	}
 	h.listed(stopped, sid)
+	// Nothing is left by /down itself, before the session's close (which
+	// the harness checks) would stop what is.
+	if left := acptest.ProcessesWith(h.marker); len(left) > 0 {
+		t.Errorf("processes left after /down: %v", left)
+	}
 }
 
 // TestStackRestarts: a service that keeps failing at once, with
@@ -337,12 +342,14 @@ func TestStackProcfile(t *testing.T) {
 // otherwise, which already writes past one rotation.
 func TestStackLogFlood(t *testing.T) {
 	t.Parallel()
-	d := 2 * time.Second
+	// The normal run caps the log at 64 KiB, which 2 s of yes passes
+	// several times over; the long one floods the real 10 MiB cap.
+	d, limit := 2*time.Second, int64(64<<10)
 	if testloop.Enabled() {
-		d = 20 * time.Second
+		d, limit = 20*time.Second, 0
 	}
 	state := t.TempDir()
-	h, sid := stackHarness(t, Config{StateDir: state}, stack.TOMLFile, `
+	h, sid := stackHarness(t, Config{StateDir: state, logCap: limit}, stack.TOMLFile, `
 [services.flood]
 command = "yes"
 log = true
@@ -352,15 +359,23 @@ log = true
 	time.Sleep(d)
 	h.run(sid, "/down")
 	h.agentText(nil, sid, "Stopped: flood.")
+	if limit == 0 {
+		limit = stack.MaxLogSize
+	}
 	var total int64
-	filepath.Walk(state, func(_ string, fi os.FileInfo, err error) error {
+	files := map[string]int64{}
+	filepath.Walk(state, func(path string, fi os.FileInfo, err error) error {
 		if err == nil && !fi.IsDir() {
 			total += fi.Size()
+			files[filepath.Base(path)] = fi.Size()
 		}
 		return nil
 	})
-	if total == 0 || total > 2*stack.MaxLogSize {
-		t.Errorf("the flood left %d bytes on disk, want some and at most %d", total, 2*stack.MaxLogSize)
+	if total == 0 || total > 2*limit {
+		t.Errorf("the flood left %d bytes on disk, want some and at most %d", total, 2*limit)
+	}
+	if len(files) != 2 || files["flood.log.1"] == 0 || files["flood.log.1"] > limit || files["flood.log"] > limit {
+		t.Errorf("the flood left %v, want flood.log and one rotation, flood.log.1, each at most %d bytes", files, limit)
 	}
 	t.Logf("%s of yes left %.1f MiB on disk", d, float64(total)/(1<<20))
 }
@@ -413,4 +428,146 @@ depends_on = ["slow"]
 	}
 	h.run(sid, "/down")
 	h.agentText(m, sid, "Stopped: ex.")
+}
+
+// TestStackV1Restarts: an ACP v1 client sees every run of a restarted
+// service. With _meta.terminal_output, each run's terminal is announced
+// by a tool_call of the service's tool call (terminal_info), its output
+// and exit follow on it, and its content keeps the runs shown before;
+// without, the final update carries the last run's tail. Before the v1
+// encoding announced later runs, only the first run's terminal reached
+// the client and "run-2" and "run-3" were lost.
+func TestStackV1Restarts(t *testing.T) {
+	t.Parallel()
+	for _, meta := range []bool{true, false} {
+		t.Run(map[bool]string{true: "terminal_output", false: "plain"}[meta], func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, Config{})
+			file := `
+[services.flaky]
+command = "n=$(($(cat count 2>/dev/null || echo 0) + 1)); echo $n > count; echo run-$n; sleep 0.2; exit 3"
+restart = "on-failure"
+max_restarts = 2
+backoff = "0s"
+`
+			if err := os.WriteFile(filepath.Join(h.cwd, stack.TOMLFile), []byte(file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			v := h.connectV1(meta)
+			sid := v.newSession()
+			v.turn(sid, "/up")
+			h.await(sid, "flaky gives up", func(st *state) bool { return st.stack.services["flaky"].state == svcFailed })
+			var call string
+			h.inspect(sid, func(st *state) { call = st.stack.services["flaky"].call.id })
+			final := v.c.WaitFor("the service's failed status", func(m *acptest.Msg) bool {
+				return m.SessionID == sid && m.ToolCallID() == call && m.Status() == acp.StatusFailed
+			})
+			var announced []string
+			output, exits, text := map[string]string{}, map[string]bool{}, ""
+			for _, m := range v.c.Transcript() {
+				if m.SessionID != sid || m.ToolCallID() != call {
+					continue
+				}
+				if info := m.Meta("terminal_info"); info != nil {
+					if m.Kind != "tool_call" {
+						t.Errorf("terminal_info on a %s", m.Kind)
+					}
+					announced = append(announced, info["terminal_id"].(string))
+				}
+				if o := m.Meta("terminal_output"); o != nil {
+					output[o["terminal_id"].(string)] += o["data"].(string)
+				}
+				if x := m.Meta("terminal_exit"); x != nil {
+					exits[x["terminal_id"].(string)] = true
+				}
+				if m.HasKey("content") {
+					text = m.Text()
+				}
+			}
+			if !meta {
+				if len(announced) != 0 || len(output) != 0 {
+					t.Errorf("terminals shown to a client without terminal_output: %v %v", announced, output)
+				}
+				if !strings.Contains(final.Text(), "run-3") {
+					t.Errorf("the final update has not the last run's tail: %q", final.Text())
+				}
+				return
+			}
+			if len(announced) != 3 {
+				t.Fatalf("terminals announced %v, want one per run (3)", announced)
+			}
+			for i, id := range announced {
+				if want := "run-" + strconv.Itoa(i+1); !strings.Contains(output[id], want) {
+					t.Errorf("run %d (%s) output %q, want %q", i+1, id, output[id], want)
+				}
+				if !exits[id] {
+					t.Errorf("run %d (%s): no terminal_exit", i+1, id)
+				}
+			}
+			var refs []string
+			for _, it := range final.Update["content"].([]any) {
+				if it := it.(map[string]any); it["type"] == "terminal" {
+					refs = append(refs, it["terminalId"].(string))
+				}
+			}
+			if !slices.Equal(refs, announced) {
+				t.Errorf("the final content references %v, want every run %v (text %q)", refs, announced, text)
+			}
+		})
+	}
+}
+
+// TestStackRetiresEarlierRuns: a service that runs more often than the
+// session keeps exited terminals (maxExited) has its earliest runs
+// retired, but not its tool call, whose current run is a later one
+// (registry.exit's guard): the call stays known, fails when the service
+// gives up, and its content references only the runs still kept. Without
+// the guard the call was retired with its first run and the give-up had
+// no call to fail.
+func TestStackRetiresEarlierRuns(t *testing.T) {
+	t.Parallel()
+	const runs = maxExited + 6
+	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+[services.flaky]
+command = "exit 3"
+restart = "on-failure"
+max_restarts = `+strconv.Itoa(runs-1)+`
+backoff = "0s"
+`)
+	h.run(sid, "/up")
+	// 106 runs take longer than await's 20 s on a loaded machine under -race.
+	for deadline, done := time.Now().Add(2*time.Minute), false; !done; time.Sleep(50 * time.Millisecond) {
+		h.inspect(sid, func(st *state) { done = st.stack.services["flaky"].state >= svcFailed })
+		if !done && time.Now().After(deadline) {
+			t.Fatal("flaky did not give up within 2 minutes")
+		}
+	}
+	var call string
+	h.inspect(sid, func(st *state) {
+		svc := st.stack.services["flaky"]
+		call = svc.call.id
+		if svc.state != svcFailed || svc.gen != runs {
+			t.Errorf("flaky %s after %d runs, want failed after %d", svc.state, svc.gen, runs)
+		}
+		c := st.work.calls[call]
+		if c == nil || c.state == callRetired || c.task != svc {
+			t.Fatalf("the service's tool call was retired with an earlier run: %+v", c)
+		}
+		if c.term != svc.runs[len(svc.runs)-1] || c.term.state != termExited {
+			t.Errorf("its call's terminal is %v, want its last run, exited", c.term)
+		}
+		if _, ok := st.work.terminals["term_1"]; ok {
+			t.Errorf("run 1 was not retired after %d runs", runs)
+		}
+	})
+	final := h.toolStatus(nil, sid, call, acp.StatusFailed)
+	var refs []string
+	for _, it := range final.Update["content"].([]any) {
+		if it := it.(map[string]any); it["type"] == "terminal" {
+			refs = append(refs, it["terminalId"].(string))
+		}
+	}
+	if len(refs) == 0 || len(refs) > maxRuns || refs[len(refs)-1] != "term_"+strconv.Itoa(runs) {
+		t.Errorf("its final content references %v, want at most %d runs ending with term_%d", refs, maxRuns, runs)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -131,4 +133,82 @@ func stackSession(t *testing.T, r *relayProc, cwd string) string {
 		t.Fatalf("sessions of %s: %v, want the stack's", cwd, list.Sessions)
 	}
 	return list.Sessions[0].SessionID
+}
+
+// lockedBuffer is a bytes.Buffer a process writes while a test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestStackLogsFollow: shellagent logs NAME -f prints the last lines, then
+// the lines the service prints after it started; SIGINT or SIGTERM ends it
+// at once with exit 0, and it leaves nothing behind: the service runs on,
+// and down then leaves no process.
+func TestStackLogsFollow(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	const file = `
+[services.ticker]
+command = "echo started; i=0; while :; do if [ -e go ]; then i=$((i+1)); rm -f go; echo printed-$i; fi; sleep 0.05; done"
+`
+	if err := os.WriteFile(filepath.Join(d.cwd, "shellagent.toml"), []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := []string{"--socket", d.socket}
+	if out, errOut, code := d.runIn(d.cwd, append([]string{"up"}, sock...)...); code != 0 {
+		t.Fatalf("shellagent up: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	for i, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		cmd := exec.Command(binary, append([]string{"logs", "ticker", "-f"}, sock...)...)
+		cmd.Env, cmd.Dir = d.env(), d.cwd
+		var out, errOut lockedBuffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		waitFor(t, "the last lines", func() bool { return strings.Contains(out.String(), "started") })
+		time.Sleep(300 * time.Millisecond) // its resume is under way: what follows is live
+		if err := os.WriteFile(filepath.Join(d.cwd, "go"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		want := "printed-" + string(rune('1'+i))
+		waitFor(t, want+" through -f", func() bool { return strings.Contains(out.String(), want) })
+		cmd.Process.Signal(sig)
+		select {
+		case err := <-done:
+			if code := exitCode(err); code != 0 {
+				t.Errorf("logs -f after %v: exit %d, stderr %q", sig, code, errOut.String())
+			}
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Fatalf("logs -f did not end within 5s of %v; stdout %q", sig, out.String())
+		}
+		if strings.Count(out.String(), want) != 1 {
+			t.Errorf("logs -f printed %q, want %s once", out.String(), want)
+		}
+	}
+	out, errOut, code := d.runIn(d.cwd, append([]string{"status"}, sock...)...)
+	if code != 0 || !strings.Contains(out, "ready") {
+		t.Errorf("after logs -f the service is not ready: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if out, errOut, code := d.runIn(d.cwd, append([]string{"down"}, sock...)...); code != 0 {
+		t.Errorf("shellagent down: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	d.waitGone(5*time.Second, "shellagent down", d.work)
 }

@@ -73,6 +73,15 @@ func OpenLog(path string) (*Log, error) {
 	return openLog(path, MaxLogSize)
 }
 
+// OpenLogCapped is OpenLog with another cap (MaxLogSize if limit <= 0):
+// for tests that prove the rotation without writing 10 MiB.
+func OpenLogCapped(path string, limit int64) (*Log, error) {
+	if limit <= 0 {
+		limit = MaxLogSize
+	}
+	return openLog(path, limit)
+}
+
 // openLog is OpenLog with another cap, for tests.
 func openLog(path string, limit int64) (*Log, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {

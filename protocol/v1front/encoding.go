@@ -2,6 +2,7 @@ package v1front
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -93,9 +94,12 @@ type v1Key struct{ session, id string }
 type v1Call struct {
 	title, kind, status string
 	terminal            string // the terminal its content references
-	final               bool
-	detached            bool                  // it completed while its terminal ran on (left the foreground)
-	content             []acp.ToolCallContent // while its terminal owes the tail: the content sent
+	// earlier are the terminals it showed before terminal, oldest first: a
+	// service's earlier runs, which its content still references.
+	earlier  []string
+	final    bool
+	detached bool                  // it completed while its terminal ran on (left the foreground)
+	content  []acp.ToolCallContent // while its terminal owes the tail: the content sent
 }
 
 // v1Term is a command's terminal as the client sees it through its tool
@@ -216,7 +220,13 @@ func (e *acpV1) toolCall(dst []byte, session string, u *acp.ToolCallUpdate) ([]b
 	c.status = orElse(out.Status, c.status)
 	var t *v1Term
 	introduced := false
-	if id := terminalRef(u.Content); id != "" && c.terminal == "" && c.kind == "execute" {
+	if id := terminalRef(u.Content); id != "" && c.kind == "execute" && c.shows(id) == "" {
+		// Its first terminal, or the next run of a service: announced
+		// anew, by a complete tool_call, since v1 gives one terminal_info
+		// per tool_call. A run shown before stays in its content.
+		if c.terminal != "" {
+			c.showAlso(session, e)
+		}
 		c.terminal, introduced = id, true
 		tk := v1Key{session, id}
 		t = &v1Term{call: u.ToolCallID, cwd: rawCwd(u.RawInput), drawn: e.drawn[tk]}
@@ -268,7 +278,7 @@ func (e *acpV1) content(u *acp.ToolCallUpdate, c *v1Call, t *v1Term, final, with
 	for _, it := range u.Content {
 		switch {
 		case it.Type == "terminal":
-			if t != nil && t.announced && it.TerminalID == c.terminal {
+			if t != nil && t.announced && c.shows(it.TerminalID) != "" {
 				out = append(out, it)
 			}
 		case detached && it.Content != nil && it.Content.Type == "text":
@@ -324,7 +334,10 @@ func (e *acpV1) terminal(dst []byte, session string, u *acp.TerminalUpdate) ([]b
 			return dst, err
 		}
 	}
-	if c == nil || c.final {
+	switch {
+	case c != nil && u.TerminalID != c.terminal: // an earlier run: its tool call goes on
+		e.forgetTerm(v1Key{session, u.TerminalID})
+	case c == nil || c.final:
 		e.forget(session, ck, c)
 	}
 	return dst, nil
@@ -372,17 +385,51 @@ func (e *acpV1) Attached(session string) {
 	}
 }
 
-// forget drops a finished tool call and its terminal.
+// forget drops a finished tool call and its terminals.
 func (e *acpV1) forget(session string, key v1Key, c *v1Call) {
 	delete(e.calls, key)
 	if c == nil || c.terminal == "" {
 		return
 	}
-	tk := v1Key{session, c.terminal}
+	for _, id := range c.earlier {
+		e.forgetTerm(v1Key{session, id})
+	}
+	e.forgetTerm(v1Key{session, c.terminal})
+}
+
+// forgetTerm drops a terminal: its output is no longer encoded.
+func (e *acpV1) forgetTerm(tk v1Key) {
 	if t := e.terms[tk]; t != nil {
 		t.gone = true
 		delete(e.terms, tk)
 	}
+}
+
+// maxEarlier bounds the earlier terminals a tool call shows: a service's
+// content references its last 5 runs (the supervisor's maxRuns).
+const maxEarlier = 8
+
+// showAlso moves the tool call's current terminal to its earlier ones,
+// for the next to take its place: one that has exited is no longer
+// encoded, and only its id is kept, for the content that references it.
+func (c *v1Call) showAlso(session string, e *acpV1) {
+	tk := v1Key{session, c.terminal}
+	if t := e.terms[tk]; t != nil && t.exited {
+		e.forgetTerm(tk)
+	}
+	c.earlier = append(c.earlier, c.terminal)
+	if len(c.earlier) > maxEarlier {
+		c.earlier = slices.Delete(c.earlier, 0, 1)
+	}
+}
+
+// shows returns id if the tool call shows terminal id (its current one or
+// an earlier one), else "".
+func (c *v1Call) shows(id string) string {
+	if id == c.terminal || slices.Contains(c.earlier, id) {
+		return id
+	}
+	return ""
 }
 
 // appendOutput appends a terminal_output line with p after the bytes
@@ -518,9 +565,10 @@ func (t *v1Term) keep(p []byte) {
 	}
 }
 
-// terminalRef returns the terminal that tool call content references.
+// terminalRef returns the terminal that tool call content references: the
+// last one, where a service's content references its runs, oldest first.
 func terminalRef(content []acp.ToolCallContent) string {
-	for _, it := range content {
+	for _, it := range slices.Backward(content) {
 		if it.Type == "terminal" && it.TerminalID != "" {
 			return it.TerminalID
 		}
