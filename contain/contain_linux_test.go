@@ -19,7 +19,13 @@ import (
 	"shellagent/internal/testloop"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain gives the tests' instances a sweep scope of their own, so that
+// agents of other test suites running beside them (and this package's
+// TestSweep) sweep nothing of each other's.
+func TestMain(m *testing.M) {
+	os.Setenv(SweepScopeEnv, "containtest"+strconv.Itoa(os.Getpid()))
+	goleak.VerifyTestMain(m)
+}
 
 // modes are the modes this machine can run: Subreaper and Session always,
 // Cgroup where cgroups can be created. SHELLAGENT_TEST_CONTAINMENT keeps
@@ -274,7 +280,7 @@ func deadInstance(t *testing.T) instance {
 	p, _ := readProc(pid)
 	var ws unix.WaitStatus
 	unix.Wait4(pid, &ws, 0, nil)
-	return instance{ns: self.ns, pid: pid, start: p.start}
+	return instance{ns: self.ns, pid: pid, start: p.start, scope: self.scope}
 }
 
 // liveInstance names a live process other than this one (the test's
@@ -289,7 +295,7 @@ func liveInstance(t *testing.T) instance {
 	if !ok {
 		t.Fatal("no parent process")
 	}
-	return instance{ns: self.ns, pid: p.pid, start: p.start}
+	return instance{ns: self.ns, pid: p.pid, start: p.start, scope: self.scope}
 }
 
 // startMarked starts sleep 300 with inst's marker, in a cgroup directory
@@ -326,12 +332,17 @@ func running(pid int) bool {
 }
 
 // Sweep removes a dead instance's cgroup and marked processes, and leaves
-// a live instance's alone.
+// a live instance's alone, and a dead instance's of another sweep scope.
+// (One of no scope is left alone too, but agents of no scope beside this
+// test may sweep it.)
 func TestSweep(t *testing.T) {
 	eachMode(t, func(t *testing.T, c *Containment) {
 		dead, live := deadInstance(t), liveInstance(t)
 		deadMarked := startMarked(t, dead, "")
 		liveMarked := startMarked(t, live, "")
+		otherScope := dead
+		otherScope.scope = "other" + strconv.Itoa(os.Getpid())
+		otherMarked := startMarked(t, otherScope, "")
 		var deadDir, deadInCgroup, liveDir string
 		var liveInCgroup int
 		if place, err := findCgroup2(); err == nil && c.Mode() == Cgroup {
@@ -366,6 +377,9 @@ func TestSweep(t *testing.T) {
 		}
 		if !running(liveMarked) {
 			t.Error("the live instance's marked process was killed")
+		}
+		if !running(otherMarked) {
+			t.Error("the marked process of a dead instance of another sweep scope was killed")
 		}
 		if deadDir != "" {
 			if _, err := os.Stat(deadDir); err == nil {
