@@ -190,7 +190,11 @@ func checkEveryByte(t *testing.T, a *flowAgent) {
 // reading (pauses shorter than the stall timeout) loses nothing.
 const readingStall = "5s"
 
+// A client that reads at 2 MB/s gets every byte. Long
+// (SHELLAGENT_LONG=1): the quick run checks every byte for a client that
+// reads in TestPausingClientGetsEveryByte.
 func TestThrottledClientGetsEveryByte(t *testing.T) {
+	testloop.Long(t, "a client throttled to 2 MB/s")
 	t.Parallel()
 	checkEveryByte(t, startFlowAgent(t, binary, 2_000_000, "--stall-timeout", readingStall))
 }
