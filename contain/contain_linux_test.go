@@ -102,13 +102,15 @@ func (s started) reap(t *testing.T) unix.WaitStatus {
 	return ws
 }
 
-func waitDone(t *testing.T, g Group, within time.Duration) {
+// waitDone waits until g is done: no promise of how soon, so for
+// testloop.Wait.
+func waitDone(t *testing.T, g Group) {
 	t.Helper()
 	select {
 	case <-g.Done():
-	case <-time.After(within):
+	case <-time.After(testloop.Wait):
 		m, _ := g.Members()
-		t.Fatalf("group not done after %v; members %v", within, m)
+		t.Fatalf("group not done after %v; members %v", testloop.Wait, m)
 	}
 }
 
@@ -175,7 +177,7 @@ func TestDetachedProcessesStayInTheGroup(t *testing.T) {
 		if err != nil || !reached {
 			t.Errorf("Signal = %v, %v", reached, err)
 		}
-		waitDone(t, s.g, 5*time.Second)
+		waitDone(t, s.g)
 		if reached, err := s.g.Signal(unix.SIGTERM); reached || err != nil {
 			t.Errorf("Signal on an empty group = %v, %v", reached, err)
 		}
@@ -199,7 +201,7 @@ func TestKillEndsWhatIgnoresTerm(t *testing.T) {
 		if reached, err := s.g.Kill(); !reached || err != nil {
 			t.Errorf("Kill = %v, %v", reached, err)
 		}
-		waitDone(t, s.g, 5*time.Second)
+		waitDone(t, s.g)
 		if ws := s.reap(t); ws.Signal() != unix.SIGKILL {
 			t.Errorf("shell status %v", ws)
 		}
@@ -212,7 +214,7 @@ func TestKillEndsWhatIgnoresTerm(t *testing.T) {
 func TestSignalDoesNotCountAZombie(t *testing.T) {
 	eachMode(t, func(t *testing.T, c *Containment) {
 		s := start(t, c, "exit 0")
-		waitDone(t, s.g, 5*time.Second)
+		waitDone(t, s.g)
 		// The shell is a zombie now (not reaped): a signal hits nobody alive.
 		if reached, err := s.g.Signal(unix.SIGTERM); reached || err != nil {
 			t.Errorf("Signal = %v, %v", reached, err)
@@ -234,7 +236,7 @@ func TestReaperLeavesTheFirstProcessToItsStarter(t *testing.T) {
 		if ws := s.reap(t); ws.ExitStatus() != 7 {
 			t.Errorf("shell status %v, want exit 7", ws)
 		}
-		waitDone(t, s.g, 5*time.Second)
+		waitDone(t, s.g)
 		if err := s.g.Close(); err != nil {
 			t.Error(err)
 		}
@@ -255,7 +257,7 @@ func TestKillWithoutCgroupKill(t *testing.T) {
 	if reached, err := s.g.Kill(); !reached || err != nil {
 		t.Errorf("Kill = %v, %v", reached, err)
 	}
-	waitDone(t, s.g, 5*time.Second)
+	waitDone(t, s.g)
 	s.reap(t)
 	if _, frozen, err := readEvents(s.g.(*cgroupGroup).dir); frozen || err != nil {
 		t.Errorf("left frozen %v (%v)", frozen, err)
