@@ -493,7 +493,7 @@ func (g *cgroupGroup) Close() error {
 // sweepCgroups kills the processes of the cgroups of dead instances of
 // pid namespace ns, wherever in the cgroup2 hierarchy this agent can see
 // and write them, and removes the cgroups.
-func sweepCgroups(ns uint64) (int, error) {
+func sweepCgroups(self instance) (int, error) {
 	place, err := findCgroup2()
 	if err != nil {
 		return 0, nil // no cgroup2 here: nothing to sweep
@@ -507,7 +507,7 @@ func sweepCgroups(ns uint64) (int, error) {
 			return nil
 		}
 		name, ok := strings.CutPrefix(d.Name(), instanceDirPrefix)
-		if ok && dead(name, ns) {
+		if ok && dead(name, self) {
 			dirs = append(dirs, p)
 			return fs.SkipDir
 		}

@@ -85,9 +85,17 @@ func ParseMode(s string) (Mode, error) {
 
 // Environment variables that mark every process of a terminal.
 const (
-	InstanceEnv = "SHELLAGENT_INSTANCE" // PIDNS-PID-START of the agent
+	InstanceEnv = "SHELLAGENT_INSTANCE" // PIDNS-PID-START[-SCOPE] of the agent
 	TerminalEnv = "SHELLAGENT_TERMINAL" // the terminal's number in the agent
 )
+
+// SweepScopeEnv, when set in an agent's environment (letters and digits,
+// at most 32), names the scope of its sweep: the agent sweeps only what
+// dead instances of the same scope left, and agents of another scope (or
+// of none) leave its own leftovers alone. A test suite sets one of its
+// own, so that agents of other suites, or of the user, running beside it
+// never sweep what it checks.
+const SweepScopeEnv = "SHELLAGENT_SWEEP_SCOPE"
 
 // CloseTimeout bounds how long Close waits for killed processes to go.
 const CloseTimeout = 2 * time.Second
@@ -200,11 +208,12 @@ func (c *Containment) KillAll() error { return c.m.killAll(CloseTimeout) }
 func (c *Containment) Close() error { return c.m.close(CloseTimeout) }
 
 // instance names one run of an agent: its pid namespace, pid and start
-// time, so that a reused pid is never taken for it.
+// time, so that a reused pid is never taken for it, and its sweep scope.
 type instance struct {
 	ns    uint64 // inode of the pid namespace; 0 where there are none
 	pid   int
 	start uint64
+	scope string // SweepScopeEnv; "" for none
 }
 
 func self() (instance, error) {
@@ -216,16 +225,31 @@ func self() (instance, error) {
 	if !ok {
 		return instance{}, errors.New("read this process's own start time")
 	}
-	return instance{ns: ns, pid: p.pid, start: p.start}, nil
+	scope := os.Getenv(SweepScopeEnv)
+	if !validScope(scope) {
+		return instance{}, fmt.Errorf("%s=%q: want at most 32 letters and digits", SweepScopeEnv, scope)
+	}
+	return instance{ns: ns, pid: p.pid, start: p.start, scope: scope}, nil
+}
+
+// validScope reports whether s may be a sweep scope: "" or at most 32
+// ASCII letters and digits, so that it fits an instance's name.
+func validScope(s string) bool {
+	return len(s) <= 32 && !strings.ContainsFunc(s, func(r rune) bool {
+		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9')
+	})
 }
 
 func (i instance) String() string {
+	if i.scope != "" {
+		return fmt.Sprintf("%d-%d-%d-%s", i.ns, i.pid, i.start, i.scope)
+	}
 	return fmt.Sprintf("%d-%d-%d", i.ns, i.pid, i.start)
 }
 
 func parseInstance(s string) (instance, bool) {
 	f := strings.Split(s, "-")
-	if len(f) != 3 {
+	if len(f) != 3 && len(f) != 4 {
 		return instance{}, false
 	}
 	ns, err1 := strconv.ParseUint(f[0], 10, 64)
@@ -234,7 +258,14 @@ func parseInstance(s string) (instance, bool) {
 	if err1 != nil || err2 != nil || err3 != nil || pid <= 0 {
 		return instance{}, false
 	}
-	return instance{ns: ns, pid: pid, start: start}, true
+	inst := instance{ns: ns, pid: pid, start: start}
+	if len(f) == 4 {
+		if f[3] == "" || !validScope(f[3]) {
+			return instance{}, false
+		}
+		inst.scope = f[3]
+	}
+	return inst, true
 }
 
 // alive reports whether the instance's agent still runs. An agent that

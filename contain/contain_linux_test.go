@@ -19,7 +19,13 @@ import (
 	"shellagent/internal/testloop"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain gives the tests' instances a sweep scope of their own, so that
+// agents of other test suites running beside them (and this package's
+// TestSweep) sweep nothing of each other's.
+func TestMain(m *testing.M) {
+	os.Setenv(SweepScopeEnv, "containtest"+strconv.Itoa(os.Getpid()))
+	goleak.VerifyTestMain(m)
+}
 
 // modes are the modes this machine can run: Subreaper and Session always,
 // Cgroup where cgroups can be created. SHELLAGENT_TEST_CONTAINMENT keeps
@@ -96,13 +102,15 @@ func (s started) reap(t *testing.T) unix.WaitStatus {
 	return ws
 }
 
-func waitDone(t *testing.T, g Group, within time.Duration) {
+// waitDone waits until g is done: no promise of how soon, so for
+// testloop.Wait.
+func waitDone(t *testing.T, g Group) {
 	t.Helper()
 	select {
 	case <-g.Done():
-	case <-time.After(within):
+	case <-time.After(testloop.Wait):
 		m, _ := g.Members()
-		t.Fatalf("group not done after %v; members %v", within, m)
+		t.Fatalf("group not done after %v; members %v", testloop.Wait, m)
 	}
 }
 
@@ -169,7 +177,7 @@ func TestDetachedProcessesStayInTheGroup(t *testing.T) {
 		if err != nil || !reached {
 			t.Errorf("Signal = %v, %v", reached, err)
 		}
-		waitDone(t, s.g, 5*time.Second)
+		waitDone(t, s.g)
 		if reached, err := s.g.Signal(unix.SIGTERM); reached || err != nil {
 			t.Errorf("Signal on an empty group = %v, %v", reached, err)
 		}
@@ -193,7 +201,7 @@ func TestKillEndsWhatIgnoresTerm(t *testing.T) {
 		if reached, err := s.g.Kill(); !reached || err != nil {
 			t.Errorf("Kill = %v, %v", reached, err)
 		}
-		waitDone(t, s.g, 5*time.Second)
+		waitDone(t, s.g)
 		if ws := s.reap(t); ws.Signal() != unix.SIGKILL {
 			t.Errorf("shell status %v", ws)
 		}
@@ -206,7 +214,7 @@ func TestKillEndsWhatIgnoresTerm(t *testing.T) {
 func TestSignalDoesNotCountAZombie(t *testing.T) {
 	eachMode(t, func(t *testing.T, c *Containment) {
 		s := start(t, c, "exit 0")
-		waitDone(t, s.g, 5*time.Second)
+		waitDone(t, s.g)
 		// The shell is a zombie now (not reaped): a signal hits nobody alive.
 		if reached, err := s.g.Signal(unix.SIGTERM); reached || err != nil {
 			t.Errorf("Signal = %v, %v", reached, err)
@@ -228,7 +236,7 @@ func TestReaperLeavesTheFirstProcessToItsStarter(t *testing.T) {
 		if ws := s.reap(t); ws.ExitStatus() != 7 {
 			t.Errorf("shell status %v, want exit 7", ws)
 		}
-		waitDone(t, s.g, 5*time.Second)
+		waitDone(t, s.g)
 		if err := s.g.Close(); err != nil {
 			t.Error(err)
 		}
@@ -249,7 +257,7 @@ func TestKillWithoutCgroupKill(t *testing.T) {
 	if reached, err := s.g.Kill(); !reached || err != nil {
 		t.Errorf("Kill = %v, %v", reached, err)
 	}
-	waitDone(t, s.g, 5*time.Second)
+	waitDone(t, s.g)
 	s.reap(t)
 	if _, frozen, err := readEvents(s.g.(*cgroupGroup).dir); frozen || err != nil {
 		t.Errorf("left frozen %v (%v)", frozen, err)
@@ -274,7 +282,7 @@ func deadInstance(t *testing.T) instance {
 	p, _ := readProc(pid)
 	var ws unix.WaitStatus
 	unix.Wait4(pid, &ws, 0, nil)
-	return instance{ns: self.ns, pid: pid, start: p.start}
+	return instance{ns: self.ns, pid: pid, start: p.start, scope: self.scope}
 }
 
 // liveInstance names a live process other than this one (the test's
@@ -289,7 +297,7 @@ func liveInstance(t *testing.T) instance {
 	if !ok {
 		t.Fatal("no parent process")
 	}
-	return instance{ns: self.ns, pid: p.pid, start: p.start}
+	return instance{ns: self.ns, pid: p.pid, start: p.start, scope: self.scope}
 }
 
 // startMarked starts sleep 300 with inst's marker, in a cgroup directory
@@ -326,12 +334,17 @@ func running(pid int) bool {
 }
 
 // Sweep removes a dead instance's cgroup and marked processes, and leaves
-// a live instance's alone.
+// a live instance's alone, and a dead instance's of another sweep scope.
+// (One of no scope is left alone too, but agents of no scope beside this
+// test may sweep it.)
 func TestSweep(t *testing.T) {
 	eachMode(t, func(t *testing.T, c *Containment) {
 		dead, live := deadInstance(t), liveInstance(t)
 		deadMarked := startMarked(t, dead, "")
 		liveMarked := startMarked(t, live, "")
+		otherScope := dead
+		otherScope.scope = "other" + strconv.Itoa(os.Getpid())
+		otherMarked := startMarked(t, otherScope, "")
 		var deadDir, deadInCgroup, liveDir string
 		var liveInCgroup int
 		if place, err := findCgroup2(); err == nil && c.Mode() == Cgroup {
@@ -366,6 +379,9 @@ func TestSweep(t *testing.T) {
 		}
 		if !running(liveMarked) {
 			t.Error("the live instance's marked process was killed")
+		}
+		if !running(otherMarked) {
+			t.Error("the marked process of a dead instance of another sweep scope was killed")
 		}
 		if deadDir != "" {
 			if _, err := os.Stat(deadDir); err == nil {

@@ -84,7 +84,7 @@ func TestSessionMode(t *testing.T) {
 		if reached, err := s.g.Signal(unix.SIGTERM); !reached || err != nil {
 			t.Errorf("Signal = %v, %v", reached, err)
 		}
-		waitDone(t, s.g, 5*time.Second)
+		waitDone(t, s.g)
 		s.g.Close()
 	})
 
@@ -109,7 +109,7 @@ func TestSessionMode(t *testing.T) {
 		if reached, err := s.g.Signal(unix.SIGTERM); !reached || err != nil {
 			t.Errorf("Signal = %v, %v", reached, err)
 		}
-		waitDone(t, s.g, 5*time.Second)
+		waitDone(t, s.g)
 		s.g.Close()
 	})
 
@@ -128,7 +128,7 @@ func TestSessionMode(t *testing.T) {
 		s.reap(t)
 		pid := readPid(t, file)
 		t.Cleanup(func() { killStray(t, pid) })
-		waitDone(t, s.g, 5*time.Second)
+		waitDone(t, s.g)
 		if !running(pid) {
 			t.Fatalf("the escaped sleep %d is not running", pid)
 		}

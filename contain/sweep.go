@@ -18,23 +18,24 @@ const SweepTimeout = 2 * time.Second
 // SHELLAGENT_INSTANCE names a dead instance. An instance is dead when its
 // pid no longer names a process with its start time. Instances of another
 // pid namespace are left alone, as this agent cannot tell whether they
-// live. It returns how many cgroups and processes it removed.
+// live, and so are instances of another sweep scope (SweepScopeEnv). It
+// returns how many cgroups and processes it removed.
 func (c *Containment) Sweep() (cgroups, procs int, err error) {
-	cgroups, err1 := sweepCgroups(c.inst.ns)
-	procs, err2 := sweepMarked(c.inst.ns)
+	cgroups, err1 := sweepCgroups(c.inst)
+	procs, err2 := sweepMarked(c.inst)
 	return cgroups, procs, errors.Join(err1, err2)
 }
 
-// dead reports whether an instance named s is of pid namespace ns and no
-// longer alive.
-func dead(s string, ns uint64) bool {
+// dead reports whether an instance named s is of self's pid namespace and
+// sweep scope, and no longer alive.
+func dead(s string, self instance) bool {
 	inst, ok := parseInstance(s)
-	return ok && inst.ns == ns && !inst.alive()
+	return ok && inst.ns == self.ns && inst.scope == self.scope && !inst.alive()
 }
 
 // sweepMarked kills the processes marked with a dead instance until none
 // is left (a fork loop keeps making more for a moment).
-func sweepMarked(ns uint64) (int, error) {
+func sweepMarked(self instance) (int, error) {
 	killed := 0
 	for deadline := time.Now().Add(SweepTimeout); ; {
 		procs, err := scanProcs()
@@ -48,7 +49,7 @@ func sweepMarked(ns uint64) (int, error) {
 				continue
 			}
 			inst, ok := environValue(p.pid, InstanceEnv)
-			if !ok || !dead(inst, ns) {
+			if !ok || !dead(inst, self) {
 				continue
 			}
 			found++

@@ -9,7 +9,18 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"shellagent/internal/testloop"
 )
+
+// TestMain gives the hello timeout, which also bounds the read of a
+// status answer, testloop.Bound for a loaded machine:
+// TestAnAnswerWithoutEndIsRefused reads 16 MiB within it, and under load
+// that was seen to take more than 5 s.
+func TestMain(m *testing.M) {
+	helloTimeout = testloop.Bound(helloTimeout)
+	os.Exit(m.Run())
+}
 
 // A daemon's answer to status is read up to maxAnswer bytes: one that
 // never ends its line is refused, not held in memory without bound

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"shellagent/internal/testloop"
 )
 
 // The fake agent's text for "escape": a window title, a screen clear, a
@@ -44,33 +46,40 @@ func runWithinCtx(t *testing.T, ctx context.Context, bound time.Duration, cfg Co
 }
 
 // An agent that never answers, ignores SIGTERM and its input's end:
-// initialize waits at most the start-up timeout (Config.StartTimeout: 1 s
+// initialize waits at most the start-up timeout (Config.StartTimeout: 5 s
 // here, 10 s by default); the end of the input or an interrupt during
 // start-up ends the client at once. Each time the agent gets SIGTERM,
 // then SIGKILL a second later, and is gone when Run returns.
+//
+// The timeout is 5 s, not 1 s, because the rule needs an agent that
+// ignores SIGTERM by then: the fake agent, this test binary run again,
+// was seen to take over a second to start under load, and SIGTERM then
+// ended it. The other cases do not time out: they wait for the agent to
+// say it is ready.
 func TestMuteAgent(t *testing.T) {
-	const timeout = time.Second
+	const timeout, noTimeout = 5 * time.Second, testloop.Wait
 	if got := (&startup{c: &client{}}).timeout(); got != 10*time.Second {
 		t.Errorf("the default start-up timeout is %v, want 10s", got)
 	}
 	tests := []struct {
 		name     string
 		act      string        // once the agent is ready: "eof" ends the input, "interrupt" interrupts
+		timeout  time.Duration // Config.StartTimeout
 		min, max time.Duration // how long Run takes
 		err      string        // in Run's error; "" for none
 		want     []string
 	}{
-		{"initialize times out", "", timeout, timeout + startGrace + slack,
-			"did not answer initialize within 1s", []string{
-				"[the agent " + os.Args[0] + " did not answer initialize within 1s: stopping it]\n",
+		{"initialize times out", "", timeout, timeout, timeout + startGrace + slack,
+			"did not answer initialize within 5s", []string{
+				"[the agent " + os.Args[0] + " did not answer initialize within 5s: stopping it]\n",
 				"[the agent did not exit within 1s of SIGTERM: SIGKILL sent]\n",
 			}},
-		{"the end of the input", "eof", 0, startGrace + slack,
+		{"the end of the input", "eof", noTimeout, 0, startGrace + slack,
 			"", []string{
 				"[the input ended before the session started: stopping the agent]\n",
 				"[the agent did not exit within 1s of SIGTERM: SIGKILL sent]\n",
 			}},
-		{"an interrupt", "interrupt", 0, startGrace + slack,
+		{"an interrupt", "interrupt", noTimeout, 0, startGrace + slack,
 			"interrupted while starting", []string{
 				"[interrupted while starting: stopping the agent]\n",
 				"[the agent did not exit within 1s of SIGTERM: SIGKILL sent]\n",
@@ -87,8 +96,11 @@ func TestMuteAgent(t *testing.T) {
 			defer w.Close()
 			var out, stderr syncBuffer
 			interrupts := make(chan os.Signal, 1)
-			cfg := withFake(t, Config{Input: r, Output: &out, AgentStderr: &stderr, Interrupts: interrupts, StartTimeout: timeout}, "mute")
+			cfg := withFake(t, Config{Input: r, Output: &out, AgentStderr: &stderr, Interrupts: interrupts, StartTimeout: tt.timeout}, "mute")
+			acted := make(chan struct{})
+			defer func() { <-acted }() // no t.Errorf after the test
 			go func() {
+				defer close(acted)
 				if !stderr.await(muteReady) {
 					t.Errorf("the agent's stderr lacks %q: %s", muteReady, stderr.String())
 					return
@@ -130,6 +142,7 @@ type hangRun struct {
 // each, from a goroutine of its own; the channel closes once it is done.
 func (h *hangRun) script(t *testing.T, waits ...string) <-chan struct{} {
 	done := make(chan struct{})
+	t.Cleanup(func() { <-done }) // no t.Errorf after the test
 	go func() {
 		defer close(done)
 		for _, s := range waits {
@@ -167,13 +180,15 @@ func startHang(t *testing.T) *hangRun {
 // for session/close for the kill grace plus 2 s and says so, then sends
 // SIGTERM, then SIGKILL after as long again, and returns an error.
 // SIGTERM to the client (the end of ctx) does the same without waiting
-// for the close; an interrupt during either wait cuts it short.
+// for the close; an interrupt during either wait cuts it short. Each case
+// starts once the agent says it hangs (and so ignores SIGTERM): under
+// load it was seen to get SIGTERM before it had read the prompt.
 func TestHangingAgent(t *testing.T) {
 	const waiting = "[waiting up to 3s for the session to close; Ctrl-C again stops the agent now]\n"
 	t.Run("two interrupts", func(t *testing.T) {
 		t.Parallel()
 		h := startHang(t)
-		done := h.script(t, "> hang\n", "[cancelling the foreground command; ")
+		done := h.script(t, "hanging\n", "[cancelling the foreground command; ")
 		took, err := runWithin(t, 2*(time.Second+closeSlack)+slack, h.cfg)
 		<-done
 		if err == nil || !strings.Contains(err.Error(), "no answer to session/close within 3s") {
@@ -215,7 +230,7 @@ func TestHangingAgent(t *testing.T) {
 	t.Run("interrupts cut the waits short", func(t *testing.T) {
 		t.Parallel()
 		h := startHang(t)
-		done := h.script(t, "> hang\n", "[cancelling the foreground command; ", waiting, "[interrupted again: stopping the agent]\n")
+		done := h.script(t, "hanging\n", "[cancelling the foreground command; ", waiting, "[interrupted again: stopping the agent]\n")
 		_, err := runWithin(t, slack, h.cfg)
 		<-done
 		if err == nil || !strings.Contains(err.Error(), "interrupted while closing the session") {
@@ -237,7 +252,7 @@ func TestAgentLineOverCap(t *testing.T) {
 	cfg := withFake(t, Config{Input: strings.NewReader("flood\nnever sent\n"), Output: &out}, "1")
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	_, err := runWithin(t, 30*time.Second, cfg)
+	_, err := runWithin(t, testloop.Wait, cfg) // a 20 MiB line: no promise of how fast
 	runtime.ReadMemStats(&after)
 	if err == nil || !strings.Contains(err.Error(), "the agent sent a line longer than 16 MiB") {
 		t.Errorf("Run: %v, want a line longer than 16 MiB", err)

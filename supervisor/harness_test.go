@@ -16,6 +16,7 @@ import (
 	"shellagent/acp"
 	"shellagent/contain"
 	"shellagent/contain/containtest"
+	"shellagent/internal/testloop"
 	"shellagent/protocol"
 	"shellagent/protocol/acptest"
 	"shellagent/protocol/v1front"
@@ -33,6 +34,9 @@ func TestMain(m *testing.M) {
 	if err := flag.Set("test.parallel", "8"); err != nil {
 		panic(err)
 	}
+	// Every Shutdown of the tests checks the promise at testloop.Bound:
+	// under load the last final updates were seen to go out after 700 ms.
+	shutdownSlack = testloop.Bound(shutdownSlack)
 	containtest.Main(m, func(c *contain.Containment) { launcher = ptyio.Local{Containment: c} }, nil)
 }
 
@@ -83,7 +87,7 @@ func (h *harness) serve(end func(context.Context, *protocol.Conn) error, opts ..
 	go func() {
 		defer close(served)
 		<-conn.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testloop.Wait)
 		defer cancel()
 		if err := end(ctx, conn); err != nil {
 			h.t.Errorf("end of connection: %v", err)
@@ -91,6 +95,9 @@ func (h *harness) serve(end func(context.Context, *protocol.Conn) error, opts ..
 		conn.Close()
 		outW.Close()
 	}()
+	// A wait of the client is for what is bound to happen: generous, for
+	// a loaded machine; an option of the test's own comes after it.
+	opts = append([]acptest.Option{acptest.WithTimeout(testloop.Wait)}, opts...)
 	return acptest.New(h.t, outR, inW, opts...), served
 }
 
@@ -158,7 +165,7 @@ func (h *harness) inspect(sid string, f func(st *state)) {
 // await polls the state of session sid until cond holds.
 func (h *harness) await(sid, what string, cond func(st *state) bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testloop.Wait)
 	for pause := 100 * time.Microsecond; ; pause = min(2*pause, 10*time.Millisecond) {
 		ok := false
 		h.inspect(sid, func(st *state) { ok = cond(st) })

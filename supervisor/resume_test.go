@@ -45,7 +45,7 @@ func TestReattachWhileTheFirstConnectionStaysOpen(t *testing.T) {
 	h := newHarness(t, Config{Detached: KeepDetached})
 	a := h.on(h.connect())
 	sid := a.newSession()
-	a.run(sid, "/bg echo one; "+trigger("go")+"; echo two; sleep 30")
+	a.run(sid, "/bg echo one; "+trigger("go")+"; echo two; sleep 300")
 	a.output(sid, "term_1", "one")
 
 	b := h.on(h.connect())
@@ -79,12 +79,12 @@ func TestReattachAfterTheConnectionWentAway(t *testing.T) {
 	h := newHarness(t, Config{Detached: KeepDetached, Scrollback: scrollback})
 	a := h.on(h.connect())
 	sid := a.newSession()
-	a.run(sid, "/bg echo one; sleep 30")
+	a.run(sid, "/bg echo one; sleep 300")
 	a.output(sid, "term_1", "one")
 	// Four rings' worth while no one reads: nothing may hold it up.
 	a.run(sid, "/bg "+trigger("go")+"; head -c 262144 /dev/zero | tr '\\0' y; echo two; exit 3")
 	a.run(sid, "/after 1h echo later")
-	a.run(sid, "echo fg; "+trigger("go")+"; echo fg-detached; "+trigger("go2")+"; echo fg-live; sleep 30")
+	a.run(sid, "echo fg; "+trigger("go")+"; echo fg-detached; "+trigger("go2")+"; echo fg-live; sleep 300")
 	a.output(sid, "term_3", "fg")
 	a.listed(nil, sid, "term_1", "term_2", "call_3")
 
@@ -211,10 +211,10 @@ func TestDetachClosesOnlyThatConnectionsSessions(t *testing.T) {
 	h := newHarness(t, Config{})
 	a := h.on(h.connect())
 	gone := a.newSession()
-	a.run(gone, "/bg echo a; sleep 30")
+	a.run(gone, "/bg echo a; sleep 300")
 	a.output(gone, "term_1", "a")
 	kept := h.newSession()
-	h.run(kept, "/bg echo kept; sleep 30")
+	h.run(kept, "/bg echo kept; sleep 300")
 	h.output(kept, "term_1", "kept")
 
 	a.c.Close()
@@ -239,7 +239,7 @@ func TestDetachDropsHeldPrompts(t *testing.T) {
 	h := newHarness(t, Config{Detached: KeepDetached})
 	a := h.on(h.connect())
 	sid := a.newSession()
-	a.run(sid, "echo fg; sleep 30")
+	a.run(sid, "echo fg; sleep 300")
 	a.output(sid, "term_1", "fg")
 	a.prompt(sid, "echo never")
 	a.c.Close()
@@ -269,11 +269,11 @@ func TestReplayFromStartShowsWhatALiveClientSaw(t *testing.T) {
 	}
 	h.run(sid, "echo exited; exit 4") // term_1, call_1: exited in the foreground
 	h.idle(nil, sid, "end_turn")
-	h.run(sid, "/bg echo cancel-me; sleep 30") // term_2, call_2: cancelled
+	h.run(sid, "/bg echo cancel-me; sleep 300") // term_2, call_2: cancelled
 	h.output(sid, "term_2", "cancel-me")
 	h.c.MustCall("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_2"}, nil)
 	h.exit(nil, sid, "term_2")
-	h.run(sid, "/bg echo running; sleep 30") // term_3, call_3: background
+	h.run(sid, "/bg echo running; sleep 300") // term_3, call_3: background
 	h.output(sid, "term_3", "running")
 	h.run(sid, "head -c 100000 /dev/zero | tr '\\0' x; echo") // term_4, call_4: more than the ring holds
 	h.exit(nil, sid, "term_4")
@@ -285,7 +285,7 @@ func TestReplayFromStartShowsWhatALiveClientSaw(t *testing.T) {
 	h.toolStatus(nil, sid, "call_8", "failed")
 	setPermission("allow")
 	h.run(sid, "/ps")
-	h.run(sid, "echo fg; sleep 30") // term_6, call_9: foreground
+	h.run(sid, "echo fg; sleep 300") // term_6, call_9: foreground
 	h.output(sid, "term_6", "fg")
 	h.listed(nil, sid, "term_3", "call_5")
 	live := view(h.c, sid)

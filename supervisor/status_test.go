@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"shellagent/internal/testloop"
 )
 
 // TestDetachedTTL: under KeepDetached with a DetachedTTL, a detached
@@ -56,7 +58,7 @@ func TestDetachedTTL(t *testing.T) {
 // awaitClosed waits until session sid has left the supervisor.
 func (h *harness) awaitClosed(sid string) {
 	h.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testloop.Wait)
 	for {
 		if _, err := h.sup.session(sid); err != nil {
 			return

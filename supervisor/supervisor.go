@@ -385,7 +385,9 @@ func (sv *Supervisor) Detach(ctx context.Context, c protocol.Client) error {
 
 // shutdownSlack is how long Shutdown waits, beyond the longest kill grace
 // in use, for the last processes to die and their final updates to go out.
-const shutdownSlack = 700 * time.Millisecond
+// A variable only so that the tests can give it testloop.Bound for a
+// loaded machine.
+var shutdownSlack = 700 * time.Millisecond
 
 // LongestGrace returns the longest kill grace in use: the Config's, or a
 // session's own.

@@ -195,12 +195,16 @@ func TestWatchAFile(t *testing.T) {
 // says so once.
 func TestWatchSkipsChangesDuringItsRun(t *testing.T) {
 	t.Parallel()
-	h, sid, call := watchSession(t, "sleep 1.5")
+	// The run lasts until the test releases it: a run of 1.5 s was seen,
+	// under load, to end before the changes meant to come during it.
+	h, sid, call := watchSession(t, trigger("release"))
 	h.write("src/a", "1")
 	h.update(nil, sid, acp.KindTerminal, "term_1", func(m *acptest.Msg) bool { return m.TerminalID() == "term_1" })
 	h.write("src/a", "2")
 	time.Sleep(2 * watchQuiet)
 	h.write("src/a", "3")
+	time.Sleep(2 * watchQuiet)
+	h.release("release")
 	h.ran(sid, 1)
 	h.quietly(sid, "after the run that skipped changes")
 	notices := 0

@@ -141,6 +141,29 @@ func (a *agent) waitOthers(n int) {
 	}
 }
 
+// settledSleep waits until the agent's processes include a sleep and stay
+// the same over two scans (setsid, sh and sleep have forked and exec'd,
+// which under load takes far more than a moment), and returns them.
+func (a *agent) settledSleep() []int {
+	a.t.Helper()
+	deadline := time.Now().Add(testloop.Wait)
+	prev := a.others()
+	for {
+		time.Sleep(4 * scanPause)
+		now := a.others()
+		if slices.Equal(now, prev) && slices.ContainsFunc(now, func(pid int) bool {
+			comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+			return string(comm) == "sleep\n"
+		}) {
+			return now
+		}
+		if time.Now().After(deadline) {
+			a.t.Fatalf("the agent's processes never settled with a sleep among them: %v", now)
+		}
+		prev = now
+	}
+}
+
 // noSurvivors checks, within testloop.Bound(promise), that no process of
 // the agent is left (the agent itself aside, and what Session mode may
 // miss), and kills what is.
@@ -419,9 +442,7 @@ func TestCrashSweep(t *testing.T) {
 	liveSid := live.session()
 	live.prompt(liveSid, "/bg setsid sh -c 'sleep 300' & echo ready")
 	live.waitOutput(liveSid, "term_1", "ready")
-	live.waitOthers(1)
-	time.Sleep(100 * time.Millisecond) // setsid and sh have exec'd
-	liveProcs := live.others()
+	liveProcs := live.settledSleep()
 
 	crashed, _ := startAgentOwnStdout(t)
 	sid := crashed.session()

@@ -22,7 +22,10 @@ import (
 // lost, and never heard back (its turn never ended from its side).
 func TestDaemonTakeoverReleasesTheFirstRelay(t *testing.T) {
 	t.Parallel()
-	d := newDaemonFixture(t)
+	// The foreground sleep holds the prompt however slow the machine: with
+	// the default 10 s foreground timeout it went to the background under
+	// load, and the held prompt ran.
+	d := newDaemonFixture(t, "--foreground-timeout", "0")
 	a := d.relay()
 	sid, _ := a.startCounter(d.cwd)
 	a.prompt(sid, "sleep 300")

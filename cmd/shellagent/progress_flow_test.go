@@ -311,11 +311,14 @@ func TestAClientThatDoesNotReadIsHeldByTheKernel(t *testing.T) {
 		}
 		wrote <- w.Flush()
 	}()
-	// Wait until the writes block: the agent has stopped reading.
+	// Wait until the agent says it stopped reading and the writes block:
+	// writes that only pause (an agent starved of the cores under load)
+	// are not the kernel holding the client.
+	stopped := func() bool { return strings.Contains(log.String(), "input is no longer read") }
 	peak, last, still := base, int64(-1), 0
-	for deadline := time.Now().Add(60 * time.Second); still < 20; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(testloop.Wait); still < 20 || !stopped(); time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the client's writes never blocked: %d of %d written", written.Load(), requests)
+			t.Fatalf("the client's writes never blocked: %d of %d written; the agent said it stopped reading: %v", written.Load(), requests, stopped())
 		}
 		peak = max(peak, rss(t, pid))
 		if n := written.Load(); n == last {
@@ -330,9 +333,6 @@ func TestAClientThatDoesNotReadIsHeldByTheKernel(t *testing.T) {
 	}
 	if peak > base+16<<20 {
 		t.Errorf("agent RSS grew from %d KiB to %d KiB, want at most 16 MiB more", base>>10, peak>>10)
-	}
-	if !strings.Contains(log.String(), "input is no longer read") {
-		t.Error("the agent did not log that it stopped reading")
 	}
 
 	// The client reads: every request is answered, once.

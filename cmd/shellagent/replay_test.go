@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
 	"shellagent/replay"
 )
@@ -165,7 +166,7 @@ func TestReplayMemoryIsBounded(t *testing.T) {
 	const limit = 256 << 10 // KiB of peak RSS
 	run := func(stdin string, args ...string) (code int, stderr string, peak int64) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testloop.Wait)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, plainBinary, args...) // the memory figure is the plain build's
 		in, err := os.Open(stdin)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
 )
 
@@ -24,8 +25,9 @@ import (
 // ttyRows and ttyCols are the size of the test terminals.
 const ttyRows, ttyCols = 30, 100
 
-// ttyTimeout bounds each wait for the screen.
-const ttyTimeout = 30 * time.Second
+// ttyTimeout bounds each wait for the screen: what is bound to show,
+// with no promise of when.
+const ttyTimeout = testloop.Wait
 
 // ttyRun is "shellagent client" on a PTY of the test's, with a marker in
 // its environment so that the test can check that nothing is left

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
 )
 
@@ -507,8 +508,11 @@ func TestV1Multibyte(t *testing.T) {
 
 // TestV1FlowControl: a v1 client that keeps pausing gets every byte of a
 // terminal whose output is 80 times its ring, as v2 clients do: the same
-// writer holds the PTY while the client is behind.
+// writer holds the PTY while the client is behind. Long
+// (SHELLAGENT_LONG=1): the quick run checks that writer with a v2 client
+// in TestPausingClientGetsEveryByte.
 func TestV1FlowControl(t *testing.T) {
+	testloop.Long(t, "80 rings through a pausing v1 client")
 	t.Parallel()
 	cmd, stdin, stdout, marker := startPiped(t, binary, []string{"--shell", "/bin/sh", "--foreground-timeout", "0", "--scrollback", "64KiB", "--stall-timeout", "30s"})
 	out := newPacedReader(stdout, 0)

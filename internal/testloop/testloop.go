@@ -9,7 +9,8 @@
 //     doc comment, the quick test that checks its rule, unless it is pure
 //     soak or interop.
 //   - A test never asserts a wall-clock bound tighter than Bound of the
-//     promise it checks; the promise itself is measured in bench/.
+//     promise it checks; the promise itself is measured in bench/. A
+//     wait for what is bound to happen, with no promise of when, is Wait.
 package testloop
 
 import (
@@ -38,3 +39,11 @@ func Long(t testing.TB, what string) {
 // fails: three times the promise, so that a loaded machine (two other
 // test suites beside this one) does not fail a test that the code passes.
 func Bound(promise time.Duration) time.Duration { return 3 * promise }
+
+// Wait is how long a test waits for something that is bound to happen
+// but makes no promise of when (a process to start, a line to arrive, a
+// shutdown to finish) before it fails: long enough for a machine running
+// three test suites at once, where a wait of a few seconds was seen to
+// fail. It bounds only a test that is failing anyway; a promise is
+// checked with Bound.
+const Wait = 2 * time.Minute
