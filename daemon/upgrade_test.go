@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,7 +33,7 @@ echo '{"build":"v2 (abc)","accepts":[1,2]}'`, 0o755)
 		{"slow", script("slow", "exec sleep 5", 0o755), "in time", 300 * time.Millisecond},
 		{"exits", script("exits", "exit 0", 0o755), "exited without answering its probe", time.Second},
 		{"fails", script("fails", "echo 'unknown flag --shell' >&2; exit 2", 0o755), "failed its probe (daemon --upgrade-probe): exit status 2: unknown flag --shell", time.Second},
-		{"other state", script("other", `echo '{"build":"v3","accepts":[99]}'`, 0o755), "reads state versions [99], not this daemon's 1", time.Second},
+		{"other state", script("other", `echo '{"build":"v3","accepts":[99]}'`, 0o755), fmt.Sprintf("reads state versions [99], not this daemon's %d", StateVersion), time.Second},
 		{"not executable", script("noexec", "exit 0", 0o644), "cannot be executed", time.Second},
 		{"missing", filepath.Join(dir, "missing"), "cannot be executed", time.Second},
 	} {
