@@ -105,29 +105,6 @@ type Upgraded struct {
 	Error string `json:",omitempty"`
 }
 
-// manifest is what the old image hands the new one, besides the
-// descriptors it names: one JSON document in a memfd.
-type manifest struct {
-	Version   int
-	From      string // the old image's build
-	Socket    string
-	Listener  int       // the listening socket's descriptor
-	SocketID  [2]uint64 // the socket file it is bound to (device, inode); zero when Activated
-	Activated bool      // the listener is systemd's: not kept, never unlinked
-	Lock      int
-	Requester int // the connection that asked for the upgrade
-	State     []byte
-	Files     []handedFile
-}
-
-// handedFile is one of the Host's files: its descriptor in the new image
-// and, for a process handle (pidfd), the process it was frozen with.
-type handedFile struct {
-	FD    int
-	Pid   int    `json:",omitempty"`
-	Start uint64 `json:",omitempty"` // the process's start time (/proc/PID/stat)
-}
-
 // AskUpgrade asks the daemon at socket to upgrade in place to the binary
 // exe (an absolute path), and returns its answer and its hello (the
 // build it had). An answer with Error means the old daemon serves on.
@@ -279,11 +256,4 @@ func (s *Server) closeConns(log *slog.Logger) {
 		}
 	}
 	log.Warn("connections still open at the upgrade", "connections", n)
-}
-
-// listener returns the listener Serve was given.
-func (s *Server) listener() Listener {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.l
 }

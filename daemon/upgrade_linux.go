@@ -324,3 +324,33 @@ func (r *Resumed) Answer(build string, err error) {
 	r.requester.Close()                                        // Best effort: answered.
 	r.requester = nil
 }
+
+// manifest is what the old image hands the new one, besides the
+// descriptors it names: one JSON document in a memfd.
+type manifest struct {
+	Version   int
+	From      string // the old image's build
+	Socket    string
+	Listener  int       // the listening socket's descriptor
+	SocketID  [2]uint64 // the socket file it is bound to (device, inode); zero when Activated
+	Activated bool      // the listener is systemd's: not kept, never unlinked
+	Lock      int
+	Requester int // the connection that asked for the upgrade
+	State     []byte
+	Files     []handedFile
+}
+
+// handedFile is one of the Host's files: its descriptor in the new image
+// and, for a process handle (pidfd), the process it was frozen with.
+type handedFile struct {
+	FD    int
+	Pid   int    `json:",omitempty"`
+	Start uint64 `json:",omitempty"` // the process's start time (/proc/PID/stat)
+}
+
+// listener returns the listener Serve was given.
+func (s *Server) listener() Listener {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.l
+}
