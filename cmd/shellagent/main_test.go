@@ -99,7 +99,7 @@ type agent struct {
 
 func startAgent(t *testing.T, args ...string) *agent {
 	marker := "SHELLAGENT_TEST=" + rand.Text()
-	c, cmd := acptest.StartBinary(t, binary, append([]string{"--shell", "/bin/sh", "--containment", testMode}, args...), []string{marker, noRaceExitDelay})
+	c, cmd := acptest.StartBinary(t, binary, append([]string{"--shell", "/bin/sh", "--containment", testMode}, args...), []string{marker, noRaceExitDelay, ownState(t)})
 	a := &agent{t: t, c: c, cmd: cmd, marker: marker, cwd: t.TempDir()}
 	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
 	return a
@@ -119,7 +119,7 @@ func startPipedLogging(t *testing.T, bin string, args []string, stderr io.Writer
 	t.Helper()
 	marker = "SHELLAGENT_TEST=" + rand.Text()
 	cmd = exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), marker, noRaceExitDelay)
+	cmd.Env = append(os.Environ(), marker, noRaceExitDelay, ownState(t))
 	cmd.ExtraFiles = extra
 	cmd.Stderr = stderr
 	var err error
@@ -394,3 +394,7 @@ func TestTerminalFlags(t *testing.T) {
 		t.Errorf("resume snapshot holds %d bytes, want the 64 KiB scrollback", got)
 	}
 }
+
+// ownState gives an agent a state directory of its own (XDG_STATE_HOME),
+// so that its history's Open does not read every other test's.
+func ownState(t *testing.T) string { return "XDG_STATE_HOME=" + t.TempDir() }
