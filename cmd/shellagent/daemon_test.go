@@ -286,14 +286,15 @@ func (r *relayProc) exitSignal(sid, term string) any {
 	return m.ExitStatus()["signal"]
 }
 
-// listed reports whether session/list on r lists sid with cwd.
+// listed reports whether session/list on r lists sid with cwd as live.
 func (r *relayProc) listed(sid, cwd string) bool {
 	r.t.Helper()
-	var list struct {
-		Sessions []struct{ SessionID, Cwd string }
-	}
+	// A past session (history on disk) is not live: it does not count.
+	var list struct{ Sessions []listedSession }
 	r.c.MustCall("session/list", map[string]any{}, &list)
-	return slices.ContainsFunc(list.Sessions, func(s struct{ SessionID, Cwd string }) bool { return s.SessionID == sid && s.Cwd == cwd })
+	return slices.ContainsFunc(list.Sessions, func(s listedSession) bool {
+		return s.SessionID == sid && s.Cwd == cwd && s.Meta.Shellagent.State != "past"
+	})
 }
 
 // resumeCounter lists and resumes session sid on r, from the start, after
