@@ -402,49 +402,5 @@ func clone(u acp.Update) acp.Update {
 	panic(fmt.Sprintf("clone: unknown update %T", u))
 }
 
-// merge applies the patch src to dst, both of the same type: the fields
-// src sets replace those of dst. Only tool call and terminal updates are
-// patches; a message, a state_update or a notice is whole, and is never
-// merged.
-func merge(dst, src acp.Update) {
-	switch d := dst.(type) {
-	case *acp.ToolCallUpdate:
-		s := src.(*acp.ToolCallUpdate)
-		set(&d.Title, s.Title)
-		set(&d.Kind, s.Kind)
-		set(&d.Status, s.Status)
-		if s.Content != nil {
-			d.Content = s.Content
-		}
-		if s.RawInput != nil {
-			d.RawInput = s.RawInput
-		}
-		if s.RawOutput != nil {
-			d.RawOutput = s.RawOutput
-		}
-		if s.Capabilities != nil {
-			d.Capabilities = s.Capabilities
-		}
-	case *acp.TerminalUpdate:
-		s := src.(*acp.TerminalUpdate)
-		set(&d.Command, s.Command)
-		set(&d.Cwd, s.Cwd)
-		if s.Size != nil {
-			d.Size = s.Size
-		}
-		if s.ExitStatus != nil {
-			d.ExitStatus = s.ExitStatus
-		}
-		if s.Capabilities != nil {
-			d.Capabilities = s.Capabilities
-		}
-	default:
-		panic(fmt.Sprintf("merge: %T is not a patch", dst))
-	}
-}
-
-func set(dst *string, v string) {
-	if v != "" {
-		*dst = v
-	}
-}
+// merge applies the patch src to dst (acp.Merge).
+func merge(dst, src acp.Update) { acp.Merge(dst, src) }

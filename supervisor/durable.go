@@ -159,21 +159,7 @@ func patch(prev, u acp.Update) acp.Update {
 		}
 		c := *p
 		c.SessionUpdate = u.SessionUpdate
-		set(&c.Title, u.Title)
-		set(&c.Kind, u.Kind)
-		set(&c.Status, u.Status)
-		if u.Content != nil {
-			c.Content = u.Content
-		}
-		if u.RawInput != nil {
-			c.RawInput = u.RawInput
-		}
-		if u.RawOutput != nil {
-			c.RawOutput = u.RawOutput
-		}
-		if u.Capabilities != nil {
-			c.Capabilities = u.Capabilities
-		}
+		acp.Merge(&c, u)
 		return &c
 	case *acp.TerminalUpdate:
 		p, _ := prev.(*acp.TerminalUpdate)
@@ -182,26 +168,10 @@ func patch(prev, u acp.Update) acp.Update {
 			return &c
 		}
 		c := *p
-		set(&c.Command, u.Command)
-		set(&c.Cwd, u.Cwd)
-		if u.Size != nil {
-			c.Size = u.Size
-		}
-		if u.ExitStatus != nil {
-			c.ExitStatus = u.ExitStatus
-		}
-		if u.Capabilities != nil {
-			c.Capabilities = u.Capabilities
-		}
+		acp.Merge(&c, u)
 		return &c
 	}
 	return u
-}
-
-func set(dst *string, v string) {
-	if v != "" {
-		*dst = v
-	}
 }
 
 // forget drops retired work from the history.
