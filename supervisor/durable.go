@@ -416,18 +416,14 @@ func (sv *Supervisor) resumePast(c protocol.Client, p *acp.ResumeSessionRequest)
 	if other := sv.sessions[s.id]; other != nil {
 		// Another connection made it live first: resume that one.
 		sv.mu.Unlock()
-		return other.resume(c, p)
+		return other.resume(c, p, nil)
 	}
 	sv.sessions[s.id] = s
 	sv.order = append(sv.order, s.id)
 	sv.mu.Unlock()
 	store.Reopen(s.id)
 	s.doWait(func(st *state) { settleRevived(st, lost) })
-	resp, err := s.resume(c, p)
-	if err == nil {
-		s.do(func(st *state) { st.out.notice(pastNotice(h, lost)) })
-	}
-	return resp, err
+	return s.resume(c, p, pastNotice(h, lost))
 }
 
 var _ protocol.SessionDeleter = (*Supervisor)(nil)

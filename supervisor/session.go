@@ -238,8 +238,10 @@ func (s *Session) configOptions() []acp.ConfigOption { return s.peek().settings.
 // history if replay asks for it (history.go), then a current
 // terminal_update (with a replacement of the output) and tool_call_update
 // for the foreground command and each listed item that the replay did not
-// already deliver at its current state, then the current state.
-func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest) (resp *acp.ResumeSessionResponse, err error) {
+// already deliver at its current state, then notice if not nil (why a
+// past session runs nothing), then the current state: all before the
+// response.
+func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest, notice *acp.Notice) (resp *acp.ResumeSessionResponse, err error) {
 	if filepath.Clean(p.Cwd) != filepath.Clean(s.cwd) {
 		s.do(func(st *state) {
 			checkClient(st, c, ruleResumeCwd, "session/resume of "+s.id+" with cwd "+p.Cwd+", not "+s.cwd)
@@ -278,6 +280,9 @@ func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest) (resp *
 		}
 		if st.kit.overlay != nil {
 			st.kit.overlay.Resumed(&Scene{st: st, delivered: delivered})
+		}
+		if notice != nil {
+			st.out.notice(notice)
 		}
 		st.reportState("")
 		if taken {

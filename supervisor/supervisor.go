@@ -300,7 +300,7 @@ func (sv *Supervisor) ResumeSession(c protocol.Client, p *acp.ResumeSessionReque
 		sv.checkClosed(c, "session/resume", p.SessionID)
 		return nil, err
 	}
-	return s.resume(c, p)
+	return s.resume(c, p, nil)
 }
 
 // CloseSession implements protocol.Agent. Closing an unknown session
