@@ -150,6 +150,29 @@ func (d *daemonFixture) waitLog(s string) {
 	}
 }
 
+// logGap is the time between the first lines of the daemon's log that
+// hold from and to.
+func (d *daemonFixture) logGap(from, to string) time.Duration {
+	d.t.Helper()
+	b, _ := os.ReadFile(filepath.Join(d.state, "shellagent", "daemon.log"))
+	at := func(s string) time.Time {
+		for _, line := range strings.Split(string(b), "\n") {
+			if !strings.Contains(line, s) {
+				continue
+			}
+			f, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+			t, err := time.Parse(time.RFC3339Nano, f)
+			if err != nil {
+				d.t.Fatalf("the daemon's log line %q: %v", line, err)
+			}
+			return t
+		}
+		d.t.Fatalf("the daemon's log does not say %q:\n%s", s, b)
+		return time.Time{}
+	}
+	return at(to).Sub(at(from))
+}
+
 // relayProc is one shellagent --daemon, as an editor starts it: in a process
 // group of its own (an SSH session's), its stdout a pipe whose reading end
 // the test holds.
