@@ -79,8 +79,10 @@
 // takes input events from a channel whatever their source (input.go
 // handles the input lines); start.go sends the start-up requests, and
 // sessions.go serves /sessions and chooses the session to resume. It
-// prints through updates.go (the session's updates), session.go (the
-// RFD's rules), permissions.go and printer.go. In terminal mode tty.go
+// prints through updates.go (the session's updates, applied to
+// internal/clientview's model of the session, which keeps the RFD's
+// rules), session.go (how the session's work is named to the user),
+// permissions.go and printer.go. In terminal mode tty.go
 // routes keys (keys.go reads them) and the screen, question.go asks
 // whether to close or detach, and editor.go (golang.org/x/term's line
 // editor) reads lines on a goroutine of its own.
@@ -563,7 +565,7 @@ func (c *client) handleLine(line []byte) {
 			c.p.note(fmt.Sprintf("a session/update the client cannot read: %v", err))
 			return
 		}
-		if c.sess != nil && n.SessionID == c.sess.id {
+		if c.sess != nil && n.SessionID == c.sess.ID {
 			c.handleUpdate(&n.Update)
 		}
 	case m.Method == "$/cancel_request":
@@ -600,7 +602,7 @@ func (c *client) interrupt() {
 	if c.cfg.Daemon {
 		again = "detaches (the session runs on; /close closes it)"
 	}
-	if c.tty != nil && c.sess.state == "idle" {
+	if c.tty != nil && c.sess.State == "idle" {
 		if c.cfg.Daemon {
 			c.p.note("Ctrl-C again, Ctrl-D or /quit detaches (the session runs on); /close closes it")
 		} else {
@@ -608,10 +610,10 @@ func (c *client) interrupt() {
 		}
 		return
 	}
-	c.rpc.notify("session/cancel", map[string]string{"sessionId": c.sess.id})
+	c.rpc.notify("session/cancel", map[string]string{"sessionId": c.sess.ID})
 	// Permission requests for the cancelled foreground work are answered
 	// cancelled; those for listed work stay open.
-	c.perms.cancelAll(func(p *permission) bool { return slices.ContainsFunc(p.req.Subject.refs(), c.sess.listed) })
+	c.perms.cancelAll(func(p *permission) bool { return slices.ContainsFunc(p.req.Subject.refs(), c.sess.Listed) })
 	c.p.note("cancelling the foreground command; background work runs on; Ctrl-C again " + again)
 }
 
@@ -642,17 +644,17 @@ func (c *client) detach() {
 	}
 	s := c.sess
 	what := "the session runs on in the daemon"
-	if s.bgReported && len(s.bg) > 0 {
+	if s.Reported && len(s.Background) > 0 {
 		noun := "items"
-		if len(s.bg) == 1 {
+		if len(s.Background) == 1 {
 			noun = "item"
 		}
-		what += fmt.Sprintf(", with %d background %s: %s", len(s.bg), noun, s.describeList())
+		what += fmt.Sprintf(", with %d background %s: %s", len(s.Background), noun, s.describeList())
 	}
 	c.p.note("detached: " + what)
-	resume := "shellagent client --daemon --resume " + s.id
+	resume := "shellagent client --daemon --resume " + s.ID
 	if c.cfg.ResumeCommand != nil {
-		resume = c.cfg.ResumeCommand(s.id)
+		resume = c.cfg.ResumeCommand(s.ID)
 	}
 	c.p.note("to come back: " + resume)
 	c.phase = finished
@@ -690,7 +692,7 @@ func (c *client) closeSession() {
 	if c.cfg.Interactive || c.interrupts > 1 {
 		c.p.note(fmt.Sprintf("waiting up to %v for the session to close; Ctrl-C again stops the agent now", wait))
 	}
-	c.rpc.call("session/close", map[string]string{"sessionId": c.sess.id}, func(m *message) {
+	c.rpc.call("session/close", map[string]string{"sessionId": c.sess.ID}, func(m *message) {
 		c.phase = finished
 		if m.Error != nil {
 			c.p.note("session/close failed: " + m.Error.Error())

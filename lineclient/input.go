@@ -61,13 +61,13 @@ func (c *client) prompt(line string) {
 	c.view.lastLine = line
 	c.view.typing(line)
 	params := map[string]any{
-		"sessionId": c.sess.id,
+		"sessionId": c.sess.ID,
 		"prompt":    []map[string]string{{"type": "text", "text": line}},
 	}
 	var w *turnWait
 	if !c.cfg.Interactive || c.tty != nil {
 		w = &turnWait{line: line}
-		if id, ok := strings.CutPrefix(line, "/stop "); ok && c.offers("stop") && c.sess.listed(strings.TrimSpace(id)) {
+		if id, ok := strings.CutPrefix(line, "/stop "); ok && c.offers("stop") && c.sess.Listed(strings.TrimSpace(id)) {
 			w.stopID = strings.TrimSpace(id)
 		}
 		c.wait = w
@@ -98,13 +98,13 @@ func (c *client) paceState(stopReason string) {
 	if w == nil {
 		return
 	}
-	if !w.ended && w.answered && c.sess.state == "idle" && stopReason != "" && c.seq > w.respSeq && c.seq > w.userSeq {
+	if !w.ended && w.answered && c.sess.State == "idle" && stopReason != "" && c.seq > w.respSeq && c.seq > w.userSeq {
 		w.ended = true
 		if w.stopID != "" {
 			c.stopTimer = time.After(stopWaitTimeout)
 		}
 	}
-	if w.ended && (w.stopID == "" || !c.sess.listed(w.stopID)) {
+	if w.ended && (w.stopID == "" || !c.sess.Listed(w.stopID)) {
 		c.wait = nil
 		c.stopTimer = nil
 	}

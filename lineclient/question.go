@@ -67,8 +67,8 @@ func (q *question) declined() {
 	c := q.c
 	c.interrupts = 0
 	s := c.sess
-	if s.bgReported && len(s.bg) > 0 {
-		c.p.note("nothing was stopped; stop an item with /stop " + s.bg[0].id())
+	if s.Reported && len(s.Background) > 0 {
+		c.p.note("nothing was stopped; stop an item with /stop " + s.Background[0].ID())
 		return
 	}
 	c.p.note("nothing was stopped")

@@ -164,7 +164,7 @@ func (c *client) showSessions() {
 		b.WriteString("Sessions:\n")
 		now := time.Now()
 		for i := range list {
-			b.WriteString(list[i].line(c.sess != nil && list[i].SessionID == c.sess.id, now) + "\n")
+			b.WriteString(list[i].line(c.sess != nil && list[i].SessionID == c.sess.ID, now) + "\n")
 		}
 		c.p.text(b.String())
 	})

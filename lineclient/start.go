@@ -142,7 +142,7 @@ func (s *startup) newSession() {
 // resume reattaches to a session of the agent (a daemon): Config.SessionID,
 // else the newest session of Config.Cwd, which session/list names. The
 // session's updates from session/resume show the tail of each terminal
-// that runs (see view.resuming), and what follows, live.
+// that runs (see clientview.Session.Resuming), and what follows, live.
 func (s *startup) resume() {
 	c := s.c
 	listSessions(s.call, func(list []sessionEntry, failed *message) {
@@ -158,11 +158,11 @@ func (s *startup) resume() {
 			return
 		}
 		s.follow(e.SessionID)
-		c.view.resuming = true
+		c.sess.Resuming = true
 		c.p.note("reattaching to " + e.describe())
 		params := map[string]any{"sessionId": e.SessionID, "cwd": e.Cwd}
 		s.call("session/resume", params, func(m *message) {
-			c.view.resuming = false
+			c.sess.Resuming = false
 			var res joined
 			if !s.ok("session/resume", m, &res) {
 				return
@@ -181,7 +181,7 @@ func (s *startup) applySettings(rest []Setting) {
 		return
 	}
 	set := rest[0]
-	params := map[string]any{"sessionId": c.sess.id, "configId": set.ID, "type": "id", "value": set.Value}
+	params := map[string]any{"sessionId": c.sess.ID, "configId": set.ID, "type": "id", "value": set.Value}
 	s.call("session/set_config_option", params, func(m *message) {
 		if c.phase != starting {
 			return

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"shellagent/acp"
+	"shellagent/internal/clientview"
 )
 
 // Terminal mode: the client on a terminal, with an agent that offers the
@@ -267,10 +268,10 @@ func (t *tty) forward(b []byte) []byte {
 // foreground command moves to the background), c stops it.
 func (t *tty) prefixed(a *attachment, k byte) {
 	c := t.c
-	fg := !c.sess.listed(a.id)
+	fg := !c.sess.Listed(a.id)
 	switch {
 	case k == 'c' && fg:
-		c.rpc.notify("session/cancel", map[string]string{"sessionId": c.sess.id})
+		c.rpc.notify("session/cancel", map[string]string{"sessionId": c.sess.ID})
 	case k == 'c':
 		c.prompt("/stop " + a.id)
 	case fg:
@@ -285,7 +286,7 @@ func (t *tty) prefixed(a *attachment, k byte) {
 func (t *tty) write(a *attachment, b []byte) {
 	for len(b) > 0 {
 		n := min(len(b), acp.MaxWrite)
-		params := map[string]string{"sessionId": t.c.sess.id, "terminalId": a.id, "data": base64.StdEncoding.EncodeToString(b[:n])}
+		params := map[string]string{"sessionId": t.c.sess.ID, "terminalId": a.id, "data": base64.StdEncoding.EncodeToString(b[:n])}
 		b = b[n:]
 		t.c.rpc.call(acp.MethodWriteTerminal, params, func(m *message) {
 			if m.Error != nil && m.Error.Code != acp.CodeInvalidParams && !a.failed { // it has just exited
@@ -298,7 +299,7 @@ func (t *tty) write(a *attachment, b []byte) {
 
 // sendSize gives the attached terminal the screen's size.
 func (t *tty) sendSize(cols, rows int) {
-	params := map[string]any{"sessionId": t.c.sess.id, "terminalId": t.att.id, "size": map[string]int{"cols": cols, "rows": rows}}
+	params := map[string]any{"sessionId": t.c.sess.ID, "terminalId": t.att.id, "size": map[string]int{"cols": cols, "rows": rows}}
 	id := t.att.id
 	t.c.rpc.call(acp.MethodResizeTerminal, params, func(m *message) {
 		if m.Error != nil && m.Error.Code != acp.CodeInvalidParams {
@@ -318,13 +319,13 @@ func (t *tty) resized() {
 // started is told of a new terminal; it takes the keyboard and the screen
 // if it runs the line the client sent last and waits for, and reports
 // whether it did (and so announced the terminal).
-func (t *tty) started(tm *terminal) bool {
+func (t *tty) started(tm *clientview.Terminal) bool {
 	w := t.c.wait
-	if w == nil || t.att != nil || t.ed.reading || t.q.open() || tm.exit != nil || tm.command != w.line {
+	if w == nil || t.att != nil || t.ed.reading || t.q.open() || tm.Exit != nil || tm.Command != w.line {
 		return false
 	}
-	t.c.p.note(tm.id + ": keys go to the command; Ctrl-B b: background, Ctrl-B c: cancel")
-	t.attach(tm.id)
+	t.c.p.note(tm.ID + ": keys go to the command; Ctrl-B b: background, Ctrl-B c: cancel")
+	t.attach(tm.ID)
 	return true
 }
 
@@ -337,7 +338,7 @@ func (t *tty) attach(id string) {
 // attachCommand serves /attach ID.
 func (t *tty) attachCommand(id string) {
 	s := t.c.sess
-	tm := s.terminals[id]
+	tm := s.Terminals[id]
 	switch {
 	case id == "":
 		t.c.p.note("/attach needs a terminal id; /ps lists them")
@@ -345,13 +346,13 @@ func (t *tty) attachCommand(id string) {
 	case tm == nil:
 		t.c.p.note("no terminal " + id + "; /ps lists them")
 		return
-	case tm.exit != nil:
-		t.c.p.note(id + " has ended (" + tm.exit.String() + "); /tail " + id + " shows its output")
+	case tm.Exit != nil:
+		t.c.p.note(id + " has ended (" + tm.Exit.String() + "); /tail " + id + " shows its output")
 		return
 	}
 	what := id
-	if tm.command != "" {
-		what += " (" + tm.command + ")"
+	if tm.Command != "" {
+		what += " (" + tm.Command + ")"
 	}
 	t.c.p.note(what + ": keys go to it; Ctrl-B d: detach, Ctrl-B c: stop it")
 	cp := t.copies[id]
@@ -415,8 +416,8 @@ func (t *tty) detach() {
 // output takes a chunk of a terminal's output: kept, and shown if the
 // terminal has the screen.
 func (t *tty) output(id string, data []byte) {
-	tm := t.c.sess.terminals[id]
-	if tm == nil || tm.exit == nil {
+	tm := t.c.sess.Terminals[id]
+	if tm == nil || tm.Exit == nil {
 		cp := t.copies[id]
 		if cp == nil {
 			cp = &outputCopy{enter: -1}
@@ -437,7 +438,7 @@ func (t *tty) show(id string, data []byte) {
 
 // updated follows an update the view has applied: an attached terminal
 // that ended lets go of the screen, and an ended terminal's copy goes.
-func (t *tty) updated(u *update) {
+func (t *tty) updated(u *clientview.Update) {
 	if u.SessionUpdate != "terminal_update" || u.ExitStatus == nil {
 		return
 	}
@@ -452,12 +453,12 @@ func (t *tty) updated(u *update) {
 // a command that passed the foreground timeout, moved to the background,
 // gets (line mode says it too). A program on the alternate screen (an
 // editor) is not written over: it is told when it lets go.
-func (t *tty) says(u *update) bool {
+func (t *tty) says(u *clientview.Update) bool {
 	if t.att == nil || (u.SessionUpdate != "tool_call_update" && u.SessionUpdate != "tool_call") || u.Status == nil || *u.Status != "completed" {
 		return false
 	}
-	tc, tm := t.c.sess.calls[u.ToolCallID], t.c.sess.terminals[t.att.id]
-	if tc == nil || isFinal(tc.status) || !slices.Contains(tc.terminals, t.att.id) || tm == nil || tm.exit != nil {
+	tc, tm := t.c.sess.Calls[u.ToolCallID], t.c.sess.Terminals[t.att.id]
+	if tc == nil || clientview.Final(tc.Status) || !slices.Contains(tc.Terminals, t.att.id) || tm == nil || tm.Exit != nil {
 		return false
 	}
 	cp := t.copies[t.att.id]
@@ -477,7 +478,7 @@ func (t *tty) told() {
 
 // mutes reports whether a notice is not worth showing: the attached
 // terminal waits for input, which the user is typing.
-func (t *tty) mutes(u *update) bool {
+func (t *tty) mutes(u *clientview.Update) bool {
 	return t.att != nil && u.Meta.Shellagent.TerminalID == t.att.id && u.Meta.Shellagent.Event == "waiting_for_input"
 }
 

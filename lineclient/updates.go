@@ -1,14 +1,15 @@
 package lineclient
 
 import (
-	"encoding/base64"
 	"fmt"
 	"strings"
+
+	"shellagent/internal/clientview"
 )
 
 // handleUpdate applies a session update to the session and prints it,
 // and moves a script on when the update ends the turn it waits for.
-func (c *client) handleUpdate(u *update) {
+func (c *client) handleUpdate(u *clientview.Update) {
 	switch u.SessionUpdate {
 	case "user_message":
 		if w := c.wait; w != nil && w.messageID != "" && u.MessageID == w.messageID {
@@ -52,14 +53,10 @@ type view struct {
 	// typedInto holds the terminals the person typed into (/send, /keys)
 	// since the agent last said they wait for input.
 	typedInto map[string]bool
-	// resuming is set while session/resume brings the client up to
-	// date: each terminal it reports runs already, and only the tail of
-	// its output is shown (resumeTail lines).
-	resuming bool
 
 	// In terminal mode: started announces a new terminal if it takes the
 	// screen, and raw takes terminal output instead of the printer.
-	started func(*terminal) bool
+	started func(*clientview.Terminal) bool
 	raw     func(id string, data []byte)
 }
 
@@ -69,7 +66,7 @@ func (v *view) output(id string, data []byte) {
 		v.raw(id, data)
 		return
 	}
-	v.p.output(id, data, v.sess.live() > 1)
+	v.p.output(id, data, v.sess.Live() > 1)
 }
 
 // typing records a prompt line that types into a terminal: /send ID …
@@ -91,7 +88,7 @@ func (v *view) typing(line string) {
 // again: they answered it and see what it prints (the agent says it once
 // per wait, and a wait after typed input is a new one); input from
 // elsewhere (another client) leaves the next one said.
-func (v *view) notice(u *update, attach bool) {
+func (v *view) notice(u *clientview.Update, attach bool) {
 	if u.Title == nil {
 		return
 	}
@@ -114,10 +111,10 @@ func (v *view) notice(u *update, attach bool) {
 }
 
 // show applies an update other than a state_update.
-func (v *view) show(u *update) {
+func (v *view) show(u *clientview.Update) {
 	switch u.SessionUpdate {
 	case "agent_message":
-		text := contentText(u.Content)
+		text := clientview.ContentText(u.Content)
 		if last := v.lastFinal; last != "" {
 			v.lastFinal = ""
 			if strings.TrimSpace(text) == last {
@@ -126,13 +123,13 @@ func (v *view) show(u *update) {
 		}
 		v.p.text(text)
 	case "agent_message_chunk":
-		v.p.stream(contentText(u.Content))
+		v.p.stream(clientview.ContentText(u.Content))
 	case "terminal_update":
 		v.terminalUpdate(u)
 	case "terminal_output_chunk":
-		data, err := base64.StdEncoding.DecodeString(u.Data)
+		data, err := u.Chunk()
 		if err != nil {
-			v.p.note(fmt.Sprintf("%s: output that is not base64: %v", u.TerminalID, err))
+			v.p.note(err.Error())
 			return
 		}
 		v.output(u.TerminalID, data)
@@ -143,66 +140,55 @@ func (v *view) show(u *update) {
 
 // stateUpdate takes a new snapshot, the state and the background list,
 // and returns its stop reason ("" for none).
-func (v *view) stateUpdate(u *update) string {
+func (v *view) stateUpdate(u *clientview.Update) string {
 	s := v.sess
-	before, beforeReported := s.bg, s.bgReported
-	s.state = u.State
-	s.bg, s.bgReported = decodeBackground(u.Background)
+	changed := s.ApplyState(u)
 	stopReason := ""
 	if u.StopReason != nil {
 		stopReason = *u.StopReason
 	}
-	if s.state == "idle" && stopReason == "cancelled" {
+	if s.State == "idle" && stopReason == "cancelled" {
 		v.p.note("turn cancelled")
 	}
-	changed := s.bgReported != beforeReported || !sameList(s.bg, before)
 	// An emptied list printed while running is printed again once the
 	// session is idle, to say it is quiet.
-	if changed || (s.quiet() && v.lastListing == "background: none") {
+	if changed || (s.Quiet() && v.lastListing == "background: none") {
 		v.lastListing = s.listing()
 		v.p.note(v.lastListing)
 	}
-	for _, id := range s.newlyAbandoned() {
+	for _, id := range s.NewlyAbandoned() {
 		v.p.note(id + " abandoned: unfinished, not listed, and the session is idle")
 	}
 	return stopReason
 }
 
-// terminalUpdate creates or patches a terminal.
-func (v *view) terminalUpdate(u *update) {
+// terminalUpdate creates or patches a terminal. While resuming, a
+// terminal the client had not seen that still runs ran before it came.
+func (v *view) terminalUpdate(u *clientview.Update) {
 	s := v.sess
-	t := s.terminals[u.TerminalID]
-	isNew := t == nil
-	if isNew {
-		t = &terminal{id: u.TerminalID}
-		s.terminals[u.TerminalID] = t
-	}
-	if u.Command != nil {
-		t.command = *u.Command
-	}
+	t, isNew := s.ApplyTerminal(u)
 	switch {
 	case !isNew:
-	case v.resuming && u.ExitStatus == nil:
-		what := t.id + " runs"
-		if t.command != "" {
-			what += ": " + t.command
+	case s.Resuming && u.ExitStatus == nil:
+		what := t.ID + " runs"
+		if t.Command != "" {
+			what += ": " + t.Command
 		}
 		v.p.note(what)
 	case v.started != nil && v.started(t):
 	default:
-		if t.command == "" || t.command == v.lastLine {
-			v.p.note(t.id + " started")
+		if t.Command == "" || t.Command == v.lastLine {
+			v.p.note(t.ID + " started")
 		} else {
-			v.p.note(t.id + " started: " + t.command)
+			v.p.note(t.ID + " started: " + t.Command)
 		}
 	}
 	if u.Output != nil {
 		v.snapshot(t, u.Output, isNew)
 	}
-	if u.ExitStatus != nil && t.exit == nil {
-		t.exit = u.ExitStatus
-		v.p.ended(t.id)
-		v.p.note(t.id + " ended: " + t.exit.String())
+	if s.ApplyExit(t, u.ExitStatus) {
+		v.p.ended(t.ID)
+		v.p.note(t.ID + " ended: " + t.Exit.String())
 	}
 }
 
@@ -210,24 +196,24 @@ func (v *view) terminalUpdate(u *update) {
 // full for a terminal the client had not seen (its last resumeTail lines
 // while resuming), else only noted, since what was printed cannot be
 // taken back.
-func (v *view) snapshot(t *terminal, out *terminalOutput, isNew bool) {
-	data, err := base64.StdEncoding.DecodeString(out.Data)
+func (v *view) snapshot(t *clientview.Terminal, out *clientview.TerminalOutput, isNew bool) {
+	data, err := out.Decode(t.ID)
 	if err != nil {
-		v.p.note(fmt.Sprintf("%s: output that is not base64: %v", t.id, err))
+		v.p.note(err.Error())
 		return
 	}
-	if dropped := out.Meta.Shellagent.DroppedBytes; dropped > 0 {
-		v.p.note(fmt.Sprintf("%s: %d bytes of output were dropped; it continues from here", t.id, dropped))
+	if dropped := out.Dropped(); dropped > 0 {
+		v.p.note(fmt.Sprintf("%s: %d bytes of output were dropped; it continues from here", t.ID, dropped))
 		return
 	}
 	switch {
-	case isNew && v.resuming:
+	case isNew && v.sess.Resuming:
 		if v.raw != nil {
-			v.raw(t.id, data) // terminal mode keeps it, for /attach
+			v.raw(t.ID, data) // terminal mode keeps it, for /attach
 		}
-		v.p.output(t.id, lastLines(data, resumeTail), v.sess.live() > 1)
+		v.p.output(t.ID, lastLines(data, resumeTail), v.sess.Live() > 1)
 	case isNew:
-		v.output(t.id, data)
+		v.output(t.ID, data)
 	}
 }
 
@@ -235,49 +221,30 @@ func (v *view) snapshot(t *terminal, out *terminalOutput, isNew bool) {
 // (kind execute) is shown through its terminal: only its pending state
 // and its final status with text, or a cancellation, are printed. Other
 // tool calls (scheduled jobs, watchers) are printed at every status.
-func (v *view) toolCallUpdate(u *update) {
-	s := v.sess
-	tc := s.calls[u.ToolCallID]
-	isNew := tc == nil
-	if isNew {
-		tc = &toolCall{id: u.ToolCallID}
-		s.calls[u.ToolCallID] = tc
-	}
-	old := tc.status
-	if u.Title != nil {
-		tc.title = *u.Title
-	}
-	if u.Kind != nil {
-		tc.kind = *u.Kind
-	}
-	if u.Status != nil {
-		tc.status = *u.Status
-	}
-	if refs := terminalRefs(u.Content); len(refs) > 0 {
-		tc.terminals = refs
-	}
-	if (!isNew && tc.status == old) || (v.resuming && tc.kind == "execute") {
+func (v *view) toolCallUpdate(u *clientview.Update) {
+	tc, isNew, old := v.sess.ApplyToolCall(u)
+	if (!isNew && tc.Status == old) || (v.sess.Resuming && tc.Kind == "execute") {
 		return // while resuming, a command is told by its terminal ("term_1 runs")
 	}
-	text := strings.TrimSpace(contentText(u.Content))
-	if tc.kind == "execute" {
+	text := strings.TrimSpace(clientview.ContentText(u.Content))
+	if tc.Kind == "execute" {
 		switch {
-		case tc.status == "pending":
-		case tc.status == "cancelled":
-		case isFinal(tc.status) && text != "":
+		case tc.Status == "pending":
+		case tc.Status == "cancelled":
+		case clientview.Final(tc.Status) && text != "":
 		default:
 			return
 		}
 	}
-	note := tc.id + " " + tc.status
+	note := tc.ID + " " + tc.Status
 	switch {
 	case text != "":
 		note += ": " + text
-		if isFinal(tc.status) {
+		if clientview.Final(tc.Status) {
 			v.lastFinal = text
 		}
-	case tc.title != "" && (tc.kind != "execute" || tc.status == "pending"):
-		note += ": " + tc.title
+	case tc.Title != "" && (tc.Kind != "execute" || tc.Status == "pending"):
+		note += ": " + tc.Title
 	}
 	v.p.note(note)
 }

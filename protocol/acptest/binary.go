@@ -67,7 +67,7 @@ func startBinary(t reporter, path string, args []string, env []string, opts ...O
 // after StopTimeout), then closes the client.
 func stopAgent(t reporter, c *Client, cmd *exec.Cmd) {
 	t.Helper()
-	c.closeStdin()
+	c.in.close()
 	if cmd.ProcessState == nil {
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()

@@ -74,22 +74,18 @@ func WithProtocolV1() Option {
 // goroutine.
 type Client struct {
 	t            reporter
-	in           io.WriteCloser
-	out          io.Reader
+	in           stdin
+	r            reader
 	timeout      time.Duration
 	permission   func(Msg) any
 	dropChunks   bool
 	checkOnClose bool
 	tolerated    func(Violation) bool // WithTolerated
 	version      int                  // the ACP version spoken: 2, or 1 (WithProtocolV1)
-	schemas      *schemaSet
 	start        time.Time
 
 	nextID    atomic.Int64
-	wmu       sync.Mutex // serializes writes to the agent
-	stdinOnce sync.Once
 	closeOnce sync.Once
-	done      chan struct{} // closed when the reader has ended
 
 	mu       sync.Mutex
 	msgs     []*Msg
@@ -99,12 +95,10 @@ type Client struct {
 	requests map[int64]*request // requests sent, by id
 	sent     []*request         // requests sent, in order
 	outLog   []outLine          // everything written to the agent, for Dump
-	terms    map[termKey]*termBuf
+	terms    terminals
 	wire     []Violation     // violations found while reading
 	reported map[string]bool // Check violations already reported
 	quiet    bool            // the reader outlived Close: stop reporting
-
-	memo map[string]string // validation results; see memoValidate
 }
 
 // request is a request the client sent.
@@ -139,17 +133,14 @@ func newClient(t reporter, agentStdout io.Reader, agentStdin io.WriteCloser, opt
 	t.Helper()
 	c := &Client{
 		t:        t,
-		in:       agentStdin,
-		out:      agentStdout,
+		in:       stdin{w: agentStdin},
 		timeout:  DefaultTimeout,
 		version:  2,
 		start:    time.Now(),
-		done:     make(chan struct{}),
 		changed:  make(chan struct{}),
 		requests: make(map[int64]*request),
-		terms:    make(map[termKey]*termBuf),
+		terms:    make(terminals),
 		reported: make(map[string]bool),
-		memo:     make(map[string]string),
 	}
 	for _, o := range opts {
 		o(c)
@@ -159,8 +150,8 @@ func newClient(t reporter, agentStdout io.Reader, agentStdin io.WriteCloser, opt
 		t.Fatalf("%v", err)
 		return nil
 	}
-	c.schemas = s
-	go c.readLoop()
+	c.r = reader{c: c, out: agentStdout, done: make(chan struct{}), schemas: s, memo: make(map[string]string)}
+	go c.r.loop()
 	t.Cleanup(c.Close)
 	return c
 }
@@ -184,34 +175,34 @@ type wireError struct {
 // Send sends a request and returns its id (1, 2, 3, ...). A nil params is omitted.
 func (c *Client) Send(method string, params any) int64 {
 	c.t.Helper()
-	body := c.marshal(params)
+	body := marshal(c.t, params)
 	id := c.nextID.Add(1)
 	c.register(id, method, body)
-	c.write(envelope{JSONRPC: "2.0", ID: json.RawMessage(strconv.FormatInt(id, 10)), Method: method, Params: body})
+	c.writeLine(envelope{JSONRPC: "2.0", ID: json.RawMessage(strconv.FormatInt(id, 10)), Method: method, Params: body}.line(c.t))
 	return id
 }
 
 // Notify sends a notification. A nil params is omitted.
 func (c *Client) Notify(method string, params any) {
 	c.t.Helper()
-	c.write(envelope{JSONRPC: "2.0", Method: method, Params: c.marshal(params)})
+	c.writeLine(envelope{JSONRPC: "2.0", Method: method, Params: marshal(c.t, params)}.line(c.t))
 }
 
 // Respond answers an agent request (for example session/request_permission)
 // with a result.
 func (c *Client) Respond(id json.RawMessage, result any) {
 	c.t.Helper()
-	body := c.marshal(result)
+	body := marshal(c.t, result)
 	if body == nil {
 		body = json.RawMessage("null")
 	}
-	c.write(envelope{JSONRPC: "2.0", ID: id, Result: body})
+	c.writeLine(envelope{JSONRPC: "2.0", ID: id, Result: body}.line(c.t))
 }
 
 // RespondError answers an agent request with an error.
 func (c *Client) RespondError(id json.RawMessage, code int, message string) {
 	c.t.Helper()
-	c.write(envelope{JSONRPC: "2.0", ID: id, Error: &wireError{Code: code, Message: message}})
+	c.writeLine(envelope{JSONRPC: "2.0", ID: id, Error: &wireError{Code: code, Message: message}}.line(c.t))
 }
 
 // SendRaw writes line and a newline as they are, for malformed-input tests.
@@ -233,9 +224,9 @@ func (c *Client) SendRaw(line []byte) {
 	c.writeLine(append(append(make([]byte, 0, len(line)+1), line...), '\n'))
 }
 
-// marshal encodes params; nil stays nil.
-func (c *Client) marshal(v any) json.RawMessage {
-	c.t.Helper()
+// marshal encodes v, reporting a failure to t; nil stays nil.
+func marshal(t reporter, v any) json.RawMessage {
+	t.Helper()
 	if v == nil {
 		return nil
 	}
@@ -244,7 +235,7 @@ func (c *Client) marshal(v any) json.RawMessage {
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		c.t.Errorf("acptest: encoding %T: %v", v, err)
+		t.Errorf("acptest: encoding %T: %v", v, err)
 		return nil
 	}
 	return b
@@ -276,34 +267,63 @@ func (c *Client) register(id int64, method string, params json.RawMessage) {
 	c.requests[id] = req
 	c.sent = append(c.sent, req)
 	if req.replay {
-		c.resetTerminals(req.sessionID)
+		c.terms.reset(req.sessionID)
 	}
 }
 
-// write encodes e and writes it as one line.
-func (c *Client) write(e envelope) {
-	c.t.Helper()
+// line encodes e as one line, newline included; nil after reporting a
+// failure to t.
+func (e envelope) line(t reporter) []byte {
+	t.Helper()
 	b, err := json.Marshal(e)
 	if err != nil {
-		c.t.Errorf("acptest: encoding a message: %v", err)
-		return
+		t.Errorf("acptest: encoding a message: %v", err)
+		return nil
 	}
-	c.writeLine(append(b, '\n'))
+	return append(b, '\n')
 }
 
-// writeLine writes one newline-terminated line to the agent's stdin.
+// writeLine writes one newline-terminated line to the agent's stdin (nil:
+// nothing), and reports a failure with t.Errorf unless the client has
+// gone quiet.
 func (c *Client) writeLine(line []byte) {
 	c.t.Helper()
+	if line == nil {
+		return
+	}
 	c.mu.Lock()
 	c.outLog = append(c.outLog, outLine{after: len(c.msgs), at: time.Now(), text: truncate(line[:len(line)-1], rawLimit)})
 	c.mu.Unlock()
 
-	c.wmu.Lock()
-	_, err := c.in.Write(line)
-	c.wmu.Unlock()
-	if err != nil {
-		c.report("acptest: writing to the agent's stdin: %v", err)
+	if err := c.in.write(line); err != nil {
+		c.mu.Lock()
+		quiet := c.quiet
+		c.mu.Unlock()
+		if !quiet {
+			c.t.Errorf("acptest: writing to the agent's stdin: %v", err)
+		}
 	}
+}
+
+// stdin is the agent's stdin, written one line at a time and closed once.
+type stdin struct {
+	w    io.WriteCloser
+	mu   sync.Mutex // serializes writes
+	once sync.Once
+}
+
+// write writes one line.
+func (s *stdin) write(line []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, err := s.w.Write(line)
+	return err
+}
+
+// close closes the agent's stdin once.
+func (s *stdin) close() {
+	// Best effort: a pipe's Close fails only if the agent closed it first.
+	s.once.Do(func() { _ = s.w.Close() })
 }
 
 // Wait waits for the response to request id and returns it. It calls
@@ -394,13 +414,13 @@ func (c *Client) waitFrom(start int, desc string, pred func(*Msg) bool) *Msg {
 			if readErr != nil {
 				why = fmt.Sprintf("reading the agent's stdout failed: %v", readErr)
 			}
-			c.t.Fatalf("acptest: waiting for %s: %s\n%s", desc, why, c.tail(tailLines))
+			c.t.Fatalf("acptest: waiting for %s: %s\n%s", desc, why, c.dump(tailLines))
 			return nil
 		}
 		select {
 		case <-changed:
 		case <-timer.C:
-			c.t.Fatalf("acptest: timed out after %v waiting for %s\n%s", c.timeout, desc, c.tail(tailLines))
+			c.t.Fatalf("acptest: timed out after %v waiting for %s\n%s", c.timeout, desc, c.dump(tailLines))
 			return nil
 		}
 	}
@@ -435,13 +455,13 @@ func (c *Client) Close() {
 
 func (c *Client) close() {
 	c.t.Helper()
-	c.closeStdin()
-	if !c.waitReader(c.timeout) {
+	c.in.close()
+	if !c.r.wait(c.timeout) {
 		c.t.Errorf("acptest: the agent did not close its stdout within %v of its stdin being closed", c.timeout)
-		if cl, ok := c.out.(io.Closer); ok {
+		if cl, ok := c.r.out.(io.Closer); ok {
 			_ = cl.Close() // Best effort: to unblock the reader; failing is reported below.
 		}
-		if !c.waitReader(5 * time.Second) {
+		if !c.r.wait(5 * time.Second) {
 			c.mu.Lock()
 			c.quiet = true
 			c.mu.Unlock()
@@ -454,48 +474,26 @@ func (c *Client) close() {
 	}
 }
 
-// closeStdin closes the agent's stdin once.
-func (c *Client) closeStdin() {
-	// Best effort: a pipe's Close fails only if the agent closed it first.
-	c.stdinOnce.Do(func() { _ = c.in.Close() })
-}
-
-// waitReader waits up to d for the reader to end.
-func (c *Client) waitReader(d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-c.done:
-		return true
-	case <-timer.C:
-		return false
-	}
-}
-
-// report reports a problem with t.Errorf unless the client has gone quiet.
-func (c *Client) report(format string, args ...any) {
-	c.mu.Lock()
-	quiet := c.quiet
-	c.mu.Unlock()
-	if !quiet {
-		c.t.Errorf(format, args...)
-	}
-}
-
 // tailLines is how many lines failure messages show of the transcript.
 const tailLines = 40
 
 // Dump returns the transcript, one line per message, with the lines the
 // client wrote interleaved: "#seq +elapsed <- line" for received messages
 // and "+elapsed -> line" for sent ones.
-func (c *Client) Dump() string { return c.tail(0) }
+func (c *Client) Dump() string { return c.dump(0) }
 
-// tail renders the last n received messages (all when n is 0) and the
-// lines sent among them.
-func (c *Client) tail(n int) string {
+// dump renders the last n received messages (all when n is 0) and the
+// lines sent among them (see transcriptText).
+func (c *Client) dump(n int) string {
 	c.mu.Lock()
 	msgs, outs := c.msgs, c.outLog
 	c.mu.Unlock()
+	return transcriptText(msgs, outs, c.start, n)
+}
+
+// transcriptText renders the last n of msgs (all when n is 0) and the
+// lines of outs sent among them, with times from start.
+func transcriptText(msgs []*Msg, outs []outLine, start time.Time, n int) string {
 	first := 0
 	if n > 0 && len(msgs) > n {
 		first = len(msgs) - n
@@ -511,11 +509,11 @@ func (c *Client) tail(n int) string {
 	}
 	for i := first; i <= len(msgs); i++ {
 		for ; o < len(outs) && outs[o].after <= i; o++ {
-			fmt.Fprintf(&sb, "        +%.3fs -> %s\n", outs[o].at.Sub(c.start).Seconds(), outs[o].text)
+			fmt.Fprintf(&sb, "        +%.3fs -> %s\n", outs[o].at.Sub(start).Seconds(), outs[o].text)
 		}
 		if i < len(msgs) {
 			m := msgs[i]
-			fmt.Fprintf(&sb, "#%-5d +%.3fs <- %s\n", m.Seq, m.At.Sub(c.start).Seconds(), m)
+			fmt.Fprintf(&sb, "#%-5d +%.3fs <- %s\n", m.Seq, m.At.Sub(start).Seconds(), m)
 		}
 	}
 	return sb.String()

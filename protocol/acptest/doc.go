@@ -26,8 +26,9 @@
 // updates, and Check verifies the v1 rules (tool calls announced before
 // they are updated, the _meta terminal flow).
 //
-// Files: client.go (the Client, its options and its waits), binary.go
-// (StartBinary), reader.go (the read loop and dispatch), scan.go (a fast
+// Files: client.go (the Client, its options and its waits, the agent's
+// stdin), binary.go (StartBinary), reader.go (the reader: the read loop,
+// each line's inspection, and dispatch), scan.go (a fast
 // first pass over each line), schema.go (validation against the
 // schemas), msg.go (Msg: a line as recorded), terminal.go (terminals
 // rebuilt from output), check.go (Check and the rules), view.go (View: a

@@ -13,18 +13,31 @@ import (
 	"time"
 )
 
-// readLoop reads the agent's stdout line by line until EOF or an error.
-func (c *Client) readLoop() {
-	defer close(c.done)
-	br := bufio.NewReaderSize(c.out, 64<<10)
+// The reader is the Client's goroutine that reads the agent's stdout: it
+// inspects each line (decoding and validating it against the schemas,
+// matching a response to its request), records it in the Client's
+// transcript, and dispatches it. It alone uses the schemas' memo.
+type reader struct {
+	c       *Client
+	out     io.Reader
+	done    chan struct{} // closed when the loop has returned
+	schemas *schemaSet
+	memo    map[string]string // validation results; see memoValidate
+}
+
+// loop reads the agent's stdout line by line until EOF or an error.
+func (r *reader) loop() {
+	c := r.c
+	defer close(r.done)
+	br := bufio.NewReaderSize(r.out, 64<<10)
 	for {
 		line, err := br.ReadBytes('\n')
 		if len(line) > 0 {
 			at := time.Now()
 			if line[len(line)-1] == '\n' {
-				c.handleLine(line[:len(line)-1], at, true)
+				r.line(line[:len(line)-1], at, true)
 			} else {
-				c.handleLine(line, at, false)
+				r.line(line, at, false)
 			}
 		}
 		if err != nil {
@@ -33,24 +46,37 @@ func (c *Client) readLoop() {
 				c.readErr = err
 			}
 			c.eof = true
-			c.broadcast()
+			r.broadcast()
 			c.mu.Unlock()
 			return
 		}
 	}
 }
 
-// broadcast wakes every waiter. c.mu must be held.
-func (c *Client) broadcast() {
-	close(c.changed)
-	c.changed = make(chan struct{})
+// wait waits up to d for the loop to end, and reports whether it did.
+func (r *reader) wait(d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-r.done:
+		return true
+	case <-timer.C:
+		return false
+	}
 }
 
-// handleLine inspects one line, appends it to the transcript, reconstructs
+// broadcast wakes every waiter. c.mu must be held.
+func (r *reader) broadcast() {
+	close(r.c.changed)
+	r.c.changed = make(chan struct{})
+}
+
+// line inspects one line, appends it to the transcript, reconstructs
 // terminal output, reports violations and answers permission requests.
-func (c *Client) handleLine(line []byte, at time.Time, terminated bool) {
+func (r *reader) line(line []byte, at time.Time, terminated bool) {
+	c := r.c
 	m := &Msg{At: at, Raw: line}
-	problems := c.inspect(m, line)
+	problems := r.inspect(m, line)
 	if !terminated {
 		problems = append(problems, "the last line is not terminated by a newline")
 	}
@@ -58,7 +84,7 @@ func (c *Client) handleLine(line []byte, at time.Time, terminated bool) {
 	c.mu.Lock()
 	m.Seq = len(c.msgs)
 	m.invalid = len(problems) > 0
-	problems = append(problems, c.reconstruct(m)...)
+	problems = append(problems, c.terms.reconstruct(m, c.version)...)
 	if c.dropChunks && m.Kind == "terminal_output_chunk" {
 		m.Raw, m.Params = nil, nil
 		delete(m.Update, "data")
@@ -70,7 +96,7 @@ func (c *Client) handleLine(line []byte, at time.Time, terminated bool) {
 		found = append(found, v)
 	}
 	c.msgs = append(c.msgs, m)
-	c.broadcast()
+	r.broadcast()
 	quiet := c.quiet
 	c.mu.Unlock()
 
@@ -89,7 +115,7 @@ func (c *Client) handleLine(line []byte, at time.Time, terminated bool) {
 }
 
 // inspect decodes a line into m and returns what is wrong with it.
-func (c *Client) inspect(m *Msg, line []byte) []string {
+func (r *reader) inspect(m *Msg, line []byte) []string {
 	if len(bytes.TrimSpace(line)) == 0 {
 		return []string{"blank line"}
 	}
@@ -122,16 +148,16 @@ func (c *Client) inspect(m *Msg, line []byte) []string {
 	var value any
 	switch {
 	case m.Method != "" && m.ID != nil:
-		def, value, problems = c.inspectRequest(m, obj, problems)
+		def, value, problems = r.inspectRequest(m, obj, problems)
 	case m.Method != "":
-		def, value, problems = c.inspectNotification(m, obj, problems)
+		def, value, problems = r.inspectNotification(m, obj, problems)
 	default:
-		def, value, problems = c.inspectResponse(m, obj, problems)
+		def, value, problems = r.inspectResponse(m, obj, problems)
 	}
 	if version != "2.0" {
 		return problems // the root schema would only repeat it
 	}
-	problems = c.validate(m, d, def, value, problems)
+	problems = r.validate(m, d, def, value, problems)
 	if m.Method == "session/update" {
 		// Only now: validation must see the numbers as they were written.
 		params, _ := obj["params"].(map[string]any)
@@ -145,17 +171,17 @@ func (c *Client) inspect(m *Msg, line []byte) []string {
 // validate checks value against the definition def (if any) and, when
 // nothing else is wrong with the line, the whole message against the root
 // of the schema.
-func (c *Client) validate(m *Msg, d decoded, def string, value any, problems []string) []string {
+func (r *reader) validate(m *Msg, d decoded, def string, value any, problems []string) []string {
 	if def != "" {
-		if why := c.memoValidate(d, def, value); why != "" {
+		if why := r.memoValidate(d, def, value); why != "" {
 			return append(problems, fmt.Sprintf("schema: %s does not match #/$defs/%s: %s", describe(m), def, why))
 		}
 	}
 	if len(problems) > 0 {
 		return problems // the root schema would mostly repeat them
 	}
-	if why := c.memoValidate(d, "", d.tree); why != "" {
-		problems = append(problems, fmt.Sprintf("schema: %s does not match the ACP v%d message schema: %s", describe(m), c.schemas.spec.version, why))
+	if why := r.memoValidate(d, "", d.tree); why != "" {
+		problems = append(problems, fmt.Sprintf("schema: %s does not match the ACP v%d message schema: %s", describe(m), r.schemas.spec.version, why))
 	}
 	return problems
 }
@@ -167,24 +193,24 @@ const memoMax = 1024
 // (terminal output) by their elided form: since the schema constrains no
 // string's contents (see stringFree), lines that differ only in long
 // strings validate alike. Only the reader goroutine uses the memo.
-func (c *Client) memoValidate(d decoded, def string, value any) string {
-	if d.reduced == nil || !c.schemas.stringFree {
-		return c.schemas.validate(def, value)
+func (r *reader) memoValidate(d decoded, def string, value any) string {
+	if d.reduced == nil || !r.schemas.stringFree {
+		return r.schemas.validate(def, value)
 	}
 	key := def + "\x00" + string(d.reduced)
-	if why, ok := c.memo[key]; ok {
+	if why, ok := r.memo[key]; ok {
 		return why
 	}
-	why := c.schemas.validate(def, value)
-	if len(c.memo) >= memoMax {
-		clear(c.memo)
+	why := r.schemas.validate(def, value)
+	if len(r.memo) >= memoMax {
+		clear(r.memo)
 	}
-	c.memo[key] = why
+	r.memo[key] = why
 	return why
 }
 
 // inspectRequest handles a request from the agent.
-func (c *Client) inspectRequest(m *Msg, obj map[string]any, problems []string) (string, any, []string) {
+func (r *reader) inspectRequest(m *Msg, obj map[string]any, problems []string) (string, any, []string) {
 	params, _ := obj["params"].(map[string]any)
 	m.SessionID, _ = params["sessionId"].(string)
 	if !validRequestID(obj["id"]) {
@@ -198,7 +224,7 @@ func (c *Client) inspectRequest(m *Msg, obj map[string]any, problems []string) (
 }
 
 // inspectNotification handles a notification from the agent.
-func (c *Client) inspectNotification(m *Msg, obj map[string]any, problems []string) (string, any, []string) {
+func (r *reader) inspectNotification(m *Msg, obj map[string]any, problems []string) (string, any, []string) {
 	switch {
 	case m.Method == "session/update":
 		if params, ok := obj["params"].(map[string]any); ok {
@@ -207,7 +233,7 @@ func (c *Client) inspectNotification(m *Msg, obj map[string]any, problems []stri
 				m.Kind, _ = u["sessionUpdate"].(string)
 			}
 		}
-		return c.schemas.spec.update, obj["params"], problems
+		return r.schemas.spec.update, obj["params"], problems
 	case m.Method == "$/cancel_request":
 		return "CancelRequestNotification", obj["params"], problems
 	case strings.HasPrefix(m.Method, "$/"):
@@ -219,7 +245,7 @@ func (c *Client) inspectNotification(m *Msg, obj map[string]any, problems []stri
 
 // inspectResponse handles a response: it must answer a request the client
 // sent, exactly once, with a result or an error.
-func (c *Client) inspectResponse(m *Msg, obj map[string]any, problems []string) (string, any, []string) {
+func (r *reader) inspectResponse(m *Msg, obj map[string]any, problems []string) (string, any, []string) {
 	_, hasResult := obj["result"]
 	_, hasError := obj["error"]
 	switch {
@@ -230,20 +256,21 @@ func (c *Client) inspectResponse(m *Msg, obj map[string]any, problems []string) 
 	case !hasResult && !hasError:
 		return "", nil, append(problems, "response has neither result nor error")
 	}
-	problems = append(problems, c.matchResponse(m, hasError)...)
+	problems = append(problems, r.match(m, hasError)...)
 	if hasError {
 		return "Error", obj["error"], problems
 	}
 	if m.req != nil {
-		if def, ok := c.schemas.spec.results[m.req.method]; ok {
+		if def, ok := r.schemas.spec.results[m.req.method]; ok {
 			return def, obj["result"], problems
 		}
 	}
 	return "", nil, problems
 }
 
-// matchResponse links a response to the request it answers.
-func (c *Client) matchResponse(m *Msg, isError bool) []string {
+// match links a response to the request it answers.
+func (r *reader) match(m *Msg, isError bool) []string {
+	c := r.c
 	if string(m.ID) == "null" {
 		if isError && m.Error != nil && (m.Error.Code == -32700 || m.Error.Code == -32600) {
 			return nil

@@ -8,6 +8,10 @@ import (
 // termKey identifies a terminal: terminal ids are unique within a session.
 type termKey struct{ session, terminal string }
 
+// terminals holds the output of every terminal as the client
+// reconstructs it. It is the Client's, under its mu.
+type terminals map[termKey]*termBuf
+
 // termBuf is a terminal's output as the client reconstructs it.
 type termBuf struct {
 	data      []byte
@@ -41,15 +45,14 @@ func (c *Client) Snapshots(sessionID, terminalID string) int {
 }
 
 // reconstruct applies a terminal_output_chunk or an output snapshot to its
-// terminal and returns what is wrong with it; in ACP v1, a tool call
-// update's _meta.terminal_output (whose rules Check verifies). c.mu must
-// be held.
-func (c *Client) reconstruct(m *Msg) []string {
-	if c.version == 1 {
+// terminal and returns what is wrong with it; in ACP v1 (version 1), a
+// tool call update's _meta.terminal_output (whose rules Check verifies).
+func (ts terminals) reconstruct(m *Msg, version int) []string {
+	if version == 1 {
 		if out := m.Meta("terminal_output"); out != nil {
 			id, _ := out["terminal_id"].(string)
 			data, _ := out["data"].(string)
-			tb := c.term(m.SessionID, id)
+			tb := ts.term(m.SessionID, id)
 			tb.data = append(tb.data, data...)
 		}
 		return nil
@@ -60,7 +63,7 @@ func (c *Client) reconstruct(m *Msg) []string {
 		if !ok || m.TerminalID() == "" {
 			return nil // the schema check reports it
 		}
-		tb := c.term(m.SessionID, m.TerminalID())
+		tb := ts.term(m.SessionID, m.TerminalID())
 		var err error
 		if tb.data, err = appendBase64(tb.data, data); err != nil {
 			return []string{fmt.Sprintf("terminal %s: terminal_output_chunk data is not valid base64: %v", m.TerminalID(), err)}
@@ -74,7 +77,7 @@ func (c *Client) reconstruct(m *Msg) []string {
 		if !ok {
 			return nil // the schema check reports it
 		}
-		tb := c.term(m.SessionID, m.TerminalID())
+		tb := ts.term(m.SessionID, m.TerminalID())
 		tb.snapshots++
 		var err error
 		if tb.data, err = appendBase64(tb.data[:0], data); err != nil {
@@ -84,22 +87,22 @@ func (c *Client) reconstruct(m *Msg) []string {
 	return nil
 }
 
-// term returns the buffer of a terminal, creating it. c.mu must be held.
-func (c *Client) term(session, terminal string) *termBuf {
+// term returns the buffer of a terminal, creating it.
+func (ts terminals) term(session, terminal string) *termBuf {
 	k := termKey{session, terminal}
-	tb := c.terms[k]
+	tb := ts[k]
 	if tb == nil {
 		tb = &termBuf{}
-		c.terms[k] = tb
+		ts[k] = tb
 	}
 	return tb
 }
 
-// resetTerminals forgets the output of a session's terminals. c.mu must be held.
-func (c *Client) resetTerminals(session string) {
-	for k := range c.terms {
+// reset forgets the output of a session's terminals.
+func (ts terminals) reset(session string) {
+	for k := range ts {
 		if k.session == session {
-			delete(c.terms, k)
+			delete(ts, k)
 		}
 	}
 }
