@@ -287,12 +287,17 @@ const (
 )
 
 // liveElsewhere is the error of session/resume and session/delete of a
-// session that another process sharing the state directory has live.
-func liveElsewhere(method, id string) *acp.Error {
+// session that another process sharing the state directory has live (err
+// names it, where it can).
+func liveElsewhere(method, id string, err error) *acp.Error {
+	proc, data := "another shellagent process", map[string]any{"sessionId": id, "state": listElsewhere}
+	if le := (*journal.LiveError)(nil); errors.As(err, &le) && le.PID != 0 {
+		proc, data["pid"] = fmt.Sprintf("another shellagent process (pid %d)", le.PID), le.PID
+	}
 	return &acp.Error{Code: acp.CodeInvalidRequest,
-		Message: method + " " + id + ": the session is live in another shellagent process that shares the state directory " +
+		Message: method + " " + id + ": the session is live in " + proc + " that shares the state directory " +
 			"(another stdio agent, or the daemon); resume it there, or end that process first",
-		Data: map[string]string{"sessionId": id, "state": listElsewhere}}
+		Data: data}
 }
 
 // listPage is how many sessions one session/list answer holds at most.
@@ -393,7 +398,7 @@ func (sv *Supervisor) DeleteSession(c protocol.Client, p *acp.DeleteSessionReque
 		if store := sv.cfg.History; store != nil {
 			switch err := store.Delete(p.SessionID); {
 			case errors.Is(err, journal.ErrLive):
-				reply(nil, liveElsewhere("session/delete", p.SessionID))
+				reply(nil, liveElsewhere("session/delete", p.SessionID, err))
 				return
 			case err != nil && !errors.Is(err, journal.ErrNotFound):
 				reply(nil, fmt.Errorf("session/delete %s: %w", p.SessionID, err))
@@ -437,7 +442,7 @@ func (sv *Supervisor) resumePast(c protocol.Client, p *acp.ResumeSessionRequest)
 	h, err := store.Reopen(p.SessionID)
 	switch {
 	case errors.Is(err, journal.ErrLive):
-		return nil, liveElsewhere("session/resume", p.SessionID)
+		return nil, liveElsewhere("session/resume", p.SessionID, err)
 	case errors.Is(err, journal.ErrNotFound):
 		return nil, acp.SessionNotFound(p.SessionID)
 	case err != nil:

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -389,18 +390,18 @@ func TestHistoryTwoAgentsShareAStateDir(t *testing.T) {
 
 	b := startAgent(t, "--state-dir", state)
 	b.cwd = a.cwd
-	refused := func(c *acptest.Client, method string, params map[string]any) {
+	refused := func(c *acptest.Client, method string, params map[string]any, holder *agent) {
 		t.Helper()
 		_, rerr := c.Call(method, params)
-		if rerr == nil || !strings.Contains(rerr.Message, "live in another shellagent process") {
-			t.Errorf("%s of a session live in another agent answered %+v", method, rerr)
+		if want := fmt.Sprintf("live in another shellagent process (pid %d)", holder.cmd.Process.Pid); rerr == nil || !strings.Contains(rerr.Message, want) {
+			t.Errorf("%s of a session live in another agent answered %+v, want an error saying %q", method, rerr, want)
 		}
 	}
 	if s := findListed(listSessions(t, b.c), sid); s == nil || s.Meta.Shellagent.State != "elsewhere" || s.Cwd != a.cwd {
 		t.Errorf("the second agent lists %+v, want %s in state elsewhere", s, sid)
 	}
-	refused(b.c, "session/resume", map[string]any{"sessionId": sid, "cwd": a.cwd})
-	refused(b.c, "session/delete", map[string]any{"sessionId": sid})
+	refused(b.c, "session/resume", map[string]any{"sessionId": sid, "cwd": a.cwd}, a)
+	refused(b.c, "session/delete", map[string]any{"sessionId": sid}, a)
 	if _, err := os.Stat(filepath.Join(state, "sessions", sid+".jsonl")); err != nil {
 		t.Errorf("the history of a live session is gone: %v", err)
 	}
@@ -419,7 +420,7 @@ func TestHistoryTwoAgentsShareAStateDir(t *testing.T) {
 	if s := findListed(listSessions(t, c.c), sid); s == nil || s.Meta.Shellagent.State != "elsewhere" {
 		t.Errorf("a third agent lists %+v, want %s in state elsewhere", s, sid)
 	}
-	refused(c.c, "session/resume", map[string]any{"sessionId": sid, "cwd": a.cwd})
+	refused(c.c, "session/resume", map[string]any{"sessionId": sid, "cwd": a.cwd}, b)
 }
 
 // A session's config options are in its history: a second agent that

@@ -23,7 +23,8 @@
 // it (created or reopened there, not closed since), on a descriptor of
 // its own; the kernel drops it when the process dies. Another process
 // lists such a session with Info.Elsewhere, and Reopen and Delete of it
-// are ErrLive; pruning skips it. A new file is written with its header
+// are ErrLive (a *LiveError, with the holder's pid where /proc/locks
+// says); pruning skips it. A new file is written with its header
 // to a temporary file, locked, fsynced and renamed into place, so that no
 // process sees a session file without its header; a compaction's file is
 // locked before its rename too.

@@ -263,8 +263,9 @@ func TestLiveElsewhere(t *testing.T) {
 		if i, ok := b.Stat("sess_1"); !ok || !i.Elsewhere || i.Title != "a's" {
 			t.Errorf("%s: b has %+v %v, want it live elsewhere", when, i, ok)
 		}
-		if _, err := b.Reopen("sess_1"); !errors.Is(err, ErrLive) {
-			t.Errorf("%s: b reopens it: %v", when, err)
+		_, err := b.Reopen("sess_1")
+		if le := (*LiveError)(nil); !errors.Is(err, ErrLive) || !errors.As(err, &le) || le.PID != os.Getpid() {
+			t.Errorf("%s: b reopens it: %v, want ErrLive naming pid %d", when, err, os.Getpid())
 		}
 		if err := b.Delete("sess_1"); !errors.Is(err, ErrLive) {
 			t.Errorf("%s: b deletes it: %v", when, err)

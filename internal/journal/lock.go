@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -14,6 +16,20 @@ import (
 // process sharing the state directory has live: it holds the lock of the
 // session's file.
 var ErrLive = errors.New("live in another process that shares the state directory")
+
+// A LiveError is ErrLive with the process that holds the session, where
+// the system says (Linux's /proc/locks); PID is 0 where it does not.
+type LiveError struct{ PID int }
+
+func (e *LiveError) Error() string {
+	if e.PID == 0 {
+		return ErrLive.Error()
+	}
+	return fmt.Sprintf("%v (pid %d)", ErrLive, e.PID)
+}
+
+// Is makes a LiveError ErrLive for errors.Is.
+func (e *LiveError) Is(target error) bool { return target == ErrLive }
 
 // A process holds an exclusive flock on a session's file (its own open
 // file of it, apart from the one it writes through) for as long as the
@@ -47,7 +63,31 @@ func lockFile(path string) (*os.File, error) {
 		}
 		time.Sleep(lockPause)
 	}
-	return nil, ErrLive
+	return nil, &LiveError{PID: holder(path)}
+}
+
+// holder returns the pid of the process that holds the flock of the file
+// at path, as /proc/locks lists it ("1: FLOCK ADVISORY WRITE 2598
+// fe:00:10002909 0 EOF"), or 0.
+func holder(path string) int {
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return 0
+	}
+	dev := uint64(st.Dev) // int32 on some systems
+	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(dev), unix.Minor(dev), st.Ino)
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) >= 6 && f[1] == "FLOCK" && f[3] == "WRITE" && f[5] == want {
+			pid, _ := strconv.Atoi(f[4])
+			return pid
+		}
+	}
+	return 0
 }
 
 // lockNew locks f, a file no other process has opened yet.
