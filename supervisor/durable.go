@@ -63,7 +63,7 @@ func (sv *Supervisor) reopenDurable(id string) *durable {
 		d.store = nil // nothing to add to: a session without history stays so
 		return d
 	}
-	h, err := store.Load(id)
+	h, err := store.Reopen(id)
 	if err != nil {
 		sv.cfg.Log.Warn("upgrade: the session's history cannot be read; it keeps no more", "session", id, "err", err)
 		d.store = nil
@@ -80,7 +80,6 @@ func (sv *Supervisor) reopenDurable(id string) *durable {
 	for _, it := range h.Prompts {
 		d.keys[it.Key] = it.MessageID
 	}
-	store.Reopen(id)
 	return d
 }
 
@@ -194,6 +193,14 @@ func (d *durable) forget(retired entry) {
 	d.store.Forget(d.id, id)
 }
 
+// config records that the session's config option id has value from now
+// on, so that the session has it again when it is revived.
+func (d *durable) config(id, value string) {
+	if !d.off() {
+		d.store.Config(d.id, id, value)
+	}
+}
+
 // closed records that the session closed: it is past from now on.
 func (d *durable) closed() {
 	if !d.off() {
@@ -274,7 +281,24 @@ const (
 	listAttached = "attached" // live, reporting to a client
 	listDetached = "detached" // live, with no client
 	listPast     = "past"     // only in the history: resuming it makes it live again
+	// live in another process that shares the state directory (another
+	// stdio agent, or the daemon): it cannot be resumed here.
+	listElsewhere = "elsewhere"
 )
+
+// liveElsewhere is the error of session/resume and session/delete of a
+// session that another process sharing the state directory has live (err
+// names it, where it can).
+func liveElsewhere(method, id string, err error) *acp.Error {
+	proc, data := "another shellagent process", map[string]any{"sessionId": id, "state": listElsewhere}
+	if le := (*journal.LiveError)(nil); errors.As(err, &le) && le.PID != 0 {
+		proc, data["pid"] = fmt.Sprintf("another shellagent process (pid %d)", le.PID), le.PID
+	}
+	return &acp.Error{Code: acp.CodeInvalidRequest,
+		Message: method + " " + id + ": the session is live in " + proc + " that shares the state directory " +
+			"(another stdio agent, or the daemon); resume it there, or end that process first",
+		Data: data}
+}
 
 // listPage is how many sessions one session/list answer holds at most.
 var listPage = 100
@@ -311,7 +335,7 @@ func (sv *Supervisor) listAll(p *acp.ListSessionsRequest) (*acp.ListSessionsResp
 				continue
 			}
 			info := acp.SessionInfo{SessionID: h.ID, Cwd: h.Cwd, Title: h.Title, UpdatedAt: h.UpdatedAt.UTC().Format(rfc3339)}
-			add(info, h.UpdatedAt.UTC().Format(sortable), listPast, []string{})
+			add(info, h.UpdatedAt.UTC().Format(sortable), map[bool]string{false: listPast, true: listElsewhere}[h.Elsewhere], []string{})
 		}
 	}
 	sortRows := func(a, b row) int { return -strings.Compare(a.key, b.key) }
@@ -372,7 +396,11 @@ const (
 func (sv *Supervisor) DeleteSession(c protocol.Client, p *acp.DeleteSessionRequest, reply protocol.Reply) {
 	erase := func() {
 		if store := sv.cfg.History; store != nil {
-			if err := store.Delete(p.SessionID); err != nil && !errors.Is(err, journal.ErrNotFound) {
+			switch err := store.Delete(p.SessionID); {
+			case errors.Is(err, journal.ErrLive):
+				reply(nil, liveElsewhere("session/delete", p.SessionID, err))
+				return
+			case err != nil && !errors.Is(err, journal.ErrNotFound):
 				reply(nil, fmt.Errorf("session/delete %s: %w", p.SessionID, err))
 				return
 			}
@@ -395,21 +423,30 @@ func (sv *Supervisor) DeleteSession(c protocol.Client, p *acp.DeleteSessionReque
 // (revive), and resumed. A session that is neither answers -32002.
 func (sv *Supervisor) resumePast(c protocol.Client, p *acp.ResumeSessionRequest) (*acp.ResumeSessionResponse, error) {
 	store := sv.cfg.History
-	if store == nil || !store.Exists(p.SessionID) {
+	var info journal.Info
+	ok := store != nil
+	if ok {
+		info, ok = store.Stat(p.SessionID)
+	}
+	if !ok {
 		return nil, acp.SessionNotFound(p.SessionID)
 	}
-	h, err := store.Load(p.SessionID)
-	if err != nil {
-		if errors.Is(err, journal.ErrNotFound) {
-			return nil, acp.SessionNotFound(p.SessionID)
-		}
-		return nil, fmt.Errorf("session/resume %s: reading its history: %w", p.SessionID, err)
-	}
-	if filepath.Clean(p.Cwd) != filepath.Clean(h.Cwd) {
-		return nil, acp.InvalidParams("cwd: %q is not this session's working directory %q", p.Cwd, h.Cwd)
+	if filepath.Clean(p.Cwd) != filepath.Clean(info.Cwd) {
+		return nil, acp.InvalidParams("cwd: %q is not this session's working directory %q", p.Cwd, info.Cwd)
 	}
 	if _, err := replayFrom(p.ReplayFrom); err != nil {
 		return nil, err
+	}
+	// Made live in the history (and locked against other processes)
+	// first, then read: what it holds then is the whole of it.
+	h, err := store.Reopen(p.SessionID)
+	switch {
+	case errors.Is(err, journal.ErrLive):
+		return nil, liveElsewhere("session/resume", p.SessionID, err)
+	case errors.Is(err, journal.ErrNotFound):
+		return nil, acp.SessionNotFound(p.SessionID)
+	case err != nil:
+		return nil, fmt.Errorf("session/resume %s: reading its history: %w", p.SessionID, err)
 	}
 	s, lost := revive(sv, h)
 	sv.mu.Lock()
@@ -421,7 +458,6 @@ func (sv *Supervisor) resumePast(c protocol.Client, p *acp.ResumeSessionRequest)
 	sv.sessions[s.id] = s
 	sv.order = append(sv.order, s.id)
 	sv.mu.Unlock()
-	store.Reopen(s.id)
 	s.doWait(func(st *state) { settleRevived(st, lost) })
 	return s.resume(c, p, pastNotice(h, lost))
 }

@@ -1,6 +1,9 @@
 package supervisor
 
 import (
+	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +24,12 @@ func revive(sv *Supervisor, h *journal.History) (s *Session, lost []*terminal) {
 	s = newSession(sv, h.ID, h.Cwd, nil)
 	st := &s.st
 	st.title = h.Title
+	for _, id := range slices.Sorted(maps.Keys(h.Config)) {
+		v, _ := json.Marshal(h.Config[id]) // Safe: a string.
+		if err := st.settings.set(&acp.SetConfigOptionRequest{SessionID: h.ID, ConfigID: id, Type: "id", Value: v}); err != nil {
+			sv.cfg.Log.Warn("resume: a config option of the history is skipped", "session", h.ID, "option", id, "err", err)
+		}
+	}
 	st.out.updatedAt = h.UpdatedAt
 	terms := make(map[string]*terminal)
 	var calls []*toolCall

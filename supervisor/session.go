@@ -224,6 +224,11 @@ func (s *Session) setConfigOption(c protocol.Client, p *acp.SetConfigOptionReque
 		}
 		if err = st.settings.set(p); err == nil {
 			resp = &acp.SetConfigOptionResponse{ConfigOptions: st.settings.options()}
+			for _, o := range resp.ConfigOptions {
+				if o.ConfigID == p.ConfigID {
+					s.disk.config(o.ConfigID, o.CurrentValue)
+				}
+			}
 		}
 	})
 	return resp, err

@@ -24,7 +24,7 @@ func defaultHistory() history {
 
 func (h *history) define(fs *flag.FlagSet) {
 	fs.StringVar(&h.stateDir, "state-dir", h.stateDir, "keep what outlives a run under `DIR`: each session's history (sessions/) and the logs of services with log = true (logs/) (default "+stateDirDefault+")")
-	fs.Var((*sizeFlag)(&h.max), "history-max", "keep at most `SIZE` of history in all; the oldest closed sessions go first")
+	fs.Var((*sizeFlag)(&h.max), "history-max", "keep at most `SIZE` of history in all; the least recently updated closed sessions go first, then those whose agent died; never one live in a process")
 	fs.Var((*onOff)(&h.off), "history", "`MODE` on (the default) keeps each session's history on disk (session/list lists past sessions, session/resume makes one live again); off keeps nothing")
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -372,4 +373,81 @@ func TestHistoryV1Load(t *testing.T) {
 		t.Errorf("session/load does not replay the prompt")
 	}
 	b.turn(sid, "echo v1-again", "end_turn")
+}
+
+// Two agents share a state directory: a session live in one is listed by
+// the other as elsewhere, and neither resumed nor deleted there (a clear
+// error says why), its file stays; once the first agent ends, the second
+// resumes it, and then a third cannot.
+func TestHistoryTwoAgentsShareAStateDir(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	a := startAgent(t, "--state-dir", state)
+	sid := a.session()
+	mark := last(a.c)
+	a.prompt(sid, "echo from-a")
+	waitTurnEnd(a.c, mark, sid)
+
+	b := startAgent(t, "--state-dir", state)
+	b.cwd = a.cwd
+	refused := func(c *acptest.Client, method string, params map[string]any, holder *agent) {
+		t.Helper()
+		_, rerr := c.Call(method, params)
+		if want := fmt.Sprintf("live in another shellagent process (pid %d)", holder.cmd.Process.Pid); rerr == nil || !strings.Contains(rerr.Message, want) {
+			t.Errorf("%s of a session live in another agent answered %+v, want an error saying %q", method, rerr, want)
+		}
+	}
+	if s := findListed(listSessions(t, b.c), sid); s == nil || s.Meta.Shellagent.State != "elsewhere" || s.Cwd != a.cwd {
+		t.Errorf("the second agent lists %+v, want %s in state elsewhere", s, sid)
+	}
+	refused(b.c, "session/resume", map[string]any{"sessionId": sid, "cwd": a.cwd}, a)
+	refused(b.c, "session/delete", map[string]any{"sessionId": sid}, a)
+	if _, err := os.Stat(filepath.Join(state, "sessions", sid+".jsonl")); err != nil {
+		t.Errorf("the history of a live session is gone: %v", err)
+	}
+	mark = last(a.c)
+	a.prompt(sid, "echo still-a")
+	waitTurnEnd(a.c, mark, sid)
+	a.c.Close()
+	a.exitWithin(time.Second)
+
+	resumed := resumePast(t, b.c, sid, a.cwd, "")
+	if out := b.c.Output(sid, "term_2"); !bytes.Contains(out, []byte("still-a")) {
+		t.Errorf("the second agent's replay of term_2 holds %q", out)
+	}
+	revivedNotice(t, resumed)
+	c := startAgent(t, "--state-dir", state)
+	if s := findListed(listSessions(t, c.c), sid); s == nil || s.Meta.Shellagent.State != "elsewhere" {
+		t.Errorf("a third agent lists %+v, want %s in state elsewhere", s, sid)
+	}
+	refused(c.c, "session/resume", map[string]any{"sessionId": sid, "cwd": a.cwd}, b)
+}
+
+// A session's config options are in its history: a second agent that
+// resumes it has them again.
+func TestHistoryKeepsConfigOptions(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	a := startAgent(t, "--state-dir", state)
+	sid := a.session()
+	a.setOption(sid, "foreground_timeout", "30s")
+	a.setOption(sid, "permission", "ask")
+	a.c.Close()
+	a.exitWithin(time.Second)
+
+	b := startAgent(t, "--state-dir", state)
+	var res struct {
+		ConfigOptions []struct {
+			ConfigID     string `json:"configId"`
+			CurrentValue string `json:"currentValue"`
+		} `json:"configOptions"`
+	}
+	b.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": a.cwd}, &res)
+	got := map[string]string{}
+	for _, o := range res.ConfigOptions {
+		got[o.ConfigID] = o.CurrentValue
+	}
+	if got["foreground_timeout"] != "30s" || got["permission"] != "ask" {
+		t.Errorf("the resumed session's configOptions: %v, want foreground_timeout 30s and permission ask", got)
+	}
 }

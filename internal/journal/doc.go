@@ -6,13 +6,28 @@
 // # Files
 //
 // A state directory (DefaultDir, or --state-dir) holds sessions/ (mode
-// 0700), and in it one file per session, ID.jsonl (mode 0600). The
-// files are the only truth: the Store's index (what List, Exists and Key
-// answer from) is rebuilt from them at Open, and again for what other
-// processes changed at Refresh; no file holds a path of the state
-// directory, so a directory that is moved, copied or restored keeps
-// working. Two processes may share a directory as long as each writes
-// only the sessions it created or reopened.
+// 0700), and in it one file per session, ID.jsonl (mode 0600), and for
+// a moment the temporary files (.ID.*.tmp) of a creation or a
+// compaction. The files are the only truth: the Store's index (what
+// List, Exists and Stat answer from) is rebuilt from them at Open, and
+// again for what other processes changed at Refresh, from each file's
+// header and its lines from its last mark on (see below), never the whole
+// file; a file is read whole only to be loaded, made live again,
+// compacted or written to. No file holds a path of the state directory,
+// so a directory that is moved, copied or restored keeps working.
+//
+// # Processes
+//
+// Several processes may share a directory (stdio agents, the daemon).
+// A process holds an exclusive flock on the file of each session live in
+// it (created or reopened there, not closed since), on a descriptor of
+// its own; the kernel drops it when the process dies. Another process
+// lists such a session with Info.Elsewhere, and Reopen and Delete of it
+// are ErrLive (a *LiveError, with the holder's pid where /proc/locks
+// says); pruning skips it. A new file is written with its header
+// to a temporary file, locked, fsynced and renamed into place, so that no
+// process sees a session file without its header; a compaction's file is
+// locked before its rename too.
 //
 // # Format
 //
@@ -28,6 +43,8 @@
 //	{"t":"gap","at":"…","term":"term_1","n":4096}            output bytes that were not kept
 //	{"t":"exit","at":"…","term":"term_1","status":{"exitCode":0}}
 //	{"t":"prompt","at":"…","key":"k1","messageId":"msg_3"}   a prompt accepted with an idempotencyKey
+//	{"t":"config","at":"…","option":"foreground_timeout","value":"30s"}  a config option's value, from now on
+//	{"t":"mark","at":"…","cwd":"/p","title":"…","closed":true}  what List shows, as of this line
 //	{"t":"forget","at":"…","item":"term_1"}                  item term_1 (and terminal term_1) retired: gone
 //	{"t":"closed","at":"…"}                                  the session was closed
 //	{"t":"open","at":"…"}                                    … and made live again
@@ -38,14 +55,25 @@
 // replay sends: each message once, each tool call and terminal once at
 // its latest state), without the items forgotten; each terminal's last Scrollback bytes of output,
 // the count of every byte it wrote, and its exit status if one was
-// recorded; the accepted prompts' keys; cwd, title, the time of the last
-// record, and whether the last of closed and open was closed. Lines of an
-// unknown kind are skipped, for a newer build's files.
+// recorded; the accepted prompts' keys; each config option's last value;
+// cwd, title, the time of the last record, and whether the last of
+// closed and open was closed. Lines of an unknown kind are skipped, for a
+// newer build's files.
+//
+// A mark repeats what List shows (cwd, title, closed, and as "at" the
+// time of the latest record before it). The writer appends one after a
+// batch once 16 KiB were written since the last, and at the end of a
+// compacted file, so the index reads a file's header and its last 16 KiB
+// or so, whatever its size, and still sees a title set early in a long
+// session. A file without marks (a small one, or an older build's) is
+// read whole.
 //
 // A line that does not end in a newline is torn (the writer died in
 // it): it is dropped on load, and cut off before the file is written
 // again. Any other line that is not JSON makes the file corrupt: it is
-// skipped, with one log line, and left on disk as it is.
+// skipped, with one log line, and left on disk as it is. The index sees
+// a corrupt line only in the part of the file it reads; one before the
+// last mark is found when the session is loaded (Load and Reopen fail).
 //
 // # Writing
 //
@@ -64,7 +92,10 @@
 // Options.CompactAt bytes and half the file: the writer writes what Load
 // would read to a temporary file beside it, fsyncs it, renames it over
 // the file and fsyncs the directory; a crash leaves the old file or the
-// new one, never part of one. Past Options.Max bytes in all, the
-// sessions that are closed and not live in this Store go first, the
-// least recently updated first; an open session is never removed.
+// new one, never part of one. Past Options.Max bytes in all, sessions
+// are removed, the least recently updated first: first those that are
+// closed, then those never closed (their agent died) once the Store has
+// been open for 30 s (a daemon upgraded in place makes its sessions live
+// again before); never one live in this Store, nor one another process
+// holds, nor one another process wrote to since the index read it.
 package journal

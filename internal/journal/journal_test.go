@@ -283,7 +283,9 @@ func TestTornLastLine(t *testing.T) {
 			if len(h.Updates) != 2 || h.Closed || string(h.Terminals["term_1"].Data) != "out" {
 				t.Fatalf("load: %+v", summary(h))
 			}
-			s.Reopen("sess_1")
+			if _, err := s.Reopen("sess_1"); err != nil {
+				t.Fatal(err)
+			}
 			s.Update("sess_1", "", msg(acp.KindAgentMessage, "msg_3", "three"))
 			s.Close()
 			if logs.count() != 0 {
@@ -502,11 +504,11 @@ func TestSyncPoints(t *testing.T) {
 			s := open(t, Options{Dir: dir})
 			s.Create("sess_1", Meta{Cwd: "/p"})
 			s.Flush()
-			before := s.syncs.Load()
+			before := s.w.syncs.Load()
 			s.Output("sess_1", "term_1", []byte("tick\n"))
 			tt.record(s)
 			deadline := time.Now().Add(testloop.Bound(syncEvery))
-			for s.syncs.Load() == before {
+			for s.w.syncs.Load() == before {
 				if time.Now().After(deadline) {
 					t.Fatal("no fsync")
 				}
@@ -524,8 +526,9 @@ func TestSyncPoints(t *testing.T) {
 	}
 }
 
-// TestPrune: past Max, the least recently updated closed sessions go,
-// and never an open one.
+// TestPrune: past Max, the least recently updated closed sessions go
+// first, then (pruneSettle after Open) those never closed, whose agent
+// died; never one live here.
 func TestPrune(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -549,40 +552,65 @@ func TestPrune(t *testing.T) {
 		total += i.Size
 	}
 	s.Close()
+	ids := func(s *Store) []string {
+		var ids []string
+		for _, i := range s.List() {
+			ids = append(ids, i.ID)
+		}
+		slices.Sort(ids)
+		return ids
+	}
 	// Room for all but about two sessions: the two oldest closed go, the
-	// open and the crashed one (not closed) stay.
+	// open and the crashed one (not closed) stay, although sess_open_old
+	// is older than any.
 	max := total - sizes["sess_closed_1"] - sizes["sess_closed_2"]/2
 	s = open(t, Options{Dir: dir, Max: max, Log: slog.New(slog.DiscardHandler)})
-	var ids []string
-	for _, i := range s.List() {
-		ids = append(ids, i.ID)
-	}
-	slices.Sort(ids)
-	if want := []string{"sess_closed_3", "sess_crashed", "sess_open_old"}; !slices.Equal(ids, want) {
-		t.Errorf("after pruning to %d of %d: %v, want %v", max, total, ids, want)
+	if got, want := ids(s), []string{"sess_closed_3", "sess_crashed", "sess_open_old"}; !slices.Equal(got, want) {
+		t.Errorf("after pruning to %d of %d: %v, want %v", max, total, got, want)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "sessions", "sess_closed_1.jsonl")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("pruned file still there: %v", err)
 	}
+	// Within pruneSettle of Open (a daemon upgraded in place makes its
+	// sessions live again then), a session never closed is not pruned.
+	s.Close()
+	s = open(t, Options{Dir: dir, Max: 1, Log: slog.New(slog.DiscardHandler)})
+	if got, want := ids(s), []string{"sess_crashed", "sess_open_old"}; !slices.Equal(got, want) {
+		t.Errorf("with Max 1, within pruneSettle: %v, want %v", got, want)
+	}
+	s.Close()
 	// A session live here is never pruned, even closed-and-reopened, even
-	// when nothing else can go.
-	s.Reopen("sess_closed_3")
+	// when nothing else can go; one never closed and not live goes.
+	writeGood(t, dir, "sess_closed_3")
+	closeIt := open(t, Options{Dir: dir})
+	closeIt.Reopen("sess_closed_3")
+	closeIt.Closed("sess_closed_3")
+	closeIt.Close()
+	settle := time.Duration(0)
+	var logs logCount
+	s = open(t, Options{Dir: dir, Max: max, Log: logs.logger(), hooks: &hooks{settle: &settle}})
+	for _, id := range []string{"sess_closed_3", "sess_open_old"} {
+		if _, err := s.Reopen(id); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s.Output("sess_open_old", "term_1", bytes.Repeat(big, 10))
 	s.Flush()
-	ids = ids[:0]
-	for _, i := range s.List() {
-		ids = append(ids, i.ID)
+	if got, want := ids(s), []string{"sess_closed_3", "sess_open_old"}; !slices.Equal(got, want) {
+		t.Errorf("over Max with a crashed session: %v, want %v", got, want)
 	}
-	slices.Sort(ids)
-	if want := []string{"sess_closed_3", "sess_crashed", "sess_open_old"}; !slices.Equal(ids, want) {
-		t.Errorf("over Max with only open sessions: %v, want %v", ids, want)
+	if _, err := os.Stat(filepath.Join(dir, "sessions", "sess_crashed.jsonl")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the crashed session's file is still there: %v", err)
 	}
 	// Closed again, it is the one to go.
 	s.Closed("sess_closed_3")
 	s.Output("sess_open_old", "term_1", big)
 	s.Flush()
-	if s.Exists("sess_closed_3") || !s.Exists("sess_open_old") || !s.Exists("sess_crashed") {
+	if s.Exists("sess_closed_3") || !s.Exists("sess_open_old") {
 		t.Errorf("after closing: %+v", s.List())
+	}
+	if logs.count() != 0 {
+		t.Errorf("pruning logged warnings: %q", logs.lines)
 	}
 }
 
@@ -604,8 +632,8 @@ func TestOff(t *testing.T) {
 	if l := s.List(); len(l) != 0 {
 		t.Errorf("List: %v", l)
 	}
-	if _, ok := s.Key("sess_1", "k"); ok {
-		t.Error("Key found")
+	if _, ok := key(s, "sess_1", "k"); ok {
+		t.Error("key found")
 	}
 	s.Close()
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
@@ -717,6 +745,21 @@ func TestFullQueueWaits(t *testing.T) {
 	}
 }
 
+// key returns the messageId of the prompt that session id accepted with
+// idempotencyKey k, as its history has it.
+func key(s *Store, id, k string) (string, bool) {
+	h, err := s.Load(id)
+	if err != nil {
+		return "", false
+	}
+	for _, p := range h.Prompts {
+		if p.Key == k {
+			return p.MessageID, true
+		}
+	}
+	return "", false
+}
+
 // TestKeySurvivesReopen: a prompt's idempotencyKey is found again by a
 // fresh Store, with its first messageId.
 func TestKeySurvivesReopen(t *testing.T) {
@@ -727,7 +770,7 @@ func TestKeySurvivesReopen(t *testing.T) {
 	s.Prompt("sess_1", "key-1", "msg_1")
 	s.Prompt("sess_1", "", "msg_2")
 	s.Prompt("sess_1", "key-3", "msg_3")
-	if id, ok := s.Key("sess_1", "key-1"); !ok || id != "msg_1" {
+	if id, ok := key(s, "sess_1", "key-1"); !ok || id != "msg_1" {
 		t.Errorf("Key before the write: %q %v", id, ok)
 	}
 	s.Close()
@@ -742,7 +785,7 @@ func TestKeySurvivesReopen(t *testing.T) {
 		{"sess_1", "key-2", "", false},
 		{"sess_2", "key-1", "", false},
 	} {
-		if id, ok := s.Key(tt.id, tt.key); id != tt.want || ok != tt.ok {
+		if id, ok := key(s, tt.id, tt.key); id != tt.want || ok != tt.ok {
 			t.Errorf("Key(%s, %s) = %q %v, want %q %v", tt.id, tt.key, id, ok, tt.want, tt.ok)
 		}
 	}
@@ -832,7 +875,7 @@ func TestConcurrentAppenders(t *testing.T) {
 				if i%50 == 0 {
 					s.Sync(own)
 					s.List()
-					s.Key(own, "k")
+					s.Stat(own)
 				}
 			}
 			s.Prompt(own, "k", "msg_1")
@@ -862,7 +905,7 @@ func TestConcurrentAppenders(t *testing.T) {
 		if err != nil || !ho.Closed || ho.Terminals["term_1"].Written != each {
 			t.Errorf("%s: %v", own, err)
 		}
-		if id, ok := s.Key(own, "k"); !ok || id != "msg_1" {
+		if id, ok := key(s, own, "k"); !ok || id != "msg_1" {
 			t.Errorf("%s key: %q %v", own, id, ok)
 		}
 	}

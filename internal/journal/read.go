@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -33,6 +34,9 @@ type record struct {
 	Status    *acp.ExitStatus `json:"status,omitempty"`
 	Key       string          `json:"key,omitempty"`
 	MessageID string          `json:"messageId,omitempty"`
+	Closed    bool            `json:"closed,omitempty"` // of a mark
+	Option    string          `json:"option,omitempty"` // of a config record
+	Value     *string         `json:"value,omitempty"`  // of a config record
 }
 
 // History is a session's history as Load reads it.
@@ -46,6 +50,8 @@ type History struct {
 	Terminals map[string]*Output
 	// Prompts are the prompts accepted with an idempotencyKey, in order.
 	Prompts []Prompt
+	// Config holds the value last recorded of each config option, by id.
+	Config map[string]string
 }
 
 // Item is one update of a History.
@@ -111,6 +117,7 @@ type parsed struct {
 	terms     map[string]*termState
 	termOrder []string
 	prompts   []Prompt
+	config    map[string]string
 
 	keep    bool // keep updates and output, not only their sizes
 	scroll  int
@@ -126,9 +133,9 @@ type termState struct {
 	exit    *acp.ExitStatus
 }
 
-// readFile reads the session file at path, which must be session id's.
-// With keep it keeps what Load returns; else only what the index and
-// the writer need.
+// readFile reads the session file at path, which must be session id's,
+// in full. With keep it keeps what Load returns; else only what the
+// writer needs.
 func readFile(path, id string, scroll int, keep bool) (*parsed, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -139,48 +146,13 @@ func readFile(path, id string, scroll int, keep bool) (*parsed, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &parsed{
-		info:   Info{ID: id, Size: fi.Size()},
-		itemAt: make(map[string]int), itemLen: make(map[string]int),
-		terms: make(map[string]*termState), keep: keep, scroll: scroll,
+	p := newParsed(id, fi.Size(), scroll, keep)
+	start, err := p.header(f)
+	if err != nil {
+		return nil, err
 	}
-	r := bufio.NewReaderSize(f, 64<<10)
-	var long []byte
-	for n := 1; ; n++ {
-		line, err := r.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			long = append(long[:0], line...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = r.ReadSlice('\n')
-				long = append(long, line...)
-			}
-			line = long
-		}
-		if errors.Is(err, io.EOF) {
-			break // a line without its newline is torn: dropped
-		}
-		if err != nil {
-			return nil, err
-		}
-		var rec record
-		if err := json.Unmarshal(line, &rec); err != nil {
-			return nil, fmt.Errorf("line %d: %w", n, err)
-		}
-		if n == 1 {
-			if err := checkHeader(&rec, id); err != nil {
-				return nil, err
-			}
-			p.created = rec.At
-		} else if err := p.add(&rec, len(line)); err != nil {
-			return nil, fmt.Errorf("line %d: %w", n, err)
-		}
-		p.valid += int64(len(line))
-		if rec.At.After(p.info.UpdatedAt) {
-			p.info.UpdatedAt = rec.At
-		}
-	}
-	if p.valid == 0 {
-		return nil, errors.New("no header")
+	if err := p.lines(f, start); err != nil {
+		return nil, err
 	}
 	if keep {
 		for _, t := range p.terms {
@@ -188,6 +160,80 @@ func readFile(path, id string, scroll int, keep bool) (*parsed, error) {
 		}
 	}
 	return p, nil
+}
+
+func newParsed(id string, size int64, scroll int, keep bool) *parsed {
+	return &parsed{
+		info:   Info{ID: id, Size: size},
+		itemAt: make(map[string]int), itemLen: make(map[string]int),
+		terms: make(map[string]*termState), config: make(map[string]string), keep: keep, scroll: scroll,
+	}
+}
+
+// maxHeader is the most bytes a header line may take.
+const maxHeader = 1 << 10
+
+// header reads and checks the first line of the file r, which has
+// p.info.Size bytes; it returns where the next line starts.
+func (p *parsed) header(r io.ReaderAt) (int64, error) {
+	b := make([]byte, min(p.info.Size, maxHeader))
+	n, err := r.ReadAt(b, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, err
+	}
+	i := bytes.IndexByte(b[:n], '\n')
+	if i < 0 {
+		if n < maxHeader {
+			return 0, errors.New("no header")
+		}
+		return 0, errors.New("first line is not a header: too long")
+	}
+	var rec record
+	if err := json.Unmarshal(b[:i+1], &rec); err != nil {
+		return 0, fmt.Errorf("line 1: %w", err)
+	}
+	if err := checkHeader(&rec, p.info.ID); err != nil {
+		return 0, err
+	}
+	p.created, p.info.UpdatedAt = rec.At, rec.At
+	p.valid = int64(i + 1)
+	return p.valid, nil
+}
+
+// lines reads the lines of r from offset from to the end of the file (a
+// torn last line is left out), applying each.
+func (p *parsed) lines(r io.ReaderAt, from int64) error {
+	br := bufio.NewReaderSize(io.NewSectionReader(r, from, p.info.Size-from), 64<<10)
+	var long []byte
+	for at := from; ; {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long[:0], line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = br.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
+		if errors.Is(err, io.EOF) {
+			return nil // a line without its newline is torn: dropped
+		}
+		if err != nil {
+			return err
+		}
+		var rec record
+		if err := json.Unmarshal(line, &rec); err != nil {
+			return fmt.Errorf("line at byte %d: %w", at, err)
+		}
+		if err := p.add(&rec, len(line)); err != nil {
+			return fmt.Errorf("line at byte %d: %w", at, err)
+		}
+		at += int64(len(line))
+		p.valid = at
+		if rec.At.After(p.info.UpdatedAt) {
+			p.info.UpdatedAt = rec.At
+		}
+	}
 }
 
 func checkHeader(rec *record, id string) error {
@@ -251,6 +297,12 @@ func (p *parsed) add(rec *record, size int) error {
 		p.term(rec.Term).exit = &st
 	case "prompt":
 		p.prompts = append(p.prompts, Prompt{Key: rec.Key, MessageID: rec.MessageID, At: rec.At})
+	case "config":
+		if rec.Value != nil {
+			p.config[rec.Option] = *rec.Value
+		}
+	case "mark":
+		p.info.Cwd, p.info.Title, p.info.Closed = rec.Cwd, rec.Title, rec.Closed
 	case "closed":
 		p.info.Closed = true
 	case "open":
@@ -319,20 +371,9 @@ func tail(b []byte, n int) []byte {
 	return b
 }
 
-// keyMap returns the prompts' keys: the first messageId of each.
-func (p *parsed) keyMap() map[string]string {
-	m := make(map[string]string, len(p.prompts))
-	for _, pr := range p.prompts {
-		if _, ok := m[pr.Key]; !ok {
-			m[pr.Key] = pr.MessageID
-		}
-	}
-	return m
-}
-
 // history returns what Load returns.
 func (p *parsed) history() *History {
-	h := &History{Info: p.info, Updates: p.updates(), Prompts: p.prompts, Terminals: make(map[string]*Output, len(p.terms))}
+	h := &History{Info: p.info, Updates: p.updates(), Prompts: p.prompts, Config: p.config, Terminals: make(map[string]*Output, len(p.terms))}
 	for id, t := range p.terms {
 		h.Terminals[id] = &Output{Data: t.data, Written: t.written, Exit: t.exit}
 	}

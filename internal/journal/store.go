@@ -9,8 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"shellagent/acp"
@@ -65,6 +65,7 @@ type Info struct {
 	UpdatedAt time.Time // the last record's time
 	Closed    bool      // closed, and not made live again since
 	Size      int64     // bytes of its file
+	Elsewhere bool      // live in another process that shares the directory (as of Open or the last Refresh)
 }
 
 // DefaultDir returns the default state directory:
@@ -81,54 +82,48 @@ func DefaultDir() (string, error) {
 }
 
 // A Store keeps the history of every session of a state directory. Its
-// methods are safe for concurrent use. The appends (Create, Reopen,
-// Meta, Update, Output, Exit, Prompt, Forget, Sync, Closed) queue a record for
+// methods are safe for concurrent use. The appends (Create, Meta, Update,
+// Output, Exit, Prompt, Config, Forget, Sync, Closed) queue a record for
 // the Store's writer and return at once (see the package doc for when
 // one waits); they ignore a session the Store does not have.
+//
+// The Store's index (what List, Exists and Stat answer from) holds what
+// List shows of each session, read from the head and the tail of its
+// file; a session is read in full only to be loaded, made live again,
+// compacted or written to.
 type Store struct {
 	opts Options
-	dir  string // Dir/sessions
 	log  *slog.Logger
+	w    *writer // the writer's own state
 
 	mu       sync.Mutex
-	index    map[string]*entry
-	total    int64 // bytes of every indexed file
+	idx      index
 	queue    []op
-	outBytes int              // output queued or being written, with opCost each
-	ctlBytes int              // other records queued or being written, with opCost each
-	gapAt    map[termKey]int  // the queued gap op of a terminal whose output is being dropped
-	skipped  map[string]int64 // files that could not be read, by id: their size then
-	room     *sync.Cond       // signalled when ctlBytes goes down
+	outBytes int             // output queued or being written, with opCost each
+	ctlBytes int             // other records queued or being written, with opCost each
+	gapAt    map[termKey]int // the queued gap op of a terminal whose output is being dropped
+	room     *sync.Cond      // signalled when ctlBytes goes down
 	closing  bool
 	dropped  int64 // output bytes dropped in all
 
 	wake chan struct{} // a record was queued
 	done chan struct{} // the writer is gone
-
-	// The writer's own.
-	files map[string]*file
-
-	syncs atomic.Int64 // fsyncs done, for tests
 }
 
 // hooks let tests see into the writer.
 type hooks struct {
-	batch        func()                 // called before each batch
-	beforeRename func(tmp string) error // called before a compaction's rename; an error aborts it
-}
-
-// entry is an indexed session, under Store.mu.
-type entry struct {
-	info Info
-	keys map[string]string // idempotencyKey → messageId
-	live bool              // created or reopened here, and not closed since
+	batch        func()                            // called before each batch
+	beforeRename func(tmp string) error            // called before a compaction's rename; an error aborts it
+	open         func(path string) (source, error) // opens a file for the index (os.Open)
+	settle       *time.Duration                    // pruneSettle
 }
 
 type termKey struct{ id, term string }
 
 // Open opens the history of opts.Dir, creating its directories, reads
-// every file's index and starts the writer. A file it cannot read is
-// skipped with one log line. With opts.Off it touches nothing.
+// what List shows of every session (each file's header and tail) and
+// starts the writer. A file it cannot read is skipped with one log line.
+// With opts.Off it touches nothing.
 func Open(opts Options) (*Store, error) {
 	if opts.Max <= 0 {
 		opts.Max = DefaultMax
@@ -144,8 +139,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	s := &Store{
 		opts: opts, log: cmp.Or(opts.Log, slog.Default()),
-		index: make(map[string]*entry), gapAt: make(map[termKey]int), skipped: make(map[string]int64),
-		files: make(map[string]*file),
+		gapAt: make(map[termKey]int),
 		wake:  make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	s.room = sync.NewCond(&s.mu)
@@ -156,63 +150,24 @@ func Open(opts Options) (*Store, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("open history: no state directory")
 	}
-	s.dir = filepath.Join(opts.Dir, "sessions")
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+	s.idx = newIndex(filepath.Join(opts.Dir, "sessions"))
+	if err := os.MkdirAll(s.idx.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open history: %w", err)
 	}
-	if err := s.scan(); err != nil {
-		return nil, fmt.Errorf("open history %s: %w", s.dir, err)
+	s.w = newWriter(s)
+	if err := s.w.rescan(true); err != nil {
+		return nil, fmt.Errorf("open history %s: %w", s.idx.dir, err)
 	}
-	s.prune()
-	go s.writer()
+	s.w.prune()
+	go s.w.run()
 	return s, nil
-}
-
-// scan indexes every session file and removes what a compaction that
-// did not finish left.
-func (s *Store) scan() error {
-	des, err := os.ReadDir(s.dir)
-	if err != nil {
-		return err
-	}
-	for _, de := range des {
-		name := de.Name()
-		if isTemp(name) {
-			// A compaction that died (not one of another process's that
-			// runs now): the file it was for is whole.
-			if fi, err := de.Info(); err == nil && time.Since(fi.ModTime()) > time.Minute {
-				os.Remove(filepath.Join(s.dir, name)) // Best effort: it is ignored anyway.
-			}
-			continue
-		}
-		id, ok := idOf(name)
-		if !ok || !de.Type().IsRegular() {
-			continue
-		}
-		fi, err := de.Info()
-		if err != nil {
-			continue // removed meanwhile
-		}
-		p, err := readFile(filepath.Join(s.dir, name), id, s.opts.Scrollback, false)
-		if err != nil {
-			s.skip(id, fi.Size(), err)
-			continue
-		}
-		s.index[id] = &entry{info: p.info, keys: p.keyMap()}
-		s.total += p.info.Size
-		s.files[id] = p.file(id)
-	}
-	return nil
 }
 
 // List returns every session of the history, the most recently updated
 // first.
 func (s *Store) List() []Info {
 	s.mu.Lock()
-	out := make([]Info, 0, len(s.index))
-	for _, e := range s.index {
-		out = append(out, e.info)
-	}
+	out := s.idx.list()
 	s.mu.Unlock()
 	slices.SortFunc(out, func(a, b Info) int {
 		return cmp.Or(b.UpdatedAt.Compare(a.UpdatedAt), cmp.Compare(a.ID, b.ID))
@@ -230,24 +185,23 @@ func (s *Store) Dropped() int64 {
 
 // Exists reports whether the history has session id.
 func (s *Store) Exists(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.index[id] != nil
+	_, ok := s.Stat(id)
+	return ok
 }
 
-// Key returns the messageId of the prompt that session id accepted with
-// idempotencyKey key, if it did.
-func (s *Store) Key(id, key string) (messageID string, ok bool) {
+// Stat returns what List shows of session id, if the history has it.
+func (s *Store) Stat(id string) (Info, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.index[id]; e != nil {
-		messageID, ok = e.keys[key]
+	if e := s.idx.entries[id]; e != nil {
+		return e.info, true
 	}
-	return messageID, ok
+	return Info{}, false
 }
 
 // Create starts the history of a new, live session. A history the Store
-// already has under id is replaced: pick ids that do not exist.
+// already has under id is replaced, unless another process has it live:
+// pick ids that do not exist.
 func (s *Store) Create(id string, m Meta) error {
 	if !validID(id) {
 		return fmt.Errorf("create history of session %q: not a usable id", id)
@@ -256,9 +210,62 @@ func (s *Store) Create(id string, m Meta) error {
 	return nil
 }
 
-// Reopen makes a past session live again: it is no longer closed, and
-// is not pruned until it is closed again.
-func (s *Store) Reopen(id string) { s.enqueue(op{kind: opOpen, id: id}) }
+// Reopen makes a past session live again in this process, and returns
+// its history (as Load does): it is no longer closed, and is not pruned
+// until it is closed again. It is ErrLive (wrapped) when another process
+// that shares the directory has the session live, and ErrNotFound when
+// the history does not have it.
+func (s *Store) Reopen(id string) (*History, error) {
+	if s.opts.Off {
+		return nil, fmt.Errorf("reopen history of session %s: %w", id, ErrNotFound)
+	}
+	if !s.Exists(id) {
+		return nil, fmt.Errorf("reopen history of session %s: %w", id, ErrNotFound)
+	}
+	// What is queued is written first: a file being created, a close
+	// that drops the lock.
+	if err := s.Flush(); err != nil {
+		return nil, fmt.Errorf("reopen history of session %s: %w", id, err)
+	}
+	s.mu.Lock()
+	held := s.idx.locks[id] != nil
+	s.mu.Unlock()
+	if !held {
+		lock, err := lockFile(s.idx.path(id))
+		if notExist(err) {
+			err = ErrNotFound
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reopen history of session %s: %w", id, err)
+		}
+		s.mu.Lock()
+		if s.idx.locks[id] == nil {
+			s.idx.locks[id] = lock
+			lock = nil
+		}
+		s.mu.Unlock()
+		if lock != nil {
+			lock.Close() // Best effort: another goroutine locked it first.
+		}
+	}
+	p, err := readFile(s.idx.path(id), id, s.opts.Scrollback, true)
+	if err != nil {
+		s.release(id)
+		return nil, fmt.Errorf("reopen history of session %s: %w", id, err)
+	}
+	if !s.enqueue(op{kind: opOpen, id: id, parsed: p}) {
+		s.release(id)
+		return nil, fmt.Errorf("reopen history of session %s: %w", id, ErrNotFound)
+	}
+	return p.history(), nil
+}
+
+// release drops the lock of session id unless it is live here.
+func (s *Store) release(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.idx.release(id)
+}
 
 // Meta records the session's cwd and title.
 func (s *Store) Meta(id string, m Meta) { s.enqueue(op{kind: opMeta, id: id, meta: m}) }
@@ -288,7 +295,7 @@ func (s *Store) Output(id, term string, p []byte) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.index[id]
+	e := s.idx.entries[id]
 	if e == nil || s.closing {
 		return
 	}
@@ -340,12 +347,19 @@ func (s *Store) Prompt(id, key, messageID string) {
 	s.enqueue(op{kind: opPrompt, id: id, key: key, msgID: messageID})
 }
 
+// Config records that the session's config option option has value
+// from now on (session/set_config_option).
+func (s *Store) Config(id, option, value string) {
+	s.enqueue(op{kind: opConfig, id: id, key: option, msgID: value})
+}
+
 // Sync is a durable point (a turn's end): what the session recorded so
 // far is fsynced as soon as the writer gets to it.
 func (s *Store) Sync(id string) { s.enqueue(op{kind: opSync, id: id}) }
 
 // Closed records that the session was closed, and is a durable point.
-// Its history stays, and may be pruned from now on.
+// Its history stays, and may be pruned from now on; the process no
+// longer holds it live.
 func (s *Store) Closed(id string) { s.enqueue(op{kind: opClosed, id: id}) }
 
 // Flush waits until everything queued so far is written and fsynced.
@@ -359,8 +373,9 @@ func (s *Store) Flush() error {
 
 // Refresh reads again the files that other processes changed, added or
 // removed in the directory since Open (the sessions of a stdio agent
-// beside a daemon), so that List and Load see them; the sessions live in
-// this Store are its own and left alone. It waits for what is queued.
+// beside a daemon), so that List and Load see them, and which of them
+// another process has live; the sessions live in this Store are its own
+// and left alone. It waits for what is queued.
 func (s *Store) Refresh() error {
 	done := make(chan error, 1)
 	if !s.enqueue(op{kind: opRefresh, done: done}) {
@@ -369,7 +384,8 @@ func (s *Store) Refresh() error {
 	return <-done
 }
 
-// Delete removes session id's history for good.
+// Delete removes session id's history for good. It is ErrLive (wrapped)
+// when another process has the session live.
 func (s *Store) Delete(id string) error {
 	done := make(chan error, 1)
 	if !s.enqueue(op{kind: opDelete, id: id, done: done}) {
@@ -387,15 +403,15 @@ func (s *Store) Load(id string) (*History, error) {
 	if err := s.Flush(); err != nil {
 		return nil, fmt.Errorf("load history of session %s: %w", id, err)
 	}
-	p, err := readFile(s.path(id), id, s.opts.Scrollback, true)
+	p, err := readFile(s.idx.path(id), id, s.opts.Scrollback, true)
 	if err != nil {
 		return nil, fmt.Errorf("load history of session %s: %w", id, err)
 	}
 	return p.history(), nil
 }
 
-// Close writes and fsyncs what is queued and stops the writer. Appends
-// after it are ignored.
+// Close writes and fsyncs what is queued, stops the writer and drops
+// the locks of the sessions live here. Appends after it are ignored.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if !s.closing {
@@ -424,43 +440,13 @@ func (s *Store) enqueue(o op) bool {
 	if s.closing {
 		return false
 	}
-	e := s.index[o.id]
-	switch {
-	case o.kind == opBarrier || o.kind == opRefresh:
-	case o.kind == opCreate:
-		if e != nil {
-			s.total -= e.info.Size
-		}
-		e = &entry{info: Info{ID: o.id}, keys: make(map[string]string), live: true}
-		s.index[o.id] = e
-	case e == nil:
+	if !s.idx.note(&o) {
 		return false
-	}
-	if e != nil {
-		s.note(e, &o)
 	}
 	s.ctlBytes += cost
 	s.queue = append(s.queue, o)
 	s.signal()
 	return true
-}
-
-// note applies o to the index.
-func (s *Store) note(e *entry, o *op) {
-	e.info.UpdatedAt = o.at
-	switch o.kind {
-	case opCreate, opMeta:
-		e.info.Cwd, e.info.Title = o.meta.Cwd, o.meta.Title
-	case opOpen:
-		e.info.Closed, e.live = false, true
-	case opClosed:
-		e.info.Closed, e.live = true, false
-	case opPrompt:
-		e.keys[o.key] = o.msgID
-	case opDelete:
-		delete(s.index, o.id)
-		s.total -= e.info.Size
-	}
 }
 
 // signal wakes the writer.
@@ -470,8 +456,6 @@ func (s *Store) signal() {
 	default:
 	}
 }
-
-func (s *Store) path(id string) string { return filepath.Join(s.dir, id+".jsonl") }
 
 // validID reports whether id can name a file: letters, digits, '_',
 // '-' and '.', not first.
@@ -490,19 +474,12 @@ func validID(id string) bool {
 
 // idOf returns the session id of a file name.
 func idOf(name string) (string, bool) {
-	id, ok := cutSuffix(name, ".jsonl")
+	id, ok := strings.CutSuffix(name, ".jsonl")
 	return id, ok && validID(id)
 }
 
-func cutSuffix(s, suffix string) (string, bool) {
-	if len(s) < len(suffix) || s[len(s)-len(suffix):] != suffix {
-		return s, false
-	}
-	return s[:len(s)-len(suffix)], true
-}
-
-// isTemp reports whether name is a compaction's temporary file.
+// isTemp reports whether name is a temporary file of a creation or a
+// compaction.
 func isTemp(name string) bool {
-	_, ok := cutSuffix(name, ".tmp")
-	return ok && len(name) > 0 && name[0] == '.'
+	return strings.HasSuffix(name, ".tmp") && strings.HasPrefix(name, ".")
 }

@@ -6,9 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
+	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"shellagent/acp"
@@ -27,6 +31,7 @@ const (
 	opExit
 	opPrompt
 	opForget
+	opConfig
 	opSync
 	opClosed
 	opBarrier
@@ -45,6 +50,7 @@ type op struct {
 	meta           Meta
 	status         acp.ExitStatus
 	done           chan error
+	parsed         *parsed // opOpen: the file as Reopen read it
 }
 
 // cost is what o counts in the queue's bound.
@@ -64,12 +70,20 @@ type file struct {
 	durable   bool                 // fsync at the end of the batch
 	closeFd   bool                 // close f at the end of the batch (closed)
 	failing   bool                 // the last write or fsync failed (logged once)
+
+	// What the file's next mark says, and the bytes since its last one.
+	cwd, title string
+	closed     bool
+	last       time.Time // the latest record's time
+	sinceMark  int64
 }
 
 // file returns the writer's state of the file p read.
 func (p *parsed) file(id string) *file {
 	f := &file{id: id, valid: p.valid, size: p.info.Size, terms: make(map[string]*outBytes, len(p.terms)),
-		itemLen: p.itemLen, deadItems: p.deadItems}
+		itemLen: p.itemLen, deadItems: p.deadItems,
+		cwd: p.info.Cwd, title: p.info.Title, closed: p.info.Closed, last: p.info.UpdatedAt,
+		sinceMark: markEvery} // not known: a mark with the next write
 	for k, t := range p.terms {
 		f.terms[k] = &outBytes{data: t.inFile, lines: t.lines}
 	}
@@ -90,52 +104,87 @@ func (o *outBytes) dead(scroll int) int64 {
 	return o.lines * (o.data - int64(scroll)) / o.data
 }
 
-// writer is the Store's one goroutine: it writes what is queued, in
-// batches, until Close.
-func (s *Store) writer() {
-	defer close(s.done)
+// A writer is the Store's one goroutine and what it owns: it writes
+// what is queued, in batches, until Close; it creates, compacts, prunes
+// and removes the files, and reads them for the index (at Open, and at
+// each Refresh).
+type writer struct {
+	s      *Store
+	x      *index // s.idx, under s.mu
+	opts   Options
+	log    *slog.Logger
+	open   func(string) (source, error) // how the index opens a file
+	settle time.Duration                // pruneSettle
+	opened time.Time
+
+	files map[string]*file // the files written to, by session: read when first written to
+
+	syncs atomic.Int64 // fsyncs done, for tests
+}
+
+func newWriter(s *Store) *writer {
+	w := &writer{s: s, x: &s.idx, opts: s.opts, log: s.log, open: openSource, settle: pruneSettle,
+		opened: time.Now(), files: make(map[string]*file)}
+	if h := s.opts.hooks; h != nil && h.open != nil {
+		w.open = h.open
+	}
+	if h := s.opts.hooks; h != nil && h.settle != nil {
+		w.settle = *h.settle
+	}
+	return w
+}
+
+// run writes what is queued, in batches, until Close.
+func (w *writer) run() {
+	defer close(w.s.done)
 	timer := time.NewTimer(syncEvery)
 	timer.Stop()
 	armed := false
 	for {
 		fired := false
 		select {
-		case <-s.wake:
+		case <-w.s.wake:
 		case <-timer.C:
 			armed, fired = false, true
 		}
-		if h := s.opts.hooks; h != nil && h.batch != nil {
+		if h := w.opts.hooks; h != nil && h.batch != nil {
 			h.batch()
 		}
-		s.mu.Lock()
-		batch, closing := s.queue, s.closing
-		s.queue = nil
-		clear(s.gapAt)
-		s.mu.Unlock()
+		w.s.mu.Lock()
+		batch, closing := w.s.queue, w.s.closing
+		w.s.queue = nil
+		clear(w.s.gapAt)
+		w.s.mu.Unlock()
 
-		touched, barrier := s.apply(batch)
-		s.write(touched, fired || closing || barrier)
-		s.release(batch, touched)
+		touched, barrier := w.apply(batch)
+		w.write(touched, fired || closing || barrier)
+		w.release(batch, touched)
 		for _, f := range touched {
-			s.maybeCompact(f)
+			w.maybeCompact(f)
 		}
-		s.prune()
+		w.prune()
 		for i := range batch {
 			switch o := &batch[i]; o.kind {
 			case opBarrier:
 				o.done <- nil
 			case opRefresh:
-				o.done <- s.rescan()
+				o.done <- w.rescan(false)
 			}
 		}
 		if closing {
-			for _, f := range s.files {
-				s.closeFile(f)
+			for _, f := range w.files {
+				w.closeFile(f)
 			}
+			w.s.mu.Lock()
+			for id, l := range w.x.locks {
+				l.Close() // Best effort: closing drops the lock.
+				delete(w.x.locks, id)
+			}
+			w.s.mu.Unlock()
 			timer.Stop()
 			return
 		}
-		if !armed && s.unsynced() {
+		if !armed && w.unsynced() {
 			timer.Reset(syncEvery)
 			armed = true
 		}
@@ -168,8 +217,8 @@ func outputIn(batch []op) (n int) {
 }
 
 // unsynced reports whether a file was written since its last fsync.
-func (s *Store) unsynced() bool {
-	for _, f := range s.files {
+func (w *writer) unsynced() bool {
+	for _, f := range w.files {
 		if f.unsynced {
 			return true
 		}
@@ -180,20 +229,20 @@ func (s *Store) unsynced() bool {
 // apply encodes a batch into its files' pending lines, and does its
 // creates and deletes. It returns the files it touched and whether the
 // batch holds a barrier.
-func (s *Store) apply(batch []op) (touched []*file, barrier bool) {
+func (w *writer) apply(batch []op) (touched []*file, barrier bool) {
 	touch := func(f *file) {
 		if !slices.Contains(touched, f) {
 			touched = append(touched, f)
 		}
 	}
-	cut, cutSoFar := s.deadOnArrival(batch), make(map[termKey]int64)
+	cut, cutSoFar := w.deadOnArrival(batch), make(map[termKey]int64)
 	for i := range batch {
 		o := &batch[i]
 		if o.kind == opOut && cut[termKey{o.id, o.term}] > 0 {
 			gap, rest := trimOut(cut, cutSoFar, o)
-			if f := s.files[o.id]; f != nil && gap != nil {
+			if f := w.fileFor(o.id, nil); f != nil && gap != nil {
 				touch(f)
-				f.pend = s.encode(f, gap)
+				f.pend = w.encode(f, gap)
 			}
 			if rest == nil {
 				continue
@@ -205,18 +254,18 @@ func (s *Store) apply(batch []op) (touched []*file, barrier bool) {
 			barrier = true
 			continue
 		case opDelete:
-			o.done <- s.remove(o.id)
+			o.done <- w.remove(o.id)
 			touched = slices.DeleteFunc(touched, func(f *file) bool { return f.id == o.id })
 			continue
 		case opCreate:
-			s.create(o)
+			w.create(o)
 		}
-		f := s.files[o.id]
+		f := w.fileFor(o.id, o.parsed)
 		if f == nil {
 			continue // deleted or pruned meanwhile
 		}
 		touch(f)
-		f.pend = s.encode(f, o)
+		f.pend = w.encode(f, o)
 	}
 	return touched, barrier
 }
@@ -225,7 +274,7 @@ func (s *Store) apply(batch []op) (touched []*file, barrier bool) {
 // than its scrollback, how many of its first bytes in batch the history
 // would not keep: they are written as a gap instead (trimOut), so that a
 // flood costs the disk its scrollback per batch, not its size.
-func (s *Store) deadOnArrival(batch []op) map[termKey]int64 {
+func (w *writer) deadOnArrival(batch []op) map[termKey]int64 {
 	var total map[termKey]int64
 	for i := range batch {
 		if o := &batch[i]; o.kind == opOut {
@@ -236,10 +285,10 @@ func (s *Store) deadOnArrival(batch []op) map[termKey]int64 {
 		}
 	}
 	for k, n := range total {
-		if n <= int64(s.opts.Scrollback) {
+		if n <= int64(w.opts.Scrollback) {
 			delete(total, k)
 		} else {
-			total[k] = n - int64(s.opts.Scrollback)
+			total[k] = n - int64(w.opts.Scrollback)
 		}
 	}
 	return total
@@ -267,33 +316,122 @@ func trimOut(cut, cutSoFar map[termKey]int64, o *op) (gap, rest *op) {
 	return gap, rest
 }
 
-// create starts a new file for o's session, replacing any.
-func (s *Store) create(o *op) {
-	if old := s.files[o.id]; old != nil {
-		s.closeFile(old)
+// fileFor returns the writer's state of session id's file, reading the
+// file the first time it is written to (or taking p, what Reopen read);
+// nil if the index no longer has the session.
+func (w *writer) fileFor(id string, p *parsed) *file {
+	f := w.files[id]
+	if f != nil && p != nil && f.size != p.info.Size {
+		// Written since Reopen read it, or by another process before:
+		// what either knows is not all of it.
+		f.unsynced = false
+		w.closeFile(f)
+		f, p = nil, nil
 	}
-	f := &file{id: o.id, terms: make(map[string]*outBytes), itemLen: make(map[string]int)}
-	fd, err := os.OpenFile(s.path(o.id), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+	if f != nil {
+		return f
+	}
+	w.s.mu.Lock()
+	e := w.x.entries[id]
+	w.s.mu.Unlock()
+	if e == nil {
+		return nil // deleted or pruned meanwhile
+	}
+	if p == nil {
+		var err error
+		if p, err = readFile(w.x.path(id), id, w.opts.Scrollback, false); err != nil {
+			w.log.Warn("history: cannot read a session file to write to it", "session", id, "err", err)
+			return nil
+		}
+	}
+	f = p.file(id)
+	w.files[id] = f
+	return f
+}
+
+// create starts a new file for o's session, replacing any that is not
+// live in another process.
+func (w *writer) create(o *op) {
+	if old := w.files[o.id]; old != nil {
+		w.closeFile(old)
+	}
+	delete(w.files, o.id)
+	f := &file{id: o.id, terms: make(map[string]*outBytes), itemLen: make(map[string]int), valid: -1}
+	if err := w.createFile(f, o); err != nil {
+		// The session keeps no history: its appends are ignored from
+		// now on, and never go to another process's file of the id.
+		w.log.Warn("history: cannot create a session file; the session keeps no history", "session", o.id, "err", err)
+		w.s.mu.Lock()
+		if e := w.x.entries[o.id]; e != nil && e.live {
+			w.x.total -= e.info.Size
+			delete(w.x.entries, o.id)
+		}
+		w.s.mu.Unlock()
+		return
+	}
+	w.files[o.id] = f
+}
+
+// createFile makes f's file, locked, with its header: written to a
+// temporary file beside it, fsynced and renamed, so that no process sees
+// a session file without its header.
+func (w *writer) createFile(f *file, o *op) (err error) {
+	path := w.x.path(o.id)
+	w.s.mu.Lock()
+	old := w.x.locks[o.id]
+	delete(w.x.locks, o.id)
+	w.s.mu.Unlock()
+	if old == nil {
+		if old, err = lockFile(path); err != nil && !notExist(err) {
+			return err // ErrLive: another process's, not to be replaced
+		}
+	}
+	if old != nil {
+		defer old.Close() // Best effort: closing drops the old file's lock.
+	}
+	tmp, err := os.CreateTemp(w.x.dir, "."+o.id+".*.tmp")
 	if err != nil {
-		s.log.Warn("history: cannot create a session file", "session", o.id, "err", err)
-		f.failing = true
+		return err
 	}
-	f.f, f.valid = fd, -1
-	s.files[o.id] = f
+	hdr := appendRecord(nil, &record{T: "session", V: version, ID: o.id, At: o.at.UTC().Truncate(time.Millisecond)})
+	err = lockNew(tmp)
+	if err == nil {
+		_, err = tmp.Write(hdr)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		tmp.Close()           // Best effort: the error that matters is the one above.
+		os.Remove(tmp.Name()) // Best effort: ignored at the next Open.
+		return err
+	}
+	f.size = int64(len(hdr))
+	w.s.mu.Lock()
+	w.x.locks[o.id] = tmp
+	w.s.mu.Unlock()
+	return w.syncDir()
 }
 
 // encode appends o's line to f.pend and notes what it changes.
-func (s *Store) encode(f *file, o *op) []byte {
+func (w *writer) encode(f *file, o *op) []byte {
 	b := f.pend
 	r := record{At: o.at.UTC().Truncate(time.Millisecond)}
+	if o.at.After(f.last) {
+		f.last = o.at
+	}
 	switch o.kind {
-	case opCreate:
-		b = appendRecord(b, &record{T: "session", V: version, ID: o.id, At: r.At})
+	case opCreate, opMeta: // the header is createFile's
 		r.T, r.Cwd, r.Title = "meta", o.meta.Cwd, o.meta.Title
-	case opMeta:
-		r.T, r.Cwd, r.Title = "meta", o.meta.Cwd, o.meta.Title
+		f.cwd, f.title = o.meta.Cwd, o.meta.Title
 	case opOpen:
 		r.T = "open"
+		f.closed = false
+	case opConfig: // key and msgID carry the option and its value
+		r.T, r.Option, r.Value = "config", o.key, &o.msgID
 	case opUpdate:
 		r.T, r.Item, r.U = "update", o.item, o.data
 	case opOut:
@@ -327,7 +465,7 @@ func (s *Store) encode(f *file, o *op) []byte {
 		return b // a durable point writes nothing
 	case opClosed:
 		r.T = "closed"
-		f.durable, f.closeFd = true, true
+		f.durable, f.closeFd, f.closed = true, true, true
 	}
 	n := len(b)
 	b = appendRecord(b, &r)
@@ -361,54 +499,66 @@ func appendOut(b []byte, at time.Time, term string, d []byte) []byte {
 
 // write writes each touched file's pending lines, and fsyncs the files
 // at a durable point, or every unsynced file with all.
-func (s *Store) write(touched []*file, all bool) {
+func (w *writer) write(touched []*file, all bool) {
 	for _, f := range touched {
 		if len(f.pend) == 0 {
 			continue
 		}
-		err := s.openFile(f)
+		if f.sinceMark += int64(len(f.pend)); f.sinceMark >= markEvery {
+			f.pend = appendRecord(f.pend, f.mark())
+			f.sinceMark = 0
+		}
+		err := w.openFile(f)
 		if err == nil {
 			var n int
 			n, err = f.f.Write(f.pend)
 			f.size += int64(n)
 			f.unsynced = true
 		}
-		s.report(f, "write", err)
+		w.report(f, "write", err)
 		if cap(f.pend) > 1<<20 {
 			f.pend = nil
 		} else {
 			f.pend = f.pend[:0]
 		}
 	}
-	for _, f := range s.files {
+	for _, f := range w.files {
 		if f.f != nil && f.unsynced && (f.durable || all) {
 			err := f.f.Sync()
-			s.syncs.Add(1)
+			w.syncs.Add(1)
 			f.unsynced = false
-			s.report(f, "fsync", err)
+			w.report(f, "fsync", err)
 		}
 		f.durable = false
 		if f.closeFd {
 			f.closeFd = false
-			s.closeFile(f)
+			w.closeFile(f)
+			w.s.mu.Lock()
+			w.x.release(f.id) // unless it was made live again meanwhile
+			w.s.mu.Unlock()
 		}
 	}
 }
 
+// mark returns f's mark: what List shows of its session.
+func (f *file) mark() *record {
+	return &record{T: "mark", At: f.last.UTC().Truncate(time.Millisecond), Cwd: f.cwd, Title: f.title, Closed: f.closed}
+}
+
 // report logs a failure of f, once until it works again.
-func (s *Store) report(f *file, what string, err error) {
+func (w *writer) report(f *file, what string, err error) {
 	if err != nil && !f.failing {
-		s.log.Warn("history: cannot "+what+" a session file", "session", f.id, "err", err)
+		w.log.Warn("history: cannot "+what+" a session file", "session", f.id, "err", err)
 	}
 	f.failing = err != nil
 }
 
 // openFile opens f to append, first cutting off a torn last line.
-func (s *Store) openFile(f *file) error {
+func (w *writer) openFile(f *file) error {
 	if f.f != nil {
 		return nil
 	}
-	fd, err := os.OpenFile(s.path(f.id), os.O_WRONLY|os.O_APPEND, 0)
+	fd, err := os.OpenFile(w.x.path(f.id), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		return err
 	}
@@ -424,22 +574,22 @@ func (s *Store) openFile(f *file) error {
 }
 
 // closeFile closes f's descriptor, fsyncing what it has not.
-func (s *Store) closeFile(f *file) {
+func (w *writer) closeFile(f *file) {
 	if f.f == nil {
 		return
 	}
 	if f.unsynced {
-		s.report(f, "fsync", f.f.Sync())
-		s.syncs.Add(1)
+		w.report(f, "fsync", f.f.Sync())
+		w.syncs.Add(1)
 		f.unsynced = false
 	}
-	s.report(f, "close", f.f.Close())
+	w.report(f, "close", f.f.Close())
 	f.f = nil
 }
 
 // release gives back the queue's room the batch held, and updates the
 // index's sizes.
-func (s *Store) release(batch []op, touched []*file) {
+func (w *writer) release(batch []op, touched []*file) {
 	var out, ctl int
 	for i := range batch {
 		if k := batch[i].kind; k == opOut || k == opGap {
@@ -448,42 +598,49 @@ func (s *Store) release(batch []op, touched []*file) {
 			ctl += batch[i].cost()
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.outBytes -= out
-	s.ctlBytes -= ctl
-	s.room.Broadcast()
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	w.s.outBytes -= out
+	w.s.ctlBytes -= ctl
+	w.s.room.Broadcast()
 	for _, f := range touched {
-		s.setSize(f)
+		w.x.setSize(f.id, f.size)
 	}
 }
 
-// setSize records f's size in the index; s.mu is held.
-func (s *Store) setSize(f *file) {
-	if e := s.index[f.id]; e != nil {
-		s.total += f.size - e.info.Size
-		e.info.Size = f.size
+// remove removes session id's file for good, unless another process
+// has the session live (ErrLive).
+func (w *writer) remove(id string) error {
+	w.s.mu.Lock()
+	l := w.x.locks[id]
+	delete(w.x.locks, id)
+	w.s.mu.Unlock()
+	if l == nil {
+		var err error
+		switch l, err = lockFile(w.x.path(id)); {
+		case notExist(err):
+			return nil
+		case err != nil:
+			return fmt.Errorf("delete history of session %s: %w", id, err)
+		}
 	}
-}
-
-// remove removes session id's file for good.
-func (s *Store) remove(id string) error {
-	if f := s.files[id]; f != nil {
+	defer l.Close() // Best effort: closing drops the lock, once the file is gone.
+	if f := w.files[id]; f != nil {
 		f.unsynced = false // nothing to keep
-		s.closeFile(f)
-		delete(s.files, id)
+		w.closeFile(f)
+		delete(w.files, id)
 	}
-	err := os.Remove(s.path(id))
+	err := os.Remove(w.x.path(id))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("delete history of session %s: %w", id, err)
 	}
-	return s.syncDir()
+	return w.syncDir()
 }
 
 // syncDir fsyncs the sessions directory, so that a rename or a removal
 // in it is durable.
-func (s *Store) syncDir() error {
-	d, err := os.Open(s.dir)
+func (w *writer) syncDir() error {
+	d, err := os.Open(w.x.dir)
 	if err != nil {
 		return err
 	}
@@ -493,58 +650,71 @@ func (s *Store) syncDir() error {
 
 // maybeCompact compacts f once what it no longer needs is at least
 // CompactAt bytes and half of it.
-func (s *Store) maybeCompact(f *file) {
+func (w *writer) maybeCompact(f *file) {
 	dead := f.deadItems
 	for _, t := range f.terms {
-		dead += t.dead(s.opts.Scrollback)
+		dead += t.dead(w.opts.Scrollback)
 	}
-	if dead < s.opts.CompactAt || dead*2 < f.size {
+	if dead < w.opts.CompactAt || dead*2 < f.size {
 		return
 	}
-	if err := s.compact(f); err != nil {
-		s.log.Warn("history: cannot compact a session file", "session", f.id, "err", err)
+	if err := w.compact(f); err != nil {
+		w.log.Warn("history: cannot compact a session file", "session", f.id, "err", err)
 	}
 }
 
 // compact rewrites f as Load reads it: into a temporary file beside it,
 // fsynced, renamed over it, and the directory fsynced.
-func (s *Store) compact(f *file) error {
-	path := s.path(f.id)
-	p, err := readFile(path, f.id, s.opts.Scrollback, true)
+func (w *writer) compact(f *file) error {
+	path := w.x.path(f.id)
+	p, err := readFile(path, f.id, w.opts.Scrollback, true)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(s.dir, "."+f.id+".*.tmp")
+	tmp, err := os.CreateTemp(w.x.dir, "."+f.id+".*.tmp")
 	if err != nil {
 		return err
 	}
-	_, err = tmp.Write(p.encode(f.id))
-	err = errors.Join(err, tmp.Sync(), tmp.Close())
-	if h := s.opts.hooks; err == nil && h != nil && h.beforeRename != nil {
+	// Locked before it is renamed: a process that opens the new file
+	// finds it held as the old one was.
+	err = lockNew(tmp)
+	if err == nil {
+		_, err = tmp.Write(p.encode(f.id))
+	}
+	err = errors.Join(err, tmp.Sync())
+	if h := w.opts.hooks; err == nil && h != nil && h.beforeRename != nil {
 		err = h.beforeRename(tmp.Name())
 	}
 	if err == nil {
 		err = os.Rename(tmp.Name(), path)
 	}
 	if err != nil {
+		tmp.Close()           // Best effort: the old file is whole.
 		os.Remove(tmp.Name()) // Best effort: the old file is whole.
 		return err
 	}
-	s.syncs.Add(1)
-	if err := s.syncDir(); err != nil {
+	w.syncs.Add(1)
+	w.s.mu.Lock()
+	if old := w.x.locks[f.id]; old != nil {
+		w.x.locks[f.id], tmp = tmp, old
+	}
+	w.s.mu.Unlock()
+	tmp.Close() // Best effort: the lock of the file renamed over, or of one not live here.
+	if err := w.syncDir(); err != nil {
 		return err
 	}
-	np, err := readFile(path, f.id, s.opts.Scrollback, false)
+	np, err := readFile(path, f.id, w.opts.Scrollback, false)
 	if err != nil {
 		return err
 	}
 	f.unsynced = false
-	s.closeFile(f)
+	w.closeFile(f)
 	nf := np.file(f.id)
-	s.files[f.id] = nf
-	s.mu.Lock()
-	s.setSize(nf)
-	s.mu.Unlock()
+	nf.sinceMark = 0 // it ends with one
+	w.files[f.id] = nf
+	w.s.mu.Lock()
+	w.x.setSize(nf.id, nf.size)
+	w.s.mu.Unlock()
 	return nil
 }
 
@@ -574,68 +744,114 @@ func (p *parsed) encode(id string) []byte {
 	for _, pr := range p.prompts {
 		b = appendRecord(b, &record{T: "prompt", At: pr.At, Key: pr.Key, MessageID: pr.MessageID})
 	}
+	for _, k := range slices.Sorted(maps.Keys(p.config)) {
+		v := p.config[k]
+		b = appendRecord(b, &record{T: "config", At: p.created, Option: k, Value: &v})
+	}
 	if p.info.Closed {
 		b = appendRecord(b, &record{T: "closed", At: p.info.UpdatedAt})
 	}
-	return b
+	i := p.info
+	return appendRecord(b, &record{T: "mark", At: i.UpdatedAt, Cwd: i.Cwd, Title: i.Title, Closed: i.Closed})
 }
 
-// prune removes the least recently updated closed sessions that are not
-// live here until the history is within Max.
-func (s *Store) prune() {
-	s.mu.Lock()
-	if s.total <= s.opts.Max {
-		s.mu.Unlock()
+// prune removes sessions until the history is within Max: those that
+// are closed first, then (pruneSettle after Open) those that were never
+// closed (their agent died), each the least recently updated first;
+// never one live here, nor one whose file another process holds.
+func (w *writer) prune() {
+	w.s.mu.Lock()
+	if w.x.total <= w.opts.Max {
+		w.s.mu.Unlock()
 		return
 	}
-	var cands []Info
-	for _, e := range s.index {
-		if e.info.Closed && !e.live {
-			cands = append(cands, e.info)
-		}
-	}
-	slices.SortFunc(cands, func(a, b Info) int { return a.UpdatedAt.Compare(b.UpdatedAt) })
-	var gone []string
+	cands := w.x.prunable(time.Since(w.opened) >= w.settle)
+	w.s.mu.Unlock()
 	for _, c := range cands {
-		if s.total <= s.opts.Max {
-			break
+		w.s.mu.Lock()
+		over, e := w.x.total > w.opts.Max, w.x.entries[c.ID]
+		w.s.mu.Unlock()
+		if !over {
+			return
 		}
-		delete(s.index, c.ID)
-		s.total -= c.Size
-		gone = append(gone, c.ID)
-	}
-	s.mu.Unlock()
-	for _, c := range cands[:len(gone)] {
-		if fi, err := os.Stat(s.path(c.ID)); err == nil && fi.Size() != c.Size {
-			// Another process wrote to it since: it may have made it live.
-			s.mu.Lock()
-			s.index[c.ID] = &entry{info: c, keys: make(map[string]string)}
-			s.total += c.Size
-			s.mu.Unlock()
-			s.rescanOne(c.ID, fi.Size())
-			gone = slices.DeleteFunc(gone, func(id string) bool { return id == c.ID })
+		if e == nil || e.live {
+			continue
 		}
-	}
-	for _, id := range gone {
-		if err := s.remove(id); err != nil {
-			s.log.Warn("history: cannot prune a session", "session", id, "err", err)
-		} else {
-			s.log.Info("history: pruned the oldest closed session", "session", id, "max", s.opts.Max)
+		switch gone, err := w.pruneOne(c); {
+		case err != nil:
+			w.log.Warn("history: cannot prune a session", "session", c.ID, "err", err)
+		case gone:
+			w.log.Info("history: pruned the least recently updated session", "session", c.ID, "closed", c.Closed, "max", w.opts.Max)
 		}
 	}
 }
 
-// rescan reads again what changed in the directory since the Store read
-// it: files of other processes' sessions, new, grown or removed. The
-// sessions live here are the Store's own, and left alone.
-func (s *Store) rescan() error {
-	des, err := os.ReadDir(s.dir)
+// pruneOne removes session c's file, unless another process holds it
+// or wrote to it since the index read it.
+func (w *writer) pruneOne(c Info) (gone bool, err error) {
+	path := w.x.path(c.ID)
+	l, err := lockFile(path)
+	switch {
+	case errors.Is(err, ErrLive):
+		w.s.mu.Lock()
+		if e := w.x.entries[c.ID]; e != nil && !e.live {
+			e.info.Elsewhere = true
+		}
+		w.s.mu.Unlock()
+		return false, nil
+	case notExist(err): // removed by another process
+		w.s.mu.Lock()
+		if e := w.x.entries[c.ID]; e != nil && !e.live {
+			w.x.drop(c.ID)
+		}
+		w.s.mu.Unlock()
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	defer l.Close() // Best effort: closing drops the lock, once the file is gone.
+	if fi, err := os.Stat(path); err == nil && fi.Size() != c.Size {
+		w.rescanOne(c.ID, fi.Size()) // another process wrote to it since: it may have made it live
+		return false, nil
+	}
+	if f := w.files[c.ID]; f != nil {
+		f.unsynced = false
+		w.closeFile(f)
+		delete(w.files, c.ID)
+	}
+	if err := os.Remove(path); err != nil && !notExist(err) {
+		return false, err
+	}
+	w.s.mu.Lock()
+	if e := w.x.entries[c.ID]; e != nil && !e.live {
+		w.x.drop(c.ID)
+	}
+	w.s.mu.Unlock()
+	return true, w.syncDir()
+}
+
+// rescan reads again what changed in the directory since the index read
+// it: files of other processes' sessions, new, grown or removed, and
+// which of them another process holds. The sessions live here are the
+// Store's own, and left alone. With sweep (at Open) it removes what a
+// creation or compaction that did not finish left.
+func (w *writer) rescan(sweep bool) error {
+	des, err := os.ReadDir(w.x.dir)
 	if err != nil {
-		return fmt.Errorf("read history %s: %w", s.dir, err)
+		return fmt.Errorf("read history %s: %w", w.x.dir, err)
 	}
 	seen := make(map[string]bool, len(des))
 	for _, de := range des {
-		id, ok := idOf(de.Name())
+		name := de.Name()
+		if sweep && isTemp(name) {
+			// One that died (not one of another process's that runs
+			// now): the file it was for is whole, or was never there.
+			if fi, err := de.Info(); err == nil && time.Since(fi.ModTime()) > time.Minute {
+				os.Remove(filepath.Join(w.x.dir, name)) // Best effort: it is ignored anyway.
+			}
+			continue
+		}
+		id, ok := idOf(name)
 		if !ok || !de.Type().IsRegular() {
 			continue
 		}
@@ -644,68 +860,76 @@ func (s *Store) rescan() error {
 		if err != nil {
 			continue // removed meanwhile
 		}
-		s.rescanOne(id, fi.Size())
+		w.rescanOne(id, fi.Size())
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for id, e := range s.index {
-		if !seen[id] && !e.live {
-			delete(s.index, id)
-			s.total -= e.info.Size
-			delete(s.files, id)
+	var past []string
+	w.s.mu.Lock()
+	for id, e := range w.x.entries {
+		switch {
+		case e.live:
+		case !seen[id]:
+			w.x.drop(id)
+			if f := w.files[id]; f != nil {
+				f.unsynced = false
+				w.closeFile(f)
+				delete(w.files, id)
+			}
+		case w.x.locks[id] == nil:
+			past = append(past, id)
+		}
+	}
+	w.s.mu.Unlock()
+	held := make(map[string]bool, len(past))
+	for _, id := range past {
+		held[id] = probeLocked(w.x.path(id))
+	}
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	for id, h := range held {
+		if e := w.x.entries[id]; e != nil && !e.live {
+			e.info.Elsewhere = h
 		}
 	}
 	return nil
 }
 
-// rescanOne reads session id's file again unless it is live here or
-// its size is what the Store knows.
-func (s *Store) rescanOne(id string, size int64) {
-	s.mu.Lock()
-	e := s.index[id]
-	was, logged := s.skipped[id]
+// rescanOne reads what List shows of session id's file again unless it
+// is live here or its size is what the index knows.
+func (w *writer) rescanOne(id string, size int64) {
+	w.s.mu.Lock()
+	e := w.x.entries[id]
+	was, logged := w.x.skipped[id]
 	skip := e != nil && (e.live || e.info.Size == size) || e == nil && logged && was == size
-	s.mu.Unlock()
+	w.s.mu.Unlock()
 	if skip {
 		return
 	}
-	p, err := readFile(s.path(id), id, s.opts.Scrollback, false)
+	info, err := readInfo(w.open, w.x.path(id), id, size)
 	if err != nil {
-		s.skip(id, size, err)
+		w.skip(id, size, err)
 		return
 	}
-	if f := s.files[id]; f != nil {
+	if f := w.files[id]; f != nil { // read again when next written to
 		f.unsynced = false
-		s.closeFile(f)
+		w.closeFile(f)
+		delete(w.files, id)
 	}
-	s.files[id] = p.file(id)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if cur := s.index[id]; cur != nil && cur.live { // made live meanwhile: the Store's own now
-		s.total += p.info.Size - cur.info.Size
-		cur.info.Size = p.info.Size
-		return
-	}
-	if e := s.index[id]; e != nil {
-		s.total -= e.info.Size
-	}
-	s.index[id] = &entry{info: p.info, keys: p.keyMap()}
-	s.total += p.info.Size
-	delete(s.skipped, id)
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	w.x.put(info)
 }
 
 // skip logs a file it cannot read, once for each size it has.
-func (s *Store) skip(id string, size int64, err error) {
-	s.mu.Lock()
-	was, ok := s.skipped[id]
+func (w *writer) skip(id string, size int64, err error) {
+	w.s.mu.Lock()
+	was, ok := w.x.skipped[id]
 	logged := ok && was == size
-	s.skipped[id] = size
-	if e := s.index[id]; e != nil && !e.live {
-		delete(s.index, id)
-		s.total -= e.info.Size
+	w.x.skipped[id] = size
+	if e := w.x.entries[id]; e != nil && !e.live {
+		w.x.drop(id)
 	}
-	s.mu.Unlock()
+	w.s.mu.Unlock()
 	if !logged {
-		s.log.Warn("history: skipping a session file", "file", id+".jsonl", "err", err)
+		w.log.Warn("history: skipping a session file", "file", id+".jsonl", "err", err)
 	}
 }
