@@ -182,7 +182,7 @@ func TestHangupIgnoredByEveryShell(t *testing.T) {
 				t.Skip(err)
 			}
 			p, rec := launchShell(t, tt.shell, line)
-			waitOutput(t, rec, "nosuchcommand_x")
+			waitOutput(t, rec, "not found\r\n") // the error of line 2: all of it, before the echo of the input below
 			ms, err := p.Members()
 			if err != nil {
 				t.Fatal(err)
