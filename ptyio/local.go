@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -18,8 +20,29 @@ import (
 	"shellagent/signals"
 )
 
-// hupIgnored runs "$0 -c $1" with SIGHUP ignored; see the package comment.
-const hupIgnored = `trap '' HUP; exec "$0" -c "$1"`
+// hupTrap, put before the command line of a shell of the Bourne family,
+// ignores SIGHUP in the shell and, inherited, in everything it starts;
+// see the package comment. On the line's own first line, so that the
+// shell's line numbers stay the user's.
+const hupTrap = "trap '' HUP; "
+
+// hupWrapper runs "$0 -c $1" with SIGHUP ignored, for a shell hupTrap
+// does not suit: /bin/sh ignores it and execs the user's shell.
+const hupWrapper = `trap '' HUP; exec "$0" -c "$1"`
+
+// bourneShells are the shells, by base name, that read hupTrap as sh
+// does.
+var bourneShells = map[string]bool{"sh": true, "ash": true, "dash": true, "bash": true, "ksh": true, "mksh": true, "zsh": true}
+
+// shellArgv returns the argument vector that runs cmd as Shell -c Line
+// with SIGHUP ignored: one exec for a shell of the Bourne family, two
+// (/bin/sh's, then the shell's) for any other.
+func shellArgv(cmd Command) []string {
+	if bourneShells[filepath.Base(cmd.Shell)] {
+		return []string{cmd.Shell, "-c", hupTrap + cmd.Line}
+	}
+	return []string{"/bin/sh", "-c", hupWrapper, cmd.Shell, cmd.Line}
+}
 
 // readSize is the most one PTY read takes; the kernel returns about 4 KiB.
 const readSize = 32 << 10
@@ -57,7 +80,7 @@ func (l Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
 		Files: []uintptr{tty.Fd(), tty.Fd(), tty.Fd()},
 		Sys:   sys,
 	}
-	argv := []string{"/bin/sh", "-c", hupIgnored, cmd.Shell, cmd.Line}
+	argv := shellArgv(cmd)
 	pid, err := g.ForkExec(argv[0], argv, attr)
 	// The child has its copies; keeping ours would hide EIO. Best effort:
 	// a close error on a descriptor we no longer use changes nothing.
@@ -73,6 +96,16 @@ func (l Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
 	go p.read()
 	go p.run()
 	return p, nil
+}
+
+// withoutTrap returns the shell's command line, arguments joined by
+// spaces, without the trap shellArgv puts before the user's line.
+func withoutTrap(command string) string {
+	shell, line, ok := strings.Cut(command, " -c "+strings.TrimSpace(hupTrap))
+	if !ok {
+		return command
+	}
+	return shell + " -c" + line
 }
 
 // abort kills and reaps what a failed Launch started, and releases its
@@ -145,7 +178,8 @@ type local struct {
 
 func (p *local) Pid() int { return p.pid }
 
-// Members implements Process.
+// Members implements Process. The shell is listed with its line as the
+// user wrote it, without the trap shellArgv puts before it.
 func (p *local) Members() ([]Member, error) {
 	p.mu.Lock()
 	done := p.done
@@ -157,6 +191,9 @@ func (p *local) Members() ([]Member, error) {
 	out := make([]Member, len(ms))
 	for i, m := range ms {
 		out[i] = Member{Pid: m.Pid, Command: m.Command}
+		if m.Pid == p.pid {
+			out[i].Command = withoutTrap(m.Command)
+		}
 	}
 	return out, err
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,7 +79,7 @@ func (r *recorder) Exited(e Exit) {
 	r.exited <- e
 }
 
-func (r *recorder) wait(t *testing.T) Exit {
+func (r *recorder) wait(t testing.TB) Exit {
 	t.Helper()
 	select {
 	case e := <-r.exited:
@@ -90,9 +92,15 @@ func (r *recorder) wait(t *testing.T) Exit {
 
 func launch(t *testing.T, line string) (Process, *recorder) {
 	t.Helper()
+	return launchShell(t, "/bin/sh", line)
+}
+
+// launchShell launches line with shell.
+func launchShell(t *testing.T, shell, line string) (Process, *recorder) {
+	t.Helper()
 	rec := newRecorder()
 	p, err := launcher.Launch(Command{
-		Shell: "/bin/sh",
+		Shell: shell,
 		Line:  line,
 		Dir:   t.TempDir(),
 		Env:   []string{"TERM=xterm-256color", "PATH=" + os.Getenv("PATH"), marker},
@@ -149,6 +157,73 @@ func TestBackgroundJobKeepsCommandLive(t *testing.T) {
 	if rec.output() != "started\r\n" {
 		t.Errorf("output %q", rec.output())
 	}
+}
+
+// The hangup of the shell's exit (SIGHUP to the terminal's foreground
+// group, where "&" jobs are) kills no job: commands run with SIGHUP
+// ignored. A shell of the Bourne family gets there in one exec, with the
+// trap before LINE in its arguments (its $0, its line numbers and Members
+// showing LINE as written); any other shell is exec'd by /bin/sh, which
+// ignores SIGHUP first, as SHELL -c LINE.
+func TestHangupIgnoredByEveryShell(t *testing.T) {
+	other := filepath.Join(t.TempDir(), "othersh") // a name bourneShells does not know
+	if err := os.Symlink("/bin/sh", other); err != nil {
+		t.Fatal(err)
+	}
+	const line = `sleep 1 & echo "0=$0"; grep SigIgn /proc/self/status; tr '\0' '|' </proc/$$/cmdline; echo` + "\n" +
+		`nosuchcommand_x; read x`
+	for _, tt := range []struct{ shell, argv string }{
+		{"/bin/sh", "/bin/sh|-c|trap '' HUP; " + line + "|"},
+		{"/bin/bash", "/bin/bash|-c|trap '' HUP; " + line + "|"},
+		{other, other + "|-c|" + line + "|"},
+	} {
+		t.Run(filepath.Base(tt.shell), func(t *testing.T) {
+			if _, err := os.Stat(tt.shell); err != nil {
+				t.Skip(err)
+			}
+			p, rec := launchShell(t, tt.shell, line)
+			waitOutput(t, rec, "not found\r\n") // the error of line 2: all of it, before the echo of the input below
+			ms, err := p.Members()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := Member{Pid: p.Pid(), Command: tt.shell + " -c " + strings.Join(strings.Fields(line), " ")}
+			if !slices.Contains(ms, want) {
+				t.Errorf("members %+v, want %+v among them", ms, want)
+			}
+			if _, err := p.Write([]byte("\r")); err != nil { // ends the read: the shell exits
+				t.Fatal(err)
+			}
+			<-rec.shellExited
+			select {
+			case <-rec.exited:
+				t.Fatal("the command ended with its shell: the hangup killed its job")
+			case <-time.After(500 * time.Millisecond):
+			}
+			e := rec.wait(t)
+			if e.Shell != (Status{Exited: true}) || e.Stopped != "" || e.Err != nil {
+				t.Errorf("exit %+v", e)
+			}
+			out := strings.ReplaceAll(rec.output(), "\r\n", "\n")
+			for _, w := range []string{"0=" + tt.shell + "\n", tt.argv + "\n", "2: nosuchcommand_x: "} {
+				if !strings.Contains(out, w) {
+					t.Errorf("no %q in the output %q", w, out)
+				}
+			}
+			if !sighupIgnoredIn(out) {
+				t.Errorf("SIGHUP not ignored: %q", out)
+			}
+		})
+	}
+}
+
+// sighupIgnoredIn reports whether the SigIgn line of /proc/PID/status in out
+// has SIGHUP's bit.
+func sighupIgnoredIn(out string) bool {
+	_, mask, _ := strings.Cut(out, "SigIgn:")
+	mask, _, _ = strings.Cut(strings.TrimSpace(mask), "\n")
+	m, err := strconv.ParseUint(mask, 16, 64)
+	return err == nil && m&(1<<(unix.SIGHUP-1)) != 0
 }
 
 // A process that leaves the session keeps the command live, and what it

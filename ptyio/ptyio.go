@@ -15,11 +15,26 @@
 // When a session leader exits, the kernel hangs up its terminal and sends
 // SIGHUP to the foreground process group, which in a non-interactive shell
 // holds the "&" jobs too. To keep such jobs alive, as a terminal that stays
-// open would, commands start with SIGHUP ignored (as under nohup): /bin/sh
-// sets the disposition and execs the user's shell, so the process tree is
-// exactly SHELL -c LINE. This costs one exec and no memory; a resident session
+// open would, commands run with SIGHUP ignored (as under nohup). A shell of
+// the Bourne family (sh, ash, dash, bash, ksh, mksh, zsh, by base name) runs
+// in one exec, as a plain SHELL -c LINE would:
+//
+//	SHELL -c "trap '' HUP; LINE"
+//
+// The shell and everything it starts ignore SIGHUP; the trap on LINE's first
+// line keeps the shell's line numbers (bash quotes it in a syntax error of
+// line 1), and Members shows the shell's line without it. Any other shell is
+// started by /bin/sh, which ignores SIGHUP and execs SHELL -c LINE: a second
+// exec, which doubled the time to a first byte. The agent cannot set the
+// disposition itself: Go's ForkExec resets in the child every signal the
+// parent handles, and the agent handles SIGHUP (a stop signal); ignoring it
+// around the fork would lose a hangup that came meanwhile. Either way the
+// process tree is SHELL -c LINE and costs no memory; a resident session
 // leader would cost a process per terminal, and job control (set -m) is
-// shell-dependent.
+// shell-dependent. Unlike under the wrapper, a Bourne shell has SIGHUP at
+// its default until the trap runs (startup files read before LINE, such as
+// zsh's .zshenv or bash's $BASH_ENV, run so), and LINE may trap SIGHUP
+// again, which a signal ignored on entry would not allow.
 //
 // Files: ptyio.go (the API), local.go (Local: the PTY, the fork into the
 // containment, the goroutines that read the PTY and follow the process),
