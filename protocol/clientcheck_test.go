@@ -1,9 +1,7 @@
 package protocol
 
 import (
-	"bufio"
 	"context"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -15,17 +13,8 @@ import (
 // passes on what it reports.
 func newCheckedWire(t *testing.T) (*wire, chan ClientViolation) {
 	seen := make(chan ClientViolation, 16)
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
 	checks := NewClientChecks(func(_ Client, v ClientViolation) { seen <- v })
-	w := &wire{t: t, in: inW, out: bufio.NewReader(outR), conn: NewConn(inR, outW, stubAgent{}, Options{Log: discardLog(), Observer: checks})}
-	t.Cleanup(func() {
-		inW.Close()
-		<-w.conn.Done()
-		go io.Copy(io.Discard, outR) // Close flushes what is queued
-		w.conn.Close()
-		outW.Close()
-	})
+	w := newWireWith(t, stubAgent{}, Options{Log: discardLog(), Observer: checks})
 	w.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":2}}`)
 	w.recv()
 	return w, seen

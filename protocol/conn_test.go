@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,9 +8,9 @@ import (
 	"io"
 	"strings"
 	"testing"
-	"time"
 
 	"shellagent/acp"
+	"shellagent/internal/wiretest"
 )
 
 // stubAgent answers every method at once, except Prompt, which it answers
@@ -45,9 +44,8 @@ func (stubAgent) SetConfigOption(Client, *acp.SetConfigOptionRequest) (*acp.SetC
 
 // wire is a Conn on pipes, driven line by line.
 type wire struct {
+	*wiretest.Wire
 	t    *testing.T
-	in   *io.PipeWriter
-	out  *bufio.Reader
 	conn *Conn
 }
 
@@ -55,66 +53,25 @@ func newWire(t *testing.T) *wire { return newWireFor(t, stubAgent{}, 2) }
 
 // newWireFor is a wire to agent, initialized with protocol version v.
 func newWireFor(t *testing.T, agent Agent, v int) *wire {
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	w := &wire{t: t, in: inW, out: bufio.NewReader(outR), conn: NewConn(inR, outW, agent, Options{Log: discardLog()})}
-	t.Cleanup(func() {
-		inW.Close()
-		<-w.conn.Done()
-		go io.Copy(io.Discard, outR) // Close flushes what is queued
-		w.conn.Close()
-		outW.Close()
-	})
+	w := newWireWith(t, agent, Options{Log: discardLog()})
 	w.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":%d}}`, v))
 	w.recv()
 	return w
 }
 
-func (w *wire) send(line string) {
-	w.t.Helper()
-	if _, err := io.WriteString(w.in, line+"\n"); err != nil {
-		w.t.Fatal(err)
-	}
+// newWireWith is a wire to a Conn to agent with opts, not yet
+// initialized.
+func newWireWith(t *testing.T, agent Agent, opts Options) *wire {
+	lw, conn := wiretest.Open(t, func(in io.Reader, out io.Writer) *Conn { return NewConn(in, out, agent, opts) })
+	return &wire{Wire: lw, t: t, conn: conn}
 }
+
+func (w *wire) send(line string) { w.t.Helper(); w.Send(line) }
 
 // recv returns the next message the connection writes.
-func (w *wire) recv() map[string]json.RawMessage {
-	w.t.Helper()
-	type result struct {
-		line []byte
-		err  error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		line, err := w.out.ReadBytes('\n')
-		ch <- result{line, err}
-	}()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			w.t.Fatal(r.err)
-		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(r.line, &m); err != nil {
-			w.t.Fatalf("%s: %v", r.line, err)
-		}
-		return m
-	case <-time.After(10 * time.Second):
-		w.t.Fatal("no message from the connection")
-		return nil
-	}
-}
+func (w *wire) recv() map[string]json.RawMessage { w.t.Helper(); return w.Recv() }
 
-// errorCode returns the error code of a response, or 0.
-func errorCode(m map[string]json.RawMessage) int64 {
-	var e struct {
-		Code int64 `json:"code"`
-	}
-	if m["error"] == nil || json.Unmarshal(m["error"], &e) != nil {
-		return 0
-	}
-	return e.Code
-}
+var errorCode = wiretest.ErrorCode
 
 // inputAgent serves TerminalInput: it answers with err, and records what
 // it was asked.

@@ -1,11 +1,9 @@
 package protocol
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"testing"
 
 	"shellagent/acp"
@@ -53,17 +51,7 @@ func (f *echoFront) Method(name string) (Method, bool) {
 // frontWire is a Conn on pipes with echoFront for version 1, not yet
 // initialized.
 func frontWire(t *testing.T, fronts map[int]NewFront) *wire {
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	w := &wire{t: t, in: inW, out: bufio.NewReader(outR), conn: NewConn(inR, outW, stubAgent{}, Options{Log: discardLog(), Fronts: fronts})}
-	t.Cleanup(func() {
-		inW.Close()
-		<-w.conn.Done()
-		go io.Copy(io.Discard, outR)
-		w.conn.Close()
-		outW.Close()
-	})
-	return w
+	return newWireWith(t, stubAgent{}, Options{Log: discardLog(), Fronts: fronts})
 }
 
 func initializeLine(v int) string {

@@ -17,8 +17,8 @@ const longHold = " 30s"
 
 // message waits for an agent_message of sid that contains text.
 func (h *harness) message(after *acptest.Msg, sid, text string) *acptest.Msg {
-	h.t.Helper()
-	return h.update(after, sid, acp.KindAgentMessage, "a message saying "+text, func(m *acptest.Msg) bool {
+	h.T.Helper()
+	return h.Update(after, sid, acp.KindAgentMessage, "a message saying "+text, func(m *acptest.Msg) bool {
 		return strings.Contains(m.Text(), text)
 	})
 }
@@ -45,18 +45,18 @@ func noPlays(t *testing.T) {
 func TestScenarioCancelled(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, supervisor.Config{KillGrace: time.Second})
-	sid := h.newSession()
-	h.run(sid, "/scenario unknown-state"+longHold)
-	odd := h.update(nil, sid, acp.KindState, "the unknown state", func(m *acptest.Msg) bool { return m.State() == UnknownState })
+	sid := h.NewSession()
+	h.Run(sid, "/scenario unknown-state"+longHold)
+	odd := h.Update(nil, sid, acp.KindState, "the unknown state", func(m *acptest.Msg) bool { return m.State() == UnknownState })
 	start := time.Now()
-	h.c.Notify("session/cancel", map[string]string{"sessionId": sid})
+	h.C.Notify("session/cancel", map[string]string{"sessionId": sid})
 	over := h.message(odd, sid, "Scenario unknown-state is over")
-	h.idle(over, sid, "cancelled")
+	h.Idle(over, sid, "cancelled")
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("the cancelled scenario took %v to end", d)
 	}
 	h.await("the play to end", func(sc *supervisor.Scene) bool { return sc.Overlay() == nil })
-	h.run(sid, "/scenario repeated-idle 0s") // the session plays again
+	h.Run(sid, "/scenario repeated-idle 0s") // the session plays again
 	h.message(over, sid, "Scenario repeated-idle is over")
 }
 
@@ -67,19 +67,19 @@ func TestScenarioCancelled(t *testing.T) {
 func TestScenarioClosed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, supervisor.Config{KillGrace: time.Second})
-	sid := h.newSession()
-	h.run(sid, "/scenario codex-style"+longHold)
-	end := h.idle(nil, sid, "end_turn")
+	sid := h.NewSession()
+	h.Run(sid, "/scenario codex-style"+longHold)
+	end := h.Idle(nil, sid, "end_turn")
 	if !sameIDs(end.Background(), []string{"term_1"}) {
 		t.Fatalf("listed %v, want term_1", end.Background())
 	}
 	start := time.Now()
-	h.c.MustCall("session/close", map[string]string{"sessionId": sid}, nil)
+	h.C.MustCall("session/close", map[string]string{"sessionId": sid}, nil)
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("the close took %v", d)
 	}
-	exit := h.exit(end, sid, "term_1")
-	h.toolStatus(exit, sid, "call_1", acp.StatusCancelled)
+	exit := h.Exit(end, sid, "term_1")
+	h.ToolStatus(exit, sid, "call_1", acp.StatusCancelled)
 	noPlays(t)
 }
 
@@ -88,12 +88,12 @@ func TestScenarioClosed(t *testing.T) {
 func TestScenarioOneAtATime(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, supervisor.Config{KillGrace: time.Second})
-	sid := h.newSession()
-	h.run(sid, "/scenario silent-terminal"+longHold)
-	end := h.idle(nil, sid, "end_turn")
-	h.run(sid, "/scenario unknown-item 0s")
+	sid := h.NewSession()
+	h.Run(sid, "/scenario silent-terminal"+longHold)
+	end := h.Idle(nil, sid, "end_turn")
+	h.Run(sid, "/scenario unknown-item 0s")
 	h.message(end, sid, "Scenario silent-terminal is still playing")
-	h.never(sid, "the second scenario played", func(m *acptest.Msg) bool { return strings.Contains(m.Text(), "Scenario unknown-item.\n") })
+	h.Never(sid, "the second scenario played", func(m *acptest.Msg) bool { return strings.Contains(m.Text(), "Scenario unknown-item.\n") })
 	h.await("silent-terminal playing still", func(sc *supervisor.Scene) bool {
 		p, ok := sc.Overlay().(*playOverlay)
 		if !ok || p.sc.Name != "silent-terminal" {
@@ -109,11 +109,11 @@ func TestScenarioOneAtATime(t *testing.T) {
 func TestScenarioInvalidNeedsTheFlag(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, supervisor.Config{})
-	sid := h.newSession()
-	h.run(sid, "/scenario malformed-background 0s")
+	sid := h.NewSession()
+	h.Run(sid, "/scenario malformed-background 0s")
 	h.message(nil, sid, "plays only when shellagent runs with --scenarios-invalid")
-	h.idle(nil, sid, "end_turn")
-	h.never(sid, "a malformed list", func(m *acptest.Msg) bool { return m.Kind == "state_update" && !m.HasKey("background") })
+	h.Idle(nil, sid, "end_turn")
+	h.Never(sid, "a malformed list", func(m *acptest.Msg) bool { return m.Kind == "state_update" && !m.HasKey("background") })
 }
 
 // TestScenarioWhilePlaying: what a session does with its scenario's items
@@ -124,20 +124,20 @@ func TestScenarioInvalidNeedsTheFlag(t *testing.T) {
 func TestScenarioWhilePlaying(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, supervisor.Config{KillGrace: time.Second})
-	sid := h.newSession()
-	h.run(sid, "/scenario unknown-status"+longHold)
-	end := h.idle(nil, sid, "end_turn")
+	sid := h.NewSession()
+	h.Run(sid, "/scenario unknown-status"+longHold)
+	end := h.Idle(nil, sid, "end_turn")
 	call := end.Background()[0].ID
 
-	h.run(sid, "/ps")
+	h.Run(sid, "/ps")
 	h.message(end, sid, call+"  tool_call  listed by a scenario")
-	err := h.callErr("tool_call/cancel", map[string]string{"sessionId": sid, "toolCallId": call})
+	err := h.CallErr("tool_call/cancel", map[string]string{"sessionId": sid, "toolCallId": call})
 	if err == nil || err.Code != acp.CodeInvalidParams || !strings.Contains(err.Message, "a scenario made it up") {
 		t.Errorf("tool_call/cancel of a made-up tool call: %v, want -32602", err)
 	}
 
-	other := h.connect()
-	other.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": h.cwd}, nil)
+	other := h.Connect()
+	other.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": h.Cwd}, nil)
 	var announced bool
 	for _, m := range other.Updates(sid) {
 		if m.ToolCallID() == call && m.Status() == UnknownStatus && m.Update["title"] != nil {
@@ -151,10 +151,10 @@ func TestScenarioWhilePlaying(t *testing.T) {
 		t.Errorf("the resumed client never got the made-up tool call %s", call)
 	}
 
-	sid2 := h.on(other).newSession()
-	h.on(other).run(sid2, "/scenario unknown-state"+longHold)
-	h.on(other).update(nil, sid2, acp.KindState, "the unknown state", func(m *acptest.Msg) bool { return m.State() == UnknownState })
-	h.on(other).run(sid2, "/bg")
+	sid2 := h.on(other).NewSession()
+	h.on(other).Run(sid2, "/scenario unknown-state"+longHold)
+	h.on(other).Update(nil, sid2, acp.KindState, "the unknown state", func(m *acptest.Msg) bool { return m.State() == UnknownState })
+	h.on(other).Run(sid2, "/bg")
 	h.on(other).message(nil, sid2, "A scenario holds the foreground")
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/internal/sessiontest"
 	"shellagent/protocol/acptest"
 	"shellagent/ptyio"
 )
@@ -44,7 +45,7 @@ const slowTag = "# slow"
 const gateTimeout = 30 * time.Second
 
 func newGate(at holdAt) *gate {
-	return &gate{Launcher: launcher, at: at, held: make(chan string), open: make(chan struct{})}
+	return &gate{Launcher: sessiontest.Launcher, at: at, held: make(chan string), open: make(chan struct{})}
 }
 
 func (g *gate) release() { g.openOnce.Do(func() { close(g.open) }) }

@@ -198,15 +198,15 @@ func isInvalidParams(err error) bool {
 	return ok && pe.Code == -32602
 }
 
-// zerosLauncher plays every command as head -c size /dev/zero would run:
-// size zero bytes of output, then exit 0, on a goroutine of its own, with
-// no process.
-type zerosLauncher struct{ size int }
+// zerosLauncher plays every command as head -c size /dev/zero; exit code
+// would run: size zero bytes of output, then exit code, on a goroutine of
+// its own, with no process.
+type zerosLauncher struct{ size, code int }
 
 func (l zerosLauncher) Launch(_ ptyio.Command, out io.Writer, ev ptyio.Events) (ptyio.Process, error) {
 	go func() {
 		out.Write(make([]byte, l.size))
-		ev.Exited(ptyio.Exit{Shell: ptyio.Status{Exited: true}})
+		ev.Exited(ptyio.Exit{Shell: ptyio.Status{Exited: true, Code: l.code}})
 	}()
 	return playedProcess{}, nil
 }

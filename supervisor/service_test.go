@@ -523,11 +523,16 @@ backoff = "0s"
 // (registry.exit's guard): the call stays known, fails when the service
 // gives up, and its content references only the runs still kept. Without
 // the guard the call was retired with its first run and the give-up had
-// no call to fail.
+// no call to fail. The runs are played (zerosLauncher): the rule is the
+// registry's; SHELLAGENT_LONG=1 runs them as processes.
 func TestStackRetiresEarlierRuns(t *testing.T) {
 	t.Parallel()
 	const runs = maxExited + 6
-	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+	cfg := Config{Launcher: zerosLauncher{code: 3}}
+	if testloop.Enabled() {
+		cfg = Config{}
+	}
+	h, sid := stackHarness(t, cfg, stack.TOMLFile, `
 [services.flaky]
 command = "exit 3"
 restart = "on-failure"

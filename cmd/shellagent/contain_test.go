@@ -483,6 +483,7 @@ func TestCancelRacingExit(t *testing.T) {
 	if testloop.Enabled() {
 		each = 250
 	}
+	t.Parallel() // no bound on time: the statuses only must be right
 	a := startAgent(t, "--kill-grace", "30s")
 	counts := make(map[string]int)
 	var mu sync.Mutex

@@ -13,8 +13,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
@@ -437,6 +440,135 @@ func TestAFullRingHoldsUpOnlyItsOwnTerminal(t *testing.T) {
 	}
 }
 
+// rawFloodClient speaks to the agent in raw JSON-RPC lines, keeping every
+// byte it reads from stdout, in order: for the tests of what a client
+// that stops reading in the middle of a line gets.
+type rawFloodClient struct {
+	t     *testing.T
+	stdin io.Writer
+	r     *bufio.Reader
+	got   bytes.Buffer
+}
+
+// stallInFloods initializes a session in cwd over stdin and stdout, starts
+// three commands that flood (/bg cat /dev/zero), reads until they are
+// under way, and stops reading in the middle of a line once the pipe is
+// full: the agent's writer waits in that line.
+func stallInFloods(t *testing.T, stdin io.Writer, stdout io.Reader, cwd string) *rawFloodClient {
+	t.Helper()
+	c := &rawFloodClient{t: t, stdin: stdin}
+	c.r = bufio.NewReader(io.TeeReader(stdout, &c.got))
+	c.call(1, "initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "t", "version": "1"}})
+	c.await(1)
+	c.call(2, "session/new", map[string]any{"cwd": cwd})
+	var res struct {
+		Result struct {
+			SessionID string `json:"sessionId"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(c.await(2), &res); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		c.call(3+i, "session/prompt", map[string]any{"sessionId": res.Result.SessionID, "prompt": []map[string]string{{"type": "text", "text": "/bg cat /dev/zero"}}})
+	}
+	for chunks := 0; chunks < 20; {
+		line, err := c.r.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("reading the floods: %v", err)
+		}
+		if bytes.Contains(line, []byte(`"terminal_output_chunk"`)) {
+			chunks++
+		}
+	}
+	if _, err := c.r.ReadBytes('"'); err != nil { // into the next line
+		t.Fatal(err)
+	}
+	waitPipeFull(t, stdout)
+	return c
+}
+
+func (c *rawFloodClient) call(id int, method string, params any) {
+	c.t.Helper()
+	line, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if _, err := c.stdin.Write(append(line, '\n')); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// await reads lines until one has the given id, and returns it.
+func (c *rawFloodClient) await(id int) []byte {
+	c.t.Helper()
+	want := fmt.Sprintf(`"id":%d,`, id)
+	for {
+		line, err := c.r.ReadBytes('\n')
+		if err != nil {
+			c.t.Fatalf("awaiting the answer %d: %v (read %q)", id, err, line)
+		}
+		if bytes.Contains(line, []byte(want)) {
+			return line
+		}
+	}
+}
+
+// wholeLines reads the rest of stdout and checks that all that was read
+// is whole JSON lines.
+func (c *rawFloodClient) wholeLines() {
+	c.t.Helper()
+	if _, err := io.Copy(io.Discard, c.r); err != nil {
+		c.t.Fatal(err)
+	}
+	out := c.got.Bytes()
+	if len(out) == 0 || out[len(out)-1] != '\n' {
+		c.t.Errorf("stdout ends in the middle of a line: …%q", out[max(0, len(out)-80):])
+	}
+	lines := bytes.Split(bytes.TrimSuffix(out, []byte("\n")), []byte("\n"))
+	for i, line := range lines {
+		if !json.Valid(line) {
+			c.t.Errorf("line %d of %d is not JSON: %q…%q", i+1, len(lines), line[:min(len(line), 80)], line[max(0, len(line)-80):])
+		}
+	}
+	c.t.Logf("%d lines, %d bytes", len(lines), len(out))
+}
+
+// waitPipeFull waits until the pipe that r reads holds unread bytes whose
+// count has stopped growing: the writer waits for the reader.
+func waitPipeFull(t *testing.T, r io.Reader) {
+	t.Helper()
+	sc, ok := r.(syscall.Conn)
+	if !ok {
+		t.Fatalf("%T is no pipe", r)
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	unread := func() int {
+		n := 0
+		if err := raw.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unreadIoctl) }); err != nil {
+			t.Fatal(err)
+		}
+		if err != nil {
+			t.Fatalf("counting the unread bytes of the pipe: %v", err)
+		}
+		return n
+	}
+	deadline := time.Now().Add(testloop.Wait)
+	for last, same := -1, 0; same < 5; time.Sleep(20 * time.Millisecond) {
+		if n := unread(); n > 0 && n == last {
+			same++
+		} else {
+			last, same = n, 0
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pipe never filled")
+		}
+	}
+}
+
 // SPEC, stdout: one message per line, even at exit. A client that stops
 // reading in the middle of a line while terminals flood, then reads again
 // after the agent was asked to exit (past the time the agent gives its
@@ -448,83 +580,18 @@ func TestStalledReaderAtExitGetsWholeLines(t *testing.T) {
 		t.Skip("floods for seconds")
 	}
 	cmd, stdin, stdout, marker := startPiped(t, binary, []string{"--shell", "/bin/sh", "--foreground-timeout", "0", "--kill-grace", "5s"})
-	var got bytes.Buffer // every byte read from the agent's stdout, in order
-	r := bufio.NewReader(io.TeeReader(stdout, &got))
-	call := func(id int, method string, params any) {
-		t.Helper()
-		line, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := stdin.Write(append(line, '\n')); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// await reads lines until one has the given id, and returns it.
-	await := func(id int) []byte {
-		t.Helper()
-		want := fmt.Sprintf(`"id":%d,`, id)
-		for {
-			line, err := r.ReadBytes('\n')
-			if err != nil {
-				t.Fatalf("awaiting the answer %d: %v (read %q)", id, err, line)
-			}
-			if bytes.Contains(line, []byte(want)) {
-				return line
-			}
-		}
-	}
-	call(1, "initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "t", "version": "1"}})
-	await(1)
-	call(2, "session/new", map[string]any{"cwd": t.TempDir()})
-	var res struct {
-		Result struct {
-			SessionID string `json:"sessionId"`
-		} `json:"result"`
-	}
-	if err := json.Unmarshal(await(2), &res); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		call(3+i, "session/prompt", map[string]any{"sessionId": res.Result.SessionID, "prompt": []map[string]string{{"type": "text", "text": "/bg cat /dev/zero"}}})
-	}
-	// Read until the floods are under way, then stop in the middle of a
-	// line.
-	for chunks := 0; chunks < 20; {
-		line, err := r.ReadBytes('\n')
-		if err != nil {
-			t.Fatalf("reading the floods: %v", err)
-		}
-		if bytes.Contains(line, []byte(`"terminal_output_chunk"`)) {
-			chunks++
-		}
-	}
-	if _, err := r.ReadBytes('"'); err != nil { // into the next line
-		t.Fatal(err)
-	}
-	time.Sleep(1500 * time.Millisecond) // the pipe fills, the writer waits in a line
-	stdin.Close()                       // the agent is asked to exit
+	c := stallInFloods(t, stdin, stdout, t.TempDir())
+	stdin.Close() // the agent is asked to exit
 	// The agent's last messages have 250 ms once its commands are gone
-	// (cat goes at SIGHUP); its exit deadline is 5 s + 1 s from now.
-	time.Sleep(2500 * time.Millisecond)
-	if _, err := io.Copy(io.Discard, r); err != nil {
-		t.Fatal(err)
-	}
+	// (cat goes at SIGHUP); its exit deadline is 5 s + 1 s from now. The
+	// client reads again past those 250 ms.
+	waitFor(t, "the floods to end", func() bool { return len(acptest.ProcessesWith(marker)) <= 1 }) // the agent
+	time.Sleep(400 * time.Millisecond)
+	c.wholeLines()
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("agent: %v", err)
 	}
 	if left := acptest.ProcessesWith(marker); len(left) > 0 {
 		t.Errorf("processes left behind: %v", left)
 	}
-	out := got.Bytes()
-	if len(out) == 0 || out[len(out)-1] != '\n' {
-		t.Errorf("stdout ends in the middle of a line: …%q", out[max(0, len(out)-80):])
-	}
-	lines := bytes.Split(bytes.TrimSuffix(out, []byte("\n")), []byte("\n"))
-	for i, line := range lines {
-		if !json.Valid(line) {
-			t.Errorf("line %d of %d is not JSON: %q…%q", i+1, len(lines), line[:min(len(line), 80)], line[max(0, len(line)-80):])
-		}
-	}
-	t.Logf("%d lines, %d bytes", len(lines), len(out))
 }

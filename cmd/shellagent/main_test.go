@@ -246,6 +246,7 @@ func TestStopsEverythingOnEOFAndSignals(t *testing.T) {
 }
 
 func TestBadInputKeepsTheConnection(t *testing.T) {
+	t.Parallel()
 	a := startAgent(t)
 	raw := func(line string) *acptest.Msg {
 		before := len(a.c.Transcript())

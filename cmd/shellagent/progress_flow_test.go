@@ -182,7 +182,7 @@ func TestBurstyClientsGetEveryByte(t *testing.T) {
 func TestAPausingClientGetsAnExactReplacement(t *testing.T) {
 	t.Parallel()
 	pause := testloop.Bound(protocol.DefaultStallTimeout)
-	a := startFlowAgentWith(t, flowOptions{bin: binary, rate: 300_000, chunks: true})
+	a := startFlowAgentWith(t, flowOptions{bin: binary, rate: 1_000_000, chunks: true})
 	a.prompt(fmt.Sprintf("/bg seq 1 %d", seq400k))
 	a.c.WaitFor("term_1 output", func(*acptest.Msg) bool { return len(a.c.Output(a.sid, "term_1")) > 200_000 })
 	a.out.pause(true)
@@ -271,13 +271,14 @@ func TestAnswersDoNotWaitBehindOutput(t *testing.T) {
 	}
 }
 
-// A client that sends 20,000 requests (200,000 with SHELLAGENT_LONG=1)
+// A client that sends 8,000 requests (200,000 with SHELLAGENT_LONG=1)
 // and reads nothing: the agent stops reading once a bound of replies
-// waits (its writes block after about 3,000), so its memory stays flat,
-// and every request is answered once the client reads.
+// waits (its writes block after about 3,000, well before the 8,000), so
+// its memory stays flat, and every request is answered once the client
+// reads.
 func TestAClientThatDoesNotReadIsHeldByTheKernel(t *testing.T) {
 	t.Parallel()
-	requests := 20_000
+	requests := 8_000
 	if testloop.Enabled() {
 		requests = 200_000
 	}

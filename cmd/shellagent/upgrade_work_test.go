@@ -87,14 +87,18 @@ func parentOf(t *testing.T, pid int) int {
 // session gets every tick from the first once, in order, then new ones.
 // Three upgrades in a row in the quick run, 20 with SHELLAGENT_LONG=1,
 // alternating between two builds: the daemon's descriptors and memory
-// stay flat.
+// stay flat. The quick run alternates with otherBinary (another build ID,
+// no go build: 30 s of the quick run under load), the long one with a
+// build that links another version, as a new release does.
 func TestDaemonUpgradeKeepsWork(t *testing.T) {
 	t.Parallel()
-	n := 3
+	n, newBin := 3, otherBinary
 	if testloop.Enabled() {
 		n = 20
 	}
-	newBin := buildNew(t)
+	if testloop.Enabled() || newBin == "" {
+		newBin = buildNew(t)
+	}
 	d := newDaemonFixture(t)
 	cmd := d.startOwnDaemon(plainBinary)
 	pid := cmd.Process.Pid

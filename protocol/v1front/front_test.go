@@ -1,11 +1,9 @@
 package v1front
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 
@@ -93,16 +91,7 @@ func (*turnAgent) ResumeSession(c protocol.Client, p *acp.ResumeSessionRequest) 
 // newV1Wire is a Conn on pipes serving agent to a client that initialized
 // with protocolVersion 1.
 func newV1Wire(t *testing.T, agent protocol.Agent) *wire {
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	w := &wire{t: t, in: inW, out: bufio.NewReader(outR), conn: protocol.NewConn(inR, outW, agent, v1Options())}
-	t.Cleanup(func() {
-		inW.Close()
-		<-w.conn.Done()
-		go io.Copy(io.Discard, outR) // Close flushes what is queued
-		w.conn.Close()
-		outW.Close()
-	})
+	w := newWireWith(t, agent)
 	w.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientInfo":{"name":"t","version":"1"}}}`)
 	m := w.recv()
 	var res struct {
