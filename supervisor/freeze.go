@@ -59,9 +59,10 @@ type frozenSession struct {
 	History                 []frozenEntry  // the outbox's history, forgotten items as {}
 	Calls                   []frozenCall   // the registry's tool calls
 	Terminals               []frozenTerminal
-	Exited, Finished        []string      // the registry's retention order
-	List                    []frozenEntry // the background list
-	Stack                   *frozenStack  `json:",omitempty"`
+	Exited, Finished        []string       // the registry's retention order
+	List                    []frozenEntry  // the background list
+	Stack                   *frozenStack   `json:",omitempty"`
+	Durable                 *frozenDurable `json:",omitempty"` // its history's record of each item (durable.go)
 }
 
 // frozenStack is the session's stack (stackcmds.go): its file as last
@@ -222,6 +223,14 @@ const maxMoves = 64
 // each live terminal's PTY master and process handle, which stay the
 // terminal's; thaw lets every session act again.
 func (sv *Supervisor) Freeze(ctx context.Context) (state []byte, files []*os.File, thaw func(), err error) {
+	// The history on disk is made complete twice: here, before anything
+	// stops, so that the second, in the hold, has little left to write
+	// and fsync.
+	if store := sv.cfg.History; store != nil {
+		if err := store.Flush(); err != nil {
+			return nil, nil, nil, fmt.Errorf("freeze the sessions: write their history: %w", err)
+		}
+	}
 	sv.mu.Lock()
 	out := frozenSupervisor{FrozenAt: time.Now(), Created: sv.created, Closed: slices.Clone(sv.closed)}
 	sv.mu.Unlock()
@@ -352,6 +361,10 @@ func (st *state) frozen(handed map[*terminal]ptyio.Handed, base int, blob *os.Fi
 			Ask: st.settings.ask, ClientChecks: st.settings.clientChecks, Notify: st.settings.notify,
 		},
 		UpdatedAt: st.out.updatedAt, Messages: st.out.messages, Seq: st.work.seq,
+	}
+	var err error
+	if fs.Durable, err = st.s.disk.frozen(); err != nil {
+		return nil, nil, err
 	}
 	for _, e := range st.out.history {
 		fs.History = append(fs.History, entryOf(e.msg, e.call, e.term))

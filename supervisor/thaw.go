@@ -71,7 +71,7 @@ func (sv *Supervisor) Restore(state []byte, files []*os.File, ended []int) error
 
 // restore builds one session and adopts its live terminals.
 func (sv *Supervisor) restore(fs frozenSession, files []*os.File, blob *os.File, gone map[int]bool, kept []bool) error {
-	s := &Session{sv: sv, id: fs.ID, cwd: fs.Cwd, disk: sv.reopenDurable(fs.ID)}
+	s := &Session{sv: sv, id: fs.ID, cwd: fs.Cwd, disk: sv.thawDurable(fs.ID, fs.Durable)}
 	st := &s.st
 	*st = state{
 		s: s, title: fs.Title, fgState: fs.FgState, work: newRegistry(),

@@ -102,8 +102,9 @@ type Store struct {
 	closing  bool
 	dropped  int64 // output bytes dropped in all
 
-	wake chan struct{} // a record was queued
-	done chan struct{} // the writer is gone
+	wake  chan struct{} // a record was queued
+	hurry chan struct{} // someone waits for the writer: no flood pause (hasten)
+	done  chan struct{} // the writer is gone
 
 	// The writer's own.
 	files map[string]*file
@@ -146,7 +147,7 @@ func Open(opts Options) (*Store, error) {
 		opts: opts, log: cmp.Or(opts.Log, slog.Default()),
 		index: make(map[string]*entry), gapAt: make(map[termKey]int), skipped: make(map[string]int64),
 		files: make(map[string]*file),
-		wake:  make(chan struct{}, 1), done: make(chan struct{}),
+		wake:  make(chan struct{}, 1), hurry: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	s.room = sync.NewCond(&s.mu)
 	if opts.Off {
@@ -354,7 +355,17 @@ func (s *Store) Flush() error {
 	if !s.enqueue(op{kind: opBarrier, done: done}) {
 		return nil
 	}
+	s.hasten()
 	return <-done
+}
+
+// hasten tells the writer that someone waits for it: it does not let a
+// flood's batches gather (pause) meanwhile.
+func (s *Store) hasten() {
+	select {
+	case s.hurry <- struct{}{}:
+	default:
+	}
 }
 
 // Refresh reads again the files that other processes changed, added or
@@ -419,6 +430,7 @@ func (s *Store) enqueue(o op) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.ctlBytes > 0 && s.ctlBytes+cost > s.opts.Queue && !s.closing {
+		s.hasten()
 		s.room.Wait()
 	}
 	if s.closing {

@@ -142,9 +142,21 @@ func (s *Store) writer() {
 		if outputIn(batch) >= floodBatch {
 			// A flood: let the next batch gather, so that what goes
 			// beyond a terminal's scrollback is cut before it is written
-			// (apply), instead of being written, then compacted away.
-			time.Sleep(floodPause)
+			// (apply), instead of being written, then compacted away;
+			// unless someone waits for it (a Flush, or a record for
+			// which the queue has no room).
+			s.pause(floodPause)
 		}
+	}
+}
+
+// pause waits d, or less if someone waits for the writer (hasten).
+func (s *Store) pause(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.hurry:
 	}
 }
 
