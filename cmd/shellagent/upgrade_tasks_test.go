@@ -35,11 +35,12 @@ func (d *daemonFixture) upgrade(bin string) {
 	}
 }
 
-var servicePid = regexp.MustCompile(`pid (\d+)`)
-
 // lastPid reads the last "pid N" of a service's logs.
-func lastPid(logs string) int {
-	m := servicePid.FindAllStringSubmatch(logs, -1)
+func lastPid(logs string) int { return lastPidOf(logs, "pid") }
+
+// lastPidOf reads the last "WORD N" of out.
+func lastPidOf(out, word string) int {
+	m := regexp.MustCompile(word+` (\d+)`).FindAllStringSubmatch(out, -1)
 	if len(m) == 0 {
 		return 0
 	}
@@ -128,7 +129,9 @@ backoff = "200ms"
 // and completes when the line comes after it; a wakeup (/after) fires on
 // schedule in the new image; a watch runs its command on a change made
 // after it; a foreground command moves to the background and runs on; a
-// command that waits for permission is not run. The upgrade succeeds.
+// command that waits for permission is not run; a terminal being stopped
+// is stopped again by the new image (SIGKILL after its grace, as it
+// ignores SIGTERM). The upgrade succeeds.
 // Each of these failed before the upgrade handed them over: it was
 // refused, naming the work.
 func TestDaemonUpgradeHandsOverEveryKindOfWork(t *testing.T) {
@@ -164,12 +167,26 @@ func TestDaemonUpgradeHandsOverEveryKindOfWork(t *testing.T) {
 	r.c.MustCall("session/set_config_option", map[string]any{"sessionId": c, "configId": "permission", "type": "id", "value": "ask"}, nil)
 	r.prompt(c, "echo never")
 	r.c.WaitFor("the permission request", func(m *acptest.Msg) bool { return m.Method == "session/request_permission" })
+	// Session E: a terminal being stopped, which ignores SIGTERM, with a
+	// kill grace of 10 s.
+	e := r.session(d.cwd)
+	r.c.MustCall("session/set_config_option", map[string]any{"sessionId": e, "configId": "kill_grace", "type": "id", "value": "10s"}, nil)
+	r.prompt(e, "/bg trap '' TERM; echo stubborn $$; while :; do sleep 0.1; done")
+	var stubborn int
+	r.c.WaitFor("the stubborn terminal's pid", func(*acptest.Msg) bool {
+		stubborn = lastPidOf(string(r.c.Output(e, "term_1")), "stubborn")
+		return stubborn != 0
+	})
+	r.prompt(e, "/stop term_1")
 
 	d.upgrade(newBin)
 	if took := time.Since(scheduled); took > 8*time.Second {
 		t.Fatalf("the upgrade took %s: the wakeup was due before it", took)
 	}
 	r.exited()
+	if err := syscall.Kill(stubborn, 0); err != nil {
+		t.Errorf("the terminal being stopped (%d) is gone right after the upgrade: %v; want it to have ignored SIGTERM", stubborn, err)
+	}
 
 	n := d.startRelay(newBin)
 	n.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
@@ -225,7 +242,14 @@ func TestDaemonUpgradeHandsOverEveryKindOfWork(t *testing.T) {
 	n.c.WaitFor("the watch's run", func(*acptest.Msg) bool {
 		return terminalPrinted(n.c, a, "watch-ran")
 	})
-	for _, sid := range []string{a, b, c} {
+	// The new image stops the terminal again: SIGKILL after its grace.
+	resume(e)
+	if sig := n.c.WaitFor("the stopped terminal's exitStatus", func(m *acptest.Msg) bool {
+		return m.SessionID == e && m.TerminalID() == "term_1" && m.ExitStatus() != nil
+	}).ExitStatus()["signal"]; sig != "SIGKILL" {
+		t.Errorf("the terminal being stopped at the upgrade ended with signal %v, want SIGKILL", sig)
+	}
+	for _, sid := range []string{a, b, c, e} {
 		n.c.MustCall("session/close", map[string]string{"sessionId": sid}, nil)
 	}
 	n.c.Close()
