@@ -223,9 +223,9 @@ const maxMoves = 64
 // each live terminal's PTY master and process handle, which stay the
 // terminal's; thaw lets every session act again.
 func (sv *Supervisor) Freeze(ctx context.Context) (state []byte, files []*os.File, thaw func(), err error) {
-	// The history on disk is made complete twice: here, before anything
-	// stops, so that the second, in the hold, has little left to write
-	// and fsync.
+	// The history on disk is made complete twice: here, fsynced, before
+	// anything stops; in the hold, written but not fsynced (the new image
+	// fsyncs what it reopens), so that the hold waits for little.
 	if store := sv.cfg.History; store != nil {
 		if err := store.Flush(); err != nil {
 			return nil, nil, nil, fmt.Errorf("freeze the sessions: write their history: %w", err)
@@ -263,9 +263,9 @@ func (sv *Supervisor) Freeze(ctx context.Context) (state []byte, files []*os.Fil
 	}
 	out.Frozen = time.Now()
 	// The new image reads each session's history from the disk: all of
-	// it must be there before the exec.
+	// it must be written before the exec.
 	if store := sv.cfg.History; store != nil {
-		if err := store.Flush(); err != nil {
+		if err := store.Written(); err != nil {
 			thaw()
 			return nil, nil, nil, fmt.Errorf("freeze the sessions: write their history: %w", err)
 		}

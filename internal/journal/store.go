@@ -258,7 +258,7 @@ func (s *Store) Create(id string, m Meta) error {
 }
 
 // Reopen makes a past session live again: it is no longer closed, and
-// is not pruned until it is closed again.
+// is not pruned until it is closed again. It is a durable point.
 func (s *Store) Reopen(id string) { s.enqueue(op{kind: opOpen, id: id}) }
 
 // Meta records the session's cwd and title.
@@ -359,6 +359,21 @@ func (s *Store) Flush() error {
 	return <-done
 }
 
+// Written waits until everything queued so far is written, but not
+// fsynced: another process that reads the files then reads all of it,
+// from the page cache. For the next image of an upgrade in place, which
+// reopens the files (Reopen, a durable point: their first batch there
+// fsyncs them), so that the hold of the upgrade does not wait for the
+// disk.
+func (s *Store) Written() error {
+	done := make(chan error, 1)
+	if !s.enqueue(op{kind: opWritten, done: done}) {
+		return nil
+	}
+	s.hasten()
+	return <-done
+}
+
 // hasten tells the writer that someone waits for it: it does not let a
 // flood's batches gather (pause) meanwhile.
 func (s *Store) hasten() {
@@ -438,7 +453,7 @@ func (s *Store) enqueue(o op) bool {
 	}
 	e := s.index[o.id]
 	switch {
-	case o.kind == opBarrier || o.kind == opRefresh:
+	case o.kind == opBarrier || o.kind == opWritten || o.kind == opRefresh:
 	case o.kind == opCreate:
 		if e != nil {
 			s.total -= e.info.Size

@@ -16,7 +16,8 @@ import (
 
 type opKind uint8
 
-// The kinds of queued records. opBarrier and opDelete answer on done.
+// The kinds of queued records. opBarrier, opWritten and opDelete answer
+// on done.
 const (
 	opCreate opKind = iota
 	opOpen
@@ -30,6 +31,7 @@ const (
 	opSync
 	opClosed
 	opBarrier
+	opWritten // a barrier without the fsync (Store.Written)
 	opRefresh
 	opDelete
 )
@@ -122,7 +124,7 @@ func (s *Store) writer() {
 		s.prune()
 		for i := range batch {
 			switch o := &batch[i]; o.kind {
-			case opBarrier:
+			case opBarrier, opWritten:
 				o.done <- nil
 			case opRefresh:
 				o.done <- s.rescan()
@@ -216,6 +218,8 @@ func (s *Store) apply(batch []op) (touched []*file, barrier bool) {
 		case opBarrier, opRefresh:
 			barrier = true
 			continue
+		case opWritten:
+			continue
 		case opDelete:
 			o.done <- s.remove(o.id)
 			touched = slices.DeleteFunc(touched, func(f *file) bool { return f.id == o.id })
@@ -306,6 +310,7 @@ func (s *Store) encode(f *file, o *op) []byte {
 		r.T, r.Cwd, r.Title = "meta", o.meta.Cwd, o.meta.Title
 	case opOpen:
 		r.T = "open"
+		f.durable = true // what an earlier image wrote and did not fsync (Store.Written) is, now
 	case opUpdate:
 		r.T, r.Item, r.U = "update", o.item, o.data
 	case opOut:
