@@ -350,14 +350,7 @@ func (s *Store) Sync(id string) { s.enqueue(op{kind: opSync, id: id}) }
 func (s *Store) Closed(id string) { s.enqueue(op{kind: opClosed, id: id}) }
 
 // Flush waits until everything queued so far is written and fsynced.
-func (s *Store) Flush() error {
-	done := make(chan error, 1)
-	if !s.enqueue(op{kind: opBarrier, done: done}) {
-		return nil
-	}
-	s.hasten()
-	return <-done
-}
+func (s *Store) Flush() error { return s.barrier(opBarrier) }
 
 // Written waits until everything queued so far is written, but not
 // fsynced: another process that reads the files then reads all of it,
@@ -365,9 +358,13 @@ func (s *Store) Flush() error {
 // reopens the files (Reopen, a durable point: their first batch there
 // fsyncs them), so that the hold of the upgrade does not wait for the
 // disk.
-func (s *Store) Written() error {
+func (s *Store) Written() error { return s.barrier(opWritten) }
+
+// barrier queues a barrier of kind and waits for the writer to get to
+// it, without letting a flood's batches gather meanwhile.
+func (s *Store) barrier(kind opKind) error {
 	done := make(chan error, 1)
-	if !s.enqueue(op{kind: opWritten, done: done}) {
+	if !s.enqueue(op{kind: kind, done: done}) {
 		return nil
 	}
 	s.hasten()
