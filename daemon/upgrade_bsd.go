@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"time"
 )
 
 // errNoUpgrade: upgrade in place needs Linux's memfd, pidfds and /proc.
@@ -24,6 +25,7 @@ type Resumed struct {
 	State     []byte
 	Files     []*os.File
 	Ended     []int
+	Execed    time.Time
 }
 
 // Resume refuses: see errNoUpgrade.

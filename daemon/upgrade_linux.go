@@ -90,6 +90,7 @@ func (s *Server) handOver(nc *net.UnixConn, state []byte, files []*os.File) (mfd
 		}
 		m.Files = append(m.Files, h)
 	}
+	m.Execed = time.Now()
 	b, err := json.Marshal(m)
 	if err != nil {
 		return -1, fds, fmt.Errorf("the upgrade's manifest: %w", err)
@@ -216,6 +217,8 @@ type Resumed struct {
 	State []byte
 	Files []*os.File
 	Ended []int
+	// Execed is when the old image was about to exec this one.
+	Execed time.Time
 
 	requester *net.UnixConn
 }
@@ -250,7 +253,7 @@ func Resume(fd int) (r *Resumed, err error) {
 			return nil, fmt.Errorf("the upgrade's descriptor %d: %w", fd, err)
 		}
 	}
-	r = &Resumed{From: m.From, Activated: m.Activated, State: m.State}
+	r = &Resumed{From: m.From, Activated: m.Activated, State: m.State, Execed: m.Execed}
 	if c, err := fileConn(m.Requester); err == nil {
 		r.requester = c
 	}
@@ -338,6 +341,7 @@ type manifest struct {
 	Requester int // the connection that asked for the upgrade
 	State     []byte
 	Files     []handedFile
+	Execed    time.Time // when the old image was about to exec the new one
 }
 
 // handedFile is one of the Host's files: its descriptor in the new image

@@ -2,9 +2,11 @@ package supervisor
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -50,6 +52,52 @@ func (d *durable) off() bool { return d == nil || d.store == nil }
 
 func newDurable(store *journal.Store, id string) *durable {
 	return &durable{store: store, id: id, items: make(map[string]acp.Update), keys: make(map[string]string), held: make(map[string][]protocol.Reply)}
+}
+
+// frozenDurable is a session's durable as an upgrade in place hands it
+// over (freeze.go): what reopenDurable would read back from the journal,
+// which the new image then need not read and parse.
+type frozenDurable struct {
+	Items map[string]json.RawMessage
+	Keys  map[string]string
+}
+
+// frozen returns d as the next image of an upgrade needs it, or nil with
+// history off.
+func (d *durable) frozen() (*frozenDurable, error) {
+	if d.off() {
+		return nil, nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f := &frozenDurable{Items: make(map[string]json.RawMessage, len(d.items)), Keys: maps.Clone(d.keys)}
+	for id, u := range d.items {
+		b, err := json.Marshal(u)
+		if err != nil {
+			return nil, fmt.Errorf("history of %s: %w", id, err)
+		}
+		f.Items[id] = b
+	}
+	return f, nil
+}
+
+// thawDurable is the history of session id after an upgrade in place,
+// from what the old image handed over (f), or, without it, from the
+// journal (reopenDurable).
+func (sv *Supervisor) thawDurable(id string, f *frozenDurable) *durable {
+	store := sv.cfg.History
+	if f == nil || store == nil || !store.Exists(id) {
+		return sv.reopenDurable(id)
+	}
+	d := newDurable(store, id)
+	for item, raw := range f.Items {
+		if u, err := journal.DecodeUpdate(raw); err == nil {
+			d.items[item] = u
+		}
+	}
+	maps.Copy(d.keys, f.Keys)
+	store.Reopen(id)
+	return d
 }
 
 // reopenDurable is the history of session id after an upgrade in place:

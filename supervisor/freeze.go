@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/internal/stack"
 	"shellagent/ptyio"
 )
 
@@ -25,14 +26,23 @@ import (
 // queue), nothing launches. It writes the sessions as frozenSupervisor.
 // Restore (thaw.go) builds them again in the new image, detached.
 //
-// Work that is not a terminal running in the background (a turn, a
-// scheduled job, a wait, a watch, a request for permission, a playing
-// scenario) is not handed over yet: Precheck refuses to upgrade a daemon
-// that has some, naming it, before anything stops.
+// The work of a session that is not a terminal is handed over too, or
+// ended as the end of its connection ends it (the upgrade closes every
+// connection first): prompts held for the foreground are answered -32800;
+// a request for permission gets no answer, and its command is not run;
+// the foreground turn ends, its work moved to the background as /bg
+// moves it (a command, a wait, the wait of /up); scheduled jobs, waits,
+// watches and the services of a stack go on in the new image from what
+// frozenTask holds (each kind's frozen and thaw, in its own file). A
+// playing scenario (the kit's) and a session that is closing are not
+// handed over: Precheck refuses to upgrade a daemon that has one, naming
+// it, before anything stops.
 
 // frozenSupervisor is the state an upgrade hands over.
 type frozenSupervisor struct {
 	FrozenAt time.Time // when the first session stopped: output is held back from then on
+	Frozen   time.Time // when the last session stopped and was written
+	Flushed  time.Time // when the history on disk was complete
 	Output   int       // the index of the file that holds the rings' bytes (frozenTerminal.Output)
 	Created  int
 	Closed   []string
@@ -49,8 +59,18 @@ type frozenSession struct {
 	History                 []frozenEntry  // the outbox's history, forgotten items as {}
 	Calls                   []frozenCall   // the registry's tool calls
 	Terminals               []frozenTerminal
-	Exited, Finished        []string      // the registry's retention order
-	List                    []frozenEntry // the background list
+	Exited, Finished        []string       // the registry's retention order
+	List                    []frozenEntry  // the background list
+	Stack                   *frozenStack   `json:",omitempty"`
+	Durable                 *frozenDurable `json:",omitempty"` // its history's record of each item (durable.go)
+}
+
+// frozenStack is the session's stack (stackcmds.go): its file as last
+// read, and its services by name, each the task of a tool call.
+type frozenStack struct {
+	File     *stack.Stack
+	Names    []string
+	Services map[string]string // name: the id of its tool call
 }
 
 type frozenSettings struct {
@@ -75,6 +95,16 @@ type frozenCall struct {
 	Caps                     acp.Capabilities      `json:",omitempty"`
 	Term                     string                `json:",omitempty"`
 	Hist                     int
+	Task                     *frozenTask `json:",omitempty"`
+}
+
+// frozenTask is the work of a tool call that is not a command (task),
+// one kind set: what the new image needs to go on with it.
+type frozenTask struct {
+	Job     *frozenJob     `json:",omitempty"`
+	Wait    *frozenWait    `json:",omitempty"`
+	Watch   *frozenWatch   `json:",omitempty"`
+	Service *frozenService `json:",omitempty"`
 }
 
 // frozenTerminal is a terminal, its ring, and, while it runs, its
@@ -129,50 +159,78 @@ func (st *state) cannotHandOver() []string {
 	if st.life != sessionOpen {
 		why = append(why, "it is closing")
 	}
-	if st.turns.busy() || st.turns.waiting() {
-		why = append(why, "a prompt's turn runs (foreground work; move it to the background with /bg)")
+	if st.kit.overlay != nil || st.turns.fg != nil && st.turns.fg.state == turnScenario {
+		why = append(why, "a scenario plays (the kit's scenarios are not handed over; let it end, or cancel it)")
 	}
-	if st.kit.overlay != nil {
-		why = append(why, "a scenario plays")
-	}
-	if len(st.waits) > 0 {
-		why = append(why, fmt.Sprintf("%d waits (/wait)", len(st.waits)))
-	}
-	for _, c := range st.work.unfinished() {
-		if c.task != nil {
-			why = append(why, taskName(c.task)+" ("+c.id+")")
+	if st.stack != nil {
+		for _, name := range st.stack.names {
+			if svc := st.stack.services[name]; len(svc.stopped) > 0 {
+				why = append(why, "service "+name+", being stopped by /down or /restart")
+			}
 		}
 	}
 	for _, t := range st.work.liveTerminals() {
-		switch _, ok := t.proc.(ptyio.Freezer); {
-		case t.state == termStopping:
-			why = append(why, "terminal "+t.id+", being stopped")
-		case !ok:
+		if _, ok := t.proc.(ptyio.Freezer); !ok {
 			why = append(why, "terminal "+t.id+", whose launcher cannot hand it over")
 		}
 	}
 	return why
 }
 
-// taskName says what kind of work a task is.
-func taskName(k task) string {
-	switch k.(type) {
-	case *job:
-		return "a scheduled job"
-	case *watcher:
-		return "a watch (/watch)"
-	case *approval:
-		return "a request for permission"
-	case *waiter:
-		return "a wait (/wait)"
+// errUpgraded is the answer an open request for permission gets at an
+// upgrade in place: none, as when its connection closes.
+var errUpgraded = errors.New("its connection closed for the daemon's upgrade in place")
+
+// endForUpgrade ends the session's work that is not handed over, as the
+// end of its connection would (see the top of this file): what is left
+// is background work. A firing of a job or a watch that waited for the
+// foreground starts once it is free, and moves to the background too.
+func (st *state) endForUpgrade() {
+	st.dropHeld(func(t *turn) bool { return t.reply != nil }, "the daemon was upgraded in place before it was inserted")
+	for _, c := range st.work.unfinished() {
+		if a, ok := c.task.(*approval); ok {
+			a.answered(st, nil, errUpgraded)
+		}
 	}
-	return fmt.Sprintf("work of kind %T", k)
+	for range maxMoves {
+		fg := st.turns.fg
+		switch {
+		case fg == nil:
+			return
+		case fg.state == turnAsking:
+			fg.call.task.(*approval).answered(st, nil, errUpgraded) // Safe: the turn asks for permission.
+		case fg.term != nil && fg.term.state == termRunning && fg.state == turnRunning: // a command that runs
+			st.detach("Moved to the background by the daemon's upgrade in place.")
+		case fg.term != nil && fg.term.state < termExited: // a command being stopped: the new image goes on stopping it
+			stop := acp.StopEndTurn
+			if fg.state == turnCancelling {
+				stop = acp.StopCancelled
+			}
+			st.turns.release(fg)
+			st.handOff(fg.term, "The daemon was upgraded in place while it was being stopped.")
+			st.endTurn(stop)
+		default:
+			fg.fore.toBackground(st, fg)
+		}
+	}
 }
+
+// maxMoves bounds how many foreground turns endForUpgrade moves to the
+// background: the one that runs and the firings held behind it.
+const maxMoves = 64
 
 // Freeze implements daemon.Host: see the top of this file. The files are
 // each live terminal's PTY master and process handle, which stay the
 // terminal's; thaw lets every session act again.
 func (sv *Supervisor) Freeze(ctx context.Context) (state []byte, files []*os.File, thaw func(), err error) {
+	// The history on disk is made complete twice: here, fsynced, before
+	// anything stops; in the hold, written but not fsynced (the new image
+	// fsyncs what it reopens), so that the hold waits for little.
+	if store := sv.cfg.History; store != nil {
+		if err := store.Flush(); err != nil {
+			return nil, nil, nil, fmt.Errorf("freeze the sessions: write their history: %w", err)
+		}
+	}
 	sv.mu.Lock()
 	out := frozenSupervisor{FrozenAt: time.Now(), Created: sv.created, Closed: slices.Clone(sv.closed)}
 	sv.mu.Unlock()
@@ -203,17 +261,19 @@ func (sv *Supervisor) Freeze(ctx context.Context) (state []byte, files []*os.Fil
 			files = append(files, fl...)
 		}
 	}
-	if state, err = json.Marshal(out); err != nil {
-		thaw()
-		return nil, nil, nil, fmt.Errorf("freeze the sessions: %w", err)
-	}
+	out.Frozen = time.Now()
 	// The new image reads each session's history from the disk: all of
-	// it must be there before the exec.
+	// it must be written before the exec.
 	if store := sv.cfg.History; store != nil {
-		if err := store.Flush(); err != nil {
+		if err := store.Written(); err != nil {
 			thaw()
 			return nil, nil, nil, fmt.Errorf("freeze the sessions: write their history: %w", err)
 		}
+	}
+	out.Flushed = time.Now()
+	if state, err = json.Marshal(out); err != nil {
+		thaw()
+		return nil, nil, nil, fmt.Errorf("freeze the sessions: %w", err)
 	}
 	return state, files, thaw, nil
 }
@@ -262,6 +322,10 @@ func (st *state) freeze(ctx context.Context, base int, blob *os.File) (*frozenSe
 	if why := st.cannotHandOver(); len(why) > 0 {
 		return nil, nil, nil, handOverRefusal(st.s, why)
 	}
+	st.endForUpgrade()
+	if st.turns.busy() || st.turns.waiting() {
+		return nil, nil, nil, handOverRefusal(st.s, []string{"its foreground work did not move to the background"})
+	}
 	var procs []ptyio.Freezer
 	handed := make(map[*terminal]ptyio.Handed)
 	for _, t := range st.work.liveTerminals() {
@@ -298,6 +362,10 @@ func (st *state) frozen(handed map[*terminal]ptyio.Handed, base int, blob *os.Fi
 		},
 		UpdatedAt: st.out.updatedAt, Messages: st.out.messages, Seq: st.work.seq,
 	}
+	var err error
+	if fs.Durable, err = st.s.disk.frozen(); err != nil {
+		return nil, nil, err
+	}
 	for _, e := range st.out.history {
 		fs.History = append(fs.History, entryOf(e.msg, e.call, e.term))
 	}
@@ -318,7 +386,16 @@ func (st *state) frozen(handed map[*terminal]ptyio.Handed, base int, blob *os.Fi
 		if c.term != nil {
 			fc.Term = c.term.id
 		}
+		if c.task != nil {
+			fc.Task = c.task.handOver()
+		}
 		fs.Calls = append(fs.Calls, fc)
+	}
+	if ss := st.stack; ss != nil && ss.file != nil {
+		fs.Stack = &frozenStack{File: ss.file, Names: ss.names, Services: make(map[string]string)}
+		for name, svc := range ss.services {
+			fs.Stack.Services[name] = svc.call.id
+		}
 	}
 	var files []*os.File
 	for _, t := range oldestFirst(st.work.terminals, func(*terminal) bool { return true }) {

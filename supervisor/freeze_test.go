@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"shellagent/acp"
 	"shellagent/outputbuf"
 	"shellagent/protocol/acptest"
 )
@@ -32,7 +33,7 @@ func TestFreezeThenThaw(t *testing.T) {
 		t.Fatalf("Precheck with a background terminal: %v", err)
 	}
 
-	state, files, thaw, err := h.sup.Freeze(context.Background())
+	saved, files, thaw, err := h.sup.Freeze(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,8 +41,8 @@ func TestFreezeThenThaw(t *testing.T) {
 		t.Errorf("Freeze handed %d files, want 3", len(files))
 	}
 	var fz frozenSupervisor
-	if err := json.Unmarshal(state, &fz); err != nil || len(fz.Sessions) != 1 || len(fz.Sessions[0].Terminals) != 1 || fz.Sessions[0].Terminals[0].Live == nil {
-		t.Fatalf("Freeze wrote %s (%v); want one session with its live terminal", state, err)
+	if err := json.Unmarshal(saved, &fz); err != nil || len(fz.Sessions) != 1 || len(fz.Sessions[0].Terminals) != 1 || fz.Sessions[0].Terminals[0].Live == nil {
+		t.Fatalf("Freeze wrote %s (%v); want one session with its live terminal", saved, err)
 	}
 	before := ring.Total()
 	time.Sleep(300 * time.Millisecond) // 6 ticks, held in the PTY
@@ -59,18 +60,54 @@ func TestFreezeThenThaw(t *testing.T) {
 		t.Fatalf("after the thaw the output is %q: a tick missing or twice", h.c.Output(sid, "term_1"))
 	}
 
+	// A scheduled job is handed over with what the new image needs to
+	// arm it for the same next run; a freeze that is thawed leaves it be.
 	h.run(sid, "/after 1h echo later")
+	if err := h.sup.Precheck(); err != nil {
+		t.Errorf("Precheck with a scheduled job: %v", err)
+	}
+	saved, _, thaw, err = h.sup.Freeze(context.Background())
+	if err != nil {
+		t.Fatalf("Freeze with a scheduled job: %v", err)
+	}
+	thaw()
+	fz = frozenSupervisor{}
+	if err := json.Unmarshal(saved, &fz); err != nil {
+		t.Fatal(err)
+	}
+	var job *frozenJob
+	for _, c := range fz.Sessions[0].Calls {
+		if c.Task != nil && c.Task.Job != nil {
+			job = c.Task.Job
+		}
+	}
+	if job == nil || job.Line != "echo later" || time.Until(job.Next) < 59*time.Minute {
+		t.Errorf("Freeze wrote the job as %+v; want echo later, due in an hour", job)
+	}
+
+	// A playing scenario is not handed over: refused, naming it and the
+	// session, and nothing stops.
+	h.await(sid, "a scenario's overlay", func(s *state) bool { s.kit.overlay = idleOverlay{}; return true })
 	err = h.sup.Precheck()
-	if err == nil || !strings.Contains(err.Error(), "a scheduled job") || !strings.Contains(err.Error(), sid) {
-		t.Errorf("Precheck with a scheduled job: %v; want a refusal naming it and %s", err, sid)
+	if err == nil || !strings.Contains(err.Error(), "a scenario plays") || !strings.Contains(err.Error(), sid) {
+		t.Errorf("Precheck with a scenario: %v; want a refusal naming it and %s", err, sid)
 	}
 	if _, _, _, err := h.sup.Freeze(context.Background()); err == nil {
-		t.Error("Freeze with a scheduled job succeeded")
+		t.Error("Freeze with a scenario succeeded")
 	}
 	h.c.WaitFor("ticks after the refused freeze", func(*acptest.Msg) bool {
 		return ticksIn(h.c.Output(sid, "term_1")) >= n+3
 	})
+	h.await(sid, "no overlay", func(s *state) bool { s.kit.overlay = nil; return true })
 }
+
+// idleOverlay is a scenario's overlay that lists and takes nothing.
+type idleOverlay struct{}
+
+func (idleOverlay) Listed() []acp.BackgroundItem            { return nil }
+func (idleOverlay) Cancel(bool, string, bool) (bool, error) { return false, nil }
+func (idleOverlay) Resumed(*Scene)                          {}
+func (idleOverlay) Closing()                                {}
 
 // ticksIn counts the "tick N" lines of out, all complete and in order from
 // 1; -1 if one is missing or twice.

@@ -115,3 +115,26 @@ func (j *job) end(st *state) {
 	j.timer.Stop()
 	endCall(st, j.call, acp.StatusCancelled)
 }
+
+// frozenJob is a scheduled job as an upgrade in place hands it over
+// (freeze.go): the new image arms it for the same next run.
+type frozenJob struct {
+	Line, Schedule string
+	Every          time.Duration
+	Created, Next  time.Time
+}
+
+// handOver implements task.
+func (j *job) handOver() *frozenTask {
+	return &frozenTask{Job: &frozenJob{Line: j.line, Schedule: j.schedule, Every: j.every, Created: j.created, Next: j.next}}
+}
+
+// thawJob makes f the task of tool call c again, in the new image of an
+// upgrade in place, armed for its next run (at once if that has passed).
+func thawJob(st *state, c *toolCall, f *frozenJob) {
+	j := &job{call: c, line: f.Line, schedule: f.Schedule, every: f.Every, created: f.Created}
+	c.task = j
+	if c.state == callScheduled {
+		j.arm(st.s, max(0, time.Until(f.Next)))
+	}
+}

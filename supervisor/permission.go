@@ -107,6 +107,11 @@ func (a *approval) listing(now time.Time) string {
 	return fmt.Sprintf("%s  command  %s  age %s  %s, waiting for permission", a.call.id, a.line, age(now.Sub(a.asked)), a.call.status())
 }
 
+// handOver implements task: a request for permission is not handed over
+// to the next image of an upgrade; it gets no answer first
+// (endForUpgrade), as when its connection closes.
+func (a *approval) handOver() *frozenTask { return nil }
+
 // cancellable implements task: background work that waits for
 // permission is cancelled with tool_call/cancel; the foreground command's
 // request ends with session/cancel.

@@ -56,6 +56,7 @@ type service struct {
 
 	cancelReady context.CancelFunc // ends the readiness goroutine of the current run
 	timer       *time.Timer        // the delay before a restart
+	restartAt   time.Time          // when the timer fires
 	runEnd      chan struct{}      // closed when the current run exits: its log copier drains
 	logDone     chan struct{}      // closed when the last run's log copier is done
 }
@@ -146,7 +147,7 @@ func (svc *service) launched(st *state, gen int, t *terminal) {
 	}
 	svc.runEnd = make(chan struct{})
 	if svc.def.Log && st.s.sv.cfg.StateDir != "" {
-		svc.copyLog(st, t)
+		svc.copyLog(st, t, 0)
 	}
 	if svc.stopping || gen != svc.gen {
 		t.stop(st.settings.killGrace)
@@ -161,12 +162,12 @@ func (svc *service) launched(st *state, gen int, t *terminal) {
 }
 
 // watchReady watches the run t for the service's ready condition, as a
-// /wait does (waiter.watch, waiter.poll), for at most ready_timeout, on a
-// goroutine that reports through Session.do.
+// /wait does (waiter.watch, waiter.poll), until ready_timeout after the
+// run started, on a goroutine that reports through Session.do.
 func (svc *service) watchReady(st *state, t *terminal, gen int) {
-	ctx, cancel := context.WithTimeout(context.Background(), svc.def.ReadyTimeout)
+	ctx, cancel := context.WithDeadline(context.Background(), t.started.Add(svc.def.ReadyTimeout))
 	svc.cancelReady = cancel
-	w := &waiter{spec: &waitSpec{term: t.id, timeout: svc.def.ReadyTimeout}, started: time.Now(), exited: make(chan struct{})}
+	w := &waiter{spec: &waitSpec{term: t.id, timeout: svc.def.ReadyTimeout}, started: t.started, exited: make(chan struct{})}
 	if svc.ready != nil {
 		spec := *svc.ready
 		spec.term, spec.timeout = t.id, svc.def.ReadyTimeout
@@ -389,8 +390,15 @@ func (svc *service) restartAfter(st *state, d stack.Decision) {
 	svc.say(st, fmt.Sprintf("Restarting in %s: %s.", d.After, d.Reason))
 	st.list.addCall(svc.call)
 	svc.notice(st, acp.NoticeInfo, "restarts: "+d.Reason, svc.lastLines())
+	svc.armRestart(st, d.After)
+}
+
+// armRestart starts the service's next run after d, unless it is
+// stopped or has started again meanwhile.
+func (svc *service) armRestart(st *state, d time.Duration) {
 	gen, s := svc.gen, st.s
-	svc.timer = time.AfterFunc(d.After, func() {
+	svc.restartAt = time.Now().Add(d)
+	svc.timer = time.AfterFunc(d, func() {
 		s.do(func(st *state) {
 			if svc.state == svcRestarting && svc.gen == gen && st.life == sessionOpen {
 				svc.timer = nil
@@ -461,12 +469,12 @@ func (svc *service) close(st *state) {
 	endCall(st, svc.call, acp.StatusCancelled)
 }
 
-// copyLog copies run t's output to the service's log file, with one
-// goroutine that follows the ring (without holding it: a run that prints
-// faster than the disk takes loses what the ring overwrites, never
-// waits) until the run exits and what it printed last is written. The
-// runs of a service write one after the other.
-func (svc *service) copyLog(st *state, t *terminal) {
+// copyLog copies run t's output, from offset from on, to the service's
+// log file, with one goroutine that follows the ring (without holding it:
+// a run that prints faster than the disk takes loses what the ring
+// overwrites, never waits) until the run exits and what it printed last
+// is written. The runs of a service write one after the other.
+func (svc *service) copyLog(st *state, t *terminal, from int64) {
 	log := st.s.sv.cfg.Log
 	path, err := stack.LogPath(st.s.sv.cfg.StateDir, svc.project, svc.def.Name)
 	if err != nil {
@@ -475,10 +483,11 @@ func (svc *service) copyLog(st *state, t *terminal) {
 	}
 	prev, done := svc.logDone, make(chan struct{})
 	svc.logDone = done
-	go copyLog(log, path, st.s.sv.cfg.logCap, t.ring, svc.runEnd, prev, done)
+	go copyLog(log, path, st.s.sv.cfg.logCap, t.ring, from, svc.runEnd, prev, done)
 }
 
-func copyLog(log *slog.Logger, path string, limit int64, ring *outputbuf.Ring, end, prev <-chan struct{}, done chan<- struct{}) {
+// copyLog copies what ring holds from offset off on to the log at path.
+func copyLog(log *slog.Logger, path string, limit int64, ring *outputbuf.Ring, off int64, end, prev <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	if prev != nil {
 		<-prev
@@ -497,7 +506,6 @@ func copyLog(log *slog.Logger, path string, limit int64, ring *outputbuf.Ring, e
 		}
 	})
 	defer f.Stop()
-	var off int64
 	buf := make([]byte, readChunk)
 	drain := func() bool {
 		for {
@@ -537,4 +545,72 @@ func contentText(c *toolCall) string {
 		}
 	}
 	return b.String()
+}
+
+// frozenService is a service as an upgrade in place hands it over
+// (freeze.go): its definition, where it is in its life, its restart
+// policy's counters, its runs by terminal id. The new image goes on from
+// there: the run that runs is adopted with its terminal, its ready
+// condition is watched again until the same deadline, a restart that
+// waits for its backoff starts when it would have, and a run that ends
+// after the upgrade is restarted by the new image as by the old.
+type frozenService struct {
+	Def       *stack.Service
+	Project   string
+	State     svcState
+	Why       string
+	Counters  stack.Counters
+	Runs      []string // terminal ids, oldest first
+	Term      string   `json:",omitempty"` // the run that runs
+	Gen       int
+	EverReady bool
+	Stopping  bool
+	RestartAt time.Time // while svcRestarting
+	LogFrom   int64     // the offset of the run's output its log has up to, about
+}
+
+// handOver implements task.
+func (svc *service) handOver() *frozenTask {
+	f := &frozenService{
+		Def: svc.def, Project: svc.project, State: svc.state, Why: svc.why, Counters: svc.restarter.Counters(),
+		Gen: svc.gen, EverReady: svc.everReady, Stopping: svc.stopping, RestartAt: svc.restartAt,
+	}
+	for _, t := range svc.runs {
+		f.Runs = append(f.Runs, t.id)
+	}
+	if t := svc.term; t != nil {
+		f.Term, f.LogFrom = t.id, t.ring.Total()
+	}
+	return &frozenTask{Service: f}
+}
+
+// thawService makes f the task of tool call c again, in the new image of
+// an upgrade in place, and returns the service; its terminals (restored
+// and adopted) are the session's already.
+func thawService(st *state, c *toolCall, f *frozenService) *service {
+	spec, execLine, _ := readyCondition(f.Def.Ready) // Safe: checked by the /up that started it.
+	svc := &service{
+		def: f.Def, project: f.Project, call: c, state: f.State, why: f.Why,
+		restarter: stack.ResumeRestarter(f.Def.Policy(), f.Counters), ready: spec, execReady: execLine,
+		gen: f.Gen, everReady: f.EverReady, stopping: f.Stopping,
+	}
+	c.task = svc
+	for _, id := range f.Runs {
+		if t := st.work.terminals[id]; t != nil {
+			svc.runs = append(svc.runs, t)
+		}
+	}
+	if t := st.work.terminals[f.Term]; t != nil && t.state < termExited {
+		svc.term, svc.runEnd = t, make(chan struct{})
+		if svc.def.Log && st.s.sv.cfg.StateDir != "" {
+			svc.copyLog(st, t, f.LogFrom)
+		}
+		if svc.state == svcStarting && t.state == termRunning && (svc.ready != nil || svc.execReady != "") {
+			svc.watchReady(st, t, svc.gen)
+		}
+	}
+	if svc.state == svcRestarting {
+		svc.armRestart(st, max(0, time.Until(f.RestartAt)))
+	}
+	return svc
 }

@@ -22,6 +22,7 @@ import (
 // a message that says why. Restore takes the files: it closes the ones it
 // does not keep.
 func (sv *Supervisor) Restore(state []byte, files []*os.File, ended []int) error {
+	begun := time.Now()
 	kept := make([]bool, len(files))
 	defer func() {
 		for i, f := range files {
@@ -61,13 +62,16 @@ func (sv *Supervisor) Restore(state []byte, files []*os.File, ended []int) error
 	}
 	// held: how long no PTY was read, from the freeze to the readers
 	// started again (bench's BenchmarkUpgrade reads it).
-	sv.cfg.Log.Info("restored the sessions of the upgrade", "sessions", len(fz.Sessions), "terminals", terminals, "held", time.Since(fz.FrozenAt))
+	// Where the hold went, before the new image's start (logged by the
+	// daemon): freezing the sessions, completing their history on disk.
+	sv.cfg.Log.Info("restored the sessions of the upgrade", "sessions", len(fz.Sessions), "terminals", terminals, "held", time.Since(fz.FrozenAt),
+		"freeze", fz.Frozen.Sub(fz.FrozenAt), "flush", fz.Flushed.Sub(fz.Frozen), "restore", time.Since(begun))
 	return errors.Join(errs...)
 }
 
 // restore builds one session and adopts its live terminals.
 func (sv *Supervisor) restore(fs frozenSession, files []*os.File, blob *os.File, gone map[int]bool, kept []bool) error {
-	s := &Session{sv: sv, id: fs.ID, cwd: fs.Cwd, disk: sv.reopenDurable(fs.ID)}
+	s := &Session{sv: sv, id: fs.ID, cwd: fs.Cwd, disk: sv.thawDurable(fs.ID, fs.Durable)}
 	st := &s.st
 	*st = state{
 		s: s, title: fs.Title, fgState: fs.FgState, work: newRegistry(),
@@ -163,11 +167,48 @@ func (sv *Supervisor) restore(fs frozenSession, files []*os.File, blob *os.File,
 			st.out.agentMessage(fmt.Sprintf("Terminal %s (%s) did not outlive the daemon's upgrade in place at %s: its exit status is unknown.",
 				t.id, shortLine(t.line), time.Now().Format("15:04")))
 		}
+		for _, t := range st.work.liveTerminals() {
+			if t.state == termStopping && t.proc != nil {
+				t.proc.Stop(st.settings.killGrace) // the old image's escalation went with it: again, from TERM
+			}
+		}
+		thawTasks(st, fs)
 	})
 	for _, t := range lost {
 		s.exited(t, ptyio.Exit{})
 	}
 	return errors.Join(errs...)
+}
+
+// thawTasks makes the work of the session's tool calls that is not a
+// command (freeze.go, frozenTask) go on, and its stack with it.
+func thawTasks(st *state, fs frozenSession) {
+	byCall := make(map[string]*service)
+	for _, fc := range fs.Calls {
+		c := st.work.calls[fc.ID]
+		switch k := fc.Task; {
+		case k == nil || c == nil:
+		case k.Job != nil:
+			thawJob(st, c, k.Job)
+		case k.Wait != nil:
+			thawWait(st, c, k.Wait)
+		case k.Watch != nil:
+			thawWatch(st, c, k.Watch)
+		case k.Service != nil:
+			byCall[c.id] = thawService(st, c, k.Service)
+		}
+	}
+	if fs.Stack == nil {
+		return
+	}
+	ss := &stackState{file: fs.Stack.File, services: make(map[string]*service)}
+	for _, name := range fs.Stack.Names {
+		if svc := byCall[fs.Stack.Services[name]]; svc != nil {
+			ss.names, ss.services[name] = append(ss.names, name), svc
+		}
+	}
+	st.stack = ss
+	ss.progress(st)
 }
 
 // adopt takes over the process of a live terminal t: the files that fp

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -237,6 +238,7 @@ type waiter struct {
 	term    *terminal // nil once the wait ended: it must not keep the ring alive
 	started time.Time
 	listed  bool               // moved to the background by /bg
+	from    int64              // the offset of the terminal's output it reads from
 	stop    context.CancelFunc // ends the goroutine
 	exited  chan struct{}      // closed once the terminal exited, for a pattern's last lines
 	exit    *acp.ExitStatus
@@ -293,19 +295,73 @@ func (w *waiter) content(text string) []acp.ToolCallContent {
 
 // start starts the wait's goroutine, which reports its outcome to s.
 func (w *waiter) start(s *Session) {
-	ctx, stop := context.WithTimeout(context.Background(), w.spec.timeout)
-	w.stop, w.exited = stop, make(chan struct{})
-	ring := w.term.ring
-	var from int64
 	if w.spec.fresh {
-		from = ring.Total()
+		w.from = w.term.ring.Total()
 	}
+	w.run(s)
+}
+
+// run starts the goroutine of a wait whose from is set, until the
+// wait's deadline: its start and its timeout.
+func (w *waiter) run(s *Session) {
+	ctx, stop := context.WithDeadline(context.Background(), w.started.Add(w.spec.timeout))
+	w.stop, w.exited = stop, make(chan struct{})
+	ring, from := w.term.ring, w.from
 	go func() {
 		defer stop()
 		if r := w.watch(ctx, ring, from); r.status != "" {
 			s.do(func(st *state) { w.end(st, r.status, r.text, true, acp.StopEndTurn) })
 		}
 	}()
+}
+
+// frozenWait is a wait as an upgrade in place hands it over (freeze.go):
+// the new image goes on waiting until the same deadline, reading the
+// terminal's output (restored at the same offsets) from the same offset.
+type frozenWait struct {
+	Term, Target string // Target: the pattern, :PORT or URL as written; "" for the exit
+	Timeout      time.Duration
+	Fresh        bool
+	From         int64
+	Started      time.Time
+	Listed       bool
+}
+
+// handOver implements task.
+func (w *waiter) handOver() *frozenTask {
+	f := &frozenWait{Term: w.spec.term, Timeout: w.spec.timeout, Fresh: w.spec.fresh, From: w.from, Started: w.started, Listed: w.listed}
+	if w.spec.pattern != nil || w.spec.port != 0 || w.spec.url != "" {
+		f.Target = w.spec.text
+	}
+	return &frozenTask{Wait: f}
+}
+
+// thawWait makes f the task of tool call c again, in the new image of an
+// upgrade in place, and waits on.
+func thawWait(st *state, c *toolCall, f *frozenWait) {
+	spec := &waitSpec{term: f.Term, timeout: f.Timeout, fresh: f.Fresh}
+	term := st.work.terminals[f.Term]
+	problem := ""
+	if f.Target != "" {
+		problem = spec.target(f.Target)
+	}
+	if c.state < callDone && (term == nil || problem != "") {
+		c.task = nil
+		c.content = []acp.ToolCallContent{acp.TextContent("The wait did not outlive the daemon's upgrade in place: " + cmp.Or(problem, "its terminal is gone") + ".")}
+		endCall(st, c, acp.StatusFailed)
+		return
+	}
+	w := &waiter{spec: spec, call: c, term: term, started: f.Started, listed: f.Listed, from: f.From}
+	c.task = w
+	if c.state >= callDone {
+		w.term = nil
+		return
+	}
+	st.waits = append(st.waits, w)
+	w.run(st.s)
+	if term.state >= termExited {
+		w.terminalExited(st, term)
+	}
 }
 
 // waitResult is how a wait ended, as its goroutine found: a final status

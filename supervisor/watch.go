@@ -328,3 +328,34 @@ func (c *changes) stop() {
 	c.mu.Unlock()
 	c.tree.Close() // Best effort: closing an inotify descriptor fails only if it was closed.
 }
+
+// frozenWatch is a watch as an upgrade in place hands it over
+// (freeze.go): the new image watches its path anew, unless it is paused.
+// A change made while no image watched (the upgrade's hold) runs nothing.
+type frozenWatch struct {
+	Path, Line, Abs string
+	Dir             bool
+	Created         time.Time
+	Runs            int
+}
+
+// handOver implements task.
+func (w *watcher) handOver() *frozenTask {
+	return &frozenTask{Watch: &frozenWatch{Path: w.spec.path, Line: w.spec.line, Abs: w.abs, Dir: w.dir, Created: w.created, Runs: w.runs}}
+}
+
+// thawWatch makes f the task of tool call c again, in the new image of
+// an upgrade in place: it watches again, or ends failed, saying why, if
+// it cannot.
+func thawWatch(st *state, c *toolCall, f *frozenWatch) {
+	w := &watcher{call: c, spec: &watchSpec{path: f.Path, line: f.Line}, abs: f.Abs, dir: f.Dir, created: f.Created, runs: f.Runs}
+	c.task = w
+	if c.state != callRunning {
+		return // paused
+	}
+	if err := w.rewatch(st); err != nil {
+		text := fmt.Sprintf("Cannot watch %s again after the daemon's upgrade in place: %v.", f.Path, err)
+		w.end(st, acp.StatusFailed, text)
+		st.out.agentMessage(text)
+	}
+}

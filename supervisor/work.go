@@ -170,6 +170,9 @@ type task interface {
 	cancel(st *state)
 	// close ends it as the session's close does.
 	close(st *state)
+	// handOver returns what the next image of an upgrade in place needs
+	// to go on with it (freeze.go), or nil if it is not handed over.
+	handOver() *frozenTask
 }
 
 // status is the tool call's wire status.

@@ -153,11 +153,14 @@ func serveDaemon(opts daemonOptions) int {
 	var lock *daemon.Lock
 	var err error
 	activated := false
+	var hold upgradeHold
 	if opts.upgradeState >= 0 {
+		hold.main = time.Now()
 		if resumed, err = daemon.Resume(opts.upgradeState); err != nil {
 			resumed.Answer(buildName(), err)
 			return fail(err)
 		}
+		hold.resumed = time.Now()
 		l, lock, activated = resumed.Listener, resumed.Lock, resumed.Activated
 	} else {
 		a, err := daemon.Activated()
@@ -177,6 +180,7 @@ func serveDaemon(opts daemonOptions) int {
 		resumed.Answer(buildName(), err)
 		return fail(err)
 	}
+	hold.contained = time.Now()
 	// Activated, the socket is systemd's; else it is this daemon's, and
 	// bound again should it be removed.
 	if l == nil {
@@ -198,6 +202,7 @@ func serveDaemon(opts daemonOptions) int {
 		closeContainment(log, c, swept)
 		return fail(err)
 	}
+	hold.history = time.Now()
 	defer closeHistory(log, store) // after the sessions' stop: it records their close
 	cfg := opts.supervisorConfig(log, c)
 	cfg.Detached, cfg.DetachedTTL, cfg.History = supervisor.KeepDetached, opts.detachedTTL, store
@@ -236,6 +241,7 @@ func serveDaemon(opts daemonOptions) int {
 		return err
 	}
 	if resumed != nil {
+		hold.log(log, resumed.Execed)
 		if err := sup.Restore(resumed.State, resumed.Files, resumed.Ended); err != nil {
 			log.Error("upgrade in place: the old daemon handed over work this build cannot take", "err", err)
 		}
@@ -476,4 +482,18 @@ func waitExit(pid int, d time.Duration) bool {
 	t := time.AfterFunc(d, func() { w.Close() })
 	defer t.Stop()
 	return w.Wait() == nil
+}
+
+// upgradeHold is when the new image of an upgrade in place got through
+// each step of its start, for the log: with the old image's exec and
+// supervisor.Restore's line, where the time no PTY is read went.
+type upgradeHold struct {
+	main, resumed, contained, history time.Time
+}
+
+// log logs the steps from execed, when the old image was about to exec
+// this one, to now, just before the sessions are restored.
+func (h upgradeHold) log(log *slog.Logger, execed time.Time) {
+	log.Info("upgrade in place: the new image's start", "exec", h.main.Sub(execed), "resume", h.resumed.Sub(h.main),
+		"containment", h.contained.Sub(h.resumed), "history", h.history.Sub(h.contained), "supervisor", time.Since(h.history))
 }

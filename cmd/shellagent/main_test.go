@@ -53,11 +53,11 @@ func TestMain(m *testing.M) {
 		build(binary, "-race")
 	} else {
 		binary = plainBinary
-		otherBinary = filepath.Join(dir, "shellagent-other")
-		if err := copyOtherBuild(plainBinary, otherBinary); err != nil {
-			fmt.Fprintln(os.Stderr, "another build:", err)
-			os.Exit(1)
-		}
+	}
+	otherBinary = filepath.Join(dir, "shellagent-other")
+	if err := copyOtherBuild(plainBinary, otherBinary); err != nil {
+		fmt.Fprintln(os.Stderr, "another build:", err)
+		os.Exit(1)
 	}
 	parallelByDefault(4)
 	code := m.Run()

@@ -17,12 +17,7 @@ import (
 
 // runIn runs the binary with args in dir, with the fixture's environment.
 func (d *daemonFixture) runIn(dir string, args ...string) (stdout, stderr string, code int) {
-	cmd := exec.Command(binary, args...)
-	cmd.Env, cmd.Dir = d.env(), dir
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	return out.String(), errOut.String(), exitCode(err)
+	return d.runBin(binary, dir, args...)
 }
 
 const stackFile = `

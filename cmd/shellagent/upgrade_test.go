@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"shellagent/acp"
 	"shellagent/daemon"
 	"shellagent/internal/testloop"
+	"shellagent/protocol/acptest"
 )
 
 // upgradeVersion is the version linked into the new binary of the
@@ -81,7 +83,8 @@ func (d *daemonFixture) serving(pid int, build string) {
 // new build, and a relay that was connected is closed and exits 1. A
 // NEWBIN that exits at once, or cannot be executed, leaves the old
 // daemon serving, and the command exits 1 naming why; so does a daemon
-// that holds work it cannot hand over yet, which goes on untouched. 20
+// that holds work it cannot hand over (a scenario that plays), which goes
+// on untouched. 20
 // upgrades in a row leave the daemon's descriptors and memory flat
 // (SHELLAGENT_LONG=1; the quick run does 4 in a row).
 func TestDaemonUpgradeInPlace(t *testing.T) {
@@ -98,15 +101,19 @@ func TestDaemonUpgradeInPlace(t *testing.T) {
 	old := exe(t, pid)
 
 	// Refused while a session holds work that cannot be handed over (a
-	// scheduled job), naming it and its session: its work runs on.
+	// scenario of the kit that plays), naming it and its session: its
+	// work runs on.
 	r := d.startRelay(plainBinary)
 	r.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
 	sid, seen := r.startCounter(d.cwd)
-	r.prompt(sid, "/after 1h echo later")
+	other := r.session(d.cwd)
+	r.prompt(other, "/scenario paused 30s")
+	r.c.WaitFor("the scenario's watch", func(m *acptest.Msg) bool { return m.SessionID == other && m.Status() == acp.StatusPaused })
 	_, stderr, code := d.run(newBin, "daemon", "upgrade", "--socket", d.socket)
-	if code != 1 || !strings.Contains(stderr, "a scheduled job") || !strings.Contains(stderr, sid) {
-		t.Errorf("upgrade with a scheduled job: exit %d, %q; want 1, naming the job and %s", code, stderr, sid)
+	if code != 1 || !strings.Contains(stderr, "a scenario plays") || !strings.Contains(stderr, other) {
+		t.Errorf("upgrade while a scenario plays: exit %d, %q; want 1, naming it and %s", code, stderr, other)
 	}
+	r.c.MustCall("session/close", map[string]string{"sessionId": other}, nil)
 	r.waitLines(sid, "term_1", seen+3) // the counter and its relay go on
 	r.c.MustCall("session/close", map[string]string{"sessionId": sid}, nil)
 	r.c.Close()

@@ -85,20 +85,28 @@ func parentOf(t *testing.T, pid int) int {
 // NEWBIN: the daemon runs NEWBIN with the same pid, the ticker runs on
 // with its pid (still the daemon's child), and a relay that resumes the
 // session gets every tick from the first once, in order, then new ones.
-// Three upgrades in a row in the quick run, 20 with SHELLAGENT_LONG=1,
-// alternating between two builds: the daemon's descriptors and memory
-// stay flat. The quick run alternates with otherBinary (another build ID,
-// no go build: 30 s of the quick run under load), the long one with a
-// build that links another version, as a new release does.
+// Three upgrades in a row, alternating between two builds (NEWBIN is
+// otherBinary, a copy with another build ID: no go build, so that it runs
+// in each containment mode, .ci/run); TestDaemonUpgradeKeepsWorkSoak
+// does 20 to a real second build.
 func TestDaemonUpgradeKeepsWork(t *testing.T) {
 	t.Parallel()
-	n, newBin := 3, otherBinary
-	if testloop.Enabled() {
-		n = 20
-	}
-	if testloop.Enabled() || newBin == "" {
-		newBin = buildNew(t)
-	}
+	upgradeKeepsWork(t, otherBinary, 3)
+}
+
+// TestDaemonUpgradeKeepsWorkSoak is TestDaemonUpgradeKeepsWork with 20
+// upgrades in a row to a build with another version linked in: the
+// daemon's descriptors and memory stay flat (SHELLAGENT_LONG=1).
+func TestDaemonUpgradeKeepsWorkSoak(t *testing.T) {
+	testloop.Long(t, "20 upgrades in place, to a second go build")
+	t.Parallel()
+	upgradeKeepsWork(t, buildNew(t), 20)
+}
+
+// upgradeKeepsWork upgrades a daemon with a ticker n times, alternating
+// between plainBinary and newBin, and checks that its descriptors and
+// memory stay flat.
+func upgradeKeepsWork(t *testing.T, newBin string, n int) {
 	d := newDaemonFixture(t)
 	cmd := d.startOwnDaemon(plainBinary)
 	pid := cmd.Process.Pid

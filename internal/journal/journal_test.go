@@ -526,6 +526,41 @@ func TestSyncPoints(t *testing.T) {
 	}
 }
 
+// TestWrittenThenReopened: what Written waits for is written, not
+// fsynced, and another Store (the next image of an upgrade in place)
+// reads it; that Store's Reopen of the session fsyncs its file at once.
+func TestWrittenThenReopened(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := open(t, Options{Dir: dir})
+	s.Create("sess_1", Meta{Cwd: "/p"})
+	s.Flush()
+	before := s.w.syncs.Load()
+	s.Output("sess_1", "term_1", []byte("tick\n"))
+	if err := s.Written(); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.w.syncs.Load() - before; n != 0 {
+		t.Errorf("Written fsynced %d times, want none", n)
+	}
+	s2 := open(t, Options{Dir: dir})
+	h, err := s2.Load("sess_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := h.Terminals["term_1"]; o == nil || string(o.Data) != "tick\n" {
+		t.Errorf("another Store does not see what was written: %+v", o)
+	}
+	s.Close() // as the exec of the next image closes its lock
+	if _, err := s2.Reopen("sess_1"); err != nil {
+		t.Fatal(err)
+	}
+	s2.Written()
+	if s2.w.syncs.Load() == 0 {
+		t.Error("Reopen did not fsync the file in its batch")
+	}
+}
+
 // TestPrune: past Max, the least recently updated closed sessions go
 // first, then (pruneSettle after Open) those never closed, whose agent
 // died; never one live here.

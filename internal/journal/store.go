@@ -106,8 +106,9 @@ type Store struct {
 	closing  bool
 	dropped  int64 // output bytes dropped in all
 
-	wake chan struct{} // a record was queued
-	done chan struct{} // the writer is gone
+	wake  chan struct{} // a record was queued
+	hurry chan struct{} // someone waits for the writer: no flood pause (hasten)
+	done  chan struct{} // the writer is gone
 }
 
 // hooks let tests see into the writer.
@@ -140,7 +141,7 @@ func Open(opts Options) (*Store, error) {
 	s := &Store{
 		opts: opts, log: cmp.Or(opts.Log, slog.Default()),
 		gapAt: make(map[termKey]int),
-		wake:  make(chan struct{}, 1), done: make(chan struct{}),
+		wake:  make(chan struct{}, 1), hurry: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	s.room = sync.NewCond(&s.mu)
 	if opts.Off {
@@ -363,12 +364,34 @@ func (s *Store) Sync(id string) { s.enqueue(op{kind: opSync, id: id}) }
 func (s *Store) Closed(id string) { s.enqueue(op{kind: opClosed, id: id}) }
 
 // Flush waits until everything queued so far is written and fsynced.
-func (s *Store) Flush() error {
+func (s *Store) Flush() error { return s.barrier(opBarrier) }
+
+// Written waits until everything queued so far is written, but not
+// fsynced: another process that reads the files then reads all of it,
+// from the page cache. For the next image of an upgrade in place, which
+// reopens the files (Reopen, a durable point: their first batch there
+// fsyncs them), so that the hold of the upgrade does not wait for the
+// disk.
+func (s *Store) Written() error { return s.barrier(opWritten) }
+
+// barrier queues a barrier of kind and waits for the writer to get to
+// it, without letting a flood's batches gather meanwhile.
+func (s *Store) barrier(kind opKind) error {
 	done := make(chan error, 1)
-	if !s.enqueue(op{kind: opBarrier, done: done}) {
+	if !s.enqueue(op{kind: kind, done: done}) {
 		return nil
 	}
+	s.hasten()
 	return <-done
+}
+
+// hasten tells the writer that someone waits for it: it does not let a
+// flood's batches gather (pause) meanwhile.
+func (s *Store) hasten() {
+	select {
+	case s.hurry <- struct{}{}:
+	default:
+	}
 }
 
 // Refresh reads again the files that other processes changed, added or
@@ -435,6 +458,7 @@ func (s *Store) enqueue(o op) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.ctlBytes > 0 && s.ctlBytes+cost > s.opts.Queue && !s.closing {
+		s.hasten()
 		s.room.Wait()
 	}
 	if s.closing {

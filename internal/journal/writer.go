@@ -20,7 +20,8 @@ import (
 
 type opKind uint8
 
-// The kinds of queued records. opBarrier and opDelete answer on done.
+// The kinds of queued records. opBarrier, opWritten and opDelete answer
+// on done.
 const (
 	opCreate opKind = iota
 	opOpen
@@ -35,6 +36,7 @@ const (
 	opSync
 	opClosed
 	opBarrier
+	opWritten // a barrier without the fsync (Store.Written)
 	opRefresh
 	opDelete
 )
@@ -165,7 +167,7 @@ func (w *writer) run() {
 		w.prune()
 		for i := range batch {
 			switch o := &batch[i]; o.kind {
-			case opBarrier:
+			case opBarrier, opWritten:
 				o.done <- nil
 			case opRefresh:
 				o.done <- w.rescan(false)
@@ -191,9 +193,21 @@ func (w *writer) run() {
 		if outputIn(batch) >= floodBatch {
 			// A flood: let the next batch gather, so that what goes
 			// beyond a terminal's scrollback is cut before it is written
-			// (apply), instead of being written, then compacted away.
-			time.Sleep(floodPause)
+			// (apply), instead of being written, then compacted away;
+			// unless someone waits for it (a Flush, or a record for
+			// which the queue has no room).
+			w.pause(floodPause)
 		}
+	}
+}
+
+// pause waits d, or less if someone waits for the writer (hasten).
+func (w *writer) pause(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-w.s.hurry:
 	}
 }
 
@@ -252,6 +266,8 @@ func (w *writer) apply(batch []op) (touched []*file, barrier bool) {
 		switch o.kind {
 		case opBarrier, opRefresh:
 			barrier = true
+			continue
+		case opWritten:
 			continue
 		case opDelete:
 			o.done <- w.remove(o.id)
@@ -430,6 +446,7 @@ func (w *writer) encode(f *file, o *op) []byte {
 	case opOpen:
 		r.T = "open"
 		f.closed = false
+		f.durable = true // what an earlier image wrote and did not fsync (Store.Written) is, now
 	case opConfig: // key and msgID carry the option and its value
 		r.T, r.Option, r.Value = "config", o.key, &o.msgID
 	case opUpdate:

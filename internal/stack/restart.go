@@ -82,6 +82,30 @@ func NewRestarter(p Policy) *Restarter {
 // Restarts is the number of restarts decided so far, for /status.
 func (r *Restarter) Restarts() int { return r.restarts }
 
+// Counters are what a Restarter has counted: its state, besides its
+// Policy, as an upgrade in place hands it to the next image.
+type Counters struct {
+	Quick    int           // restarts in a row after quick runs
+	Delay    time.Duration // the next restart's delay
+	Restarts int           // every restart decided
+}
+
+// Counters returns what r has counted, for ResumeRestarter.
+func (r *Restarter) Counters() Counters {
+	return Counters{Quick: r.quick, Delay: r.delay, Restarts: r.restarts}
+}
+
+// ResumeRestarter returns the Restarter of p that goes on from c, what
+// an earlier one had counted (Restarter.Counters).
+func ResumeRestarter(p Policy, c Counters) *Restarter {
+	r := NewRestarter(p)
+	r.quick, r.restarts = c.Quick, c.Restarts
+	if c.Delay > 0 {
+		r.delay = c.Delay
+	}
+	return r
+}
+
 // Next decides what follows run: nothing under restart = no, or after a
 // clean exit under on-failure; else a restart after the current delay,
 // which then doubles up to MaxBackoff. A run that lasted QuickRun or more

@@ -142,3 +142,27 @@ func TestRestarterBackoffLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestRestarterResumes: a Restarter resumed from another's Counters (an
+// upgrade in place) decides as the other would have: the same count of
+// quick restarts, the same delay, the same total.
+func TestRestarterResumes(t *testing.T) {
+	t.Parallel()
+	p := Policy{RestartOnFailure, 3, time.Second}
+	c := &clock{now: time.Unix(1_700_000_000, 0)}
+	a := NewRestarter(p)
+	for range 2 {
+		a.Next(c.run(time.Second, Exit{Code: 1}))
+	}
+	b := ResumeRestarter(p, a.Counters())
+	for i := range 3 {
+		run := c.run(time.Second, Exit{Code: 1})
+		da, db := a.Next(run), b.Next(run)
+		if da != db {
+			t.Fatalf("run %d after the resume: resumed %+v, original %+v", i+1, db, da)
+		}
+	}
+	if b.Restarts() != 3 || !strings.Contains(b.Next(c.run(time.Second, Exit{Code: 1})).Reason, "gave up") {
+		t.Errorf("resumed: %d restarts, want 3 and then to give up", b.Restarts())
+	}
+}
