@@ -187,3 +187,20 @@ func (a *actor) snapshot() *snapshot {
 		attached: st.out.client != nil, terminals: live,
 	}
 }
+
+// The ways a Session's methods reach its actor: a Session holds its actor
+// by name, so that only these four of the actor's methods are the
+// Session's.
+
+// do queues f for the session's actor (actor.do).
+func (s *Session) do(f func(st *state)) { s.actor.do(f) }
+
+// doWait runs f on the session's actor and waits for it (actor.doWait).
+func (s *Session) doWait(f func(st *state)) { s.actor.doWait(f) }
+
+// peek returns what the session's state is (actor.peek).
+func (s *Session) peek() *snapshot { return s.actor.peek() }
+
+// slow announces slow work of the current entry (actor.slow). On the
+// actor.
+func (s *Session) slow() { s.actor.slow() }

@@ -157,7 +157,7 @@ func (st *state) reportState(stopReason string) { st.reportWith(stopReason, nil)
 func (st *state) reportWith(stopReason string, meta map[string]any) {
 	st.list.dirty = false
 	u := &acp.StateUpdate{
-		SessionUpdate: acp.KindState, State: st.fgState, StopReason: stopReason, Background: st.listed(), Meta: meta,
+		SessionUpdate: acp.KindState, State: st.fgState, StopReason: stopReason, Background: st.kit.listed(&st.list), Meta: meta,
 	}
 	if stopReason == acp.StopError {
 		u.Error = st.failure

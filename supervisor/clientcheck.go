@@ -14,7 +14,7 @@ import (
 // reported to that client as a warning notice, besides being answered as
 // it always is. Some violations only the connection sees: the
 // protocol.ClientChecks that each connection is made with (Checks)
-// reports them to ClientViolated. The others are seen here, where the
+// reports them to violations.report. The others are seen here, where the
 // request is served.
 
 // Client rule ids: the notice's _meta.shellagent.clientCheck, and the
@@ -142,27 +142,31 @@ func unsupportedBlock(blocks []acp.ContentBlock) string {
 
 // Checks returns the Observer to make a new connection with: it reports
 // what its client does against the rules only the connection sees to
-// ClientViolated.
+// violations.report.
 func (sv *Supervisor) Checks() protocol.Observer {
-	return protocol.NewClientChecks(sv.ClientViolated)
+	return protocol.NewClientChecks(violations{sv}.report)
 }
 
-// ClientViolated reports a violation that only the connection saw to its
+// violations reports to the Supervisor's sessions the violations of a
+// client that the connection, or a request for no live session, shows.
+type violations struct{ sv *Supervisor }
+
+// report reports a violation that only the connection saw to its
 // session, or, when it names none, to every session attached to c.
-func (sv *Supervisor) ClientViolated(c protocol.Client, v protocol.ClientViolation) {
-	if v.SessionID == "" {
-		sv.checkConnection(c, v.Rule, v.Detail)
+func (v violations) report(c protocol.Client, cv protocol.ClientViolation) {
+	if cv.SessionID == "" {
+		v.connection(c, cv.Rule, cv.Detail)
 		return
 	}
-	if s, err := sv.session(v.SessionID); err == nil {
-		s.do(func(st *state) { checkClient(st, c, v.Rule, v.Detail) })
+	if s, err := v.sv.session(cv.SessionID); err == nil {
+		s.do(func(st *state) { checkClient(st, c, cv.Rule, cv.Detail) })
 	}
 }
 
-// checkConnection reports a violation that names no session that can
-// hear of it to each session attached to c.
-func (sv *Supervisor) checkConnection(c protocol.Client, rule, detail string) {
-	for _, s := range sv.list() {
+// connection reports a violation that names no session that can hear of
+// it to each session attached to c.
+func (v violations) connection(c protocol.Client, rule, detail string) {
+	for _, s := range v.sv.list() {
 		s.do(func(st *state) {
 			if st.out.client == c {
 				checkClient(st, c, rule, detail)
@@ -171,14 +175,14 @@ func (sv *Supervisor) checkConnection(c protocol.Client, rule, detail string) {
 	}
 }
 
-// checkClosed reports a request from c for session id, which failed, if
-// id is that of a session that closed.
-func (sv *Supervisor) checkClosed(c protocol.Client, method, id string) {
-	sv.mu.Lock()
-	closed := slices.Contains(sv.closed, id)
-	sv.mu.Unlock()
+// closed reports a request from c for session id, which failed, if id
+// is that of a session that closed.
+func (v violations) closed(c protocol.Client, method, id string) {
+	v.sv.mu.Lock()
+	closed := slices.Contains(v.sv.closed, id)
+	v.sv.mu.Unlock()
 	if closed {
-		sv.checkConnection(c, ruleClosedSession, method+" for "+id+", which was closed")
+		v.connection(c, ruleClosedSession, method+" for "+id+", which was closed")
 	}
 }
 

@@ -74,7 +74,7 @@ var (
 var commands []*command
 
 func init() {
-	shellLine.hold = func(st *state, t *turn) { st.runForeground(t) }
+	shellLine.hold = runForeground
 	scenarioPlay.hold = playScenario
 	kitWork.hold = beginKitWork
 	commands = []*command{
@@ -91,7 +91,7 @@ func init() {
 		},
 		{
 			name: "stop", syntax: "ID", now: true, parse: parseID("/stop needs exactly one terminal or tool call id"),
-			act:         func(st *state, in input) { st.stopByID(in.id) },
+			act:         actStop,
 			description: "Stop a background terminal or tool call by id",
 			hint:        "terminal or tool call id, e.g. term_3",
 			usage:       "/stop ID, e.g. /stop term_3",
@@ -242,8 +242,14 @@ func parseBg(_ *command, rest string) input { return input{line: rest} }
 // actBg serves /bg: /bg CMD starts CMD in the background; /bg alone moves
 // the foreground work there.
 func actBg(st *state, in input) {
-	if in.line != "" {
-		st.runBackground(in.line)
+	if line := in.line; line != "" { // directly as background work
+		if st.settings.ask {
+			st.ask(st.newCall(callAsking, "execute", line), line, nil)
+			return
+		}
+		if t := st.launch(st.newCall(callRunning, "execute", line), line); t != nil {
+			st.handOff(t, "Started in the background.")
+		}
 		return
 	}
 	fg := st.turns.fg

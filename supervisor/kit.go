@@ -86,10 +86,10 @@ func (k kit) takes(terminal bool, id string, running bool) (taken bool, err erro
 	return k.overlay.Cancel(terminal, id, running)
 }
 
-// listed is the list as a state_update carries it: the session's work,
-// then what the overlay lists.
-func (st *state) listed() acp.Background {
-	return append(st.list.wire(), st.kit.items()...)
+// listed is the list as a state_update carries it: the session's work
+// (l), then what the overlay lists.
+func (k kit) listed(l *backgroundList) acp.Background {
+	return append(l.wire(), k.items()...)
 }
 
 // kitOrigin is the source of the turns a Foreground begins.
@@ -250,7 +250,7 @@ func (sc *Scene) Snapshot(state, stopReason string, meta map[string]any) *acp.St
 		st.fgState = state
 	}
 	return &acp.StateUpdate{
-		SessionUpdate: acp.KindState, State: cmp.Or(state, st.fgState), StopReason: stopReason, Background: st.listed(), Meta: meta,
+		SessionUpdate: acp.KindState, State: cmp.Or(state, st.fgState), StopReason: stopReason, Background: st.kit.listed(&st.list), Meta: meta,
 	}
 }
 

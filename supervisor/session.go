@@ -17,12 +17,12 @@ import (
 // the ways in (see the package's Concurrency section); each runs on its
 // actor (actor.go), which owns st.
 type Session struct {
-	sv   *Supervisor
-	id   string
-	cwd  string
-	disk *durable // its history on disk (durable.go)
-	st   state
-	*actor
+	sv    *Supervisor
+	id    string
+	cwd   string
+	disk  *durable // its history on disk (durable.go)
+	st    state
+	actor *actor // the goroutine that owns st (actor.go)
 }
 
 // lifecycle is where a session is in its life.
@@ -170,7 +170,7 @@ func (s *Session) cancel(c protocol.Client) {
 		if st.out.lost(c) {
 			return
 		}
-		st.dropHeld(func(*turn) bool { return true }, "cancelled by session/cancel")
+		st.turns.dropHeld(func(*turn) bool { return true }, "cancelled by session/cancel")
 		sessionCancelled(st) // background requests stay open (permission.go)
 		if fg := st.turns.fg; fg != nil {
 			fg.fore.cancelTurn(st, fg)
@@ -234,11 +234,6 @@ func (s *Session) setConfigOption(c protocol.Client, p *acp.SetConfigOptionReque
 	return resp, err
 }
 
-// killGrace is the kill grace the session's next stop uses.
-func (s *Session) killGrace() time.Duration { return s.peek().settings.killGrace }
-
-func (s *Session) configOptions() []acp.ConfigOption { return s.peek().settings.options() }
-
 // resume attaches the session to c and brings c up to date: the retained
 // history if replay asks for it (history.go), then a current
 // terminal_update (with a replacement of the output) and tool_call_update
@@ -267,7 +262,7 @@ func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest, notice 
 		if taken {
 			// Taken from another connection: the prompts it left held
 			// are never inserted into what c now follows.
-			st.dropHeld(func(t *turn) bool { return t.from == from }, "another client took the session (session/resume) before it was inserted")
+			st.turns.dropHeld(func(t *turn) bool { return t.from == from }, "another client took the session (session/resume) before it was inserted")
 		}
 		delivered := map[any]bool{}
 		if replay {
@@ -337,7 +332,7 @@ func (s *Session) detach(c protocol.Client, policy DetachPolicy, done func()) (c
 				fg.from, fg.reply = nil, nil
 			}
 		}
-		st.dropHeld(func(t *turn) bool { return t.from == c }, "the connection went away before it was inserted")
+		st.turns.dropHeld(func(t *turn) bool { return t.from == c }, "the connection went away before it was inserted")
 	})
 	return closes
 }
@@ -372,13 +367,13 @@ func (st *state) close(done func()) {
 		return
 	}
 	st.life, st.closeDone = sessionClosing, append(st.closeDone, done)
-	if len(st.listed()) > 0 {
+	if len(st.kit.listed(&st.list)) > 0 {
 		st.final = finalIdle
 	}
 	if st.kit.overlay != nil {
 		st.kit.overlay.Closing()
 	}
-	st.dropHeld(func(*turn) bool { return true }, "session closed")
+	st.turns.dropHeld(func(*turn) bool { return true }, "session closed")
 	if fg := st.turns.fg; fg != nil {
 		st.final = finalCancelled
 		if fg.state == turnAsking {

@@ -267,7 +267,7 @@ func TestTheActorEndsWithItsSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-s.ended:
+	case <-s.actor.ended:
 	case <-time.After(20 * time.Second):
 		t.Fatal("the actor of a closed session did not end")
 	}

@@ -234,7 +234,7 @@ func (sv *Supervisor) NewSession(c protocol.Client, p *acp.NewSessionRequest) (*
 	sv.mu.Unlock()
 	return &acp.NewSessionResponse{
 		SessionID:         s.id,
-		ConfigOptions:     s.configOptions(),
+		ConfigOptions:     s.peek().settings.options(),
 		AvailableCommands: availableCommands(),
 	}, nil
 }
@@ -297,7 +297,7 @@ func (sv *Supervisor) ResumeSession(c protocol.Client, p *acp.ResumeSessionReque
 		if sv.cfg.History != nil && sv.cfg.History.Exists(p.SessionID) {
 			return sv.resumePast(c, p)
 		}
-		sv.checkClosed(c, "session/resume", p.SessionID)
+		violations{sv}.closed(c, "session/resume", p.SessionID)
 		return nil, err
 	}
 	return s.resume(c, p, nil)
@@ -320,7 +320,7 @@ func (sv *Supervisor) Prompt(ctx context.Context, c protocol.Client, p *acp.Prom
 	s, err := sv.session(p.SessionID)
 	if err != nil {
 		reply(nil, err)
-		sv.checkClosed(c, "session/prompt", p.SessionID)
+		violations{sv}.closed(c, "session/prompt", p.SessionID)
 		return
 	}
 	if p.IdempotencyKey != "" {
@@ -342,7 +342,7 @@ func (sv *Supervisor) CancelTerminal(c protocol.Client, p *acp.CancelTerminalReq
 	s, err := sv.session(p.SessionID)
 	if err != nil {
 		reply(nil, err)
-		sv.checkClosed(c, "terminal/cancel", p.SessionID)
+		violations{sv}.closed(c, "terminal/cancel", p.SessionID)
 		return
 	}
 	s.cancelTerminal(c, p.TerminalID, reply)
@@ -353,7 +353,7 @@ func (sv *Supervisor) CancelToolCall(c protocol.Client, p *acp.CancelToolCallReq
 	s, err := sv.session(p.SessionID)
 	if err != nil {
 		reply(nil, err)
-		sv.checkClosed(c, "tool_call/cancel", p.SessionID)
+		violations{sv}.closed(c, "tool_call/cancel", p.SessionID)
 		return
 	}
 	s.cancelToolCall(c, p.ToolCallID, reply)
@@ -363,7 +363,7 @@ func (sv *Supervisor) CancelToolCall(c protocol.Client, p *acp.CancelToolCallReq
 func (sv *Supervisor) SetConfigOption(c protocol.Client, p *acp.SetConfigOptionRequest) (*acp.SetConfigOptionResponse, error) {
 	s, err := sv.session(p.SessionID)
 	if err != nil {
-		sv.checkClosed(c, "session/set_config_option", p.SessionID)
+		violations{sv}.closed(c, "session/set_config_option", p.SessionID)
 		return nil, err
 	}
 	return s.setConfigOption(c, p)
@@ -378,7 +378,7 @@ func (sv *Supervisor) SetConfigOption(c protocol.Client, p *acp.SetConfigOptionR
 // attached to other connections run on; only the prompts that c left held
 // in them are answered -32800, never to be inserted.
 func (sv *Supervisor) Detach(ctx context.Context, c protocol.Client) error {
-	return sv.wait(ctx, "detach", func(s *Session, done func()) bool {
+	return waitEach(ctx, "detach", sv.list(), func(s *Session, done func()) bool {
 		return s.detach(c, sv.cfg.Detached, done)
 	})
 }
@@ -394,7 +394,7 @@ var shutdownSlack = 700 * time.Millisecond
 func (sv *Supervisor) LongestGrace() time.Duration {
 	grace := sv.cfg.KillGrace
 	for _, s := range sv.list() {
-		grace = max(grace, s.killGrace())
+		grace = max(grace, s.peek().settings.killGrace) // the kill grace its next stop uses
 	}
 	return grace
 }
@@ -406,17 +406,17 @@ func (sv *Supervisor) LongestGrace() time.Duration {
 func (sv *Supervisor) Shutdown(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, sv.LongestGrace()+shutdownSlack)
 	defer cancel()
-	return sv.wait(ctx, "shutdown", func(s *Session, done func()) bool {
+	return waitEach(ctx, "shutdown", sv.list(), func(s *Session, done func()) bool {
 		s.close(done)
 		return true
 	})
 }
 
-// wait applies start to every session and waits for the done of each one
-// for which start reported that it will be called.
-func (sv *Supervisor) wait(ctx context.Context, op string, start func(s *Session, done func()) bool) error {
+// waitEach applies start to each of sessions and waits for the done of
+// each one for which start reported that it will be called.
+func waitEach(ctx context.Context, op string, sessions []*Session, start func(s *Session, done func()) bool) error {
 	var wg sync.WaitGroup
-	for _, s := range sv.list() {
+	for _, s := range sessions {
 		wg.Add(1)
 		if !start(s, wg.Done) {
 			wg.Done()

@@ -14,7 +14,7 @@ import (
 
 // A command's life, top to bottom. A prompt's command runs in the
 // foreground (runForeground, turns.go) or, with /bg, in the background
-// (runBackground); in permission mode "ask" it first waits for the user
+// (actBg, commands.go); in permission mode "ask" it first waits for the user
 // (permission.go). launch starts it in a PTY, as slow work on the
 // session's actor (actor.go), and then announces its tool call and terminal. A
 // command leaves the foreground while it runs on the foreground timeout,
@@ -23,17 +23,6 @@ import (
 // or ends on its own (Session.exited): its exitStatus goes out first, then
 // its tool call's outcome and the end of its turn, or its removal from the
 // list.
-
-// runBackground starts line directly as background work.
-func (st *state) runBackground(line string) {
-	if st.settings.ask {
-		st.ask(st.newCall(callAsking, "execute", line), line, nil)
-		return
-	}
-	if t := st.launch(st.newCall(callRunning, "execute", line), line); t != nil {
-		st.handOff(t, "Started in the background.")
-	}
-}
 
 // launch starts line in a new terminal for call: the Launcher runs on the
 // actor, as slow work (actor.slow). Once it has returned, launch announces

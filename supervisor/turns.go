@@ -243,8 +243,8 @@ func (st *state) endTurn(stopReason string) {
 
 // dropHeld takes the held turns that match off the queue: prompts are
 // answered -32800 with why; firings are dropped.
-func (st *state) dropHeld(match func(*turn) bool, why string) {
-	for _, t := range st.turns.drop(match) {
+func (q *turnQueue) dropHeld(match func(*turn) bool, why string) {
+	for _, t := range q.drop(match) {
 		if t.reply != nil {
 			t.reply(nil, acp.RequestCancelled(why))
 		}
@@ -255,8 +255,9 @@ func (st *state) dropHeld(match func(*turn) bool, why string) {
 }
 
 // runForeground runs the turn's command as foreground work: at once, or
-// after the user allows it in permission mode "ask".
-func (st *state) runForeground(t *turn) {
+// after the user allows it in permission mode "ask". It is a shell line's
+// hold (commands.go).
+func runForeground(st *state, t *turn) {
 	t.fore = commandRun{}
 	if st.settings.ask {
 		t.call = st.newCall(callAsking, "execute", t.in.line)
@@ -299,9 +300,10 @@ func (st *state) detach(why string) {
 	st.endTurn(acp.StopEndTurn)
 }
 
-// stopByID serves /stop: the same acceptance and errors as the cancel
+// actStop serves /stop ID: the same acceptance and errors as the cancel
 // methods, told as an agent message.
-func (st *state) stopByID(id string) {
+func actStop(st *state, in input) {
+	id := in.id
 	var stop func()
 	var err error
 	if st.work.calls[id] != nil {
