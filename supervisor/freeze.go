@@ -186,7 +186,7 @@ var errUpgraded = errors.New("its connection closed for the daemon's upgrade in 
 // is background work. A firing of a job or a watch that waited for the
 // foreground starts once it is free, and moves to the background too.
 func (st *state) endForUpgrade() {
-	st.dropHeld(func(t *turn) bool { return t.reply != nil }, "the daemon was upgraded in place before it was inserted")
+	st.turns.dropHeld(func(t *turn) bool { return t.reply != nil }, "the daemon was upgraded in place before it was inserted")
 	for _, c := range st.work.unfinished() {
 		if a, ok := c.task.(*approval); ok {
 			a.answered(st, nil, errUpgraded)

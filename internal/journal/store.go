@@ -106,8 +106,8 @@ type Store struct {
 	closing  bool
 	dropped  int64 // output bytes dropped in all
 
-	wake  chan struct{} // a record was queued
-	hurry chan struct{} // someone waits for the writer: no flood pause (hasten)
+	wake  nudge         // a record was queued
+	hurry nudge         // someone waits for the writer: no flood pause
 	done  chan struct{} // the writer is gone
 }
 
@@ -141,7 +141,7 @@ func Open(opts Options) (*Store, error) {
 	s := &Store{
 		opts: opts, log: cmp.Or(opts.Log, slog.Default()),
 		gapAt: make(map[termKey]int),
-		wake:  make(chan struct{}, 1), hurry: make(chan struct{}, 1), done: make(chan struct{}),
+		wake:  make(nudge, 1), hurry: make(nudge, 1), done: make(chan struct{}),
 	}
 	s.room = sync.NewCond(&s.mu)
 	if opts.Off {
@@ -318,7 +318,7 @@ func (s *Store) Output(id, term string, p []byte) {
 		s.gapAt[k] = len(s.queue)
 		s.outBytes += opCost
 		s.queue = append(s.queue, op{kind: opGap, id: id, term: term, n: int64(len(p)), at: now})
-		s.signal()
+		s.wake.poke()
 		return
 	}
 	delete(s.gapAt, k)
@@ -326,7 +326,7 @@ func (s *Store) Output(id, term string, p []byte) {
 	copy(d, p)
 	s.outBytes += len(p) + opCost
 	s.queue = append(s.queue, op{kind: opOut, id: id, term: term, data: d, at: now})
-	s.signal()
+	s.wake.poke()
 }
 
 // Forget drops an item from the history (retired work): its updates,
@@ -381,17 +381,8 @@ func (s *Store) barrier(kind opKind) error {
 	if !s.enqueue(op{kind: kind, done: done}) {
 		return nil
 	}
-	s.hasten()
+	s.hurry.poke()
 	return <-done
-}
-
-// hasten tells the writer that someone waits for it: it does not let a
-// flood's batches gather (pause) meanwhile.
-func (s *Store) hasten() {
-	select {
-	case s.hurry <- struct{}{}:
-	default:
-	}
 }
 
 // Refresh reads again the files that other processes changed, added or
@@ -440,7 +431,7 @@ func (s *Store) Close() error {
 	if !s.closing {
 		s.closing = true
 		s.room.Broadcast()
-		s.signal()
+		s.wake.poke()
 	}
 	s.mu.Unlock()
 	<-s.done
@@ -458,7 +449,7 @@ func (s *Store) enqueue(o op) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.ctlBytes > 0 && s.ctlBytes+cost > s.opts.Queue && !s.closing {
-		s.hasten()
+		s.hurry.poke()
 		s.room.Wait()
 	}
 	if s.closing {
@@ -469,14 +460,17 @@ func (s *Store) enqueue(o op) bool {
 	}
 	s.ctlBytes += cost
 	s.queue = append(s.queue, o)
-	s.signal()
+	s.wake.poke()
 	return true
 }
 
-// signal wakes the writer.
-func (s *Store) signal() {
+// A nudge is a wake-up for the writer: poke never blocks, and many pokes
+// before the writer looks are one.
+type nudge chan struct{}
+
+func (n nudge) poke() {
 	select {
-	case s.wake <- struct{}{}:
+	case n <- struct{}{}:
 	default:
 	}
 }
