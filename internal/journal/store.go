@@ -44,7 +44,7 @@ type Options struct {
 	Off        bool         // keep nothing: every append is a no-op, List is empty
 	Max        int64        // bytes of history in all (DefaultMax)
 	Scrollback int          // bytes of output kept per terminal (DefaultScrollback)
-	Queue      int          // bytes of output, and of other records, queued at most (DefaultQueue)
+	Queue      int          // bytes of records queued at most (DefaultQueue); output is read, never queued (Attach)
 	CompactAt  int64        // bytes a file may hold that it no longer needs (DefaultCompactAt)
 	Log        *slog.Logger // where the Store reports what it skips and fails (slog.Default())
 
@@ -82,9 +82,10 @@ func DefaultDir() (string, error) {
 
 // A Store keeps the history of every session of a state directory. Its
 // methods are safe for concurrent use. The appends (Create, Reopen,
-// Meta, Update, Output, Exit, Prompt, Forget, Sync, Closed) queue a record for
+// Meta, Update, Attach, Exit, Prompt, Forget, Sync, Closed) queue a record for
 // the Store's writer and return at once (see the package doc for when
-// one waits); they ignore a session the Store does not have.
+// one waits); they ignore a session the Store does not have. A
+// terminal's output is not appended but read by the writer (Attach).
 type Store struct {
 	opts Options
 	dir  string // Dir/sessions
@@ -94,19 +95,17 @@ type Store struct {
 	index    map[string]*entry
 	total    int64 // bytes of every indexed file
 	queue    []op
-	outBytes int              // output queued or being written, with opCost each
-	ctlBytes int              // other records queued or being written, with opCost each
-	gapAt    map[termKey]int  // the queued gap op of a terminal whose output is being dropped
+	ctlBytes int              // records queued or being written, with opCost each
 	skipped  map[string]int64 // files that could not be read, by id: their size then
 	room     *sync.Cond       // signalled when ctlBytes goes down
 	closing  bool
-	dropped  int64 // output bytes dropped in all
 
 	wake chan struct{} // a record was queued
 	done chan struct{} // the writer is gone
 
 	// The writer's own.
 	files map[string]*file
+	buf   []byte // where it reads output (pull), maxChunk bytes
 
 	syncs atomic.Int64 // fsyncs done, for tests
 }
@@ -123,8 +122,6 @@ type entry struct {
 	keys map[string]string // idempotencyKey → messageId
 	live bool              // created or reopened here, and not closed since
 }
-
-type termKey struct{ id, term string }
 
 // Open opens the history of opts.Dir, creating its directories, reads
 // every file's index and starts the writer. A file it cannot read is
@@ -144,7 +141,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	s := &Store{
 		opts: opts, log: cmp.Or(opts.Log, slog.Default()),
-		index: make(map[string]*entry), gapAt: make(map[termKey]int), skipped: make(map[string]int64),
+		index: make(map[string]*entry), skipped: make(map[string]int64),
 		files: make(map[string]*file),
 		wake:  make(chan struct{}, 1), done: make(chan struct{}),
 	}
@@ -220,14 +217,6 @@ func (s *Store) List() []Info {
 	return out
 }
 
-// Dropped returns how many bytes of output the Store dropped in all,
-// because its queue was full.
-func (s *Store) Dropped() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.dropped
-}
-
 // Exists reports whether the history has session id.
 func (s *Store) Exists(id string) bool {
 	s.mu.Lock()
@@ -277,48 +266,6 @@ func (s *Store) Update(id, item string, u acp.Update) {
 		return
 	}
 	s.enqueue(op{kind: opUpdate, id: id, item: item, data: b})
-}
-
-// Output records output of terminal term. p is copied. Output that does
-// not fit in the queue is dropped and recorded as a gap.
-func (s *Store) Output(id, term string, p []byte) {
-	if len(p) == 0 || s.opts.Off {
-		return
-	}
-	now := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e := s.index[id]
-	if e == nil || s.closing {
-		return
-	}
-	e.info.UpdatedAt = now
-	k := termKey{id, term}
-	if n := len(s.queue); n > 0 {
-		if t := &s.queue[n-1]; t.kind == opOut && t.id == id && t.term == term && len(t.data)+len(p) <= maxChunk && s.outBytes+len(p) <= s.opts.Queue {
-			t.data = append(t.data, p...)
-			s.outBytes += len(p)
-			return
-		}
-	}
-	if s.outBytes+len(p)+opCost > s.opts.Queue {
-		s.dropped += int64(len(p))
-		if i, ok := s.gapAt[k]; ok {
-			s.queue[i].n += int64(len(p))
-			return
-		}
-		s.gapAt[k] = len(s.queue)
-		s.outBytes += opCost
-		s.queue = append(s.queue, op{kind: opGap, id: id, term: term, n: int64(len(p)), at: now})
-		s.signal()
-		return
-	}
-	delete(s.gapAt, k)
-	d := make([]byte, len(p), max(len(p), 4<<10))
-	copy(d, p)
-	s.outBytes += len(p) + opCost
-	s.queue = append(s.queue, op{kind: opOut, id: id, term: term, data: d, at: now})
-	s.signal()
 }
 
 // Forget drops an item from the history (retired work): its updates,

@@ -32,6 +32,7 @@ const (
 	opBarrier
 	opRefresh
 	opDelete
+	opAttach
 )
 
 // op is a queued record.
@@ -44,6 +45,7 @@ type op struct {
 	n              int64  // a gap's bytes
 	meta           Meta
 	status         acp.ExitStatus
+	tap            *Tap
 	done           chan error
 }
 
@@ -58,6 +60,8 @@ type file struct {
 	size      int64
 	pend      []byte               // lines to write at the end of the batch
 	terms     map[string]*outBytes // the output in the file, by terminal
+	taps      map[string]*Tap      // the terminals whose output the writer reads (tap.go)
+	pulledAt  time.Time            // when it last read output, if since the last release
 	itemLen   map[string]int       // bytes of each item's last line
 	deadItems int64                // bytes of items' earlier lines
 	unsynced  bool                 // written since the last fsync
@@ -71,15 +75,16 @@ func (p *parsed) file(id string) *file {
 	f := &file{id: id, valid: p.valid, size: p.info.Size, terms: make(map[string]*outBytes, len(p.terms)),
 		itemLen: p.itemLen, deadItems: p.deadItems}
 	for k, t := range p.terms {
-		f.terms[k] = &outBytes{data: t.inFile, lines: t.lines}
+		f.terms[k] = &outBytes{data: t.inFile, lines: t.lines, written: t.written}
 	}
 	return f
 }
 
 // outBytes is a terminal's output in a file.
 type outBytes struct {
-	data  int64 // bytes of output
-	lines int64 // bytes of the lines that hold them
+	data    int64 // bytes of output
+	lines   int64 // bytes of the lines that hold them
+	written int64 // bytes of output and gaps: the offset of the next byte
 }
 
 // dead estimates the bytes of lines that hold output beyond scroll.
@@ -110,10 +115,14 @@ func (s *Store) writer() {
 		s.mu.Lock()
 		batch, closing := s.queue, s.closing
 		s.queue = nil
-		clear(s.gapAt)
 		s.mu.Unlock()
 
 		touched, barrier := s.apply(batch)
+		if fired || closing {
+			// A second after output, or the last chance: read every
+			// terminal's output (barriers read it in apply).
+			touched = s.pullAll(touched)
+		}
 		s.write(touched, fired || closing || barrier)
 		s.release(batch, touched)
 		for _, f := range touched {
@@ -135,36 +144,11 @@ func (s *Store) writer() {
 			timer.Stop()
 			return
 		}
-		if !armed && s.unsynced() {
+		if !armed && (s.unsynced() || s.flowing()) {
 			timer.Reset(syncEvery)
 			armed = true
 		}
-		if outputIn(batch) >= floodBatch {
-			// A flood: let the next batch gather, so that what goes
-			// beyond a terminal's scrollback is cut before it is written
-			// (apply), instead of being written, then compacted away.
-			time.Sleep(floodPause)
-		}
 	}
-}
-
-// A batch with floodBatch bytes of output or more makes the writer wait
-// floodPause before it takes the next one: at most a fifth of a second
-// more before a durable point's fsync, in exchange for writing a flood's
-// scrollback per batch rather than the flood.
-const (
-	floodBatch = 4 << 10
-	floodPause = 200 * time.Millisecond
-)
-
-// outputIn returns the bytes of output that batch holds.
-func outputIn(batch []op) (n int) {
-	for i := range batch {
-		if batch[i].kind == opOut {
-			n += len(batch[i].data)
-		}
-	}
-	return n
 }
 
 // unsynced reports whether a file was written since its last fsync.
@@ -178,31 +162,17 @@ func (s *Store) unsynced() bool {
 }
 
 // apply encodes a batch into its files' pending lines, and does its
-// creates and deletes. It returns the files it touched and whether the
-// batch holds a barrier.
+// creates and deletes; the output of a terminal is read (pull) where a
+// record needs it first: before its exit, at a durable point of its
+// session, at a barrier. It returns the files it touched and whether
+// the batch holds a barrier.
 func (s *Store) apply(batch []op) (touched []*file, barrier bool) {
-	touch := func(f *file) {
-		if !slices.Contains(touched, f) {
-			touched = append(touched, f)
-		}
-	}
-	cut, cutSoFar := s.deadOnArrival(batch), make(map[termKey]int64)
 	for i := range batch {
 		o := &batch[i]
-		if o.kind == opOut && cut[termKey{o.id, o.term}] > 0 {
-			gap, rest := trimOut(cut, cutSoFar, o)
-			if f := s.files[o.id]; f != nil && gap != nil {
-				touch(f)
-				f.pend = s.encode(f, gap)
-			}
-			if rest == nil {
-				continue
-			}
-			o = rest
-		}
 		switch o.kind {
 		case opBarrier, opRefresh:
 			barrier = true
+			touched = s.pullAll(touched)
 			continue
 		case opDelete:
 			o.done <- s.remove(o.id)
@@ -215,56 +185,23 @@ func (s *Store) apply(batch []op) (touched []*file, barrier bool) {
 		if f == nil {
 			continue // deleted or pruned meanwhile
 		}
-		touch(f)
+		touched = touch(touched, f)
+		switch o.kind {
+		case opAttach:
+			s.attach(f, o.term, o.tap)
+			continue
+		case opExit:
+			if t := f.taps[o.term]; t != nil {
+				s.pull(f, o.term, t) // all that it wrote before its exit
+			}
+		case opSync, opClosed:
+			s.pullFile(f)
+		case opForget:
+			delete(f.taps, o.item)
+		}
 		f.pend = s.encode(f, o)
 	}
 	return touched, barrier
-}
-
-// deadOnArrival returns, for each terminal whose output in batch is more
-// than its scrollback, how many of its first bytes in batch the history
-// would not keep: they are written as a gap instead (trimOut), so that a
-// flood costs the disk its scrollback per batch, not its size.
-func (s *Store) deadOnArrival(batch []op) map[termKey]int64 {
-	var total map[termKey]int64
-	for i := range batch {
-		if o := &batch[i]; o.kind == opOut {
-			if total == nil {
-				total = make(map[termKey]int64)
-			}
-			total[termKey{o.id, o.term}] += int64(len(o.data))
-		}
-	}
-	for k, n := range total {
-		if n <= int64(s.opts.Scrollback) {
-			delete(total, k)
-		} else {
-			total[k] = n - int64(s.opts.Scrollback)
-		}
-	}
-	return total
-}
-
-// trimOut cuts o's share of what its terminal's output in the batch
-// loses (cut, which it decreases; cutSoFar adds it up) from its front.
-// The op that ends the cut gets the gap of every byte cut for the
-// terminal; rest is what is left of o's data as an op of its own (nil if
-// nothing). o itself is not changed, for the queue's accounting.
-func trimOut(cut, cutSoFar map[termKey]int64, o *op) (gap, rest *op) {
-	k := termKey{o.id, o.term}
-	n := min(cut[k], int64(len(o.data)))
-	cut[k] -= n
-	cutSoFar[k] += n
-	if cut[k] == 0 {
-		gap = &op{kind: opGap, id: o.id, term: o.term, n: cutSoFar[k], at: o.at}
-		delete(cutSoFar, k)
-	}
-	if int(n) < len(o.data) {
-		r := *o
-		r.data = o.data[n:]
-		rest = &r
-	}
-	return gap, rest
 }
 
 // create starts a new file for o's session, replacing any.
@@ -297,18 +234,16 @@ func (s *Store) encode(f *file, o *op) []byte {
 	case opUpdate:
 		r.T, r.Item, r.U = "update", o.item, o.data
 	case opOut:
-		t := f.terms[o.term]
-		if t == nil {
-			t = &outBytes{}
-			f.terms[o.term] = t
-		}
+		t := f.term(o.term)
 		n := len(b)
 		b = appendOut(b, r.At, o.term, o.data)
 		t.data += int64(len(o.data))
+		t.written += int64(len(o.data))
 		t.lines += int64(len(b) - n)
 		return b
 	case opGap:
 		r.T, r.Term, r.N = "gap", o.term, o.n
+		f.term(o.term).written += o.n
 	case opExit:
 		r.T, r.Term, r.Status = "exit", o.term, &o.status
 		f.durable = true
@@ -328,6 +263,7 @@ func (s *Store) encode(f *file, o *op) []byte {
 	case opClosed:
 		r.T = "closed"
 		f.durable, f.closeFd = true, true
+		clear(f.taps) // read: a closed session's terminals are gone
 	}
 	n := len(b)
 	b = appendRecord(b, &r)
@@ -336,6 +272,16 @@ func (s *Store) encode(f *file, o *op) []byte {
 		f.itemLen[o.item] = len(b) - n
 	}
 	return b
+}
+
+// term returns the output in f of terminal id, new if it has none.
+func (f *file) term(id string) *outBytes {
+	t := f.terms[id]
+	if t == nil {
+		t = &outBytes{}
+		f.terms[id] = t
+	}
+	return t
 }
 
 // appendRecord appends r's line to b.
@@ -438,23 +384,22 @@ func (s *Store) closeFile(f *file) {
 }
 
 // release gives back the queue's room the batch held, and updates the
-// index's sizes.
+// index's sizes and, for the output it read, times.
 func (s *Store) release(batch []op, touched []*file) {
-	var out, ctl int
+	var ctl int
 	for i := range batch {
-		if k := batch[i].kind; k == opOut || k == opGap {
-			out += batch[i].cost()
-		} else {
-			ctl += batch[i].cost()
-		}
+		ctl += batch[i].cost()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.outBytes -= out
 	s.ctlBytes -= ctl
 	s.room.Broadcast()
 	for _, f := range touched {
 		s.setSize(f)
+		if e := s.index[f.id]; e != nil && f.pulledAt.After(e.info.UpdatedAt) {
+			e.info.UpdatedAt = f.pulledAt
+		}
+		f.pulledAt = time.Time{}
 	}
 }
 
@@ -541,6 +486,7 @@ func (s *Store) compact(f *file) error {
 	f.unsynced = false
 	s.closeFile(f)
 	nf := np.file(f.id)
+	nf.taps = f.taps
 	s.files[f.id] = nf
 	s.mu.Lock()
 	s.setSize(nf)
