@@ -130,6 +130,9 @@ func (s *Store) pull(f *file, term string, t *Tap) bool {
 		}
 		f.pend = s.encode(f, &op{kind: opOut, id: f.id, term: term, data: s.buf[:n], at: now})
 		t.off = start + int64(n)
+		if len(f.pend) >= pendMax {
+			s.writePend(f)
+		}
 	}
 	f.pulledAt = now
 	return true

@@ -309,22 +309,7 @@ func appendOut(b []byte, at time.Time, term string, d []byte) []byte {
 // at a durable point, or every unsynced file with all.
 func (s *Store) write(touched []*file, all bool) {
 	for _, f := range touched {
-		if len(f.pend) == 0 {
-			continue
-		}
-		err := s.openFile(f)
-		if err == nil {
-			var n int
-			n, err = f.f.Write(f.pend)
-			f.size += int64(n)
-			f.unsynced = true
-		}
-		s.report(f, "write", err)
-		if cap(f.pend) > 1<<20 {
-			f.pend = nil
-		} else {
-			f.pend = f.pend[:0]
-		}
+		s.writePend(f)
 	}
 	for _, f := range s.files {
 		if f.f != nil && f.unsynced && (f.durable || all) {
@@ -340,6 +325,31 @@ func (s *Store) write(touched []*file, all bool) {
 		}
 	}
 }
+
+// writePend writes f's pending lines.
+func (s *Store) writePend(f *file) {
+	if len(f.pend) == 0 {
+		return
+	}
+	err := s.openFile(f)
+	if err == nil {
+		var n int
+		n, err = f.f.Write(f.pend)
+		f.size += int64(n)
+		f.unsynced = true
+	}
+	s.report(f, "write", err)
+	if cap(f.pend) > 2*pendMax {
+		f.pend = nil
+	} else {
+		f.pend = f.pend[:0]
+	}
+}
+
+// pendMax is how many bytes of pending lines reading output gathers
+// before it writes them: a file's pending lines stay within about
+// twice it, and grow no more than once, however much output is read.
+const pendMax = 256 << 10
 
 // report logs a failure of f, once until it works again.
 func (s *Store) report(f *file, what string, err error) {
@@ -486,7 +496,7 @@ func (s *Store) compact(f *file) error {
 	f.unsynced = false
 	s.closeFile(f)
 	nf := np.file(f.id)
-	nf.taps = f.taps
+	nf.taps, nf.pend = f.taps, f.pend[:0]
 	s.files[f.id] = nf
 	s.mu.Lock()
 	s.setSize(nf)
