@@ -144,7 +144,7 @@ func readFile(path, id string, scroll int, keep bool) (*parsed, error) {
 		itemAt: make(map[string]int), itemLen: make(map[string]int),
 		terms: make(map[string]*termState), keep: keep, scroll: scroll,
 	}
-	r := bufio.NewReaderSize(f, 64<<10)
+	r := bufio.NewReaderSize(f, 128<<10) // an out line of maxChunk bytes fits
 	var long []byte
 	for n := 1; ; n++ {
 		line, err := r.ReadSlice('\n')
@@ -163,8 +163,10 @@ func readFile(path, id string, scroll int, keep bool) (*parsed, error) {
 			return nil, err
 		}
 		var rec record
-		if err := json.Unmarshal(line, &rec); err != nil {
-			return nil, fmt.Errorf("line %d: %w", n, err)
+		if n == 1 || !parseOut(line, &rec) {
+			if err := json.Unmarshal(line, &rec); err != nil {
+				return nil, fmt.Errorf("line %d: %w", n, err)
+			}
 		}
 		if n == 1 {
 			if err := checkHeader(&rec, id); err != nil {
@@ -274,9 +276,7 @@ func (p *parsed) output(raw json.RawMessage) (int, []byte, error) {
 	if err != nil {
 		return 0, nil, fmt.Errorf("out record: %w", err)
 	}
-	if !p.keep {
-		p.scratch = d // only the length matters: decoded to check it
-	}
+	p.scratch = d // add copies what it keeps
 	return n, d[:n], nil
 }
 

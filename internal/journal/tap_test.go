@@ -2,8 +2,10 @@ package journal
 
 import (
 	"bytes"
+	"encoding/json"
 	"sync"
 	"testing"
+	"time"
 
 	"shellagent/outputbuf"
 )
@@ -101,5 +103,42 @@ func TestOutputCostsNoAllocation(t *testing.T) {
 	}
 	if o := h.Terminals["term_1"]; o == nil || o.Written != DefaultScrollback+1001*int64(len(chunk)) {
 		t.Errorf("Load: %+v", o)
+	}
+}
+
+// TestParseOut: an out line as appendOut writes it reads as
+// encoding/json reads it; any other line is left to encoding/json.
+func TestParseOut(t *testing.T) {
+	at := time.Date(2026, 12, 2, 7, 0, 0, 123456789, time.UTC)
+	good := [][]byte{
+		appendOut(nil, at, "term_1", []byte("hello\r\n")),
+		appendOut(nil, at, "term_2", nil),
+		appendOut(nil, at.Truncate(time.Second), "t", bytes.Repeat([]byte{0, 255, '"', '\\'}, 1000)),
+	}
+	for _, line := range good {
+		var fast, slow record
+		if !parseOut(line, &fast) {
+			t.Errorf("not read: %.80s", line)
+			continue
+		}
+		if err := json.Unmarshal(line, &slow); err != nil {
+			t.Fatal(err)
+		}
+		if fast.T != slow.T || !fast.At.Equal(slow.At) || fast.Term != slow.Term || !bytes.Equal(fast.D, slow.D) {
+			t.Errorf("%.80s: read as %+v, encoding/json reads %+v", line, fast, slow)
+		}
+	}
+	for _, line := range []string{
+		`{"t":"out","at":"2026-12-02T07:00:00Z","term":"a\"b","d":"aGk="}` + "\n",
+		`{"t":"out","at":"2026-12-02T07:00:00Z","term":"a","d":"aGk=","n":1}` + "\n",
+		`{"t":"out","at":"yesterday","term":"a","d":"aGk="}` + "\n",
+		`{"t":"out","at":"2026-12-02T07:00:00Z","term":"a","d":"aG\u006b="}` + "\n",
+		`{"t":"gap","at":"2026-12-02T07:00:00Z","term":"a","n":3}` + "\n",
+		`{"t":"out","at":"2026-12-02T07:00:00Z","term":"a","d":"aGk="}`,
+	} {
+		var rec record
+		if parseOut([]byte(line), &rec) {
+			t.Errorf("read %q as %+v: it is not appendOut's", line, rec)
+		}
 	}
 }

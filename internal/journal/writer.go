@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -305,6 +306,35 @@ func appendOut(b []byte, at time.Time, term string, d []byte) []byte {
 	return append(b, "\"}\n"...)
 }
 
+// parseOut reads line as appendOut wrote it into rec, without
+// encoding/json's passes over the data: rec.D is the quoted base64 in
+// line. It reports false, leaving rec alone, for any line that is not
+// exactly such a line (then encoding/json reads it).
+func parseOut(line []byte, rec *record) bool {
+	rest, ok := bytes.CutPrefix(line, []byte(`{"t":"out","at":"`))
+	if !ok {
+		return false
+	}
+	at, rest, ok := bytes.Cut(rest, []byte(`","term":"`))
+	if !ok {
+		return false
+	}
+	term, rest, ok := bytes.Cut(rest, []byte(`","d":`))
+	if !ok || bytes.IndexByte(term, '\\') >= 0 {
+		return false
+	}
+	d, ok := bytes.CutSuffix(rest, []byte("}\n"))
+	if !ok || len(d) < 2 || d[0] != '"' || d[len(d)-1] != '"' || bytes.ContainsAny(d[1:len(d)-1], `"\\`) {
+		return false
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(at))
+	if err != nil {
+		return false
+	}
+	*rec = record{T: "out", At: t, Term: string(term), D: d}
+	return true
+}
+
 // write writes each touched file's pending lines, and fsyncs the files
 // at a durable point, or every unsynced file with all.
 func (s *Store) write(touched []*file, all bool) {
@@ -507,7 +537,15 @@ func (s *Store) compact(f *file) error {
 // encode returns what p read as a file of its own: the lines that Load
 // needs and nothing else.
 func (p *parsed) encode(id string) []byte {
-	var b []byte
+	// Sized once: a flood's scrollback is most of it.
+	size := 1 << 10
+	for _, it := range p.items {
+		size += len(it.Update) + 128
+	}
+	for _, t := range p.terms {
+		size += base64.StdEncoding.EncodedLen(len(t.data)) + (len(t.data)/maxChunk+3)*128
+	}
+	b := make([]byte, 0, size)
 	b = appendRecord(b, &record{T: "session", V: version, ID: id, At: p.created})
 	b = appendRecord(b, &record{T: "meta", At: p.info.UpdatedAt, Cwd: p.info.Cwd, Title: p.info.Title})
 	for _, it := range p.updates() {
