@@ -19,7 +19,6 @@ import (
 
 	"shellagent/acp"
 	"shellagent/internal/testloop"
-	"shellagent/outputbuf"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -876,11 +875,7 @@ func TestDefaultDir(t *testing.T) {
 // of output with history: its ring's write, and telling the Store (the
 // writer reads meanwhile, on its own goroutine).
 func BenchmarkAppendOutput(b *testing.B) {
-	s := open(b, Options{Dir: b.TempDir()})
-	s.Create("sess_1", Meta{Cwd: "/p"})
-	ring := outputbuf.New(DefaultScrollback)
-	tap := s.Attach("sess_1", "term_1", ring)
-	chunk := bytes.Repeat([]byte("0123456789abcdef"), 256)
+	s, ring, tap, chunk := oneTerminal(b)
 	b.SetBytes(int64(len(chunk)))
 	b.ReportAllocs()
 	for b.Loop() {

@@ -45,6 +45,16 @@ func output(s *Store, id, term string, p []byte) {
 	t.tap.Wrote()
 }
 
+// oneTerminal opens a Store with session sess_1 and its terminal
+// term_1 attached to a ring of DefaultScrollback, and returns a 4 KiB
+// chunk of output.
+func oneTerminal(tb testing.TB) (*Store, *outputbuf.Ring, *Tap, []byte) {
+	s := open(tb, Options{Dir: tb.TempDir()})
+	s.Create("sess_1", Meta{Cwd: "/p"})
+	ring := outputbuf.New(DefaultScrollback)
+	return s, ring, s.Attach("sess_1", "term_1", ring), bytes.Repeat([]byte("0123456789abcdef"), 256)
+}
+
 // TestAttachGoesOnFromTheFile: a terminal handed over to a new agent (an
 // upgrade in place: its ring restored with its offsets) is attached to
 // the new agent's Store, which goes on from what the file has: the bytes
@@ -83,11 +93,7 @@ func TestAttachGoesOnFromTheFile(t *testing.T) {
 // terminal its ring's write and nothing else: no copy for the history,
 // no allocation.
 func TestOutputCostsNoAllocation(t *testing.T) {
-	s := open(t, Options{Dir: t.TempDir()})
-	s.Create("sess_1", Meta{Cwd: "/p"})
-	ring := outputbuf.New(DefaultScrollback)
-	tap := s.Attach("sess_1", "term_1", ring)
-	chunk := bytes.Repeat([]byte("0123456789abcdef"), 256)
+	s, ring, tap, chunk := oneTerminal(t)
 	ring.Write(bytes.Repeat(chunk, DefaultScrollback/len(chunk))) // the ring at its full size
 	tap.Wrote()
 	s.Flush() // the writer idle, its file open
