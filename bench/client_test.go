@@ -38,6 +38,8 @@ type agent struct {
 	c    *client
 	cwd  string
 
+	history *journal.Store // the sessions' history, if kept (startHistoryAgent)
+
 	inR, inW   *os.File // the agent's stdin
 	outR, outW *os.File // the agent's stdout
 
@@ -71,12 +73,19 @@ func startAgentReading(tb testing.TB, hook onData, read func(io.Reader) io.Reade
 // disk (Config.History), in a state directory of its own.
 func startHistoryAgent(tb testing.TB) *agent {
 	tb.Helper()
-	store, err := journal.Open(journal.Options{Dir: tb.TempDir(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	var store *journal.Store
+	var err error
+	// The writer goroutine carries path=history, as the agent's do.
+	pprof.Do(context.Background(), pprof.Labels("path", "history"), func(context.Context) {
+		store, err = journal.Open(journal.Options{Dir: tb.TempDir(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { store.Close() }) // after the agent's close: cleanups run last first
-	return startAgentWith(tb, nil, nil, store)
+	a := startAgentWith(tb, nil, nil, store)
+	a.history = store
+	return a
 }
 
 // startAgentWith is startAgentReading with history (nil: none).
@@ -105,9 +114,14 @@ func startAgentWith(tb testing.TB, hook onData, read func(io.Reader) io.Reader, 
 		launched: make(map[string]int),
 	}
 	// Profile labels: every goroutine of the agent (the connection's, and
-	// the PTY readers and waiters it starts) carries path=agent, the
-	// client's reader path=client; see README.md.
-	pprof.Do(context.Background(), pprof.Labels("path", "agent"), func(context.Context) {
+	// the PTY readers and waiters it starts) carries path=agent, or
+	// path=history for an agent with history, the client's reader
+	// path=client; see README.md.
+	label := "agent"
+	if history != nil {
+		label = "history"
+	}
+	pprof.Do(context.Background(), pprof.Labels("path", label), func(context.Context) {
 		a.conn = protocol.NewConn(inR, outW, a.sup, protocol.Options{Log: log})
 	})
 	var out io.Reader = outR

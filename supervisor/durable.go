@@ -16,6 +16,7 @@ import (
 
 	"shellagent/acp"
 	"shellagent/internal/journal"
+	"shellagent/outputbuf"
 	"shellagent/protocol"
 )
 
@@ -24,9 +25,9 @@ import (
 // outlives the agent that ran it. Its hooks in the session are few: the
 // outbox hands it every update it sends (record: messages, each tool
 // call's and terminal's state, exit statuses; a state_update going idle
-// is a turn's end, a durable point), and what it forgets; a terminal's
-// output goes through tee; a session's creation, title and close are one
-// line each. The rest (listing past sessions, making one live again,
+// is a turn's end, a durable point), and what it forgets; the history
+// reads a terminal's output from its ring (tee); a session's creation,
+// title and close are one line each. The rest (listing past sessions, making one live again,
 // session/delete, idempotencyKey) is here.
 
 // durable records one session's history. Its methods are safe for
@@ -256,24 +257,28 @@ func (d *durable) closed() {
 	}
 }
 
-// tee returns where terminal term's output goes: its ring, and the
-// history.
-func (d *durable) tee(term string, ring io.Writer) io.Writer {
+// tee returns where terminal term's output goes: its ring, which the
+// history reads on its own schedule (journal.Tap); each write only tells
+// it that there is more.
+func (d *durable) tee(term string, ring *outputbuf.Ring) io.Writer {
 	if d.off() {
 		return ring
 	}
-	return teeWriter{ring, d, term}
+	tap := d.store.Attach(d.id, term, ring)
+	if tap == nil {
+		return ring
+	}
+	return teeWriter{ring, tap}
 }
 
 type teeWriter struct {
-	ring io.Writer
-	d    *durable
-	term string
+	ring *outputbuf.Ring
+	tap  *journal.Tap
 }
 
 func (w teeWriter) Write(p []byte) (int, error) {
 	n, err := w.ring.Write(p)
-	w.d.store.Output(w.d.id, w.term, p)
+	w.tap.Wrote()
 	return n, err
 }
 

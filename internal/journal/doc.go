@@ -77,15 +77,20 @@
 //
 // # Writing
 //
-// Appends (Output, Update, …) never wait for the disk: they queue the
-// record and return. Output queued and being written is bounded by
-// Options.Queue; output beyond it is dropped and recorded as a gap.
-// Other records are never dropped: they have their own bound
-// (Options.Queue too), past which an append waits for the writer, which
-// happens only if the disk stalls for as long as the sessions take to
-// report that much. The writer batches what is queued into one write
-// per file, and fsyncs a file at every durable point (Sync, Exit,
-// Closed) and at most a second after it was written otherwise.
+// Appends (Update, Exit, …) never wait for the disk: they queue the
+// record and return. A terminal's output is not queued at all: each
+// terminal already keeps its last output in a ring with absolute offsets
+// (outputbuf), and the writer reads from it what the file lacks (Attach,
+// Tap) at most a second after it was written, before the terminal's exit
+// status, at its session's durable points and at Flush and Close: the
+// last Scrollback bytes of it, a gap for the rest. So output costs the
+// terminal no copy beyond its ring and the Store no memory, however fast it comes and
+// however slow the disk. Other records have a bound (Options.Queue),
+// past which an append waits for the writer, which happens only if the
+// disk stalls for as long as the sessions take to report that much. The
+// writer batches what is queued into one write per file, and fsyncs a
+// file at every durable point (Sync, Exit, Closed) and at most a second
+// after it was written otherwise.
 //
 // A file is compacted once the records it no longer needs (output beyond
 // its terminal's scrollback, an item's earlier states) are at least

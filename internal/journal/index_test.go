@@ -73,7 +73,7 @@ func writeSessions(t testing.TB, dir string, n, size int) {
 		s.Create(id, Meta{Cwd: "/p/" + id, Title: "early " + id})
 		s.Update(id, "", msg(acp.KindUserMessage, "msg_1", "make"))
 		for w := 0; w < size; w += len(chunk) {
-			s.Output(id, "term_1", chunk[:min(len(chunk), size-w)])
+			output(s, id, "term_1", chunk[:min(len(chunk), size-w)])
 		}
 		if i%2 == 0 {
 			s.Meta(id, Meta{Cwd: "/p/" + id, Title: "late " + id})
@@ -152,7 +152,7 @@ func TestOpenReadsHeadAndTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	other.Meta("sess_001", Meta{Cwd: "/p/sess_001", Title: "later still"})
-	other.Output("sess_001", "term_1", bytes.Repeat([]byte("y"), 100<<10))
+	output(other, "sess_001", "term_1", bytes.Repeat([]byte("y"), 100<<10))
 	other.Closed("sess_001")
 	other.Close()
 	if err := s.Refresh(); err != nil {
@@ -244,7 +244,7 @@ func TestLiveElsewhere(t *testing.T) {
 	const scroll = 1000
 	a := open(t, Options{Dir: dir, Scrollback: scroll, CompactAt: 4096, Log: slog.New(slog.DiscardHandler)})
 	a.Create("sess_1", Meta{Cwd: "/p", Title: "a's"})
-	a.Output("sess_1", "term_1", []byte("one"))
+	output(a, "sess_1", "term_1", []byte("one"))
 	a.Flush()
 	b := open(t, Options{Dir: dir, Log: slog.New(slog.DiscardHandler)})
 	// pruner prunes all it may: never closed ones at once too.
@@ -281,7 +281,7 @@ func TestLiveElsewhere(t *testing.T) {
 	// A compaction renames a new file over the one locked: it is locked
 	// before the rename.
 	for i := range 200 {
-		a.Output("sess_1", "term_1", fmt.Appendf(nil, "%050d", i))
+		output(a, "sess_1", "term_1", fmt.Appendf(nil, "%050d", i))
 		if i%20 == 0 {
 			a.Flush()
 		}
@@ -326,7 +326,7 @@ func TestConfigKept(t *testing.T) {
 		t.Fatalf("Load: %v %v, want %v", h.Config, err, want)
 	}
 	for i := range 100 {
-		s.Output("sess_1", "term_1", fmt.Appendf(nil, "%0100d", i))
+		output(s, "sess_1", "term_1", fmt.Appendf(nil, "%0100d", i))
 		s.Flush()
 	}
 	s.Close()

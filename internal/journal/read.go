@@ -203,7 +203,7 @@ func (p *parsed) header(r io.ReaderAt) (int64, error) {
 // lines reads the lines of r from offset from to the end of the file (a
 // torn last line is left out), applying each.
 func (p *parsed) lines(r io.ReaderAt, from int64) error {
-	br := bufio.NewReaderSize(io.NewSectionReader(r, from, p.info.Size-from), 64<<10)
+	br := bufio.NewReaderSize(io.NewSectionReader(r, from, p.info.Size-from), 128<<10) // an out line of maxChunk bytes fits
 	var long []byte
 	for at := from; ; {
 		line, err := br.ReadSlice('\n')
@@ -222,8 +222,10 @@ func (p *parsed) lines(r io.ReaderAt, from int64) error {
 			return err
 		}
 		var rec record
-		if err := json.Unmarshal(line, &rec); err != nil {
-			return fmt.Errorf("line at byte %d: %w", at, err)
+		if !parseOut(line, &rec) {
+			if err := json.Unmarshal(line, &rec); err != nil {
+				return fmt.Errorf("line at byte %d: %w", at, err)
+			}
 		}
 		if err := p.add(&rec, len(line)); err != nil {
 			return fmt.Errorf("line at byte %d: %w", at, err)
@@ -326,9 +328,7 @@ func (p *parsed) output(raw json.RawMessage) (int, []byte, error) {
 	if err != nil {
 		return 0, nil, fmt.Errorf("out record: %w", err)
 	}
-	if !p.keep {
-		p.scratch = d // only the length matters: decoded to check it
-	}
+	p.scratch = d // add copies what it keeps
 	return n, d[:n], nil
 }
 

@@ -44,7 +44,7 @@ type Options struct {
 	Off        bool         // keep nothing: every append is a no-op, List is empty
 	Max        int64        // bytes of history in all (DefaultMax)
 	Scrollback int          // bytes of output kept per terminal (DefaultScrollback)
-	Queue      int          // bytes of output, and of other records, queued at most (DefaultQueue)
+	Queue      int          // bytes of records queued at most (DefaultQueue); output is read, never queued (Attach)
 	CompactAt  int64        // bytes a file may hold that it no longer needs (DefaultCompactAt)
 	Log        *slog.Logger // where the Store reports what it skips and fails (slog.Default())
 
@@ -83,9 +83,10 @@ func DefaultDir() (string, error) {
 
 // A Store keeps the history of every session of a state directory. Its
 // methods are safe for concurrent use. The appends (Create, Meta, Update,
-// Output, Exit, Prompt, Config, Forget, Sync, Closed) queue a record for
+// Attach, Exit, Prompt, Config, Forget, Sync, Closed) queue a record for
 // the Store's writer and return at once (see the package doc for when
-// one waits); they ignore a session the Store does not have.
+// one waits); they ignore a session the Store does not have. A
+// terminal's output is not appended but read by the writer (Attach).
 //
 // The Store's index (what List, Exists and Stat answer from) holds what
 // List shows of each session, read from the head and the tail of its
@@ -99,16 +100,12 @@ type Store struct {
 	mu       sync.Mutex
 	idx      index
 	queue    []op
-	outBytes int             // output queued or being written, with opCost each
-	ctlBytes int             // other records queued or being written, with opCost each
-	gapAt    map[termKey]int // the queued gap op of a terminal whose output is being dropped
-	room     *sync.Cond      // signalled when ctlBytes goes down
+	ctlBytes int        // records queued or being written, with opCost each
+	room     *sync.Cond // signalled when ctlBytes goes down
 	closing  bool
-	dropped  int64 // output bytes dropped in all
 
-	wake  nudge         // a record was queued
-	hurry nudge         // someone waits for the writer: no flood pause
-	done  chan struct{} // the writer is gone
+	wake nudge         // a record was queued, or output was written (Tap.Wrote)
+	done chan struct{} // the writer is gone
 }
 
 // hooks let tests see into the writer.
@@ -118,8 +115,6 @@ type hooks struct {
 	open         func(path string) (source, error) // opens a file for the index (os.Open)
 	settle       *time.Duration                    // pruneSettle
 }
-
-type termKey struct{ id, term string }
 
 // Open opens the history of opts.Dir, creating its directories, reads
 // what List shows of every session (each file's header and tail) and
@@ -140,8 +135,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	s := &Store{
 		opts: opts, log: cmp.Or(opts.Log, slog.Default()),
-		gapAt: make(map[termKey]int),
-		wake:  make(nudge, 1), hurry: make(nudge, 1), done: make(chan struct{}),
+		wake: make(nudge, 1), done: make(chan struct{}),
 	}
 	s.room = sync.NewCond(&s.mu)
 	if opts.Off {
@@ -174,14 +168,6 @@ func (s *Store) List() []Info {
 		return cmp.Or(b.UpdatedAt.Compare(a.UpdatedAt), cmp.Compare(a.ID, b.ID))
 	})
 	return out
-}
-
-// Dropped returns how many bytes of output the Store dropped in all,
-// because its queue was full.
-func (s *Store) Dropped() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.dropped
 }
 
 // Exists reports whether the history has session id.
@@ -287,48 +273,6 @@ func (s *Store) Update(id, item string, u acp.Update) {
 	s.enqueue(op{kind: opUpdate, id: id, item: item, data: b})
 }
 
-// Output records output of terminal term. p is copied. Output that does
-// not fit in the queue is dropped and recorded as a gap.
-func (s *Store) Output(id, term string, p []byte) {
-	if len(p) == 0 || s.opts.Off {
-		return
-	}
-	now := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e := s.idx.entries[id]
-	if e == nil || s.closing {
-		return
-	}
-	e.info.UpdatedAt = now
-	k := termKey{id, term}
-	if n := len(s.queue); n > 0 {
-		if t := &s.queue[n-1]; t.kind == opOut && t.id == id && t.term == term && len(t.data)+len(p) <= maxChunk && s.outBytes+len(p) <= s.opts.Queue {
-			t.data = append(t.data, p...)
-			s.outBytes += len(p)
-			return
-		}
-	}
-	if s.outBytes+len(p)+opCost > s.opts.Queue {
-		s.dropped += int64(len(p))
-		if i, ok := s.gapAt[k]; ok {
-			s.queue[i].n += int64(len(p))
-			return
-		}
-		s.gapAt[k] = len(s.queue)
-		s.outBytes += opCost
-		s.queue = append(s.queue, op{kind: opGap, id: id, term: term, n: int64(len(p)), at: now})
-		s.wake.poke()
-		return
-	}
-	delete(s.gapAt, k)
-	d := make([]byte, len(p), max(len(p), 4<<10))
-	copy(d, p)
-	s.outBytes += len(p) + opCost
-	s.queue = append(s.queue, op{kind: opOut, id: id, term: term, data: d, at: now})
-	s.wake.poke()
-}
-
 // Forget drops an item from the history (retired work): its updates,
 // and the output and exit of the terminal of the same id.
 func (s *Store) Forget(id, item string) { s.enqueue(op{kind: opForget, id: id, item: item}) }
@@ -375,13 +319,12 @@ func (s *Store) Flush() error { return s.barrier(opBarrier) }
 func (s *Store) Written() error { return s.barrier(opWritten) }
 
 // barrier queues a barrier of kind and waits for the writer to get to
-// it, without letting a flood's batches gather meanwhile.
+// it.
 func (s *Store) barrier(kind opKind) error {
 	done := make(chan error, 1)
 	if !s.enqueue(op{kind: kind, done: done}) {
 		return nil
 	}
-	s.hurry.poke()
 	return <-done
 }
 
@@ -449,7 +392,6 @@ func (s *Store) enqueue(o op) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.ctlBytes > 0 && s.ctlBytes+cost > s.opts.Queue && !s.closing {
-		s.hurry.poke()
 		s.room.Wait()
 	}
 	if s.closing {

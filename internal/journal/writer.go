@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -39,6 +40,7 @@ const (
 	opWritten // a barrier without the fsync (Store.Written)
 	opRefresh
 	opDelete
+	opAttach
 )
 
 // op is a queued record.
@@ -51,6 +53,7 @@ type op struct {
 	n              int64  // a gap's bytes
 	meta           Meta
 	status         acp.ExitStatus
+	tap            *Tap
 	done           chan error
 	parsed         *parsed // opOpen: the file as Reopen read it
 }
@@ -66,6 +69,8 @@ type file struct {
 	size      int64
 	pend      []byte               // lines to write at the end of the batch
 	terms     map[string]*outBytes // the output in the file, by terminal
+	taps      map[string]*Tap      // the terminals whose output the writer reads (tap.go)
+	pulledAt  time.Time            // when it last read output, if since the last release
 	itemLen   map[string]int       // bytes of each item's last line
 	deadItems int64                // bytes of items' earlier lines
 	unsynced  bool                 // written since the last fsync
@@ -87,15 +92,16 @@ func (p *parsed) file(id string) *file {
 		cwd: p.info.Cwd, title: p.info.Title, closed: p.info.Closed, last: p.info.UpdatedAt,
 		sinceMark: markEvery} // not known: a mark with the next write
 	for k, t := range p.terms {
-		f.terms[k] = &outBytes{data: t.inFile, lines: t.lines}
+		f.terms[k] = &outBytes{data: t.inFile, lines: t.lines, written: t.written}
 	}
 	return f
 }
 
 // outBytes is a terminal's output in a file.
 type outBytes struct {
-	data  int64 // bytes of output
-	lines int64 // bytes of the lines that hold them
+	data    int64 // bytes of output
+	lines   int64 // bytes of the lines that hold them
+	written int64 // bytes of output and gaps: the offset of the next byte
 }
 
 // dead estimates the bytes of lines that hold output beyond scroll.
@@ -120,6 +126,7 @@ type writer struct {
 	opened time.Time
 
 	files map[string]*file // the files written to, by session: read when first written to
+	buf   []byte           // where it reads output (pull), maxChunk bytes
 
 	syncs atomic.Int64 // fsyncs done, for tests
 }
@@ -155,10 +162,14 @@ func (w *writer) run() {
 		w.s.mu.Lock()
 		batch, closing := w.s.queue, w.s.closing
 		w.s.queue = nil
-		clear(w.s.gapAt)
 		w.s.mu.Unlock()
 
 		touched, barrier := w.apply(batch)
+		if fired || closing {
+			// A second after output, or the last chance: read every
+			// terminal's output (barriers read it in apply).
+			touched = w.pullAll(touched)
+		}
 		w.write(touched, fired || closing || barrier)
 		w.release(batch, touched)
 		for _, f := range touched {
@@ -186,48 +197,11 @@ func (w *writer) run() {
 			timer.Stop()
 			return
 		}
-		if !armed && w.unsynced() {
+		if !armed && (w.unsynced() || w.flowing()) {
 			timer.Reset(syncEvery)
 			armed = true
 		}
-		if outputIn(batch) >= floodBatch {
-			// A flood: let the next batch gather, so that what goes
-			// beyond a terminal's scrollback is cut before it is written
-			// (apply), instead of being written, then compacted away;
-			// unless someone waits for it (a Flush, or a record for
-			// which the queue has no room).
-			w.pause(floodPause)
-		}
 	}
-}
-
-// pause waits d, or less if someone waits for the writer (hasten).
-func (w *writer) pause(d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-w.s.hurry:
-	}
-}
-
-// A batch with floodBatch bytes of output or more makes the writer wait
-// floodPause before it takes the next one: at most a fifth of a second
-// more before a durable point's fsync, in exchange for writing a flood's
-// scrollback per batch rather than the flood.
-const (
-	floodBatch = 4 << 10
-	floodPause = 200 * time.Millisecond
-)
-
-// outputIn returns the bytes of output that batch holds.
-func outputIn(batch []op) (n int) {
-	for i := range batch {
-		if batch[i].kind == opOut {
-			n += len(batch[i].data)
-		}
-	}
-	return n
 }
 
 // unsynced reports whether a file was written since its last fsync.
@@ -241,33 +215,20 @@ func (w *writer) unsynced() bool {
 }
 
 // apply encodes a batch into its files' pending lines, and does its
-// creates and deletes. It returns the files it touched and whether the
-// batch holds a barrier.
+// creates and deletes; the output of a terminal is read (pull) where a
+// record needs it first: before its exit, at a durable point of its
+// session, at a barrier. It returns the files it touched and whether
+// the batch holds a barrier.
 func (w *writer) apply(batch []op) (touched []*file, barrier bool) {
-	touch := func(f *file) {
-		if !slices.Contains(touched, f) {
-			touched = append(touched, f)
-		}
-	}
-	cut, cutSoFar := w.deadOnArrival(batch), make(map[termKey]int64)
 	for i := range batch {
 		o := &batch[i]
-		if o.kind == opOut && cut[termKey{o.id, o.term}] > 0 {
-			gap, rest := trimOut(cut, cutSoFar, o)
-			if f := w.fileFor(o.id, nil); f != nil && gap != nil {
-				touch(f)
-				f.pend = w.encode(f, gap)
-			}
-			if rest == nil {
-				continue
-			}
-			o = rest
-		}
 		switch o.kind {
 		case opBarrier, opRefresh:
 			barrier = true
+			touched = w.pullAll(touched)
 			continue
 		case opWritten:
+			touched = w.pullAll(touched) // written, not fsynced
 			continue
 		case opDelete:
 			o.done <- w.remove(o.id)
@@ -280,56 +241,23 @@ func (w *writer) apply(batch []op) (touched []*file, barrier bool) {
 		if f == nil {
 			continue // deleted or pruned meanwhile
 		}
-		touch(f)
+		touched = touch(touched, f)
+		switch o.kind {
+		case opAttach:
+			w.attach(f, o.term, o.tap)
+			continue
+		case opExit:
+			if t := f.taps[o.term]; t != nil {
+				w.pull(f, o.term, t) // all that it wrote before its exit
+			}
+		case opSync, opClosed:
+			w.pullFile(f)
+		case opForget:
+			delete(f.taps, o.item)
+		}
 		f.pend = w.encode(f, o)
 	}
 	return touched, barrier
-}
-
-// deadOnArrival returns, for each terminal whose output in batch is more
-// than its scrollback, how many of its first bytes in batch the history
-// would not keep: they are written as a gap instead (trimOut), so that a
-// flood costs the disk its scrollback per batch, not its size.
-func (w *writer) deadOnArrival(batch []op) map[termKey]int64 {
-	var total map[termKey]int64
-	for i := range batch {
-		if o := &batch[i]; o.kind == opOut {
-			if total == nil {
-				total = make(map[termKey]int64)
-			}
-			total[termKey{o.id, o.term}] += int64(len(o.data))
-		}
-	}
-	for k, n := range total {
-		if n <= int64(w.opts.Scrollback) {
-			delete(total, k)
-		} else {
-			total[k] = n - int64(w.opts.Scrollback)
-		}
-	}
-	return total
-}
-
-// trimOut cuts o's share of what its terminal's output in the batch
-// loses (cut, which it decreases; cutSoFar adds it up) from its front.
-// The op that ends the cut gets the gap of every byte cut for the
-// terminal; rest is what is left of o's data as an op of its own (nil if
-// nothing). o itself is not changed, for the queue's accounting.
-func trimOut(cut, cutSoFar map[termKey]int64, o *op) (gap, rest *op) {
-	k := termKey{o.id, o.term}
-	n := min(cut[k], int64(len(o.data)))
-	cut[k] -= n
-	cutSoFar[k] += n
-	if cut[k] == 0 {
-		gap = &op{kind: opGap, id: o.id, term: o.term, n: cutSoFar[k], at: o.at}
-		delete(cutSoFar, k)
-	}
-	if int(n) < len(o.data) {
-		r := *o
-		r.data = o.data[n:]
-		rest = &r
-	}
-	return gap, rest
 }
 
 // fileFor returns the writer's state of session id's file, reading the
@@ -337,12 +265,13 @@ func trimOut(cut, cutSoFar map[termKey]int64, o *op) (gap, rest *op) {
 // nil if the index no longer has the session.
 func (w *writer) fileFor(id string, p *parsed) *file {
 	f := w.files[id]
+	var taps map[string]*Tap // the terminals it reads go on
 	if f != nil && p != nil && f.size != p.info.Size {
 		// Written since Reopen read it, or by another process before:
 		// what either knows is not all of it.
 		f.unsynced = false
 		w.closeFile(f)
-		f, p = nil, nil
+		taps, f, p = f.taps, nil, nil
 	}
 	if f != nil {
 		return f
@@ -361,6 +290,7 @@ func (w *writer) fileFor(id string, p *parsed) *file {
 		}
 	}
 	f = p.file(id)
+	f.taps = taps
 	w.files[id] = f
 	return f
 }
@@ -452,18 +382,16 @@ func (w *writer) encode(f *file, o *op) []byte {
 	case opUpdate:
 		r.T, r.Item, r.U = "update", o.item, o.data
 	case opOut:
-		t := f.terms[o.term]
-		if t == nil {
-			t = &outBytes{}
-			f.terms[o.term] = t
-		}
+		t := f.term(o.term)
 		n := len(b)
 		b = appendOut(b, r.At, o.term, o.data)
 		t.data += int64(len(o.data))
+		t.written += int64(len(o.data))
 		t.lines += int64(len(b) - n)
 		return b
 	case opGap:
 		r.T, r.Term, r.N = "gap", o.term, o.n
+		f.term(o.term).written += o.n
 	case opExit:
 		r.T, r.Term, r.Status = "exit", o.term, &o.status
 		f.durable = true
@@ -483,6 +411,7 @@ func (w *writer) encode(f *file, o *op) []byte {
 	case opClosed:
 		r.T = "closed"
 		f.durable, f.closeFd, f.closed = true, true, true
+		clear(f.taps) // read: a closed session's terminals are gone
 	}
 	n := len(b)
 	b = appendRecord(b, &r)
@@ -491,6 +420,16 @@ func (w *writer) encode(f *file, o *op) []byte {
 		f.itemLen[o.item] = len(b) - n
 	}
 	return b
+}
+
+// term returns the output in f of terminal id, new if it has none.
+func (f *file) term(id string) *outBytes {
+	t := f.terms[id]
+	if t == nil {
+		t = &outBytes{}
+		f.terms[id] = t
+	}
+	return t
 }
 
 // appendRecord appends r's line to b.
@@ -514,30 +453,40 @@ func appendOut(b []byte, at time.Time, term string, d []byte) []byte {
 	return append(b, "\"}\n"...)
 }
 
+// parseOut reads line as appendOut wrote it into rec, without
+// encoding/json's passes over the data: rec.D is the quoted base64 in
+// line. It reports false, leaving rec alone, for any line that is not
+// exactly such a line (then encoding/json reads it).
+func parseOut(line []byte, rec *record) bool {
+	rest, ok := bytes.CutPrefix(line, []byte(`{"t":"out","at":"`))
+	if !ok {
+		return false
+	}
+	at, rest, ok := bytes.Cut(rest, []byte(`","term":"`))
+	if !ok {
+		return false
+	}
+	term, rest, ok := bytes.Cut(rest, []byte(`","d":`))
+	if !ok || bytes.IndexByte(term, '\\') >= 0 {
+		return false
+	}
+	d, ok := bytes.CutSuffix(rest, []byte("}\n"))
+	if !ok || len(d) < 2 || d[0] != '"' || d[len(d)-1] != '"' || bytes.ContainsAny(d[1:len(d)-1], `"\\`) {
+		return false
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(at))
+	if err != nil {
+		return false
+	}
+	*rec = record{T: "out", At: t, Term: string(term), D: d}
+	return true
+}
+
 // write writes each touched file's pending lines, and fsyncs the files
 // at a durable point, or every unsynced file with all.
 func (w *writer) write(touched []*file, all bool) {
 	for _, f := range touched {
-		if len(f.pend) == 0 {
-			continue
-		}
-		if f.sinceMark += int64(len(f.pend)); f.sinceMark >= markEvery {
-			f.pend = appendRecord(f.pend, f.mark())
-			f.sinceMark = 0
-		}
-		err := w.openFile(f)
-		if err == nil {
-			var n int
-			n, err = f.f.Write(f.pend)
-			f.size += int64(n)
-			f.unsynced = true
-		}
-		w.report(f, "write", err)
-		if cap(f.pend) > 1<<20 {
-			f.pend = nil
-		} else {
-			f.pend = f.pend[:0]
-		}
+		w.writePend(f)
 	}
 	for _, f := range w.files {
 		if f.f != nil && f.unsynced && (f.durable || all) {
@@ -561,6 +510,36 @@ func (w *writer) write(touched []*file, all bool) {
 func (f *file) mark() *record {
 	return &record{T: "mark", At: f.last.UTC().Truncate(time.Millisecond), Cwd: f.cwd, Title: f.title, Closed: f.closed}
 }
+
+// writePend writes f's pending lines, with a mark after them once
+// markEvery bytes were written since the last.
+func (w *writer) writePend(f *file) {
+	if len(f.pend) == 0 {
+		return
+	}
+	if f.sinceMark += int64(len(f.pend)); f.sinceMark >= markEvery {
+		f.pend = appendRecord(f.pend, f.mark())
+		f.sinceMark = 0
+	}
+	err := w.openFile(f)
+	if err == nil {
+		var n int
+		n, err = f.f.Write(f.pend)
+		f.size += int64(n)
+		f.unsynced = true
+	}
+	w.report(f, "write", err)
+	if cap(f.pend) > 2*pendMax {
+		f.pend = nil
+	} else {
+		f.pend = f.pend[:0]
+	}
+}
+
+// pendMax is how many bytes of pending lines reading output gathers
+// before it writes them: a file's pending lines stay within about
+// twice it, and grow no more than once, however much output is read.
+const pendMax = 256 << 10
 
 // report logs a failure of f, once until it works again.
 func (w *writer) report(f *file, what string, err error) {
@@ -605,23 +584,22 @@ func (w *writer) closeFile(f *file) {
 }
 
 // release gives back the queue's room the batch held, and updates the
-// index's sizes.
+// index's sizes and, for the output it read, times.
 func (w *writer) release(batch []op, touched []*file) {
-	var out, ctl int
+	var ctl int
 	for i := range batch {
-		if k := batch[i].kind; k == opOut || k == opGap {
-			out += batch[i].cost()
-		} else {
-			ctl += batch[i].cost()
-		}
+		ctl += batch[i].cost()
 	}
 	w.s.mu.Lock()
 	defer w.s.mu.Unlock()
-	w.s.outBytes -= out
 	w.s.ctlBytes -= ctl
 	w.s.room.Broadcast()
 	for _, f := range touched {
 		w.x.setSize(f.id, f.size)
+		if e := w.x.entries[f.id]; e != nil && f.pulledAt.After(e.info.UpdatedAt) {
+			e.info.UpdatedAt = f.pulledAt
+		}
+		f.pulledAt = time.Time{}
 	}
 }
 
@@ -728,6 +706,7 @@ func (w *writer) compact(f *file) error {
 	w.closeFile(f)
 	nf := np.file(f.id)
 	nf.sinceMark = 0 // it ends with one
+	nf.taps, nf.pend = f.taps, f.pend[:0]
 	w.files[f.id] = nf
 	w.s.mu.Lock()
 	w.x.setSize(nf.id, nf.size)
@@ -738,7 +717,15 @@ func (w *writer) compact(f *file) error {
 // encode returns what p read as a file of its own: the lines that Load
 // needs and nothing else.
 func (p *parsed) encode(id string) []byte {
-	var b []byte
+	// Sized once: a flood's scrollback is most of it.
+	size := 1 << 10
+	for _, it := range p.items {
+		size += len(it.Update) + 128
+	}
+	for _, t := range p.terms {
+		size += base64.StdEncoding.EncodedLen(len(t.data)) + (len(t.data)/maxChunk+3)*128
+	}
+	b := make([]byte, 0, size)
 	b = appendRecord(b, &record{T: "session", V: version, ID: id, At: p.created})
 	b = appendRecord(b, &record{T: "meta", At: p.info.UpdatedAt, Cwd: p.info.Cwd, Title: p.info.Title})
 	for _, it := range p.updates() {
