@@ -58,10 +58,17 @@ func (t *Tap) Wrote() {
 	}
 }
 
+// An outReader is the writer's reading of the terminals' output (Tap):
+// what it reads it encodes into the files' pending lines.
+type outReader struct {
+	w   *writer
+	buf []byte // where it reads output (pull), maxChunk bytes
+}
+
 // flowing reports whether a terminal wrote output the writer has not
 // read.
-func (w *writer) flowing() bool {
-	for _, f := range w.files {
+func (r *outReader) flowing() bool {
+	for _, f := range r.w.files {
 		for _, t := range f.taps {
 			if t.dirty.Load() {
 				return true
@@ -72,7 +79,7 @@ func (w *writer) flowing() bool {
 }
 
 // attach starts reading t for terminal term of f, from what f holds.
-func (w *writer) attach(f *file, term string, t *Tap) {
+func (r *outReader) attach(f *file, term string, t *Tap) {
 	if f.taps == nil {
 		f.taps = make(map[string]*Tap)
 	}
@@ -88,9 +95,9 @@ func (w *writer) attach(f *file, term string, t *Tap) {
 
 // pullAll reads every tap of every file, and adds the files it wrote
 // lines for to touched.
-func (w *writer) pullAll(touched []*file) []*file {
-	for _, f := range w.files {
-		if w.pullFile(f) {
+func (r *outReader) pullAll(touched []*file) []*file {
+	for _, f := range r.w.files {
+		if r.pullFile(f) {
 			touched = touch(touched, f)
 		}
 	}
@@ -98,10 +105,10 @@ func (w *writer) pullAll(touched []*file) []*file {
 }
 
 // pullFile reads every tap of f, and reports whether it added lines.
-func (w *writer) pullFile(f *file) bool {
+func (r *outReader) pullFile(f *file) bool {
 	added := false
 	for term, t := range f.taps {
-		added = w.pull(f, term, t) || added
+		added = r.pull(f, term, t) || added
 	}
 	return added
 }
@@ -109,29 +116,29 @@ func (w *writer) pullFile(f *file) bool {
 // pull encodes what t's source holds that f lacks, at most the last
 // Scrollback bytes, into f's pending lines, a gap before it for what
 // the source no longer holds; it reports whether it added lines.
-func (w *writer) pull(f *file, term string, t *Tap) bool {
+func (r *outReader) pull(f *file, term string, t *Tap) bool {
 	t.dirty.Store(false) // a write from now on asks again
 	end := t.src.Total()
 	if end <= t.off {
 		return false
 	}
 	now := time.Now()
-	if w.buf == nil {
-		w.buf = make([]byte, maxChunk)
+	if r.buf == nil {
+		r.buf = make([]byte, maxChunk)
 	}
-	for from := max(t.off, end-int64(w.opts.Scrollback)); from < end; from = t.off {
-		n, start := t.src.ReadAt(w.buf[:min(int64(len(w.buf)), end-from)], from)
+	for from := max(t.off, end-int64(r.w.opts.Scrollback)); from < end; from = t.off {
+		n, start := t.src.ReadAt(r.buf[:min(int64(len(r.buf)), end-from)], from)
 		if start > t.off {
-			f.pend = w.encode(f, &op{kind: opGap, id: f.id, term: term, n: start - t.off, at: now})
+			f.pend = r.w.encode(f, &op{kind: opGap, id: f.id, term: term, n: start - t.off, at: now})
 			t.off = start
 		}
 		if n == 0 {
 			break
 		}
-		f.pend = w.encode(f, &op{kind: opOut, id: f.id, term: term, data: w.buf[:n], at: now})
+		f.pend = r.w.encode(f, &op{kind: opOut, id: f.id, term: term, data: r.buf[:n], at: now})
 		t.off = start + int64(n)
 		if len(f.pend) >= pendMax {
-			w.writePend(f)
+			r.w.writePend(f)
 		}
 	}
 	f.pulledAt = now

@@ -126,7 +126,7 @@ type writer struct {
 	opened time.Time
 
 	files map[string]*file // the files written to, by session: read when first written to
-	buf   []byte           // where it reads output (pull), maxChunk bytes
+	out   outReader        // reads the terminals' output (tap.go)
 
 	syncs atomic.Int64 // fsyncs done, for tests
 }
@@ -134,6 +134,7 @@ type writer struct {
 func newWriter(s *Store) *writer {
 	w := &writer{s: s, x: &s.idx, opts: s.opts, log: s.log, open: openSource, settle: pruneSettle,
 		opened: time.Now(), files: make(map[string]*file)}
+	w.out.w = w
 	if h := s.opts.hooks; h != nil && h.open != nil {
 		w.open = h.open
 	}
@@ -168,7 +169,7 @@ func (w *writer) run() {
 		if fired || closing {
 			// A second after output, or the last chance: read every
 			// terminal's output (barriers read it in apply).
-			touched = w.pullAll(touched)
+			touched = w.out.pullAll(touched)
 		}
 		w.write(touched, fired || closing || barrier)
 		w.release(batch, touched)
@@ -197,7 +198,7 @@ func (w *writer) run() {
 			timer.Stop()
 			return
 		}
-		if !armed && (w.unsynced() || w.flowing()) {
+		if !armed && (w.unsynced() || w.out.flowing()) {
 			timer.Reset(syncEvery)
 			armed = true
 		}
@@ -225,10 +226,10 @@ func (w *writer) apply(batch []op) (touched []*file, barrier bool) {
 		switch o.kind {
 		case opBarrier, opRefresh:
 			barrier = true
-			touched = w.pullAll(touched)
+			touched = w.out.pullAll(touched)
 			continue
 		case opWritten:
-			touched = w.pullAll(touched) // written, not fsynced
+			touched = w.out.pullAll(touched) // written, not fsynced
 			continue
 		case opDelete:
 			o.done <- w.remove(o.id)
@@ -244,14 +245,14 @@ func (w *writer) apply(batch []op) (touched []*file, barrier bool) {
 		touched = touch(touched, f)
 		switch o.kind {
 		case opAttach:
-			w.attach(f, o.term, o.tap)
+			w.out.attach(f, o.term, o.tap)
 			continue
 		case opExit:
 			if t := f.taps[o.term]; t != nil {
-				w.pull(f, o.term, t) // all that it wrote before its exit
+				w.out.pull(f, o.term, t) // all that it wrote before its exit
 			}
 		case opSync, opClosed:
-			w.pullFile(f)
+			w.out.pullFile(f)
 		case opForget:
 			delete(f.taps, o.item)
 		}
