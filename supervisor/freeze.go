@@ -132,20 +132,46 @@ type frozenProcess struct {
 
 // Precheck implements daemon.Prechecker: it refuses, naming the work and
 // its session, while a session holds work that cannot be handed over.
+// Work that ends by itself within a kill grace (a session closing, a
+// service that /down or /restart is stopping) is waited for, at most the
+// longest kill grace and a second, before it refuses.
 func (sv *Supervisor) Precheck() error {
-	for _, s := range sv.list() {
-		var why []string
-		s.doWait(func(st *state) {
-			if st.life != sessionClosed {
-				why = st.cannotHandOver()
+	var deadline time.Time
+	for {
+		var (
+			blocked *Session
+			refuse  []string
+			wait    []string
+			grace   time.Duration
+		)
+		for _, s := range sv.list() {
+			s.doWait(func(st *state) {
+				if st.life != sessionClosed {
+					refuse, wait = st.cannotHandOver()
+					grace = max(grace, st.settings.killGrace)
+				}
+			})
+			if len(refuse)+len(wait) > 0 {
+				blocked = s
+				break
 			}
-		})
-		if len(why) > 0 {
-			return handOverRefusal(s, why)
 		}
+		switch {
+		case blocked == nil:
+			return nil
+		case len(refuse) > 0:
+			return handOverRefusal(blocked, append(refuse, wait...))
+		case deadline.IsZero():
+			deadline = time.Now().Add(grace + time.Second)
+		case time.Now().After(deadline):
+			return handOverRefusal(blocked, wait)
+		}
+		time.Sleep(precheckEvery)
 	}
-	return nil
 }
+
+// precheckEvery is how often Precheck looks again at work it waits for.
+const precheckEvery = 50 * time.Millisecond
 
 func handOverRefusal(s *Session, why []string) error {
 	return fmt.Errorf("cannot be upgraded in place: session %s (%s) holds work that cannot be handed over yet: %s; end it (or wait for it), then upgrade again",
@@ -153,28 +179,28 @@ func handOverRefusal(s *Session, why []string) error {
 }
 
 // cannotHandOver names the work of the session that an upgrade cannot
-// hand over.
-func (st *state) cannotHandOver() []string {
-	var why []string
+// hand over: refuse, work that stays so; wait, work that ends by itself
+// within a kill grace.
+func (st *state) cannotHandOver() (refuse, wait []string) {
 	if st.life != sessionOpen {
-		why = append(why, "it is closing")
+		wait = append(wait, "it is closing")
 	}
 	if st.kit.overlay != nil || st.turns.fg != nil && st.turns.fg.state == turnScenario {
-		why = append(why, "a scenario plays (the kit's scenarios are not handed over; let it end, or cancel it)")
+		refuse = append(refuse, "a scenario plays (the kit's scenarios are not handed over; let it end, or cancel it)")
 	}
 	if st.stack != nil {
 		for _, name := range st.stack.names {
 			if svc := st.stack.services[name]; len(svc.stopped) > 0 {
-				why = append(why, "service "+name+", being stopped by /down or /restart")
+				wait = append(wait, "service "+name+", being stopped by /down or /restart")
 			}
 		}
 	}
 	for _, t := range st.work.liveTerminals() {
 		if _, ok := t.proc.(ptyio.Freezer); !ok {
-			why = append(why, "terminal "+t.id+", whose launcher cannot hand it over")
+			refuse = append(refuse, "terminal "+t.id+", whose launcher cannot hand it over")
 		}
 	}
-	return why
+	return refuse, wait
 }
 
 // errUpgraded is the answer an open request for permission gets at an
@@ -319,8 +345,8 @@ func (s *Session) freeze(ctx context.Context, base int, blob *os.File) (fs *froz
 
 // freeze freezes the session's live terminals and writes the session.
 func (st *state) freeze(ctx context.Context, base int, blob *os.File) (*frozenSession, []*os.File, []ptyio.Freezer, error) {
-	if why := st.cannotHandOver(); len(why) > 0 {
-		return nil, nil, nil, handOverRefusal(st.s, why)
+	if refuse, wait := st.cannotHandOver(); len(refuse)+len(wait) > 0 {
+		return nil, nil, nil, handOverRefusal(st.s, append(refuse, wait...))
 	}
 	st.endForUpgrade()
 	if st.turns.busy() || st.turns.waiting() {

@@ -3,12 +3,15 @@ package supervisor
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"shellagent/acp"
+	"shellagent/internal/stack"
 	"shellagent/outputbuf"
 	"shellagent/protocol/acptest"
 )
@@ -120,4 +123,40 @@ func ticksIn(out []byte) int {
 		}
 	}
 	return len(lines)
+}
+
+// A service that /down is stopping, and that ignores SIGTERM, holds
+// the upgrade back only for its kill grace: Precheck waits for it to
+// stop rather than refusing, and answers once it has.
+func TestPrecheckWaitsForAStoppingService(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{KillGrace: 500 * time.Millisecond})
+	dir := filepath.Join(h.cwd, "proj")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	file := "[services.stubborn]\ncommand = \"trap '' TERM; echo up; exec sleep 60\"\nready = \"up\"\n"
+	if err := os.WriteFile(filepath.Join(dir, stack.TOMLFile), []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		SessionID string `json:"sessionId"`
+	}
+	h.c.MustCall("session/new", map[string]any{"cwd": dir}, &res)
+	sid := res.SessionID
+	h.run(sid, "/up")
+	h.idle(h.agentText(nil, sid, "Ready: stubborn."), sid, acp.StopEndTurn)
+	h.prompt(sid, "/down")
+	stopping := func(st *state) bool {
+		return st.stack != nil && len(st.stack.services["stubborn"].stopped) > 0
+	}
+	h.await(sid, "/down stopping the service", stopping)
+	if err := h.sup.Precheck(); err != nil {
+		t.Fatalf("Precheck while /down stops a service: %v; want it to wait for the stop", err)
+	}
+	h.inspect(sid, func(st *state) {
+		if stopping(st) {
+			t.Error("Precheck answered while the service was still being stopped")
+		}
+	})
 }
