@@ -25,17 +25,20 @@ func TestProbe(t *testing.T) {
 	}
 	good := script("good", `[ "$*" = "daemon --upgrade-probe --shell /bin/sh" ] || { echo "unexpected: $*" >&2; exit 2; }
 echo '{"build":"v2 (abc)","accepts":[1,2]}'`, 0o755)
+	// Each probe has the daemon's own ProbeTimeout (a probe that ends by
+	// itself, at once here, took over a second at load 20), but the slow
+	// one, whose sleep outlasts its 300 ms.
 	for _, tt := range []struct {
 		name, exe, why string
 		wait           time.Duration
 	}{
-		{"good", good, "", time.Second},
+		{"good", good, "", ProbeTimeout},
 		{"slow", script("slow", "exec sleep 5", 0o755), "in time", 300 * time.Millisecond},
-		{"exits", script("exits", "exit 0", 0o755), "exited without answering its probe", time.Second},
-		{"fails", script("fails", "echo 'unknown flag --shell' >&2; exit 2", 0o755), "failed its probe (daemon --upgrade-probe): exit status 2: unknown flag --shell", time.Second},
-		{"other state", script("other", `echo '{"build":"v3","accepts":[99]}'`, 0o755), fmt.Sprintf("reads state versions [99], not this daemon's %d", StateVersion), time.Second},
-		{"not executable", script("noexec", "exit 0", 0o644), "cannot be executed", time.Second},
-		{"missing", filepath.Join(dir, "missing"), "cannot be executed", time.Second},
+		{"exits", script("exits", "exit 0", 0o755), "exited without answering its probe", ProbeTimeout},
+		{"fails", script("fails", "echo 'unknown flag --shell' >&2; exit 2", 0o755), "failed its probe (daemon --upgrade-probe): exit status 2: unknown flag --shell", ProbeTimeout},
+		{"other state", script("other", `echo '{"build":"v3","accepts":[99]}'`, 0o755), fmt.Sprintf("reads state versions [99], not this daemon's %d", StateVersion), ProbeTimeout},
+		{"not executable", script("noexec", "exit 0", 0o644), "cannot be executed", ProbeTimeout},
+		{"missing", filepath.Join(dir, "missing"), "cannot be executed", ProbeTimeout},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), tt.wait)

@@ -170,7 +170,9 @@ func TestHangupIgnoredByEveryShell(t *testing.T) {
 	if err := os.Symlink("/bin/sh", other); err != nil {
 		t.Fatal(err)
 	}
-	const line = `sleep 1 & echo "0=$0"; grep SigIgn /proc/self/status; tr '\0' '|' </proc/$$/cmdline; echo` + "\n" +
+	// The job outlives the test's own steps up to the shell's exit, on a
+	// loaded machine too (a 1 s job ended first at load 20).
+	const line = `sleep 3 & echo "0=$0"; grep SigIgn /proc/self/status; tr '\0' '|' </proc/$$/cmdline; echo` + "\n" +
 		`nosuchcommand_x; read x`
 	for _, tt := range []struct{ shell, argv string }{
 		{"/bin/sh", "/bin/sh|-c|trap '' HUP; " + line + "|"},
@@ -178,6 +180,7 @@ func TestHangupIgnoredByEveryShell(t *testing.T) {
 		{other, other + "|-c|" + line + "|"},
 	} {
 		t.Run(filepath.Base(tt.shell), func(t *testing.T) {
+			t.Parallel()
 			if _, err := os.Stat(tt.shell); err != nil {
 				t.Skip(err)
 			}
