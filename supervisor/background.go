@@ -180,14 +180,13 @@ func (l *backgroundList) processes() []ptyio.Process {
 
 // listing is the /ps report: one line per piece of background work, with
 // the members found for each listed terminal, in order, then what the
-// overlay lists.
-func (l *backgroundList) listing(found []string, overlaid []acp.BackgroundItem) string {
+// overlay lists, as of now.
+func (l *backgroundList) listing(now time.Time, found []string, overlaid []acp.BackgroundItem) string {
 	if len(l.items) == 0 && len(overlaid) == 0 {
 		return "No background work."
 	}
 	var b strings.Builder
 	b.WriteString("Background work:")
-	now := time.Now()
 	for _, it := range l.items {
 		b.WriteString("\n")
 		switch {

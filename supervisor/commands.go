@@ -269,7 +269,7 @@ func listBackground(st *state, _ input) {
 	for i, p := range procs {
 		found[i] = members(p)
 	}
-	st.out.agentMessage(st.list.listing(found, st.kit.items()))
+	st.out.agentMessage(st.list.listing(st.s.sv.cfg.clock.Now(), found, st.kit.items()))
 }
 
 // listScenarios serves /scenario alone.

@@ -67,6 +67,9 @@ type Config struct {
 	// logCap, for tests, caps each service log at this instead of
 	// stack.MaxLogSize (0).
 	logCap int64
+	// clock, for tests, is the clock of jobs, foreground timeouts and
+	// detached expiries (clock.go); nil is the real one.
+	clock clock
 }
 
 // DetachPolicy is what happens to a session whose connection goes away.
@@ -123,6 +126,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Version == "" {
 		c.Version = "dev"
+	}
+	if c.clock == nil {
+		c.clock = realClock{}
 	}
 	return c
 }

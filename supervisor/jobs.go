@@ -21,7 +21,7 @@ type job struct {
 	every    time.Duration // 0 for a one-shot wakeup
 	created  time.Time
 	next     time.Time
-	timer    *time.Timer
+	timer    timer
 	skipped  *turn // the run during which a firing was skipped and said so
 }
 
@@ -30,7 +30,7 @@ type job struct {
 // then listed. It returns the tool call.
 func (st *state) schedule(line string, delay time.Duration, every bool) *toolCall {
 	in := input{line: line, delay: delay}
-	j := &job{line: in.line, schedule: "after " + in.delay.String(), created: time.Now()}
+	j := &job{line: in.line, schedule: "after " + in.delay.String(), created: st.s.sv.cfg.clock.Now()}
 	if every {
 		j.every, j.schedule = in.delay, "every "+in.delay.String()
 	}
@@ -66,8 +66,9 @@ func (j *job) close(st *state) { j.end(st) }
 
 // arm makes the job fire in s after d.
 func (j *job) arm(s *Session, d time.Duration) {
-	j.next = time.Now().Add(d)
-	j.timer = time.AfterFunc(d, func() { s.do(j.fire) })
+	c := s.sv.cfg.clock
+	j.next = c.Now().Add(d)
+	j.timer = c.AfterFunc(d, func() { s.do(j.fire) })
 }
 
 // fire runs a firing of the job as new foreground work: at once, or held
@@ -135,6 +136,6 @@ func thawJob(st *state, c *toolCall, f *frozenJob) {
 	j := &job{call: c, line: f.Line, schedule: f.Schedule, every: f.Every, created: f.Created}
 	c.task = j
 	if c.state == callScheduled {
-		j.arm(st.s, max(0, time.Until(f.Next)))
+		j.arm(st.s, max(0, f.Next.Sub(st.s.sv.cfg.clock.Now())))
 	}
 }

@@ -75,15 +75,26 @@ func TestAfterFiringWhileBusyIsQueued(t *testing.T) {
 	}
 }
 
+// A recurring job fires every period, each firing its own foreground
+// command, until it is cancelled; then it never fires again. On a clock
+// the test moves: a period passes when the test says so.
 func TestEveryRunsUntilCancelled(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, Config{})
+	clk := newFakeClock()
+	h := newHarness(t, Config{clock: clk})
 	sid := h.newSession()
-	h.run(sid, "/every 1s echo tick")
+	h.run(sid, "/every 1m echo tick")
 	job := h.update(nil, sid, acp.KindToolCall, "job", nil).ToolCallID()
 	h.idle(nil, sid, "end_turn")
 	// Two firings, each its own foreground command; the job stays listed.
 	for _, term := range []string{"term_1", "term_2"} {
+		clk.advance(59 * time.Second)
+		h.inspect(sid, func(st *state) {
+			if st.work.terminals[term] != nil {
+				t.Errorf("%s started before the minute was up", term)
+			}
+		})
+		clk.advance(time.Second)
 		exit := h.exit(nil, sid, term)
 		idle := h.idle(exit, sid, "end_turn")
 		if !sameIDs(idle.Background(), []string{job}) {
@@ -106,9 +117,17 @@ func TestEveryRunsUntilCancelled(t *testing.T) {
 		t.Errorf("the final status came before the acceptance")
 	}
 	h.listed(cancelled, sid)
-	// Cancelled means cancelled: no firing after it, and a second cancel is
-	// an error.
-	time.Sleep(1200 * time.Millisecond)
+	// Cancelled means cancelled: no timer left, no firing an hour on, and
+	// a second cancel is an error.
+	if n := clk.armed(); n != 0 {
+		t.Errorf("%d timers armed after the cancel", n)
+	}
+	clk.advance(time.Hour)
+	h.inspect(sid, func(st *state) {
+		if st.work.terminals["term_3"] != nil {
+			t.Error("the job fired after its cancel")
+		}
+	})
 	h.never(sid, "job fired after cancel", func(m *acptest.Msg) bool {
 		return m.Seq > cancelled.Seq && m.Kind == acp.KindTerminal && m.HasKey("command")
 	})

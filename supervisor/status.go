@@ -106,7 +106,7 @@ func pids(p ptyio.Process) []int {
 // detachedExpiry is an armed Config.DetachedTTL timer. A firing acts only
 // if its detachedExpiry is still the session's: one disarmed meanwhile
 // may fire late, and then does nothing.
-type detachedExpiry struct{ timer *time.Timer }
+type detachedExpiry struct{ timer timer }
 
 // idle reports whether the session is open, detached and without live
 // work: what DetachedTTL counts.
@@ -125,7 +125,7 @@ func (st *state) watchExpiry() {
 	case idle && st.expiry == nil:
 		st.expiry = &detachedExpiry{}
 		e, s := st.expiry, st.s
-		e.timer = time.AfterFunc(ttl, func() { s.expire(e) })
+		e.timer = st.s.sv.cfg.clock.AfterFunc(ttl, func() { s.expire(e) })
 	case !idle && st.expiry != nil:
 		st.expiry.timer.Stop()
 		st.expiry = nil

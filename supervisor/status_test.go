@@ -11,11 +11,13 @@ import (
 // TestDetachedTTL: under KeepDetached with a DetachedTTL, a detached
 // session with nothing running closes once the TTL has passed; one whose
 // terminal runs is kept while it runs and closes a TTL after it ended; a
-// session that is attached is never closed by it.
+// session that is attached is never closed by it. On a clock the test
+// moves: an hour passes when the test says so.
 func TestDetachedTTL(t *testing.T) {
 	t.Parallel()
-	const ttl = 300 * time.Millisecond
-	h := newHarness(t, Config{Detached: KeepDetached, DetachedTTL: ttl})
+	const ttl = time.Hour
+	clk := newFakeClock()
+	h := newHarness(t, Config{Detached: KeepDetached, DetachedTTL: ttl, clock: clk})
 	a := h.on(h.connect())
 	idle := a.newSession()
 	a.run(idle, "echo done")
@@ -25,33 +27,48 @@ func TestDetachedTTL(t *testing.T) {
 	a.output(busy, "term_1", "")
 	kept := h.newSession() // attached to the harness's connection throughout
 
-	detached := time.Now() // before Close, which may return well after the detach
 	a.c.Close()
-	h.awaitClosed(idle)
-	if took := time.Since(detached); took < ttl-50*time.Millisecond || took > ttl+5*time.Second {
-		t.Errorf("the idle detached session closed after %v, want the TTL %v", took, ttl)
+	h.awaitArmed(clk, 1) // the idle session's expiry; the busy one has none
+	if d := clk.untilNext(); d != ttl {
+		t.Errorf("the idle session's expiry is due in %v, want the TTL %v", d, ttl)
 	}
-	time.Sleep(2 * ttl)
+	clk.advance(ttl - time.Minute)
+	if _, err := h.sup.session(idle); err != nil {
+		t.Fatalf("the idle detached session closed before its TTL: %v", err)
+	}
+	clk.advance(time.Minute)
+	h.awaitClosed(idle)
+
+	clk.advance(2 * ttl)
 	if _, err := h.sup.session(busy); err != nil {
 		t.Fatalf("the session whose terminal runs was closed: %v", err)
 	}
-	// The work ends between the release and the moment await sees it
-	// ended, which under load can be well after: the lower bound is
-	// timed from the release, the upper from that moment, so that
-	// neither can err against the session.
-	released := time.Now()
 	h.release("go")
 	h.await(busy, "term_1 exited", func(st *state) bool { return !st.work.live() })
-	ended := time.Now()
+	h.awaitArmed(clk, 1) // armed when its work ended
+	if d := clk.untilNext(); d != ttl {
+		t.Errorf("the busy session's expiry is due in %v after its work ended, want the TTL %v", d, ttl)
+	}
+	clk.advance(ttl - time.Minute)
+	if _, err := h.sup.session(busy); err != nil {
+		t.Fatalf("the detached session closed within a TTL of its work's end: %v", err)
+	}
+	clk.advance(time.Minute)
 	h.awaitClosed(busy)
-	if took := time.Since(released); took < ttl-50*time.Millisecond {
-		t.Errorf("the detached session closed %v after its work was released to end, want the TTL %v", took, ttl)
-	}
-	if took := time.Since(ended); took > ttl+5*time.Second {
-		t.Errorf("the detached session closed %v after its work ended, want the TTL %v", took, ttl)
-	}
 	if _, err := h.sup.session(kept); err != nil {
 		t.Errorf("the attached session was closed: %v", err)
+	}
+}
+
+// awaitArmed waits until clk has n timers armed.
+func (h *harness) awaitArmed(clk *fakeClock, n int) {
+	h.t.Helper()
+	deadline := time.Now().Add(testloop.Wait)
+	for clk.armed() != n {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%d timers armed, want %d", clk.armed(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

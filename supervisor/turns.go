@@ -3,7 +3,6 @@ package supervisor
 import (
 	"errors"
 	"slices"
-	"time"
 
 	"shellagent/acp"
 	"shellagent/protocol"
@@ -51,10 +50,10 @@ type turn struct {
 	state   turnState
 
 	// Once it holds the foreground:
-	fore  foreground  // what it runs: a command, a wait, a scenario's work
-	call  *toolCall   // the command's, or the wait's
-	term  *terminal   // once the command runs
-	timer *time.Timer // the foreground timeout
+	fore  foreground // what it runs: a command, a wait, a scenario's work
+	call  *toolCall  // the command's, or the wait's
+	term  *terminal  // once the command runs
+	timer timer      // the foreground timeout
 }
 
 // A source is work that brings turns of its own, with no prompt: a job
@@ -286,7 +285,7 @@ func (st *state) startForeground(t *turn) {
 	}
 	t.term = term
 	if d := st.settings.foregroundTimeout; d > 0 {
-		t.timer = time.AfterFunc(d, func() { st.s.timeout(t, d) })
+		t.timer = st.s.sv.cfg.clock.AfterFunc(d, func() { st.s.timeout(t, d) })
 	}
 }
 
