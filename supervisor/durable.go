@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"path/filepath"
 	"reflect"
@@ -56,7 +57,7 @@ func newDurable(store *journal.Store, id string) *durable {
 }
 
 // frozenDurable is a session's durable as an upgrade in place hands it
-// over (freeze.go): what reopenDurable would read back from the journal,
+// over (freeze.go): what histories.reopen would read back from the journal,
 // which the new image then need not read and parse.
 type frozenDurable struct {
 	Items map[string]json.RawMessage
@@ -82,39 +83,48 @@ func (d *durable) frozen() (*frozenDurable, error) {
 	return f, nil
 }
 
-// thawDurable is the history of session id after an upgrade in place,
-// from what the old image handed over (f), or, without it, from the
-// journal (reopenDurable).
-func (sv *Supervisor) thawDurable(id string, f *frozenDurable) *durable {
-	store := sv.cfg.History
-	if f == nil || store == nil || !store.Exists(id) {
-		return sv.reopenDurable(id)
+// histories is the Supervisor's side of the history: every session's, in
+// store (nil: history off), where a session's durable comes from after an
+// upgrade, and past sessions are listed and made live again.
+type histories struct {
+	store *journal.Store // nil: history off
+	log   *slog.Logger
+}
+
+// has reports whether the history has session id.
+func (hs histories) has(id string) bool { return hs.store != nil && hs.store.Exists(id) }
+
+// thaw is the history of session id after an upgrade in place, from what
+// the old image handed over (f), or, without it, from the journal
+// (reopen).
+func (hs histories) thaw(id string, f *frozenDurable) *durable {
+	if f == nil || !hs.has(id) {
+		return hs.reopen(id)
 	}
-	d := newDurable(store, id)
+	d := newDurable(hs.store, id)
 	for item, raw := range f.Items {
 		if u, err := journal.DecodeUpdate(raw); err == nil {
 			d.items[item] = u
 		}
 	}
 	maps.Copy(d.keys, f.Keys)
-	store.Reopen(id)
+	hs.store.Reopen(id)
 	return d
 }
 
-// reopenDurable is the history of session id after an upgrade in place:
-// what the journal holds of it seeds the latest state of each item and
-// the idempotency keys, as a resume of a past session does, so that what
-// the session records next patches what was recorded before.
-func (sv *Supervisor) reopenDurable(id string) *durable {
-	store := sv.cfg.History
-	d := newDurable(store, id)
-	if store == nil || !store.Exists(id) {
+// reopen is the history of session id after an upgrade in place: what
+// the journal holds of it seeds the latest state of each item and the
+// idempotency keys, as a resume of a past session does, so that what the
+// session records next patches what was recorded before.
+func (hs histories) reopen(id string) *durable {
+	d := newDurable(hs.store, id)
+	if !hs.has(id) {
 		d.store = nil // nothing to add to: a session without history stays so
 		return d
 	}
-	h, err := store.Reopen(id)
+	h, err := hs.store.Reopen(id)
 	if err != nil {
-		sv.cfg.Log.Warn("upgrade: the session's history cannot be read; it keeps no more", "session", id, "err", err)
+		hs.log.Warn("upgrade: the session's history cannot be read; it keeps no more", "session", id, "err", err)
 		d.store = nil
 		return d
 	}
@@ -319,16 +329,6 @@ func (s *Session) promptOnce(p *acp.PromptRequest, run func(reply protocol.Reply
 	})
 }
 
-// freeID returns id, or, if the history has it already (sequential ids
-// of an earlier agent), the next sequential id that it does not have.
-func (sv *Supervisor) freeID(id string) string {
-	for sv.cfg.History != nil && sv.cfg.History.Exists(id) && sv.cfg.SequentialIDs {
-		sv.created++
-		id = fmt.Sprintf("sess_%d", sv.created)
-	}
-	return id
-}
-
 // Session states in session/list's _meta.shellagent.state.
 const (
 	listAttached = "attached" // live, reporting to a client
@@ -356,15 +356,15 @@ func liveElsewhere(method, id string, err error) *acp.Error {
 // listPage is how many sessions one session/list answer holds at most.
 var listPage = 100
 
-// listAll serves session/list: the live sessions and the past ones of the
-// history, the most recently updated first, a page at a time.
-func (sv *Supervisor) listAll(p *acp.ListSessionsRequest) (*acp.ListSessionsResponse, error) {
+// list serves session/list: the live sessions (oldest first) and the past
+// ones of the history, the most recently updated first, a page at a time.
+func (hs histories) list(p *acp.ListSessionsRequest, live []*Session) (*acp.ListSessionsResponse, error) {
 	type row struct {
 		info acp.SessionInfo
 		key  string // the order: updatedAt (RFC 3339 UTC, nanoseconds) descending, then id
 	}
 	var rows []row
-	live := make(map[string]bool)
+	isLive := make(map[string]bool)
 	// _meta.shellagent: attached to a connection, detached, or past, and
 	// the terminals that run (shellagent client's /sessions shows them).
 	add := func(info acp.SessionInfo, at string, state string, terminals []string) {
@@ -374,17 +374,17 @@ func (sv *Supervisor) listAll(p *acp.ListSessionsRequest) (*acp.ListSessionsResp
 		info.Meta = map[string]any{"shellagent": map[string]any{"state": state, "terminals": terminals}}
 		rows = append(rows, row{info, at + "\x00" + info.SessionID})
 	}
-	for _, s := range sv.list() {
-		live[s.id] = true
+	for _, s := range live {
+		isLive[s.id] = true
 		info, at, v := s.listing()
 		add(info, at, map[bool]string{true: listAttached, false: listDetached}[v.attached], v.terminals)
 	}
-	if store := sv.cfg.History; store != nil {
+	if store := hs.store; store != nil {
 		if err := store.Refresh(); err != nil {
-			sv.cfg.Log.Warn("session/list: reading the history again", "err", err)
+			hs.log.Warn("session/list: reading the history again", "err", err)
 		}
 		for _, h := range store.List() {
-			if live[h.ID] {
+			if isLive[h.ID] {
 				continue
 			}
 			info := acp.SessionInfo{SessionID: h.ID, Cwd: h.Cwd, Title: h.Title, UpdatedAt: h.UpdatedAt.UTC().Format(rfc3339)}
@@ -464,22 +464,23 @@ func (sv *Supervisor) DeleteSession(c protocol.Client, p *acp.DeleteSessionReque
 		s.close(erase)
 		return
 	}
-	if sv.cfg.History == nil || !sv.cfg.History.Exists(p.SessionID) {
+	if !sv.histories.has(p.SessionID) {
 		reply(nil, acp.SessionNotFound(p.SessionID))
 		return
 	}
 	erase()
 }
 
-// resumePast serves session/resume of a session that is not live but in
-// the history: it is made live again under its id, with what it recorded
-// (revive), and resumed. A session that is neither answers -32002.
-func (sv *Supervisor) resumePast(c protocol.Client, p *acp.ResumeSessionRequest) (*acp.ResumeSessionResponse, error) {
-	store := sv.cfg.History
+// resume is the history of past session p.SessionID, which session/resume
+// makes live again (revive), once the request is checked against it and
+// the session is live in the history (and locked against other
+// processes): what it holds then is the whole of it. A session that the
+// history does not have answers -32002.
+func (hs histories) resume(p *acp.ResumeSessionRequest) (*journal.History, error) {
 	var info journal.Info
-	ok := store != nil
+	ok := hs.store != nil
 	if ok {
-		info, ok = store.Stat(p.SessionID)
+		info, ok = hs.store.Stat(p.SessionID)
 	}
 	if !ok {
 		return nil, acp.SessionNotFound(p.SessionID)
@@ -490,9 +491,7 @@ func (sv *Supervisor) resumePast(c protocol.Client, p *acp.ResumeSessionRequest)
 	if _, err := replayFrom(p.ReplayFrom); err != nil {
 		return nil, err
 	}
-	// Made live in the history (and locked against other processes)
-	// first, then read: what it holds then is the whole of it.
-	h, err := store.Reopen(p.SessionID)
+	h, err := hs.store.Reopen(p.SessionID)
 	switch {
 	case errors.Is(err, journal.ErrLive):
 		return nil, liveElsewhere("session/resume", p.SessionID, err)
@@ -501,18 +500,7 @@ func (sv *Supervisor) resumePast(c protocol.Client, p *acp.ResumeSessionRequest)
 	case err != nil:
 		return nil, fmt.Errorf("session/resume %s: reading its history: %w", p.SessionID, err)
 	}
-	s, lost := revive(sv, h)
-	sv.mu.Lock()
-	if other := sv.sessions[s.id]; other != nil {
-		// Another connection made it live first: resume that one.
-		sv.mu.Unlock()
-		return other.resume(c, p, nil)
-	}
-	sv.sessions[s.id] = s
-	sv.order = append(sv.order, s.id)
-	sv.mu.Unlock()
-	s.doWait(func(st *state) { settleRevived(st, lost) })
-	return s.resume(c, p, pastNotice(h, lost))
+	return h, nil
 }
 
 var _ protocol.SessionDeleter = (*Supervisor)(nil)

@@ -175,8 +175,9 @@ import (
 // Supervisor owns every session of the process and serves them as a
 // protocol.Agent.
 type Supervisor struct {
-	cfg Config
-	env []string // cfg.Env, with TERM set when it was not
+	cfg       Config
+	env       []string  // cfg.Env, with TERM set when it was not
+	histories histories // cfg.History's
 
 	mu       sync.Mutex // guards what follows
 	sessions map[string]*Session
@@ -194,7 +195,7 @@ func New(cfg Config) *Supervisor {
 	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "TERM=") }) {
 		env = append(env, "TERM=xterm-256color")
 	}
-	return &Supervisor{cfg: cfg, env: env, sessions: make(map[string]*Session)}
+	return &Supervisor{cfg: cfg, env: env, histories: histories{cfg.History, cfg.Log}, sessions: make(map[string]*Session)}
 }
 
 // Initialize implements protocol.Agent. The connection has negotiated
@@ -225,7 +226,11 @@ func (sv *Supervisor) NewSession(c protocol.Client, p *acp.NewSessionRequest) (*
 	sv.created++
 	id := "sess_" + rand.Text()
 	if sv.cfg.SequentialIDs {
-		id = sv.freeID("sess_" + strconv.Itoa(sv.created))
+		id = "sess_" + strconv.Itoa(sv.created)
+		for sv.histories.has(id) { // an id of an earlier agent's session
+			sv.created++
+			id = "sess_" + strconv.Itoa(sv.created)
+		}
 	}
 	s := newSession(sv, id, p.Cwd, c)
 	s.disk.create(p.Cwd)
@@ -286,21 +291,39 @@ func (sv *Supervisor) forget(id string) {
 
 // ListSessions implements protocol.Agent.
 func (sv *Supervisor) ListSessions(_ protocol.Client, p *acp.ListSessionsRequest) (*acp.ListSessionsResponse, error) {
-	return sv.listAll(p)
+	return sv.histories.list(p, sv.list())
 }
 
 // ResumeSession implements protocol.Agent: the session is attached to c,
-// in place of the connection it reported to, if any.
+// in place of the connection it reported to, if any. A session that is
+// not live but in the history is made live again under its id, with what
+// it recorded (revive), and resumed. A session that is neither answers
+// -32002.
 func (sv *Supervisor) ResumeSession(c protocol.Client, p *acp.ResumeSessionRequest) (*acp.ResumeSessionResponse, error) {
 	s, err := sv.session(p.SessionID)
-	if err != nil {
-		if sv.cfg.History != nil && sv.cfg.History.Exists(p.SessionID) {
-			return sv.resumePast(c, p)
-		}
+	if err == nil {
+		return s.resume(c, p, nil)
+	}
+	if !sv.histories.has(p.SessionID) {
 		violations{sv}.closed(c, "session/resume", p.SessionID)
 		return nil, err
 	}
-	return s.resume(c, p, nil)
+	h, err := sv.histories.resume(p)
+	if err != nil {
+		return nil, err
+	}
+	s, lost := revive(sv, h)
+	sv.mu.Lock()
+	if other := sv.sessions[s.id]; other != nil {
+		// Another connection made it live first: resume that one.
+		sv.mu.Unlock()
+		return other.resume(c, p, nil)
+	}
+	sv.sessions[s.id] = s
+	sv.order = append(sv.order, s.id)
+	sv.mu.Unlock()
+	s.doWait(func(st *state) { settleRevived(st, lost) })
+	return s.resume(c, p, pastNotice(h, lost))
 }
 
 // CloseSession implements protocol.Agent. Closing an unknown session

@@ -50,8 +50,9 @@ func (sv *Supervisor) Restore(state []byte, files []*os.File, ended []int) error
 	if fz.Output < 0 || fz.Output >= len(files) {
 		return fmt.Errorf("restore the sessions: no file %d with their output", fz.Output)
 	}
+	th := &thawing{sv: sv, files: files, blob: files[fz.Output], gone: gone, kept: kept}
 	for _, fs := range fz.Sessions {
-		if err := sv.restore(fs, files, files[fz.Output], gone, kept); err != nil {
+		if err := th.session(fs); err != nil {
 			errs = append(errs, fmt.Errorf("restore session %s: %w", fs.ID, err))
 		}
 		for _, ft := range fs.Terminals {
@@ -69,9 +70,20 @@ func (sv *Supervisor) Restore(state []byte, files []*os.File, ended []int) error
 	return errors.Join(errs...)
 }
 
-// restore builds one session and adopts its live terminals.
-func (sv *Supervisor) restore(fs frozenSession, files []*os.File, blob *os.File, gone map[int]bool, kept []bool) error {
-	s := &Session{sv: sv, id: fs.ID, cwd: fs.Cwd, disk: sv.thawDurable(fs.ID, fs.Durable)}
+// thawing is one Restore: the files the old image handed over, in order,
+// and which of them it keeps.
+type thawing struct {
+	sv    *Supervisor
+	files []*os.File
+	blob  *os.File     // the terminals' output
+	gone  map[int]bool // the indexes of the process handles whose process is gone
+	kept  []bool       // by index: the files Restore keeps
+}
+
+// session builds one session and adopts its live terminals.
+func (th *thawing) session(fs frozenSession) error {
+	sv := th.sv
+	s := &Session{sv: sv, id: fs.ID, cwd: fs.Cwd, disk: sv.histories.thaw(fs.ID, fs.Durable)}
 	st := &s.st
 	*st = state{
 		s: s, title: fs.Title, fgState: fs.FgState, work: newRegistry(),
@@ -94,7 +106,7 @@ func (sv *Supervisor) restore(fs frozenSession, files []*os.File, blob *os.File,
 	var live []frozenTerminal
 	for _, ft := range fs.Terminals {
 		data := make([]byte, ft.Len)
-		if _, err := blob.ReadAt(data, ft.Output); err != nil {
+		if _, err := th.blob.ReadAt(data, ft.Output); err != nil {
 			return fmt.Errorf("terminal %s: read its output: %w", ft.ID, err)
 		}
 		ring, err := outputbuf.Restore(ft.Cap, data, ft.End)
@@ -153,7 +165,7 @@ func (sv *Supervisor) restore(fs frozenSession, files []*os.File, blob *os.File,
 	s.doWait(func(st *state) {
 		for _, ft := range live {
 			t := st.work.terminals[ft.ID]
-			p, err := sv.adopt(ft.Live, t, s, files, gone, kept)
+			p, err := th.adopt(ft.Live, t, s)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("terminal %s: %w", t.id, err))
 				lost = append(lost, t)
@@ -213,14 +225,15 @@ func thawTasks(st *state, fs frozenSession) {
 
 // adopt takes over the process of a live terminal t: the files that fp
 // names become its process's.
-func (sv *Supervisor) adopt(fp *frozenProcess, t *terminal, s *Session, files []*os.File, gone map[int]bool, kept []bool) (ptyio.Process, error) {
+func (th *thawing) adopt(fp *frozenProcess, t *terminal, s *Session) (ptyio.Process, error) {
+	files := th.files
 	switch {
 	case fp == nil || fp.Master < 0 || fp.Shell < 0 || fp.Master >= len(files) || fp.Shell >= len(files):
 		return nil, errors.New("its descriptors were not handed over")
-	case gone[fp.Shell]:
+	case th.gone[fp.Shell]:
 		return nil, fmt.Errorf("its process %d is gone", fp.Pid)
 	}
-	a, ok := sv.cfg.Launcher.(ptyio.Adopter)
+	a, ok := th.sv.cfg.Launcher.(ptyio.Adopter)
 	if !ok {
 		return nil, errors.New("this launcher cannot adopt a command")
 	}
@@ -228,7 +241,7 @@ func (sv *Supervisor) adopt(fp *frozenProcess, t *terminal, s *Session, files []
 	if err != nil {
 		return nil, err
 	}
-	kept[fp.Master], kept[fp.Shell] = true, true
+	th.kept[fp.Master], th.kept[fp.Shell] = true, true
 	return p, nil
 }
 

@@ -17,15 +17,7 @@ const maxMethods = 25
 
 // methodExceptions names the types still allowed over maxMethods, as
 // "package/path.Type", each with the reason. Shrink it; do not grow it.
-var methodExceptions = map[string]string{
-	// 31: protocol.Agent's 10, TerminalInput's 2 and SessionDeleter's 1,
-	// its API to the daemon (Checks, Detach, Shutdown, LongestGrace,
-	// Sessions, Len, Precheck, Freeze, Restore) and 9 helpers. Moving
-	// durable.go's reopenDurable, freeID, listAll and resumePast onto the
-	// type of the durable histories, and thaw.go's restore and adopt onto
-	// one of the thaw, brings it to 25.
-	"supervisor.Supervisor": "31 methods: durable.go's and thaw.go's helpers are still its own",
-}
+var methodExceptions = map[string]string{}
 
 // TestNoTypeOverMethodLimit: no non-test type of the module has more than
 // maxMethods methods, counting the methods promoted from embedded types of
