@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/internal/fswatch"
 )
 
 // A watch (/watch PATH CMD) is a listed tool call, in_progress while it
@@ -26,7 +27,7 @@ import (
 // callRunning, callPaused, then callDone.
 //
 // The operating system's side, watching a tree and reporting that
-// something changed, is watchTree (watch_linux.go: inotify); here it is
+// something changed, is package internal/fswatch (inotify); here it is
 // debounced (changes) and served in the session.
 
 // watchQuiet is how long changes must stop before the watch runs CMD: an
@@ -278,7 +279,7 @@ type changes struct {
 // directory.
 func watchChanges(path string, quiet time.Duration, fire func(), failed func(error)) (c *changes, dir bool, err error) {
 	c = &changes{quiet: quiet, fire: fire, fail: failed}
-	c.tree, dir, err = watchTree(path, c.changed, c.failed)
+	c.tree, dir, err = fswatch.Watch(path, c.changed, c.failed)
 	if err != nil {
 		if pe, ok := errors.AsType[*fs.PathError](err); ok {
 			err = pe.Err // the path is the caller's to name
