@@ -506,7 +506,7 @@ func copyLog(log *slog.Logger, path string, limit int64, ring *outputbuf.Ring, o
 		}
 	})
 	defer f.Stop()
-	buf := make([]byte, readChunk)
+	buf := make([]byte, 32<<10)
 	drain := func() bool {
 		for {
 			n, start := ring.ReadAt(buf, off)
