@@ -15,6 +15,7 @@ import (
 	"shellagent/acp"
 	"shellagent/internal/linescan"
 	"shellagent/internal/probe"
+	"shellagent/internal/words"
 	"shellagent/outputbuf"
 )
 
@@ -71,30 +72,30 @@ type waitSpec struct {
 
 // parseWait reads the arguments of /wait.
 func parseWait(rest string) input {
-	words, err := splitWords(rest)
+	args, err := words.Split(rest)
 	switch {
 	case err != nil:
 		return bad("/wait: "+err.Error(), "wait")
-	case len(words) == 0:
+	case len(args) == 0:
 		return bad("/wait needs a terminal id", "wait")
 	}
-	spec := &waitSpec{term: words[0].text, timeout: defaultWaitTimeout}
+	spec := &waitSpec{term: args[0].Text, timeout: defaultWaitTimeout}
 	var pattern []string
-	for i := 1; i < len(words); i++ {
-		w := words[i]
+	for i := 1; i < len(args); i++ {
+		w := args[i]
 		switch {
-		case w.quoted || !strings.HasPrefix(w.text, "--"):
-			pattern = append(pattern, w.text)
-		case w.text == "--new":
+		case w.Quoted || !strings.HasPrefix(w.Text, "--"):
+			pattern = append(pattern, w.Text)
+		case w.Text == "--new":
 			spec.fresh = true
-		case w.text == "--timeout" || strings.HasPrefix(w.text, "--timeout="):
-			v, ok := strings.CutPrefix(w.text, "--timeout=")
+		case w.Text == "--timeout" || strings.HasPrefix(w.Text, "--timeout="):
+			v, ok := strings.CutPrefix(w.Text, "--timeout=")
 			if !ok {
-				if i+1 == len(words) {
+				if i+1 == len(args) {
 					return bad("/wait: --timeout needs a duration", "wait")
 				}
 				i++
-				v = words[i].text
+				v = args[i].Text
 			}
 			d, err := time.ParseDuration(v)
 			switch {
@@ -107,7 +108,7 @@ func parseWait(rest string) input {
 			}
 			spec.timeout = d
 		default:
-			return bad(fmt.Sprintf("/wait: unknown option %s (quote a pattern that starts with --)", w.text), "wait")
+			return bad(fmt.Sprintf("/wait: unknown option %s (quote a pattern that starts with --)", w.Text), "wait")
 		}
 	}
 	if len(pattern) > 0 {

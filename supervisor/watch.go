@@ -11,6 +11,7 @@ import (
 
 	"shellagent/acp"
 	"shellagent/internal/fswatch"
+	"shellagent/internal/words"
 )
 
 // A watch (/watch PATH CMD) is a listed tool call, in_progress while it
@@ -43,14 +44,14 @@ type watchSpec struct {
 // parseWatch reads the arguments of /watch: a path (quoted as /wait's
 // words are) and the rest of the line, the command.
 func parseWatch(rest string) input {
-	path, line, ok, err := nextWord(rest)
+	path, line, ok, err := words.Next(rest)
 	switch {
 	case err != nil:
 		return bad("/watch: "+err.Error(), "watch")
-	case !ok || path.text == "" || line == "":
+	case !ok || path.Text == "" || line == "":
 		return bad("/watch needs a path and a command", "watch")
 	}
-	return input{watchOf: &watchSpec{path: path.text, line: line}}
+	return input{watchOf: &watchSpec{path: path.Text, line: line}}
 }
 
 // watcher is a watch. It is owned by its session's actor.
