@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"shellagent/acp"
+	"shellagent/internal/words"
 )
 
 // FuzzPrompt checks the prompt parser on any text and resource link:
@@ -41,11 +42,11 @@ func FuzzPrompt(f *testing.F) {
 				}
 				return
 			}
-			if got, ok := shellUnquote(shellQuote(path)); !ok || got != path {
-				t.Fatalf("shellQuote(%q) = %q, which a shell reads as %q", path, shellQuote(path), got)
+			if got, ok := shellUnquote(words.Quote(path)); !ok || got != path {
+				t.Fatalf("words.Quote(%q) = %q, which a shell reads as %q", path, words.Quote(path), got)
 			}
-			if w, _, _, _ := nextWord(shellQuote(path)); w.text != path {
-				t.Fatalf("shellQuote(%q) = %q, which /watch reads as %q", path, shellQuote(path), w.text)
+			if w, _, _, _ := words.Next(words.Quote(path)); w.Text != path {
+				t.Fatalf("words.Quote(%q) = %q, which /watch reads as %q", path, words.Quote(path), w.Text)
 			}
 		}
 	})
@@ -109,7 +110,7 @@ func checkInput(t *testing.T, line string, in input) {
 }
 
 // shellUnquote reads s as a POSIX shell reads one word made of bare
-// characters and single-quoted strings, which is all shellQuote writes.
+// characters and single-quoted strings, which is all words.Quote writes.
 func shellUnquote(s string) (string, bool) {
 	var b strings.Builder
 	for len(s) > 0 {

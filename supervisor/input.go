@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"shellagent/acp"
+	"shellagent/internal/keys"
 	"shellagent/protocol"
 	"shellagent/ptyio"
 	"shellagent/termtext"
@@ -87,18 +88,18 @@ func parseTerminalCommand(c *command, rest string) input {
 			in.what = quoteShort(arg) + " and Enter"
 		}
 	case "keys":
-		keys := strings.Fields(arg)
-		if len(keys) == 0 {
+		names := strings.Fields(arg)
+		if len(names) == 0 {
 			return bad("/keys needs at least one key", name)
 		}
-		for _, k := range keys {
-			b, err := keyBytes(k)
+		for _, k := range names {
+			b, err := keys.Bytes(k)
 			if err != nil {
-				return input{cmd: malformed, problem: "/keys: " + err.Error() + ". " + keysHelp + "."}
+				return input{cmd: malformed, problem: "/keys: " + err.Error() + ". " + keys.Help + "."}
 			}
 			in.data = append(in.data, b...)
 		}
-		in.what = strings.Join(keys, " ")
+		in.what = strings.Join(names, " ")
 	case "resize":
 		cols, rows, ok := strings.Cut(arg, "x")
 		c, err1 := strconv.Atoi(cols)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"shellagent/acp"
+	"shellagent/internal/words"
 )
 
 // promptLine joins a prompt's blocks into one input line: text blocks as
@@ -26,7 +27,7 @@ func promptLine(blocks []acp.ContentBlock) (string, error) {
 			if err != nil {
 				return "", acp.InvalidParams("prompt[%d].uri: %v", i, err)
 			}
-			parts = append(parts, shellQuote(path))
+			parts = append(parts, words.Quote(path))
 		default:
 			return "", acp.InvalidParams("prompt[%d].type: %q is not supported (shellagent takes text and resource_link blocks)", i, b.Type)
 		}
@@ -50,12 +51,4 @@ func linkPath(uri string) (string, error) {
 		return "", fmt.Errorf("%s names the host %q; a file URI must be local (file:///path or file://localhost/path)", uri, u.Host)
 	}
 	return u.Path, nil
-}
-
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+=:,@%") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

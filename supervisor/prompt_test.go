@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
@@ -160,43 +159,6 @@ func TestLinkPath(t *testing.T) {
 			t.Errorf("linkPath(%q) = %q, %v; want %q", tt.uri, got, err, tt.want)
 		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
 			t.Errorf("linkPath(%q) = %q, %v; want an error saying %q", tt.uri, got, err, tt.err)
-		}
-	}
-}
-
-// TestShellQuote checks each quoting against the shell itself: the quoted
-// word must come back as one argument, unchanged.
-func TestShellQuote(t *testing.T) {
-	t.Parallel()
-	tests := []struct{ in, want string }{
-		{"plain", "plain"},
-		{"/usr/bin/env", "/usr/bin/env"},
-		{"a=b,c:d@e%f+g", "a=b,c:d@e%f+g"},
-		{"", "''"},
-		{"two words", "'two words'"},
-		{"it's", `'it'\''s'`},
-		{"$HOME", "'$HOME'"},
-		{"`x`;|&<>*?~#!\\\"", "'`x`;|&<>*?~#!\\\"'"},
-		{"new\nline", "'new\nline'"},
-		{"-n", "-n"},
-	}
-	args := []string{"-c", "", "sh"}
-	for _, tt := range tests {
-		got := shellQuote(tt.in)
-		if got != tt.want {
-			t.Errorf("shellQuote(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-		args[1] += "set -- " + got + "; [ $# -eq 1 ] || exit 9; printf '%s\\0' \"$1\"; "
-	}
-	out, err := exec.Command("/bin/sh", args...).Output()
-	if err != nil {
-		t.Fatalf("sh: %v", err)
-	}
-	words := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
-	for i, tt := range tests {
-		if i >= len(words) || words[i] != tt.in {
-			t.Errorf("the shell read shellQuote(%q) as %q", tt.in, words)
-			break
 		}
 	}
 }

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/internal/linescan"
+	"shellagent/internal/probe"
+	"shellagent/internal/words"
 	"shellagent/outputbuf"
 )
 
@@ -38,7 +41,7 @@ import (
 // the terminal's ring, or polls a port or a URL, and ends when the wait
 // has its answer, at the timeout, or when the wait is stopped. The PTY's
 // reader and the writer do nothing more for a terminal that is waited
-// on: the goroutine reads the ring on a timer (see lineScanner).
+// on: the goroutine reads the ring on a timer (see waitscan.go).
 
 // Limits of /wait's timeout.
 const (
@@ -60,7 +63,7 @@ const (
 type waitSpec struct {
 	term    string         // the terminal's id
 	text    string         // the pattern as written
-	pattern *regexp.Regexp // compiled with (?m), see findLine
+	pattern *regexp.Regexp // compiled with (?m), see linescan.New
 	port    int
 	url     string
 	timeout time.Duration
@@ -69,30 +72,30 @@ type waitSpec struct {
 
 // parseWait reads the arguments of /wait.
 func parseWait(rest string) input {
-	words, err := splitWords(rest)
+	args, err := words.Split(rest)
 	switch {
 	case err != nil:
 		return bad("/wait: "+err.Error(), "wait")
-	case len(words) == 0:
+	case len(args) == 0:
 		return bad("/wait needs a terminal id", "wait")
 	}
-	spec := &waitSpec{term: words[0].text, timeout: defaultWaitTimeout}
+	spec := &waitSpec{term: args[0].Text, timeout: defaultWaitTimeout}
 	var pattern []string
-	for i := 1; i < len(words); i++ {
-		w := words[i]
+	for i := 1; i < len(args); i++ {
+		w := args[i]
 		switch {
-		case w.quoted || !strings.HasPrefix(w.text, "--"):
-			pattern = append(pattern, w.text)
-		case w.text == "--new":
+		case w.Quoted || !strings.HasPrefix(w.Text, "--"):
+			pattern = append(pattern, w.Text)
+		case w.Text == "--new":
 			spec.fresh = true
-		case w.text == "--timeout" || strings.HasPrefix(w.text, "--timeout="):
-			v, ok := strings.CutPrefix(w.text, "--timeout=")
+		case w.Text == "--timeout" || strings.HasPrefix(w.Text, "--timeout="):
+			v, ok := strings.CutPrefix(w.Text, "--timeout=")
 			if !ok {
-				if i+1 == len(words) {
+				if i+1 == len(args) {
 					return bad("/wait: --timeout needs a duration", "wait")
 				}
 				i++
-				v = words[i].text
+				v = args[i].Text
 			}
 			d, err := time.ParseDuration(v)
 			switch {
@@ -105,7 +108,7 @@ func parseWait(rest string) input {
 			}
 			spec.timeout = d
 		default:
-			return bad(fmt.Sprintf("/wait: unknown option %s (quote a pattern that starts with --)", w.text), "wait")
+			return bad(fmt.Sprintf("/wait: unknown option %s (quote a pattern that starts with --)", w.Text), "wait")
 		}
 	}
 	if len(pattern) > 0 {
@@ -379,29 +382,29 @@ func (w *waiter) watch(ctx context.Context, ring *outputbuf.Ring, from int64) wa
 	case w.spec.port != 0:
 		return w.poll(ctx, w.probePort)
 	case w.spec.url != "":
-		return w.poll(ctx, urlProbe(w.spec.url))
+		return w.poll(ctx, probe.URL(w.spec.url, answerTimeout))
 	}
 	<-ctx.Done()
 	return w.ended(ctx, nil)
 }
 
 // watchOutput reads the terminal's ring from offset from on (see
-// lineScanner) every scanEvery, until a line matches or the terminal
+// linescan.Scanner) every scanEvery, until a line matches or the terminal
 // exits and its last line, complete or not, has been read.
 func (w *waiter) watchOutput(ctx context.Context, ring *outputbuf.Ring, from int64) waitResult {
-	sc := newLineScanner(w.spec.pattern, from)
+	sc := linescan.New(w.spec.pattern, from)
 	tick := time.NewTicker(scanEvery)
 	defer tick.Stop()
 	quiet := time.Now() // since when no output came
 	for budget := 0; ; budget = scanBudget {
-		off := sc.off
-		if line, ok := sc.scan(ring, budget); ok {
+		off := sc.Offset()
+		if line, ok := sc.Scan(ring, budget); ok {
 			return w.matched(line)
 		}
-		if now := time.Now(); sc.off != off {
+		if now := time.Now(); sc.Offset() != off {
 			quiet = now
 		} else if now.Sub(quiet) >= partialQuiet {
-			if line, ok := sc.partial(); ok {
+			if line, ok := sc.Partial(); ok {
 				return w.matched(line)
 			}
 		}
@@ -409,10 +412,10 @@ func (w *waiter) watchOutput(ctx context.Context, ring *outputbuf.Ring, from int
 		case <-ctx.Done():
 			return w.ended(ctx, nil)
 		case <-w.exited:
-			if line, ok := sc.scan(ring, 0); ok {
+			if line, ok := sc.Scan(ring, 0); ok {
 				return w.matched(line)
 			}
-			if line, ok := sc.partial(); ok {
+			if line, ok := sc.Partial(); ok {
 				return w.matched(line)
 			}
 			return waitResult{acp.StatusFailed, fmt.Sprintf("%s %s before %s; waited %s.", w.spec.term, exitText(w.exit), w.spec.awaited(), w.waited())}

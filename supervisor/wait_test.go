@@ -401,29 +401,3 @@ func TestParseWait(t *testing.T) {
 		}
 	}
 }
-
-func TestNextWord(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		in, word, rest, err string
-	}{
-		{"  a b  c", "a", "b  c", ""},
-		{"'a b'c d", "a bc", "d", ""},
-		{`"a \"b\" \d $x"`, `a "b" \d $x`, "", ""},
-		{`\d+\ \'x`, `\d+ 'x`, "", ""},
-		{"'open", "", "", "a ' quote is not closed"},
-		{`"open`, "", "", `a " quote is not closed`},
-	}
-	for _, tt := range tests {
-		w, rest, _, err := nextWord(tt.in)
-		if w.text != tt.word || rest != tt.rest || err != nil && err.Error() != tt.err || err == nil && tt.err != "" {
-			t.Errorf("nextWord(%q) = %q, %q, %v; want %q, %q, %s", tt.in, w.text, rest, err, tt.word, tt.rest, tt.err)
-		}
-	}
-	// A path that shellQuote wrote reads back as it was.
-	for _, p := range []string{"/a b/c", "it's", `back\slash`, "plain"} {
-		if w, _, _, _ := nextWord(shellQuote(p)); w.text != p {
-			t.Errorf("nextWord(shellQuote(%q)) = %q", p, w.text)
-		}
-	}
-}

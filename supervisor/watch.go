@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/internal/fswatch"
+	"shellagent/internal/words"
 )
 
 // A watch (/watch PATH CMD) is a listed tool call, in_progress while it
@@ -26,7 +28,7 @@ import (
 // callRunning, callPaused, then callDone.
 //
 // The operating system's side, watching a tree and reporting that
-// something changed, is watchTree (watch_linux.go: inotify); here it is
+// something changed, is package internal/fswatch (inotify); here it is
 // debounced (changes) and served in the session.
 
 // watchQuiet is how long changes must stop before the watch runs CMD: an
@@ -42,14 +44,14 @@ type watchSpec struct {
 // parseWatch reads the arguments of /watch: a path (quoted as /wait's
 // words are) and the rest of the line, the command.
 func parseWatch(rest string) input {
-	path, line, ok, err := nextWord(rest)
+	path, line, ok, err := words.Next(rest)
 	switch {
 	case err != nil:
 		return bad("/watch: "+err.Error(), "watch")
-	case !ok || path.text == "" || line == "":
+	case !ok || path.Text == "" || line == "":
 		return bad("/watch needs a path and a command", "watch")
 	}
-	return input{watchOf: &watchSpec{path: path.text, line: line}}
+	return input{watchOf: &watchSpec{path: path.Text, line: line}}
 }
 
 // watcher is a watch. It is owned by its session's actor.
@@ -278,7 +280,7 @@ type changes struct {
 // directory.
 func watchChanges(path string, quiet time.Duration, fire func(), failed func(error)) (c *changes, dir bool, err error) {
 	c = &changes{quiet: quiet, fire: fire, fail: failed}
-	c.tree, dir, err = watchTree(path, c.changed, c.failed)
+	c.tree, dir, err = fswatch.Watch(path, c.changed, c.failed)
 	if err != nil {
 		if pe, ok := errors.AsType[*fs.PathError](err); ok {
 			err = pe.Err // the path is the caller's to name

@@ -1,4 +1,12 @@
-package supervisor
+// Package keys turns key names, as tmux's send-keys names them, into the
+// bytes an xterm sends for them, for /keys (package supervisor).
+//
+// What it guarantees: a name is read in any case; a single character is
+// itself; C- (or ^) with a letter or one of @ [ \ ] ^ _ ? and Space is
+// its control byte, and M- puts ESC first; anything else is refused with
+// an error that names the key. The bytes are an xterm's
+// (TERM=xterm-256color), cursor keys in normal mode.
+package keys
 
 import (
 	"fmt"
@@ -22,15 +30,15 @@ var namedKeys = map[string]string{
 	"f9": "\x1b[20~", "f10": "\x1b[21~", "f11": "\x1b[23~", "f12": "\x1b[24~",
 }
 
-// keysHelp says how keys are named, for the message about one that is not.
-const keysHelp = "Keys are named as tmux send-keys names them: Enter, Escape, Tab, BTab, BSpace, Space, " +
+// Help says how keys are named, for the message about one that is not.
+const Help = "Keys are named as tmux send-keys names them: Enter, Escape, Tab, BTab, BSpace, Space, " +
 	"Up, Down, Left, Right, Home, End, PageUp, PageDown, Insert, Delete, F1 to F12, " +
 	"a single character, and C-x or ^x (Ctrl) and M-x (Alt) with a character. To type text, use /send ID TEXT"
 
-// keyBytes returns the bytes that typing key sends: a name (any case), a
+// Bytes returns the bytes that typing key sends: a name (any case), a
 // single character, or either behind the prefixes C- (Ctrl, on a
 // character only) and M- (Alt: ESC first), as tmux reads them.
-func keyBytes(key string) ([]byte, error) {
+func Bytes(key string) ([]byte, error) {
 	ctrl, meta := false, false
 	k := key
 	for len(k) > 2 && k[1] == '-' {

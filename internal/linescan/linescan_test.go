@@ -1,4 +1,4 @@
-package supervisor
+package linescan
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"shellagent/termtext"
 )
 
-func TestLineScanner(t *testing.T) {
+func TestScanner(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("a", maxLine+10)
 	tests := []struct {
@@ -40,43 +40,43 @@ func TestLineScanner(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ring := outputbuf.New(cmpOr(tt.ring, 1<<20))
-			sc := newLineScanner(regexp.MustCompile("(?m)"+tt.pattern), 0)
+			sc := New(regexp.MustCompile("(?m)"+tt.pattern), 0)
 			var got string
 			var found, byPartial bool
 			for _, w := range tt.writes {
 				ring.Write([]byte(w))
-				if got, found = sc.scan(ring, tt.budget); found {
+				if got, found = sc.Scan(ring, tt.budget); found {
 					break
 				}
 			}
 			if !found {
-				got, found = sc.partial()
+				got, found = sc.Partial()
 				byPartial = found
-				if _, again := sc.partial(); again {
-					t.Errorf("partial matched the same line twice")
+				if _, again := sc.Partial(); again {
+					t.Errorf("Partial matched the same line twice")
 				}
 			}
 			if !found {
 				got = ""
 			}
 			if got != tt.want || byPartial != tt.partial {
-				t.Errorf("found %q (partial %v), want %q (partial %v)", shorten(got, 40), byPartial, shorten(tt.want, 40), tt.partial)
+				t.Errorf("found %.40q (partial %v), want %.40q (partial %v)", got, byPartial, tt.want, tt.partial)
 			}
 		})
 	}
 }
 
 // --new: the scan starts where the ring was when the wait started.
-func TestLineScannerFrom(t *testing.T) {
+func TestScannerFrom(t *testing.T) {
 	t.Parallel()
 	ring := outputbuf.New(1 << 10)
 	ring.Write([]byte("ready\nrea"))
-	sc := newLineScanner(regexp.MustCompile("(?m)^ready"), ring.Total())
-	if line, ok := sc.scan(ring, 0); ok {
+	sc := New(regexp.MustCompile("(?m)^ready"), ring.Total())
+	if line, ok := sc.Scan(ring, 0); ok {
 		t.Fatalf("matched %q, printed before", line)
 	}
 	ring.Write([]byte("dy again\nready now\n"))
-	if line, ok := sc.scan(ring, 0); !ok || line != "ready now" {
+	if line, ok := sc.Scan(ring, 0); !ok || line != "ready now" {
 		t.Errorf("found %q, %v; want the line begun and ended after the start", line, ok)
 	}
 }
@@ -88,11 +88,11 @@ func cmpOr(a, b int) int {
 	return b
 }
 
-// BenchmarkLineScanner measures a wait's scan of a dev server's log, in
+// BenchmarkScanner measures a wait's scan of a dev server's log, in
 // bytes of output per second, against termtext.Plain alone over the same
 // bytes in the same run: the scan's cost beyond making the text plain is
 // the one pass of the regular expression.
-func BenchmarkLineScanner(b *testing.B) {
+func BenchmarkScanner(b *testing.B) {
 	var log bytes.Buffer
 	for i := 0; log.Len() < 1<<20; i++ {
 		fmt.Fprintf(&log, "\x1b[2m12:00:%02d\x1b[0m GET /api/items/%d 200 in %dms\r\n", i%60, i, i%300)
@@ -104,7 +104,7 @@ func BenchmarkLineScanner(b *testing.B) {
 		for b.Loop() {
 			ring := outputbuf.New(len(out))
 			ring.Write(out)
-			if _, ok := newLineScanner(re, 0).scan(ring, 0); ok {
+			if _, ok := New(re, 0).Scan(ring, 0); ok {
 				b.Fatal("matched")
 			}
 		}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package supervisor
+package fswatch
 
 import (
 	"bytes"
@@ -17,16 +17,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// inotify is watchTree on Linux: one inotify descriptor per watch, a
+// inotify is Watch on Linux: one inotify descriptor per watch, a
 // watch descriptor on each directory of the tree (the directory of a
 // watched file, for a file), and one goroutine that reads the events,
 // which adds the directories that appear in the tree. The descriptor is
 // non-blocking and in the runtime's poller, so Close ends a Read. One
-// watch watches at most watchShare directories.
+// watch watches at most Share directories.
 type inotify struct {
 	file  *os.File
 	over  error          // what add returns once share directories are watched
-	share int            // the most directories it watches (see watchShare)
+	share int            // the most directories it watches (see Share)
 	only  string         // for a file: its name, the only one in its directory that counts
 	root  int            // the watch descriptor of the top directory
 	dirs  map[int]string // watch descriptor → directory; the reading goroutine's once it runs
@@ -41,12 +41,13 @@ const inotifyMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MODIFY | unix.IN_C
 	unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF |
 	unix.IN_ONLYDIR | unix.IN_EXCL_UNLINK
 
-// watchTree watches path, a directory with everything under it or a
-// file, and calls changed after each batch of changes and failed once if
-// it can watch no more (the top directory went away). Neither is called
-// once Close has returned; both are called on the watch's goroutine. dir
-// reports whether path is a directory.
-func watchTree(path string, changed func(), failed func(error)) (_ io.Closer, dir bool, err error) {
+// Watch watches path, a directory with everything under it or a file,
+// and calls changed after each batch of changes and failed once if it
+// can watch no more (the top directory went away, or the tree grew past
+// Share directories). Neither is called once Close has returned; both
+// are called on the watch's goroutine. dir reports whether path is a
+// directory.
+func Watch(path string, changed func(), failed func(error)) (_ io.Closer, dir bool, err error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, false, err
@@ -56,7 +57,7 @@ func watchTree(path string, changed func(), failed func(error)) (_ io.Closer, di
 		return nil, false, fmt.Errorf("inotify_init1: %w (fs.inotify.max_user_instances bounds the watches of a user)", err)
 	}
 	w := &inotify{file: os.NewFile(uintptr(fd), "inotify"), root: -1, dirs: make(map[int]string), done: make(chan struct{})}
-	w.share, w.over = watchShare()
+	w.share, w.over = Share()
 	if fi.IsDir() {
 		err = w.addTree(path)
 	} else {
@@ -78,25 +79,20 @@ func (w *inotify) Close() error {
 	return err
 }
 
-// maxWatchDirs is the most directories one watch watches, whatever the
-// user's limit: /watch / alone would otherwise take tens of thousands of
-// the inotify watches that every program of the user shares. Tests lower it.
-var maxWatchDirs = 16384
-
 // maxUserWatches is where Linux keeps how many inotify watches a user may
 // hold.
 const maxUserWatches = "/proc/sys/fs/inotify/max_user_watches"
 
-// watchShare returns how many directories one watch may watch: an eighth
-// of the user's inotify watches, at most maxWatchDirs (maxWatchDirs if the
-// limit cannot be read), and the error that says so once a tree has more.
-func watchShare() (share int, over error) {
-	share = maxWatchDirs
-	rule := fmt.Sprintf("at most %d", maxWatchDirs)
+// Share returns how many directories one watch may watch: an eighth of
+// the user's inotify watches, at most MaxDirs (MaxDirs if the limit
+// cannot be read), and the error that says so once a tree has more.
+func Share() (share int, over error) {
+	share = MaxDirs
+	rule := fmt.Sprintf("at most %d", MaxDirs)
 	if b, err := os.ReadFile(maxUserWatches); err == nil {
 		if limit, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && limit > 0 {
-			share = min(limit/8, maxWatchDirs)
-			rule = fmt.Sprintf("the smaller of %d and an eighth of this user's %d (fs.inotify.max_user_watches)", maxWatchDirs, limit)
+			share = min(limit/8, MaxDirs)
+			rule = fmt.Sprintf("the smaller of %d and an eighth of this user's %d (fs.inotify.max_user_watches)", MaxDirs, limit)
 		}
 	}
 	share = max(share, 1)

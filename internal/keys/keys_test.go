@@ -1,11 +1,11 @@
-package supervisor
+package keys
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestKeyBytes(t *testing.T) {
+func TestBytes(t *testing.T) {
 	tests := []struct {
 		key, want, err string
 	}{
@@ -42,12 +42,12 @@ func TestKeyBytes(t *testing.T) {
 		{"C-1", "", `"C-1": Ctrl goes with`},
 	}
 	for _, tt := range tests {
-		got, err := keyBytes(tt.key)
+		got, err := Bytes(tt.key)
 		switch {
 		case tt.err != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.err)):
-			t.Errorf("keyBytes(%q) = %q, %v; want error %q", tt.key, got, err, tt.err)
+			t.Errorf("Bytes(%q) = %q, %v; want error %q", tt.key, got, err, tt.err)
 		case tt.err == "" && (err != nil || string(got) != tt.want):
-			t.Errorf("keyBytes(%q) = %q, %v; want %q", tt.key, got, err, tt.want)
+			t.Errorf("Bytes(%q) = %q, %v; want %q", tt.key, got, err, tt.want)
 		}
 	}
 }
