@@ -35,15 +35,17 @@
 //   - terminal.go: one command line's life: launch, hand-off to the
 //     background, exit status. permission.go and jobs.go are the detours
 //     it can take: asking the user first, and scheduled firings.
-//   - wait.go (waitscan.go) and watch.go (inotify in watch_linux.go, a
-//     refusal in watch_other.go): work without a process of its own that
+//   - wait.go (waitscan.go; lines found by internal/linescan, URLs probed
+//     by internal/probe) and watch.go (the tree watched by
+//     internal/fswatch): work without a process of its own that
 //     a tool call reports: /wait, foreground work that watches a
 //     terminal; /watch, listed work that runs a command as new foreground
 //     work when files change, and /pause and /resume.
 //     A job, a wait, a watch and a request for permission are each a task
 //     (work.go): one type per kind, which the session lists, cancels and
 //     closes without asking which kind it is.
-//   - service.go and stackcmds.go: a project's stack (SPEC "Stacks"): a
+//   - service.go (readiness in serviceready.go) and stackcmds.go: a
+//     project's stack (SPEC "Stacks"): a
 //     service is a task whose runs are terminals, started in dependency
 //     order once ready (its ready condition is a wait's watch or poll),
 //     restarted by its internal/stack Restarter; /up, /down, /restart
@@ -56,12 +58,14 @@
 //     one state, and retention.
 //   - actor.go: the goroutine that owns a session's state (do, doWait,
 //     peek, slow work) and the snapshot it publishes.
-//   - input.go and keys.go: typing into terminals, sizing them, /tail;
+//   - input.go (key names from internal/keys): typing into terminals,
+//     sizing them, /tail;
 //     notice.go: notices; inputwatch.go: when to look for a program
 //     waiting for input.
-//   - prompt.go reads a prompt's blocks into a line, and words.go the
-//     words of a slash command;
-//     config.go holds the configuration and the per-session settings.
+//   - prompt.go reads a prompt's blocks into a line, and internal/words
+//     the words of a slash command (and the shell quoting of a link's
+//     path); config.go holds the configuration and the per-session
+//     settings; clock.go the clock of jobs, timeouts and expiries.
 //   - status.go: what a server that outlives its connections shows of
 //     each session (Sessions), and the detached TTL.
 //   - freeze.go and thaw.go: an upgrade in place (the daemon's Host):
@@ -75,6 +79,9 @@
 //     its turns; Session.Do and the Scene, the ways in it drives the
 //     session through. clientcheck.go: the client_checks notices, and
 //     what the session told its client about cancelling each item.
+//   - durable.go and revive.go: each session's history on disk
+//     (internal/journal): what it records, past sessions listed, made
+//     live again (revive) and deleted; idempotency keys.
 //
 // # Concurrency
 //
