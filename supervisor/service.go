@@ -57,6 +57,7 @@ type service struct {
 	restartAt   time.Time          // when the timer fires
 	runEnd      chan struct{}      // closed when the current run exits: its log copier drains
 	logDone     chan struct{}      // closed when the last run's log copier is done
+	draining    int                // stops that wait for a log copier (afterLog)
 }
 
 // svcState is where a service is, as /status names it.
@@ -266,13 +267,16 @@ func (svc *service) exited(st *state, t *terminal, onItsOwn bool) {
 		svc.cancelReady = nil
 	}
 	close(svc.runEnd)
-	defer func() {
-		done := svc.stopped
+	if done := svc.stopped; len(done) > 0 {
+		// What waits for the stop goes on once the run's log holds its
+		// last output: a /down that says Stopped leaves the log whole.
 		svc.stopped = nil
-		for _, f := range done {
-			f()
-		}
-	}()
+		defer svc.afterLog(st, func(*state) {
+			for _, f := range done {
+				f()
+			}
+		})
+	}
 	switch {
 	case svc.call.state >= callDone: // it failed, or the session closed
 	case svc.stopping || !onItsOwn:
@@ -394,6 +398,33 @@ func (svc *service) close(st *state) {
 	}
 	svc.say0(st, "Stopped: the session closed.")
 	endCall(st, svc.call, acp.StatusCancelled)
+}
+
+// afterLog calls f on the session once the log copier of the run that
+// ended is done (at once for a service that keeps no log). Until then
+// the service counts as being stopped (draining), which an upgrade
+// waits for.
+func (svc *service) afterLog(st *state, f func(*state)) {
+	done := svc.logDone
+	if done == nil {
+		f(st)
+		return
+	}
+	select {
+	case <-done:
+		f(st)
+		return
+	default:
+	}
+	svc.draining++
+	s := st.s
+	go func() {
+		<-done
+		s.do(func(st *state) {
+			svc.draining--
+			f(st)
+		})
+	}()
 }
 
 // copyLog copies run t's output, from offset from on, to the service's
