@@ -28,7 +28,7 @@ func (t *cgroupTree) adopt(n int64, pid int, _ uint64) (Group, error) {
 	name := "t" + strconv.FormatInt(n, 10)
 	g := &cgroupGroup{
 		tree: t, path: path.Join(t.path, name), dir: filepath.Join(t.dir, name),
-		env: append(t.env[:len(t.env):len(t.env)], TerminalEnv+"="+strconv.FormatInt(n, 10)), done: make(chan struct{}), wd: -1,
+		env: append(t.env[:len(t.env):len(t.env)], TerminalEnv+"="+strconv.FormatInt(n, 10)), done: make(chan struct{}), wd: -1, fd: -1,
 	}
 	if fi, err := os.Stat(g.dir); err != nil || !fi.IsDir() {
 		return nil, errors.Join(fmt.Errorf("cgroup %s is gone", g.dir), err)
@@ -39,7 +39,7 @@ func (t *cgroupTree) adopt(n int64, pid int, _ uint64) (Group, error) {
 	}
 	t.reap.adopt(pid)
 	g.mu.Lock()
-	g.wd, g.shell = wd, pid
+	g.wd, g.shell, g.started = wd, pid, true
 	g.mu.Unlock()
 	g.update()
 	return g, nil

@@ -104,6 +104,7 @@ type cgroupTree struct {
 	w       *watcher
 	env     []string // the instance marker
 	reap    *reaper  // when the agent is its pid namespace's init; else nil
+	spare   spare    // the next terminal's cgroup, made ahead
 }
 
 // instanceDirPrefix starts the name of every instance cgroup:
@@ -113,13 +114,15 @@ const instanceDirPrefix = "shellagent-"
 // openCgroups creates (or, after an exec in place, takes over) the
 // instance cgroup below this process's own and
 // checks that a process can be started inside it (CLONE_INTO_CGROUP).
-func openCgroups(inst instance) (*cgroupTree, error) {
+// next returns the number the next NewGroup will issue; the cgroup of
+// that group is made ahead (see spare).
+func openCgroups(inst instance, next func() int64) (*cgroupTree, error) {
 	place, err := findCgroup2()
 	if err != nil {
 		return nil, err
 	}
 	p := path.Join(place.self, instanceDirPrefix+inst.String())
-	t := &cgroupTree{place: place, path: p, dir: place.dir(p), env: inst.env()}
+	t := &cgroupTree{place: place, path: p, dir: place.dir(p), env: inst.env(), spare: spare{next: next}}
 	// The name holds this process's pid and start time: one that exists
 	// is this process's own, made before it exec'd itself in place (a
 	// daemon's upgrade), and is taken over.
@@ -143,6 +146,7 @@ func openCgroups(inst instance) (*cgroupTree, error) {
 			return nil, errors.Join(err, t.w.close(), t.remove())
 		}
 	}
+	t.spare.fill(t)
 	return t, nil
 }
 
@@ -181,6 +185,7 @@ func (t *cgroupTree) killAll(timeout time.Duration) error {
 // close kills every process left in the instance's cgroups, waits until
 // they are gone (at most timeout), removes the cgroups and stops watching.
 func (t *cgroupTree) close(timeout time.Duration) error {
+	t.spare.close()
 	err := killTree(t.dir, t.hasKill, timeout)
 	if e := t.remove(); e != nil {
 		err = errors.Join(err, e)
@@ -372,35 +377,70 @@ type cgroupGroup struct {
 	env  []string
 	done chan struct{}
 
-	mu    sync.Mutex // guards the fields below
-	shell int        // the first process, 0 before ForkExec
-	ended bool       // done is closed
-	wd    int        // inotify watch, or -1
+	mu      sync.Mutex // guards the fields below
+	started bool       // ForkExec has begun: an empty group is done
+	shell   int        // the first process, 0 before ForkExec
+	ended   bool       // done is closed
+	wd      int        // inotify watch, or -1
+	fd      int        // the cgroup's directory until ForkExec, or -1
 }
 
+// newGroup returns the cgroup of group n: the spare if it was made for n,
+// else one made now. ForkExec has the next spare made.
 func (t *cgroupTree) newGroup(n int64) (Group, error) {
+	if g := t.spare.take(n); g != nil {
+		return g, nil
+	}
+	g, err := t.makeGroup(n, true)
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// makeGroup makes the cgroup of group n, watched, with its directory open
+// for ForkExec. If reuse, a cgroup of that name that exists and is empty
+// is taken: this process made it before it exec'd itself in place (its
+// spare), and NewGroup never issues the number of a group it adopted.
+func (t *cgroupTree) makeGroup(n int64, reuse bool) (*cgroupGroup, error) {
 	name := "t" + strconv.FormatInt(n, 10)
 	g := &cgroupGroup{
 		tree: t, path: path.Join(t.path, name), dir: filepath.Join(t.dir, name),
-		env: append(t.env[:len(t.env):len(t.env)], TerminalEnv+"="+strconv.FormatInt(n, 10)), done: make(chan struct{}), wd: -1,
+		env: append(t.env[:len(t.env):len(t.env)], TerminalEnv+"="+strconv.FormatInt(n, 10)), done: make(chan struct{}), wd: -1, fd: -1,
 	}
 	if err := os.Mkdir(g.dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create cgroup: %w", err)
+		populated, _, perr := readEvents(g.dir)
+		if !reuse || !errors.Is(err, fs.ErrExist) || perr != nil || populated {
+			return nil, fmt.Errorf("create cgroup: %w", err)
+		}
+	}
+	fd, err := unix.Open(g.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("open cgroup %s: %w", g.dir, err), rmdir(g.dir))
 	}
 	wd, err := t.w.add(filepath.Join(g.dir, "cgroup.events"), g.update)
 	if err != nil {
+		unix.Close(fd) // Best effort: a directory opened for reading.
 		return nil, errors.Join(err, rmdir(g.dir))
 	}
 	g.mu.Lock()
-	g.wd = wd
+	g.wd, g.fd = wd, fd
 	g.mu.Unlock()
 	return g, nil
 }
 
+// ForkExec implements Group: the process is born in the cgroup
+// (CLONE_INTO_CGROUP). The group counts as started from just before the
+// clone, so that the watcher's call for the cgroup's first change (the
+// process entering, or already gone) can end it, and no read of
+// cgroup.events is needed after the fork.
 func (g *cgroupGroup) ForkExec(argv0 string, argv []string, attr *syscall.ProcAttr) (int, error) {
-	fd, err := unix.Open(g.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, fmt.Errorf("open cgroup %s: %w", g.dir, err)
+	g.mu.Lock()
+	fd := g.fd
+	g.fd, g.started = -1, true
+	g.mu.Unlock()
+	if fd < 0 {
+		return 0, fmt.Errorf("start in cgroup %s: the group has started or closed", g.dir)
 	}
 	defer unix.Close(fd) // Best effort: a directory opened for reading.
 	a := *attr
@@ -411,13 +451,15 @@ func (g *cgroupGroup) ForkExec(argv0 string, argv []string, attr *syscall.ProcAt
 	sys.UseCgroupFD, sys.CgroupFD = true, fd
 	a.Sys, a.Env = &sys, withEnv(a.Env, g.env)
 	pid, err := g.tree.reap.forkExec(argv0, argv, &a)
+	// The next group's cgroup is made while this one's process execs,
+	// off the path of both spawns.
+	g.tree.spare.refill(g.tree)
 	if err != nil {
 		return 0, err
 	}
 	g.mu.Lock()
 	g.shell = pid
 	g.mu.Unlock()
-	g.update()
 	return pid, nil
 }
 
@@ -427,7 +469,7 @@ func (g *cgroupGroup) update() {
 	populated, _, err := readEvents(g.dir)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.shell != 0 && !g.ended && (err == nil && !populated || errors.Is(err, fs.ErrNotExist)) {
+	if g.started && !g.ended && (err == nil && !populated || errors.Is(err, fs.ErrNotExist)) {
 		g.ended = true
 		close(g.done)
 	}
@@ -479,10 +521,13 @@ func (g *cgroupGroup) Kill() (bool, error) {
 
 func (g *cgroupGroup) Close() error {
 	g.mu.Lock()
-	wd, shell := g.wd, g.shell
-	g.wd = -1
+	wd, shell, fd := g.wd, g.shell, g.fd
+	g.wd, g.fd = -1, -1
 	g.mu.Unlock()
 	var err error
+	if fd >= 0 {
+		unix.Close(fd) // Best effort: a directory opened for reading.
+	}
 	if wd >= 0 {
 		err = g.tree.w.remove(wd)
 	}

@@ -38,7 +38,7 @@
 //
 // Files: contain.go (the API), adopt.go and adopt_linux.go (taking
 // a group over after an exec in place), open_linux.go and open_bsd.go (which modes
-// an OS has), cgroup_linux.go and watch_linux.go (cgroup mode),
+// an OS has), cgroup_linux.go, spare_linux.go and watch_linux.go (cgroup mode),
 // markermode.go and markergroup.go (what Subreaper and Session mode
 // share: their groups), subreaper_linux.go and reaper_linux.go (reaping
 // orphans, and the rule that says which), session.go, send.go with

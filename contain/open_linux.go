@@ -14,7 +14,7 @@ func (c *Containment) open(mode Mode) error {
 	switch mode {
 	case Cgroup, Auto:
 		var t *cgroupTree
-		if t, err = openCgroups(c.inst); err == nil {
+		if t, err = openCgroups(c.inst, func() int64 { return c.next.Load() + 1 }); err == nil {
 			c.m, c.mode = t, Cgroup
 			return nil
 		}

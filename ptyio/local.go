@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
 	"shellagent/contain"
@@ -126,33 +125,6 @@ func abort(pid int, g contain.Group) error {
 		kerr = errors.Join(kerr, fmt.Errorf("processes of %d still running after SIGKILL", pid))
 	}
 	return errors.Join(kerr, g.Close())
-}
-
-// OpenPTY opens a PTY pair of the given size and returns a non-blocking
-// master served by the runtime poller: reads park a goroutine, not an OS
-// thread, and deadlines work. creack/pty's Open leaves the master in
-// blocking mode (it calls Fd), so its descriptor is duplicated into a fresh
-// non-blocking one; never call Fd on the master returned. Close tty once the
-// command has started.
-func OpenPTY(size Size) (master, tty *os.File, err error) {
-	m, tty, err := pty.Open()
-	if err != nil {
-		return nil, nil, err
-	}
-	defer m.Close() // Best effort: the duplicate below is the master we use.
-	if err := pty.Setsize(tty, &pty.Winsize{Cols: size.Cols, Rows: size.Rows}); err != nil {
-		return nil, nil, errors.Join(fmt.Errorf("set size: %w", err), tty.Close())
-	}
-	fd, err := unix.FcntlInt(m.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-	if err == nil {
-		if err = unix.SetNonblock(fd, true); err != nil {
-			unix.Close(fd) // Best effort: never handed out.
-		}
-	}
-	if err != nil {
-		return nil, nil, errors.Join(fmt.Errorf("dup pty master: %w", err), tty.Close())
-	}
-	return os.NewFile(uintptr(fd), "/dev/ptmx"), tty, nil
 }
 
 // local is a command running in a local PTY. Its lifecycle belongs to the
