@@ -28,8 +28,10 @@ import (
 // call's and terminal's state, exit statuses; a state_update going idle
 // is a turn's end, a durable point), and what it forgets; the history
 // reads a terminal's output from its ring (tee); a session's creation,
-// title and close are one line each. The rest (listing past sessions, making one live again,
-// session/delete, idempotencyKey) is here.
+// title and close are one line each. The rest is here (listing past
+// sessions, finding and reopening one to make it live again, which
+// Supervisor.ResumeSession then does with revive.go, session/delete,
+// idempotencyKey).
 
 // durable records one session's history. Its methods are safe for
 // concurrent use; with no store (history off) they do nothing.
