@@ -1,0 +1,188 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// prune removes sessions until the history is within Max: those that
+// are closed first, then (pruneSettle after Open) those that were never
+// closed (their agent died), each the least recently updated first;
+// never one live here, nor one whose file another process holds.
+func (w *writer) prune() {
+	w.s.mu.Lock()
+	if w.x.total <= w.opts.Max {
+		w.s.mu.Unlock()
+		return
+	}
+	cands := w.x.prunable(time.Since(w.opened) >= w.settle)
+	w.s.mu.Unlock()
+	for _, c := range cands {
+		w.s.mu.Lock()
+		over, e := w.x.total > w.opts.Max, w.x.entries[c.ID]
+		w.s.mu.Unlock()
+		if !over {
+			return
+		}
+		if e == nil || e.live {
+			continue
+		}
+		switch gone, err := w.pruneOne(c); {
+		case err != nil:
+			w.log.Warn("history: cannot prune a session", "session", c.ID, "err", err)
+		case gone:
+			w.log.Info("history: pruned the least recently updated session", "session", c.ID, "closed", c.Closed, "max", w.opts.Max)
+		}
+	}
+}
+
+// pruneOne removes session c's file, unless another process holds it
+// or wrote to it since the index read it.
+func (w *writer) pruneOne(c Info) (gone bool, err error) {
+	path := w.x.path(c.ID)
+	l, err := lockFile(path)
+	switch {
+	case errors.Is(err, ErrLive):
+		w.s.mu.Lock()
+		if e := w.x.entries[c.ID]; e != nil && !e.live {
+			e.info.Elsewhere = true
+		}
+		w.s.mu.Unlock()
+		return false, nil
+	case notExist(err): // removed by another process
+		w.s.mu.Lock()
+		if e := w.x.entries[c.ID]; e != nil && !e.live {
+			w.x.drop(c.ID)
+		}
+		w.s.mu.Unlock()
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	defer l.Close() // Best effort: closing drops the lock, once the file is gone.
+	if fi, err := os.Stat(path); err == nil && fi.Size() != c.Size {
+		w.rescanOne(c.ID, fi.Size()) // another process wrote to it since: it may have made it live
+		return false, nil
+	}
+	if f := w.files[c.ID]; f != nil {
+		f.unsynced = false
+		w.closeFile(f)
+		delete(w.files, c.ID)
+	}
+	if err := os.Remove(path); err != nil && !notExist(err) {
+		return false, err
+	}
+	w.s.mu.Lock()
+	if e := w.x.entries[c.ID]; e != nil && !e.live {
+		w.x.drop(c.ID)
+	}
+	w.s.mu.Unlock()
+	return true, w.syncDir()
+}
+
+// rescan reads again what changed in the directory since the index read
+// it: files of other processes' sessions, new, grown or removed, and
+// which of them another process holds. The sessions live here are the
+// Store's own, and left alone. With sweep (at Open) it removes what a
+// creation or compaction that did not finish left.
+func (w *writer) rescan(sweep bool) error {
+	des, err := os.ReadDir(w.x.dir)
+	if err != nil {
+		return fmt.Errorf("read history %s: %w", w.x.dir, err)
+	}
+	seen := make(map[string]bool, len(des))
+	for _, de := range des {
+		name := de.Name()
+		if sweep && isTemp(name) {
+			// One that died (not one of another process's that runs
+			// now): the file it was for is whole, or was never there.
+			if fi, err := de.Info(); err == nil && time.Since(fi.ModTime()) > time.Minute {
+				os.Remove(filepath.Join(w.x.dir, name)) // Best effort: it is ignored anyway.
+			}
+			continue
+		}
+		id, ok := idOf(name)
+		if !ok || !de.Type().IsRegular() {
+			continue
+		}
+		seen[id] = true
+		fi, err := de.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		w.rescanOne(id, fi.Size())
+	}
+	var past []string
+	w.s.mu.Lock()
+	for id, e := range w.x.entries {
+		switch {
+		case e.live:
+		case !seen[id]:
+			w.x.drop(id)
+			if f := w.files[id]; f != nil {
+				f.unsynced = false
+				w.closeFile(f)
+				delete(w.files, id)
+			}
+		case w.x.locks[id] == nil:
+			past = append(past, id)
+		}
+	}
+	w.s.mu.Unlock()
+	held := make(map[string]bool, len(past))
+	for _, id := range past {
+		held[id] = probeLocked(w.x.path(id))
+	}
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	for id, h := range held {
+		if e := w.x.entries[id]; e != nil && !e.live {
+			e.info.Elsewhere = h
+		}
+	}
+	return nil
+}
+
+// rescanOne reads what List shows of session id's file again unless it
+// is live here or its size is what the index knows.
+func (w *writer) rescanOne(id string, size int64) {
+	w.s.mu.Lock()
+	e := w.x.entries[id]
+	was, logged := w.x.skipped[id]
+	skip := e != nil && (e.live || e.info.Size == size) || e == nil && logged && was == size
+	w.s.mu.Unlock()
+	if skip {
+		return
+	}
+	info, err := readInfo(w.open, w.x.path(id), id, size)
+	if err != nil {
+		w.skip(id, size, err)
+		return
+	}
+	if f := w.files[id]; f != nil { // read again when next written to
+		f.unsynced = false
+		w.closeFile(f)
+		delete(w.files, id)
+	}
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	w.x.put(info)
+}
+
+// skip logs a file it cannot read, once for each size it has.
+func (w *writer) skip(id string, size int64, err error) {
+	w.s.mu.Lock()
+	was, ok := w.x.skipped[id]
+	logged := ok && was == size
+	w.x.skipped[id] = size
+	if e := w.x.entries[id]; e != nil && !e.live {
+		w.x.drop(id)
+	}
+	w.s.mu.Unlock()
+	if !logged {
+		w.log.Warn("history: skipping a session file", "file", id+".jsonl", "err", err)
+	}
+}
