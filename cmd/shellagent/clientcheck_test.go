@@ -20,7 +20,7 @@ type checkRun struct {
 }
 
 func startCheckRun(t *testing.T, args []string, opts ...acptest.Option) *checkRun {
-	c, _ := acptest.StartBinary(t, binary, append([]string{"--shell", "/bin/sh", "--kill-grace", "1s"}, args...), []string{noRaceExitDelay}, opts...)
+	c, _ := acptest.StartBinary(t, binary, append([]string{"--shell", "/bin/sh", "--kill-grace", "1s"}, args...), []string{noRaceExitDelay, ownState(t)}, opts...)
 	r := &checkRun{t: t, c: c, cwd: t.TempDir()}
 	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
 	r.off, r.on = r.session(), r.session()
@@ -240,7 +240,7 @@ func checkNotice(t *testing.T, m *acptest.Msg, rule string) {
 // option on.
 func TestClientChecksFlag(t *testing.T) {
 	t.Parallel()
-	c, _ := acptest.StartBinary(t, binary, []string{"--shell", "/bin/sh", "--client-checks"}, []string{noRaceExitDelay})
+	c, _ := acptest.StartBinary(t, binary, []string{"--shell", "/bin/sh", "--client-checks"}, []string{noRaceExitDelay, ownState(t)})
 	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
 	var res struct {
 		SessionID     string `json:"sessionId"`

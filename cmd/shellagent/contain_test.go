@@ -302,7 +302,7 @@ func startAgentOwnStdout(t *testing.T, args ...string) (*agent, *os.File) {
 	t.Helper()
 	marker := "SHELLAGENT_TEST=" + rand.Text()
 	cmd := exec.Command(binary, append([]string{"--shell", "/bin/sh", "--containment", testMode}, args...)...)
-	cmd.Env = append(os.Environ(), marker, noRaceExitDelay)
+	cmd.Env = append(os.Environ(), marker, noRaceExitDelay, ownState(t))
 	cmd.Stderr = testWriter{t}
 	cmd.WaitDelay = 2 * time.Second
 	stdin, pr := startOwnStdout(t, cmd)

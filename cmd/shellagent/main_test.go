@@ -290,7 +290,7 @@ func TestBadInputKeepsTheConnection(t *testing.T) {
 }
 
 func TestRequestsBeforeInitialize(t *testing.T) {
-	c, _ := acptest.StartBinary(t, binary, nil, nil)
+	c, _ := acptest.StartBinary(t, binary, nil, []string{ownState(t)})
 	_, err := c.Call("session/new", map[string]any{"cwd": "/tmp"})
 	if err == nil || err.Code != -32600 || !strings.Contains(err.Message, "initialize") {
 		t.Errorf("session/new before initialize: %v", err)

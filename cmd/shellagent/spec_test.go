@@ -14,7 +14,7 @@ import (
 // agent's environment.
 func startAgentEnv(t *testing.T, env ...string) *agent {
 	marker := "SHELLAGENT_TEST=" + rand.Text()
-	c, cmd := acptest.StartBinary(t, binary, []string{"--containment", testMode}, append([]string{marker, noRaceExitDelay}, env...))
+	c, cmd := acptest.StartBinary(t, binary, []string{"--containment", testMode}, append([]string{marker, noRaceExitDelay, ownState(t)}, env...))
 	a := &agent{t: t, c: c, cmd: cmd, marker: marker, cwd: t.TempDir()}
 	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
 	return a

@@ -30,7 +30,7 @@ type v1Agent struct {
 func startV1(t *testing.T, meta bool, args ...string) *v1Agent {
 	t.Helper()
 	marker := "SHELLAGENT_TEST=" + rand.Text()
-	c, cmd := acptest.StartBinary(t, binary, append([]string{"--shell", "/bin/sh"}, args...), []string{marker, noRaceExitDelay},
+	c, cmd := acptest.StartBinary(t, binary, append([]string{"--shell", "/bin/sh"}, args...), []string{marker, noRaceExitDelay, ownState(t)},
 		acptest.WithProtocolV1(), acptest.WithCheckOnClose())
 	a := &v1Agent{agent: &agent{t: t, c: c, cmd: cmd, marker: marker, cwd: t.TempDir()}, meta: meta}
 	caps := map[string]any{"fs": map[string]bool{"readTextFile": false, "writeTextFile": false}, "terminal": false}
