@@ -77,8 +77,10 @@
 //     scenario's Overlay, consulted where the session reports its list
 //     and where it dispatches a cancel, and its Foreground, the work of
 //     its turns; Session.Do and the Scene, the ways in it drives the
-//     session through. clientcheck.go: the client_checks notices, and
-//     what the session told its client about cancelling each item.
+//     session through. clientcheck.go: when a session reports a client
+//     check, and to whom (the rules, their notices and what the session
+//     told its client about cancelling each item are
+//     internal/clientcheck's).
 //   - durable.go and revive.go: each session's history on disk
 //     (internal/journal): what it records, past sessions listed, made
 //     live again (revive) and deleted; idempotency keys.
