@@ -65,7 +65,8 @@
 //   - prompt.go reads a prompt's blocks into a line, and internal/words
 //     the words of a slash command (and the shell quoting of a link's
 //     path); config.go holds the configuration and the per-session
-//     settings; clock.go the clock of jobs, timeouts and expiries.
+//     settings (the options' shape, and the check of a request that sets
+//     one, are internal/configopt's); clock.go the clock of jobs, timeouts and expiries.
 //   - status.go: what a server that outlives its connections shows of
 //     each session (Sessions), and the detached TTL.
 //   - freeze.go and thaw.go: an upgrade in place (the daemon's Host):
