@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/supervisor/jobs"
 )
 
 // A command is one slash command, whole: how it is written, what clients
@@ -98,14 +99,14 @@ func init() {
 		},
 		{
 			name: "after", syntax: "DUR CMD", parse: parseScheduled,
-			act:         func(st *state, in input) { st.schedule(in.line, in.delay, false) },
+			act:         func(st *state, in input) { jobs.Schedule(host{st}, in.line, in.delay, false) },
 			description: "Run a command once, after a delay",
 			hint:        "delay and command, e.g. 5m make test",
 			usage:       "/after DUR CMD, e.g. /after 5m make test (DUR in Go syntax: 90s, 5m, 1h30m)",
 		},
 		{
 			name: "every", syntax: "DUR CMD", parse: parseScheduled,
-			act:         func(st *state, in input) { st.schedule(in.line, in.delay, true) },
+			act:         func(st *state, in input) { jobs.Schedule(host{st}, in.line, in.delay, true) },
 			description: "Run a command repeatedly, every interval, until stopped",
 			hint:        "interval and command, e.g. 30s git fetch",
 			usage:       "/every DUR CMD, e.g. /every 30s git fetch (DUR in Go syntax, at least 1s)",
@@ -284,30 +285,14 @@ func listScenarios(st *state, _ input) {
 // noKit is what /scenario says in a session with no kit.
 const noKit = "This agent plays no scenarios."
 
-// parseScheduled reads the arguments of /after and /every.
+// parseScheduled reads the arguments of /after and /every (jobs.Parse).
 func parseScheduled(c *command, rest string) input {
-	name := c.name
-	durText, cmd, _ := strings.Cut(rest, " ")
-	cmd = strings.TrimSpace(cmd)
-	if durText == "" || cmd == "" {
-		return bad(fmt.Sprintf("/%s needs a duration and a command", name), name)
+	d, line, problem := jobs.Parse(c.name == "every", rest)
+	if problem != "" {
+		return bad(problem, c.name)
 	}
-	d, err := time.ParseDuration(durText)
-	if err != nil {
-		return bad(fmt.Sprintf("/%s: %q is not a duration", name, durText), name)
-	}
-	if d <= 0 {
-		return bad(fmt.Sprintf("/%s: the duration must be more than 0, got %s", name, durText), name)
-	}
-	if name == "every" && d < minEvery {
-		return bad(fmt.Sprintf("/every: the interval must be at least %s, got %s", minEvery, durText), name)
-	}
-	return input{delay: d, line: cmd}
+	return input{delay: d, line: line}
 }
-
-// minEvery is the shortest interval of a recurring job: a job that fires
-// faster would keep the foreground busy and flood the conversation.
-const minEvery = time.Second
 
 // parseScenario reads /scenario's arguments: none (list them), or what
 // the kit reads (Kit.Play): a scenario's name and an optional hold.

@@ -9,6 +9,7 @@ import (
 	"shellagent/acp"
 	"shellagent/outputbuf"
 	"shellagent/protocol"
+	"shellagent/supervisor/jobs"
 )
 
 // The client developers' kit (package scenario) plays outside the core.
@@ -365,7 +366,7 @@ type Call struct {
 
 // Schedule schedules a one-off job of line, due after d.
 func (sc *Scene) Schedule(line string, d time.Duration) Call {
-	return Call{sc.st.schedule(line, d, false).id, sc.st}
+	return Call{jobs.Schedule(host{sc.st}, line, d, false).Call().ID(), sc.st}
 }
 
 // Watch starts a watch of path that runs line on a change; ok is false if
@@ -388,9 +389,8 @@ func (c Call) Fire() {
 	if call == nil {
 		return
 	}
-	if j, ok := call.task.(*job); ok && call.state == callScheduled {
-		j.timer.Stop()
-		j.fire(c.st)
+	if j, ok := taskOf(call).(*jobs.Job); ok {
+		j.Fire()
 	}
 }
 

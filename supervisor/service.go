@@ -528,7 +528,7 @@ type frozenService struct {
 }
 
 // handOver implements task.
-func (svc *service) handOver() *frozenTask {
+func (svc *service) handOver() (kind string, frozen any) {
 	f := &frozenService{
 		Def: svc.def, Project: svc.project, State: svc.state, Why: svc.why, Counters: svc.restarter.Counters(),
 		Gen: svc.gen, EverReady: svc.everReady, Stopping: svc.stopping, RestartAt: svc.restartAt,
@@ -539,7 +539,7 @@ func (svc *service) handOver() *frozenTask {
 	if t := svc.term; t != nil {
 		f.Term, f.LogFrom = t.id, t.ring.Total()
 	}
-	return &frozenTask{Service: f}
+	return "Service", f
 }
 
 // thawService makes f the task of tool call c again, in the new image of

@@ -33,8 +33,9 @@
 //     foreground turn (what it runs is a foreground: a command, a wait, a
 //     scenario's), starting and ending turns, /stop.
 //   - terminal.go: one command line's life: launch, hand-off to the
-//     background, exit status. permission.go and jobs.go are the detours
-//     it can take: asking the user first, and scheduled firings.
+//     background, exit status. permission.go and package supervisor/jobs
+//     are the detours it can take: asking the user first, and scheduled
+//     firings.
 //   - wait.go (waitscan.go; lines found by internal/linescan, URLs probed
 //     by internal/probe) and watch.go (the tree watched by
 //     internal/fswatch): work without a process of its own that
@@ -44,6 +45,11 @@
 //     A job, a wait, a watch and a request for permission are each a task
 //     (work.go): one type per kind, which the session lists, cancels and
 //     closes without asking which kind it is.
+//   - kinds.go: the kinds of work in packages of their own (supervisor/jobs:
+//     /after, /every), which see the session only through package
+//     supervisor/work: a work.Task is a task (kindTask), the session its
+//     work.Host (host), its tool call a work.Call (callHandle); workKinds
+//     thaws their frozen forms.
 //   - service.go (readiness in serviceready.go) and stackcmds.go: a
 //     project's stack (SPEC "Stacks"): a
 //     service is a task whose runs are terminals, started in dependency

@@ -331,12 +331,12 @@ type frozenWait struct {
 }
 
 // handOver implements task.
-func (w *waiter) handOver() *frozenTask {
+func (w *waiter) handOver() (kind string, frozen any) {
 	f := &frozenWait{Term: w.spec.term, Timeout: w.spec.timeout, Fresh: w.spec.fresh, From: w.from, Started: w.started, Listed: w.listed}
 	if w.spec.pattern != nil || w.spec.port != 0 || w.spec.url != "" {
 		f.Target = w.spec.text
 	}
-	return &frozenTask{Wait: f}
+	return "Wait", f
 }
 
 // thawWait makes f the task of tool call c again, in the new image of an

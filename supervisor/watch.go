@@ -18,7 +18,7 @@ import (
 // watches PATH (a directory with everything under it, or a file), with no
 // process of its own. Each change, once changes have stopped for
 // watchQuiet, runs CMD as new foreground work, as a recurring job's
-// firing does (jobs.go), with the same rule: a change that comes while
+// firing does (supervisor/jobs), with the same rule: a change that comes while
 // the previous run still holds or waits for the foreground runs nothing,
 // and says so once per such run. /pause makes it paused: it stops
 // watching, so a change meanwhile runs nothing, then or later; /resume
@@ -342,8 +342,8 @@ type frozenWatch struct {
 }
 
 // handOver implements task.
-func (w *watcher) handOver() *frozenTask {
-	return &frozenTask{Watch: &frozenWatch{Path: w.spec.path, Line: w.spec.line, Abs: w.abs, Dir: w.dir, Created: w.created, Runs: w.runs}}
+func (w *watcher) handOver() (kind string, frozen any) {
+	return "Watch", &frozenWatch{Path: w.spec.path, Line: w.spec.line, Abs: w.abs, Dir: w.dir, Created: w.created, Runs: w.runs}
 }
 
 // thawWatch makes f the task of tool call c again, in the new image of

@@ -1,0 +1,137 @@
+// Package work is the contract between a session (package supervisor)
+// and a kind of work that lives in a package of its own (supervisor/jobs:
+// /after and /every): what the kind implements (Task, Kind) and what the
+// session gives it (Host, Call). It imports nothing of the session, so
+// that supervisor imports the kinds and the kinds import only this.
+//
+// A session's state belongs to its actor, one goroutine (supervisor's
+// actor.go). Every method here runs on that actor, and every callback a
+// kind is given is called there, but Host.Do, which any goroutine may
+// call to enter it. A kind keeps its Host and its Call for as long as it
+// lives: they stay valid, and do nothing harmful once the session or the
+// tool call has ended.
+package work
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// A Task is the work of a tool call that is no running command (a
+// scheduled job, a wait, a watch): the session lists, cancels, closes and
+// hands it over through these methods, never asking which kind it is.
+// They run on the session's actor.
+type Task interface {
+	// Listing is its line in /ps.
+	Listing(now time.Time) string
+	// Cancellable reports whether tool_call/cancel (and /stop) applies,
+	// while its tool call is not final.
+	Cancellable() bool
+	// Cancel ends it as an accepted tool_call/cancel does.
+	Cancel()
+	// Close ends it as the session's close does.
+	Close()
+	// HandOver returns what the next image of an upgrade in place needs
+	// to go on with it, as a value encoding/json encodes, and the Name of
+	// its Kind, under which it is written and whose Thaw is given it
+	// back; frozen is nil if it is not handed over.
+	HandOver() (kind string, frozen any)
+}
+
+// A Kind is a kind of work as the session knows it before any of it
+// exists: how it goes on in the new image of an upgrade in place.
+type Kind struct {
+	// Name is what its frozen form (Task.HandOver) is written under: a
+	// name of the upgrade's format, never changed.
+	Name string
+	// Thaw makes frozen, as the old image wrote it, the task of tool call
+	// c again, on the actor of the new image's session h. The tool call
+	// has its state, content and listing as they were; Thaw re-arms what
+	// must go on (or ends the call, saying why) and returns the task.
+	Thaw func(h Host, c Call, frozen json.RawMessage) (Task, error)
+}
+
+// A Host is a session as a kind of work sees it. Its methods run on the
+// session's actor, but Do.
+type Host interface {
+	// Now is the session's clock (tests move it by hand).
+	Now() time.Time
+	// After calls f on the session's actor, in an entry of its own, once
+	// d has passed on the session's clock, unless the timer it returns
+	// is stopped first.
+	After(d time.Duration, f func()) Timer
+	// Do calls f on the session's actor, in an entry of its own, after
+	// the entries queued before it. Any goroutine may call it but the
+	// actor's own; it returns once f is queued.
+	Do(f func())
+	// Open reports whether the session is open (not closing).
+	Open() bool
+	// Cwd is the session's working directory.
+	Cwd() string
+	// Say sends an agent_message.
+	Say(text string)
+	// NewCall registers a new tool call of the session, whose work is t,
+	// in the state that spec says. It is neither announced nor listed:
+	// that is the kind's (Call.Send, Call.List), once the task can
+	// answer for it.
+	NewCall(spec CallSpec, t Task) Call
+	// Run runs line as new foreground work of origin (a comparable
+	// value, the kind's own: its task), a turn of its own that no prompt
+	// brought: at once, or held behind the turns that hold or wait for
+	// the foreground.
+	Run(line string, origin any)
+	// RunOf returns the run of origin (Run) that holds or waits for the
+	// foreground, or NoRun.
+	RunOf(origin any) RunID
+	// DropRuns drops the runs of origin that wait for the foreground.
+	DropRuns(origin any)
+}
+
+// RunID names one run (Host.Run) while it holds or waits for the
+// foreground: two answers of Host.RunOf are equal if they name the same
+// run. It holds nothing of the run.
+type RunID int
+
+// NoRun is the RunID of no run.
+const NoRun RunID = 0
+
+// A Timer is an armed Host.After.
+type Timer interface {
+	// Stop prevents the call if it has not begun; it reports whether it
+	// did.
+	Stop() bool
+}
+
+// CallSpec is what a new tool call is (Host.NewCall).
+type CallSpec struct {
+	Kind, Title string // its tool kind ("other", "search") and title
+	Input       any    // its rawInput
+	// Scheduled: it is pending, waiting to fire (a job); else it is
+	// in_progress.
+	Scheduled bool
+}
+
+// A Call is the tool call of a kind's task, as the session reports it.
+// Its methods run on the session's actor.
+type Call interface {
+	ID() string
+	Title() string
+	// Status is its wire status: pending, in_progress, paused, or final.
+	Status() string
+	// Final reports whether it has its final status.
+	Final() bool
+	// Send sends its current state as a full tool_call_update.
+	Send()
+	// List lists it in the background list, if it is not final.
+	List()
+	// End gives it its final status (completed, failed, cancelled), sends
+	// the update that says so, and unlists it: RFD rule 3, in the one
+	// order it allows. A call that is final already is left as it is.
+	End(status string)
+}
+
+// Age is a duration as /ps shows an age or a time left: whole seconds,
+// never negative.
+func Age(d time.Duration) string {
+	return max(d, 0).Round(time.Second).String()
+}
