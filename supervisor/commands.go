@@ -7,6 +7,7 @@ import (
 
 	"shellagent/acp"
 	"shellagent/supervisor/jobs"
+	"shellagent/supervisor/watch"
 )
 
 // A command is one slash command, whole: how it is written, what clients
@@ -43,7 +44,7 @@ type input struct {
 	delay   time.Duration // /after, /every; the scenario's hold
 	problem string        // malformed
 	waitFor *waitSpec     // /wait
-	watchOf *watchSpec    // /watch
+	watchOf *watch.Spec   // /watch
 
 	data  []byte           // /send, /keys: the bytes typed
 	what  string           // /send, /keys: what they are, for the answer
@@ -146,22 +147,22 @@ func init() {
 		},
 		{
 			name: "watch", syntax: "PATH CMD",
-			parse:       func(_ *command, rest string) input { return parseWatch(rest) },
-			act:         func(st *state, in input) { startWatch(st, in.watchOf) },
+			parse:       parseWatch,
+			act:         func(st *state, in input) { watch.Start(host{st}, in.watchOf) },
 			description: "Run a command each time files under a path change",
 			hint:        "path and command, e.g. src make test",
 			usage:       "/watch PATH CMD, e.g. /watch src make test",
 		},
 		{
 			name: "pause", syntax: "ID", now: true, parse: parseID("/pause needs exactly one watch's tool call id"),
-			act:         func(st *state, in input) { pauseWatch(st, in.id) },
+			act:         func(st *state, in input) { watch.Pause(host{st}, in.id) },
 			description: "Pause a watch: changes run nothing until it is resumed",
 			hint:        "watch tool call id, e.g. call_2",
 			usage:       "/pause ID, e.g. /pause call_2",
 		},
 		{
 			name: "resume", syntax: "ID", now: true, parse: parseID("/resume needs exactly one watch's tool call id"),
-			act:         func(st *state, in input) { resumeWatch(st, in.id) },
+			act:         func(st *state, in input) { watch.Resume(host{st}, in.id) },
 			description: "Resume a paused watch",
 			hint:        "watch tool call id, e.g. call_2",
 			usage:       "/resume ID, e.g. /resume call_2",
@@ -292,6 +293,15 @@ func parseScheduled(c *command, rest string) input {
 		return bad(problem, c.name)
 	}
 	return input{delay: d, line: line}
+}
+
+// parseWatch reads the arguments of /watch (watch.Parse).
+func parseWatch(c *command, rest string) input {
+	spec, problem := watch.Parse(rest)
+	if problem != "" {
+		return bad(problem, c.name)
+	}
+	return input{watchOf: spec}
 }
 
 // parseScenario reads /scenario's arguments: none (list them), or what

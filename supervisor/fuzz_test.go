@@ -79,7 +79,7 @@ func checkInput(t *testing.T, line string, in input) {
 			t.Fatalf("parseInput(%q) waits for %+v", line, w)
 		}
 	case name == "watch":
-		if in.watchOf.path == "" || in.watchOf.line == "" || !strings.HasSuffix(line, in.watchOf.line) {
+		if in.watchOf.Path == "" || in.watchOf.Line == "" || !strings.HasSuffix(line, in.watchOf.Line) {
 			t.Fatalf("parseInput(%q) watches %+v", line, in.watchOf)
 		}
 	case name == "stop", name == "pause", name == "resume":

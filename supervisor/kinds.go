@@ -3,7 +3,9 @@ package supervisor
 import (
 	"time"
 
+	"shellagent/acp"
 	"shellagent/supervisor/jobs"
+	"shellagent/supervisor/watch"
 	"shellagent/supervisor/work"
 )
 
@@ -16,7 +18,8 @@ import (
 // workKinds are the kinds of work in packages of their own, by the name their
 // frozen form is written under (frozenTask).
 var workKinds = map[string]work.Kind{
-	jobs.Kind.Name: jobs.Kind,
+	jobs.Kind.Name:  jobs.Kind,
+	watch.Kind.Name: watch.Kind,
 }
 
 // kindTask is a work.Task as the task of its tool call.
@@ -53,6 +56,15 @@ func (h host) Do(f func())     { h.st.s.do(func(*state) { f() }) }
 func (h host) Open() bool      { return h.st.life == sessionOpen }
 func (h host) Cwd() string     { return h.st.s.cwd }
 func (h host) Say(text string) { h.st.out.agentMessage(text) }
+func (h host) Slow()           { h.st.s.slow() }
+
+func (h host) Find(id string) (c work.Call, t work.Task, terminal bool) {
+	call := h.st.work.calls[id]
+	if call == nil {
+		return nil, nil, h.st.work.terminals[id] != nil
+	}
+	return callHandle{h.st, call}, taskOf(call), false
+}
 
 func (h host) NewCall(spec work.CallSpec, t work.Task) work.Call {
 	state := callRunning
@@ -97,6 +109,15 @@ func (h callHandle) Status() string { return h.c.status() }
 func (h callHandle) Final() bool    { return h.c.state >= callDone }
 func (h callHandle) Send()          { h.st.out.send(h.c.update()) }
 func (h callHandle) List()          { h.st.list.addCall(h.c) }
+
+func (h callHandle) SetContent(content ...acp.ToolCallContent) { h.c.content = content }
+
+func (h callHandle) SetPaused(paused bool) {
+	h.c.state = callRunning
+	if paused {
+		h.c.state = callPaused
+	}
+}
 
 func (h callHandle) End(status string) {
 	if !h.Final() {

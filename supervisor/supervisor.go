@@ -37,7 +37,7 @@
 //     are the detours it can take: asking the user first, and scheduled
 //     firings.
 //   - wait.go (waitscan.go; lines found by internal/linescan, URLs probed
-//     by internal/probe) and watch.go (the tree watched by
+//     by internal/probe) and package supervisor/watch (the tree watched by
 //     internal/fswatch): work without a process of its own that
 //     a tool call reports: /wait, foreground work that watches a
 //     terminal; /watch, listed work that runs a command as new foreground
@@ -45,8 +45,9 @@
 //     A job, a wait, a watch and a request for permission are each a task
 //     (work.go): one type per kind, which the session lists, cancels and
 //     closes without asking which kind it is.
-//   - kinds.go: the kinds of work in packages of their own (supervisor/jobs:
-//     /after, /every), which see the session only through package
+//   - kinds.go: the kinds of work in packages of their own
+//     (supervisor/jobs: /after, /every; supervisor/watch: /watch, /pause,
+//     /resume), which see the session only through package
 //     supervisor/work: a work.Task is a task (kindTask), the session its
 //     work.Host (host), its tool call a work.Call (callHandle); workKinds
 //     thaws their frozen forms.

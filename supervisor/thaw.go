@@ -243,11 +243,6 @@ func thawTask(st *state, c *toolCall, name string, data []byte, byCall map[strin
 		if err = json.Unmarshal(data, &f); err == nil {
 			thawWait(st, c, &f)
 		}
-	case "Watch":
-		var f frozenWatch
-		if err = json.Unmarshal(data, &f); err == nil {
-			thawWatch(st, c, &f)
-		}
 	case "Service":
 		var f frozenService
 		if err = json.Unmarshal(data, &f); err == nil {

@@ -59,7 +59,7 @@ type turn struct {
 }
 
 // A source is work that brings turns of its own, with no prompt: a job
-// (its firings, supervisor/jobs), a watch (its runs, watch.go), a scenario (its
+// (its firings, supervisor/jobs), a watch (its runs, supervisor/watch), a scenario (its
 // foreground work, kit.go).
 type source interface {
 	// owns reports whether t is a turn it brought.

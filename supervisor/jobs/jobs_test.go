@@ -90,10 +90,12 @@ func (h *fakeHost) After(d time.Duration, f func()) work.Timer {
 	h.timers = append(h.timers, t)
 	return t
 }
-func (h *fakeHost) Do(f func())     { f() }
-func (h *fakeHost) Open() bool      { return true }
-func (h *fakeHost) Cwd() string     { return "/p" }
-func (h *fakeHost) Say(text string) { h.said = append(h.said, text) }
+func (h *fakeHost) Do(f func())                              { f() }
+func (h *fakeHost) Open() bool                               { return true }
+func (h *fakeHost) Cwd() string                              { return "/p" }
+func (h *fakeHost) Say(text string)                          { h.said = append(h.said, text) }
+func (h *fakeHost) Slow()                                    {}
+func (h *fakeHost) Find(string) (work.Call, work.Task, bool) { return nil, nil, false }
 func (h *fakeHost) NewCall(spec work.CallSpec, _ work.Task) work.Call {
 	h.call = &fakeCall{spec: spec}
 	return h.call
@@ -125,7 +127,9 @@ func (c *fakeCall) Status() string {
 	}
 	return c.status
 }
-func (c *fakeCall) Final() bool       { return c.status != "" }
-func (c *fakeCall) Send()             { c.sent++ }
-func (c *fakeCall) List()             { c.listed = true }
-func (c *fakeCall) End(status string) { c.status = status }
+func (c *fakeCall) Final() bool                       { return c.status != "" }
+func (c *fakeCall) Send()                             { c.sent++ }
+func (c *fakeCall) List()                             { c.listed = true }
+func (c *fakeCall) End(status string)                 { c.status = status }
+func (c *fakeCall) SetContent(...acp.ToolCallContent) {}
+func (c *fakeCall) SetPaused(bool)                    {}

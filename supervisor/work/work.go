@@ -1,8 +1,9 @@
 // Package work is the contract between a session (package supervisor)
 // and a kind of work that lives in a package of its own (supervisor/jobs:
 // /after and /every): what the kind implements (Task, Kind) and what the
-// session gives it (Host, Call). It imports nothing of the session, so
-// that supervisor imports the kinds and the kinds import only this.
+// session gives it (Host, Call). It imports nothing of the session (only
+// the protocol's vocabulary, acp), so that supervisor imports the kinds
+// and the kinds import only this.
 //
 // A session's state belongs to its actor, one goroutine (supervisor's
 // actor.go). Every method here runs on that actor, and every callback a
@@ -15,6 +16,8 @@ package work
 import (
 	"encoding/json"
 	"time"
+
+	"shellagent/acp"
 )
 
 // A Task is the work of a tool call that is no running command (a
@@ -70,6 +73,14 @@ type Host interface {
 	Cwd() string
 	// Say sends an agent_message.
 	Say(text string)
+	// Slow announces that the current entry is about to do slow work (a
+	// walk of a big tree): the reads that do not wait for it are answered
+	// with what the session is now.
+	Slow()
+	// Find returns the tool call id and its task, if the task is a kind's
+	// of a package of its own (nil otherwise); or, if there is no such
+	// tool call, c is nil and terminal reports whether id is a terminal's.
+	Find(id string) (c Call, t Task, terminal bool)
 	// NewCall registers a new tool call of the session, whose work is t,
 	// in the state that spec says. It is neither announced nor listed:
 	// that is the kind's (Call.Send, Call.List), once the task can
@@ -124,6 +135,11 @@ type Call interface {
 	Send()
 	// List lists it in the background list, if it is not final.
 	List()
+	// SetContent makes content its content, sent with its next update.
+	SetContent(content ...acp.ToolCallContent)
+	// SetPaused makes it paused (a watch that /pause suspended), or, not
+	// paused, in_progress again; sent with its next update.
+	SetPaused(paused bool)
 	// End gives it its final status (completed, failed, cancelled), sends
 	// the update that says so, and unlists it: RFD rule 3, in the one
 	// order it allows. A call that is final already is left as it is.
