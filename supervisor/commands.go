@@ -7,6 +7,7 @@ import (
 
 	"shellagent/acp"
 	"shellagent/supervisor/jobs"
+	"shellagent/supervisor/wait"
 	"shellagent/supervisor/watch"
 )
 
@@ -43,7 +44,7 @@ type input struct {
 	id      string        // /stop, /pause, /resume, the terminal of /send, /keys, /resize, /tail; the scenario's name
 	delay   time.Duration // /after, /every; the scenario's hold
 	problem string        // malformed
-	waitFor *waitSpec     // /wait
+	waitFor *wait.Spec    // /wait
 	watchOf *watch.Spec   // /watch
 
 	data  []byte           // /send, /keys: the bytes typed
@@ -139,8 +140,8 @@ func init() {
 		},
 		{
 			name: "wait", syntax: "ID [PATTERN] [--timeout DUR] [--new]",
-			parse:       func(_ *command, rest string) input { return parseWait(rest) },
-			hold:        runWait,
+			parse:       parseWait,
+			hold:        func(st *state, t *turn) { wait.Start(host{st}, kindTurn{st, t}, t.in.waitFor) },
 			description: "Wait until a terminal prints a matching line, a port accepts connections, a URL answers, or the terminal exits",
 			hint:        "terminal id and what to wait for, e.g. term_1 'ready on' or term_1 :3000",
 			usage:       "/wait ID [PATTERN] [--timeout DUR] [--new], e.g. /wait term_1 'ready on', /wait term_1 :3000 or /wait term_1 http://localhost:3000/ (PATTERN: a regular expression, :PORT or an http:// URL; none waits for the exit; DUR at most 1h, 5m if omitted; --new ignores what was printed before)",
@@ -293,6 +294,15 @@ func parseScheduled(c *command, rest string) input {
 		return bad(problem, c.name)
 	}
 	return input{delay: d, line: line}
+}
+
+// parseWait reads the arguments of /wait (wait.Parse).
+func parseWait(c *command, rest string) input {
+	spec, problem := wait.Parse(rest)
+	if problem != "" {
+		return bad(problem, c.name)
+	}
+	return input{waitFor: spec}
 }
 
 // parseWatch reads the arguments of /watch (watch.Parse).

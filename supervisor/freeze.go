@@ -100,9 +100,9 @@ type frozenCall struct {
 
 // frozenTask is the work of a tool call that is not a command (task):
 // what the new image needs to go on with it, under the one name of its
-// kind (task.handOver): "Wait" (frozenWait), "Service" (frozenService),
-// and the kinds in packages of their own (workKinds, kinds.go): "Job"
-// (supervisor/jobs), "Watch" (supervisor/watch).
+// kind (task.handOver): "Service" (frozenService), and the kinds in
+// packages of their own (workKinds, kinds.go): "Job" (supervisor/jobs),
+// "Wait" (supervisor/wait), "Watch" (supervisor/watch).
 type frozenTask map[string]json.RawMessage
 
 // frozenTerminal is a terminal, its ring, and, while it runs, its

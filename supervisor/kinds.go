@@ -4,7 +4,9 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/outputbuf"
 	"shellagent/supervisor/jobs"
+	"shellagent/supervisor/wait"
 	"shellagent/supervisor/watch"
 	"shellagent/supervisor/work"
 )
@@ -19,6 +21,7 @@ import (
 // frozen form is written under (frozenTask).
 var workKinds = map[string]work.Kind{
 	jobs.Kind.Name:  jobs.Kind,
+	wait.Kind.Name:  wait.Kind,
 	watch.Kind.Name: watch.Kind,
 }
 
@@ -90,6 +93,66 @@ func (h host) RunOf(origin any) work.RunID {
 }
 
 func (h host) DropRuns(origin any) { h.st.turns.drop(kindOrigin{origin}.owns) }
+
+func (h host) Terminal(id string) work.Terminal {
+	if t := h.st.work.terminals[id]; t != nil {
+		return terminalHandle{t}
+	}
+	return nil
+}
+
+func (h host) EndTurn(c work.Call, stopReason string) {
+	st := h.st
+	if fg := st.turns.fg; fg != nil && fg.call == c.(callHandle).c { // Safe: every work.Call is a callHandle.
+		st.turns.release(fg)
+		st.endTurn(stopReason)
+	}
+}
+
+// terminalExited serves the exit of terminal t to the tasks that watch
+// terminals (work.TerminalWatcher: the waits), oldest first.
+func terminalExited(st *state, t *terminal) {
+	for _, c := range st.work.unfinished() {
+		if w, ok := taskOf(c).(work.TerminalWatcher); ok {
+			w.TerminalExited(terminalHandle{t})
+		}
+	}
+}
+
+// kindTurn is the turn t of a kind's command that holds the foreground
+// (work.Turn).
+type kindTurn struct {
+	st *state
+	t  *turn
+}
+
+func (k kindTurn) Hold(c work.Call, fg work.Foreground) {
+	k.t.call, k.t.fore = c.(callHandle).c, kindForeground{fg} // Safe: every work.Call is a callHandle.
+	k.st.turns.take(k.t, turnRunning)
+	k.st.transition(acp.StateRunning, "")
+}
+
+func (k kindTurn) Refuse(text string) {
+	k.st.transition(acp.StateRunning, "")
+	k.st.out.agentMessage(text)
+	k.t.state = turnOver
+	k.st.endTurn(acp.StopEndTurn)
+}
+
+// kindForeground is a kind's work.Foreground as a turn's foreground.
+type kindForeground struct{ fg work.Foreground }
+
+func (k kindForeground) cancelTurn(*state, *turn)   { k.fg.CancelTurn() }
+func (k kindForeground) toBackground(*state, *turn) { k.fg.ToBackground() }
+
+// terminalHandle is a terminal as a kind of work reads it
+// (work.Terminal).
+type terminalHandle struct{ t *terminal }
+
+func (h terminalHandle) ID() string              { return h.t.id }
+func (h terminalHandle) Output() *outputbuf.Ring { return h.t.ring }
+func (h terminalHandle) Exited() bool            { return h.t.state >= termExited }
+func (h terminalHandle) Exit() *acp.ExitStatus   { return h.t.exit }
 
 // kindOrigin is a kind of work's origin of the turns it runs (host.Run).
 type kindOrigin struct{ v any }

@@ -233,16 +233,14 @@ func thawTask(st *state, c *toolCall, name string, data []byte, byCall map[strin
 		if err != nil {
 			return err
 		}
-		c.task = kindTask{t}
+		c.task = nil
+		if t != nil {
+			c.task = kindTask{t}
+		}
 		return nil
 	}
 	var err error
 	switch name {
-	case "Wait":
-		var f frozenWait
-		if err = json.Unmarshal(data, &f); err == nil {
-			thawWait(st, c, &f)
-		}
 	case "Service":
 		var f frozenService
 		if err = json.Unmarshal(data, &f); err == nil {

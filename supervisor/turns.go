@@ -71,7 +71,7 @@ type source interface {
 type dropper interface{ dropped(t *turn) }
 
 // foreground is what a turn runs while it holds the foreground: a command
-// (commandRun, terminal.go), a wait (wait.go), or a scenario's work
+// (commandRun, terminal.go), a wait (supervisor/wait, through kindForeground), or a scenario's work
 // (kit.go). Each kind says what session/cancel and /bg alone do to it.
 type foreground interface {
 	// cancelTurn serves session/cancel of fg, the turn that runs it.

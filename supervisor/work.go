@@ -119,7 +119,7 @@ const (
 	// callDone when a wakeup fires or the job is cancelled.
 	callScheduled
 	// callRunning: in_progress; its command runs in its terminal, or its
-	// wait (wait.go) or watch (supervisor/watch) goes on. Out to callDone when the
+	// wait (supervisor/wait) or watch (supervisor/watch) goes on. Out to callDone when the
 	// command exits in the foreground, leaves it, or fails to start, or
 	// when the wait or watch ends; a watch to callPaused by /pause.
 	callRunning
@@ -156,7 +156,7 @@ type toolCall struct {
 
 // A task is the work of a tool call that is not (or not yet) a running
 // command: a scheduled job (package supervisor/jobs, through kindTask,
-// kinds.go), a wait (wait.go), a watch (package supervisor/watch), a service
+// kinds.go), a wait (supervisor/wait), a watch (supervisor/watch), a service
 // (service.go), or a command waiting for permission (permission.go).
 // Each kind is a type of its own, in a file or a package of its own; the
 // session lists, cancels and closes them through this interface, never

@@ -95,6 +95,8 @@ func (h *fakeHost) Open() bool                               { return true }
 func (h *fakeHost) Cwd() string                              { return "/p" }
 func (h *fakeHost) Say(text string)                          { h.said = append(h.said, text) }
 func (h *fakeHost) Slow()                                    {}
+func (h *fakeHost) Terminal(string) work.Terminal            { return nil }
+func (h *fakeHost) EndTurn(work.Call, string)                {}
 func (h *fakeHost) Find(string) (work.Call, work.Task, bool) { return nil, nil, false }
 func (h *fakeHost) NewCall(spec work.CallSpec, _ work.Task) work.Call {
 	h.call = &fakeCall{spec: spec}

@@ -1,9 +1,10 @@
 // Package work is the contract between a session (package supervisor)
 // and a kind of work that lives in a package of its own (supervisor/jobs:
 // /after and /every): what the kind implements (Task, Kind) and what the
-// session gives it (Host, Call). It imports nothing of the session (only
-// the protocol's vocabulary, acp), so that supervisor imports the kinds
-// and the kinds import only this.
+// session gives it (Host, Call, Turn, Terminal). It imports nothing of the
+// session (only acp, the protocol's vocabulary, and outputbuf, a
+// terminal's output), so that supervisor imports the kinds and the kinds
+// import only this.
 //
 // A session's state belongs to its actor, one goroutine (supervisor's
 // actor.go). Every method here runs on that actor, and every callback a
@@ -15,9 +16,11 @@ package work
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"shellagent/acp"
+	"shellagent/outputbuf"
 )
 
 // A Task is the work of a tool call that is no running command (a
@@ -96,6 +99,53 @@ type Host interface {
 	RunOf(origin any) RunID
 	// DropRuns drops the runs of origin that wait for the foreground.
 	DropRuns(origin any)
+	// Terminal returns the session's terminal id, or nil if there is none
+	// (or it was retired).
+	Terminal(id string) Terminal
+	// EndTurn ends the foreground turn with stopReason, if the work of
+	// tool call c holds it (Turn.Hold); the next held turn starts.
+	EndTurn(c Call, stopReason string)
+}
+
+// A Turn is the foreground turn that a kind's command holds (the hold of
+// its entry in supervisor's command table). Its methods run on the
+// session's actor, while the command is served.
+type Turn interface {
+	// Hold makes fg, the work of tool call c, hold the foreground: the
+	// session reports running. The turn ends with Host.EndTurn.
+	Hold(c Call, fg Foreground)
+	// Refuse reports running, says text, and ends the turn: the command
+	// did nothing.
+	Refuse(text string)
+}
+
+// A Foreground is a kind's work while it holds the foreground turn
+// (Turn.Hold). Its methods run on the session's actor.
+type Foreground interface {
+	// CancelTurn serves session/cancel of its turn.
+	CancelTurn()
+	// ToBackground serves /bg alone: it moves to the background, or says
+	// why not.
+	ToBackground()
+}
+
+// A Terminal is a terminal of the session, as a kind reads it. Its
+// methods run on the session's actor; its Output may be read anywhere.
+type Terminal interface {
+	ID() string
+	// Output is its output ring.
+	Output() *outputbuf.Ring
+	// Exited reports whether it exited; Exit is then its exitStatus.
+	Exited() bool
+	Exit() *acp.ExitStatus
+}
+
+// A TerminalWatcher is a Task that hears of the exits of the session's
+// terminals (a wait).
+type TerminalWatcher interface {
+	// TerminalExited serves the exit of terminal t, on the actor, once the
+	// list and the turn say it exited.
+	TerminalExited(t Terminal)
 }
 
 // RunID names one run (Host.Run) while it holds or waits for the
@@ -150,4 +200,26 @@ type Call interface {
 // never negative.
 func Age(d time.Duration) string {
 	return max(d, 0).Round(time.Second).String()
+}
+
+// ExitText says how a terminal ended: "exited with code 3", "ended by
+// SIGSEGV".
+func ExitText(es *acp.ExitStatus) string {
+	switch {
+	case es.Signal != "" && es.ExitCode != nil:
+		return fmt.Sprintf("exited with code %d after %s", *es.ExitCode, es.Signal)
+	case es.Signal != "":
+		return "ended by " + es.Signal
+	case es.ExitCode != nil:
+		return fmt.Sprintf("exited with code %d", *es.ExitCode)
+	}
+	return "ended"
+}
+
+// Shorten cuts text to at most n runes, marking the cut.
+func Shorten(text string, n int) string {
+	if r := []rune(text); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return text
 }
