@@ -1,17 +1,12 @@
 package supervisor
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
 	"os"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"shellagent/acp"
+	"shellagent/internal/configopt"
 	"shellagent/internal/journal"
 	"shellagent/ptyio"
 )
@@ -153,77 +148,26 @@ const (
 var (
 	timeoutChoices = []string{"0", "1s", "5s", "10s", "30s", "60s", "300s"}
 	graceChoices   = []string{"1s", "3s", "10s", "30s"}
+	// durationOptions are the duration options, each with whether it
+	// takes 0 (never).
+	durationOptions = map[string]bool{optForegroundTimeout: true, optKillGrace: false}
 )
 
-// durationOption describes a duration setting whose current value is d. A
-// value set by flag that is not among the choices is offered too, so that
-// the current value is always one of the options.
-func durationOption(id, name, desc string, choices []string, d time.Duration) acp.ConfigOption {
-	opt := acp.ConfigOption{Type: "select", ConfigID: id, Name: name, Description: desc}
-	for _, c := range choices {
-		v, _ := time.ParseDuration(c) // Safe: the choices are constants that parse.
-		label := c
-		if v == 0 {
-			label = "never"
-		}
-		opt.Options = append(opt.Options, acp.ConfigChoice{Value: c, Name: label})
-		if v == d && opt.CurrentValue == "" {
-			opt.CurrentValue = c
-		}
-	}
-	if opt.CurrentValue == "" {
-		opt.CurrentValue = d.String()
-		opt.Options = append(opt.Options, acp.ConfigChoice{Value: d.String(), Name: d.String()})
-	}
-	return opt
-}
-
-// ParseDuration reads a duration setting as --foreground-timeout,
-// --kill-grace and session/set_config_option take it: Go's form (10s,
-// 500ms, 1m30s), not negative, and 0 only if zero (0 = never).
-func ParseDuration(v string, zero bool) (time.Duration, error) {
-	n, err := time.ParseDuration(v)
-	if err != nil {
-		if f, ferr := strconv.ParseFloat(v, 64); ferr == nil && f != 0 {
-			return 0, fmt.Errorf("missing unit, e.g. %ss", v)
-		}
-		return 0, errors.New("want a duration such as 10s, 500ms or 1m30s")
-	}
-	switch {
-	case n < 0:
-		return 0, errors.New("must not be negative")
-	case n == 0 && !zero:
-		return 0, errors.New("must be more than 0, e.g. 3s")
-	}
-	return n, nil
-}
-
-// twoWayOption describes a setting with two values, off and on; the
-// current one is on's if isOn.
-func twoWayOption(id, name, desc string, off, on acp.ConfigChoice, isOn bool) acp.ConfigOption {
-	opt := acp.ConfigOption{
-		Type: "select", ConfigID: id, Name: name, Description: desc,
-		CurrentValue: off.Value, Options: []acp.ConfigChoice{off, on},
-	}
-	if isOn {
-		opt.CurrentValue = on.Value
-	}
-	return opt
-}
-
+// options are the config options the settings offer, their current
+// values st's.
 func (st settings) options() []acp.ConfigOption {
-	perm := twoWayOption(optPermission, "Permission", "ask: request permission before each command runs",
+	perm := configopt.TwoWay(optPermission, "Permission", "ask: request permission before each command runs",
 		acp.ConfigChoice{Value: "allow", Name: "Run commands without asking"},
 		acp.ConfigChoice{Value: "ask", Name: "Ask before each command"}, st.ask)
-	checks := twoWayOption(optClientChecks, "Client checks",
+	checks := configopt.TwoWay(optClientChecks, "Client checks",
 		"on: report what this client does against the protocol's client-side rules as warning notices",
 		acp.ConfigChoice{Value: "off", Name: "Don't report"},
 		acp.ConfigChoice{Value: "on", Name: "Report each as a notice"}, st.clientChecks)
 	return []acp.ConfigOption{
-		durationOption(optForegroundTimeout, "Foreground timeout",
+		configopt.Duration(optForegroundTimeout, "Foreground timeout",
 			"Move a command to the background after it has run this long in the foreground",
 			timeoutChoices, st.foregroundTimeout),
-		durationOption(optKillGrace, "Kill grace",
+		configopt.Duration(optKillGrace, "Kill grace",
 			"Time between SIGTERM and SIGKILL when stopping a command",
 			graceChoices, st.killGrace),
 		perm,
@@ -234,43 +178,12 @@ func (st settings) options() []acp.ConfigOption {
 
 // set applies one config option; an unknown id or value is a -32602 error
 // that shows the exact request shape and lists the allowed values, and
-// changes nothing. The duration options take any duration, as their
-// flags do (ParseDuration), not only those offered.
+// changes nothing (configopt.Check). The duration options take any
+// duration, as their flags do, not only those offered.
 func (st *settings) set(p *acp.SetConfigOptionRequest) error {
-	var current acp.ConfigOption
-	for _, o := range st.options() {
-		if o.ConfigID == p.ConfigID {
-			current = o
-		}
-	}
-	if current.ConfigID == "" {
-		return acp.InvalidParams("configId: unknown option %q (options: %s, %s, %s, %s, %s)", p.ConfigID, optForegroundTimeout, optKillGrace, optPermission, optNotify, optClientChecks)
-	}
-	values := make([]string, len(current.Options))
-	for i, c := range current.Options {
-		values[i] = c.Value
-	}
-	shape := fmt.Sprintf(`send params {"sessionId":%q,"configId":%q,"type":"id","value":%q}, with value one of: %s`,
-		p.SessionID, p.ConfigID, current.CurrentValue, strings.Join(values, ", "))
-	durations := p.ConfigID == optForegroundTimeout || p.ConfigID == optKillGrace
-	if durations {
-		shape += " or any other duration, e.g. 7s or 1m30s"
-	}
-	if p.Type != "id" {
-		return acp.InvalidParams("type: %q is not supported; %s", p.Type, shape)
-	}
-	var value string
-	if err := json.Unmarshal(p.Value, &value); err != nil {
-		return acp.InvalidParams("value: must be a string; %s", shape)
-	}
-	var d time.Duration
-	if durations { // any duration, as the flags take
-		var err error
-		if d, err = ParseDuration(value, p.ConfigID == optForegroundTimeout); err != nil {
-			return acp.InvalidParams("value: %q is not a value of %s: %v; %s", value, p.ConfigID, err, shape)
-		}
-	} else if !slices.Contains(values, value) {
-		return acp.InvalidParams("value: %q is not a value of %s; %s", value, p.ConfigID, shape)
+	value, d, err := configopt.Check(p, st.options(), durationOptions)
+	if err != nil {
+		return err
 	}
 	switch p.ConfigID {
 	case optForegroundTimeout:

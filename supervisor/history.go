@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/internal/clientcheck"
 	"shellagent/outputbuf"
 	"shellagent/protocol"
 )
@@ -32,7 +33,7 @@ type outbox struct {
 	history   []entry         // in order; an empty entry is a forgotten item
 	kept      int             // messages in the history
 	forgotten int             // empty entries in the history
-	ads       cancelAds       // what the client was told about cancelling each item
+	ads       clientcheck.Ads // what the client was told about cancelling each item
 	disk      *durable        // the history on disk, which records what it sends (durable.go)
 
 	// taken holds the connections the session was taken from: another
@@ -96,7 +97,7 @@ func errTaken(id string) *acp.Error {
 // send sends an update to the attached client.
 func (o *outbox) send(u acp.Update) {
 	o.updatedAt = time.Now()
-	o.ads.noteUpdate(u)
+	o.ads.NoteUpdate(u)
 	o.disk.record(u)
 	if o.client != nil {
 		o.client.Update(o.session, u)
@@ -107,7 +108,7 @@ func (o *outbox) send(u acp.Update) {
 // says.
 func (o *outbox) sendTerminal(t *terminal, u *acp.TerminalUpdate, mode protocol.OutputMode) {
 	o.updatedAt = time.Now()
-	o.ads.noteUpdate(u)
+	o.ads.NoteUpdate(u)
 	o.disk.record(u)
 	if o.client != nil {
 		var src protocol.OutputSource = output{t.ring}
@@ -176,10 +177,10 @@ func (o *outbox) forget(retired []entry) {
 		switch {
 		case e.call != nil:
 			i = e.call.hist
-			o.ads.drop(adKey{false, e.call.id})
+			o.ads.Drop(false, e.call.id)
 		case e.term != nil:
 			i = e.term.hist
-			o.ads.drop(adKey{true, e.term.id})
+			o.ads.Drop(true, e.term.id)
 		}
 		if i >= 0 && i < len(o.history) && o.history[i] == e {
 			o.history[i] = entry{}

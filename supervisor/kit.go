@@ -283,7 +283,7 @@ func (sc *Scene) NewID(terminal bool) string {
 
 // Forget forgets what the session told its client about cancelling a
 // terminal or tool call that the kit made up: it is over.
-func (sc *Scene) Forget(terminal bool, id string) { sc.st.out.ads.drop(adKey{terminal, id}) }
+func (sc *Scene) Forget(terminal bool, id string) { sc.st.out.ads.Drop(terminal, id) }
 
 // Launch is how Scene.Run runs a command.
 type Launch struct {

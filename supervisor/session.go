@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/internal/clientcheck"
 	"shellagent/protocol"
 	"shellagent/ptyio"
 )
@@ -120,9 +121,9 @@ func (s *Session) prompt(ctx context.Context, from protocol.Client, blocks []acp
 	line, err := promptLine(blocks)
 	if err != nil {
 		reply(nil, err)
-		if kind := unsupportedBlock(blocks); kind != "" {
+		if kind := clientcheck.UnsupportedBlock(blocks); kind != "" {
 			s.do(func(st *state) {
-				checkClient(st, from, ruleUnsupportedBlock, "a session/prompt with a "+kind+" block")
+				checkClient(st, from, clientcheck.UnsupportedContent, "a session/prompt with a "+kind+" block")
 			})
 		}
 		return
@@ -243,7 +244,7 @@ func (s *Session) setConfigOption(c protocol.Client, p *acp.SetConfigOptionReque
 func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest, notice *acp.Notice) (resp *acp.ResumeSessionResponse, err error) {
 	if filepath.Clean(p.Cwd) != filepath.Clean(s.cwd) {
 		s.do(func(st *state) {
-			checkClient(st, c, ruleResumeCwd, "session/resume of "+s.id+" with cwd "+p.Cwd+", not "+s.cwd)
+			checkClient(st, c, clientcheck.ResumeCwd, "session/resume of "+s.id+" with cwd "+p.Cwd+", not "+s.cwd)
 		})
 		return nil, acp.InvalidParams("cwd: %q is not this session's working directory %q", p.Cwd, s.cwd)
 	}

@@ -70,7 +70,8 @@
 //   - prompt.go reads a prompt's blocks into a line, and internal/words
 //     the words of a slash command (and the shell quoting of a link's
 //     path); config.go holds the configuration and the per-session
-//     settings; clock.go the clock of jobs, timeouts and expiries.
+//     settings (the options' shape, and the check of a request that sets
+//     one, are internal/configopt's); clock.go the clock of jobs, timeouts and expiries.
 //   - status.go: what a server that outlives its connections shows of
 //     each session (Sessions), and the detached TTL.
 //   - freeze.go and thaw.go: an upgrade in place (the daemon's Host):
@@ -82,8 +83,10 @@
 //     scenario's Overlay, consulted where the session reports its list
 //     and where it dispatches a cancel, and its Foreground, the work of
 //     its turns; Session.Do and the Scene, the ways in it drives the
-//     session through. clientcheck.go: the client_checks notices, and
-//     what the session told its client about cancelling each item.
+//     session through. clientcheck.go: when a session reports a client
+//     check, and to whom (the rules, their notices and what the session
+//     told its client about cancelling each item are
+//     internal/clientcheck's).
 //   - durable.go and revive.go: each session's history on disk
 //     (internal/journal): what it records, past sessions listed, made
 //     live again (revive) and deleted; idempotency keys.

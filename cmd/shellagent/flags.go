@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"shellagent/contain"
+	"shellagent/internal/configopt"
 	"shellagent/protocol"
 	"shellagent/supervisor"
 )
@@ -193,10 +194,10 @@ func (d *durationFlag) String() string {
 	return formatDuration(*d.p)
 }
 
-// Set reads v as supervisor.ParseDuration does, which is also how
+// Set reads v as configopt.ParseDuration does, which is also how
 // session/set_config_option takes the duration settings.
 func (d *durationFlag) Set(v string) error {
-	n, err := supervisor.ParseDuration(v, d.zero)
+	n, err := configopt.ParseDuration(v, d.zero)
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,8 @@
 // lifecycle.go containment and the agent's end (lifecycle_linux.go and
 // lifecycle_bsd.go its descriptors and the watch of stdout, per OS),
 // daemon.go the daemon and its status, stop and upgrade, relay.go the relay,
-// build.go the build name that a relay and its daemon must share.
+// build.go the build name that a relay and its daemon must share,
+// procs.go how many processors its Go code runs on.
 package main
 
 import (
@@ -54,6 +55,7 @@ import (
 )
 
 func main() {
+	shareCPUs()
 	os.Exit(run(os.Args[1:]))
 }
 
