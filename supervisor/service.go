@@ -11,6 +11,7 @@ import (
 	"shellagent/acp"
 	"shellagent/internal/stack"
 	"shellagent/outputbuf"
+	"shellagent/supervisor/wait"
 	"shellagent/termtext"
 )
 
@@ -24,7 +25,7 @@ import (
 //
 // Its life: svcWaiting until every dependency is ready (stackState.progress),
 // then its ports are checked and a run starts (svcStarting); its ready
-// condition, /wait's (a waiter's watch or poll, on a goroutine of its
+// condition, /wait's (a wait.Condition's watch or poll, on a goroutine of its
 // own), makes it svcReady, or fails it (svcFailed) at ready_timeout or
 // when the run exits first. A run that ends on its own after the service
 // was ready is given to its Restarter: svcRestarting until the backoff
@@ -42,8 +43,8 @@ type service struct {
 	state     svcState
 	why       string // what the state came from, for /status and the content
 	restarter *stack.Restarter
-	ready     *waitSpec // the ready condition as /wait reads it; nil: none, or execReady
-	execReady string    // the command of an exec:CMD ready condition
+	ready     *wait.Spec // the ready condition as /wait reads it; nil: none, or execReady
+	execReady string     // the command of an exec:CMD ready condition
 
 	runs      []*terminal // its latest runs, at most maxRuns, oldest first: what its content references
 	term      *terminal   // the run that runs, if one does
@@ -528,7 +529,7 @@ type frozenService struct {
 }
 
 // handOver implements task.
-func (svc *service) handOver() *frozenTask {
+func (svc *service) handOver() (kind string, frozen any) {
 	f := &frozenService{
 		Def: svc.def, Project: svc.project, State: svc.state, Why: svc.why, Counters: svc.restarter.Counters(),
 		Gen: svc.gen, EverReady: svc.everReady, Stopping: svc.stopping, RestartAt: svc.restartAt,
@@ -539,7 +540,7 @@ func (svc *service) handOver() *frozenTask {
 	if t := svc.term; t != nil {
 		f.Term, f.LogFrom = t.id, t.ring.Total()
 	}
-	return &frozenTask{Service: f}
+	return "Service", f
 }
 
 // thawService makes f the task of tool call c again, in the new image of

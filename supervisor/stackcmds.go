@@ -13,6 +13,7 @@ import (
 	"shellagent/acp"
 	"shellagent/internal/stack"
 	"shellagent/ptyio"
+	"shellagent/supervisor/wait"
 	"shellagent/termtext"
 )
 
@@ -114,7 +115,7 @@ func (ss *stackState) load(st *state) (*stack.Stack, string) {
 
 // readyCondition reads a service's ready key in /wait's language (a
 // REGEX, :PORT, an http:// URL) or as exec:CMD; none is nil, "".
-func readyCondition(text string) (spec *waitSpec, execLine, problem string) {
+func readyCondition(text string) (spec *wait.Spec, execLine, problem string) {
 	if text == "" {
 		return nil, "", ""
 	}
@@ -124,8 +125,8 @@ func readyCondition(text string) (spec *waitSpec, execLine, problem string) {
 		}
 		return nil, line, ""
 	}
-	spec = &waitSpec{}
-	if p := spec.target(text); p != "" {
+	spec = &wait.Spec{}
+	if p := spec.Target(text); p != "" {
 		return nil, "", strings.TrimPrefix(p, "/wait: ")
 	}
 	return spec, "", ""
