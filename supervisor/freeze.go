@@ -100,7 +100,7 @@ type frozenCall struct {
 
 // frozenTask is the work of a tool call that is not a command (task):
 // what the new image needs to go on with it, under the one name of its
-// kind (task.handOver): "Wait" (frozenWait), "Service" (frozenService),
+// kind (task.handOver): "Wait" (frozenWait), "Service" (service.Frozen),
 // and the kinds in packages of their own (workKinds, kinds.go): "Job"
 // (supervisor/jobs), "Watch" (supervisor/watch).
 type frozenTask map[string]json.RawMessage
