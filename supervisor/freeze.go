@@ -188,7 +188,7 @@ func (st *state) cannotHandOver() (refuse, wait []string) {
 	}
 	if st.stack != nil {
 		for _, name := range st.stack.names {
-			if svc := st.stack.services[name]; len(svc.stopped) > 0 || svc.draining > 0 {
+			if svc := st.stack.services[name]; len(svc.stopped) > 0 || svc.log.Draining() {
 				wait = append(wait, "service "+name+", being stopped by /down or /restart")
 			}
 		}

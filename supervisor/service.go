@@ -53,9 +53,7 @@ type stackService struct {
 	cancelReady context.CancelFunc // ends the readiness goroutine of the current run
 	timer       *time.Timer        // the delay before a restart
 	restartAt   time.Time          // when the timer fires
-	runEnd      chan struct{}      // closed when the current run exits: its log copier drains
-	logDone     chan struct{}      // closed when the last run's log copier is done
-	draining    int                // stops that wait for a log copier (afterLog)
+	log         service.Log        // its runs' log, and the end of each run
 }
 
 // launchService starts a run of svc: the one way a service's terminal is
@@ -112,10 +110,7 @@ func (svc *stackService) launched(st *state, gen int, t *terminal) {
 	if len(svc.runs) > 1 { // the update launch sent references this run only
 		svc.say(st, fmt.Sprintf("Run %d, in %s.", gen, t.id))
 	}
-	svc.runEnd = make(chan struct{})
-	if svc.def.Log && st.s.sv.cfg.StateDir != "" {
-		svc.copyLog(st, t, 0)
-	}
+	svc.log.Run(t.ring, 0, svc.def.Log)
 	if svc.stopping || gen != svc.gen {
 		t.stop(st.settings.killGrace)
 		return
@@ -217,12 +212,13 @@ func (svc *stackService) exited(st *state, t *terminal, onItsOwn bool) {
 		svc.cancelReady()
 		svc.cancelReady = nil
 	}
-	close(svc.runEnd)
+	svc.log.Ended()
 	if done := svc.stopped; len(done) > 0 {
 		// What waits for the stop goes on once the run's log holds its
 		// last output: a /down that says Stopped leaves the log whole.
 		svc.stopped = nil
-		defer svc.afterLog(st, func(*state) {
+		s := st.s
+		defer svc.log.After(func(f func()) { s.do(func(*state) { f() }) }, func() {
 			for _, f := range done {
 				f()
 			}
@@ -340,48 +336,11 @@ func (svc *stackService) close(st *state) {
 	endCall(st, svc.call, acp.StatusCancelled)
 }
 
-// afterLog calls f on the session once the log copier of the run that
-// ended is done (at once for a service that keeps no log). Until then
-// the service counts as being stopped (draining), which an upgrade
-// waits for.
-func (svc *stackService) afterLog(st *state, f func(*state)) {
-	done := svc.logDone
-	if done == nil {
-		f(st)
-		return
-	}
-	select {
-	case <-done:
-		f(st)
-		return
-	default:
-	}
-	svc.draining++
-	s := st.s
-	go func() {
-		<-done
-		s.do(func(st *state) {
-			svc.draining--
-			f(st)
-		})
-	}()
-}
-
-// copyLog copies run t's output, from offset from on, to the service's
-// log file, with one goroutine that follows the ring (without holding it:
-// a run that prints faster than the disk takes loses what the ring
-// overwrites, never waits) until the run exits and what it printed last
-// is written. The runs of a service write one after the other.
-func (svc *stackService) copyLog(st *state, t *terminal, from int64) {
-	log := st.s.sv.cfg.Log
-	path, err := stack.LogPath(st.s.sv.cfg.StateDir, svc.project, svc.def.Name)
-	if err != nil {
-		log.Warn("service log", "service", svc.def.Name, "err", err)
-		return
-	}
-	prev, done := svc.logDone, make(chan struct{})
-	svc.logDone = done
-	go service.CopyLog(log, path, st.s.sv.cfg.logCap, t.ring, from, svc.runEnd, prev, done)
+// newLog is the log of svc's runs (service.Log), kept under the state
+// directory if there is one.
+func newLog(st *state, svc *stackService) service.Log {
+	cfg := &st.s.sv.cfg
+	return service.Log{Logger: cfg.Log, Dir: cfg.StateDir, Project: svc.project, Name: svc.def.Name, Limit: cfg.logCap}
 }
 
 // contentText is the text of a tool call's content, for a notice.
@@ -420,6 +379,7 @@ func thawService(st *state, c *toolCall, f *service.Frozen) *stackService {
 		restarter: stack.ResumeRestarter(f.Def.Policy(), f.Counters), ready: spec, execReady: execLine,
 		gen: f.Gen, everReady: f.EverReady, stopping: f.Stopping,
 	}
+	svc.log = newLog(st, svc)
 	c.task = svc
 	for _, id := range f.Runs {
 		if t := st.work.terminals[id]; t != nil {
@@ -427,10 +387,8 @@ func thawService(st *state, c *toolCall, f *service.Frozen) *stackService {
 		}
 	}
 	if t := st.work.terminals[f.Term]; t != nil && t.state < termExited {
-		svc.term, svc.runEnd = t, make(chan struct{})
-		if svc.def.Log && st.s.sv.cfg.StateDir != "" {
-			svc.copyLog(st, t, f.LogFrom)
-		}
+		svc.term = t
+		svc.log.Run(t.ring, f.LogFrom, svc.def.Log)
 		if svc.state == service.Starting && t.state == termRunning && (svc.ready != nil || svc.execReady != "") {
 			svc.watchReady(st, t, svc.gen)
 		}

@@ -135,6 +135,7 @@ func readyCondition(text string) (spec *waitSpec, execLine, problem string) {
 func (ss *stackState) add(st *state, f *stack.Stack, def *stack.Service) *stackService {
 	spec, execLine, _ := readyCondition(def.Ready) // Safe: holdUp checked every condition.
 	svc := &stackService{def: def, project: f.Dir, ready: spec, execReady: execLine, restarter: stack.NewRestarter(def.Policy())}
+	svc.log = newLog(st, svc)
 	svc.call = st.newCall(callRunning, "execute", "service "+def.Name)
 	svc.call.task = svc
 	svc.call.input = map[string]any{"service": def.Name, "command": def.Command, "cwd": def.Dir}

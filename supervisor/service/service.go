@@ -4,14 +4,15 @@
 // (Frozen); when it may start (Dependencies) and how a run ended, as its
 // internal/stack Restarter reads it (RunExit); what it tells (Notice,
 // LastLines, PortTaken) and what /up, /restart and /status answer
-// (UpSummary, StatusText); its log copier (CopyLog) and its exec: ready
-// probe (ExecProbe).
+// (UpSummary, StatusText); its capped log of its runs (Log, log.go) and
+// its exec: ready probe (ExecProbe, probe.go).
 //
 // The service itself, a task whose runs are terminals, and the stack
 // commands are still package supervisor's (service.go, serviceready.go,
-// stackcmds.go), which calls these: they run on whatever goroutine calls
-// them and keep no state, but CopyLog and ExecProbe, which run on the
-// goroutine they are given (their doc says which).
+// stackcmds.go), which calls these. Its functions keep no state and run
+// on the goroutine that calls them; a Log is the session actor's, but for
+// the copier of each run, a goroutine of its own, and an ExecProbe runs
+// on the service's ready goroutine.
 package service
 
 import (
