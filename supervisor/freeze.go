@@ -100,7 +100,7 @@ type frozenCall struct {
 
 // frozenTask is the work of a tool call that is not a command (task):
 // what the new image needs to go on with it, under the one name of its
-// kind (task.handOver): "Service" (frozenService), and the kinds in
+// kind (task.handOver): "Service" (service.Frozen), and the kinds in
 // packages of their own (workKinds, kinds.go): "Job" (supervisor/jobs),
 // "Wait" (supervisor/wait), "Watch" (supervisor/watch).
 type frozenTask map[string]json.RawMessage
@@ -188,7 +188,7 @@ func (st *state) cannotHandOver() (refuse, wait []string) {
 	}
 	if st.stack != nil {
 		for _, name := range st.stack.names {
-			if svc := st.stack.services[name]; len(svc.stopped) > 0 || svc.draining > 0 {
+			if svc := st.stack.services[name]; len(svc.stopped) > 0 || svc.log.Draining() {
 				wait = append(wait, "service "+name+", being stopped by /down or /restart")
 			}
 		}

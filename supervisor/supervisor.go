@@ -54,7 +54,10 @@
 //     service is a task whose runs are terminals, started in dependency
 //     order once ready (its ready condition is a wait's watch or poll),
 //     restarted by its internal/stack Restarter; /up, /down, /restart
-//     (foreground work), /status and /logs (at once).
+//     (foreground work), /status and /logs (at once). Package
+//     supervisor/service holds what of it needs nothing of the session:
+//     a service's State and frozen form, when it may start, its notices,
+//     the answers of /up and /status, its log and its exec: probe.
 //   - background.go: the background list and the RFD rules it keeps, and
 //     the only code that sends a state_update.
 //   - history.go: the outbox: the attached client, and the history that a
