@@ -56,7 +56,7 @@ type Config struct {
 	// scenario.Kit). Without one, /scenario plays nothing.
 	Kit Kit
 	// StateDir is where the state kept across runs goes: a stack's
-	// service logs under STATE/logs (service.go). "" keeps none.
+	// service logs under STATE/logs (supervisor/service). "" keeps none.
 	StateDir string
 
 	// logCap, for tests, caps each service log at this instead of

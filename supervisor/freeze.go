@@ -188,7 +188,7 @@ func (st *state) cannotHandOver() (refuse, wait []string) {
 	}
 	if st.stack != nil {
 		for _, name := range st.stack.names {
-			if svc := st.stack.services[name]; len(svc.stopped) > 0 || svc.log.Draining() {
+			if svc := st.stack.services[name]; svc.Info().Draining {
 				wait = append(wait, "service "+name+", being stopped by /down or /restart")
 			}
 		}
@@ -424,7 +424,7 @@ func (st *state) frozen(handed map[*terminal]ptyio.Handed, base int, blob *os.Fi
 	if ss := st.stack; ss != nil && ss.file != nil {
 		fs.Stack = &frozenStack{File: ss.file, Names: ss.names, Services: make(map[string]string)}
 		for name, svc := range ss.services {
-			fs.Stack.Services[name] = svc.call.id
+			fs.Stack.Services[name] = svc.Info().Call.ID()
 		}
 	}
 	var files []*os.File

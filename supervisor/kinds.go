@@ -1,6 +1,8 @@
 package supervisor
 
 import (
+	"errors"
+	"strings"
 	"time"
 
 	"shellagent/acp"
@@ -186,4 +188,78 @@ func (h callHandle) End(status string) {
 	if !h.Final() {
 		endCall(h.st, h.c, status)
 	}
+}
+
+// The session is a work.RunHost too: a kind's tool call may launch runs
+// of its own (a stack's services, supervisor/service), which it hears of
+// through work.RunWatcher (Session.exited).
+
+var _ work.RunHost = host{}
+
+func (h host) Launch(c work.Call, spec work.LaunchSpec) (work.Run, error) {
+	call := c.(callHandle).c // Safe: every work.Call is a callHandle.
+	t := launchWith(h.st, call, spec.Line, launchOptions{dir: spec.Dir, env: spec.Env, note: spec.Note})
+	if t == nil { // launchWith failed the tool call and said why in its content
+		return nil, errors.New(contentText(call))
+	}
+	return runHandle{terminalHandle{t}, h.st}, nil
+}
+
+func (h host) TerminalRun(id string) work.Run {
+	if t := h.st.work.terminals[id]; t != nil {
+		return runHandle{terminalHandle{t}, h.st}
+	}
+	return nil
+}
+
+func (h host) Notice(n *acp.Notice) { h.st.out.notice(n) }
+
+func (h host) Config() work.Config {
+	cfg := &h.st.s.sv.cfg
+	return work.Config{Shell: cfg.Shell, Env: h.st.s.sv.env, StateDir: cfg.StateDir, LogCap: cfg.logCap, Logger: cfg.Log}
+}
+
+// contentText is the text of a tool call's content, for a notice.
+func contentText(c *toolCall) string {
+	var b strings.Builder
+	for _, it := range c.content {
+		if it.Content != nil {
+			b.WriteString(it.Content.Text)
+		}
+	}
+	return b.String()
+}
+
+// runHandle is a terminal that a kind launched for its tool call, as the
+// kind sees it (work.Run).
+type runHandle struct {
+	terminalHandle
+	st *state
+}
+
+func (r runHandle) Started() time.Time { return r.t.started }
+func (r runHandle) Running() bool      { return r.t.state == termRunning }
+func (r runHandle) Retired() bool      { return r.t.state == termRetired }
+func (r runHandle) Stop()              { r.t.stop(r.st.settings.killGrace) }
+
+func (r runHandle) List() {
+	if r.st.list.index(listItem{call: r.t.call}) >= 0 {
+		r.st.list.replaceCall(r.t.call, r.t)
+	} else {
+		r.st.list.addTerminal(r.t)
+	}
+}
+
+// runExited serves the exit of terminal t to the task of its tool call
+// if it launched t (work.RunWatcher), and reports whether it did: the
+// terminal leaves the list first. Called by Session.exited once t's
+// exitStatus is out.
+func runExited(st *state, t *terminal, onItsOwn bool) bool {
+	w, ok := taskOf(t.call).(work.RunWatcher)
+	if !ok {
+		return false
+	}
+	st.list.removeTerminal(t)
+	w.RunExited(runHandle{terminalHandle{t}, st}, onItsOwn)
+	return true
 }

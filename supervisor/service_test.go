@@ -197,7 +197,7 @@ backoff = "0s"
 	calls := func() map[string][]string { return h.serviceCalls(sid) }
 	h.agentText(nil, sid, "Ready:")
 	h.await(sid, "flaky gives up", func(st *state) bool {
-		return st.stack.services["flaky"].state == service.Failed
+		return st.stack.services["flaky"].Info().State == service.Failed
 	})
 	c := calls()
 	failed := h.toolStatus(nil, sid, c["flaky"][0], acp.StatusFailed)
@@ -457,9 +457,9 @@ backoff = "0s"
 			v := h.connectV1(meta)
 			sid := v.newSession()
 			v.turn(sid, "/up")
-			h.await(sid, "flaky gives up", func(st *state) bool { return st.stack.services["flaky"].state == service.Failed })
+			h.await(sid, "flaky gives up", func(st *state) bool { return st.stack.services["flaky"].Info().State == service.Failed })
 			var call string
-			h.inspect(sid, func(st *state) { call = st.stack.services["flaky"].call.id })
+			h.inspect(sid, func(st *state) { call = st.stack.services["flaky"].Info().Call.ID() })
 			final := v.c.WaitFor("the service's failed status", func(m *acptest.Msg) bool {
 				return m.SessionID == sid && m.ToolCallID() == call && m.Status() == acp.StatusFailed
 			})
@@ -543,7 +543,7 @@ backoff = "0s"
 	h.run(sid, "/up")
 	// 106 runs take longer than await's 20 s on a loaded machine under -race.
 	for deadline, done := time.Now().Add(2*time.Minute), false; !done; time.Sleep(50 * time.Millisecond) {
-		h.inspect(sid, func(st *state) { done = st.stack.services["flaky"].state >= service.Failed })
+		h.inspect(sid, func(st *state) { done = st.stack.services["flaky"].Info().State >= service.Failed })
 		if !done && time.Now().After(deadline) {
 			t.Fatal("flaky did not give up within 2 minutes")
 		}
@@ -551,15 +551,15 @@ backoff = "0s"
 	var call string
 	h.inspect(sid, func(st *state) {
 		svc := st.stack.services["flaky"]
-		call = svc.call.id
-		if svc.state != service.Failed || svc.gen != runs {
-			t.Errorf("flaky %s after %d runs, want failed after %d", svc.state, svc.gen, runs)
+		call = svc.Info().Call.ID()
+		if svc.Info().State != service.Failed || svc.Info().Gen != runs {
+			t.Errorf("flaky %s after %d runs, want failed after %d", svc.Info().State, svc.Info().Gen, runs)
 		}
 		c := st.work.calls[call]
-		if c == nil || c.state == callRetired || c.task != svc {
+		if c == nil || c.state == callRetired || c.task != (kindTask{svc}) {
 			t.Fatalf("the service's tool call was retired with an earlier run: %+v", c)
 		}
-		if c.term != svc.runs[len(svc.runs)-1] || c.term.state != termExited {
+		if c.term.id != svc.Info().LastRun.ID() || c.term.state != termExited {
 			t.Errorf("its call's terminal is %v, want its last run, exited", c.term)
 		}
 		if _, ok := st.work.terminals["term_1"]; ok {

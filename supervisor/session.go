@@ -70,7 +70,7 @@ type state struct {
 	final     finalState // while closing
 	closeDone []func()   // called once the close is complete
 
-	stack  *stackState     // the services of its stack, once /up ran (service.go)
+	stack  *stackState     // the services of its stack, once /up ran (stackcmds.go)
 	expiry *detachedExpiry // armed while detached with no live work (Config.DetachedTTL)
 }
 
@@ -456,8 +456,8 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 		onItsOwn := t.state == termRunning // nobody stopped it
 		st.work.exit(t)
 		defer terminalExited(st, t) // once the list and the turn say it exited
-		if serviceExited(st, t, onItsOwn) {
-			return // a run of a service (service.go)
+		if runExited(st, t, onItsOwn) {
+			return // a run of a kind's tool call (a service: supervisor/service)
 		}
 		fg := st.turns.fg
 		if !st.turns.foreground(t) {

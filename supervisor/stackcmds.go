@@ -12,24 +12,23 @@ import (
 	"shellagent/acp"
 	"shellagent/internal/stack"
 	"shellagent/ptyio"
-	"shellagent/supervisor/wait"
 	"shellagent/supervisor/service"
 )
 
 // The stack's commands (SPEC "Stacks"): /up, /down and /restart hold the
 // foreground until what they asked for is done (a stackOp); /status and
 // /logs answer at once, even while a turn runs. The services themselves
-// are service.go's.
+// are package supervisor/service's.
 
 // stackState is a session's stack: the services it manages or managed,
 // and the commands that wait on them. It is part of the session's state.
 type stackState struct {
-	file     *stack.Stack             // as the last /up, /down or /restart read it
-	services map[string]*stackService // the latest service of each name
-	names    []string                 // the names, in the order they were first started
-	ops      []*stackOp               // the /up, /down and /restart under way
-	busy     bool                     // progress runs
-	again    bool                     // progress must look again: something changed while it ran
+	file     *stack.Stack                // as the last /up, /down or /restart read it
+	services map[string]*service.Service // the latest service of each name
+	names    []string                    // the names, in the order they were first started
+	ops      []*stackOp                  // the /up, /down and /restart under way
+	busy     bool                        // progress runs
+	again    bool                        // progress must look again: something changed while it ran
 }
 
 func stackCommands() []*command {
@@ -94,7 +93,7 @@ func parseLogs(_ *command, rest string) input {
 // stackOf returns the session's stack, made on first use.
 func (st *state) stackOf() *stackState {
 	if st.stack == nil {
-		st.stack = &stackState{services: make(map[string]*stackService)}
+		st.stack = &stackState{services: make(map[string]*service.Service)}
 	}
 	return st.stack
 }
@@ -112,45 +111,37 @@ func (ss *stackState) load(st *state) (*stack.Stack, string) {
 	return f, ""
 }
 
-// readyCondition reads a service's ready key in /wait's language (a
-// REGEX, :PORT, an http:// URL) or as exec:CMD; none is nil, "".
-func readyCondition(text string) (spec *wait.Spec, execLine, problem string) {
-	if text == "" {
-		return nil, "", ""
-	}
-	if line, ok := strings.CutPrefix(text, "exec:"); ok {
-		if strings.TrimSpace(line) == "" {
-			return nil, "", "exec: needs a command"
-		}
-		return nil, line, ""
-	}
-	spec = &wait.Spec{}
-	if p := spec.Target(text); p != "" {
-		return nil, "", strings.TrimPrefix(p, "/wait: ")
-	}
-	return spec, "", ""
-}
-
 // add manages a new service for def, waiting for its dependencies: its
 // tool call is announced, then listed.
-func (ss *stackState) add(st *state, f *stack.Stack, def *stack.Service) *stackService {
-	spec, execLine, _ := readyCondition(def.Ready) // Safe: holdUp checked every condition.
-	svc := &stackService{def: def, project: f.Dir, ready: spec, execReady: execLine, restarter: stack.NewRestarter(def.Policy())}
-	svc.log = newLog(st, svc)
-	svc.call = st.newCall(callRunning, "execute", "service "+def.Name)
-	svc.call.task = svc
-	svc.call.input = map[string]any{"service": def.Name, "command": def.Command, "cwd": def.Dir}
-	text := "Starting."
-	if len(def.DependsOn) > 0 {
-		text = "Waiting for " + strings.Join(def.DependsOn, ", ") + " to be ready."
-	}
-	svc.say(st, text)
-	st.list.addCall(svc.call)
+func (ss *stackState) add(st *state, f *stack.Stack, def *stack.Service) *service.Service {
+	svc := service.New(host{st}, stackHandle{st}, f.Dir, def)
 	if _, ok := ss.services[def.Name]; !ok {
 		ss.names = append(ss.names, def.Name)
 	}
 	ss.services[def.Name] = svc
 	return svc
+}
+
+// stackHandle is the session's stack as its services see it
+// (service.Stack).
+type stackHandle struct{ st *state }
+
+func (h stackHandle) Progress() {
+	if h.st.stack != nil {
+		h.st.stack.progress(h.st)
+	}
+}
+
+func (h stackHandle) Down(name string) {
+	st, ss := h.st, h.st.stack
+	if ss == nil {
+		return
+	}
+	names, err := ss.downOrder([]string{name})
+	if err != nil {
+		names = []string{name}
+	}
+	ss.stopInOrder(st, names, func() { ss.progress(st) })
 }
 
 // progress does what the last change allows: a waiting service whose
@@ -168,14 +159,14 @@ func (ss *stackState) progress(st *state) {
 		ss.again = false
 		for _, name := range ss.names {
 			svc := ss.services[name]
-			if svc.state != service.Waiting || st.life != sessionOpen {
+			if svc.Info().State != service.Waiting || st.life != sessionOpen {
 				continue
 			}
 			switch ready, why := ss.dependencies(svc); {
 			case why != "":
-				svc.fail(st, why, false)
+				svc.Fail(why, false)
 			case ready:
-				svc.start(st)
+				svc.Start()
 			}
 		}
 		for _, op := range slices.Clone(ss.ops) {
@@ -186,10 +177,10 @@ func (ss *stackState) progress(st *state) {
 
 // dependencies reports whether every dependency of svc is ready, or why
 // svc will not start.
-func (ss *stackState) dependencies(svc *stackService) (ready bool, why string) {
-	return service.Dependencies(svc.def.DependsOn, func(name string) (service.State, bool) {
+func (ss *stackState) dependencies(svc *service.Service) (ready bool, why string) {
+	return service.Dependencies(svc.Info().Def.DependsOn, func(name string) (service.State, bool) {
 		if dep := ss.services[name]; dep != nil {
-			return dep.state, true
+			return dep.Info().State, true
 		}
 		return 0, false
 	})
@@ -207,7 +198,7 @@ func (ss *stackState) downOrder(names []string) ([]string, error) {
 	}
 	return slices.DeleteFunc(order, func(n string) bool {
 		svc := ss.services[n]
-		return svc == nil || !svc.active() && svc.term == nil
+		return svc == nil || !svc.Active() && svc.Info().Term == nil
 	}), nil
 }
 
@@ -223,15 +214,15 @@ func (ss *stackState) stopInOrder(st *state, names []string, done func()) {
 		ss.stopInOrder(st, names[1:], done)
 		return
 	}
-	svc.stop(st, func() { ss.stopInOrder(st, names[1:], done) })
+	svc.Stop(func() { ss.stopInOrder(st, names[1:], done) })
 }
 
 // A stackOp is /up, /down or /restart: foreground work that holds its
 // turn until the services it waits for are ready (or failed), or stopped.
 type stackOp struct {
 	turn     *turn
-	wait     []*stackService // the services whose readiness it waits for
-	stopping bool            // stops are under way: it is not done yet
+	wait     []*service.Service // the services whose readiness it waits for
+	stopping bool               // stops are under way: it is not done yet
 	done     bool
 }
 
@@ -258,14 +249,14 @@ func holdUp(st *state, t *turn) {
 		return
 	}
 	for _, name := range order {
-		if _, _, problem := readyCondition(f.Service(name).Ready); problem != "" {
+		if _, _, problem := service.ReadyCondition(f.Service(name).Ready); problem != "" {
 			op.finish(st, fmt.Sprintf("%s:%d: services.%s: ready: %s. Nothing was started.", f.File, f.Service(name).Line, name, problem), acp.StopEndTurn)
 			return
 		}
 	}
 	for _, name := range order {
 		svc := ss.services[name]
-		if svc == nil || !svc.active() {
+		if svc == nil || !svc.Active() {
 			svc = ss.add(st, f, f.Service(name))
 		}
 		op.wait = append(op.wait, svc)
@@ -315,7 +306,7 @@ func holdRestart(st *state, t *turn) {
 		op.finish(st, fmt.Sprintf("No service %q in %s.", name, f.File), acp.StopEndTurn)
 		return
 	}
-	if _, _, problem := readyCondition(f.Service(name).Ready); problem != "" {
+	if _, _, problem := service.ReadyCondition(f.Service(name).Ready); problem != "" {
 		op.finish(st, fmt.Sprintf("%s:%d: services.%s: ready: %s.", f.File, f.Service(name).Line, name, problem), acp.StopEndTurn)
 		return
 	}
@@ -325,11 +316,11 @@ func holdRestart(st *state, t *turn) {
 			return
 		}
 		op.stopping = false
-		op.wait = []*stackService{ss.add(st, f, f.Service(name))}
+		op.wait = []*service.Service{ss.add(st, f, f.Service(name))}
 		ss.progress(st)
 	}
 	if svc := ss.services[name]; svc != nil {
-		svc.stop(st, again)
+		svc.Stop(again)
 		return
 	}
 	again()
@@ -342,7 +333,7 @@ func (op *stackOp) check(st *state) {
 		return
 	}
 	for _, svc := range op.wait {
-		if svc.active() && !svc.everReady {
+		if svc.Active() && !svc.Info().EverReady {
 			return
 		}
 	}
@@ -350,10 +341,11 @@ func (op *stackOp) check(st *state) {
 }
 
 // upSummary says how the services of an /up or /restart ended up.
-func upSummary(svcs []*stackService) string {
+func upSummary(svcs []*service.Service) string {
 	outcomes := make([]service.Outcome, len(svcs))
 	for i, svc := range svcs {
-		outcomes[i] = service.Outcome{Name: svc.def.Name, Ready: svc.everReady && svc.active(), State: svc.state, Why: svc.why}
+		in := svc.Info()
+		outcomes[i] = service.Outcome{Name: in.Def.Name, Ready: in.EverReady && svc.Active(), State: in.State, Why: in.Why}
 	}
 	return service.UpSummary(outcomes)
 }
@@ -399,10 +391,12 @@ func stackStatus(st *state, _ input) {
 	rows := make([]service.Row, len(ss.names))
 	procs := make([]ptyio.Process, len(ss.names))
 	for i, name := range ss.names {
-		svc := ss.services[name]
-		rows[i] = service.Row{Name: name, State: svc.state, Restarts: svc.restarter.Restarts(), Ports: svc.def.Ports}
-		if t := svc.term; t != nil && t.proc != nil {
-			procs[i], rows[i].Started = t.proc, t.started
+		in := ss.services[name].Info()
+		rows[i] = service.Row{Name: name, State: in.State, Restarts: in.Restarts, Ports: in.Def.Ports}
+		if r := in.Term; r != nil {
+			if t := st.work.terminals[r.ID()]; t != nil && t.proc != nil {
+				procs[i], rows[i].Started = t.proc, t.started
+			}
 		}
 	}
 	st.s.slow()
@@ -417,17 +411,17 @@ func stackStatus(st *state, _ input) {
 
 // serviceLogs serves /logs NAME [N]: the last lines of its latest run.
 func serviceLogs(st *state, in input) {
-	var svc *stackService
+	var svc *service.Service
 	if st.stack != nil {
 		svc = st.stack.services[in.id]
 	}
 	switch {
 	case svc == nil:
 		st.out.agentMessage(fmt.Sprintf("No service %q has run in this session: /status lists them.", in.id))
-	case len(svc.runs) == 0 || svc.runs[len(svc.runs)-1].state == termRetired:
-		st.out.agentMessage(fmt.Sprintf("Service %s has no output yet (%s).", in.id, svc.state))
+	case svc.Info().LastRun == nil || svc.Info().LastRun.Retired():
+		st.out.agentMessage(fmt.Sprintf("Service %s has no output yet (%s).", in.id, svc.Info().State))
 	default:
-		t := svc.runs[len(svc.runs)-1]
-		st.out.agentMessage(fmt.Sprintf("Service %s, run %d: %s", in.id, svc.gen, st.work.tail(t.id, in.lines)))
+		last := svc.Info().LastRun
+		st.out.agentMessage(fmt.Sprintf("Service %s, run %d: %s", in.id, svc.Info().Gen, st.work.tail(last.ID(), in.lines)))
 	}
 }

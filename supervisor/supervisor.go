@@ -49,15 +49,15 @@
 //     workKinds thaws their frozen forms. These, a service and a request
 //     for permission are each a task (work.go), which the session lists,
 //     cancels and closes without asking which kind it is.
-//   - service.go (readiness in serviceready.go) and stackcmds.go: a
-//     project's stack (SPEC "Stacks"): a
-//     service is a task whose runs are terminals, started in dependency
-//     order once ready (its ready condition is a wait's watch or poll),
-//     restarted by its internal/stack Restarter; /up, /down, /restart
-//     (foreground work), /status and /logs (at once). Package
-//     supervisor/service holds what of it needs nothing of the session:
-//     a service's State and frozen form, when it may start, its notices,
-//     the answers of /up and /status, its log and its exec: probe.
+//   - stackcmds.go: a project's stack (SPEC "Stacks"): stackState, the
+//     services it manages, started in dependency order once ready;
+//     /up, /down, /restart (foreground work), /status and /logs (at
+//     once). A service itself lives in package supervisor/service: a
+//     work.Task whose runs are terminals it launches through the session
+//     as a work.RunHost (host.Launch; runExited gives it their exits),
+//     its ready condition a wait's watch or poll, restarted by its
+//     internal/stack Restarter; it sees its stack as a service.Stack
+//     (stackHandle).
 //   - background.go: the background list and the RFD rules it keeps, and
 //     the only code that sends a state_update.
 //   - history.go: the outbox: the attached client, and the history that a
@@ -121,8 +121,8 @@
 //     checks first that what it fires for is still current;
 //   - a wait's goroutine (supervisor/wait), with the outcome it found: a match, an
 //     answer, the timeout;
-//   - a service's ready goroutine and its restart's delay (service.go,
-//     time.AfterFunc), each checking that its run is still current; its
+//   - a service's ready goroutine and its restart's delay
+//     (supervisor/service, time.AfterFunc), each checking that its run is still current; its
 //     log copier enters nothing;
 //   - a watch's failure, on a goroutine of its own, when what it watches
 //     goes away;

@@ -199,7 +199,7 @@ func (th *thawing) session(fs frozenSession) error {
 // command (freeze.go, frozenTask) go on, and its stack with it. A task
 // that cannot be read is left out, and named in the error.
 func thawTasks(st *state, fs frozenSession) error {
-	byCall := make(map[string]*stackService)
+	byCall := make(map[string]*service.Service)
 	var errs []error
 	for _, fc := range fs.Calls {
 		c := st.work.calls[fc.ID]
@@ -215,7 +215,7 @@ func thawTasks(st *state, fs frozenSession) error {
 	if fs.Stack == nil {
 		return errors.Join(errs...)
 	}
-	ss := &stackState{file: fs.Stack.File, services: make(map[string]*stackService)}
+	ss := &stackState{file: fs.Stack.File, services: make(map[string]*service.Service)}
 	for _, name := range fs.Stack.Names {
 		if svc := byCall[fs.Stack.Services[name]]; svc != nil {
 			ss.names, ss.services[name] = append(ss.names, name), svc
@@ -228,7 +228,7 @@ func thawTasks(st *state, fs frozenSession) error {
 
 // thawTask makes the task that frozen kind name is the task of tool call
 // c again; a service goes in byCall.
-func thawTask(st *state, c *toolCall, name string, data []byte, byCall map[string]*stackService) error {
+func thawTask(st *state, c *toolCall, name string, data []byte, byCall map[string]*service.Service) error {
 	if k, ok := workKinds[name]; ok {
 		t, err := k.Thaw(host{st}, callHandle{st, c}, data)
 		if err != nil {
@@ -245,7 +245,8 @@ func thawTask(st *state, c *toolCall, name string, data []byte, byCall map[strin
 	case "Service":
 		var f service.Frozen
 		if err = json.Unmarshal(data, &f); err == nil {
-			byCall[c.id] = thawService(st, c, &f)
+			svc := service.Thaw(host{st}, stackHandle{st}, callHandle{st, c}, &f)
+			c.task, byCall[c.id] = kindTask{svc}, svc
 		}
 	default:
 		err = fmt.Errorf("no kind of work %q", name)

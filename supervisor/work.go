@@ -157,7 +157,7 @@ type toolCall struct {
 // A task is the work of a tool call that is not (or not yet) a running
 // command: a scheduled job (package supervisor/jobs, through kindTask,
 // kinds.go), a wait (supervisor/wait), a watch (supervisor/watch), a service
-// (service.go), or a command waiting for permission (permission.go).
+// (supervisor/service), or a command waiting for permission (permission.go).
 // Each kind is a type of its own, in a file or a package of its own; the
 // session lists, cancels and closes them through this interface, never
 // asking which kind it has. A kind of work in a package of its own
@@ -285,7 +285,7 @@ func (r *registry) exit(t *terminal) {
 		old.ring, old.proc, old.source = nil, nil, nil
 		delete(r.terminals, old.id)
 		r.retired = append(r.retired, entry{term: old})
-		if old.call.term == old { // a service's call lives on past its earlier runs (service.go)
+		if old.call.term == old { // a service's call lives on past its earlier runs (supervisor/service)
 			r.retireCall(old.call)
 		}
 	}

@@ -1,18 +1,26 @@
-// Package service is the part of a stack's services (SPEC "Stacks",
-// docs/stacks.md) that needs nothing of the session: where a service is
-// in its life (State) and the form an upgrade in place hands it over in
-// (Frozen); when it may start (Dependencies) and how a run ended, as its
-// internal/stack Restarter reads it (RunExit); what it tells (Notice,
-// LastLines, PortTaken) and what /up, /restart and /status answer
-// (UpSummary, StatusText); its capped log of its runs (Log, log.go) and
-// its exec: ready probe (ExecProbe, probe.go).
+// Package service is a stack's services (SPEC "Stacks", docs/stacks.md),
+// a kind of work through supervisor/work: a Service (run.go) is the task
+// of its tool call, whose runs are terminals it launches through the
+// session (work.RunHost), whose ready condition is /wait's (ready.go:
+// wait.Condition, on a goroutine of its own), and which restarts by its
+// internal/stack Restarter. It sees the stack it belongs to as a Stack
+// (its Progress, and Down); the stack itself and its commands (/up,
+// /down, /restart, /status, /logs) are still package supervisor's
+// (stackcmds.go).
 //
-// The service itself, a task whose runs are terminals, and the stack
-// commands are still package supervisor's (service.go, serviceready.go,
-// stackcmds.go), which calls these. Its functions keep no state and run
-// on the goroutine that calls them; a Log is the session actor's, but for
-// the copier of each run, a goroutine of its own, and an ExecProbe runs
-// on the service's ready goroutine.
+// The rest needs nothing of the session: where a service is in its life
+// (State) and the form an upgrade in place hands it over in (Frozen);
+// when it may start (Dependencies) and how a run ended, as its Restarter
+// reads it (RunExit); what it tells (Notice, LastLines, PortTaken) and
+// what /up, /restart and /status answer (UpSummary, StatusText); its
+// capped log of its runs (Log, log.go) and its exec: ready probe
+// (ExecProbe, probe.go).
+//
+// A Service's methods run on the session's actor; its ready goroutine
+// and its restart's timer enter it through Host.Do. These functions keep
+// no state and run on the goroutine that calls them; a Log is the session
+// actor's, but for the copier of each run, a goroutine of its own, and an
+// ExecProbe runs on the service's ready goroutine.
 package service
 
 import (

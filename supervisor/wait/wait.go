@@ -3,7 +3,7 @@
 // terminal. wait.go holds the arguments, the wait, its outcome and its
 // frozen form for an upgrade in place; waitscan.go how it reads a
 // terminal's output and probes a port. A service's ready condition
-// (supervisor's serviceready.go) is watched by the same code (Condition).
+// (supervisor/service's ready.go) is watched by the same code (Condition).
 package wait
 
 import (
