@@ -187,8 +187,8 @@ func (st *state) cannotHandOver() (refuse, wait []string) {
 		refuse = append(refuse, "a scenario plays (the kit's scenarios are not handed over; let it end, or cancel it)")
 	}
 	if st.stack != nil {
-		for _, name := range st.stack.names {
-			if svc := st.stack.services[name]; svc.Info().Draining {
+		for _, name := range st.stack.Names() {
+			if svc := st.stack.Service(name); svc.Info().Draining {
 				wait = append(wait, "service "+name+", being stopped by /down or /restart")
 			}
 		}
@@ -421,10 +421,10 @@ func (st *state) frozen(handed map[*terminal]ptyio.Handed, base int, blob *os.Fi
 		}
 		fs.Calls = append(fs.Calls, fc)
 	}
-	if ss := st.stack; ss != nil && ss.file != nil {
-		fs.Stack = &frozenStack{File: ss.file, Names: ss.names, Services: make(map[string]string)}
-		for name, svc := range ss.services {
-			fs.Stack.Services[name] = svc.Info().Call.ID()
+	if ss := st.stack; ss != nil && ss.File() != nil {
+		fs.Stack = &frozenStack{File: ss.File(), Names: ss.Names(), Services: make(map[string]string)}
+		for _, name := range ss.Names() {
+			fs.Stack.Services[name] = ss.Service(name).Info().Call.ID()
 		}
 	}
 	var files []*os.File

@@ -152,7 +152,7 @@ func TestPrecheckWaitsForAStoppingService(t *testing.T) {
 	h.idle(h.agentText(nil, sid, "Ready: stubborn."), sid, acp.StopEndTurn)
 	h.prompt(sid, "/down")
 	stopping := func(st *state) bool {
-		return st.stack != nil && st.stack.services["stubborn"].Info().Draining
+		return st.stack != nil && st.stack.Service("stubborn").Info().Draining
 	}
 	h.await(sid, "/down stopping the service", stopping)
 	if err := h.sup.Precheck(); err != nil {

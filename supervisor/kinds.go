@@ -129,7 +129,10 @@ type kindTurn struct {
 }
 
 func (k kindTurn) Hold(c work.Call, fg work.Foreground) {
-	k.t.call, k.t.fore = c.(callHandle).c, kindForeground{fg} // Safe: every work.Call is a callHandle.
+	if c != nil {
+		k.t.call = c.(callHandle).c // Safe: every work.Call is a callHandle.
+	}
+	k.t.fore = kindForeground{fg}
 	k.st.turns.take(k.t, turnRunning)
 	k.st.transition(acp.StateRunning, "")
 }
@@ -139,6 +142,15 @@ func (k kindTurn) Refuse(text string) {
 	k.st.out.agentMessage(text)
 	k.t.state = turnOver
 	k.st.endTurn(acp.StopEndTurn)
+}
+
+func (k kindTurn) Holds() bool { return k.st.turns.fg == k.t }
+
+func (k kindTurn) End(stopReason string) {
+	if k.Holds() {
+		k.st.turns.release(k.t)
+		k.st.endTurn(stopReason)
+	}
 }
 
 // kindForeground is a kind's work.Foreground as a turn's foreground.

@@ -197,7 +197,7 @@ backoff = "0s"
 	calls := func() map[string][]string { return h.serviceCalls(sid) }
 	h.agentText(nil, sid, "Ready:")
 	h.await(sid, "flaky gives up", func(st *state) bool {
-		return st.stack.services["flaky"].Info().State == service.Failed
+		return st.stack.Service("flaky").Info().State == service.Failed
 	})
 	c := calls()
 	failed := h.toolStatus(nil, sid, c["flaky"][0], acp.StatusFailed)
@@ -457,9 +457,9 @@ backoff = "0s"
 			v := h.connectV1(meta)
 			sid := v.newSession()
 			v.turn(sid, "/up")
-			h.await(sid, "flaky gives up", func(st *state) bool { return st.stack.services["flaky"].Info().State == service.Failed })
+			h.await(sid, "flaky gives up", func(st *state) bool { return st.stack.Service("flaky").Info().State == service.Failed })
 			var call string
-			h.inspect(sid, func(st *state) { call = st.stack.services["flaky"].Info().Call.ID() })
+			h.inspect(sid, func(st *state) { call = st.stack.Service("flaky").Info().Call.ID() })
 			final := v.c.WaitFor("the service's failed status", func(m *acptest.Msg) bool {
 				return m.SessionID == sid && m.ToolCallID() == call && m.Status() == acp.StatusFailed
 			})
@@ -543,14 +543,14 @@ backoff = "0s"
 	h.run(sid, "/up")
 	// 106 runs take longer than await's 20 s on a loaded machine under -race.
 	for deadline, done := time.Now().Add(2*time.Minute), false; !done; time.Sleep(50 * time.Millisecond) {
-		h.inspect(sid, func(st *state) { done = st.stack.services["flaky"].Info().State >= service.Failed })
+		h.inspect(sid, func(st *state) { done = st.stack.Service("flaky").Info().State >= service.Failed })
 		if !done && time.Now().After(deadline) {
 			t.Fatal("flaky did not give up within 2 minutes")
 		}
 	}
 	var call string
 	h.inspect(sid, func(st *state) {
-		svc := st.stack.services["flaky"]
+		svc := st.stack.Service("flaky")
 		call = svc.Info().Call.ID()
 		if svc.Info().State != service.Failed || svc.Info().Gen != runs {
 			t.Errorf("flaky %s after %d runs, want failed after %d", svc.Info().State, svc.Info().Gen, runs)

@@ -11,6 +11,7 @@ import (
 	"shellagent/internal/clientcheck"
 	"shellagent/protocol"
 	"shellagent/ptyio"
+	"shellagent/supervisor/service"
 )
 
 // A Session is one conversation: its prompts, its foreground work, its
@@ -70,7 +71,7 @@ type state struct {
 	final     finalState // while closing
 	closeDone []func()   // called once the close is complete
 
-	stack  *stackState     // the services of its stack, once /up ran (stackcmds.go)
+	stack  *service.Stack  // the services of its stack, once /up ran (stackcmds.go)
 	expiry *detachedExpiry // armed while detached with no live work (Config.DetachedTTL)
 }
 

@@ -1,35 +1,23 @@
 package supervisor
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"shellagent/acp"
 	"shellagent/internal/stack"
 	"shellagent/ptyio"
 	"shellagent/supervisor/service"
 )
 
 // The stack's commands (SPEC "Stacks"): /up, /down and /restart hold the
-// foreground until what they asked for is done (a stackOp); /status and
-// /logs answer at once, even while a turn runs. The services themselves
-// are package supervisor/service's.
-
-// stackState is a session's stack: the services it manages or managed,
-// and the commands that wait on them. It is part of the session's state.
-type stackState struct {
-	file     *stack.Stack                // as the last /up, /down or /restart read it
-	services map[string]*service.Service // the latest service of each name
-	names    []string                    // the names, in the order they were first started
-	ops      []*stackOp                  // the /up, /down and /restart under way
-	busy     bool                        // progress runs
-	again    bool                        // progress must look again: something changed while it ran
-}
+// foreground until what they asked for is done, through a work.Turn
+// (kindTurn): they are the session's service.Stack's (Up, Down, Restart),
+// as the services themselves are (package supervisor/service). /status
+// and /logs answer at once, even while a turn runs: they read the
+// processes and the output of the services' runs, which are the
+// session's terminals.
 
 func stackCommands() []*command {
 	return []*command{
@@ -65,6 +53,10 @@ func stackCommands() []*command {
 	}
 }
 
+func holdUp(st *state, t *turn)      { st.stackOf().Up(kindTurn{st, t}, t.in.line) }
+func holdDown(st *state, t *turn)    { st.stackOf().Down(kindTurn{st, t}, t.in.line) }
+func holdRestart(st *state, t *turn) { st.stackOf().Restart(kindTurn{st, t}, t.in.id) }
+
 // parseNames reads service names: the arguments, as they are.
 func parseNames(_ *command, rest string) input { return input{line: rest} }
 
@@ -91,292 +83,11 @@ func parseLogs(_ *command, rest string) input {
 }
 
 // stackOf returns the session's stack, made on first use.
-func (st *state) stackOf() *stackState {
+func (st *state) stackOf() *service.Stack {
 	if st.stack == nil {
-		st.stack = &stackState{services: make(map[string]*service.Service)}
+		st.stack = service.NewStack(host{st})
 	}
 	return st.stack
-}
-
-// load reads the stack file of the session's directory, or says why not.
-func (ss *stackState) load(st *state) (*stack.Stack, string) {
-	f, err := stack.Load(st.s.cwd)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Sprintf("No stack file in %s: write a %s (or a %s) there; docs/stacks.md tells how.", st.s.cwd, stack.TOMLFile, stack.Procfile)
-	case err != nil:
-		return nil, "The stack file is refused, and nothing was started or stopped: " + err.Error() + "."
-	}
-	ss.file = f
-	return f, ""
-}
-
-// add manages a new service for def, waiting for its dependencies: its
-// tool call is announced, then listed.
-func (ss *stackState) add(st *state, f *stack.Stack, def *stack.Service) *service.Service {
-	svc := service.New(host{st}, stackHandle{st}, f.Dir, def)
-	if _, ok := ss.services[def.Name]; !ok {
-		ss.names = append(ss.names, def.Name)
-	}
-	ss.services[def.Name] = svc
-	return svc
-}
-
-// stackHandle is the session's stack as its services see it
-// (service.Stack).
-type stackHandle struct{ st *state }
-
-func (h stackHandle) Progress() {
-	if h.st.stack != nil {
-		h.st.stack.progress(h.st)
-	}
-}
-
-func (h stackHandle) Down(name string) {
-	st, ss := h.st, h.st.stack
-	if ss == nil {
-		return
-	}
-	names, err := ss.downOrder([]string{name})
-	if err != nil {
-		names = []string{name}
-	}
-	ss.stopInOrder(st, names, func() { ss.progress(st) })
-}
-
-// progress does what the last change allows: a waiting service whose
-// dependencies are all ready starts, one with a dependency that failed or
-// stopped fails, and a command whose services are done ends. Every event
-// that changes a service calls it last.
-func (ss *stackState) progress(st *state) {
-	if ss.busy {
-		ss.again = true
-		return
-	}
-	ss.busy = true
-	defer func() { ss.busy = false }()
-	for again := true; again; again = ss.again {
-		ss.again = false
-		for _, name := range ss.names {
-			svc := ss.services[name]
-			if svc.Info().State != service.Waiting || st.life != sessionOpen {
-				continue
-			}
-			switch ready, why := ss.dependencies(svc); {
-			case why != "":
-				svc.Fail(why, false)
-			case ready:
-				svc.Start()
-			}
-		}
-		for _, op := range slices.Clone(ss.ops) {
-			op.check(st)
-		}
-	}
-}
-
-// dependencies reports whether every dependency of svc is ready, or why
-// svc will not start.
-func (ss *stackState) dependencies(svc *service.Service) (ready bool, why string) {
-	return service.Dependencies(svc.Info().Def.DependsOn, func(name string) (service.State, bool) {
-		if dep := ss.services[name]; dep != nil {
-			return dep.Info().State, true
-		}
-		return 0, false
-	})
-}
-
-// downOrder is what /down names stops, dependents first: of the services
-// named and what depends on them, those the stack manages.
-func (ss *stackState) downOrder(names []string) ([]string, error) {
-	if ss.file == nil {
-		return nil, errors.New("no stack was started")
-	}
-	order, err := ss.file.Down(names...)
-	if err != nil {
-		return nil, err
-	}
-	return slices.DeleteFunc(order, func(n string) bool {
-		svc := ss.services[n]
-		return svc == nil || !svc.Active() && svc.Info().Term == nil
-	}), nil
-}
-
-// stopInOrder stops the services named, one after the other, each once
-// the one before it has stopped, then calls done.
-func (ss *stackState) stopInOrder(st *state, names []string, done func()) {
-	if len(names) == 0 {
-		done()
-		return
-	}
-	svc := ss.services[names[0]]
-	if svc == nil {
-		ss.stopInOrder(st, names[1:], done)
-		return
-	}
-	svc.Stop(func() { ss.stopInOrder(st, names[1:], done) })
-}
-
-// A stackOp is /up, /down or /restart: foreground work that holds its
-// turn until the services it waits for are ready (or failed), or stopped.
-type stackOp struct {
-	turn     *turn
-	wait     []*service.Service // the services whose readiness it waits for
-	stopping bool               // stops are under way: it is not done yet
-	done     bool
-}
-
-// begin gives op's turn the foreground.
-func (op *stackOp) begin(st *state, t *turn) {
-	op.turn, t.fore = t, op
-	st.turns.take(t, turnRunning)
-	st.transition(acp.StateRunning, "")
-}
-
-// holdUp serves /up [NAME...].
-func holdUp(st *state, t *turn) {
-	op := &stackOp{}
-	op.begin(st, t)
-	ss := st.stackOf()
-	f, problem := ss.load(st)
-	if problem != "" {
-		op.finish(st, problem, acp.StopEndTurn)
-		return
-	}
-	order, err := f.Up(strings.Fields(t.in.line)...)
-	if err != nil {
-		op.finish(st, fmt.Sprintf("Cannot start: %v. Nothing was started.", err), acp.StopEndTurn)
-		return
-	}
-	for _, name := range order {
-		if _, _, problem := service.ReadyCondition(f.Service(name).Ready); problem != "" {
-			op.finish(st, fmt.Sprintf("%s:%d: services.%s: ready: %s. Nothing was started.", f.File, f.Service(name).Line, name, problem), acp.StopEndTurn)
-			return
-		}
-	}
-	for _, name := range order {
-		svc := ss.services[name]
-		if svc == nil || !svc.Active() {
-			svc = ss.add(st, f, f.Service(name))
-		}
-		op.wait = append(op.wait, svc)
-	}
-	ss.ops = append(ss.ops, op)
-	ss.progress(st)
-}
-
-// holdDown serves /down [NAME...].
-func holdDown(st *state, t *turn) {
-	op := &stackOp{stopping: true}
-	op.begin(st, t)
-	ss := st.stackOf()
-	if _, problem := ss.load(st); problem != "" && ss.file == nil {
-		op.finish(st, problem, acp.StopEndTurn)
-		return
-	}
-	names, err := ss.downOrder(strings.Fields(t.in.line))
-	switch {
-	case err != nil:
-		op.finish(st, fmt.Sprintf("Cannot stop: %v.", err), acp.StopEndTurn)
-		return
-	case len(names) == 0:
-		op.finish(st, "Nothing to stop: no service of the stack runs.", acp.StopEndTurn)
-		return
-	}
-	ss.ops = append(ss.ops, op)
-	ss.stopInOrder(st, names, func() {
-		op.finish(st, "Stopped: "+strings.Join(names, ", ")+".", acp.StopEndTurn)
-	})
-}
-
-// holdRestart serves /restart NAME: it stops the service alone (its
-// dependents stay up), then starts it as /up would, and waits until it is
-// ready.
-func holdRestart(st *state, t *turn) {
-	op := &stackOp{stopping: true}
-	op.begin(st, t)
-	ss := st.stackOf()
-	name := t.in.id
-	f, problem := ss.load(st)
-	switch {
-	case problem != "":
-		op.finish(st, problem, acp.StopEndTurn)
-		return
-	case f.Service(name) == nil:
-		op.finish(st, fmt.Sprintf("No service %q in %s.", name, f.File), acp.StopEndTurn)
-		return
-	}
-	if _, _, problem := service.ReadyCondition(f.Service(name).Ready); problem != "" {
-		op.finish(st, fmt.Sprintf("%s:%d: services.%s: ready: %s.", f.File, f.Service(name).Line, name, problem), acp.StopEndTurn)
-		return
-	}
-	ss.ops = append(ss.ops, op)
-	again := func() {
-		if op.done || st.life != sessionOpen {
-			return
-		}
-		op.stopping = false
-		op.wait = []*service.Service{ss.add(st, f, f.Service(name))}
-		ss.progress(st)
-	}
-	if svc := ss.services[name]; svc != nil {
-		svc.Stop(again)
-		return
-	}
-	again()
-}
-
-// check ends op once what it waits for is done: every service it started
-// was ready once, or is no longer managed.
-func (op *stackOp) check(st *state) {
-	if op.done || op.stopping {
-		return
-	}
-	for _, svc := range op.wait {
-		if svc.Active() && !svc.Info().EverReady {
-			return
-		}
-	}
-	op.finish(st, upSummary(op.wait), acp.StopEndTurn)
-}
-
-// upSummary says how the services of an /up or /restart ended up.
-func upSummary(svcs []*service.Service) string {
-	outcomes := make([]service.Outcome, len(svcs))
-	for i, svc := range svcs {
-		in := svc.Info()
-		outcomes[i] = service.Outcome{Name: in.Def.Name, Ready: in.EverReady && svc.Active(), State: in.State, Why: in.Why}
-	}
-	return service.UpSummary(outcomes)
-}
-
-// finish ends op: text is said, and its turn ends with stopReason.
-func (op *stackOp) finish(st *state, text, stopReason string) {
-	if op.done {
-		return
-	}
-	op.done = true
-	if ss := st.stack; ss != nil {
-		ss.ops = slices.DeleteFunc(ss.ops, func(o *stackOp) bool { return o == op })
-	}
-	if st.turns.fg != op.turn {
-		return // moved to the background, cancelled, or the session closes
-	}
-	st.out.agentMessage(text)
-	st.turns.release(op.turn)
-	st.endTurn(stopReason)
-}
-
-// cancelTurn implements foreground: session/cancel ends the wait; the
-// services go on (/down stops them).
-func (op *stackOp) cancelTurn(st *state, _ *turn) {
-	op.finish(st, "Cancelled: no longer waiting. The services go on; /status shows them, /down stops them.", acp.StopCancelled)
-}
-
-// toBackground implements foreground: /bg alone ends the wait, as the
-// services are background work already.
-func (op *stackOp) toBackground(st *state, _ *turn) {
-	op.finish(st, "No longer waiting: the services run in the background; /status shows them.", acp.StopEndTurn)
 }
 
 // stackStatus serves /status: one line per service. The memory and CPU
@@ -384,14 +95,14 @@ func (op *stackOp) toBackground(st *state, _ *turn) {
 // (Session.slow), as /ps's members are.
 func stackStatus(st *state, _ input) {
 	ss := st.stack
-	if ss == nil || len(ss.names) == 0 {
+	if ss == nil || len(ss.Names()) == 0 {
 		st.out.agentMessage("No services: /up starts the stack of " + stack.TOMLFile + " (or the " + stack.Procfile + ") in " + st.s.cwd + ".")
 		return
 	}
-	rows := make([]service.Row, len(ss.names))
-	procs := make([]ptyio.Process, len(ss.names))
-	for i, name := range ss.names {
-		in := ss.services[name].Info()
+	rows := make([]service.Row, len(ss.Names()))
+	procs := make([]ptyio.Process, len(ss.Names()))
+	for i, name := range ss.Names() {
+		in := ss.Service(name).Info()
 		rows[i] = service.Row{Name: name, State: in.State, Restarts: in.Restarts, Ports: in.Def.Ports}
 		if r := in.Term; r != nil {
 			if t := st.work.terminals[r.ID()]; t != nil && t.proc != nil {
@@ -406,14 +117,14 @@ func stackStatus(st *state, _ input) {
 			rows[i].RSS, rows[i].CPU = stack.TreeStats(pids(p))
 		}
 	}
-	st.out.agentMessage(service.StatusText(ss.file.File, rows, time.Now()))
+	st.out.agentMessage(service.StatusText(ss.File().File, rows, time.Now()))
 }
 
 // serviceLogs serves /logs NAME [N]: the last lines of its latest run.
 func serviceLogs(st *state, in input) {
 	var svc *service.Service
 	if st.stack != nil {
-		svc = st.stack.services[in.id]
+		svc = st.stack.Service(in.id)
 	}
 	switch {
 	case svc == nil:

@@ -199,7 +199,7 @@ func (th *thawing) session(fs frozenSession) error {
 // command (freeze.go, frozenTask) go on, and its stack with it. A task
 // that cannot be read is left out, and named in the error.
 func thawTasks(st *state, fs frozenSession) error {
-	byCall := make(map[string]*service.Service)
+	byCall, ss := make(map[string]*service.Service), service.NewStack(host{st})
 	var errs []error
 	for _, fc := range fs.Calls {
 		c := st.work.calls[fc.ID]
@@ -207,7 +207,7 @@ func thawTasks(st *state, fs frozenSession) error {
 			continue
 		}
 		for name, data := range fc.Task {
-			if err := thawTask(st, c, name, data, byCall); err != nil {
+			if err := thawTask(st, ss, c, name, data, byCall); err != nil {
 				errs = append(errs, fmt.Errorf("tool call %s: %w", c.id, err))
 			}
 		}
@@ -215,20 +215,19 @@ func thawTasks(st *state, fs frozenSession) error {
 	if fs.Stack == nil {
 		return errors.Join(errs...)
 	}
-	ss := &stackState{file: fs.Stack.File, services: make(map[string]*service.Service)}
-	for _, name := range fs.Stack.Names {
-		if svc := byCall[fs.Stack.Services[name]]; svc != nil {
-			ss.names, ss.services[name] = append(ss.names, name), svc
-		}
+	byName := make(map[string]*service.Service)
+	for name, call := range fs.Stack.Services {
+		byName[name] = byCall[call]
 	}
+	ss.Restore(fs.Stack.File, fs.Stack.Names, byName)
 	st.stack = ss
-	ss.progress(st)
+	ss.Progress()
 	return errors.Join(errs...)
 }
 
 // thawTask makes the task that frozen kind name is the task of tool call
 // c again; a service goes in byCall.
-func thawTask(st *state, c *toolCall, name string, data []byte, byCall map[string]*service.Service) error {
+func thawTask(st *state, ss *service.Stack, c *toolCall, name string, data []byte, byCall map[string]*service.Service) error {
 	if k, ok := workKinds[name]; ok {
 		t, err := k.Thaw(host{st}, callHandle{st, c}, data)
 		if err != nil {
@@ -245,7 +244,7 @@ func thawTask(st *state, c *toolCall, name string, data []byte, byCall map[strin
 	case "Service":
 		var f service.Frozen
 		if err = json.Unmarshal(data, &f); err == nil {
-			svc := service.Thaw(host{st}, stackHandle{st}, callHandle{st, c}, &f)
+			svc := service.Thaw(host{st}, ss, callHandle{st, c}, &f)
 			c.task, byCall[c.id] = kindTask{svc}, svc
 		}
 	default:

@@ -21,7 +21,7 @@ import (
 // restart) its tool call is listed instead: a tool call is listed only
 // while it has no listed terminal.
 //
-// Its life: Waiting until every dependency is ready (the Stack's
+// Its life: Waiting until every dependency is ready (its Stack's
 // Progress), then its ports are checked and a run starts (Starting); its
 // ready condition, /wait's (a wait.Condition's watch or poll, on a
 // goroutine of its own), makes it Ready, or fails it (Failed) at
@@ -32,13 +32,13 @@ import (
 // tool_call/cancel and terminal/cancel stop it (Stopped, completed); the
 // session's close ends it cancelled. Each change is reported by the event
 // that makes it; what follows for the other services (a dependent that
-// may start, an /up that is done) by the Stack's Progress, at the end of
+// may start, an /up that is done) by its Stack's Progress, at the end of
 // the event.
 //
 // Its methods run on the session's actor.
 type Service struct {
 	h         work.RunHost
-	stack     Stack
+	stack     *Stack
 	def       *stack.Service
 	project   string // the stack's directory, for its log's path
 	call      work.Call
@@ -59,18 +59,6 @@ type Service struct {
 	timer       *time.Timer        // the delay before a restart
 	restartAt   time.Time          // when the timer fires
 	log         Log                // its runs' log, and the end of each run
-}
-
-// A Stack is the stack a service belongs to, as the service sees it. Its
-// methods run on the session's actor.
-type Stack interface {
-	// Progress does what the last change allows (a waiting service
-	// starts or fails, a command that waits on services ends): every
-	// event that changes a service calls it last.
-	Progress()
-	// Down stops the service name and what depends on it, dependents
-	// first, as /down NAME does without a turn.
-	Down(name string)
 }
 
 // ReadyCondition reads a service's ready key in /wait's language (a
@@ -96,7 +84,7 @@ func ReadyCondition(text string) (spec *wait.Spec, execLine, problem string) {
 // project, for def, whose ready condition ReadyCondition accepts: its
 // tool call is made, announced and listed; it waits for its dependencies
 // (ss.Progress starts it).
-func New(h work.RunHost, ss Stack, project string, def *stack.Service) *Service {
+func New(h work.RunHost, ss *Stack, project string, def *stack.Service) *Service {
 	spec, execLine, _ := ReadyCondition(def.Ready) // Safe: the caller checked it.
 	svc := &Service{h: h, stack: ss, def: def, project: project, ready: spec, execReady: execLine, restarter: stack.NewRestarter(def.Policy())}
 	svc.log = svc.newLog()
@@ -388,7 +376,7 @@ func (svc *Service) Listing(time.Time) string {
 func (svc *Service) Cancellable() bool { return true }
 
 // Cancel implements work.Task: /down NAME, without a turn.
-func (svc *Service) Cancel() { svc.stack.Down(svc.def.Name) }
+func (svc *Service) Cancel() { svc.stack.down(svc.def.Name) }
 
 // Close implements work.Task: the session closes, and with it the
 // service. Its run, if one runs, is stopped by the close.
@@ -422,7 +410,7 @@ func (svc *Service) HandOver() (kind string, frozen any) {
 // upgrade in place, a service of stack ss, and returns it; its terminals
 // (restored and adopted) are the session's already. The caller makes it
 // the call's task.
-func Thaw(h work.RunHost, ss Stack, c work.Call, f *Frozen) *Service {
+func Thaw(h work.RunHost, ss *Stack, c work.Call, f *Frozen) *Service {
 	spec, execLine, _ := ReadyCondition(f.Def.Ready) // Safe: checked by the /up that started it.
 	svc := &Service{
 		h: h, stack: ss, def: f.Def, project: f.Project, call: c, state: f.State, why: f.Why,

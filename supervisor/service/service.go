@@ -3,10 +3,12 @@
 // of its tool call, whose runs are terminals it launches through the
 // session (work.RunHost), whose ready condition is /wait's (ready.go:
 // wait.Condition, on a goroutine of its own), and which restarts by its
-// internal/stack Restarter. It sees the stack it belongs to as a Stack
-// (its Progress, and Down); the stack itself and its commands (/up,
-// /down, /restart, /status, /logs) are still package supervisor's
-// (stackcmds.go).
+// internal/stack Restarter. A Stack (stack.go) is a session's services:
+// it starts each once its dependencies are ready (Progress), and serves
+// /up, /down and /restart, which hold the foreground through a
+// work.Turn until what they asked for is done. /status and /logs, which
+// read the runs' processes and output, are still package supervisor's
+// (stackcmds.go), as is the commands' table.
 //
 // The rest needs nothing of the session: where a service is in its life
 // (State) and the form an upgrade in place hands it over in (Frozen);
@@ -16,7 +18,7 @@
 // capped log of its runs (Log, log.go) and its exec: ready probe
 // (ExecProbe, probe.go).
 //
-// A Service's methods run on the session's actor; its ready goroutine
+// A Stack's and a Service's methods run on the session's actor; its ready goroutine
 // and its restart's timer enter it through Host.Do. These functions keep
 // no state and run on the goroutine that calls them; a Log is the session
 // actor's, but for the copier of each run, a goroutine of its own, and an

@@ -120,6 +120,8 @@ type fakeTurn struct {
 
 func (t *fakeTurn) Hold(c work.Call, _ work.Foreground) { t.held = c }
 func (t *fakeTurn) Refuse(text string)                  { t.refused = text }
+func (t *fakeTurn) Holds() bool                         { return t.held != nil }
+func (t *fakeTurn) End(string)                          {}
 
 type fakeTerminal struct {
 	id   string

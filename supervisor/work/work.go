@@ -112,11 +112,19 @@ type Host interface {
 // session's actor, while the command is served.
 type Turn interface {
 	// Hold makes fg, the work of tool call c, hold the foreground: the
-	// session reports running. The turn ends with Host.EndTurn.
+	// session reports running. The turn ends with Host.EndTurn, or End.
+	// c is nil for work that has no tool call of its own (a stack's /up).
 	Hold(c Call, fg Foreground)
 	// Refuse reports running, says text, and ends the turn: the command
 	// did nothing.
 	Refuse(text string)
+	// Holds reports whether the work it was given (Hold) still holds the
+	// foreground: not moved to the background, cancelled, or ended by
+	// the session's close.
+	Holds() bool
+	// End ends the turn with stopReason, if its work still holds the
+	// foreground; the next held turn starts.
+	End(stopReason string)
 }
 
 // A Foreground is a kind's work while it holds the foreground turn

@@ -1,0 +1,308 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+
+	"shellagent/acp"
+	"shellagent/internal/stack"
+	"shellagent/supervisor/work"
+)
+
+// A Stack is a session's stack: the services it manages or managed, and
+// the commands that wait on them (/up, /down and /restart hold the
+// foreground until what they asked for is done: a stackOp). Its methods run
+// on the session's actor.
+type Stack struct {
+	h        work.RunHost
+	file     *stack.Stack        // as the last /up, /down or /restart read it
+	services map[string]*Service // the latest service of each name
+	names    []string            // the names, in the order they were first started
+	ops      []*stackOp          // the /up, /down and /restart under way
+	busy     bool                // Progress runs
+	again    bool                // Progress must look again: something changed while it ran
+}
+
+// NewStack returns the empty stack of the session h.
+func NewStack(h work.RunHost) *Stack {
+	return &Stack{h: h, services: make(map[string]*Service)}
+}
+
+// File is the stack file as the last /up, /down or /restart read it, or
+// nil.
+func (ss *Stack) File() *stack.Stack { return ss.file }
+
+// Names are the names of its services, in the order they were first
+// started.
+func (ss *Stack) Names() []string { return ss.names }
+
+// Service returns the latest service named name, or nil.
+func (ss *Stack) Service(name string) *Service { return ss.services[name] }
+
+// Restore makes ss the stack an upgrade in place handed over: file, and
+// the services of names (thawed with ss as their stack: Thaw), by name.
+// Names without a service are left out.
+func (ss *Stack) Restore(file *stack.Stack, names []string, services map[string]*Service) {
+	ss.file = file
+	for _, name := range names {
+		if svc := services[name]; svc != nil {
+			ss.names, ss.services[name] = append(ss.names, name), svc
+		}
+	}
+}
+
+// load reads the stack file of the session's directory, or says why not.
+func (ss *Stack) load() (*stack.Stack, string) {
+	cwd := ss.h.Cwd()
+	f, err := stack.Load(cwd)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Sprintf("No stack file in %s: write a %s (or a %s) there; docs/stacks.md tells how.", cwd, stack.TOMLFile, stack.Procfile)
+	case err != nil:
+		return nil, "The stack file is refused, and nothing was started or stopped: " + err.Error() + "."
+	}
+	ss.file = f
+	return f, ""
+}
+
+// add manages a new service for def, waiting for its dependencies: its
+// tool call is announced, then listed.
+func (ss *Stack) add(f *stack.Stack, def *stack.Service) *Service {
+	svc := New(ss.h, ss, f.Dir, def)
+	if _, ok := ss.services[def.Name]; !ok {
+		ss.names = append(ss.names, def.Name)
+	}
+	ss.services[def.Name] = svc
+	return svc
+}
+
+// Progress does what the last change allows: a waiting service whose
+// dependencies are all ready starts, one with a dependency that failed or
+// stopped fails, and a command whose services are done ends. Every event
+// that changes a service calls it last.
+func (ss *Stack) Progress() {
+	if ss.busy {
+		ss.again = true
+		return
+	}
+	ss.busy = true
+	defer func() { ss.busy = false }()
+	for again := true; again; again = ss.again {
+		ss.again = false
+		for _, name := range ss.names {
+			svc := ss.services[name]
+			if svc.state != Waiting || !ss.h.Open() {
+				continue
+			}
+			switch ready, why := ss.dependencies(svc); {
+			case why != "":
+				svc.Fail(why, false)
+			case ready:
+				svc.Start()
+			}
+		}
+		for _, op := range slices.Clone(ss.ops) {
+			op.check()
+		}
+	}
+}
+
+// dependencies reports whether every dependency of svc is ready, or why
+// svc will not start.
+func (ss *Stack) dependencies(svc *Service) (ready bool, why string) {
+	return Dependencies(svc.def.DependsOn, func(name string) (State, bool) {
+		if dep := ss.services[name]; dep != nil {
+			return dep.state, true
+		}
+		return 0, false
+	})
+}
+
+// downOrder is what /down names stops, dependents first: of the services
+// named and what depends on them, those the stack manages.
+func (ss *Stack) downOrder(names []string) ([]string, error) {
+	if ss.file == nil {
+		return nil, errors.New("no stack was started")
+	}
+	order, err := ss.file.Down(names...)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(order, func(n string) bool {
+		svc := ss.services[n]
+		return svc == nil || !svc.Active() && svc.term == nil
+	}), nil
+}
+
+// stopInOrder stops the services named, one after the other, each once
+// the one before it has stopped, then calls done.
+func (ss *Stack) stopInOrder(names []string, done func()) {
+	if len(names) == 0 {
+		done()
+		return
+	}
+	svc := ss.services[names[0]]
+	if svc == nil {
+		ss.stopInOrder(names[1:], done)
+		return
+	}
+	svc.Stop(func() { ss.stopInOrder(names[1:], done) })
+}
+
+// down stops the service name and what depends on it, dependents first,
+// as /down NAME does without a turn (a service's tool_call/cancel).
+func (ss *Stack) down(name string) {
+	names, err := ss.downOrder([]string{name})
+	if err != nil {
+		names = []string{name}
+	}
+	ss.stopInOrder(names, ss.Progress)
+}
+
+// A stackOp is /up, /down or /restart: foreground work that holds its turn
+// until the services it waits for are ready (or failed), or stopped.
+type stackOp struct {
+	ss       *Stack
+	turn     work.Turn
+	wait     []*Service // the services whose readiness it waits for
+	stopping bool       // stops are under way: it is not done yet
+	done     bool
+}
+
+// begin makes a new stackOp of ss hold turn t.
+func (ss *Stack) begin(t work.Turn, stopping bool) *stackOp {
+	o := &stackOp{ss: ss, turn: t, stopping: stopping}
+	t.Hold(nil, o)
+	return o
+}
+
+// Up serves /up [NAME...], the turn t's: args are the names.
+func (ss *Stack) Up(t work.Turn, args string) {
+	op := ss.begin(t, false)
+	f, problem := ss.load()
+	if problem != "" {
+		op.finish(problem, acp.StopEndTurn)
+		return
+	}
+	order, err := f.Up(strings.Fields(args)...)
+	if err != nil {
+		op.finish(fmt.Sprintf("Cannot start: %v. Nothing was started.", err), acp.StopEndTurn)
+		return
+	}
+	for _, name := range order {
+		if _, _, problem := ReadyCondition(f.Service(name).Ready); problem != "" {
+			op.finish(fmt.Sprintf("%s:%d: services.%s: ready: %s. Nothing was started.", f.File, f.Service(name).Line, name, problem), acp.StopEndTurn)
+			return
+		}
+	}
+	for _, name := range order {
+		svc := ss.services[name]
+		if svc == nil || !svc.Active() {
+			svc = ss.add(f, f.Service(name))
+		}
+		op.wait = append(op.wait, svc)
+	}
+	ss.ops = append(ss.ops, op)
+	ss.Progress()
+}
+
+// Down serves /down [NAME...], the turn t's: args are the names.
+func (ss *Stack) Down(t work.Turn, args string) {
+	op := ss.begin(t, true)
+	if _, problem := ss.load(); problem != "" && ss.file == nil {
+		op.finish(problem, acp.StopEndTurn)
+		return
+	}
+	names, err := ss.downOrder(strings.Fields(args))
+	switch {
+	case err != nil:
+		op.finish(fmt.Sprintf("Cannot stop: %v.", err), acp.StopEndTurn)
+		return
+	case len(names) == 0:
+		op.finish("Nothing to stop: no service of the stack runs.", acp.StopEndTurn)
+		return
+	}
+	ss.ops = append(ss.ops, op)
+	ss.stopInOrder(names, func() {
+		op.finish("Stopped: "+strings.Join(names, ", ")+".", acp.StopEndTurn)
+	})
+}
+
+// Restart serves /restart NAME, the turn t's: it stops the service alone
+// (its dependents stay up), then starts it as /up would, and waits until
+// it is ready.
+func (ss *Stack) Restart(t work.Turn, name string) {
+	op := ss.begin(t, true)
+	f, problem := ss.load()
+	switch {
+	case problem != "":
+		op.finish(problem, acp.StopEndTurn)
+		return
+	case f.Service(name) == nil:
+		op.finish(fmt.Sprintf("No service %q in %s.", name, f.File), acp.StopEndTurn)
+		return
+	}
+	if _, _, problem := ReadyCondition(f.Service(name).Ready); problem != "" {
+		op.finish(fmt.Sprintf("%s:%d: services.%s: ready: %s.", f.File, f.Service(name).Line, name, problem), acp.StopEndTurn)
+		return
+	}
+	ss.ops = append(ss.ops, op)
+	again := func() {
+		if op.done || !ss.h.Open() {
+			return
+		}
+		op.stopping = false
+		op.wait = []*Service{ss.add(f, f.Service(name))}
+		ss.Progress()
+	}
+	if svc := ss.services[name]; svc != nil {
+		svc.Stop(again)
+		return
+	}
+	again()
+}
+
+// check ends op once what it waits for is done: every service it started
+// was ready once, or is no longer managed.
+func (op *stackOp) check() {
+	if op.done || op.stopping {
+		return
+	}
+	outcomes := make([]Outcome, len(op.wait))
+	for i, svc := range op.wait {
+		if svc.Active() && !svc.everReady {
+			return
+		}
+		outcomes[i] = Outcome{Name: svc.def.Name, Ready: svc.everReady && svc.Active(), State: svc.state, Why: svc.why}
+	}
+	op.finish(UpSummary(outcomes), acp.StopEndTurn)
+}
+
+// finish ends op: text is said, and its turn ends with stopReason.
+func (op *stackOp) finish(text, stopReason string) {
+	if op.done {
+		return
+	}
+	op.done = true
+	op.ss.ops = slices.DeleteFunc(op.ss.ops, func(o *stackOp) bool { return o == op })
+	if !op.turn.Holds() {
+		return // moved to the background, cancelled, or the session closes
+	}
+	op.ss.h.Say(text)
+	op.turn.End(stopReason)
+}
+
+// CancelTurn implements work.Foreground: session/cancel ends the wait;
+// the services go on (/down stops them).
+func (op *stackOp) CancelTurn() {
+	op.finish("Cancelled: no longer waiting. The services go on; /status shows them, /down stops them.", acp.StopCancelled)
+}
+
+// ToBackground implements work.Foreground: /bg alone ends the wait, as
+// the services are background work already.
+func (op *stackOp) ToBackground() {
+	op.finish("No longer waiting: the services run in the background; /status shows them.", acp.StopEndTurn)
+}
