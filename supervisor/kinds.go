@@ -226,6 +226,8 @@ func (h host) TerminalRun(id string) work.Run {
 
 func (h host) Notice(n *acp.Notice) { h.st.out.notice(n) }
 
+func (h host) Tail(id string, n int) string { return h.st.work.tail(id, n) }
+
 func (h host) Config() work.Config {
 	cfg := &h.st.s.sv.cfg
 	return work.Config{Shell: cfg.Shell, Env: h.st.s.sv.env, StateDir: cfg.StateDir, LogCap: cfg.logCap, Logger: cfg.Log}
@@ -253,6 +255,20 @@ func (r runHandle) Started() time.Time { return r.t.started }
 func (r runHandle) Running() bool      { return r.t.state == termRunning }
 func (r runHandle) Retired() bool      { return r.t.state == termRetired }
 func (r runHandle) Stop()              { r.t.stop(r.st.settings.killGrace) }
+
+func (r runHandle) Pid() int {
+	if r.t.proc == nil {
+		return 0
+	}
+	return r.t.proc.Pid()
+}
+
+func (r runHandle) Members() []int {
+	if r.t.proc == nil {
+		return nil
+	}
+	return pids(r.t.proc)
+}
 
 func (r runHandle) List() {
 	if r.st.list.index(listItem{call: r.t.call}) >= 0 {

@@ -4,20 +4,16 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
-	"shellagent/internal/stack"
-	"shellagent/ptyio"
 	"shellagent/supervisor/service"
 )
 
-// The stack's commands (SPEC "Stacks"): /up, /down and /restart hold the
-// foreground until what they asked for is done, through a work.Turn
-// (kindTurn): they are the session's service.Stack's (Up, Down, Restart),
-// as the services themselves are (package supervisor/service). /status
-// and /logs answer at once, even while a turn runs: they read the
-// processes and the output of the services' runs, which are the
-// session's terminals.
+// The stack's commands (SPEC "Stacks"), served by the session's
+// service.Stack (package supervisor/service, where the services live
+// too): /up, /down and /restart hold the foreground until what they asked
+// for is done, through a work.Turn (kindTurn); /status and /logs answer
+// at once, even while a turn runs. Here are their entries in the
+// commands' table, and what their arguments are.
 
 func stackCommands() []*command {
 	return []*command{
@@ -90,49 +86,8 @@ func (st *state) stackOf() *service.Stack {
 	return st.stack
 }
 
-// stackStatus serves /status: one line per service. The memory and CPU
-// of each running service's processes are read from /proc as slow work
-// (Session.slow), as /ps's members are.
-func stackStatus(st *state, _ input) {
-	ss := st.stack
-	if ss == nil || len(ss.Names()) == 0 {
-		st.out.agentMessage("No services: /up starts the stack of " + stack.TOMLFile + " (or the " + stack.Procfile + ") in " + st.s.cwd + ".")
-		return
-	}
-	rows := make([]service.Row, len(ss.Names()))
-	procs := make([]ptyio.Process, len(ss.Names()))
-	for i, name := range ss.Names() {
-		in := ss.Service(name).Info()
-		rows[i] = service.Row{Name: name, State: in.State, Restarts: in.Restarts, Ports: in.Def.Ports}
-		if r := in.Term; r != nil {
-			if t := st.work.terminals[r.ID()]; t != nil && t.proc != nil {
-				procs[i], rows[i].Started = t.proc, t.started
-			}
-		}
-	}
-	st.s.slow()
-	for i, p := range procs {
-		if p != nil {
-			rows[i].Running, rows[i].Pid = true, p.Pid()
-			rows[i].RSS, rows[i].CPU = stack.TreeStats(pids(p))
-		}
-	}
-	st.out.agentMessage(service.StatusText(ss.File().File, rows, time.Now()))
-}
+// stackStatus serves /status (service.Stack.Status).
+func stackStatus(st *state, _ input) { st.stackOf().Status() }
 
-// serviceLogs serves /logs NAME [N]: the last lines of its latest run.
-func serviceLogs(st *state, in input) {
-	var svc *service.Service
-	if st.stack != nil {
-		svc = st.stack.Service(in.id)
-	}
-	switch {
-	case svc == nil:
-		st.out.agentMessage(fmt.Sprintf("No service %q has run in this session: /status lists them.", in.id))
-	case svc.Info().LastRun == nil || svc.Info().LastRun.Retired():
-		st.out.agentMessage(fmt.Sprintf("Service %s has no output yet (%s).", in.id, svc.Info().State))
-	default:
-		last := svc.Info().LastRun
-		st.out.agentMessage(fmt.Sprintf("Service %s, run %d: %s", in.id, svc.Info().Gen, st.work.tail(last.ID(), in.lines)))
-	}
-}
+// serviceLogs serves /logs NAME [N] (service.Stack.Logs).
+func serviceLogs(st *state, in input) { st.stackOf().Logs(in.id, in.lines) }

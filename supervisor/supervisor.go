@@ -49,15 +49,15 @@
 //     workKinds thaws their frozen forms. These, a service and a request
 //     for permission are each a task (work.go), which the session lists,
 //     cancels and closes without asking which kind it is.
-//   - stackcmds.go: a project's stack (SPEC "Stacks"): its commands'
-//     entries, /status and /logs (at once, reading the runs' processes
-//     and output). The stack itself lives in package supervisor/service
+//   - stackcmds.go: the entries of a project's stack's commands (SPEC
+//     "Stacks"). The stack itself lives in package supervisor/service
 //     (service.Stack: the services it manages, started in dependency
 //     order once ready; /up, /down, /restart, foreground work through a
-//     work.Turn), and each service, a work.Task whose runs are terminals
-//     it launches through the session as a work.RunHost (host.Launch;
-//     runExited gives it their exits), its ready condition a wait's
-//     watch or poll, restarted by its internal/stack Restarter.
+//     work.Turn; /status and /logs, at once), and each service, a
+//     work.Task whose runs are terminals it launches through the session
+//     as a work.RunHost (host.Launch; runExited gives it their exits),
+//     its ready condition a wait's watch or poll, restarted by its
+//     internal/stack Restarter.
 //   - background.go: the background list and the RFD rules it keeps, and
 //     the only code that sends a state_update.
 //   - history.go: the outbox: the attached client, and the history that a

@@ -6,9 +6,9 @@
 // internal/stack Restarter. A Stack (stack.go) is a session's services:
 // it starts each once its dependencies are ready (Progress), and serves
 // /up, /down and /restart, which hold the foreground through a
-// work.Turn until what they asked for is done. /status and /logs, which
-// read the runs' processes and output, are still package supervisor's
-// (stackcmds.go), as is the commands' table.
+// work.Turn until what they asked for is done, and /status and /logs,
+// which answer at once; the commands' table is package supervisor's
+// (stackcmds.go).
 //
 // The rest needs nothing of the session: where a service is in its life
 // (State) and the form an upgrade in place hands it over in (Frozen);

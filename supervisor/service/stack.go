@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"slices"
 	"strings"
+	"time"
 
 	"shellagent/acp"
 	"shellagent/internal/stack"
@@ -305,4 +306,44 @@ func (op *stackOp) CancelTurn() {
 // the services are background work already.
 func (op *stackOp) ToBackground() {
 	op.finish("No longer waiting: the services run in the background; /status shows them.", acp.StopEndTurn)
+}
+
+// Status serves /status: one line per service. The memory and CPU of
+// each running service's processes are read from /proc as slow work
+// (Host.Slow), as /ps's members are.
+func (ss *Stack) Status() {
+	if len(ss.names) == 0 {
+		ss.h.Say("No services: /up starts the stack of " + stack.TOMLFile + " (or the " + stack.Procfile + ") in " + ss.h.Cwd() + ".")
+		return
+	}
+	rows := make([]Row, len(ss.names))
+	runs := make([]work.Run, len(ss.names))
+	for i, name := range ss.names {
+		svc := ss.services[name]
+		rows[i] = Row{Name: name, State: svc.state, Restarts: svc.restarter.Restarts(), Ports: svc.def.Ports}
+		if t := svc.term; t != nil && t.Pid() != 0 {
+			runs[i], rows[i].Started = t, t.Started()
+		}
+	}
+	ss.h.Slow()
+	for i, t := range runs {
+		if t != nil {
+			rows[i].Running, rows[i].Pid = true, t.Pid()
+			rows[i].RSS, rows[i].CPU = stack.TreeStats(t.Members())
+		}
+	}
+	ss.h.Say(StatusText(ss.file.File, rows, time.Now()))
+}
+
+// Logs serves /logs NAME N: the last n lines of its latest run.
+func (ss *Stack) Logs(name string, n int) {
+	svc := ss.services[name]
+	switch {
+	case svc == nil:
+		ss.h.Say(fmt.Sprintf("No service %q has run in this session: /status lists them.", name))
+	case svc.lastRun() == nil || svc.lastRun().Retired():
+		ss.h.Say(fmt.Sprintf("Service %s has no output yet (%s).", name, svc.state))
+	default:
+		ss.h.Say(fmt.Sprintf("Service %s, run %d: %s", name, svc.gen, ss.h.Tail(svc.lastRun().ID(), n)))
+	}
 }

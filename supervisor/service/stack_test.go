@@ -103,6 +103,7 @@ func (h *fakeHost) EndTurn(work.Call, string)                {}
 func (h *fakeHost) Terminal(string) work.Terminal            { return nil }
 func (h *fakeHost) Notice(*acp.Notice)                       {}
 func (h *fakeHost) Config() work.Config                      { return work.Config{} }
+func (h *fakeHost) Tail(string, int) string                  { return "" }
 func (h *fakeHost) NewCall(spec work.CallSpec, _ work.Task) work.Call {
 	return &fakeCall{status: acp.StatusInProgress}
 }
@@ -152,6 +153,8 @@ func (r *fakeRun) Running() bool           { return !r.stopped }
 func (r *fakeRun) Retired() bool           { return false }
 func (r *fakeRun) Stop()                   { r.stopped = true }
 func (r *fakeRun) List()                   {}
+func (r *fakeRun) Pid() int                { return 0 }
+func (r *fakeRun) Members() []int          { return nil }
 
 type fakeTurn struct {
 	h      *fakeHost

@@ -27,6 +27,9 @@ type RunHost interface {
 	Notice(n *acp.Notice)
 	// Config is the session's configuration, as a kind reads it.
 	Config() Config
+	// Tail is what /tail id n answers: the last n lines of terminal id's
+	// output, as text, or why there are none.
+	Tail(id string, n int) string
 }
 
 // LaunchSpec is a command that RunHost.Launch runs.
@@ -61,6 +64,13 @@ type Run interface {
 	// Stop stops its command: TERM, then KILL after the session's kill
 	// grace. Its exit comes as for any run (RunWatcher).
 	Stop()
+	// Pid is the pid of its command's process, 0 if it has none (a
+	// terminal of an upgrade that was not taken over).
+	Pid() int
+	// Members are the pids of its command's processes, read from /proc:
+	// slow work (Host.Slow first). Nil if it has none, or they cannot be
+	// read.
+	Members() []int
 	// List lists it in the background list: in place of its tool call if
 	// the call is listed, else at its end. An exited run is not listed.
 	List()
