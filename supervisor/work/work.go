@@ -1,10 +1,12 @@
 // Package work is the contract between a session (package supervisor)
 // and a kind of work that lives in a package of its own (supervisor/jobs:
 // /after and /every): what the kind implements (Task, Kind) and what the
-// session gives it (Host, Call, Turn, Terminal). It imports nothing of the
-// session (only acp, the protocol's vocabulary, and outputbuf, a
-// terminal's output), so that supervisor imports the kinds and the kinds
-// import only this.
+// session gives it (Host, Call, Turn, Terminal); a kind whose tool calls
+// launch commands of their own (supervisor/service) is given a RunHost,
+// which launches each as a Run and tells the task of its exit
+// (RunWatcher: run.go). It imports nothing of the session (only acp, the
+// protocol's vocabulary, and outputbuf, a terminal's output), so that
+// supervisor imports the kinds and the kinds import only this.
 //
 // A session's state belongs to its actor, one goroutine (supervisor's
 // actor.go). Every method here runs on that actor, and every callback a
