@@ -9,8 +9,8 @@ import (
 
 	"shellagent/acp"
 	"shellagent/internal/stack"
-	"shellagent/supervisor/wait"
 	"shellagent/supervisor/service"
+	"shellagent/supervisor/wait"
 )
 
 // A stackService is one service of the session's stack (SPEC "Stacks",

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"shellagent/acp"
-	"shellagent/supervisor/wait"
 	"shellagent/supervisor/service"
+	"shellagent/supervisor/wait"
 )
 
 // A service's readiness (see service): once a run has started, its ready

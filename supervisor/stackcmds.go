@@ -12,8 +12,8 @@ import (
 	"shellagent/acp"
 	"shellagent/internal/stack"
 	"shellagent/ptyio"
-	"shellagent/supervisor/wait"
 	"shellagent/supervisor/service"
+	"shellagent/supervisor/wait"
 )
 
 // The stack's commands (SPEC "Stacks"): /up, /down and /restart hold the
