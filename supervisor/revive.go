@@ -22,6 +22,7 @@ import (
 // cancelled. The session is not in the Supervisor's table yet.
 func revive(sv *Supervisor, h *journal.History) (s *Session, lost []*terminal) {
 	s = newSession(sv, h.ID, h.Cwd, nil)
+	s.disk.Seed(h)
 	st := &s.st
 	st.title = h.Title
 	for _, id := range slices.Sorted(maps.Keys(h.Config)) {
@@ -44,7 +45,6 @@ func revive(sv *Supervisor, h *journal.History) (s *Session, lost []*terminal) {
 			st.out.record(entry{msg: u})
 			st.out.messages = max(st.out.messages, idNumber(u.MessageID))
 		case *acp.ToolCallUpdate:
-			s.disk.items[u.ToolCallID] = u
 			c := &toolCall{id: u.ToolCallID, title: u.Title, kind: u.Kind, state: callDone, outcome: u.Status,
 				input: u.RawInput, output: u.RawOutput, content: u.Content}
 			if !final(u.Status) {
@@ -55,7 +55,6 @@ func revive(sv *Supervisor, h *journal.History) (s *Session, lost []*terminal) {
 			calls = append(calls, c)
 			st.out.record(entry{call: c})
 		case *acp.TerminalUpdate:
-			s.disk.items[u.TerminalID] = u
 			t := reviveTerminal(u, h.Terminals[u.TerminalID], it.At)
 			if t.exit == nil {
 				t.exit = &acp.ExitStatus{}
@@ -78,9 +77,6 @@ func revive(sv *Supervisor, h *journal.History) (s *Session, lost []*terminal) {
 		}
 	}
 	st.work.exited = append(st.work.exited, oldestFirst(terms, func(t *terminal) bool { return t.call != nil })...)
-	for _, it := range h.Prompts {
-		s.disk.keys[it.Key] = it.MessageID
-	}
 	return s, lost
 }
 
@@ -112,10 +108,10 @@ func settleRevived(st *state, lost []*terminal) {
 	for _, e := range st.out.history {
 		switch {
 		case e.call != nil:
-			st.out.disk.record(e.call.update())
+			st.out.disk.Record(e.call.update())
 		case e.term != nil && !containsTerm(lost, e.term):
 		case e.term != nil:
-			st.out.disk.record(e.term.exitedUpdate())
+			st.out.disk.Record(e.term.exitedUpdate())
 		}
 	}
 }
