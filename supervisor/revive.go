@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"shellagent/acp"
@@ -125,32 +124,11 @@ func containsTerm(ts []*terminal, t *terminal) bool {
 	return false
 }
 
-// pastNotice tells the client that resumed past session h why nothing of
-// it runs: the agent that ran it ended, and how the terminals of lost
-// ended is not known.
-func pastNotice(h *journal.History, lost []*terminal) *acp.Notice {
-	when := h.UpdatedAt.Local().Format("15:04")
-	n := &acp.Notice{Severity: acp.NoticeInfo}
-	ids := make([]string, 0, len(lost))
-	for _, t := range lost {
+// termIDs returns the ids of ts, in order.
+func termIDs(ts []*terminal) []string {
+	ids := make([]string, 0, len(ts))
+	for _, t := range ts {
 		ids = append(ids, t.id)
 	}
-	switch {
-	case len(lost) > 0:
-		n.Severity = acp.NoticeWarning
-		n.Title = strings.Join(ids, ", ") + ": did not outlive the agent that ran it"
-		n.Description = "The agent (or daemon) that ran session " + h.ID + " ended at " + when +
-			" without recording how " + strings.Join(ids, ", ") + " ended: its exit status is unknown ({}). " +
-			"Its output is kept up to then. The session is live again for new prompts."
-	case h.Closed:
-		n.Title = "Session resumed from its history"
-		n.Description = "Session " + h.ID + " was closed at " + when + ", and what ran in it was stopped then: " +
-			"each terminal has the exit status it ended with. The session is live again for new prompts."
-	default:
-		n.Title = "Session resumed from its history"
-		n.Description = "The agent (or daemon) that ran session " + h.ID + " ended at " + when +
-			"; nothing of it was running then. The session is live again for new prompts."
-	}
-	n.Meta = map[string]any{"shellagent": map[string]any{"event": "session_revived", "terminalIds": ids}}
-	return n
+	return ids
 }

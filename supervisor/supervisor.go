@@ -337,7 +337,7 @@ func (sv *Supervisor) ResumeSession(c protocol.Client, p *acp.ResumeSessionReque
 	sv.order = append(sv.order, s.id)
 	sv.mu.Unlock()
 	s.doWait(func(st *state) { settleRevived(st, lost) })
-	return s.resume(c, p, pastNotice(h, lost))
+	return s.resume(c, p, record.PastNotice(h, termIDs(lost)))
 }
 
 // CloseSession implements protocol.Agent. Closing an unknown session

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 
 	"shellagent/acp"
 	"shellagent/internal/journal"
@@ -56,6 +57,35 @@ func (hs Histories) Resume(p *acp.ResumeSessionRequest, check func() error) (*jo
 		return nil, fmt.Errorf("session/resume %s: reading its history: %w", p.SessionID, err)
 	}
 	return h, nil
+}
+
+// PastNotice tells the client that resumed past session h why nothing
+// of it runs: the agent that ran it ended, and how the terminals lost
+// (their ids, in the order they are listed) ended is not known.
+func PastNotice(h *journal.History, lost []string) *acp.Notice {
+	when := h.UpdatedAt.Local().Format("15:04")
+	n := &acp.Notice{Severity: acp.NoticeInfo}
+	if lost == nil {
+		lost = []string{} // terminalIds is a list, never null
+	}
+	switch {
+	case len(lost) > 0:
+		n.Severity = acp.NoticeWarning
+		n.Title = strings.Join(lost, ", ") + ": did not outlive the agent that ran it"
+		n.Description = "The agent (or daemon) that ran session " + h.ID + " ended at " + when +
+			" without recording how " + strings.Join(lost, ", ") + " ended: its exit status is unknown ({}). " +
+			"Its output is kept up to then. The session is live again for new prompts."
+	case h.Closed:
+		n.Title = "Session resumed from its history"
+		n.Description = "Session " + h.ID + " was closed at " + when + ", and what ran in it was stopped then: " +
+			"each terminal has the exit status it ended with. The session is live again for new prompts."
+	default:
+		n.Title = "Session resumed from its history"
+		n.Description = "The agent (or daemon) that ran session " + h.ID + " ended at " + when +
+			"; nothing of it was running then. The session is live again for new prompts."
+	}
+	n.Meta = map[string]any{"shellagent": map[string]any{"event": "session_revived", "terminalIds": lost}}
+	return n
 }
 
 // Delete removes session id's history for good (session/delete), if

@@ -3,7 +3,6 @@ package record
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -68,48 +67,5 @@ func TestListPages(t *testing.T) {
 		if _, err := hs.List(&acp.ListSessionsRequest{Cursor: &bad}, live); !errors.As(err, &e) || e.Code != acp.CodeInvalidParams {
 			t.Errorf("cursor %q: %v, want -32602", bad, err)
 		}
-	}
-}
-
-// session/resume of a past session is checked against the history before
-// the session is locked: unknown is -32002, another cwd -32602, and the
-// request's own checks come last.
-func TestResumeChecks(t *testing.T) {
-	t.Parallel()
-	store := open(t)
-	New(store, "sess_1").Create("/p")
-	if err := store.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	hs := Histories{Store: store}
-	if !hs.Has("sess_1") || hs.Has("sess_2") || (Histories{}).Has("sess_1") {
-		t.Error("Has does not say which sessions the history has")
-	}
-	refused := acp.InvalidParams("replayFrom: refused")
-	for _, tt := range []struct {
-		id, cwd string
-		check   func() error
-		code    int64
-		says    string
-	}{
-		{"sess_2", "/p", nil, acp.CodeNotFound, "sess_2"},
-		{"sess_1", "/q", func() error { return refused }, acp.CodeInvalidParams, "cwd"},
-		{"sess_1", "/p", func() error { return refused }, acp.CodeInvalidParams, "replayFrom"},
-	} {
-		var e *acp.Error
-		_, err := hs.Resume(&acp.ResumeSessionRequest{SessionID: tt.id, Cwd: tt.cwd}, tt.check)
-		if !errors.As(err, &e) || e.Code != tt.code || !strings.Contains(e.Message, tt.says) {
-			t.Errorf("resume %s in %s: %v, want %d about %s", tt.id, tt.cwd, err, tt.code, tt.says)
-		}
-	}
-	h, err := hs.Resume(&acp.ResumeSessionRequest{SessionID: "sess_1", Cwd: "/p/"}, nil)
-	if err != nil || h.ID != "sess_1" {
-		t.Fatalf("resume sess_1: %v, %v", h, err)
-	}
-	if err := hs.Delete("sess_1"); err != nil || hs.Has("sess_1") {
-		t.Errorf("delete sess_1: %v; still there: %v", err, hs.Has("sess_1"))
-	}
-	if err := hs.Delete("sess_1"); err != nil {
-		t.Errorf("delete of a session the history does not have: %v", err)
 	}
 }

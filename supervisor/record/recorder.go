@@ -13,9 +13,10 @@
 // from a terminal's ring to the journal), prompts.go (the idempotency
 // keys of prompts, and the replies held for a repeated prompt),
 // frozen.go (a Recorder's form for the next image of an upgrade in
-// place), histories.go (Histories: reopening a session's history,
-// session/resume's checks, session/delete) and list.go (session/list's
-// pages of live and past sessions).
+// place, and the Recorder it thaws to there, or that the journal gives
+// without it: Histories.Thaw), histories.go (Histories: session/resume's
+// checks and the notice of a resumed past session, session/delete) and
+// list.go (session/list's pages of live and past sessions).
 package record
 
 import (
