@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/supervisor/jobs"
+	"shellagent/supervisor/wait"
+	"shellagent/supervisor/watch"
 )
 
 // A command is one slash command, whole: how it is written, what clients
@@ -41,8 +44,8 @@ type input struct {
 	id      string        // /stop, /pause, /resume, the terminal of /send, /keys, /resize, /tail; the scenario's name
 	delay   time.Duration // /after, /every; the scenario's hold
 	problem string        // malformed
-	waitFor *waitSpec     // /wait
-	watchOf *watchSpec    // /watch
+	waitFor *wait.Spec    // /wait
+	watchOf *watch.Spec   // /watch
 
 	data  []byte           // /send, /keys: the bytes typed
 	what  string           // /send, /keys: what they are, for the answer
@@ -98,14 +101,14 @@ func init() {
 		},
 		{
 			name: "after", syntax: "DUR CMD", parse: parseScheduled,
-			act:         func(st *state, in input) { st.schedule(in.line, in.delay, false) },
+			act:         func(st *state, in input) { jobs.Schedule(host{st}, in.line, in.delay, false) },
 			description: "Run a command once, after a delay",
 			hint:        "delay and command, e.g. 5m make test",
 			usage:       "/after DUR CMD, e.g. /after 5m make test (DUR in Go syntax: 90s, 5m, 1h30m)",
 		},
 		{
 			name: "every", syntax: "DUR CMD", parse: parseScheduled,
-			act:         func(st *state, in input) { st.schedule(in.line, in.delay, true) },
+			act:         func(st *state, in input) { jobs.Schedule(host{st}, in.line, in.delay, true) },
 			description: "Run a command repeatedly, every interval, until stopped",
 			hint:        "interval and command, e.g. 30s git fetch",
 			usage:       "/every DUR CMD, e.g. /every 30s git fetch (DUR in Go syntax, at least 1s)",
@@ -137,30 +140,30 @@ func init() {
 		},
 		{
 			name: "wait", syntax: "ID [PATTERN] [--timeout DUR] [--new]",
-			parse:       func(_ *command, rest string) input { return parseWait(rest) },
-			hold:        runWait,
+			parse:       parseWait,
+			hold:        func(st *state, t *turn) { wait.Start(host{st}, kindTurn{st, t}, t.in.waitFor) },
 			description: "Wait until a terminal prints a matching line, a port accepts connections, a URL answers, or the terminal exits",
 			hint:        "terminal id and what to wait for, e.g. term_1 'ready on' or term_1 :3000",
 			usage:       "/wait ID [PATTERN] [--timeout DUR] [--new], e.g. /wait term_1 'ready on', /wait term_1 :3000 or /wait term_1 http://localhost:3000/ (PATTERN: a regular expression, :PORT or an http:// URL; none waits for the exit; DUR at most 1h, 5m if omitted; --new ignores what was printed before)",
 		},
 		{
 			name: "watch", syntax: "PATH CMD",
-			parse:       func(_ *command, rest string) input { return parseWatch(rest) },
-			act:         func(st *state, in input) { startWatch(st, in.watchOf) },
+			parse:       parseWatch,
+			act:         func(st *state, in input) { watch.Start(host{st}, in.watchOf) },
 			description: "Run a command each time files under a path change",
 			hint:        "path and command, e.g. src make test",
 			usage:       "/watch PATH CMD, e.g. /watch src make test",
 		},
 		{
 			name: "pause", syntax: "ID", now: true, parse: parseID("/pause needs exactly one watch's tool call id"),
-			act:         func(st *state, in input) { pauseWatch(st, in.id) },
+			act:         func(st *state, in input) { watch.Pause(host{st}, in.id) },
 			description: "Pause a watch: changes run nothing until it is resumed",
 			hint:        "watch tool call id, e.g. call_2",
 			usage:       "/pause ID, e.g. /pause call_2",
 		},
 		{
 			name: "resume", syntax: "ID", now: true, parse: parseID("/resume needs exactly one watch's tool call id"),
-			act:         func(st *state, in input) { resumeWatch(st, in.id) },
+			act:         func(st *state, in input) { watch.Resume(host{st}, in.id) },
 			description: "Resume a paused watch",
 			hint:        "watch tool call id, e.g. call_2",
 			usage:       "/resume ID, e.g. /resume call_2",
@@ -284,30 +287,32 @@ func listScenarios(st *state, _ input) {
 // noKit is what /scenario says in a session with no kit.
 const noKit = "This agent plays no scenarios."
 
-// parseScheduled reads the arguments of /after and /every.
+// parseScheduled reads the arguments of /after and /every (jobs.Parse).
 func parseScheduled(c *command, rest string) input {
-	name := c.name
-	durText, cmd, _ := strings.Cut(rest, " ")
-	cmd = strings.TrimSpace(cmd)
-	if durText == "" || cmd == "" {
-		return bad(fmt.Sprintf("/%s needs a duration and a command", name), name)
+	d, line, problem := jobs.Parse(c.name == "every", rest)
+	if problem != "" {
+		return bad(problem, c.name)
 	}
-	d, err := time.ParseDuration(durText)
-	if err != nil {
-		return bad(fmt.Sprintf("/%s: %q is not a duration", name, durText), name)
-	}
-	if d <= 0 {
-		return bad(fmt.Sprintf("/%s: the duration must be more than 0, got %s", name, durText), name)
-	}
-	if name == "every" && d < minEvery {
-		return bad(fmt.Sprintf("/every: the interval must be at least %s, got %s", minEvery, durText), name)
-	}
-	return input{delay: d, line: cmd}
+	return input{delay: d, line: line}
 }
 
-// minEvery is the shortest interval of a recurring job: a job that fires
-// faster would keep the foreground busy and flood the conversation.
-const minEvery = time.Second
+// parseWait reads the arguments of /wait (wait.Parse).
+func parseWait(c *command, rest string) input {
+	spec, problem := wait.Parse(rest)
+	if problem != "" {
+		return bad(problem, c.name)
+	}
+	return input{waitFor: spec}
+}
+
+// parseWatch reads the arguments of /watch (watch.Parse).
+func parseWatch(c *command, rest string) input {
+	spec, problem := watch.Parse(rest)
+	if problem != "" {
+		return bad(problem, c.name)
+	}
+	return input{watchOf: spec}
+}
 
 // parseScenario reads /scenario's arguments: none (list them), or what
 // the kit reads (Kit.Play): a scenario's name and an optional hold.

@@ -95,17 +95,15 @@ type frozenCall struct {
 	Caps                     acp.Capabilities      `json:",omitempty"`
 	Term                     string                `json:",omitempty"`
 	Hist                     int
-	Task                     *frozenTask `json:",omitempty"`
+	Task                     frozenTask `json:",omitempty"`
 }
 
-// frozenTask is the work of a tool call that is not a command (task),
-// one kind set: what the new image needs to go on with it.
-type frozenTask struct {
-	Job     *frozenJob     `json:",omitempty"`
-	Wait    *frozenWait    `json:",omitempty"`
-	Watch   *frozenWatch   `json:",omitempty"`
-	Service *frozenService `json:",omitempty"`
-}
+// frozenTask is the work of a tool call that is not a command (task):
+// what the new image needs to go on with it, under the one name of its
+// kind (task.handOver): "Service" (service.Frozen), and the kinds in
+// packages of their own (workKinds, kinds.go): "Job" (supervisor/jobs),
+// "Wait" (supervisor/wait), "Watch" (supervisor/watch).
+type frozenTask map[string]json.RawMessage
 
 // frozenTerminal is a terminal, its ring, and, while it runs, its
 // process: Master and Shell index the files handed over.
@@ -190,7 +188,7 @@ func (st *state) cannotHandOver() (refuse, wait []string) {
 	}
 	if st.stack != nil {
 		for _, name := range st.stack.names {
-			if svc := st.stack.services[name]; len(svc.stopped) > 0 || svc.draining > 0 {
+			if svc := st.stack.services[name]; len(svc.stopped) > 0 || svc.log.Draining() {
 				wait = append(wait, "service "+name+", being stopped by /down or /restart")
 			}
 		}
@@ -413,7 +411,13 @@ func (st *state) frozen(handed map[*terminal]ptyio.Handed, base int, blob *os.Fi
 			fc.Term = c.term.id
 		}
 		if c.task != nil {
-			fc.Task = c.task.handOver()
+			if kind, f := c.task.handOver(); f != nil {
+				data, err := json.Marshal(f)
+				if err != nil {
+					return nil, nil, fmt.Errorf("tool call %s: %w", c.id, err)
+				}
+				fc.Task = frozenTask{kind: data}
+			}
 		}
 		fs.Calls = append(fs.Calls, fc)
 	}

@@ -14,6 +14,7 @@ import (
 	"shellagent/internal/stack"
 	"shellagent/outputbuf"
 	"shellagent/protocol/acptest"
+	"shellagent/supervisor/jobs"
 )
 
 // Freeze stops a session's terminal from being read (its ring does not
@@ -78,10 +79,13 @@ func TestFreezeThenThaw(t *testing.T) {
 	if err := json.Unmarshal(saved, &fz); err != nil {
 		t.Fatal(err)
 	}
-	var job *frozenJob
+	var job *jobs.Frozen
 	for _, c := range fz.Sessions[0].Calls {
-		if c.Task != nil && c.Task.Job != nil {
-			job = c.Task.Job
+		if data := c.Task["Job"]; data != nil {
+			job = new(jobs.Frozen)
+			if err := json.Unmarshal(data, job); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if job == nil || job.Line != "echo later" || time.Until(job.Next) < 59*time.Minute {

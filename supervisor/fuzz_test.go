@@ -8,6 +8,7 @@ import (
 
 	"shellagent/acp"
 	"shellagent/internal/words"
+	"shellagent/supervisor/wait"
 )
 
 // FuzzPrompt checks the prompt parser on any text and resource link:
@@ -70,16 +71,16 @@ func checkInput(t *testing.T, line string, in input) {
 	case name == "wait":
 		w := in.waitFor
 		targets := 0
-		for _, set := range []bool{w.pattern != nil, w.port != 0, w.url != ""} {
+		for _, set := range []bool{w.Pattern != nil, w.Port != 0, w.URL != ""} {
 			if set {
 				targets++
 			}
 		}
-		if w.term == "" || w.timeout <= 0 || w.timeout > maxWaitTimeout || targets > 1 || w.fresh && w.pattern == nil {
+		if w.Term == "" || w.Timeout <= 0 || w.Timeout > wait.MaxTimeout || targets > 1 || w.Fresh && w.Pattern == nil {
 			t.Fatalf("parseInput(%q) waits for %+v", line, w)
 		}
 	case name == "watch":
-		if in.watchOf.path == "" || in.watchOf.line == "" || !strings.HasSuffix(line, in.watchOf.line) {
+		if in.watchOf.Path == "" || in.watchOf.Line == "" || !strings.HasSuffix(line, in.watchOf.Line) {
 			t.Fatalf("parseInput(%q) watches %+v", line, in.watchOf)
 		}
 	case name == "stop", name == "pause", name == "resume":

@@ -10,6 +10,7 @@ import (
 	"shellagent/internal/keys"
 	"shellagent/protocol"
 	"shellagent/ptyio"
+	"shellagent/supervisor/work"
 	"shellagent/termtext"
 )
 
@@ -250,19 +251,11 @@ func terminalStatus(t *terminal) string {
 	return exitText(t.exit)
 }
 
-// exitText says how a terminal ended: "exited with code 3", "ended by
-// SIGSEGV".
-func exitText(es *acp.ExitStatus) string {
-	switch {
-	case es.Signal != "" && es.ExitCode != nil:
-		return fmt.Sprintf("exited with code %d after %s", *es.ExitCode, es.Signal)
-	case es.Signal != "":
-		return "ended by " + es.Signal
-	case es.ExitCode != nil:
-		return fmt.Sprintf("exited with code %d", *es.ExitCode)
-	}
-	return "ended"
-}
+// exitText says how a terminal ended (work.ExitText).
+func exitText(es *acp.ExitStatus) string { return work.ExitText(es) }
+
+// shorten cuts text to at most n runes, marking the cut (work.Shorten).
+func shorten(text string, n int) string { return work.Shorten(text, n) }
 
 // shortLine cuts a command line short for a title.
 func shortLine(line string) string { return shorten(line, 60) }

@@ -9,6 +9,8 @@ import (
 	"shellagent/acp"
 	"shellagent/outputbuf"
 	"shellagent/protocol"
+	"shellagent/supervisor/jobs"
+	"shellagent/supervisor/watch"
 )
 
 // The client developers' kit (package scenario) plays outside the core.
@@ -365,21 +367,17 @@ type Call struct {
 
 // Schedule schedules a one-off job of line, due after d.
 func (sc *Scene) Schedule(line string, d time.Duration) Call {
-	return Call{sc.st.schedule(line, d, false).id, sc.st}
+	return Call{jobs.Schedule(host{sc.st}, line, d, false).Call().ID(), sc.st}
 }
 
 // Watch starts a watch of path that runs line on a change; ok is false if
 // it cannot watch it (it says why).
 func (sc *Scene) Watch(path, line string) (c Call, ok bool) {
-	st := sc.st
-	spec := &watchSpec{path: path, line: line}
-	startWatch(st, spec)
-	for _, call := range st.work.calls {
-		if w, isWatch := call.task.(*watcher); isWatch && w.spec == spec {
-			return Call{call.id, st}, true
-		}
+	w := watch.Start(host{sc.st}, &watch.Spec{Path: path, Line: line})
+	if w == nil {
+		return Call{}, false
 	}
-	return Call{}, false
+	return Call{w.Call().ID(), sc.st}, true
 }
 
 // Fire fires c's job now, if it is scheduled.
@@ -388,9 +386,8 @@ func (c Call) Fire() {
 	if call == nil {
 		return
 	}
-	if j, ok := call.task.(*job); ok && call.state == callScheduled {
-		j.timer.Stop()
-		j.fire(c.st)
+	if j, ok := taskOf(call).(*jobs.Job); ok {
+		j.Fire()
 	}
 }
 
@@ -398,9 +395,9 @@ func (c Call) Fire() {
 // do.
 func (c Call) Pause(paused bool) {
 	if paused {
-		pauseWatch(c.st, c.ID)
+		watch.Pause(host{c.st}, c.ID)
 	} else {
-		resumeWatch(c.st, c.ID)
+		watch.Resume(host{c.st}, c.ID)
 	}
 }
 

@@ -110,7 +110,7 @@ func (a *approval) listing(now time.Time) string {
 // handOver implements task: a request for permission is not handed over
 // to the next image of an upgrade; it gets no answer first
 // (endForUpgrade), as when its connection closes.
-func (a *approval) handOver() *frozenTask { return nil }
+func (a *approval) handOver() (kind string, frozen any) { return "", nil }
 
 // cancellable implements task: background work that waits for
 // permission is cancelled with tool_call/cancel; the foreground command's

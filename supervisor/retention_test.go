@@ -47,9 +47,6 @@ func holdingsOf(st *state) holdings {
 		}
 		calls[c] = true
 		addTerm(c.term)
-		if j, ok := c.task.(*job); ok {
-			addTurn(j.skipped)
-		}
 	}
 	for _, t := range st.work.terminals {
 		addTerm(t)

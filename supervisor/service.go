@@ -3,18 +3,17 @@ package supervisor
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
 	"shellagent/acp"
 	"shellagent/internal/stack"
-	"shellagent/outputbuf"
-	"shellagent/termtext"
+	"shellagent/supervisor/wait"
+	"shellagent/supervisor/service"
 )
 
-// A service is one service of the session's stack (SPEC "Stacks",
+// A stackService is one service of the session's stack (SPEC "Stacks",
 // docs/stacks.md), and the task of its tool call, titled "service NAME":
 // in_progress while the stack manages it, its content referencing its
 // runs. Each run is a terminal, launched by launchService and listed while
@@ -22,30 +21,30 @@ import (
 // its tool call is listed instead: a tool call is listed only while it has
 // no listed terminal (background.go rule 5).
 //
-// Its life: svcWaiting until every dependency is ready (stackState.progress),
-// then its ports are checked and a run starts (svcStarting); its ready
-// condition, /wait's (a waiter's watch or poll, on a goroutine of its
-// own), makes it svcReady, or fails it (svcFailed) at ready_timeout or
+// Its life: service.Waiting until every dependency is ready (stackState.progress),
+// then its ports are checked and a run starts (service.Starting); its ready
+// condition, /wait's (a wait.Condition's watch or poll, on a goroutine of its
+// own), makes it service.Ready, or fails it (service.Failed) at ready_timeout or
 // when the run exits first. A run that ends on its own after the service
-// was ready is given to its Restarter: svcRestarting until the backoff
-// elapses and the next run starts, or svcFailed when it gives up, or
-// svcStopped when the policy restarts nothing. /down, /restart,
-// tool_call/cancel and terminal/cancel stop it (svcStopped, completed);
+// was ready is given to its Restarter: service.Restarting until the backoff
+// elapses and the next run starts, or service.Failed when it gives up, or
+// service.Stopped when the policy restarts nothing. /down, /restart,
+// tool_call/cancel and terminal/cancel stop it (service.Stopped, completed);
 // the session's close ends it cancelled. Each change is reported by the
 // event that makes it; what follows for the other services (a dependent
 // that may start, an /up that is done) by stackState.progress, at the end
 // of the event.
-type service struct {
+type stackService struct {
 	def       *stack.Service
 	project   string // the stack's directory, for its log's path
 	call      *toolCall
-	state     svcState
+	state     service.State
 	why       string // what the state came from, for /status and the content
 	restarter *stack.Restarter
-	ready     *waitSpec // the ready condition as /wait reads it; nil: none, or execReady
-	execReady string    // the command of an exec:CMD ready condition
+	ready     *wait.Spec // the ready condition as /wait reads it; nil: none, or execReady
+	execReady string     // the command of an exec:CMD ready condition
 
-	runs      []*terminal // its latest runs, at most maxRuns, oldest first: what its content references
+	runs      []*terminal // its latest runs, at most service.MaxRuns, oldest first: what its content references
 	term      *terminal   // the run that runs, if one does
 	gen       int         // counts runs: a report of an earlier run's readiness or delay is stale
 	everReady bool        // a run was ready: from then on its exits are restarts, not failures
@@ -55,35 +54,14 @@ type service struct {
 	cancelReady context.CancelFunc // ends the readiness goroutine of the current run
 	timer       *time.Timer        // the delay before a restart
 	restartAt   time.Time          // when the timer fires
-	runEnd      chan struct{}      // closed when the current run exits: its log copier drains
-	logDone     chan struct{}      // closed when the last run's log copier is done
-	draining    int                // stops that wait for a log copier (afterLog)
+	log         service.Log        // its runs' log, and the end of each run
 }
-
-// svcState is where a service is, as /status names it.
-type svcState int
-
-const (
-	svcWaiting    svcState = iota // for its dependencies to be ready; no run yet
-	svcStarting                   // a run started; its ready condition does not hold yet
-	svcReady                      // its ready condition held
-	svcRestarting                 // its run ended; the next starts after the backoff
-	svcFailed                     // it is no longer managed: it failed or gave up
-	svcStopped                    // it is no longer managed: stopped, or it ended for good
-)
-
-func (s svcState) String() string {
-	return [...]string{"starting", "starting", "ready", "restarting", "failed", "stopped"}[s]
-}
-
-// maxRuns is how many of a service's runs its content references.
-const maxRuns = 5
 
 // launchService starts a run of svc: the one way a service's terminal is
 // launched, through the launch path of every command (launchWith). It
 // returns the terminal, or nil if it could not start (launchWith has then
 // failed the service's tool call).
-func launchService(st *state, svc *service) *terminal {
+func launchService(st *state, svc *stackService) *terminal {
 	note := func(id string) string {
 		return fmt.Sprintf("Run %d of service %s, in %s; /logs %s shows its output, /down %s stops it.", svc.gen, svc.def.Name, id, svc.def.Name, svc.def.Name)
 	}
@@ -91,49 +69,38 @@ func launchService(st *state, svc *service) *terminal {
 }
 
 // active reports whether the stack still manages the service.
-func (svc *service) active() bool { return svc.state < svcFailed }
+func (svc *stackService) active() bool { return svc.state.Active() }
 
 // start starts a run, once its dependencies are ready or its backoff has
 // elapsed: unless a port it declares is taken, which fails it before its
 // command runs.
-func (svc *service) start(st *state) {
+func (svc *stackService) start(st *state) {
 	for _, p := range svc.def.Ports {
 		free, pid, cmd, _ := stack.PortHolder(p) // Safe: the file's ports are 1..65535.
 		if !free {
-			svc.fail(st, portTaken(p, pid, cmd), true)
+			svc.fail(st, service.PortTaken(p, pid, cmd), true)
 			return
 		}
 	}
-	svc.state, svc.why = svcStarting, ""
+	svc.state, svc.why = service.Starting, ""
 	svc.gen++
 	gen := svc.gen
 	svc.launched(st, gen, launchService(st, svc))
 }
 
-// portTaken says who holds port, where /proc tells.
-func portTaken(port, pid int, cmd string) string {
-	switch {
-	case pid != 0 && cmd != "":
-		return fmt.Sprintf("port %d is in use by pid %d (%s); its command was not run", port, pid, shorten(cmd, 80))
-	case pid != 0:
-		return fmt.Sprintf("port %d is in use by pid %d; its command was not run", port, pid)
-	}
-	return fmt.Sprintf("port %d is in use (by a process this user cannot see); its command was not run", port)
-}
-
 // launched continues start once the launch is back: the run's terminal is
 // listed in place of the tool call, its log copied, its ready condition
 // watched.
-func (svc *service) launched(st *state, gen int, t *terminal) {
+func (svc *stackService) launched(st *state, gen int, t *terminal) {
 	if t == nil { // launchWith failed the tool call and said why in its content
-		svc.state, svc.why = svcFailed, "its command could not start"
+		svc.state, svc.why = service.Failed, "its command could not start"
 		svc.notice(st, acp.NoticeWarning, "failed: its command could not start", contentText(svc.call))
 		st.stack.progress(st)
 		return
 	}
 	svc.term = t
 	svc.runs = append(svc.runs, t)
-	if len(svc.runs) > maxRuns {
+	if len(svc.runs) > service.MaxRuns {
 		svc.runs = slices.Delete(svc.runs, 0, 1)
 	}
 	if st.list.index(listItem{call: svc.call}) >= 0 {
@@ -144,10 +111,7 @@ func (svc *service) launched(st *state, gen int, t *terminal) {
 	if len(svc.runs) > 1 { // the update launch sent references this run only
 		svc.say(st, fmt.Sprintf("Run %d, in %s.", gen, t.id))
 	}
-	svc.runEnd = make(chan struct{})
-	if svc.def.Log && st.s.sv.cfg.StateDir != "" {
-		svc.copyLog(st, t, 0)
-	}
+	svc.log.Run(t.ring, 0, svc.def.Log)
 	if svc.stopping || gen != svc.gen {
 		t.stop(st.settings.killGrace)
 		return
@@ -161,14 +125,14 @@ func (svc *service) launched(st *state, gen int, t *terminal) {
 }
 
 // say sets the service's content to its runs and text, and sends it.
-func (svc *service) say(st *state, text string) {
+func (svc *stackService) say(st *state, text string) {
 	svc.say0(st, text)
 	st.out.send(svc.call.update())
 }
 
 // halt ends what waits on the service's behalf: its ready condition's
 // goroutine and its restart's delay.
-func (svc *service) halt() {
+func (svc *stackService) halt() {
 	if svc.cancelReady != nil {
 		svc.cancelReady()
 		svc.cancelReady = nil
@@ -182,9 +146,9 @@ func (svc *service) halt() {
 // fail ends the service as failed: its run, if one runs, is stopped, its
 // tool call fails, and, with tell, a notice names it, the reason and its
 // last lines.
-func (svc *service) fail(st *state, reason string, tell bool) {
+func (svc *stackService) fail(st *state, reason string, tell bool) {
 	svc.halt()
-	svc.state, svc.why = svcFailed, reason
+	svc.state, svc.why = service.Failed, reason
 	if t := svc.term; t != nil && t.state == termRunning {
 		t.stop(st.settings.killGrace)
 	}
@@ -196,7 +160,7 @@ func (svc *service) fail(st *state, reason string, tell bool) {
 }
 
 // say0 is say without sending: for the update that ends the tool call.
-func (svc *service) say0(_ *state, text string) {
+func (svc *stackService) say0(_ *state, text string) {
 	c := make([]acp.ToolCallContent, 0, len(svc.runs)+1)
 	for _, t := range svc.runs {
 		if t.state != termRetired {
@@ -206,39 +170,22 @@ func (svc *service) say0(_ *state, text string) {
 	svc.call.content = append(c, acp.TextContent(text))
 }
 
-// noticeLines is how many of its last lines a service's notice shows.
-const noticeLines = 10
-
 // lastLines is the last lines of the service's latest run, escapes
 // removed, or "".
-func (svc *service) lastLines() string {
+func (svc *stackService) lastLines() string {
 	if len(svc.runs) == 0 {
 		return ""
 	}
-	t := svc.runs[len(svc.runs)-1]
-	if t.ring == nil {
-		return ""
-	}
-	buf := make([]byte, min(t.ring.Total(), 64<<10))
-	n, _ := t.ring.ReadAt(buf, t.ring.Total()-int64(len(buf)))
-	last, _ := termtext.LastLines(termtext.Plain(buf[:n]), noticeLines)
-	return last
+	return service.LastLines(svc.runs[len(svc.runs)-1].ring)
 }
 
 // notice tells the client about the service: "service NAME what", with
 // its last lines.
-func (svc *service) notice(st *state, severity, what, lines string) {
+func (svc *stackService) notice(st *state, severity, what, lines string) {
 	if st.life != sessionOpen {
 		return
 	}
-	desc := "Service " + svc.def.Name + " " + what + "."
-	if lines != "" {
-		desc += "\nIts last lines:\n" + termtext.Fence(lines)
-	}
-	st.out.notice(&acp.Notice{
-		Severity: severity, Title: "service " + svc.def.Name + " " + what, Description: desc,
-		Meta: map[string]any{"shellagent": map[string]any{"event": "service", "service": svc.def.Name, "state": svc.state.String(), "toolCallId": svc.call.id}},
-	})
+	st.out.notice(service.Notice(svc.def.Name, svc.call.id, svc.state, severity, what, lines))
 }
 
 // serviceExited serves the exit of terminal t if it is a run of a
@@ -246,7 +193,7 @@ func (svc *service) notice(st *state, severity, what, lines string) {
 // the service restarts, fails, or ends. Called by Session.exited once
 // t's exitStatus is out.
 func serviceExited(st *state, t *terminal, onItsOwn bool) bool {
-	svc, ok := t.call.task.(*service)
+	svc, ok := t.call.task.(*stackService)
 	if !ok {
 		return false
 	}
@@ -260,18 +207,19 @@ func serviceExited(st *state, t *terminal, onItsOwn bool) bool {
 	return true
 }
 
-func (svc *service) exited(st *state, t *terminal, onItsOwn bool) {
+func (svc *stackService) exited(st *state, t *terminal, onItsOwn bool) {
 	svc.term = nil
 	if svc.cancelReady != nil {
 		svc.cancelReady()
 		svc.cancelReady = nil
 	}
-	close(svc.runEnd)
+	svc.log.Ended()
 	if done := svc.stopped; len(done) > 0 {
 		// What waits for the stop goes on once the run's log holds its
 		// last output: a /down that says Stopped leaves the log whole.
 		svc.stopped = nil
-		defer svc.afterLog(st, func(*state) {
+		s := st.s
+		defer svc.log.After(func(f func()) { s.do(func(*state) { f() }) }, func() {
 			for _, f := range done {
 				f()
 			}
@@ -280,22 +228,22 @@ func (svc *service) exited(st *state, t *terminal, onItsOwn bool) {
 	switch {
 	case svc.call.state >= callDone: // it failed, or the session closed
 	case svc.stopping || !onItsOwn:
-		svc.state, svc.why = svcStopped, "stopped"
+		svc.state, svc.why = service.Stopped, "stopped"
 		svc.say0(st, fmt.Sprintf("Stopped: %s %s.", t.id, exitText(t.exit)))
 		endCall(st, svc.call, acp.StatusCompleted)
 	case !svc.everReady:
 		svc.fail(st, fmt.Sprintf("it %s before it was ready", exitText(t.exit)), true)
 	default:
-		d := svc.restarter.Next(stack.Run{Start: t.started, End: time.Now(), Exit: runExit(t.exit)})
+		d := svc.restarter.Next(stack.Run{Start: t.started, End: time.Now(), Exit: service.RunExit(t.exit)})
 		switch {
 		case d.Restart:
 			svc.restartAfter(st, d)
 		case d.GaveUp:
 			svc.fail(st, d.Reason, true)
-		case runExit(t.exit).Failed():
+		case service.RunExit(t.exit).Failed():
 			svc.fail(st, fmt.Sprintf("it %s (%s)", exitText(t.exit), d.Reason), true)
 		default:
-			svc.state, svc.why = svcStopped, d.Reason
+			svc.state, svc.why = service.Stopped, d.Reason
 			svc.say0(st, fmt.Sprintf("Ended: %s %s (%s).", t.id, exitText(t.exit), d.Reason))
 			endCall(st, svc.call, acp.StatusCompleted)
 			svc.notice(st, acp.NoticeInfo, "ended: "+d.Reason, "")
@@ -303,21 +251,10 @@ func (svc *service) exited(st *state, t *terminal, onItsOwn bool) {
 	}
 }
 
-// runExit is how a run ended, as a Restarter reads it.
-func runExit(es *acp.ExitStatus) stack.Exit {
-	x := stack.Exit{Signal: es.Signal}
-	if es.ExitCode != nil {
-		x.Code = *es.ExitCode
-	} else if x.Signal == "" {
-		x.Code = -1
-	}
-	return x
-}
-
 // restartAfter lists the service's tool call while it waits for the
 // backoff, says so, and starts the next run once it has elapsed.
-func (svc *service) restartAfter(st *state, d stack.Decision) {
-	svc.state, svc.why = svcRestarting, d.Reason
+func (svc *stackService) restartAfter(st *state, d stack.Decision) {
+	svc.state, svc.why = service.Restarting, d.Reason
 	svc.say(st, fmt.Sprintf("Restarting in %s: %s.", d.After, d.Reason))
 	st.list.addCall(svc.call)
 	svc.notice(st, acp.NoticeInfo, "restarts: "+d.Reason, svc.lastLines())
@@ -326,12 +263,12 @@ func (svc *service) restartAfter(st *state, d stack.Decision) {
 
 // armRestart starts the service's next run after d, unless it is
 // stopped or has started again meanwhile.
-func (svc *service) armRestart(st *state, d time.Duration) {
+func (svc *stackService) armRestart(st *state, d time.Duration) {
 	gen, s := svc.gen, st.s
 	svc.restartAt = time.Now().Add(d)
 	svc.timer = time.AfterFunc(d, func() {
 		s.do(func(st *state) {
-			if svc.state == svcRestarting && svc.gen == gen && st.life == sessionOpen {
+			if svc.state == service.Restarting && svc.gen == gen && st.life == sessionOpen {
 				svc.timer = nil
 				svc.start(st)
 				st.stack.progress(st)
@@ -343,7 +280,7 @@ func (svc *service) armRestart(st *state, d time.Duration) {
 // stop stops the service for /down, /restart or cancel, and calls then
 // once it is stopped: at once if no run runs, else once the run exits
 // (TERM, then KILL after the kill grace).
-func (svc *service) stop(st *state, then func()) {
+func (svc *stackService) stop(st *state, then func()) {
 	if svc.term != nil {
 		svc.stopping = true
 		svc.halt()
@@ -356,7 +293,7 @@ func (svc *service) stop(st *state, then func()) {
 	if svc.active() {
 		svc.stopping = true
 		svc.halt()
-		svc.state, svc.why = svcStopped, "stopped"
+		svc.state, svc.why = service.Stopped, "stopped"
 		svc.say0(st, "Stopped before its next run.")
 		endCall(st, svc.call, acp.StatusCompleted)
 	}
@@ -365,19 +302,19 @@ func (svc *service) stop(st *state, then func()) {
 
 // listing implements task: the service's line in /ps while its tool call
 // is listed (no run runs).
-func (svc *service) listing(time.Time) string {
+func (svc *stackService) listing(time.Time) string {
 	what := "waiting for " + strings.Join(svc.def.DependsOn, ", ") + " to be ready"
-	if svc.state == svcRestarting {
+	if svc.state == service.Restarting {
 		what = "restarting: " + svc.why
 	}
 	return fmt.Sprintf("%s  service %s  %s  %s", svc.call.id, svc.def.Name, what, svc.call.status())
 }
 
 // cancellable implements task: tool_call/cancel is /down NAME.
-func (svc *service) cancellable() bool { return true }
+func (svc *stackService) cancellable() bool { return true }
 
 // cancel implements task: /down NAME, without a turn.
-func (svc *service) cancel(st *state) {
+func (svc *stackService) cancel(st *state) {
 	if st.stack == nil {
 		return
 	}
@@ -390,108 +327,21 @@ func (svc *service) cancel(st *state) {
 
 // close implements task: the session closes, and with it the service.
 // Its run, if one runs, is stopped by the close.
-func (svc *service) close(st *state) {
+func (svc *stackService) close(st *state) {
 	svc.stopping = true
 	svc.halt()
 	if svc.active() {
-		svc.state, svc.why = svcStopped, "the session closed"
+		svc.state, svc.why = service.Stopped, "the session closed"
 	}
 	svc.say0(st, "Stopped: the session closed.")
 	endCall(st, svc.call, acp.StatusCancelled)
 }
 
-// afterLog calls f on the session once the log copier of the run that
-// ended is done (at once for a service that keeps no log). Until then
-// the service counts as being stopped (draining), which an upgrade
-// waits for.
-func (svc *service) afterLog(st *state, f func(*state)) {
-	done := svc.logDone
-	if done == nil {
-		f(st)
-		return
-	}
-	select {
-	case <-done:
-		f(st)
-		return
-	default:
-	}
-	svc.draining++
-	s := st.s
-	go func() {
-		<-done
-		s.do(func(st *state) {
-			svc.draining--
-			f(st)
-		})
-	}()
-}
-
-// copyLog copies run t's output, from offset from on, to the service's
-// log file, with one goroutine that follows the ring (without holding it:
-// a run that prints faster than the disk takes loses what the ring
-// overwrites, never waits) until the run exits and what it printed last
-// is written. The runs of a service write one after the other.
-func (svc *service) copyLog(st *state, t *terminal, from int64) {
-	log := st.s.sv.cfg.Log
-	path, err := stack.LogPath(st.s.sv.cfg.StateDir, svc.project, svc.def.Name)
-	if err != nil {
-		log.Warn("service log", "service", svc.def.Name, "err", err)
-		return
-	}
-	prev, done := svc.logDone, make(chan struct{})
-	svc.logDone = done
-	go copyLog(log, path, st.s.sv.cfg.logCap, t.ring, from, svc.runEnd, prev, done)
-}
-
-// copyLog copies what ring holds from offset off on to the log at path.
-func copyLog(log *slog.Logger, path string, limit int64, ring *outputbuf.Ring, off int64, end, prev <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	if prev != nil {
-		<-prev
-	}
-	lg, err := stack.OpenLogCapped(path, limit)
-	if err != nil {
-		log.Warn("service log", "path", path, "err", err)
-		return
-	}
-	defer lg.Close() // Best effort: every write was checked.
-	kick := make(chan struct{}, 1)
-	f := ring.Follow(func() {
-		select {
-		case kick <- struct{}{}:
-		default:
-		}
-	})
-	defer f.Stop()
-	buf := make([]byte, 32<<10)
-	drain := func() bool {
-		for {
-			n, start := ring.ReadAt(buf, off)
-			if n == 0 {
-				return true
-			}
-			off = start + int64(n)
-			if _, err := lg.Write(buf[:n]); err != nil {
-				log.Warn("service log", "path", path, "err", err)
-				return false
-			}
-		}
-	}
-	if !drain() { // what it printed before the follow began
-		return
-	}
-	for {
-		select {
-		case <-kick:
-			if !drain() {
-				return
-			}
-		case <-end:
-			drain()
-			return
-		}
-	}
+// newLog is the log of svc's runs (service.Log), kept under the state
+// directory if there is one.
+func newLog(st *state, svc *stackService) service.Log {
+	cfg := &st.s.sv.cfg
+	return service.Log{Logger: cfg.Log, Dir: cfg.StateDir, Project: svc.project, Name: svc.def.Name, Limit: cfg.logCap}
 }
 
 // contentText is the text of a tool call's content, for a notice.
@@ -505,31 +355,9 @@ func contentText(c *toolCall) string {
 	return b.String()
 }
 
-// frozenService is a service as an upgrade in place hands it over
-// (freeze.go): its definition, where it is in its life, its restart
-// policy's counters, its runs by terminal id. The new image goes on from
-// there: the run that runs is adopted with its terminal, its ready
-// condition is watched again until the same deadline, a restart that
-// waits for its backoff starts when it would have, and a run that ends
-// after the upgrade is restarted by the new image as by the old.
-type frozenService struct {
-	Def       *stack.Service
-	Project   string
-	State     svcState
-	Why       string
-	Counters  stack.Counters
-	Runs      []string // terminal ids, oldest first
-	Term      string   `json:",omitempty"` // the run that runs
-	Gen       int
-	EverReady bool
-	Stopping  bool
-	RestartAt time.Time // while svcRestarting
-	LogFrom   int64     // the offset of the run's output its log has up to, about
-}
-
 // handOver implements task.
-func (svc *service) handOver() *frozenTask {
-	f := &frozenService{
+func (svc *stackService) handOver() (kind string, frozen any) {
+	f := &service.Frozen{
 		Def: svc.def, Project: svc.project, State: svc.state, Why: svc.why, Counters: svc.restarter.Counters(),
 		Gen: svc.gen, EverReady: svc.everReady, Stopping: svc.stopping, RestartAt: svc.restartAt,
 	}
@@ -539,19 +367,20 @@ func (svc *service) handOver() *frozenTask {
 	if t := svc.term; t != nil {
 		f.Term, f.LogFrom = t.id, t.ring.Total()
 	}
-	return &frozenTask{Service: f}
+	return "Service", f
 }
 
 // thawService makes f the task of tool call c again, in the new image of
 // an upgrade in place, and returns the service; its terminals (restored
 // and adopted) are the session's already.
-func thawService(st *state, c *toolCall, f *frozenService) *service {
+func thawService(st *state, c *toolCall, f *service.Frozen) *stackService {
 	spec, execLine, _ := readyCondition(f.Def.Ready) // Safe: checked by the /up that started it.
-	svc := &service{
+	svc := &stackService{
 		def: f.Def, project: f.Project, call: c, state: f.State, why: f.Why,
 		restarter: stack.ResumeRestarter(f.Def.Policy(), f.Counters), ready: spec, execReady: execLine,
 		gen: f.Gen, everReady: f.EverReady, stopping: f.Stopping,
 	}
+	svc.log = newLog(st, svc)
 	c.task = svc
 	for _, id := range f.Runs {
 		if t := st.work.terminals[id]; t != nil {
@@ -559,15 +388,13 @@ func thawService(st *state, c *toolCall, f *frozenService) *service {
 		}
 	}
 	if t := st.work.terminals[f.Term]; t != nil && t.state < termExited {
-		svc.term, svc.runEnd = t, make(chan struct{})
-		if svc.def.Log && st.s.sv.cfg.StateDir != "" {
-			svc.copyLog(st, t, f.LogFrom)
-		}
-		if svc.state == svcStarting && t.state == termRunning && (svc.ready != nil || svc.execReady != "") {
+		svc.term = t
+		svc.log.Run(t.ring, f.LogFrom, svc.def.Log)
+		if svc.state == service.Starting && t.state == termRunning && (svc.ready != nil || svc.execReady != "") {
 			svc.watchReady(st, t, svc.gen)
 		}
 	}
-	if svc.state == svcRestarting {
+	if svc.state == service.Restarting {
 		svc.armRestart(st, max(0, time.Until(f.RestartAt)))
 	}
 	return svc

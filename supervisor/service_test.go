@@ -14,6 +14,7 @@ import (
 	"shellagent/internal/stack"
 	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
+	"shellagent/supervisor/service"
 )
 
 // stackHarness is a harness whose session's directory holds the stack
@@ -196,7 +197,7 @@ backoff = "0s"
 	calls := func() map[string][]string { return h.serviceCalls(sid) }
 	h.agentText(nil, sid, "Ready:")
 	h.await(sid, "flaky gives up", func(st *state) bool {
-		return st.stack.services["flaky"].state == svcFailed
+		return st.stack.services["flaky"].state == service.Failed
 	})
 	c := calls()
 	failed := h.toolStatus(nil, sid, c["flaky"][0], acp.StatusFailed)
@@ -456,7 +457,7 @@ backoff = "0s"
 			v := h.connectV1(meta)
 			sid := v.newSession()
 			v.turn(sid, "/up")
-			h.await(sid, "flaky gives up", func(st *state) bool { return st.stack.services["flaky"].state == svcFailed })
+			h.await(sid, "flaky gives up", func(st *state) bool { return st.stack.services["flaky"].state == service.Failed })
 			var call string
 			h.inspect(sid, func(st *state) { call = st.stack.services["flaky"].call.id })
 			final := v.c.WaitFor("the service's failed status", func(m *acptest.Msg) bool {
@@ -542,7 +543,7 @@ backoff = "0s"
 	h.run(sid, "/up")
 	// 106 runs take longer than await's 20 s on a loaded machine under -race.
 	for deadline, done := time.Now().Add(2*time.Minute), false; !done; time.Sleep(50 * time.Millisecond) {
-		h.inspect(sid, func(st *state) { done = st.stack.services["flaky"].state >= svcFailed })
+		h.inspect(sid, func(st *state) { done = st.stack.services["flaky"].state >= service.Failed })
 		if !done && time.Now().After(deadline) {
 			t.Fatal("flaky did not give up within 2 minutes")
 		}
@@ -551,7 +552,7 @@ backoff = "0s"
 	h.inspect(sid, func(st *state) {
 		svc := st.stack.services["flaky"]
 		call = svc.call.id
-		if svc.state != svcFailed || svc.gen != runs {
+		if svc.state != service.Failed || svc.gen != runs {
 			t.Errorf("flaky %s after %d runs, want failed after %d", svc.state, svc.gen, runs)
 		}
 		c := st.work.calls[call]
@@ -572,7 +573,7 @@ backoff = "0s"
 			refs = append(refs, it["terminalId"].(string))
 		}
 	}
-	if len(refs) == 0 || len(refs) > maxRuns || refs[len(refs)-1] != "term_"+strconv.Itoa(runs) {
-		t.Errorf("its final content references %v, want at most %d runs ending with term_%d", refs, maxRuns, runs)
+	if len(refs) == 0 || len(refs) > service.MaxRuns || refs[len(refs)-1] != "term_"+strconv.Itoa(runs) {
+		t.Errorf("its final content references %v, want at most %d runs ending with term_%d", refs, service.MaxRuns, runs)
 	}
 }

@@ -3,88 +3,69 @@ package supervisor
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strings"
-	"syscall"
 
 	"shellagent/acp"
+	"shellagent/supervisor/wait"
+	"shellagent/supervisor/service"
 )
 
 // A service's readiness (see service): once a run has started, its ready
 // condition is watched off the session's actor, as /wait watches (a
-// waiter's watch of the run's output, or its poll of a port, a URL or an
+// wait's watch of the run's output, or its poll of a port, a URL or an
 // exec: command), until ready_timeout after the run started; the outcome
-// comes back through Session.do and makes the service svcReady or fails
+// comes back through Session.do and makes the service service.Ready or fails
 // it, unless the run or the service changed meanwhile.
 
 // watchReady watches the run t for the service's ready condition, as a
-// /wait does (waiter.watch, waiter.poll), until ready_timeout after the
+// /wait does (wait.Wait.Watch, Poll), until ready_timeout after the
 // run started, on a goroutine that reports through Session.do.
-func (svc *service) watchReady(st *state, t *terminal, gen int) {
+func (svc *stackService) watchReady(st *state, t *terminal, gen int) {
 	ctx, cancel := context.WithDeadline(context.Background(), t.started.Add(svc.def.ReadyTimeout))
 	svc.cancelReady = cancel
-	w := &waiter{spec: &waitSpec{term: t.id, timeout: svc.def.ReadyTimeout}, started: t.started, exited: make(chan struct{})}
+	var spec wait.Spec
 	if svc.ready != nil {
-		spec := *svc.ready
-		spec.term, spec.timeout = t.id, svc.def.ReadyTimeout
-		w.spec = &spec
+		spec = *svc.ready
 	}
+	spec.Term, spec.Timeout = t.id, svc.def.ReadyTimeout
+	w := wait.Condition(&spec, t.started)
 	var probe func(context.Context) (string, error)
 	if svc.execReady != "" {
-		probe = execProbe(st.s.sv.cfg.Shell, svc.execReady, svc.def.Dir, append(slices.Clip(st.s.sv.env), svc.def.Environ()...))
+		probe = service.ExecProbe(st.s.sv.cfg.Shell, svc.execReady, svc.def.Dir, append(slices.Clip(st.s.sv.env), svc.def.Environ()...), wait.AnswerTimeout)
 	}
 	s, ring, what := st.s, t.ring, svc.execReady
 	go func() {
 		defer cancel()
-		var r waitResult
+		var r wait.Result
 		if probe != nil {
-			r = w.poll(ctx, probe)
-			if r.status == acp.StatusFailed {
-				r.text = fmt.Sprintf("exec:%s did not exit 0 within %s.", what, w.spec.timeout)
+			r = w.Poll(ctx, probe)
+			if r.Status == acp.StatusFailed {
+				r.Text = fmt.Sprintf("exec:%s did not exit 0 within %s.", what, spec.Timeout)
 			}
 		} else {
-			r = w.watch(ctx, ring, 0)
+			r = w.Watch(ctx, ring, 0)
 		}
-		if r.status != "" {
+		if r.Status != "" {
 			s.do(func(st *state) { svc.readyResult(st, gen, r) })
 		}
 	}()
 }
 
-// execProbe returns a probe that runs line with shell in dir, with env,
-// and succeeds when it exits 0. Each try is killed, with what it started,
-// after answerTimeout... or the probe's context.
-func execProbe(shell, line, dir string, env []string) func(context.Context) (string, error) {
-	return func(ctx context.Context) (string, error) {
-		ctx, cancel := context.WithTimeout(ctx, 5*answerTimeout)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, shell, "-c", line)
-		cmd.Dir, cmd.Env = dir, env
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-		cmd.WaitDelay = answerTimeout
-		if err := cmd.Run(); err != nil {
-			return "", fmt.Errorf("exec:%s: %w", line, err)
-		}
-		return fmt.Sprintf("exec:%s exited 0", line), nil
-	}
-}
-
 // readyResult serves the outcome of a run's ready condition.
-func (svc *service) readyResult(st *state, gen int, r waitResult) {
-	if gen != svc.gen || svc.state != svcStarting {
+func (svc *stackService) readyResult(st *state, gen int, r wait.Result) {
+	if gen != svc.gen || svc.state != service.Starting {
 		return // a run that ended, or a service stopped meanwhile
 	}
-	if r.status == acp.StatusCompleted {
-		svc.markReady(st, strings.TrimSuffix(r.text, "."))
+	if r.Status == acp.StatusCompleted {
+		svc.markReady(st, strings.TrimSuffix(r.Text, "."))
 	} else {
-		svc.fail(st, "not ready: "+strings.TrimSuffix(r.text, "."), true)
+		svc.fail(st, "not ready: "+strings.TrimSuffix(r.Text, "."), true)
 	}
 	st.stack.progress(st)
 }
 
-func (svc *service) markReady(st *state, how string) {
-	svc.state, svc.why, svc.everReady = svcReady, how, true
+func (svc *stackService) markReady(st *state, how string) {
+	svc.state, svc.why, svc.everReady = service.Ready, how, true
 	svc.say(st, "Ready: "+how+".")
 }

@@ -65,7 +65,6 @@ type state struct {
 	list     backgroundList
 	work     registry
 	out      outbox
-	waits    []*waiter  // the waits under way (wait.go)
 	kit      kit        // the overlay of the scenario playing, if one is (kit.go)
 	failure  *acp.Error // the error of the next state_update, if its stop reason is error
 
@@ -457,7 +456,7 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 		st.out.sendTerminal(t, t.exitUpdate(x), protocol.StreamOutput)
 		onItsOwn := t.state == termRunning // nobody stopped it
 		st.work.exit(t)
-		defer waitsExited(st, t) // once the list and the turn say it exited
+		defer terminalExited(st, t) // once the list and the turn say it exited
 		if serviceExited(st, t, onItsOwn) {
 			return // a run of a service (service.go)
 		}

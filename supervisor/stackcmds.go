@@ -7,13 +7,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"shellagent/acp"
 	"shellagent/internal/stack"
 	"shellagent/ptyio"
-	"shellagent/termtext"
+	"shellagent/supervisor/wait"
+	"shellagent/supervisor/service"
 )
 
 // The stack's commands (SPEC "Stacks"): /up, /down and /restart hold the
@@ -24,12 +24,12 @@ import (
 // stackState is a session's stack: the services it manages or managed,
 // and the commands that wait on them. It is part of the session's state.
 type stackState struct {
-	file     *stack.Stack        // as the last /up, /down or /restart read it
-	services map[string]*service // the latest service of each name
-	names    []string            // the names, in the order they were first started
-	ops      []*stackOp          // the /up, /down and /restart under way
-	busy     bool                // progress runs
-	again    bool                // progress must look again: something changed while it ran
+	file     *stack.Stack             // as the last /up, /down or /restart read it
+	services map[string]*stackService // the latest service of each name
+	names    []string                 // the names, in the order they were first started
+	ops      []*stackOp               // the /up, /down and /restart under way
+	busy     bool                     // progress runs
+	again    bool                     // progress must look again: something changed while it ran
 }
 
 func stackCommands() []*command {
@@ -94,7 +94,7 @@ func parseLogs(_ *command, rest string) input {
 // stackOf returns the session's stack, made on first use.
 func (st *state) stackOf() *stackState {
 	if st.stack == nil {
-		st.stack = &stackState{services: make(map[string]*service)}
+		st.stack = &stackState{services: make(map[string]*stackService)}
 	}
 	return st.stack
 }
@@ -114,7 +114,7 @@ func (ss *stackState) load(st *state) (*stack.Stack, string) {
 
 // readyCondition reads a service's ready key in /wait's language (a
 // REGEX, :PORT, an http:// URL) or as exec:CMD; none is nil, "".
-func readyCondition(text string) (spec *waitSpec, execLine, problem string) {
+func readyCondition(text string) (spec *wait.Spec, execLine, problem string) {
 	if text == "" {
 		return nil, "", ""
 	}
@@ -124,8 +124,8 @@ func readyCondition(text string) (spec *waitSpec, execLine, problem string) {
 		}
 		return nil, line, ""
 	}
-	spec = &waitSpec{}
-	if p := spec.target(text); p != "" {
+	spec = &wait.Spec{}
+	if p := spec.Target(text); p != "" {
 		return nil, "", strings.TrimPrefix(p, "/wait: ")
 	}
 	return spec, "", ""
@@ -133,9 +133,10 @@ func readyCondition(text string) (spec *waitSpec, execLine, problem string) {
 
 // add manages a new service for def, waiting for its dependencies: its
 // tool call is announced, then listed.
-func (ss *stackState) add(st *state, f *stack.Stack, def *stack.Service) *service {
+func (ss *stackState) add(st *state, f *stack.Stack, def *stack.Service) *stackService {
 	spec, execLine, _ := readyCondition(def.Ready) // Safe: holdUp checked every condition.
-	svc := &service{def: def, project: f.Dir, ready: spec, execReady: execLine, restarter: stack.NewRestarter(def.Policy())}
+	svc := &stackService{def: def, project: f.Dir, ready: spec, execReady: execLine, restarter: stack.NewRestarter(def.Policy())}
+	svc.log = newLog(st, svc)
 	svc.call = st.newCall(callRunning, "execute", "service "+def.Name)
 	svc.call.task = svc
 	svc.call.input = map[string]any{"service": def.Name, "command": def.Command, "cwd": def.Dir}
@@ -167,7 +168,7 @@ func (ss *stackState) progress(st *state) {
 		ss.again = false
 		for _, name := range ss.names {
 			svc := ss.services[name]
-			if svc.state != svcWaiting || st.life != sessionOpen {
+			if svc.state != service.Waiting || st.life != sessionOpen {
 				continue
 			}
 			switch ready, why := ss.dependencies(svc); {
@@ -185,21 +186,13 @@ func (ss *stackState) progress(st *state) {
 
 // dependencies reports whether every dependency of svc is ready, or why
 // svc will not start.
-func (ss *stackState) dependencies(svc *service) (ready bool, why string) {
-	ready = true
-	for _, d := range svc.def.DependsOn {
-		switch dep := ss.services[d]; {
-		case dep == nil:
-			return false, "not started: its dependency " + d + " does not run"
-		case dep.state == svcFailed:
-			return false, "not started: its dependency " + d + " failed"
-		case dep.state == svcStopped:
-			return false, "not started: its dependency " + d + " stopped"
-		case dep.state != svcReady:
-			ready = false
+func (ss *stackState) dependencies(svc *stackService) (ready bool, why string) {
+	return service.Dependencies(svc.def.DependsOn, func(name string) (service.State, bool) {
+		if dep := ss.services[name]; dep != nil {
+			return dep.state, true
 		}
-	}
-	return ready, ""
+		return 0, false
+	})
 }
 
 // downOrder is what /down names stops, dependents first: of the services
@@ -237,8 +230,8 @@ func (ss *stackState) stopInOrder(st *state, names []string, done func()) {
 // turn until the services it waits for are ready (or failed), or stopped.
 type stackOp struct {
 	turn     *turn
-	wait     []*service // the services whose readiness it waits for
-	stopping bool       // stops are under way: it is not done yet
+	wait     []*stackService // the services whose readiness it waits for
+	stopping bool            // stops are under way: it is not done yet
 	done     bool
 }
 
@@ -332,7 +325,7 @@ func holdRestart(st *state, t *turn) {
 			return
 		}
 		op.stopping = false
-		op.wait = []*service{ss.add(st, f, f.Service(name))}
+		op.wait = []*stackService{ss.add(st, f, f.Service(name))}
 		ss.progress(st)
 	}
 	if svc := ss.services[name]; svc != nil {
@@ -357,23 +350,12 @@ func (op *stackOp) check(st *state) {
 }
 
 // upSummary says how the services of an /up or /restart ended up.
-func upSummary(svcs []*service) string {
-	var ready, failed []string
-	for _, svc := range svcs {
-		if svc.everReady && svc.active() {
-			ready = append(ready, svc.def.Name)
-		} else {
-			failed = append(failed, fmt.Sprintf("%s %s: %s", svc.def.Name, svc.state, svc.why))
-		}
+func upSummary(svcs []*stackService) string {
+	outcomes := make([]service.Outcome, len(svcs))
+	for i, svc := range svcs {
+		outcomes[i] = service.Outcome{Name: svc.def.Name, Ready: svc.everReady && svc.active(), State: svc.state, Why: svc.why}
 	}
-	if len(failed) == 0 {
-		return "Ready: " + strings.Join(ready, ", ") + "."
-	}
-	text := "Failed: " + strings.Join(failed, "; ") + "."
-	if len(ready) > 0 {
-		text += " Ready: " + strings.Join(ready, ", ") + "."
-	}
-	return text
+	return service.UpSummary(outcomes)
 }
 
 // finish ends op: text is said, and its turn ends with stopReason.
@@ -414,51 +396,28 @@ func stackStatus(st *state, _ input) {
 		st.out.agentMessage("No services: /up starts the stack of " + stack.TOMLFile + " (or the " + stack.Procfile + ") in " + st.s.cwd + ".")
 		return
 	}
-	svcs := make([]*service, len(ss.names))
+	rows := make([]service.Row, len(ss.names))
 	procs := make([]ptyio.Process, len(ss.names))
 	for i, name := range ss.names {
-		svcs[i] = ss.services[name]
-		if t := svcs[i].term; t != nil {
-			procs[i] = t.proc
+		svc := ss.services[name]
+		rows[i] = service.Row{Name: name, State: svc.state, Restarts: svc.restarter.Restarts(), Ports: svc.def.Ports}
+		if t := svc.term; t != nil && t.proc != nil {
+			procs[i], rows[i].Started = t.proc, t.started
 		}
 	}
-	rss := make([]int64, len(procs))
-	cpu := make([]time.Duration, len(procs))
 	st.s.slow()
 	for i, p := range procs {
 		if p != nil {
-			rss[i], cpu[i] = stack.TreeStats(pids(p))
+			rows[i].Running, rows[i].Pid = true, p.Pid()
+			rows[i].RSS, rows[i].CPU = stack.TreeStats(pids(p))
 		}
 	}
-	st.out.agentMessage(statusText(ss.file, svcs, procs, rss, cpu, time.Now()))
-}
-
-// statusText is /status's answer.
-func statusText(f *stack.Stack, svcs []*service, procs []ptyio.Process, rss []int64, cpu []time.Duration, now time.Time) string {
-	var b strings.Builder
-	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tSTATE\tPID\tUPTIME\tRESTARTS\tRSS\tCPU\tPORTS")
-	for i, svc := range svcs {
-		pid, up, mem, used := "-", "-", "-", "-"
-		if procs[i] != nil {
-			pid = strconv.Itoa(procs[i].Pid())
-			up = age(now.Sub(svc.term.started))
-			mem = fmt.Sprintf("%.1fMiB", float64(rss[i])/(1<<20))
-			used = cpu[i].Round(10 * time.Millisecond).String()
-		}
-		ports := []string{"-"}
-		for j, p := range svc.def.Ports {
-			ports = append(ports[:j], strconv.Itoa(p))
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", svc.def.Name, svc.state, pid, up, svc.restarter.Restarts(), mem, used, strings.Join(ports, ","))
-	}
-	w.Flush() // Safe: a strings.Builder takes every write.
-	return "Services of " + f.File + ":\n" + termtext.Fence(strings.TrimSuffix(b.String(), "\n"))
+	st.out.agentMessage(service.StatusText(ss.file.File, rows, time.Now()))
 }
 
 // serviceLogs serves /logs NAME [N]: the last lines of its latest run.
 func serviceLogs(st *state, in input) {
-	var svc *service
+	var svc *stackService
 	if st.stack != nil {
 		svc = st.stack.services[in.id]
 	}

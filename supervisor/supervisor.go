@@ -33,23 +33,31 @@
 //     foreground turn (what it runs is a foreground: a command, a wait, a
 //     scenario's), starting and ending turns, /stop.
 //   - terminal.go: one command line's life: launch, hand-off to the
-//     background, exit status. permission.go and jobs.go are the detours
-//     it can take: asking the user first, and scheduled firings.
-//   - wait.go (waitscan.go; lines found by internal/linescan, URLs probed
-//     by internal/probe) and watch.go (the tree watched by
-//     internal/fswatch): work without a process of its own that
-//     a tool call reports: /wait, foreground work that watches a
-//     terminal; /watch, listed work that runs a command as new foreground
-//     work when files change, and /pause and /resume.
-//     A job, a wait, a watch and a request for permission are each a task
-//     (work.go): one type per kind, which the session lists, cancels and
-//     closes without asking which kind it is.
+//     background, exit status. permission.go and package supervisor/jobs
+//     are the detours it can take: asking the user first, and scheduled
+//     firings.
+//   - kinds.go: the kinds of work in packages of their own, work without
+//     a process of its own that a tool call reports: supervisor/jobs
+//     (/after, /every), supervisor/wait (/wait, foreground work that
+//     watches a terminal; lines found by internal/linescan, URLs probed by
+//     internal/probe) and supervisor/watch (/watch, listed work that runs
+//     a command as new foreground work when files change, the tree
+//     watched by internal/fswatch; /pause and /resume). They see the
+//     session only through package supervisor/work: a work.Task is a task
+//     (kindTask), the session its work.Host (host), its tool call a
+//     work.Call (callHandle), the turn of /wait a work.Turn (kindTurn);
+//     workKinds thaws their frozen forms. These, a service and a request
+//     for permission are each a task (work.go), which the session lists,
+//     cancels and closes without asking which kind it is.
 //   - service.go (readiness in serviceready.go) and stackcmds.go: a
 //     project's stack (SPEC "Stacks"): a
 //     service is a task whose runs are terminals, started in dependency
 //     order once ready (its ready condition is a wait's watch or poll),
 //     restarted by its internal/stack Restarter; /up, /down, /restart
-//     (foreground work), /status and /logs (at once).
+//     (foreground work), /status and /logs (at once). Package
+//     supervisor/service holds what of it needs nothing of the session:
+//     a service's State and frozen form, when it may start, its notices,
+//     the answers of /up and /status, its log and its exec: probe.
 //   - background.go: the background list and the RFD rules it keeps, and
 //     the only code that sends a state_update.
 //   - history.go: the outbox: the attached client, and the history that a
@@ -114,7 +122,7 @@
 //   - time.AfterFunc: a turn's foreground timeout, a job's firing, a
 //     watch's changes once they have stopped, the detached TTL. Each
 //     checks first that what it fires for is still current;
-//   - a wait's goroutine (wait.go), with the outcome it found: a match, an
+//   - a wait's goroutine (supervisor/wait), with the outcome it found: a match, an
 //     answer, the timeout;
 //   - a service's ready goroutine and its restart's delay (service.go,
 //     time.AfterFunc), each checking that its run is still current; its

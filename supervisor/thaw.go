@@ -9,6 +9,7 @@ import (
 
 	"shellagent/outputbuf"
 	"shellagent/ptyio"
+	"shellagent/supervisor/service"
 )
 
 // Restore builds, in the new image of an upgrade in place, the sessions
@@ -184,7 +185,9 @@ func (th *thawing) session(fs frozenSession) error {
 				t.proc.Stop(st.settings.killGrace) // the old image's escalation went with it: again, from TERM
 			}
 		}
-		thawTasks(st, fs)
+		if err := thawTasks(st, fs); err != nil {
+			errs = append(errs, err)
+		}
 	})
 	for _, t := range lost {
 		s.exited(t, ptyio.Exit{})
@@ -193,27 +196,26 @@ func (th *thawing) session(fs frozenSession) error {
 }
 
 // thawTasks makes the work of the session's tool calls that is not a
-// command (freeze.go, frozenTask) go on, and its stack with it.
-func thawTasks(st *state, fs frozenSession) {
-	byCall := make(map[string]*service)
+// command (freeze.go, frozenTask) go on, and its stack with it. A task
+// that cannot be read is left out, and named in the error.
+func thawTasks(st *state, fs frozenSession) error {
+	byCall := make(map[string]*stackService)
+	var errs []error
 	for _, fc := range fs.Calls {
 		c := st.work.calls[fc.ID]
-		switch k := fc.Task; {
-		case k == nil || c == nil:
-		case k.Job != nil:
-			thawJob(st, c, k.Job)
-		case k.Wait != nil:
-			thawWait(st, c, k.Wait)
-		case k.Watch != nil:
-			thawWatch(st, c, k.Watch)
-		case k.Service != nil:
-			byCall[c.id] = thawService(st, c, k.Service)
+		if c == nil {
+			continue
+		}
+		for name, data := range fc.Task {
+			if err := thawTask(st, c, name, data, byCall); err != nil {
+				errs = append(errs, fmt.Errorf("tool call %s: %w", c.id, err))
+			}
 		}
 	}
 	if fs.Stack == nil {
-		return
+		return errors.Join(errs...)
 	}
-	ss := &stackState{file: fs.Stack.File, services: make(map[string]*service)}
+	ss := &stackState{file: fs.Stack.File, services: make(map[string]*stackService)}
 	for _, name := range fs.Stack.Names {
 		if svc := byCall[fs.Stack.Services[name]]; svc != nil {
 			ss.names, ss.services[name] = append(ss.names, name), svc
@@ -221,6 +223,34 @@ func thawTasks(st *state, fs frozenSession) {
 	}
 	st.stack = ss
 	ss.progress(st)
+	return errors.Join(errs...)
+}
+
+// thawTask makes the task that frozen kind name is the task of tool call
+// c again; a service goes in byCall.
+func thawTask(st *state, c *toolCall, name string, data []byte, byCall map[string]*stackService) error {
+	if k, ok := workKinds[name]; ok {
+		t, err := k.Thaw(host{st}, callHandle{st, c}, data)
+		if err != nil {
+			return err
+		}
+		c.task = nil
+		if t != nil {
+			c.task = kindTask{t}
+		}
+		return nil
+	}
+	var err error
+	switch name {
+	case "Service":
+		var f service.Frozen
+		if err = json.Unmarshal(data, &f); err == nil {
+			byCall[c.id] = thawService(st, c, &f)
+		}
+	default:
+		err = fmt.Errorf("no kind of work %q", name)
+	}
+	return err
 }
 
 // adopt takes over the process of a live terminal t: the files that fp

@@ -6,6 +6,7 @@ import (
 
 	"shellagent/acp"
 	"shellagent/protocol"
+	"shellagent/supervisor/work"
 )
 
 // turnState is where a turn is in its life.
@@ -48,6 +49,7 @@ type turn struct {
 	origin  source          // the job, watch or scenario whose work it is; nil for a prompt
 	unwatch func() bool     // stops watching for the client withdrawing the held prompt
 	state   turnState
+	run     work.RunID // names it while it holds or waits for the foreground, if a kind of work ran it (kinds.go)
 
 	// Once it holds the foreground:
 	fore  foreground // what it runs: a command, a wait, a scenario's work
@@ -57,7 +59,7 @@ type turn struct {
 }
 
 // A source is work that brings turns of its own, with no prompt: a job
-// (its firings, jobs.go), a watch (its runs, watch.go), a scenario (its
+// (its firings, supervisor/jobs), a watch (its runs, supervisor/watch), a scenario (its
 // foreground work, kit.go).
 type source interface {
 	// owns reports whether t is a turn it brought.
@@ -69,7 +71,7 @@ type source interface {
 type dropper interface{ dropped(t *turn) }
 
 // foreground is what a turn runs while it holds the foreground: a command
-// (commandRun, terminal.go), a wait (wait.go), or a scenario's work
+// (commandRun, terminal.go), a wait (supervisor/wait, through kindForeground), or a scenario's work
 // (kit.go). Each kind says what session/cancel and /bg alone do to it.
 type foreground interface {
 	// cancelTurn serves session/cancel of fg, the turn that runs it.
@@ -86,6 +88,7 @@ type foreground interface {
 type turnQueue struct {
 	fg   *turn
 	held []*turn
+	runs work.RunID // the last turn.run issued
 }
 
 // busy reports whether a turn holds the foreground.

@@ -9,7 +9,7 @@ import (
 func TestTurnQueue(t *testing.T) {
 	t.Parallel()
 	var q turnQueue
-	j := &job{}
+	j := kindOrigin{&struct{}{}} // a job's, say
 	a, b, firing := &turn{}, &turn{}, &turn{origin: j}
 	unwatched := 0
 	b.unwatch = func() bool { unwatched++; return true }

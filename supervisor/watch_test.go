@@ -12,6 +12,7 @@ import (
 
 	"shellagent/acp"
 	"shellagent/protocol/acptest"
+	"shellagent/supervisor/watch"
 )
 
 // watchSession starts a session whose cwd holds a directory src, and a
@@ -64,7 +65,7 @@ func (h *harness) ran(sid string, n int) *acptest.Msg {
 func (h *harness) quietly(sid, why string) {
 	h.t.Helper()
 	before := h.runs(sid)
-	time.Sleep(4 * watchQuiet)
+	time.Sleep(4 * watch.Quiet)
 	if n := h.runs(sid); n != before {
 		h.t.Errorf("%s: %d commands ran", why, n-before)
 	}
@@ -201,9 +202,9 @@ func TestWatchSkipsChangesDuringItsRun(t *testing.T) {
 	h.write("src/a", "1")
 	h.update(nil, sid, acp.KindTerminal, "term_1", func(m *acptest.Msg) bool { return m.TerminalID() == "term_1" })
 	h.write("src/a", "2")
-	time.Sleep(2 * watchQuiet)
+	time.Sleep(2 * watch.Quiet)
 	h.write("src/a", "3")
-	time.Sleep(2 * watchQuiet)
+	time.Sleep(2 * watch.Quiet)
 	h.release("release")
 	h.ran(sid, 1)
 	h.quietly(sid, "after the run that skipped changes")

@@ -14,7 +14,7 @@ import (
 )
 
 // The work of a session: its terminals and tool calls (and the jobs behind
-// scheduled tool calls, jobs.go), each with one state field, and the
+// scheduled tool calls, supervisor/jobs), each with one state field, and the
 // registry that finds them by id and decides how long finished work is
 // kept.
 
@@ -119,7 +119,7 @@ const (
 	// callDone when a wakeup fires or the job is cancelled.
 	callScheduled
 	// callRunning: in_progress; its command runs in its terminal, or its
-	// wait (wait.go) or watch (watch.go) goes on. Out to callDone when the
+	// wait (supervisor/wait) or watch (supervisor/watch) goes on. Out to callDone when the
 	// command exits in the foreground, leaves it, or fails to start, or
 	// when the wait or watch ends; a watch to callPaused by /pause.
 	callRunning
@@ -155,11 +155,13 @@ type toolCall struct {
 }
 
 // A task is the work of a tool call that is not (or not yet) a running
-// command: a scheduled job (jobs.go), a wait (wait.go), a watch
-// (watch.go), or a command waiting for permission (permission.go). Each
-// kind is a type of its own, in a file of its own; the session lists,
-// cancels and closes them through this interface, never asking which kind
-// it has. Adding a kind of work is one new file with one type.
+// command: a scheduled job (package supervisor/jobs, through kindTask,
+// kinds.go), a wait (supervisor/wait), a watch (supervisor/watch), a service
+// (service.go), or a command waiting for permission (permission.go).
+// Each kind is a type of its own, in a file or a package of its own; the
+// session lists, cancels and closes them through this interface, never
+// asking which kind it has. A kind of work in a package of its own
+// implements work.Task instead (kinds.go).
 type task interface {
 	// listing is its line in /ps.
 	listing(now time.Time) string
@@ -171,8 +173,9 @@ type task interface {
 	// close ends it as the session's close does.
 	close(st *state)
 	// handOver returns what the next image of an upgrade in place needs
-	// to go on with it (freeze.go), or nil if it is not handed over.
-	handOver() *frozenTask
+	// to go on with it (freeze.go), and the name it is written under;
+	// frozen is nil if it is not handed over.
+	handOver() (kind string, frozen any)
 }
 
 // status is the tool call's wire status.

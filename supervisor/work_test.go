@@ -5,6 +5,7 @@ import (
 
 	"shellagent/acp"
 	"shellagent/outputbuf"
+	"shellagent/supervisor/jobs"
 )
 
 func TestRegistryIDs(t *testing.T) {
@@ -88,7 +89,7 @@ func TestToolCallWireState(t *testing.T) {
 	bg := &toolCall{id: "call_2", state: callAsking}
 	bg.task = &approval{call: bg}
 	sched := &toolCall{id: "call_3", state: callScheduled}
-	sched.task = &job{call: sched}
+	sched.task = kindTask{&jobs.Job{}}
 	tests := []struct {
 		name   string
 		c      *toolCall

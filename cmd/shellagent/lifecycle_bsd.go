@@ -46,3 +46,6 @@ func watchHangup(int, func()) (stop func(), err error) {
 // descriptor rather than opening the pipe anew, so the agent could not
 // make stdout non-blocking without making it so for the client too.
 func pollableStdout(*slog.Logger) *os.File { return os.Stdout }
+
+// pollableStdin returns stdin as it is, for the same reason.
+func pollableStdin(*slog.Logger) *os.File { return os.Stdin }

@@ -300,7 +300,7 @@ func serve(opts agentOptions) int {
 	out := newOutput(log, pollableStdout(log))
 	copts := connOptions(log, opts)
 	copts.Observer = sup.Checks()
-	conn := protocol.NewConn(os.Stdin, out, sup, copts)
+	conn := protocol.NewConn(pollableStdin(log), out, sup, copts)
 	if why := waitForEnd(conn, out, sigs); why != endOfInput {
 		log.Info("stopping", "because", why) // the end of input is the usual end: no news
 	}

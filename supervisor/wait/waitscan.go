@@ -1,4 +1,4 @@
-package supervisor
+package wait
 
 import (
 	"context"
@@ -24,14 +24,14 @@ const (
 
 // probePort reports whether port accepts a TCP connection on 127.0.0.1
 // or ::1, naming the address that did.
-func (w *waiter) probePort(ctx context.Context) (string, error) {
+func (w *Wait) probePort(ctx context.Context) (string, error) {
 	var last error
 	for _, host := range []string{"127.0.0.1", "::1"} {
 		d := net.Dialer{Timeout: probeTimeout}
-		c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(w.spec.port)))
+		c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(w.spec.Port)))
 		if err == nil {
 			c.Close() // Best effort: it was only a probe.
-			return fmt.Sprintf("Port %d accepts connections (on %s)", w.spec.port, host), nil
+			return fmt.Sprintf("Port %d accepts connections (on %s)", w.spec.Port, host), nil
 		}
 		last = err
 	}

@@ -1,0 +1,189 @@
+package supervisor
+
+import (
+	"time"
+
+	"shellagent/acp"
+	"shellagent/outputbuf"
+	"shellagent/supervisor/jobs"
+	"shellagent/supervisor/wait"
+	"shellagent/supervisor/watch"
+	"shellagent/supervisor/work"
+)
+
+// The kinds of work that live in packages of their own (supervisor/jobs)
+// reach the session through package work: a work.Task is a tool call's
+// task here (kindTask), and the session is their work.Host (host), each
+// tool call their work.Call (callHandle). Adding such a kind is its
+// package, its entry in workKinds, and its commands' entries in commands.go.
+
+// workKinds are the kinds of work in packages of their own, by the name their
+// frozen form is written under (frozenTask).
+var workKinds = map[string]work.Kind{
+	jobs.Kind.Name:  jobs.Kind,
+	wait.Kind.Name:  wait.Kind,
+	watch.Kind.Name: watch.Kind,
+}
+
+// kindTask is a work.Task as the task of its tool call.
+type kindTask struct{ t work.Task }
+
+func (k kindTask) listing(now time.Time) string        { return k.t.Listing(now) }
+func (k kindTask) cancellable() bool                   { return k.t.Cancellable() }
+func (k kindTask) cancel(*state)                       { k.t.Cancel() }
+func (k kindTask) close(*state)                        { k.t.Close() }
+func (k kindTask) handOver() (kind string, frozen any) { return k.t.HandOver() }
+
+// taskOf returns the work.Task of tool call c, if it has one.
+func taskOf(c *toolCall) work.Task {
+	if k, ok := c.task.(kindTask); ok {
+		return k.t
+	}
+	return nil
+}
+
+// host is the session of st as a kind of work sees it (work.Host). Its
+// methods run on the actor, but Do.
+type host struct{ st *state }
+
+var _ work.Host = host{}
+
+func (h host) Now() time.Time { return h.st.s.sv.cfg.clock.Now() }
+
+func (h host) After(d time.Duration, f func()) work.Timer {
+	s := h.st.s
+	return s.sv.cfg.clock.AfterFunc(d, func() { s.do(func(*state) { f() }) })
+}
+
+func (h host) Do(f func())     { h.st.s.do(func(*state) { f() }) }
+func (h host) Open() bool      { return h.st.life == sessionOpen }
+func (h host) Cwd() string     { return h.st.s.cwd }
+func (h host) Say(text string) { h.st.out.agentMessage(text) }
+func (h host) Slow()           { h.st.s.slow() }
+
+func (h host) Find(id string) (c work.Call, t work.Task, terminal bool) {
+	call := h.st.work.calls[id]
+	if call == nil {
+		return nil, nil, h.st.work.terminals[id] != nil
+	}
+	return callHandle{h.st, call}, taskOf(call), false
+}
+
+func (h host) NewCall(spec work.CallSpec, t work.Task) work.Call {
+	state := callRunning
+	if spec.Scheduled {
+		state = callScheduled
+	}
+	c := h.st.newCall(state, spec.Kind, spec.Title)
+	c.input, c.task = spec.Input, kindTask{t}
+	return callHandle{h.st, c}
+}
+
+func (h host) Run(line string, origin any) {
+	q := &h.st.turns
+	q.runs++
+	h.st.startOrHold(&turn{in: input{cmd: shellLine, line: line}, origin: kindOrigin{origin}, run: q.runs})
+}
+
+func (h host) RunOf(origin any) work.RunID {
+	if t := h.st.turns.runOf(kindOrigin{origin}.owns); t != nil {
+		return t.run
+	}
+	return work.NoRun
+}
+
+func (h host) DropRuns(origin any) { h.st.turns.drop(kindOrigin{origin}.owns) }
+
+func (h host) Terminal(id string) work.Terminal {
+	if t := h.st.work.terminals[id]; t != nil {
+		return terminalHandle{t}
+	}
+	return nil
+}
+
+func (h host) EndTurn(c work.Call, stopReason string) {
+	st := h.st
+	if fg := st.turns.fg; fg != nil && fg.call == c.(callHandle).c { // Safe: every work.Call is a callHandle.
+		st.turns.release(fg)
+		st.endTurn(stopReason)
+	}
+}
+
+// terminalExited serves the exit of terminal t to the tasks that watch
+// terminals (work.TerminalWatcher: the waits), oldest first.
+func terminalExited(st *state, t *terminal) {
+	for _, c := range st.work.unfinished() {
+		if w, ok := taskOf(c).(work.TerminalWatcher); ok {
+			w.TerminalExited(terminalHandle{t})
+		}
+	}
+}
+
+// kindTurn is the turn t of a kind's command that holds the foreground
+// (work.Turn).
+type kindTurn struct {
+	st *state
+	t  *turn
+}
+
+func (k kindTurn) Hold(c work.Call, fg work.Foreground) {
+	k.t.call, k.t.fore = c.(callHandle).c, kindForeground{fg} // Safe: every work.Call is a callHandle.
+	k.st.turns.take(k.t, turnRunning)
+	k.st.transition(acp.StateRunning, "")
+}
+
+func (k kindTurn) Refuse(text string) {
+	k.st.transition(acp.StateRunning, "")
+	k.st.out.agentMessage(text)
+	k.t.state = turnOver
+	k.st.endTurn(acp.StopEndTurn)
+}
+
+// kindForeground is a kind's work.Foreground as a turn's foreground.
+type kindForeground struct{ fg work.Foreground }
+
+func (k kindForeground) cancelTurn(*state, *turn)   { k.fg.CancelTurn() }
+func (k kindForeground) toBackground(*state, *turn) { k.fg.ToBackground() }
+
+// terminalHandle is a terminal as a kind of work reads it
+// (work.Terminal).
+type terminalHandle struct{ t *terminal }
+
+func (h terminalHandle) ID() string              { return h.t.id }
+func (h terminalHandle) Output() *outputbuf.Ring { return h.t.ring }
+func (h terminalHandle) Exited() bool            { return h.t.state >= termExited }
+func (h terminalHandle) Exit() *acp.ExitStatus   { return h.t.exit }
+
+// kindOrigin is a kind of work's origin of the turns it runs (host.Run).
+type kindOrigin struct{ v any }
+
+func (o kindOrigin) owns(t *turn) bool { return t.origin == source(o) }
+
+// callHandle is a tool call of the session as its kind of work sees it
+// (work.Call).
+type callHandle struct {
+	st *state
+	c  *toolCall
+}
+
+func (h callHandle) ID() string     { return h.c.id }
+func (h callHandle) Title() string  { return h.c.title }
+func (h callHandle) Status() string { return h.c.status() }
+func (h callHandle) Final() bool    { return h.c.state >= callDone }
+func (h callHandle) Send()          { h.st.out.send(h.c.update()) }
+func (h callHandle) List()          { h.st.list.addCall(h.c) }
+
+func (h callHandle) SetContent(content ...acp.ToolCallContent) { h.c.content = content }
+
+func (h callHandle) SetPaused(paused bool) {
+	h.c.state = callRunning
+	if paused {
+		h.c.state = callPaused
+	}
+}
+
+func (h callHandle) End(status string) {
+	if !h.Final() {
+		endCall(h.st, h.c, status)
+	}
+}
