@@ -48,7 +48,7 @@ type Config struct {
 	// session: what a client does against the protocol's client-side
 	// rules is reported to it as a warning notice (clientcheck.go).
 	ClientChecks bool
-	// History, if not nil, keeps each session's history on disk (durable.go):
+	// History, if not nil, keeps each session's history on disk (supervisor/record):
 	// session/list lists past sessions, session/resume makes one live
 	// again, session/delete removes one. nil keeps nothing.
 	History *journal.Store

@@ -387,7 +387,7 @@ func (st *state) frozen(handed map[*terminal]ptyio.Handed, base int, blob *os.Fi
 		UpdatedAt: st.out.updatedAt, Messages: st.out.messages, Seq: st.work.seq,
 	}
 	var err error
-	if fs.Durable, err = st.s.disk.frozen(); err != nil {
+	if fs.Durable, err = st.s.disk.Frozen(); err != nil {
 		return nil, nil, err
 	}
 	for _, e := range st.out.history {

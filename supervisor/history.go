@@ -9,6 +9,7 @@ import (
 	"shellagent/internal/clientcheck"
 	"shellagent/outputbuf"
 	"shellagent/protocol"
+	"shellagent/supervisor/record"
 )
 
 // maxMessages bounds the messages the history keeps: beyond it, the oldest
@@ -26,15 +27,15 @@ const maxMessages = 5000
 // keep a ring alive, and retired work (see registry) drops out of it.
 type outbox struct {
 	session   string
-	client    protocol.Client // nil while detached, and once the session is closed
-	since     time.Time       // when client last changed: attached, detached, or created
-	updatedAt time.Time       // when the session last reported something
-	messages  int             // messages so far: the last message id issued
-	history   []entry         // in order; an empty entry is a forgotten item
-	kept      int             // messages in the history
-	forgotten int             // empty entries in the history
-	ads       clientcheck.Ads // what the client was told about cancelling each item
-	disk      *durable        // the history on disk, which records what it sends (durable.go)
+	client    protocol.Client  // nil while detached, and once the session is closed
+	since     time.Time        // when client last changed: attached, detached, or created
+	updatedAt time.Time        // when the session last reported something
+	messages  int              // messages so far: the last message id issued
+	history   []entry          // in order; an empty entry is a forgotten item
+	kept      int              // messages in the history
+	forgotten int              // empty entries in the history
+	ads       clientcheck.Ads  // what the client was told about cancelling each item
+	disk      *record.Recorder // the history on disk, which records what it sends
 
 	// taken holds the connections the session was taken from: another
 	// connection resumed it while they were attached. The session is not
@@ -98,7 +99,7 @@ func errTaken(id string) *acp.Error {
 func (o *outbox) send(u acp.Update) {
 	o.updatedAt = time.Now()
 	o.ads.NoteUpdate(u)
-	o.disk.record(u)
+	o.disk.Record(u)
 	if o.client != nil {
 		o.client.Update(o.session, u)
 	}
@@ -109,7 +110,7 @@ func (o *outbox) send(u acp.Update) {
 func (o *outbox) sendTerminal(t *terminal, u *acp.TerminalUpdate, mode protocol.OutputMode) {
 	o.updatedAt = time.Now()
 	o.ads.NoteUpdate(u)
-	o.disk.record(u)
+	o.disk.Record(u)
 	if o.client != nil {
 		var src protocol.OutputSource = output{t.ring}
 		if t.source != nil {
@@ -125,7 +126,7 @@ func (o *outbox) message(kind string, content []acp.ContentBlock) string {
 	o.messages++
 	m := &acp.Message{SessionUpdate: kind, MessageID: "msg_" + strconv.Itoa(o.messages), Content: content}
 	o.record(entry{msg: m})
-	o.disk.message(m)
+	o.disk.Message(m)
 	o.send(m)
 	return m.MessageID
 }
@@ -172,14 +173,15 @@ func (o *outbox) record(e entry) {
 // history is compacted once they are half of it.
 func (o *outbox) forget(retired []entry) {
 	for _, e := range retired {
-		o.disk.forget(e)
 		i := -1
 		switch {
 		case e.call != nil:
 			i = e.call.hist
+			o.disk.Forget(e.call.id)
 			o.ads.Drop(false, e.call.id)
 		case e.term != nil:
 			i = e.term.hist
+			o.disk.Forget(e.term.id)
 			o.ads.Drop(true, e.term.id)
 		}
 		if i >= 0 && i < len(o.history) && o.history[i] == e {

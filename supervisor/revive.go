@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"shellagent/acp"
@@ -22,6 +21,7 @@ import (
 // cancelled. The session is not in the Supervisor's table yet.
 func revive(sv *Supervisor, h *journal.History) (s *Session, lost []*terminal) {
 	s = newSession(sv, h.ID, h.Cwd, nil)
+	s.disk.Seed(h)
 	st := &s.st
 	st.title = h.Title
 	for _, id := range slices.Sorted(maps.Keys(h.Config)) {
@@ -44,7 +44,6 @@ func revive(sv *Supervisor, h *journal.History) (s *Session, lost []*terminal) {
 			st.out.record(entry{msg: u})
 			st.out.messages = max(st.out.messages, idNumber(u.MessageID))
 		case *acp.ToolCallUpdate:
-			s.disk.items[u.ToolCallID] = u
 			c := &toolCall{id: u.ToolCallID, title: u.Title, kind: u.Kind, state: callDone, outcome: u.Status,
 				input: u.RawInput, output: u.RawOutput, content: u.Content}
 			if !final(u.Status) {
@@ -55,7 +54,6 @@ func revive(sv *Supervisor, h *journal.History) (s *Session, lost []*terminal) {
 			calls = append(calls, c)
 			st.out.record(entry{call: c})
 		case *acp.TerminalUpdate:
-			s.disk.items[u.TerminalID] = u
 			t := reviveTerminal(u, h.Terminals[u.TerminalID], it.At)
 			if t.exit == nil {
 				t.exit = &acp.ExitStatus{}
@@ -78,9 +76,6 @@ func revive(sv *Supervisor, h *journal.History) (s *Session, lost []*terminal) {
 		}
 	}
 	st.work.exited = append(st.work.exited, oldestFirst(terms, func(t *terminal) bool { return t.call != nil })...)
-	for _, it := range h.Prompts {
-		s.disk.keys[it.Key] = it.MessageID
-	}
 	return s, lost
 }
 
@@ -112,10 +107,10 @@ func settleRevived(st *state, lost []*terminal) {
 	for _, e := range st.out.history {
 		switch {
 		case e.call != nil:
-			st.out.disk.record(e.call.update())
+			st.out.disk.Record(e.call.update())
 		case e.term != nil && !containsTerm(lost, e.term):
 		case e.term != nil:
-			st.out.disk.record(e.term.exitedUpdate())
+			st.out.disk.Record(e.term.exitedUpdate())
 		}
 	}
 }
@@ -129,32 +124,11 @@ func containsTerm(ts []*terminal, t *terminal) bool {
 	return false
 }
 
-// pastNotice tells the client that resumed past session h why nothing of
-// it runs: the agent that ran it ended, and how the terminals of lost
-// ended is not known.
-func pastNotice(h *journal.History, lost []*terminal) *acp.Notice {
-	when := h.UpdatedAt.Local().Format("15:04")
-	n := &acp.Notice{Severity: acp.NoticeInfo}
-	ids := make([]string, 0, len(lost))
-	for _, t := range lost {
+// termIDs returns the ids of ts, in order.
+func termIDs(ts []*terminal) []string {
+	ids := make([]string, 0, len(ts))
+	for _, t := range ts {
 		ids = append(ids, t.id)
 	}
-	switch {
-	case len(lost) > 0:
-		n.Severity = acp.NoticeWarning
-		n.Title = strings.Join(ids, ", ") + ": did not outlive the agent that ran it"
-		n.Description = "The agent (or daemon) that ran session " + h.ID + " ended at " + when +
-			" without recording how " + strings.Join(ids, ", ") + " ended: its exit status is unknown ({}). " +
-			"Its output is kept up to then. The session is live again for new prompts."
-	case h.Closed:
-		n.Title = "Session resumed from its history"
-		n.Description = "Session " + h.ID + " was closed at " + when + ", and what ran in it was stopped then: " +
-			"each terminal has the exit status it ended with. The session is live again for new prompts."
-	default:
-		n.Title = "Session resumed from its history"
-		n.Description = "The agent (or daemon) that ran session " + h.ID + " ended at " + when +
-			"; nothing of it was running then. The session is live again for new prompts."
-	}
-	n.Meta = map[string]any{"shellagent": map[string]any{"event": "session_revived", "terminalIds": ids}}
-	return n
+	return ids
 }

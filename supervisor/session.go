@@ -11,6 +11,7 @@ import (
 	"shellagent/internal/clientcheck"
 	"shellagent/protocol"
 	"shellagent/ptyio"
+	"shellagent/supervisor/record"
 	"shellagent/supervisor/service"
 )
 
@@ -22,7 +23,7 @@ type Session struct {
 	sv    *Supervisor
 	id    string
 	cwd   string
-	disk  *durable // its history on disk (durable.go)
+	disk  *record.Recorder // its history on disk
 	st    state
 	actor *actor // the goroutine that owns st (actor.go)
 }
@@ -76,7 +77,7 @@ type state struct {
 }
 
 func newSession(sv *Supervisor, id, cwd string, c protocol.Client) *Session {
-	s := &Session{sv: sv, id: id, cwd: cwd, disk: newDurable(sv.cfg.History, id)}
+	s := &Session{sv: sv, id: id, cwd: cwd, disk: record.New(sv.cfg.History, id)}
 	s.st = state{
 		s:        s,
 		settings: settings{foregroundTimeout: sv.cfg.ForegroundTimeout, killGrace: sv.cfg.KillGrace, clientChecks: sv.cfg.ClientChecks},
@@ -227,7 +228,7 @@ func (s *Session) setConfigOption(c protocol.Client, p *acp.SetConfigOptionReque
 			resp = &acp.SetConfigOptionResponse{ConfigOptions: st.settings.options()}
 			for _, o := range resp.ConfigOptions {
 				if o.ConfigID == p.ConfigID {
-					s.disk.config(o.ConfigID, o.CurrentValue)
+					s.disk.Config(o.ConfigID, o.CurrentValue)
 				}
 			}
 		}
@@ -407,7 +408,7 @@ func (st *state) finishClose() {
 		st.reportState("")
 	}
 	st.life, st.out.client = sessionClosed, nil
-	st.out.disk.closed()
+	st.out.disk.Closed()
 	st.s.sv.forget(st.s.id)
 	for _, done := range st.closeDone {
 		done()

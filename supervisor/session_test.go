@@ -14,6 +14,7 @@ import (
 
 	"shellagent/acp"
 	"shellagent/protocol/acptest"
+	"shellagent/supervisor/record"
 )
 
 func TestSessionSetup(t *testing.T) {
@@ -292,7 +293,7 @@ func TestTheActorEndsWithItsSession(t *testing.T) {
 func TestSessionListPages(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, Config{})
-	for range listPage + 1 {
+	for range record.ListPage + 1 {
 		h.newSession()
 	}
 	type page struct {
@@ -304,8 +305,8 @@ func TestSessionListPages(t *testing.T) {
 	}
 	var first, second page
 	h.c.MustCall("session/list", map[string]any{}, &first)
-	if len(first.Sessions) != listPage || first.NextCursor == nil {
-		t.Fatalf("the first page has %d sessions and cursor %v, want %d and a cursor", len(first.Sessions), first.NextCursor, listPage)
+	if len(first.Sessions) != record.ListPage || first.NextCursor == nil {
+		t.Fatalf("the first page has %d sessions and cursor %v, want %d and a cursor", len(first.Sessions), first.NextCursor, record.ListPage)
 	}
 	h.c.MustCall("session/list", map[string]any{"cursor": *first.NextCursor}, &second)
 	if len(second.Sessions) != 1 || second.NextCursor != nil {

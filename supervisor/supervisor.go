@@ -90,9 +90,12 @@
 //     check, and to whom (the rules, their notices and what the session
 //     told its client about cancelling each item are
 //     internal/clientcheck's).
-//   - durable.go and revive.go: each session's history on disk
-//     (internal/journal): what it records, past sessions listed, made
-//     live again (revive) and deleted; idempotency keys.
+//   - durable.go and revive.go: each session's history on disk, which
+//     package supervisor/record keeps (a session's Recorder: what it
+//     records, its prompts' idempotency keys; Histories: past sessions
+//     listed, resumed and deleted): the live sessions as session/list
+//     lists them, session/delete of a live one, and a session made live
+//     again from its history (revive).
 //
 // # Concurrency
 //
@@ -188,14 +191,15 @@ import (
 
 	"shellagent/acp"
 	"shellagent/protocol"
+	"shellagent/supervisor/record"
 )
 
 // Supervisor owns every session of the process and serves them as a
 // protocol.Agent.
 type Supervisor struct {
 	cfg       Config
-	env       []string  // cfg.Env, with TERM set when it was not
-	histories histories // cfg.History's
+	env       []string         // cfg.Env, with TERM set when it was not
+	histories record.Histories // cfg.History's
 
 	mu       sync.Mutex // guards what follows
 	sessions map[string]*Session
@@ -213,7 +217,7 @@ func New(cfg Config) *Supervisor {
 	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "TERM=") }) {
 		env = append(env, "TERM=xterm-256color")
 	}
-	return &Supervisor{cfg: cfg, env: env, histories: histories{cfg.History, cfg.Log}, sessions: make(map[string]*Session)}
+	return &Supervisor{cfg: cfg, env: env, histories: record.Histories{Store: cfg.History, Log: cfg.Log}, sessions: make(map[string]*Session)}
 }
 
 // Initialize implements protocol.Agent. The connection has negotiated
@@ -245,13 +249,13 @@ func (sv *Supervisor) NewSession(c protocol.Client, p *acp.NewSessionRequest) (*
 	id := "sess_" + rand.Text()
 	if sv.cfg.SequentialIDs {
 		id = "sess_" + strconv.Itoa(sv.created)
-		for sv.histories.has(id) { // an id of an earlier agent's session
+		for sv.histories.Has(id) { // an id of an earlier agent's session
 			sv.created++
 			id = "sess_" + strconv.Itoa(sv.created)
 		}
 	}
 	s := newSession(sv, id, p.Cwd, c)
-	s.disk.create(p.Cwd)
+	s.disk.Create(p.Cwd)
 	sv.sessions[s.id] = s
 	sv.order = append(sv.order, s.id)
 	sv.mu.Unlock()
@@ -309,7 +313,7 @@ func (sv *Supervisor) forget(id string) {
 
 // ListSessions implements protocol.Agent.
 func (sv *Supervisor) ListSessions(_ protocol.Client, p *acp.ListSessionsRequest) (*acp.ListSessionsResponse, error) {
-	return sv.histories.list(p, sv.list())
+	return sv.histories.List(p, listed(sv.list()))
 }
 
 // ResumeSession implements protocol.Agent: the session is attached to c,
@@ -322,11 +326,11 @@ func (sv *Supervisor) ResumeSession(c protocol.Client, p *acp.ResumeSessionReque
 	if err == nil {
 		return s.resume(c, p, nil)
 	}
-	if !sv.histories.has(p.SessionID) {
+	if !sv.histories.Has(p.SessionID) {
 		violations{sv}.closed(c, "session/resume", p.SessionID)
 		return nil, err
 	}
-	h, err := sv.histories.resume(p)
+	h, err := sv.histories.Resume(p, func() error { _, err := replayFrom(p.ReplayFrom); return err })
 	if err != nil {
 		return nil, err
 	}
@@ -341,7 +345,7 @@ func (sv *Supervisor) ResumeSession(c protocol.Client, p *acp.ResumeSessionReque
 	sv.order = append(sv.order, s.id)
 	sv.mu.Unlock()
 	s.doWait(func(st *state) { settleRevived(st, lost) })
-	return s.resume(c, p, pastNotice(h, lost))
+	return s.resume(c, p, record.PastNotice(h, termIDs(lost)))
 }
 
 // CloseSession implements protocol.Agent. Closing an unknown session
@@ -365,7 +369,7 @@ func (sv *Supervisor) Prompt(ctx context.Context, c protocol.Client, p *acp.Prom
 		return
 	}
 	if p.IdempotencyKey != "" {
-		s.promptOnce(p, func(reply protocol.Reply) { s.prompt(ctx, c, p.Prompt, reply) }, reply)
+		s.disk.PromptOnce(p.IdempotencyKey, func(reply protocol.Reply) { s.prompt(ctx, c, p.Prompt, reply) }, reply)
 		return
 	}
 	s.prompt(ctx, c, p.Prompt, reply)

@@ -65,7 +65,7 @@ func launchWith(st *state, call *toolCall, line string, opts launchOptions) *ter
 		env = append(slices.Clip(env), opts.env...)
 	}
 	st.s.slow()
-	proc, err := cfg.Launcher.Launch(ptyio.Command{Shell: cfg.Shell, Line: line, Dir: dir, Env: env, Size: cfg.Size}, s.disk.tee(t.id, t.ring), events{s, t})
+	proc, err := cfg.Launcher.Launch(ptyio.Command{Shell: cfg.Shell, Line: line, Dir: dir, Env: env, Size: cfg.Size}, s.disk.Tee(t.id, t.ring), events{s, t})
 	if err != nil {
 		call.content = []acp.ToolCallContent{acp.TextContent("Could not start the command: " + err.Error())}
 		endCall(st, call, acp.StatusFailed) // unlisted, if it was listed while it asked

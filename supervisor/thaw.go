@@ -84,7 +84,7 @@ type thawing struct {
 // session builds one session and adopts its live terminals.
 func (th *thawing) session(fs frozenSession) error {
 	sv := th.sv
-	s := &Session{sv: sv, id: fs.ID, cwd: fs.Cwd, disk: sv.histories.thaw(fs.ID, fs.Durable)}
+	s := &Session{sv: sv, id: fs.ID, cwd: fs.Cwd, disk: sv.histories.Thaw(fs.ID, fs.Durable)}
 	st := &s.st
 	*st = state{
 		s: s, title: fs.Title, fgState: fs.FgState, work: newRegistry(),
@@ -267,7 +267,7 @@ func (th *thawing) adopt(fp *frozenProcess, t *terminal, s *Session) (ptyio.Proc
 	if !ok {
 		return nil, errors.New("this launcher cannot adopt a command")
 	}
-	p, err := a.Adopt(ptyio.Handed{Pid: fp.Pid, Master: files[fp.Master], Shell: files[fp.Shell], Group: fp.Group, Tty: fp.Tty}, s.disk.tee(t.id, t.ring), events{s, t})
+	p, err := a.Adopt(ptyio.Handed{Pid: fp.Pid, Master: files[fp.Master], Shell: files[fp.Shell], Group: fp.Group, Tty: fp.Tty}, s.disk.Tee(t.id, t.ring), events{s, t})
 	if err != nil {
 		return nil, err
 	}

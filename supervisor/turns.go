@@ -223,7 +223,7 @@ func (st *state) startOrHold(t *turn) {
 func (st *state) insert(t *turn) {
 	if st.title == "" {
 		st.title = t.in.line
-		st.out.disk.meta(st.s.cwd, st.title)
+		st.out.disk.Meta(st.s.cwd, st.title)
 	}
 	id := st.out.message(acp.KindUserMessage, t.blocks)
 	t.reply(&acp.PromptResponse{MessageID: id}, nil)

@@ -55,6 +55,15 @@ func TestDaemonStalledRelayClientGetsWholeLines(t *testing.T) {
 				d.waitLog("disconnected; its sessions are detached")
 			}
 			time.Sleep(300 * time.Millisecond)
+			resumed := time.Now()
+			c.drain()
+			// A test process starved for more than the 1 s (seen at load
+			// 45: the daemon gave up on the line before the client read
+			// again) checks nothing: the client did not read in time.
+			if gaveUp, ok := d.logTime("closing its connection in the middle of a line"); ok && gaveUp.Before(resumed) {
+				t.Skipf("the client read again at %s, after the daemon gave up on the line at %s: the machine is too loaded for this test",
+					resumed.Format(time.StampMilli), gaveUp.Format(time.StampMilli))
+			}
 			c.wholeLines()
 			if end == "daemon stop" {
 				// Its sessions' kill grace (500ms) and the close's bound,

@@ -154,23 +154,34 @@ func (d *daemonFixture) waitLog(s string) {
 // hold from and to.
 func (d *daemonFixture) logGap(from, to string) time.Duration {
 	d.t.Helper()
-	b, _ := os.ReadFile(filepath.Join(d.state, "shellagent", "daemon.log"))
 	at := func(s string) time.Time {
-		for _, line := range strings.Split(string(b), "\n") {
-			if !strings.Contains(line, s) {
-				continue
-			}
-			f, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
-			t, err := time.Parse(time.RFC3339Nano, f)
-			if err != nil {
-				d.t.Fatalf("the daemon's log line %q: %v", line, err)
-			}
-			return t
+		t, ok := d.logTime(s)
+		if !ok {
+			b, _ := os.ReadFile(filepath.Join(d.state, "shellagent", "daemon.log"))
+			d.t.Fatalf("the daemon's log does not say %q:\n%s", s, b)
 		}
-		d.t.Fatalf("the daemon's log does not say %q:\n%s", s, b)
-		return time.Time{}
+		return t
 	}
 	return at(to).Sub(at(from))
+}
+
+// logTime is the time of the first line of the daemon's log that holds
+// s, and whether there is one.
+func (d *daemonFixture) logTime(s string) (time.Time, bool) {
+	d.t.Helper()
+	b, _ := os.ReadFile(filepath.Join(d.state, "shellagent", "daemon.log"))
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.Contains(line, s) {
+			continue
+		}
+		f, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+		t, err := time.Parse(time.RFC3339Nano, f)
+		if err != nil {
+			d.t.Fatalf("the daemon's log line %q: %v", line, err)
+		}
+		return t, true
+	}
+	return time.Time{}, false
 }
 
 // relayProc is one shellagent --daemon, as an editor starts it: in a process

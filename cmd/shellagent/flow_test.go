@@ -513,13 +513,19 @@ func (c *rawFloodClient) await(id int) []byte {
 	}
 }
 
-// wholeLines reads the rest of stdout and checks that all that was read
-// is whole JSON lines.
-func (c *rawFloodClient) wholeLines() {
+// drain reads the rest of stdout, to its end.
+func (c *rawFloodClient) drain() {
 	c.t.Helper()
 	if _, err := io.Copy(io.Discard, c.r); err != nil {
 		c.t.Fatal(err)
 	}
+}
+
+// wholeLines reads the rest of stdout and checks that all that was read
+// is whole JSON lines.
+func (c *rawFloodClient) wholeLines() {
+	c.t.Helper()
+	c.drain()
 	out := c.got.Bytes()
 	if len(out) == 0 || out[len(out)-1] != '\n' {
 		c.t.Errorf("stdout ends in the middle of a line: …%q", out[max(0, len(out)-80):])

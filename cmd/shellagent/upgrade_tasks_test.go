@@ -151,7 +151,8 @@ func TestDaemonUpgradeHandsOverEveryKindOfWork(t *testing.T) {
 	a := r.session(d.cwd)
 	r.prompt(a, "/bg while [ ! -e go1 ]; do sleep 0.05; done; echo the-line-came; exec sleep 300")
 	r.prompt(a, "/watch watched echo watch-ran")
-	r.prompt(a, "/after 8s echo wakeup-fired")
+	const due, grace = 10 * time.Second, 10 * time.Second
+	r.prompt(a, "/after "+due.String()+" echo wakeup-fired")
 	scheduled := time.Now()
 	r.prompt(a, "/wait term_1 the-line-came --timeout 5m")
 	wait := r.c.WaitFor("the wait's tool call", func(m *acptest.Msg) bool {
@@ -170,7 +171,7 @@ func TestDaemonUpgradeHandsOverEveryKindOfWork(t *testing.T) {
 	// Session E: a terminal being stopped, which ignores SIGTERM, with a
 	// kill grace of 10 s.
 	e := r.session(d.cwd)
-	r.c.MustCall("session/set_config_option", map[string]any{"sessionId": e, "configId": "kill_grace", "type": "id", "value": "10s"}, nil)
+	r.c.MustCall("session/set_config_option", map[string]any{"sessionId": e, "configId": "kill_grace", "type": "id", "value": grace.String()}, nil)
 	r.prompt(e, "/bg trap '' TERM; echo stubborn $$; while :; do sleep 0.1; done")
 	var stubborn int
 	r.c.WaitFor("the stubborn terminal's pid", func(*acptest.Msg) bool {
@@ -178,13 +179,21 @@ func TestDaemonUpgradeHandsOverEveryKindOfWork(t *testing.T) {
 		return stubborn != 0
 	})
 	r.prompt(e, "/stop term_1")
+	stopped := time.Now()
 
+	// On a loaded machine the setup and the upgrade can outlast the
+	// wakeup's delay or the stop's grace (14.5 s from the wakeup's
+	// scheduling to the upgrade's end was seen at load 45): what was due
+	// then happened in the old image, as it should, and the handover of
+	// that piece of work is not checked by this run. The rest is.
 	d.upgrade(newBin)
-	if took := time.Since(scheduled); took > 8*time.Second {
-		t.Fatalf("the upgrade took %s: the wakeup was due before it", took)
+	if took := time.Since(scheduled); took >= due {
+		t.Logf("the upgrade ended %s after the wakeup was scheduled: it was due before; its handover is not checked", took)
 	}
 	r.exited()
-	if err := syscall.Kill(stubborn, 0); err != nil {
+	if took := time.Since(stopped); took >= grace {
+		t.Logf("the upgrade ended %s after the stop: its grace was over before; the stop's handover is not checked", took)
+	} else if err := syscall.Kill(stubborn, 0); err != nil {
 		t.Errorf("the terminal being stopped (%d) is gone right after the upgrade: %v; want it to have ignored SIGTERM", stubborn, err)
 	}
 
