@@ -11,6 +11,7 @@ import (
 	"shellagent/outputbuf"
 	"shellagent/protocol"
 	"shellagent/ptyio"
+	"shellagent/supervisor/terminput"
 )
 
 // The work of a session: its terminals and tool calls (and the jobs behind
@@ -63,12 +64,12 @@ type terminal struct {
 	started time.Time
 	state   termState
 
-	ring     *outputbuf.Ring // its output; nil once retired
-	proc     ptyio.Process   // nil once retired
-	returned *ptyio.Status   // the shell's status, once it returned while others ran on
-	exit     *acp.ExitStatus // once exited
-	hist     int             // its position in the history
-	input    *terminalInput  // its input watch and the waits noticed (notice.go)
+	ring     *outputbuf.Ring  // its output; nil once retired
+	proc     ptyio.Process    // nil once retired
+	returned *ptyio.Status    // the shell's status, once it returned while others ran on
+	exit     *acp.ExitStatus  // once exited
+	hist     int              // its position in the history
+	input    *terminput.Input // its input watch and the waits noticed
 
 	// source, if not nil, is its output as the connection reads it, in
 	// place of the ring itself (output): a scenario's command hears of the
