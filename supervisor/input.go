@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -34,7 +33,7 @@ func (sv *Supervisor) WriteTerminal(c protocol.Client, p *acp.WriteTerminalReque
 			reply(nil, errTaken(s.id))
 			return
 		}
-		reply(done(st.work.typeInto(p.TerminalID, p.Bytes())))
+		reply(done(terminput.Type(host{st}, p.TerminalID, p.Bytes())))
 	})
 }
 
@@ -51,7 +50,7 @@ func (sv *Supervisor) ResizeTerminal(c protocol.Client, p *acp.ResizeTerminalReq
 			reply(nil, errTaken(s.id))
 			return
 		}
-		reply(done(st.work.resize(p.TerminalID, *p.Size, &st.out)))
+		reply(done(terminput.Resize(host{st}, p.TerminalID, *p.Size)))
 	})
 }
 
@@ -81,82 +80,13 @@ func parseTerminalCommand(c *command, rest string) input {
 	return input{id: id, data: a.Data, what: a.What, size: a.Size, lines: a.Lines}
 }
 
-// typeIntoTerminal serves /send and /keys.
+// typeIntoTerminal serves /send and /keys (terminput.Send).
 func typeIntoTerminal(st *state, in input) {
-	if err := st.work.typeInto(in.id, in.data); err != nil {
-		st.out.agentMessage("Cannot type into " + in.id + ": " + errorMessage(err) + ".")
-		return
-	}
-	st.out.agentMessage("Typed " + in.what + " into " + in.id + ".")
+	terminput.Send(host{st}, in.id, terminput.Args{Data: in.data, What: in.what})
 }
 
-// resizeTerminal serves /resize.
-func resizeTerminal(st *state, in input) {
-	if err := st.work.resize(in.id, in.size, &st.out); err != nil {
-		st.out.agentMessage("Cannot resize " + in.id + ": " + errorMessage(err) + ".")
-		return
-	}
-	st.out.agentMessage(fmt.Sprintf("Resized %s to %d columns and %d rows.", in.id, in.size.Cols, in.size.Rows))
-}
-
-// liveTerminal returns the terminal id if it runs, or the -32602 error
-// that says why not.
-func (r *registry) liveTerminal(id string) (*terminal, error) {
-	t := r.terminals[id]
-	switch {
-	case t == nil:
-		return nil, acp.InvalidParams("terminalId: no terminal %q in this session", id)
-	case t.state >= termExited:
-		return nil, acp.InvalidParams("terminalId: %s has already exited", id)
-	case t.proc == nil:
-		return nil, acp.InvalidParams("terminalId: %s has not started yet", id)
-	}
-	return t, nil
-}
-
-// typeInto writes data to a terminal's input. It never blocks: a full
-// input buffer (the program does not read) is the -32800 error, whose
-// data says how many bytes were written.
-func (r *registry) typeInto(id string, data []byte) error {
-	t, err := r.liveTerminal(id)
-	if err != nil {
-		return err
-	}
-	n, err := t.proc.Write(data)
-	if n > 0 {
-		t.input.Typed()
-	}
-	switch {
-	case errors.Is(err, ptyio.ErrInputFull):
-		return &acp.Error{
-			Code:    acp.CodeRequestCancelled,
-			Message: fmt.Sprintf("the input buffer of %s is full: its program is not reading its input (%d of %d bytes were written)", id, n, len(data)),
-			Data:    map[string]any{"terminalId": id, "written": n},
-		}
-	case err != nil:
-		return acp.InvalidParams("terminalId: %s takes no input: %v", id, err)
-	}
-	return nil
-}
-
-// resize sets a terminal's size and sends a terminal_update with it
-// through out.
-func (r *registry) resize(id string, size acp.TerminalSize, out *outbox) error {
-	t, err := r.liveTerminal(id)
-	if err != nil {
-		return err
-	}
-	if err := size.Validate("size"); err != nil {
-		return err
-	}
-	s := ptyio.Size{Cols: uint16(size.Cols), Rows: uint16(size.Rows)}
-	if err := t.proc.Resize(s); err != nil {
-		return acp.InvalidParams("terminalId: %s cannot be resized: %v", id, err)
-	}
-	t.size = s
-	out.sendTerminal(t, &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: t.id, Size: &size}, protocol.StreamOutput)
-	return nil
-}
+// resizeTerminal serves /resize (terminput.SetSize).
+func resizeTerminal(st *state, in input) { terminput.SetSize(host{st}, in.id, in.size) }
 
 // tail is the /tail answer: the last lines of a terminal's output as
 // plain text, running or exited (terminput.Tail).

@@ -5,6 +5,8 @@ import (
 
 	"shellagent/acp"
 	"shellagent/outputbuf"
+	"shellagent/protocol"
+	"shellagent/ptyio"
 	"shellagent/supervisor/jobs"
 	"shellagent/supervisor/wait"
 	"shellagent/supervisor/watch"
@@ -96,7 +98,7 @@ func (h host) DropRuns(origin any) { h.st.turns.drop(kindOrigin{origin}.owns) }
 
 func (h host) Terminal(id string) work.Terminal {
 	if t := h.st.work.terminals[id]; t != nil {
-		return terminalHandle{t}
+		return terminalHandle{h.st, t}
 	}
 	return nil
 }
@@ -114,7 +116,7 @@ func (h host) EndTurn(c work.Call, stopReason string) {
 func terminalExited(st *state, t *terminal) {
 	for _, c := range st.work.unfinished() {
 		if w, ok := taskOf(c).(work.TerminalWatcher); ok {
-			w.TerminalExited(terminalHandle{t})
+			w.TerminalExited(terminalHandle{st, t})
 		}
 	}
 }
@@ -145,14 +147,37 @@ type kindForeground struct{ fg work.Foreground }
 func (k kindForeground) cancelTurn(*state, *turn)   { k.fg.CancelTurn() }
 func (k kindForeground) toBackground(*state, *turn) { k.fg.ToBackground() }
 
-// terminalHandle is a terminal as a kind of work reads it
-// (work.Terminal).
-type terminalHandle struct{ t *terminal }
+// terminalHandle is terminal t of the session of st as a kind of work
+// reads it (work.Terminal).
+type terminalHandle struct {
+	st *state
+	t  *terminal
+}
 
 func (h terminalHandle) ID() string              { return h.t.id }
 func (h terminalHandle) Output() *outputbuf.Ring { return h.t.ring }
 func (h terminalHandle) Exited() bool            { return h.t.state >= termExited }
 func (h terminalHandle) Exit() *acp.ExitStatus   { return h.t.exit }
+
+func (h terminalHandle) Started() bool { return h.t.proc != nil }
+
+func (h terminalHandle) Write(data []byte) (int, error) {
+	n, err := h.t.proc.Write(data)
+	if n > 0 {
+		h.t.input.Typed()
+	}
+	return n, err
+}
+
+func (h terminalHandle) Resize(size acp.TerminalSize) error {
+	s := ptyio.Size{Cols: uint16(size.Cols), Rows: uint16(size.Rows)}
+	if err := h.t.proc.Resize(s); err != nil {
+		return err
+	}
+	h.t.size = s
+	h.st.out.sendTerminal(h.t, &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: h.t.id, Size: &size}, protocol.StreamOutput)
+	return nil
+}
 
 // kindOrigin is a kind of work's origin of the turns it runs (host.Run).
 type kindOrigin struct{ v any }

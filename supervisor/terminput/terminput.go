@@ -1,15 +1,18 @@
-// Package terminput holds what of typing into a session's terminals, and
-// of watching for a program that waits for input, needs nothing of the
-// session: the arguments of the prompt commands /send, /keys, /resize and
-// /tail (Parse), the text of /tail (Tail), the watch of a terminal's
-// input wait (Watch, Input) and the notices with the notify setting
-// (Notify, ExitNotice, InputNotice, TakenNotice). Package supervisor
-// finds the terminal, writes to its process, and sends what this package
-// says, on the session's actor.
+// Package terminput is typing into a session's terminals and watching
+// for a program that waits for input, as far as it needs nothing of the
+// session but what package work gives: the arguments of the prompt
+// commands /send, /keys, /resize and /tail (Parse) and the text of /tail
+// (Tail); typing into a running terminal and resizing it, through a
+// work.Host and its work.Terminal (Type, Resize, and the commands' Send
+// and SetSize), and the rule of a running terminal (Live); the watch of a
+// terminal's input wait (Watch, Input); the notify setting and the
+// notices (Notify, ExitNotice, InputNotice, TakenNotice). Package
+// supervisor finds the session, enters its actor, on which all of it
+// runs but the watch's looks, and sends the notices.
 //
-// Files: terminput.go (the commands' arguments, /tail), watch.go (when to
-// look for a program waiting for input, and the waits noticed),
-// notice.go (the notify setting and the notices).
+// Files: terminput.go (the commands' arguments, /tail), typing.go (typing
+// and resizing), watch.go (when to look for a program waiting for input,
+// and the waits noticed), notice.go (the notify setting and the notices).
 package terminput
 
 import (
