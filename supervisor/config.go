@@ -9,6 +9,7 @@ import (
 	"shellagent/internal/configopt"
 	"shellagent/internal/journal"
 	"shellagent/ptyio"
+	"shellagent/supervisor/terminput"
 )
 
 // Config is how a Supervisor runs commands, for every session. Zero fields
@@ -133,7 +134,7 @@ type settings struct {
 	foregroundTimeout time.Duration
 	killGrace         time.Duration
 	ask               bool // permission mode "ask"
-	notify            notifyMode
+	notify            terminput.Notify
 	clientChecks      bool // client_checks "on"
 }
 
@@ -171,7 +172,7 @@ func (st settings) options() []acp.ConfigOption {
 			"Time between SIGTERM and SIGKILL when stopping a command",
 			graceChoices, st.killGrace),
 		perm,
-		st.notify.option(),
+		st.notify.Option(),
 		checks,
 	}
 }
@@ -192,8 +193,8 @@ func (st *settings) set(p *acp.SetConfigOptionRequest) error {
 		st.killGrace = d
 	case optPermission:
 		st.ask = value == "ask"
-	case optNotify:
-		st.notify = parseNotify(value)
+	case terminput.OptNotify:
+		st.notify = terminput.ParseNotify(value)
 	case optClientChecks:
 		st.clientChecks = value == "on"
 	}

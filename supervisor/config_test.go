@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/supervisor/terminput"
 )
 
 func TestSettingsSet(t *testing.T) {
@@ -16,22 +17,22 @@ func TestSettingsSet(t *testing.T) {
 		want           settings
 		err            string // a part of the -32602 message; "" = accepted
 	}{
-		{optForegroundTimeout, "id", `"30s"`, settings{foregroundTimeout: 30 * time.Second, killGrace: 3 * time.Second, notify: notifyFailures}, ""},
-		{optForegroundTimeout, "id", `"0"`, settings{killGrace: 3 * time.Second, notify: notifyFailures}, ""},
-		{optKillGrace, "id", `"10s"`, settings{foregroundTimeout: 10 * time.Second, killGrace: 10 * time.Second, notify: notifyFailures}, ""},
-		{optPermission, "id", `"ask"`, settings{foregroundTimeout: 10 * time.Second, killGrace: 3 * time.Second, ask: true, notify: notifyFailures}, ""},
-		{optClientChecks, "id", `"on"`, settings{foregroundTimeout: 10 * time.Second, killGrace: 3 * time.Second, clientChecks: true, notify: notifyFailures}, ""},
+		{optForegroundTimeout, "id", `"30s"`, settings{foregroundTimeout: 30 * time.Second, killGrace: 3 * time.Second, notify: terminput.NotifyFailures}, ""},
+		{optForegroundTimeout, "id", `"0"`, settings{killGrace: 3 * time.Second, notify: terminput.NotifyFailures}, ""},
+		{optKillGrace, "id", `"10s"`, settings{foregroundTimeout: 10 * time.Second, killGrace: 10 * time.Second, notify: terminput.NotifyFailures}, ""},
+		{optPermission, "id", `"ask"`, settings{foregroundTimeout: 10 * time.Second, killGrace: 3 * time.Second, ask: true, notify: terminput.NotifyFailures}, ""},
+		{optClientChecks, "id", `"on"`, settings{foregroundTimeout: 10 * time.Second, killGrace: 3 * time.Second, clientChecks: true, notify: terminput.NotifyFailures}, ""},
 		{optClientChecks, "id", `"off"`, start, ""},
 		{optClientChecks, "id", `"yes"`, start, "is not a value of client_checks"},
 		{optPermission, "id", `"allow"`, start, ""},
-		{optNotify, "id", `"off"`, settings{foregroundTimeout: 10 * time.Second, killGrace: 3 * time.Second, notify: notifyOff}, ""},
-		{optNotify, "id", `"all"`, settings{foregroundTimeout: 10 * time.Second, killGrace: 3 * time.Second, notify: notifyAll}, ""},
-		{optNotify, "id", `"failures"`, start, ""},
-		{optNotify, "id", `"some"`, start, "is not a value of notify"},
+		{terminput.OptNotify, "id", `"off"`, settings{foregroundTimeout: 10 * time.Second, killGrace: 3 * time.Second, notify: terminput.NotifyOff}, ""},
+		{terminput.OptNotify, "id", `"all"`, settings{foregroundTimeout: 10 * time.Second, killGrace: 3 * time.Second, notify: terminput.NotifyAll}, ""},
+		{terminput.OptNotify, "id", `"failures"`, start, ""},
+		{terminput.OptNotify, "id", `"some"`, start, "is not a value of notify"},
 		// Issue 23: "--set foreground_timeout=7s" was refused though
 		// "--foreground-timeout 7s" works: any duration, as the flags take.
-		{optForegroundTimeout, "id", `"7s"`, settings{foregroundTimeout: 7 * time.Second, killGrace: 3 * time.Second, notify: notifyFailures}, ""},
-		{optKillGrace, "id", `"1m30s"`, settings{foregroundTimeout: 10 * time.Second, killGrace: 90 * time.Second, notify: notifyFailures}, ""},
+		{optForegroundTimeout, "id", `"7s"`, settings{foregroundTimeout: 7 * time.Second, killGrace: 3 * time.Second, notify: terminput.NotifyFailures}, ""},
+		{optKillGrace, "id", `"1m30s"`, settings{foregroundTimeout: 10 * time.Second, killGrace: 90 * time.Second, notify: terminput.NotifyFailures}, ""},
 		{optForegroundTimeout, "id", `"7 seconds"`, start, `value: "7 seconds" is not a value of foreground_timeout: want a duration such as 10s, 500ms or 1m30s; send params`},
 		{optForegroundTimeout, "id", `"7"`, start, `value: "7" is not a value of foreground_timeout: missing unit, e.g. 7s;`},
 		{optForegroundTimeout, "id", `"-1s"`, start, "must not be negative"},

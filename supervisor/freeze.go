@@ -15,6 +15,7 @@ import (
 	"shellagent/acp"
 	"shellagent/internal/stack"
 	"shellagent/ptyio"
+	"shellagent/supervisor/terminput"
 )
 
 // An upgrade in place (daemon.Host): the Supervisor hands its sessions,
@@ -76,7 +77,7 @@ type frozenStack struct {
 type frozenSettings struct {
 	ForegroundTimeout, KillGrace time.Duration
 	Ask, ClientChecks            bool
-	Notify                       notifyMode
+	Notify                       terminput.Notify
 }
 
 // frozenEntry is a history entry or a list item: a message, or a tool

@@ -8,6 +8,7 @@ import (
 
 	"shellagent/acp"
 	"shellagent/internal/words"
+	"shellagent/supervisor/terminput"
 	"shellagent/supervisor/wait"
 )
 
@@ -93,7 +94,7 @@ func checkInput(t *testing.T, line string, in input) {
 		}
 		if (name == "send" || name == "keys") && (len(in.data) == 0 || in.what == "") ||
 			name == "resize" && in.size.Validate("size") != nil ||
-			name == "tail" && (in.lines < 1 || in.lines > maxTail) {
+			name == "tail" && (in.lines < 1 || in.lines > terminput.MaxTail) {
 			t.Fatalf("parseInput(%q) = %+v", line, in)
 		}
 	case name == "bg", name == "ps", name == "scenario":

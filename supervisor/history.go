@@ -10,6 +10,7 @@ import (
 	"shellagent/outputbuf"
 	"shellagent/protocol"
 	"shellagent/supervisor/record"
+	"shellagent/supervisor/terminput"
 )
 
 // maxMessages bounds the messages the history keeps: beyond it, the oldest
@@ -61,7 +62,7 @@ func (o *outbox) attach(c protocol.Client) (from protocol.Client) {
 	if old != nil && old != c {
 		if c != nil {
 			from = old
-			old.Update(o.session, takenNotice(o.session))
+			old.Update(o.session, terminput.TakenNotice(o.session))
 			if o.taken == nil {
 				o.taken = make(map[protocol.Client]bool)
 			}

@@ -1,17 +1,14 @@
 package supervisor
 
 import (
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"shellagent/acp"
-	"shellagent/internal/keys"
 	"shellagent/protocol"
 	"shellagent/ptyio"
+	"shellagent/supervisor/terminput"
 	"shellagent/supervisor/work"
-	"shellagent/termtext"
 )
 
 // Typing into terminals, sizing them and reading their tail: the
@@ -36,7 +33,7 @@ func (sv *Supervisor) WriteTerminal(c protocol.Client, p *acp.WriteTerminalReque
 			reply(nil, errTaken(s.id))
 			return
 		}
-		reply(done(st.work.typeInto(p.TerminalID, p.Bytes())))
+		reply(done(terminput.Type(host{st}, p.TerminalID, p.Bytes())))
 	})
 }
 
@@ -53,7 +50,7 @@ func (sv *Supervisor) ResizeTerminal(c protocol.Client, p *acp.ResizeTerminalReq
 			reply(nil, errTaken(s.id))
 			return
 		}
-		reply(done(st.work.resize(p.TerminalID, *p.Size, &st.out)))
+		reply(done(terminput.Resize(host{st}, p.TerminalID, *p.Size)))
 	})
 }
 
@@ -65,179 +62,40 @@ func done(err error) (any, error) {
 	return struct{}{}, nil
 }
 
-// Bounds of /tail.
-const (
-	defaultTail = 20       // lines shown without N
-	maxTail     = 200      // lines shown at most
-	tailText    = 16 << 10 // bytes of text shown at most: the message is kept in the history
-	tailWindow  = 256 << 10
-)
-
 // parseTerminalCommand reads the arguments of /send, /keys, /resize and
-// /tail, which start with a terminal id.
+// /tail, which start with a terminal id (terminput.Parse).
 func parseTerminalCommand(c *command, rest string) input {
 	name := c.name
 	id, arg, _ := strings.Cut(rest, " ")
 	if id == "" {
 		return bad(fmt.Sprintf("/%s needs a terminal id", name), name)
 	}
-	in := input{id: id}
-	switch name {
-	case "send":
-		in.data, in.what = []byte(arg+"\r"), "Enter"
-		if arg != "" {
-			in.what = quoteShort(arg) + " and Enter"
-		}
-	case "keys":
-		names := strings.Fields(arg)
-		if len(names) == 0 {
-			return bad("/keys needs at least one key", name)
-		}
-		for _, k := range names {
-			b, err := keys.Bytes(k)
-			if err != nil {
-				return input{cmd: malformed, problem: "/keys: " + err.Error() + ". " + keys.Help + "."}
-			}
-			in.data = append(in.data, b...)
-		}
-		in.what = strings.Join(names, " ")
-	case "resize":
-		cols, rows, ok := strings.Cut(arg, "x")
-		c, err1 := strconv.Atoi(cols)
-		r, err2 := strconv.Atoi(rows)
-		if !ok || err1 != nil || err2 != nil {
-			return bad(fmt.Sprintf("/resize: %q is not a size COLSxROWS", arg), name)
-		}
-		in.size = acp.TerminalSize{Cols: c, Rows: r}
-		if err := in.size.Validate("size"); err != nil {
-			return bad("/resize: "+errorMessage(err), name)
-		}
-	case "tail":
-		in.lines = defaultTail
-		if arg != "" {
-			n, err := strconv.Atoi(arg)
-			if err != nil || n < 1 {
-				return bad(fmt.Sprintf("/tail: %q is not a number of lines (1 or more)", arg), name)
-			}
-			in.lines = min(n, maxTail)
-		}
+	a, problem, usage := terminput.Parse(name, arg)
+	switch {
+	case problem != "" && usage:
+		return bad(problem, name)
+	case problem != "":
+		return input{cmd: malformed, problem: problem + "."}
 	}
-	return in
+	return input{id: id, data: a.Data, what: a.What, size: a.Size, lines: a.Lines}
 }
 
-// quoteShort quotes text typed by /send for its answer, cut short.
-func quoteShort(s string) string {
-	return strconv.Quote(shorten(s, 40))
-}
-
-// typeIntoTerminal serves /send and /keys.
+// typeIntoTerminal serves /send and /keys (terminput.Send).
 func typeIntoTerminal(st *state, in input) {
-	if err := st.work.typeInto(in.id, in.data); err != nil {
-		st.out.agentMessage("Cannot type into " + in.id + ": " + errorMessage(err) + ".")
-		return
-	}
-	st.out.agentMessage("Typed " + in.what + " into " + in.id + ".")
+	terminput.Send(host{st}, in.id, terminput.Args{Data: in.data, What: in.what})
 }
 
-// resizeTerminal serves /resize.
-func resizeTerminal(st *state, in input) {
-	if err := st.work.resize(in.id, in.size, &st.out); err != nil {
-		st.out.agentMessage("Cannot resize " + in.id + ": " + errorMessage(err) + ".")
-		return
-	}
-	st.out.agentMessage(fmt.Sprintf("Resized %s to %d columns and %d rows.", in.id, in.size.Cols, in.size.Rows))
-}
-
-// liveTerminal returns the terminal id if it runs, or the -32602 error
-// that says why not.
-func (r *registry) liveTerminal(id string) (*terminal, error) {
-	t := r.terminals[id]
-	switch {
-	case t == nil:
-		return nil, acp.InvalidParams("terminalId: no terminal %q in this session", id)
-	case t.state >= termExited:
-		return nil, acp.InvalidParams("terminalId: %s has already exited", id)
-	case t.proc == nil:
-		return nil, acp.InvalidParams("terminalId: %s has not started yet", id)
-	}
-	return t, nil
-}
-
-// typeInto writes data to a terminal's input. It never blocks: a full
-// input buffer (the program does not read) is the -32800 error, whose
-// data says how many bytes were written.
-func (r *registry) typeInto(id string, data []byte) error {
-	t, err := r.liveTerminal(id)
-	if err != nil {
-		return err
-	}
-	n, err := t.proc.Write(data)
-	if n > 0 {
-		t.input.typed()
-	}
-	switch {
-	case errors.Is(err, ptyio.ErrInputFull):
-		return &acp.Error{
-			Code:    acp.CodeRequestCancelled,
-			Message: fmt.Sprintf("the input buffer of %s is full: its program is not reading its input (%d of %d bytes were written)", id, n, len(data)),
-			Data:    map[string]any{"terminalId": id, "written": n},
-		}
-	case err != nil:
-		return acp.InvalidParams("terminalId: %s takes no input: %v", id, err)
-	}
-	return nil
-}
-
-// resize sets a terminal's size and sends a terminal_update with it
-// through out.
-func (r *registry) resize(id string, size acp.TerminalSize, out *outbox) error {
-	t, err := r.liveTerminal(id)
-	if err != nil {
-		return err
-	}
-	if err := size.Validate("size"); err != nil {
-		return err
-	}
-	s := ptyio.Size{Cols: uint16(size.Cols), Rows: uint16(size.Rows)}
-	if err := t.proc.Resize(s); err != nil {
-		return acp.InvalidParams("terminalId: %s cannot be resized: %v", id, err)
-	}
-	t.size = s
-	out.sendTerminal(t, &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: t.id, Size: &size}, protocol.StreamOutput)
-	return nil
-}
+// resizeTerminal serves /resize (terminput.SetSize).
+func resizeTerminal(st *state, in input) { terminput.SetSize(host{st}, in.id, in.size) }
 
 // tail is the /tail answer: the last lines of a terminal's output as
-// plain text, running or exited.
+// plain text, running or exited (terminput.Tail).
 func (r *registry) tail(id string, n int) string {
 	t := r.terminals[id]
 	if t == nil {
 		return fmt.Sprintf("Cannot show %s: no terminal %q in this session.", id, id)
 	}
-	buf := make([]byte, min(t.ring.Total(), tailWindow))
-	k, start := t.ring.ReadAt(buf, t.ring.Total()-int64(len(buf)))
-	text := termtext.Plain(buf[:k])
-	if start > 0 {
-		// The window may start in the middle of a line (or a character,
-		// or an escape sequence): show only whole lines.
-		if i := strings.IndexByte(text, '\n'); i >= 0 {
-			text = text[i+1:]
-		}
-	}
-	last, lines := termtext.LastLines(text, n)
-	shown := strings.Count(last, "\n") + 1
-	for len(last) > tailText {
-		_, last, _ = strings.Cut(last[len(last)-tailText:], "\n")
-		shown = strings.Count(last, "\n") + 1
-	}
-	what := fmt.Sprintf("%s (%s, %s)", id, shortLine(t.line), terminalStatus(t))
-	switch {
-	case last == "":
-		return "No output from " + what + "."
-	case start == 0 && shown == lines:
-		return fmt.Sprintf("Output of %s, all %s, escape sequences removed:\n%s", what, plural(shown, "line"), termtext.Fence(last))
-	}
-	return fmt.Sprintf("Output of %s, the last %s, escape sequences removed:\n%s", what, plural(shown, "line"), termtext.Fence(last))
+	return terminput.Tail(id, t.line, terminalStatus(t), t.ring, n)
 }
 
 // terminalStatus says whether a terminal runs, or how it ended.
@@ -260,9 +118,55 @@ func shorten(text string, n int) string { return work.Shorten(text, n) }
 // shortLine cuts a command line short for a title.
 func shortLine(line string) string { return shorten(line, 60) }
 
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
+// Notices (terminput: the notify setting, and what each says): a
+// terminal whose program waits for input (once per wait), and a
+// background terminal that ends on its own. A notice is a live event, not
+// history: it goes to the attached client, if any, and a replay does not
+// repeat it. Whatever the setting, a connection that another client took
+// the session from is told so (terminput.TakenNotice, outbox.attach).
+
+// notice sends a notice to the attached client; it is not recorded.
+func (o *outbox) notice(n *acp.Notice) {
+	n.SessionUpdate = acp.KindNotice
+	o.send(n)
+}
+
+// notifyIn is the notify setting that applies now: none once the session
+// is closing.
+func (st *state) notifyIn() terminput.Notify {
+	return st.settings.notify.In(st.life == sessionOpen)
+}
+
+// noticeExit tells that background terminal t ended on its own, as the
+// notify setting says (terminput.ExitNotice).
+func (o *outbox) noticeExit(t *terminal, mode terminput.Notify) {
+	if n := terminput.ExitNotice(t.id, t.line, t.exit, mode); n != nil {
+		o.notice(n)
 	}
-	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// watchInput starts watching a launched terminal for its program waiting
+// for input; a wait found is noticed on the session's actor.
+func (t *terminal) watchInput(s *Session) {
+	t.input = terminput.Watch(t.ring, t.proc, func(wait ptyio.InputWait) {
+		s.do(func(st *state) { st.out.noticeInput(t, wait, st.notifyIn()) })
+	})
+}
+
+// unwatchInput stops watching a terminal that exited, and lets go of the
+// watch.
+func (t *terminal) unwatchInput() {
+	if t.input != nil {
+		t.input.Stop()
+		t.input = nil
+	}
+}
+
+// noticeInput tells, once per wait (terminput.Input.Noticed), that a
+// running terminal's program waits for input, and how to type into it.
+func (o *outbox) noticeInput(t *terminal, wait ptyio.InputWait, mode terminput.Notify) {
+	if t.state != termRunning || t.input == nil || !t.input.Noticed(wait) || mode == terminput.NotifyOff {
+		return
+	}
+	o.notice(terminput.InputNotice(t.id, t.line))
 }

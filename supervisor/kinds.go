@@ -7,6 +7,8 @@ import (
 
 	"shellagent/acp"
 	"shellagent/outputbuf"
+	"shellagent/protocol"
+	"shellagent/ptyio"
 	"shellagent/supervisor/jobs"
 	"shellagent/supervisor/wait"
 	"shellagent/supervisor/watch"
@@ -98,7 +100,7 @@ func (h host) DropRuns(origin any) { h.st.turns.drop(kindOrigin{origin}.owns) }
 
 func (h host) Terminal(id string) work.Terminal {
 	if t := h.st.work.terminals[id]; t != nil {
-		return terminalHandle{t}
+		return terminalHandle{h.st, t}
 	}
 	return nil
 }
@@ -116,7 +118,7 @@ func (h host) EndTurn(c work.Call, stopReason string) {
 func terminalExited(st *state, t *terminal) {
 	for _, c := range st.work.unfinished() {
 		if w, ok := taskOf(c).(work.TerminalWatcher); ok {
-			w.TerminalExited(terminalHandle{t})
+			w.TerminalExited(terminalHandle{st, t})
 		}
 	}
 }
@@ -159,14 +161,37 @@ type kindForeground struct{ fg work.Foreground }
 func (k kindForeground) cancelTurn(*state, *turn)   { k.fg.CancelTurn() }
 func (k kindForeground) toBackground(*state, *turn) { k.fg.ToBackground() }
 
-// terminalHandle is a terminal as a kind of work reads it
-// (work.Terminal).
-type terminalHandle struct{ t *terminal }
+// terminalHandle is terminal t of the session of st as a kind of work
+// reads it (work.Terminal).
+type terminalHandle struct {
+	st *state
+	t  *terminal
+}
 
 func (h terminalHandle) ID() string              { return h.t.id }
 func (h terminalHandle) Output() *outputbuf.Ring { return h.t.ring }
 func (h terminalHandle) Exited() bool            { return h.t.state >= termExited }
 func (h terminalHandle) Exit() *acp.ExitStatus   { return h.t.exit }
+
+func (h terminalHandle) Launched() bool { return h.t.proc != nil }
+
+func (h terminalHandle) Write(data []byte) (int, error) {
+	n, err := h.t.proc.Write(data)
+	if n > 0 {
+		h.t.input.Typed()
+	}
+	return n, err
+}
+
+func (h terminalHandle) Resize(size acp.TerminalSize) error {
+	s := ptyio.Size{Cols: uint16(size.Cols), Rows: uint16(size.Rows)}
+	if err := h.t.proc.Resize(s); err != nil {
+		return err
+	}
+	h.t.size = s
+	h.st.out.sendTerminal(h.t, &acp.TerminalUpdate{SessionUpdate: acp.KindTerminal, TerminalID: h.t.id, Size: &size}, protocol.StreamOutput)
+	return nil
+}
 
 // kindOrigin is a kind of work's origin of the turns it runs (host.Run).
 type kindOrigin struct{ v any }
@@ -214,12 +239,12 @@ func (h host) Launch(c work.Call, spec work.LaunchSpec) (work.Run, error) {
 	if t == nil { // launchWith failed the tool call and said why in its content
 		return nil, errors.New(contentText(call))
 	}
-	return runHandle{terminalHandle{t}, h.st}, nil
+	return runHandle{terminalHandle{h.st, t}}, nil
 }
 
 func (h host) TerminalRun(id string) work.Run {
 	if t := h.st.work.terminals[id]; t != nil {
-		return runHandle{terminalHandle{t}, h.st}
+		return runHandle{terminalHandle{h.st, t}}
 	}
 	return nil
 }
@@ -248,7 +273,6 @@ func contentText(c *toolCall) string {
 // kind sees it (work.Run).
 type runHandle struct {
 	terminalHandle
-	st *state
 }
 
 func (r runHandle) Started() time.Time { return r.t.started }
@@ -288,6 +312,6 @@ func runExited(st *state, t *terminal, onItsOwn bool) bool {
 		return false
 	}
 	st.list.removeTerminal(t)
-	w.RunExited(runHandle{terminalHandle{t}, st}, onItsOwn)
+	w.RunExited(runHandle{terminalHandle{st, t}}, onItsOwn)
 	return true
 }

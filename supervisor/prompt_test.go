@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/supervisor/terminput"
 )
 
 func TestParseInput(t *testing.T) {
@@ -47,9 +48,9 @@ func TestParseInput(t *testing.T) {
 		{line: "/resize term_1 200x50", want: input{cmd: lookup("resize"), id: "term_1", size: acp.TerminalSize{Cols: 200, Rows: 50}}},
 		{line: "/resize term_1 200", want: input{cmd: malformed}, says: `/resize: "200" is not a size COLSxROWS`},
 		{line: "/resize term_1 0x50", want: input{cmd: malformed}, says: "size.cols: must be from 1 to 10000, got 0"},
-		{line: "/tail term_1", want: input{cmd: lookup("tail"), id: "term_1", lines: defaultTail}},
+		{line: "/tail term_1", want: input{cmd: lookup("tail"), id: "term_1", lines: terminput.DefaultTail}},
 		{line: "/tail term_1 50", want: input{cmd: lookup("tail"), id: "term_1", lines: 50}},
-		{line: "/tail term_1 5000", want: input{cmd: lookup("tail"), id: "term_1", lines: maxTail}},
+		{line: "/tail term_1 5000", want: input{cmd: lookup("tail"), id: "term_1", lines: terminput.MaxTail}},
 		{line: "/tail term_1 -3", want: input{cmd: malformed}, says: `"-3" is not a number of lines`},
 		{line: "/scenario", want: input{cmd: lookup("scenario")}},
 		{line: "/scenario  paused  2s ", want: input{cmd: scenarioPlay, id: "paused  2s"}}, // read by the kit

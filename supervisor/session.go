@@ -472,7 +472,7 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 			listed := st.list.index(listItem{term: t}) >= 0 // background work, not a scenario's foreground command
 			st.list.removeTerminal(t)
 			if onItsOwn && listed {
-				st.out.noticeExit(t, st.settings.notify.in(st.life))
+				st.out.noticeExit(t, st.notifyIn())
 			}
 			return
 		}

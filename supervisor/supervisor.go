@@ -66,10 +66,11 @@
 //     one state, and retention.
 //   - actor.go: the goroutine that owns a session's state (do, doWait,
 //     peek, slow work) and the snapshot it publishes.
-//   - input.go (key names from internal/keys): typing into terminals,
-//     sizing them, /tail;
-//     notice.go: notices; inputwatch.go: when to look for a program
-//     waiting for input.
+//   - input.go: typing into terminals, sizing them, /tail, and the
+//     notices; what of them needs nothing of the session (the commands'
+//     arguments, the text of /tail and of the notices, the notify
+//     setting, and when to look for a program waiting for input) is
+//     package supervisor/terminput's.
 //   - prompt.go reads a prompt's blocks into a line, and internal/words
 //     the words of a slash command (and the shell quoting of a link's
 //     path); config.go holds the configuration and the per-session
@@ -134,9 +135,10 @@
 //     was answered, withdrawn or cancelled in the meantime;
 //   - context.AfterFunc: a held prompt that the client withdrew with
 //     $/cancel_request;
-//   - a terminal's input watch (time.AfterFunc, inputwatch.go), when it
-//     found a program waiting for input: it looks at /proc off the actor,
-//     and enters only to notice what it found;
+//   - a terminal's input watch (time.AfterFunc: supervisor/terminput's
+//     Watch, started in input.go), when it found a program waiting for
+//     input: it looks at /proc off the actor, and enters only to notice
+//     what it found;
 //   - a playing scenario's goroutine (package scenario), one Stage call
 //     at a time, through Session.Do (doWait); it waits for what it needs
 //     (a terminal's exit, the client's cancel) off the actor;

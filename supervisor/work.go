@@ -11,6 +11,8 @@ import (
 	"shellagent/outputbuf"
 	"shellagent/protocol"
 	"shellagent/ptyio"
+	"shellagent/supervisor/terminput"
+	"shellagent/supervisor/work"
 )
 
 // The work of a session: its terminals and tool calls (and the jobs behind
@@ -63,12 +65,12 @@ type terminal struct {
 	started time.Time
 	state   termState
 
-	ring     *outputbuf.Ring // its output; nil once retired
-	proc     ptyio.Process   // nil once retired
-	returned *ptyio.Status   // the shell's status, once it returned while others ran on
-	exit     *acp.ExitStatus // once exited
-	hist     int             // its position in the history
-	input    *terminalInput  // its input watch and the waits noticed (notice.go)
+	ring     *outputbuf.Ring  // its output; nil once retired
+	proc     ptyio.Process    // nil once retired
+	returned *ptyio.Status    // the shell's status, once it returned while others ran on
+	exit     *acp.ExitStatus  // once exited
+	hist     int              // its position in the history
+	input    *terminput.Input // its input watch and the waits noticed
 
 	// source, if not nil, is its output as the connection reads it, in
 	// place of the ring itself (output): a scenario's command hears of the
@@ -242,6 +244,21 @@ func (r *registry) newCall(state callState, kind, title string) *toolCall {
 
 // addTerminal registers a launched terminal.
 func (r *registry) addTerminal(t *terminal) { r.terminals[t.id] = t }
+
+// liveTerminal returns the terminal id if it runs, or the -32602 error
+// that says why not (terminput.Live, which reads only its state: the
+// handle needs no session).
+func (r *registry) liveTerminal(id string) (*terminal, error) {
+	t := r.terminals[id]
+	var h work.Terminal
+	if t != nil {
+		h = terminalHandle{t: t}
+	}
+	if err := terminput.Live(id, h); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
 
 // stop accepts terminal/cancel of running terminal id and starts (or, the
 // second time, hurries) its stop with grace. accepted, if not nil, runs

@@ -144,17 +144,20 @@ type fakeRun struct {
 	stopped bool
 }
 
-func (r *fakeRun) ID() string              { return r.id }
-func (r *fakeRun) Output() *outputbuf.Ring { return r.ring }
-func (r *fakeRun) Exited() bool            { return false }
-func (r *fakeRun) Exit() *acp.ExitStatus   { return &acp.ExitStatus{} }
-func (r *fakeRun) Started() time.Time      { return r.started }
-func (r *fakeRun) Running() bool           { return !r.stopped }
-func (r *fakeRun) Retired() bool           { return false }
-func (r *fakeRun) Stop()                   { r.stopped = true }
-func (r *fakeRun) List()                   {}
-func (r *fakeRun) Pid() int                { return 0 }
-func (r *fakeRun) Members() []int          { return nil }
+func (r *fakeRun) ID() string                         { return r.id }
+func (r *fakeRun) Output() *outputbuf.Ring            { return r.ring }
+func (r *fakeRun) Exited() bool                       { return false }
+func (r *fakeRun) Exit() *acp.ExitStatus              { return &acp.ExitStatus{} }
+func (r *fakeRun) Started() time.Time                 { return r.started }
+func (r *fakeRun) Running() bool                      { return !r.stopped }
+func (r *fakeRun) Retired() bool                      { return false }
+func (r *fakeRun) Stop()                              { r.stopped = true }
+func (r *fakeRun) List()                              {}
+func (r *fakeRun) Pid() int                           { return 0 }
+func (r *fakeRun) Members() []int                     { return nil }
+func (r *fakeRun) Launched() bool                     { return true }
+func (r *fakeRun) Write(data []byte) (int, error)     { return len(data), nil }
+func (r *fakeRun) Resize(size acp.TerminalSize) error { return nil }
 
 type fakeTurn struct {
 	h      *fakeHost

@@ -134,6 +134,10 @@ func (t *fakeTerminal) Output() *outputbuf.Ring { return t.ring }
 func (t *fakeTerminal) Exited() bool            { return t.exit != nil }
 func (t *fakeTerminal) Exit() *acp.ExitStatus   { return t.exit }
 
+func (t *fakeTerminal) Launched() bool                     { return true }
+func (t *fakeTerminal) Write(data []byte) (int, error)     { return len(data), nil }
+func (t *fakeTerminal) Resize(size acp.TerminalSize) error { return nil }
+
 type fakeCall struct {
 	spec   work.CallSpec
 	task   work.Task

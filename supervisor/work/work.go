@@ -139,8 +139,9 @@ type Foreground interface {
 	ToBackground()
 }
 
-// A Terminal is a terminal of the session, as a kind reads it. Its
-// methods run on the session's actor; its Output may be read anywhere.
+// A Terminal is a terminal of the session, as a kind reads it (and
+// types into it: supervisor/terminput). Its methods run on the session's
+// actor; its Output may be read anywhere.
 type Terminal interface {
 	ID() string
 	// Output is its output ring.
@@ -148,6 +149,18 @@ type Terminal interface {
 	// Exited reports whether it exited; Exit is then its exitStatus.
 	Exited() bool
 	Exit() *acp.ExitStatus
+
+	// Launched reports whether its process started (a command waits for
+	// its permission before it has one).
+	Launched() bool
+	// Write writes data to the input of its started process without
+	// blocking, and returns how many bytes were written; ptyio's
+	// ErrInputFull says its program is not reading. Input written may
+	// be read, after which a new wait for input is noticed.
+	Write(data []byte) (n int, err error)
+	// Resize sets the size of its started process and sends a
+	// terminal_update with it; size is valid (acp.TerminalSize.Validate).
+	Resize(size acp.TerminalSize) error
 }
 
 // A TerminalWatcher is a Task that hears of the exits of the session's
