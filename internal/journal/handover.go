@@ -49,7 +49,7 @@ func (s *Store) Handover() (map[string]*Handed, error) {
 // file is not read; else it is read for what the writer needs of it
 // (and, as with Reopen, a file that cannot be read is an error).
 func (s *Store) Adopt(id string, h *Handed) error {
-	_, err := s.reopen(id, h, false)
+	_, err := reopen(s, id, h, false)
 	return err
 }
 
@@ -81,8 +81,8 @@ func (w *writer) handOver(out map[string]*Handed) error {
 		e := w.x.entries[id]
 		live := e != nil && e.live
 		w.s.mu.Unlock()
-		if !live || len(f.pend) > 0 {
-			continue
+		if !live || len(f.pend) > 0 || f.failing {
+			continue // a file the writer failed to write: what it knows is not the file's
 		}
 		var fi os.FileInfo
 		var err error

@@ -204,17 +204,17 @@ func (s *Store) Create(id string, m Meta) error {
 // that shares the directory has the session live, and ErrNotFound when
 // the history does not have it.
 func (s *Store) Reopen(id string) (*History, error) {
-	p, err := s.reopen(id, nil, true)
+	p, err := reopen(s, id, nil, true)
 	if err != nil {
 		return nil, err
 	}
 	return p.history(), nil
 }
 
-// reopen makes session id live again (Reopen, Adopt) and returns what
+// reopen makes session id live again in s (Reopen, Adopt) and returns what
 // the writer needs of its file: from h, if it describes the file as it
 // is, else read from the file, with keep all that Load returns.
-func (s *Store) reopen(id string, h *Handed, keep bool) (*parsed, error) {
+func reopen(s *Store, id string, h *Handed, keep bool) (*parsed, error) {
 	if s.opts.Off {
 		return nil, fmt.Errorf("reopen history of session %s: %w", id, ErrNotFound)
 	}
