@@ -287,12 +287,19 @@ func (sv *Supervisor) Freeze(ctx context.Context) (state []byte, files []*os.Fil
 		}
 	}
 	out.Frozen = time.Now()
-	// The new image reads each session's history from the disk: all of
-	// it must be written before the exec.
+	// The new image writes on each session's history on disk: all of it
+	// must be written before the exec, and what the writer knows of each
+	// file goes with the session, so that the new image need not read it.
 	if store := sv.cfg.History; store != nil {
-		if err := store.Written(); err != nil {
+		handed, err := store.Handover()
+		if err != nil {
 			thaw()
 			return nil, nil, nil, fmt.Errorf("freeze the sessions: write their history: %w", err)
+		}
+		for i := range out.Sessions {
+			if d := out.Sessions[i].Durable; d != nil {
+				d.File = handed[out.Sessions[i].ID]
+			}
 		}
 	}
 	out.Flushed = time.Now()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/internal/journal"
 	"shellagent/internal/stack"
 	"shellagent/outputbuf"
 	"shellagent/protocol/acptest"
@@ -21,9 +22,16 @@ import (
 // grow while the process runs on) and writes the session; thaw, as after
 // an exec that failed, lets everything go on: the client gets every tick
 // once, in order, and new ones. Work that cannot be handed over is
-// refused, before anything stops, naming it and its session.
+// refused, before anything stops, naming it and its session. What the
+// history's writer knows of the session's file goes with the session, so
+// that the new image need not read it.
 func TestFreezeThenThaw(t *testing.T) {
-	h := newHarness(t, Config{})
+	store, err := journal.Open(journal.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	h := newHarness(t, Config{History: store})
 	sid := h.newSession()
 	h.run(sid, "/bg i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.05; done")
 	var ring *outputbuf.Ring
@@ -47,6 +55,9 @@ func TestFreezeThenThaw(t *testing.T) {
 	var fz frozenSupervisor
 	if err := json.Unmarshal(saved, &fz); err != nil || len(fz.Sessions) != 1 || len(fz.Sessions[0].Terminals) != 1 || fz.Sessions[0].Terminals[0].Live == nil {
 		t.Fatalf("Freeze wrote %s (%v); want one session with its live terminal", saved, err)
+	}
+	if d := fz.Sessions[0].Durable; d == nil || d.File == nil || d.File.Size == 0 || d.File.Terms["term_1"][2] == 0 {
+		t.Errorf("Freeze handed the history over as %+v; want its file, with term_1's output", d)
 	}
 	before := ring.Total()
 	time.Sleep(300 * time.Millisecond) // 6 ticks, held in the PTY

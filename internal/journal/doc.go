@@ -13,7 +13,8 @@
 // again for what other processes changed at Refresh, from each file's
 // header and its lines from its last mark on (see below), never the whole
 // file; a file is read whole only to be loaded, made live again,
-// compacted or written to. No file holds a path of the state directory,
+// compacted or written to, and not when an upgrade in place hands over
+// what the writer knows of it (see Processes). No file holds a path of the state directory,
 // so a directory that is moved, copied or restored keeps working.
 //
 // # Processes
@@ -28,6 +29,14 @@
 // to a temporary file, locked, fsynced and renamed into place, so that no
 // process sees a session file without its header; a compaction's file is
 // locked before its rename too.
+//
+// An upgrade in place execs the next image of the process, which drops
+// the locks. The old image's Handover writes what is queued and returns
+// what its writer knows of each live session's file (its size, its
+// identity, the byte counts compaction and output need); the new image's
+// Adopt locks the file again and, if it is still the file handed over,
+// writes on from that without reading it; a file changed in between is
+// read as Reopen reads it.
 //
 // # Format
 //

@@ -48,7 +48,7 @@ func (x *index) list() []Info {
 func (x *index) note(o *op) bool {
 	e := x.entries[o.id]
 	switch {
-	case o.kind == opBarrier || o.kind == opWritten || o.kind == opRefresh:
+	case o.kind == opBarrier || o.kind == opWritten || o.kind == opHandover || o.kind == opRefresh:
 		return true
 	case o.kind == opCreate:
 		if e != nil {

@@ -137,12 +137,21 @@ type termState struct {
 // in full. With keep it keeps what Load returns; else only what the
 // writer needs.
 func readFile(path, id string, scroll int, keep bool) (*parsed, error) {
-	f, err := os.Open(path)
+	return readWith(openSource, path, id, scroll, keep)
+}
+
+// readWith is readFile, opening the file with open.
+func readWith(open func(string) (source, error), path, id string, scroll int, keep bool) (*parsed, error) {
+	f, err := open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close() // Best effort: read only.
-	fi, err := f.Stat()
+	st, ok := f.(interface{ Stat() (os.FileInfo, error) })
+	if !ok {
+		return nil, errors.New("cannot stat the file")
+	}
+	fi, err := st.Stat()
 	if err != nil {
 		return nil, err
 	}

@@ -90,8 +90,9 @@ func DefaultDir() (string, error) {
 //
 // The Store's index (what List, Exists and Stat answer from) holds what
 // List shows of each session, read from the head and the tail of its
-// file; a session is read in full only to be loaded, made live again,
-// compacted or written to.
+// file; a session is read in full only to be loaded, made live again
+// (but by Adopt, from what Handover handed over), compacted or written
+// to.
 type Store struct {
 	opts Options
 	log  *slog.Logger
@@ -203,6 +204,17 @@ func (s *Store) Create(id string, m Meta) error {
 // that shares the directory has the session live, and ErrNotFound when
 // the history does not have it.
 func (s *Store) Reopen(id string) (*History, error) {
+	p, err := reopen(s, id, nil, true)
+	if err != nil {
+		return nil, err
+	}
+	return p.history(), nil
+}
+
+// reopen makes session id live again in s (Reopen, Adopt) and returns what
+// the writer needs of its file: from h, if it describes the file as it
+// is, else read from the file, with keep all that Load returns.
+func reopen(s *Store, id string, h *Handed, keep bool) (*parsed, error) {
 	if s.opts.Off {
 		return nil, fmt.Errorf("reopen history of session %s: %w", id, ErrNotFound)
 	}
@@ -235,16 +247,22 @@ func (s *Store) Reopen(id string) (*History, error) {
 			lock.Close() // Best effort: another goroutine locked it first.
 		}
 	}
-	p, err := readFile(s.idx.path(id), id, s.opts.Scrollback, true)
-	if err != nil {
-		s.release(id)
-		return nil, fmt.Errorf("reopen history of session %s: %w", id, err)
+	var p *parsed
+	if h != nil && !keep {
+		p = handed(s.idx.path(id), id, h) // locked: no other process changes it now
+	}
+	if p == nil {
+		var err error
+		if p, err = readWith(s.w.open, s.idx.path(id), id, s.opts.Scrollback, keep); err != nil {
+			s.release(id)
+			return nil, fmt.Errorf("reopen history of session %s: %w", id, err)
+		}
 	}
 	if !s.enqueue(op{kind: opOpen, id: id, parsed: p}) {
 		s.release(id)
 		return nil, fmt.Errorf("reopen history of session %s: %w", id, ErrNotFound)
 	}
-	return p.history(), nil
+	return p, nil
 }
 
 // release drops the lock of session id unless it is live here.

@@ -15,8 +15,8 @@ import (
 
 type opKind uint8
 
-// The kinds of queued records. opBarrier, opWritten and opDelete answer
-// on done.
+// The kinds of queued records. opBarrier, opWritten, opHandover and
+// opDelete answer on done.
 const (
 	opCreate opKind = iota
 	opOpen
@@ -31,7 +31,8 @@ const (
 	opSync
 	opClosed
 	opBarrier
-	opWritten // a barrier without the fsync (Store.Written)
+	opWritten  // a barrier without the fsync (Store.Written)
+	opHandover // opWritten, and what the writer knows of each live file (Store.Handover)
 	opRefresh
 	opDelete
 	opAttach
@@ -49,7 +50,8 @@ type op struct {
 	status         acp.ExitStatus
 	tap            *Tap
 	done           chan error
-	parsed         *parsed // opOpen: the file as Reopen read it
+	parsed         *parsed            // opOpen: the file as Reopen read it
+	handed         map[string]*Handed // opHandover: filled before done
 }
 
 // cost is what o counts in the queue's bound.
@@ -175,6 +177,8 @@ func (w *writer) run() {
 			switch o := &batch[i]; o.kind {
 			case opBarrier, opWritten:
 				o.done <- nil
+			case opHandover:
+				o.done <- w.handOver(o.handed)
 			case opRefresh:
 				o.done <- w.rescan(false)
 			}
@@ -222,7 +226,7 @@ func (w *writer) apply(batch []op) (touched []*file, barrier bool) {
 			barrier = true
 			touched = w.out.pullAll(touched)
 			continue
-		case opWritten:
+		case opWritten, opHandover:
 			touched = w.out.pullAll(touched) // written, not fsynced
 			continue
 		case opDelete:

@@ -16,6 +16,7 @@ import (
 type Frozen struct {
 	Items map[string]json.RawMessage // each tool call's and terminal's state as last recorded, by id
 	Keys  map[string]string          // the idempotency keys of accepted prompts, with their messageIds
+	File  *journal.Handed            `json:",omitempty"` // what the journal's writer knew of the session's file (Store.Handover), set by the supervisor at the end of the freeze
 }
 
 // Frozen returns d as the next image of an upgrade needs it, or nil with
@@ -39,7 +40,8 @@ func (d *Recorder) Frozen() (*Frozen, error) {
 
 // Thaw is the Recorder of session id after an upgrade in place, from
 // what the old image handed over (f), or, without it, from the journal,
-// as Reopen does. The session's history is live in this process again.
+// as Reopen does. With f, the journal does not read the file either,
+// if f.File describes it as it is (journal.Store.Adopt). The session's history is live in this process again.
 func (hs Histories) Thaw(id string, f *Frozen) *Recorder {
 	if f == nil || !hs.Has(id) {
 		return hs.reopen(id)
@@ -51,7 +53,7 @@ func (hs Histories) Thaw(id string, f *Frozen) *Recorder {
 		}
 	}
 	maps.Copy(d.keys, f.Keys)
-	hs.Store.Reopen(id)
+	hs.Store.Adopt(id, f.File) // without f.File, or for a file changed since, it reads the file
 	return d
 }
 
