@@ -12,8 +12,8 @@ type Reader interface {
 // past the cursor and how many bytes before them the cursor passed over
 // (the ring overwrote them before they were read, or Skip skipped them).
 // It is the one way to follow a ring's bytes without holding it (a
-// service's log, the history): a reader that falls behind loses bytes,
-// and is told how many, but never makes Write wait.
+// service's log, the history, a wait's line scan): a reader that falls
+// behind loses bytes, and is told how many, but never makes Write wait.
 //
 // A Cursor belongs to one goroutine. Its Next may run while the ring's
 // writer writes: it takes the ring's lock for one copy of at most len(p)
