@@ -8,6 +8,11 @@
 // The ring memory grows with what is written (doubling up to its capacity) and
 // only then starts to wrap, so a terminal that prints little costs little.
 //
+// A reader that reads some time after the output was written (a
+// service's log, the history, a wait's line scan) keeps a Cursor: it
+// reads what the ring holds past its offset and learns how many bytes it
+// lost, and never makes Write wait.
+//
 // A reader that must not lose bytes follows the ring and holds it: Write
 // then waits instead of overwriting bytes that reader has not taken, as a
 // terminal emulator that stops reading its PTY makes the kernel block the

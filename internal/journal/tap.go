@@ -3,6 +3,8 @@ package journal
 import (
 	"sync/atomic"
 	"time"
+
+	"shellagent/outputbuf"
 )
 
 // A Source is a terminal's output as the history reads it: every byte
@@ -10,10 +12,7 @@ import (
 // (an outputbuf.Ring is one). Its methods are safe for use by the
 // Store's writer while the terminal writes.
 type Source interface {
-	// ReadAt copies bytes from offset off into p: n of them, starting
-	// at start, which is past off when the bytes from off are no
-	// longer held.
-	ReadAt(p []byte, off int64) (n int, start int64)
+	outputbuf.Reader // the bytes by offset, as the history's Cursor reads them
 	// Total returns the offset just past the last byte written.
 	Total() int64
 }
@@ -28,8 +27,8 @@ type Source interface {
 type Tap struct {
 	s     *Store
 	src   Source
-	dirty atomic.Bool // written since the writer last read
-	off   int64       // the writer's: the offset of the first byte not in the history
+	dirty atomic.Bool      // written since the writer last read
+	cur   outputbuf.Cursor // the writer's: at the first byte not in the history
 }
 
 // Attach makes the output of terminal term of session id, as src holds
@@ -83,13 +82,13 @@ func (r *outReader) attach(f *file, term string, t *Tap) {
 	if f.taps == nil {
 		f.taps = make(map[string]*Tap)
 	}
-	t.off = 0
+	var off int64
 	if o := f.terms[term]; o != nil {
-		t.off = o.written
+		off = o.written
 	}
 	// A source that restarted its offsets (it never does: a ring
 	// handed over keeps them) has nothing the file has.
-	t.off = min(t.off, t.src.Total())
+	t.cur = outputbuf.CursorAt(min(off, t.src.Total()))
 	f.taps[term] = t
 }
 
@@ -119,24 +118,23 @@ func (r *outReader) pullFile(f *file) bool {
 func (r *outReader) pull(f *file, term string, t *Tap) bool {
 	t.dirty.Store(false) // a write from now on asks again
 	end := t.src.Total()
-	if end <= t.off {
+	if end <= t.cur.Offset() {
 		return false
 	}
 	now := time.Now()
 	if r.buf == nil {
 		r.buf = make([]byte, maxChunk)
 	}
-	for from := max(t.off, end-int64(r.w.opts.Scrollback)); from < end; from = t.off {
-		n, start := t.src.ReadAt(r.buf[:min(int64(len(r.buf)), end-from)], from)
-		if start > t.off {
-			f.pend = r.w.encode(f, &op{kind: opGap, id: f.id, term: term, n: start - t.off, at: now})
-			t.off = start
+	t.cur.Skip(end - int64(r.w.opts.Scrollback))
+	for from := t.cur.Offset(); from < end; from = t.cur.Offset() {
+		n, lost := t.cur.Next(t.src, r.buf[:min(int64(len(r.buf)), end-from)])
+		if lost > 0 {
+			f.pend = r.w.encode(f, &op{kind: opGap, id: f.id, term: term, n: lost, at: now})
 		}
 		if n == 0 {
 			break
 		}
 		f.pend = r.w.encode(f, &op{kind: opOut, id: f.id, term: term, data: r.buf[:n], at: now})
-		t.off = start + int64(n)
 		if len(f.pend) >= pendMax {
 			r.w.writePend(f)
 		}

@@ -34,40 +34,39 @@ const (
 // It is owned by one goroutine (a wait's).
 type Scanner struct {
 	re    *regexp.Regexp
-	off   int64  // the next offset of the ring to read
-	line  []byte // the line being read: its bytes since the last newline, at most maxLine
-	frag  bool   // the line being read lost its start (skipped or overwritten): it is dropped
-	tried int    // len(line) when Partial last tried it, or -1
-	batch []byte // complete lines, each with its newline, not yet matched
+	cur   outputbuf.Cursor // at the next offset of the ring to read
+	line  []byte           // the line being read: its bytes since the last newline, at most maxLine
+	frag  bool             // the line being read lost its start (skipped or overwritten): it is dropped
+	tried int              // len(line) when Partial last tried it, or -1
+	batch []byte           // complete lines, each with its newline, not yet matched
 	buf   []byte
 }
 
 // New returns a scanner of a ring's output from offset from on for
 // lines that re matches; re is compiled with (?m) (see findLine).
 func New(re *regexp.Regexp, from int64) *Scanner {
-	return &Scanner{re: re, off: from, tried: -1, buf: make([]byte, readChunk)}
+	return &Scanner{re: re, cur: outputbuf.CursorAt(from), tried: -1, buf: make([]byte, readChunk)}
 }
 
 // Offset returns the next offset of the ring that Scan reads: it moves
 // when output was read.
-func (sc *Scanner) Offset() int64 { return sc.off }
+func (sc *Scanner) Offset() int64 { return sc.cur.Offset() }
 
 // Scan reads what ring holds beyond the last scan, at most budget bytes
 // of it (0: no limit), and returns the first complete line that matches.
 func (sc *Scanner) Scan(ring *outputbuf.Ring, budget int) (string, bool) {
 	total := ring.Total()
-	if budget > 0 && total-sc.off > int64(budget) {
-		sc.skipTo(total - int64(budget))
+	if budget > 0 {
+		sc.cur.Skip(total - int64(budget))
 	}
-	for sc.off < total {
-		n, start := ring.ReadAt(sc.buf, sc.off)
-		if start > sc.off {
-			sc.skipTo(start) // overwritten before it was read
+	for sc.cur.Offset() < total {
+		n, lost := sc.cur.Next(ring, sc.buf)
+		if lost > 0 {
+			sc.drop() // skipped, or overwritten before it was read
 		}
 		if n == 0 {
 			break
 		}
-		sc.off = start + int64(n)
 		sc.add(sc.buf[:n])
 		if len(sc.batch) >= maxBatch {
 			if line, ok := sc.match(); ok {
@@ -78,10 +77,10 @@ func (sc *Scanner) Scan(ring *outputbuf.Ring, budget int) (string, bool) {
 	return sc.match()
 }
 
-// skipTo goes on reading at off, beyond bytes that will never be read:
-// the line they cut is dropped.
-func (sc *Scanner) skipTo(off int64) {
-	sc.off, sc.line, sc.frag, sc.tried = off, sc.line[:0], true, -1
+// drop follows bytes that will never be read: the line they cut is
+// dropped.
+func (sc *Scanner) drop() {
+	sc.line, sc.frag, sc.tried = sc.line[:0], true, -1
 }
 
 // add takes bytes of output: each line they complete joins the batch.

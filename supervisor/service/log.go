@@ -104,14 +104,13 @@ func copyLog(log *slog.Logger, path string, limit int64, ring *outputbuf.Ring, o
 		}
 	})
 	defer f.Stop()
-	buf := make([]byte, 32<<10)
+	buf, cur := make([]byte, 32<<10), outputbuf.CursorAt(off)
 	drain := func() bool {
 		for {
-			n, start := ring.ReadAt(buf, off)
+			n, _ := cur.Next(ring, buf) // what the ring lost is not in the log
 			if n == 0 {
 				return true
 			}
-			off = start + int64(n)
 			if _, err := lg.Write(buf[:n]); err != nil {
 				log.Warn("service log", "path", path, "err", err)
 				return false
