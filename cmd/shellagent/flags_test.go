@@ -44,6 +44,9 @@ func TestSizeFlagString(t *testing.T) {
 	}
 }
 
+// TestDurationFlag: a duration flag stores what configopt.ParseDuration
+// reads (whose rules its own test checks) and passes it whether 0 is
+// allowed.
 func TestDurationFlag(t *testing.T) {
 	tests := []struct {
 		in   string
@@ -51,18 +54,12 @@ func TestDurationFlag(t *testing.T) {
 		want time.Duration
 		err  string
 	}{
-		{"10s", false, 10 * time.Second, ""},
 		{"1m30s", false, 90 * time.Second, ""},
 		{"0", true, 0, ""},
-		{"0s", true, 0, ""},
 		{"0", false, 0, "must be more than 0, e.g. 3s"},
-		{"5", false, 0, "missing unit, e.g. 5s"},
-		{"2.5", true, 0, "missing unit, e.g. 2.5s"},
-		{"-1s", true, 0, "must not be negative"},
-		{"soon", true, 0, "want a duration such as 10s, 500ms or 1m30s"},
 	}
 	for _, tt := range tests {
-		var d time.Duration
+		d := time.Hour
 		err := (&durationFlag{p: &d, zero: tt.zero}).Set(tt.in)
 		if tt.err == "" && (err != nil || d != tt.want) || tt.err != "" && (err == nil || err.Error() != tt.err) {
 			t.Errorf("Set(%q) = %v, %v; want %v, %q", tt.in, d, err, tt.want, tt.err)

@@ -72,9 +72,11 @@ func TestParseDuration(t *testing.T) {
 		{"10s", false, 10 * time.Second, ""},
 		{"1m30s", false, 90 * time.Second, ""},
 		{"0", true, 0, ""},
+		{"0s", true, 0, ""},
 		{"0", false, 0, "must be more than 0, e.g. 3s"},
 		{"-1s", true, 0, "must not be negative"},
 		{"7", true, 0, "missing unit, e.g. 7s"},
+		{"2.5", true, 0, "missing unit, e.g. 2.5s"},
 		{"7 seconds", true, 0, "want a duration such as 10s, 500ms or 1m30s"},
 	} {
 		d, err := ParseDuration(tc.in, tc.zero)
