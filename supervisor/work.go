@@ -246,7 +246,7 @@ func (r *registry) newCall(state callState, kind, title string) *toolCall {
 func (r *registry) addTerminal(t *terminal) { r.terminals[t.id] = t }
 
 // liveTerminal returns the terminal id if it runs, or the -32602 error
-// that says why not (terminput.Live, which reads only its state: the
+// that says why not (work.Live, which reads only its state: the
 // handle needs no session).
 func (r *registry) liveTerminal(id string) (*terminal, error) {
 	t := r.terminals[id]
@@ -254,7 +254,7 @@ func (r *registry) liveTerminal(id string) (*terminal, error) {
 	if t != nil {
 		h = terminalHandle{t: t}
 	}
-	if err := terminput.Live(id, h); err != nil {
+	if err := work.Live(id, h); err != nil {
 		return nil, err
 	}
 	return t, nil

@@ -9,28 +9,13 @@ import (
 	"shellagent/supervisor/work"
 )
 
-// Live returns nil if t, terminal id (nil if the session has none), runs,
-// or the -32602 error that says why not: the rule of every method that
-// acts on a running terminal. It runs where t's methods may.
-func Live(id string, t work.Terminal) error {
-	switch {
-	case t == nil:
-		return acp.InvalidParams("terminalId: no terminal %q in this session", id)
-	case t.Exited():
-		return acp.InvalidParams("terminalId: %s has already exited", id)
-	case !t.Launched():
-		return acp.InvalidParams("terminalId: %s has not started yet", id)
-	}
-	return nil
-}
-
 // Type writes data to the input of terminal id of h, on the session's
 // actor. It never blocks: a full input buffer (the program does not read)
 // is the -32800 error, whose data says how many bytes were written; a
 // terminal that does not run or takes no input is a -32602 error.
 func Type(h work.Host, id string, data []byte) error {
 	t := h.Terminal(id)
-	if err := Live(id, t); err != nil {
+	if err := work.Live(id, t); err != nil {
 		return err
 	}
 	n, err := t.Write(data)
@@ -52,7 +37,7 @@ func Type(h work.Host, id string, data []byte) error {
 // out of bounds, or a terminal that cannot be resized is a -32602 error.
 func Resize(h work.Host, id string, size acp.TerminalSize) error {
 	t := h.Terminal(id)
-	if err := Live(id, t); err != nil {
+	if err := work.Live(id, t); err != nil {
 		return err
 	}
 	if err := size.Validate("size"); err != nil {

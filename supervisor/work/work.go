@@ -246,3 +246,18 @@ func Shorten(text string, n int) string {
 	}
 	return text
 }
+
+// Live returns nil if t, terminal id (nil if the session has none), runs,
+// or the -32602 error that says why not: the rule of every method that
+// acts on a running terminal. It runs where t's methods may.
+func Live(id string, t Terminal) error {
+	switch {
+	case t == nil:
+		return acp.InvalidParams("terminalId: no terminal %q in this session", id)
+	case t.Exited():
+		return acp.InvalidParams("terminalId: %s has already exited", id)
+	case !t.Launched():
+		return acp.InvalidParams("terminalId: %s has not started yet", id)
+	}
+	return nil
+}
