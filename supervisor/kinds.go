@@ -15,11 +15,14 @@ import (
 	"shellagent/supervisor/work"
 )
 
-// The kinds of work that live in packages of their own (supervisor/jobs)
-// reach the session through package work: a work.Task is a tool call's
-// task here (kindTask), and the session is their work.Host (host), each
-// tool call their work.Call (callHandle). Adding such a kind is its
-// package, its entry in workKinds, and its commands' entries in commands.go.
+// The kinds of work that live in packages of their own (supervisor/jobs,
+// supervisor/wait, supervisor/watch, supervisor/service) reach the session
+// through package work: a work.Task is a tool call's task here
+// (kindTask), and the session is their work.Host (host), each tool call
+// their work.Call (callHandle). Adding such a kind is its package, its
+// entry in workKinds, and its commands' entries in commands.go. A stack's
+// services are the one exception to workKinds: they thaw with their stack
+// (thaw.go), which the session holds (state.stack).
 
 // workKinds are the kinds of work in packages of their own, by the name their
 // frozen form is written under (frozenTask).
