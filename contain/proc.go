@@ -124,15 +124,28 @@ type Member struct {
 	Command string // its command line, arguments joined by spaces
 }
 
-// describe turns pids into Members, dropping those no longer live.
+// describe turns pids into Members, dropping those no longer live: also
+// one that went between its check and the reading of its command line
+// (which then cannot be read: "?").
 func describe(pids []int) []Member {
 	out := make([]Member, 0, len(pids))
 	for _, pid := range pids {
-		if p, ok := readProc(pid); ok && p.live() {
-			out = append(out, Member{Pid: pid, Command: commandLine(pid)})
+		if !liveNow(pid) {
+			continue
 		}
+		cmd := commandLine(pid)
+		if cmd == "?" && !liveNow(pid) {
+			continue
+		}
+		out = append(out, Member{Pid: pid, Command: cmd})
 	}
 	return out
+}
+
+// liveNow reports whether process pid is live (neither gone nor a zombie).
+func liveNow(pid int) bool {
+	p, ok := readProc(pid)
+	return ok && p.live()
 }
 
 // scanner shares scans of every process: callers that look at the same
