@@ -246,11 +246,11 @@ func (r *registry) newCall(state callState, kind, title string) *toolCall {
 func (r *registry) addTerminal(t *terminal) { r.terminals[t.id] = t }
 
 // liveTerminal returns the terminal id if it runs, or the -32602 error
-// that says why not (work.Live, which reads only its state: the
-// handle needs no session).
+// that says why not (work.Live, which reads only its Liveness: the
+// handle needs no session, and nothing else of it is reachable there).
 func (r *registry) liveTerminal(id string) (*terminal, error) {
 	t := r.terminals[id]
-	var h work.Terminal
+	var h work.Liveness
 	if t != nil {
 		h = terminalHandle{t: t}
 	}

@@ -247,10 +247,16 @@ func Shorten(text string, n int) string {
 	return text
 }
 
+// Liveness is what Live reads of a terminal (a Terminal has it).
+type Liveness interface {
+	Exited() bool
+	Launched() bool
+}
+
 // Live returns nil if t, terminal id (nil if the session has none), runs,
 // or the -32602 error that says why not: the rule of every method that
 // acts on a running terminal. It runs where t's methods may.
-func Live(id string, t Terminal) error {
+func Live(id string, t Liveness) error {
 	switch {
 	case t == nil:
 		return acp.InvalidParams("terminalId: no terminal %q in this session", id)
