@@ -508,7 +508,7 @@ func (g *cgroupGroup) Kill() (bool, error) {
 	}
 	reached := false
 	for _, pid := range pids {
-		if p, ok := readProc(pid); ok && p.live() {
+		if p, ok := readProc(pid); ok && p.live() && !p.doomed() {
 			reached = true
 			break
 		}

@@ -180,7 +180,9 @@ type Group interface {
 	// a zombie, and not already exiting).
 	Signal(sigs ...unix.Signal) (reached bool, err error)
 	// Kill sends SIGKILL to every process of the group at once, and
-	// reports whether one of them was alive.
+	// reports whether one of them was alive and not already ended by an
+	// earlier signal it has yet to act on (a SIGTERM that a loaded
+	// machine has not let it die of is no reason to report SIGKILL).
 	Kill() (reached bool, err error)
 	// Close releases the group once it is done (a cgroup is removed). A
 	// group that still has processes must be killed first.

@@ -346,7 +346,8 @@ func (g *markerGroup) Kill() (bool, error) {
 			errs = append(errs, err)
 		}
 	}
-	return len(procs) > 0, errors.Join(errs...)
+	reached := slices.ContainsFunc(procs, func(p proc) bool { return !p.doomed() })
+	return reached, errors.Join(errs...)
 }
 
 func (g *markerGroup) Close() error {

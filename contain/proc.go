@@ -19,12 +19,23 @@ type proc struct {
 	start                uint64 // start time, in the OS's unit: with the pid, it names one process
 	exitCode             int    // the wait status once exiting (as waitpid encodes it)
 	sigIgnore, sigCatch  uint64 // signals ignored and caught, bit sig-1
+	sigPending           uint64 // signals pending for its main thread, bit sig-1 (Linux)
 }
 
 // live reports whether the process runs and has not begun to exit. A zombie
 // holds a pid but runs nothing.
 func (p proc) live() bool {
 	return p.state != 'Z' && p.state != 'X' && p.state != 'x' && !p.exiting
+}
+
+// doomed reports whether the process is live but will not run its own
+// code again: a signal has already ended it and it has not been scheduled
+// to act on it yet. On Linux the kernel marks such a process, whatever
+// the fatal signal was, with SIGKILL pending (complete_signal), and a
+// SIGKILL sent now changes nothing. On a loaded machine that state can
+// outlast a grace period.
+func (p proc) doomed() bool {
+	return p.sigPending&(uint64(1)<<(unix.SIGKILL-1)) != 0
 }
 
 // dieOf returns the first of sigs whose default action, which the process

@@ -26,7 +26,7 @@ type Target interface {
 	// reports whether they reached a live one.
 	Signal(sigs ...unix.Signal) (reached bool, err error)
 	// Kill sends SIGKILL to every process of the set, and reports whether
-	// one of them was live.
+	// one of them was live and not already ended by an earlier signal.
 	Kill() (reached bool, err error)
 }
 
