@@ -55,7 +55,7 @@ func parseStat(pid int, b []byte) (proc, bool) {
 		pid: pid, state: f[0][0],
 		ppid: int(num(1)), pgid: int(num(2)), sid: int(num(3)),
 		exiting: flags&pfExiting != 0, kthread: flags&pfKthread != 0,
-		start:     num(19),
+		start:      num(19),
 		sigPending: num(28), sigIgnore: num(30), sigCatch: num(31),
 	}
 	if len(f) > 49 { // exit_code, Linux 3.5 and later
