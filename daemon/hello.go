@@ -58,6 +58,8 @@ type Status struct {
 	Started     time.Time
 	RSS         int64 // bytes of resident memory (VmRSS)
 	Connections int   // ACP connections open
+	Procs       int   // processors Go code runs on (GOMAXPROCS); 0 from a daemon that does not say
+	CPUs        int   // processors the daemon may use (runtime.NumCPU)
 	Sessions    []supervisor.SessionStatus
 }
 

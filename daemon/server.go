@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -393,6 +394,7 @@ func (s *Server) status() Status {
 	return Status{
 		Pid: os.Getpid(), Build: s.Build, Socket: s.Socket, Started: s.started,
 		RSS: rss(), Connections: conns, Sessions: s.Supervisor.Sessions(),
+		Procs: runtime.GOMAXPROCS(0), CPUs: runtime.NumCPU(),
 	}
 }
 

@@ -335,8 +335,12 @@ func printStatus(w io.Writer, st daemon.Status, now time.Time) {
 	if st.RSS >= 0 {
 		rss = fmt.Sprintf("RSS %.1f MiB", float64(st.RSS)/(1<<20))
 	}
-	fmt.Fprintf(w, "daemon pid %d, build %s, up %s, %s, %d %s\nsocket %s\n",
-		st.Pid, st.Build, ago(now.Sub(st.Started)), rss, st.Connections, conns, st.Socket)
+	procs := ""
+	if st.Procs > 0 {
+		procs = fmt.Sprintf(", Go on %d of %d CPUs", st.Procs, st.CPUs)
+	}
+	fmt.Fprintf(w, "daemon pid %d, build %s, up %s, %s%s, %d %s\nsocket %s\n",
+		st.Pid, st.Build, ago(now.Sub(st.Started)), rss, procs, st.Connections, conns, st.Socket)
 	if len(st.Sessions) == 0 {
 		fmt.Fprintln(w, "no sessions")
 	}

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -773,6 +774,7 @@ func TestDaemonStatusAndStop(t *testing.T) {
 	t.Logf("daemon status:\n%s", stdout)
 	for _, want := range []string{
 		"socket " + d.socket, "RSS ", "1 connection",
+		fmt.Sprintf(", Go on %d of %d CPUs, ", sharedProcs(), runtime.NumCPU()),
 		gone + "  detached since ", here + "  attached since ",
 		"term_1  background  up ", "trap '' TERM; echo ready; sleep 300  (pids ",
 	} {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"runtime"
 	"testing"
 )
@@ -26,4 +27,17 @@ func TestShareCPUs(t *testing.T) {
 			t.Errorf("GOMAXPROCS=%q, %d before: %d after, want %d (%s)", tc.env, tc.before, got, tc.wantAfter, tc.wantReason)
 		}
 	}
+}
+
+// startProcs is the test binary's GOMAXPROCS before any test changed it:
+// the default, or $GOMAXPROCS, as the binary it runs starts with.
+var startProcs = runtime.GOMAXPROCS(0)
+
+// sharedProcs is how many processors a shellagent started by the tests
+// runs Go code on (shareCPUs).
+func sharedProcs() int {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return startProcs
+	}
+	return max(1, startProcs/2)
 }
