@@ -8,6 +8,7 @@ import (
 	"shellagent/internal/sessiontest"
 	"shellagent/protocol/acptest"
 	"shellagent/supervisor"
+	"shellagent/supervisor/kit"
 )
 
 func TestMain(m *testing.M) { sessiontest.Main(m) }
@@ -25,10 +26,10 @@ type harness struct {
 type seenKit struct {
 	Kit
 	mu   sync.Mutex
-	last *supervisor.Session
+	last kit.Session
 }
 
-func (k *seenKit) Play(sc *supervisor.Scene, args string) {
+func (k *seenKit) Play(sc *kit.Scene, args string) {
 	k.mu.Lock()
 	k.last = sc.Session()
 	k.mu.Unlock()
@@ -58,14 +59,14 @@ func (h *harness) on(c *acptest.Client) *harness {
 }
 
 // await polls the session the kit last played in until cond holds.
-func (h *harness) await(what string, cond func(sc *supervisor.Scene) bool) {
+func (h *harness) await(what string, cond func(sc *kit.Scene) bool) {
 	h.T.Helper()
 	h.kit.mu.Lock()
 	s := h.kit.last
 	h.kit.mu.Unlock()
 	sessiontest.Poll(h.T, what, func() bool {
 		ok := false
-		s.Do(func(sc *supervisor.Scene) { ok = cond(sc) })
+		s.Do(func(sc *kit.Scene) { ok = cond(sc) })
 		return ok
 	})
 }

@@ -21,12 +21,13 @@
 // the scenarios marked Invalid (a malformed background list), which the
 // session plays only when the agent runs with --scenarios-invalid.
 //
-// The package is the client developers' kit whole: Kit is what a
-// supervisor.Session asks to play /scenario (supervisor.Config.Kit), and
-// the Stage a scenario plays on is a play that drives the session from
-// outside its core, through supervisor.Session.Do and supervisor.Scene,
-// the ways in that real events use, and lays a supervisor.Overlay over it
-// (what it lists, the cancels it takes).
+// The package is the client developers' kit whole: Kit is the kit.Kit a
+// session asks to play /scenario (supervisor.Config.Kit), and the Stage a
+// scenario plays on is a play that drives the session from outside its
+// core, through kit.Session.Do and kit.Scene (package supervisor/kit, the
+// contract between the session and the kit), the ways in that real events
+// use, and lays a kit.Overlay over it (what it lists, the cancels it
+// takes). It imports nothing of package supervisor.
 //
 // Files: scenario.go (a Scenario, its listing, and the Stage a session
 // gives it to play on), snapshot.go (Crafted: a snapshot that leaves its

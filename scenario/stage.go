@@ -11,11 +11,11 @@ import (
 	"shellagent/acp"
 	"shellagent/outputbuf"
 	"shellagent/protocol"
-	"shellagent/supervisor"
+	"shellagent/supervisor/kit"
 )
 
-// Kit is the client developers' kit as a session serves it
-// (supervisor.Config.Kit): /scenario alone lists the scenarios, and
+// Kit is the client developers' kit as a session serves it (a kit.Kit:
+// supervisor.Config.Kit): /scenario alone lists the scenarios, and
 // /scenario NAME [HOLD] plays one in the session.
 type Kit struct {
 	// Invalid lets /scenario play the scenarios that send a message the
@@ -26,9 +26,9 @@ type Kit struct {
 	Log *slog.Logger
 }
 
-var _ supervisor.Kit = Kit{}
+var _ kit.Kit = Kit{}
 
-// Listing implements supervisor.Kit.
+// Listing implements kit.Kit.
 func (k Kit) Listing(v1 bool) string { return Listing(v1, k.Invalid) }
 
 // parse reads /scenario's arguments: a scenario's name and an optional
@@ -54,11 +54,11 @@ func parse(args string) (sc *Scenario, hold time.Duration, problem string, usage
 	return sc, hold, "", false
 }
 
-// Play implements supervisor.Kit: it plays the scenario that args name,
+// Play implements kit.Kit: it plays the scenario that args name,
 // holding the turn of /scenario, says what comes, and plays on a
 // goroutine of its own. A scenario it cannot play here ends the turn at
 // once, saying why.
-func (k Kit) Play(stage *supervisor.Scene, args string) {
+func (k Kit) Play(stage *kit.Scene, args string) {
 	sc, hold, problem, usage := parse(args)
 	if problem != "" {
 		stage.Refuse(problem, usage)
@@ -90,7 +90,7 @@ func (k Kit) Play(stage *supervisor.Scene, args string) {
 
 // A play is a scenario playing in its session (/scenario NAME): the
 // Stage the session gives it. The scenario's script runs on a goroutine
-// of its own and enters the session through supervisor.Session.Do, one
+// of its own and enters the session through kit.Session.Do, one
 // Stage call at a time, like any other way in.
 //
 // The session's bookkeeping stays its own: the scenario's commands,
@@ -99,7 +99,7 @@ func (k Kit) Play(stage *supervisor.Scene, args string) {
 // unknown type) is sent as crafted updates and never enters the
 // registry. The play keeps what it made up (madeUp) and what it lists
 // beside the session's work (probes); it is the session's
-// supervisor.Overlay, through which the session lists the probes, lets
+// kit.Overlay, through which the session lists the probes, lets
 // the play take cancels, sends what it made up to a client that resumes,
 // and tells it of the close. When the script returns, finish stops
 // whatever it left running, finalizes what it made up, unlists its
@@ -112,7 +112,7 @@ func (k Kit) Play(stage *supervisor.Scene, args string) {
 // stops its real work as any other, and what it made up is left as it
 // is, unfinished, as a close may leave listed work.
 type play struct {
-	s     *supervisor.Session
+	s     kit.Session
 	sc    *Scenario
 	hold  time.Duration
 	ctx   context.Context
@@ -121,9 +121,9 @@ type play struct {
 	dir   gateDir // owned by the play's goroutine
 
 	// Owned by the session's actor.
-	began      chan struct{}     // closed when the turn that Begin asked for holds the foreground
-	runs       []*run            // its commands
-	calls      []supervisor.Call // its wakeups and watches
+	began      chan struct{} // closed when the turn that Begin asked for holds the foreground
+	runs       []*run        // its commands
+	calls      []kit.Call    // its wakeups and watches
 	made       madeUp
 	probes     []acp.BackgroundItem // what it lists beside the session's work (List)
 	asks       []func()             // withdraw its permission requests
@@ -131,9 +131,9 @@ type play struct {
 }
 
 var (
-	_ Stage                 = (*play)(nil)
-	_ supervisor.Overlay    = (*playOverlay)(nil)
-	_ supervisor.Foreground = (*playTurn)(nil)
+	_ Stage          = (*play)(nil)
+	_ kit.Overlay    = (*playOverlay)(nil)
+	_ kit.Foreground = (*playTurn)(nil)
 )
 
 // How long the Stage waits for what it waits on before it gives up, and
@@ -162,12 +162,12 @@ func (p *play) fg() *playTurn { return (*playTurn)(p) }
 
 // enter runs f on the session's actor and waits for it, unless the play
 // is over or the session no longer open; it reports whether f ran.
-func (p *play) enter(f func(sc *supervisor.Scene)) bool {
+func (p *play) enter(f func(sc *kit.Scene)) bool {
 	if p.ctx.Err() != nil {
 		return false
 	}
 	ran := false
-	p.s.Do(func(sc *supervisor.Scene) {
+	p.s.Do(func(sc *kit.Scene) {
 		if p.ctx.Err() != nil || !sc.Open() {
 			return
 		}
@@ -223,7 +223,7 @@ func (p *play) Context() context.Context { return p.ctx }
 
 // Say implements Stage.
 func (p *play) Say(text string) {
-	p.enter(func(sc *supervisor.Scene) { sc.Say(text) })
+	p.enter(func(sc *kit.Scene) { sc.Say(text) })
 }
 
 // Hold implements Stage.
@@ -244,7 +244,7 @@ func (p *play) Hold() {
 // one of a real tool call's capabilities is what the session last
 // reported of them from now on.
 func (p *play) Send(u acp.Update) {
-	p.enter(func(sc *supervisor.Scene) {
+	p.enter(func(sc *kit.Scene) {
 		p.made.add(u)
 		sc.Send(u)
 	})
@@ -252,7 +252,7 @@ func (p *play) Send(u acp.Update) {
 
 // Report implements Stage.
 func (p *play) Report(s Snapshot) {
-	p.enter(func(sc *supervisor.Scene) {
+	p.enter(func(sc *kit.Scene) {
 		var meta map[string]any
 		switch s.State {
 		case acp.StateRunning, acp.StateIdle, acp.StateRequiresAction, "":
@@ -268,12 +268,12 @@ func (p *play) Report(s Snapshot) {
 
 // List implements Stage.
 func (p *play) List(items ...acp.BackgroundItem) {
-	p.enter(func(sc *supervisor.Scene) { p.list(sc, items) })
+	p.enter(func(sc *kit.Scene) { p.list(sc, items) })
 }
 
 // list replaces what the play lists; a change is re-sent as any change
 // of the list is.
-func (p *play) list(sc *supervisor.Scene, items []acp.BackgroundItem) {
+func (p *play) list(sc *kit.Scene, items []acp.BackgroundItem) {
 	if len(items) == 0 && len(p.probes) == 0 {
 		return
 	}
@@ -284,10 +284,10 @@ func (p *play) list(sc *supervisor.Scene, items []acp.BackgroundItem) {
 // playOverlay is the play as its session's overlay.
 type playOverlay play
 
-// Listed implements supervisor.Overlay.
+// Listed implements kit.Overlay.
 func (o *playOverlay) Listed() []acp.BackgroundItem { return o.probes }
 
-// Cancel implements supervisor.Overlay: the play takes the cancels it
+// Cancel implements kit.Overlay: the play takes the cancels it
 // intercepts of its running commands, and answers those of what it made
 // up.
 func (o *playOverlay) Cancel(terminal bool, id string, running bool) (bool, error) {
@@ -303,13 +303,13 @@ func (o *playOverlay) Cancel(terminal bool, id string, running bool) (bool, erro
 	return false, nil
 }
 
-// Closing implements supervisor.Overlay: a close stops the script; what
+// Closing implements kit.Overlay: a close stops the script; what
 // it made up stays as it is.
 func (o *playOverlay) Closing() { (*play)(o).abort(ErrClosed) }
 
-// Resumed implements supervisor.Overlay: it brings a client that resumes
+// Resumed implements kit.Overlay: it brings a client that resumes
 // up to date on what the play runs in the foreground and what it made up.
-func (o *playOverlay) Resumed(sc *supervisor.Scene) {
+func (o *playOverlay) Resumed(sc *kit.Scene) {
 	for _, r := range o.runs {
 		sc.Current(r.cmd)
 	}
@@ -320,34 +320,34 @@ func (o *playOverlay) Resumed(sc *supervisor.Scene) {
 
 // ToolCallID implements Stage.
 func (p *play) ToolCallID() (id string) {
-	p.enter(func(sc *supervisor.Scene) { id = p.made.reserve(sc, false) })
+	p.enter(func(sc *kit.Scene) { id = p.made.reserve(sc, false) })
 	return id
 }
 
 // TerminalID implements Stage.
 func (p *play) TerminalID() (id string) {
-	p.enter(func(sc *supervisor.Scene) { id = p.made.reserve(sc, true) })
+	p.enter(func(sc *kit.Scene) { id = p.made.reserve(sc, true) })
 	return id
 }
 
 // Intercept implements Stage.
 func (p *play) Intercept(id string) <-chan struct{} {
 	ch := make(chan struct{})
-	p.enter(func(*supervisor.Scene) { p.made.intercept(id, ch) })
+	p.enter(func(*kit.Scene) { p.made.intercept(id, ch) })
 	return ch
 }
 
 // SessionCancel implements Stage.
 func (p *play) SessionCancel() <-chan struct{} {
 	ch := make(chan struct{})
-	p.enter(func(*supervisor.Scene) { p.sessCancel = ch })
+	p.enter(func(*kit.Scene) { p.sessCancel = ch })
 	return ch
 }
 
 // Run implements Stage.
 func (p *play) Run(line string, how How) (Command, error) {
 	r := &run{p: p, snapped: make(chan struct{}, 1)}
-	l := supervisor.Launch{Source: func(ring *outputbuf.Ring) protocol.OutputSource { return snapOutput{ring, r.snapped} }}
+	l := kit.Launch{Source: func(ring *outputbuf.Ring) protocol.OutputSource { return snapOutput{ring, r.snapped} }}
 	switch {
 	case how.Background && how.Codex:
 		l.Listed = true // its tool call says so with its terminal (Note)
@@ -366,7 +366,7 @@ func (p *play) Run(line string, how How) (Command, error) {
 		l.Env = []string{"SHELLAGENT_GATE=" + gate}
 	}
 	started := false
-	if !p.enter(func(sc *supervisor.Scene) {
+	if !p.enter(func(sc *kit.Scene) {
 		r.cmd, started = sc.Run(line, l)
 		if started {
 			p.runs = append(p.runs, r)
@@ -382,8 +382,8 @@ func (p *play) Run(line string, how How) (Command, error) {
 
 // Schedule implements Stage.
 func (p *play) Schedule(line string) (ToolCall, error) {
-	var c supervisor.Call
-	if !p.enter(func(sc *supervisor.Scene) {
+	var c kit.Call
+	if !p.enter(func(sc *kit.Scene) {
 		c = sc.Schedule(line, time.Hour)
 		p.calls = append(p.calls, c)
 	}) {
@@ -399,9 +399,9 @@ func (p *play) Watch(line string) (ToolCall, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", p.sc.Name, err)
 	}
-	var c supervisor.Call
+	var c kit.Call
 	started := false
-	if !p.enter(func(sc *supervisor.Scene) {
+	if !p.enter(func(sc *kit.Scene) {
 		if c, started = sc.Watch(dir, line); started {
 			p.calls = append(p.calls, c)
 		}
@@ -433,7 +433,7 @@ func (p *play) Ask(req *acp.PermissionRequest) (<-chan Answer, func()) {
 		case <-t.C:
 		}
 	}
-	if !p.enter(func(sc *supervisor.Scene) {
+	if !p.enter(func(sc *kit.Scene) {
 		p.asks = append(p.asks, withdraw)
 		asked := sc.Ask(ctx, req, func(resp *acp.PermissionResponse, err error) {
 			if err != nil {
@@ -455,7 +455,7 @@ func (p *play) Ask(req *acp.PermissionRequest) (<-chan Answer, func()) {
 // Begin implements Stage.
 func (p *play) Begin() error {
 	var began chan struct{}
-	if !p.enter(func(sc *supervisor.Scene) {
+	if !p.enter(func(sc *kit.Scene) {
 		began = make(chan struct{})
 		p.began = began
 		sc.Begin(p.fg())
@@ -467,7 +467,7 @@ func (p *play) Begin() error {
 
 // End implements Stage.
 func (p *play) End(stopReason string, failure *acp.Error) {
-	p.enter(func(sc *supervisor.Scene) { sc.End(p.fg(), stopReason, failure) })
+	p.enter(func(sc *kit.Scene) { sc.End(p.fg(), stopReason, failure) })
 }
 
 // Idle implements Stage.
@@ -478,9 +478,9 @@ func (p *play) Idle() error {
 // playTurn is the play as the foreground work of its turns.
 type playTurn play
 
-// Began implements supervisor.Foreground: the foreground work that Begin
+// Began implements kit.Foreground: the foreground work that Begin
 // asked for reports running, with the scenario's mark.
-func (pt *playTurn) Began(sc *supervisor.Scene) {
+func (pt *playTurn) Began(sc *kit.Scene) {
 	sc.Running((*play)(pt).mark())
 	if pt.began != nil {
 		close(pt.began)
@@ -488,13 +488,13 @@ func (pt *playTurn) Began(sc *supervisor.Scene) {
 	}
 }
 
-// Dropped implements supervisor.Foreground: its foreground work will not
+// Dropped implements kit.Foreground: its foreground work will not
 // come.
 func (pt *playTurn) Dropped() { pt.abort(ErrCancelled) }
 
-// CancelTurn implements supervisor.Foreground: session/cancel of the
+// CancelTurn implements kit.Foreground: session/cancel of the
 // scenario's turn is the cancel it awaits, or the end of the scenario.
-func (pt *playTurn) CancelTurn(*supervisor.Scene) {
+func (pt *playTurn) CancelTurn(*kit.Scene) {
 	if pt.sessCancel != nil {
 		close(pt.sessCancel)
 		pt.sessCancel = nil
@@ -516,7 +516,7 @@ func (p *play) finish(err error) {
 	if !closed {
 		var left []*run
 		var asks []func()
-		p.s.Do(func(sc *supervisor.Scene) {
+		p.s.Do(func(sc *kit.Scene) {
 			for _, r := range p.runs {
 				r.cmd.Stop(stageGrace)
 				if !r.cmd.Exited() {
@@ -541,7 +541,7 @@ func (p *play) finish(err error) {
 			withdraw()
 		}
 	}
-	p.s.Do(func(sc *supervisor.Scene) {
+	p.s.Do(func(sc *kit.Scene) {
 		p.abort(ErrClosed) // nothing of the script enters any more
 		if closed || !sc.Open() {
 			return // the overlay stays: what it lists stays listed, as a close leaves listed work

@@ -9,6 +9,7 @@ import (
 	"shellagent/acp"
 	"shellagent/protocol/acptest"
 	"shellagent/supervisor"
+	"shellagent/supervisor/kit"
 )
 
 // A long hold keeps a scenario playing while a test does something to
@@ -55,7 +56,7 @@ func TestScenarioCancelled(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("the cancelled scenario took %v to end", d)
 	}
-	h.await("the play to end", func(sc *supervisor.Scene) bool { return sc.Overlay() == nil })
+	h.await("the play to end", func(sc *kit.Scene) bool { return sc.Overlay() == nil })
 	h.Run(sid, "/scenario repeated-idle 0s") // the session plays again
 	h.message(over, sid, "Scenario repeated-idle is over")
 }
@@ -94,7 +95,7 @@ func TestScenarioOneAtATime(t *testing.T) {
 	h.Run(sid, "/scenario unknown-item 0s")
 	h.message(end, sid, "Scenario silent-terminal is still playing")
 	h.Never(sid, "the second scenario played", func(m *acptest.Msg) bool { return strings.Contains(m.Text(), "Scenario unknown-item.\n") })
-	h.await("silent-terminal playing still", func(sc *supervisor.Scene) bool {
+	h.await("silent-terminal playing still", func(sc *kit.Scene) bool {
 		p, ok := sc.Overlay().(*playOverlay)
 		if !ok || p.sc.Name != "silent-terminal" {
 			t.Errorf("playing %v, want silent-terminal still", sc.Overlay())

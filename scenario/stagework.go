@@ -10,7 +10,7 @@ import (
 	"shellagent/acp"
 	"shellagent/outputbuf"
 	"shellagent/protocol"
-	"shellagent/supervisor"
+	"shellagent/supervisor/kit"
 )
 
 // What a playing scenario (stage.go) works with: the commands it runs
@@ -21,9 +21,9 @@ import (
 // run is a command a play started: the Command it works with.
 type run struct {
 	p       *play
-	cmd     supervisor.Command // its terminal, tool call and output; used on the session's actor
-	snapped chan struct{}      // told of each copy of its output a replacement takes (snapOutput)
-	gate    string             // the file Open creates, if it is gated
+	cmd     kit.Command   // its terminal, tool call and output; used on the session's actor
+	snapped chan struct{} // told of each copy of its output a replacement takes (snapOutput)
+	gate    string        // the file Open creates, if it is gated
 }
 
 // snapOutput is the output of a play's command as the connection reads
@@ -86,7 +86,7 @@ func (r *run) WaitExit() error {
 
 // exited reports whether the command's exitStatus was sent.
 func (r *run) exited() (done bool) {
-	r.p.s.Do(func(*supervisor.Scene) { done = r.cmd.Exited() })
+	r.p.s.Do(func(*kit.Scene) { done = r.cmd.Exited() })
 	return done
 }
 
@@ -97,7 +97,7 @@ func (r *run) Replace() error {
 	default:
 	}
 	attached := false
-	if !r.p.enter(func(*supervisor.Scene) { attached = r.cmd.Replace() }) {
+	if !r.p.enter(func(*kit.Scene) { attached = r.cmd.Replace() }) {
 		return over(r.p.ctx)
 	}
 	if !attached {
@@ -108,14 +108,14 @@ func (r *run) Replace() error {
 
 // Stop implements Command.
 func (r *run) Stop() {
-	r.p.enter(func(*supervisor.Scene) { r.cmd.Stop(stageGrace) })
+	r.p.enter(func(*kit.Scene) { r.cmd.Stop(stageGrace) })
 }
 
 // realCall is a wakeup or a watch a play started: the ToolCall it works
 // with.
 type realCall struct {
 	p *play
-	c supervisor.Call // used on the session's actor
+	c kit.Call // used on the session's actor
 }
 
 // ID implements ToolCall.
@@ -123,17 +123,17 @@ func (r realCall) ID() string { return r.c.ID }
 
 // Fire implements ToolCall.
 func (r realCall) Fire() {
-	r.p.enter(func(*supervisor.Scene) { r.c.Fire() })
+	r.p.enter(func(*kit.Scene) { r.c.Fire() })
 }
 
 // Pause implements ToolCall.
 func (r realCall) Pause(paused bool) {
-	r.p.enter(func(*supervisor.Scene) { r.c.Pause(paused) })
+	r.p.enter(func(*kit.Scene) { r.c.Pause(paused) })
 }
 
 // Cancel implements ToolCall.
 func (r realCall) Cancel() {
-	r.p.enter(func(*supervisor.Scene) { r.c.Cancel() })
+	r.p.enter(func(*kit.Scene) { r.c.Cancel() })
 }
 
 // gateDir is a play's temporary directory, made when first needed: its
@@ -198,7 +198,7 @@ func (f *fake) final() bool {
 }
 
 // reserve reserves an id that no other work of the session takes.
-func (m *madeUp) reserve(sc *supervisor.Scene, terminal bool) string {
+func (m *madeUp) reserve(sc *kit.Scene, terminal bool) string {
 	id := sc.NewID(terminal)
 	if m.items == nil {
 		m.items = make(map[string]*fake)
@@ -319,7 +319,7 @@ func (m *madeUp) finals() []acp.Update {
 
 // forget drops what the session told its client about cancelling the
 // made-up items: they are over.
-func (m *madeUp) forget(sc *supervisor.Scene) {
+func (m *madeUp) forget(sc *kit.Scene) {
 	for _, id := range m.order {
 		sc.Forget(m.items[id].terminal, id)
 	}

@@ -15,7 +15,7 @@ import (
 // on state snapshots"). Every rule is kept here, by construction:
 //
 //  1. background is on every state_update: reportState is the only code
-//     that writes a state_update but for a scenario's (Scene.Report, kit.go), and
+//     that writes a state_update but for a scenario's (kit.Scene.Report, kit.go), and
 //     it always includes the list ([] if empty).
 //  2. Items are announced before they are listed: a terminal is listed
 //     only by detach, after launch has sent its terminal_update; a tool
@@ -42,7 +42,7 @@ import (
 //
 // The foreground state and the list are reported here too: transition
 // and reportState (settle, for a list change, through it) are the only
-// code that sends a state_update, but for the ones a playing scenario asks for (Scene.Report).
+// code that sends a state_update, but for the ones a playing scenario asks for (kit.Scene.Report).
 
 // backgroundList is the ordered background work of a session: terminals,
 // and tool calls that run without a process of their own (scheduled jobs,
@@ -153,7 +153,7 @@ func (st *state) transition(fgState, stopReason string) {
 func (st *state) reportState(stopReason string) { st.reportWith(stopReason, nil) }
 
 // reportWith is reportState with meta as the update's _meta (a
-// scenario's mark, Scene.Running).
+// scenario's mark, kit.Scene.Running).
 func (st *state) reportWith(stopReason string, meta map[string]any) {
 	st.list.dirty = false
 	u := &acp.StateUpdate{

@@ -278,7 +278,7 @@ func listBackground(st *state, _ input) {
 // listScenarios serves /scenario alone.
 func listScenarios(st *state, _ input) {
 	if k := st.s.sv.cfg.Kit; k != nil {
-		st.out.agentMessage(k.Listing((&Scene{st: st}).V1()))
+		st.out.agentMessage(k.Listing(scene{st: st}.V1()))
 		return
 	}
 	st.out.agentMessage(noKit)

@@ -9,6 +9,7 @@ import (
 	"shellagent/internal/configopt"
 	"shellagent/internal/journal"
 	"shellagent/ptyio"
+	"shellagent/supervisor/kit"
 	"shellagent/supervisor/terminput"
 )
 
@@ -55,7 +56,7 @@ type Config struct {
 	History *journal.Store
 	// Kit serves /scenario: the client developers' kit (package
 	// scenario.Kit). Without one, /scenario plays nothing.
-	Kit Kit
+	Kit kit.Kit
 	// StateDir is where the state kept across runs goes: a stack's
 	// service logs under STATE/logs (supervisor/service). "" keeps none.
 	StateDir string

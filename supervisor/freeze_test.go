@@ -16,6 +16,7 @@ import (
 	"shellagent/outputbuf"
 	"shellagent/protocol/acptest"
 	"shellagent/supervisor/jobs"
+	"shellagent/supervisor/kit"
 )
 
 // Freeze stops a session's terminal from being read (its ring does not
@@ -124,7 +125,7 @@ type idleOverlay struct{}
 
 func (idleOverlay) Listed() []acp.BackgroundItem            { return nil }
 func (idleOverlay) Cancel(bool, string, bool) (bool, error) { return false, nil }
-func (idleOverlay) Resumed(*Scene)                          {}
+func (idleOverlay) Resumed(*kit.Scene)                      {}
 func (idleOverlay) Closing()                                {}
 
 // ticksIn counts the "tick N" lines of out, all complete and in order from

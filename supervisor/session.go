@@ -11,6 +11,7 @@ import (
 	"shellagent/internal/clientcheck"
 	"shellagent/protocol"
 	"shellagent/ptyio"
+	"shellagent/supervisor/kit"
 	"shellagent/supervisor/record"
 	"shellagent/supervisor/service"
 )
@@ -66,8 +67,8 @@ type state struct {
 	list     backgroundList
 	work     registry
 	out      outbox
-	kit      kit        // the overlay of the scenario playing, if one is (kit.go)
-	failure  *acp.Error // the error of the next state_update, if its stop reason is error
+	kit      overlaySlot // the overlay of the scenario playing, if one is (kit.go)
+	failure  *acp.Error  // the error of the next state_update, if its stop reason is error
 
 	final     finalState // while closing
 	closeDone []func()   // called once the close is complete
@@ -281,7 +282,7 @@ func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest, notice 
 			}
 		}
 		if st.kit.overlay != nil {
-			st.kit.overlay.Resumed(&Scene{st: st, delivered: delivered})
+			st.kit.overlay.Resumed(kit.NewScene(scene{st: st, delivered: delivered}))
 		}
 		if notice != nil {
 			st.out.notice(notice)

@@ -82,12 +82,13 @@
 //     every session's actor held in one entry, its terminals' readers
 //     parked, the sessions written out (Freeze); rebuilt, detached, with
 //     the terminals adopted, in the new image (Restore).
-//   - kit.go: the hook of the client developers' kit, whose scenarios
-//     play in package scenario: Config.Kit serves /scenario; a playing
-//     scenario's Overlay, consulted where the session reports its list
-//     and where it dispatches a cancel, and its Foreground, the work of
-//     its turns; Session.Do and the Scene, the ways in it drives the
-//     session through. clientcheck.go: when a session reports a client
+//   - kit.go: the session's side of the client developers' kit, whose
+//     scenarios play in package scenario through the contract of package
+//     supervisor/kit: Config.Kit serves /scenario; a playing scenario's
+//     kit.Overlay, consulted where the session reports its list and where
+//     it dispatches a cancel, and its kit.Foreground, the work of its
+//     turns; Session.Do, and scene, the kit.Host of the kit.Scene through
+//     which it drives the session. clientcheck.go: when a session reports a client
 //     check, and to whom (the rules, their notices and what the session
 //     told its client about cancelling each item are
 //     internal/clientcheck's).

@@ -34,7 +34,7 @@ func (st *state) launch(call *toolCall, line string) *terminal {
 	return launchWith(st, call, line, launchOptions{})
 }
 
-// launchOptions are what a scenario's command adds (Scene.Run, kit.go).
+// launchOptions are what a scenario's command adds (kit.Scene.Run, kit.go).
 type launchOptions struct {
 	dir string   // the working directory, if not the session's (a service's)
 	env []string // added to the environment

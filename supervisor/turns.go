@@ -32,7 +32,7 @@ const (
 	// cancelled. Out to turnOver when the command exits.
 	turnCancelling
 	// turnScenario: it holds the foreground for a playing scenario
-	// (kit.go: a Foreground), which runs its own commands. Out to turnOver when the
+	// (kit.go: a kit.Foreground), which runs its own commands. Out to turnOver when the
 	// scenario ends its foreground work, or (close) to turnCancelling.
 	turnScenario
 	// turnOver: done, or never run. Final.
