@@ -13,6 +13,7 @@ import (
 	"shellagent/ptyio"
 	"shellagent/supervisor/record"
 	"shellagent/supervisor/service"
+	"shellagent/supervisor/work"
 )
 
 // A Session is one conversation: its prompts, its foreground work, its
@@ -173,7 +174,7 @@ func (s *Session) cancel(c protocol.Client) {
 			return
 		}
 		st.turns.dropHeld(func(*turn) bool { return true }, "cancelled by session/cancel")
-		sessionCancelled(st) // background requests stay open (permission.go)
+		askers(st, work.Asker.SessionCancelled) // background requests stay open (supervisor/approval)
 		if fg := st.turns.fg; fg != nil {
 			fg.fore.cancelTurn(st, fg)
 		}
@@ -288,7 +289,7 @@ func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest, notice 
 		}
 		st.reportState("")
 		if taken {
-			reask(st)
+			askers(st, work.Asker.Reask)
 		}
 		resp = &acp.ResumeSessionResponse{ConfigOptions: st.settings.options(), AvailableCommands: availableCommands()}
 	})
