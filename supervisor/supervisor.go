@@ -102,7 +102,8 @@
 //     records, its prompts' idempotency keys; Histories: past sessions
 //     listed, resumed and deleted): the live sessions as session/list
 //     lists them, session/delete of a live one, and a session made live
-//     again from its history (revive).
+//     again from its history (revive: assembled from the record.Past that
+//     package supervisor/record reads from it).
 //
 // # Concurrency
 //
