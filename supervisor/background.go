@@ -38,7 +38,8 @@ import (
 //     only once it has left the foreground (detach), and a scheduled job's
 //     firing, which is new foreground work, never is.
 //  7. A permission request for listed work is sent only after a state_update
-//     that lists it (see ask in permission.go).
+//     that lists it (supervisor/approval's Ask, through host.Waiting in
+//     permission.go).
 //
 // The foreground state and the list are reported here too: transition
 // and reportState (settle, for a list change, through it) are the only

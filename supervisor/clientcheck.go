@@ -16,10 +16,8 @@ import (
 // whom. Some violations only the connection sees: the
 // protocol.ClientChecks that each connection is made with (Checks)
 // reports them to violations.report. The others are seen where the
-// request is served (session.go, permission.go).
-
-// ruleListedPermission is the rule permission.go checks.
-const ruleListedPermission = clientcheck.ListedPermission
+// request is served (session.go, and supervisor/approval through
+// host.CheckClient, permission.go).
 
 // keepClosed is how many closed session ids the Supervisor remembers, to
 // tell them from unknown ones (clientcheck.ClosedSession).

@@ -247,7 +247,7 @@ func parseBg(_ *command, rest string) input { return input{line: rest} }
 func actBg(st *state, in input) {
 	if line := in.line; line != "" { // directly as background work
 		if st.settings.ask {
-			st.ask(st.newCall(callAsking, "execute", line), line, nil)
+			st.ask(line, nil)
 			return
 		}
 		if t := st.launch(st.newCall(callRunning, "execute", line), line); t != nil {

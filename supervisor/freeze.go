@@ -16,6 +16,7 @@ import (
 	"shellagent/internal/stack"
 	"shellagent/ptyio"
 	"shellagent/supervisor/terminput"
+	"shellagent/supervisor/work"
 )
 
 // An upgrade in place (daemon.Host): the Supervisor hands its sessions,
@@ -212,18 +213,14 @@ var errUpgraded = errors.New("its connection closed for the daemon's upgrade in 
 // foreground starts once it is free, and moves to the background too.
 func (st *state) endForUpgrade() {
 	st.turns.dropHeld(func(t *turn) bool { return t.reply != nil }, "the daemon was upgraded in place before it was inserted")
-	for _, c := range st.work.unfinished() {
-		if a, ok := c.task.(*approval); ok {
-			a.answered(st, nil, errUpgraded)
-		}
-	}
+	askers(st, func(a work.Asker) { a.Unanswered(errUpgraded) })
 	for range maxMoves {
 		fg := st.turns.fg
 		switch {
 		case fg == nil:
 			return
 		case fg.state == turnAsking:
-			fg.call.task.(*approval).answered(st, nil, errUpgraded) // Safe: the turn asks for permission.
+			taskOf(fg.call).(work.Asker).Unanswered(errUpgraded) // Safe: the turn asks for permission.
 		case fg.term != nil && fg.term.state == termRunning && fg.state == turnRunning: // a command that runs
 			st.detach("Moved to the background by the daemon's upgrade in place.")
 		case fg.term != nil && fg.term.state < termExited: // a command being stopped: the new image goes on stopping it

@@ -16,13 +16,15 @@ import (
 )
 
 // The kinds of work that live in packages of their own (supervisor/jobs,
-// supervisor/wait, supervisor/watch, supervisor/service) reach the session
+// supervisor/wait, supervisor/watch, supervisor/service, supervisor/approval) reach the session
 // through package work: a work.Task is a tool call's task here
 // (kindTask), and the session is their work.Host (host), each tool call
 // their work.Call (callHandle). Adding such a kind is its package, its
 // entry in workKinds, and its commands' entries in commands.go. A stack's
 // services are the one exception to workKinds: they thaw with their stack
-// (thaw.go), which the session holds (state.stack).
+// (thaw.go), which the session holds (state.stack); an approval is never
+// handed over (it gets no answer first: freeze.go), and starts in
+// permission.go.
 
 // workKinds are the kinds of work in packages of their own, by the name their
 // frozen form is written under (frozenTask).
@@ -78,8 +80,11 @@ func (h host) Find(id string) (c work.Call, t work.Task, terminal bool) {
 
 func (h host) NewCall(spec work.CallSpec, t work.Task) work.Call {
 	state := callRunning
-	if spec.Scheduled {
+	switch {
+	case spec.Scheduled:
 		state = callScheduled
+	case spec.Asking:
+		state = callAsking
 	}
 	c := h.st.newCall(state, spec.Kind, spec.Title)
 	c.input, c.task = spec.Input, kindTask{t}

@@ -15,6 +15,7 @@ import (
 	"shellagent/outputbuf"
 	"shellagent/protocol"
 	"shellagent/ptyio"
+	"shellagent/supervisor/approval"
 )
 
 // holdings is what a session holds, counted by walking everything its
@@ -116,7 +117,7 @@ func (c *quietClient) UpdateTerminal(string, *acp.TerminalUpdate, protocol.Outpu
 
 func (c *quietClient) RequestPermission(_ context.Context, _ *acp.PermissionRequest, done func(*acp.PermissionResponse, error)) {
 	var resp acp.PermissionResponse
-	resp.Outcome.Outcome, resp.Outcome.OptionID = "selected", optionReject
+	resp.Outcome.Outcome, resp.Outcome.OptionID = "selected", approval.OptionReject
 	go done(&resp, nil)
 }
 

@@ -4,12 +4,11 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
-	"time"
 
 	"shellagent/acp"
 	"shellagent/internal/journal"
-	"shellagent/outputbuf"
 	"shellagent/ptyio"
+	"shellagent/supervisor/record"
 )
 
 // revive builds a live session, with no client yet, from its history h:
@@ -31,73 +30,67 @@ func revive(sv *Supervisor, h *journal.History) (s *Session, lost []*terminal) {
 		}
 	}
 	st.out.updatedAt = h.UpdatedAt
-	terms := make(map[string]*terminal)
-	var calls []*toolCall
-	for _, it := range h.Updates {
-		u, err := journal.DecodeUpdate(it.Update)
-		if err != nil {
-			sv.cfg.Log.Warn("resume: an update of the history is skipped", "session", h.ID, "err", err)
-			continue
+	return s, reviveWork(st, record.ReadPast(h, sv.cfg.Log))
+}
+
+// reviveWork registers the work of past in st, exited or final, and
+// records it in the history in its order. It returns the terminals that
+// are lost.
+func reviveWork(st *state, past *record.Past) (lost []*terminal) {
+	terms := make(map[*record.PastTerminal]*terminal)
+	term := func(pt *record.PastTerminal) *terminal {
+		if terms[pt] == nil {
+			terms[pt] = reviveTerminal(pt)
 		}
-		switch u := u.(type) {
-		case *acp.Message:
-			st.out.record(entry{msg: u})
-			st.out.messages = max(st.out.messages, idNumber(u.MessageID))
-		case *acp.ToolCallUpdate:
-			c := &toolCall{id: u.ToolCallID, title: u.Title, kind: u.Kind, state: callDone, outcome: u.Status,
-				input: u.RawInput, output: u.RawOutput, content: u.Content}
-			if !final(u.Status) {
-				c.outcome = acp.StatusCancelled
-			}
-			st.work.calls[c.id] = c
-			st.work.seq["call"] = max(st.work.seq["call"], idNumber(c.id))
-			calls = append(calls, c)
-			st.out.record(entry{call: c})
-		case *acp.TerminalUpdate:
-			t := reviveTerminal(u, h.Terminals[u.TerminalID], it.At)
-			if t.exit == nil {
-				t.exit = &acp.ExitStatus{}
+		return terms[pt]
+	}
+	for _, it := range past.Items {
+		switch {
+		case it.Message != nil:
+			st.out.record(entry{msg: it.Message})
+			st.out.messages = max(st.out.messages, idNumber(it.Message.MessageID))
+		case it.Call != nil:
+			reviveCall(st, it.Call, term)
+		case it.Terminal != nil:
+			t := term(it.Terminal)
+			if it.Terminal.Lost {
 				lost = append(lost, t)
 			}
-			terms[t.id] = t
 			st.work.terminals[t.id] = t
 			st.work.seq["term"] = max(st.work.seq["term"], idNumber(t.id))
 			st.out.record(entry{term: t})
 		}
 	}
-	for _, c := range calls {
-		for _, ct := range c.content {
-			if t := terms[ct.TerminalID]; t != nil && t.call == nil {
-				t.call, c.term = c, t
-			}
-		}
-		if c.term == nil {
-			st.work.finished = append(st.work.finished, c)
-		}
-	}
-	st.work.exited = append(st.work.exited, oldestFirst(terms, func(t *terminal) bool { return t.call != nil })...)
-	return s, lost
+	st.work.exited = append(st.work.exited, oldestFirst(st.work.terminals, func(t *terminal) bool { return t.call != nil })...)
+	return lost
 }
 
-// reviveTerminal is a terminal of the history: last recorded as u, with
-// out (nil if it recorded no output or exit), first reported at.
-func reviveTerminal(u *acp.TerminalUpdate, out *journal.Output, at time.Time) *terminal {
-	t := &terminal{id: u.TerminalID, line: u.Command, cwd: u.Cwd, state: termExited, started: at, exit: u.ExitStatus}
+// reviveCall registers and records tool call pc of a session's history,
+// final, with its command's terminal (term makes each once).
+func reviveCall(st *state, pc *record.PastCall, term func(*record.PastTerminal) *terminal) {
+	u := pc.Update
+	c := &toolCall{id: u.ToolCallID, title: u.Title, kind: u.Kind, state: callDone, outcome: pc.Outcome,
+		input: u.RawInput, output: u.RawOutput, content: u.Content}
+	for _, pt := range pc.Terminals {
+		t := term(pt)
+		t.call, c.term = c, t
+	}
+	if c.term == nil {
+		st.work.finished = append(st.work.finished, c)
+	}
+	st.work.calls[c.id] = c
+	st.work.seq["call"] = max(st.work.seq["call"], idNumber(c.id))
+	st.out.record(entry{call: c})
+}
+
+// reviveTerminal is terminal pt of a session's history, exited.
+func reviveTerminal(pt *record.PastTerminal) *terminal {
+	u := pt.Update
+	t := &terminal{id: u.TerminalID, line: u.Command, cwd: u.Cwd, state: termExited, started: pt.Started, exit: pt.Exit, ring: pt.Output}
 	if u.Size != nil {
 		t.size = ptyio.Size{Cols: uint16(u.Size.Cols), Rows: uint16(u.Size.Rows)}
 	}
-	t.ring = outputbuf.Restored(nil, 0)
-	if out != nil {
-		t.ring = outputbuf.Restored(out.Data, out.Written)
-		if out.Exit != nil {
-			t.exit = out.Exit
-		}
-	}
 	return t
-}
-
-func final(status string) bool {
-	return status == acp.StatusCompleted || status == acp.StatusFailed || status == acp.StatusCancelled
 }
 
 // settleRevived records what revive decided, so that the history says it
@@ -108,20 +101,11 @@ func settleRevived(st *state, lost []*terminal) {
 		switch {
 		case e.call != nil:
 			st.out.disk.Record(e.call.update())
-		case e.term != nil && !containsTerm(lost, e.term):
+		case e.term != nil && !slices.Contains(lost, e.term):
 		case e.term != nil:
 			st.out.disk.Record(e.term.exitedUpdate())
 		}
 	}
-}
-
-func containsTerm(ts []*terminal, t *terminal) bool {
-	for _, x := range ts {
-		if x == t {
-			return true
-		}
-	}
-	return false
 }
 
 // termIDs returns the ids of ts, in order.

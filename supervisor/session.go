@@ -14,6 +14,7 @@ import (
 	"shellagent/supervisor/kit"
 	"shellagent/supervisor/record"
 	"shellagent/supervisor/service"
+	"shellagent/supervisor/work"
 )
 
 // A Session is one conversation: its prompts, its foreground work, its
@@ -174,7 +175,7 @@ func (s *Session) cancel(c protocol.Client) {
 			return
 		}
 		st.turns.dropHeld(func(*turn) bool { return true }, "cancelled by session/cancel")
-		sessionCancelled(st) // background requests stay open (permission.go)
+		askers(st, work.Asker.SessionCancelled) // background requests stay open (supervisor/approval)
 		if fg := st.turns.fg; fg != nil {
 			fg.fore.cancelTurn(st, fg)
 		}
@@ -289,7 +290,7 @@ func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest, notice 
 		}
 		st.reportState("")
 		if taken {
-			reask(st)
+			askers(st, work.Asker.Reask)
 		}
 		resp = &acp.ResumeSessionResponse{ConfigOptions: st.settings.options(), AvailableCommands: availableCommands()}
 	})

@@ -33,9 +33,9 @@
 //     foreground turn (what it runs is a foreground: a command, a wait, a
 //     scenario's), starting and ending turns, /stop.
 //   - terminal.go: one command line's life: launch, hand-off to the
-//     background, exit status. permission.go and package supervisor/jobs
-//     are the detours it can take: asking the user first, and scheduled
-//     firings.
+//     background, exit status. package supervisor/approval (through
+//     permission.go) and package supervisor/jobs are the detours it can
+//     take: asking the user first, and scheduled firings.
 //   - kinds.go: the kinds of work in packages of their own, work without
 //     a process of its own that a tool call reports: supervisor/jobs
 //     (/after, /every), supervisor/wait (/wait, foreground work that
@@ -49,6 +49,12 @@
 //     workKinds thaws their frozen forms. These, a service and a request
 //     for permission are each a task (work.go), which the session lists,
 //     cancels and closes without asking which kind it is.
+//   - permission.go: a command that waits for the user's permission
+//     (permission mode "ask"): an approval, package supervisor/approval
+//     (the request, its answer, what session/cancel, a resume on another
+//     connection, the close and an upgrade do to it), whose session is an
+//     approval.Host: reporting it waiting (requires_action, or listed),
+//     asking the client, and running the command once it is allowed.
 //   - stackcmds.go: the entries of a project's stack's commands (SPEC
 //     "Stacks"). The stack itself lives in package supervisor/service
 //     (service.Stack: the services it manages, started in dependency
@@ -97,7 +103,8 @@
 //     records, its prompts' idempotency keys; Histories: past sessions
 //     listed, resumed and deleted): the live sessions as session/list
 //     lists them, session/delete of a live one, and a session made live
-//     again from its history (revive).
+//     again from its history (revive: assembled from the record.Past that
+//     package supervisor/record reads from it).
 //
 // # Concurrency
 //
@@ -132,8 +139,9 @@
 //   - a watch's failure, on a goroutine of its own, when what it watches
 //     goes away;
 //   - a permission answer (the callback of protocol.Client.
-//     RequestPermission): runs or refuses the command, unless the request
-//     was answered, withdrawn or cancelled in the meantime;
+//     RequestPermission, through host.Ask): runs or refuses the command
+//     (supervisor/approval), unless the request was answered, withdrawn or
+//     cancelled in the meantime;
 //   - context.AfterFunc: a held prompt that the client withdrew with
 //     $/cancel_request;
 //   - a terminal's input watch (time.AfterFunc: supervisor/terminput's

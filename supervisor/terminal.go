@@ -15,7 +15,7 @@ import (
 // A command's life, top to bottom. A prompt's command runs in the
 // foreground (runForeground, turns.go) or, with /bg, in the background
 // (actBg, commands.go); in permission mode "ask" it first waits for the user
-// (permission.go). launch starts it in a PTY, as slow work on the
+// (permission.go, supervisor/approval). launch starts it in a PTY, as slow work on the
 // session's actor (actor.go), and then announces its tool call and terminal. A
 // command leaves the foreground while it runs on the foreground timeout,
 // /bg, or its shell returning (detach, turns.go), and handOff completes its
@@ -83,21 +83,14 @@ func launchWith(st *state, call *toolCall, line string, opts launchOptions) *ter
 	return t
 }
 
-// commandRun is the foreground work of a turn that runs a command: it
-// waits for permission first in permission mode "ask" (turnAsking), then
-// runs in the turn's terminal.
+// commandRun is the foreground work of a turn that runs a command in the
+// turn's terminal (in permission mode "ask", once allowed: until then the
+// turn's foreground is its approval, permission.go).
 type commandRun struct{}
 
-// cancelTurn implements foreground: the request for permission is
-// withdrawn, or the command is stopped (its exit ends the turn).
+// cancelTurn implements foreground: the command is stopped (its exit ends
+// the turn).
 func (commandRun) cancelTurn(st *state, fg *turn) {
-	if fg.state == turnAsking {
-		a := fg.call.task.(*approval) // Safe: the turn asks for permission.
-		a.abandon(st, acp.StatusCancelled, "Cancelled by session/cancel while waiting for permission.")
-		st.turns.release(fg)
-		st.endTurn(acp.StopCancelled)
-		return
-	}
 	fg.state = turnCancelling
 	fg.term.stop(st.settings.killGrace)
 }
@@ -105,8 +98,6 @@ func (commandRun) cancelTurn(st *state, fg *turn) {
 // toBackground implements foreground.
 func (commandRun) toBackground(st *state, fg *turn) {
 	switch {
-	case fg.state == turnAsking:
-		st.out.agentMessage("The foreground command is waiting for permission; it can move to the background once it runs.")
 	case fg.term.state == termStopping:
 		st.out.agentMessage("The foreground command is being stopped; it stays in the foreground until it exits.")
 	default:

@@ -260,16 +260,11 @@ func (q *turnQueue) dropHeld(match func(*turn) bool, why string) {
 // after the user allows it in permission mode "ask". It is a shell line's
 // hold (commands.go).
 func runForeground(st *state, t *turn) {
-	t.fore = commandRun{}
 	if st.settings.ask {
-		t.call = st.newCall(callAsking, "execute", t.in.line)
-		st.turns.take(t, turnAsking)
-		if !st.ask(t.call, t.in.line, t) {
-			st.turns.release(t)
-			st.endTurn(acp.StopEndTurn)
-		}
+		st.ask(t.in.line, t)
 		return
 	}
+	t.fore = commandRun{}
 	t.call = st.newCall(callRunning, "execute", t.in.line)
 	st.turns.take(t, turnRunning)
 	st.transition(acp.StateRunning, "")

@@ -159,7 +159,8 @@ type toolCall struct {
 // A task is the work of a tool call that is not (or not yet) a running
 // command: a scheduled job (package supervisor/jobs, through kindTask,
 // kinds.go), a wait (supervisor/wait), a watch (supervisor/watch), a service
-// (supervisor/service), or a command waiting for permission (permission.go).
+// (supervisor/service), or a command waiting for permission
+// (supervisor/approval, permission.go).
 // Each kind is a type of its own, in a file or a package of its own; the
 // session lists, cancels and closes them through this interface, never
 // asking which kind it has. A kind of work in a package of its own

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"testing"
+	"time"
 
 	"shellagent/acp"
 	"shellagent/outputbuf"
@@ -85,9 +86,9 @@ func TestRegistryRetiresFinishedToolCalls(t *testing.T) {
 func TestToolCallWireState(t *testing.T) {
 	t.Parallel()
 	fg := &toolCall{id: "call_1", state: callAsking}
-	fg.task = &approval{call: fg, turn: &turn{}}
+	fg.task = kindTask{asking{cancellable: false}} // the foreground's request ends with session/cancel
 	bg := &toolCall{id: "call_2", state: callAsking}
-	bg.task = &approval{call: bg}
+	bg.task = kindTask{asking{cancellable: true}}
 	sched := &toolCall{id: "call_3", state: callScheduled}
 	sched.task = kindTask{&jobs.Job{}}
 	tests := []struct {
@@ -126,3 +127,14 @@ func TestExitedTerminalUpdate(t *testing.T) {
 		t.Errorf("exited update\n%s\nwant\n%s", got, want)
 	}
 }
+
+// asking is a task that waits for permission, as TestToolCallWireState
+// needs it: cancellable in the background only (supervisor/approval's
+// tests check that an approval says so).
+type asking struct{ cancellable bool }
+
+func (a asking) Listing(time.Time) string            { return "" }
+func (a asking) Cancellable() bool                   { return a.cancellable }
+func (a asking) Cancel()                             {}
+func (a asking) Close()                              {}
+func (a asking) HandOver() (kind string, frozen any) { return "", nil }

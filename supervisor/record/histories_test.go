@@ -2,6 +2,7 @@ package record
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -77,5 +78,44 @@ func TestPastNotice(t *testing.T) {
 			meta["event"] != "session_revived" || ids == nil || len(ids) != len(tt.lost) {
 			t.Errorf("%s: %+v", tt.name, n)
 		}
+	}
+}
+
+// A history read to be made live again: its items in order; a terminal
+// with no exit recorded is lost, with exitStatus {}; a tool call not
+// final is cancelled, and takes the terminals its content references
+// that no tool call before it took; an update that cannot be decoded is
+// skipped.
+func TestReadPast(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	h := &journal.History{
+		Updates: []journal.Item{
+			{Update: []byte(`{"sessionUpdate":"user_message","messageId":"msg_1","content":[]}`)},
+			{Item: "call_1", Update: []byte(`{"sessionUpdate":"tool_call_update","toolCallId":"call_1","status":"in_progress","content":[{"type":"terminal","terminalId":"term_1"}]}`)},
+			{Item: "term_1", At: at, Update: []byte(`{"sessionUpdate":"terminal_update","terminalId":"term_1","command":"sleep 9"}`)},
+			{Item: "x", Update: []byte(`{"sessionUpdate":"nonsense"}`)},
+			{Item: "call_2", Update: []byte(`{"sessionUpdate":"tool_call_update","toolCallId":"call_2","status":"completed","content":[{"type":"terminal","terminalId":"term_1"},{"type":"terminal","terminalId":"term_2"}]}`)},
+			{Item: "term_2", Update: []byte(`{"sessionUpdate":"terminal_update","terminalId":"term_2","command":"true","exitStatus":{"exitCode":0}}`)},
+		},
+		Terminals: map[string]*journal.Output{"term_1": {Data: []byte("out"), Written: 10}},
+	}
+	var logged strings.Builder
+	p := ReadPast(h, slog.New(slog.NewTextHandler(&logged, nil)))
+	if len(p.Items) != 5 || p.Items[0].Message == nil || !strings.Contains(logged.String(), "skipped") {
+		t.Fatalf("%d items, the first %+v; logged %q", len(p.Items), p.Items[0], logged.String())
+	}
+	c1, t1, c2, t2 := p.Items[1].Call, p.Items[2].Terminal, p.Items[3].Call, p.Items[4].Terminal
+	if c1.Outcome != acp.StatusCancelled || len(c1.Terminals) != 1 || c1.Terminals[0] != t1 {
+		t.Errorf("call_1: %q with %v", c1.Outcome, c1.Terminals)
+	}
+	if c2.Outcome != acp.StatusCompleted || len(c2.Terminals) != 1 || c2.Terminals[0] != t2 {
+		t.Errorf("call_2: %q with %v", c2.Outcome, c2.Terminals)
+	}
+	if !t1.Lost || t1.Exit == nil || *t1.Exit != (acp.ExitStatus{}) || !t1.Started.Equal(at) || t1.Output.Total() != 10 {
+		t.Errorf("term_1: lost %v, exit %+v, started %v, written %d", t1.Lost, t1.Exit, t1.Started, t1.Output.Total())
+	}
+	if t2.Lost || t2.Exit.ExitCode == nil || t2.Output.Total() != 0 {
+		t.Errorf("term_2: lost %v, exit %+v", t2.Lost, t2.Exit)
 	}
 }

@@ -3,9 +3,10 @@
 // the agent that ran it: the Recorder of one session, which records what
 // the session reports, and Histories, the supervisor's side of every
 // session's history (past sessions listed, resumed and deleted; a
-// session's Recorder after an upgrade in place). What a session is, and
-// how one is rebuilt from its history, stay in package supervisor
-// (supervisor/durable.go, supervisor/revive.go).
+// session's Recorder after an upgrade in place), and a history read to be
+// made live again (a Past). What a session is, and how one is assembled
+// from a Past, stay in package supervisor (supervisor/durable.go,
+// supervisor/revive.go).
 //
 // Files: recorder.go (the Recorder: messages, each tool call's and
 // terminal's state patched as a client patches it, exit statuses and a
@@ -15,8 +16,11 @@
 // frozen.go (a Recorder's form for the next image of an upgrade in
 // place, and the Recorder it thaws to there, or that the journal gives
 // without it: Histories.Thaw), histories.go (Histories: session/resume's
-// checks and the notice of a resumed past session, session/delete) and
-// list.go (session/list's pages of live and past sessions).
+// checks and the notice of a resumed past session, session/delete),
+// past.go (ReadPast: a history's messages, tool calls and terminals in
+// order, what nothing of runs any more: lost terminals, cancelled tool
+// calls, each command's terminal) and list.go (session/list's pages of
+// live and past sessions).
 package record
 
 import (

@@ -4,7 +4,9 @@
 // session gives it (Host, Call, Turn, Terminal); a kind whose tool calls
 // launch commands of their own (supervisor/service) is given a RunHost,
 // which launches each as a Run and tells the task of its exit
-// (RunWatcher: run.go). It imports nothing of the session (only acp, the
+// (RunWatcher: run.go); a kind that waits for the client's answer (an
+// approval, supervisor/approval) hears what becomes of the client
+// (Asker). It imports nothing of the session (only acp, the
 // protocol's vocabulary, and outputbuf, a terminal's output), so that
 // supervisor imports the kinds and the kinds import only this.
 //
@@ -171,6 +173,22 @@ type TerminalWatcher interface {
 	TerminalExited(t Terminal)
 }
 
+// An Asker is a Task that waits for the answer of the client the session
+// reports to (an approval, supervisor/approval): it hears what becomes of
+// that client.
+type Asker interface {
+	// Reask asks the client that took the session (session/resume on
+	// another connection) again, once its tool call was sent to it; the
+	// request to the client it was taken from is withdrawn.
+	Reask()
+	// SessionCancelled hears session/cancel, which leaves requests for
+	// background work open.
+	SessionCancelled()
+	// Unanswered ends the wait as an answer err would: the request will
+	// get none (the daemon's upgrade in place).
+	Unanswered(err error)
+}
+
 // RunID names one run (Host.Run) while it holds or waits for the
 // foreground: two answers of Host.RunOf are equal if they name the same
 // run. It holds nothing of the run.
@@ -190,9 +208,10 @@ type Timer interface {
 type CallSpec struct {
 	Kind, Title string // its tool kind ("other", "search") and title
 	Input       any    // its rawInput
-	// Scheduled: it is pending, waiting to fire (a job); else it is
-	// in_progress.
-	Scheduled bool
+	// Scheduled: it is pending, waiting to fire (a job); Asking: it is
+	// pending, its command waiting for the user's permission (an
+	// approval, supervisor/approval); else it is in_progress.
+	Scheduled, Asking bool
 }
 
 // A Call is the tool call of a kind's task, as the session reports it.
