@@ -16,7 +16,8 @@
 // place, and the Recorder it thaws to there, or that the journal gives
 // without it: Histories.Thaw), histories.go (Histories: session/resume's
 // checks and the notice of a resumed past session, session/delete) and
-// list.go (session/list's pages of live and past sessions).
+// list.go (session/list's pages of live and past sessions, and
+// CheckPages, the check of a sequence of them that tests use).
 package record
 
 import (
