@@ -8,6 +8,7 @@ import (
 
 	"shellagent/acp"
 	"shellagent/supervisor/work"
+	"shellagent/supervisor/work/worktest"
 )
 
 func TestParse(t *testing.T) {
@@ -40,21 +41,22 @@ func TestParse(t *testing.T) {
 // form thaws into a job armed for the same next run.
 func TestEverySkipsOncePerRunAndThaws(t *testing.T) {
 	t.Parallel()
-	h := &fakeHost{now: time.Unix(1000, 0)}
+	h := worktest.NewHost()
+	h.Clock.Set(time.Unix(1000, 0))
 	j := Schedule(h, "make", 30*time.Second, true)
-	c := h.call
-	if c.spec.Title != "every 30s: make" || !c.spec.Scheduled || !c.listed || c.sent != 1 || h.timers[0].d != 30*time.Second {
-		t.Fatalf("scheduled as %+v, timers %v", c, h.timers)
+	c := h.Calls[0]
+	if c.Spec.Title != "every 30s: make" || !c.Spec.Scheduled || !c.Listed || c.Sent != 1 || h.Clock.Timers[0].D != 30*time.Second {
+		t.Fatalf("scheduled as %+v, timers %v", c, h.Clock.Timers)
 	}
-	h.timers[0].f()
-	if len(h.runs) != 1 || h.runs[0] != "make" {
-		t.Fatalf("the first firing ran %v", h.runs)
+	h.Clock.Timers[0].Fire()
+	if len(h.Ran) != 1 || h.Ran[0].Line != "make" {
+		t.Fatalf("the first firing ran %v", h.Ran)
 	}
-	h.running = 7 // its run still goes
-	h.timers[1].f()
-	h.timers[2].f()
-	if len(h.runs) != 1 || len(h.said) != 1 || !strings.Contains(h.said[0], "skipped") {
-		t.Errorf("firings during a run: ran %v, said %q; want one skip said", h.runs, h.said)
+	// Its run still goes: it holds the foreground.
+	h.Clock.Timers[1].Fire()
+	h.Clock.Timers[2].Fire()
+	if len(h.Ran) != 1 || len(h.Said) != 1 || !strings.Contains(h.Said[0], "skipped") {
+		t.Errorf("firings during a run: ran %v, said %q; want one skip said", h.Ran, h.Said)
 	}
 	kind, frozen := j.HandOver()
 	data, err := json.Marshal(frozen)
@@ -62,76 +64,14 @@ func TestEverySkipsOncePerRunAndThaws(t *testing.T) {
 		t.Fatalf("HandOver: %s, %v", kind, err)
 	}
 	j.Cancel()
-	if c.status != acp.StatusCancelled || h.dropped != 1 || !h.timers[3].stopped {
-		t.Errorf("cancel: status %q, dropped %d", c.status, h.dropped)
+	if c.Status() != acp.StatusCancelled || h.Drops != 1 || !h.Clock.Timers[3].Stopped {
+		t.Errorf("cancel: status %q, dropped %d", c.Status(), h.Drops)
 	}
 
-	h2 := &fakeHost{now: time.Unix(1010, 0)}
-	c2 := &fakeCall{}
-	task, err := Kind.Thaw(h2, c2, data)
-	if err != nil || task.Listing(h2.now) != "call_1  every 30s  make  age 10s  pending, next run in 20s" || len(h2.timers) != 1 || h2.timers[0].d != 20*time.Second {
-		t.Errorf("thawed: %v, %q", err, task.Listing(h2.now))
+	h2 := worktest.NewHost()
+	h2.Clock.Set(time.Unix(1010, 0))
+	_, task, err := h2.Thaw(Kind, work.CallSpec{Scheduled: true}, data)
+	if err != nil || task.Listing(h2.Now()) != "call_1  every 30s  make  age 10s  pending, next run in 20s" || len(h2.Clock.Timers) != 1 || h2.Clock.Timers[0].D != 20*time.Second {
+		t.Errorf("thawed: %v, %q", err, task.Listing(h2.Now()))
 	}
 }
-
-type fakeHost struct {
-	now     time.Time
-	call    *fakeCall
-	timers  []*fakeTimer
-	runs    []string
-	said    []string
-	running work.RunID
-	dropped int
-}
-
-func (h *fakeHost) Now() time.Time { return h.now }
-func (h *fakeHost) After(d time.Duration, f func()) work.Timer {
-	t := &fakeTimer{d: d, f: f}
-	h.timers = append(h.timers, t)
-	return t
-}
-func (h *fakeHost) Do(f func())                              { f() }
-func (h *fakeHost) Open() bool                               { return true }
-func (h *fakeHost) Cwd() string                              { return "/p" }
-func (h *fakeHost) Say(text string)                          { h.said = append(h.said, text) }
-func (h *fakeHost) Slow()                                    {}
-func (h *fakeHost) Terminal(string) work.Terminal            { return nil }
-func (h *fakeHost) EndTurn(work.Call, string)                {}
-func (h *fakeHost) Find(string) (work.Call, work.Task, bool) { return nil, nil, false }
-func (h *fakeHost) NewCall(spec work.CallSpec, _ work.Task) work.Call {
-	h.call = &fakeCall{spec: spec}
-	return h.call
-}
-func (h *fakeHost) Run(line string, _ any) { h.runs = append(h.runs, line) }
-func (h *fakeHost) RunOf(any) work.RunID   { return h.running }
-func (h *fakeHost) DropRuns(any)           { h.dropped++ }
-
-type fakeTimer struct {
-	d       time.Duration
-	f       func()
-	stopped bool
-}
-
-func (t *fakeTimer) Stop() bool { t.stopped = true; return true }
-
-type fakeCall struct {
-	spec   work.CallSpec
-	status string
-	sent   int
-	listed bool
-}
-
-func (c *fakeCall) ID() string    { return "call_1" }
-func (c *fakeCall) Title() string { return c.spec.Title }
-func (c *fakeCall) Status() string {
-	if c.status == "" {
-		return acp.StatusPending
-	}
-	return c.status
-}
-func (c *fakeCall) Final() bool                       { return c.status != "" }
-func (c *fakeCall) Send()                             { c.sent++ }
-func (c *fakeCall) List()                             { c.listed = true }
-func (c *fakeCall) End(status string)                 { c.status = status }
-func (c *fakeCall) SetContent(...acp.ToolCallContent) {}
-func (c *fakeCall) SetPaused(bool)                    {}

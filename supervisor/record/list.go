@@ -2,6 +2,7 @@ package record
 
 import (
 	"encoding/base64"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -93,6 +94,37 @@ func (hs Histories) List(p *acp.ListSessionsRequest, live []Live) (*acp.ListSess
 		out.Sessions = append(out.Sessions, rows[i].info)
 	}
 	return out, nil
+}
+
+// CheckPages checks pages, session/list's answers one after the other,
+// each asked with the nextCursor of the one before, against what List
+// promises: every page but the last holds ListPage sessions and a
+// nextCursor, the last has none, no session is listed twice, and none
+// comes after one updated later. It returns the sessions of every page,
+// in order, or the first error that says what breaks the promise.
+func CheckPages(pages ...*acp.ListSessionsResponse) ([]acp.SessionInfo, error) {
+	var all []acp.SessionInfo
+	seen := make(map[string]bool)
+	for i, p := range pages {
+		last := i == len(pages)-1
+		switch {
+		case !last && (len(p.Sessions) != ListPage || p.NextCursor == nil):
+			return nil, fmt.Errorf("page %d of %d has %d sessions, a nextCursor: %v; want %d and a nextCursor", i+1, len(pages), len(p.Sessions), p.NextCursor != nil, ListPage)
+		case last && p.NextCursor != nil:
+			return nil, fmt.Errorf("the last page, %d, has a nextCursor", i+1)
+		}
+		for _, s := range p.Sessions {
+			if seen[s.SessionID] {
+				return nil, fmt.Errorf("%s is listed twice", s.SessionID)
+			}
+			seen[s.SessionID] = true
+			if n := len(all); n > 0 && s.UpdatedAt > all[n-1].UpdatedAt {
+				return nil, fmt.Errorf("%s (updated %s) comes after one updated %s", s.SessionID, s.UpdatedAt, all[n-1].UpdatedAt)
+			}
+			all = append(all, s)
+		}
+	}
+	return all, nil
 }
 
 // readCursor reads a cursor of session/list: the key of the last row of

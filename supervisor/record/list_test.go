@@ -3,6 +3,7 @@ package record
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,27 +29,18 @@ func TestListPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(first.Sessions) != ListPage || first.NextCursor == nil {
-		t.Fatalf("the first page has %d sessions and cursor %v, want %d and a cursor", len(first.Sessions), first.NextCursor, ListPage)
+	if first.NextCursor == nil {
+		t.Fatalf("the first page has %d sessions and no cursor", len(first.Sessions))
 	}
 	second, err := hs.List(&acp.ListSessionsRequest{Cursor: first.NextCursor}, live)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(second.Sessions) != 2 || second.NextCursor != nil {
-		t.Fatalf("the second page has %d sessions and cursor %v, want 2 and none", len(second.Sessions), second.NextCursor)
+	all, err := CheckPages(first, second)
+	if err != nil || len(all) != ListPage+2 {
+		t.Fatalf("two pages of %d sessions: %d sessions, %v", ListPage+2, len(all), err)
 	}
-	seen := map[string]bool{}
-	prev := "9999"
-	for _, s := range append(first.Sessions, second.Sessions...) {
-		if seen[s.SessionID] {
-			t.Errorf("%s is listed twice", s.SessionID)
-		}
-		seen[s.SessionID] = true
-		if s.UpdatedAt > prev {
-			t.Errorf("%s (updated %s) comes after one updated %s", s.SessionID, s.UpdatedAt, prev)
-		}
-		prev = s.UpdatedAt
+	for _, s := range all {
 		state := s.Meta["shellagent"].(map[string]any)["state"]
 		var n int
 		if _, err := fmt.Sscanf(s.SessionID, "sess_%d", &n); err != nil || state != map[bool]string{true: attached, false: detached}[n%2 == 0] {
@@ -66,6 +58,48 @@ func TestListPages(t *testing.T) {
 		var e *acp.Error
 		if _, err := hs.List(&acp.ListSessionsRequest{Cursor: &bad}, live); !errors.As(err, &e) || e.Code != acp.CodeInvalidParams {
 			t.Errorf("cursor %q: %v, want -32602", bad, err)
+		}
+	}
+}
+
+// CheckPages refuses each way a sequence of pages can break List's
+// promise, and passes one that keeps it.
+func TestCheckPages(t *testing.T) {
+	t.Parallel()
+	cursor := "c"
+	full := func(from int) *acp.ListSessionsResponse {
+		p := &acp.ListSessionsResponse{NextCursor: &cursor}
+		for i := range ListPage {
+			p.Sessions = append(p.Sessions, acp.SessionInfo{SessionID: fmt.Sprintf("sess_%d", from+i), UpdatedAt: "2026-01-02T03:04:05Z"})
+		}
+		return p
+	}
+	last := func(ids ...string) *acp.ListSessionsResponse {
+		p := &acp.ListSessionsResponse{}
+		for i, id := range ids {
+			p.Sessions = append(p.Sessions, acp.SessionInfo{SessionID: id, UpdatedAt: fmt.Sprintf("2026-01-01T00:00:%02dZ", 10-i)})
+		}
+		return p
+	}
+	tests := []struct {
+		pages []*acp.ListSessionsResponse
+		n     int    // sessions returned
+		want  string // in the error; "" for none
+	}{
+		{[]*acp.ListSessionsResponse{full(0), last("a", "b")}, ListPage + 2, ""},
+		{[]*acp.ListSessionsResponse{last()}, 0, ""},
+		{[]*acp.ListSessionsResponse{last("a"), last("b")}, 0, "page 1 of 2 has 1 sessions"},
+		{[]*acp.ListSessionsResponse{full(0)}, 0, "the last page, 1, has a nextCursor"},
+		{[]*acp.ListSessionsResponse{full(0), last("sess_3")}, 0, "sess_3 is listed twice"},
+		{[]*acp.ListSessionsResponse{full(0), {Sessions: []acp.SessionInfo{{SessionID: "new", UpdatedAt: "2027-01-01T00:00:00Z"}}}}, 0, "new (updated 2027-01-01T00:00:00Z) comes after one updated 2026-01-02T03:04:05Z"},
+	}
+	for i, tc := range tests {
+		all, err := CheckPages(tc.pages...)
+		switch {
+		case tc.want == "" && (err != nil || len(all) != tc.n):
+			t.Errorf("case %d: %d sessions, %v", i, len(all), err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("case %d: %v, want an error saying %q", i, err, tc.want)
 		}
 	}
 }

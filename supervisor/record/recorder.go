@@ -20,7 +20,8 @@
 // past.go (ReadPast: a history's messages, tool calls and terminals in
 // order, what nothing of runs any more: lost terminals, cancelled tool
 // calls, each command's terminal) and list.go (session/list's pages of
-// live and past sessions).
+// live and past sessions, and CheckPages, the check of a sequence of
+// them that tests use).
 package record
 
 import (

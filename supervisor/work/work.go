@@ -16,6 +16,8 @@
 // call to enter it. A kind keeps its Host and its Call for as long as it
 // lives: they stay valid, and do nothing harmful once the session or the
 // tool call has ended.
+//
+// supervisor/work/worktest is a fake session, for the kinds' tests.
 package work
 
 import (
