@@ -3,7 +3,9 @@ package kit
 import (
 	"testing"
 
+	"shellagent/acp"
 	"shellagent/supervisor/work"
+	"shellagent/supervisor/work/worktest"
 )
 
 // Call.Cancel cancels the task of a tool call the kit started, as an
@@ -25,11 +27,15 @@ func TestCallCancel(t *testing.T) {
 	}
 	for _, tt := range tests {
 		task := &fakeTask{cancellable: tt.cancellable}
-		h := &fakeWork{id: "call_1", call: fakeCall{final: tt.final}, task: task}
-		if !tt.known {
-			h.id = "call_2"
+		h := worktest.NewHost()
+		call := h.NewCall(work.CallSpec{}, task) // call_1
+		if tt.final {
+			call.End(acp.StatusCompleted)
 		}
 		c := Call{ID: "call_1", h: h}
+		if !tt.known {
+			c.ID = "call_2"
+		}
 		c.Fire()
 		c.Cancel()
 		if task.cancelled != tt.want {
@@ -37,30 +43,6 @@ func TestCallCancel(t *testing.T) {
 		}
 	}
 }
-
-// fakeWork is a session as a kind of work sees it, which knows one tool
-// call; it serves Find alone.
-type fakeWork struct {
-	work.Host
-	id   string
-	call fakeCall
-	task work.Task
-}
-
-func (h *fakeWork) Find(id string) (work.Call, work.Task, bool) {
-	if id != h.id {
-		return nil, nil, false
-	}
-	return h.call, h.task, false
-}
-
-// fakeCall is a tool call that says only whether it is final.
-type fakeCall struct {
-	work.Call
-	final bool
-}
-
-func (c fakeCall) Final() bool { return c.final }
 
 // fakeTask is a task that remembers its cancel.
 type fakeTask struct {
