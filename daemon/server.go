@@ -210,17 +210,17 @@ func (s *Server) serve(nc *net.UnixConn) {
 	closeAll(fds) // anything else sent along
 	switch hello.Want {
 	case WantACP, "":
-		refuse := ""
+		refused := true
 		switch {
 		case hello.Shellagent != RelayVersion || hello.Build != s.Build:
 			log.Warn("refused a client of another build; upgrade this daemon in place (shellagent daemon upgrade) or stop it (shellagent daemon stop) to use the new one",
 				"client build", hello.Build, "client relay version", hello.Shellagent, "daemon build", s.Build)
-			refuse = "build"
 		case hello.Stdin && in == nil:
 			log.Warn("refused a connection: its hello says its stdin comes along, and it did not", "descriptors", len(fds))
-			refuse = "stdin"
+		default:
+			refused = false
 		}
-		if refuse != "" {
+		if refused {
 			closeFile(out) // never written to, and in never read
 			closeFile(in)
 			nc.Close() // Best effort: refused.
@@ -311,7 +311,7 @@ func (i clientInput) Read(p []byte) (int, error) {
 func watchClient(c *acpConn, rest io.Reader) {
 	defer close(c.watched)
 	io.Copy(io.Discard, rest) // Best effort: any end is the end.
-	c.in.Close()              // Best effort: close may close it first.
+	c.in.Close()              // Best effort: ends the connection's read, if one waits.
 }
 
 // clientStdout makes fd, a client's stdout, the File the connection
