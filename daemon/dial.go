@@ -56,20 +56,39 @@ type Client struct {
 	R *bufio.Reader
 	// Daemon is the daemon's hello.
 	Daemon Hello
+	// HandedStdin says that the client's stdin went along with the hello
+	// (Hello.Stdin): a daemon that serves the connection reads the
+	// requests from it, and the caller must neither read it nor write
+	// anything to Conn. A daemon of the caller's own build always
+	// serves it so; one of another build serves no ACP at all, and
+	// closes its copy unread.
+	HandedStdin bool
+}
+
+// Stdio is what a client may hand the daemon along with an ACP hello
+// (SCM_RIGHTS): its stdout, to which the daemon then writes the
+// connection's output (Hello.Stdout), and its stdin, from which the
+// daemon then reads the requests (Hello.Stdin). Either is handed only if
+// it is a pipe or a socket; nil, or anything else (a terminal, a file),
+// stays with the client, and that direction goes on the connection.
+type Stdio struct {
+	In, Out *os.File
 }
 
 // Dial connects to the daemon at socket, writes hello, and reads the
 // daemon's. The socket's directory is checked first (CheckDir), and
 // connected through (socketDir); a file at socket that is not a socket is
-// an error that says what it is (not ErrNotRunning). If stdout
+// an error that says what it is (not ErrNotRunning). If stdio.Out
 // is a pipe or a socket, it is passed along with an ACP hello
 // (Hello.Stdout): the daemon then writes the connection's output to it,
 // and the caller must write nothing to it while the connection lasts.
 // Any other stdout (a terminal, a file; nil) is not passed, and the output
-// comes on the connection. A pipe is passed as an open file of its own
+// comes on the connection. So is stdio.In (Hello.Stdin, Client.HandedStdin):
+// the daemon then reads the requests from it, and the caller must not
+// read it. A pipe is passed as an open file of its own
 // where the OS allows (ownFile), so that the daemon's O_NONBLOCK is not
 // set on the caller's.
-func Dial(socket string, hello Hello, stdout *os.File) (*Client, error) {
+func Dial(socket string, hello Hello, stdio Stdio) (*Client, error) {
 	d, err := openDir(filepath.Dir(socket), false)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -91,7 +110,8 @@ func Dial(socket string, hello Hello, stdout *os.File) (*Client, error) {
 		return nil, fmt.Errorf("connect to %s: %w", socket, err)
 	}
 	nc.SetDeadline(time.Now().Add(helloTimeout)) // Best effort: without it a hung daemon hangs the client.
-	if err := writeHello(nc, hello, stdout); err != nil {
+	handed, err := writeHello(nc, hello, stdio)
+	if err != nil {
 		nc.Close() // Best effort: failed anyway.
 		return nil, fmt.Errorf("hello to the daemon at %s: %w", socket, err)
 	}
@@ -105,26 +125,56 @@ func Dial(socket string, hello Hello, stdout *os.File) (*Client, error) {
 		return nil, fmt.Errorf("the daemon at %s: %w", socket, err)
 	}
 	nc.SetDeadline(time.Time{}) // Best effort: as above.
-	return &Client{Conn: nc, R: r, Daemon: daemon}, nil
+	return &Client{Conn: nc, R: r, Daemon: daemon, HandedStdin: handed.Stdin}, nil
 }
 
-// writeHello writes the client's hello, with stdout if it can be passed.
-func writeHello(nc *net.UnixConn, hello Hello, stdout *os.File) error {
-	if stdout == nil || (hello.Want != "" && hello.Want != WantACP) || !passable(stdout) {
-		return writeLine(nc, hello)
+// writeHello writes the client's hello, with stdout and stdin, in that
+// order, where they can be passed; it returns the hello written.
+func writeHello(nc *net.UnixConn, hello Hello, stdio Stdio) (Hello, error) {
+	if hello.Want != "" && hello.Want != WantACP {
+		return hello, writeLine(nc, hello)
 	}
-	hello.Stdout = true
+	var fds []int
+	for _, h := range []struct {
+		f    *os.File
+		mode int
+		said *bool
+	}{
+		{stdio.Out, unix.O_WRONLY, &hello.Stdout},
+		{stdio.In, unix.O_RDONLY, &hello.Stdin},
+	} {
+		if h.f == nil || !passable(h.f) {
+			continue
+		}
+		fd := descriptor(h.f)
+		if own := ownFile(h.f, h.mode); own != nil {
+			defer own.Close() // Best effort: the daemon has its copy once sent.
+			fd = descriptor(own)
+		}
+		if fd >= 0 {
+			fds, *h.said = append(fds, fd), true
+		}
+	}
+	if len(fds) == 0 {
+		return hello, writeLine(nc, hello)
+	}
 	line, err := json.Marshal(hello)
 	if err != nil {
-		return err
+		return hello, err
 	}
-	fd := int(stdout.Fd())
-	if own := ownFile(stdout); own != nil {
-		defer own.Close() // Best effort: the daemon has its copy once sent.
-		fd = int(own.Fd())
+	_, _, err = nc.WriteMsgUnix(append(line, '\n'), unix.UnixRights(fds...), nil)
+	return hello, err
+}
+
+// descriptor returns f's descriptor, or -1, without taking f out of the
+// runtime poller, as f.Fd would: that makes a non-blocking f blocking,
+// for everyone who shares its open file.
+func descriptor(f *os.File) int {
+	fd := -1
+	if rc, err := f.SyscallConn(); err == nil {
+		rc.Control(func(d uintptr) { fd = int(d) }) // Best effort: -1 passes nothing.
 	}
-	_, _, err = nc.WriteMsgUnix(append(line, '\n'), unix.UnixRights(fd), nil)
-	return err
+	return fd
 }
 
 // passable reports whether f is a pipe or a socket: a descriptor whose
@@ -148,7 +198,7 @@ const rebindWait = 4 * keepEvery
 func dialLive(socket string, hello Hello) (*Client, error) {
 	deadline := time.Now().Add(rebindWait)
 	for {
-		c, err := Dial(socket, hello, nil)
+		c, err := Dial(socket, hello, Stdio{})
 		if !errors.Is(err, ErrNotRunning) || time.Now().After(deadline) {
 			return c, err
 		}
@@ -193,7 +243,7 @@ func AskStop(socket string, hello Hello) (Stopped, Hello, error) {
 	return st, c.Daemon, nil
 }
 
-// Connect dials the daemon at socket as Dial does (with stdout), starting one if none
+// Connect dials the daemon at socket as Dial does (with stdio), starting one if none
 // is running, as tmux's client does: on ErrNotRunning it takes the
 // socket's lock without waiting, dials again, removes a socket that
 // refused the connection (its daemon is dead: a live one holds the lock),
@@ -207,7 +257,7 @@ func AskStop(socket string, hello Hello) (Stopped, Hello, error) {
 // daemon that closes the connection before its hello (one that is
 // stopping) is dialled again until the deadline. Only a socket is ever
 // removed, never another kind of file at socket.
-func Connect(socket string, hello Hello, stdout *os.File, start func(*Lock) (exited <-chan error, err error)) (*Client, error) {
+func Connect(socket string, hello Hello, stdio Stdio, start func(*Lock) (exited <-chan error, err error)) (*Client, error) {
 	if err := PrepareDir(socket); err != nil {
 		return nil, err
 	}
@@ -215,7 +265,7 @@ func Connect(socket string, hello Hello, stdout *os.File, start func(*Lock) (exi
 	var exited <-chan error // the end of the daemon this Connect started
 	var live error          // why none was started: a daemon lives (errLive)
 	for {
-		c, err := Dial(socket, hello, stdout)
+		c, err := Dial(socket, hello, stdio)
 		switch {
 		case errors.Is(err, errNoHello) && time.Now().Before(deadline):
 			// A daemon on its way out: its successor answers soon.
@@ -265,7 +315,7 @@ func startOnce(socket string, hello Hello, start func(*Lock) (<-chan error, erro
 		return nil, err
 	}
 	defer lock.Close() // Best effort: the daemon holds it on.
-	c, err := Dial(socket, hello, nil)
+	c, err := Dial(socket, hello, Stdio{})
 	switch {
 	case err == nil:
 		c.Close() // Best effort: Connect dials it again.

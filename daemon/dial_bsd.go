@@ -8,4 +8,4 @@ import "os"
 // on macOS and FreeBSD (FreeBSD's fdescfs, where mounted, duplicates the
 // descriptor instead). The client's own open file is passed, and the
 // relay gives it back its O_NONBLOCK when it exits.
-func ownFile(*os.File) *os.File { return nil }
+func ownFile(*os.File, int) *os.File { return nil }

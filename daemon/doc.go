@@ -58,7 +58,14 @@
 //     and the output either on the connection too or, when the client's
 //     hello says "stdout" and carries its stdout (a pipe or a socket, as
 //     SCM_RIGHTS), written by the daemon to that descriptor directly, so
-//     that it costs no copy through the client. The daemon serves only a
+//     that it costs no copy through the client. Likewise the requests:
+//     when the hello says "stdin" and carries the client's stdin too
+//     (after its stdout), the daemon reads them from it, through the
+//     runtime poller, and the client writes nothing more on the
+//     connection; the connection then ends when the stdin does or when
+//     the client's end of the socket goes (its stdin is let go then, even
+//     though its writer, an editor, may still be there). A hello that
+//     says "stdin" and carries none is refused. The daemon serves only a
 //     client of its own version and build; it closes any other right
 //     after its hello, and the client, which sees both builds, refuses
 //     its editor's initialize with an error that names them.

@@ -45,6 +45,13 @@ type Hello struct {
 	// writes the connection's ACP output to it directly, with nothing on
 	// the socket; without it, the output goes on the socket.
 	Stdout bool `json:"stdout,omitempty"`
+	// Stdin, in a client's ACP hello: the client's stdin, a pipe or a
+	// socket, travels with the hello line too (after stdout, if that
+	// does), and the daemon reads the connection's requests from it
+	// directly; the client then writes nothing more on the socket, and
+	// the connection ends when the socket does (the client gone) or the
+	// stdin does. Without it, the requests come on the socket.
+	Stdin bool `json:"stdin,omitempty"`
 	// Exe, in a client's WantUpgrade hello: the absolute path of the
 	// binary to upgrade to.
 	Exe string `json:"exe,omitempty"`

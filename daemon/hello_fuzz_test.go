@@ -151,7 +151,7 @@ func FuzzRelayHello(f *testing.F) {
 				t.Error(err)
 			}
 		}()
-		c, err := Dial(socket, Hello{Shellagent: RelayVersion, Build: "test", Pid: os.Getpid()}, nil)
+		c, err := Dial(socket, Hello{Shellagent: RelayVersion, Build: "test", Pid: os.Getpid()}, Stdio{})
 		if err != nil {
 			return
 		}

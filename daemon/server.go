@@ -86,8 +86,11 @@ type Server struct {
 type acpConn struct {
 	nc   *net.UnixConn
 	out  *os.File // the client's stdout, where the output goes; nil: nc
+	in   *os.File // the client's stdin, where the requests come from; nil: nc
 	conn *protocol.Conn
 	kick chan struct{} // closed when the server ends the connection
+	// watched is closed once watchClient has returned; nil without in.
+	watched chan struct{}
 }
 
 // Serve accepts connections on l and serves each in its own goroutine
@@ -199,23 +202,32 @@ func (s *Server) serve(nc *net.UnixConn) {
 		return
 	}
 	nc.SetDeadline(time.Time{}) // Best effort: as above.
-	// The client's stdout, if it passed it along with an ACP hello, as
-	// Dial does; any other descriptor is closed here.
-	var out *os.File
-	if (hello.Want == WantACP || hello.Want == "") && hello.Stdout && len(fds) == 1 {
-		out, fds = clientStdout(fds[0]), nil
+	// The client's stdout and stdin, if it passed them along with an ACP
+	// hello, as Dial does; any other descriptor is closed here.
+	var out, in *os.File
+	if hello.Want == WantACP || hello.Want == "" {
+		out, in, fds = clientStdio(hello, fds)
 	}
 	closeAll(fds) // anything else sent along
 	switch hello.Want {
 	case WantACP, "":
-		if hello.Shellagent != RelayVersion || hello.Build != s.Build {
+		refused := true
+		switch {
+		case hello.Shellagent != RelayVersion || hello.Build != s.Build:
 			log.Warn("refused a client of another build; upgrade this daemon in place (shellagent daemon upgrade) or stop it (shellagent daemon stop) to use the new one",
 				"client build", hello.Build, "client relay version", hello.Shellagent, "daemon build", s.Build)
-			closeFile(out)
+		case hello.Stdin && in == nil:
+			log.Warn("refused a connection: its hello says its stdin comes along, and it did not", "descriptors", len(fds))
+		default:
+			refused = false
+		}
+		if refused {
+			closeFile(out) // never written to, and in never read
+			closeFile(in)
 			nc.Close() // Best effort: refused.
 			return
 		}
-		s.serveACP(log, nc, r, out)
+		s.serveACP(log, nc, r, out, in)
 	case WantStatus:
 		s.answer(log, nc, s.status())
 	case WantStop:
@@ -245,6 +257,64 @@ func (s *Server) answer(log *slog.Logger, nc *net.UnixConn, v any) {
 	nc.Close() // Best effort: answered.
 }
 
+// clientStdio takes the client's stdout and stdin, in that order, out of
+// fds, the descriptors sent with its ACP hello, as the hello says they
+// come (Hello.Stdout, Hello.Stdin), and returns the rest, to be closed.
+// Where the count is not the hello's, a stdout alone is not taken (the
+// output goes on the connection, as before stdin could come along), and
+// a stdin is not taken: serve refuses a hello that says one comes and
+// finds none.
+func clientStdio(hello Hello, fds []int) (out, in *os.File, rest []int) {
+	switch {
+	case !hello.Stdin && hello.Stdout && len(fds) == 1:
+		return clientStdout(fds[0]), nil, nil
+	case hello.Stdin && hello.Stdout && len(fds) == 2:
+		return clientStdout(fds[0]), clientStdin(fds[1]), nil
+	case hello.Stdin && !hello.Stdout && len(fds) == 1:
+		return nil, clientStdin(fds[0]), nil
+	}
+	return nil, nil, fds
+}
+
+// clientStdin makes fd, a client's stdin, the File the connection reads
+// its requests from: non-blocking, in the runtime poller, so that closing
+// it ends a read that waits for the next request (watchClient). The
+// client passes a pipe as an open file of its own (ownFile), so that
+// O_NONBLOCK is set on that only; a socket cannot be opened anew, and
+// O_NONBLOCK is then set on the open file the client's process shares,
+// as for its stdout, which it gives back when it exits.
+func clientStdin(fd int) *os.File {
+	unix.SetNonblock(fd, true) // Best effort: a blocking pipe is read as well, but the relay's end would not end the read.
+	return os.NewFile(uintptr(fd), "client stdin")
+}
+
+// clientInput reads the requests of a client that handed its stdin: its
+// stdin, closed by watchClient when the client goes away, which is then
+// the end of the input, as a closed socket is for a client whose requests
+// come on the socket.
+type clientInput struct{ f *os.File }
+
+func (i clientInput) Read(p []byte) (int, error) {
+	n, err := i.f.Read(p)
+	if errors.Is(err, os.ErrClosed) {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// watchClient waits for the end of the connection of a client that
+// handed its stdin, which sends nothing more on it (anything it does is
+// dropped): the client gone, or close closing it. It then closes the
+// client's stdin, which ends the connection's read as the client's end
+// of the socket would, so that its sessions are detached whatever ends
+// the client: its stdin, its exit, a kill, or a stop that leaves the
+// stdin's writer (an editor) open.
+func watchClient(c *acpConn, rest io.Reader) {
+	defer close(c.watched)
+	io.Copy(io.Discard, rest) // Best effort: any end is the end.
+	c.in.Close()              // Best effort: ends the connection's read, if one waits.
+}
+
 // clientStdout makes fd, a client's stdout, the File the connection
 // writes to: non-blocking, in the runtime poller, so that closing it ends
 // a write that a client that does not read has blocked. O_NONBLOCK is
@@ -264,14 +334,16 @@ func closeFile(f *os.File) {
 
 // serveACP serves ACP on nc until the client goes away or the server ends
 // the connection, then detaches the client's sessions. The client's
-// requests are read from r; the output goes to out, the client's stdout
+// requests are read from in, its stdin, if it passed it, else from r,
+// what follows its hello on nc; the output goes to out, the client's stdout
 // if it passed it, else to nc.
-func (s *Server) serveACP(log *slog.Logger, nc *net.UnixConn, r io.Reader, out *os.File) {
-	c := &acpConn{nc: nc, out: out, kick: make(chan struct{})}
+func (s *Server) serveACP(log *slog.Logger, nc *net.UnixConn, r io.Reader, out, in *os.File) {
+	c := &acpConn{nc: nc, out: out, in: in, kick: make(chan struct{})}
 	s.mu.Lock()
 	if s.closing || s.upgrading {
 		s.mu.Unlock()
 		closeFile(out)
+		closeFile(in)
 		nc.Close() // Best effort: the daemon is stopping, or upgrading.
 		return
 	}
@@ -283,7 +355,12 @@ func (s *Server) serveACP(log *slog.Logger, nc *net.UnixConn, r io.Reader, out *
 	if out != nil {
 		w = out
 	}
-	log.Info("connected", "output to its stdout", out != nil)
+	if in != nil {
+		c.watched = make(chan struct{})
+		go watchClient(c, r)
+		r = clientInput{in}
+	}
+	log.Info("connected", "output to its stdout", out != nil, "input from its stdin", in != nil)
 
 	opts := s.Options
 	opts.Log = log
@@ -326,6 +403,9 @@ func (s *Server) close(c *acpConn) {
 	wait.Stop()
 	c.nc.Close() // Best effort: ends a write to a client that does not read.
 	closeFile(c.out)
+	if c.watched != nil {
+		<-c.watched // ended by the close of nc; it closes c.in
+	}
 	<-flushed
 	s.mu.Lock()
 	delete(s.conns, c)

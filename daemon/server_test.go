@@ -1,16 +1,20 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,7 +25,8 @@ import (
 
 // TestServerClosesAStdoutItDoesNotServe: a descriptor sent along with a
 // hello that is not served ACP to it (status, an unknown want, a client
-// of another build) is closed by the daemon at once; it keeps none.
+// of another build, one whose hello says a stdin comes that does not) is
+// closed by the daemon at once, unread and unwritten; it keeps none.
 func TestServerClosesAStdoutItDoesNotServe(t *testing.T) {
 	socket := filepath.Join(t.TempDir(), "s", "d.sock")
 	l, err := Listen(socket)
@@ -44,13 +49,20 @@ func TestServerClosesAStdoutItDoesNotServe(t *testing.T) {
 		}
 	}()
 
-	tests := []struct{ want, build string }{
-		{WantStatus, "test"},
-		{"bogus", "test"},
-		{WantACP, "other"},
+	tests := []struct {
+		want, build   string
+		stdout, stdin bool // what the hello says comes: the one descriptor sent is a stdin only if stdout is false
+	}{
+		{WantStatus, "test", true, false},
+		{"bogus", "test", true, false},
+		{WantACP, "other", true, false},
+		{WantStatus, "test", false, true},
+		{WantACP, "other", false, true},
+		{WantACP, "other", true, true},
+		{WantACP, "test", true, true},
 	}
 	for _, tt := range tests {
-		t.Run(tt.want+"/"+tt.build, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%s/stdout=%v,stdin=%v", tt.want, tt.build, tt.stdout, tt.stdin), func(t *testing.T) {
 			pr, pw, err := os.Pipe()
 			if err != nil {
 				t.Fatal(err)
@@ -63,7 +75,22 @@ func TestServerClosesAStdoutItDoesNotServe(t *testing.T) {
 			}
 			defer nc.Close()
 			nc.SetDeadline(time.Now().Add(30 * time.Second))
-			line, _ := json.Marshal(Hello{Shellagent: RelayVersion, Build: tt.build, Pid: os.Getpid(), Want: tt.want, Stdout: true})
+			line, _ := json.Marshal(Hello{Shellagent: RelayVersion, Build: tt.build, Pid: os.Getpid(), Want: tt.want, Stdout: tt.stdout, Stdin: tt.stdin})
+			if !tt.stdout { // a stdin: the reading end goes
+				defer pw.Close()
+				_, _, err = nc.WriteMsgUnix(append(line, '\n'), unix.UnixRights(int(pr.Fd())), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := io.ReadAll(nc); err != nil {
+					t.Fatal(err)
+				}
+				pr.Close() // the daemon's copy is the only reader left
+				if n, err := pw.Write([]byte("x")); !errors.Is(err, syscall.EPIPE) {
+					t.Errorf("the passed stdin: wrote %d, %v; want EPIPE: the daemon still holds it", n, err)
+				}
+				return
+			}
 			_, _, err = nc.WriteMsgUnix(append(line, '\n'), unix.UnixRights(int(pw.Fd())), nil)
 			pw.Close() // the daemon's copy is the only writer left
 			if err != nil {
@@ -75,6 +102,105 @@ func TestServerClosesAStdoutItDoesNotServe(t *testing.T) {
 			pr.SetReadDeadline(time.Now().Add(30 * time.Second))
 			if n, err := pr.Read(make([]byte, 1)); err != io.EOF {
 				t.Errorf("the passed stdout: read %d, %v; want EOF: the daemon still holds it", n, err)
+			}
+		})
+	}
+}
+
+// TestServerReadsAHandedStdin: a client that hands its stdin and stdout
+// with its hello (Dial, as the relay does) has its requests read from
+// the stdin and answered on the stdout, nothing on the socket. The
+// connection ends, and its stdin and stdout are let go, when the stdin
+// ends (the daemon then closes the socket), and when the socket does
+// while the stdin's writer stays (a relay killed under a live editor).
+func TestServerReadsAHandedStdin(t *testing.T) {
+	dir, err := os.MkdirTemp("", "sa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	socket := filepath.Join(dir, "s", "d.sock")
+	l, err := Listen(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &Server{
+		Supervisor: supervisor.New(supervisor.Config{Detached: supervisor.KeepDetached}),
+		Build:      "test",
+		Socket:     socket,
+		Log:        slog.New(slog.DiscardHandler),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, l) }()
+	defer func() {
+		cancel()
+		if err := <-served; !errors.Is(err, context.Canceled) {
+			t.Errorf("Serve: %v, want context.Canceled", err)
+		}
+	}()
+	hello := Hello{Shellagent: RelayVersion, Build: "test", Pid: os.Getpid()}
+
+	for _, end := range []string{"stdin", "socket"} {
+		t.Run(end, func(t *testing.T) {
+			inR, inW, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer inR.Close() // kept, as the relay keeps its stdin
+			defer inW.Close()
+			outR, outW, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer outR.Close()
+			c, err := Dial(socket, hello, Stdio{In: inR, Out: outW})
+			outW.Close() // the daemon's copy is the only writer left
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if !c.HandedStdin {
+				t.Fatal("Dial did not hand the stdin, a pipe")
+			}
+			if _, err := io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}`+"\n"); err != nil {
+				t.Fatal(err)
+			}
+			outR.SetReadDeadline(time.Now().Add(30 * time.Second))
+			r := bufio.NewReader(outR)
+			if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, `{"id":1,"result":`) {
+				t.Fatalf("the answer on the handed stdout: %q, %v", line, err)
+			}
+			c.Conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+			switch end {
+			case "stdin":
+				inW.Close()
+				if b, err := io.ReadAll(c.R); len(b) > 0 || err != nil {
+					t.Errorf("the socket after the stdin's end: %q, %v; want its end, and nothing on it", b, err)
+				}
+			case "socket":
+				c.Close()
+			}
+			if b, err := io.ReadAll(r); len(b) > 0 || err != nil {
+				t.Errorf("the handed stdout after the %s's end: %q, %v; want its end: the daemon still holds it", end, b, err)
+			}
+			if end == "socket" {
+				inR.Close() // the daemon's copy must be the only reader left, and gone
+				if n, err := inW.Write([]byte("x")); !errors.Is(err, syscall.EPIPE) {
+					t.Errorf("the handed stdin after the socket's end: wrote %d, %v; want EPIPE: the daemon still holds it", n, err)
+				}
+			}
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				st, err := AskStatus(socket, hello)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Connections == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("status after the %s's end counts %d connections, want 0", end, st.Connections)
+				}
 			}
 		})
 	}
@@ -139,7 +265,7 @@ func TestServerDropsAConnectionWhoseServingPanics(t *testing.T) {
 	}()
 
 	hello := Hello{Shellagent: RelayVersion, Build: "test", Pid: os.Getpid()}
-	c, err := Dial(socket, hello, nil)
+	c, err := Dial(socket, hello, Stdio{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1266,32 +1266,111 @@ func TestDaemonSIGTERM(t *testing.T) {
 	}
 }
 
-// A relay whose stdout is not a pipe or a socket (here a file) keeps it:
-// the daemon's output comes on the connection and the relay copies it.
-// A pipe is handed to the daemon, which writes to it directly.
-func TestDaemonRelayOutputPaths(t *testing.T) {
+// A relay's stdout and stdin that are not pipes or sockets (here files)
+// stay with it: the daemon's output comes on the connection and the relay
+// copies it to stdout, and the relay copies stdin to the connection. A
+// pipe or a socket is handed to the daemon, which writes the output to
+// it, or reads the requests from it, directly: a socket that is both
+// stdin and stdout too (as libuv gives a child its stdio). In each case
+// the relay exits 0 at the end of its input, once the answers are out.
+func TestDaemonRelayStdioPaths(t *testing.T) {
 	t.Parallel()
 	d := newDaemonFixture(t)
-	d.relay() // a pipe: handed over
-	d.waitLog(`"output to its stdout"=true`)
+	d.relay() // pipes: handed over
+	d.waitLog(`"output to its stdout"=true "input from its stdin"=true`)
 
+	requests := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"` + d.cwd + `"}}` + "\n"
+	for _, tt := range []struct {
+		name string
+		run  func(cmd *exec.Cmd) (answers []byte, err error)
+		log  string // the daemon's line for the connection
+	}{
+		{"stdin a pipe, stdout a file", func(cmd *exec.Cmd) ([]byte, error) {
+			cmd.Stdin = strings.NewReader(requests)
+			return runToFile(t, cmd)
+		}, `"output to its stdout"=false "input from its stdin"=true`},
+		{"stdin and stdout files", func(cmd *exec.Cmd) ([]byte, error) {
+			in := filepath.Join(t.TempDir(), "in")
+			if err := os.WriteFile(in, []byte(requests), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Open(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			cmd.Stdin = f
+			return runToFile(t, cmd)
+		}, `"output to its stdout"=false "input from its stdin"=false`},
+		{"stdin and stdout one socket", func(cmd *exec.Cmd) ([]byte, error) {
+			return runOnSocket(t, cmd, requests)
+		}, `"output to its stdout"=true "input from its stdin"=true`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before, _ := os.ReadFile(filepath.Join(d.state, "shellagent", "daemon.log"))
+			cmd := exec.Command(binary, append([]string{"--daemon", "--socket", d.socket}, d.args...)...)
+			cmd.Env, cmd.Stderr = d.env(), testWriter{t}
+			b, err := tt.run(cmd)
+			if err != nil {
+				t.Fatalf("the relay: %v", err)
+			}
+			lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+			if len(lines) != 2 || !strings.HasPrefix(lines[0], `{"id":1,"result":{"protocolVersion":2`) || !strings.HasPrefix(lines[1], `{"id":2,"result":{"sessionId":"sess_`) {
+				t.Errorf("the client got %q, want the answers to initialize and session/new", b)
+			}
+			after, _ := os.ReadFile(filepath.Join(d.state, "shellagent", "daemon.log"))
+			if !bytes.Contains(after[len(before):], []byte(tt.log)) {
+				t.Errorf("the daemon's log for the connection does not say %s:\n%s", tt.log, after[len(before):])
+			}
+		})
+	}
+}
+
+// runToFile runs cmd with its stdout a file, and returns what it wrote.
+func runToFile(t *testing.T, cmd *exec.Cmd) ([]byte, error) {
 	out, err := os.Create(filepath.Join(t.TempDir(), "out"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	cmd := exec.Command(binary, append([]string{"--daemon", "--socket", d.socket}, d.args...)...)
-	cmd.Env = d.env()
 	cmd.Stdout = out
-	cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}` + "\n" +
-		`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"` + d.cwd + `"}}` + "\n")
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("the relay: %v", err)
+		return nil, err
 	}
-	d.waitLog(`"output to its stdout"=false`)
-	b, _ := os.ReadFile(out.Name())
-	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], `{"id":1,"result":{"protocolVersion":2`) || !strings.HasPrefix(lines[1], `{"id":2,"result":{"sessionId":"sess_`) {
-		t.Errorf("the file holds %q, want the answers to initialize and session/new", b)
+	return os.ReadFile(out.Name())
+}
+
+// runOnSocket runs cmd with its stdin and stdout one end of a socket pair,
+// writes requests to the other, shuts down its writes, and returns what
+// came back until the socket's end.
+func runOnSocket(t *testing.T, cmd *exec.Cmd, requests string) ([]byte, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
+	theirs, ours := os.NewFile(uintptr(fds[0]), "relay stdio"), os.NewFile(uintptr(fds[1]), "client")
+	defer ours.Close()
+	nc, err := net.FileConn(ours)
+	if err != nil {
+		theirs.Close()
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	cmd.Stdin, cmd.Stdout = theirs, theirs
+	err = cmd.Start()
+	theirs.Close() // the relay has its copy; ours must go for the end
+	if err != nil {
+		return nil, err
+	}
+	nc.SetDeadline(time.Now().Add(testloop.Wait))
+	if _, err := io.WriteString(nc, requests); err != nil {
+		t.Error(err)
+	}
+	nc.(*net.UnixConn).CloseWrite()
+	b, rerr := io.ReadAll(nc)
+	if err := cmd.Wait(); err != nil {
+		return b, err
+	}
+	return b, rerr
 }

@@ -49,3 +49,12 @@ func pollableStdout(*slog.Logger) *os.File { return os.Stdout }
 
 // pollableStdin returns stdin as it is, for the same reason.
 func pollableStdin(*slog.Logger) *os.File { return os.Stdin }
+
+// inputEnded reports whether fd, stdin handed to the daemon, has ended:
+// a pipe with no writer left, a socket whose peer closed (POLLHUP). It
+// reads nothing.
+func inputEnded(fd int) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n == 1 && fds[0].Revents&unix.POLLHUP != 0
+}

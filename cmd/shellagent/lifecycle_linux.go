@@ -118,3 +118,12 @@ func pollable(log *slog.Logger, f *os.File, fd, mode int) *os.File {
 	}
 	return p
 }
+
+// inputEnded reports whether fd, stdin handed to the daemon, has ended:
+// a pipe with no writer left (POLLHUP), a socket whose peer shut down its
+// writes or closed (POLLRDHUP, POLLHUP). It reads nothing.
+func inputEnded(fd int) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n == 1 && fds[0].Revents&(unix.POLLHUP|unix.POLLRDHUP) != 0
+}

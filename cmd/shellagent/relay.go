@@ -25,14 +25,16 @@ import (
 const relayDrain = time.Second
 
 // relay is shellagent --daemon: it connects to the daemon, starting one
-// if none runs, and copies stdin to the daemon until stdin ends, stdout is
+// if none runs, and lasts until stdin ends, stdout is
 // closed, a stop signal arrives or the daemon goes away. None of these
-// stops any work: the daemon detaches this connection's sessions. The
-// daemon's output goes to stdout as it is: when stdout is a pipe or a
-// socket (an editor's, sshd's), the relay hands it to the daemon, which
-// writes to it directly, as tmux's client hands its terminal to the
-// server, so that output costs no copy through the relay; otherwise the
-// relay copies the output from the connection.
+// stops any work: the daemon detaches this connection's sessions. When
+// stdout and stdin are pipes or sockets (an editor's, sshd's), the relay
+// hands them to the daemon, as tmux's client hands its terminal to the
+// server: the daemon writes the output to stdout and reads the requests
+// from stdin directly, so that neither costs a copy and a hop through the
+// relay, which only waits for the end of the connection. Otherwise the
+// relay copies the output from the connection to stdout, and stdin to
+// the connection.
 func relay(opts agentOptions) int {
 	defer keepFlags(os.Stdin, os.Stdout, os.Stderr)()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -43,7 +45,7 @@ func relay(opts agentOptions) int {
 	if err != nil {
 		return commandLineError("shellagent", err)
 	}
-	c, err := daemon.Connect(path, daemonHello(), os.Stdout, func(lock *daemon.Lock) (<-chan error, error) {
+	c, err := daemon.Connect(path, daemonHello(), daemon.Stdio{In: os.Stdin, Out: os.Stdout}, func(lock *daemon.Lock) (<-chan error, error) {
 		return startDaemon(log, path, opts.daemonArgs, lock)
 	})
 	if err != nil {
@@ -51,6 +53,7 @@ func relay(opts agentOptions) int {
 		return 1
 	}
 	if h := c.Daemon; h.Shellagent != daemon.RelayVersion || h.Build != buildName() {
+		// Such a daemon closes a handed stdin unread: refuse reads it.
 		c.Close() // Best effort: the daemon closes it too.
 		return refuse(log, path, h)
 	}
@@ -58,11 +61,7 @@ func relay(opts agentOptions) int {
 	out := newOutput(log, os.Stdout)
 	down := make(chan error, 1)
 	go func() { down <- copyDown(os.Stdout, c) }()
-	up := make(chan error, 1)
-	go func() {
-		_, err := io.Copy(c.Conn, os.Stdin)
-		up <- err
-	}()
+	up := copyUp(c)
 	select {
 	case err := <-up:
 		if err != nil {
@@ -83,6 +82,11 @@ func relay(opts agentOptions) int {
 		if errors.Is(err, syscall.EPIPE) {
 			return 0 // stdout's reader left: only a write to it fails so
 		}
+		if c.HandedStdin && inputEnded(0) {
+			// The daemon read the end of stdin, answered what came
+			// before it, and closed the connection.
+			return 0
+		}
 		log.Info("the daemon closed the connection", "err", err)
 		return 1
 	case <-out.gone:
@@ -94,7 +98,7 @@ func relay(opts agentOptions) int {
 }
 
 // keepFlags returns a function that gives each of files back the
-// O_NONBLOCK it has now. The daemon makes the stdout it is handed
+// O_NONBLOCK it has now. The daemon makes the stdout and stdin it is handed
 // non-blocking, and that flag belongs to the open file, which the relay
 // shares with whoever else writes to the pipe or socket (the shell that
 // ran it, the next command): left set, their writes fail with EAGAIN
@@ -120,6 +124,21 @@ func keepFlags(files ...*os.File) (restore func()) {
 			}
 		}
 	}
+}
+
+// copyUp copies stdin to the connection, and delivers the copy's end;
+// where the daemon reads stdin itself (Client.HandedStdin) it copies
+// nothing and returns nil, which never delivers.
+func copyUp(c *daemon.Client) <-chan error {
+	if c.HandedStdin {
+		return nil
+	}
+	up := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(c.Conn, os.Stdin)
+		up <- err
+	}()
+	return up
 }
 
 // copyDown copies what the daemon sends on the connection to stdout (all

@@ -152,7 +152,7 @@ func dialStack(socket string, args []string, cwd string) (*stackClient, error) {
 		return nil, err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := daemon.Connect(path, daemonHello(), nil, func(lock *daemon.Lock) (<-chan error, error) {
+	c, err := daemon.Connect(path, daemonHello(), daemon.Stdio{}, func(lock *daemon.Lock) (<-chan error, error) {
 		return startDaemon(log, path, args, lock)
 	})
 	if err != nil {
