@@ -101,9 +101,9 @@ type frozenCall struct {
 
 // frozenTask is the work of a tool call that is not a command (task):
 // what the new image needs to go on with it, under the one name of its
-// kind (task.handOver): "Service" (service.Frozen), and the kinds in
-// packages of their own (workKinds, kinds.go): "Job" (supervisor/jobs),
-// "Wait" (supervisor/wait), "Watch" (supervisor/watch).
+// kind (task.handOver), the kinds in packages of their own (workKinds,
+// kinds.go): "Job" (supervisor/jobs), "Wait" (supervisor/wait), "Watch"
+// (supervisor/watch), "Service" (supervisor/service).
 type frozenTask map[string]json.RawMessage
 
 // frozenTerminal is a terminal, its ring, and, while it runs, its

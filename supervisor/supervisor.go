@@ -46,7 +46,8 @@
 //     session only through package supervisor/work: a work.Task is a task
 //     (kindTask), the session its work.Host (host), its tool call a
 //     work.Call (callHandle), the turn of /wait a work.Turn (kindTurn);
-//     workKinds thaws their frozen forms. These, a service and a request
+//     workKinds thaws their frozen forms, a service's too (into the
+//     session's stack: host.Stack). These, a service and a request
 //     for permission are each a task (work.go), which the session lists,
 //     cancels and closes without asking which kind it is.
 //   - stackcmds.go: the entries of a project's stack's commands (SPEC

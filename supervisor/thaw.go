@@ -9,7 +9,6 @@ import (
 
 	"shellagent/outputbuf"
 	"shellagent/ptyio"
-	"shellagent/supervisor/service"
 )
 
 // Restore builds, in the new image of an upgrade in place, the sessions
@@ -196,10 +195,10 @@ func (th *thawing) session(fs frozenSession) error {
 }
 
 // thawTasks makes the work of the session's tool calls that is not a
-// command (freeze.go, frozenTask) go on, and its stack with it. A task
-// that cannot be read is left out, and named in the error.
+// command (freeze.go, frozenTask) go on, each through its kind
+// (workKinds), and its stack with it. A task that cannot be read is left
+// out, and named in the error.
 func thawTasks(st *state, fs frozenSession) error {
-	byCall, ss := make(map[string]*service.Service), service.NewStack(host{st})
 	var errs []error
 	for _, fc := range fs.Calls {
 		c := st.work.calls[fc.ID]
@@ -207,50 +206,34 @@ func thawTasks(st *state, fs frozenSession) error {
 			continue
 		}
 		for name, data := range fc.Task {
-			if err := thawTask(st, ss, c, name, data, byCall); err != nil {
+			if err := thawTask(st, c, name, data); err != nil {
 				errs = append(errs, fmt.Errorf("tool call %s: %w", c.id, err))
 			}
 		}
 	}
-	if fs.Stack == nil {
-		return errors.Join(errs...)
+	if fs.Stack != nil { // its services thawed into it (host.Stack)
+		st.stackOf().Restore(fs.Stack.File, fs.Stack.Names, fs.Stack.Services)
+		st.stack.Progress()
 	}
-	byName := make(map[string]*service.Service)
-	for name, call := range fs.Stack.Services {
-		byName[name] = byCall[call]
-	}
-	ss.Restore(fs.Stack.File, fs.Stack.Names, byName)
-	st.stack = ss
-	ss.Progress()
 	return errors.Join(errs...)
 }
 
 // thawTask makes the task that frozen kind name is the task of tool call
-// c again; a service goes in byCall.
-func thawTask(st *state, ss *service.Stack, c *toolCall, name string, data []byte, byCall map[string]*service.Service) error {
-	if k, ok := workKinds[name]; ok {
-		t, err := k.Thaw(host{st}, callHandle{st, c}, data)
-		if err != nil {
-			return err
-		}
-		c.task = nil
-		if t != nil {
-			c.task = kindTask{t}
-		}
-		return nil
+// c again.
+func thawTask(st *state, c *toolCall, name string, data []byte) error {
+	k, ok := workKinds[name]
+	if !ok {
+		return fmt.Errorf("no kind of work %q", name)
 	}
-	var err error
-	switch name {
-	case "Service":
-		var f service.Frozen
-		if err = json.Unmarshal(data, &f); err == nil {
-			svc := service.Thaw(host{st}, ss, callHandle{st, c}, &f)
-			c.task, byCall[c.id] = kindTask{svc}, svc
-		}
-	default:
-		err = fmt.Errorf("no kind of work %q", name)
+	t, err := k.Thaw(host{st}, callHandle{st, c}, data)
+	if err != nil {
+		return err
 	}
-	return err
+	c.task = nil
+	if t != nil {
+		c.task = kindTask{t}
+	}
+	return nil
 }
 
 // adopt takes over the process of a live terminal t: the files that fp
