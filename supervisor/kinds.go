@@ -26,7 +26,7 @@ import (
 // which thaw.go then restores.
 
 // workKinds are the kinds of work in packages of their own, by the name their
-// frozen form is written under (frozenTask).
+// frozen form is written under (handover.Task).
 var workKinds = map[string]work.Kind{
 	jobs.Kind.Name:    jobs.Kind,
 	wait.Kind.Name:    wait.Kind,

@@ -81,8 +81,10 @@
 //     each session (Sessions), and the detached TTL.
 //   - freeze.go and thaw.go: an upgrade in place (the daemon's Host):
 //     every session's actor held in one entry, its terminals' readers
-//     parked, the sessions written out (Freeze); rebuilt, detached, with
-//     the terminals adopted, in the new image (Restore).
+//     parked, what is not handed over ended, and the sessions written
+//     out (Freeze); rebuilt, detached, with the terminals adopted, in the
+//     new image (Restore). What needs none of a session's state (the
+//     format, the files, the hold) is package supervisor/handover's.
 //   - kit.go: the hook of the client developers' kit, whose scenarios
 //     play in package scenario: Config.Kit serves /scenario; a playing
 //     scenario's Overlay, consulted where the session reports its list

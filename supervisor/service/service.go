@@ -60,10 +60,10 @@ func (s State) Active() bool { return s < Failed }
 // MaxRuns is how many of a service's runs its content references.
 const MaxRuns = 5
 
-// Frozen is a service as an upgrade in place hands it over (supervisor's
-// freeze.go), under the kind name "Service" (Kind): its definition, where
-// it is in its life, its restart policy's counters, its runs by terminal
-// id.
+// Frozen is a service as an upgrade in place hands it over (package
+// supervisor/handover), under the kind name "Service" (Kind): its
+// definition, where it is in its life, its restart policy's counters,
+// its runs by terminal id.
 // The new image goes on from there: the run that runs is adopted with its
 // terminal, its ready condition is watched again until the same deadline,
 // a restart that waits for its backoff starts when it would have, and a
