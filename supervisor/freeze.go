@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"shellagent/acp"
@@ -123,8 +124,9 @@ func (sv *Supervisor) Freeze(ctx context.Context) (data []byte, files []*os.File
 		}
 	}
 	sv.mu.Lock()
-	w, err := handover.NewWriter(sv.created, sv.closed)
+	created, closed := sv.created, slices.Clone(sv.closed)
 	sv.mu.Unlock()
+	w, err := handover.NewWriter(created, closed)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("freeze the sessions: %w", err)
 	}

@@ -118,7 +118,8 @@ func thawSession(sv *Supervisor, r *handover.Reader, fs handover.Session) error 
 	s.doWait(func(st *state) {
 		for _, ft := range live {
 			t := st.work.terminals[ft.ID]
-			p, err := r.Adopt(sv.cfg.Launcher, ft.Live, func() io.Writer { return s.disk.Tee(t.id, t.ring) }, events{s, t})
+			tee := func() io.Writer { return s.disk.Tee(t.id, t.ring) }
+			p, err := r.Adopt(sv.cfg.Launcher, ft.Live, tee, events{s, t})
 			if err != nil {
 				errs = append(errs, fmt.Errorf("terminal %s: %w", t.id, err))
 				lost = append(lost, t)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"sync"
 	"time"
 
@@ -33,11 +32,11 @@ type Writer struct {
 }
 
 // NewWriter starts the State of a freeze, with the Supervisor's count of
-// sessions created and its closed sessions; FrozenAt is now. The output
-// file is an unlinked temporary file, which the new image reads and
-// closes.
+// sessions created and its closed sessions, which it keeps; FrozenAt is
+// now. The output file is an unlinked temporary file, which the new
+// image reads and closes.
 func NewWriter(created int, closed []string) (*Writer, error) {
-	w := &Writer{state: State{FrozenAt: time.Now(), Created: created, Closed: slices.Clone(closed)}}
+	w := &Writer{state: State{FrozenAt: time.Now(), Created: created, Closed: closed}}
 	blob, err := os.CreateTemp("", "shellagent-upgrade-*")
 	if err != nil {
 		return nil, err
