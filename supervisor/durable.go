@@ -13,9 +13,6 @@ import (
 // session/delete of a live one; revive.go rebuilds a session from its
 // history.
 
-// frozenDurable is a session's Recorder in its frozen form (freeze.go).
-type frozenDurable = record.Frozen
-
 // listed is each of the live sessions as session/list lists it, in
 // their order.
 func listed(sessions []*Session) []record.Live {

@@ -15,6 +15,7 @@ import (
 	"shellagent/internal/stack"
 	"shellagent/outputbuf"
 	"shellagent/protocol/acptest"
+	"shellagent/supervisor/handover"
 	"shellagent/supervisor/jobs"
 	"shellagent/supervisor/kit"
 )
@@ -53,7 +54,7 @@ func TestFreezeThenThaw(t *testing.T) {
 	if len(files) != 3 { // the rings' bytes, the PTY master, the pidfd
 		t.Errorf("Freeze handed %d files, want 3", len(files))
 	}
-	var fz frozenSupervisor
+	var fz handover.State
 	if err := json.Unmarshal(saved, &fz); err != nil || len(fz.Sessions) != 1 || len(fz.Sessions[0].Terminals) != 1 || fz.Sessions[0].Terminals[0].Live == nil {
 		t.Fatalf("Freeze wrote %s (%v); want one session with its live terminal", saved, err)
 	}
@@ -87,7 +88,7 @@ func TestFreezeThenThaw(t *testing.T) {
 		t.Fatalf("Freeze with a scheduled job: %v", err)
 	}
 	thaw()
-	fz = frozenSupervisor{}
+	fz = handover.State{}
 	if err := json.Unmarshal(saved, &fz); err != nil {
 		t.Fatal(err)
 	}
@@ -175,4 +176,30 @@ func TestPrecheckWaitsForAStoppingService(t *testing.T) {
 			t.Error("Precheck answered while the service was still being stopped")
 		}
 	})
+}
+
+// The numbers of a tool call's and a terminal's state are written as
+// they are in the state an upgrade hands over (handover.Call.State,
+// handover.Terminal.State): they are part of its format, and never
+// change.
+func TestHandoverStates(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		got, want int
+	}{
+		{"callAsking", int(callAsking), 0},
+		{"callScheduled", int(callScheduled), 1},
+		{"callRunning", int(callRunning), 2},
+		{"callPaused", int(callPaused), 3},
+		{"callDone", int(callDone), 4},
+		{"callRetired", int(callRetired), 5},
+		{"termRunning", int(termRunning), 0},
+		{"termStopping", int(termStopping), 1},
+		{"termExited", int(termExited), 2},
+		{"termRetired", int(termRetired), 3},
+	} {
+		if tt.got != tt.want {
+			t.Errorf("%s is %d in the upgrade's format, want %d", tt.name, tt.got, tt.want)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"shellagent/protocol"
 	"shellagent/ptyio"
 	"shellagent/supervisor/jobs"
+	"shellagent/supervisor/service"
 	"shellagent/supervisor/wait"
 	"shellagent/supervisor/watch"
 	"shellagent/supervisor/work"
@@ -21,17 +22,17 @@ import (
 // (kindTask), and the session is their work.Host (host), each tool call
 // their work.Call (callHandle). Adding such a kind is its package, its
 // entry in workKinds, and its commands' entries in commands.go. A stack's
-// services are the one exception to workKinds: they thaw with their stack
-// (thaw.go), which the session holds (state.stack); an approval is never
-// handed over (it gets no answer first: freeze.go), and starts in
-// permission.go.
+// services thaw into the session's stack (host.Stack, a service.Host),
+// which thaw.go then restores; an approval is never handed over (it gets
+// no answer first: freeze.go), and starts in permission.go.
 
 // workKinds are the kinds of work in packages of their own, by the name their
-// frozen form is written under (frozenTask).
+// frozen form is written under (handover.Task).
 var workKinds = map[string]work.Kind{
-	jobs.Kind.Name:  jobs.Kind,
-	wait.Kind.Name:  wait.Kind,
-	watch.Kind.Name: watch.Kind,
+	jobs.Kind.Name:    jobs.Kind,
+	wait.Kind.Name:    wait.Kind,
+	watch.Kind.Name:   watch.Kind,
+	service.Kind.Name: service.Kind,
 }
 
 // kindTask is a work.Task as the task of its tool call.
@@ -239,7 +240,7 @@ func (h callHandle) End(status string) {
 // of its own (a stack's services, supervisor/service), which it hears of
 // through work.RunWatcher (Session.exited).
 
-var _ work.RunHost = host{}
+var _ service.Host = host{}
 
 func (h host) Launch(c work.Call, spec work.LaunchSpec) (work.Run, error) {
 	call := c.(callHandle).c // Safe: every work.Call is a callHandle.
@@ -258,6 +259,9 @@ func (h host) TerminalRun(id string) work.Run {
 }
 
 func (h host) Notice(n *acp.Notice) { h.st.out.notice(n) }
+
+// Stack implements service.Host: the session's stack, made on first use.
+func (h host) Stack() *service.Stack { return h.st.stackOf() }
 
 func (h host) Tail(id string, n int) string { return h.st.work.tail(id, n) }
 

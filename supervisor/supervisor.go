@@ -46,7 +46,8 @@
 //     session only through package supervisor/work: a work.Task is a task
 //     (kindTask), the session its work.Host (host), its tool call a
 //     work.Call (callHandle), the turn of /wait a work.Turn (kindTurn);
-//     workKinds thaws their frozen forms. These, a service and a request
+//     workKinds thaws their frozen forms, a service's too (into the
+//     session's stack: host.Stack). These, a service and a request
 //     for permission are each a task (work.go), which the session lists,
 //     cancels and closes without asking which kind it is.
 //   - permission.go: a command that waits for the user's permission
@@ -86,8 +87,10 @@
 //     each session (Sessions), and the detached TTL.
 //   - freeze.go and thaw.go: an upgrade in place (the daemon's Host):
 //     every session's actor held in one entry, its terminals' readers
-//     parked, the sessions written out (Freeze); rebuilt, detached, with
-//     the terminals adopted, in the new image (Restore).
+//     parked, what is not handed over ended, and the sessions written
+//     out (Freeze); rebuilt, detached, with the terminals adopted, in the
+//     new image (Restore). What needs none of a session's state (the
+//     format, the files, the hold) is package supervisor/handover's.
 //   - kit.go: the session's side of the client developers' kit, whose
 //     scenarios play in package scenario through the contract of package
 //     supervisor/kit: Config.Kit serves /scenario; a playing scenario's

@@ -176,7 +176,7 @@ type task interface {
 	// close ends it as the session's close does.
 	close(st *state)
 	// handOver returns what the next image of an upgrade in place needs
-	// to go on with it (freeze.go), and the name it is written under;
+	// to go on with it (handover.Task), and the name it is written under;
 	// frozen is nil if it is not handed over.
 	handOver() (kind string, frozen any)
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // Frozen is a Recorder as an upgrade in place hands it over
-// (supervisor/freeze.go): what reopening the session's history would read
+// (supervisor/handover, Session.Durable): what reopening the session's history would read
 // back from the journal, which the new image then need not read and
 // parse. Its JSON crosses the exec: its shape is the old image's and the
 // new one's alike.

@@ -391,7 +391,7 @@ func (svc *Service) Close() {
 }
 
 // HandOver implements work.Task: its frozen form is a Frozen, written
-// under "Service".
+// under "Service" (Kind).
 func (svc *Service) HandOver() (kind string, frozen any) {
 	f := &Frozen{
 		Def: svc.def, Project: svc.project, State: svc.state, Why: svc.why, Counters: svc.restarter.Counters(),
@@ -403,7 +403,7 @@ func (svc *Service) HandOver() (kind string, frozen any) {
 	if t := svc.term; t != nil {
 		f.Term, f.LogFrom = t.ID(), t.Output().Total()
 	}
-	return "Service", f
+	return kindName, f
 }
 
 // Thaw makes f the service of tool call c again, in the new image of an

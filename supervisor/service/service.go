@@ -8,7 +8,9 @@
 // /up, /down and /restart, which hold the foreground through a
 // work.Turn until what they asked for is done, and /status and /logs,
 // which answer at once; the commands' table is package supervisor's
-// (stackcmds.go).
+// (stackcmds.go). After an upgrade in place a service thaws through its
+// work.Kind (Kind, kind.go) into the session's stack, which its Host
+// gives it, and which the session then restores (Stack.Restore).
 //
 // The rest needs nothing of the session: where a service is in its life
 // (State) and the form an upgrade in place hands it over in (Frozen);
@@ -58,9 +60,10 @@ func (s State) Active() bool { return s < Failed }
 // MaxRuns is how many of a service's runs its content references.
 const MaxRuns = 5
 
-// Frozen is a service as an upgrade in place hands it over (supervisor's
-// freeze.go), under the kind name "Service": its definition, where it is
-// in its life, its restart policy's counters, its runs by terminal id.
+// Frozen is a service as an upgrade in place hands it over (package
+// supervisor/handover), under the kind name "Service" (Kind): its
+// definition, where it is in its life, its restart policy's counters,
+// its runs by terminal id.
 // The new image goes on from there: the run that runs is adopted with its
 // terminal, its ready condition is watched again until the same deadline,
 // a restart that waits for its backoff starts when it would have, and a

@@ -44,13 +44,15 @@ func (ss *Stack) Names() []string { return ss.names }
 func (ss *Stack) Service(name string) *Service { return ss.services[name] }
 
 // Restore makes ss the stack an upgrade in place handed over: file, and
-// the services of names (thawed with ss as their stack: Thaw), by name.
-// Names without a service are left out.
-func (ss *Stack) Restore(file *stack.Stack, names []string, services map[string]*Service) {
+// the services of names, each the task of the tool call that calls names
+// (thawed into ss: Kind). Names without a service are left out.
+func (ss *Stack) Restore(file *stack.Stack, names []string, calls map[string]string) {
 	ss.file = file
 	for _, name := range names {
-		if svc := services[name]; svc != nil {
-			ss.names, ss.services[name] = append(ss.names, name), svc
+		if _, t, _ := ss.h.Find(calls[name]); t != nil {
+			if svc, ok := t.(*Service); ok {
+				ss.names, ss.services[name] = append(ss.names, name), svc
+			}
 		}
 	}
 }
