@@ -19,8 +19,9 @@ import (
 // supervisor/wait, supervisor/watch, supervisor/service, supervisor/approval) reach the session
 // through package work: a work.Task is a tool call's task here
 // (kindTask), and the session is their work.Host (host), each tool call
-// their work.Call (callHandle). Adding such a kind is its package, its
-// entry in workKinds, and its commands' entries in commands.go. A stack's
+// their work.Call (callHandle). Adding such a kind is its package (with
+// its commands, work.Command), its entry in workKinds, and its commands
+// in the table's assembly (commands.go). A stack's
 // services are the one exception to workKinds: they thaw with their stack
 // (thaw.go), which the session holds (state.stack); an approval is never
 // handed over (it gets no answer first: freeze.go), and starts in

@@ -7,8 +7,8 @@
 // it starts each once its dependencies are ready (Progress), and serves
 // /up, /down and /restart, which hold the foreground through a
 // work.Turn until what they asked for is done, and /status and /logs,
-// which answer at once; the commands' table is package supervisor's
-// (stackcmds.go).
+// which answer at once: their entries in the session's command table are
+// here (Commands, commands.go), and the table is package supervisor's.
 //
 // The rest needs nothing of the session: where a service is in its life
 // (State) and the form an upgrade in place hands it over in (Frozen);
