@@ -126,8 +126,8 @@ func kindCommands(lists ...[]work.Command) []*command {
 }
 
 // kindCommand is the entry of k, a kind's command: its args are the
-// input's, and it runs with the session as its work.Host and, if it holds
-// the foreground, its turn as a work.Turn.
+// input's, and it runs with the session as its work.RunHost (host) and,
+// if it holds the foreground, its turn as a work.Turn (kindTurn).
 func kindCommand(k work.Command) *command {
 	c := &command{
 		name: k.Name, syntax: k.Syntax, description: k.Description, hint: k.Hint, usage: k.Usage,
