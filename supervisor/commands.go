@@ -2,20 +2,26 @@ package supervisor
 
 import (
 	"fmt"
+	"slices"
 	"strings"
-	"time"
 
 	"shellagent/acp"
 	"shellagent/supervisor/jobs"
+	"shellagent/supervisor/service"
+	"shellagent/supervisor/terminput"
 	"shellagent/supervisor/wait"
 	"shellagent/supervisor/watch"
+	"shellagent/supervisor/work"
 )
 
 // A command is one slash command, whole: how it is written, what clients
 // are shown of it, how its arguments are read, and what it runs. The
 // table (commands) is the only list of them: availableCommands, parsing
 // (parseInput) and dispatch (state.start, Session.prompt) all read it.
-// Adding a command is one entry here, and one file for its work.
+// The session's own commands are written here; a kind of work in a
+// package of its own declares its commands there (work.Command, its
+// Commands), which the table assembles (kindCommand). Adding a command is
+// one entry, and one file for its work.
 type command struct {
 	name        string // without the slash; empty for the inputs no slash command writes
 	syntax      string // its arguments: "ID [N]"; empty if it takes none
@@ -39,18 +45,13 @@ type command struct {
 
 // input is a parsed prompt: the command it is, and its arguments.
 type input struct {
-	cmd     *command
-	line    string        // the command line (a shell line, /bg CMD, /after, /every)
-	id      string        // /stop, /pause, /resume, the terminal of /send, /keys, /resize, /tail; the scenario's name
-	delay   time.Duration // /after, /every; the scenario's hold
-	problem string        // malformed
-	waitFor *wait.Spec    // /wait
-	watchOf *watch.Spec   // /watch
-
-	data  []byte           // /send, /keys: the bytes typed
-	what  string           // /send, /keys: what they are, for the answer
-	size  acp.TerminalSize // /resize
-	lines int              // /tail
+	cmd *command
+	// line is the command line (a shell line, /bg CMD), or the one a
+	// kind's command names (work.Command.Line): it titles a session that
+	// has none yet.
+	line    string
+	problem string // malformed
+	args    any    // the arguments: /stop's id, the scenario's name and hold, a kind's command's (work.Command.Parse)
 }
 
 // immediate reports whether the input acts at once even while foreground
@@ -80,7 +81,7 @@ func init() {
 	shellLine.hold = runForeground
 	scenarioPlay.hold = playScenario
 	kitWork.hold = beginKitWork
-	commands = []*command{
+	own := []*command{
 		{
 			name: "bg", syntax: "CMD", now: true, parse: parseBg, act: actBg,
 			description: "Run a command in the background, or move the running foreground command there",
@@ -88,94 +89,81 @@ func init() {
 			usage:       "/bg CMD, or /bg alone while a command runs",
 		},
 		{
-			name: "ps", now: true, parse: parseNoArgs, act: listBackground,
+			name: "ps", now: true, parse: kindParse(work.ParseNone("ps"), nil), act: listBackground,
 			description: "List background work: ids, commands, age, status",
 			usage:       "/ps",
 		},
 		{
-			name: "stop", syntax: "ID", now: true, parse: parseID("/stop needs exactly one terminal or tool call id"),
+			name: "stop", syntax: "ID", now: true, parse: kindParse(work.ParseWord("/stop needs exactly one terminal or tool call id"), nil),
 			act:         actStop,
 			description: "Stop a background terminal or tool call by id",
 			hint:        "terminal or tool call id, e.g. term_3",
 			usage:       "/stop ID, e.g. /stop term_3",
 		},
-		{
-			name: "after", syntax: "DUR CMD", parse: parseScheduled,
-			act:         func(st *state, in input) { jobs.Schedule(host{st}, in.line, in.delay, false) },
-			description: "Run a command once, after a delay",
-			hint:        "delay and command, e.g. 5m make test",
-			usage:       "/after DUR CMD, e.g. /after 5m make test (DUR in Go syntax: 90s, 5m, 1h30m)",
-		},
-		{
-			name: "every", syntax: "DUR CMD", parse: parseScheduled,
-			act:         func(st *state, in input) { jobs.Schedule(host{st}, in.line, in.delay, true) },
-			description: "Run a command repeatedly, every interval, until stopped",
-			hint:        "interval and command, e.g. 30s git fetch",
-			usage:       "/every DUR CMD, e.g. /every 30s git fetch (DUR in Go syntax, at least 1s)",
-		},
-		{
-			name: "send", syntax: "ID TEXT", now: true, parse: parseTerminalCommand, act: typeIntoTerminal,
-			description: "Type a line into a terminal: the text, then Enter",
-			hint:        "terminal id and text, e.g. term_1 yes",
-			usage:       "/send ID TEXT, e.g. /send term_1 yes",
-		},
-		{
-			name: "keys", syntax: "ID KEY...", now: true, parse: parseTerminalCommand, act: typeIntoTerminal,
-			description: "Type keys into a terminal, named as tmux send-keys names them",
-			hint:        "terminal id and keys, e.g. term_1 C-c",
-			usage:       "/keys ID KEY..., e.g. /keys term_1 C-c or /keys term_1 Up Enter",
-		},
-		{
-			name: "resize", syntax: "ID COLSxROWS", now: true, parse: parseTerminalCommand, act: resizeTerminal,
-			description: "Set a terminal's size in columns and rows",
-			hint:        "terminal id and COLSxROWS, e.g. term_1 200x50",
-			usage:       "/resize ID COLSxROWS, e.g. /resize term_1 200x50",
-		},
-		{
-			name: "tail", syntax: "ID [N]", now: true, parse: parseTerminalCommand,
-			act:         func(st *state, in input) { st.out.agentMessage(st.work.tail(in.id, in.lines)) },
-			description: "Show the last lines of a terminal's output as text",
-			hint:        "terminal id and a number of lines, e.g. term_1 50",
-			usage:       "/tail ID [N], e.g. /tail term_1 50 (N: 1 to 200, 20 if omitted)",
-		},
-		{
-			name: "wait", syntax: "ID [PATTERN] [--timeout DUR] [--new]",
-			parse:       parseWait,
-			hold:        func(st *state, t *turn) { wait.Start(host{st}, kindTurn{st, t}, t.in.waitFor) },
-			description: "Wait until a terminal prints a matching line, a port accepts connections, a URL answers, or the terminal exits",
-			hint:        "terminal id and what to wait for, e.g. term_1 'ready on' or term_1 :3000",
-			usage:       "/wait ID [PATTERN] [--timeout DUR] [--new], e.g. /wait term_1 'ready on', /wait term_1 :3000 or /wait term_1 http://localhost:3000/ (PATTERN: a regular expression, :PORT or an http:// URL; none waits for the exit; DUR at most 1h, 5m if omitted; --new ignores what was printed before)",
-		},
-		{
-			name: "watch", syntax: "PATH CMD",
-			parse:       parseWatch,
-			act:         func(st *state, in input) { watch.Start(host{st}, in.watchOf) },
-			description: "Run a command each time files under a path change",
-			hint:        "path and command, e.g. src make test",
-			usage:       "/watch PATH CMD, e.g. /watch src make test",
-		},
-		{
-			name: "pause", syntax: "ID", now: true, parse: parseID("/pause needs exactly one watch's tool call id"),
-			act:         func(st *state, in input) { watch.Pause(host{st}, in.id) },
-			description: "Pause a watch: changes run nothing until it is resumed",
-			hint:        "watch tool call id, e.g. call_2",
-			usage:       "/pause ID, e.g. /pause call_2",
-		},
-		{
-			name: "resume", syntax: "ID", now: true, parse: parseID("/resume needs exactly one watch's tool call id"),
-			act:         func(st *state, in input) { watch.Resume(host{st}, in.id) },
-			description: "Resume a paused watch",
-			hint:        "watch tool call id, e.g. call_2",
-			usage:       "/resume ID, e.g. /resume call_2",
-		},
-		{
-			name: "scenario", syntax: "NAME [HOLD]", now: true, parse: parseScenario, act: listScenarios,
-			description: "Play a scenario that shows a client one client-side rule of the protocol; alone, list them",
-			hint:        "scenario name and hold, e.g. unknown-item 2s (empty: list them)",
-			usage:       "/scenario to list them, or /scenario NAME [HOLD], e.g. /scenario unknown-item 2s (HOLD: how long each state is held, 0 to 1m, default 1s)",
-		},
 	}
-	commands = append(commands, stackCommands()...) // stackcmds.go
+	scenario := &command{
+		name: "scenario", syntax: "NAME [HOLD]", now: true, parse: parseScenario, act: listScenarios,
+		description: "Play a scenario that shows a client one client-side rule of the protocol; alone, list them",
+		hint:        "scenario name and hold, e.g. unknown-item 2s (empty: list them)",
+		usage:       "/scenario to list them, or /scenario NAME [HOLD], e.g. /scenario unknown-item 2s (HOLD: how long each state is held, 0 to 1m, default 1s)",
+	}
+	commands = slices.Concat(
+		own,
+		kindCommands(jobs.Commands(), terminput.Commands(), wait.Commands(), watch.Commands()),
+		[]*command{scenario},
+		kindCommands(service.Commands(stackOf)),
+	)
+}
+
+// kindCommands are the entries of the commands that kinds of work in
+// packages of their own declare, in their order.
+func kindCommands(lists ...[]work.Command) []*command {
+	var out []*command
+	for _, k := range slices.Concat(lists...) {
+		out = append(out, kindCommand(k))
+	}
+	return out
+}
+
+// kindCommand is the entry of k, a kind's command: its args are the
+// input's, and it runs with the session as its work.RunHost (host) and,
+// if it holds the foreground, its turn as a work.Turn (kindTurn).
+func kindCommand(k work.Command) *command {
+	c := &command{
+		name: k.Name, syntax: k.Syntax, description: k.Description, hint: k.Hint, usage: k.Usage,
+		now: k.Now, parse: kindParse(k.Parse, k.Line),
+	}
+	if k.Act != nil {
+		c.act = func(st *state, in input) { k.Act(host{st}, in.args) }
+	} else if k.Hold != nil {
+		c.hold = func(st *state, t *turn) { k.Hold(host{st}, kindTurn{st, t}, t.in.args) }
+	}
+	return c
+}
+
+// kindParse is the parse of a command whose arguments parse reads (a
+// work.Command's Parse), and line, if not nil, names their command line.
+func kindParse(parse func(string) (any, string, bool), line func(any) string) func(*command, string) input {
+	return func(c *command, rest string) input {
+		args, problem, whole := parse(rest)
+		switch {
+		case problem != "" && whole:
+			return input{cmd: malformed, problem: problem + "."}
+		case problem != "":
+			return bad(problem, c.name)
+		}
+		in := input{args: args}
+		if line != nil {
+			in.line = line(args)
+		}
+		return in
+	}
+}
+
+// stackOf returns the stack of h, the session's host (host.Stack): what
+// the stack's commands (service.Commands) act on.
+func stackOf(h work.RunHost) *service.Stack {
+	return h.(host).Stack() // Safe: the table's commands are given the session's host.
 }
 
 // lookup returns the slash command named name, or nil.
@@ -218,25 +206,6 @@ func parseInput(line string) input {
 		in.cmd = c
 	}
 	return in
-}
-
-// parseNoArgs reads the arguments of a command that takes none.
-func parseNoArgs(c *command, rest string) input {
-	if rest != "" {
-		return bad("/"+c.name+" takes no arguments", c.name)
-	}
-	return input{}
-}
-
-// parseID reads the arguments of a command that takes one id; problem
-// says what it needs.
-func parseID(problem string) func(*command, string) input {
-	return func(c *command, rest string) input {
-		if rest == "" || strings.ContainsAny(rest, " \t") {
-			return bad(problem, c.name)
-		}
-		return input{id: rest}
-	}
 }
 
 // parseBg reads /bg's arguments: a command line, or none.
@@ -287,40 +256,13 @@ func listScenarios(st *state, _ input) {
 // noKit is what /scenario says in a session with no kit.
 const noKit = "This agent plays no scenarios."
 
-// parseScheduled reads the arguments of /after and /every (jobs.Parse).
-func parseScheduled(c *command, rest string) input {
-	d, line, problem := jobs.Parse(c.name == "every", rest)
-	if problem != "" {
-		return bad(problem, c.name)
-	}
-	return input{delay: d, line: line}
-}
-
-// parseWait reads the arguments of /wait (wait.Parse).
-func parseWait(c *command, rest string) input {
-	spec, problem := wait.Parse(rest)
-	if problem != "" {
-		return bad(problem, c.name)
-	}
-	return input{waitFor: spec}
-}
-
-// parseWatch reads the arguments of /watch (watch.Parse).
-func parseWatch(c *command, rest string) input {
-	spec, problem := watch.Parse(rest)
-	if problem != "" {
-		return bad(problem, c.name)
-	}
-	return input{watchOf: spec}
-}
-
 // parseScenario reads /scenario's arguments: none (list them), or what
 // the kit reads (Kit.Play): a scenario's name and an optional hold.
 func parseScenario(_ *command, rest string) input {
 	if rest == "" {
 		return input{}
 	}
-	return input{cmd: scenarioPlay, id: rest}
+	return input{cmd: scenarioPlay, args: rest}
 }
 
 // bad is the input of command name written wrong: the problem, then how

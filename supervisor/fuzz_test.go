@@ -8,8 +8,11 @@ import (
 
 	"shellagent/acp"
 	"shellagent/internal/words"
+	"shellagent/supervisor/jobs"
+	"shellagent/supervisor/service"
 	"shellagent/supervisor/terminput"
 	"shellagent/supervisor/wait"
+	"shellagent/supervisor/watch"
 )
 
 // FuzzPrompt checks the prompt parser on any text and resource link:
@@ -62,15 +65,20 @@ func checkInput(t *testing.T, line string, in input) {
 		if in.line != line {
 			t.Fatalf("parseInput(%q) runs %q", line, in.line)
 		}
-	case name == "bg" && in.line != "", name == "after", name == "every":
-		if in.line == "" || !strings.HasSuffix(line, in.line) {
+	case name == "bg" && in.line != "":
+		if !strings.HasSuffix(line, in.line) {
 			t.Fatalf("parseInput(%q) = %+v: its command is not the end of the line", line, in)
 		}
-		if name != "bg" && in.delay <= 0 {
+	case name == "after", name == "every":
+		a := in.args.(jobs.Args)
+		if in.line == "" || a.Line != in.line || !strings.HasSuffix(line, in.line) {
+			t.Fatalf("parseInput(%q) = %+v: its command is not the end of the line", line, in)
+		}
+		if a.Delay <= 0 {
 			t.Fatalf("parseInput(%q) = %+v: a schedule without a positive delay", line, in)
 		}
 	case name == "wait":
-		w := in.waitFor
+		w := in.args.(*wait.Spec)
 		targets := 0
 		for _, set := range []bool{w.Pattern != nil, w.Port != 0, w.URL != ""} {
 			if set {
@@ -81,25 +89,35 @@ func checkInput(t *testing.T, line string, in input) {
 			t.Fatalf("parseInput(%q) waits for %+v", line, w)
 		}
 	case name == "watch":
-		if in.watchOf.Path == "" || in.watchOf.Line == "" || !strings.HasSuffix(line, in.watchOf.Line) {
-			t.Fatalf("parseInput(%q) watches %+v", line, in.watchOf)
+		w := in.args.(*watch.Spec)
+		if w.Path == "" || w.Line == "" || !strings.HasSuffix(line, w.Line) {
+			t.Fatalf("parseInput(%q) watches %+v", line, w)
 		}
-	case name == "stop", name == "pause", name == "resume":
-		if in.id == "" || strings.ContainsAny(in.id, " \t") {
-			t.Fatalf("parseInput(%q) acts on %q", line, in.id)
+	case name == "stop", name == "pause", name == "resume", name == "restart":
+		if id := in.args.(string); id == "" || strings.ContainsAny(id, " \t") {
+			t.Fatalf("parseInput(%q) acts on %q", line, id)
 		}
 	case name == "send", name == "keys", name == "resize", name == "tail":
-		if in.id == "" || strings.ContainsAny(in.id, " ") {
-			t.Fatalf("parseInput(%q) acts on terminal %q", line, in.id)
+		a := in.args.(terminput.Args)
+		if a.ID == "" || strings.ContainsAny(a.ID, " ") {
+			t.Fatalf("parseInput(%q) acts on terminal %q", line, a.ID)
 		}
-		if (name == "send" || name == "keys") && (len(in.data) == 0 || in.what == "") ||
-			name == "resize" && in.size.Validate("size") != nil ||
-			name == "tail" && (in.lines < 1 || in.lines > terminput.MaxTail) {
+		if (name == "send" || name == "keys") && (len(a.Data) == 0 || a.What == "") ||
+			name == "resize" && a.Size.Validate("size") != nil ||
+			name == "tail" && (a.Lines < 1 || a.Lines > terminput.MaxTail) {
 			t.Fatalf("parseInput(%q) = %+v", line, in)
 		}
-	case name == "bg", name == "ps", name == "scenario":
+	case name == "up", name == "down":
+		if in.args.(string) != in.line {
+			t.Fatalf("parseInput(%q) = %+v", line, in)
+		}
+	case name == "logs":
+		if a := in.args.(service.LogsArgs); a.Name == "" || a.Lines < 1 {
+			t.Fatalf("parseInput(%q) = %+v", line, in)
+		}
+	case name == "bg", name == "ps", name == "scenario", name == "status":
 	case in.cmd == scenarioPlay:
-		if in.id == "" {
+		if in.args.(string) == "" {
 			t.Fatalf("parseInput(%q) plays no scenario", line)
 		}
 	case in.cmd == malformed:

@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"fmt"
-	"strings"
 
 	"shellagent/acp"
 	"shellagent/protocol"
@@ -13,9 +12,9 @@ import (
 
 // Typing into terminals, sizing them and reading their tail: the
 // _shellagent/terminal/write and _shellagent/terminal/resize methods
-// (protocol.TerminalInput), and the prompt commands /send, /keys, /resize
-// and /tail for clients that can only send prompts. Those act at once,
-// like /ps, and answer in an agent message.
+// (protocol.TerminalInput), and what the prompt commands /send, /keys,
+// /resize and /tail (their entries are supervisor/terminput's) read of
+// the session: a terminal's tail (registry.tail, host.Tail).
 
 var _ protocol.TerminalInput = (*Supervisor)(nil)
 
@@ -61,32 +60,6 @@ func done(err error) (any, error) {
 	}
 	return struct{}{}, nil
 }
-
-// parseTerminalCommand reads the arguments of /send, /keys, /resize and
-// /tail, which start with a terminal id (terminput.Parse).
-func parseTerminalCommand(c *command, rest string) input {
-	name := c.name
-	id, arg, _ := strings.Cut(rest, " ")
-	if id == "" {
-		return bad(fmt.Sprintf("/%s needs a terminal id", name), name)
-	}
-	a, problem, usage := terminput.Parse(name, arg)
-	switch {
-	case problem != "" && usage:
-		return bad(problem, name)
-	case problem != "":
-		return input{cmd: malformed, problem: problem + "."}
-	}
-	return input{id: id, data: a.Data, what: a.What, size: a.Size, lines: a.Lines}
-}
-
-// typeIntoTerminal serves /send and /keys (terminput.Send).
-func typeIntoTerminal(st *state, in input) {
-	terminput.Send(host{st}, in.id, terminput.Args{Data: in.data, What: in.what})
-}
-
-// resizeTerminal serves /resize (terminput.SetSize).
-func resizeTerminal(st *state, in input) { terminput.SetSize(host{st}, in.id, in.size) }
 
 // tail is the /tail answer: the last lines of a terminal's output as
 // plain text, running or exited (terminput.Tail).

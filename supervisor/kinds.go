@@ -20,8 +20,9 @@ import (
 // supervisor/wait, supervisor/watch, supervisor/service, supervisor/approval) reach the session
 // through package work: a work.Task is a tool call's task here
 // (kindTask), and the session is their work.Host (host), each tool call
-// their work.Call (callHandle). Adding such a kind is its package, its
-// entry in workKinds, and its commands' entries in commands.go. A stack's
+// their work.Call (callHandle). Adding such a kind is its package (with
+// its commands, work.Command), its entry in workKinds, and its commands
+// in the table's assembly (commands.go). A stack's
 // services thaw into the session's stack (host.Stack, a service.Host),
 // which thaw.go then restores; an approval is never handed over (it gets
 // no answer first: freeze.go), and starts in permission.go.
@@ -261,7 +262,12 @@ func (h host) TerminalRun(id string) work.Run {
 func (h host) Notice(n *acp.Notice) { h.st.out.notice(n) }
 
 // Stack implements service.Host: the session's stack, made on first use.
-func (h host) Stack() *service.Stack { return h.st.stackOf() }
+func (h host) Stack() *service.Stack {
+	if h.st.stack == nil {
+		h.st.stack = service.NewStack(h)
+	}
+	return h.st.stack
+}
 
 func (h host) Tail(id string, n int) string { return h.st.work.tail(id, n) }
 

@@ -72,7 +72,7 @@ func (k kitTurn) cancelTurn(st *state, _ *turn) { k.fg.CancelTurn(kit.NewScene(s
 func playScenario(st *state, t *turn) {
 	sc := scene{st: st, t: t}
 	if k := st.s.sv.cfg.Kit; k != nil {
-		k.Play(kit.NewScene(sc), t.in.id)
+		k.Play(kit.NewScene(sc), t.in.args.(string)) // Safe: parseScenario's.
 		return
 	}
 	sc.Refuse(noKit, false)

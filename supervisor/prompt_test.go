@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/supervisor/jobs"
+	"shellagent/supervisor/service"
 	"shellagent/supervisor/terminput"
 )
 
@@ -25,35 +27,47 @@ func TestParseInput(t *testing.T) {
 		{line: "/bg   npm run dev ", want: input{cmd: lookup("bg"), line: "npm run dev"}},
 		{line: "/ps", want: input{cmd: lookup("ps")}},
 		{line: "/ps -a", want: input{cmd: malformed}, says: "/ps takes no arguments. Write it as /ps."},
-		{line: "/stop term_3", want: input{cmd: lookup("stop"), id: "term_3"}},
+		{line: "/stop term_3", want: input{cmd: lookup("stop"), args: "term_3"}},
 		{line: "/stop", want: input{cmd: malformed}, says: "needs exactly one terminal or tool call id"},
 		{line: "/stop a b", want: input{cmd: malformed}, says: "Write it as /stop ID"},
-		{line: "/after 5m make test", want: input{cmd: lookup("after"), delay: 5 * time.Minute, line: "make test"}},
-		{line: "/after 1ns x", want: input{cmd: lookup("after"), delay: 1, line: "x"}},
+		{line: "/after 5m make test", want: input{cmd: lookup("after"), line: "make test", args: jobs.Args{Delay: 5 * time.Minute, Line: "make test"}}},
+		{line: "/after 1ns x", want: input{cmd: lookup("after"), line: "x", args: jobs.Args{Delay: 1, Line: "x"}}},
 		{line: "/after 5m", want: input{cmd: malformed}, says: "/after needs a duration and a command"},
 		{line: "/after soon x", want: input{cmd: malformed}, says: `"soon" is not a duration`},
 		{line: "/after 0s x", want: input{cmd: malformed}, says: "must be more than 0, got 0s"},
-		{line: "/every 30s git fetch", want: input{cmd: lookup("every"), delay: 30 * time.Second, line: "git fetch"}},
-		{line: "/every 1s x", want: input{cmd: lookup("every"), delay: time.Second, line: "x"}},
+		{line: "/every 30s git fetch", want: input{cmd: lookup("every"), line: "git fetch", args: jobs.Args{Delay: 30 * time.Second, Line: "git fetch"}}},
+		{line: "/every 1s x", want: input{cmd: lookup("every"), line: "x", args: jobs.Args{Delay: time.Second, Line: "x"}}},
 		{line: "/every 999ms x", want: input{cmd: malformed}, says: "the interval must be at least 1s, got 999ms"},
 		{line: "/every -5s x", want: input{cmd: malformed}, says: "must be more than 0"},
 		{line: "/nope now", want: input{cmd: malformed}, says: "Unknown command /nope. Available: /bg, /ps, /stop, /after, /every, /send, /keys, /resize, /tail, /wait, /watch, /pause, /resume, /scenario, /up, /down, /restart, /status, /logs."},
-		{line: "/send term_1 hello  world", want: input{cmd: lookup("send"), id: "term_1", data: []byte("hello  world\r"), what: `"hello  world" and Enter`}},
-		{line: "/send term_1", want: input{cmd: lookup("send"), id: "term_1", data: []byte("\r"), what: "Enter"}},
+		{line: "/send term_1 hello  world", want: input{cmd: lookup("send"), args: terminput.Args{ID: "term_1", Data: []byte("hello  world\r"), What: `"hello  world" and Enter`}}},
+		{line: "/send term_1", want: input{cmd: lookup("send"), args: terminput.Args{ID: "term_1", Data: []byte("\r"), What: "Enter"}}},
 		{line: "/send", want: input{cmd: malformed}, says: "/send needs a terminal id. Write it as /send ID TEXT"},
-		{line: "/keys term_2 C-c", want: input{cmd: lookup("keys"), id: "term_2", data: []byte{3}, what: "C-c"}},
-		{line: "/keys term_2 Up Enter q", want: input{cmd: lookup("keys"), id: "term_2", data: []byte("\x1b[A\rq"), what: "Up Enter q"}},
+		{line: "/keys term_2 C-c", want: input{cmd: lookup("keys"), args: terminput.Args{ID: "term_2", Data: []byte{3}, What: "C-c"}}},
+		{line: "/keys term_2 Up Enter q", want: input{cmd: lookup("keys"), args: terminput.Args{ID: "term_2", Data: []byte("\x1b[A\rq"), What: "Up Enter q"}}},
 		{line: "/keys term_2", want: input{cmd: malformed}, says: "/keys needs at least one key"},
 		{line: "/keys term_2 Enter Retrun", want: input{cmd: malformed}, says: `/keys: unknown key "Retrun". Keys are named as tmux`},
-		{line: "/resize term_1 200x50", want: input{cmd: lookup("resize"), id: "term_1", size: acp.TerminalSize{Cols: 200, Rows: 50}}},
+		{line: "/resize term_1 200x50", want: input{cmd: lookup("resize"), args: terminput.Args{ID: "term_1", Size: acp.TerminalSize{Cols: 200, Rows: 50}}}},
 		{line: "/resize term_1 200", want: input{cmd: malformed}, says: `/resize: "200" is not a size COLSxROWS`},
 		{line: "/resize term_1 0x50", want: input{cmd: malformed}, says: "size.cols: must be from 1 to 10000, got 0"},
-		{line: "/tail term_1", want: input{cmd: lookup("tail"), id: "term_1", lines: terminput.DefaultTail}},
-		{line: "/tail term_1 50", want: input{cmd: lookup("tail"), id: "term_1", lines: 50}},
-		{line: "/tail term_1 5000", want: input{cmd: lookup("tail"), id: "term_1", lines: terminput.MaxTail}},
+		{line: "/tail term_1", want: input{cmd: lookup("tail"), args: terminput.Args{ID: "term_1", Lines: terminput.DefaultTail}}},
+		{line: "/tail term_1 50", want: input{cmd: lookup("tail"), args: terminput.Args{ID: "term_1", Lines: 50}}},
+		{line: "/tail term_1 5000", want: input{cmd: lookup("tail"), args: terminput.Args{ID: "term_1", Lines: terminput.MaxTail}}},
 		{line: "/tail term_1 -3", want: input{cmd: malformed}, says: `"-3" is not a number of lines`},
 		{line: "/scenario", want: input{cmd: lookup("scenario")}},
-		{line: "/scenario  paused  2s ", want: input{cmd: scenarioPlay, id: "paused  2s"}}, // read by the kit
+		{line: "/scenario  paused  2s ", want: input{cmd: scenarioPlay, args: "paused  2s"}}, // read by the kit
+		{line: "/pause call_2", want: input{cmd: lookup("pause"), args: "call_2"}},
+		{line: "/resume", want: input{cmd: malformed}, says: "/resume needs exactly one watch's tool call id. Write it as /resume ID, e.g. /resume call_2."},
+		{line: "/up", want: input{cmd: lookup("up"), args: ""}},
+		{line: "/down web db", want: input{cmd: lookup("down"), line: "web db", args: "web db"}}, // the names title a new session
+		{line: "/restart web", want: input{cmd: lookup("restart"), args: "web"}},
+		{line: "/restart web db", want: input{cmd: malformed}, says: "/restart needs exactly one service name. Write it as /restart NAME"},
+		{line: "/status", want: input{cmd: lookup("status")}},
+		{line: "/status all", want: input{cmd: malformed}, says: "/status takes no arguments. Write it as /status."},
+		{line: "/logs web", want: input{cmd: lookup("logs"), args: service.LogsArgs{Name: "web", Lines: 50}}},
+		{line: "/logs web 1000", want: input{cmd: lookup("logs"), args: service.LogsArgs{Name: "web", Lines: 1000}}},
+		{line: "/logs web 1001", want: input{cmd: malformed}, says: `/logs: "1001" is not a number of lines from 1 to 1000. Write it as /logs NAME [N]`},
+		{line: "/logs", want: input{cmd: malformed}, says: "/logs needs a service name and at most a number of lines"},
 	}
 	for _, tt := range tests {
 		got := parseInput(tt.line)
@@ -66,6 +80,11 @@ func TestParseInput(t *testing.T) {
 		if !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("parseInput(%q) = %+v, want %+v", tt.line, got, tt.want)
 		}
+	}
+	// A problem that says all (an unknown key, with the keys' help) is
+	// not followed by the usage.
+	if got := parseInput("/keys term_2 Retrun").problem; strings.Contains(got, "Write it as") || !strings.HasSuffix(got, ".") {
+		t.Errorf("parseInput(/keys term_2 Retrun) says %q, want the problem alone", got)
 	}
 }
 

@@ -74,7 +74,7 @@ type state struct {
 	final     finalState // while closing
 	closeDone []func()   // called once the close is complete
 
-	stack  *service.Stack  // the services of its stack, once /up ran (stackcmds.go)
+	stack  *service.Stack  // the services of its stack, once /up ran (host.Stack, kinds.go)
 	expiry *detachedExpiry // armed while detached with no live work (Config.DetachedTTL)
 }
 

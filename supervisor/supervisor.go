@@ -28,7 +28,12 @@
 //     of that kind.
 //   - commands.go: the command table: each slash command is one entry
 //     (its syntax, hint, parser, whether it acts at once, what it runs),
-//     from which availableCommands, parseInput and dispatch come.
+//     from which availableCommands, parseInput and dispatch come. The
+//     session's own (/bg, /ps, /stop, /scenario) are written here; a kind
+//     of work declares its commands in its package (work.Command: the
+//     Commands of supervisor/jobs, terminput, wait, watch and service),
+//     which the table assembles (kindCommand); stackOf is the session's
+//     stack, which the stack's commands act on.
 //   - turns.go: the turn queue and the turn engine: held prompts, the
 //     foreground turn (what it runs is a foreground: a command, a wait, a
 //     scenario's), starting and ending turns, /stop.
@@ -50,21 +55,20 @@
 //     session's stack: host.Stack). These, a service and a request
 //     for permission are each a task (work.go), which the session lists,
 //     cancels and closes without asking which kind it is.
+//     A project's stack (SPEC "Stacks") lives in package
+//     supervisor/service with its commands (service.Stack: the services
+//     it manages, started in dependency order once ready; /up, /down,
+//     /restart, foreground work through a work.Turn; /status and /logs,
+//     at once), and each service, a work.Task whose runs are terminals it
+//     launches through the session as a work.RunHost (host.Launch;
+//     runExited gives it their exits), its ready condition a wait's watch
+//     or poll, restarted by its internal/stack Restarter.
 //   - permission.go: a command that waits for the user's permission
 //     (permission mode "ask"): an approval, package supervisor/approval
 //     (the request, its answer, what session/cancel, a resume on another
 //     connection, the close and an upgrade do to it), whose session is an
 //     approval.Host: reporting it waiting (requires_action, or listed),
 //     asking the client, and running the command once it is allowed.
-//   - stackcmds.go: the entries of a project's stack's commands (SPEC
-//     "Stacks"). The stack itself lives in package supervisor/service
-//     (service.Stack: the services it manages, started in dependency
-//     order once ready; /up, /down, /restart, foreground work through a
-//     work.Turn; /status and /logs, at once), and each service, a
-//     work.Task whose runs are terminals it launches through the session
-//     as a work.RunHost (host.Launch; runExited gives it their exits),
-//     its ready condition a wait's watch or poll, restarted by its
-//     internal/stack Restarter.
 //   - background.go: the background list and the RFD rules it keeps, and
 //     the only code that sends a state_update.
 //   - history.go: the outbox: the attached client, and the history that a
@@ -74,10 +78,10 @@
 //   - actor.go: the goroutine that owns a session's state (do, doWait,
 //     peek, slow work) and the snapshot it publishes.
 //   - input.go: typing into terminals, sizing them, /tail, and the
-//     notices; what of them needs nothing of the session (the commands'
-//     arguments, the text of /tail and of the notices, the notify
-//     setting, and when to look for a program waiting for input) is
-//     package supervisor/terminput's.
+//     notices; what of them needs nothing of the session (the commands
+//     /send, /keys, /resize and /tail, their arguments, the text of /tail
+//     and of the notices, the notify setting, and when to look for a
+//     program waiting for input) is package supervisor/terminput's.
 //   - prompt.go reads a prompt's blocks into a line, and internal/words
 //     the words of a slash command (and the shell quoting of a link's
 //     path); config.go holds the configuration and the per-session

@@ -166,7 +166,7 @@ func thawTasks(st *state, fs handover.Session) error {
 		}
 	}
 	if fs.Stack != nil { // its services thawed into it (host.Stack)
-		st.stackOf().Restore(fs.Stack.File, fs.Stack.Names, fs.Stack.Services)
+		host{st}.Stack().Restore(fs.Stack.File, fs.Stack.Names, fs.Stack.Services)
 		st.stack.Progress()
 	}
 	return errors.Join(errs...)

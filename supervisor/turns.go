@@ -300,7 +300,7 @@ func (st *state) detach(why string) {
 // actStop serves /stop ID: the same acceptance and errors as the cancel
 // methods, told as an agent message.
 func actStop(st *state, in input) {
-	id := in.id
+	id := in.args.(string) // Safe: work.ParseWord's.
 	var stop func()
 	var err error
 	if st.work.calls[id] != nil {

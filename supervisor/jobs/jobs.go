@@ -1,7 +1,8 @@
 // Package jobs is a kind of work of a session (package supervisor, through
 // supervisor/work): a scheduled wakeup (/after) or a recurring job
-// (/every). jobs.go holds it whole: the arguments, the job, its firings,
-// and its frozen form for an upgrade in place.
+// (/every). jobs.go holds the arguments, the job, its firings, and its
+// frozen form for an upgrade in place; commands.go the entries of /after
+// and /every in the session's command table (Commands).
 package jobs
 
 import (

@@ -7,10 +7,11 @@
 // it starts each once its dependencies are ready (Progress), and serves
 // /up, /down and /restart, which hold the foreground through a
 // work.Turn until what they asked for is done, and /status and /logs,
-// which answer at once; the commands' table is package supervisor's
-// (stackcmds.go). After an upgrade in place a service thaws through its
-// work.Kind (Kind, kind.go) into the session's stack, which its Host
-// gives it, and which the session then restores (Stack.Restore).
+// which answer at once: their entries in the session's command table are
+// here (Commands, commands.go), and the table is package supervisor's.
+// After an upgrade in place a service thaws through its work.Kind (Kind,
+// kind.go) into the session's stack, which its Host gives it, and which
+// the session then restores (Stack.Restore).
 //
 // The rest needs nothing of the session: where a service is in its life
 // (State) and the form an upgrade in place hands it over in (Frozen);

@@ -1,8 +1,8 @@
 // Package terminput is typing into a session's terminals and watching
 // for a program that waits for input, as far as it needs nothing of the
-// session but what package work gives: the arguments of the prompt
-// commands /send, /keys, /resize and /tail (Parse) and the text of /tail
-// (Tail); typing into a running terminal and resizing it, through a
+// session but what package work gives: the prompt commands /send, /keys,
+// /resize and /tail (Commands), their arguments (Parse) and the text of
+// /tail (Tail); typing into a running terminal and resizing it, through a
 // work.Host and its work.Terminal (Type, Resize, and the commands' Send
 // and SetSize), and the rule of a running terminal (Live); the watch of a
 // terminal's input wait (Watch, Input); the notify setting and the
@@ -10,8 +10,9 @@
 // supervisor finds the session, enters its actor, on which all of it
 // runs but the watch's looks, and sends the notices.
 //
-// Files: terminput.go (the commands' arguments, /tail), typing.go (typing
-// and resizing), watch.go (when to look for a program waiting for input,
+// Files: commands.go (the commands' entries in the session's command
+// table), terminput.go (the commands' arguments, /tail), typing.go
+// (typing and resizing), watch.go (when to look for a program waiting for input,
 // and the waits noticed), notice.go (the notify setting and the notices).
 package terminput
 
@@ -36,9 +37,10 @@ const (
 	tailWindow  = 256 << 10
 )
 
-// Args are the arguments of /send, /keys, /resize or /tail after the
-// terminal id.
+// Args are the arguments of /send, /keys, /resize or /tail: the terminal
+// id, and what follows it (Parse).
 type Args struct {
+	ID    string           // the terminal's id (the commands' Parse; not Parse's)
 	Data  []byte           // the bytes to type (/send, /keys)
 	What  string           // what they are, for the answer (/send, /keys)
 	Size  acp.TerminalSize // the new size (/resize)

@@ -2,7 +2,8 @@
 // through supervisor/work): /wait, foreground work that watches a
 // terminal. wait.go holds the arguments, the wait, its outcome and its
 // frozen form for an upgrade in place; waitscan.go how it reads a
-// terminal's output and probes a port. A service's ready condition
+// terminal's output and probes a port; commands.go the entry of /wait in
+// the session's command table (Commands). A service's ready condition
 // (supervisor/service's ready.go) is watched by the same code (Condition).
 package wait
 

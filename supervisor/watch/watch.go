@@ -2,7 +2,8 @@
 // through supervisor/work): /watch PATH CMD, and /pause and /resume.
 // watch.go holds the watch, its runs, pausing and its frozen form for an
 // upgrade in place; changes.go the debounced watch of the tree
-// (internal/fswatch).
+// (internal/fswatch); commands.go the entries of /watch, /pause and
+// /resume in the session's command table (Commands).
 package watch
 
 import (

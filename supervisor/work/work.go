@@ -6,9 +6,11 @@
 // which launches each as a Run and tells the task of its exit
 // (RunWatcher: run.go); a kind that waits for the client's answer (an
 // approval, supervisor/approval) hears what becomes of the client
-// (Asker). It imports nothing of the session (only acp, the
-// protocol's vocabulary, and outputbuf, a terminal's output), so that
-// supervisor imports the kinds and the kinds import only this.
+// (Asker). A kind's slash commands are its own too: each a Command
+// (command.go), which supervisor's table assembles. It imports nothing
+// of the session (only acp, the protocol's vocabulary, and outputbuf, a
+// terminal's output), so that supervisor imports the kinds and the kinds
+// import only this.
 //
 // A session's state belongs to its actor, one goroutine (supervisor's
 // actor.go). Every method here runs on that actor, and every callback a

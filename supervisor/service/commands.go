@@ -1,0 +1,92 @@
+package service
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"shellagent/supervisor/work"
+)
+
+// Commands are the stack's commands (SPEC "Stacks"), the entries of
+// package supervisor's command table, served by the session's Stack,
+// which stackOf returns (made on first use): /up, /down and /restart
+// hold the foreground until what they asked for is done, through a
+// work.Turn; /status and /logs answer at once, even while a turn runs.
+// The args of /up and /down are the names as written, of /restart the
+// name, of /logs a LogsArgs.
+func Commands(stackOf func(work.RunHost) *Stack) []work.Command {
+	return []work.Command{
+		{
+			Name: "up", Syntax: "[NAME...]", Parse: work.ParseRest, Line: names,
+			Hold:        func(h work.RunHost, t work.Turn, args any) { stackOf(h).Up(t, args.(string)) }, // Safe: ParseRest's.
+			Description: "Start the project's services (shellagent.toml or Procfile), each once its dependencies are ready",
+			Hint:        "services to start, with what they depend on (empty: all)",
+			Usage:       "/up [NAME...], e.g. /up or /up web",
+		},
+		{
+			Name: "down", Syntax: "[NAME...]", Parse: work.ParseRest, Line: names,
+			Hold:        func(h work.RunHost, t work.Turn, args any) { stackOf(h).Down(t, args.(string)) }, // Safe: ParseRest's.
+			Description: "Stop the project's services, dependents first",
+			Hint:        "services to stop, with what depends on them (empty: all)",
+			Usage:       "/down [NAME...], e.g. /down or /down db",
+		},
+		{
+			Name: "restart", Syntax: "NAME", Parse: work.ParseWord("/restart needs exactly one service name"),
+			Hold:        func(h work.RunHost, t work.Turn, args any) { stackOf(h).Restart(t, args.(string)) }, // Safe: ParseWord's.
+			Description: "Stop one service and start it again, until it is ready",
+			Hint:        "service name, e.g. web",
+			Usage:       "/restart NAME, e.g. /restart web",
+		},
+		{
+			Name: "status", Now: true, Parse: work.ParseNone("status"),
+			Act:         func(h work.RunHost, _ any) { stackOf(h).Status() },
+			Description: "Show the project's services: state, pid, uptime, restarts, memory and CPU, ports",
+			Usage:       "/status",
+		},
+		{
+			Name: "logs", Syntax: "NAME [N]", Now: true, Parse: parseLogs,
+			Act: func(h work.RunHost, args any) {
+				a := args.(LogsArgs) // Safe: parseLogs made them.
+				stackOf(h).Logs(a.Name, a.Lines)
+			},
+			Description: "Show the last lines of a service's output as text",
+			Hint:        "service name and a number of lines, e.g. web 50",
+			Usage:       "/logs NAME [N], e.g. /logs web 100 (N: 1 to 1000, 50 if omitted)",
+		},
+	}
+}
+
+// names is the command line of /up's and /down's args: the names, which
+// title a session as a command line would.
+func names(args any) string { return args.(string) } // Safe: ParseRest's.
+
+// LogsArgs are the arguments of /logs: a service's name, and how many of
+// its last lines to show.
+type LogsArgs struct {
+	Name  string
+	Lines int
+}
+
+// Lines of /logs.
+const (
+	defaultLogLines = 50
+	maxLogLines     = 1000
+)
+
+// parseLogs reads the LogsArgs of /logs.
+func parseLogs(rest string) (any, string, bool) {
+	f := strings.Fields(rest)
+	if len(f) == 0 || len(f) > 2 {
+		return nil, "/logs needs a service name and at most a number of lines", false
+	}
+	a := LogsArgs{Name: f[0], Lines: defaultLogLines}
+	if len(f) == 2 {
+		n, err := strconv.Atoi(f[1])
+		if err != nil || n < 1 || n > maxLogLines {
+			return nil, fmt.Sprintf("/logs: %q is not a number of lines from 1 to %d", f[1], maxLogLines), false
+		}
+		a.Lines = n
+	}
+	return a, "", false
+}
