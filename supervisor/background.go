@@ -14,8 +14,9 @@ import (
 // The background list and the RFD rules it follows ("The background list
 // on state snapshots"). Every rule is kept here, by construction:
 //
-//  1. background is on every state_update: reportState is the only code
-//     that writes a state_update but for a scenario's (kit.Scene.Report, kit.go), and
+//  1. background is on every state_update: reportState (through which
+//     transition and settle report) is the only code that writes a
+//     state_update but for a scenario's (kit.Scene.Report, kit.go), and
 //     it always includes the list ([] if empty).
 //  2. Items are announced before they are listed: a terminal is listed
 //     only by detach, after launch has sent its terminal_update; a tool
@@ -40,10 +41,6 @@ import (
 //  7. A permission request for listed work is sent only after a state_update
 //     that lists it (supervisor/approval's Ask, through host.Waiting in
 //     permission.go).
-//
-// The foreground state and the list are reported here too: transition
-// and reportState (settle, for a list change, through it) are the only
-// code that sends a state_update, but for the ones a playing scenario asks for (kit.Scene.Report).
 
 // backgroundList is the ordered background work of a session: terminals,
 // and tool calls that run without a process of their own (scheduled jobs,
