@@ -9,6 +9,7 @@ import (
 
 	"shellagent/acp"
 	"shellagent/ptyio"
+	"shellagent/supervisor/work"
 )
 
 // The background list and the RFD rules it follows ("The background list
@@ -194,7 +195,7 @@ func (l *backgroundList) listing(now time.Time, found []string, overlaid []acp.B
 			if t.state == termStopping {
 				state = "stopping"
 			}
-			fmt.Fprintf(&b, "%s  terminal  %s  age %s  %s%s", t.id, t.line, age(now.Sub(t.started)), state, found[0])
+			fmt.Fprintf(&b, "%s  terminal  %s  age %s  %s%s", t.id, t.line, work.Age(now.Sub(t.started)), state, found[0])
 			found = found[1:]
 		default: // a listed tool call is a task's: a command's is listed as its terminal
 			b.WriteString(it.call.task.listing(now))
@@ -223,8 +224,4 @@ func members(p ptyio.Process) string {
 		fmt.Fprintf(&b, ", pid %d %s", m.Pid, shorten(m.Command, 60))
 	}
 	return b.String()
-}
-
-func age(d time.Duration) string {
-	return max(d, 0).Round(time.Second).String()
 }
