@@ -9,13 +9,15 @@ import (
 
 	"shellagent/acp"
 	"shellagent/ptyio"
+	"shellagent/supervisor/work"
 )
 
 // The background list and the RFD rules it follows ("The background list
 // on state snapshots"). Every rule is kept here, by construction:
 //
-//  1. background is on every state_update: reportState is the only code
-//     that writes a state_update but for a scenario's (kit.Scene.Report, kit.go), and
+//  1. background is on every state_update: reportState (through which
+//     transition and settle report) is the only code that writes a
+//     state_update but for a scenario's (kit.Scene.Report, kit.go), and
 //     it always includes the list ([] if empty).
 //  2. Items are announced before they are listed: a terminal is listed
 //     only by detach, after launch has sent its terminal_update; a tool
@@ -40,10 +42,6 @@ import (
 //  7. A permission request for listed work is sent only after a state_update
 //     that lists it (supervisor/approval's Ask, through host.Waiting in
 //     permission.go).
-//
-// The foreground state and the list are reported here too: transition
-// and reportState (settle, for a list change, through it) are the only
-// code that sends a state_update, but for the ones a playing scenario asks for (kit.Scene.Report).
 
 // backgroundList is the ordered background work of a session: terminals,
 // and tool calls that run without a process of their own (scheduled jobs,
@@ -197,7 +195,7 @@ func (l *backgroundList) listing(now time.Time, found []string, overlaid []acp.B
 			if t.state == termStopping {
 				state = "stopping"
 			}
-			fmt.Fprintf(&b, "%s  terminal  %s  age %s  %s%s", t.id, t.line, age(now.Sub(t.started)), state, found[0])
+			fmt.Fprintf(&b, "%s  terminal  %s  age %s  %s%s", t.id, t.line, work.Age(now.Sub(t.started)), state, found[0])
 			found = found[1:]
 		default: // a listed tool call is a task's: a command's is listed as its terminal
 			b.WriteString(it.call.task.listing(now))
@@ -226,8 +224,4 @@ func members(p ptyio.Process) string {
 		fmt.Fprintf(&b, ", pid %d %s", m.Pid, shorten(m.Command, 60))
 	}
 	return b.String()
-}
-
-func age(d time.Duration) string {
-	return max(d, 0).Round(time.Second).String()
 }

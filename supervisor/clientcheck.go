@@ -7,17 +7,12 @@ import (
 	"shellagent/protocol"
 )
 
-// Client checks: while a session's client_checks setting is on, what its
-// client does against a client-side rule of the schema or the RFD is
-// reported to that client as a warning notice, besides being answered as
-// it always is. The rules, their notices and what the session told its
-// client about cancelling each item (the outbox's clientcheck.Ads) are
-// package internal/clientcheck's; here is when a session reports and to
-// whom. Some violations only the connection sees: the
-// protocol.ClientChecks that each connection is made with (Checks)
-// reports them to violations.report. The others are seen where the
-// request is served (session.go, and supervisor/approval through
-// host.CheckClient, permission.go).
+// When a session reports a client check, and to whom: only while its
+// client_checks setting is on, as a notice to the client that broke the
+// rule (the rules and their notices are internal/clientcheck's). What
+// only the connection sees comes from the protocol.ClientChecks each
+// connection is made with (Checks); the rest is checked where the request
+// is served (session.go; supervisor/approval through host.CheckClient).
 
 // keepClosed is how many closed session ids the Supervisor remembers, to
 // tell them from unknown ones (clientcheck.ClosedSession).

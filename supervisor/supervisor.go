@@ -1,18 +1,15 @@
 // Package supervisor owns shellagent's sessions and the work they run:
-// foreground commands, background terminals, scheduled jobs, and the
-// background list that every state_update carries.
+// foreground commands, background terminals, the kinds of work in
+// packages of their own, and the background list that every state_update
+// carries. The rules are the manual's (docs/); docs/architecture.md maps
+// where each is kept, and names the packages this one uses.
 //
-// Sessions belong to the Supervisor, not to a connection. A connection
-// attaches to the sessions it creates (session/new) or resumes
-// (session/resume); a session reports to the connection that attached it
-// last. A connection that another one took a session from that way is
-// told so (a notice), its held prompts are dropped, and the session is no
-// longer active on it: its requests for it are answered -32002, until it
-// resumes it again (outbox.attach). When a connection goes away, its owner calls Detach, and
-// Config.Detached decides what that means: on stdio every session closes
-// (CloseDetached); under KeepDetached a session's work runs on with no one
-// attached, until session/resume from another connection attaches it
-// again. How commands start is behind ptyio.Launcher.
+// Sessions belong to the Supervisor, not to a connection: a session
+// reports to the connection that attached it last (session/new,
+// session/resume), and is no longer active on one it was taken from that
+// way until that one resumes it again (outbox.attach). What a session
+// does when its connection goes away is Config.Detached's (Detach). How
+// commands start is behind ptyio.Launcher.
 //
 // # Structure
 //
@@ -21,54 +18,28 @@
 // in, and a closing session leaving the Supervisor's table.
 //
 //   - supervisor.go: the Supervisor, its session table, protocol.Agent.
-//   - session.go: the Session and the ways in: settle, and one
-//     method per thing that enters: each request, a process's events, a
-//     timer; closing. A kind of work's own callbacks (a job's timer, a
-//     permission answer, a watch's change) enter through do, into a method
-//     of that kind.
+//   - session.go: the Session and the ways in: settle, and one method per
+//     thing that enters (each request, a process's events, a timer);
+//     closing. A kind of work's own callbacks enter through do, into a
+//     method of that kind.
 //   - commands.go: the command table: each slash command is one entry
 //     (its syntax, hint, parser, whether it acts at once, what it runs),
-//     from which availableCommands, parseInput and dispatch come. The
-//     session's own (/bg, /ps, /stop, /scenario) are written here; a kind
-//     of work declares its commands in its package (work.Command: the
-//     Commands of supervisor/jobs, terminput, wait, watch and service),
-//     which the table assembles (kindCommand); stackOf is the session's
-//     stack, which the stack's commands act on.
+//     from which availableCommands, parseInput and dispatch come: the
+//     session's own (/bg, /ps, /stop, /scenario), and those a kind of
+//     work declares in its package (work.Command), assembled
+//     (kindCommand).
 //   - turns.go: the turn queue and the turn engine: held prompts, the
-//     foreground turn (what it runs is a foreground: a command, a wait, a
-//     scenario's), starting and ending turns, /stop.
+//     foreground turn (a command, a kind's work, a scenario's), starting
+//     and ending turns, /stop.
 //   - terminal.go: one command line's life: launch, hand-off to the
-//     background, exit status. package supervisor/approval (through
-//     permission.go) and package supervisor/jobs are the detours it can
-//     take: asking the user first, and scheduled firings.
-//   - kinds.go: the kinds of work in packages of their own, work without
-//     a process of its own that a tool call reports: supervisor/jobs
-//     (/after, /every), supervisor/wait (/wait, foreground work that
-//     watches a terminal; lines found by internal/linescan, URLs probed by
-//     internal/probe) and supervisor/watch (/watch, listed work that runs
-//     a command as new foreground work when files change, the tree
-//     watched by internal/fswatch; /pause and /resume). They see the
-//     session only through package supervisor/work: a work.Task is a task
-//     (kindTask), the session its work.Host (host), its tool call a
-//     work.Call (callHandle), the turn of /wait a work.Turn (kindTurn);
-//     workKinds thaws their frozen forms, a service's too (into the
-//     session's stack: host.Stack). These, a service and a request
-//     for permission are each a task (work.go), which the session lists,
-//     cancels and closes without asking which kind it is.
-//     A project's stack (SPEC "Stacks") lives in package
-//     supervisor/service with its commands (service.Stack: the services
-//     it manages, started in dependency order once ready; /up, /down,
-//     /restart, foreground work through a work.Turn; /status and /logs,
-//     at once), and each service, a work.Task whose runs are terminals it
-//     launches through the session as a work.RunHost (host.Launch;
-//     runExited gives it their exits), its ready condition a wait's watch
-//     or poll, restarted by its internal/stack Restarter.
-//   - permission.go: a command that waits for the user's permission
-//     (permission mode "ask"): an approval, package supervisor/approval
-//     (the request, its answer, what session/cancel, a resume on another
-//     connection, the close and an upgrade do to it), whose session is an
-//     approval.Host: reporting it waiting (requires_action, or listed),
-//     asking the client, and running the command once it is allowed.
+//     background, exit status.
+//   - kinds.go: the kinds of work in packages of their own, which see the
+//     session only through supervisor/work: a work.Task is a tool call's
+//     task (kindTask), the session their work.Host (host), a tool call a
+//     work.Call (callHandle), a turn a work.Turn (kindTurn); workKinds
+//     thaws their frozen forms (a service's into the session's stack:
+//     host.Stack). permission.go: the session as an approval.Host, for a
+//     command that waits for the user's permission.
 //   - background.go: the background list and the RFD rules it keeps, and
 //     the only code that sends a state_update.
 //   - history.go: the outbox: the attached client, and the history that a
@@ -78,40 +49,21 @@
 //   - actor.go: the goroutine that owns a session's state (do, doWait,
 //     peek, slow work) and the snapshot it publishes.
 //   - input.go: typing into terminals, sizing them, /tail, and the
-//     notices; what of them needs nothing of the session (the commands
-//     /send, /keys, /resize and /tail, their arguments, the text of /tail
-//     and of the notices, the notify setting, and when to look for a
-//     program waiting for input) is package supervisor/terminput's.
-//   - prompt.go reads a prompt's blocks into a line, and internal/words
-//     the words of a slash command (and the shell quoting of a link's
-//     path); config.go holds the configuration and the per-session
-//     settings (the options' shape, and the check of a request that sets
-//     one, are internal/configopt's); clock.go the clock of jobs, timeouts and expiries.
+//     notices (what of them needs nothing of the session is
+//     supervisor/terminput's).
+//   - prompt.go: a prompt's blocks read into a line; config.go: the
+//     Config and the per-session settings (the options' shape is
+//     internal/configopt's); clock.go: the clock of the timed rules.
 //   - status.go: what a server that outlives its connections shows of
 //     each session (Sessions), and the detached TTL.
+//   - clientcheck.go: when a session reports a client check, and to whom
+//     (the rules are internal/clientcheck's).
 //   - freeze.go and thaw.go: an upgrade in place (the daemon's Host):
 //     every session's actor held in one entry, its terminals' readers
 //     parked, what is not handed over ended, and the sessions written
 //     out (Freeze); rebuilt, detached, with the terminals adopted, in the
-//     new image (Restore). What needs none of a session's state (the
-//     format, the files, the hold) is package supervisor/handover's.
-//   - kit.go: the session's side of the client developers' kit, whose
-//     scenarios play in package scenario through the contract of package
-//     supervisor/kit: Config.Kit serves /scenario; a playing scenario's
-//     kit.Overlay, consulted where the session reports its list and where
-//     it dispatches a cancel, and its kit.Foreground, the work of its
-//     turns; Session.Do, and scene, the kit.Host of the kit.Scene through
-//     which it drives the session. clientcheck.go: when a session reports a client
-//     check, and to whom (the rules, their notices and what the session
-//     told its client about cancelling each item are
-//     internal/clientcheck's).
-//   - durable.go and revive.go: each session's history on disk, which
-//     package supervisor/record keeps (a session's Recorder: what it
-//     records, its prompts' idempotency keys; Histories: past sessions
-//     listed, resumed and deleted): the live sessions as session/list
-//     lists them, session/delete of a live one, and a session made live
-//     again from its history (revive: assembled from the record.Past that
-//     package supervisor/record reads from it).
+//     new image (Restore); what needs none of a session's state (the
+//     format, the files, the hold) is supervisor/handover's.
 //
 // # Concurrency
 //
@@ -123,38 +75,35 @@
 // change; the end of a close once nothing runs). doWait also waits for
 // the entry to have run and settled: for the ways in that answer with
 // what they changed (session/set_config_option, session/resume; Detach),
-// Sessions, and the kit's Session.Do. Neither is called from the
-// actor itself: code there runs inline what it would queue. An entry that
+// Sessions, and the kit's Session.Do. Neither is called from the actor
+// itself: code there runs inline what it would queue. An entry that
 // comes after the actor ended runs on the goroutine that brings it, under
 // the actor's late mutex, which owns the state from then on. These
 // goroutines bring entries:
 //
 //   - the connection's request loop, through the protocol.Agent methods:
-//     any request. It must not block, so an answer that comes later (a held
-//     prompt, session/close, tool_call/cancel) goes through a
+//     any request. It must not block, so an answer that comes later (a
+//     held prompt, session/close, tool_call/cancel) goes through a
 //     protocol.Reply, which the actor calls;
 //   - a terminal's process goroutine (ptyio.Events): ShellReturned, then
 //     Exited, at most once each;
-//   - time.AfterFunc: a turn's foreground timeout, a job's firing, a
-//     watch's changes once they have stopped, the detached TTL. Each
-//     checks first that what it fires for is still current;
-//   - a wait's goroutine (supervisor/wait), with the outcome it found: a match, an
-//     answer, the timeout;
-//   - a service's ready goroutine and its restart's delay
-//     (supervisor/service, time.AfterFunc), each checking that its run is still current; its
-//     log copier enters nothing;
-//   - a watch's failure, on a goroutine of its own, when what it watches
-//     goes away;
-//   - a permission answer (the callback of protocol.Client.
-//     RequestPermission, through host.Ask): runs or refuses the command
-//     (supervisor/approval), unless the request was answered, withdrawn or
-//     cancelled in the meantime;
+//   - timers (time.AfterFunc): a turn's foreground timeout, a job's
+//     firing, a watch's changes once they have stopped, a service's
+//     restart delay, the detached TTL. Each checks first that what it
+//     fires for is still current;
+//   - a kind's goroutines, with what they found: a wait's outcome
+//     (supervisor/wait), a service's readiness (supervisor/service,
+//     which checks that its run is still current; its log copier enters
+//     nothing), a watch's failure when what it watches goes away;
+//   - a terminal's input watch (a timer of supervisor/terminput's Watch,
+//     started in input.go): it looks at /proc off the actor, and enters
+//     only to notice a program waiting for input;
+//   - a permission answer (the callback of
+//     protocol.Client.RequestPermission, through host.Ask), which changes
+//     nothing if the request was answered, withdrawn or cancelled
+//     meanwhile;
 //   - context.AfterFunc: a held prompt that the client withdrew with
 //     $/cancel_request;
-//   - a terminal's input watch (time.AfterFunc: supervisor/terminput's
-//     Watch, started in input.go), when it found a program waiting for
-//     input: it looks at /proc off the actor, and enters only to notice
-//     what it found;
 //   - a playing scenario's goroutine (package scenario), one Stage call
 //     at a time, through Session.Do (doWait); it waits for what it needs
 //     (a terminal's exit, the client's cancel) off the actor;
@@ -169,16 +118,16 @@
 // done (a terminal's events come after its announcement; a session/cancel
 // or a close that arrives during a launch stops what the launch started),
 // and no request waits for another session's launch. Before slow work the
-// entry calls slow (actor.go), which publishes a snapshot of the state (its
-// title, settings, when it last reported, whether it is idle). The reads
-// that must answer while the session is busy (session/list, session/new's
+// entry calls slow, which publishes a snapshot of the state (its title,
+// settings, when it last reported, whether it is idle). The reads that
+// must answer while the session is busy (session/list, session/new's
 // config options, Shutdown's kill grace, a scenario's Idle) use peek: it
-// waits for the entries that came before it, but never for slow work, and
-// then answers with the snapshot the actor published last. No prompt
-// waits: one that acts at once beside the foreground turn (/bg, /ps,
-// /stop, /pause, /resume while a command runs) ends no turn, so the
-// session tells its client when it is done (protocol.PromptActed, after
-// its slow work if it has any), in order with what it reported.
+// waits for the entries that came before it, but never for slow work,
+// and answers with the snapshot published last. A prompt that acts at
+// once beside the foreground turn (/bg, /ps, /stop, /pause, /resume while
+// a command runs) ends no turn, so the session tells its client when it
+// is done (protocol.PromptActed, after its slow work if it has any), in
+// order with what it reported.
 //
 // Nothing on the actor waits for a client: updates are queued on it
 // (protocol.Client never blocks), and processes are signalled without

@@ -1,7 +1,9 @@
 // Package worktest is a fake session for the tests of the kinds of work
 // (supervisor/jobs, supervisor/wait, supervisor/service,
-// supervisor/terminput): one Host that is a work.RunHost, with no actor,
-// no process and no client. The test's goroutine stands for the session's
+// supervisor/terminput, supervisor/approval): one Host that is a
+// work.RunHost, with no actor, no process and no client, and, for a
+// session whose commands wait for the user's permission, its
+// Permissions, with a client the test answers for. The test's goroutine stands for the session's
 // actor: it calls the kinds, and the fake calls them back on it, never on
 // a goroutine of its own. What the session would have sent is kept in
 // fields the test reads; what the session would hear of (a timer due, a
@@ -12,7 +14,8 @@
 // terminals and their exits, what goroutines queue through Do),
 // clock.go (the Clock the test moves, and its Timers), call.go (Call, a
 // tool call; Turn, a foreground turn), terminal.go (Terminal; Run, a
-// terminal launched for a tool call).
+// terminal launched for a tool call), ask.go (Permissions, and each
+// Request for permission it sent).
 package worktest
 
 import (
@@ -120,12 +123,12 @@ func (h *Host) Find(id string) (work.Call, work.Task, bool) {
 	return nil, nil, h.terms[id] != nil
 }
 
-// NewCall makes a Call whose work is t, pending if spec is Scheduled,
-// else in_progress, named call_N: the Nth of the Host's calls. It is
+// NewCall makes a Call whose work is t, pending if spec is Scheduled or
+// Asking, else in_progress, named call_N: the Nth of the Host's calls. It is
 // neither sent nor listed.
 func (h *Host) NewCall(spec work.CallSpec, t work.Task) work.Call {
 	c := &Call{Spec: spec, Task: t, id: fmt.Sprintf("call_%d", len(h.Calls)+1), status: acp.StatusInProgress}
-	if spec.Scheduled {
+	if spec.Scheduled || spec.Asking {
 		c.status = acp.StatusPending
 	}
 	h.Calls = append(h.Calls, c)

@@ -1,6 +1,7 @@
 package worktest
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"testing"
@@ -137,5 +138,53 @@ func TestCallsTurnsAndExits(t *testing.T) {
 	}
 	if run := r.(*Run); run.Listed || run.Running() || len(second.Content) != 2 || second.Sent != 1 {
 		t.Errorf("run %+v, call content %v", run, second.Content)
+	}
+}
+
+// asker is a task that waits for the client's answer.
+type asker struct {
+	work.Task
+	heard *[]string
+	name  string
+}
+
+func (a asker) Reask()               { *a.heard = append(*a.heard, a.name) }
+func (a asker) SessionCancelled()    {}
+func (a asker) Unanswered(err error) {}
+
+// A call reported waiting is listed unless its work holds a turn; only
+// the askers of calls not final are told, oldest first; an allowed call
+// is a command's; a request's answer reaches the asker.
+func TestPermissions(t *testing.T) {
+	t.Parallel()
+	h := NewHost()
+	p := NewPermissions(h)
+	var heard []string
+	held := h.NewCall(work.CallSpec{Asking: true}, asker{heard: &heard, name: "held"}).(*Call)
+	listed := h.NewCall(work.CallSpec{Asking: true}, asker{heard: &heard, name: "listed"}).(*Call)
+	ended := h.NewCall(work.CallSpec{Asking: true}, asker{heard: &heard, name: "ended"}).(*Call)
+	h.NewTurn().Hold(held, nil)
+	p.Waiting(held)
+	p.Waiting(listed)
+	if held.Status() != acp.StatusPending || held.Listed || !listed.Listed || len(p.Waits) != 2 {
+		t.Errorf("waiting: %s, listed %v and %v", held.Status(), held.Listed, listed.Listed)
+	}
+	ended.End(acp.StatusFailed)
+	p.Allowed(listed, "make")
+	p.Askers(work.Asker.Reask)
+	if !slices.Equal(heard, []string{"held"}) || listed.Task != nil || !slices.Equal(p.Allows, []string{"make"}) {
+		t.Errorf("told %q; allowed %q", heard, p.Allows)
+	}
+	var got *acp.PermissionResponse
+	if !p.Ask(context.Background(), &acp.PermissionRequest{}, func(r *acp.PermissionResponse, _ error) { got = r }) {
+		t.Fatal("Ask with a client attached reported false")
+	}
+	p.Requests[0].Answer("", nil)
+	if got.Outcome.Outcome != "cancelled" {
+		t.Errorf("answered %+v", got.Outcome)
+	}
+	p.NoClient = true
+	if p.Ask(context.Background(), &acp.PermissionRequest{}, nil) || len(p.Requests) != 1 {
+		t.Error("Ask with no client sent a request")
 	}
 }
