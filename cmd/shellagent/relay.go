@@ -109,9 +109,11 @@ func keepFlags(files ...*os.File) (restore func()) {
 	flags := make([]int, len(files))
 	for i, f := range files {
 		flags[i] = -1
-		if fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0); err == nil {
-			flags[i] = fl
-		}
+		control(f, func(fd int) {
+			if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil {
+				flags[i] = fl
+			}
+		})
 	}
 	return func() {
 		for i, f := range files {
@@ -119,11 +121,24 @@ func keepFlags(files ...*os.File) (restore func()) {
 				continue
 			}
 			was := flags[i]&unix.O_NONBLOCK != 0
-			if fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0); err == nil && (fl&unix.O_NONBLOCK != 0) != was {
-				unix.SetNonblock(int(f.Fd()), was) // Best effort: the relay is exiting.
-			}
+			control(f, func(fd int) {
+				if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil && (fl&unix.O_NONBLOCK != 0) != was {
+					unix.SetNonblock(fd, was) // Best effort: the relay is exiting.
+				}
+			})
 		}
 	}
+}
+
+// control runs fn on f's descriptor. Never File.Fd: on a file the runtime
+// found non-blocking it clears O_NONBLOCK, for everyone who shares the
+// open file.
+func control(f *os.File, fn func(fd int)) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	rc.Control(func(fd uintptr) { fn(int(fd)) }) // Best effort: a closed file has no flags to keep.
 }
 
 // copyUp copies stdin to the connection, and delivers the copy's end;
