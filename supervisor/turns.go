@@ -55,7 +55,7 @@ type turn struct {
 	fore  foreground // what it runs: a command, a wait, a scenario's work
 	call  *toolCall  // the command's, or the wait's
 	term  *terminal  // once the command runs
-	timer timer      // the foreground timeout
+	timer work.Timer // the foreground timeout
 }
 
 // A source is work that brings turns of its own, with no prompt: a job
