@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/supervisor/settings"
 )
 
 // An actor is the goroutine that owns a session's state (see the package's
@@ -36,7 +37,7 @@ type mail struct {
 type snapshot struct {
 	title     string
 	updatedAt time.Time
-	settings  settings
+	settings  settings.Settings
 	idle      bool     // no turn holds or waits for the foreground, and the session said idle
 	attached  bool     // a connection is attached
 	terminals []string // the ids of the terminals that run, never nil

@@ -15,6 +15,7 @@ import (
 	"shellagent/internal/sessiontest"
 	"shellagent/protocol/acptest"
 	"shellagent/ptyio"
+	"shellagent/supervisor/settings"
 )
 
 // holdAt is where a gate holds up a command.
@@ -180,7 +181,7 @@ func TestASlowLaunchHoldsUpNoOtherSession(t *testing.T) {
 	idle := h.idle(nil, b, acp.StopEndTurn)
 	h.run(b, "/ps")
 	bps := h.update(nil, b, acp.KindAgentMessage, "b's /ps", func(m *acptest.Msg) bool { return m.Text() == "No background work." })
-	h.c.MustCall("session/set_config_option", map[string]any{"sessionId": b, "configId": optKillGrace, "type": "id", "value": "10s"}, nil)
+	h.c.MustCall("session/set_config_option", map[string]any{"sessionId": b, "configId": settings.OptKillGrace, "type": "id", "value": "10s"}, nil)
 	var list struct {
 		Sessions []struct {
 			SessionID string `json:"sessionId"`

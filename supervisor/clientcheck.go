@@ -22,7 +22,7 @@ const keepClosed = 256
 // broke rule, if the session's client_checks option is on and it is open.
 // A notice is no part of the history.
 func checkClient(st *state, c protocol.Client, rule, detail string) {
-	if !st.settings.clientChecks || st.life != sessionOpen {
+	if !st.settings.ClientChecks || st.life != sessionOpen {
 		return
 	}
 	if c == nil {

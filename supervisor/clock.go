@@ -1,6 +1,10 @@
 package supervisor
 
-import "time"
+import (
+	"time"
+
+	"shellagent/supervisor/work"
+)
 
 // A clock is where the timed rules of a session read the time and arm
 // their timers: a job's firings (/after, /every), the foreground timeout
@@ -10,19 +14,13 @@ import "time"
 type clock interface {
 	Now() time.Time
 	// AfterFunc calls f on a goroutine of its own once d has passed, as
-	// time.AfterFunc does, unless the timer it returns is stopped first.
-	AfterFunc(d time.Duration, f func()) timer
-}
-
-// A timer is an armed clock.AfterFunc.
-type timer interface {
-	// Stop prevents the call if it has not begun; it reports whether it
-	// did.
-	Stop() bool
+	// time.AfterFunc does, unless the timer it returns is stopped first:
+	// the kind of timer a kind of work arms (work.Host's After).
+	AfterFunc(d time.Duration, f func()) work.Timer
 }
 
 // realClock is package time.
 type realClock struct{}
 
-func (realClock) Now() time.Time                            { return time.Now() }
-func (realClock) AfterFunc(d time.Duration, f func()) timer { return time.AfterFunc(d, f) }
+func (realClock) Now() time.Time                                 { return time.Now() }
+func (realClock) AfterFunc(d time.Duration, f func()) work.Timer { return time.AfterFunc(d, f) }

@@ -3,6 +3,8 @@ package supervisor
 import (
 	"sync"
 	"time"
+
+	"shellagent/supervisor/work"
 )
 
 // fakeClock is a clock a test moves by hand (advance): a timer's call is
@@ -27,7 +29,7 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) timer {
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) work.Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}

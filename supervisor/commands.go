@@ -215,7 +215,7 @@ func parseBg(_ *command, rest string) input { return input{line: rest} }
 // the foreground work there.
 func actBg(st *state, in input) {
 	if line := in.line; line != "" { // directly as background work
-		if st.settings.ask {
+		if st.settings.Ask {
 			st.ask(line, nil)
 			return
 		}

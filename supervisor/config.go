@@ -5,18 +5,15 @@ import (
 	"os"
 	"time"
 
-	"shellagent/acp"
-	"shellagent/internal/configopt"
 	"shellagent/internal/journal"
 	"shellagent/ptyio"
 	"shellagent/supervisor/kit"
-	"shellagent/supervisor/terminput"
 )
 
 // Config is how a Supervisor runs commands, for every session. Zero fields
-// take the defaults in parentheses. The per-session settings that a client
-// can change (foreground_timeout, kill_grace, permission, client_checks)
-// start from it; notify starts at failures.
+// take the defaults in parentheses. A session's settings, which a client
+// can change (supervisor/settings), start from its ForegroundTimeout,
+// KillGrace and ClientChecks.
 type Config struct {
 	Shell             string        // shell to run commands with ($SHELL, else /bin/sh)
 	ForegroundTimeout time.Duration // detach foreground commands after this; 0 = never
@@ -128,76 +125,4 @@ func (c Config) withDefaults() Config {
 		c.clock = realClock{}
 	}
 	return c
-}
-
-// settings are a session's config options.
-type settings struct {
-	foregroundTimeout time.Duration
-	killGrace         time.Duration
-	ask               bool // permission mode "ask"
-	notify            terminput.Notify
-	clientChecks      bool // client_checks "on"
-}
-
-// Config option ids and the values each offers.
-const (
-	optForegroundTimeout = "foreground_timeout"
-	optKillGrace         = "kill_grace"
-	optPermission        = "permission"
-	optClientChecks      = "client_checks"
-)
-
-var (
-	timeoutChoices = []string{"0", "1s", "5s", "10s", "30s", "60s", "300s"}
-	graceChoices   = []string{"1s", "3s", "10s", "30s"}
-	// durationOptions are the duration options, each with whether it
-	// takes 0 (never).
-	durationOptions = map[string]bool{optForegroundTimeout: true, optKillGrace: false}
-)
-
-// options are the config options the settings offer, their current
-// values st's.
-func (st settings) options() []acp.ConfigOption {
-	perm := configopt.TwoWay(optPermission, "Permission", "ask: request permission before each command runs",
-		acp.ConfigChoice{Value: "allow", Name: "Run commands without asking"},
-		acp.ConfigChoice{Value: "ask", Name: "Ask before each command"}, st.ask)
-	checks := configopt.TwoWay(optClientChecks, "Client checks",
-		"on: report what this client does against the protocol's client-side rules as warning notices",
-		acp.ConfigChoice{Value: "off", Name: "Don't report"},
-		acp.ConfigChoice{Value: "on", Name: "Report each as a notice"}, st.clientChecks)
-	return []acp.ConfigOption{
-		configopt.Duration(optForegroundTimeout, "Foreground timeout",
-			"Move a command to the background after it has run this long in the foreground",
-			timeoutChoices, st.foregroundTimeout),
-		configopt.Duration(optKillGrace, "Kill grace",
-			"Time between SIGTERM and SIGKILL when stopping a command",
-			graceChoices, st.killGrace),
-		perm,
-		st.notify.Option(),
-		checks,
-	}
-}
-
-// set applies one config option; an unknown id or value is a -32602 error
-// that shows the exact request shape and lists the allowed values, and
-// changes nothing (configopt.Check). The duration options take any
-// duration, as their flags do, not only those offered.
-func (st *settings) set(p *acp.SetConfigOptionRequest) error {
-	value, d, err := configopt.Check(p, st.options(), durationOptions)
-	if err != nil {
-		return err
-	}
-	switch p.ConfigID {
-	case optForegroundTimeout:
-		st.foregroundTimeout = d
-	case optKillGrace:
-		st.killGrace = d
-	case optPermission:
-		st.ask = value == "ask"
-	case terminput.OptNotify:
-		st.notify = terminput.ParseNotify(value)
-	case optClientChecks:
-		st.clientChecks = value == "on"
-	}
-	return nil
 }

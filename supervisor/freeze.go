@@ -9,8 +9,8 @@ import (
 
 	"shellagent/acp"
 	"shellagent/ptyio"
-	"shellagent/supervisor/work"
 	"shellagent/supervisor/handover"
+	"shellagent/supervisor/work"
 )
 
 // An upgrade in place (daemon.Host): the Supervisor hands its sessions,
@@ -33,7 +33,7 @@ func (sv *Supervisor) Precheck() error {
 			s.doWait(func(st *state) {
 				if st.life != sessionClosed {
 					blocked = st.blocked()
-					grace = max(grace, st.settings.killGrace)
+					grace = max(grace, st.settings.KillGrace)
 				}
 			})
 			if blocked != nil {
@@ -168,12 +168,9 @@ func (st *state) freeze(ctx context.Context, w *handover.Writer) (*handover.Sess
 
 // frozen writes the session, its live terminals as w froze them.
 func (st *state) frozen(w *handover.Writer) (*handover.Session, error) {
-	set := &st.settings
 	fs := &handover.Session{
 		ID: st.s.id, Cwd: st.s.cwd, Title: st.title, FgState: st.fgState,
-		Settings: handover.Settings{
-			ForegroundTimeout: set.foregroundTimeout, KillGrace: set.killGrace, Ask: set.ask, ClientChecks: set.clientChecks, Notify: set.notify,
-		},
+		Settings:  handover.Settings(st.settings),
 		UpdatedAt: st.out.updatedAt, Messages: st.out.messages, Seq: st.work.seq,
 	}
 	var err error

@@ -107,7 +107,7 @@ func (o *outbox) notice(n *acp.Notice) {
 // notifyIn is the notify setting that applies now: none once the session
 // is closing.
 func (st *state) notifyIn() terminput.Notify {
-	return st.settings.notify.In(st.life == sessionOpen)
+	return st.settings.Notify.In(st.life == sessionOpen)
 }
 
 // noticeExit tells that background terminal t ended on its own, as the

@@ -296,7 +296,7 @@ type runHandle struct {
 func (r runHandle) Started() time.Time { return r.t.started }
 func (r runHandle) Running() bool      { return r.t.state == termRunning }
 func (r runHandle) Retired() bool      { return r.t.state == termRetired }
-func (r runHandle) Stop()              { r.t.stop(r.st.settings.killGrace) }
+func (r runHandle) Stop()              { r.t.stop(r.st.settings.KillGrace) }
 
 func (r runHandle) Pid() int {
 	if r.t.proc == nil {

@@ -240,7 +240,7 @@ type kitRun struct{ terminalHandle }
 
 func (r kitRun) Stop(grace time.Duration) {
 	if r.t.state == termRunning {
-		r.t.stop(min(r.st.settings.killGrace, grace))
+		r.t.stop(min(r.st.settings.KillGrace, grace))
 	}
 }
 

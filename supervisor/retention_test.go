@@ -16,6 +16,7 @@ import (
 	"shellagent/protocol"
 	"shellagent/ptyio"
 	"shellagent/supervisor/approval"
+	"shellagent/supervisor/settings"
 )
 
 // holdings is what a session holds, counted by walking everything its
@@ -240,7 +241,7 @@ func TestPromptsThatCannotRunReachAPlateau(t *testing.T) {
 	sid := must(sv.NewSession(c, &acp.NewSessionRequest{Cwd: t.TempDir()})).SessionID
 	s := must(sv.session(sid))
 	setAsk := func(v string) {
-		must(sv.SetConfigOption(c, &acp.SetConfigOptionRequest{SessionID: sid, ConfigID: optPermission, Type: "id", Value: []byte(`"` + v + `"`)}))
+		must(sv.SetConfigOption(c, &acp.SetConfigOptionRequest{SessionID: sid, ConfigID: settings.OptPermission, Type: "id", Value: []byte(`"` + v + `"`)}))
 	}
 	idles := 0
 	var heap [2]uint64

@@ -25,7 +25,7 @@ func revive(sv *Supervisor, h *journal.History) (s *Session, lost []*terminal) {
 	st.title = h.Title
 	for _, id := range slices.Sorted(maps.Keys(h.Config)) {
 		v, _ := json.Marshal(h.Config[id]) // Safe: a string.
-		if err := st.settings.set(&acp.SetConfigOptionRequest{SessionID: h.ID, ConfigID: id, Type: "id", Value: v}); err != nil {
+		if err := st.settings.Set(&acp.SetConfigOptionRequest{SessionID: h.ID, ConfigID: id, Type: "id", Value: v}); err != nil {
 			sv.cfg.Log.Warn("resume: a config option of the history is skipped", "session", h.ID, "option", id, "err", err)
 		}
 	}

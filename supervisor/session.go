@@ -14,6 +14,7 @@ import (
 	"shellagent/supervisor/kit"
 	"shellagent/supervisor/record"
 	"shellagent/supervisor/service"
+	"shellagent/supervisor/settings"
 	"shellagent/supervisor/work"
 )
 
@@ -61,7 +62,7 @@ const (
 type state struct {
 	s        *Session // for the callbacks that enter later: timers, answers
 	life     lifecycle
-	settings settings
+	settings settings.Settings
 	title    string
 	fgState  string // the foreground state last reported: running, requires_action, idle
 	turns    turnQueue
@@ -82,7 +83,7 @@ func newSession(sv *Supervisor, id, cwd string, c protocol.Client) *Session {
 	s := &Session{sv: sv, id: id, cwd: cwd, disk: record.New(sv.cfg.History, id)}
 	s.st = state{
 		s:        s,
-		settings: settings{foregroundTimeout: sv.cfg.ForegroundTimeout, killGrace: sv.cfg.KillGrace, clientChecks: sv.cfg.ClientChecks},
+		settings: settings.Settings{ForegroundTimeout: sv.cfg.ForegroundTimeout, KillGrace: sv.cfg.KillGrace, ClientChecks: sv.cfg.ClientChecks},
 		fgState:  acp.StateIdle,
 		work:     newRegistry(),
 		out:      outbox{session: id, client: c, updatedAt: time.Now(), since: time.Now(), disk: s.disk},
@@ -226,8 +227,8 @@ func (s *Session) setConfigOption(c protocol.Client, p *acp.SetConfigOptionReque
 			err = errTaken(s.id)
 			return
 		}
-		if err = st.settings.set(p); err == nil {
-			resp = &acp.SetConfigOptionResponse{ConfigOptions: st.settings.options()}
+		if err = st.settings.Set(p); err == nil {
+			resp = &acp.SetConfigOptionResponse{ConfigOptions: st.settings.Options()}
 			for _, o := range resp.ConfigOptions {
 				if o.ConfigID == p.ConfigID {
 					s.disk.Config(o.ConfigID, o.CurrentValue)
@@ -292,7 +293,7 @@ func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest, notice 
 		if taken {
 			askers(st, work.Asker.Reask)
 		}
-		resp = &acp.ResumeSessionResponse{ConfigOptions: st.settings.options(), AvailableCommands: availableCommands()}
+		resp = &acp.ResumeSessionResponse{ConfigOptions: st.settings.Options(), AvailableCommands: availableCommands()}
 	})
 	return resp, err
 }
@@ -393,7 +394,7 @@ func (st *state) close(done func()) {
 		}
 	}
 	for _, t := range st.work.running() { // a stop under way keeps its grace
-		t.stop(st.settings.killGrace)
+		t.stop(st.settings.KillGrace)
 	}
 }
 

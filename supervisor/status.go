@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"shellagent/ptyio"
+	"shellagent/supervisor/work"
 )
 
 // SessionStatus is a session as a server that outlives its connections
@@ -106,7 +107,7 @@ func pids(p ptyio.Process) []int {
 // detachedExpiry is an armed Config.DetachedTTL timer. A firing acts only
 // if its detachedExpiry is still the session's: one disarmed meanwhile
 // may fire late, and then does nothing.
-type detachedExpiry struct{ timer timer }
+type detachedExpiry struct{ timer work.Timer }
 
 // idle reports whether the session is open, detached and without live
 // work: what DetachedTTL counts.

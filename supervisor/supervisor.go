@@ -52,8 +52,9 @@
 //     notices (what of them needs nothing of the session is
 //     supervisor/terminput's).
 //   - prompt.go: a prompt's blocks read into a line; config.go: the
-//     Config and the per-session settings (the options' shape is
-//     internal/configopt's); clock.go: the clock of the timed rules.
+//     Config, which a session's settings start from (the settings, their
+//     options and what a request changes are supervisor/settings');
+//     clock.go: the clock of the timed rules.
 //   - status.go: what a server that outlives its connections shows of
 //     each session (Sessions), and the detached TTL.
 //   - clientcheck.go: when a session reports a client check, and to whom
@@ -228,7 +229,7 @@ func (sv *Supervisor) NewSession(c protocol.Client, p *acp.NewSessionRequest) (*
 	sv.mu.Unlock()
 	return &acp.NewSessionResponse{
 		SessionID:         s.id,
-		ConfigOptions:     s.peek().settings.options(),
+		ConfigOptions:     s.peek().settings.Options(),
 		AvailableCommands: availableCommands(),
 	}, nil
 }
@@ -406,7 +407,7 @@ var shutdownSlack = 700 * time.Millisecond
 func (sv *Supervisor) LongestGrace() time.Duration {
 	grace := sv.cfg.KillGrace
 	for _, s := range sv.list() {
-		grace = max(grace, s.peek().settings.killGrace) // the kill grace its next stop uses
+		grace = max(grace, s.peek().settings.KillGrace) // the kill grace its next stop uses
 	}
 	return grace
 }

@@ -92,7 +92,7 @@ type commandRun struct{}
 // the turn).
 func (commandRun) cancelTurn(st *state, fg *turn) {
 	fg.state = turnCancelling
-	fg.term.stop(st.settings.killGrace)
+	fg.term.stop(st.settings.KillGrace)
 }
 
 // toBackground implements foreground.

@@ -9,6 +9,7 @@ import (
 
 	"shellagent/ptyio"
 	"shellagent/supervisor/handover"
+	"shellagent/supervisor/settings"
 )
 
 // Restore builds, in the new image of an upgrade in place, the sessions
@@ -44,10 +45,10 @@ func (sv *Supervisor) Restore(state []byte, files []*os.File, ended []int) error
 // thawSession builds one session of sv and adopts its live terminals.
 func thawSession(sv *Supervisor, r *handover.Reader, fs handover.Session) error {
 	s := &Session{sv: sv, id: fs.ID, cwd: fs.Cwd, disk: sv.histories.Thaw(fs.ID, fs.Durable)}
-	st, set := &s.st, fs.Settings
+	st := &s.st
 	*st = state{
 		s: s, title: fs.Title, fgState: fs.FgState, work: newRegistry(),
-		settings: settings{foregroundTimeout: set.ForegroundTimeout, killGrace: set.KillGrace, ask: set.Ask, clientChecks: set.ClientChecks, notify: set.Notify},
+		settings: settings.Settings(fs.Settings),
 		out:      outbox{session: fs.ID, updatedAt: fs.UpdatedAt, since: time.Now(), messages: fs.Messages, disk: s.disk},
 	}
 	if fs.Seq != nil {
@@ -135,7 +136,7 @@ func thawSession(sv *Supervisor, r *handover.Reader, fs handover.Session) error 
 		}
 		for _, t := range st.work.liveTerminals() {
 			if t.state == termStopping && t.proc != nil {
-				t.proc.Stop(st.settings.killGrace) // the old image's escalation went with it: again, from TERM
+				t.proc.Stop(st.settings.KillGrace) // the old image's escalation went with it: again, from TERM
 			}
 		}
 		if err := thawTasks(st, fs); err != nil {

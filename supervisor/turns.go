@@ -55,7 +55,7 @@ type turn struct {
 	fore  foreground // what it runs: a command, a wait, a scenario's work
 	call  *toolCall  // the command's, or the wait's
 	term  *terminal  // once the command runs
-	timer timer      // the foreground timeout
+	timer work.Timer // the foreground timeout
 }
 
 // A source is work that brings turns of its own, with no prompt: a job
@@ -260,7 +260,7 @@ func (q *turnQueue) dropHeld(match func(*turn) bool, why string) {
 // after the user allows it in permission mode "ask". It is a shell line's
 // hold (commands.go).
 func runForeground(st *state, t *turn) {
-	if st.settings.ask {
+	if st.settings.Ask {
 		st.ask(t.in.line, t)
 		return
 	}
@@ -282,7 +282,7 @@ func (st *state) startForeground(t *turn) {
 		return
 	}
 	t.term = term
-	if d := st.settings.foregroundTimeout; d > 0 {
+	if d := st.settings.ForegroundTimeout; d > 0 {
 		t.timer = st.s.sv.cfg.clock.AfterFunc(d, func() { st.s.timeout(t, d) })
 	}
 }
@@ -338,7 +338,7 @@ func stopTerminal(st *state, id string, accepted func()) error {
 		}
 		return err
 	}
-	return st.work.stop(id, st.settings.killGrace, accepted)
+	return st.work.stop(id, st.settings.KillGrace, accepted)
 }
 
 func errorMessage(err error) string {

@@ -3,9 +3,9 @@
 // settings they set: a select of durations or of two values, the
 // durations the flags and requests take (ParseDuration), and the check of
 // a request against the options a session offers (Check), whose refusal
-// shows the request that would work. Package supervisor holds the
-// settings themselves, which options they offer, and what a value
-// changes (supervisor/config.go).
+// shows the request that would work. Package supervisor/settings holds
+// the settings themselves, which options they offer, and what a value
+// changes.
 //
 // Files: configopt.go.
 package configopt
