@@ -177,7 +177,7 @@ func (st *state) frozen(w *handover.Writer) (*handover.Session, error) {
 	if fs.Durable, err = st.s.disk.Frozen(); err != nil {
 		return nil, err
 	}
-	for _, e := range st.out.history {
+	for _, e := range st.out.history.All() {
 		fs.History = append(fs.History, entryOf(e.msg, e.call, e.term))
 	}
 	for _, it := range st.list.items {
@@ -192,7 +192,7 @@ func (st *state) frozen(w *handover.Writer) (*handover.Session, error) {
 	for _, c := range oldestFirst(st.work.calls, func(*toolCall) bool { return true }) {
 		fc := handover.Call{
 			ID: c.id, Title: c.title, Kind: c.kind, Outcome: c.outcome, State: int(c.state),
-			Input: c.input, Output: c.output, Content: c.content, Caps: c.caps, Hist: c.hist,
+			Input: c.input, Output: c.output, Content: c.content, Caps: c.caps, Hist: st.out.hist(entry{call: c}),
 		}
 		if c.term != nil {
 			fc.Term = c.term.id
@@ -213,7 +213,7 @@ func (st *state) frozen(w *handover.Writer) (*handover.Session, error) {
 	for _, t := range oldestFirst(st.work.terminals, func(*terminal) bool { return true }) {
 		ft := handover.Terminal{
 			ID: t.id, Line: t.line, Cwd: t.cwd, Call: t.call.id, Size: t.size, Started: t.started,
-			State: int(t.state), Returned: t.returned, Exit: t.exit, Hist: t.hist, Cap: t.ring.Cap(),
+			State: int(t.state), Returned: t.returned, Exit: t.exit, Hist: st.out.hist(entry{term: t}), Cap: t.ring.Cap(),
 		}
 		if err := w.Terminal(&ft, t.ring); err != nil {
 			return nil, err
@@ -221,6 +221,13 @@ func (st *state) frozen(w *handover.Writer) (*handover.Session, error) {
 		fs.Terminals = append(fs.Terminals, ft)
 	}
 	return fs, nil
+}
+
+// hist is where the history holds work e, 0 if nowhere: the Hist of the
+// format, which thaw need not read (the History's order says it).
+func (o *outbox) hist(e entry) int {
+	i, _ := o.history.Pos(e)
+	return i
 }
 
 func entryOf(m *acp.Message, c *toolCall, t *terminal) handover.Entry {

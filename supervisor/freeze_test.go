@@ -92,6 +92,7 @@ func TestFreezeThenThaw(t *testing.T) {
 	if err := json.Unmarshal(saved, &fz); err != nil {
 		t.Fatal(err)
 	}
+	checkHist(t, fz.Sessions[0])
 	var job *jobs.Frozen
 	for _, c := range fz.Sessions[0].Calls {
 		if data := c.Task["Job"]; data != nil {
@@ -119,6 +120,34 @@ func TestFreezeThenThaw(t *testing.T) {
 		return ticksIn(h.c.Output(sid, "term_1")) >= n+3
 	})
 	h.await(sid, "no overlay", func(s *state) bool { s.kit.overlay = nil; return true })
+}
+
+// checkHist checks the Hist of each tool call and terminal of fs, part of
+// the format: where the session's History holds it, 0 where it does not.
+func checkHist(t *testing.T, fs handover.Session) {
+	t.Helper()
+	calls, terms := map[string]int{}, map[string]int{}
+	for i, e := range fs.History {
+		switch {
+		case e.Call != "":
+			calls[e.Call] = i
+		case e.Term != "":
+			terms[e.Term] = i
+		}
+	}
+	if len(calls) == 0 || len(terms) == 0 {
+		t.Errorf("the History holds %d tool calls and %d terminals, want some of each", len(calls), len(terms))
+	}
+	for _, c := range fs.Calls {
+		if c.Hist != calls[c.ID] {
+			t.Errorf("tool call %s is written at %d, the History holds it at %d", c.ID, c.Hist, calls[c.ID])
+		}
+	}
+	for _, ft := range fs.Terminals {
+		if ft.Hist != terms[ft.ID] {
+			t.Errorf("terminal %s is written at %d, the History holds it at %d", ft.ID, ft.Hist, terms[ft.ID])
+		}
+	}
 }
 
 // idleOverlay is a scenario's overlay that lists and takes nothing.

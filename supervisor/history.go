@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"slices"
 	"strconv"
 	"time"
 
@@ -9,14 +8,10 @@ import (
 	"shellagent/internal/clientcheck"
 	"shellagent/outputbuf"
 	"shellagent/protocol"
+	"shellagent/supervisor/history"
 	"shellagent/supervisor/record"
 	"shellagent/supervisor/terminput"
 )
-
-// maxMessages bounds the messages the history keeps: beyond it, the oldest
-// are forgotten. Tool calls and terminals stay in the history as long as
-// the registry keeps them.
-const maxMessages = 5000
 
 // An outbox is where a session's updates go: to the client attached to the
 // session, if one is, and, for what a replay must restore, into the
@@ -25,18 +20,17 @@ const maxMessages = 5000
 // The history is not a log of updates: it holds each message, tool call
 // and terminal once, in the order they were first reported, and a replay
 // sends each item as it is now. So the history holds no update that could
-// keep a ring alive, and retired work (see registry) drops out of it.
+// keep a ring alive, and retired work (see registry) drops out of it. Its
+// rules (what it keeps, in what order) are package history's.
 type outbox struct {
 	session   string
-	client    protocol.Client  // nil while detached, and once the session is closed
-	since     time.Time        // when client last changed: attached, detached, or created
-	updatedAt time.Time        // when the session last reported something
-	messages  int              // messages so far: the last message id issued
-	history   []entry          // in order; an empty entry is a forgotten item
-	kept      int              // messages in the history
-	forgotten int              // empty entries in the history
-	ads       clientcheck.Ads  // what the client was told about cancelling each item
-	disk      *record.Recorder // the history on disk, which records what it sends
+	client    protocol.Client     // nil while detached, and once the session is closed
+	since     time.Time           // when client last changed: attached, detached, or created
+	updatedAt time.Time           // when the session last reported something
+	messages  int                 // messages so far: the last message id issued
+	history   history.List[entry] // each item once, in the order first reported
+	ads       clientcheck.Ads     // what the client was told about cancelling each item
+	disk      *record.Recorder    // the history on disk, which records what it sends
 
 	// taken holds the connections the session was taken from: another
 	// connection resumed it while they were attached. The session is not
@@ -44,12 +38,15 @@ type outbox struct {
 	taken map[protocol.Client]bool
 }
 
-// entry is one item of the history.
+// entry is one item of the history; the empty entry is a forgotten one.
 type entry struct {
 	msg  *acp.Message
 	call *toolCall
 	term *terminal
 }
+
+// Message implements history.Item.
+func (e entry) Message() bool { return e.msg != nil }
 
 // attach makes c the client the session reports to (nil: none). The
 // client it reported to before, if another, is released: it no longer
@@ -126,7 +123,7 @@ func (o *outbox) sendTerminal(t *terminal, u *acp.TerminalUpdate, mode protocol.
 func (o *outbox) message(kind string, content []acp.ContentBlock) string {
 	o.messages++
 	m := &acp.Message{SessionUpdate: kind, MessageID: "msg_" + strconv.Itoa(o.messages), Content: content}
-	o.record(entry{msg: m})
+	o.history.Record(entry{msg: m})
 	o.disk.Message(m)
 	o.send(m)
 	return m.MessageID
@@ -138,75 +135,24 @@ func (o *outbox) agentMessage(text string) {
 
 // announceTerminal records a new terminal and starts streaming it.
 func (o *outbox) announceTerminal(t *terminal) {
-	o.record(entry{term: t})
+	o.history.Record(entry{term: t})
 	o.sendTerminal(t, t.announcement(), protocol.StreamOutput)
 }
 
-// record appends to the history. A message beyond maxMessages first
-// drops the oldest tenth of the messages.
-func (o *outbox) record(e entry) {
-	if e.msg != nil {
-		if o.kept >= maxMessages {
-			drop := maxMessages / 10
-			o.kept -= drop
-			o.history = slices.DeleteFunc(o.history, func(e entry) bool {
-				if e.msg != nil && drop > 0 {
-					drop--
-					return true
-				}
-				return e == entry{}
-			})
-			o.reindex()
-		}
-		o.kept++
-	}
-	switch {
-	case e.call != nil:
-		e.call.hist = len(o.history)
-	case e.term != nil:
-		e.term.hist = len(o.history)
-	}
-	o.history = append(o.history, e)
-}
-
-// forget drops retired work from the history: its entries are emptied at
-// once, so that the history holds nothing the registry let go of, and the
-// history is compacted once they are half of it.
+// forget drops retired work from the history, its client's ads and its
+// record on disk.
 func (o *outbox) forget(retired []entry) {
 	for _, e := range retired {
-		i := -1
 		switch {
 		case e.call != nil:
-			i = e.call.hist
 			o.disk.Forget(e.call.id)
 			o.ads.Drop(false, e.call.id)
 		case e.term != nil:
-			i = e.term.hist
 			o.disk.Forget(e.term.id)
 			o.ads.Drop(true, e.term.id)
 		}
-		if i >= 0 && i < len(o.history) && o.history[i] == e {
-			o.history[i] = entry{}
-			o.forgotten++
-		}
 	}
-	if o.forgotten > max(len(o.history)/2, 32) {
-		o.history = slices.Clip(slices.DeleteFunc(o.history, func(e entry) bool { return e == entry{} }))
-		o.reindex()
-	}
-}
-
-// reindex records each item's position after the history has moved.
-func (o *outbox) reindex() {
-	o.forgotten = 0
-	for i, e := range o.history {
-		switch {
-		case e.call != nil:
-			e.call.hist = i
-		case e.term != nil:
-			e.term.hist = i
-		}
-	}
+	o.history.Forget(retired...)
 }
 
 // replay sends the history as it is now: each message as it was sent, each
@@ -215,7 +161,7 @@ func (o *outbox) reindex() {
 // exitStatus. It returns the items it delivered.
 func (o *outbox) replay() (delivered map[any]bool) {
 	delivered = make(map[any]bool)
-	for _, e := range o.history {
+	for _, e := range o.history.All() {
 		switch {
 		case e == entry{}:
 		case e.msg != nil:
@@ -251,7 +197,7 @@ func (o *outbox) sendCurrent(delivered map[any]bool, c *toolCall, t *terminal) {
 // is announced: at once, by the caller.
 func (st *state) newCall(state callState, kind, title string) *toolCall {
 	c := st.work.newCall(state, kind, title)
-	st.out.record(entry{call: c})
+	st.out.history.Record(entry{call: c})
 	return c
 }
 

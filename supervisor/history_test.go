@@ -35,14 +35,14 @@ func TestOutboxReplay(t *testing.T) {
 	o := outbox{session: "s"}
 	o.message(acp.KindUserMessage, []acp.ContentBlock{acp.TextBlock("run")})
 	running := &toolCall{id: "call_1", state: callRunning}
-	o.record(entry{call: running})
+	o.history.Record(entry{call: running})
 	live := &terminal{id: "term_1", call: running, ring: outputbuf.New(64)}
 	running.term = live
 	o.announceTerminal(live)
 	gone := &toolCall{id: "call_2", state: callDone, outcome: "failed"}
-	o.record(entry{call: gone})
+	o.history.Record(entry{call: gone})
 	exited := &terminal{id: "term_2", ring: outputbuf.New(64), state: termExited, exit: &acp.ExitStatus{}}
-	o.record(entry{term: exited})
+	o.history.Record(entry{term: exited})
 	o.agentMessage("done")
 
 	gone.state = callRetired
@@ -79,46 +79,23 @@ func TestOutboxReplay(t *testing.T) {
 	}
 }
 
-// TestOutboxForgetsAndTrims: forgotten work leaves no trace in the
-// history, which compacts itself; messages beyond maxMessages are
-// dropped oldest first, and positions stay right.
-func TestOutboxForgetsAndTrims(t *testing.T) {
+// TestOutboxForgets: the outbox forgets retired work in its history, and
+// leaves the rest where it was (the history's own rules, trimming
+// messages and closing gaps, are package history's TestList).
+func TestOutboxForgets(t *testing.T) {
 	t.Parallel()
 	o := outbox{session: "s"}
 	var calls []*toolCall
-	for i := range 100 {
+	for i := range 3 {
 		c := &toolCall{id: "call_" + strconv.Itoa(i)}
-		o.record(entry{call: c})
+		o.history.Record(entry{call: c})
 		calls = append(calls, c)
 	}
-	var retired []entry
-	for _, c := range calls[:60] {
-		c.state = callRetired
-		retired = append(retired, entry{call: c})
+	o.forget([]entry{{call: calls[1]}, {term: &terminal{id: "term_9"}}})
+	if _, ok := o.history.Pos(entry{call: calls[1]}); ok || o.history.Gaps() != 1 {
+		t.Errorf("call_1 stays in the history")
 	}
-	o.forget(retired)
-	if len(o.history) != 40 || o.history[0].call != calls[60] || calls[60].hist != 0 || o.forgotten != 0 {
-		t.Errorf("after forgetting 60 of 100: %d entries, first %v", len(o.history), o.history[0].call)
-	}
-	for range maxMessages {
-		o.agentMessage("x")
-	}
-	o.agentMessage("one more")
-	msgs := 0
-	for _, e := range o.history {
-		if e.msg != nil {
-			msgs++
-		}
-	}
-	if msgs != maxMessages-maxMessages/10+1 || o.kept != msgs || len(o.history) != msgs+40 {
-		t.Errorf("%d messages kept (counted %d), %d entries", msgs, o.kept, len(o.history))
-	}
-	last := calls[99]
-	if o.history[last.hist].call != last {
-		t.Errorf("call_99 is not where the history says")
-	}
-	o.forget([]entry{{call: last}})
-	if o.history[last.hist] != (entry{}) || o.forgotten != 1 {
-		t.Errorf("a forgotten call stays in the history")
+	if i, ok := o.history.Pos(entry{call: calls[2]}); !ok || i != 2 {
+		t.Errorf("call_2 moved to %d (%v)", i, ok)
 	}
 }

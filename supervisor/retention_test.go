@@ -16,6 +16,7 @@ import (
 	"shellagent/protocol"
 	"shellagent/ptyio"
 	"shellagent/supervisor/approval"
+	"shellagent/supervisor/history"
 	"shellagent/supervisor/settings"
 )
 
@@ -71,7 +72,7 @@ func holdingsOf(st *state) holdings {
 		addCall(it.call)
 	}
 	var h holdings
-	for _, e := range st.out.history {
+	for _, e := range st.out.history.All() {
 		addTerm(e.term)
 		addCall(e.call)
 		if e.msg != nil {
@@ -272,7 +273,7 @@ func TestPromptsThatCannotRunReachAPlateau(t *testing.T) {
 	}
 	var got holdings
 	s.doWait(func(st *state) { got = holdingsOf(st) })
-	if got.calls > maxFinished || got.terms > 0 || got.messages > maxMessages {
+	if got.calls > maxFinished || got.terms > 0 || got.messages > history.MaxMessages {
 		t.Errorf("after %d prompts the session holds %+v", prompts, got)
 	}
 	// Without retention the second half adds more than 1 KiB a prompt.

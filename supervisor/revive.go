@@ -47,7 +47,7 @@ func reviveWork(st *state, past *record.Past) (lost []*terminal) {
 	for _, it := range past.Items {
 		switch {
 		case it.Message != nil:
-			st.out.record(entry{msg: it.Message})
+			st.out.history.Record(entry{msg: it.Message})
 			st.out.messages = max(st.out.messages, idNumber(it.Message.MessageID))
 		case it.Call != nil:
 			reviveCall(st, it.Call, term)
@@ -58,7 +58,7 @@ func reviveWork(st *state, past *record.Past) (lost []*terminal) {
 			}
 			st.work.terminals[t.id] = t
 			st.work.seq["term"] = max(st.work.seq["term"], idNumber(t.id))
-			st.out.record(entry{term: t})
+			st.out.history.Record(entry{term: t})
 		}
 	}
 	st.work.exited = append(st.work.exited, oldestFirst(st.work.terminals, func(t *terminal) bool { return t.call != nil })...)
@@ -80,7 +80,7 @@ func reviveCall(st *state, pc *record.PastCall, term func(*record.PastTerminal) 
 	}
 	st.work.calls[c.id] = c
 	st.work.seq["call"] = max(st.work.seq["call"], idNumber(c.id))
-	st.out.record(entry{call: c})
+	st.out.history.Record(entry{call: c})
 }
 
 // reviveTerminal is terminal pt of a session's history, exited.
@@ -97,7 +97,7 @@ func reviveTerminal(pt *record.PastTerminal) *terminal {
 // from now on: the exitStatus {} of each lost terminal, the final status
 // of each tool call it cancelled.
 func settleRevived(st *state, lost []*terminal) {
-	for _, e := range st.out.history {
+	for _, e := range st.out.history.All() {
 		switch {
 		case e.call != nil:
 			st.out.disk.Record(e.call.update())

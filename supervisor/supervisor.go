@@ -42,8 +42,10 @@
 //     command that waits for the user's permission.
 //   - background.go: the background list and the RFD rules it keeps, and
 //     the only code that sends a state_update.
-//   - history.go: the outbox: the attached client, and the history that a
-//     replay re-sends.
+//   - history.go: the outbox: the attached client, what is sent to it,
+//     and the replay of the history to a client that attaches; the
+//     history's rules (each item once, in order, what it keeps) are
+//     supervisor/history's.
 //   - work.go: the registry of work: terminals and tool calls, each with
 //     one state, and retention.
 //   - actor.go: the goroutine that owns a session's state (do, doWait,

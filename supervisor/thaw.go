@@ -58,7 +58,7 @@ func thawSession(sv *Supervisor, r *handover.Reader, fs handover.Session) error 
 	for _, fc := range fs.Calls {
 		reg.calls[fc.ID] = &toolCall{
 			id: fc.ID, title: fc.Title, kind: fc.Kind, outcome: fc.Outcome, state: callState(fc.State),
-			input: fc.Input, output: fc.Output, content: fc.Content, caps: fc.Caps, hist: fc.Hist,
+			input: fc.Input, output: fc.Output, content: fc.Content, caps: fc.Caps,
 		}
 	}
 	var live []handover.Terminal
@@ -73,7 +73,7 @@ func thawSession(sv *Supervisor, r *handover.Reader, fs handover.Session) error 
 		}
 		t := &terminal{
 			id: ft.ID, line: ft.Line, cwd: ft.Cwd, size: ft.Size, call: c, started: ft.Started,
-			state: termState(ft.State), ring: ring, returned: ft.Returned, exit: ft.Exit, hist: ft.Hist,
+			state: termState(ft.State), ring: ring, returned: ft.Returned, exit: ft.Exit,
 		}
 		c.term = t
 		if t.state >= termExited {
@@ -93,15 +93,8 @@ func thawSession(sv *Supervisor, r *handover.Reader, fs handover.Session) error 
 			reg.finished = append(reg.finished, c)
 		}
 	}
-	for _, e := range fs.History {
-		en := entry{msg: e.Msg, call: reg.calls[e.Call], term: reg.terminals[e.Term]}
-		switch {
-		case en.msg != nil:
-			st.out.kept++
-		case en.call == nil && en.term == nil:
-			st.out.forgotten++
-		}
-		st.out.history = append(st.out.history, en)
+	for _, e := range fs.History { // work it does not find is a gap
+		st.out.history.Record(entry{msg: e.Msg, call: reg.calls[e.Call], term: reg.terminals[e.Term]})
 	}
 	for _, e := range fs.List {
 		st.list.items = append(st.list.items, listItem{call: reg.calls[e.Call], term: reg.terminals[e.Term]})

@@ -69,7 +69,6 @@ type terminal struct {
 	proc     ptyio.Process    // nil once retired
 	returned *ptyio.Status    // the shell's status, once it returned while others ran on
 	exit     *acp.ExitStatus  // once exited
-	hist     int              // its position in the history
 	input    *terminput.Input // its input watch and the waits noticed
 
 	// source, if not nil, is its output as the connection reads it, in
@@ -153,7 +152,6 @@ type toolCall struct {
 	caps    acp.Capabilities      // as last reported: nil (never), cancel, or cleared
 	term    *terminal             // its command's terminal, once it runs
 	task    task                  // the work it is, if it is no command that runs
-	hist    int                   // its position in the history
 }
 
 // A task is the work of a tool call that is not (or not yet) a running
