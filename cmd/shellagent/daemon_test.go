@@ -1345,7 +1345,16 @@ func runToFile(t *testing.T, cmd *exec.Cmd) ([]byte, error) {
 // writes requests to the other, shuts down its writes, and returns what
 // came back until the socket's end.
 func runOnSocket(t *testing.T, cmd *exec.Cmd, requests string) ([]byte, error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	// Close-on-exec under ForkLock, as package net does where there is no
+	// SOCK_CLOEXEC (macOS): no child of a test beside this one may inherit
+	// an end and hold the socket open.
+	syscall.ForkLock.RLock()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err == nil {
+		syscall.CloseOnExec(fds[0])
+		syscall.CloseOnExec(fds[1])
+	}
+	syscall.ForkLock.RUnlock()
 	if err != nil {
 		t.Fatal(err)
 	}
