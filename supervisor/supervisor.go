@@ -46,8 +46,9 @@
 //     replay re-sends.
 //   - work.go: the registry of work: terminals and tool calls, each with
 //     one state, and retention.
-//   - actor.go: the goroutine that owns a session's state (do, doWait,
-//     peek, slow work) and the snapshot it publishes.
+//   - actor.go: a session's actor, the goroutine that owns its state
+//     (an internal/actor.Actor): do, doWait, peek, slow work, and the
+//     snapshot it publishes.
 //   - input.go: typing into terminals, sizing them, /tail, and the
 //     notices (what of them needs nothing of the session is
 //     supervisor/terminput's).
@@ -68,12 +69,13 @@
 //
 // # Concurrency
 //
-// Each session's state belongs to one goroutine, its actor (actor.go),
-// started with the session and ended once it has closed. Session.do
-// queues a function on the actor's bounded inbox (waiting only while
-// maxQueued entries wait), and the actor runs the entries one at a time,
-// in order, each followed by settle (the repeated state_update for a list
-// change; the end of a close once nothing runs). doWait also waits for
+// Each session's state belongs to one goroutine, its actor (actor.go, an
+// internal/actor.Actor), started with the session and ended once it has
+// closed. Session.do queues a function on the actor's bounded inbox
+// (waiting only while actor.MaxQueued entries wait), and the actor runs
+// the entries one at a time, in order, each followed by settle (the
+// repeated state_update for a list change; the end of a close once
+// nothing runs). doWait also waits for
 // the entry to have run and settled: for the ways in that answer with
 // what they changed (session/set_config_option, session/resume; Detach),
 // Sessions, and the kit's Session.Do. Neither is called from the actor
@@ -137,9 +139,9 @@
 // goroutine only read them; none of them enters a session but through
 // the ways in above.
 //
-// Locks, in the order they may be taken: a session's late (after its
-// actor ended), then its shown (the snapshot's hand-off, a leaf), and
-// the Supervisor's mu, which guards its session table only. A session's
+// Locks, in the order they may be taken: a session's actor's late mutex
+// (after the actor ended), then its shown (the snapshot's hand-off, a
+// leaf; both are internal/actor's), and the Supervisor's mu, which guards its session table only. A session's
 // actor takes mu (to leave the table when it closes); the Supervisor
 // never sends to an actor, nor waits for one, while it holds mu.
 package supervisor
