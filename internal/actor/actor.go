@@ -24,7 +24,7 @@
 // Locks, in the order they may be taken: late (once the actor has ended),
 // then shown, a leaf that guards the published view.
 //
-// All of it is in actor.go.
+// All of it is in actor.go; example_test.go shows it at work.
 package actor
 
 import "sync"
