@@ -8,10 +8,9 @@ import (
 	"shellagent/supervisor/settings"
 )
 
-// A session's actor is the goroutine that owns its state (see the
-// package's Concurrency section and package internal/actor): it settles
-// after each entry, ends once the session has closed, and publishes a
-// snapshot for peek.
+// newActor starts the goroutine that owns st (the package's Concurrency
+// section): it settles after each entry, ends once the session has
+// closed, and publishes a snapshot for peek.
 func newActor(st *state) *actor.Actor[*state, *snapshot] {
 	return actor.New(st, (*state).settle, func(st *state) bool { return st.life == sessionClosed }, newSnapshot)
 }
@@ -38,24 +37,20 @@ func newSnapshot(st *state) *snapshot {
 	}
 }
 
-// The ways a Session's methods reach its actor.
-
 // do is the only way to change a session's state: f runs on the actor, in
 // turn, then settle (actor.Actor.Do). Never call it from the actor: run
 // there inline what it would queue.
 func (s *Session) do(f func(st *state)) { s.actor.Do(f) }
 
-// doWait runs f on the session's actor and returns once it has run and
-// settled, through slow work (actor.Actor.DoWait): for the ways in whose
-// caller wants what f found. Never call it from the actor.
+// doWait runs f as do does, and returns once f has run and settled, after
+// any slow work (actor.Actor.DoWait). Never call it from the actor.
 func (s *Session) doWait(f func(st *state)) { s.actor.DoWait(f) }
 
-// peek returns what the session's state is once the entries before it have
-// run, without waiting for slow work (actor.Actor.Peek): for the reads
-// that answer at once (session/list, the settings, the kill grace).
+// peek returns what the state is once the entries before it have run,
+// never waiting for slow work (actor.Actor.Peek): for the reads that
+// answer at once (session/list, the settings, the kill grace).
 func (s *Session) peek() *snapshot { return s.actor.Peek() }
 
-// slow announces that the current entry is about to do slow work: peek
-// answers with what the state is now until it ends (actor.Actor.Slow). On
-// the actor.
+// slow publishes what the state is now, for peek, before the current
+// entry's slow work (actor.Actor.Slow). On the actor.
 func (s *Session) slow() { s.actor.Slow() }

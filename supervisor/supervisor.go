@@ -46,9 +46,8 @@
 //     replay re-sends.
 //   - work.go: the registry of work: terminals and tool calls, each with
 //     one state, and retention.
-//   - actor.go: a session's actor, the goroutine that owns its state
-//     (an internal/actor.Actor): do, doWait, peek, slow work, and the
-//     snapshot it publishes.
+//   - actor.go: a session's actor (internal/actor), which owns its state:
+//     do, doWait, peek, slow work, and the snapshot it publishes.
 //   - input.go: typing into terminals, sizing them, /tail, and the
 //     notices (what of them needs nothing of the session is
 //     supervisor/terminput's).
