@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/internal/actor"
 	"shellagent/internal/sessiontest"
 	"shellagent/protocol/acptest"
 	"shellagent/ptyio"
@@ -448,7 +449,7 @@ func TestSlowWorkReadsStraightDown(t *testing.T) {
 
 // TestABusySessionQueuesEntriesInOrder: while a session's actor does slow
 // work, entries queue without waiting and then run in the order they
-// came; beyond maxQueued the next one waits for room; reads (peek, here
+// came; beyond actor.MaxQueued the next one waits for room; reads (peek, here
 // session/list) never wait.
 func TestABusySessionQueuesEntriesInOrder(t *testing.T) {
 	t.Parallel()
@@ -463,7 +464,7 @@ func TestABusySessionQueuesEntriesInOrder(t *testing.T) {
 		<-open
 		order = append(order, -1)
 	})
-	const entries = maxQueued + 10
+	const entries = actor.MaxQueued + 10
 	var entered atomic.Int64
 	done := make(chan struct{})
 	go func() {
@@ -474,12 +475,12 @@ func TestABusySessionQueuesEntriesInOrder(t *testing.T) {
 		}
 	}()
 	deadline := time.Now().Add(20 * time.Second)
-	for entered.Load() < maxQueued && time.Now().Before(deadline) {
+	for entered.Load() < actor.MaxQueued && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(50 * time.Millisecond) // room to go wrong
-	if n := entered.Load(); n != maxQueued {
-		t.Errorf("%d entries entered a session busy with slow work, want %d (then wait for room)", n, maxQueued)
+	if n := entered.Load(); n != actor.MaxQueued {
+		t.Errorf("%d entries entered a session busy with slow work, want %d (then wait for room)", n, actor.MaxQueued)
 	}
 	if _, err := sv.ListSessions(c, &acp.ListSessionsRequest{}); err != nil {
 		t.Error(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/internal/actor"
 	"shellagent/internal/clientcheck"
 	"shellagent/protocol"
 	"shellagent/ptyio"
@@ -28,7 +29,7 @@ type Session struct {
 	cwd   string
 	disk  *record.Recorder // its history on disk
 	st    state
-	actor *actor // the goroutine that owns st (actor.go)
+	actor *actor.Actor[*state, *snapshot] // the goroutine that owns st (actor.go)
 }
 
 // lifecycle is where a session is in its life.

@@ -268,7 +268,7 @@ func TestTheActorEndsWithItsSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-s.actor.ended:
+	case <-s.actor.Ended():
 	case <-time.After(20 * time.Second):
 		t.Fatal("the actor of a closed session did not end")
 	}

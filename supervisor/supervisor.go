@@ -48,8 +48,8 @@
 //     supervisor/history's.
 //   - work.go: the registry of work: terminals and tool calls, each with
 //     one state, and retention.
-//   - actor.go: the goroutine that owns a session's state (do, doWait,
-//     peek, slow work) and the snapshot it publishes.
+//   - actor.go: a session's actor (internal/actor), which owns its state:
+//     do, doWait, peek, slow work, and the snapshot it publishes.
 //   - input.go: typing into terminals, sizing them, /tail, and the
 //     notices (what of them needs nothing of the session is
 //     supervisor/terminput's).
@@ -70,19 +70,18 @@
 //
 // # Concurrency
 //
-// Each session's state belongs to one goroutine, its actor (actor.go),
-// started with the session and ended once it has closed. Session.do
-// queues a function on the actor's bounded inbox (waiting only while
-// maxQueued entries wait), and the actor runs the entries one at a time,
-// in order, each followed by settle (the repeated state_update for a list
+// Each session's state belongs to one goroutine, its actor (actor.go: an
+// internal/actor.Actor, whose doc has the rules), started with the
+// session and ended once it has closed. Session.do queues a function on
+// its bounded inbox, and the actor runs the entries one at a time, in
+// order, each followed by settle (the repeated state_update for a list
 // change; the end of a close once nothing runs). doWait also waits for
-// the entry to have run and settled: for the ways in that answer with
-// what they changed (session/set_config_option, session/resume; Detach),
-// Sessions, and the kit's Session.Do. Neither is called from the actor
-// itself: code there runs inline what it would queue. An entry that
-// comes after the actor ended runs on the goroutine that brings it, under
-// the actor's late mutex, which owns the state from then on. These
-// goroutines bring entries:
+// the entry to have run: for the ways in that answer with what they
+// changed (session/set_config_option, session/resume; Detach), Sessions,
+// and the kit's Session.Do. Neither is called from the actor: code there
+// runs inline what it would queue. Once the actor has ended, an entry
+// runs on the goroutine that brings it, under the actor's late mutex.
+// These goroutines bring entries:
 //
 //   - the connection's request loop, through the protocol.Agent methods:
 //     any request. It must not block, so an answer that comes later (a
@@ -121,12 +120,12 @@
 // done (a terminal's events come after its announcement; a session/cancel
 // or a close that arrives during a launch stops what the launch started),
 // and no request waits for another session's launch. Before slow work the
-// entry calls slow, which publishes a snapshot of the state (its title,
-// settings, when it last reported, whether it is idle). The reads that
-// must answer while the session is busy (session/list, session/new's
-// config options, Shutdown's kill grace, a scenario's Idle) use peek: it
-// waits for the entries that came before it, but never for slow work,
-// and answers with the snapshot published last. A prompt that acts at
+// entry calls slow, which publishes a snapshot (its title, settings, when
+// it last reported, whether it is idle). The reads that must answer while
+// the session is busy (session/list, session/new's config options,
+// Shutdown's kill grace, a scenario's Idle) use peek: it waits for the
+// entries that came before it, never for slow work, and answers with the
+// snapshot published last. A prompt that acts at
 // once beside the foreground turn (/bg, /ps, /stop, /pause, /resume while
 // a command runs) ends no turn, so the session tells its client when it
 // is done (protocol.PromptActed, after its slow work if it has any), in
@@ -139,11 +138,12 @@
 // goroutine only read them; none of them enters a session but through
 // the ways in above.
 //
-// Locks, in the order they may be taken: a session's late (after its
-// actor ended), then its shown (the snapshot's hand-off, a leaf), and
-// the Supervisor's mu, which guards its session table only. A session's
-// actor takes mu (to leave the table when it closes); the Supervisor
-// never sends to an actor, nor waits for one, while it holds mu.
+// Locks, in the order they may be taken: a session's actor's late mutex
+// (after the actor ended), then its shown (the snapshot's hand-off, a
+// leaf; both internal/actor's), and the Supervisor's mu, which guards its
+// session table only. A session's actor takes mu (to leave the table when
+// it closes); the Supervisor never sends to an actor, nor waits for one,
+// while it holds mu.
 package supervisor
 
 import (
