@@ -206,7 +206,8 @@ func (h terminalHandle) Resize(size acp.TerminalSize) error {
 // kindOrigin is a kind of work's origin of the turns it runs (host.Run).
 type kindOrigin struct{ v any }
 
-func (o kindOrigin) owns(t *turn) bool { return t.origin == source(o) }
+// owns reports whether t is a turn it brought.
+func (o kindOrigin) owns(t *turn) bool { return t.origin == any(o) }
 
 // callHandle is a tool call of the session as its kind of work sees it
 // (work.Call).

@@ -52,8 +52,6 @@ func (k overlaySlot) listed(l *backgroundList) acp.Background {
 // kitOrigin is the source of the turns a kit.Foreground begins.
 type kitOrigin struct{ fg kit.Foreground }
 
-func (o kitOrigin) owns(t *turn) bool { return t.origin == o }
-
 // dropped implements dropper.
 func (o kitOrigin) dropped(*turn) { o.fg.Dropped() }
 

@@ -46,7 +46,7 @@ type turn struct {
 	in      input
 	reply   protocol.Reply  // answers the prompt once inserted; nil for a firing
 	from    protocol.Client // the connection the prompt came from
-	origin  source          // the job, watch or scenario whose work it is; nil for a prompt
+	origin  any             // the work that brought it with no prompt: a kind's (kindOrigin), a scenario's (kitOrigin); nil for a prompt
 	unwatch func() bool     // stops watching for the client withdrawing the held prompt
 	state   turnState
 	run     work.RunID // names it while it holds or waits for the foreground, if a kind of work ran it (kinds.go)
@@ -58,15 +58,7 @@ type turn struct {
 	timer work.Timer // the foreground timeout
 }
 
-// A source is work that brings turns of its own, with no prompt: a job
-// (its firings, supervisor/jobs), a watch (its runs, supervisor/watch), a scenario (its
-// foreground work, kit.go).
-type source interface {
-	// owns reports whether t is a turn it brought.
-	owns(t *turn) bool
-}
-
-// A dropper is a source that hears of a turn it brought being dropped
+// A dropper is an origin that hears of a turn it brought being dropped
 // while held (a scenario, whose foreground work then will not come).
 type dropper interface{ dropped(t *turn) }
 

@@ -67,14 +67,9 @@ type Log struct {
 	size int64
 }
 
-// OpenLog opens (creating it and its directories, private to the user)
-// the log file at path, capped at MaxLogSize.
-func OpenLog(path string) (*Log, error) {
-	return openLog(path, MaxLogSize)
-}
-
-// OpenLogCapped is OpenLog with another cap (MaxLogSize if limit <= 0):
-// for tests that prove the rotation without writing 10 MiB.
+// OpenLogCapped opens (creating it and its directories, private to the
+// user) the log file at path, capped at limit bytes (MaxLogSize if limit
+// <= 0).
 func OpenLogCapped(path string, limit int64) (*Log, error) {
 	if limit <= 0 {
 		limit = MaxLogSize
@@ -82,7 +77,7 @@ func OpenLogCapped(path string, limit int64) (*Log, error) {
 	return openLog(path, limit)
 }
 
-// openLog is OpenLog with another cap, for tests.
+// openLog is OpenLogCapped with limit taken as it is, for tests.
 func openLog(path string, limit int64) (*Log, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("stack: open log %s: %w", path, err)
