@@ -28,26 +28,11 @@ import (
 // of another build, one whose hello says a stdin comes that does not) is
 // closed by the daemon at once, unread and unwritten; it keeps none.
 func TestServerClosesAStdoutItDoesNotServe(t *testing.T) {
-	socket := filepath.Join(t.TempDir(), "s", "d.sock")
-	l, err := Listen(socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &Server{
+	socket := serve(t, &Server{
 		Supervisor: supervisor.New(supervisor.Config{}),
 		Build:      "test",
-		Socket:     socket,
 		Log:        slog.New(slog.DiscardHandler),
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, l) }()
-	defer func() {
-		cancel()
-		if err := <-served; !errors.Is(err, context.Canceled) {
-			t.Errorf("Serve: %v, want context.Canceled", err)
-		}
-	}()
+	})
 
 	tests := []struct {
 		want, build   string
@@ -114,31 +99,11 @@ func TestServerClosesAStdoutItDoesNotServe(t *testing.T) {
 // ends (the daemon then closes the socket), and when the socket does
 // while the stdin's writer stays (a relay killed under a live editor).
 func TestServerReadsAHandedStdin(t *testing.T) {
-	dir, err := os.MkdirTemp("", "sa")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	socket := filepath.Join(dir, "s", "d.sock")
-	l, err := Listen(socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &Server{
+	socket := serve(t, &Server{
 		Supervisor: supervisor.New(supervisor.Config{Detached: supervisor.KeepDetached}),
 		Build:      "test",
-		Socket:     socket,
 		Log:        slog.New(slog.DiscardHandler),
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, l) }()
-	defer func() {
-		cancel()
-		if err := <-served; !errors.Is(err, context.Canceled) {
-			t.Errorf("Serve: %v, want context.Canceled", err)
-		}
-	}()
+	})
 	hello := Hello{Shellagent: RelayVersion, Build: "test", Pid: os.Getpid()}
 
 	for _, end := range []string{"stdin", "socket"} {
@@ -236,33 +201,13 @@ func (h panicLog) WithGroup(string) slog.Handler      { return h }
 // on serving. Before the recover, the panic ended the daemon and every
 // session with it (issue 22).
 func TestServerDropsAConnectionWhoseServingPanics(t *testing.T) {
-	dir, err := os.MkdirTemp("", "sa")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	socket := filepath.Join(dir, "s", "d.sock")
-	l, err := Listen(socket)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	var msgs []string
-	srv := &Server{
+	socket := serve(t, &Server{
 		Supervisor: supervisor.New(supervisor.Config{Detached: supervisor.KeepDetached}),
 		Build:      "test",
-		Socket:     socket,
 		Log:        slog.New(panicLog{panicOn: "connected", mu: &mu, msgs: &msgs}),
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, l) }()
-	defer func() {
-		cancel()
-		if err := <-served; !errors.Is(err, context.Canceled) {
-			t.Errorf("Serve: %v, want context.Canceled", err)
-		}
-	}()
+	})
 
 	hello := Hello{Shellagent: RelayVersion, Build: "test", Pid: os.Getpid()}
 	c, err := Dial(socket, hello, Stdio{})
@@ -303,4 +248,32 @@ func TestServerDropsAConnectionWhoseServingPanics(t *testing.T) {
 			t.Fatalf("the panic was not logged; the log: %q", log)
 		}
 	}
+}
+
+// serve runs srv on a socket of its own, in a short directory (a unix
+// socket's path is short) that the test's end removes, until the test
+// ends; Serve must then return context.Canceled. It returns the socket's
+// path.
+func serve(t *testing.T, srv *Server) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	srv.Socket = filepath.Join(dir, "s", "d.sock")
+	l, err := Listen(srv.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; !errors.Is(err, context.Canceled) {
+			t.Errorf("Serve: %v, want context.Canceled", err)
+		}
+	})
+	return srv.Socket
 }
