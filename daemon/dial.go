@@ -86,7 +86,7 @@ type Stdio struct {
 // comes on the connection. So is stdio.In (Hello.Stdin, Client.HandedStdin):
 // the daemon then reads the requests from it, and the caller must not
 // read it. A pipe is passed as an open file of its own
-// where the OS allows (ownFile), so that the daemon's O_NONBLOCK is not
+// where the OS allows (OwnPipe), so that the daemon's O_NONBLOCK is not
 // set on the caller's.
 func Dial(socket string, hello Hello, stdio Stdio) (*Client, error) {
 	d, err := openDir(filepath.Dir(socket), false)
@@ -147,7 +147,7 @@ func writeHello(nc *net.UnixConn, hello Hello, stdio Stdio) (Hello, error) {
 			continue
 		}
 		fd := descriptor(h.f)
-		if own := ownFile(h.f, h.mode); own != nil {
+		if own := OwnPipe(h.f, h.mode); own != nil {
 			defer own.Close() // Best effort: the daemon has its copy once sent.
 			fd = descriptor(own)
 		}

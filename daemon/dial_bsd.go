@@ -4,8 +4,8 @@ package daemon
 
 import "os"
 
-// ownFile returns nil: there is no /proc/self/fd to open a pipe anew by
+// OwnPipe returns nil: there is no /proc/self/fd to open a pipe anew by
 // on macOS and FreeBSD (FreeBSD's fdescfs, where mounted, duplicates the
 // descriptor instead). The client's own open file is passed, and the
 // relay gives it back its O_NONBLOCK when it exits.
-func ownFile(*os.File, int) *os.File { return nil }
+func OwnPipe(*os.File, int) *os.File { return nil }

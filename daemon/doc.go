@@ -114,7 +114,7 @@
 // abstract claim that keeps a second daemon off a path), lock.go (the
 // lock beside the socket), hello.go (the hello, and the answers to status
 // and stop), server.go (the Server), dial.go and dial_*.go (the client
-// side: Dial, Connect, AskStatus, AskStop; ownFile), upgrade.go (the
+// side: Dial, Connect, AskStatus, AskStop; OwnPipe), upgrade.go (the
 // Host, the probe, the server's side of an upgrade, AskUpgrade),
 // upgrade_*.go (the hand-over by exec, Resume).
 package daemon

@@ -279,7 +279,7 @@ func clientStdio(hello Hello, fds []int) (out, in *os.File, rest []int) {
 // clientStdin makes fd, a client's stdin, the File the connection reads
 // its requests from: non-blocking, in the runtime poller, so that closing
 // it ends a read that waits for the next request (watchClient). The
-// client passes a pipe as an open file of its own (ownFile), so that
+// client passes a pipe as an open file of its own (OwnPipe), so that
 // O_NONBLOCK is set on that only; a socket cannot be opened anew, and
 // O_NONBLOCK is then set on the open file the client's process shares,
 // as for its stdout, which it gives back when it exits.

@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"shellagent/daemon"
 )
 
 // closeOnExec marks every descriptor above stderr close-on-exec: the agent
@@ -88,7 +90,7 @@ func watchHangup(fd int, gone func()) (stop func(), err error) {
 // that open file too; the new one is the agent's alone. Anything else (a
 // terminal, a file, a socket, no reader yet) is stdout as it is.
 func pollableStdout(log *slog.Logger) *os.File {
-	return pollable(log, os.Stdout, 1, os.O_WRONLY)
+	return pollable(log, os.Stdout, os.O_WRONLY)
 }
 
 // pollableStdin is stdin in the runtime poller when it is a pipe, as
@@ -99,24 +101,18 @@ func pollableStdout(log *slog.Logger) *os.File {
 // agent has been idle; the spawn's hop from the prompt's handler to the
 // actor took 250 µs at the median that way, 20 µs through the poller.
 func pollableStdin(log *slog.Logger) *os.File {
-	return pollable(log, os.Stdin, 0, os.O_RDONLY)
+	return pollable(log, os.Stdin, os.O_RDONLY)
 }
 
-// pollable is f, standard descriptor fd, opened anew non-blocking (mode
-// O_RDONLY or O_WRONLY) if it is a pipe, else f itself. It never calls
-// f.Fd(), which would make a non-blocking f blocking for everyone who
-// shares its open file.
-func pollable(log *slog.Logger, f *os.File, fd, mode int) *os.File {
-	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
-		return f
+// pollable is f opened anew non-blocking (mode O_RDONLY or O_WRONLY) if
+// it is a pipe (daemon.OwnPipe: the rule the relay's handover uses too),
+// else f itself.
+func pollable(log *slog.Logger, f *os.File, mode int) *os.File {
+	if p := daemon.OwnPipe(f, mode); p != nil {
+		return p
 	}
-	p, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", fd), mode|unix.O_NONBLOCK, 0)
-	if err != nil {
-		log.Debug("stays blocking", "file", f.Name(), "err", err)
-		return f
-	}
-	return p
+	log.Debug("stays blocking", "file", f.Name())
+	return f
 }
 
 // inputEnded reports whether fd, stdin handed to the daemon, has ended:
