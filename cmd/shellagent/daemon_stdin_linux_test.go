@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,13 +46,8 @@ func TestDaemonReadsTheRelaysStdin(t *testing.T) {
 
 // procState is the state letter of process pid (/proc/PID/stat), or "".
 func procState(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2 : i+3]
+	if f := statFields(pid); len(f) > 0 {
+		return f[0]
 	}
 	return ""
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"strconv"
 	"strings"
@@ -72,13 +73,23 @@ func (d *daemonFixture) upgradeKeepsTicker(bin string, pid, tickerPid int, sid s
 // parentOf returns the parent of process pid.
 func parentOf(t *testing.T, pid int) int {
 	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		t.Fatalf("process %d: %v", pid, err)
+	f := statFields(pid)
+	if len(f) < 2 {
+		t.Fatalf("process %d: no /proc/%d/stat", pid, pid)
 	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 	ppid, _ := strconv.Atoi(f[1])
 	return ppid
+}
+
+// statFields returns the fields of /proc/PID/stat after the command name
+// (state, ppid, ...), nil if the process is gone.
+func statFields(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	i := bytes.LastIndexByte(b, ')')
+	if err != nil || i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
 }
 
 // NEWBIN daemon upgrade hands a session with a background ticker to
