@@ -137,11 +137,11 @@ func (s *markerMode) killAll(timeout time.Duration) error {
 		if err != nil {
 			errs = append(errs, err)
 		}
-		if left == 0 {
+		if len(left) == 0 {
 			return errors.Join(errs...)
 		}
 		if time.Now().After(deadline) {
-			return errors.Join(append(errs, fmt.Errorf("containment: %d processes left after %v", left, timeout))...)
+			return errors.Join(append(errs, fmt.Errorf("containment: %d processes left after %v: %s", len(left), timeout, listProcs(left)))...)
 		}
 		time.Sleep(2 * time.Millisecond) // shutdown only: SIGKILL acts within milliseconds
 	}
@@ -166,11 +166,11 @@ func (s *markerMode) close(timeout time.Duration) error {
 }
 
 // kill sends SIGKILL to every live process of the instance and returns
-// how many it found.
-func (s *markerMode) kill() (int, error) {
+// those it found.
+func (s *markerMode) kill() ([]proc, error) {
 	procs, err := s.scans.scan()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	facts := s.facts(procs)
 	victims := make(map[int]proc)
@@ -191,18 +191,18 @@ func (s *markerMode) kill() (int, error) {
 		}
 	}
 	var errs []error
-	n := 0
+	var found []proc
 	for _, p := range victims {
 		if p.zombie() {
 			continue // gone but for its status
 		}
-		n++
+		found = append(found, p)
 		start := p.start
 		if _, err := signalProcess(p.pid, []unix.Signal{unix.SIGKILL}, byKill, func(q proc) bool { return q.start == start }); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	return n, errors.Join(errs...)
+	return found, errors.Join(errs...)
 }
 
 // marker is a process's markers as first read.

@@ -2,6 +2,7 @@ package contain
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -203,4 +204,29 @@ func (s *scanner) scan() ([]proc, error) {
 		s.done.Broadcast()
 	}
 	return s.last, s.err
+}
+
+// listProcs describes procs for an error: pid, command line and what
+// /proc showed of each (its state, parent and session, whether it was
+// exiting or doomed), at most five of them.
+func listProcs(procs []proc) string {
+	var b strings.Builder
+	for i, p := range procs {
+		if i == 5 {
+			fmt.Fprintf(&b, "; and %d more", len(procs)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%d %q (state %c, parent %d, session %d", p.pid, commandLine(p.pid), p.state, p.ppid, p.sid)
+		if p.exiting {
+			b.WriteString(", exiting")
+		}
+		if p.doomed() {
+			b.WriteString(", doomed")
+		}
+		b.WriteString(")")
+	}
+	return b.String()
 }
