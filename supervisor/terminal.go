@@ -64,6 +64,11 @@ func launchWith(st *state, call *toolCall, line string, opts launchOptions) *ter
 	if len(opts.env) > 0 {
 		env = append(slices.Clip(env), opts.env...)
 	}
+	// The ring waits for its first reader (announceTerminal) from the
+	// first byte: a flood would overwrite it before then.
+	first := t.ring.Follow(nil)
+	first.Hold(true)
+	defer first.Stop()
 	st.s.slow()
 	proc, err := cfg.Launcher.Launch(ptyio.Command{Shell: cfg.Shell, Line: line, Dir: dir, Env: env, Size: cfg.Size}, s.disk.Tee(t.id, t.ring), events{s, t})
 	if err != nil {

@@ -1,7 +1,11 @@
 package supervisor
 
 import (
+	"bytes"
+	"io"
+	"strconv"
 	"testing"
+	"time"
 
 	"shellagent/ptyio"
 )
@@ -60,4 +64,54 @@ func TestReplayFrom(t *testing.T) {
 			t.Errorf("replayFrom(%s) = %v, %v", tt.raw, replay, err)
 		}
 	}
+}
+
+// A command's output is held for the client from its first byte, though
+// the session announces the terminal only after the launch returns: here
+// the command writes four rings' worth before the launch returns, as a
+// flood does when the session's goroutine is slow to run on (a loaded
+// machine). The client still gets every byte, and no replacement.
+func TestOutputIsHeldFromTheFirstByte(t *testing.T) {
+	t.Parallel()
+	const scrollback = 4 << 10
+	data := seqBytes(4 * scrollback)
+	h := newHarness(t, Config{Scrollback: scrollback, Launcher: eagerLauncher{data}})
+	sid := h.newSession()
+	h.prompt(sid, "flood")
+	h.idle(nil, sid, "end_turn")
+	if got := h.c.Output(sid, "term_1"); !bytes.Equal(got, data) {
+		t.Errorf("client got %d bytes, want the command's %d", len(got), len(data))
+	}
+	if n := h.c.Snapshots(sid, "term_1"); n > 0 {
+		t.Errorf("%d replacement snapshots for a client that reads", n)
+	}
+}
+
+// seqBytes returns n bytes of decimal numbers, one per line, so that a
+// byte out of place shows.
+func seqBytes(n int) []byte {
+	var b []byte
+	for i := 1; len(b) < n; i++ {
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, '\n')
+	}
+	return b[:n]
+}
+
+// eagerLauncher plays a command that writes its output before Launch
+// returns, as far as the terminal's ring lets it in 100 ms, then exits 0.
+type eagerLauncher struct{ out []byte }
+
+func (l eagerLauncher) Launch(_ ptyio.Command, out io.Writer, ev ptyio.Events) (ptyio.Process, error) {
+	wrote := make(chan struct{})
+	go func() {
+		out.Write(l.out)
+		close(wrote)
+		ev.Exited(ptyio.Exit{Shell: ptyio.Status{Exited: true}})
+	}()
+	select {
+	case <-wrote:
+	case <-time.After(100 * time.Millisecond):
+	}
+	return playedProcess{}, nil
 }
