@@ -1,6 +1,7 @@
 package contain
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -535,5 +536,25 @@ sleep 1; (setsid env -i sleep 300 </dev/null >/dev/null 2>&1 & echo $! >`+pidFil
 	if running(escaped) {
 		t.Errorf("the escaped sleep %d outlived the containment", escaped)
 		unix.Kill(escaped, unix.SIGKILL)
+	}
+}
+
+// An error about processes left names each: pid, command line and what
+// the scan showed; five at most.
+func TestListProcs(t *testing.T) {
+	self, ok := readProc(os.Getpid())
+	if !ok {
+		t.Fatal("no /proc/self")
+	}
+	doomed := self
+	doomed.sigPending, doomed.exiting = 1<<(unix.SIGKILL-1), true
+	got := listProcs([]proc{self, doomed})
+	want := fmt.Sprintf("%d %q (state %c, parent %d, session %d); %[1]d %[2]q (state %[3]c, parent %[4]d, session %[5]d, exiting, doomed)",
+		self.pid, commandLine(self.pid), self.state, self.ppid, self.sid)
+	if got != want {
+		t.Errorf("listProcs:\n got %s\nwant %s", got, want)
+	}
+	if got := listProcs(make([]proc, 7)); !strings.HasSuffix(got, "; and 2 more") {
+		t.Errorf("listProcs of 7: %s", got)
 	}
 }

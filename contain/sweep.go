@@ -42,7 +42,7 @@ func sweepMarked(self instance) (int, error) {
 		if err != nil {
 			return killed, err
 		}
-		found := 0
+		var found []proc
 		var errs []error
 		for _, p := range procs {
 			if !p.live() {
@@ -52,18 +52,18 @@ func sweepMarked(self instance) (int, error) {
 			if !ok || !dead(inst, self) {
 				continue
 			}
-			found++
+			found = append(found, p)
 			start := p.start
 			if _, err := signalProcess(p.pid, []unix.Signal{unix.SIGKILL}, byKill, func(q proc) bool { return q.start == start }); err != nil {
 				errs = append(errs, err)
 			}
 		}
-		killed += found
-		if found == 0 || len(errs) > 0 {
+		killed += len(found)
+		if len(found) == 0 || len(errs) > 0 {
 			return killed, errors.Join(errs...)
 		}
 		if time.Now().After(deadline) {
-			return killed, fmt.Errorf("sweep: marked processes still appear after %v", SweepTimeout)
+			return killed, fmt.Errorf("sweep: marked processes still appear after %v: %s", SweepTimeout, listProcs(found))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
