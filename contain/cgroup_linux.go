@@ -198,10 +198,11 @@ func (t *cgroupTree) close(timeout time.Duration) error {
 }
 
 // killTree kills every process of the cgroup at dir and below, and waits
-// until none is left, at most timeout.
+// until none is left, at most timeout (see ending).
 func killTree(dir string, hasKill bool, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
+	end := newEnding(timeout)
 	for {
+		began := time.Now()
 		populated, _, err := readEvents(dir)
 		if errors.Is(err, fs.ErrNotExist) || err == nil && !populated {
 			return nil
@@ -209,8 +210,12 @@ func killTree(dir string, hasKill bool, timeout time.Duration) error {
 		if err != nil {
 			return err
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("cgroup %s: processes left after %v", dir, timeout)
+		if !began.Before(end.deadline) {
+			pids, _ := cgroupPids(dir) // Best effort: for the rule and the error
+			left := end.left(began, statPids(pids))
+			if len(left) > 0 || end.over(began) {
+				return fmt.Errorf("cgroup %s: processes left after %v: %s", dir, timeout, listProcs(left))
+			}
 		}
 		if hasKill {
 			err = writeFile(filepath.Join(dir, "cgroup.kill"), "1")

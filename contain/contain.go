@@ -44,7 +44,8 @@
 // orphans, and the rule that says which), session.go, send.go with
 // pidref_*.go (signalling one process and telling whether it was
 // reached), proc.go with procfs_linux.go, proc_darwin.go, proc_freebsd.go
-// and procargs.go (reading processes), sweep.go.
+// and procargs.go (reading processes), ending.go (when processes killed
+// at Close or by the sweep are given up on), sweep.go.
 package contain
 
 import (
@@ -97,7 +98,9 @@ const (
 // never sweep what it checks.
 const SweepScopeEnv = "SHELLAGENT_SWEEP_SCOPE"
 
-// CloseTimeout bounds how long Close waits for killed processes to go.
+// CloseTimeout bounds how long Close waits for killed processes to go;
+// twice that for processes a SIGKILL has reached that have yet to run to
+// their end, as on a loaded machine (see ending).
 const CloseTimeout = 2 * time.Second
 
 // A Containment holds the processes of every terminal of one agent

@@ -129,18 +129,19 @@ func (s *markerMode) remove(g *markerGroup) {
 // killAll kills every process of the instance: every member of every
 // group, every child of the agent that its reaper would reap, and every
 // process with the instance's marker, until none is left (at most
-// timeout).
+// timeout, see ending).
 func (s *markerMode) killAll(timeout time.Duration) error {
 	var errs []error
-	for deadline := time.Now().Add(timeout); ; {
-		left, err := s.kill()
+	for end := newEnding(timeout); ; {
+		began := time.Now()
+		found, err := s.kill()
 		if err != nil {
 			errs = append(errs, err)
 		}
-		if len(left) == 0 {
+		if len(found) == 0 {
 			return errors.Join(errs...)
 		}
-		if time.Now().After(deadline) {
+		if left := end.left(began, found); len(left) > 0 {
 			return errors.Join(append(errs, fmt.Errorf("containment: %d processes left after %v: %s", len(left), timeout, listProcs(left)))...)
 		}
 		time.Sleep(2 * time.Millisecond) // shutdown only: SIGKILL acts within milliseconds

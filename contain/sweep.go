@@ -8,7 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// SweepTimeout bounds how long Sweep waits for the processes it killed.
+// SweepTimeout bounds how long Sweep waits for the processes it killed;
+// twice that for those on their way out (see ending).
 const SweepTimeout = 2 * time.Second
 
 // Sweep removes what agent instances that are no longer alive left
@@ -34,10 +35,11 @@ func dead(s string, self instance) bool {
 }
 
 // sweepMarked kills the processes marked with a dead instance until none
-// is left (a fork loop keeps making more for a moment).
+// is left (a fork loop keeps making more for a moment; see ending).
 func sweepMarked(self instance) (int, error) {
 	killed := 0
-	for deadline := time.Now().Add(SweepTimeout); ; {
+	for end := newEnding(SweepTimeout); ; {
+		began := time.Now()
 		procs, err := scanProcs()
 		if err != nil {
 			return killed, err
@@ -62,8 +64,8 @@ func sweepMarked(self instance) (int, error) {
 		if len(found) == 0 || len(errs) > 0 {
 			return killed, errors.Join(errs...)
 		}
-		if time.Now().After(deadline) {
-			return killed, fmt.Errorf("sweep: marked processes still appear after %v: %s", SweepTimeout, listProcs(found))
+		if left := end.left(began, found); len(left) > 0 {
+			return killed, fmt.Errorf("sweep: marked processes still appear after %v: %s", SweepTimeout, listProcs(left))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

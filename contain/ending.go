@@ -1,0 +1,56 @@
+package contain
+
+import "time"
+
+// An ending tells when the processes a loop keeps killing (Close, the
+// sweep) must be given up on. Each look scans, then sends SIGKILL to what
+// it found; what it found was live before its own signals. So a look
+// that finds a process says nothing of a signal sent by the same look,
+// and on a loaded machine one look can outlast the whole timeout: the
+// rule counts only what a look that began after the deadline still finds
+// from the look before it, as live and not yet on its way out (neither
+// exiting nor doomed, see proc.doomed), which no SIGKILL has reached.
+// Processes on their way out, or new ones that keep appearing, are given
+// up on once a look begins a second timeout later.
+type ending struct {
+	deadline, last time.Time
+	before         map[procID]bool // what the previous look found
+}
+
+// procID names one process: its pid and start time.
+type procID struct {
+	pid   int
+	start uint64
+}
+
+func newEnding(timeout time.Duration) *ending {
+	now := time.Now()
+	return &ending{deadline: now.Add(timeout), last: now.Add(2 * timeout)}
+}
+
+// left takes what a look that began at began found, and returns the
+// processes to give up on: none while the look goes on.
+func (e *ending) left(began time.Time, found []proc) []proc {
+	before := e.before
+	e.before = make(map[procID]bool, len(found))
+	for _, p := range found {
+		e.before[procID{p.pid, p.start}] = true
+	}
+	if began.Before(e.deadline) {
+		return nil
+	}
+	if e.over(began) {
+		return found
+	}
+	var resisted []proc
+	for _, p := range found {
+		if before[procID{p.pid, p.start}] && !p.exiting && !p.doomed() {
+			resisted = append(resisted, p)
+		}
+	}
+	return resisted
+}
+
+// over reports whether a look that began at began is past the second
+// timeout: whatever it finds is given up on.
+func (e *ending) over(began time.Time) bool { return !began.Before(e.last) }

@@ -1,0 +1,48 @@
+package contain
+
+import (
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The ending's rule, look by look: what counts as left is what a look
+// that began after the deadline still finds from the look before it,
+// live and not on its way out; past a second timeout, whatever is found.
+func TestEnding(t *testing.T) {
+	const timeout = 2 * time.Second
+	a, b := proc{pid: 10, start: 1}, proc{pid: 11, start: 1}
+	doomed := a
+	doomed.sigPending = 1 << (unix.SIGKILL - 1)
+	exiting := a
+	exiting.exiting = true
+	reused := proc{pid: 10, start: 2} // a's pid, another process
+	type look struct {
+		at    time.Duration // when the look began, from the start
+		found []proc
+		left  int
+	}
+	tests := []struct {
+		name  string
+		looks []look
+	}{
+		{"found before the deadline", []look{{0, []proc{a}, 0}, {time.Second, []proc{a}, 0}}},
+		{"a look that took the whole timeout killed it a moment ago", []look{{0, []proc{a}, 0}, {timeout + time.Millisecond, []proc{doomed}, 0}}},
+		{"the first look began late", []look{{timeout, []proc{a}, 0}}},
+		{"found again, live and not doomed", []look{{time.Second, []proc{a, b}, 0}, {timeout, []proc{a, b}, 2}}},
+		{"doomed: on its way out", []look{{time.Second, []proc{a}, 0}, {timeout, []proc{doomed}, 0}}},
+		{"exiting: on its way out", []look{{time.Second, []proc{a}, 0}, {timeout, []proc{exiting}, 0}}},
+		{"new since the look before", []look{{time.Second, []proc{a}, 0}, {timeout, []proc{b, reused}, 0}}},
+		{"past the second timeout", []look{{time.Second, []proc{a}, 0}, {2 * timeout, []proc{doomed, b}, 2}}},
+	}
+	for _, tt := range tests {
+		e := newEnding(timeout)
+		start := e.deadline.Add(-timeout)
+		for i, l := range tt.looks {
+			if got := e.left(start.Add(l.at), l.found); len(got) != l.left {
+				t.Errorf("%s: look %d at %v: %d left, want %d", tt.name, i, l.at, len(got), l.left)
+			}
+		}
+	}
+}
