@@ -26,7 +26,7 @@ import (
 // its session, while a session holds work that cannot be handed over.
 // Work that ends by itself within a kill grace (a session closing, a
 // service that /down or /restart is stopping) is waited for, at most the
-// longest kill grace and a second, before it refuses.
+// longest kill grace and five seconds, before it refuses.
 func (sv *Supervisor) Precheck() error {
 	return handover.Await(func() (blocked *handover.Blocked, grace time.Duration) {
 		for _, s := range sv.list() {

@@ -26,7 +26,7 @@ func (b *Blocked) Err() error {
 // A session blocked by work that stays is refused at once (Blocked.Err);
 // one blocked by work that ends by itself is looked at again every
 // awaitEvery, and refused once it still is after grace (the longest
-// kill grace of the first look) and a second. look returns the first
+// kill grace of the first look) and awaitSlack. look returns the first
 // session blocked, or nil, and the longest kill grace of the sessions
 // it looked at.
 func Await(look func() (*Blocked, time.Duration)) error {
@@ -39,13 +39,19 @@ func Await(look func() (*Blocked, time.Duration)) error {
 		case len(blocked.Refuse) > 0:
 			return blocked.Err()
 		case deadline.IsZero():
-			deadline = time.Now().Add(grace + time.Second)
+			deadline = time.Now().Add(grace + awaitSlack)
 		case time.Now().After(deadline):
 			return blocked.Err()
 		}
 		time.Sleep(awaitEvery)
 	}
 }
+
+// awaitSlack is how long Await waits past the kill grace: work stopping
+// after its grace still has its SIGKILL to take, its containment to end
+// (up to contain.CloseTimeout) and its output to drain, and a loaded
+// machine can take a few seconds for that.
+const awaitSlack = 5 * time.Second
 
 // awaitEvery is how often Await looks again at work it waits for.
 const awaitEvery = 50 * time.Millisecond
