@@ -52,6 +52,9 @@ var readBufs = sync.Pool{New: func() any { b := make([]byte, readSize); return &
 // its Containment.
 type Local struct {
 	Containment *contain.Containment // required
+	// PTYs, if not nil, holds a PTY open ahead of each launch; its owner
+	// closes it once no Launch can run any more.
+	PTYs *Spare
 }
 
 var _ Launcher = Local{}
@@ -67,7 +70,7 @@ func (l Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start %q: %w", cmd.Line, err)
 	}
-	master, tty, err := OpenPTY(cmd.Size)
+	master, tty, err := l.PTYs.take(cmd.Size)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("start %q: %w", cmd.Line, err), g.Close())
 	}
@@ -81,6 +84,7 @@ func (l Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
 	}
 	argv := shellArgv(cmd)
 	pid, err := g.ForkExec(argv[0], argv, attr)
+	l.PTYs.refill() // while the shell execs
 	// The child has its copies; keeping ours would hide EIO. Best effort:
 	// a close error on a descriptor we no longer use changes nothing.
 	_ = tty.Close()

@@ -18,6 +18,7 @@ import (
 
 	"shellagent/daemon"
 	"shellagent/procexit"
+	"shellagent/ptyio"
 	"shellagent/supervisor"
 )
 
@@ -204,7 +205,9 @@ func serveDaemon(opts daemonOptions) int {
 	}
 	hold.history = time.Now()
 	defer closeHistory(log, store) // after the sessions' stop: it records their close
-	cfg := opts.supervisorConfig(log, c)
+	ptys := ptyio.NewSpare(opts.size())
+	defer closeSpare(log, ptys) // after the sessions' stop: no launch can run
+	cfg := opts.supervisorConfig(log, c, ptys)
 	cfg.Detached, cfg.DetachedTTL, cfg.History = supervisor.KeepDetached, opts.detachedTTL, store
 	sup := supervisor.New(cfg)
 	srv := &daemon.Server{

@@ -244,22 +244,35 @@ closed stdout stop every command, leave no process behind, and exit.
 }
 
 // supervisorConfig is the Config of the agent's Supervisor, its commands
-// held by c.
-func (o agentOptions) supervisorConfig(log *slog.Logger, c *contain.Containment) supervisor.Config {
+// held by c, their PTYs opened ahead by ptys.
+func (o agentOptions) supervisorConfig(log *slog.Logger, c *contain.Containment, ptys *ptyio.Spare) supervisor.Config {
 	return supervisor.Config{
 		Shell:             o.shell,
 		ForegroundTimeout: o.foregroundTimeout,
 		KillGrace:         o.killGrace,
 		Scrollback:        o.scrollback,
-		Size:              ptyio.Size{Cols: uint16(o.cols), Rows: uint16(o.rows)},
+		Size:              o.size(),
 		Version:           version(),
 		Log:               log,
 		SequentialIDs:     o.sequentialIDs,
-		Launcher:          ptyio.Local{Containment: c},
+		Launcher:          ptyio.Local{Containment: c, PTYs: ptys},
 		Containment:       string(c.Mode()),
 		ClientChecks:      o.clientChecks,
 		Kit:               kit.Kit{Invalid: o.scenariosInvalid, Log: log},
 		StateDir:          o.history.stateDir,
+	}
+}
+
+// size is the size of every terminal's PTY.
+func (o agentOptions) size() ptyio.Size {
+	return ptyio.Size{Cols: uint16(o.cols), Rows: uint16(o.rows)}
+}
+
+// closeSpare closes the PTY opened ahead of the next launch, once no
+// launch can run.
+func closeSpare(log *slog.Logger, ptys *ptyio.Spare) {
+	if err := ptys.Close(); err != nil {
+		log.Warn("closing", "err", err)
 	}
 }
 
@@ -294,7 +307,9 @@ func serve(opts agentOptions) int {
 		return 1
 	}
 	defer closeHistory(log, store) // after the shutdown: it records the sessions' close
-	cfg := opts.supervisorConfig(log, c)
+	ptys := ptyio.NewSpare(opts.size())
+	defer closeSpare(log, ptys) // after the shutdown: no launch can run
+	cfg := opts.supervisorConfig(log, c, ptys)
 	cfg.History = store
 	sup := supervisor.New(cfg)
 	out := newOutput(log, pollableStdout(log))
