@@ -130,6 +130,7 @@ func binarySpawn(b *testing.B, daemon bool) {
 	for i := range b.N {
 		agent = append(agent, spawnAgent(b, a, sid, first, i+2))
 		b.StopTimer()
+		settle()
 		raw = append(raw, d.drain(b, spawnWork).first)
 		b.StartTimer()
 	}

@@ -58,6 +58,7 @@ func BenchmarkSpawn(b *testing.B) {
 // time from sending the prompt to the first decoded byte.
 func spawnAgent(tb testing.TB, a *agent, sid string, first *firstOutput, turn int) time.Duration {
 	tb.Helper()
+	settle()
 	start := time.Now()
 	tid := a.prompt(tb, sid, spawnLine)
 	a.c.waitTurnsEnded(tb, sid, turn)
@@ -68,12 +69,23 @@ func spawnAgent(tb testing.TB, a *agent, sid string, first *firstOutput, turn in
 	return at.Sub(start)
 }
 
+// settle waits, untimed, before a spawn is timed, so that each starts on
+// a machine at rest: what the spawn before it left to do (the agent's
+// spares made ahead for the next launch, a shell's teardown) is not
+// charged to the next spawn, the other side's in particular. A user's
+// spawns come seconds apart, not back to back.
+func settle() { time.Sleep(spawnSettle) }
+
+// spawnSettle is how long settle waits.
+const spawnSettle = 20 * time.Millisecond
+
 // spawnRaw starts spawnLine with pty.Start and returns the time until the
 // first byte is read.
 func spawnRaw(tb testing.TB) time.Duration {
 	tb.Helper()
 	var once sync.Once
 	var at time.Time
+	settle()
 	start := time.Now()
 	t, err := startRaw(spawnLine, blocking, func(_ []byte, now time.Time) { once.Do(func() { at = now }) })
 	if err != nil {
