@@ -172,6 +172,9 @@ func probeCloneInto(dir string) error {
 	return fmt.Errorf("start a process in cgroup %s (CLONE_INTO_CGROUP, Linux 5.7): %w", dir, err)
 }
 
+// prepare has the next group's cgroup made ahead (see spare).
+func (t *cgroupTree) prepare() { t.spare.refill(t) }
+
 // remove removes the instance cgroup and every cgroup below it. They must
 // be empty.
 func (t *cgroupTree) remove() error { return removeTree(t.dir) }
@@ -391,7 +394,7 @@ type cgroupGroup struct {
 }
 
 // newGroup returns the cgroup of group n: the spare if it was made for n,
-// else one made now. ForkExec has the next spare made.
+// else one made now.
 func (t *cgroupTree) newGroup(n int64) (Group, error) {
 	if g := t.spare.take(n); g != nil {
 		return g, nil
@@ -456,9 +459,6 @@ func (g *cgroupGroup) ForkExec(argv0 string, argv []string, attr *syscall.ProcAt
 	sys.UseCgroupFD, sys.CgroupFD = true, fd
 	a.Sys, a.Env = &sys, withEnv(a.Env, g.env)
 	pid, err := g.tree.reap.forkExec(argv0, argv, &a)
-	// The next group's cgroup is made while this one's process execs,
-	// off the path of both spawns.
-	g.tree.spare.refill(g.tree)
 	if err != nil {
 		return 0, err
 	}

@@ -116,6 +116,7 @@ type Containment struct {
 // modeImpl is a mode's side of a Containment.
 type modeImpl interface {
 	newGroup(n int64) (Group, error)
+	prepare()
 	killAll(timeout time.Duration) error
 	close(timeout time.Duration) error
 }
@@ -201,6 +202,14 @@ func (c *Containment) NewGroup() (Group, error) {
 	}
 	return g, nil
 }
+
+// Prepare has the next group made ahead of its NewGroup, on a goroutine
+// of its own, where the mode has something to make (cgroup mode: its
+// cgroup, see spare_linux.go); NewGroup takes it then. A NewGroup that
+// finds none prepared makes its group itself. A launcher calls Prepare
+// once the process it started has got going, so that the work does not
+// slow that start (ptyio.Local). After Close it does nothing.
+func (c *Containment) Prepare() { c.m.prepare() }
 
 // KillAll sends SIGKILL to every process of every group and waits until
 // they are gone, at most CloseTimeout. Groups go on working: each reports

@@ -74,6 +74,9 @@ func newMarkerMode(inst instance, patience time.Duration) *markerMode {
 
 func (s *markerMode) newGroup(n int64) (Group, error) { return newMarkerGroup(s, n), nil }
 
+// prepare does nothing: a marker group is made at no cost.
+func (s *markerMode) prepare() {}
+
 // forkExec starts a group's first process in a new session: through the
 // reaper in Subreaper mode, which leaves it to its starter.
 func (s *markerMode) forkExec(argv0 string, argv []string, attr *syscall.ProcAttr) (int, error) {

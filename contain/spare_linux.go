@@ -6,8 +6,9 @@ import "sync"
 // bench/README.md round 5): making a cgroup (a mkdir in cgroupfs, the
 // inotify watch on its cgroup.events, its directory opened for
 // CLONE_INTO_CGROUP) is then off a spawn's path. One is made when the
-// tree opens and, after each ForkExec (while its process execs), on a
-// goroutine of its own that close waits for. It is named for the number the next NewGroup will issue, so
+// tree opens and, at each Prepare (once the launcher's last process has
+// got going), on a goroutine of its own that close waits for. It is named
+// for the number the next NewGroup will issue, so
 // that it is that group's cgroup in every respect (its name, which Adopt
 // finds after an exec in place, and its marker); a spare whose number was
 // not the next after all (two launches at once, an adoption) is removed

@@ -42,8 +42,8 @@ func waitExists(t *testing.T, dir string) {
 
 // TestSpareCgroupIsTheNextGroups checks that the next terminal's cgroup
 // is made ahead, that NewGroup hands it out (its process is born in it),
-// that the next spare is made after the fork, and that Close removes the
-// spare with the instance's cgroup.
+// that the next spare is made at Prepare, not at the fork, and that Close
+// removes the spare with the instance's cgroup.
 func TestSpareCgroupIsTheNextGroups(t *testing.T) {
 	c, tree := openCgroupMode(t)
 	spare1 := filepath.Join(tree.dir, "t1")
@@ -54,7 +54,12 @@ func TestSpareCgroupIsTheNextGroups(t *testing.T) {
 	if g := s.g.(*cgroupGroup); g.dir != spare1 {
 		t.Errorf("group 1 in %s, want the spare %s", g.dir, spare1)
 	}
-	waitExists(t, filepath.Join(tree.dir, "t2")) // made while the first execs
+	spare2 := filepath.Join(tree.dir, "t2")
+	if _, err := os.Stat(spare2); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the next spare was made at the fork, before Prepare (stat: %v)", err)
+	}
+	c.Prepare()
+	waitExists(t, spare2)
 	s.reap(t)
 	waitDone(t, s.g)
 	if err := s.g.Close(); err != nil {

@@ -84,7 +84,7 @@ func (l Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
 	}
 	argv := shellArgv(cmd)
 	pid, err := g.ForkExec(argv[0], argv, attr)
-	l.PTYs.refill() // while the shell execs
+	l.prepareNext() // once the shell has started (prepare.go)
 	// The child has its copies; keeping ours would hide EIO. Best effort:
 	// a close error on a descriptor we no longer use changes nothing.
 	_ = tty.Close()

@@ -39,7 +39,8 @@
 // Files: ptyio.go (the API), local.go (Local: the PTY, the fork into the
 // containment, the goroutines that read the PTY and follow the process),
 // openpty_linux.go and openpty_other.go (opening a PTY pair), spare.go
-// (one opened ahead of the next launch),
+// (one opened ahead of the next launch), prepare.go (when the spares of
+// the next launch are made),
 // input_linux.go (seeing a program blocked reading its terminal),
 // input_other.go (which reports that as unsupported elsewhere),
 // handover.go, adopt_linux.go and adopt_other.go (freezing a command and

@@ -13,11 +13,11 @@ import (
 // kernel's allocation of a PTY and its line discipline (OpenPTY: about a
 // third of a millisecond, bench/README.md round 5) is off the spawn's
 // path, as contain's spare cgroup is. A Launch takes the pair and, once
-// its command is forked, has the next one opened on a goroutine of its
-// own (refill). A take that finds none opens one as OpenPTY does. It is
-// safe for concurrent use. Its owner closes it (Close) once no Launch can
-// run any more: the spare held is closed, and a refill under way is
-// waited for.
+// its shell has started (prepare.go), has the next one opened on a
+// goroutine of its own (refill). A take that finds none opens one as
+// OpenPTY does. It is safe for concurrent use. Its owner closes it
+// (Close) once no Launch can run any more: the spare held is closed, and
+// a refill under way is waited for.
 type Spare struct {
 	size Size // the size the spares are opened at
 

@@ -60,6 +60,30 @@ func TestSpare(t *testing.T) {
 	}
 }
 
+// The next launch's spare is opened prepareAfter after a launch's fork
+// (prepare.go), not while the shell starts, nor at its first output.
+func TestSpareIsOpenedOnceTheShellHasStarted(t *testing.T) {
+	defer func(d time.Duration) { prepareAfter = d }(prepareAfter)
+	size := Size{Cols: 80, Rows: 24}
+	ptys := NewSpare(size)
+	defer ptys.Close()
+	l := Local{Containment: launcher.Containment, PTYs: ptys}
+	waitHeld(t, ptys)
+	prepareAfter = time.Hour
+	_, rec := launchWith(t, l, "echo started", size)
+	rec.wait(t)
+	ptys.mu.Lock()
+	held := ptys.master != nil || ptys.filling
+	ptys.mu.Unlock()
+	if held {
+		t.Fatalf("a spare was opened before prepareAfter (output %q)", rec.output())
+	}
+	prepareAfter = time.Millisecond
+	_, rec = launchWith(t, l, "echo next", size) // none held: it opens its own
+	rec.wait(t)
+	waitHeld(t, ptys)
+}
+
 // waitHeld waits until the Spare holds a PTY pair, and returns its master.
 func waitHeld(t *testing.T, s *Spare) *os.File {
 	t.Helper()
