@@ -217,7 +217,7 @@ func killTree(dir string, hasKill bool, timeout time.Duration) error {
 			pids, _ := cgroupPids(dir) // Best effort: for the rule and the error
 			left := end.left(began, statPids(pids))
 			if len(left) > 0 || end.over(began) {
-				return fmt.Errorf("cgroup %s: processes left after %v: %s", dir, timeout, listProcs(left))
+				return fmt.Errorf("cgroup %s: processes left after %v: %s", dir, end.tried(), listProcs(left))
 			}
 		}
 		if hasKill {

@@ -13,8 +13,9 @@ import "time"
 // Processes on their way out, or new ones that keep appearing, are given
 // up on once a look begins a second timeout later.
 type ending struct {
-	deadline, last time.Time
-	before         map[procID]bool // what the previous look found
+	start, deadline, last time.Time
+	before                map[procID]bool // what the previous look found
+	seen                  map[procID]bool // what any look found
 }
 
 // procID names one process: its pid and start time.
@@ -25,7 +26,7 @@ type procID struct {
 
 func newEnding(timeout time.Duration) *ending {
 	now := time.Now()
-	return &ending{deadline: now.Add(timeout), last: now.Add(2 * timeout)}
+	return &ending{start: now, deadline: now.Add(timeout), last: now.Add(2 * timeout), seen: make(map[procID]bool)}
 }
 
 // left takes what a look that began at began found, and returns the
@@ -35,6 +36,7 @@ func (e *ending) left(began time.Time, found []proc) []proc {
 	e.before = make(map[procID]bool, len(found))
 	for _, p := range found {
 		e.before[procID{p.pid, p.start}] = true
+		e.seen[procID{p.pid, p.start}] = true
 	}
 	if began.Before(e.deadline) {
 		return nil
@@ -50,6 +52,14 @@ func (e *ending) left(began time.Time, found []proc) []proc {
 	}
 	return resisted
 }
+
+// count returns how many processes the looks found, each once however
+// many looks found it.
+func (e *ending) count() int { return len(e.seen) }
+
+// tried returns how long the looks have gone on, for an error: from one
+// timeout to two.
+func (e *ending) tried() time.Duration { return time.Since(e.start).Round(time.Millisecond) }
 
 // over reports whether a look that began at began is past the second
 // timeout: whatever it finds is given up on.

@@ -46,3 +46,18 @@ func TestEnding(t *testing.T) {
 		}
 	}
 }
+
+// An ending counts each process its looks found once, however many looks
+// found it; a pid reused by another process counts again.
+func TestEndingCount(t *testing.T) {
+	a, b := proc{pid: 10, start: 1}, proc{pid: 11, start: 1}
+	reused := proc{pid: 10, start: 2}
+	e := newEnding(time.Hour)
+	start := e.start
+	for i, found := range [][]proc{{a}, {a, b}, {b, reused}, nil} {
+		e.left(start.Add(time.Duration(i)*time.Millisecond), found)
+	}
+	if got := e.count(); got != 3 {
+		t.Errorf("count after looks finding a; a, b; b, a's pid reused; nothing = %d, want 3", got)
+	}
+}

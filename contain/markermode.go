@@ -145,7 +145,7 @@ func (s *markerMode) killAll(timeout time.Duration) error {
 			return errors.Join(errs...)
 		}
 		if left := end.left(began, found); len(left) > 0 {
-			return errors.Join(append(errs, fmt.Errorf("containment: %d processes left after %v: %s", len(left), timeout, listProcs(left)))...)
+			return errors.Join(append(errs, fmt.Errorf("containment: %d processes left after %v: %s", len(left), end.tried(), listProcs(left)))...)
 		}
 		time.Sleep(2 * time.Millisecond) // shutdown only: SIGKILL acts within milliseconds
 	}

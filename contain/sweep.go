@@ -37,12 +37,11 @@ func dead(s string, self instance) bool {
 // sweepMarked kills the processes marked with a dead instance until none
 // is left (a fork loop keeps making more for a moment; see ending).
 func sweepMarked(self instance) (int, error) {
-	killed := 0
 	for end := newEnding(SweepTimeout); ; {
 		began := time.Now()
 		procs, err := scanProcs()
 		if err != nil {
-			return killed, err
+			return end.count(), err
 		}
 		var found []proc
 		var errs []error
@@ -60,12 +59,12 @@ func sweepMarked(self instance) (int, error) {
 				errs = append(errs, err)
 			}
 		}
-		killed += len(found)
+		left := end.left(began, found)
 		if len(found) == 0 || len(errs) > 0 {
-			return killed, errors.Join(errs...)
+			return end.count(), errors.Join(errs...)
 		}
-		if left := end.left(began, found); len(left) > 0 {
-			return killed, fmt.Errorf("sweep: marked processes still appear after %v: %s", SweepTimeout, listProcs(left))
+		if len(left) > 0 {
+			return end.count(), fmt.Errorf("sweep: marked processes still appear after %v: %s", end.tried(), listProcs(left))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
