@@ -131,8 +131,9 @@ func keepFlags(files ...*os.File) (restore func()) {
 }
 
 // control runs fn on f's descriptor. Never File.Fd: on a file the runtime
-// found non-blocking it clears O_NONBLOCK, for everyone who shares the
-// open file.
+// made non-blocking itself (as os.Pipe does; os.NewFile, which makes
+// os.Stdin, leaves the flag as it finds it) it clears O_NONBLOCK, for
+// everyone who shares the open file (TestKeepFlags).
 func control(f *os.File, fn func(fd int)) {
 	rc, err := f.SyscallConn()
 	if err != nil {
