@@ -5,11 +5,12 @@ import "time"
 // prepareAfter is how long after a launch's fork the next launch's
 // spares are made: the PTY (Spare) and the containment's group
 // (contain.Containment.Prepare). Made right after the fork, they took
-// CPU and kernel locks from the shell's start and slowed it; made at its
-// first output, they slowed that output's way to the client (on two
-// cores, a quarter and half a millisecond: bench/README.md, round 9).
-// By then a shell has started on a small machine; a launch that comes
-// sooner opens its own PTY and group, as without spares.
+// CPU and kernel locks from the shell's start, and the spawn took a
+// quarter of a millisecond longer on two cores; made at the command's
+// first output, they slowed that output's way to the client, by more
+// (bench/README.md, round 9). By then a shell has started on a small
+// machine; a launch that comes sooner opens its own PTY and group, as
+// without spares.
 var prepareAfter = 10 * time.Millisecond
 
 // prepareNext has the next launch's spares made prepareAfter from now,
