@@ -246,15 +246,16 @@ func TestTerminalDaemonCtrlD(t *testing.T) {
 	r.press("\x04") // Ctrl-D
 	r.waitCount(question, 1)
 	r.press("\r")
-	all := r.waitCount("[detached: the session runs on in the daemon, with 1 background item: term_1 (sleep 60)]", 1)
+	r.waitCount("[detached: the session runs on in the daemon, with 1 background item: term_1 (sleep 60)]", 1)
+	// The next line, which the terminal may show a moment later; it is
+	// wider than the terminal.
+	comeBack := regexp.MustCompile(`\[to come back: shellagent client --daemon --socket ` + regexp.QuoteMeta(d.socket) + ` --resume (sess_[A-Z0-9]+)\]`)
+	unwrap := func(all string) string { return strings.ReplaceAll(all, "\n", "") }
+	all := r.waitScreen("how to come back", func(all string) bool { return comeBack.MatchString(unwrap(all)) })
 	if err := r.exit(); err != nil {
 		t.Errorf("client exit: %v", err)
 	}
-	unwrapped := strings.ReplaceAll(all, "\n", "") // the line is wider than the terminal
-	m := regexp.MustCompile(`\[to come back: shellagent client --daemon --socket ` + regexp.QuoteMeta(d.socket) + ` --resume (sess_[A-Z0-9]+)\]`).FindStringSubmatch(unwrapped)
-	if m == nil {
-		t.Fatalf("the client did not say how to come back:\n%s", all)
-	}
+	m := comeBack.FindStringSubmatch(unwrap(all))
 	if e := v.entry(m[1]); e == nil || e.Meta.Shellagent.State != "detached" || len(d.work()) == 0 {
 		t.Fatalf("after Ctrl-D and Enter: %+v, %d processes of work; want the session detached, the sleep running", e, len(d.work()))
 	}
