@@ -39,6 +39,7 @@ type burstReader struct {
 	cond *sync.Cond
 	buf  []byte
 	err  error
+	away time.Duration // the longest time between two reads of the pipe
 }
 
 func newBurstReader(r io.Reader, n int, period time.Duration) *burstReader {
@@ -52,15 +53,22 @@ func newBurstReader(r io.Reader, n int, period time.Duration) *burstReader {
 func (b *burstReader) loop(r io.Reader, n int, period time.Duration) {
 	p := make([]byte, n)
 	next := time.Now()
+	var returned time.Time // when the last read returned
 	for {
 		time.Sleep(time.Until(next))
 		next = next.Add(period)
 		for got := 0; got < n; {
+			var away time.Duration
+			if !returned.IsZero() {
+				away = time.Since(returned)
+			}
 			k, err := r.Read(p[:n-got])
+			returned = time.Now()
 			got += k
 			b.mu.Lock()
 			b.buf = append(b.buf, p[:k]...)
 			b.err = err
+			b.away = max(b.away, away)
 			b.mu.Unlock()
 			b.cond.Broadcast()
 			if err != nil {
@@ -68,6 +76,15 @@ func (b *burstReader) loop(r io.Reader, n int, period time.Duration) {
 			}
 		}
 	}
+}
+
+// longestAway returns the longest the reader went without reading: on a
+// loaded machine its wakeups can come late, and past the stall timeout
+// the agent is right to find it stalled.
+func (b *burstReader) longestAway() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.away
 }
 
 func (b *burstReader) Read(p []byte) (int, error) {
@@ -136,7 +153,9 @@ func (a *flowAgent) waitExit(tid string) {
 }
 
 // A client that reads in bursts, however far apart within the stall
-// timeout, gets every byte, no replacement, and is never logged stalled.
+// timeout, gets every byte, no replacement, and is never logged stalled
+// while it keeps to that (its wakeups, late on a loaded machine, may not:
+// then the stall is the agent's right answer, and it says so).
 // The command writes about 1 MB in the quick run (5 to 16 bursts), 2.7 MB
 // with SHELLAGENT_LONG=1.
 func TestBurstyClientsGetEveryByte(t *testing.T) {
@@ -157,8 +176,10 @@ func TestBurstyClientsGetEveryByte(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%dB/%v", tt.n, tt.period), func(t *testing.T) {
 			t.Parallel()
+			var br *burstReader
 			a := startFlowAgentWith(t, flowOptions{bin: binary, chunks: true, read: func(r io.Reader) io.Reader {
-				return newBurstReader(r, tt.n, tt.period)
+				br = newBurstReader(r, tt.n, tt.period)
+				return br
 			}})
 			start := time.Now()
 			a.prompt(fmt.Sprintf("/bg seq 1 %d", lines))
@@ -166,10 +187,14 @@ func TestBurstyClientsGetEveryByte(t *testing.T) {
 			if snaps, dropped := checkExact(t, a.c, a.sid, "term_1", want); snaps > 0 {
 				t.Errorf("%d replacements (%d bytes dropped) for a client that reads", snaps, dropped)
 			}
-			if strings.Contains(a.log.String(), stallLog) {
-				t.Errorf("the agent took a client reading %d bytes every %v for a stalled one", tt.n, tt.period)
+			if away := br.longestAway(); strings.Contains(a.log.String(), stallLog) {
+				if away < protocol.DefaultStallTimeout {
+					t.Errorf("the agent took a client reading %d bytes every %v for a stalled one (it went at most %v without reading)", tt.n, tt.period, away)
+				} else {
+					t.Logf("stall logged, rightly: the client, late on a loaded machine, went %v without reading", away)
+				}
 			}
-			t.Logf("%d bytes in %v", len(want), time.Since(start).Round(time.Millisecond))
+			t.Logf("%d bytes in %v; the client went at most %v without reading", len(want), time.Since(start).Round(time.Millisecond), br.longestAway().Round(time.Millisecond))
 		})
 	}
 }
