@@ -39,11 +39,12 @@ func (s *spare) fill(t *cgroupTree) {
 	}
 }
 
-// refill makes the next spare on a goroutine of its own.
+// refill makes the next spare on a goroutine of its own, unless one is
+// held already.
 func (s *spare) refill(t *cgroupTree) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed || s.g != nil {
 		return
 	}
 	s.wg.Add(1)

@@ -55,6 +55,8 @@ type Local struct {
 	// PTYs, if not nil, holds a PTY open ahead of each launch; its owner
 	// closes it once no Launch can run any more.
 	PTYs *Spare
+
+	prepareAfter time.Duration // 0: defaultPrepareAfter (prepare.go)
 }
 
 var _ Launcher = Local{}

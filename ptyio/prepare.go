@@ -2,7 +2,7 @@ package ptyio
 
 import "time"
 
-// prepareAfter is how long after a launch's fork the next launch's
+// defaultPrepareAfter is how long after a launch's fork the next launch's
 // spares are made: the PTY (Spare) and the containment's group
 // (contain.Containment.Prepare). Made right after the fork, they took
 // CPU and kernel locks from the shell's start, and the spawn took a
@@ -11,12 +11,16 @@ import "time"
 // (bench/README.md, round 9). By then a shell has started on a small
 // machine; a launch that comes sooner opens its own PTY and group, as
 // without spares.
-var prepareAfter = 10 * time.Millisecond
+const defaultPrepareAfter = 10 * time.Millisecond
 
-// prepareNext has the next launch's spares made prepareAfter from now,
-// each on a goroutine of its own.
+// prepareNext has the next launch's spares made l.prepareAfter (if not
+// zero, else defaultPrepareAfter) from now.
 func (l Local) prepareNext() {
-	time.AfterFunc(prepareAfter, func() {
+	after := l.prepareAfter
+	if after == 0 {
+		after = defaultPrepareAfter
+	}
+	time.AfterFunc(after, func() {
 		l.PTYs.refill()
 		l.Containment.Prepare()
 	})

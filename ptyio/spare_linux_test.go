@@ -60,16 +60,14 @@ func TestSpare(t *testing.T) {
 	}
 }
 
-// The next launch's spare is opened prepareAfter after a launch's fork
+// The next launch's spare is opened Local.prepareAfter after a launch's fork
 // (prepare.go), not while the shell starts, nor at its first output.
 func TestSpareIsOpenedOnceTheShellHasStarted(t *testing.T) {
-	defer func(d time.Duration) { prepareAfter = d }(prepareAfter)
 	size := Size{Cols: 80, Rows: 24}
 	ptys := NewSpare(size)
 	defer ptys.Close()
-	l := Local{Containment: launcher.Containment, PTYs: ptys}
+	l := Local{Containment: launcher.Containment, PTYs: ptys, prepareAfter: time.Hour}
 	waitHeld(t, ptys)
-	prepareAfter = time.Hour
 	_, rec := launchWith(t, l, "echo started", size)
 	rec.wait(t)
 	ptys.mu.Lock()
@@ -78,7 +76,7 @@ func TestSpareIsOpenedOnceTheShellHasStarted(t *testing.T) {
 	if held {
 		t.Fatalf("a spare was opened before prepareAfter (output %q)", rec.output())
 	}
-	prepareAfter = time.Millisecond
+	l.prepareAfter = time.Millisecond
 	_, rec = launchWith(t, l, "echo next", size) // none held: it opens its own
 	rec.wait(t)
 	waitHeld(t, ptys)
