@@ -130,8 +130,7 @@ func binarySpawn(b *testing.B, daemon bool) {
 	for i := range b.N {
 		agent = append(agent, spawnAgent(b, a, sid, first, i+2))
 		b.StopTimer()
-		settle()
-		raw = append(raw, d.drain(b, spawnWork).first)
+		raw = append(raw, d.spawn(b))
 		b.StartTimer()
 	}
 	b.StopTimer()
@@ -280,6 +279,13 @@ func startDrainer(tb testing.TB) *drainer {
 		}
 	})
 	return d
+}
+
+// spawn has the drainer run spawnWork, after settle, and returns the time
+// from its pty.Start to the first byte read.
+func (d *drainer) spawn(tb testing.TB) time.Duration {
+	settle()
+	return d.drain(tb, spawnWork).first
 }
 
 // drain runs w in the drainer and checks its size.
