@@ -8,7 +8,17 @@ package protocol
 type kernelBuffer interface {
 	// unread returns the bytes written that the client has not read.
 	unread() (int, error)
-	// room returns how many bytes a write can certainly leave in the
-	// buffer without waiting, given unread; it may be 0 or less.
+	// room returns how many bytes a write may leave in the buffer, given
+	// unread: it can certainly leave them without waiting, and they keep
+	// the buffer within the size fit asked for. It may be 0 or less.
 	room(unread int) int
+	// fit sizes the buffer for a client that takes bps bytes a second
+	// (see pipeBuffer.fit), where the buffer can be sized.
+	fit(bps float64)
+	// holding reports whether the buffer is larger than fit asked for
+	// (a smaller size waits until the client has read down to it): a
+	// write past room would then be taken at once, not wait for the
+	// client, so the writer waits itself (peer.hold). It returns false
+	// once the client can no longer read, so that a write finds that out.
+	holding() bool
 }

@@ -124,11 +124,16 @@ func (p *peer) write(b []byte) error {
 	midLine := false // a line of b is partly written
 	for len(b) > 0 {
 		unread, room := p.look()
-		k := min(len(b), room)
-		if p.past() {
-			if !midLine {
-				return errCut
-			}
+		past := p.past()
+		if past && !midLine {
+			return errCut
+		}
+		if room < page && p.kernel.holding() {
+			p.hold(unread)
+			continue
+		}
+		k := min(len(b), max(room, page))
+		if past {
 			if i := bytes.IndexByte(b, '\n'); i >= 0 {
 				k = min(k, i+1)
 			}
@@ -150,6 +155,9 @@ func (p *peer) write(b []byte) error {
 				}
 			}
 			p.rate.figure(after)
+			if p.kernel != nil {
+				p.kernel.fit(p.rate.bps)
+			}
 		}
 		if err != nil {
 			return err
@@ -163,7 +171,10 @@ func (p *peer) write(b []byte) error {
 }
 
 // look returns the client's unread bytes (-1 if unknown or not looked
-// at) and the most bytes the next write may carry.
+// at) and the most bytes the next write may carry. The most may be less
+// than a page, only where the buffer can be seen and was looked at: a
+// page is then written anyway (and waits in the kernel for the client to
+// free one), unless the buffer is holding.
 func (p *peer) look() (unread, room int) {
 	if p.kernel == nil {
 		return -1, fixedPiece
@@ -179,7 +190,35 @@ func (p *peer) look() (unread, room int) {
 		return -1, fixedPiece
 	}
 	p.bound = unread
-	return unread, max(p.kernel.room(unread), page)
+	return unread, p.kernel.room(unread)
+}
+
+// Looks while the writer holds (see hold): the first after holdFirst,
+// each later one twice as late, up to holdMost.
+const (
+	holdFirst = time.Millisecond
+	holdMost  = 16 * time.Millisecond
+)
+
+// hold waits while the kernel's buffer is holding (see
+// kernelBuffer.holding), as a write to a full buffer would, given the
+// client's unread bytes: the stall rule and the rate count the wait as a
+// write that took nothing, and the bytes the client reads meanwhile as
+// progress.
+func (p *peer) hold(unread int) {
+	start := time.Now()
+	p.begin(start, unread)
+	for d := holdFirst; ; d = min(2*d, holdMost) {
+		time.Sleep(d)
+		u, err := p.kernel.unread()
+		if err != nil || p.kernel.room(u) >= page || !p.kernel.holding() {
+			break
+		}
+	}
+	end := time.Now()
+	p.end(end, 0)
+	p.rate.add(0, end.Sub(start), unread)
+	p.bound = -1
 }
 
 // begin notes that a write starts at now.

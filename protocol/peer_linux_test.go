@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"shellagent/internal/testloop"
 )
 
 func TestProbeKernelBuffer(t *testing.T) {
@@ -185,5 +187,211 @@ func TestPeerCutFinishesTheLineUnderWay(t *testing.T) {
 	w.Close()
 	if b := <-got; !bytes.Equal(b, first) {
 		t.Errorf("the client got %d bytes ending %q, want the first line whole (%d bytes) and no more", len(b), b[max(0, len(b)-20):], len(first))
+	}
+}
+
+// pipeSize returns the size of the pipe f is an end of.
+func pipeSize(t *testing.T, f *os.File) int {
+	t.Helper()
+	size, err := unix.FcntlInt(f.Fd(), unix.F_GETPIPE_SZ, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return size
+}
+
+// pipeUnread returns the bytes in the pipe f is an end of.
+func pipeUnread(t *testing.T, f *os.File) int {
+	t.Helper()
+	n, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCINQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A pacedClient reads a pipe: all it can while its pause is 0, else 16
+// KiB per pause, and nothing while its pause is negative.
+type pacedClient struct {
+	pause atomic.Int64 // a time.Duration
+	read  atomic.Int64
+}
+
+func (c *pacedClient) run(r *os.File) {
+	buf := make([]byte, 1<<20)
+	for {
+		pause := time.Duration(c.pause.Load())
+		if pause < 0 {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		want := len(buf)
+		if pause > 0 {
+			want = 16 << 10
+		}
+		n, err := r.Read(buf[:want])
+		c.read.Add(int64(n))
+		if err != nil {
+			return
+		}
+		time.Sleep(pause)
+	}
+}
+
+// The pipe to a client follows the client's rate (pipeBuffer.fit): left
+// as it was for a slow client, which never has more unread than that;
+// grown for a client that takes all it gets; and shrunk again once that
+// client slows, after which it holds no more than the smaller size.
+func TestPipeFollowsTheClientsRate(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	base := pipeSize(t, r)
+	p := newPeer(w, time.Minute, func() {})
+	defer p.stop()
+	c := &pacedClient{}
+	c.pause.Store(int64(20 * time.Millisecond)) // 800 KB/s: 40 KB a lineTime
+	go c.run(r)
+	var wrote atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		defer w.Close()
+		batch := make([]byte, maxBatch)
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if err := p.write(batch); err != nil {
+				done <- err
+				return
+			}
+			wrote.Add(maxBatch)
+		}
+	}()
+	// watch samples the pipe until until is true or the time is up, and
+	// returns the most bytes unread and the sizes seen.
+	watch := func(d time.Duration, until func(size int) bool) (most int, sizes []int) {
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Millisecond) {
+			most = max(most, pipeUnread(t, r))
+			size := pipeSize(t, r)
+			if len(sizes) == 0 || sizes[len(sizes)-1] != size {
+				sizes = append(sizes, size)
+			}
+			if until != nil && until(size) {
+				break
+			}
+		}
+		return most, sizes
+	}
+
+	most, sizes := watch(1500*time.Millisecond, nil)
+	if len(sizes) != 1 || sizes[0] != base || most > base {
+		t.Fatalf("a client that takes 800 KB/s saw the pipe's sizes %v and %d bytes unread, want %d and at most that", sizes, most, base)
+	}
+	c.pause.Store(0)
+	if _, sizes = watch(testloop.Wait, func(size int) bool { return size == maxPipe }); sizes[len(sizes)-1] != maxPipe {
+		t.Fatalf("a client that takes all it gets saw the pipe's sizes %v, want it grown to %d", sizes, maxPipe)
+	}
+	c.pause.Store(int64(10 * time.Millisecond)) // 1.6 MB/s: 80 KB a lineTime
+	if _, sizes = watch(testloop.Wait, func(size int) bool { return size <= maxPipe/4 }); sizes[len(sizes)-1] > maxPipe/4 {
+		t.Fatalf("a client that slowed to 1.6 MB/s saw the pipe's sizes %v, want it shrunk to %d or less", sizes, maxPipe/4)
+	}
+	shrunk := sizes[len(sizes)-1]
+	most, sizes = watch(time.Second, nil)
+	if len(sizes) != 1 || most > shrunk {
+		t.Errorf("once shrunk to %d, the pipe's sizes were %v, with %d bytes unread", shrunk, sizes, most)
+	}
+	c.pause.Store(0)
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(testloop.Wait); c.read.Load() < wrote.Load() && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if c.read.Load() != wrote.Load() {
+		t.Errorf("the client read %d bytes of %d", c.read.Load(), wrote.Load())
+	}
+}
+
+// While a shrink waits for a client that slowed (pipeBuffer.holding), the
+// writer writes nothing into the larger pipe, the stall rule holds as in a
+// blocked write, and the write ends when the client has read down to the
+// new size, or fails when the client goes away.
+func TestPeerHoldsWhileThePipeShrinks(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		end   func(r *os.File) // what the client does last
+		wrote bool             // the write ends with the bytes written
+	}{
+		{"read down", func(r *os.File) { go io.Copy(io.Discard, r) }, true},
+		{"gone", func(r *os.File) { r.Close() }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			defer w.Close()
+			const timeout = 300 * time.Millisecond
+			p := newPeer(w, timeout, func() {})
+			defer p.stop()
+			p.kernel.fit(1e12)
+			if size := pipeSize(t, r); size != maxPipe {
+				t.Fatalf("fit for a fast client made the pipe %d bytes, want %d", size, maxPipe)
+			}
+			held := maxPipe / 2
+			if _, err := w.Write(make([]byte, held)); err != nil {
+				t.Fatal(err)
+			}
+			p.kernel.fit(1) // a shrink to base, refused while the pipe holds more
+			if size := pipeSize(t, r); size != maxPipe {
+				t.Fatalf("the pipe shrank to %d bytes while it held %d", size, held)
+			}
+			done := make(chan error, 1)
+			go func() { done <- p.write(make([]byte, 3*page)) }()
+
+			// stalledBy waits until stalled is want.
+			stalledBy := func(want bool) {
+				for deadline := time.Now().Add(testloop.Wait); p.stalled() != want; time.Sleep(time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("stalled stayed %v", !want)
+					}
+				}
+			}
+			stalledBy(true)
+			if n := pipeUnread(t, r); n != held {
+				t.Fatalf("%d bytes unread while the writer holds, want %d: it wrote into the larger pipe", n, held)
+			}
+			if _, err := io.ReadFull(r, make([]byte, page)); err != nil {
+				t.Fatal(err)
+			}
+			stalledBy(false)
+			select {
+			case err := <-done:
+				t.Fatalf("the write ended (%v) while the pipe held more than the size asked for", err)
+			default:
+			}
+			tc.end(r)
+			if err := <-done; (err == nil) != tc.wrote {
+				t.Fatalf("the write returned %v", err)
+			}
+			if tc.wrote {
+				// The rate the client read down at is its last figure.
+				if size := pipeSize(t, w); size >= maxPipe {
+					t.Errorf("the pipe is still %d bytes once read down", size)
+				}
+			}
+		})
 	}
 }
