@@ -154,8 +154,7 @@ func (p *peer) write(b []byte) error {
 					after = u
 				}
 			}
-			p.rate.figure(after)
-			if p.kernel != nil {
+			if p.rate.figure(after) && p.kernel != nil {
 				p.kernel.fit(p.rate.bps)
 			}
 		}
@@ -391,12 +390,22 @@ func (r *rateMeter) add(n int, d time.Duration, unread int) {
 func (r *rateMeter) due() bool { return r.busy >= rateWindow || r.bytes >= rateBytes }
 
 // figure takes a figure, given the unread bytes in the kernel's buffer
-// now (-1 unknown), and starts counting again.
-func (r *rateMeter) figure(unread int) {
+// now (-1 unknown), and starts counting again, unless the buffer gained
+// more than a page over writes that waited less than rateWindow in all: the writer
+// then wrote into room the buffer had, and what the client took
+// meanwhile says nothing of its rate (on a busy machine it may not have
+// run at all in a millisecond). The count then goes on until the writes
+// have waited rateWindow, or the client has read the gain. figure
+// reports whether it took a figure.
+func (r *rateMeter) figure(unread int) bool {
 	taken := r.bytes
 	if r.from >= 0 && unread >= 0 {
+		if unread > r.from+page && r.busy < rateWindow {
+			return false
+		}
 		taken -= unread - r.from
 	}
 	r.bps = float64(max(taken, 1)) / max(r.busy.Seconds(), 1e-9)
 	r.bytes, r.busy = 0, 0
+	return true
 }

@@ -105,6 +105,9 @@ func TestSizesFollowTheClientsRate(t *testing.T) {
 
 // Filling an empty pipe is not the client's reading: a window that wrote
 // 72 KiB in 80 ms while the pipe gained 64 KiB saw the client take 8 KiB.
+// A window whose writes hardly waited while the pipe gained says nothing
+// of the client: it takes no figure, and counts on until the client has
+// read the gain, or the writes have waited rateWindow.
 func TestRateMeterCountsWhatTheClientTook(t *testing.T) {
 	var r rateMeter
 	r.add(64<<10, 10*time.Microsecond, 0)
@@ -113,8 +116,38 @@ func TestRateMeterCountsWhatTheClientTook(t *testing.T) {
 	if !r.due() {
 		t.Fatal("no figure after 80 ms of waiting")
 	}
-	r.figure(64 << 10)
+	if !r.figure(64 << 10) {
+		t.Fatal("figure took none after 80 ms of waiting")
+	}
 	if want := float64(8<<10) / 0.08001; r.bps < want*0.99 || r.bps > want*1.01 {
 		t.Errorf("%.0f B/s, want %.0f", r.bps, want)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		then  time.Duration // a last write's wait
+		after int           // the unread bytes after it
+		bps   float64       // 0: no figure yet
+	}{
+		{"the client caught up", 10 * time.Microsecond, 1 << 10, float64(768<<10-(1<<10)) / 20e-6},
+		{"the writes waited", rateWindow, 256 << 10, float64(768<<10-(256<<10)) / (rateWindow + 10*time.Microsecond).Seconds()},
+		{"neither", 10 * time.Microsecond, 256 << 10, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rateMeter{bps: 1}
+			r.add(256<<10, 10*time.Microsecond, 0)
+			r.add(256<<10, 0, 0) // a figure's look: the client took nothing
+			if r.figure(512 << 10) {
+				t.Fatalf("a figure of %.0f B/s from writes that did not wait while the pipe gained", r.bps)
+			}
+			r.add(256<<10, tc.then, 512<<10)
+			took := r.figure(tc.after)
+			switch {
+			case tc.bps == 0 && (took || r.bps != 1):
+				t.Errorf("a figure of %.0f B/s (took %v), want none", r.bps, took)
+			case tc.bps != 0 && (!took || r.bps < tc.bps*0.99 || r.bps > tc.bps*1.01):
+				t.Errorf("%.0f B/s (took %v), want %.0f", r.bps, took, tc.bps)
+			}
+		})
 	}
 }
