@@ -62,7 +62,12 @@ const (
 // Sizes (see sizes) follow the rate at which the client takes bytes while
 // the writer waits for it, so that a chunk or a batch takes the client
 // about lineTime: a control message that arrives waits for little more
-// than the line being written and the kernel's buffer.
+// than the line being written and the kernel's buffer. So does the
+// kernel's buffer, where it can be sized (kernelBuffer.fit, a pipe on
+// Linux): grown for a fast client, shrunk again when it slows. While the
+// buffer is larger than the size asked for, the writer holds (hold)
+// instead of filling it, and the stall rule applies to the hold as to a
+// blocked write.
 //
 // Concurrency: write, sizes and the fields below mu belong to the
 // writer's goroutine; the stall timer runs tick; stalled may be called
