@@ -133,7 +133,7 @@ func (p *peer) write(b []byte) error {
 		if past && !midLine {
 			return errCut
 		}
-		if room < page && p.kernel.holding() {
+		if room < page && p.kernel != nil && p.kernel.holding() {
 			p.hold(unread)
 			continue
 		}

@@ -395,3 +395,23 @@ func TestPeerHoldsWhileThePipeShrinks(t *testing.T) {
 		})
 	}
 }
+
+// A grow the kernel refuses (here, of a pipe whose descriptor is closed;
+// for a user over Linux's limit on pipe memory, EPERM) leaves the pipe as
+// it was and lowers the limit to its size, so that the writer stops asking.
+func TestPipeGrowRefused(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	kb, ok := probeKernelBuffer(w).(*pipeBuffer)
+	if !ok {
+		t.Fatal("a pipe probed as no pipe")
+	}
+	w.Close()
+	kb.fit(1e12)
+	if kb.size != kb.base || kb.want != kb.base || kb.limit != kb.base || kb.holding() {
+		t.Errorf("after a refused grow: size %d, want %d, limit %d, holding %v; want all %d, not holding", kb.size, kb.want, kb.limit, kb.holding(), kb.base)
+	}
+}
