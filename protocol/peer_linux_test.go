@@ -190,6 +190,17 @@ func TestPeerCutFinishesTheLineUnderWay(t *testing.T) {
 	}
 }
 
+// newPipe returns a pipe that is closed when the test ends.
+func newPipe(t *testing.T) (r, w *os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return r, w
+}
+
 // pipeSize returns the size of the pipe f is an end of.
 func pipeSize(t *testing.T, f *os.File) int {
 	t.Helper()
@@ -244,11 +255,7 @@ func (c *pacedClient) run(r *os.File) {
 // client slows, after which it holds no more than the smaller size.
 func TestPipeFollowsTheClientsRate(t *testing.T) {
 	t.Parallel()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r, w := newPipe(t)
 	base := pipeSize(t, r)
 	p := newPeer(w, time.Minute, func() {})
 	defer p.stop()
@@ -337,12 +344,7 @@ func TestPeerHoldsWhileThePipeShrinks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r, w, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
-			defer w.Close()
+			r, w := newPipe(t)
 			const timeout = 300 * time.Millisecond
 			p := newPeer(w, timeout, func() {})
 			defer p.stop()
@@ -400,11 +402,7 @@ func TestPeerHoldsWhileThePipeShrinks(t *testing.T) {
 // for a user over Linux's limit on pipe memory, EPERM) leaves the pipe as
 // it was and lowers the limit to its size, so that the writer stops asking.
 func TestPipeGrowRefused(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	_, w := newPipe(t)
 	kb, ok := probeKernelBuffer(w).(*pipeBuffer)
 	if !ok {
 		t.Fatal("a pipe probed as no pipe")
