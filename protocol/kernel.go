@@ -4,7 +4,8 @@ package protocol
 // client, seen from the writer's end: how much the client has not read
 // yet, and how much more a write can leave there without waiting.
 // probeKernelBuffer (kernel_linux.go, kernel_other.go) finds it, where the
-// OS shows it: on Linux, for a pipe or a socket.
+// OS shows it: on Linux, for a pipe or a socket. It belongs to the
+// writer's goroutine, but for unread, which any goroutine may call.
 type kernelBuffer interface {
 	// unread returns the bytes written that the client has not read.
 	unread() (int, error)

@@ -396,11 +396,11 @@ func (r *rateMeter) due() bool { return r.busy >= rateWindow || r.bytes >= rateB
 
 // figure takes a figure, given the unread bytes in the kernel's buffer
 // now (-1 unknown), and starts counting again, unless the buffer gained
-// more than a page over writes that waited less than rateWindow in all: the writer
-// then wrote into room the buffer had, and what the client took
-// meanwhile says nothing of its rate (on a busy machine it may not have
-// run at all in a millisecond). The count then goes on until the writes
-// have waited rateWindow, or the client has read the gain. figure
+// more than a page over writes that waited less than rateWindow in all:
+// the writer then wrote into room the buffer had, and what the client
+// took meanwhile says nothing of its rate (on a busy machine it may not
+// have run at all in a millisecond). The count then goes on until the
+// writes have waited rateWindow, or the client has read the gain. figure
 // reports whether it took a figure.
 func (r *rateMeter) figure(unread int) bool {
 	taken := r.bytes
