@@ -46,11 +46,13 @@ func (p *pipeSizes) seen() []int {
 // the 1 MiB that Linux allows a process without privileges, on a quiet
 // machine), and shrinks it back once the client slows to 800 KB/s: to the
 // size it had, or twice that (protocol's pipeBuffer.fit shrinks by four
-// or more). Either client gets every byte.
+// or more). Either client gets every byte: the stall timeout is
+// readingStall's, since the strict client's reader was seen to pause for
+// over a second under -race on a loaded machine.
 func TestStdoutPipeFollowsTheClient(t *testing.T) {
 	t.Parallel()
 	sizes := &pipeSizes{}
-	a := startFlowAgentWith(t, flowOptions{bin: plainBinary, chunks: true, read: func(r io.Reader) io.Reader {
+	a := startFlowAgentWith(t, flowOptions{bin: plainBinary, chunks: true, args: []string{"--stall-timeout", readingStall}, read: func(r io.Reader) io.Reader {
 		sizes.f = r.(*os.File)
 		return sizes
 	}})
