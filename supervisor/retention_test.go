@@ -155,12 +155,12 @@ func quietPrompt(sv *Supervisor, c *quietClient, sid, line string) error {
 // TestRetentionHoldsOnlyRecentExitedTerminals: 1,500 commands of 64 KiB
 // at a 64 KiB scrollback. What the session can reach keeps the output of
 // the 100 most recent terminals and nothing more. The rule is the
-// supervisor's: the quick run plays the commands with zerosLauncher, and
+// supervisor's: the quick run plays the commands with playedLauncher, and
 // SHELLAGENT_LONG=1 runs them as real processes.
 func TestRetentionHoldsOnlyRecentExitedTerminals(t *testing.T) {
 	t.Parallel()
 	const commands, size = 1500, 64 << 10
-	var l ptyio.Launcher = zerosLauncher{size: size}
+	var l ptyio.Launcher = playedLauncher{out: make([]byte, size)}
 	if testloop.Enabled() {
 		l = nil // the harness's: real processes
 	}
@@ -198,20 +198,33 @@ func isInvalidParams(err error) bool {
 	return ok && pe.Code == -32602
 }
 
-// zerosLauncher plays every command as head -c size /dev/zero; exit code
-// would run: size zero bytes of output, then exit code, on a goroutine of
-// its own, with no process.
-type zerosLauncher struct{ size, code int }
+// playedLauncher plays every command, with no process: it writes out on
+// a goroutine of its own, then exits with code. An eager one writes
+// before Launch returns, as far as the terminal's ring lets it in 100 ms,
+// as a flood does when the session's goroutine is slow to run on.
+type playedLauncher struct {
+	out   []byte
+	code  int
+	eager bool
+}
 
-func (l zerosLauncher) Launch(_ ptyio.Command, out io.Writer, ev ptyio.Events) (ptyio.Process, error) {
+func (l playedLauncher) Launch(_ ptyio.Command, out io.Writer, ev ptyio.Events) (ptyio.Process, error) {
+	wrote := make(chan struct{})
 	go func() {
-		out.Write(make([]byte, l.size))
+		out.Write(l.out)
+		close(wrote)
 		ev.Exited(ptyio.Exit{Shell: ptyio.Status{Exited: true, Code: l.code}})
 	}()
+	if l.eager {
+		select {
+		case <-wrote:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	return playedProcess{}, nil
 }
 
-// playedProcess is a zerosLauncher command: no process to list, signal or
+// playedProcess is a playedLauncher command: no process to list, signal or
 // write to.
 type playedProcess struct{}
 

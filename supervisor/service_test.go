@@ -524,12 +524,12 @@ backoff = "0s"
 // (registry.exit's guard): the call stays known, fails when the service
 // gives up, and its content references only the runs still kept. Without
 // the guard the call was retired with its first run and the give-up had
-// no call to fail. The runs are played (zerosLauncher): the rule is the
+// no call to fail. The runs are played (playedLauncher): the rule is the
 // registry's; SHELLAGENT_LONG=1 runs them as processes.
 func TestStackRetiresEarlierRuns(t *testing.T) {
 	t.Parallel()
 	const runs = maxExited + 6
-	cfg := Config{Launcher: zerosLauncher{code: 3}}
+	cfg := Config{Launcher: playedLauncher{code: 3}}
 	if testloop.Enabled() {
 		cfg = Config{}
 	}

@@ -2,10 +2,8 @@ package supervisor
 
 import (
 	"bytes"
-	"io"
 	"strconv"
 	"testing"
-	"time"
 
 	"shellagent/ptyio"
 )
@@ -75,7 +73,7 @@ func TestOutputIsHeldFromTheFirstByte(t *testing.T) {
 	t.Parallel()
 	const scrollback = 4 << 10
 	data := seqBytes(4 * scrollback)
-	h := newHarness(t, Config{Scrollback: scrollback, Launcher: eagerLauncher{data}})
+	h := newHarness(t, Config{Scrollback: scrollback, Launcher: playedLauncher{out: data, eager: true}})
 	sid := h.newSession()
 	h.prompt(sid, "flood")
 	h.idle(nil, sid, "end_turn")
@@ -96,22 +94,4 @@ func seqBytes(n int) []byte {
 		b = append(b, '\n')
 	}
 	return b[:n]
-}
-
-// eagerLauncher plays a command that writes its output before Launch
-// returns, as far as the terminal's ring lets it in 100 ms, then exits 0.
-type eagerLauncher struct{ out []byte }
-
-func (l eagerLauncher) Launch(_ ptyio.Command, out io.Writer, ev ptyio.Events) (ptyio.Process, error) {
-	wrote := make(chan struct{})
-	go func() {
-		out.Write(l.out)
-		close(wrote)
-		ev.Exited(ptyio.Exit{Shell: ptyio.Status{Exited: true}})
-	}()
-	select {
-	case <-wrote:
-	case <-time.After(100 * time.Millisecond):
-	}
-	return playedProcess{}, nil
 }
