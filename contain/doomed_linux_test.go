@@ -18,8 +18,84 @@ import (
 // signal while the test's thread looks at it. It is live, and doomed: a
 // SIGKILL sent now would not be what ended it.
 func TestDoomed(t *testing.T) {
+	one := pinThread(t)
+	const tries = 20
+	seen := 0
+	for range tries {
+		cmd := exec.Command("sleep", "30")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pid := cmd.Process.Pid
+		// Idle priority only once it sleeps: on a loaded machine an idle
+		// process would take long to get as far.
+		if before := sleeping(t, pid); before.doomed() {
+			t.Fatalf("sleep 30 doomed before any signal: %+v", before)
+		}
+		restore := hold(t, pid, one)
+		unix.Kill(pid, unix.SIGTERM)
+		p, ok := readProc(pid)
+		restore()
+		cmd.Wait()
+		if ok && p.live() {
+			seen++
+			if !p.doomed() {
+				t.Fatalf("live after SIGTERM, not doomed: %+v", p)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatalf("in %d tries, sleep never read live between SIGTERM and its exit", tries)
+	}
+}
+
+// A group's Kill does not count a doomed process as reached: the SIGTERM
+// that doomed it is what ends it, and what its status says. Kill reads
+// the process live after the SIGTERM whenever the test does after Kill.
+func TestKillDoesNotReachTheDoomed(t *testing.T) {
+	eachMode(t, func(t *testing.T, c *Containment) {
+		one := pinThread(t)
+		const tries = 20
+		seen := 0
+		for range tries {
+			s := start(t, c, "exec sleep 30")
+			sleeping(t, s.pid)
+			restore := hold(t, s.pid, one)
+			unix.Kill(s.pid, unix.SIGTERM)
+			reached, err := s.g.Kill()
+			p, ok := readProc(s.pid)
+			restore()
+			ws := s.reap(t)
+			waitDone(t, s.g)
+			if err := s.g.Close(); err != nil {
+				t.Error(err)
+			}
+			if err != nil {
+				t.Fatalf("Kill: %v", err)
+			}
+			if !ok || !p.live() {
+				continue
+			}
+			seen++
+			if reached {
+				t.Errorf("Kill reached a process that SIGTERM had doomed: %+v", p)
+			}
+			if ws.Signal() != unix.SIGTERM {
+				t.Errorf("status %v, want killed by SIGTERM", ws)
+			}
+		}
+		t.Logf("read live after Kill in %d tries of %d", seen, tries)
+		if seen == 0 {
+			t.Fatalf("in %d tries, sleep never read live between SIGTERM and its exit", tries)
+		}
+	})
+}
+
+// pinThread locks the test's goroutine to its thread and the thread to one
+// of its processors, until the test ends, and returns that processor.
+func pinThread(t *testing.T) unix.CPUSet {
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
 	var cpu unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &cpu); err != nil {
 		t.Fatal(err)
@@ -34,43 +110,26 @@ func TestDoomed(t *testing.T) {
 	if err := unix.SchedSetaffinity(0, &one); err != nil {
 		t.Fatal(err)
 	}
-	defer unix.SchedSetaffinity(0, &cpu)
+	t.Cleanup(func() { unix.SchedSetaffinity(0, &cpu) })
+	return one
+}
 
-	const tries = 20
-	seen := 0
-	for range tries {
-		cmd := exec.Command("sleep", "30")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		pid := cmd.Process.Pid
-		// Idle priority only once it sleeps: on a loaded machine an idle
-		// process would take long to get as far.
-		if before := sleeping(t, pid); before.doomed() {
-			t.Fatalf("sleep 30 doomed before any signal: %+v", before)
-		}
-		idle := &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}
-		if err := unix.SchedSetAttr(pid, idle, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := unix.SchedSetaffinity(pid, &one); err != nil {
-			t.Fatal(err)
-		}
-		unix.Kill(pid, unix.SIGTERM)
-		p, ok := readProc(pid)
-		// Back to normal priority, so that it gets to die soon however
-		// loaded the machine is. Best effort: it may be gone.
-		unix.SchedSetAttr(pid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}, 0)
-		cmd.Wait()
-		if ok && p.live() {
-			seen++
-			if !p.doomed() {
-				t.Fatalf("live after SIGTERM, not doomed: %+v", p)
-			}
-		}
+// hold makes pid run at idle priority on the processor one, the test's
+// thread's (pinThread), so that it cannot run while the thread looks at
+// it; the function returned gives it normal priority back, so that it
+// gets to act on a signal soon however loaded the machine is.
+func hold(t *testing.T, pid int, one unix.CPUSet) (restore func()) {
+	t.Helper()
+	idle := &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}
+	if err := unix.SchedSetAttr(pid, idle, 0); err != nil {
+		t.Fatal(err)
 	}
-	if seen == 0 {
-		t.Fatalf("in %d tries, sleep never read live between SIGTERM and its exit", tries)
+	if err := unix.SchedSetaffinity(pid, &one); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		// Best effort: it may be gone.
+		unix.SchedSetAttr(pid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}, 0)
 	}
 }
 
