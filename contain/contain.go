@@ -126,6 +126,10 @@ type modeImpl interface {
 // them; Auto then falls back to Subreaper. On Linux every mode fails if
 // /proc is not of the agent's pid namespace. A mode the OS lacks (Cgroup
 // and Subreaper outside Linux) fails, saying so. Close undoes Open.
+//
+// One Containment at a time may be open in a process: what it sets up is
+// the process's own (the instance's cgroup, named for the process; the
+// subreaper flag; the reaper of orphans). Open fails while another is.
 func Open(mode Mode) (*Containment, error) {
 	if err := ownProc(); err != nil {
 		// Subreaper mode finds a terminal's processes in /proc. Cgroup
@@ -147,12 +151,19 @@ func Open(mode Mode) (*Containment, error) {
 	if _, err := ParseMode(string(mode)); err != nil {
 		return nil, fmt.Errorf("containment mode %q: %w", mode, err)
 	}
+	if !held.CompareAndSwap(false, true) {
+		return nil, errors.New("open containment: one is open in this process already")
+	}
 	c := &Containment{inst: inst}
 	if err := c.open(mode); err != nil {
+		held.Store(false)
 		return nil, err
 	}
 	return c, nil
 }
+
+// held is set while a Containment is open in this process (Open).
+var held atomic.Bool
 
 // Mode returns the mode in use: Cgroup, Subreaper or Session.
 func (c *Containment) Mode() Mode { return c.mode }
@@ -219,7 +230,10 @@ func (c *Containment) KillAll() error { return c.m.killAll(CloseTimeout) }
 // Close kills every process still held, waits until they are gone (at
 // most CloseTimeout), removes this instance's cgroups and stops watching
 // and reaping. Call it once, last.
-func (c *Containment) Close() error { return c.m.close(CloseTimeout) }
+func (c *Containment) Close() error {
+	defer held.Store(false)
+	return c.m.close(CloseTimeout)
+}
 
 // instance names one run of an agent: its pid namespace, pid and start
 // time, so that a reused pid is never taken for it, and its sweep scope.

@@ -188,6 +188,31 @@ func TestDetachedProcessesStayInTheGroup(t *testing.T) {
 	})
 }
 
+// One Containment at a time per process: a second Open fails while the
+// first is open (in cgroup mode it would take over the first's cgroup,
+// and its Close remove it), and succeeds once the first is closed.
+func TestOpenIsOnePerProcess(t *testing.T) {
+	eachMode(t, func(t *testing.T, c *Containment) {
+		if second, err := Open(Session); err == nil {
+			second.Close()
+			t.Fatal("a second Containment opened while one is open")
+		}
+		s := start(t, c, "exit 0")
+		s.reap(t)
+		waitDone(t, s.g)
+		if err := s.g.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	c, err := Open(Session)
+	if err != nil {
+		t.Fatalf("Open after the first was closed: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Error(err)
+	}
+}
+
 func TestKillEndsWhatIgnoresTerm(t *testing.T) {
 	eachMode(t, func(t *testing.T, c *Containment) {
 		s := start(t, c, "trap '' TERM HUP; sleep 30 & sleep 30 & wait")
