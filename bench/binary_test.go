@@ -66,27 +66,33 @@ func binaryThroughput(b *testing.B, w workload, daemon bool) {
 	agentRun(b, a, sid, seq(100_000))
 	d.drain(b, seq(100_000))
 	b.SetBytes(w.child)
-	var agentT, rawT, clientCPU time.Duration
+	var agentT, rawT, clientCPU, childCPU, rawChildCPU time.Duration
 	var chunks, dropped int64
 	pid := a.cmd.Process.Pid
 	cpu0 := processCPU(pid)
 	vol0, invol0 := contextSwitches(pid)
 	b.ResetTimer()
+	drain := func() {
+		cpu := childrenCPU(d.cmd.Process.Pid)
+		rawT += d.drain(b, w).total
+		rawChildCPU += childrenCPU(d.cmd.Process.Pid) - cpu
+	}
 	for i := range b.N {
 		if i%2 == 1 {
 			b.StopTimer()
-			rawT += d.drain(b, w).total
+			drain()
 			b.StartTimer()
 		}
-		self := processCPU(os.Getpid())
+		self, children := processCPU(os.Getpid()), childrenCPU(pid)
 		_, c, dr, t := agentRun(b, a, sid, w)
 		b.StopTimer()
 		clientCPU += processCPU(os.Getpid()) - self
+		childCPU += childrenCPU(pid) - children
 		agentT += t
 		chunks += c
 		dropped += dr
 		if i%2 == 0 {
-			rawT += d.drain(b, w).total
+			drain()
 		}
 		b.StartTimer()
 	}
@@ -101,7 +107,12 @@ func binaryThroughput(b *testing.B, w workload, daemon bool) {
 	b.ReportMetric(float64(chunks)/float64(b.N), "chunks/op")
 	b.ReportMetric(float64(dropped)/float64(b.N), "dropped_B/op")
 	b.ReportMetric(clientCPU.Seconds()/float64(b.N), "client_cpu_s/op")
+	// The command's own CPU per MB, on either side: its writes into the
+	// PTY cost more when the readers and the kernel's flush work wake
+	// more often beside it (bench/README.md, round 11).
+	b.ReportMetric(float64(rawChildCPU.Milliseconds())/mb, "raw_child_cpu_ms/MB")
 	if !daemon { // the daemon is another process
+		b.ReportMetric(float64(childCPU.Milliseconds())/mb, "child_cpu_ms/MB")
 		b.ReportMetric(cpu.Seconds()/float64(b.N), "agent_cpu_s/op")
 		b.ReportMetric(float64(vol+invol)/float64(b.N), "agent_switches/op")
 		// Per MB of the child's output, what the load inflates least:
@@ -178,19 +189,29 @@ func stopDaemon(tb testing.TB, bin, socket, state string) {
 
 // processCPU returns the user and system time pid has used, or 0 if it
 // cannot be read.
-func processCPU(pid int) time.Duration {
+func processCPU(pid int) time.Duration { return statTime(pid, 11) }
+
+// childrenCPU returns the user and system time of the children pid has
+// waited for, and of theirs that they waited for, or 0 if it cannot be
+// read: the commands an agent or the drainer has run.
+func childrenCPU(pid int) time.Duration { return statTime(pid, 13) }
+
+// statTime returns the sum of the two clock-tick counts of
+// /proc/pid/stat from the i-th field after the command's name (11:
+// utime and stime; 13: cutime and cstime), or 0 if it cannot be read.
+func statTime(pid, i int) time.Duration {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}
 	// The fields after the command's name, which is in parentheses.
 	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 13 {
+	if len(f) < i+2 {
 		return 0
 	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond // USER_HZ = 100
+	a, _ := strconv.ParseInt(f[i], 10, 64)
+	c, _ := strconv.ParseInt(f[i+1], 10, 64)
+	return time.Duration(a+c) * 10 * time.Millisecond // USER_HZ = 100
 }
 
 // contextSwitches returns the context switches, voluntary or not, of
