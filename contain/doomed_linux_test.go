@@ -62,7 +62,7 @@ func TestKillDoesNotReachTheDoomed(t *testing.T) {
 			sleeping(t, s.pid)
 			restore := hold(t, s.pid, one)
 			unix.Kill(s.pid, unix.SIGTERM)
-			reached, err := s.g.Kill()
+			reached, kerr := s.g.Kill()
 			p, ok := readProc(s.pid)
 			restore()
 			ws := s.reap(t)
@@ -70,8 +70,8 @@ func TestKillDoesNotReachTheDoomed(t *testing.T) {
 			if err := s.g.Close(); err != nil {
 				t.Error(err)
 			}
-			if err != nil {
-				t.Fatalf("Kill: %v", err)
+			if kerr != nil {
+				t.Fatalf("Kill: %v", kerr)
 			}
 			if !ok || !p.live() {
 				continue
