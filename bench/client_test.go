@@ -38,6 +38,10 @@ type agent struct {
 	c    *client
 	cwd  string
 
+	// server is the pid of the process that serves the sessions: cmd's,
+	// or that of the daemon cmd relays to (startBinary).
+	server int
+
 	history *journal.Store // the sessions' history, if kept (startHistoryAgent)
 
 	inR, inW   *os.File // the agent's stdin
