@@ -2,7 +2,8 @@ package jsonrpcline
 
 import (
 	"encoding/json"
-	"errors"
+	"fmt"
+	"strings"
 
 	"shellagent/acp"
 )
@@ -28,22 +29,19 @@ type Envelope struct {
 	Method string
 }
 
-// envelope is a message's members as Check decodes them. Its name is in
-// the refusal of a member of the wrong type ("Go struct field
-// envelope.jsonrpc"), which clients see: keep it.
-type envelope struct {
-	JSONRPC *string         `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  json.RawMessage `json:"method"`
-	Result  json.RawMessage `json:"result"`
-	Error   json.RawMessage `json:"error"`
-}
+// members are the member names of a JSON-RPC 2.0 message. Names are
+// case-sensitive: encoding/json would take "iD" for "id" when it decodes
+// into a struct, while jsonrpc2 reads "id" only, so a request the
+// envelope says has an id would be served as a notification, and never
+// answered (found by FuzzRequest). Check reads each member by its exact
+// name and refuses another spelling of one.
+var members = [...]string{"jsonrpc", "id", "method", "params", "result", "error"}
 
 // Check returns the envelope of line, a line without surrounding white
 // space, and refusal: nil for a JSON-RPC 2.0 message the agent handles,
 // else the complete error response the agent answers the line with (not
-// JSON: -32700; a batch, not an object, a bad jsonrpc, id or method:
-// -32600). The line is decoded once.
+// JSON: -32700; a batch, not an object, a bad jsonrpc, id or method, a
+// member name spelt in another case: -32600). The line is decoded once.
 func Check(line []byte) (env Envelope, refusal []byte) {
 	if len(line) == 0 || line[0] != '{' {
 		switch {
@@ -54,37 +52,58 @@ func Check(line []byte) (env Envelope, refusal []byte) {
 		}
 		return Envelope{}, refuse(nil, acp.CodeInvalidRequest, "a message must be a JSON object")
 	}
-	var e envelope
-	if err := json.Unmarshal(line, &e); err != nil {
-		if _, ok := errors.AsType[*json.SyntaxError](err); ok {
-			return Envelope{}, refuse(nil, acp.CodeParseError, "parse error: not valid JSON")
-		}
-		return Envelope{}, refuse(nil, acp.CodeInvalidRequest, "invalid request: "+err.Error())
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(line, &m); err != nil {
+		// A valid object always decodes into the map.
+		return Envelope{}, refuse(nil, acp.CodeParseError, "parse error: not valid JSON")
 	}
-	env.ID = ValidID(e.ID)
+	id, method, odd := m["id"], m["method"], miscased(m)
+	env.ID = ValidID(id)
 	switch {
-	case e.ID != nil && env.ID == nil:
+	case id != nil && env.ID == nil:
 		return Envelope{}, refuse(nil, acp.CodeInvalidRequest, "id: must be a string or an integer (int64)")
-	case e.JSONRPC == nil || *e.JSONRPC != "2.0":
+	case odd != "":
+		return Envelope{ID: env.ID}, refuse(env.ID, acp.CodeInvalidRequest, fmt.Sprintf("%q: member names are case-sensitive (JSON-RPC 2.0 has %q)", odd, strings.ToLower(odd)))
+	case !isString(m["jsonrpc"], "2.0"):
 		return Envelope{ID: env.ID}, refuse(env.ID, acp.CodeInvalidRequest, `jsonrpc: must be "2.0"`)
-	case e.Method == nil && e.Result == nil && e.Error == nil:
+	case method == nil && m["result"] == nil && m["error"] == nil:
 		return Envelope{ID: env.ID}, refuse(env.ID, acp.CodeInvalidRequest, "method: required")
-	case e.Method != nil && e.Method[0] != '"':
+	case method != nil && method[0] != '"':
 		return Envelope{ID: env.ID}, refuse(env.ID, acp.CodeInvalidRequest, "method: must be a string")
 	}
 	switch {
-	case e.Method != nil:
-		_ = json.Unmarshal(e.Method, &env.Method) // Safe: a valid JSON string.
+	case method != nil:
+		_ = json.Unmarshal(method, &env.Method) // Safe: a valid JSON string.
 		env.Kind = Notification
 		if env.ID != nil {
 			env.Kind = Request
 		}
-	case e.Error != nil && string(e.Error) != "null":
+	case m["error"] != nil && string(m["error"]) != "null":
 		env.Kind = Error
 	default:
 		env.Kind = Response
 	}
 	return env, nil
+}
+
+// miscased returns the first, in byte order, of m's member names that
+// are one of members in another case, or "".
+func miscased(m map[string]json.RawMessage) string {
+	odd := ""
+	for k := range m {
+		for _, name := range members {
+			if k != name && strings.EqualFold(k, name) && (odd == "" || k < odd) {
+				odd = k
+			}
+		}
+	}
+	return odd
+}
+
+// isString reports whether raw is the JSON string s.
+func isString(raw json.RawMessage, s string) bool {
+	var v string
+	return len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &v) == nil && v == s
 }
 
 // refuse is ErrorResponse with an error of code and msg.

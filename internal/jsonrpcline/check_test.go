@@ -48,7 +48,15 @@ func TestCheck(t *testing.T) {
 		{`"a string"`, acp.CodeInvalidRequest, "null", 0},
 		{`{"id":1,"method":"x"}`, acp.CodeInvalidRequest, "1", 0},
 		{`{"jsonrpc":"1.0","id":"q","method":"x"}`, acp.CodeInvalidRequest, `"q"`, 0},
-		{`{"jsonrpc":2,"id":"q","method":"x"}`, acp.CodeInvalidRequest, "null", 0},
+		{`{"jsonrpc":2,"id":"q","method":"x"}`, acp.CodeInvalidRequest, `"q"`, 0},
+		{`{"jsonrpC":"2.0","iD":0,"method":""}`, acp.CodeInvalidRequest, "null", 0},
+		{`{"jsonrpc":"2.0","iD":0,"method":"x"}`, acp.CodeInvalidRequest, "null", 0},
+		{`{"jsonrpc":"2.0","id":1,"method":"x","iD":2}`, acp.CodeInvalidRequest, "1", 0},
+		{`{"jsonrpc":"2.0","id":4,"Method":"x"}`, acp.CodeInvalidRequest, "4", 0},
+		{`{"jsonrpc":"2.0","id":4,"method":"x","Params":{}}`, acp.CodeInvalidRequest, "4", 0},
+		{`{"jsonrpc":"2.0","id":5,"RESULT":{}}`, acp.CodeInvalidRequest, "5", 0},
+		{`{"jsonrpc":"2.0","id":5,"result":{},"Error":null}`, acp.CodeInvalidRequest, "5", 0},
+		{`{"jsonrpc":"2.0","id":6,"method":"x","Meta":{},"_meta":{}}`, 0, "6", Request},
 		{`{"jsonrpc":"2.0","id":null,"method":"x"}`, acp.CodeInvalidRequest, "null", 0},
 		{`{"jsonrpc":"2.0","id":-1,"method":"x"}`, 0, "-1", Request},
 		{`{"jsonrpc":"2.0","id":-0,"method":"x"}`, 0, "-0", Request},
@@ -97,11 +105,12 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// A member of the wrong type is refused with the decoder's words, which
-// name the envelope; clients see them, so they stay as they were.
-func TestCheckWrongType(t *testing.T) {
-	_, resp := Check([]byte(`{"jsonrpc":2,"id":"q","method":"x"}`))
-	want := `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"invalid request: json: cannot unmarshal number into Go struct field envelope.jsonrpc of type string"}}`
+// A member name of JSON-RPC spelt in another case is refused, with the id
+// if the message has one by its exact name; the refusal names the first
+// such member in byte order, so that it is the same on every run.
+func TestCheckMiscased(t *testing.T) {
+	_, resp := Check([]byte(`{"jsonrpc":"2.0","id":"q","Method":"x","ID":1}`))
+	want := `{"jsonrpc":"2.0","id":"q","error":{"code":-32600,"message":"\"ID\": member names are case-sensitive (JSON-RPC 2.0 has \"id\")"}}`
 	if string(resp) != want {
 		t.Errorf("refusal\n%s\nwant\n%s", resp, want)
 	}
