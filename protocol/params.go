@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 
 	"shellagent/acp"
@@ -24,8 +25,9 @@ func toRPC(err error) *jsonrpc2.Error {
 }
 
 // decodeParams unmarshals params into v and reports problems as -32602
-// errors that name the field. Absent params decode as {}: the request's
-// validate then names the first required field.
+// errors that name the field, a member name spelt in another case among
+// them (exactNames). Absent params decode as {}: the request's validate
+// then names the first required field.
 func decodeParams(params *json.RawMessage, v any) error {
 	if params == nil || string(*params) == "null" {
 		return nil
@@ -41,7 +43,7 @@ func decodeParams(params *json.RawMessage, v any) error {
 		}
 		return acp.InvalidParams("params: %v", strings.TrimPrefix(err.Error(), "json: "))
 	}
-	return nil
+	return exactNames(*params, reflect.TypeOf(v), "")
 }
 
 func jsonType(goKind string) string {

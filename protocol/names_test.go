@@ -1,0 +1,44 @@
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"shellagent/acp"
+)
+
+// A member that names a field of the params in another case is refused,
+// at any depth, with the id, the member's path and the name meant; one
+// that names no field is left alone, as before.
+func TestMemberNamesAreCaseSensitive(t *testing.T) {
+	t.Parallel()
+	w := newWire(t)
+	tests := []struct {
+		method, params string
+		message        string // "": answered with a result
+	}{
+		{"session/new", `{"cwd":"/tmp","mcpServers":[],"unknown":1,"_meta":{"K":1}}`, ""},
+		{"session/new", `{"CWD":"/tmp"}`, `CWD: unknown member (names are case-sensitive: did you mean "cwd"?)`},
+		{"session/new", `{"cwd":"/tmp","additionalDIRECTORIES":[]}`, `additionalDIRECTORIES: unknown member (names are case-sensitive: did you mean "additionalDirectories"?)`},
+		{"session/prompt", `{"sessionID":"s","prompt":[]}`, `sessionID: unknown member (names are case-sensitive: did you mean "sessionId"?)`},
+		{"session/prompt", `{"sessionId":"s","prompt":[{"type":"text","text":"a"},{"type":"text","Text":"b"}]}`, `prompt[1].Text: unknown member (names are case-sensitive: did you mean "text"?)`},
+		{"session/set_config_option", `{"sessionId":"s","configId":"x","value":"1","ConfigId":"y"}`, `ConfigId: unknown member (names are case-sensitive: did you mean "configId"?)`},
+	}
+	for i, tt := range tests {
+		w.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, i+1, tt.method, tt.params))
+		m := w.recv()
+		var e struct {
+			Message string `json:"message"`
+		}
+		json.Unmarshal(m["error"], &e)
+		switch {
+		case string(m["id"]) != fmt.Sprint(i+1):
+			t.Errorf("%s: answered %v", tt.params, m)
+		case tt.message == "" && m["error"] != nil:
+			t.Errorf("%s: refused: %s", tt.params, m["error"])
+		case tt.message != "" && (errorCode(m) != acp.CodeInvalidParams || e.Message != tt.message):
+			t.Errorf("%s: answered %s, want -32602 %q", tt.params, m["error"], tt.message)
+		}
+	}
+}
