@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -341,9 +342,17 @@ func (c *Conn) handleNotification(req *jsonrpc2.Request) {
 	switch req.Method {
 	case "session/cancel":
 		var p acp.CancelSessionNotification
-		if decodeParams(req.Params, &p) == nil && p.SessionID != "" {
-			c.agent.CancelSession(c.client(), &p)
+		err := decodeParams(req.Params, &p)
+		if err == nil && p.SessionID == "" {
+			err = errors.New("sessionId: required")
 		}
+		if err != nil {
+			// A notification has no answer: the log is the only place
+			// to say why nothing was cancelled.
+			c.log.Warn("ignored session/cancel", "err", err)
+			return
+		}
+		c.agent.CancelSession(c.client(), &p)
 	case "$/cancel_request":
 		c.withdraw(req.Params)
 	default:

@@ -3,6 +3,8 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"shellagent/acp"
@@ -40,5 +42,44 @@ func TestMemberNamesAreCaseSensitive(t *testing.T) {
 		case tt.message != "" && (errorCode(m) != acp.CodeInvalidParams || e.Message != tt.message):
 			t.Errorf("%s: answered %s, want -32602 %q", tt.params, m["error"], tt.message)
 		}
+	}
+}
+
+// cancelAgent records the sessions it is asked to cancel.
+type cancelAgent struct {
+	stubAgent
+	cancels chan string
+}
+
+func (a cancelAgent) CancelSession(_ Client, p *acp.CancelSessionNotification) {
+	a.cancels <- p.SessionID
+}
+
+// A session/cancel whose sessionId is spelt in another case cancels
+// nothing, and the log says why: a notification has no answer.
+func TestACancelWithAMisspeltSessionIsIgnoredAndLogged(t *testing.T) {
+	t.Parallel()
+	var log syncBuffer
+	a := cancelAgent{cancels: make(chan string, 2)}
+	w := newWireWith(t, a, Options{Log: slog.New(slog.NewTextHandler(&log, nil))})
+	w.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":2}}`)
+	w.recv()
+	w.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionID":"s1"}}`)
+	w.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s2"}}`)
+	w.send(`{"jsonrpc":"2.0","id":1,"method":"session/list","params":{}}`)
+	w.recv() // the notifications before it are handled
+	select {
+	case got := <-a.cancels:
+		if got != "s2" {
+			t.Errorf("cancelled %q, want only s2", got)
+		}
+	default:
+		t.Error("the well-spelt cancel cancelled nothing")
+	}
+	if len(a.cancels) > 0 {
+		t.Errorf("cancelled %q too", <-a.cancels)
+	}
+	if want := `sessionID: unknown member`; !strings.Contains(log.String(), "ignored session/cancel") || !strings.Contains(log.String(), want) {
+		t.Errorf("log %q, want the ignored cancel and %q", log.String(), want)
 	}
 }
