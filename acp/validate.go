@@ -47,6 +47,10 @@ func (p *ListSessionsRequest) Validate() error { return nil }
 // Validate names the first field of p that is missing or malformed, as a -32602 error.
 func (p *CloseSessionRequest) Validate() error { return required("sessionId", p.SessionID) }
 
+// Validate reports what is wrong with the params; nothing is cancelled
+// then (a notification has no answer to carry it).
+func (p *CancelSessionNotification) Validate() error { return required("sessionId", p.SessionID) }
+
 // Validate names the first field of p that is missing or malformed, as a -32602 error.
 func (p *DeleteSessionRequest) Validate() error { return required("sessionId", p.SessionID) }
 

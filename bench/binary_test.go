@@ -162,20 +162,21 @@ func startBinary(tb testing.TB, daemon bool, hook onData) *agent {
 	}
 	args := []string{"--shell", "/bin/sh", "--foreground-timeout", "0"}
 	state := tb.TempDir()
+	socket := ""
 	if daemon {
 		dir, err := os.MkdirTemp("", "sab") // short: a socket path has at most 107 bytes
 		if err != nil {
 			tb.Fatal(err)
 		}
-		socket := filepath.Join(dir, "d.sock")
+		socket = filepath.Join(dir, "d.sock")
 		tb.Cleanup(func() { stopDaemon(tb, bin, socket, state); os.RemoveAll(dir) })
 		args = append([]string{"--daemon", "--socket", socket}, args...)
-		a := startProcess(tb, bin, state, hook, args...)
-		a.server = daemonPid(tb, bin, socket)
-		return a
 	}
 	a := startProcess(tb, bin, state, hook, args...)
 	a.server = a.cmd.Process.Pid
+	if daemon {
+		a.server = daemonPid(tb, bin, socket)
+	}
 	return a
 }
 

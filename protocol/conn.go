@@ -3,7 +3,6 @@ package protocol
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -341,18 +340,14 @@ func (c *Conn) panicked(req *jsonrpc2.Request, r any) error {
 func (c *Conn) handleNotification(req *jsonrpc2.Request) {
 	switch req.Method {
 	case "session/cancel":
-		var p acp.CancelSessionNotification
-		err := decodeParams(req.Params, &p)
-		if err == nil && p.SessionID == "" {
-			err = errors.New("sessionId: required")
-		}
+		p, err := decode[acp.CancelSessionNotification](req)
 		if err != nil {
 			// A notification has no answer: the log is the only place
 			// to say why nothing was cancelled.
 			c.log.Warn("ignored session/cancel", "err", err)
 			return
 		}
-		c.agent.CancelSession(c.client(), &p)
+		c.agent.CancelSession(c.client(), p)
 	case "$/cancel_request":
 		c.withdraw(req.Params)
 	default:

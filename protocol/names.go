@@ -40,7 +40,7 @@ func exactNames(raw json.RawMessage, t reflect.Type, path string) error {
 				}
 				continue
 			}
-			for _, name := range slices.Sorted(maps.Keys(fields)) {
+			for name := range fields { // at most one name matches k but for case
 				if strings.EqualFold(k, name) {
 					return acp.InvalidParams("%s: unknown member (names are case-sensitive: did you mean %q?)", member(path, k), name)
 				}
