@@ -170,7 +170,9 @@ func (s *markerMode) close(timeout time.Duration) error {
 }
 
 // kill sends SIGKILL to every live process of the instance and returns
-// those it found.
+// those it found. A process's marker is read once (markerCache), not at
+// every look: a look at shutdown, on a machine of thousands of processes,
+// reads the environments of the newcomers only.
 func (s *markerMode) kill() ([]proc, error) {
 	procs, err := s.scans.scan()
 	if err != nil {
@@ -190,7 +192,10 @@ func (s *markerMode) kill() ([]proc, error) {
 	}
 	inst := s.inst.String()
 	for _, p := range procs {
-		if v, _ := environValue(p.pid, InstanceEnv); v == inst {
+		if p.zombie() {
+			continue
+		}
+		if v, _ := s.markers.read(p, 0); v == inst {
 			victims[p.pid] = p
 		}
 	}
@@ -229,7 +234,10 @@ type markerCache struct {
 // machine), so an empty one is read again for c.patience, and is not
 // remembered: it is read again at the next look. One that is not ours to
 // read has no marker, and that is remembered.
-func (c *markerCache) get(p proc) (inst, term string) {
+func (c *markerCache) get(p proc) (inst, term string) { return c.read(p, c.patience) }
+
+// read is get with an empty environment read again for patience.
+func (c *markerCache) read(p proc, patience time.Duration) (inst, term string) {
 	c.mu.Lock()
 	m, ok := c.m[p.pid]
 	c.mu.Unlock()
@@ -237,7 +245,7 @@ func (c *markerCache) get(p proc) (inst, term string) {
 		return m.inst, m.term
 	}
 	m = marker{start: p.start}
-	for deadline := time.Now().Add(c.patience); ; time.Sleep(500 * time.Microsecond) {
+	for deadline := time.Now().Add(patience); ; time.Sleep(500 * time.Microsecond) {
 		env, err := environ(p.pid)
 		if errors.Is(err, fs.ErrPermission) {
 			break // another user's

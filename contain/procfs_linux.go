@@ -34,14 +34,16 @@ func readProc(pid int) (p proc, ok bool) {
 
 // parseStat parses /proc/PID/stat: "pid (comm) state ppid pgrp session ...".
 // comm may hold spaces and parentheses, so fields are counted from the last
-// ')'. Field N of proc(5) is f[N-3].
+// ')'. Field N of proc(5) is f[N-3]. It allocates nothing: a look at every
+// process of the machine parses thousands of these.
 func parseStat(pid int, b []byte) (proc, bool) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 || i+2 >= len(b) {
 		return proc{}, false
 	}
-	f := bytes.Fields(b[i+2:])
-	if len(f) < 20 {
+	var f [50][]byte // the fields up to exit_code
+	n := statFields(b[i+2:], f[:])
+	if n < 32 { // up to sigcatch
 		return proc{}, false
 	}
 	var bad bool
@@ -58,10 +60,28 @@ func parseStat(pid int, b []byte) (proc, bool) {
 		start:      num(19),
 		sigPending: num(28), sigIgnore: num(30), sigCatch: num(31),
 	}
-	if len(f) > 49 { // exit_code, Linux 3.5 and later
+	if n > 49 { // exit_code, Linux 3.5 and later
 		p.exitCode = int(num(49))
 	}
 	return p, !bad
+}
+
+// statFields splits b at spaces and newlines into f, as many fields as f
+// holds, and returns how many it found.
+func statFields(b []byte, f [][]byte) int {
+	n := 0
+	for len(b) > 0 && n < len(f) {
+		if b[0] == ' ' || b[0] == '\n' {
+			b = b[1:]
+			continue
+		}
+		end := bytes.IndexAny(b, " \n")
+		if end < 0 {
+			end = len(b)
+		}
+		f[n], b, n = b[:end], b[end:], n+1
+	}
+	return n
 }
 
 // ownProc checks that /proc shows this process's pid namespace, as every
