@@ -193,7 +193,7 @@ func (s *markerMode) kill() ([]proc, error) {
 	inst := s.inst.String()
 	for _, p := range procs {
 		if p.zombie() || p.kthread {
-			continue // no environment to read: read again at every look
+			continue // no environment, and an empty one is read at every look
 		}
 		if v, _ := s.markers.read(p, 0); v == inst {
 			victims[p.pid] = p

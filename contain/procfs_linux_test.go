@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -11,40 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// fieldsStat is parseStat as it was written with bytes.Fields (but for a
-// line of 20 to 31 fields, which made it panic): the oracle for the parser
-// that allocates nothing.
-func fieldsStat(pid int, b []byte) (proc, bool) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return proc{}, false
-	}
-	f := bytes.Fields(b[i+2:])
-	if len(f) < 32 {
-		return proc{}, false
-	}
-	var bad bool
-	num := func(k int) uint64 {
-		v, err := strconv.ParseUint(string(f[k]), 10, 64)
-		bad = bad || err != nil
-		return v
-	}
-	flags := num(6)
-	p := proc{
-		pid: pid, state: f[0][0],
-		ppid: int(num(1)), pgid: int(num(2)), sid: int(num(3)),
-		exiting: flags&pfExiting != 0, kthread: flags&pfKthread != 0,
-		start:      num(19),
-		sigPending: num(28), sigIgnore: num(30), sigCatch: num(31),
-	}
-	if len(f) > 49 {
-		p.exitCode = int(num(49))
-	}
-	return p, !bad
-}
-
-// parseStat reads every process this machine has as bytes.Fields would,
-// and a few lines no process writes.
+// statFields splits every stat line of this machine, and a few no process
+// writes, as bytes.Fields does, up to the fields it has room for; and
+// parseStat reads what it must of them.
 func TestParseStat(t *testing.T) {
 	pids, err := listPids()
 	if err != nil {
@@ -59,31 +29,54 @@ func TestParseStat(t *testing.T) {
 	if len(lines) < 2 {
 		t.Fatalf("read %d stat lines, want this process's and more", len(lines))
 	}
-	self, _ := os.ReadFile("/proc/self/stat")
-	made := [][]byte{
-		// A command name with spaces and parentheses, no exit_code.
-		[]byte("7 (a) (b c) S 1 7 7 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 99 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n"),
-		// Every field, exit_code last, two spaces in a row.
-		[]byte("8 (sh) Z  1 8 8 0 -1 4194316 0 0 0 0 0 0 0 0 20 0 1 0 123 0 0 0 0 0 0 0 0 0 0 256 65538 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 9"),
-		[]byte("9 (short) S 1 9 9"),
-		[]byte("10 (no close"),
-		[]byte("11 (x) S 1 x 11 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0"),
-		[]byte("12 (x)"),
-		bytes.Replace(self, []byte(")"), []byte(") "), 1), // two spaces after the name
+	made := []string{
+		"", " ", "\n", "a", " a  b\n", "a\nb c\n\n", "  a b c  ",
+		"0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52\n",
 	}
-	for i, b := range append(lines, made...) {
-		got, gotOK := parseStat(i, b)
-		want, wantOK := fieldsStat(i, b)
-		if got != want || gotOK != wantOK {
-			t.Errorf("parseStat(%q) = %+v, %v; want %+v, %v", b, got, gotOK, want, wantOK)
+	for _, m := range made {
+		lines = append(lines, []byte(m))
+	}
+	for _, b := range lines {
+		var f [50][]byte
+		got := f[:statFields(b, f[:])]
+		want := bytes.Fields(b)
+		want = want[:min(len(want), len(f))]
+		if len(got) != len(want) || !slices.EqualFunc(got, want, bytes.Equal) {
+			t.Errorf("statFields(%q) = %q, want %q", b, got, want)
 		}
+	}
+
+	self, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Fatal(err)
 	}
 	sid, _ := unix.Getsid(0)
 	if p, ok := parseStat(os.Getpid(), self); !ok || p.ppid != os.Getppid() || p.sid != sid || p.pgid != unix.Getpgrp() {
 		t.Errorf("this process: %+v, %v; want ppid %d, session %d, group %d", p, ok, os.Getppid(), sid, unix.Getpgrp())
 	}
-	if p, ok := parseStat(8, made[1]); !ok || p.exitCode != 9 || p.start != 123 || p.sigIgnore != 256 {
-		t.Errorf("zombie line: %+v, %v", p, ok)
+	tests := []struct {
+		name, line string
+		want       proc
+		ok         bool
+	}{
+		{"a name with spaces and parentheses, no exit_code",
+			"7 (a) (b c) S 1 7 7 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 99 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n",
+			proc{pid: 7, state: 'S', ppid: 1, pgid: 7, sid: 7, start: 99}, true},
+		{"a zombie, exiting, with its exit code",
+			"8 (sh) Z 1 8 8 0 -1 4194316 0 0 0 0 0 0 0 0 20 0 1 0 123 0 0 0 0 0 0 0 0 0 0 256 65538 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 9\n",
+			proc{pid: 8, state: 'Z', ppid: 1, pgid: 8, sid: 8, exiting: true, start: 123, sigIgnore: 256, sigCatch: 65538, exitCode: 9}, true},
+		{"up to sigcatch, no further", "9 (x) S 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0 0 0 0 0 0 0 0 0 7 0",
+			proc{pid: 9, state: 'S', ppid: 1, pgid: 9, sid: 9, start: 5, sigIgnore: 7}, true},
+		{"short of sigcatch", "9 (x) S 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0 0 0 0 0 0 0 0 0 0", proc{}, false},
+		{"a field not a number", "10 (x) S 1 x 10 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0 0 0 0 0 0 0 0 0 0 0 0\n", proc{}, false},
+		{"no closing parenthesis", "11 (x S 1 11 11", proc{}, false},
+		{"nothing after the name", "12 (x)", proc{}, false},
+	}
+	for _, tt := range tests {
+		p, ok := parseStat(tt.want.pid, []byte(tt.line))
+		if ok != tt.ok || ok && p != tt.want {
+			t.Errorf("%s: parseStat = %+v, %v; want %+v, %v", tt.name, p, ok, tt.want, tt.ok)
+		}
 	}
 }
 
