@@ -89,39 +89,38 @@ func (g *markerGroup) ForkExec(argv0 string, argv []string, attr *syscall.ProcAt
 }
 
 // attribute returns the group's processes among procs, live or not, and
-// records them. facts holds what the mode read of processes among procs
-// (markerMode.facts). A group that has ended has no members: its last
+// records them. parent is parents(procs); facts holds what the mode read
+// of processes among procs (markerMode.facts). A group that has ended has no members: its last
 // look found none, and members come only from members.
-func (g *markerGroup) attribute(procs []proc, facts map[int]procFacts) []proc {
+func (g *markerGroup) attribute(procs []proc, parent []int, facts map[int]procFacts) []proc {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.shell == 0 || g.ended {
 		return nil
 	}
-	byPid := make(map[int]proc, len(procs))
-	for _, p := range procs {
-		byPid[p.pid] = p
-	}
-	member := make(map[int]bool)
-	for _, p := range procs {
+	member := make([]bool, len(procs))
+	n := 0
+	for i, p := range procs {
 		if g.belongsLocked(p, facts) {
-			member[p.pid] = true
+			member[i] = true
+			n++
 		}
 	}
 	// Ancestry: a child of a member is a member. Parents usually come
 	// first in start order, so this settles in a pass or two.
 	for changed := true; changed; {
 		changed = false
-		for _, p := range procs {
-			if !member[p.pid] && member[p.ppid] && byPid[p.ppid].start <= p.start {
-				member[p.pid], changed = true, true
+		for i, j := range parent {
+			if !member[i] && j >= 0 && member[j] {
+				member[i], changed = true, true
+				n++
 			}
 		}
 	}
-	out := make([]proc, 0, len(member))
-	known := make(map[int]uint64, len(member))
-	for _, p := range procs {
-		if member[p.pid] {
+	out := make([]proc, 0, n)
+	known := make(map[int]uint64, n+1)
+	for i, p := range procs {
+		if member[i] {
 			out = append(out, p)
 			known[p.pid] = p.start
 		}
@@ -140,17 +139,36 @@ func (g *markerGroup) attribute(procs []proc, facts map[int]procFacts) []proc {
 	return out
 }
 
+// parents returns, for each process of procs, the index in procs of its
+// parent; -1 where the parent is not among them, or started after it (its
+// pid was reused). kill works it out once for all the groups.
+func parents(procs []proc) []int {
+	at := make(map[int]int, len(procs))
+	for i, p := range procs {
+		at[p.pid] = i
+	}
+	out := make([]int, len(procs))
+	for i, p := range procs {
+		j, ok := at[p.ppid]
+		if !ok || procs[j].start > p.start {
+			j = -1
+		}
+		out[i] = j
+	}
+	return out
+}
+
 // belongsLocked tells a member by its own traits: recorded before (same
 // start time), in the group's session or process group, or a process the
 // mode has facts for that holds the group's terminal or carries its
 // marker. g.mu is held.
 func (g *markerGroup) belongsLocked(p proc, facts map[int]procFacts) bool {
-	if start, ok := g.known[p.pid]; ok && start == p.start {
-		return true
-	}
 	// The process group is the session's where the OS cannot tell a
 	// process's session (a zombie's, on macOS).
 	if g.sid != 0 && (p.sid == g.sid || p.pgid == g.sid) {
+		return true
+	}
+	if start, ok := g.known[p.pid]; ok && start == p.start {
 		return true
 	}
 	// A zombie or exiting process has no environment left to read, and
@@ -171,7 +189,7 @@ func (g *markerGroup) members() ([]proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	return liveOnly(g.attribute(procs, g.m.facts(procs))), nil
+	return liveOnly(g.attribute(procs, parents(procs), g.m.facts(procs))), nil
 }
 
 func liveOnly(procs []proc) []proc {
@@ -189,7 +207,7 @@ func (g *markerGroup) look() ([]proc, error) {
 	}
 	facts := g.m.facts(procs)
 	for range 10 {
-		if live := liveOnly(g.attribute(procs, facts)); len(live) > 0 {
+		if live := liveOnly(g.attribute(procs, parents(procs), facts)); len(live) > 0 {
 			return live, nil
 		}
 		fresh, err := newcomers(procs)

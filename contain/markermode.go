@@ -180,8 +180,9 @@ func (s *markerMode) kill() ([]proc, error) {
 	}
 	facts := s.facts(procs)
 	victims := make(map[int]proc)
+	parent := parents(procs)
 	for _, g := range s.snapshot() {
-		for _, p := range g.attribute(procs, facts) {
+		for _, p := range g.attribute(procs, parent, facts) {
 			victims[p.pid] = p
 		}
 	}
