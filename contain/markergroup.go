@@ -90,8 +90,9 @@ func (g *markerGroup) ForkExec(argv0 string, argv []string, attr *syscall.ProcAt
 
 // attribute returns the group's processes among procs, live or not, and
 // records them. parent is parents(procs); facts holds what the mode read
-// of processes among procs (markerMode.facts). A group that has ended has no members: its last
-// look found none, and members come only from members.
+// of processes among procs (markerMode.facts). A group that has ended has
+// no members: its last look found none, and members come only from
+// members.
 func (g *markerGroup) attribute(procs []proc, parent []int, facts map[int]procFacts) []proc {
 	g.mu.Lock()
 	defer g.mu.Unlock()
