@@ -5,6 +5,8 @@ import (
 	"testing"
 )
 
+// parents finds each parent by pid wherever the scan lists it, and none
+// where the parent is gone or its pid names a newer process.
 func TestParents(t *testing.T) {
 	procs := []proc{
 		{pid: 1, ppid: 0, start: 1},
@@ -30,7 +32,7 @@ func TestAttribute(t *testing.T) {
 	g.shell, g.sid = 100, 100
 	g.known[100] = 50
 	procs := []proc{
-		{pid: 7, ppid: 103, start: 60, state: 'S'}, // a grandchild, listed before its parent
+		{pid: 7, ppid: 103, start: 60, state: 'S'}, // the shell's great-grandchild, listed before its parent
 		{pid: 100, ppid: 1, sid: 100, start: 50, state: 'S'},
 		{pid: 101, ppid: 100, sid: 101, start: 51, state: 'S'}, // setsid: in by ancestry
 		{pid: 102, ppid: 1, sid: 102, start: 52, state: 'S'},   // another session
