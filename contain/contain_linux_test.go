@@ -354,6 +354,54 @@ func startMarked(t *testing.T, inst instance, dir string) int {
 	return pid
 }
 
+// KillAll in a mode that finds processes by looking (Subreaper, Session)
+// kills a process that carries the instance's marker and that nothing else
+// places (no group holds it, the reaper leaves it: it is an os/exec child
+// in the agent's session), at every look (the marker is read once and
+// remembered); it leaves one with another instance's marker alone.
+func TestKillAllKillsTheMarked(t *testing.T) {
+	eachMode(t, func(t *testing.T, c *Containment) {
+		if c.Mode() == Cgroup {
+			t.Skip("cgroup mode kills what its cgroups hold, not what carries the marker")
+		}
+		other := sleepWith(t, instance{pid: 1})
+		for i := range 2 {
+			marked := sleepWith(t, c.inst)
+			if err := c.KillAll(); err != nil {
+				t.Fatal(err)
+			}
+			if running(marked.Process.Pid) {
+				t.Errorf("KillAll %d left the marked process %d running", i+1, marked.Process.Pid)
+			} else if err := marked.Wait(); marked.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Errorf("KillAll %d: the marked process ended with %v, want SIGKILL", i+1, err)
+			}
+		}
+		if !running(other.Process.Pid) {
+			t.Errorf("KillAll killed %d, another instance's", other.Process.Pid)
+		}
+	})
+}
+
+// sleepWith starts sleep 300 with inst's marker, with os/exec, in this
+// process's session: unlike startMarked's session leader, which
+// Subreaper mode's reaper takes as its own, nothing but the marker makes
+// it the instance's.
+func sleepWith(t *testing.T, inst instance) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("/bin/sleep", "300")
+	cmd.Env = inst.env()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return cmd
+}
+
 func running(pid int) bool {
 	p, ok := readProc(pid)
 	return ok && p.live()

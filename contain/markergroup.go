@@ -159,8 +159,8 @@ func parents(procs []proc) []int {
 	return out
 }
 
-// belongsLocked tells a member by its own traits: recorded before (same
-// start time), in the group's session or process group, or a process the
+// belongsLocked tells a member by its own traits: in the group's session
+// or process group, recorded before (same start time), or a process the
 // mode has facts for that holds the group's terminal or carries its
 // marker. g.mu is held.
 func (g *markerGroup) belongsLocked(p proc, facts map[int]procFacts) bool {
