@@ -553,7 +553,7 @@ backoff = "0s"
 		svc := st.stack.Service("flaky")
 		call = svc.Info().Call.ID()
 		if svc.Info().State != service.Failed || svc.Info().Gen != runs {
-			t.Errorf("flaky %s after %d runs, want failed after %d", svc.Info().State, svc.Info().Gen, runs)
+			t.Errorf("flaky %s after %d runs (%s), want failed after %d", svc.Info().State, svc.Info().Gen, svc.Info().Why, runs)
 		}
 		c := st.work.calls[call]
 		if c == nil || c.state == callRetired || c.task != (kindTask{svc}) {
@@ -574,6 +574,6 @@ backoff = "0s"
 		}
 	}
 	if len(refs) == 0 || len(refs) > service.MaxRuns || refs[len(refs)-1] != "term_"+strconv.Itoa(runs) {
-		t.Errorf("its final content references %v, want at most %d runs ending with term_%d", refs, service.MaxRuns, runs)
+		t.Errorf("its final content references %v, want at most %d runs ending with term_%d (content %v)", refs, service.MaxRuns, runs, final.Update["content"])
 	}
 }
