@@ -295,6 +295,7 @@ func TestWaitRefusesBadInput(t *testing.T) {
 	h, sid := waitSession(t, "sleep 30", "")
 	tests := []struct{ line, says string }{
 		{"/wait", "/wait needs a terminal id."},
+		{`/wait ""`, "/wait needs a terminal id."}, // FuzzPrompt: it waited for terminal ""
 		{"/wait term_9 x", `Cannot wait for term_9: there is no terminal "term_9" in this session`},
 		{"/wait term_1 x --timeout 2h", "/wait: the timeout must be at most 1h0m0s, got 2h."},
 		{"/wait term_1 x --timeout 0s", "/wait: the timeout must be more than 0, got 0s."},

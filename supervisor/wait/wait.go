@@ -85,7 +85,7 @@ func Parse(rest string) (spec *Spec, problem string) {
 	switch {
 	case err != nil:
 		return nil, "/wait: " + err.Error()
-	case len(args) == 0:
+	case len(args) == 0 || args[0].Text == "": // '' names no terminal
 		return nil, "/wait needs a terminal id"
 	}
 	spec = &Spec{Term: args[0].Text, Timeout: DefaultTimeout}
