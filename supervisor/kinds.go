@@ -1,8 +1,6 @@
 package supervisor
 
 import (
-	"errors"
-	"strings"
 	"time"
 
 	"shellagent/acp"
@@ -246,9 +244,9 @@ var _ service.Host = host{}
 
 func (h host) Launch(c work.Call, spec work.LaunchSpec) (work.Run, error) {
 	call := c.(callHandle).c // Safe: every work.Call is a callHandle.
-	t := launchWith(h.st, call, spec.Line, launchOptions{dir: spec.Dir, env: spec.Env, note: spec.Note})
-	if t == nil { // launchWith failed the tool call and said why in its content
-		return nil, errors.New(contentText(call))
+	t, err := launchWith(h.st, call, spec.Line, launchOptions{dir: spec.Dir, env: spec.Env, note: spec.Note})
+	if err != nil {
+		return nil, err
 	}
 	return runHandle{terminalHandle{h.st, t}}, nil
 }
@@ -275,17 +273,6 @@ func (h host) Tail(id string, n int) string { return h.st.work.tail(id, n) }
 func (h host) Config() work.Config {
 	cfg := &h.st.s.sv.cfg
 	return work.Config{Shell: cfg.Shell, Env: h.st.s.sv.env, StateDir: cfg.StateDir, LogCap: cfg.logCap, Logger: cfg.Log}
-}
-
-// contentText is the text of a tool call's content, for a notice.
-func contentText(c *toolCall) string {
-	var b strings.Builder
-	for _, it := range c.content {
-		if it.Content != nil {
-			b.WriteString(it.Content.Text)
-		}
-	}
-	return b.String()
 }
 
 // runHandle is a terminal that a kind launched for its tool call, as the

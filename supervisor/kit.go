@@ -199,8 +199,9 @@ func (sc scene) NewID(terminal bool) string {
 func (sc scene) Run(line string, l kit.Launch) (c kit.Command, ok bool) {
 	st := sc.st
 	call := st.newCall(callRunning, "execute", line)
-	t := launchWith(st, call, line, launchOptions{env: l.Env, source: l.Source, note: l.Note})
-	if t == nil {
+	t, err := launchWith(st, call, line, launchOptions{env: l.Env, source: l.Source, note: l.Note})
+	if err != nil {
+		failLaunch(st, call, err)
 		return kit.Command{}, false
 	}
 	switch {

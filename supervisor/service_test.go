@@ -235,6 +235,87 @@ backoff = "0s"
 	h.exit(nil, sid, steady[0])
 }
 
+// TestStackRestartsWhenARunCannotStart: a restart whose command cannot
+// start (its directory is gone: the first run removed it) is a run that
+// failed at once: a notice says why, the next restart follows its
+// backoff, and once the directory is back the service runs again, its
+// tool call in progress throughout. It gave up at the first such launch
+// before: one refused fork ended a service under restart = "always".
+func TestStackRestartsWhenARunCannotStart(t *testing.T) {
+	t.Parallel()
+	const line = `if [ -e ../again ]; then echo again; exec sleep 60; fi; touch ../again; rmdir "$PWD"; exit 1`
+	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+[services.web]
+command = '`+line+`'
+cwd = "web"
+restart = "on-failure"
+max_restarts = 20
+backoff = "100ms"
+`)
+	dir := filepath.Join(h.cwd, "web")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h.run(sid, "/up")
+	n := h.update(nil, sid, acp.KindNotice, "a notice that a restart could not start", func(m *acptest.Msg) bool {
+		return strings.Contains(m.Update["title"].(string), "service web restarts: could not start (")
+	})
+	if title := n.Update["title"].(string); !strings.Contains(title, "no such file or directory") {
+		t.Errorf("the notice says %q, want it to say why", title)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var term string
+	h.await(sid, "web runs again", func(st *state) bool {
+		if r := st.stack.Service("web").Info().Term; r != nil && r.Running() {
+			term = r.ID()
+		}
+		return term != ""
+	})
+	h.output(sid, term, "again")
+	call := h.serviceCalls(sid)["web"][0]
+	h.never(sid, "web's tool call ended", func(m *acptest.Msg) bool {
+		return m.Kind == acp.KindToolCall && m.ToolCallID() == call && m.Status() != acp.StatusInProgress
+	})
+	h.inspect(sid, func(st *state) {
+		if i := st.stack.Service("web").Info(); i.State != service.Ready || i.Restarts < 2 {
+			t.Errorf("web %s after %d restarts (%s), want ready after 2 or more", i.State, i.Restarts, i.Why)
+		}
+	})
+	h.run(sid, "/down")
+	h.toolStatus(nil, sid, call, acp.StatusCompleted)
+}
+
+// TestStackFirstRunCannotStart: a service whose first run cannot start
+// (its cwd does not exist) fails, whatever its restart policy, as a run
+// that exits before it is ready does: its tool call fails and says why,
+// and so does a notice.
+func TestStackFirstRunCannotStart(t *testing.T) {
+	t.Parallel()
+	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+[services.web]
+command = "exec sleep 60"
+cwd = "missing"
+restart = "always"
+`)
+	h.run(sid, "/up")
+	up := h.agentText(nil, sid, "Failed: web failed")
+	call := h.serviceCalls(sid)["web"][0]
+	failed := h.toolStatus(nil, sid, call, acp.StatusFailed)
+	h.idle(up, sid, acp.StopEndTurn)
+	const want = "its command could not start ("
+	if text := failed.Text(); !strings.Contains(text, "Failed: "+want) || !strings.Contains(text, "no such file or directory") {
+		t.Errorf("its content says %q, want %q and why", text, want)
+	}
+	h.update(failed, sid, acp.KindNotice, "a notice that web could not start", func(m *acptest.Msg) bool {
+		return strings.HasPrefix(m.Update["title"].(string), "service web failed: "+want)
+	})
+	if runs := h.runsOf(sid, "exec sleep 60"); len(runs) != 0 {
+		t.Errorf("terminals %v were announced", runs)
+	}
+}
+
 // TestStackTakenPort: a service whose declared port is taken fails
 // before its command runs, naming the port and who holds it.
 func TestStackTakenPort(t *testing.T) {

@@ -27,11 +27,24 @@ import (
 // launch starts line in a new terminal for call: the Launcher runs on the
 // actor, as slow work (actor.slow). Once it has returned, launch announces
 // the tool call and the terminal, and returns the terminal; or, if the
-// command could not start, fails its tool call (and unlists it, if it
-// asked for permission in the background) and returns nil. Events of the
-// terminal's process that come before that wait their turn in the inbox.
+// command could not start, fails its tool call (failLaunch) and returns
+// nil. Events of the terminal's process that come before that wait their
+// turn in the inbox.
 func (st *state) launch(call *toolCall, line string) *terminal {
-	return launchWith(st, call, line, launchOptions{})
+	t, err := launchWith(st, call, line, launchOptions{})
+	if err != nil {
+		failLaunch(st, call, err)
+		return nil
+	}
+	return t
+}
+
+// failLaunch fails call, whose command could not start: its content says
+// why, and it is unlisted if it was listed while it asked for permission
+// in the background.
+func failLaunch(st *state, call *toolCall, err error) {
+	call.content = []acp.ToolCallContent{acp.TextContent("Could not start the command: " + err.Error())}
+	endCall(st, call, acp.StatusFailed)
 }
 
 // launchOptions are what a scenario's command adds (kit.Scene.Run, kit.go).
@@ -47,8 +60,10 @@ type launchOptions struct {
 	note func(terminalID string) string
 }
 
-// launchWith is launch with opts.
-func launchWith(st *state, call *toolCall, line string, opts launchOptions) *terminal {
+// launchWith is launch with opts, but a command that could not start
+// leaves call as it is, its status in_progress: the caller fails it
+// (failLaunch), or its kind decides what follows (a service may restart).
+func launchWith(st *state, call *toolCall, line string, opts launchOptions) (*terminal, error) {
 	s, cfg := st.s, st.s.sv.cfg
 	dir := cmp.Or(opts.dir, s.cwd)
 	call.state = callRunning
@@ -72,9 +87,7 @@ func launchWith(st *state, call *toolCall, line string, opts launchOptions) *ter
 	st.s.slow()
 	proc, err := cfg.Launcher.Launch(ptyio.Command{Shell: cfg.Shell, Line: line, Dir: dir, Env: env, Size: cfg.Size}, s.disk.Tee(t.id, t.ring), events{s, t})
 	if err != nil {
-		call.content = []acp.ToolCallContent{acp.TextContent("Could not start the command: " + err.Error())}
-		endCall(st, call, acp.StatusFailed) // unlisted, if it was listed while it asked
-		return nil
+		return nil, err
 	}
 	t.proc, call.term = proc, t
 	st.work.addTerminal(t)
@@ -85,7 +98,7 @@ func launchWith(st *state, call *toolCall, line string, opts launchOptions) *ter
 	}
 	st.out.send(call.update())
 	st.out.announceTerminal(t)
-	return t
+	return t, nil
 }
 
 // commandRun is the foreground work of a turn that runs a command in the

@@ -28,18 +28,25 @@ type Run struct {
 	Exit       Exit
 }
 
-// Exit is how a run ended: an exit code, or the signal that killed it.
+// Exit is how a run ended: an exit code, or the signal that killed it,
+// or why it could not start.
 type Exit struct {
 	Code   int
 	Signal string // such as "SIGSEGV"; "" if the process exited
+	// NotStarted says why the run's command could not start (its fork
+	// or its directory failed); "" if it started.
+	NotStarted string
 }
 
 // Failed reports whether the exit is a failure for on-failure: a non-zero
-// code or a signal.
-func (e Exit) Failed() bool { return e.Code != 0 || e.Signal != "" }
+// code, a signal, or a command that could not start.
+func (e Exit) Failed() bool { return e.Code != 0 || e.Signal != "" || e.NotStarted != "" }
 
 func (e Exit) String() string {
-	if e.Signal != "" {
+	switch {
+	case e.NotStarted != "":
+		return "could not start (" + e.NotStarted + ")"
+	case e.Signal != "":
 		return "killed by " + e.Signal
 	}
 	return fmt.Sprintf("exit %d", e.Code)

@@ -49,6 +49,7 @@ func TestRestarterCounts(t *testing.T) {
 		{"max_restarts=5 by default", Policy{RestartOnFailure, DefaultMaxRestarts, time.Second}, 9 * time.Second, fail, 6, true},
 		{"max_restarts=0 never restarts a quick failure", Policy{RestartAlways, 0, time.Second}, time.Second, fail, 1, true},
 		{"a signal is a failure", Policy{RestartOnFailure, 2, 0}, 0, Exit{Signal: "SIGSEGV"}, 3, true},
+		{"a run that could not start is a failure", Policy{RestartOnFailure, 2, 0}, 0, Exit{NotStarted: "fork: EAGAIN"}, 3, true},
 		{"on-failure, a clean exit ends it", Policy{RestartOnFailure, 2, time.Second}, time.Second, Exit{}, 1, false},
 		{"always, a clean exit restarts", Policy{RestartAlways, 2, time.Second}, time.Second, Exit{}, 3, true},
 		{"no never restarts", Policy{RestartNo, 5, time.Second}, time.Second, fail, 1, false},
@@ -164,5 +165,28 @@ func TestRestarterResumes(t *testing.T) {
 	}
 	if b.Restarts() != 3 || !strings.Contains(b.Next(c.run(time.Second, Exit{Code: 1})).Reason, "gave up") {
 		t.Errorf("resumed: %d restarts, want 3 and then to give up", b.Restarts())
+	}
+}
+
+// TestExitText: how a run ended, as the reasons of a Decision say it.
+func TestExitText(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		exit   Exit
+		want   string
+		failed bool
+	}{
+		{Exit{}, "exit 0", false},
+		{Exit{Code: 3}, "exit 3", true},
+		{Exit{Signal: "SIGSEGV"}, "killed by SIGSEGV", true},
+		{Exit{NotStarted: "chdir /gone: no such file or directory"}, "could not start (chdir /gone: no such file or directory)", true},
+	} {
+		if got := tc.exit.String(); got != tc.want || tc.exit.Failed() != tc.failed {
+			t.Errorf("%+v: %q, failed %v; want %q, failed %v", tc.exit, got, tc.exit.Failed(), tc.want, tc.failed)
+		}
+	}
+	_, ds := runs(Policy{RestartAlways, 1, 0}, 0, Exit{NotStarted: "fork: EAGAIN"}, 50)
+	if got := ds[len(ds)-1].Reason; !strings.HasPrefix(got, "could not start (fork: EAGAIN); gave up after 1 restarts") {
+		t.Errorf("the give-up says %q, want it to say the run could not start", got)
 	}
 }

@@ -168,11 +168,22 @@ func (svc *Service) Start() {
 
 // launched continues Start once the launch is back: the run's terminal
 // is listed in place of the tool call, its log copied, its ready
-// condition watched.
+// condition watched; or, if its command could not start, the service
+// fails or its restart policy decides (below).
 func (svc *Service) launched(gen int, t work.Run, err error) {
-	if err != nil { // Launch failed the tool call and said why in its content
-		svc.state, svc.why = Failed, "its command could not start"
-		svc.notice(acp.NoticeWarning, "failed: its command could not start", err.Error())
+	if err != nil {
+		// Before the service was ever ready it fails, as when a run exits
+		// before it is ready. After, a run that could not start (its fork
+		// or its directory failed) is one that failed at once, and the
+		// restart policy decides: what a loaded machine refuses once (a
+		// fork, a PTY) does not end a server that restart = "always" keeps up.
+		exit := stack.Exit{NotStarted: err.Error()}
+		if svc.everReady {
+			now := time.Now()
+			svc.afterRun(stack.Run{Start: now, End: now, Exit: exit}, "", exit.String())
+		} else {
+			svc.Fail("its command "+exit.String(), true)
+		}
 		svc.stack.Progress()
 		return
 	}
@@ -296,31 +307,33 @@ func (svc *Service) exited(t work.Run, onItsOwn bool) {
 	case !svc.everReady:
 		svc.Fail(fmt.Sprintf("it %s before it was ready", work.ExitText(t.Exit())), true)
 	default:
-		d := svc.restarter.Next(stack.Run{Start: t.Started(), End: time.Now(), Exit: RunExit(t.Exit())})
-		switch {
-		case d.Restart:
-			svc.restartAfter(d)
-		case d.GaveUp:
-			svc.Fail(d.Reason, true)
-		case RunExit(t.Exit()).Failed():
-			svc.Fail(fmt.Sprintf("it %s (%s)", work.ExitText(t.Exit()), d.Reason), true)
-		default:
-			svc.state, svc.why = Stopped, d.Reason
-			svc.say0(fmt.Sprintf("Ended: %s %s (%s).", t.ID(), work.ExitText(t.Exit()), d.Reason))
-			svc.call.End(acp.StatusCompleted)
-			svc.notice(acp.NoticeInfo, "ended: "+d.Reason, "")
-		}
+		run := stack.Run{Start: t.Started(), End: time.Now(), Exit: RunExit(t.Exit())}
+		svc.afterRun(run, t.ID(), work.ExitText(t.Exit()))
 	}
 }
 
-// restartAfter lists the service's tool call while it waits for the
-// backoff, says so, and starts the next run once it has elapsed.
-func (svc *Service) restartAfter(d stack.Decision) {
-	svc.state, svc.why = Restarting, d.Reason
-	svc.say(fmt.Sprintf("Restarting in %s: %s.", d.After, d.Reason))
-	svc.call.List()
-	svc.notice(acp.NoticeInfo, "restarts: "+d.Reason, svc.lastLines())
-	svc.armRestart(d.After)
+// afterRun is what follows a run that ended on its own once the service
+// had been ready, by its restart policy: id is the run's terminal, how
+// says how it ended.
+func (svc *Service) afterRun(run stack.Run, id, how string) {
+	d := svc.restarter.Next(run)
+	switch {
+	case d.Restart: // its tool call is listed while it waits for the backoff
+		svc.state, svc.why = Restarting, d.Reason
+		svc.say(fmt.Sprintf("Restarting in %s: %s.", d.After, d.Reason))
+		svc.call.List()
+		svc.notice(acp.NoticeInfo, "restarts: "+d.Reason, svc.lastLines())
+		svc.armRestart(d.After)
+	case d.GaveUp:
+		svc.Fail(d.Reason, true)
+	case run.Exit.Failed():
+		svc.Fail(fmt.Sprintf("it %s (%s)", how, d.Reason), true)
+	default: // a clean exit: one that could not start is a failure
+		svc.state, svc.why = Stopped, d.Reason
+		svc.say0(fmt.Sprintf("Ended: %s %s (%s).", id, how, d.Reason))
+		svc.call.End(acp.StatusCompleted)
+		svc.notice(acp.NoticeInfo, "ended: "+d.Reason, "")
+	}
 }
 
 // armRestart starts the service's next run after d, unless it is
