@@ -306,3 +306,23 @@ func TestSessionListPages(t *testing.T) {
 		t.Fatalf("two pages of %d sessions: %d sessions, %v", record.ListPage+1, len(all), err)
 	}
 }
+
+// TestShutdownSaysWhatItWaitsFor: a Shutdown that runs out of time names
+// the sessions it still waits for and the terminals each still runs (a
+// daemon's log says what did not stop); the close goes on after it.
+func TestShutdownSaysWhatItWaitsFor(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{KillGrace: time.Second})
+	sid := h.newSession()
+	h.run(sid, "/bg trap '' TERM; echo ready; sleep 30")
+	h.output(sid, "term_1", "ready")
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	want := "shutdown: context deadline exceeded; still waiting for " + sid + " (running: term_1)"
+	if err := h.sup.Shutdown(ctx); err == nil || err.Error() != want {
+		t.Errorf("Shutdown = %v, want %q", err, want)
+	}
+	if exit := h.exit(nil, sid, "term_1"); signalOf(exit) != "SIGKILL" {
+		t.Errorf("term_1 ended %v, want SIGKILL once its grace was over", exit.ExitStatus())
+	}
+}

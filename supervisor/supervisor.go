@@ -147,6 +147,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -157,6 +158,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"shellagent/acp"
@@ -428,13 +430,18 @@ func (sv *Supervisor) Shutdown(ctx context.Context) error {
 }
 
 // waitEach applies start to each of sessions and waits for the done of
-// each one for which start reported that it will be called.
+// each one for which start reported that it will be called. If ctx ends
+// first, the error names the sessions still waited for and the terminals
+// each still runs.
 func waitEach(ctx context.Context, op string, sessions []*Session, start func(s *Session, done func()) bool) error {
 	var wg sync.WaitGroup
-	for _, s := range sessions {
+	left := make([]atomic.Bool, len(sessions))
+	for i, s := range sessions {
 		wg.Add(1)
-		if !start(s, wg.Done) {
-			wg.Done()
+		left[i].Store(true)
+		done := func() { left[i].Store(false); wg.Done() }
+		if !start(s, done) {
+			done()
 		}
 	}
 	done := make(chan struct{})
@@ -443,6 +450,12 @@ func waitEach(ctx context.Context, op string, sessions []*Session, start func(s 
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("%s: %w", op, ctx.Err())
 	}
+	var waiting []string
+	for i, s := range sessions {
+		if left[i].Load() {
+			waiting = append(waiting, fmt.Sprintf("%s (running: %s)", s.id, cmp.Or(strings.Join(s.peek().terminals, ", "), "none")))
+		}
+	}
+	return fmt.Errorf("%s: %w; still waiting for %s", op, ctx.Err(), strings.Join(waiting, "; "))
 }
