@@ -235,56 +235,101 @@ backoff = "0s"
 	h.exit(nil, sid, steady[0])
 }
 
-// TestStackRestartsWhenARunCannotStart: a restart whose command cannot
-// start (its directory is gone: the first run removed it) is a run that
-// failed at once: a notice says why, the next restart follows its
-// backoff, and once the directory is back the service runs again, its
-// tool call in progress throughout. It gave up at the first such launch
-// before: one refused fork ended a service under restart = "always".
+// TestStackRestartsWhenARunCannotStart: a restart that cannot start (its
+// directory is gone, or a port it declares is taken) is a run that failed
+// at once: a notice says why, the next restart follows its backoff, and
+// once the cause is gone the service runs again, its tool call in
+// progress throughout. Before, the first such restart failed the service:
+// one refused fork ended a service under restart = "always".
 func TestStackRestartsWhenARunCannotStart(t *testing.T) {
 	t.Parallel()
-	const line = `if [ -e ../again ]; then echo again; exec sleep 60; fi; touch ../again; rmdir "$PWD"; exit 1`
-	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close() // free until the test takes it again
+	// The first run of each service ends on its own (exit 1); the next
+	// ones say "again" and stay.
+	const again = `if [ -e ../again ]; then echo again; exec sleep 60; fi; touch ../again; `
+	for _, tc := range []struct {
+		name, command, keys string
+		want                string // what the notice of the restart says
+		// block makes the next restart impossible, once the first run
+		// has started, and returns what undoes it.
+		block func(t *testing.T, dir string) (unblock func())
+	}{
+		{
+			name:    "its directory is gone",
+			command: again + `rmdir "$PWD"; exit 1`, // the run removes it
+			want:    "its command could not start (",
+			block: func(t *testing.T, dir string) func() {
+				return func() {
+					if err := os.Mkdir(dir, 0o755); err != nil {
+						t.Error(err)
+					}
+				}
+			},
+		},
+		{
+			name:    "its port is taken",
+			command: again + `while [ ! -e ../exit ]; do sleep 0.05; done; exit 1`,
+			keys:    "ports = [" + port + "]",
+			want:    "port " + port + " is in use by pid " + strconv.Itoa(os.Getpid()),
+			block: func(t *testing.T, dir string) func() {
+				l, err := net.Listen("tcp", "127.0.0.1:"+port)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, "..", "exit"), nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				return func() { l.Close() }
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
 [services.web]
-command = '`+line+`'
+command = '`+tc.command+`'
 cwd = "web"
 restart = "on-failure"
 max_restarts = 20
 backoff = "100ms"
+`+tc.keys+`
 `)
-	dir := filepath.Join(h.cwd, "web")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
+			dir := filepath.Join(h.cwd, "web")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			h.run(sid, "/up")
+			h.agentText(nil, sid, "Ready: web")
+			unblock := tc.block(t, dir)
+			h.update(nil, sid, acp.KindNotice, "a notice that a restart did not start", func(m *acptest.Msg) bool {
+				return strings.HasPrefix(m.Update["title"].(string), "service web restarts: "+tc.want)
+			})
+			unblock()
+			var term string
+			h.await(sid, "web runs again", func(st *state) bool {
+				if r := st.stack.Service("web").Info().Term; r != nil && r.Running() {
+					term = r.ID()
+				}
+				return term != ""
+			})
+			h.output(sid, term, "again")
+			call := h.serviceCalls(sid)["web"][0]
+			h.never(sid, "web's tool call ended", func(m *acptest.Msg) bool {
+				return m.Kind == acp.KindToolCall && m.ToolCallID() == call && m.Status() != acp.StatusInProgress
+			})
+			h.inspect(sid, func(st *state) {
+				if i := st.stack.Service("web").Info(); i.State != service.Ready || i.Restarts < 2 {
+					t.Errorf("web %s after %d restarts (%s), want ready after 2 or more", i.State, i.Restarts, i.Why)
+				}
+			})
+			h.run(sid, "/down")
+			h.toolStatus(nil, sid, call, acp.StatusCompleted)
+		})
 	}
-	h.run(sid, "/up")
-	n := h.update(nil, sid, acp.KindNotice, "a notice that a restart could not start", func(m *acptest.Msg) bool {
-		return strings.Contains(m.Update["title"].(string), "service web restarts: could not start (")
-	})
-	if title := n.Update["title"].(string); !strings.Contains(title, "no such file or directory") {
-		t.Errorf("the notice says %q, want it to say why", title)
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var term string
-	h.await(sid, "web runs again", func(st *state) bool {
-		if r := st.stack.Service("web").Info().Term; r != nil && r.Running() {
-			term = r.ID()
-		}
-		return term != ""
-	})
-	h.output(sid, term, "again")
-	call := h.serviceCalls(sid)["web"][0]
-	h.never(sid, "web's tool call ended", func(m *acptest.Msg) bool {
-		return m.Kind == acp.KindToolCall && m.ToolCallID() == call && m.Status() != acp.StatusInProgress
-	})
-	h.inspect(sid, func(st *state) {
-		if i := st.stack.Service("web").Info(); i.State != service.Ready || i.Restarts < 2 {
-			t.Errorf("web %s after %d restarts (%s), want ready after 2 or more", i.State, i.Restarts, i.Why)
-		}
-	})
-	h.run(sid, "/down")
-	h.toolStatus(nil, sid, call, acp.StatusCompleted)
 }
 
 // TestStackFirstRunCannotStart: a service whose first run cannot start

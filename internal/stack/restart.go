@@ -29,23 +29,24 @@ type Run struct {
 }
 
 // Exit is how a run ended: an exit code, or the signal that killed it,
-// or why it could not start.
+// or why it did not start.
 type Exit struct {
 	Code   int
 	Signal string // such as "SIGSEGV"; "" if the process exited
-	// NotStarted says why the run's command could not start (its fork
-	// or its directory failed); "" if it started.
+	// NotStarted, if set, says why the run's command did not start, in
+	// words that say so: "its command could not start (…)", "port 80 is
+	// in use …; its command was not run".
 	NotStarted string
 }
 
 // Failed reports whether the exit is a failure for on-failure: a non-zero
-// code, a signal, or a command that could not start.
+// code, a signal, or a command that did not start.
 func (e Exit) Failed() bool { return e.Code != 0 || e.Signal != "" || e.NotStarted != "" }
 
 func (e Exit) String() string {
 	switch {
 	case e.NotStarted != "":
-		return "could not start (" + e.NotStarted + ")"
+		return e.NotStarted
 	case e.Signal != "":
 		return "killed by " + e.Signal
 	}

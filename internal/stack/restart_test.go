@@ -179,14 +179,14 @@ func TestExitText(t *testing.T) {
 		{Exit{}, "exit 0", false},
 		{Exit{Code: 3}, "exit 3", true},
 		{Exit{Signal: "SIGSEGV"}, "killed by SIGSEGV", true},
-		{Exit{NotStarted: "chdir /gone: no such file or directory"}, "could not start (chdir /gone: no such file or directory)", true},
+		{Exit{NotStarted: "its command could not start (chdir /gone: no such file or directory)"}, "its command could not start (chdir /gone: no such file or directory)", true},
 	} {
 		if got := tc.exit.String(); got != tc.want || tc.exit.Failed() != tc.failed {
 			t.Errorf("%+v: %q, failed %v; want %q, failed %v", tc.exit, got, tc.exit.Failed(), tc.want, tc.failed)
 		}
 	}
-	_, ds := runs(Policy{RestartAlways, 1, 0}, 0, Exit{NotStarted: "fork: EAGAIN"}, 50)
-	if got := ds[len(ds)-1].Reason; !strings.HasPrefix(got, "could not start (fork: EAGAIN); gave up after 1 restarts") {
+	_, ds := runs(Policy{RestartAlways, 1, 0}, 0, Exit{NotStarted: "its command could not start (fork: EAGAIN)"}, 50)
+	if got := ds[len(ds)-1].Reason; !strings.HasPrefix(got, "its command could not start (fork: EAGAIN); gave up after 1 restarts") {
 		t.Errorf("the give-up says %q, want it to say the run could not start", got)
 	}
 }

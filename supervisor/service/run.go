@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -146,43 +147,44 @@ func (svc *Service) lastRun() work.Run {
 }
 
 // Start starts a run, once its dependencies are ready or its backoff has
-// elapsed: unless a port it declares is taken, which fails it before its
-// command runs.
+// elapsed: unless a port it declares is taken, and then its command does
+// not run (launched says what follows).
 func (svc *Service) Start() {
-	for _, p := range svc.def.Ports {
-		free, pid, cmd, _ := stack.PortHolder(p) // Safe: the file's ports are 1..65535.
-		if !free {
-			svc.Fail(PortTaken(p, pid, cmd), true)
-			return
-		}
-	}
 	svc.state, svc.why = Starting, ""
 	svc.gen++
 	gen := svc.gen
+	for _, p := range svc.def.Ports {
+		free, pid, cmd, _ := stack.PortHolder(p) // Safe: the file's ports are 1..65535.
+		if !free {
+			svc.launched(gen, nil, errors.New(PortTaken(p, pid, cmd)))
+			return
+		}
+	}
 	note := func(id string) string {
 		return fmt.Sprintf("Run %d of service %s, in %s; /logs %s shows its output, /down %s stops it.", gen, svc.def.Name, id, svc.def.Name, svc.def.Name)
 	}
 	t, err := svc.h.Launch(svc.call, work.LaunchSpec{Line: svc.def.Command, Dir: svc.def.Dir, Env: svc.def.Environ(), Note: note})
+	if err != nil {
+		err = fmt.Errorf("its command could not start (%w)", err)
+	}
 	svc.launched(gen, t, err)
 }
 
 // launched continues Start once the launch is back: the run's terminal
 // is listed in place of the tool call, its log copied, its ready
-// condition watched; or, if its command could not start, the service
-// fails or its restart policy decides (below).
+// condition watched. A run that did not start (err says why: a port
+// taken, a fork or a directory that failed) fails a service that was
+// never ready, as a run that exits before it is ready does. After, it is
+// a run that failed at once, and the restart policy decides: what a
+// loaded machine refuses once (a fork, a PTY) does not end a server that
+// restart = "always" keeps up.
 func (svc *Service) launched(gen int, t work.Run, err error) {
 	if err != nil {
-		// Before the service was ever ready it fails, as when a run exits
-		// before it is ready. After, a run that could not start (its fork
-		// or its directory failed) is one that failed at once, and the
-		// restart policy decides: what a loaded machine refuses once (a
-		// fork, a PTY) does not end a server that restart = "always" keeps up.
-		exit := stack.Exit{NotStarted: err.Error()}
 		if svc.everReady {
 			now := time.Now()
-			svc.afterRun(stack.Run{Start: now, End: now, Exit: exit}, "", exit.String())
+			svc.afterRun(stack.Run{Start: now, End: now, Exit: stack.Exit{NotStarted: err.Error()}}, nil)
 		} else {
-			svc.Fail("its command "+exit.String(), true)
+			svc.Fail(err.Error(), true)
 		}
 		svc.stack.Progress()
 		return
@@ -307,15 +309,14 @@ func (svc *Service) exited(t work.Run, onItsOwn bool) {
 	case !svc.everReady:
 		svc.Fail(fmt.Sprintf("it %s before it was ready", work.ExitText(t.Exit())), true)
 	default:
-		run := stack.Run{Start: t.Started(), End: time.Now(), Exit: RunExit(t.Exit())}
-		svc.afterRun(run, t.ID(), work.ExitText(t.Exit()))
+		svc.afterRun(stack.Run{Start: t.Started(), End: time.Now(), Exit: RunExit(t.Exit())}, t)
 	}
 }
 
-// afterRun is what follows a run that ended on its own once the service
-// had been ready, by its restart policy: id is the run's terminal, how
-// says how it ended.
-func (svc *Service) afterRun(run stack.Run, id, how string) {
+// afterRun is what follows run, which ended on its own once the service
+// had been ready (in terminal t; nil if it did not start), by the
+// restart policy.
+func (svc *Service) afterRun(run stack.Run, t work.Run) {
 	d := svc.restarter.Next(run)
 	switch {
 	case d.Restart: // its tool call is listed while it waits for the backoff
@@ -324,13 +325,13 @@ func (svc *Service) afterRun(run stack.Run, id, how string) {
 		svc.call.List()
 		svc.notice(acp.NoticeInfo, "restarts: "+d.Reason, svc.lastLines())
 		svc.armRestart(d.After)
-	case d.GaveUp:
+	case d.GaveUp || t == nil: // the reason says the run did not start
 		svc.Fail(d.Reason, true)
 	case run.Exit.Failed():
-		svc.Fail(fmt.Sprintf("it %s (%s)", how, d.Reason), true)
-	default: // a clean exit: one that could not start is a failure
+		svc.Fail(fmt.Sprintf("it %s (%s)", work.ExitText(t.Exit()), d.Reason), true)
+	default:
 		svc.state, svc.why = Stopped, d.Reason
-		svc.say0(fmt.Sprintf("Ended: %s %s (%s).", id, how, d.Reason))
+		svc.say0(fmt.Sprintf("Ended: %s %s (%s).", t.ID(), work.ExitText(t.Exit()), d.Reason))
 		svc.call.End(acp.StatusCompleted)
 		svc.notice(acp.NoticeInfo, "ended: "+d.Reason, "")
 	}
