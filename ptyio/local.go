@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,7 +92,7 @@ func (l Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
 	// a close error on a descriptor we no longer use changes nothing.
 	_ = tty.Close()
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("start %q: %w", cmd.Line, err), master.Close(), g.Close())
+		return nil, errors.Join(fmt.Errorf("start %q: %w", cmd.Line, startError(err, argv[0], cmd.Dir)), master.Close(), g.Close())
 	}
 	shell, err := watch(pid)
 	if err != nil {
@@ -101,6 +102,28 @@ func (l Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
 	go p.read()
 	go p.run()
 	return p, nil
+}
+
+// startError says which step of a start that failed went wrong, as
+// os.StartProcess says it: a working directory that is gone or is no
+// directory ("chdir DIR: no such file or directory"), else the exec of
+// the shell ("fork/exec /bin/sh: …") for an error of the kernel's. It
+// looks only after a failure, off the spawn's path.
+func startError(err error, shell, dir string) error {
+	if dir != "" {
+		fi, serr := os.Stat(dir)
+		var pe *fs.PathError
+		switch {
+		case errors.As(serr, &pe):
+			return &fs.PathError{Op: "chdir", Path: dir, Err: pe.Err}
+		case serr == nil && !fi.IsDir():
+			return &fs.PathError{Op: "chdir", Path: dir, Err: syscall.ENOTDIR}
+		}
+	}
+	if errno := syscall.Errno(0); errors.As(err, &errno) {
+		return &fs.PathError{Op: "fork/exec", Path: shell, Err: err}
+	}
+	return err
 }
 
 // withoutTrap returns the shell's command line, arguments joined by

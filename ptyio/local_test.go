@@ -388,15 +388,26 @@ func TestBlockingOutputLosesNothingAtExit(t *testing.T) {
 	}
 }
 
-// A start that fails before the shell runs leaves nothing, and says why.
+// A start that fails before the shell runs leaves nothing, and says why:
+// its working directory, named, if that is what failed.
 func TestFailedStart(t *testing.T) {
-	rec := newRecorder()
-	_, err := launcher.Launch(Command{
-		Shell: "/bin/sh", Line: "echo never", Dir: "/nonexistent/dir",
-		Env: []string{marker}, Size: Size{Cols: 80, Rows: 24},
-	}, rec, rec)
-	if err == nil || !strings.Contains(err.Error(), "no such file") || !strings.Contains(err.Error(), "echo never") {
-		t.Errorf("Launch = %v", err)
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ shell, dir, want string }{
+		{"/bin/sh", "/nonexistent/dir", "chdir /nonexistent/dir: no such file or directory"},
+		{"/bin/sh", file, "chdir " + file + ": not a directory"},
+		{"/nonexistent/sh", t.TempDir(), "fork/exec /nonexistent/sh: no such file or directory"},
+	} {
+		rec := newRecorder()
+		_, err := launcher.Launch(Command{
+			Shell: tc.shell, Line: "echo never", Dir: tc.dir,
+			Env: []string{marker}, Size: Size{Cols: 80, Rows: 24},
+		}, rec, rec)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), `start "echo never": `) {
+			t.Errorf("Launch in %s with %s = %v, want %q", tc.dir, tc.shell, err, tc.want)
+		}
 	}
 }
 

@@ -254,7 +254,7 @@ func TestStackRestartsWhenARunCannotStart(t *testing.T) {
 	const again = `if [ -e ../again ]; then echo again; exec sleep 60; fi; touch ../again; `
 	for _, tc := range []struct {
 		name, command, keys string
-		want                string // what the notice of the restart says
+		want                string // what the notice of the restart says (DIR: the service's)
 		// block makes the next restart impossible, once the first run
 		// has started, and returns what undoes it.
 		block func(t *testing.T, dir string) (unblock func())
@@ -262,7 +262,7 @@ func TestStackRestartsWhenARunCannotStart(t *testing.T) {
 		{
 			name:    "its directory is gone",
 			command: again + `rmdir "$PWD"; exit 1`, // the run removes it
-			want:    "its command could not start (",
+			want:    "its command could not start (chdir DIR: no such file or directory)",
 			block: func(t *testing.T, dir string) func() {
 				return func() {
 					if err := os.Mkdir(dir, 0o755); err != nil {
@@ -306,7 +306,7 @@ backoff = "100ms"
 			h.agentText(nil, sid, "Ready: web")
 			unblock := tc.block(t, dir)
 			h.update(nil, sid, acp.KindNotice, "a notice that a restart did not start", func(m *acptest.Msg) bool {
-				return strings.HasPrefix(m.Update["title"].(string), "service web restarts: "+tc.want)
+				return strings.HasPrefix(m.Update["title"].(string), "service web restarts: "+strings.ReplaceAll(tc.want, "DIR", dir))
 			})
 			unblock()
 			var term string
@@ -349,9 +349,9 @@ restart = "always"
 	call := h.serviceCalls(sid)["web"][0]
 	failed := h.toolStatus(nil, sid, call, acp.StatusFailed)
 	h.idle(up, sid, acp.StopEndTurn)
-	const want = "its command could not start ("
-	if text := failed.Text(); !strings.Contains(text, "Failed: "+want) || !strings.Contains(text, "no such file or directory") {
-		t.Errorf("its content says %q, want %q and why", text, want)
+	want := "its command could not start (chdir " + filepath.Join(h.cwd, "missing") + ": no such file or directory)"
+	if text := failed.Text(); !strings.Contains(text, "Failed: "+want+".") {
+		t.Errorf("its content says %q, want %q", text, want)
 	}
 	h.update(failed, sid, acp.KindNotice, "a notice that web could not start", func(m *acptest.Msg) bool {
 		return strings.HasPrefix(m.Update["title"].(string), "service web failed: "+want)
