@@ -454,7 +454,8 @@ func waitEach(ctx context.Context, op string, sessions []*Session, start func(s 
 	var waiting []string
 	for i, s := range sessions {
 		if left[i].Load() {
-			waiting = append(waiting, fmt.Sprintf("%s (running: %s)", s.id, cmp.Or(strings.Join(s.peek().terminals, ", "), "none")))
+			running := s.actor.Shown().terminals // waits for nothing: the actor may be what is stuck
+			waiting = append(waiting, fmt.Sprintf("%s (running: %s)", s.id, cmp.Or(strings.Join(running, ", "), "none")))
 		}
 	}
 	return fmt.Errorf("%s: %w; still waiting for %s", op, ctx.Err(), strings.Join(waiting, "; "))

@@ -180,6 +180,17 @@ func (a *Actor[S, V]) Peek() V {
 	return a.published
 }
 
+// Shown returns the view last published, at once: what the state was
+// after the last entry that ended, or when the current one began slow
+// work. It waits for nothing, so that a report of what the actor holds
+// (a shutdown that ran out of time) comes even from an actor stuck in an
+// entry. Anything Peek would wait for may have changed it since.
+func (a *Actor[S, V]) Shown() V {
+	a.shown.Lock()
+	defer a.shown.Unlock()
+	return a.published
+}
+
 // Slow announces that the current entry is about to do slow work: the view
 // of the state as it is now is published, and Peek answers with it, at
 // once, until the entry has ended (then settle runs and a new view is

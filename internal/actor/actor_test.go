@@ -194,6 +194,25 @@ func TestPeekWaitsForTheEntriesBefore(t *testing.T) {
 	}
 }
 
+// TestShownWaitsForNothing: Shown answers at once, even behind a held
+// entry, with the view of the last entry that ended.
+func TestShownWaitsForNothing(t *testing.T) {
+	_, a := start(t)
+	a.DoWait(func(c *counter) { c.n = 2 })
+	hold, release := gate(t)
+	a.Do(hold)
+	a.Do(func(c *counter) { c.n = 3 })
+	var v view
+	returns(t, goDo(func() { v = a.Shown() }), "Shown behind a held entry")
+	if v.n != 2 {
+		t.Errorf("Shown = %+v, want the view of the last entry that ended (n=2)", v)
+	}
+	release()
+	if v := a.Peek(); v.n != 3 {
+		t.Errorf("Peek after the release = %+v, want n=3", v)
+	}
+}
+
 // TestSlowWork: while an entry does slow work, Peek answers at once with
 // the view published when it began (whether it was asked before or
 // during it), DoWait waits, and once the entry has ended Peek waits for
