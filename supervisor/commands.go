@@ -219,7 +219,7 @@ func actBg(st *state, in input) {
 			st.ask(line, nil)
 			return
 		}
-		if t := st.launch(st.newCall(callRunning, "execute", line), line); t != nil {
+		if t := st.launch(st.newCall(callRunning, "execute", line), line, launchOptions{}); t != nil {
 			st.handOff(t, "Started in the background.")
 		}
 		return

@@ -199,9 +199,8 @@ func (sc scene) NewID(terminal bool) string {
 func (sc scene) Run(line string, l kit.Launch) (c kit.Command, ok bool) {
 	st := sc.st
 	call := st.newCall(callRunning, "execute", line)
-	t, err := launchWith(st, call, line, launchOptions{env: l.Env, source: l.Source, note: l.Note})
-	if err != nil {
-		failLaunch(st, call, err)
+	t := st.launch(call, line, launchOptions{env: l.Env, source: l.Source, note: l.Note})
+	if t == nil {
 		return kit.Command{}, false
 	}
 	switch {

@@ -70,7 +70,7 @@ func (h host) Allowed(c work.Call, line string) {
 		st.startForeground(fg)
 		return
 	}
-	if t := st.launch(call, line); t != nil {
+	if t := st.launch(call, line, launchOptions{}); t != nil {
 		st.list.replaceCall(call, t)
 		st.handOff(t, "Started in the background.")
 	}

@@ -453,9 +453,9 @@ func waitEach(ctx context.Context, op string, sessions []*Session, start func(s 
 	}
 	var waiting []string
 	for i, s := range sessions {
-		if left[i].Load() {
-			running := s.actor.Shown().terminals // waits for nothing: the actor may be what is stuck
-			waiting = append(waiting, fmt.Sprintf("%s (running: %s)", s.id, cmp.Or(strings.Join(running, ", "), "none")))
+		if left[i].Load() { // Shown waits for nothing: the actor may be what is stuck
+			running := cmp.Or(strings.Join(s.actor.Shown().terminals, ", "), "none")
+			waiting = append(waiting, s.id+" (running: "+running+")")
 		}
 	}
 	return fmt.Errorf("%s: %w; still waiting for %s", op, ctx.Err(), strings.Join(waiting, "; "))

@@ -24,27 +24,19 @@ import (
 // its tool call's outcome and the end of its turn, or its removal from the
 // list.
 
-// launch starts line in a new terminal for call: the Launcher runs on the
-// actor, as slow work (actor.slow). Once it has returned, launch announces
-// the tool call and the terminal, and returns the terminal; or, if the
-// command could not start, fails its tool call (failLaunch) and returns
-// nil. Events of the terminal's process that come before that wait their
-// turn in the inbox.
-func (st *state) launch(call *toolCall, line string) *terminal {
-	t, err := launchWith(st, call, line, launchOptions{})
+// launch starts line in a new terminal for call, with opts: the Launcher
+// runs on the actor, as slow work (actor.slow). Then it announces the
+// tool call and the terminal, and returns the terminal; or, if the
+// command could not start, fails its tool call (unlisted, if it asked
+// for permission in the background) and returns nil. Events of the
+// terminal's process that come before that wait their turn in the inbox.
+func (st *state) launch(call *toolCall, line string, opts launchOptions) *terminal {
+	t, err := launchWith(st, call, line, opts)
 	if err != nil {
-		failLaunch(st, call, err)
-		return nil
+		call.content = []acp.ToolCallContent{acp.TextContent("Could not start the command: " + err.Error())}
+		endCall(st, call, acp.StatusFailed)
 	}
 	return t
-}
-
-// failLaunch fails call, whose command could not start: its content says
-// why, and it is unlisted if it was listed while it asked for permission
-// in the background.
-func failLaunch(st *state, call *toolCall, err error) {
-	call.content = []acp.ToolCallContent{acp.TextContent("Could not start the command: " + err.Error())}
-	endCall(st, call, acp.StatusFailed)
 }
 
 // launchOptions are what a scenario's command adds (kit.Scene.Run, kit.go).
@@ -60,9 +52,9 @@ type launchOptions struct {
 	note func(terminalID string) string
 }
 
-// launchWith is launch with opts, but a command that could not start
-// leaves call as it is, its status in_progress: the caller fails it
-// (failLaunch), or its kind decides what follows (a service may restart).
+// launchWith is launch, but a command that could not start leaves call
+// as it is, its status in_progress: its kind decides what follows (a
+// service may restart).
 func launchWith(st *state, call *toolCall, line string, opts launchOptions) (*terminal, error) {
 	s, cfg := st.s, st.s.sv.cfg
 	dir := cmp.Or(opts.dir, s.cwd)

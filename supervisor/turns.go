@@ -267,7 +267,7 @@ func runForeground(st *state, t *turn) {
 // foreground and arms its foreground timeout. If it cannot start, the turn
 // ends.
 func (st *state) startForeground(t *turn) {
-	term := st.launch(t.call, t.in.line)
+	term := st.launch(t.call, t.in.line, launchOptions{})
 	if term == nil {
 		st.turns.release(t)
 		st.endTurn(acp.StopEndTurn)
