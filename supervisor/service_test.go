@@ -281,6 +281,7 @@ func TestStackRestartsWhenARunCannotStart(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				t.Cleanup(func() { l.Close() }) // if the test ends before unblock
 				if err := os.WriteFile(filepath.Join(dir, "..", "exit"), nil, 0o600); err != nil {
 					t.Fatal(err)
 				}
