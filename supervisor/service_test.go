@@ -1,19 +1,26 @@
 package supervisor
 
 import (
+	"fmt"
+	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"shellagent/acp"
+	"shellagent/internal/sessiontest"
 	"shellagent/internal/stack"
 	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
+	"shellagent/ptyio"
 	"shellagent/supervisor/service"
 )
 
@@ -236,11 +243,11 @@ backoff = "0s"
 }
 
 // TestStackRestartsWhenARunCannotStart: a restart that cannot start (its
-// directory is gone, or a port it declares is taken) is a run that failed
-// at once: a notice says why, the next restart follows its backoff, and
-// once the cause is gone the service runs again, its tool call in
-// progress throughout. Before, the first such restart failed the service:
-// one refused fork ended a service under restart = "always".
+// fork refused, its directory gone, a port it declares taken) is a run
+// that failed at once: a notice says why, the next restart follows its
+// backoff, and once the cause is gone the service runs again, its tool
+// call in progress throughout. Before, the first such restart failed the
+// service: one refused fork ended a service under restart = "always".
 func TestStackRestartsWhenARunCannotStart(t *testing.T) {
 	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -257,8 +264,16 @@ func TestStackRestartsWhenARunCannotStart(t *testing.T) {
 		want                string // what the notice of the restart says (DIR: the service's)
 		// block makes the next restart impossible, once the first run
 		// has started, and returns what undoes it.
-		block func(t *testing.T, dir string) (unblock func())
+		block  func(t *testing.T, dir string) (unblock func())
+		refuse int // if not 0, the launch the launcher refuses, as a fork the kernel refused
 	}{
+		{
+			name:    "its fork is refused",
+			command: again + `exit 1`,
+			want:    "its command could not start (fork/exec /bin/sh: resource temporarily unavailable)",
+			block:   func(*testing.T, string) func() { return func() {} },
+			refuse:  2,
+		},
 		{
 			name:    "its directory is gone",
 			command: again + `rmdir "$PWD"; exit 1`, // the run removes it
@@ -290,7 +305,7 @@ func TestStackRestartsWhenARunCannotStart(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+			h, sid := stackHarness(t, Config{Launcher: &refusing{Launcher: sessiontest.Launcher, n: int64(tc.refuse)}}, stack.TOMLFile, `
 [services.web]
 command = '`+tc.command+`'
 cwd = "web"
@@ -331,6 +346,21 @@ backoff = "100ms"
 			h.toolStatus(nil, sid, call, acp.StatusCompleted)
 		})
 	}
+}
+
+// refusing is a launcher whose nth launch fails as ptyio says a fork
+// the kernel refused (EAGAIN: a machine out of processes or memory),
+// without running anything.
+type refusing struct {
+	ptyio.Launcher
+	n, launches int64
+}
+
+func (l *refusing) Launch(cmd ptyio.Command, out io.Writer, ev ptyio.Events) (ptyio.Process, error) {
+	if atomic.AddInt64(&l.launches, 1) == l.n {
+		return nil, fmt.Errorf("start %q: %w", cmd.Line, &fs.PathError{Op: "fork/exec", Path: cmd.Shell, Err: syscall.EAGAIN})
+	}
+	return l.Launcher.Launch(cmd, out, ev)
 }
 
 // TestStackFirstRunCannotStart: a service whose first run cannot start
