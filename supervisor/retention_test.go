@@ -2,15 +2,20 @@ package supervisor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"shellagent/acp"
+	"shellagent/internal/journal"
 	"shellagent/internal/testloop"
 	"shellagent/outputbuf"
 	"shellagent/protocol"
@@ -305,4 +310,39 @@ func heapInUse() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+// TestFailedLaunchIsForgotten: with the history on, a command that could
+// not start is forgotten at once (a "forget" record for its terminal):
+// the history's writer drops its tap of the terminal's output, which no
+// exit or retirement would drop, so failed launches pile up nothing.
+func TestFailedLaunchIsForgotten(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	store, err := journal.Open(journal.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	h := newHarness(t, Config{History: store, Launcher: failLauncher{}})
+	sid := h.newSession()
+	h.run(sid, "echo never")
+	h.toolStatus(nil, sid, "call_1", acp.StatusFailed)
+	if err := store.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "sessions", sid+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forgot := false
+	for line := range strings.Lines(string(b)) {
+		var rec struct{ T, Item string }
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.T == "forget" && rec.Item == "term_1" {
+			forgot = true
+		}
+	}
+	if !forgot {
+		t.Errorf("the history has no forget record of term_1, the failed launch's terminal:\n%s", b)
+	}
 }

@@ -67,10 +67,7 @@ func launchWith(st *state, call *toolCall, line string, opts launchOptions) (*te
 	if opts.source != nil {
 		t.source = opts.source(t.ring)
 	}
-	env := s.sv.env
-	if len(opts.env) > 0 {
-		env = append(slices.Clip(env), opts.env...)
-	}
+	env := append(slices.Clip(s.sv.env), opts.env...) // no copy without opts.env
 	// The ring waits for its first reader (announceTerminal) from the
 	// first byte: a flood would overwrite it before then.
 	first := t.ring.Follow(nil)
@@ -79,6 +76,7 @@ func launchWith(st *state, call *toolCall, line string, opts launchOptions) (*te
 	st.s.slow()
 	proc, err := cfg.Launcher.Launch(ptyio.Command{Shell: cfg.Shell, Line: line, Dir: dir, Env: env, Size: cfg.Size}, s.disk.Tee(t.id, t.ring), events{s, t})
 	if err != nil {
+		s.disk.Forget(t.id) // Tee's tap: no exit or retirement of it will drop it
 		return nil, err
 	}
 	t.proc, call.term = proc, t
