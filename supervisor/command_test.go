@@ -106,7 +106,10 @@ func TestForegroundTimeoutMovesCommandToBackground(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, Config{ForegroundTimeout: 300 * time.Millisecond})
 	sid := h.newSession()
-	h.run(sid, "echo started; sleep 1; echo finished")
+	// The command runs until the test has seen it detached (it makes the
+	// file "go"), however late a loaded machine fires the timeout: with
+	// "sleep 1" the command once ended first.
+	h.run(sid, "echo started; until [ -e go ]; do sleep 0.05; done; echo finished")
 	done := h.toolStatus(nil, sid, "call_1", "completed")
 	if !strings.Contains(done.Text(), "foreground timeout") || !strings.Contains(done.Text(), "term_1") {
 		t.Errorf("tool call completion says %q", done.Text())
@@ -114,6 +117,9 @@ func TestForegroundTimeoutMovesCommandToBackground(t *testing.T) {
 	idle := h.idle(done, sid, "end_turn")
 	if !sameIDs(idle.Background(), []string{"term_1"}) {
 		t.Errorf("idle state_update lists %v, want term_1", idle.Background())
+	}
+	if err := os.WriteFile(filepath.Join(h.cwd, "go"), nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	exit := h.exit(idle, sid, "term_1")
 	if code, ok := exitCode(exit); !ok || code != 0 {
