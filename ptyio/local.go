@@ -67,15 +67,15 @@ var _ Launcher = Local{}
 // returns.
 func (l Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
 	if l.Containment == nil {
-		return nil, fmt.Errorf("start %q: ptyio.Local has no Containment", cmd.Line)
+		return nil, &StartError{cmd.Line, errors.New("ptyio.Local has no Containment")}
 	}
 	g, err := l.Containment.NewGroup()
 	if err != nil {
-		return nil, fmt.Errorf("start %q: %w", cmd.Line, err)
+		return nil, &StartError{cmd.Line, err}
 	}
 	master, tty, err := l.PTYs.take(cmd.Size)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("start %q: %w", cmd.Line, err), g.Close())
+		return nil, errors.Join(&StartError{cmd.Line, err}, g.Close())
 	}
 	sys := &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	watch := procexit.AtFork(sys)
@@ -92,16 +92,35 @@ func (l Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
 	// a close error on a descriptor we no longer use changes nothing.
 	_ = tty.Close()
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("start %q: %w", cmd.Line, startError(err, argv[0], cmd.Dir)), master.Close(), g.Close())
+		return nil, errors.Join(&StartError{cmd.Line, startError(err, argv[0], cmd.Dir)}, master.Close(), g.Close())
 	}
 	shell, err := watch(pid)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("start %q: %w", cmd.Line, err), abort(pid, g), master.Close())
+		return nil, errors.Join(&StartError{cmd.Line, err}, abort(pid, g), master.Close())
 	}
 	p := &local{pid: pid, master: master, tty: tty.Name(), shell: shell, group: g, out: out, ev: ev, readDone: make(chan struct{})}
 	go p.read()
 	go p.run()
 	return p, nil
+}
+
+// A StartError is a Launch that failed: "start LINE: ERR", where Err
+// says which step failed (for a fork, as startError puts it).
+type StartError struct {
+	Line string // the command line
+	Err  error
+}
+
+func (e *StartError) Error() string { return fmt.Sprintf("start %q: %v", e.Line, e.Err) }
+func (e *StartError) Unwrap() error { return e.Err }
+
+// FailedStep returns what a Launch's error says failed, without the
+// command line: a StartError's Err, or err as it is.
+func FailedStep(err error) error {
+	if se := (*StartError)(nil); errors.As(err, &se) {
+		return se.Err
+	}
+	return err
 }
 
 // startError says which step of a start that failed went wrong, as

@@ -389,7 +389,8 @@ func TestBlockingOutputLosesNothingAtExit(t *testing.T) {
 }
 
 // A start that fails before the shell runs leaves nothing, and says why:
-// its working directory, named, if that is what failed.
+// its working directory, named, if that is what failed; FailedStep says
+// it without the command line.
 func TestFailedStart(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
@@ -407,6 +408,8 @@ func TestFailedStart(t *testing.T) {
 		}, rec, rec)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), `start "echo never": `) {
 			t.Errorf("Launch in %s with %s = %v, want %q", tc.dir, tc.shell, err, tc.want)
+		} else if step := FailedStep(err); step.Error() != tc.want {
+			t.Errorf("FailedStep(%v) = %q, want %q", err, step, tc.want)
 		}
 	}
 }

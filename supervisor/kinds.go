@@ -246,7 +246,7 @@ func (h host) Launch(c work.Call, spec work.LaunchSpec) (work.Run, error) {
 	call := c.(callHandle).c // Safe: every work.Call is a callHandle.
 	t, err := launchWith(h.st, call, spec.Line, launchOptions{dir: spec.Dir, env: spec.Env, note: spec.Note})
 	if err != nil {
-		return nil, err
+		return nil, ptyio.FailedStep(err) // the line is the kind's own
 	}
 	return runHandle{terminalHandle{h.st, t}}, nil
 }

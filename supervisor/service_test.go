@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -358,7 +357,7 @@ type refusing struct {
 
 func (l *refusing) Launch(cmd ptyio.Command, out io.Writer, ev ptyio.Events) (ptyio.Process, error) {
 	if atomic.AddInt64(&l.launches, 1) == l.n {
-		return nil, fmt.Errorf("start %q: %w", cmd.Line, &fs.PathError{Op: "fork/exec", Path: cmd.Shell, Err: syscall.EAGAIN})
+		return nil, &ptyio.StartError{Line: cmd.Line, Err: &fs.PathError{Op: "fork/exec", Path: cmd.Shell, Err: syscall.EAGAIN}}
 	}
 	return l.Launcher.Launch(cmd, out, ev)
 }

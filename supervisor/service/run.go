@@ -164,8 +164,8 @@ func (svc *Service) Start() {
 		return fmt.Sprintf("Run %d of service %s, in %s; /logs %s shows its output, /down %s stops it.", gen, svc.def.Name, id, svc.def.Name, svc.def.Name)
 	}
 	t, err := svc.h.Launch(svc.call, work.LaunchSpec{Line: svc.def.Command, Dir: svc.def.Dir, Env: svc.def.Environ(), Note: note})
-	if err != nil { // without the command line ptyio puts first: it is the service's
-		err = fmt.Errorf("its command could not start (%s)", strings.TrimPrefix(err.Error(), fmt.Sprintf("start %q: ", svc.def.Command)))
+	if err != nil {
+		err = fmt.Errorf("its command could not start (%w)", err)
 	}
 	svc.launched(gen, t, err)
 }

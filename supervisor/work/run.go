@@ -16,9 +16,10 @@ type RunHost interface {
 	// run of tool call c: c is in_progress, its content references the
 	// terminal (and spec.Note's text), and the update that says so and
 	// the terminal's announcement are sent. The run is not listed (Run.List).
-	// If the command cannot start, the error says why and c is left as it
-	// was, in_progress: its kind decides what follows (a service fails,
-	// or restarts under its policy).
+	// If the command cannot start, the error says which step failed
+	// (not the command line, the kind's own) and c is left as it was,
+	// in_progress: its kind decides what follows (a service fails, or
+	// restarts under its policy).
 	Launch(c Call, spec LaunchSpec) (Run, error)
 	// TerminalRun returns the session's terminal id as a Run, or nil if
 	// there is none (or it was retired): for a kind that takes over its
