@@ -10,9 +10,9 @@ import "sync"
 // got going), on a goroutine of its own that close waits for. It is named
 // for the number the next NewGroup will issue, so
 // that it is that group's cgroup in every respect (its name, which Adopt
-// finds after an exec in place, and its marker); a spare whose number was
-// not the next after all (two launches at once, an adoption) is removed
-// at the next NewGroup. It lives below the instance's cgroup like every
+// finds after an exec in place, and its marker); a NewGroup of an
+// earlier number leaves it for its own (two launches at once), one of a
+// later number removes it (an adoption skipped its number). It lives below the instance's cgroup like every
 // group, so closing removes it and a sweep after a crash finds it.
 type spare struct {
 	next func() int64 // the number the next NewGroup issues
@@ -54,21 +54,31 @@ func (s *spare) refill(t *cgroupTree) {
 	}()
 }
 
-// take returns the spare if it was made for group n, else nil; a spare
-// made for another number is removed.
+// take returns the spare if it was made for group n, else nil. A spare
+// made for a later number stays for that number's NewGroup (launches at
+// once: one issued its number while the spare was being made for the
+// next). One made for an earlier number is stale (an adoption skipped
+// its number) and is removed here, under mu: removed outside it, a
+// NewGroup of that number that found no spare could take the empty
+// cgroup over (makeGroup's reuse) and see it removed under its fork,
+// which then failed with ENOENT.
 func (s *spare) take(n int64) *cgroupGroup {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	g := s.g
-	s.g = nil
-	s.mu.Unlock()
 	if g == nil {
 		return nil
 	}
-	if k, ok := g.number(); ok && k == n {
-		return g
+	k, ok := g.number()
+	if ok && k > n {
+		return nil
 	}
-	g.Close() // Best effort: an empty cgroup that nothing uses.
-	return nil
+	s.g = nil
+	if k != n || !ok {
+		g.Close() // Best effort: an empty cgroup that nothing uses.
+		return nil
+	}
+	return g
 }
 
 // close waits for the refills under way and releases the spare; its
@@ -78,5 +88,10 @@ func (s *spare) close() {
 	s.closed = true
 	s.mu.Unlock()
 	s.wg.Wait()
-	s.take(-1) // no group is numbered -1: the spare is closed
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.g != nil {
+		s.g.Close() // Best effort: an empty cgroup that nothing uses.
+		s.g = nil
+	}
 }
