@@ -197,32 +197,53 @@ func liveOnly(procs []proc) []proc {
 	return slices.DeleteFunc(procs, func(p proc) bool { return !p.live() })
 }
 
-// look returns the live members, oldest first, from a fresh scan; none
-// means the group is empty. A scan that finds none is checked against the
-// processes that appeared since it listed them, until a listing brings
-// no newcomer (or a few rounds on a busy machine).
-func (g *markerGroup) look() ([]proc, error) {
-	procs, err := g.m.scans.scan()
+// look returns the live members, oldest first, from a scan that began
+// after the call, or from the last one if late says it was read late
+// enough (scanner.scanWhere; fresh tells which). None means the group is
+// empty, whichever scan it was: a scan that finds none is checked against
+// the processes that appeared since it listed them, until a listing brings
+// no newcomer (or a few rounds on a busy machine). A member an earlier scan
+// read alive may have ended since.
+func (g *markerGroup) look(late func([]proc) bool) (live []proc, fresh bool, err error) {
+	procs, fresh, err := g.m.scans.scanWhere(late)
 	if err != nil {
-		return nil, err
+		return nil, fresh, err
 	}
 	facts := g.m.facts(procs)
 	for range 10 {
 		if live := liveOnly(g.attribute(procs, parents(procs), facts)); len(live) > 0 {
-			return live, nil
+			return live, fresh, nil
 		}
-		fresh, err := newcomers(procs)
+		more, err := newcomers(procs)
 		if err != nil {
-			return nil, err
+			return nil, fresh, err
 		}
-		if len(fresh) == 0 {
+		if len(more) == 0 {
 			break
 		}
-		procs = append(slices.Clip(procs), fresh...)
+		procs = append(slices.Clip(procs), more...)
 		facts = maps.Clone(facts)
-		maps.Copy(facts, g.m.facts(fresh))
+		maps.Copy(facts, g.m.facts(more))
 	}
-	return nil, nil
+	return nil, fresh, nil
+}
+
+// readEnded returns a test of a scan: it read each of ps ended (a zombie,
+// exiting, or gone). Each of ps was read live by an earlier scan, so a
+// scan that does not hold it listed the processes after it was gone.
+func readEnded(ps []proc) func([]proc) bool {
+	return func(procs []proc) bool {
+		alive := make(map[int]uint64, len(ps))
+		for _, p := range ps {
+			alive[p.pid] = p.start
+		}
+		for _, q := range procs {
+			if start, ok := alive[q.pid]; ok && start == q.start && q.live() {
+				return false
+			}
+		}
+		return true
+	}
 }
 
 func (g *markerGroup) recorded(p proc) bool {
@@ -237,10 +258,14 @@ func (g *markerGroup) recorded(p proc) bool {
 // members, so a look that finds none is final; and a look is a scan of
 // every process, so it is made only once every member of the last one is
 // gone.
+//
+// The first look is a fresh scan; each one after it may be a scan that
+// another look (Empty's, say) made after the members it waited for ended.
 func (g *markerGroup) watch() {
 	defer close(g.watched)
+	var late func([]proc) bool
 	for {
-		live, err := g.look()
+		live, _, err := g.look(late)
 		if err == nil && len(live) == 0 {
 			g.end()
 			return
@@ -251,6 +276,7 @@ func (g *markerGroup) watch() {
 			if !g.sleep(time.Millisecond) {
 				return
 			}
+			late = nil
 			continue
 		}
 		for _, p := range live {
@@ -258,6 +284,7 @@ func (g *markerGroup) watch() {
 				return
 			}
 		}
+		late = readEnded(live)
 	}
 }
 
@@ -315,14 +342,27 @@ func (g *markerGroup) end() {
 
 func (g *markerGroup) Done() <-chan struct{} { return g.done }
 
+// Empty is called once the shell has exited (and before it is reaped):
+// a scan that read the shell ended (exiting or a zombie) read it after
+// its exit, so the watch's look at that exit does for both. Only "empty" is taken from
+// such a scan: a member it read alive may have ended before the shell,
+// and is read again.
 func (g *markerGroup) Empty() bool {
 	g.mu.Lock()
-	started := g.shell != 0
+	shell := proc{pid: g.shell, start: g.known[g.shell]}
 	g.mu.Unlock()
-	if !started {
+	if shell.pid == 0 {
 		return false
 	}
-	if live, err := g.look(); err == nil && len(live) == 0 {
+	readEnded := func(procs []proc) bool {
+		i := slices.IndexFunc(procs, func(q proc) bool { return q.pid == shell.pid })
+		return i >= 0 && procs[i].start == shell.start && !procs[i].live()
+	}
+	live, fresh, err := g.look(readEnded)
+	if err == nil && len(live) > 0 && !fresh {
+		live, _, err = g.look(nil)
+	}
+	if err == nil && len(live) == 0 {
 		g.end()
 	}
 	select {

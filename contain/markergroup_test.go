@@ -75,3 +75,64 @@ func BenchmarkAttribute(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(procs)), "procs")
 }
+
+// Empty takes the last scan when it read the shell ended (the watch's
+// look at the shell's exit), but only its "empty": a member it read alive
+// is looked for again in a scan of its own, as is everything when the
+// last scan read the shell alive. The pids are above any pid_max, so the
+// scans Empty makes find none of them.
+func TestEmptyTakesALateScan(t *testing.T) {
+	const shell, member = 1 << 30, 1<<30 + 1
+	ended := proc{pid: shell, ppid: 1, sid: shell, start: 50, state: 'Z'}
+	running := proc{pid: shell, ppid: 1, sid: shell, start: 50, state: 'S'}
+	child := proc{pid: member, ppid: 1, sid: shell, start: 51, state: 'S'}
+	for _, tc := range []struct {
+		name  string
+		last  []proc
+		scans uint64 // scans Empty makes
+	}{
+		{"the shell ended, no member", []proc{ended}, 0},
+		{"the shell ended, a member alive", []proc{ended, child}, 1},
+		{"the shell alive", []proc{running, child}, 1},
+		{"the shell's pid taken by a newer process", []proc{{pid: shell, start: 60, state: 'Z'}}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMarkerMode(instance{pid: 1}, 0)
+			m.facts = func([]proc) map[int]procFacts { return nil }
+			g := newMarkerGroup(m, 1)
+			g.shell, g.sid = shell, shell
+			g.known[shell] = 50
+			s := &g.m.scans
+			s.last, s.started, s.finished = tc.last, 1, 1
+			if !g.Empty() {
+				t.Error("Empty = false, want true: no member is left")
+			}
+			if got := s.started - 1; got != tc.scans {
+				t.Errorf("Empty made %d scans, want %d", got, tc.scans)
+			}
+		})
+	}
+}
+
+// A scan that reads each of the processes a look waited for ended (a
+// zombie, exiting, gone, or its pid taken by a newer process) tells that
+// they have ended; one that reads any of them running does not.
+func TestReadEnded(t *testing.T) {
+	a := proc{pid: 10, start: 5, state: 'S'}
+	b := proc{pid: 11, start: 6, state: 'S'}
+	for _, tc := range []struct {
+		name string
+		scan []proc
+		want bool
+	}{
+		{"both running", []proc{a, b}, false},
+		{"one running", []proc{{pid: 10, start: 5, state: 'Z'}, b}, false},
+		{"zombie and gone", []proc{{pid: 10, start: 5, state: 'Z'}}, true},
+		{"exiting and a newer process on the pid", []proc{{pid: 10, start: 5, state: 'R', exiting: true}, {pid: 11, start: 9, state: 'S'}}, true},
+		{"both gone", nil, true},
+	} {
+		if got := readEnded([]proc{a, b})(tc.scan); got != tc.want {
+			t.Errorf("%s: readEnded = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -162,7 +162,10 @@ func liveNow(pid int) bool {
 
 // scanner shares scans of every process: callers that look at the same
 // moment (a shutdown stops every terminal at once, the reaper and a
-// group's watch wake on the same exit) share one scan.
+// group's watch wake on the same exit) share one scan, and a caller that
+// can tell from a scan that it was read late enough (scanWhere) takes the
+// last one. A scan reads every process of the machine: thousands of them
+// take tens of milliseconds, and a command's end waits for one.
 type scanner struct {
 	seen func([]proc) // if not nil, called with every scan, before it is shared
 
@@ -182,8 +185,24 @@ func (s *scanner) init(seen func([]proc)) {
 // scan returns a scan that began after the call. The result is shared:
 // read it, never change it.
 func (s *scanner) scan() ([]proc, error) {
+	procs, _, err := s.scanWhere(nil)
+	return procs, err
+}
+
+// scanWhere returns the scan under way when it ends, or else the last
+// one, if late(procs) says that it was read late enough; otherwise, as
+// scan, one that began after the call (fresh). A nil late takes none.
+func (s *scanner) scanWhere(late func([]proc) bool) (procs []proc, fresh bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if late != nil {
+		for s.scanning {
+			s.done.Wait()
+		}
+		if s.finished > 0 && s.err == nil && late(s.last) {
+			return s.last, false, nil
+		}
+	}
 	want := s.started + 1
 	for s.finished < want {
 		if s.scanning {
@@ -203,7 +222,7 @@ func (s *scanner) scan() ([]proc, error) {
 		s.last, s.err, s.finished = procs, err, gen
 		s.done.Broadcast()
 	}
-	return s.last, s.err
+	return s.last, true, s.err
 }
 
 // listProcs describes procs for an error: pid, command line and what

@@ -141,3 +141,38 @@ func TestSessionMode(t *testing.T) {
 		}
 	})
 }
+
+// A short command's end costs one scan of every process, not two: Empty,
+// called once the shell has exited and before it is reaped, takes the
+// scan of the watch's last look, which read the shell ended.
+func TestEmptyTakesTheWatchsLastScan(t *testing.T) {
+	if m := os.Getenv("SHELLAGENT_TEST_CONTAINMENT"); m != "" && m != string(Session) && m != string(Auto) {
+		t.Skipf("Session mode's own rules; the run is in %s mode", m)
+	}
+	c, err := Open(Session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}()
+	s := start(t, c, "exit 0")
+	waitDone(t, s.g) // the watch's look read the shell ended
+	scans := &s.g.(*markerGroup).m.scans
+	count := func() uint64 {
+		scans.mu.Lock()
+		defer scans.mu.Unlock()
+		return scans.started
+	}
+	before := count()
+	if !s.g.Empty() {
+		t.Error("Empty = false after the group ended")
+	}
+	if n := count() - before; n != 0 {
+		t.Errorf("Empty made %d scans of its own, want none", n)
+	}
+	s.reap(t)
+	s.g.Close()
+}
