@@ -59,18 +59,7 @@ func waitWatching(t *testing.T, g *markerGroup) {
 // drops the marker and whose parent exits before any look is not held,
 // and outlives the containment.
 func TestSessionMode(t *testing.T) {
-	if m := os.Getenv("SHELLAGENT_TEST_CONTAINMENT"); m != "" && m != string(Session) && m != string(Auto) {
-		t.Skipf("Session mode's own rules; the run is in %s mode", m)
-	}
-	c, err := Open(Session)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	}()
+	c := openSessionMode(t)
 	dir := t.TempDir()
 
 	t.Run("setsid keeping the marker, parent gone", func(t *testing.T) {
@@ -146,18 +135,7 @@ func TestSessionMode(t *testing.T) {
 // called once the shell has exited and before it is reaped, takes the
 // scan of the watch's last look, which read the shell ended.
 func TestEmptyTakesTheWatchsLastScan(t *testing.T) {
-	if m := os.Getenv("SHELLAGENT_TEST_CONTAINMENT"); m != "" && m != string(Session) && m != string(Auto) {
-		t.Skipf("Session mode's own rules; the run is in %s mode", m)
-	}
-	c, err := Open(Session)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	}()
+	c := openSessionMode(t)
 	s := start(t, c, "exit 0")
 	waitDone(t, s.g) // the watch's look read the shell ended
 	scans := &s.g.(*markerGroup).m.scans
@@ -175,4 +153,23 @@ func TestEmptyTakesTheWatchsLastScan(t *testing.T) {
 	}
 	s.reap(t)
 	s.g.Close()
+}
+
+// openSessionMode opens a Session mode containment, closed when the test ends,
+// or skips the test in a run of another mode.
+func openSessionMode(t *testing.T) *Containment {
+	t.Helper()
+	if m := os.Getenv("SHELLAGENT_TEST_CONTAINMENT"); m != "" && m != string(Session) && m != string(Auto) {
+		t.Skipf("Session mode's own rules; the run is in %s mode", m)
+	}
+	c, err := Open(Session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return c
 }
