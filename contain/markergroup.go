@@ -344,9 +344,9 @@ func (g *markerGroup) Done() <-chan struct{} { return g.done }
 
 // Empty is called once the shell has exited (and before it is reaped):
 // a scan that read the shell ended (exiting or a zombie) read it after
-// its exit, so the watch's look at that exit does for both. Only "empty" is taken from
-// such a scan: a member it read alive may have ended before the shell,
-// and is read again.
+// its exit, so the watch's look at that exit does for both. Only "empty"
+// is taken from such a scan: a member it read alive may have ended before
+// the shell, and is looked for again in a scan of Empty's own.
 func (g *markerGroup) Empty() bool {
 	g.mu.Lock()
 	shell := proc{pid: g.shell, start: g.known[g.shell]}
@@ -354,11 +354,11 @@ func (g *markerGroup) Empty() bool {
 	if shell.pid == 0 {
 		return false
 	}
-	readEnded := func(procs []proc) bool {
+	shellEnded := func(procs []proc) bool {
 		i := slices.IndexFunc(procs, func(q proc) bool { return q.pid == shell.pid })
 		return i >= 0 && procs[i].start == shell.start && !procs[i].live()
 	}
-	live, fresh, err := g.look(readEnded)
+	live, fresh, err := g.look(shellEnded)
 	if err == nil && len(live) > 0 && !fresh {
 		live, _, err = g.look(nil)
 	}
