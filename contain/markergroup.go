@@ -354,9 +354,10 @@ func (g *markerGroup) Empty() bool {
 	if shell.pid == 0 {
 		return false
 	}
-	shellEnded := func(procs []proc) bool {
-		i := slices.IndexFunc(procs, func(q proc) bool { return q.pid == shell.pid })
-		return i >= 0 && procs[i].start == shell.start && !procs[i].live()
+	shellEnded := func(procs []proc) bool { // it read the shell, and read it ended
+		return slices.ContainsFunc(procs, func(q proc) bool {
+			return q.pid == shell.pid && q.start == shell.start && !q.live()
+		})
 	}
 	live, fresh, err := g.look(shellEnded)
 	if err == nil && len(live) > 0 && !fresh {

@@ -74,7 +74,7 @@ func (s *spare) take(n int64) *cgroupGroup {
 		return nil
 	}
 	s.g = nil
-	if k != n || !ok {
+	if !ok || k != n {
 		g.Close() // Best effort: an empty cgroup that nothing uses.
 		return nil
 	}
