@@ -40,8 +40,9 @@
 // a group over after an exec in place), open_linux.go and open_bsd.go (which modes
 // an OS has), cgroup_linux.go, spare_linux.go and watch_linux.go (cgroup mode),
 // markermode.go and markergroup.go (what Subreaper and Session mode
-// share: their groups), subreaper_linux.go and reaper_linux.go (reaping
-// orphans, and the rule that says which), session.go, send.go with
+// share: their groups), subreaper_linux.go, reaper_linux.go and
+// children_linux.go (reaping orphans, the rule that says which, and
+// where a pass finds them), session.go, send.go with
 // pidref_*.go (signalling one process and telling whether it was
 // reached), proc.go with procfs_linux.go, proc_darwin.go, proc_freebsd.go
 // and procargs.go (reading processes), ending.go (when processes killed

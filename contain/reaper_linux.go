@@ -16,7 +16,9 @@ import (
 // reaper reaps the orphans the kernel re-parents to the agent, whose
 // reaper it is as a child subreaper (Subreaper mode) or as the init of its
 // pid namespace (pid 1, in either mode: under unshare --pid --fork, or as
-// a container's entry point). One goroutine makes a pass on each SIGCHLD.
+// a container's entry point). One goroutine makes a pass on each SIGCHLD,
+// over the agent's children (childLister; a scan of every process where
+// the kernel cannot list them).
 //
 // The rule. A pass reaps a zombie child of the agent only if nothing else
 // in the program waits for it. That is decided from what a zombie keeps
@@ -54,7 +56,8 @@ import (
 // fork or a wait.
 type reaper struct {
 	self, sid int                    // the agent's pid and session
-	scan      func() ([]proc, error) // a scan of /proc begun after the call
+	children  childLister            // the agent's children, as a pass reads them
+	scan      func() ([]proc, error) // a scan of /proc begun after the call, where children fails
 	known     func(p proc) bool      // the mode knows p as a terminal's process
 	sigs      chan os.Signal         // SIGCHLD
 	again     chan struct{}          // a pass left a child for a fork under way
@@ -74,7 +77,7 @@ func startReaper(scan func() ([]proc, error), known func(proc) bool) (*reaper, e
 		return nil, errors.New("read /proc/self/stat")
 	}
 	r := &reaper{
-		self: self.pid, sid: self.sid, scan: scan, known: known,
+		self: self.pid, sid: self.sid, children: newChildLister(self.pid), scan: scan, known: known,
 		sigs: make(chan os.Signal, 1), again: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{}),
 		registered: make(map[int]bool),
@@ -222,11 +225,16 @@ func (r *reaper) takes(procs []proc, zombies bool) []proc {
 	return out
 }
 
-// pass reaps every zombie child that the rule gives the agent.
+// pass reaps every zombie child that the rule gives the agent: read
+// from the agent's children files, or from a scan of every process where
+// they cannot be trusted.
 func (r *reaper) pass() {
-	procs, err := r.scan()
-	if err != nil {
-		return // the next SIGCHLD tries again
+	procs, ok := r.children.list()
+	if !ok {
+		var err error
+		if procs, err = r.scan(); err != nil {
+			return // the next SIGCHLD tries again
+		}
 	}
 	for _, p := range r.takes(procs, true) {
 		reapZombie(p, r.self)

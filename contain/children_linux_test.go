@@ -1,0 +1,142 @@
+package contain
+
+import (
+	"maps"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The children files list every child of the agent, live or a zombie,
+// whichever thread forked it: what a scan of every process finds.
+func TestChildListerListsEveryChild(t *testing.T) {
+	l := newChildLister(os.Getpid())
+	if !l.works {
+		t.Skip("this kernel has no children files (CONFIG_PROC_CHILDREN): the reaper scans")
+	}
+	var mu sync.Mutex
+	var cmds []*exec.Cmd
+	var wg sync.WaitGroup
+	for range 4 { // goroutines, so forks from more than one thread
+		wg.Go(func() {
+			for _, argv := range [][]string{{"sleep", "30"}, {"true"}, {"sleep", "30"}} {
+				cmd := exec.Command(argv[0], argv[1:]...)
+				if err := cmd.Start(); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				cmds = append(cmds, cmd)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, cmd := range cmds {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	want := make(map[int]byte) // pid: 'Z' for a zombie, 'L' live
+	for _, cmd := range cmds {
+		state := byte('L')
+		if cmd.Args[0] == "true" {
+			state = 'Z'
+			waitZombie(t, cmd.Process.Pid)
+		}
+		want[cmd.Process.Pid] = state
+	}
+	procs, ok := l.list()
+	if !ok {
+		t.Fatal("list: no listing could be trusted, with no child reaped meanwhile")
+	}
+	got := states(procs, os.Getpid())
+	if !maps.Equal(got, want) {
+		t.Errorf("listed %v, want %v", got, want)
+	}
+	all, err := scanProcs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scanned := states(all, os.Getpid()); !maps.Equal(got, scanned) {
+		t.Errorf("listed %v, a scan found %v", got, scanned)
+	}
+}
+
+// states maps each child of parent among procs to 'Z' if a zombie, else 'L'.
+func states(procs []proc, parent int) map[int]byte {
+	out := make(map[int]byte)
+	for _, p := range procs {
+		if p.ppid != parent {
+			continue
+		}
+		out[p.pid] = 'L'
+		if p.zombie() {
+			out[p.pid] = 'Z'
+		}
+	}
+	return out
+}
+
+// waitZombie waits until process pid is a zombie.
+func waitZombie(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if p, ok := readProc(pid); ok && p.zombie() {
+			return
+		}
+	}
+	t.Fatalf("process %d did not become a zombie", pid)
+}
+
+// The reaper's pass at a SIGCHLD reads the agent's children, not every
+// process of the machine: an orphan is reaped with no scan.
+func TestReaperPassMakesNoScan(t *testing.T) {
+	if !newChildLister(os.Getpid()).works {
+		t.Skip("this kernel has no children files (CONFIG_PROC_CHILDREN): the reaper scans")
+	}
+	c, err := Open(Subreaper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}()
+	scans := &c.m.(*markerMode).scans
+	count := func() uint64 {
+		scans.mu.Lock()
+		defer scans.mu.Unlock()
+		return scans.started
+	}
+	before := count()
+	// The sleep is orphaned when its shell exits, in the shell's session,
+	// which it does not lead: the reaper's to take (rule 3).
+	sh := exec.Command("/bin/sh", "-c", "sleep 0.2 & echo $!")
+	sh.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	out, err := sh.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, ok := readProc(orphan); ok && time.Now().Before(deadline); _, ok = readProc(orphan) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if p, ok := readProc(orphan); ok {
+		t.Fatalf("the orphan %d is still there (state %c, parent %d)", orphan, p.state, p.ppid)
+	}
+	if n := count() - before; n != 0 {
+		t.Errorf("the reaper made %d scans of every process, want none", n)
+	}
+}
