@@ -173,6 +173,12 @@ func (st *state) frozen(w *handover.Writer) (*handover.Session, error) {
 		Settings:  handover.Settings(st.settings),
 		UpdatedAt: st.out.updatedAt, Messages: st.out.messages, Seq: st.work.seq,
 	}
+	if st.out.client == nil {
+		fs.Detached = st.out.since
+	}
+	if st.expiry != nil {
+		fs.Expires = st.expiry.at
+	}
 	var err error
 	if fs.Durable, err = st.s.disk.Frozen(); err != nil {
 		return nil, err

@@ -104,10 +104,13 @@ func pids(p ptyio.Process) []int {
 	return out
 }
 
-// detachedExpiry is an armed Config.DetachedTTL timer. A firing acts only
-// if its detachedExpiry is still the session's: one disarmed meanwhile
-// may fire late, and then does nothing.
-type detachedExpiry struct{ timer work.Timer }
+// detachedExpiry is an armed Config.DetachedTTL timer, due at. A firing
+// acts only if its detachedExpiry is still the session's: one disarmed
+// meanwhile may fire late, and then does nothing.
+type detachedExpiry struct {
+	at    time.Time
+	timer work.Timer
+}
 
 // idle reports whether the session is open, detached and without live
 // work: what DetachedTTL counts.
@@ -124,13 +127,20 @@ func (st *state) watchExpiry() {
 	idle := ttl > 0 && st.s.sv.cfg.Detached == KeepDetached && st.idle()
 	switch {
 	case idle && st.expiry == nil:
-		st.expiry = &detachedExpiry{}
-		e, s := st.expiry, st.s
-		e.timer = st.s.sv.cfg.clock.AfterFunc(ttl, func() { s.expire(e) })
+		st.armExpiry(st.s.sv.cfg.clock.Now().Add(ttl))
 	case !idle && st.expiry != nil:
 		st.expiry.timer.Stop()
 		st.expiry = nil
 	}
+}
+
+// armExpiry arms the session's expiry for at (at once if past): in
+// watchExpiry, or as the old image of an upgrade had armed it.
+func (st *state) armExpiry(at time.Time) {
+	clk := st.s.sv.cfg.clock
+	e, s := &detachedExpiry{at: at}, st.s
+	e.timer = clk.AfterFunc(max(at.Sub(clk.Now()), 0), func() { s.expire(e) })
+	st.expiry = e
 }
 
 // expire closes the session when e, its current expiry, fires.

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -58,6 +59,56 @@ func TestDetachedTTL(t *testing.T) {
 	if _, err := h.sup.session(kept); err != nil {
 		t.Errorf("the attached session was closed: %v", err)
 	}
+}
+
+// An upgrade in place neither restarts a detached session's TTL nor its
+// "detached since": the new image closes it when the old one would have,
+// and its status says when its connection went.
+func TestDetachedTTLOutlivesAnUpgrade(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Hour
+	clk := newFakeClock()
+	cfg := Config{Detached: KeepDetached, DetachedTTL: ttl, clock: clk}
+	old := newHarness(t, cfg)
+	a := old.on(old.connect())
+	sid := a.newSession()
+	a.run(sid, "echo done")
+	a.exit(nil, sid, "term_1")
+	a.c.Close()
+	old.awaitArmed(clk, 1)
+	since := sessionStatus(t, old.sup, sid).Since
+	clk.advance(40 * time.Minute)
+
+	data, files, thaw, err := old.sup.Freeze(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(thaw) // the old image's session, frozen until then; its own expiry closes it
+	upgraded := newHarness(t, cfg)
+	if err := upgraded.sup.Restore(data, files, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := sessionStatus(t, upgraded.sup, sid).Since; !got.Equal(since) {
+		t.Errorf("after the upgrade the session is detached since %v, want %v as before it", got, since)
+	}
+	clk.advance(20*time.Minute - time.Second)
+	if _, err := upgraded.sup.session(sid); err != nil {
+		t.Fatalf("the upgraded session closed before its TTL: %v", err)
+	}
+	clk.advance(time.Second)
+	upgraded.awaitClosed(sid) // a TTL after it was detached, not after the upgrade
+}
+
+// sessionStatus returns session sid's status in sv.
+func sessionStatus(t *testing.T, sv *Supervisor, sid string) SessionStatus {
+	t.Helper()
+	for _, ss := range sv.Sessions() {
+		if ss.ID == sid {
+			return ss
+		}
+	}
+	t.Fatalf("no status of session %s", sid)
+	return SessionStatus{}
 }
 
 // awaitArmed waits until clk has n timers armed.

@@ -49,7 +49,10 @@ func thawSession(sv *Supervisor, r *handover.Reader, fs handover.Session) error 
 	*st = state{
 		s: s, title: fs.Title, fgState: fs.FgState, work: newRegistry(),
 		settings: settings.Settings(fs.Settings),
-		out:      outbox{session: fs.ID, updatedAt: fs.UpdatedAt, since: time.Now(), messages: fs.Messages, disk: s.disk},
+		out:      outbox{session: fs.ID, updatedAt: fs.UpdatedAt, since: fs.Detached, messages: fs.Messages, disk: s.disk},
+	}
+	if st.out.since.IsZero() { // attached at the freeze: detached now
+		st.out.since = time.Now()
 	}
 	if fs.Seq != nil {
 		st.work.seq = fs.Seq
@@ -134,6 +137,9 @@ func thawSession(sv *Supervisor, r *handover.Reader, fs handover.Session) error 
 		}
 		if err := thawTasks(st, fs); err != nil {
 			errs = append(errs, err)
+		}
+		if !fs.Expires.IsZero() {
+			st.armExpiry(fs.Expires) // the settle after this entry disarms it if the session is not idle
 		}
 	})
 	for _, t := range lost {

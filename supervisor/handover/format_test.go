@@ -58,7 +58,7 @@ func everyField() State {
 				ForegroundTimeout: 5 * time.Second, KillGrace: time.Second,
 				Ask: true, ClientChecks: true, Notify: terminput.NotifyAll,
 			},
-			UpdatedAt: at(4), Messages: 7, Seq: map[string]int{"call": 2, "term": 2},
+			UpdatedAt: at(4), Detached: at(6), Expires: at(7), Messages: 7, Seq: map[string]int{"call": 2, "term": 2},
 			History: []Entry{
 				{Msg: &acp.Message{SessionUpdate: acp.KindUserMessage, MessageID: "msg_1", Content: []acp.ContentBlock{acp.TextBlock("ls")}}},
 				{Call: "call_1"}, {Term: "term_1"}, {},

@@ -60,15 +60,21 @@ type Session struct {
 	ID, Cwd, Title, FgState string
 	Settings                Settings
 	UpdatedAt               time.Time
-	Messages                int            // the last message id issued
-	Seq                     map[string]int // the registry's last ids
-	History                 []Entry        // the outbox's history, forgotten items as {}
-	Calls                   []Call         // the registry's tool calls
-	Terminals               []Terminal
-	Exited, Finished        []string       // the registry's retention order
-	List                    []Entry        // the background list
-	Stack                   *Stack         `json:",omitempty"`
-	Durable                 *record.Frozen `json:",omitempty"` // its history's record of each item
+	// Detached is when the session's last connection went, if none was
+	// attached at the freeze; Expires is when the detached TTL closes it,
+	// if armed. The new image keeps both rather than count from the
+	// upgrade (zero in a state written before they were: from the thaw).
+	Detached         time.Time      `json:",omitzero"`
+	Expires          time.Time      `json:",omitzero"`
+	Messages         int            // the last message id issued
+	Seq              map[string]int // the registry's last ids
+	History          []Entry        // the outbox's history, forgotten items as {}
+	Calls            []Call         // the registry's tool calls
+	Terminals        []Terminal
+	Exited, Finished []string       // the registry's retention order
+	List             []Entry        // the background list
+	Stack            *Stack         `json:",omitempty"`
+	Durable          *record.Frozen `json:",omitempty"` // its history's record of each item
 }
 
 // Stack is the session's stack: its file as last read, and its services
