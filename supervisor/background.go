@@ -22,9 +22,9 @@ import (
 //  2. Items are announced before they are listed: a terminal is listed
 //     only by detach, after launch has sent its terminal_update; a tool
 //     call only after its tool_call_update.
-//  3. Items are finalized before they are removed: removeTerminal refuses
-//     a terminal that has not exited, removeCall a tool call that is not
-//     final, and both are called after the update that says so.
+//  3. Items are finalized before they are removed: drop refuses a
+//     terminal that has not exited and a tool call that is not final, and
+//     is called after the update that says so.
 //  4. A list change is re-sent: it marks the list dirty, and the way into
 //     the session (Session.do) ends by sending a repeated state_update
 //     (the current state, no stop reason) unless a state transition in the
@@ -57,39 +57,32 @@ type listItem struct {
 	call *toolCall
 }
 
-// addTerminal lists a live, announced terminal that has left the
-// foreground.
-func (l *backgroundList) addTerminal(t *terminal) {
-	if t.state >= termExited || l.index(listItem{term: t}) >= 0 {
+// final reports whether the item has reached its end: a terminal that
+// has exited, a tool call with its final status.
+func (it listItem) final() bool {
+	if it.term != nil {
+		return it.term.state >= termExited
+	}
+	return it.call.state >= callDone
+}
+
+// add lists an announced terminal (one that has left the foreground) or
+// tool call, once, unless it is final.
+func (l *backgroundList) add(it listItem) {
+	if it.final() || l.index(it) >= 0 {
 		return
 	}
-	l.items = append(l.items, listItem{term: t})
+	l.items = append(l.items, it)
 	l.dirty = true
 }
 
-// removeTerminal unlists a terminal whose exitStatus has been reported.
-func (l *backgroundList) removeTerminal(t *terminal) {
-	if t.state < termExited {
-		return
+// drop unlists a terminal whose exitStatus, or a tool call whose final
+// status, has been reported; it leaves one that is not final.
+func (l *backgroundList) drop(it listItem) {
+	if i := l.index(it); i >= 0 && it.final() {
+		l.items = slices.Delete(l.items, i, i+1)
+		l.dirty = true
 	}
-	l.remove(listItem{term: t})
-}
-
-// addCall lists an announced tool call that is not final.
-func (l *backgroundList) addCall(c *toolCall) {
-	if c.state >= callDone || l.index(listItem{call: c}) >= 0 {
-		return
-	}
-	l.items = append(l.items, listItem{call: c})
-	l.dirty = true
-}
-
-// removeCall unlists a tool call whose final status has been reported.
-func (l *backgroundList) removeCall(c *toolCall) {
-	if c.state < callDone {
-		return
-	}
-	l.remove(listItem{call: c})
 }
 
 // endCall gives tool call c its final status, sends the update that says
@@ -98,7 +91,7 @@ func (l *backgroundList) removeCall(c *toolCall) {
 func endCall(st *state, c *toolCall, status string) {
 	st.work.finish(c, status)
 	st.out.send(c.update())
-	st.list.removeCall(c)
+	st.list.drop(listItem{call: c})
 }
 
 // replaceCall lists a background command's terminal in place of its tool
@@ -114,13 +107,6 @@ func (l *backgroundList) replaceCall(c *toolCall, t *terminal) {
 
 func (l *backgroundList) index(it listItem) int {
 	return slices.Index(l.items, it)
-}
-
-func (l *backgroundList) remove(it listItem) {
-	if i := l.index(it); i >= 0 {
-		l.items = slices.Delete(l.items, i, i+1)
-		l.dirty = true
-	}
 }
 
 // wire is the session's own work as a state_update lists it (the overlay

@@ -22,24 +22,20 @@ var _ protocol.TerminalInput = (*Supervisor)(nil)
 // the session's turn: after an entry doing slow work (a launch), as every
 // entry is, without holding up the connection meanwhile.
 func (sv *Supervisor) WriteTerminal(c protocol.Client, p *acp.WriteTerminalRequest, reply protocol.Reply) {
-	s, err := sv.session(p.SessionID)
-	if err != nil {
-		reply(nil, err)
-		return
-	}
-	s.do(func(st *state) {
-		if st.out.lost(c) {
-			reply(nil, errTaken(s.id))
-			return
-		}
-		reply(done(terminput.Type(host{st}, p.TerminalID, p.Bytes())))
-	})
+	sv.onTerminal(c, p.SessionID, reply, func(h host) error { return terminput.Type(h, p.TerminalID, p.Bytes()) })
 }
 
 // ResizeTerminal implements protocol.TerminalInput, answered as
 // WriteTerminal is, after the terminal_update with the new size.
 func (sv *Supervisor) ResizeTerminal(c protocol.Client, p *acp.ResizeTerminalRequest, reply protocol.Reply) {
-	s, err := sv.session(p.SessionID)
+	sv.onTerminal(c, p.SessionID, reply, func(h host) error { return terminput.Resize(h, p.TerminalID, *p.Size) })
+}
+
+// onTerminal answers client c's request on a terminal of session sid
+// with what f does, on the session's actor: {} or f's error; an error if
+// there is no such session, or c no longer holds it.
+func (sv *Supervisor) onTerminal(c protocol.Client, sid string, reply protocol.Reply, f func(host) error) {
+	s, err := sv.session(sid)
 	if err != nil {
 		reply(nil, err)
 		return
@@ -49,7 +45,7 @@ func (sv *Supervisor) ResizeTerminal(c protocol.Client, p *acp.ResizeTerminalReq
 			reply(nil, errTaken(s.id))
 			return
 		}
-		reply(done(terminput.Resize(host{st}, p.TerminalID, *p.Size)))
+		reply(done(f(host{st})))
 	})
 }
 

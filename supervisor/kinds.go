@@ -219,7 +219,7 @@ func (h callHandle) Title() string  { return h.c.title }
 func (h callHandle) Status() string { return h.c.status() }
 func (h callHandle) Final() bool    { return h.c.state >= callDone }
 func (h callHandle) Send()          { h.st.out.send(h.c.update()) }
-func (h callHandle) List()          { h.st.list.addCall(h.c) }
+func (h callHandle) List()          { h.st.list.add(listItem{call: h.c}) }
 
 func (h callHandle) SetContent(content ...acp.ToolCallContent) { h.c.content = content }
 
@@ -304,7 +304,7 @@ func (r runHandle) List() {
 	if r.st.list.index(listItem{call: r.t.call}) >= 0 {
 		r.st.list.replaceCall(r.t.call, r.t)
 	} else {
-		r.st.list.addTerminal(r.t)
+		r.st.list.add(listItem{term: r.t})
 	}
 }
 
@@ -317,7 +317,7 @@ func runExited(st *state, t *terminal, onItsOwn bool) bool {
 	if !ok {
 		return false
 	}
-	st.list.removeTerminal(t)
+	st.list.drop(listItem{term: t})
 	w.RunExited(runHandle{terminalHandle{st, t}}, onItsOwn)
 	return true
 }

@@ -205,7 +205,7 @@ func (sc scene) Run(line string, l kit.Launch) (c kit.Command, ok bool) {
 	}
 	switch {
 	case l.Listed:
-		st.list.addTerminal(t)
+		st.list.add(listItem{term: t})
 	case l.HandOff != "":
 		st.handOff(t, l.HandOff)
 	}

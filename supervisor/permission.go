@@ -57,7 +57,7 @@ func (h host) Waiting(c work.Call) {
 		st.transition(acp.StateRequiresAction, "")
 		return
 	}
-	st.list.addCall(call)
+	st.list.add(listItem{call: call})
 	st.reportState("") // the list changed
 }
 

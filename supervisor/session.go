@@ -474,7 +474,7 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 				commandOutcome(st, t, st.life == sessionClosing)
 			}
 			listed := st.list.index(listItem{term: t}) >= 0 // background work, not a scenario's foreground command
-			st.list.removeTerminal(t)
+			st.list.drop(listItem{term: t})
 			if onItsOwn && listed {
 				st.out.noticeExit(t, st.notifyIn())
 			}

@@ -137,9 +137,8 @@ func (st *state) watchExpiry() {
 // armExpiry arms the session's expiry for at (at once if past): in
 // watchExpiry, or as the old image of an upgrade had armed it.
 func (st *state) armExpiry(at time.Time) {
-	clk := st.s.sv.cfg.clock
-	e, s := &detachedExpiry{at: at}, st.s
-	e.timer = clk.AfterFunc(max(at.Sub(clk.Now()), 0), func() { s.expire(e) })
+	e, s, clk := &detachedExpiry{at: at}, st.s, st.s.sv.cfg.clock
+	e.timer = clk.AfterFunc(at.Sub(clk.Now()), func() { s.expire(e) })
 	st.expiry = e
 }
 

@@ -118,7 +118,7 @@ func (commandRun) toBackground(st *state, fg *turn) {
 // released it first (detach).
 func (st *state) handOff(t *terminal, why string) {
 	st.work.finish(t.call, acp.StatusCompleted)
-	st.list.addTerminal(t)
+	st.list.add(listItem{term: t})
 	t.call.content = []acp.ToolCallContent{acp.TerminalContent(t.id), acp.TextContent(why + " " + detachNote(t))}
 	u := &acp.ToolCallUpdate{
 		SessionUpdate: acp.KindToolCall, ToolCallID: t.call.id, Status: t.call.status(), Content: t.call.content,

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -49,10 +50,8 @@ func thawSession(sv *Supervisor, r *handover.Reader, fs handover.Session) error 
 	*st = state{
 		s: s, title: fs.Title, fgState: fs.FgState, work: newRegistry(),
 		settings: settings.Settings(fs.Settings),
-		out:      outbox{session: fs.ID, updatedAt: fs.UpdatedAt, since: fs.Detached, messages: fs.Messages, disk: s.disk},
-	}
-	if st.out.since.IsZero() { // attached at the freeze: detached now
-		st.out.since = time.Now()
+		// Attached at the freeze (no Detached): detached now.
+		out: outbox{session: fs.ID, updatedAt: fs.UpdatedAt, since: cmp.Or(fs.Detached, time.Now()), messages: fs.Messages, disk: s.disk},
 	}
 	if fs.Seq != nil {
 		st.work.seq = fs.Seq
