@@ -91,8 +91,8 @@ const (
 	TerminalEnv = "SHELLAGENT_TERMINAL" // the terminal's number in the agent
 )
 
-// SweepScopeEnv, when set in an agent's environment (letters and digits,
-// at most 32), names the scope of its sweep: the agent sweeps only what
+// SweepScopeEnv names the scope of an agent's sweep when set in its
+// environment (letters and digits, at most 32): the agent sweeps only what
 // dead instances of the same scope left, and agents of another scope (or
 // of none) leave its own leftovers alone. A test suite sets one of its
 // own, so that agents of other suites, or of the user, running beside it
