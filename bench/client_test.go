@@ -507,16 +507,15 @@ func (c *client) output(t *term, data []byte) {
 
 // field returns the string value that follows key, up to the next quote.
 func field(line, key []byte) []byte {
-	i := bytes.Index(line, key)
-	if i < 0 {
+	_, v, ok := bytes.Cut(line, key)
+	if !ok {
 		return nil
 	}
-	v := line[i+len(key):]
-	j := bytes.IndexByte(v, '"')
-	if j < 0 {
+	v, _, ok = bytes.Cut(v, []byte{'"'})
+	if !ok {
 		return nil
 	}
-	return v[:j]
+	return v
 }
 
 // wireMsg is every other message, as far as the benchmarks need it.

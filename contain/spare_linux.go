@@ -47,11 +47,9 @@ func (s *spare) refill(t *cgroupTree) {
 	if s.closed || s.g != nil {
 		return
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+	s.wg.Go(func() {
 		s.fill(t)
-	}()
+	})
 }
 
 // take returns the spare if it was made for group n, else nil. A spare

@@ -111,8 +111,7 @@ func bind(socket string, umask bool) (*net.UnixListener, fileID, error) {
 // errno returns the system error inside a net error, for a message that
 // names the socket's path rather than the path it was reached by.
 func errno(err error) error {
-	var e syscall.Errno
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[syscall.Errno](err); ok {
 		return e
 	}
 	return err

@@ -120,11 +120,9 @@ func (s *Server) Serve(ctx context.Context, l Listener) error {
 		s.accept(ctx, l)
 	}()
 	if s.IdleExit > 0 {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
+		s.wg.Go(func() {
 			s.watchIdle(ctx)
-		}()
+		})
 	}
 	<-ctx.Done()
 	l.Close() // Best effort: ends accept; the socket file goes with it.
@@ -157,11 +155,9 @@ func (s *Server) accept(ctx context.Context, l Listener) {
 			}
 			continue
 		}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
+		s.wg.Go(func() {
 			s.serve(nc)
-		}()
+		})
 	}
 }
 

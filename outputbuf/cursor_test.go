@@ -54,7 +54,7 @@ func TestCursorReadsWhatTheRingHoldsAndCountsWhatItLost(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := New(tt.cap)
 			if tt.written != "" {
-				for _, w := range strings.Split(tt.written, "|") {
+				for w := range strings.SplitSeq(tt.written, "|") {
 					r.Write([]byte(w))
 				}
 			}

@@ -309,9 +309,7 @@ func TestConcurrentReadersSeeAConsistentStream(t *testing.T) {
 	r := New(4096)
 	const total = 1 << 20
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		p := make([]byte, 1000)
 		var off int
 		for off < total {
@@ -321,7 +319,7 @@ func TestConcurrentReadersSeeAConsistentStream(t *testing.T) {
 			r.Write(p[:min(len(p), total-off)])
 			off += min(len(p), total-off)
 		}
-	}()
+	})
 	var off int64
 	buf := make([]byte, 1500)
 	for off < total {

@@ -223,7 +223,7 @@ func TestPromptBlocksTheSchemaForbidsAreRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var p acp.PromptRequest
-		if err := decodeParams(ptr(json.RawMessage(`{"sessionId":"s","prompt":[`+tt.block+`]}`)), &p); err != nil {
+		if err := decodeParams(new(json.RawMessage(`{"sessionId":"s","prompt":[`+tt.block+`]}`)), &p); err != nil {
 			t.Errorf("%s: decode: %v", tt.block, err)
 			continue
 		}
@@ -238,8 +238,6 @@ func TestPromptBlocksTheSchemaForbidsAreRefused(t *testing.T) {
 		}
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func TestAnInvalidBlockNeverReachesTheAgent(t *testing.T) {
 	t.Parallel()

@@ -33,8 +33,7 @@ func decodeParams(params *json.RawMessage, v any) error {
 		return nil
 	}
 	if err := json.Unmarshal(*params, v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
+		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
 			field := te.Field
 			if field == "" {
 				field = "params"

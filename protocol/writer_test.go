@@ -586,9 +586,7 @@ func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 
 // flood writes to ring until stop is closed, held by the writer.
 func flood(ring *outputbuf.Ring, stop <-chan struct{}, done *sync.WaitGroup) {
-	done.Add(1)
-	go func() {
-		defer done.Done()
+	done.Go(func() {
 		p := bytes.Repeat([]byte("y\r\n"), 1365)
 		for {
 			select {
@@ -598,7 +596,7 @@ func flood(ring *outputbuf.Ring, stop <-chan struct{}, done *sync.WaitGroup) {
 				ring.Write(p)
 			}
 		}
-	}()
+	})
 }
 
 // Four terminals flood a client that reads 100 KB/s: a response waits

@@ -339,7 +339,7 @@ func threads(t *testing.T) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	for line := range strings.SplitSeq(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
 			n, _ := strconv.Atoi(strings.TrimSpace(v))
 			return n

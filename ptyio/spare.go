@@ -70,9 +70,7 @@ func (s *Spare) refill() {
 		return
 	}
 	s.filling = true
-	s.filled.Add(1)
-	go func() {
-		defer s.filled.Done()
+	s.filled.Go(func() {
 		master, tty, err := OpenPTY(s.size)
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -86,7 +84,7 @@ func (s *Spare) refill() {
 			return
 		}
 		s.master, s.tty = master, tty
-	}()
+	})
 }
 
 // Close closes the spare held, after a refill under way has ended. A take

@@ -36,9 +36,7 @@ func peakHeap(f func()) uint64 {
 		wg   sync.WaitGroup
 	)
 	done := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		t := time.NewTicker(10 * time.Millisecond)
 		defer t.Stop()
 		for {
@@ -51,7 +49,7 @@ func peakHeap(f func()) uint64 {
 			case <-t.C:
 			}
 		}
-	}()
+	})
 	f()
 	close(done)
 	wg.Wait()

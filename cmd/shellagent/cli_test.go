@@ -69,7 +69,7 @@ func TestHelp(t *testing.T) {
 				t.Errorf("%s does not document --%s", arg, f.Name)
 			}
 		})
-		for _, line := range strings.Split(stdout, "\n") {
+		for line := range strings.SplitSeq(stdout, "\n") {
 			if len(line) > 80 {
 				t.Errorf("%s: line over 80 columns: %q", arg, line)
 			}

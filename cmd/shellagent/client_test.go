@@ -323,7 +323,7 @@ func TestClientTrace(t *testing.T) {
 	}
 	var methods []string
 	var chunks int
-	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+	for line := range strings.SplitSeq(strings.TrimSuffix(string(data), "\n"), "\n") {
 		var entry map[string]json.RawMessage
 		if err := json.Unmarshal([]byte(line), &entry); err != nil || len(entry) != 1 {
 			t.Fatalf("trace line %q is not {\"client\":…} or {\"agent\":…}: %v", line, err)

@@ -415,7 +415,7 @@ func cgroup2Mount(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	for line := range strings.SplitSeq(string(b), "\n") {
 		pre, post, ok := strings.Cut(line, " - ")
 		if f := strings.Fields(pre); ok && len(f) >= 5 && strings.HasPrefix(post, "cgroup2 ") {
 			return f[4]
@@ -490,9 +490,7 @@ func TestCancelRacingExit(t *testing.T) {
 	var wg sync.WaitGroup
 	for range sessions {
 		sid := a.session()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range each {
 				// A busy loop of 0 to 10,000 steps spreads the natural exit
 				// around the moment the cancel arrives.
@@ -520,7 +518,7 @@ func TestCancelRacingExit(t *testing.T) {
 				counts[got]++
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	t.Logf("outcomes: %v", counts)

@@ -171,7 +171,7 @@ func (d *daemonFixture) logGap(from, to string) time.Duration {
 func (d *daemonFixture) logTime(s string) (time.Time, bool) {
 	d.t.Helper()
 	b, _ := os.ReadFile(filepath.Join(d.state, "shellagent", "daemon.log"))
-	for _, line := range strings.Split(string(b), "\n") {
+	for line := range strings.SplitSeq(string(b), "\n") {
 		if !strings.Contains(line, s) {
 			continue
 		}

@@ -150,7 +150,7 @@ func (s *screen) csi(params string, final byte) {
 	private := strings.HasPrefix(params, "?")
 	params = strings.TrimLeft(params, "?>=<")
 	var args []int
-	for _, p := range strings.Split(params, ";") {
+	for p := range strings.SplitSeq(params, ";") {
 		n, _ := strconv.Atoi(p) // Safe: an empty or odd parameter is 0, the default.
 		args = append(args, n)
 	}

@@ -69,7 +69,7 @@ func fdFlags(t *testing.T, pid, fd int) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	for line := range strings.SplitSeq(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "flags:"); ok {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 8, 64)
 			if err != nil {

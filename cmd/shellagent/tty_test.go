@@ -141,7 +141,7 @@ func (r *ttyRun) waitPrompt(n int) string {
 // tickLines counts the lines that are "tick".
 func tickLines(all string) int {
 	n := 0
-	for _, l := range strings.Split(all, "\n") {
+	for l := range strings.SplitSeq(all, "\n") {
 		if l == "tick" {
 			n++
 		}
@@ -152,7 +152,7 @@ func tickLines(all string) int {
 // prompts counts the lines that start with the prompt.
 func prompts(all string) int {
 	n := 0
-	for _, l := range strings.Split(all, "\n") {
+	for l := range strings.SplitSeq(all, "\n") {
 		if l == ">" || strings.HasPrefix(l, "> ") {
 			n++
 		}

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"syscall"
 	"time"
@@ -63,9 +64,7 @@ func handed(path, id string, h *Handed) *parsed {
 	p := newParsed(id, h.Size, 0, false)
 	p.valid = h.Size
 	p.info.Cwd, p.info.Title, p.info.UpdatedAt = h.Cwd, h.Title, h.Last
-	for item, n := range h.Items {
-		p.itemLen[item] = n
-	}
+	maps.Copy(p.itemLen, h.Items)
 	p.deadItems = h.Dead
 	for term, t := range h.Terms {
 		p.terms[term] = &termState{inFile: t[0], lines: t[1], written: t[2]}
@@ -103,9 +102,7 @@ func (w *writer) handOver(out map[string]*Handed) error {
 		for term, t := range f.terms {
 			h.Terms[term] = [3]int64{t.data, t.lines, t.written}
 		}
-		for item, n := range f.itemLen {
-			h.Items[item] = n
-		}
+		maps.Copy(h.Items, f.itemLen)
 		out[id] = h
 	}
 	return nil

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -145,10 +146,8 @@ func (r *outReader) pull(f *file, term string, t *Tap) bool {
 
 // touch adds f to touched unless it holds it.
 func touch(touched []*file, f *file) []*file {
-	for _, t := range touched {
-		if t == f {
-			return touched
-		}
+	if slices.Contains(touched, f) {
+		return touched
 	}
 	return append(touched, f)
 }

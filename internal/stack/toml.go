@@ -79,8 +79,7 @@ func (st *Stack) decodeError(err error) error {
 		}
 		return st.refuse(line, "%sunknown key %q", where, key[len(key)-1])
 	}
-	var de *toml.DecodeError
-	if errors.As(err, &de) {
+	if de, ok := errors.AsType[*toml.DecodeError](err); ok {
 		line, _ := de.Position()
 		reason := strings.TrimPrefix(de.Error(), "toml: ")
 		// A type error can only be about services or services.NAME,

@@ -29,15 +29,13 @@ func TestSendAndCall(t *testing.T) {
 	}
 
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // the agent
-		defer wg.Done()
+	wg.Go(func() { // the agent
 		h.agent(`{"jsonrpc":"2.0","id":2,"result":{"sessions":[]}}`)
 		_ = h.next() // session/new
 		h.agent(`{"jsonrpc":"2.0","id":3,"result":{"sessionId":"abc"}}`)
 		_ = h.next() // session/close
 		h.agent(`{"jsonrpc":"2.0","id":4,"error":{"code":-32602,"message":"bad"}}`)
-	}()
+	})
 	if m := h.c.Wait(2); m.ReqMethod != "session/list" || string(m.Result) != `{"sessions":[]}` {
 		t.Errorf("Wait(2) = %v", m)
 	}

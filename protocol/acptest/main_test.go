@@ -127,9 +127,7 @@ func newHarness(t *testing.T, opts ...Option) *harness {
 	outR, outW := io.Pipe()
 	inR, inW := io.Pipe()
 	h := &harness{t: t, rec: &recorder{parent: t}, agentW: outW, sent: make(chan string, 1<<16)}
-	h.drain.Add(1)
-	go func() {
-		defer h.drain.Done()
+	h.drain.Go(func() {
 		defer close(h.sent)
 		sc := bufio.NewScanner(inR)
 		sc.Buffer(nil, 64<<20)
@@ -137,7 +135,7 @@ func newHarness(t *testing.T, opts ...Option) *harness {
 			h.sent <- sc.Text()
 		}
 		inR.CloseWithError(io.ErrClosedPipe) // unblock any writer
-	}()
+	})
 	h.c = newClient(h.rec, outR, inW, opts...)
 	t.Cleanup(h.end)
 	return h

@@ -470,7 +470,7 @@ func TestV1Notice(t *testing.T) {
 		}
 	}
 	var ids []string
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
 		var m struct {
 			Params struct {
 				Update struct {
