@@ -22,19 +22,19 @@ var _ protocol.TerminalInput = (*Supervisor)(nil)
 // the session's turn: after an entry doing slow work (a launch), as every
 // entry is, without holding up the connection meanwhile.
 func (sv *Supervisor) WriteTerminal(c protocol.Client, p *acp.WriteTerminalRequest, reply protocol.Reply) {
-	sv.onTerminal(c, p.SessionID, reply, func(h host) error { return terminput.Type(h, p.TerminalID, p.Bytes()) })
+	onTerminal(sv, c, p.SessionID, reply, func(h host) error { return terminput.Type(h, p.TerminalID, p.Bytes()) })
 }
 
 // ResizeTerminal implements protocol.TerminalInput, answered as
 // WriteTerminal is, after the terminal_update with the new size.
 func (sv *Supervisor) ResizeTerminal(c protocol.Client, p *acp.ResizeTerminalRequest, reply protocol.Reply) {
-	sv.onTerminal(c, p.SessionID, reply, func(h host) error { return terminput.Resize(h, p.TerminalID, *p.Size) })
+	onTerminal(sv, c, p.SessionID, reply, func(h host) error { return terminput.Resize(h, p.TerminalID, *p.Size) })
 }
 
-// onTerminal answers client c's request on a terminal of session sid
-// with what f does, on the session's actor: {} or f's error; an error if
-// there is no such session, or c no longer holds it.
-func (sv *Supervisor) onTerminal(c protocol.Client, sid string, reply protocol.Reply, f func(host) error) {
+// onTerminal answers client c's request on a terminal of sv's session
+// sid with what f does, on the session's actor: {} or f's error; an error
+// if there is no such session, or c no longer holds it.
+func onTerminal(sv *Supervisor, c protocol.Client, sid string, reply protocol.Reply, f func(host) error) {
 	s, err := sv.session(sid)
 	if err != nil {
 		reply(nil, err)
