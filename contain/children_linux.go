@@ -46,8 +46,8 @@ func (l childLister) list() (procs []proc, ok bool) {
 // read (proc(5): the file is exact only of a stopped process): reaped by
 // another goroutine's Wait, or handed to another thread when its own
 // exits. So a listing is trusted only if every child it names is still
-// the agent's child when its stat is read, and the threads are the same
-// after it as before.
+// the agent's child when its stat is read, and every thread read is still
+// there after it (a thread started meanwhile took no child from another).
 func (l childLister) once() (procs []proc, trusted bool) {
 	before, ok := threads()
 	if !ok {
@@ -71,7 +71,10 @@ func (l childLister) once() (procs []proc, trusted bool) {
 		}
 	}
 	after, ok := threads()
-	return procs, ok && slices.Equal(before, after)
+	return procs, ok && !slices.ContainsFunc(before, func(tid string) bool {
+		_, found := slices.BinarySearch(after, tid)
+		return !found
+	})
 }
 
 // threads returns the ids of the agent's threads, sorted.

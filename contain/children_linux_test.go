@@ -4,6 +4,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,7 +14,8 @@ import (
 )
 
 // The children files list every child of the agent, live or a zombie,
-// whichever thread forked it: what a scan of every process finds.
+// whichever thread forked it, and after that thread has exited: what a
+// scan of every process finds.
 func TestChildListerListsEveryChild(t *testing.T) {
 	l := newChildLister(os.Getpid())
 	if !l.works {
@@ -36,6 +38,19 @@ func TestChildListerListsEveryChild(t *testing.T) {
 			}
 		})
 	}
+	// One forked by a thread that then exits (a goroutine that ends
+	// locked to its thread): the kernel hands the child to another thread.
+	wg.Go(func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		cmd := exec.Command("sleep", "30")
+		if err := cmd.Start(); err != nil {
+			t.Error(err)
+			return
+		}
+		mu.Lock()
+		cmds = append(cmds, cmd)
+		mu.Unlock()
+	})
 	wg.Wait()
 	t.Cleanup(func() {
 		for _, cmd := range cmds {
