@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"shellagent/internal/testloop"
 )
 
 // readPid waits for a pid written to file.
@@ -150,6 +152,52 @@ func TestEmptyTakesTheWatchsLastScan(t *testing.T) {
 	}
 	if n := count() - before; n != 0 {
 		t.Errorf("Empty made %d scans of its own, want none", n)
+	}
+	s.reap(t)
+	s.g.Close()
+}
+
+// Once the members it waited for have ended, the watch takes a scan that
+// read them ended, made after their end by another look, rather than
+// make its own: here a scan the test makes while the watch's next look
+// waits for the scanner.
+func TestWatchTakesALateScan(t *testing.T) {
+	c := openSessionMode(t)
+	s := start(t, c, "exec sleep 30")
+	g := s.g.(*markerGroup)
+	for deadline := time.Now().Add(testloop.Wait); ; time.Sleep(time.Millisecond) {
+		g.mu.Lock()
+		waiting := g.waiting != nil // its first look done, it waits for the shell
+		g.mu.Unlock()
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the watch never waited for the shell")
+		}
+	}
+	scans := &g.m.scans
+	scans.mu.Lock() // the watch's look after the exit waits for this
+	if err := unix.Kill(s.pid, unix.SIGKILL); err != nil {
+		scans.mu.Unlock()
+		t.Fatal(err)
+	}
+	waitZombie(t, s.pid) // not reaped until s.reap
+	procs, err := scanProcs()
+	if err != nil {
+		scans.mu.Unlock()
+		t.Fatal(err)
+	}
+	scans.started++
+	scans.last, scans.err, scans.finished = procs, nil, scans.started
+	made := scans.started
+	scans.mu.Unlock()
+	waitDone(t, s.g)
+	scans.mu.Lock()
+	n := scans.started - made
+	scans.mu.Unlock()
+	if n != 0 {
+		t.Errorf("the watch made %d scans of its own after its member ended, want none", n)
 	}
 	s.reap(t)
 	s.g.Close()
