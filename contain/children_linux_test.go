@@ -23,26 +23,8 @@ func TestChildListerListsEveryChild(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var cmds []*exec.Cmd
-	var wg sync.WaitGroup
-	for range 4 { // goroutines, so forks from more than one thread
-		wg.Go(func() {
-			for _, argv := range [][]string{{"sleep", "30"}, {"true"}, {"sleep", "30"}} {
-				cmd := exec.Command(argv[0], argv[1:]...)
-				if err := cmd.Start(); err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				cmds = append(cmds, cmd)
-				mu.Unlock()
-			}
-		})
-	}
-	// One forked by a thread that then exits (a goroutine that ends
-	// locked to its thread): the kernel hands the child to another thread.
-	wg.Go(func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		cmd := exec.Command("sleep", "30")
+	run := func(argv ...string) {
+		cmd := exec.Command(argv[0], argv[1:]...)
 		if err := cmd.Start(); err != nil {
 			t.Error(err)
 			return
@@ -50,6 +32,20 @@ func TestChildListerListsEveryChild(t *testing.T) {
 		mu.Lock()
 		cmds = append(cmds, cmd)
 		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	for range 4 { // goroutines, so forks from more than one thread
+		wg.Go(func() {
+			run("sleep", "30")
+			run("true")
+			run("sleep", "30")
+		})
+	}
+	// One forked by a thread that then exits (a goroutine that ends
+	// locked to its thread): the kernel hands the child to another thread.
+	wg.Go(func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		run("sleep", "30")
 	})
 	wg.Wait()
 	t.Cleanup(func() {
