@@ -98,12 +98,19 @@ func states(procs []proc, parent int) map[int]byte {
 // waitZombie waits until process pid is a zombie.
 func waitZombie(t *testing.T, pid int) {
 	t.Helper()
+	if !becomesZombie(pid) {
+		t.Fatalf("process %d did not become a zombie", pid)
+	}
+}
+
+// becomesZombie reports whether process pid is a zombie within 10 s.
+func becomesZombie(pid int) bool {
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		if p, ok := readProc(pid); ok && p.zombie() {
-			return
+			return true
 		}
 	}
-	t.Fatalf("process %d did not become a zombie", pid)
+	return false
 }
 
 // The reaper's pass at a SIGCHLD reads the agent's children, not every
