@@ -29,7 +29,7 @@ const childListTries = 3
 // call. ok is false where the kernel has no children files, or when no
 // listing of childListTries could be trusted (see once): the caller then
 // scans.
-func (l childLister) list() (procs []proc, ok bool) {
+func (l childLister) list() ([]proc, bool) {
 	if !l.works {
 		return nil, false
 	}

@@ -119,22 +119,9 @@ func TestReaperPassMakesNoScan(t *testing.T) {
 	if !newChildLister(os.Getpid()).works {
 		t.Skip("this kernel has no children files (CONFIG_PROC_CHILDREN): the reaper scans")
 	}
-	c, err := Open(Subreaper)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	}()
+	c := openMode(t, Subreaper)
 	scans := &c.m.(*markerMode).scans
-	count := func() uint64 {
-		scans.mu.Lock()
-		defer scans.mu.Unlock()
-		return scans.started
-	}
-	before := count()
+	before := scansMade(scans)
 	// The sleep is orphaned when its shell exits, in the shell's session,
 	// which it does not lead: the reaper's to take (rule 3).
 	sh := exec.Command("/bin/sh", "-c", "sleep 0.2 & echo $!")
@@ -154,7 +141,7 @@ func TestReaperPassMakesNoScan(t *testing.T) {
 	if p, ok := readProc(orphan); ok {
 		t.Fatalf("the orphan %d is still there (state %c, parent %d)", orphan, p.state, p.ppid)
 	}
-	if n := count() - before; n != 0 {
+	if n := scansMade(scans) - before; n != 0 {
 		t.Errorf("the reaper made %d scans of every process, want none", n)
 	}
 }

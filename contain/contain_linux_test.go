@@ -47,6 +47,29 @@ func modes(t *testing.T) []Mode {
 	return []Mode{Cgroup, Subreaper, Session}
 }
 
+// openMode opens a Containment in mode, closed (and checked) when the
+// test ends.
+func openMode(t *testing.T, mode Mode) *Containment {
+	t.Helper()
+	c, err := Open(mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return c
+}
+
+// scansMade returns how many scans of every process s has begun.
+func scansMade(s *scanner) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.started
+}
+
 // eachMode runs f once per mode, with a fresh Containment that is closed
 // (and checked to leave nothing) afterwards. Modes run one after the
 // other: a subreaper is process-wide.
@@ -499,15 +522,7 @@ func TestReaperRule(t *testing.T) {
 // all, and TestReaperRule checks the rule case by case); SHELLAGENT_LONG=1
 // starts 1,000.
 func TestReaperLeavesOSExecChildren(t *testing.T) {
-	c, err := Open(Subreaper)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	}()
+	openMode(t, Subreaper)
 	n, workers := 200, 4
 	if testloop.Enabled() {
 		n = 1000

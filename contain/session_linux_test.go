@@ -142,16 +142,11 @@ func TestEmptyTakesTheWatchsLastScan(t *testing.T) {
 	s := start(t, c, "exit 0")
 	waitDone(t, s.g) // the watch's look read the shell ended
 	scans := &s.g.(*markerGroup).m.scans
-	count := func() uint64 {
-		scans.mu.Lock()
-		defer scans.mu.Unlock()
-		return scans.started
-	}
-	before := count()
+	before := scansMade(scans)
 	if !s.g.Empty() {
 		t.Error("Empty = false after the group ended")
 	}
-	if n := count() - before; n != 0 {
+	if n := scansMade(scans) - before; n != 0 {
 		t.Errorf("Empty made %d scans of its own, want none", n)
 	}
 	s.reap(t)
@@ -195,10 +190,7 @@ func TestWatchTakesALateScan(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDone(t, s.g)
-	scans.mu.Lock()
-	n := scans.started - made
-	scans.mu.Unlock()
-	if n != 0 {
+	if n := scansMade(scans) - made; n != 0 {
 		t.Errorf("the watch made %d scans of its own after its member ended, want none", n)
 	}
 	s.reap(t)
@@ -212,14 +204,5 @@ func openSessionMode(t *testing.T) *Containment {
 	if m := os.Getenv("SHELLAGENT_TEST_CONTAINMENT"); m != "" && m != string(Session) && m != string(Auto) {
 		t.Skipf("Session mode's own rules; the run is in %s mode", m)
 	}
-	c, err := Open(Session)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return c
+	return openMode(t, Session)
 }
