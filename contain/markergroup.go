@@ -22,7 +22,8 @@ import (
 // Session mode).
 //
 // Concurrency: mu is a leaf (see markerMode). Membership is worked out
-// under it from a scan and the mode's facts, both read before it is taken.
+// under it from a scan and the mode's facts, both read before it is taken,
+// and the stat of each recorded process the scan does not hold.
 type markerGroup struct {
 	m      *markerMode
 	env    []string
@@ -127,6 +128,19 @@ func (g *markerGroup) attribute(procs []proc, parent []int, facts map[int]procFa
 		}
 	}
 	known[g.shell] = g.known[g.shell] // kept until Close
+	// A process recorded before that procs does not hold stays recorded
+	// while its pid names it: procs may have been listed before it was
+	// forked (a scan another look made, or an older one than the last
+	// look's), and a member forgotten by such a scan would be refused its
+	// signals (recorded) and, once it has left the session and lost its
+	// parent, found by nothing.
+	for pid, start := range g.known {
+		if _, ok := known[pid]; !ok {
+			if now, ok := readProc(pid); ok && now.start == start {
+				known[pid] = start
+			}
+		}
+	}
 	g.known = known
 	slices.SortFunc(out, func(a, b proc) int {
 		if a.start != b.start {

@@ -1,6 +1,8 @@
 package contain
 
 import (
+	"os"
+	"os/exec"
 	"slices"
 	"testing"
 )
@@ -48,6 +50,45 @@ func TestAttribute(t *testing.T) {
 	want := []int{100, 101, 103, 106, 7} // oldest first
 	if !slices.Equal(got, want) {
 		t.Errorf("members %v, want %v", got, want)
+	}
+}
+
+// A look may attribute a scan listed before a member was forked (one that
+// another look made, or one older than the last look's): the member stays
+// recorded while it runs, so that a signal is not refused to it, and is
+// forgotten once its pid no longer names it.
+func TestAttributeKeepsWhatAnOlderScanMisses(t *testing.T) {
+	sleep := exec.Command("sleep", "30")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleep.Process.Kill(); sleep.Wait() })
+	member, ok := readProc(sleep.Process.Pid)
+	if !ok {
+		t.Fatal("cannot read the sleep's stat")
+	}
+	self, _ := readProc(os.Getpid())
+	s := newMarkerMode(instance{pid: 1}, 0)
+	g := newMarkerGroup(s, 1)
+	g.shell, g.sid = self.pid, self.sid
+	g.known[self.pid] = self.start
+	const gone = 1 << 30 // above any pid_max
+	g.known[member.pid], g.known[gone] = member.start, 5
+
+	older := []proc{self} // listed before the member and the gone one
+	g.attribute(older, parents(older), nil)
+	if !g.recorded(member) {
+		t.Error("the running member was forgotten by a scan that does not hold it")
+	}
+	if g.recorded(proc{pid: gone, start: 5}) {
+		t.Error("a process that is gone stays recorded")
+	}
+
+	sleep.Process.Kill()
+	sleep.Wait()
+	g.attribute(older, parents(older), nil)
+	if g.recorded(member) {
+		t.Error("the member stays recorded once it is reaped")
 	}
 }
 
