@@ -316,15 +316,32 @@ func withEnv(env, add []string) []string {
 	return append(out, add...)
 }
 
+// holdWait bounds how long signalUntilStable waits for a process that
+// holds the signals it was sent (it blocks them) to take them: until it
+// does, it may fork, and the child does not get them. dash blocks every
+// signal from just before it forks each command until the child has
+// exec'd it, so a stop that comes then finds only the shell, and the
+// command is forked after the last list. A process that holds them longer
+// is left to SIGKILL after the grace. holdPoll is how often it is looked at.
+const (
+	holdWait = time.Second
+	holdPoll = 5 * time.Millisecond
+)
+
 // signalUntilStable sends sigs to every pid that list returns, lists
 // again, and signals the newcomers, until a list brings none (or
-// maxRounds: a fork loop that ignores the signals is left to SIGKILL).
+// maxRounds: a fork loop that ignores the signals is left to SIGKILL) and
+// no process it signalled holds them still (holdWait).
 func signalUntilStable(list func() ([]int, error), sigs []unix.Signal, belongs func(proc) bool) (bool, error) {
 	const maxRounds = 20
 	seen := make(map[int]bool)
 	reached := false
 	var errs []error
-	for range maxRounds {
+	start := time.Now()
+	for rounds := 0; rounds < maxRounds; {
+		// Looked at before the list: a child forked while its parent
+		// held the signals is in every list made after it took them.
+		held := holding(seen, sigs)
 		pids, err := list()
 		if err != nil {
 			errs = append(errs, err)
@@ -348,9 +365,29 @@ func signalUntilStable(list func() ([]int, error), sigs []unix.Signal, belongs f
 				errs = append(errs, err)
 			}
 		}
-		if !fresh {
-			break
+		switch {
+		case fresh:
+			rounds++
+		case !held || time.Since(start) >= holdWait:
+			return reached, errors.Join(errs...)
+		default:
+			time.Sleep(holdPoll)
 		}
 	}
 	return reached, errors.Join(errs...)
+}
+
+// holding reports whether one of pids is live and holds one of sigs
+// pending, blocked (heldSignals).
+func holding(pids map[int]bool, sigs []unix.Signal) bool {
+	var mask uint64
+	for _, sig := range sigs {
+		mask |= 1 << (sig - 1)
+	}
+	for pid := range pids {
+		if heldSignals(pid)&mask != 0 {
+			return true
+		}
+	}
+	return false
 }

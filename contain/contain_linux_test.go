@@ -260,6 +260,38 @@ func TestKillEndsWhatIgnoresTerm(t *testing.T) {
 	})
 }
 
+// A process that blocks the signals it is sent takes them only once it
+// unblocks them, and may fork before: dash does, around each command it
+// forks. Signal waits for it to take them (holdWait), and what it forked
+// meanwhile gets them too. Here perl holds TERM for 300 ms, forks a sleep
+// and lets TERM go. It names itself "holding" once it holds TERM (a name
+// the script's text does not hold, or waitMembers would find the shell).
+func TestSignalReachesWhatAHolderForks(t *testing.T) {
+	const holder = `exec perl -e '
+		use POSIX;
+		my $term = POSIX::SigSet->new(SIGTERM);
+		sigprocmask(SIG_BLOCK, $term);
+		$0 = "hold" . "ing";
+		select(undef, undef, undef, 0.3);
+		if (fork() == 0) { sigprocmask(SIG_UNBLOCK, $term); exec "sleep", "300" }
+		sigprocmask(SIG_UNBLOCK, $term);
+		sleep 300'`
+	eachMode(t, func(t *testing.T, c *Containment) {
+		s := start(t, c, holder)
+		waitMembers(t, s.g, 1, "holding")
+		if reached, err := s.g.Signal(unix.SIGTERM); !reached || err != nil {
+			t.Errorf("Signal = %v, %v", reached, err)
+		}
+		waitDone(t, s.g) // the sleep would last 300 s
+		if ws := s.reap(t); ws.Signal() != unix.SIGTERM {
+			t.Errorf("perl's status %v, want killed by SIGTERM", ws)
+		}
+		if err := s.g.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
 func TestSignalDoesNotCountAZombie(t *testing.T) {
 	eachMode(t, func(t *testing.T, c *Containment) {
 		s := start(t, c, "exit 0")
