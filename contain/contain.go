@@ -191,9 +191,11 @@ type Group interface {
 	// the mode knows their order.
 	Members() ([]Member, error)
 	// Signal sends sigs, in order, to every live process of the group, and
-	// to every process that appeared meanwhile, until the list is stable.
-	// It reports whether they reached a process that was alive then (not
-	// a zombie, and not already exiting).
+	// to every process that appeared meanwhile, until the list is stable
+	// and, on Linux, no process it signalled holds them blocked (for up
+	// to a second: such a process may fork before it takes them). It
+	// reports whether they reached a process that was alive then (not a
+	// zombie, and not already exiting).
 	Signal(sigs ...unix.Signal) (reached bool, err error)
 	// Kill sends SIGKILL to every process of the group at once, and
 	// reports whether one of them was alive and not already ended by an
