@@ -13,6 +13,7 @@ import (
 	"shellagent/daemon"
 	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
+	"shellagent/supervisor"
 )
 
 // upgradeVersion is the version linked into the new binary of the
@@ -208,5 +209,60 @@ func TestDaemonUpgradeInPlace(t *testing.T) {
 	}
 	if rss1 > rss0+8<<20 {
 		t.Errorf("the daemon's RSS went from %d KiB to %d KiB over 18 upgrades", rss0>>10, rss1>>10)
+	}
+}
+
+// An upgrade in place keeps a detached session's "detached since" and its
+// --detached-ttl: the new image closes the session a TTL after its
+// connection went, not a TTL after the upgrade.
+func TestDaemonUpgradeKeepsTheDetachedTTL(t *testing.T) {
+	t.Parallel()
+	const ttl = 6 * time.Second
+	d := newDaemonFixture(t, "--detached-ttl", ttl.String())
+	d.startOwnDaemon(plainBinary)
+	r := d.startRelay(plainBinary)
+	r.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	sid := r.session(d.cwd)
+	r.c.Close()
+	if code := r.exited(); code != 0 {
+		t.Fatalf("the relay exited %d", code)
+	}
+	// status returns the session's status, and whether it is listed.
+	status := func() (supervisor.SessionStatus, bool) {
+		st, err := daemon.AskStatus(d.socket, daemonHello())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range st.Sessions {
+			if s.ID == sid {
+				return s, true
+			}
+		}
+		return supervisor.SessionStatus{}, false
+	}
+	var since time.Time
+	waitFor(t, "the daemon to see the session detached", func() bool {
+		s, ok := status()
+		since = s.Since
+		return ok && !s.Attached
+	})
+
+	time.Sleep(ttl / 2)
+	if _, stderr, code := d.run(otherBinary, "daemon", "upgrade", "--socket", d.socket); code != 0 {
+		t.Fatalf("upgrade: exit %d, %s", code, stderr)
+	}
+	upgraded := time.Now()
+	if s, ok := status(); !ok || s.Attached || !s.Since.Equal(since) {
+		t.Errorf("after the upgrade: listed %v, %+v; want detached since %v, as before it", ok, s, since)
+	}
+	waitFor(t, "the TTL to close the session", func() bool {
+		_, ok := status()
+		return !ok
+	})
+	// A TTL restarted by the upgrade would close it a TTL after the
+	// upgrade, which was at least ttl/2 after the detach.
+	if closed := time.Now(); closed.After(upgraded.Add(ttl)) || closed.Before(since.Add(ttl-100*time.Millisecond)) {
+		t.Errorf("the session closed %v after its detach and %v after the upgrade; want %v after its detach",
+			closed.Sub(since), closed.Sub(upgraded), ttl)
 	}
 }
