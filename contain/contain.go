@@ -380,14 +380,19 @@ func signalUntilStable(list func() ([]int, error), sigs []unix.Signal, belongs f
 }
 
 // holding reports whether one of pids is live and holds one of sigs
-// pending, blocked (heldSignals).
+// pending, blocked (heldSignals; never on macOS and FreeBSD, whose procs
+// have no sigBlocked).
 func holding(pids map[int]bool, sigs []unix.Signal) bool {
 	var mask uint64
 	for _, sig := range sigs {
 		mask |= 1 << (sig - 1)
 	}
 	for pid := range pids {
-		if heldSignals(pid)&mask != 0 {
+		// Only a signal that every thread blocks is held, the main
+		// thread's too: its stat, read in about a third of the time of
+		// a status here, rules out most processes.
+		p, ok := readProc(pid)
+		if ok && p.live() && p.sigBlocked&mask != 0 && heldSignals(pid)&mask != 0 {
 			return true
 		}
 	}

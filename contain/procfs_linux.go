@@ -146,12 +146,6 @@ func listPids() ([]int, error) {
 // blocks them, or none has run since they came. 0 for a zombie, or a
 // process gone.
 func heldSignals(pid int) uint64 {
-	// Only a signal that every thread blocks is held, the main thread's
-	// too: its stat, read in about a third of the time of status here,
-	// rules out most processes.
-	if p, ok := readProc(pid); !ok || !p.live() || p.sigBlocked == 0 {
-		return 0
-	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0
