@@ -383,10 +383,7 @@ func signalUntilStable(list func() ([]int, error), sigs []unix.Signal, belongs f
 // pending, blocked (heldSignals; never on macOS and FreeBSD, whose procs
 // have no sigBlocked).
 func holding(pids map[int]bool, sigs []unix.Signal) bool {
-	var mask uint64
-	for _, sig := range sigs {
-		mask |= 1 << (sig - 1)
-	}
+	mask := sigMask(sigs)
 	for pid := range pids {
 		// Only a signal that every thread blocks is held, the main
 		// thread's too: its stat, read in about a third of the time of

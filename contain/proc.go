@@ -54,12 +54,16 @@ func (p proc) dieOf(sigs []unix.Signal) unix.Signal {
 
 // catches reports whether the process has a handler for one of sigs.
 func (p proc) catches(sigs []unix.Signal) bool {
+	return p.sigCatch&sigMask(sigs) != 0
+}
+
+// sigMask returns sigs as a set, bit sig-1, as proc's masks hold them.
+func sigMask(sigs []unix.Signal) uint64 {
+	var mask uint64
 	for _, sig := range sigs {
-		if p.sigCatch&(uint64(1)<<(sig-1)) != 0 {
-			return true
-		}
+		mask |= 1 << (sig - 1)
 	}
-	return false
+	return mask
 }
 
 // terminates reports whether sig's default action ends the process.

@@ -141,28 +141,22 @@ func listPids() ([]int, error) {
 	return pids, nil
 }
 
-// heldSignals returns the signals sent to live process pid that none of
-// its threads has taken yet (ShdPnd in /proc/PID/status): each thread
-// blocks them, or none has run since they came. 0 for a zombie, or a
-// process gone.
+// heldSignals returns the signals sent to process pid that none of its
+// threads has taken yet (ShdPnd in /proc/PID/status): each thread blocks
+// them, or none has run since they came. The caller has read it live
+// (holding); 0 for a process gone.
 func heldSignals(pid int) uint64 {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0
 	}
-	var held uint64
 	for line := range bytes.Lines(b) {
-		key, val, _ := bytes.Cut(bytes.TrimSpace(line), []byte(":\t"))
-		switch string(key) {
-		case "State":
-			if len(val) == 0 || val[0] == 'Z' || val[0] == 'X' {
-				return 0
-			}
-		case "ShdPnd":
-			held, _ = strconv.ParseUint(string(val), 16, 64)
+		if val, ok := bytes.CutPrefix(line, []byte("ShdPnd:\t")); ok {
+			held, _ := strconv.ParseUint(string(bytes.TrimSpace(val)), 16, 64)
+			return held
 		}
 	}
-	return held
+	return 0
 }
 
 // environ returns process pid's initial environment, NUL-separated: empty
