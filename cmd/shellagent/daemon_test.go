@@ -200,7 +200,14 @@ type relayProc struct {
 // relay starts a relay with the fixture's flags and initializes it in v2
 // (in v1 with acptest.WithProtocolV1).
 func (d *daemonFixture) relay(opts ...acptest.Option) *relayProc {
-	r := d.startRelay(binary, opts...)
+	return d.relayOf(binary, opts...)
+}
+
+// relayOf is relay with the relay bin (a build without the race detector,
+// or another build for an upgrade).
+func (d *daemonFixture) relayOf(bin string, opts ...acptest.Option) *relayProc {
+	d.t.Helper()
+	r := d.startRelay(bin, opts...)
 	r.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
 	return r
 }
@@ -939,8 +946,7 @@ func TestDaemonReattachKeepsMemoryFlat(t *testing.T) {
 	t.Parallel()
 	sessions, rounds, warmup := 20, 50, 10
 	d := newDaemonFixture(t, "--scrollback", "64KiB")
-	a := d.startRelay(plainBinary) // the daemon without the race detector: its memory is the figure
-	a.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	a := d.relayOf(plainBinary) // the daemon without the race detector: its memory is the figure
 	var sids []string
 	for range sessions {
 		sid := a.session(d.cwd)
@@ -980,8 +986,7 @@ func TestDaemonReattachKeepsMemoryFlat(t *testing.T) {
 	if st := d.daemons(); len(st) != 1 {
 		t.Fatalf("daemons: %v", st)
 	}
-	b := d.startRelay(plainBinary)
-	b.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	b := d.relayOf(plainBinary)
 	for _, sid := range sids {
 		b.c.MustCall("session/close", map[string]string{"sessionId": sid}, nil)
 	}

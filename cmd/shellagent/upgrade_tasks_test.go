@@ -90,8 +90,7 @@ backoff = "200ms"
 
 	// An editor follows the session; the service is killed: the new
 	// image restarts it.
-	r := d.startRelay(newBin)
-	r.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	r := d.relayOf(newBin)
 	sid := stackSession(t, r, d.cwd)
 	r.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": d.cwd}, nil)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
@@ -139,8 +138,7 @@ func TestDaemonUpgradeHandsOverEveryKindOfWork(t *testing.T) {
 	newBin := otherBinary
 	d := newDaemonFixture(t, "--foreground-timeout", "0") // the foreground command stays there until the upgrade
 	d.startOwnDaemon(plainBinary)
-	r := d.startRelay(plainBinary)
-	r.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	r := d.relayOf(plainBinary)
 
 	// Session A: a terminal that prints a line once told to; a wait for
 	// it in the foreground; a wakeup; a watch.
@@ -197,8 +195,7 @@ func TestDaemonUpgradeHandsOverEveryKindOfWork(t *testing.T) {
 		t.Errorf("the terminal being stopped (%d) is gone right after the upgrade: %v; want it to have ignored SIGTERM", stubborn, err)
 	}
 
-	n := d.startRelay(newBin)
-	n.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	n := d.relayOf(newBin)
 	resume := func(sid string) {
 		n.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": d.cwd, "replayFrom": map[string]string{"type": "start"}}, nil)
 	}

@@ -104,8 +104,7 @@ func TestDaemonUpgradeInPlace(t *testing.T) {
 	// Refused while a session holds work that cannot be handed over (a
 	// scenario of the kit that plays), naming it and its session: its
 	// work runs on.
-	r := d.startRelay(plainBinary)
-	r.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	r := d.relayOf(plainBinary)
 	sid, seen := r.startCounter(d.cwd)
 	other := r.session(d.cwd)
 	r.prompt(other, "/scenario paused 30s")
@@ -147,8 +146,7 @@ func TestDaemonUpgradeInPlace(t *testing.T) {
 	}
 
 	// The upgrade: same pid, new image, the relay connected is closed.
-	r = d.startRelay(plainBinary)
-	r.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	r = d.relayOf(plainBinary)
 	stdout, stderr, code := d.run(newBin, "daemon", "upgrade", "--socket", d.socket)
 	if code != 0 || !strings.Contains(stdout, "to "+newBuild) {
 		t.Fatalf("upgrade: exit %d, %q, %q", code, stdout, stderr)
@@ -223,8 +221,7 @@ func TestDaemonUpgradeKeepsTheDetachedTTL(t *testing.T) {
 	const ttl, before = 10 * time.Second, 3 * time.Second
 	d := newDaemonFixture(t, "--detached-ttl", ttl.String())
 	d.startOwnDaemon(plainBinary)
-	r := d.startRelay(plainBinary)
-	r.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	r := d.relayOf(plainBinary)
 	sid := r.session(d.cwd)
 	r.c.Close()
 	if code := r.exited(); code != 0 {

@@ -50,9 +50,8 @@ func (d *daemonFixture) upgradeKeepsTicker(bin string, pid, tickerPid int, sid s
 	if ppid := parentOf(t, tickerPid); ppid != pid {
 		t.Fatalf("after the upgrade the ticker %d has parent %d, want the daemon %d", tickerPid, ppid, pid)
 	}
-	r := d.startRelay(bin)
+	r := d.relayOf(bin)
 	defer func() { r.c.Close(); r.exited() }()
-	r.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
 	r.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": d.cwd, "replayFrom": map[string]string{"type": "start"}}, nil)
 	p, replayed := tickerTicks(r.c.Output(sid, "term_1"))
 	if p != tickerPid || replayed < seen {
@@ -122,8 +121,7 @@ func upgradeKeepsWork(t *testing.T, newBin string, n int) {
 	cmd := d.startOwnDaemon(plainBinary)
 	pid := cmd.Process.Pid
 
-	r := d.startRelay(plainBinary)
-	r.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	r := d.relayOf(plainBinary)
 	sid := r.session(d.cwd)
 	r.prompt(sid, ticker)
 	var tickerPid, seen int
