@@ -29,7 +29,8 @@
 // lifecycle_bsd.go its descriptors and the watch of stdout, per OS),
 // daemon.go the daemon and its status, stop and upgrade, relay.go the relay,
 // build.go the build name that a relay and its daemon must share,
-// procs.go how many processors its Go code runs on.
+// procs.go how many processors its Go code runs on, trace_on.go an
+// execution trace of the process in a build with -tags tracefile.
 package main
 
 import (
@@ -56,7 +57,10 @@ import (
 
 func main() {
 	shareCPUs()
-	os.Exit(run(os.Args[1:]))
+	stop := startTrace()
+	code := run(os.Args[1:])
+	stop()
+	os.Exit(code)
 }
 
 // daemonEnv names the environment variable that, set to 1, makes the
