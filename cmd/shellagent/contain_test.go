@@ -542,6 +542,53 @@ func TestCancelRacingExit(t *testing.T) {
 	}
 }
 
+// A cancel that comes while the command holds SIGTERM, as dash does from
+// just before it forks a command until that command has exec'd, reaches
+// what the command forks meanwhile: the terminal ends by SIGTERM, long
+// before its kill grace of an hour, and leaves no process behind.
+// contain's TestSignalReachesWhatAHolderForks tests the rule in each mode;
+// this tests it through the agent. The holder says whether the cancel came
+// while it held the signal; an attempt that came too late (a loaded
+// machine) is made again, up to five times.
+func TestCancelReachesWhatAHolderForks(t *testing.T) {
+	t.Parallel()
+	const holder = `/bg exec perl -e '
+		use POSIX;
+		$| = 1;
+		my $term = POSIX::SigSet->new(SIGTERM);
+		sigprocmask(SIG_BLOCK, $term);
+		print "holding\n";
+		select(undef, undef, undef, 0.5);
+		if (fork() == 0) { sigprocmask(SIG_UNBLOCK, $term); exec "sleep", "300" }
+		my $pending = POSIX::SigSet->new;
+		sigpending($pending);
+		print $pending->ismember(SIGTERM) ? "held\n" : "missed\n";
+		sigprocmask(SIG_UNBLOCK, $term);
+		sleep 300'`
+	a := startAgent(t, "--kill-grace", "1h")
+	sid := a.session()
+	for i := 1; ; i++ {
+		term := "term_" + strconv.Itoa(i)
+		a.prompt(sid, holder)
+		a.waitOutput(sid, term, "holding")
+		a.c.MustCall("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": term}, nil)
+		if es := a.exitStatus(sid, term); es["signal"] != "SIGTERM" {
+			t.Fatalf("%s: exitStatus %v, want signal SIGTERM", term, es)
+		}
+		a.noSurvivors(time.Second, "the cancel of "+term)
+		out := string(a.c.Output(sid, term))
+		switch {
+		case strings.Contains(out, "held"):
+			return
+		case !strings.Contains(out, "missed"):
+			t.Fatalf("%s: output %q, want the holder to say held or missed", term, out)
+		case i == 5:
+			t.Fatalf("five cancels came after the holder had forked")
+		}
+		t.Logf("%s: the cancel came after the fork; again", term)
+	}
+}
+
 // Everything a command writes before its last process ends is delivered,
 // however busy the machine: 8 commands at once, each ending with a setsid
 // child that still writes to the terminal after the shell has returned.
