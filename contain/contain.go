@@ -192,10 +192,10 @@ type Group interface {
 	Members() ([]Member, error)
 	// Signal sends sigs, in order, to every live process of the group, and
 	// to every process that appeared meanwhile, until the list is stable
-	// and, on Linux, no process it signalled holds them blocked (for up
-	// to a second: such a process may fork before it takes them). It
-	// reports whether they reached a process that was alive then (not a
-	// zombie, and not already exiting).
+	// and, on Linux and FreeBSD, no process it signalled holds them
+	// blocked (for up to a second: such a process may fork before it
+	// takes them). It reports whether they reached a process that was
+	// alive then (not a zombie, and not already exiting).
 	Signal(sigs ...unix.Signal) (reached bool, err error)
 	// Kill sends SIGKILL to every process of the group at once, and
 	// reports whether one of them was alive and not already ended by an
@@ -380,8 +380,8 @@ func signalUntilStable(list func() ([]int, error), sigs []unix.Signal, belongs f
 }
 
 // holding reports whether one of pids is live and holds one of sigs
-// pending, blocked (heldSignals; never on macOS and FreeBSD, whose procs
-// have no sigBlocked).
+// pending, blocked (heldSignals; never on macOS, whose procs have no
+// sigBlocked).
 func holding(pids map[int]bool, sigs []unix.Signal) bool {
 	mask := sigMask(sigs)
 	for pid := range pids {
@@ -389,7 +389,7 @@ func holding(pids map[int]bool, sigs []unix.Signal) bool {
 		// thread's too: its stat, read in about a third of the time of
 		// a status here, rules out most processes.
 		p, ok := readProc(pid)
-		if ok && p.live() && p.sigBlocked&mask != 0 && heldSignals(pid)&mask != 0 {
+		if ok && p.live() && p.sigBlocked&mask != 0 && heldSignals(p)&mask != 0 {
 			return true
 		}
 	}

@@ -39,8 +39,3 @@ func listPids() ([]int, error) {
 	}
 	return pids, err
 }
-
-// heldSignals returns 0: a process's pending signals are not read here
-// on macOS and FreeBSD, so signalUntilStable does not wait for a process
-// that blocks the signals it was sent.
-func heldSignals(int) uint64 { return 0 }

@@ -21,7 +21,7 @@ type proc struct {
 	exitCode             int    // the wait status once exiting (as waitpid encodes it)
 	sigIgnore, sigCatch  uint64 // signals ignored and caught, bit sig-1
 	sigPending           uint64 // signals pending for its main thread, bit sig-1 (Linux)
-	sigBlocked           uint64 // signals its main thread blocks, bit sig-1 (Linux)
+	sigBlocked           uint64 // signals its main thread blocks, bit sig-1 (Linux, FreeBSD)
 }
 
 // live reports whether the process runs and has not begun to exit. A zombie

@@ -44,6 +44,12 @@ type kinfoProc struct {
 	Stat       int8         // 388
 }
 
+// startTime returns ki_start in microseconds: with the pid, it names one
+// process.
+func (k *kinfoProc) startTime() uint64 {
+	return uint64(k.Start.Sec)*1_000_000 + uint64(k.Start.Usec)
+}
+
 // KINFO_PROC_SIZE on 64-bit platforms.
 const kinfoProcSize = 1088
 
@@ -51,6 +57,8 @@ const kinfoProcSize = 1088
 // index out of range.
 var _ = [1]struct{}{}[unsafe.Offsetof(kinfoProc{}.Pid)-72+
 	unsafe.Offsetof(kinfoProc{}.Sid)-88+
+	unsafe.Offsetof(kinfoProc{}.Siglist)-104+
+	unsafe.Offsetof(kinfoProc{}.Sigmask)-120+
 	unsafe.Offsetof(kinfoProc{}.Sigignore)-136+
 	unsafe.Offsetof(kinfoProc{}.Xstat)-304+
 	unsafe.Offsetof(kinfoProc{}.Start)-336+
@@ -80,9 +88,10 @@ func kinfos(b []byte) ([]proc, error) {
 			state:     'S',
 			exiting:   k.Flag&pWexit != 0,
 			kthread:   k.Flag&pSystem != 0,
-			start:     uint64(k.Start.Sec)*1_000_000 + uint64(k.Start.Usec),
+			start:     k.startTime(),
 			exitCode:  int(k.Xstat),
-			sigIgnore: uint64(k.Sigignore[0]), sigCatch: uint64(k.Sigcatch[0]),
+			sigIgnore: sigset(k.Sigignore), sigCatch: sigset(k.Sigcatch),
+			sigBlocked: sigset(k.Sigmask),
 		}
 		if k.Stat == sZomb {
 			p.state = 'Z'
@@ -91,6 +100,31 @@ func kinfos(b []byte) ([]proc, error) {
 		b = b[kinfoProcSize:]
 	}
 	return out, nil
+}
+
+// sigset returns signals 1 to 64 of a sigset_t as proc holds them, bit
+// sig-1: signal n is bit n-1 of the set's words (<sys/signal.h>, _SIG_BIT).
+func sigset(w [4]uint32) uint64 { return uint64(w[0]) | uint64(w[1])<<32 }
+
+// heldSignals returns the signals sent to process p that none of its
+// threads has taken yet: ki_siglist, the process's own queue, where a
+// signal sent to the process waits while every thread blocks it
+// (tdsendsignal; sigBlocked is the first thread's ki_sigmask). It is
+// Linux's ShdPnd, on which the rule is tested
+// (TestSignalReachesWhatAHolderForks); 0 for a process gone. The caller
+// has just read p (holding): a second read, for the few processes that
+// block one of the signals, keeps proc free of a field only FreeBSD fills.
+func heldSignals(p proc) uint64 {
+	b, err := unix.SysctlRaw("kern.proc.pid", p.pid)
+	if err != nil || len(b) != kinfoProcSize {
+		return 0
+	}
+	k := (*kinfoProc)(unsafe.Pointer(&b[0]))
+	if k.Structsize != kinfoProcSize || int(k.Pid) != p.pid ||
+		k.startTime() != p.start {
+		return 0
+	}
+	return sigset(k.Siglist)
 }
 
 // sysctlProcs reads kern.proc.NAME, again if the table grew meanwhile.

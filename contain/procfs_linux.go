@@ -141,12 +141,12 @@ func listPids() ([]int, error) {
 	return pids, nil
 }
 
-// heldSignals returns the signals sent to process pid that none of its
+// heldSignals returns the signals sent to process p that none of its
 // threads has taken yet (ShdPnd in /proc/PID/status): each thread blocks
 // them, or none has run since they came. The caller has read it live
 // (holding); 0 for a process gone.
-func heldSignals(pid int) uint64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+func heldSignals(p proc) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/status")
 	if err != nil {
 		return 0
 	}
