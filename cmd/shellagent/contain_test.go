@@ -549,7 +549,9 @@ func TestCancelRacingExit(t *testing.T) {
 // contain's TestSignalReachesWhatAHolderForks tests the rule in each mode;
 // this tests it through the agent. The holder says whether the cancel came
 // while it held the signal; an attempt that came too late (a loaded
-// machine) is made again, up to five times.
+// machine) is made again, up to five times. The hold is short (300 ms) so
+// that the holder, once it lets the signal in, has 700 ms of the stop's
+// second of waiting (holdWait) to be scheduled, as in contain's test.
 func TestCancelReachesWhatAHolderForks(t *testing.T) {
 	t.Parallel()
 	const holder = `/bg exec perl -e '
@@ -558,7 +560,7 @@ func TestCancelReachesWhatAHolderForks(t *testing.T) {
 		my $term = POSIX::SigSet->new(SIGTERM);
 		sigprocmask(SIG_BLOCK, $term);
 		print "holding\n";
-		select(undef, undef, undef, 0.5);
+		select(undef, undef, undef, 0.3);
 		if (fork() == 0) { sigprocmask(SIG_UNBLOCK, $term); exec "sleep", "300" }
 		my $pending = POSIX::SigSet->new;
 		sigpending($pending);
