@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"shellagent/acp"
+	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
 	"shellagent/supervisor/watch"
 )
@@ -197,14 +198,20 @@ func TestWatchAFile(t *testing.T) {
 func TestWatchSkipsChangesDuringItsRun(t *testing.T) {
 	t.Parallel()
 	// The run lasts until the test releases it: a run of 1.5 s was seen,
-	// under load, to end before the changes meant to come during it.
+	// under load, to end before the changes meant to come during it. A
+	// change is judged once changes have stopped for watch.Quiet: the first
+	// is waited for by its notice; the second, skipped silently, is given
+	// testloop.Bound of that (2 × Quiet was once not enough under CI's
+	// load: a change, most likely judged after the run had ended, ran).
 	h, sid, call := watchSession(t, trigger("release"))
 	h.write("src/a", "1")
 	h.update(nil, sid, acp.KindTerminal, "term_1", func(m *acptest.Msg) bool { return m.TerminalID() == "term_1" })
 	h.write("src/a", "2")
-	time.Sleep(2 * watch.Quiet)
+	h.update(nil, sid, acp.KindAgentMessage, "the skip notice", func(m *acptest.Msg) bool {
+		return strings.Contains(m.Text(), "a change was skipped")
+	})
 	h.write("src/a", "3")
-	time.Sleep(2 * watch.Quiet)
+	time.Sleep(testloop.Bound(2 * watch.Quiet))
 	h.release("release")
 	h.ran(sid, 1)
 	h.quietly(sid, "after the run that skipped changes")
