@@ -76,12 +76,9 @@ const (
 func kinfos(b []byte) ([]proc, error) {
 	var out []proc
 	for len(b) > 0 {
-		if len(b) < kinfoProcSize {
-			return out, fmt.Errorf("kinfo_proc: %d bytes left, want %d", len(b), kinfoProcSize)
-		}
-		k := (*kinfoProc)(unsafe.Pointer(&b[0]))
-		if k.Structsize != kinfoProcSize {
-			return out, fmt.Errorf("kinfo_proc of %d bytes, want %d: a layout this program does not know", k.Structsize, kinfoProcSize)
+		k, err := kinfo(b)
+		if err != nil {
+			return out, err
 		}
 		p := proc{
 			pid: int(k.Pid), ppid: int(k.Ppid), pgid: int(k.Pgid), sid: int(k.Sid),
@@ -102,6 +99,18 @@ func kinfos(b []byte) ([]proc, error) {
 	return out, nil
 }
 
+// kinfo returns the struct kinfo_proc at the start of b.
+func kinfo(b []byte) (*kinfoProc, error) {
+	if len(b) < kinfoProcSize {
+		return nil, fmt.Errorf("kinfo_proc: %d bytes left, want %d", len(b), kinfoProcSize)
+	}
+	k := (*kinfoProc)(unsafe.Pointer(&b[0]))
+	if k.Structsize != kinfoProcSize {
+		return nil, fmt.Errorf("kinfo_proc of %d bytes, want %d: a layout this program does not know", k.Structsize, kinfoProcSize)
+	}
+	return k, nil
+}
+
 // sigset returns signals 1 to 64 of a sigset_t as proc holds them, bit
 // sig-1: signal n is bit n-1 of the set's words (<sys/signal.h>, _SIG_BIT).
 func sigset(w [4]uint32) uint64 { return uint64(w[0]) | uint64(w[1])<<32 }
@@ -116,12 +125,11 @@ func sigset(w [4]uint32) uint64 { return uint64(w[0]) | uint64(w[1])<<32 }
 // block one of the signals, keeps proc free of a field only FreeBSD fills.
 func heldSignals(p proc) uint64 {
 	b, err := unix.SysctlRaw("kern.proc.pid", p.pid)
-	if err != nil || len(b) != kinfoProcSize {
+	if err != nil {
 		return 0
 	}
-	k := (*kinfoProc)(unsafe.Pointer(&b[0]))
-	if k.Structsize != kinfoProcSize || int(k.Pid) != p.pid ||
-		k.startTime() != p.start {
+	k, err := kinfo(b)
+	if err != nil || int(k.Pid) != p.pid || k.startTime() != p.start {
 		return 0
 	}
 	return sigset(k.Siglist)

@@ -79,12 +79,21 @@ func parallelByDefault(n int) {
 	}
 }
 
+// build is goBuild for TestMain: a failure ends the run.
 func build(out string, flags ...string) {
-	args := append(append([]string{"build", "-o", out}, flags...), ".")
-	if b, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, b)
+	if err := goBuild(out, flags...); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// goBuild builds the agent into out, with flags added to go build.
+func goBuild(out string, flags ...string) error {
+	args := append(append([]string{"build", "-o", out}, flags...), ".")
+	if b, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", strings.Join(flags, " "), err, b)
+	}
+	return nil
 }
 
 // agent is the real binary on pipes, with a marker in its environment so

@@ -16,8 +16,8 @@ func TestTraceFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "shellagent-trace")
-	if out, err := exec.Command("go", "build", "-tags", "tracefile", "-o", exe, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build -tags tracefile: %v\n%s", err, out)
+	if err := goBuild(exe, "-tags", "tracefile"); err != nil {
+		t.Fatal(err)
 	}
 	prefix := filepath.Join(dir, "agent.trace")
 	for _, bin := range []string{exe, plainBinary} {

@@ -26,9 +26,8 @@ const upgradeVersion = "v9.9.9-upgrade-test"
 func buildNew(t *testing.T) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "shellagent-new")
-	b, err := exec.Command("go", "build", "-ldflags", "-X main.linkedVersion="+upgradeVersion, "-o", out, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
+	if err := goBuild(out, "-ldflags", "-X main.linkedVersion="+upgradeVersion); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
