@@ -1,7 +1,7 @@
 package journal
 
 import (
-	"encoding/base64"
+	"bufio"
 	"errors"
 	"maps"
 	"os"
@@ -39,7 +39,7 @@ func (w *writer) compact(f *file) error {
 	// finds it held as the old one was.
 	err = lockNew(tmp)
 	if err == nil {
-		_, err = tmp.Write(p.encode(f.id))
+		err = p.encode(bufio.NewWriterSize(tmp, encodeBuffer), f.id)
 	}
 	err = errors.Join(err, tmp.Sync())
 	if h := w.opts.hooks; err == nil && h != nil && h.beforeRename != nil {
@@ -79,47 +79,50 @@ func (w *writer) compact(f *file) error {
 	return nil
 }
 
-// encode returns what p read as a file of its own: the lines that Load
-// needs and nothing else.
-func (p *parsed) encode(id string) []byte {
-	// Sized once: a flood's scrollback is most of it.
-	size := 1 << 10
-	for _, it := range p.items {
-		size += len(it.Update) + 128
+// encodeBuffer is the buffer of encode's writes: an out line of maxChunk
+// bytes fits.
+const encodeBuffer = 128 << 10
+
+// encode writes p to w as the lines that Load reads back, and flushes w.
+// It holds one line at a time: a compaction's memory is the scrollback it
+// keeps and its buffers, not the file.
+func (p *parsed) encode(w *bufio.Writer, id string) error {
+	var line []byte
+	put := func(r *record) {
+		line = appendRecord(line[:0], r)
+		w.Write(line) // an error sticks: Flush returns it
 	}
-	for _, t := range p.terms {
-		size += base64.StdEncoding.EncodedLen(len(t.data)) + (len(t.data)/maxChunk+3)*128
-	}
-	b := make([]byte, 0, size)
-	b = appendRecord(b, &record{T: "session", V: version, ID: id, At: p.created})
-	b = appendRecord(b, &record{T: "meta", At: p.info.UpdatedAt, Cwd: p.info.Cwd, Title: p.info.Title})
+	put(&record{T: "session", V: version, ID: id, At: p.created})
+	put(&record{T: "meta", At: p.info.UpdatedAt, Cwd: p.info.Cwd, Title: p.info.Title})
 	for _, it := range p.updates() {
-		b = appendRecord(b, &record{T: "update", At: it.At, Item: it.Item, U: it.Update})
+		put(&record{T: "update", At: it.At, Item: it.Item, U: it.Update})
 	}
 	for _, id := range p.termOrder {
 		t := p.terms[id]
 		if gap := t.written - int64(len(t.data)); gap > 0 {
-			b = appendRecord(b, &record{T: "gap", At: p.created, Term: id, N: gap})
+			put(&record{T: "gap", At: p.created, Term: id, N: gap})
 		}
 		for d := t.data; len(d) > 0; {
 			n := min(len(d), maxChunk)
-			b = appendOut(b, p.created, id, d[:n])
+			line = appendOut(line[:0], p.created, id, d[:n])
+			w.Write(line)
 			d = d[n:]
 		}
 		if t.exit != nil {
-			b = appendRecord(b, &record{T: "exit", At: p.created, Term: id, Status: t.exit})
+			put(&record{T: "exit", At: p.created, Term: id, Status: t.exit})
 		}
 	}
 	for _, pr := range p.prompts {
-		b = appendRecord(b, &record{T: "prompt", At: pr.At, Key: pr.Key, MessageID: pr.MessageID})
+		put(&record{T: "prompt", At: pr.At, Key: pr.Key, MessageID: pr.MessageID})
 	}
 	for _, k := range slices.Sorted(maps.Keys(p.config)) {
 		v := p.config[k]
-		b = appendRecord(b, &record{T: "config", At: p.created, Option: k, Value: &v})
+		put(&record{T: "config", At: p.created, Option: k, Value: &v})
 	}
 	if p.info.Closed {
-		b = appendRecord(b, &record{T: "closed", At: p.info.UpdatedAt})
+		put(&record{T: "closed", At: p.info.UpdatedAt})
 	}
 	i := p.info
-	return appendRecord(b, &record{T: "mark", At: i.UpdatedAt, Cwd: i.Cwd, Title: i.Title, Closed: i.Closed})
+	put(&record{T: "mark", At: i.UpdatedAt, Cwd: i.Cwd, Title: i.Title, Closed: i.Closed})
+	return w.Flush()
 }

@@ -126,10 +126,11 @@ type parsed struct {
 
 // termState is a terminal as a file has it.
 type termState struct {
-	written int64 // bytes written, dropped ones included
-	inFile  int64 // output bytes in the file
-	lines   int64 // bytes of the file's out lines
-	data    []byte
+	written int64   // bytes written, dropped ones included
+	inFile  int64   // output bytes in the file
+	lines   int64   // bytes of the file's out lines
+	kept    tailBuf // with keep, while the file is read
+	data    []byte  // with keep, once it is read: the last scroll bytes
 	exit    *acp.ExitStatus
 }
 
@@ -165,7 +166,7 @@ func readWith(open func(string) (source, error), path, id string, scroll int, ke
 	}
 	if keep {
 		for _, t := range p.terms {
-			t.data = tail(t.data, scroll)
+			t.data = t.kept.bytes()
 		}
 	}
 	return p, nil
@@ -291,10 +292,7 @@ func (p *parsed) add(rec *record, size int) error {
 		t.inFile += int64(n)
 		t.lines += int64(size)
 		if p.keep {
-			t.data = append(t.data, d...)
-			if len(t.data) > 2*p.scroll {
-				t.data = append(t.data[:0], tail(t.data, p.scroll)...)
-			}
+			t.kept.write(d, p.scroll)
 		}
 	case "gap":
 		p.term(rec.Term).written += rec.N
@@ -370,14 +368,6 @@ func (p *parsed) term(id string) *termState {
 		p.termOrder = append(p.termOrder, id)
 	}
 	return t
-}
-
-// tail returns the last n bytes of b.
-func tail(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
-	}
-	return b
 }
 
 // history returns what Load returns.
