@@ -2,7 +2,10 @@ package journal
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"maps"
 	"os"
 	"slices"
@@ -27,7 +30,7 @@ func (w *writer) maybeCompact(f *file) {
 // fsynced, renamed over it, and the directory fsynced.
 func (w *writer) compact(f *file) error {
 	path := w.x.path(f.id)
-	p, err := readFile(path, f.id, w.opts.Scrollback, true)
+	p, err := readWith(openSource, path, f.id, w.opts.Scrollback, keepUpdates)
 	if err != nil {
 		return err
 	}
@@ -39,7 +42,7 @@ func (w *writer) compact(f *file) error {
 	// finds it held as the old one was.
 	err = lockNew(tmp)
 	if err == nil {
-		err = p.encode(bufio.NewWriterSize(tmp, encodeBuffer), f.id)
+		err = p.rewrite(bufio.NewWriterSize(tmp, encodeBuffer), path)
 	}
 	err = errors.Join(err, tmp.Sync())
 	if h := w.opts.hooks; err == nil && h != nil && h.beforeRename != nil {
@@ -79,36 +82,42 @@ func (w *writer) compact(f *file) error {
 	return nil
 }
 
-// encodeBuffer is the buffer of encode's writes: an out line of maxChunk
-// bytes fits.
+// encodeBuffer is the buffer of a compaction's writes: an out line of
+// maxChunk bytes fits.
 const encodeBuffer = 128 << 10
 
-// encode writes p to w as the lines that Load reads back, and flushes w.
-// It holds one line at a time: a compaction's memory is the scrollback it
-// keeps and its buffers, not the file.
-func (p *parsed) encode(w *bufio.Writer, id string) error {
+// rewrite writes to w, and flushes, what Load reads from the file at path,
+// which p read with keepUpdates, in the fewest lines: each update's last
+// content, and each terminal's last scroll bytes as the lines of the file
+// that hold them (copied as they are, the first one cut) after a gap for
+// the rest. It reads the file again and holds one line at a time: a
+// compaction's memory is its buffers, not the file or its output.
+func (p *parsed) rewrite(w *bufio.Writer, path string) error {
+	src, err := openSource(path)
+	if err != nil {
+		return err
+	}
+	defer src.Close() // Best effort: read only.
 	var line []byte
 	put := func(r *record) {
 		line = appendRecord(line[:0], r)
 		w.Write(line) // an error sticks: Flush returns it
 	}
-	put(&record{T: "session", V: version, ID: id, At: p.created})
+	put(&record{T: "session", V: version, ID: p.info.ID, At: p.created})
 	put(&record{T: "meta", At: p.info.UpdatedAt, Cwd: p.info.Cwd, Title: p.info.Title})
 	for _, it := range p.updates() {
 		put(&record{T: "update", At: it.At, Item: it.Item, U: it.Update})
 	}
 	for _, id := range p.termOrder {
-		t := p.terms[id]
-		if gap := t.written - int64(len(t.data)); gap > 0 {
-			put(&record{T: "gap", At: p.created, Term: id, N: gap})
+		if t := p.terms[id]; t.written > p.kept(t) {
+			put(&record{T: "gap", At: p.created, Term: id, N: t.written - p.kept(t)})
 		}
-		for d := t.data; len(d) > 0; {
-			n := min(len(d), maxChunk)
-			line = appendOut(line[:0], p.created, id, d[:n])
-			w.Write(line)
-			d = d[n:]
-		}
-		if t.exit != nil {
+	}
+	if err := p.copyOutput(w, src); err != nil {
+		return err
+	}
+	for _, id := range p.termOrder {
+		if t := p.terms[id]; t.exit != nil {
 			put(&record{T: "exit", At: p.created, Term: id, Status: t.exit})
 		}
 	}
@@ -125,4 +134,67 @@ func (p *parsed) encode(w *bufio.Writer, id string) error {
 	i := p.info
 	put(&record{T: "mark", At: i.UpdatedAt, Cwd: i.Cwd, Title: i.Title, Closed: i.Closed})
 	return w.Flush()
+}
+
+// kept is how many of t's last bytes a compaction keeps.
+func (p *parsed) kept(t *termState) int64 { return min(t.inFile, int64(p.scroll)) }
+
+// copyOutput writes to w the out lines of src, which p read, that hold each
+// terminal's kept bytes, in the file's order: whole lines as they are, the
+// first one cut to what is kept. A terminal's lines before its last forget
+// record are not its own.
+func (p *parsed) copyOutput(w *bufio.Writer, src io.ReaderAt) error {
+	skip := make(map[string]int64, len(p.terms)) // each terminal's bytes to leave out yet
+	for id, t := range p.terms {
+		skip[id] = t.inFile - p.kept(t)
+	}
+	var cut []byte
+	return eachLine(src, p.body, p.valid, func(line []byte, at int64) error {
+		var rec record
+		if !parseOut(line, &rec) {
+			if err := json.Unmarshal(line, &rec); err != nil {
+				return fmt.Errorf("line at byte %d: %w", at, err)
+			}
+			if rec.T != "out" {
+				return nil
+			}
+		}
+		left, ok := skip[rec.Term]
+		if !ok || at < p.forgot[rec.Term] {
+			return nil
+		}
+		n, err := dataLen(rec.D)
+		if err != nil {
+			return fmt.Errorf("line at byte %d: %w", at, err)
+		}
+		switch {
+		case left == 0: // an empty line too: it lists the terminal
+			w.Write(line)
+		case left >= int64(n):
+			skip[rec.Term] = left - int64(n)
+		default:
+			_, d, err := p.output(rec.D)
+			if err != nil {
+				return fmt.Errorf("line at byte %d: %w", at, err)
+			}
+			cut = appendOut(cut[:0], rec.At, rec.Term, d[left:])
+			w.Write(cut)
+			skip[rec.Term] = 0
+		}
+		return nil
+	})
+}
+
+// dataLen is the length of the data of an out record's base64, which
+// p.output has decoded before.
+func dataLen(raw json.RawMessage) (int, error) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' || (len(raw)-2)%4 != 0 {
+		return 0, errors.New("out record without data")
+	}
+	b64 := raw[1 : len(raw)-1]
+	n := len(b64) / 4 * 3
+	for i := len(b64) - 1; i >= len(b64)-2 && i >= 0 && b64[i] == '='; i-- {
+		n--
+	}
+	return n, nil
 }

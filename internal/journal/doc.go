@@ -106,7 +106,9 @@
 // Options.CompactAt bytes and half the file: the writer writes what Load
 // would read to a temporary file beside it, fsyncs it, renames it over
 // the file and fsyncs the directory; a crash leaves the old file or the
-// new one, never part of one. Past Options.Max bytes in all, sessions
+// new one, never part of one. It reads the file twice, once for what
+// each terminal keeps, then to copy the out lines that hold it, so a
+// compaction holds neither the file nor its output. Past Options.Max bytes in all, sessions
 // are removed, the least recently updated first: first those that are
 // closed, then those never closed (their agent died) once the Store has
 // been open for 30 s (a daemon upgraded in place makes its sessions live

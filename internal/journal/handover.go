@@ -61,7 +61,7 @@ func handed(path, id string, h *Handed) *parsed {
 	if err != nil || fi.Size() != h.Size || fi.ModTime().UnixNano() != h.ModTime || inode(fi) != h.Inode {
 		return nil
 	}
-	p := newParsed(id, h.Size, 0, false)
+	p := newParsed(id, h.Size, 0, keepSizes)
 	p.valid = h.Size
 	p.info.Cwd, p.info.Title, p.info.UpdatedAt = h.Cwd, h.Title, h.Last
 	maps.Copy(p.itemLen, h.Items)

@@ -179,7 +179,7 @@ func readInfo(open func(string) (source, error), path, id string, size int64) (I
 		return Info{}, err
 	}
 	defer f.Close() // Best effort: read only.
-	p := newParsed(id, size, 0, false)
+	p := newParsed(id, size, 0, keepSizes)
 	start, err := p.header(f)
 	if err != nil {
 		return Info{}, err

@@ -119,18 +119,32 @@ type parsed struct {
 	prompts   []Prompt
 	config    map[string]string
 
-	keep    bool // keep updates and output, not only their sizes
+	keep    keeping
 	scroll  int
-	scratch []byte // where output is decoded without keep
+	scratch []byte // where output is decoded without keepAll
+
+	line   int64            // the offset of the line being applied
+	forgot map[string]int64 // the offset of each item's last forget record
+	body   int64            // the offset of the line after the header
 }
+
+// keeping says what a read keeps besides the sizes and what the index
+// lists (each terminal's bytes, its exit, the session's info).
+type keeping uint8
+
+const (
+	keepSizes   keeping = iota
+	keepUpdates         // and the updates: a compaction, which copies the output from the file
+	keepAll             // and the updates and each terminal's last scroll bytes: Load
+)
 
 // termState is a terminal as a file has it.
 type termState struct {
 	written int64   // bytes written, dropped ones included
 	inFile  int64   // output bytes in the file
 	lines   int64   // bytes of the file's out lines
-	kept    tailBuf // with keep, while the file is read
-	data    []byte  // with keep, once it is read: the last scroll bytes
+	kept    tailBuf // with keepAll, while the file is read
+	data    []byte  // with keepAll, once it is read: the last scroll bytes
 	exit    *acp.ExitStatus
 }
 
@@ -138,11 +152,19 @@ type termState struct {
 // in full. With keep it keeps what Load returns; else only what the
 // writer needs.
 func readFile(path, id string, scroll int, keep bool) (*parsed, error) {
-	return readWith(openSource, path, id, scroll, keep)
+	return readWith(openSource, path, id, scroll, keepOf(keep))
+}
+
+// keepOf is keepAll with keep, else keepSizes.
+func keepOf(keep bool) keeping {
+	if keep {
+		return keepAll
+	}
+	return keepSizes
 }
 
 // readWith is readFile, opening the file with open.
-func readWith(open func(string) (source, error), path, id string, scroll int, keep bool) (*parsed, error) {
+func readWith(open func(string) (source, error), path, id string, scroll int, keep keeping) (*parsed, error) {
 	f, err := open(path)
 	if err != nil {
 		return nil, err
@@ -161,10 +183,11 @@ func readWith(open func(string) (source, error), path, id string, scroll int, ke
 	if err != nil {
 		return nil, err
 	}
+	p.body = start
 	if err := p.lines(f, start); err != nil {
 		return nil, err
 	}
-	if keep {
+	if keep == keepAll {
 		for _, t := range p.terms {
 			t.data = t.kept.bytes()
 		}
@@ -172,7 +195,7 @@ func readWith(open func(string) (source, error), path, id string, scroll int, ke
 	return p, nil
 }
 
-func newParsed(id string, size int64, scroll int, keep bool) *parsed {
+func newParsed(id string, size int64, scroll int, keep keeping) *parsed {
 	return &parsed{
 		info:   Info{ID: id, Size: size},
 		itemAt: make(map[string]int), itemLen: make(map[string]int),
@@ -213,7 +236,30 @@ func (p *parsed) header(r io.ReaderAt) (int64, error) {
 // lines reads the lines of r from offset from to the end of the file (a
 // torn last line is left out), applying each.
 func (p *parsed) lines(r io.ReaderAt, from int64) error {
-	br := bufio.NewReaderSize(io.NewSectionReader(r, from, p.info.Size-from), 128<<10) // an out line of maxChunk bytes fits
+	return eachLine(r, from, p.info.Size, func(line []byte, at int64) error {
+		var rec record
+		if !parseOut(line, &rec) {
+			if err := json.Unmarshal(line, &rec); err != nil {
+				return fmt.Errorf("line at byte %d: %w", at, err)
+			}
+		}
+		p.line = at
+		if err := p.add(&rec, len(line)); err != nil {
+			return fmt.Errorf("line at byte %d: %w", at, err)
+		}
+		p.valid = at + int64(len(line))
+		if rec.At.After(p.info.UpdatedAt) {
+			p.info.UpdatedAt = rec.At
+		}
+		return nil
+	})
+}
+
+// eachLine calls fn with each whole line of r from offset from to offset
+// end (a torn last line is left out) and the line's offset, until fn
+// returns an error. The line is valid until fn returns.
+func eachLine(r io.ReaderAt, from, end int64, fn func(line []byte, at int64) error) error {
+	br := bufio.NewReaderSize(io.NewSectionReader(r, from, end-from), 128<<10) // an out line of maxChunk bytes fits
 	var long []byte
 	for at := from; ; {
 		line, err := br.ReadSlice('\n')
@@ -231,20 +277,10 @@ func (p *parsed) lines(r io.ReaderAt, from int64) error {
 		if err != nil {
 			return err
 		}
-		var rec record
-		if !parseOut(line, &rec) {
-			if err := json.Unmarshal(line, &rec); err != nil {
-				return fmt.Errorf("line at byte %d: %w", at, err)
-			}
-		}
-		if err := p.add(&rec, len(line)); err != nil {
-			return fmt.Errorf("line at byte %d: %w", at, err)
+		if err := fn(line, at); err != nil {
+			return err
 		}
 		at += int64(len(line))
-		p.valid = at
-		if rec.At.After(p.info.UpdatedAt) {
-			p.info.UpdatedAt = rec.At
-		}
 	}
 }
 
@@ -267,7 +303,7 @@ func (p *parsed) add(rec *record, size int) error {
 		p.info.Cwd, p.info.Title = rec.Cwd, rec.Title
 	case "update":
 		var u json.RawMessage
-		if p.keep {
+		if p.keep >= keepUpdates {
 			u = append(json.RawMessage(nil), rec.U...)
 		}
 		if rec.Item == "" {
@@ -291,7 +327,7 @@ func (p *parsed) add(rec *record, size int) error {
 		t.written += int64(n)
 		t.inFile += int64(n)
 		t.lines += int64(size)
-		if p.keep {
+		if p.keep == keepAll {
 			t.kept.write(d, p.scroll)
 		}
 	case "gap":
@@ -342,6 +378,10 @@ func (p *parsed) output(raw json.RawMessage) (int, []byte, error) {
 // forget drops an item, and the output and exit of the terminal of the
 // same id.
 func (p *parsed) forget(item string) {
+	if p.forgot == nil {
+		p.forgot = make(map[string]int64)
+	}
+	p.forgot[item] = p.line
 	if i, ok := p.itemAt[item]; ok {
 		p.items[i] = Item{} // a hole, left out by history and encode
 		delete(p.itemAt, item)

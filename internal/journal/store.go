@@ -253,7 +253,7 @@ func reopen(s *Store, id string, h *Handed, keep bool) (*parsed, error) {
 	}
 	if p == nil {
 		var err error
-		if p, err = readWith(s.w.open, s.idx.path(id), id, s.opts.Scrollback, keep); err != nil {
+		if p, err = readWith(s.w.open, s.idx.path(id), id, s.opts.Scrollback, keepOf(keep)); err != nil {
 			s.release(id)
 			return nil, fmt.Errorf("reopen history of session %s: %w", id, err)
 		}
