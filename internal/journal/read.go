@@ -383,7 +383,7 @@ func (p *parsed) forget(item string) {
 	}
 	p.forgot[item] = p.line
 	if i, ok := p.itemAt[item]; ok {
-		p.items[i] = Item{} // a hole, left out by history and encode
+		p.items[i] = Item{} // a hole, left out by history and rewrite
 		delete(p.itemAt, item)
 		p.deadItems += int64(p.itemLen[item])
 		delete(p.itemLen, item)
