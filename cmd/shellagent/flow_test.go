@@ -282,8 +282,8 @@ func TestStalledClientBlocksChildrenOnlyForTheStallTimeout(t *testing.T) {
 	t.Logf("agent RSS %d KiB before the stall, peak %d KiB during it", base>>10, peak>>10)
 	// The history (internal/journal) reads the rings and holds no output
 	// of its own, not even while it compacts a session's file, which a
-	// flood does every few MB (when a compaction held the output, the
-	// agent's RSS grew by 8 MB here).
+	// flood has compacted every few seconds (when a compaction held the
+	// output, the agent's RSS grew by 8 MB here).
 	if limit := base + terms*scrollback + 4<<20; peak > limit {
 		t.Errorf("agent RSS peaked at %d KiB while the client stalled, want at most %d KiB (the rings plus 4 MiB)", peak>>10, limit>>10)
 	}

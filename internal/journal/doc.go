@@ -108,10 +108,12 @@
 // the file and fsyncs the directory; a crash leaves the old file or the
 // new one, never part of one. It reads the file twice, once for what
 // each terminal keeps, then to copy the out lines that hold it, so a
-// compaction holds neither the file nor its output. Past Options.Max bytes in all, sessions
-// are removed, the least recently updated first: first those that are
-// closed, then those never closed (their agent died) once the Store has
-// been open for 30 s (a daemon upgraded in place makes its sessions live
-// again before); never one live in this Store, nor one another process
-// holds, nor one another process wrote to since the index read it.
+// compaction holds neither the file nor its output.
+//
+// Past Options.Max bytes in all, sessions are removed, the least
+// recently updated first: first those that are closed, then those never
+// closed (their agent died) once the Store has been open for 30 s (a
+// daemon upgraded in place makes its sessions live again before); never
+// one live in this Store, nor one another process holds, nor one another
+// process wrote to since the index read it.
 package journal

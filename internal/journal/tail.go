@@ -3,9 +3,9 @@ package journal
 import "slices"
 
 // A tailBuf keeps the last bytes written to it, in no more memory than
-// it keeps: it grows by doubling up to them, then wraps. A flooded
-// terminal's file holds many times its scrollback; reading it allocates
-// at most twice the scrollback.
+// it keeps: it grows by doubling up to them, then wraps. Load reads a
+// flooded terminal's lines, many times its scrollback, into one: it
+// allocates at most twice the scrollback.
 type tailBuf struct {
 	b  []byte
 	at int // once b is full: where the oldest byte is, and the next goes
