@@ -43,8 +43,8 @@ func rewriteFile(path string, scroll int, w io.Writer) error {
 }
 
 // A compaction holds its buffers, not the file it rewrites nor the output
-// it keeps: in a flood with history on, it runs every few MB, and its
-// memory is what a small machine sees. Not parallel: it reads the
+// it keeps: in a flood with history on, it runs every few seconds, and
+// its memory is what a small machine sees. Not parallel: it reads the
 // process's allocation counter.
 func TestCompactionHoldsNeitherTheFileNorItsOutput(t *testing.T) {
 	const terms, batches, scroll = 3, 16, 256 << 10
