@@ -66,7 +66,7 @@ func (w *writer) compact(f *file) error {
 	if err := w.syncDir(); err != nil {
 		return err
 	}
-	np, err := readFile(path, f.id, w.opts.Scrollback, false)
+	np, err := readFile(path, f.id, w.opts.Scrollback, keepSizes)
 	if err != nil {
 		return err
 	}
@@ -186,12 +186,15 @@ func (p *parsed) copyOutput(w *bufio.Writer, src io.ReaderAt) error {
 }
 
 // dataLen is the length of the data of an out record's base64, which
-// p.output has decoded before.
+// p.output has decoded before, without decoding it again.
 func dataLen(raw json.RawMessage) (int, error) {
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' || (len(raw)-2)%4 != 0 {
-		return 0, errors.New("out record without data")
+	b64, err := outBase64(raw)
+	if err == nil && len(b64)%4 != 0 {
+		err = errors.New("out record: base64 not padded")
 	}
-	b64 := raw[1 : len(raw)-1]
+	if err != nil {
+		return 0, err
+	}
 	n := len(b64) / 4 * 3
 	for i := len(b64) - 1; i >= len(b64)-2 && i >= 0 && b64[i] == '='; i-- {
 		n--

@@ -68,7 +68,7 @@ func TestCompactionHoldsNeitherTheFileNorItsOutput(t *testing.T) {
 	if err := os.WriteFile(rewritten, out.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h, err := readFile(rewritten, "sess_1", scroll, true)
+	h, err := readFile(rewritten, "sess_1", scroll, keepAll)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,11 +151,11 @@ func checkRewrite(t *testing.T, scroll int, file []byte) {
 	if err := os.WriteFile(npath, b.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	old, err := readFile(path, "sess_1", scroll, true)
+	old, err := readFile(path, "sess_1", scroll, keepAll)
 	if err != nil {
 		t.Fatal(err)
 	}
-	nw, err := readFile(npath, "sess_1", scroll, true)
+	nw, err := readFile(npath, "sess_1", scroll, keepAll)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, b.Bytes())
 	}

@@ -50,7 +50,7 @@ func (s *Store) Handover() (map[string]*Handed, error) {
 // file is not read; else it is read for what the writer needs of it
 // (and, as with Reopen, a file that cannot be read is an error).
 func (s *Store) Adopt(id string, h *Handed) error {
-	_, err := reopen(s, id, h, false)
+	_, err := reopen(s, id, h, keepSizes)
 	return err
 }
 

@@ -79,7 +79,7 @@ func TestAdoptReadsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"sess_1", "sess_2"} {
-		full, err := readFile(filepath.Join(dir, "sessions", id+".jsonl"), id, scroll, false)
+		full, err := readFile(filepath.Join(dir, "sessions", id+".jsonl"), id, scroll, keepSizes)
 		if err != nil {
 			t.Fatal(err)
 		}

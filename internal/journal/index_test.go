@@ -122,7 +122,7 @@ func TestOpenReadsHeadAndTail(t *testing.T) {
 		var num int
 		fmt.Sscanf(i.ID, "sess_%d", &num)
 		if num != 1 { // 0 reopened, titled late; 2 titled late; 3 closed
-			full, err := readFile(filepath.Join(dir, "sessions", name), i.ID, size, false)
+			full, err := readFile(filepath.Join(dir, "sessions", name), i.ID, size, keepSizes)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -330,7 +330,7 @@ func TestConfigKept(t *testing.T) {
 		s.Flush()
 	}
 	s.Close()
-	p, _ := readFile(filepath.Join(dir, "sessions", "sess_1.jsonl"), "sess_1", 100, false)
+	p, _ := readFile(filepath.Join(dir, "sessions", "sess_1.jsonl"), "sess_1", 100, keepSizes)
 	if p == nil || p.info.Size > 8<<10 {
 		t.Fatalf("not compacted: %+v", p)
 	}

@@ -385,11 +385,11 @@ func TestCompaction(t *testing.T) {
 		if filepath.Dir(tmp) != filepath.Dir(path) {
 			t.Errorf("temp file %s not beside %s", tmp, path)
 		}
-		old, err := readFile(path, "sess_1", scroll, true)
+		old, err := readFile(path, "sess_1", scroll, keepAll)
 		if err != nil {
 			t.Errorf("the old file before the rename: %v", err)
 		}
-		nf, err := readFile(tmp, "sess_1", scroll, true)
+		nf, err := readFile(tmp, "sess_1", scroll, keepAll)
 		if err != nil {
 			t.Errorf("the temp file before the rename: %v", err)
 		}

@@ -149,18 +149,9 @@ type termState struct {
 }
 
 // readFile reads the session file at path, which must be session id's,
-// in full. With keep it keeps what Load returns; else only what the
-// writer needs.
-func readFile(path, id string, scroll int, keep bool) (*parsed, error) {
-	return readWith(openSource, path, id, scroll, keepOf(keep))
-}
-
-// keepOf is keepAll with keep, else keepSizes.
-func keepOf(keep bool) keeping {
-	if keep {
-		return keepAll
-	}
-	return keepSizes
+// in full, keeping what keep says.
+func readFile(path, id string, scroll int, keep keeping) (*parsed, error) {
+	return readWith(openSource, path, id, scroll, keep)
 }
 
 // readWith is readFile, opening the file with open.
@@ -356,13 +347,13 @@ func (p *parsed) add(rec *record, size int) error {
 	return nil
 }
 
-// output returns the length of an out record's data, and, with keep,
-// the data, which it decodes only then.
+// output returns the length of an out record's data and the data,
+// decoded into p's scratch: valid until the next call.
 func (p *parsed) output(raw json.RawMessage) (int, []byte, error) {
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-		return 0, nil, errors.New("out record without data")
+	b64, err := outBase64(raw)
+	if err != nil {
+		return 0, nil, err
 	}
-	b64 := raw[1 : len(raw)-1]
 	d := p.scratch
 	if need := base64.StdEncoding.DecodedLen(len(b64)); cap(d) < need {
 		d = make([]byte, need)
@@ -373,6 +364,14 @@ func (p *parsed) output(raw json.RawMessage) (int, []byte, error) {
 	}
 	p.scratch = d // add copies what it keeps
 	return n, d[:n], nil
+}
+
+// outBase64 returns the base64 of an out record's data, unquoted.
+func outBase64(raw json.RawMessage) ([]byte, error) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return nil, errors.New("out record without data")
+	}
+	return raw[1 : len(raw)-1], nil
 }
 
 // forget drops an item, and the output and exit of the terminal of the

@@ -204,7 +204,7 @@ func (s *Store) Create(id string, m Meta) error {
 // that shares the directory has the session live, and ErrNotFound when
 // the history does not have it.
 func (s *Store) Reopen(id string) (*History, error) {
-	p, err := reopen(s, id, nil, true)
+	p, err := reopen(s, id, nil, keepAll)
 	if err != nil {
 		return nil, err
 	}
@@ -213,8 +213,8 @@ func (s *Store) Reopen(id string) (*History, error) {
 
 // reopen makes session id live again in s (Reopen, Adopt) and returns what
 // the writer needs of its file: from h, if it describes the file as it
-// is, else read from the file, with keep all that Load returns.
-func reopen(s *Store, id string, h *Handed, keep bool) (*parsed, error) {
+// is, else read from the file, keeping what keep says.
+func reopen(s *Store, id string, h *Handed, keep keeping) (*parsed, error) {
 	if s.opts.Off {
 		return nil, fmt.Errorf("reopen history of session %s: %w", id, ErrNotFound)
 	}
@@ -248,12 +248,12 @@ func reopen(s *Store, id string, h *Handed, keep bool) (*parsed, error) {
 		}
 	}
 	var p *parsed
-	if h != nil && !keep {
+	if h != nil && keep == keepSizes {
 		p = handed(s.idx.path(id), id, h) // locked: no other process changes it now
 	}
 	if p == nil {
 		var err error
-		if p, err = readWith(s.w.open, s.idx.path(id), id, s.opts.Scrollback, keepOf(keep)); err != nil {
+		if p, err = readWith(s.w.open, s.idx.path(id), id, s.opts.Scrollback, keep); err != nil {
 			s.release(id)
 			return nil, fmt.Errorf("reopen history of session %s: %w", id, err)
 		}
@@ -378,7 +378,7 @@ func (s *Store) Load(id string) (*History, error) {
 	if err := s.Flush(); err != nil {
 		return nil, fmt.Errorf("load history of session %s: %w", id, err)
 	}
-	p, err := readFile(s.idx.path(id), id, s.opts.Scrollback, true)
+	p, err := readFile(s.idx.path(id), id, s.opts.Scrollback, keepAll)
 	if err != nil {
 		return nil, fmt.Errorf("load history of session %s: %w", id, err)
 	}

@@ -283,7 +283,7 @@ func (w *writer) fileFor(id string, p *parsed) *file {
 	}
 	if p == nil {
 		var err error
-		if p, err = readFile(w.x.path(id), id, w.opts.Scrollback, false); err != nil {
+		if p, err = readFile(w.x.path(id), id, w.opts.Scrollback, keepSizes); err != nil {
 			w.log.Warn("history: cannot read a session file to write to it", "session", id, "err", err)
 			return nil
 		}
