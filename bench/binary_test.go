@@ -378,6 +378,7 @@ func drainerMain() int {
 // TestBinarySmoke runs BenchmarkBinary's bodies once at tiny sizes; see
 // TestSmoke.
 func TestBinarySmoke(t *testing.T) {
+	t.Parallel()
 	for _, daemon := range []bool{false, true} {
 		first := &firstOutput{at: make(map[string]time.Time)}
 		a := startBinary(t, daemon, first.feed)

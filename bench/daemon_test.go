@@ -225,6 +225,7 @@ func BenchmarkDaemon(b *testing.B) {
 // TestDaemonSmoke runs BenchmarkDaemon's bodies once at tiny sizes; see
 // TestSmoke.
 func TestDaemonSmoke(t *testing.T) {
+	t.Parallel()
 	p := startPair(t, func() onData { return nil })
 	stdioSid, relaySid := p.stdio.newSession(t), p.relay.newSession(t)
 	for _, w := range []workload{zeros(1_000_000), seq(20_000)} {

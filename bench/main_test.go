@@ -13,6 +13,7 @@ import (
 
 	"shellagent/contain"
 	"shellagent/contain/containtest"
+	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
 	"shellagent/ptyio"
 )
@@ -50,6 +51,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+	testloop.Parallel(4)
 	containtest.Main(m, func(c *contain.Containment) { launcher = ptyio.Local{Containment: c} }, func() error {
 		removeBinary()
 		if left := leftBehind(); len(left) > 0 {

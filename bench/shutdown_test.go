@@ -130,6 +130,7 @@ func waitOutput(tb testing.TB, t *term) {
 // exits 0 after SIGTERM and its client reads to the end (TestMain then
 // finds none of the commands left behind). It asserts no time.
 func TestShutdownSmoke(t *testing.T) {
+	t.Parallel()
 	bin, err := shellagentBinary()
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 // what can be checked without timing: every byte decoded, every exit seen,
 // every figure sane. It never asserts a time.
 func TestSmoke(t *testing.T) {
+	t.Parallel()
 	short := testing.Short()
 	pick := func(full, cut int) int {
 		if short {
@@ -20,6 +21,7 @@ func TestSmoke(t *testing.T) {
 	}
 
 	t.Run("throughput", func(t *testing.T) {
+		t.Parallel()
 		a := startAgent(t, nil)
 		sid := a.newSession(t)
 		for _, w := range []workload{zeros(int64(pick(1_000_000, 100_000))), yes(int64(pick(200_000, 20_001))), seq(int64(pick(20_000, 2_000)))} {
@@ -37,6 +39,7 @@ func TestSmoke(t *testing.T) {
 	})
 
 	t.Run("slow client", func(t *testing.T) {
+		t.Parallel()
 		// More than the 1 MiB ring, read at 4 MB/s: held, not dropped. The
 		// sleep keeps the terminal live until the client has the last
 		// byte, as in BenchmarkSlowClient.
@@ -50,6 +53,7 @@ func TestSmoke(t *testing.T) {
 	})
 
 	t.Run("latency", func(t *testing.T) {
+		t.Parallel()
 		n := pick(50, 10)
 		var l latencies
 		a := startAgent(t, func(_ *term, data []byte, now time.Time) { l.feed(data, now) })
@@ -65,6 +69,7 @@ func TestSmoke(t *testing.T) {
 	})
 
 	t.Run("keystroke", func(t *testing.T) {
+		t.Parallel()
 		n := pick(40, 10)
 		client, raw := echoes(t, keystrokeClient(t), n), echoes(t, keystrokeRaw(t), n) // each letter echoed
 		for _, s := range [][]time.Duration{client, raw} {
@@ -75,6 +80,7 @@ func TestSmoke(t *testing.T) {
 	})
 
 	t.Run("idle", func(t *testing.T) {
+		t.Parallel()
 		n := pick(5, 3)
 		agent, raw := idleInChild(t, "agent", n), idleInChild(t, "raw", n)
 		// RSS is reported, not checked: for a few terminals it moves by
@@ -88,6 +94,7 @@ func TestSmoke(t *testing.T) {
 	})
 
 	t.Run("cancel", func(t *testing.T) {
+		t.Parallel()
 		a := startAgent(t, nil)
 		sid := a.newSession(t)
 		for _, settle := range []time.Duration{0, 5 * time.Millisecond} {
@@ -101,6 +108,7 @@ func TestSmoke(t *testing.T) {
 	})
 
 	t.Run("control latency", func(t *testing.T) {
+		t.Parallel()
 		var pr *pacedReader
 		a := startAgentReading(t, nil, func(r io.Reader) io.Reader {
 			pr = newPacedReader(r, 1_000_000)
@@ -117,6 +125,7 @@ func TestSmoke(t *testing.T) {
 	})
 
 	t.Run("writers", func(t *testing.T) {
+		t.Parallel()
 		k, window := pick(4, 2), time.Duration(pick(200, 100))*time.Millisecond
 		a := startAgent(t, nil)
 		sid := a.newSession(t)

@@ -102,6 +102,7 @@ func spawnRaw(tb testing.TB) time.Duration {
 
 // TestSpawnSmoke runs BenchmarkSpawn's body a few times; see TestSmoke.
 func TestSpawnSmoke(t *testing.T) {
+	t.Parallel()
 	first := &firstOutput{at: make(map[string]time.Time)}
 	a := startAgent(t, first.feed)
 	sid := a.newSession(t)

@@ -143,6 +143,7 @@ max_restarts = 1000000
 
 // TestStackSmoke runs BenchmarkStack's bodies once, briefly; see TestSmoke.
 func TestStackSmoke(t *testing.T) {
+	t.Parallel()
 	_, _, pid := stackDaemon(t, sleeps(3), nil)
 	if rss, _ := procStat(t, pid); rss <= 0 {
 		t.Errorf("daemon RSS %d", rss)

@@ -138,6 +138,7 @@ func (e errorString) Error() string { return string(e) }
 
 // TestUpgradeSmoke runs BenchmarkUpgrade's body for 2 upgrades.
 func TestUpgradeSmoke(t *testing.T) {
+	t.Parallel()
 	held, took, phases := upgrades(t, 2, func() {})
 	t.Logf("held %v; upgrades took %v; phases %v", held, took, phases)
 }

@@ -57,6 +57,7 @@ func runWithinCtx(t *testing.T, ctx context.Context, bound time.Duration, cfg Co
 // ended it. The other cases do not time out: they wait for the agent to
 // say it is ready.
 func TestMuteAgent(t *testing.T) {
+	t.Parallel()
 	const timeout, noTimeout = 5 * time.Second, testloop.Wait
 	if got := (&startup{c: &client{}}).timeout(); got != 10*time.Second {
 		t.Errorf("the default start-up timeout is %v, want 10s", got)
@@ -184,6 +185,7 @@ func startHang(t *testing.T) *hangRun {
 // starts once the agent says it hangs (and so ignores SIGTERM): under
 // load it was seen to get SIGTERM before it had read the prompt.
 func TestHangingAgent(t *testing.T) {
+	t.Parallel()
 	const waiting = "[waiting up to 3s for the session to close; Ctrl-C again stops the agent now]\n"
 	t.Run("two interrupts", func(t *testing.T) {
 		t.Parallel()

@@ -18,11 +18,15 @@ import (
 	"go.uber.org/goleak"
 
 	"shellagent/acp"
+	"shellagent/internal/testloop"
 	"shellagent/outputbuf"
 	"shellagent/protocol/acptest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	testloop.Parallel(8)
+	goleak.VerifyTestMain(m)
+}
 
 // gate is an io.Writer that blocks while closed, like a client that stops
 // reading.

@@ -19,6 +19,7 @@ import (
 
 	"shellagent/contain"
 	"shellagent/contain/containtest"
+	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
 )
 
@@ -30,6 +31,7 @@ var marker = "SHELLAGENT_TEST=" + rand.Text()
 var launcher Local
 
 func TestMain(m *testing.M) {
+	testloop.Parallel(8)
 	containtest.Main(m, func(c *contain.Containment) { launcher = Local{Containment: c} }, func() error {
 		if left := acptest.ProcessesWith(marker); len(left) > 0 {
 			return fmt.Errorf("processes left behind: %v", left)

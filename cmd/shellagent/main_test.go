@@ -4,13 +4,11 @@ import (
 	"bufio"
 	"crypto/rand"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -59,24 +57,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "another build:", err)
 		os.Exit(1)
 	}
-	parallelByDefault(4)
+	testloop.Parallel(4) // .ci/run passes -parallel 4 as well
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// parallelByDefault runs n parallel tests at a time, or GOMAXPROCS if
-// more, unless -parallel is given. Most tests of the agent's binary wait
-// on the clock (a client paced at 2 MB/s, a stall timeout, a kill grace),
-// not on the cores: GOMAXPROCS at a time (the default, 2 on a 2-core
-// machine) left the cores idle. .ci/run passes -parallel 4 as well.
-func parallelByDefault(n int) {
-	flag.Parse()
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given {
-		flag.Set("test.parallel", strconv.Itoa(max(n, runtime.GOMAXPROCS(0))))
-	}
 }
 
 // build is goBuild for TestMain: a failure ends the run.

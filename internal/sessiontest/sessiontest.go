@@ -13,7 +13,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -42,9 +41,7 @@ var Launcher ptyio.Local
 // and runs them in the containment (containtest.Main), which it hands to
 // Launcher. Main does not return.
 func Main(m *testing.M) {
-	if err := flag.Set("test.parallel", "8"); err != nil {
-		panic(err)
-	}
+	testloop.Parallel(8)
 	containtest.Main(m, func(c *contain.Containment) { Launcher = ptyio.Local{Containment: c} }, nil)
 }
 

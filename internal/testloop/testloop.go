@@ -14,7 +14,11 @@
 package testloop
 
 import (
+	"flag"
+	"fmt"
 	"os"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -47,3 +51,23 @@ func Bound(promise time.Duration) time.Duration { return 3 * promise }
 // fail. It bounds only a test that is failing anyway; a promise is
 // checked with Bound.
 const Wait = 2 * time.Minute
+
+// Parallel is for the TestMain of a package whose tests wait on the clock
+// (kill graces, stall timeouts, paced clients, processes starting) more
+// than on the cores: it runs n of the tests marked t.Parallel at a time,
+// or GOMAXPROCS if more, where the default is GOMAXPROCS (2 on a 2-core
+// machine, which left the cores idle). A -parallel on the command line
+// wins. It panics if the testing flags are not registered (call it from
+// TestMain).
+func Parallel(n int) {
+	given := false
+	if flag.Parsed() {
+		flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	} // else m.Run parses the command line after this, and it wins
+	if given {
+		return
+	}
+	if err := flag.Set("test.parallel", strconv.Itoa(max(n, runtime.GOMAXPROCS(0)))); err != nil {
+		panic(fmt.Sprintf("testloop.Parallel: %v", err))
+	}
+}
