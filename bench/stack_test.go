@@ -48,16 +48,7 @@ func stackDaemon(tb testing.TB, file string, hook onData) (*agent, string, int) 
 	sid := a.newSession(tb)
 	a.c.call(tb, "session/prompt", map[string]any{"sessionId": sid, "prompt": []map[string]string{{"type": "text", "text": "/up"}}})
 	a.c.waitTurnsEnded(tb, sid, 1)
-	pid := 0
-	for _, p := range processesWith(marker) {
-		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline"); bytes.HasPrefix(bytes.SplitN(b, []byte{0}, 3)[1], []byte("daemon")) {
-			pid = p
-		}
-	}
-	if pid == 0 {
-		tb.Fatal("no daemon process found")
-	}
-	return a, sid, pid
+	return a, sid, daemonPid(tb, bin, socket)
 }
 
 // sleeps is a stack of n services that sleep.
