@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
 )
 
@@ -32,6 +33,7 @@ func TestMain(m *testing.M) {
 	case "mute":
 		muteAgent()
 	}
+	testloop.Parallel(8)
 	goleak.VerifyTestMain(m)
 }
 

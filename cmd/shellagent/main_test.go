@@ -57,7 +57,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "another build:", err)
 		os.Exit(1)
 	}
-	testloop.Parallel(4) // .ci/run passes -parallel 4 as well
+	testloop.Parallel(6) // .ci/run passes -parallel 4, under -race
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
