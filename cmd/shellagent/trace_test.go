@@ -1,17 +1,21 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"shellagent/internal/testloop"
 )
 
 // A build with -tags tracefile writes an execution trace of the agent to
-// $SHELLAGENT_TRACE.PID, complete once the agent has ended (go tool trace
-// parses it); the build users run writes none.
+// $SHELLAGENT_TRACE.PID, complete once the agent has ended (with
+// SHELLAGENT_LONG=1, go tool trace parses it); the build users run writes
+// none.
 func TestTraceFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -37,6 +41,18 @@ func TestTraceFile(t *testing.T) {
 		}
 		if err != nil {
 			t.Fatal(err)
+		}
+		// The trace's string table, which names main.main, is written
+		// when the trace stops: a file the agent did not finish lacks it.
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.HasPrefix(b, []byte("go 1.")) || !bytes.Contains(b, []byte("main.main")) {
+			t.Errorf("%s (%d bytes): want a trace's header and, as a finished trace has, main.main", name, len(b))
+		}
+		if !testloop.Enabled() {
+			continue // go tool trace is built on first use: 35 s on a cold cache
 		}
 		out, err := exec.Command("go", "tool", "trace", "-d=parsed", name).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "main.main") {
