@@ -627,18 +627,24 @@ func TestResponsesGoFirstAtEveryLine(t *testing.T) {
 		w.send(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"result":{}}`, i))
 		time.Sleep(200 * time.Millisecond)
 	}
-	time.Sleep(3 * time.Second)
-	c.mu.Lock()
+	// Until every response has come, or 3 s after the last was sent.
 	var took []time.Duration
 	longest := 0
-	for _, l := range c.lines {
-		longest = max(longest, len(l.line))
-		var id int
-		if _, err := fmt.Sscanf(string(l.line), `{"jsonrpc":"2.0","id":%d,`, &id); err == nil {
-			took = append(took, l.at.Sub(sent[id]))
+	for end := time.Now().Add(3 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		took, longest = took[:0], 0
+		c.mu.Lock()
+		for _, l := range c.lines {
+			longest = max(longest, len(l.line))
+			var id int
+			if _, err := fmt.Sscanf(string(l.line), `{"jsonrpc":"2.0","id":%d,`, &id); err == nil {
+				took = append(took, l.at.Sub(sent[id]))
+			}
+		}
+		c.mu.Unlock()
+		if len(took) == responses || time.Now().After(end) {
+			break
 		}
 	}
-	c.mu.Unlock()
 	close(stop)
 	c.unthrottle()
 	floods.Wait()
