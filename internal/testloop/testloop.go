@@ -1,6 +1,6 @@
-// Package testloop holds the two rules of the contributor's test loop,
+// Package testloop holds the rules of the contributor's test loop,
 // go test ./..., which finishes in two minutes on a quiet 2-core machine
-// and passes on a loaded one:
+// once the build cache is warm, and passes on a loaded one:
 //
 //   - Long tests run only when SHELLAGENT_LONG=1, as .ci/run sets it:
 //     soaks, interop with outside clients (the npm packages, sshd), and
@@ -11,6 +11,10 @@
 //   - A test never asserts a wall-clock bound tighter than Bound of the
 //     promise it checks; the promise itself is measured in bench/. A
 //     wait for what is bound to happen, with no promise of when, is Wait.
+//   - A package whose tests wait on the clock runs more of them at once
+//     than there are cores (Parallel): go test runs as many packages at
+//     a time as there are cores, and each holds its place until its
+//     longest chain of tests ends.
 package testloop
 
 import (
