@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -51,7 +52,11 @@ func idleInChild(tb testing.TB, kind string, n int) idleCost {
 	}
 	out := filepath.Join(tb.TempDir(), "idle.json")
 	cmd := exec.Command(exe, "-test.run=^TestIdleChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), marker, fmt.Sprintf("%s=%s %d", idleEnv, kind, n), idleOutEnv+"="+out)
+	// A marker of its own: the child's TestMain kills what carries its
+	// marker at its end, which must not be what tests running beside
+	// this one started.
+	own := "SHELLAGENT_BENCH=" + rand.Text()
+	cmd.Env = append(os.Environ(), own, fmt.Sprintf("%s=%s %d", idleEnv, kind, n), idleOutEnv+"="+out)
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Run(); err != nil {

@@ -29,7 +29,7 @@ const (
 
 // marker is in the environment of every process the benchmarks start, so
 // that TestMain can prove none is left behind. A child test process (see
-// idleInChild) inherits its parent's.
+// idleInChild) is given one of its own, and proves the same of its own.
 var marker = "SHELLAGENT_BENCH=" + cmp.Or(os.Getenv("SHELLAGENT_BENCH"), rand.Text())
 
 // launcher holds the agent's commands in containtest.Mode: cgroup mode where
