@@ -30,7 +30,7 @@ func (w *writer) maybeCompact(f *file) {
 // fsynced, renamed over it, and the directory fsynced.
 func (w *writer) compact(f *file) error {
 	path := w.x.path(f.id)
-	p, err := readWith(openSource, path, f.id, w.opts.Scrollback, keepUpdates)
+	p, err := readFile(path, f.id, w.opts.Scrollback, keepUpdates)
 	if err != nil {
 		return err
 	}
@@ -151,13 +151,11 @@ func (p *parsed) copyOutput(w *bufio.Writer, src io.ReaderAt) error {
 	var cut []byte
 	return eachLine(src, p.body, p.valid, func(line []byte, at int64) error {
 		var rec record
-		if !parseOut(line, &rec) {
-			if err := json.Unmarshal(line, &rec); err != nil {
-				return fmt.Errorf("line at byte %d: %w", at, err)
-			}
-			if rec.T != "out" {
-				return nil
-			}
+		if err := parseLine(line, &rec); err != nil {
+			return fmt.Errorf("line at byte %d: %w", at, err)
+		}
+		if rec.T != "out" {
+			return nil
 		}
 		left, ok := skip[rec.Term]
 		if !ok || at < p.forgot[rec.Term] {

@@ -35,7 +35,7 @@ func floodedFile(tb testing.TB, terms, batches, scroll int) string {
 // fsync: it reads the file at path and writes what Load would read from
 // it to w.
 func rewriteFile(path string, scroll int, w io.Writer) error {
-	p, err := readWith(openSource, path, "sess_1", scroll, keepUpdates)
+	p, err := readFile(path, "sess_1", scroll, keepUpdates)
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,15 @@ func appendOut(b []byte, at time.Time, term string, d []byte) []byte {
 	return append(b, "\"}\n"...)
 }
 
+// parseLine reads a line of a session file into rec: an out line as
+// appendOut wrote it with parseOut, any other with encoding/json.
+func parseLine(line []byte, rec *record) error {
+	if parseOut(line, rec) {
+		return nil
+	}
+	return json.Unmarshal(line, rec)
+}
+
 // parseOut reads line as appendOut wrote it into rec, without
 // encoding/json's passes over the data: rec.D is the quoted base64 in
 // line. It reports false, leaving rec alone, for any line that is not

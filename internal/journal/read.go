@@ -229,10 +229,8 @@ func (p *parsed) header(r io.ReaderAt) (int64, error) {
 func (p *parsed) lines(r io.ReaderAt, from int64) error {
 	return eachLine(r, from, p.info.Size, func(line []byte, at int64) error {
 		var rec record
-		if !parseOut(line, &rec) {
-			if err := json.Unmarshal(line, &rec); err != nil {
-				return fmt.Errorf("line at byte %d: %w", at, err)
-			}
+		if err := parseLine(line, &rec); err != nil {
+			return fmt.Errorf("line at byte %d: %w", at, err)
 		}
 		p.line = at
 		if err := p.add(&rec, len(line)); err != nil {
