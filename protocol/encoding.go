@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"strconv"
 
@@ -104,7 +103,7 @@ type v2Output struct {
 
 func (o *v2Output) appendChunk(dst, p []byte) []byte {
 	dst = append(dst, o.prefix...)
-	dst = base64.StdEncoding.AppendEncode(dst, p)
+	dst = appendBase64(dst, p)
 	return append(dst, "\"}}}\n"...)
 }
 
@@ -122,7 +121,7 @@ func (o *v2Output) appendReplacement(dst []byte, u *acp.TerminalUpdate, data []b
 		dst = append(dst, tid...)
 	}
 	dst = append(dst, `,"output":{"data":"`...)
-	dst = base64.StdEncoding.AppendEncode(dst, data)
+	dst = appendBase64(dst, data)
 	dst = append(dst, '"')
 	if dropped > 0 {
 		dst = append(dst, `,"_meta":{"shellagent":{"droppedBytes":`...)
