@@ -44,12 +44,19 @@ import (
 // builds, A/B, in one harness.
 func BenchmarkBinary(b *testing.B) {
 	for _, w := range throughputWorkloads() {
-		b.Run(w.name, func(b *testing.B) { binaryThroughput(b, w, false) })
+		b.Run(w.name, func(b *testing.B) { binaryThroughput(b, w, false, false) })
 	}
 	b.Run("spawn", func(b *testing.B) { binarySpawn(b, false) })
+	// The client's share: zeros with a client that counts each chunk's
+	// bytes from its length and decodes nothing (bench/README.md, round
+	// 16). Compare its ratio_vs_raw with zeros' in the same run.
+	b.Run("undecoded", func(b *testing.B) {
+		w := zeros(200_000_000)
+		b.Run(w.name, func(b *testing.B) { binaryThroughput(b, w, false, true) })
+	})
 	b.Run("daemon", func(b *testing.B) {
 		for _, w := range throughputWorkloads() {
-			b.Run(w.name, func(b *testing.B) { binaryThroughput(b, w, true) })
+			b.Run(w.name, func(b *testing.B) { binaryThroughput(b, w, true, false) })
 		}
 		b.Run("spawn", func(b *testing.B) { binarySpawn(b, true) })
 	})
@@ -60,8 +67,11 @@ func throughputWorkloads() []workload {
 	return []workload{zeros(200_000_000), yes(20_000_000), seq(5_000_000)}
 }
 
-func binaryThroughput(b *testing.B, w workload, daemon bool) {
+// binaryThroughput runs w through the binary (its daemon if daemon),
+// interleaved with the drainer; undecoded: a client that decodes nothing.
+func binaryThroughput(b *testing.B, w workload, daemon, undecoded bool) {
 	a := startBinary(b, daemon, nil)
+	a.c.undecoded.Store(undecoded)
 	d := startDrainer(b)
 	sid := a.newSession(b)
 	// Warm both up: the first run of a fresh agent (a daemon's sweep of
@@ -390,7 +400,14 @@ func TestBinarySmoke(t *testing.T) {
 				t.Errorf("daemon %v, %s: %d bytes dropped; agent %v, raw %+v", daemon, w.name, dr, at, r)
 			}
 		}
-		if s := spawnAgent(t, a, sid, first, 3); s <= 0 {
+		if !daemon { // Binary/undecoded: the count from the length adds up too
+			a.c.undecoded.Store(true)
+			for _, w := range []workload{zeros(1_000_001), seq(20_000)} {
+				agentRun(t, a, sid, w)
+			}
+			a.c.undecoded.Store(false)
+		}
+		if s := spawnAgent(t, a, sid, first, a.c.turnsEnded(sid)+1); s <= 0 {
 			t.Errorf("daemon %v: spawn %v", daemon, s)
 		}
 	}

@@ -220,6 +220,11 @@ type client struct {
 	hook onData
 	done chan struct{} // closed when the reader has read the whole stream
 
+	// undecoded makes the reader count each chunk's bytes from its base64's
+	// length instead of decoding it (Binary/undecoded: the client's share
+	// of a run). Chunks still have a hook called with nil data.
+	undecoded atomic.Bool
+
 	mu       sync.Mutex // guards what follows; the reader writes, waiters read
 	pending  map[int64]chan response
 	sessions map[string]*sess
@@ -490,6 +495,13 @@ func (c *client) chunk(line []byte) bool {
 
 // output decodes base64 output of t and counts it.
 func (c *client) output(t *term, data []byte) {
+	if c.undecoded.Load() {
+		t.bytes.Add(int64(decodedLen(data)))
+		if c.hook != nil {
+			c.hook(t, nil, time.Now())
+		}
+		return
+	}
 	n := base64.StdEncoding.DecodedLen(len(data))
 	if cap(c.dec) < n {
 		c.dec = make([]byte, n)
@@ -503,6 +515,15 @@ func (c *client) output(t *term, data []byte) {
 	if c.hook != nil {
 		c.hook(t, c.dec[:m], time.Now())
 	}
+}
+
+// decodedLen is how many bytes the padded base64 b decodes to.
+func decodedLen(b []byte) int {
+	n := len(b) / 4 * 3
+	for i := len(b) - 1; i >= 0 && i >= len(b)-2 && b[i] == '='; i-- {
+		n--
+	}
+	return n
 }
 
 // field returns the string value that follows key, up to the next quote.
