@@ -35,13 +35,14 @@ import (
 // and system time, context switches of all its threads), the same per MB
 // of the child's output with the switches split (agent_cpu_ms/MB,
 // agent_vol_switches/MB: the agent waited; agent_invol_switches/MB: it was
-// preempted, which the load drives), the command's CPU on either side
-// (child_cpu_ms/MB, raw_child_cpu_ms/MB) and client_cpu_s/op (this
-// process during the agent's runs: the client's reader, mostly). The
-// relay of --daemon hands the client's pipes to the daemon: it took no
-// clock tick of CPU in a run of seq. SHELLAGENT_BENCH_BINARY runs a
-// binary built beforehand instead of building cmd/shellagent: two
-// builds, A/B, in one harness.
+// preempted, which the load drives), the drainer's own CPU per MB
+// (raw_cpu_ms/MB: a raw reader's cost, to read the agent's against), the
+// command's CPU on either side (child_cpu_ms/MB, raw_child_cpu_ms/MB) and
+// client_cpu_s/op (this process during the agent's runs: the client's
+// reader, mostly). The relay of --daemon hands the client's pipes to the
+// daemon: it took no clock tick of CPU in a run of seq.
+// SHELLAGENT_BENCH_BINARY runs a binary built beforehand instead of
+// building cmd/shellagent: two builds, A/B, in one harness.
 func BenchmarkBinary(b *testing.B) {
 	for _, w := range throughputWorkloads() {
 		b.Run(w.name, func(b *testing.B) { binaryThroughput(b, w, false, false) })
@@ -79,16 +80,18 @@ func binaryThroughput(b *testing.B, w workload, daemon, undecoded bool) {
 	agentRun(b, a, sid, seq(100_000))
 	d.drain(b, seq(100_000))
 	b.SetBytes(w.child)
-	var agentT, rawT, clientCPU, childCPU, rawChildCPU time.Duration
+	var agentT, rawT, clientCPU, childCPU, rawChildCPU, rawCPU time.Duration
 	var chunks, dropped int64
 	pid := a.server // the agent's process: the binary, or its daemon
 	cpu0 := processCPU(pid)
 	vol0, invol0 := contextSwitches(pid)
 	b.ResetTimer()
 	drain := func() {
-		cpu := childrenCPU(d.cmd.Process.Pid)
+		pid := d.cmd.Process.Pid
+		own, cpu := processCPU(pid), childrenCPU(pid)
 		rawT += d.drain(b, w).total
-		rawChildCPU += childrenCPU(d.cmd.Process.Pid) - cpu
+		rawCPU += processCPU(pid) - own
+		rawChildCPU += childrenCPU(pid) - cpu
 	}
 	for i := range b.N {
 		if i%2 == 1 {
@@ -131,6 +134,7 @@ func binaryThroughput(b *testing.B, w workload, daemon, undecoded bool) {
 	// and the switches the agent asks for (it waits) apart from those
 	// the scheduler imposes (preemption, which the load drives).
 	b.ReportMetric(float64(cpu.Milliseconds())/mb, "agent_cpu_ms/MB")
+	b.ReportMetric(float64(rawCPU.Milliseconds())/mb, "raw_cpu_ms/MB")
 	b.ReportMetric(float64(vol)/mb, "agent_vol_switches/MB")
 	b.ReportMetric(float64(invol)/mb, "agent_invol_switches/MB")
 	b.ReportMetric(load1(), "load1")
