@@ -400,6 +400,11 @@ func TestStalledClientWithRecurringJobsKeepsMemoryFlat(t *testing.T) {
 // client soon after it was printed, and neither terminal loses a byte:
 // no replacement snapshot, which a ring overwritten while its PTY was
 // still read would have needed.
+//
+// The time is the boot clock's (/proc/uptime, in hundredths of a second),
+// which no step of the wall clock moves: on the CI's VM the wall clock
+// once jumped 6.5 s within a run of 3.6 s, and one line printed by date
+// read as 6.5 s late.
 func TestAFullRingHoldsUpOnlyItsOwnTerminal(t *testing.T) {
 	t.Parallel()
 	const ticks = 20
@@ -410,7 +415,7 @@ func TestAFullRingHoldsUpOnlyItsOwnTerminal(t *testing.T) {
 	a := startFlowAgent(t, binary, 1_000_000, "--scrollback", "64KiB", "--stall-timeout", readingStall)
 	a.prompt("/bg yes")
 	a.c.WaitFor("term_1 floods", func(*acptest.Msg) bool { return len(a.c.Output(a.sid, "term_1")) > 256<<10 })
-	a.prompt(fmt.Sprintf(`/bg i=0; while [ $i -lt %d ]; do date +%%s%%N; i=$((i+1)); sleep 0.1; done`, ticks))
+	a.prompt(fmt.Sprintf(`/bg i=0; while [ $i -lt %d ]; do cut -d' ' -f1 /proc/uptime; i=$((i+1)); sleep 0.1; done`, ticks))
 	var latest time.Duration
 	for n := 1; n <= ticks; n++ {
 		var lines []string
@@ -418,12 +423,12 @@ func TestAFullRingHoldsUpOnlyItsOwnTerminal(t *testing.T) {
 			lines = strings.Split(string(a.c.Output(a.sid, "term_2")), "\r\n")
 			return len(lines) > n
 		})
-		now := time.Now()
-		ns, err := strconv.ParseInt(lines[n-1], 10, 64)
+		now := uptime(t)
+		printed, err := strconv.ParseFloat(lines[n-1], 64)
 		if err != nil {
 			t.Fatalf("term_2 line %d: %q", n, lines[n-1])
 		}
-		late := now.Sub(time.Unix(0, ns))
+		late := time.Duration((now - printed) * float64(time.Second))
 		if late > most {
 			t.Errorf("term_2 line %d reached the client %v after it was printed, behind term_1's flood", n, late)
 		}
@@ -439,6 +444,21 @@ func TestAFullRingHoldsUpOnlyItsOwnTerminal(t *testing.T) {
 	if out := a.c.Output(a.sid, "term_1"); len(bytes.ReplaceAll(out, []byte("y\r\n"), nil)) > 2 {
 		t.Errorf("term_1's output is not whole lines of y: %q…", out[:min(len(out), 64)])
 	}
+}
+
+// uptime reads the boot clock: seconds since boot, as /proc/uptime gives
+// them to every process.
+func uptime(t *testing.T) float64 {
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _, _ := strings.Cut(string(b), " ")
+	s, err := strconv.ParseFloat(f, 64)
+	if err != nil {
+		t.Fatalf("/proc/uptime: %q", b)
+	}
+	return s
 }
 
 // rawFloodClient speaks to the agent in raw JSON-RPC lines, keeping every
