@@ -115,8 +115,9 @@ func BenchmarkThroughput(b *testing.B) {
 func BenchmarkSlowClient(b *testing.B) {
 	const limit = 4_000_000
 	var pr *pacedReader
-	var last atomic.Int64 // when the client decoded output last, in ns
-	a := startAgentReading(b, func(_ *term, _ []byte, now time.Time) { last.Store(now.UnixNano()) }, func(r io.Reader) io.Reader {
+	epoch := time.Now()
+	var last atomic.Int64 // when the client decoded output last, since epoch
+	a := startAgentReading(b, func(_ *term, _ []byte, now time.Time) { last.Store(int64(now.Sub(epoch))) }, func(r io.Reader) io.Reader {
 		pr = newPacedReader(r, limit)
 		return pr
 	})
@@ -132,7 +133,7 @@ func BenchmarkSlowClient(b *testing.B) {
 		_, _, dr, _ := agentRun(b, a, sid, w)
 		dropped += dr
 		wire += pr.read.Load() - before
-		d += time.Unix(0, last.Load()).Sub(start)
+		d += time.Duration(last.Load()) - start.Sub(epoch)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(dropped)/float64(b.N), "dropped_B/op")

@@ -99,7 +99,11 @@ type latencies struct {
 	bad     error
 }
 
-func (l *latencies) feed(data []byte, now time.Time) {
+// feed takes the output of a ticker. Each sample is read against the
+// monotonic clock now, not against the hook's time: the ticker's lines
+// hold that clock (see monotonic).
+func (l *latencies) feed(data []byte, _ time.Time) {
+	at := monotonic()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, c := range data {
@@ -109,7 +113,7 @@ func (l *latencies) feed(data []byte, now time.Time) {
 			ts, err := strconv.ParseInt(string(l.partial), 10, 64)
 			switch {
 			case err == nil:
-				l.samples = append(l.samples, now.Sub(time.Unix(0, ts)))
+				l.samples = append(l.samples, time.Duration(at-ts))
 			case l.bad == nil:
 				l.bad = fmt.Errorf("bad ticker line %q", l.partial)
 			}

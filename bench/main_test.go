@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"shellagent/contain"
 	"shellagent/contain/containtest"
 	"shellagent/internal/testloop"
@@ -77,8 +79,9 @@ func leftBehind() []int {
 	return left
 }
 
-// ticker writes ticksEnv lines, one per intervalEnv, each the UnixNano time
-// just before its write, after a short pause that lets the reader settle.
+// ticker writes ticksEnv lines, one per intervalEnv, each the monotonic
+// time (see monotonic) just before its write, after a short pause that
+// lets the reader settle.
 func ticker() int {
 	n, err := strconv.Atoi(os.Getenv(ticksEnv))
 	if err != nil {
@@ -95,7 +98,7 @@ func ticker() int {
 	for range n {
 		time.Sleep(time.Until(next))
 		next = next.Add(interval)
-		buf = strconv.AppendInt(buf[:0], time.Now().UnixNano(), 10)
+		buf = strconv.AppendInt(buf[:0], monotonic(), 10)
 		buf = append(buf, '\n')
 		if _, err := os.Stdout.Write(buf); err != nil {
 			return 1
@@ -111,4 +114,16 @@ const tickerPause = 20 * time.Millisecond
 // child has the marker too), whose environment holds marker.
 func processesWith(marker string) []int {
 	return slices.DeleteFunc(acptest.ProcessesWith(marker), func(pid int) bool { return pid == os.Getpid() })
+}
+
+// monotonic reads CLOCK_MONOTONIC, in nanoseconds: one clock for every
+// process of the machine, which no step of the wall clock moves. The
+// ticker's lines are read in another process, where time.Now's own
+// monotonic reading cannot be compared with them.
+func monotonic() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		panic(fmt.Sprintf("clock_gettime: %v", err))
+	}
+	return ts.Nano()
 }
