@@ -78,7 +78,7 @@ func FuzzAppendBase64(f *testing.F) {
 	f.Add([]byte("prefix"), []byte("hello, world\r\n"))
 	f.Add([]byte(nil), bytes.Repeat([]byte{0xff, 0, 0x7f}, 40))
 	f.Fuzz(func(t *testing.T, dst, p []byte) {
-		dst, p = bytes.Clone(dst), bytes.Clone(p) // the writer's never share memory
+		dst, p = bytes.Clone(dst), bytes.Clone(p) // as in the writer, where the two never share memory
 		want := base64.StdEncoding.AppendEncode(bytes.Clone(dst), p)
 		if got := appendBase64(dst, p); !bytes.Equal(got, want) {
 			t.Fatalf("appendBase64(%q, %q) = %q, want %q", dst, p, got, want)
