@@ -148,13 +148,13 @@ func binarySpawn(b *testing.B, daemon bool) {
 	a := startBinary(b, daemon, first.feed)
 	d := startDrainer(b)
 	sid := a.newSession(b)
-	spawnAgent(b, a, sid, first, 1) // warm up, as binaryThroughput does
+	spawnAgent(b, a, sid, first) // warm up, as binaryThroughput does
 	d.drain(b, spawnWork)
 	agent := make([]time.Duration, 0, b.N)
 	raw := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
-	for i := range b.N {
-		agent = append(agent, spawnAgent(b, a, sid, first, i+2))
+	for range b.N {
+		agent = append(agent, spawnAgent(b, a, sid, first))
 		b.StopTimer()
 		raw = append(raw, d.spawn(b))
 		b.StartTimer()
@@ -411,7 +411,7 @@ func TestBinarySmoke(t *testing.T) {
 			}
 			a.c.undecoded.Store(false)
 		}
-		if s := spawnAgent(t, a, sid, first, a.c.turnsEnded(sid)+1); s <= 0 {
+		if s := spawnAgent(t, a, sid, first); s <= 0 {
 			t.Errorf("daemon %v: spawn %v", daemon, s)
 		}
 	}

@@ -496,7 +496,7 @@ func (c *client) chunk(line []byte) bool {
 // output decodes base64 output of t and counts it.
 func (c *client) output(t *term, data []byte) {
 	if c.undecoded.Load() {
-		t.bytes.Add(int64(decodedLen(data)))
+		t.bytes.Add(int64(base64.RawStdEncoding.DecodedLen(len(bytes.TrimRight(data, "=")))))
 		if c.hook != nil {
 			c.hook(t, nil, time.Now())
 		}
@@ -515,15 +515,6 @@ func (c *client) output(t *term, data []byte) {
 	if c.hook != nil {
 		c.hook(t, c.dec[:m], time.Now())
 	}
-}
-
-// decodedLen is how many bytes the padded base64 b decodes to.
-func decodedLen(b []byte) int {
-	n := len(b) / 4 * 3
-	for i := len(b) - 1; i >= 0 && i >= len(b)-2 && b[i] == '='; i-- {
-		n--
-	}
-	return n
 }
 
 // field returns the string value that follows key, up to the next quote.

@@ -206,10 +206,10 @@ func BenchmarkDaemon(b *testing.B) {
 		relay := make([]time.Duration, 0, b.N)
 		stdio := make([]time.Duration, 0, b.N)
 		b.ResetTimer()
-		for i := range b.N {
-			relay = append(relay, spawnAgent(b, p.relay, relaySid, firsts[1], i+1))
+		for range b.N {
+			relay = append(relay, spawnAgent(b, p.relay, relaySid, firsts[1]))
 			b.StopTimer()
-			stdio = append(stdio, spawnAgent(b, p.stdio, stdioSid, firsts[0], i+1))
+			stdio = append(stdio, spawnAgent(b, p.stdio, stdioSid, firsts[0]))
 			b.StartTimer()
 		}
 		b.StopTimer()
@@ -242,8 +242,8 @@ func TestDaemonSmoke(t *testing.T) {
 		return f.feed
 	})
 	stdioSid, relaySid = q.stdio.newSession(t), q.relay.newSession(t)
-	for i := range 3 {
-		if d, sd := spawnAgent(t, q.relay, relaySid, firsts[1], i+1), spawnAgent(t, q.stdio, stdioSid, firsts[0], i+1); d <= 0 || sd <= 0 {
+	for range 3 {
+		if d, sd := spawnAgent(t, q.relay, relaySid, firsts[1]), spawnAgent(t, q.stdio, stdioSid, firsts[0]); d <= 0 || sd <= 0 {
 			t.Errorf("spawn through the relay %v, on stdio %v", d, sd)
 		}
 	}

@@ -44,8 +44,8 @@ func BenchmarkSpawn(b *testing.B) {
 	agent := make([]time.Duration, 0, b.N)
 	raw := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
-	for i := range b.N {
-		agent = append(agent, spawnAgent(b, a, sid, first, i+1))
+	for range b.N {
+		agent = append(agent, spawnAgent(b, a, sid, first))
 		b.StopTimer()
 		raw = append(raw, spawnRaw(b))
 		b.StartTimer()
@@ -54,14 +54,15 @@ func BenchmarkSpawn(b *testing.B) {
 	reportSpawn(b, agent, raw)
 }
 
-// spawnAgent runs spawnLine as the session's turn-th turn and returns the
+// spawnAgent runs spawnLine as the session's next turn and returns the
 // time from sending the prompt to the first decoded byte.
-func spawnAgent(tb testing.TB, a *agent, sid string, first *firstOutput, turn int) time.Duration {
+func spawnAgent(tb testing.TB, a *agent, sid string, first *firstOutput) time.Duration {
 	tb.Helper()
+	turns := a.c.turnsEnded(sid)
 	settle()
 	start := time.Now()
 	tid := a.prompt(tb, sid, spawnLine)
-	a.c.waitTurnsEnded(tb, sid, turn)
+	a.c.waitTurnsEnded(tb, sid, turns+1)
 	at, ok := first.get(tid)
 	if !ok {
 		tb.Fatalf("%s: no output", tid)
@@ -106,8 +107,8 @@ func TestSpawnSmoke(t *testing.T) {
 	first := &firstOutput{at: make(map[string]time.Time)}
 	a := startAgent(t, first.feed)
 	sid := a.newSession(t)
-	for i := range 3 {
-		if d, rd := spawnAgent(t, a, sid, first, i+1), spawnRaw(t); d <= 0 || rd <= 0 {
+	for range 3 {
+		if d, rd := spawnAgent(t, a, sid, first), spawnRaw(t); d <= 0 || rd <= 0 {
 			t.Errorf("spawn %v, raw %v", d, rd)
 		}
 	}
