@@ -49,7 +49,7 @@ func BenchmarkBinary(b *testing.B) {
 	}
 	b.Run("spawn", func(b *testing.B) { binarySpawn(b, false) })
 	// The client's share: zeros with a client that counts each chunk's
-	// bytes from its length and decodes nothing (bench/README.md, round
+	// bytes from its length and decodes nothing (bench/HISTORY.md, round
 	// 16). Compare its ratio_vs_raw with zeros' in the same run.
 	b.Run("undecoded", func(b *testing.B) {
 		w := zeros(200_000_000)
@@ -125,7 +125,7 @@ func binaryThroughput(b *testing.B, w workload, daemon, undecoded bool) {
 	b.ReportMetric(clientCPU.Seconds()/float64(b.N), "client_cpu_s/op")
 	// The command's own CPU per MB, on either side: its writes into the
 	// PTY cost more when the readers and the kernel's flush work wake
-	// more often beside it (bench/README.md, round 11).
+	// more often beside it (bench/HISTORY.md, round 11).
 	b.ReportMetric(float64(childCPU.Milliseconds())/mb, "child_cpu_ms/MB")
 	b.ReportMetric(float64(rawChildCPU.Milliseconds())/mb, "raw_child_cpu_ms/MB")
 	b.ReportMetric(cpu.Seconds()/float64(b.N), "agent_cpu_s/op")

@@ -3,7 +3,7 @@ package contain
 import "sync"
 
 // A spare is the cgroup of the next terminal, made ahead (issue 26,
-// bench/README.md round 5): making a cgroup (a mkdir in cgroupfs, the
+// bench/HISTORY.md round 5): making a cgroup (a mkdir in cgroupfs, the
 // inotify watch on its cgroup.events, its directory opened for
 // CLONE_INTO_CGROUP) is then off a spawn's path. One is made when the
 // tree opens and, at each Prepare (once the launcher's last process has

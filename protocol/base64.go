@@ -11,7 +11,7 @@ import (
 //
 // Every byte of output goes through it. segmentio/asm encodes with vector
 // instructions where the CPU has them (AVX2 on amd64: 17 GB/s against the
-// standard library's 1.6 on the machine of bench/README.md, round 16; NEON
+// standard library's 1.6 on the machine of bench/HISTORY.md, round 16; NEON
 // on arm64), and with encoding/base64 elsewhere and for the tail.
 func appendBase64(dst, p []byte) []byte {
 	n := len(dst)

@@ -45,7 +45,7 @@ const maxPipe = 1 << 20
 // It is grown for a fast client (fit): with 64 KiB, the writer and a
 // client that reads 100 MB/s wake each other some 1,500 times a second,
 // and on a small VM a context switch is the largest cost there is (with
-// 1 MiB, the client's CPU on zeros fell by a fifth: bench/README.md,
+// 1 MiB, the client's CPU on zeros fell by a fifth: bench/HISTORY.md,
 // rounds 1 and 10). It is never smaller than the
 // pipe was when probed, which is what a slow client gets, and it shrinks
 // again when the client slows: the kernel then takes a write into the

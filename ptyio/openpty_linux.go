@@ -17,7 +17,7 @@ import (
 // started.
 //
 // It is the spawn's hot path, so it makes the fewest system calls
-// (issue 26, bench/README.md round 5): the master is opened non-blocking
+// (issue 26, bench/HISTORY.md round 5): the master is opened non-blocking
 // and handed to the poller as it is, and the slave comes from the master
 // itself (TIOCGPTPEER, Linux 4.13; by its path before), where creack/pty's
 // Open, blocking and unblocking each end through os.File, took 24.

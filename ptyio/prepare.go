@@ -8,7 +8,7 @@ import "time"
 // CPU and kernel locks from the shell's start, and the spawn took a
 // quarter of a millisecond longer on two cores; made at the command's
 // first output, they slowed that output's way to the client, by more
-// (bench/README.md, round 9). By then a shell has started on a small
+// (bench/HISTORY.md, round 9). By then a shell has started on a small
 // machine; a launch that comes sooner opens its own PTY and group, as
 // without spares.
 const defaultPrepareAfter = 10 * time.Millisecond

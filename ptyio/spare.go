@@ -11,7 +11,7 @@ import (
 
 // A Spare keeps one PTY pair open ahead of the next launch, so that the
 // kernel's allocation of a PTY and its line discipline (OpenPTY: about a
-// third of a millisecond, bench/README.md round 5) is off the spawn's
+// third of a millisecond, bench/HISTORY.md round 5) is off the spawn's
 // path, as contain's spare cgroup is. A Launch takes the pair and, once
 // its shell has started (prepare.go), has the next one opened on a
 // goroutine of its own (refill). A take that finds none opens one as

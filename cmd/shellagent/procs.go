@@ -11,7 +11,7 @@ import (
 // the agent (the command, the kernel's PTY work, the client reading the
 // pipe); on two cores a second P makes the runtime wake an idle thread at
 // every hand-off between the PTY reader and the writer, a context switch
-// each, where one P hands off on its own thread. Measured in bench/README.md
+// each, where one P hands off on its own thread. Measured in bench/HISTORY.md
 // ("Round 6"): on zeros 0.79 → 0.92 of a raw drain, the agent's CPU −25 %,
 // its context switches −30 %.
 func shareCPUs() {
