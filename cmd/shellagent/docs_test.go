@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"shellagent/internal/stack"
 )
@@ -73,6 +74,97 @@ func markdownSection(doc, heading string) (string, bool) {
 		j += len(line) + 1
 	}
 	return rest, true
+}
+
+// mdLink is the target of a markdown link, [text](target); mdHeading a
+// heading line; mdFence a fenced code block, whose text is no markdown.
+var (
+	mdLink    = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	mdHeading = regexp.MustCompile(`(?m)^#+ (.*)$`)
+	mdFence   = regexp.MustCompile("(?s)```.*?```")
+)
+
+// TestDocLinksResolve: every relative link in the module's markdown files
+// names a file that exists and, with a #fragment, a heading of that file
+// (as GitHub makes anchors), so that a document moved or a heading renamed
+// shows here instead of in a reader's 404.
+func TestDocLinksResolve(t *testing.T) {
+	t.Parallel()
+	var docs []string
+	err := filepath.WalkDir(moduleRoot, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != moduleRoot && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".md") {
+			docs = append(docs, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(docs) < 10 {
+		t.Fatalf("found only %d markdown files: %v", len(docs), docs)
+	}
+	links := 0
+	for _, doc := range docs {
+		for _, m := range mdLink.FindAllStringSubmatch(markdownText(t, doc), -1) {
+			target := m[1]
+			if strings.HasPrefix(target, "http:") || strings.HasPrefix(target, "https:") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			links++
+			file, frag, _ := strings.Cut(target, "#")
+			if file == "" {
+				file = doc
+			} else {
+				file = filepath.Join(filepath.Dir(doc), file)
+			}
+			if _, err := os.Stat(file); err != nil {
+				t.Errorf("%s links to %s: %v", doc, target, err)
+				continue
+			}
+			if frag != "" && !slices.Contains(markdownAnchors(t, file), frag) {
+				t.Errorf("%s links to %s: %s has no heading with that anchor", doc, target, file)
+			}
+		}
+	}
+	if links < 50 {
+		t.Errorf("found only %d relative links in %d files", links, len(docs))
+	}
+}
+
+// markdownText reads a markdown file without its fenced code blocks.
+func markdownText(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mdFence.ReplaceAllString(string(b), "")
+}
+
+// markdownAnchors lists the anchors GitHub gives a markdown file's
+// headings: lower case, spaces as hyphens, other punctuation dropped.
+// (Repeated headings, which GitHub numbers, are not told apart.)
+func markdownAnchors(t *testing.T, path string) []string {
+	t.Helper()
+	var anchors []string
+	for _, m := range mdHeading.FindAllStringSubmatch(markdownText(t, path), -1) {
+		anchors = append(anchors, strings.Map(func(r rune) rune {
+			switch {
+			case r == ' ':
+				return '-'
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				return unicode.ToLower(r)
+			}
+			return -1
+		}, strings.TrimSpace(m[1])))
+	}
+	return anchors
 }
 
 // modulePackages lists the directories under root that hold Go files, as
