@@ -321,19 +321,19 @@ func longestGap(t *testing.T, path string) time.Duration {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var prev, gap float64
+	var prev, gap time.Duration
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		at, err := strconv.ParseFloat(sc.Text(), 64)
+		at, err := bootTime(sc.Text())
 		if err != nil {
-			t.Fatalf("%s: %q", path, sc.Text())
+			t.Fatalf("%s: %v", path, err)
 		}
 		if prev > 0 {
 			gap = max(gap, at-prev)
 		}
 		prev = at
 	}
-	return time.Duration(gap * float64(time.Second))
+	return gap
 }
 
 // rss reads VmRSS of a process, in bytes.
@@ -426,11 +426,11 @@ func TestAFullRingHoldsUpOnlyItsOwnTerminal(t *testing.T) {
 			return len(lines) > n
 		})
 		now := uptime(t)
-		printed, err := strconv.ParseFloat(lines[n-1], 64)
+		printed, err := bootTime(lines[n-1])
 		if err != nil {
-			t.Fatalf("term_2 line %d: %q", n, lines[n-1])
+			t.Fatalf("term_2 line %d: %v", n, err)
 		}
-		late := time.Duration((now - printed) * float64(time.Second))
+		late := now - printed
 		if late > most {
 			t.Errorf("term_2 line %d reached the client %v after it was printed, behind term_1's flood", n, late)
 		}
@@ -448,19 +448,30 @@ func TestAFullRingHoldsUpOnlyItsOwnTerminal(t *testing.T) {
 	}
 }
 
-// uptime reads the boot clock: seconds since boot, as /proc/uptime gives
-// them to every process.
-func uptime(t *testing.T) float64 {
+// uptime reads the boot clock, as /proc/uptime gives it to every process.
+func uptime(t *testing.T) time.Duration {
+	t.Helper()
 	b, err := os.ReadFile("/proc/uptime")
 	if err != nil {
 		t.Fatal(err)
 	}
 	f, _, _ := strings.Cut(string(b), " ")
-	s, err := strconv.ParseFloat(f, 64)
+	d, err := bootTime(f)
 	if err != nil {
-		t.Fatalf("/proc/uptime: %q", b)
+		t.Fatal(err)
 	}
-	return s
+	return d
+}
+
+// bootTime reads one reading of the boot clock as /proc/uptime's first
+// field writes it (seconds, to the hundredth), as the tests' commands
+// print it with cut.
+func bootTime(s string) (time.Duration, error) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, fmt.Errorf("boot clock reading %q: %w", s, err)
+	}
+	return time.Duration(f * float64(time.Second)), nil
 }
 
 // rawFloodClient speaks to the agent in raw JSON-RPC lines, keeping every
