@@ -12,8 +12,8 @@ import (
 // pipe); on two cores a second P makes the runtime wake an idle thread at
 // every hand-off between the PTY reader and the writer, a context switch
 // each, where one P hands off on its own thread. Measured in bench/HISTORY.md
-// ("Round 6"): on zeros 0.79 → 0.92 of a raw drain, the agent's CPU −25 %,
-// its context switches −30 %.
+// ("Round 6 (issue 26): one P on two cores"): on zeros 0.79 → 0.92 of a
+// raw drain, the agent's CPU −25 %, its context switches −30 %.
 func shareCPUs() {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return
