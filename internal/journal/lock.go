@@ -69,26 +69,38 @@ func lockFile(path string) (*os.File, error) {
 // holder returns the pid of the process that holds the flock of the file
 // at path, as /proc/locks lists it ("1: FLOCK ADVISORY WRITE 2598
 // fe:00:10002909 0 EOF"), or 0.
+//
+// The kernel serves /proc/locks a page per read and finds where the next
+// page starts by counting lines again, so a lock taken or dropped anywhere
+// on the system between two reads can shift a line out of the file as
+// read. The holder's line stays for as long as it holds, so holder reads
+// the file again (holderReads in all) before it gives up.
 func holder(path string) int {
 	var st unix.Stat_t
 	if unix.Stat(path, &st) != nil {
 		return 0
 	}
-	b, err := os.ReadFile("/proc/locks")
-	if err != nil {
-		return 0
-	}
 	dev := uint64(st.Dev) // int32 on some systems
 	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(dev), unix.Minor(dev), st.Ino)
-	for line := range strings.Lines(string(b)) {
-		f := strings.Fields(line)
-		if len(f) >= 6 && f[1] == "FLOCK" && f[3] == "WRITE" && f[5] == want {
-			pid, _ := strconv.Atoi(f[4])
-			return pid
+	for range holderReads {
+		b, err := os.ReadFile("/proc/locks")
+		if err != nil {
+			return 0
+		}
+		for line := range strings.Lines(string(b)) {
+			f := strings.Fields(line)
+			if len(f) >= 6 && f[1] == "FLOCK" && f[3] == "WRITE" && f[5] == want {
+				pid, _ := strconv.Atoi(f[4])
+				return pid
+			}
 		}
 	}
 	return 0
 }
+
+// holderReads bounds how often holder reads /proc/locks: one read in a
+// few hundred misses a line while other locks change (TestHolderUnderChurn).
+const holderReads = 4
 
 // lockNew locks f, a file no other process has opened yet.
 func lockNew(f *os.File) error {
