@@ -87,12 +87,22 @@ func holder(path string) int {
 		if err != nil {
 			return 0
 		}
-		for line := range strings.Lines(string(b)) {
-			f := strings.Fields(line)
-			if len(f) >= 6 && f[1] == "FLOCK" && f[3] == "WRITE" && f[5] == want {
-				pid, _ := strconv.Atoi(f[4])
-				return pid
-			}
+		if pid := writeFlockHolder(string(b), want); pid != 0 {
+			return pid
+		}
+	}
+	return 0
+}
+
+// writeFlockHolder returns the pid of the line of locks, as /proc/locks
+// lists them, that is an exclusive flock of the file want names
+// ("MAJOR:MINOR:INODE"), or 0.
+func writeFlockHolder(locks, want string) int {
+	for line := range strings.Lines(locks) {
+		f := strings.Fields(line)
+		if len(f) >= 6 && f[1] == "FLOCK" && f[3] == "WRITE" && f[5] == want {
+			pid, _ := strconv.Atoi(f[4])
+			return pid
 		}
 	}
 	return 0
