@@ -14,7 +14,7 @@ import (
 // TestHolderUnderChurn: holder names the process that holds a lock while
 // other locks are taken and dropped beside it, in a /proc/locks longer
 // than the page the kernel serves it by, which a single read of it can
-// skip a line of (about one in three hundred, here).
+// skip a line of (one read in a few hundred, here).
 func TestHolderUnderChurn(t *testing.T) {
 	dir := t.TempDir()
 	flock := func(name string) *os.File {
