@@ -74,15 +74,15 @@ func lockFile(path string) (*os.File, error) {
 // page starts by counting lines again, so a lock taken or dropped anywhere
 // on the system between two reads can shift a line out of the file as
 // read. The holder's line stays for as long as it holds, so holder reads
-// the file again (holderReads in all) before it gives up.
+// the file again (holderReads in all) before it gives up; each time
+// against the file at path then, which the holder's compaction may have
+// replaced by a new one, locked before the rename.
 func holder(path string) int {
-	var st unix.Stat_t
-	if unix.Stat(path, &st) != nil {
-		return 0
-	}
-	dev := uint64(st.Dev) // int32 on some systems
-	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(dev), unix.Minor(dev), st.Ino)
 	for range holderReads {
+		want, ok := lockName(path)
+		if !ok {
+			return 0
+		}
 		b, err := os.ReadFile("/proc/locks")
 		if err != nil {
 			return 0
@@ -92,6 +92,17 @@ func holder(path string) int {
 		}
 	}
 	return 0
+}
+
+// lockName names the file at path as /proc/locks does:
+// "MAJOR:MINOR:INODE", the device's numbers in hex.
+func lockName(path string) (string, bool) {
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil {
+		return "", false
+	}
+	dev := uint64(st.Dev) // int32 on some systems
+	return fmt.Sprintf("%02x:%02x:%d", unix.Major(dev), unix.Minor(dev), st.Ino), true
 }
 
 // writeFlockHolder returns the pid of the line of locks, as /proc/locks
