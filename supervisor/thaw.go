@@ -45,18 +45,63 @@ func (sv *Supervisor) Restore(state []byte, files []*os.File, ended []int) error
 
 // thawSession builds one session of sv and adopts its live terminals.
 func thawSession(sv *Supervisor, r *handover.Reader, fs handover.Session) error {
+	work, live, err := thawWork(r, fs)
+	if err != nil {
+		return err
+	}
 	s := &Session{sv: sv, id: fs.ID, cwd: fs.Cwd, disk: sv.histories.Thaw(fs.ID, fs.Durable)}
 	st := &s.st
 	*st = state{
-		s: s, title: fs.Title, fgState: fs.FgState, work: newRegistry(),
+		s: s, title: fs.Title, fgState: fs.FgState, work: work,
 		settings: settings.Settings(fs.Settings),
 		// Attached at the freeze (no Detached): detached now.
 		out: outbox{session: fs.ID, updatedAt: fs.UpdatedAt, since: cmp.Or(fs.Detached, time.Now()), messages: fs.Messages, disk: s.disk},
 	}
-	if fs.Seq != nil {
-		st.work.seq = fs.Seq
+	for _, e := range fs.History { // work it does not find is a gap
+		st.out.history.Record(entry{msg: e.Msg, call: work.calls[e.Call], term: work.terminals[e.Term]})
 	}
-	reg := &st.work
+	for _, e := range fs.List {
+		st.list.items = append(st.list.items, listItem{call: work.calls[e.Call], term: work.terminals[e.Term]})
+	}
+
+	sv.mu.Lock()
+	sv.sessions[s.id] = s
+	sv.order = append(sv.order, s.id)
+	sv.mu.Unlock()
+	s.actor = newActor(st)
+
+	// Adopted on the actor: the events of a process come after.
+	var lost []*terminal
+	var errs []error
+	s.doWait(func(st *state) {
+		lost, errs = adoptTerminals(st, r, live)
+		for _, t := range st.work.liveTerminals() {
+			if t.state == termStopping && t.proc != nil {
+				t.proc.Stop(st.settings.KillGrace) // the old image's escalation went with it: again, from TERM
+			}
+		}
+		if err := thawTasks(st, fs); err != nil {
+			errs = append(errs, err)
+		}
+		if !fs.Expires.IsZero() {
+			st.armExpiry(fs.Expires) // the settle after this entry disarms it if the session is not idle
+		}
+	})
+	for _, t := range lost {
+		s.exited(t, ptyio.Exit{})
+	}
+	return errors.Join(errs...)
+}
+
+// thawWork returns the registry of the frozen session fs: its tool calls
+// and its terminals, each with its ring read from r, and the frozen
+// terminals whose process was live at the freeze. The ring of a terminal
+// that had exited is compacted.
+func thawWork(r *handover.Reader, fs handover.Session) (registry, []handover.Terminal, error) {
+	reg := newRegistry()
+	if fs.Seq != nil {
+		reg.seq = fs.Seq
+	}
 	for _, fc := range fs.Calls {
 		reg.calls[fc.ID] = &toolCall{
 			id: fc.ID, title: fc.Title, kind: fc.Kind, outcome: fc.Outcome, state: callState(fc.State),
@@ -67,11 +112,11 @@ func thawSession(sv *Supervisor, r *handover.Reader, fs handover.Session) error 
 	for _, ft := range fs.Terminals {
 		ring, err := r.Ring(&ft)
 		if err != nil {
-			return err
+			return registry{}, nil, err
 		}
 		c := reg.calls[ft.Call]
 		if c == nil {
-			return fmt.Errorf("terminal %s: no tool call %s", ft.ID, ft.Call)
+			return registry{}, nil, fmt.Errorf("terminal %s: no tool call %s", ft.ID, ft.Call)
 		}
 		t := &terminal{
 			id: ft.ID, line: ft.Line, cwd: ft.Cwd, size: ft.Size, call: c, started: ft.Started,
@@ -95,56 +140,34 @@ func thawSession(sv *Supervisor, r *handover.Reader, fs handover.Session) error 
 			reg.finished = append(reg.finished, c)
 		}
 	}
-	for _, e := range fs.History { // work it does not find is a gap
-		st.out.history.Record(entry{msg: e.Msg, call: reg.calls[e.Call], term: reg.terminals[e.Term]})
-	}
-	for _, e := range fs.List {
-		st.list.items = append(st.list.items, listItem{call: reg.calls[e.Call], term: reg.terminals[e.Term]})
-	}
+	return reg, live, nil
+}
 
-	sv.mu.Lock()
-	sv.sessions[s.id] = s
-	sv.order = append(sv.order, s.id)
-	sv.mu.Unlock()
-	s.actor = newActor(st)
-
-	// Adopted on the actor: the events of a process come after.
-	var lost []*terminal
-	var errs []error
-	s.doWait(func(st *state) {
-		for _, ft := range live {
-			t := st.work.terminals[ft.ID]
-			tee := func() io.Writer { return s.disk.Tee(t.id, t.ring) }
-			p, err := r.Adopt(sv.cfg.Launcher, ft.Live, tee, events{s, t})
-			if err != nil {
-				errs = append(errs, fmt.Errorf("terminal %s: %w", t.id, err))
-				lost = append(lost, t)
-				continue
-			}
-			t.proc = p
-			t.watchInput(s)
+// adoptTerminals adopts, on st's actor, the process of each terminal of
+// live through the Launcher: its output goes on into its ring (and its
+// history), its exit and its input are watched again. It returns the
+// terminals it could not adopt, each with a message to the session that
+// says so, for the caller to end once the actor is free.
+func adoptTerminals(st *state, r *handover.Reader, live []handover.Terminal) (lost []*terminal, errs []error) {
+	s := st.s
+	for _, ft := range live {
+		t := st.work.terminals[ft.ID]
+		tee := func() io.Writer { return s.disk.Tee(t.id, t.ring) }
+		p, err := r.Adopt(s.sv.cfg.Launcher, ft.Live, tee, events{s, t})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("terminal %s: %w", t.id, err))
+			lost = append(lost, t)
+			continue
 		}
-		for _, t := range lost {
-			t.proc = handover.Gone{}
-			st.out.agentMessage(fmt.Sprintf("Terminal %s (%s) did not outlive the daemon's upgrade in place at %s: its exit status is unknown.",
-				t.id, shortLine(t.line), time.Now().Format("15:04")))
-		}
-		for _, t := range st.work.liveTerminals() {
-			if t.state == termStopping && t.proc != nil {
-				t.proc.Stop(st.settings.KillGrace) // the old image's escalation went with it: again, from TERM
-			}
-		}
-		if err := thawTasks(st, fs); err != nil {
-			errs = append(errs, err)
-		}
-		if !fs.Expires.IsZero() {
-			st.armExpiry(fs.Expires) // the settle after this entry disarms it if the session is not idle
-		}
-	})
+		t.proc = p
+		t.watchInput(s)
+	}
 	for _, t := range lost {
-		s.exited(t, ptyio.Exit{})
+		t.proc = handover.Gone{}
+		st.out.agentMessage(fmt.Sprintf("Terminal %s (%s) did not outlive the daemon's upgrade in place at %s: its exit status is unknown.",
+			t.id, shortLine(t.line), time.Now().Format("15:04")))
 	}
-	return errors.Join(errs...)
+	return lost, errs
 }
 
 // thawTasks makes the work of the session's tool calls that is not a

@@ -147,53 +147,30 @@ func serveDaemon(opts daemonOptions) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT)
 	path := opts.socket
-	// The new image of an upgrade in place takes the old one's listener
-	// and lock as they are; a new daemon takes systemd's, or binds.
-	var resumed *daemon.Resumed
-	var l daemon.Listener
-	var lock *daemon.Lock
-	var err error
-	activated := false
 	var hold upgradeHold
-	if opts.upgradeState >= 0 {
-		hold.main = time.Now()
-		if resumed, err = daemon.Resume(opts.upgradeState); err != nil {
-			resumed.Answer(buildName(), err)
-			return fail(err)
-		}
-		hold.resumed = time.Now()
-		l, lock, activated = resumed.Listener, resumed.Lock, resumed.Activated
-	} else {
-		a, err := daemon.Activated()
-		if err != nil {
-			return fail(err)
-		}
-		if lock, err = daemonLock(path); err != nil {
-			return fail(err)
-		}
-		if a != nil {
-			l, activated = a, true
-		}
+	sock, err := takeSocket(path, opts.upgradeState, &hold)
+	if err != nil {
+		return fail(err)
 	}
-	defer lock.Close() // Best effort: the exit lets go of it anyway.
+	defer sock.lock.Close() // Best effort: the exit lets go of it anyway.
 	c, swept, err := openContainment(log, opts.containment)
 	if err != nil {
-		resumed.Answer(buildName(), err)
+		sock.resumed.Answer(buildName(), err)
 		return fail(err)
 	}
 	hold.contained = time.Now()
 	// Activated, the socket is systemd's; else it is this daemon's, and
 	// bound again should it be removed.
-	if l == nil {
-		sock, err := daemon.Listen(path)
+	if sock.l == nil {
+		bound, err := daemon.Listen(path)
 		if err != nil {
 			closeContainment(log, c, swept)
 			return fail(err)
 		}
-		l = sock
+		sock.l = bound
 	}
-	if sock, ok := l.(*daemon.Socket); ok {
-		sock.Keep(lock, log)
+	if bound, ok := sock.l.(*daemon.Socket); ok {
+		bound.Keep(sock.lock, log)
 	}
 	// Commands must not become relays of their own daemon.
 	os.Unsetenv(daemonEnv) // Best effort: fails only for an invalid name.
@@ -217,15 +194,77 @@ func serveDaemon(opts daemonOptions) int {
 		Socket:     path,
 		Log:        log,
 		IdleExit:   opts.idleExit,
-		Upgrade:    &daemon.Upgrade{Args: opts.args, Lock: lock, Host: sup},
+		Upgrade:    &daemon.Upgrade{Args: opts.args, Lock: sock.lock, Host: sup},
 	}
 	// A stop signal stops the daemon as daemon stop does; a signal while
 	// the commands stop (a second one, or one after daemon stop or
 	// --idle-exit) kills what is left at once, as on stdio. One goroutine
-	// at a time reads sigs: this one until the stop begins, then
+	// at a time reads sigs: stopOnSignal's until the stop begins, then
 	// hurryOnSignal's.
 	ctx, stop := context.WithCancelCause(context.Background())
 	defer stop(nil)
+	watched := stopOnSignal(ctx, stop, sigs)
+	srv.Stop = func(context.Context) error {
+		stop(nil) // Serve is stopping already, for its own cause
+		<-watched
+		stopped := hurryOnSignal(log, c, sigs)
+		defer stopped()
+		_, err := stopSessions(log, sup, c, waitsEnd(sup))
+		return err
+	}
+	if sock.resumed != nil {
+		hold.log(log, sock.resumed.Execed)
+		restoreUpgrade(log, sup, sock.resumed)
+	}
+	log.Info("daemon serving", "socket", path, "pid", os.Getpid(), "build", buildName(), "containment", c.Mode(), "activated", sock.activated)
+	why := srv.Serve(ctx, sock.l)
+	log.Info("daemon exiting", "because", why.Error())
+	closeContainment(log, c, swept)
+	return 0
+}
+
+// serving is what a daemon serves on.
+type serving struct {
+	l         daemon.Listener // nil until the daemon binds its path
+	lock      *daemon.Lock    // the socket's
+	activated bool            // l is systemd's
+	resumed   *daemon.Resumed // what the old image of an upgrade in place handed over, or nil
+}
+
+// takeSocket takes the listener and the lock that the old image of an
+// upgrade in place hands over on the descriptor state, as they are; with
+// no upgrade (state < 0), systemd's listener if it activated this
+// process, and the socket's lock (daemonLock).
+func takeSocket(path string, state int, hold *upgradeHold) (serving, error) {
+	if state < 0 {
+		a, err := daemon.Activated()
+		if err != nil {
+			return serving{}, err
+		}
+		lock, err := daemonLock(path)
+		if err != nil {
+			return serving{}, err
+		}
+		sock := serving{lock: lock}
+		if a != nil {
+			sock.l, sock.activated = a, true
+		}
+		return sock, nil
+	}
+	hold.main = time.Now()
+	resumed, err := daemon.Resume(state)
+	if err != nil {
+		resumed.Answer(buildName(), err)
+		return serving{}, err
+	}
+	hold.resumed = time.Now()
+	return serving{l: resumed.Listener, lock: resumed.Lock, activated: resumed.Activated, resumed: resumed}, nil
+}
+
+// stopOnSignal calls stop with the name of the first signal on sigs,
+// unless ctx ends first. The channel it returns is closed once it no
+// longer reads sigs.
+func stopOnSignal(ctx context.Context, stop context.CancelCauseFunc, sigs <-chan os.Signal) <-chan struct{} {
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
@@ -235,27 +274,18 @@ func serveDaemon(opts daemonOptions) int {
 		case <-ctx.Done():
 		}
 	}()
-	srv.Stop = func(context.Context) error {
-		stop(nil) // Serve is stopping already, for its own cause
-		<-watched
-		stopped := hurryOnSignal(log, c, sigs)
-		defer stopped()
-		_, err := stopSessions(log, sup, c, waitsEnd(sup))
-		return err
+	return watched
+}
+
+// restoreUpgrade gives sup, in the new image of an upgrade in place, the
+// sessions that the old image froze, then answers the upgrade's requester.
+// Work this build cannot take is logged: the daemon serves the rest.
+func restoreUpgrade(log *slog.Logger, sup *supervisor.Supervisor, resumed *daemon.Resumed) {
+	if err := sup.Restore(resumed.State, resumed.Files, resumed.Ended); err != nil {
+		log.Error("upgrade in place: the old daemon handed over work this build cannot take", "err", err)
 	}
-	if resumed != nil {
-		hold.log(log, resumed.Execed)
-		if err := sup.Restore(resumed.State, resumed.Files, resumed.Ended); err != nil {
-			log.Error("upgrade in place: the old daemon handed over work this build cannot take", "err", err)
-		}
-		log.Info("upgraded in place", "from", resumed.From, "to", buildName())
-		resumed.Answer(buildName(), nil)
-	}
-	log.Info("daemon serving", "socket", path, "pid", os.Getpid(), "build", buildName(), "containment", c.Mode(), "activated", activated)
-	why := srv.Serve(ctx, l)
-	log.Info("daemon exiting", "because", why.Error())
-	closeContainment(log, c, swept)
-	return 0
+	log.Info("upgraded in place", "from", resumed.From, "to", buildName())
+	resumed.Answer(buildName(), nil)
 }
 
 // daemonLock takes the socket's lock: the one the relay that started this
