@@ -85,6 +85,11 @@ func TestHelp(t *testing.T) {
 		!strings.Contains(stdout, "shellagent client --trace bug.jsonl -- ANY-AGENT") || !strings.Contains(stdout, "Exit status: 0 when the client followed") {
 		t.Errorf("replay --help: exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
 	}
+	// A one-letter flag is shown as it is written: logs -f, not --f.
+	stdout, stderr, code = runBinary(t, "", nil, "logs", "--help")
+	if code != 0 || stderr != "" || !strings.Contains(stdout, "\n  -f\n        after the last lines") || !strings.Contains(stdout, "\n  --socket PATH\n") {
+		t.Errorf("logs --help: exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
+	}
 }
 
 // "shellagent help" prints the help, as --help does, and "shellagent help

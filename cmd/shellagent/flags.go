@@ -292,6 +292,9 @@ func printDefaults(w *strings.Builder, fs *flag.FlagSet) {
 			name = ""
 		}
 		head := "  --" + f.Name
+		if len(f.Name) == 1 {
+			head = "  -" + f.Name // as one-letter flags are written: logs -f
+		}
 		if name != "" {
 			head += " " + name
 		}
