@@ -159,3 +159,23 @@ func Fence(text string) string {
 	}
 	return fence + "\n" + text + "\n" + fence
 }
+
+// Unfence undoes Fence at the end of s: for s = head + "\n" + Fence(body),
+// or Fence(body) alone (head ""), it returns head and body. When s does not
+// end in a fenced block, ok is false and head is s.
+func Unfence(s string) (head, body string, ok bool) {
+	i := strings.LastIndexByte(s, '\n')
+	fence := s[i+1:]
+	if i < 0 || len(fence) < 3 || strings.Trim(fence, "`") != "" {
+		return s, "", false
+	}
+	// body holds no run of backticks as long as fence: the last line
+	// before it that is fence opens the block.
+	rest := s[:i+1]
+	open := strings.LastIndex(rest, "\n"+fence+"\n") + 1
+	if open == 0 && !strings.HasPrefix(rest, fence+"\n") {
+		return s, "", false
+	}
+	body = strings.TrimSuffix(rest[open+len(fence)+1:], "\n")
+	return strings.TrimSuffix(s[:open], "\n"), body, true
+}

@@ -44,6 +44,33 @@ func TestLastLines(t *testing.T) {
 	}
 }
 
+// Unfence gives back what Fence was given, and the text before it.
+func TestUnfence(t *testing.T) {
+	for _, tt := range []struct{ head, body string }{
+		{"Output of term_1, all 2 lines:", "a\nb"},
+		{"", "x"},
+		{"Services of f:", ""},
+		{"Its last lines:", "\n"},
+		{"two\nlines", "a ``` b\n```"},
+		{"a command with ``` in it", "`x`\n``"},
+		{"```", "body"}, // a head that is a fence itself
+	} {
+		s := Fence(tt.body)
+		if tt.head != "" {
+			s = tt.head + "\n" + s
+		}
+		head, body, ok := Unfence(s)
+		if !ok || head != tt.head || body != tt.body {
+			t.Errorf("Unfence(%q) = %q, %q, %v; want %q, %q, true", s, head, body, ok, tt.head, tt.body)
+		}
+	}
+	for _, s := range []string{"", "Ready: db, web.", "no fence\n``", "x\n```", "```"} {
+		if head, body, ok := Unfence(s); ok || head != s || body != "" {
+			t.Errorf("Unfence(%q) = %q, %q, %v; want it as it is, false", s, head, body, ok)
+		}
+	}
+}
+
 func TestFence(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"x", "```\nx\n```"},

@@ -58,15 +58,17 @@ func TestStackCommandLine(t *testing.T) {
 	if len(d.daemons()) != 1 {
 		t.Fatalf("daemons %v after up, want the one it started", d.daemons())
 	}
+	// status and logs print plain text, without the Markdown fences an
+	// editor gets; logs prints the lines alone on stdout.
 	out, errOut, code = d.runIn(d.cwd, append([]string{"status"}, sock...)...)
-	for _, want := range []string{"NAME", "db", "web", "ready"} {
-		if code != 0 || !strings.Contains(out, want) {
-			t.Errorf("shellagent status: exit %d, stdout %q (want %q), stderr %q", code, out, want, errOut)
+	for _, want := range []string{"\nNAME ", "\ndb ", "\nweb ", " ready "} {
+		if code != 0 || !strings.Contains(out, want) || strings.Contains(out, "```") {
+			t.Errorf("shellagent status: exit %d, stdout %q (want %q, no fence), stderr %q", code, out, want, errOut)
 		}
 	}
-	out, _, code = d.runIn(d.cwd, append([]string{"logs", "db", "5"}, sock...)...)
-	if code != 0 || !strings.Contains(out, "db accepting connections") {
-		t.Errorf("shellagent logs db 5: exit %d, stdout %q", code, out)
+	out, errOut, code = d.runIn(d.cwd, append([]string{"logs", "db", "5"}, sock...)...)
+	if code != 0 || out != "db starting\ndb accepting connections\n" || !strings.Contains(errOut, "Output of term_") {
+		t.Errorf("shellagent logs db 5: exit %d, stdout %q (want its two lines), stderr %q (want the heading)", code, out, errOut)
 	}
 	if _, _, code = d.runIn(d.cwd, append([]string{"logs", "nosuch"}, sock...)...); code != 1 {
 		t.Errorf("shellagent logs nosuch: exit %d, want 1", code)
@@ -108,7 +110,7 @@ func TestStackCommandLine(t *testing.T) {
 	b.c.Check()
 
 	out, errOut, code = d.runIn(d.cwd, append([]string{"up", "broken"}, sock...)...)
-	if code != 1 || !strings.Contains(out, "Failed: broken failed") || !strings.Contains(errOut, "broken output") {
+	if code != 1 || !strings.Contains(out, "Failed: broken failed") || !strings.Contains(errOut, "Its last lines:\nbroken output\n") {
 		t.Errorf("shellagent up broken: exit %d (want 1), stdout %q, stderr %q (want its last lines)", code, out, errOut)
 	}
 

@@ -15,6 +15,7 @@ import (
 	"shellagent/acp"
 	"shellagent/daemon"
 	"shellagent/internal/jsonrpcline"
+	"shellagent/termtext"
 )
 
 // The stack's command line (SPEC "Stacks", docs/stacks.md): shellagent
@@ -81,7 +82,7 @@ func runStack(name string, args []string) int {
 		fmt.Fprintf(os.Stderr, "shellagent %s: %v\n", name, err)
 		return 1
 	}
-	fmt.Println(said)
+	printSaid(name, said)
 	if !stackSucceeded(name, said) {
 		return 1
 	}
@@ -103,6 +104,27 @@ func stackSucceeded(name, said string) bool {
 		return !strings.HasPrefix(said, "No service")
 	}
 	return true
+}
+
+// printSaid prints what the prompt of command name said as plain text:
+// a block the agent fenced for an editor's Markdown (a table, a log's
+// lines) is printed without its fences. The lines of logs go to stdout
+// alone, their heading to stderr, so that logs NAME > FILE holds the
+// service's lines only.
+func printSaid(name, said string) {
+	head, body, ok := termtext.Unfence(said)
+	if !ok {
+		fmt.Println(said)
+		return
+	}
+	if name == "logs" {
+		fmt.Fprintln(os.Stderr, head)
+	} else if head != "" {
+		fmt.Println(head)
+	}
+	if body != "" {
+		fmt.Println(body)
+	}
 }
 
 const stateDirDefault = "$XDG_STATE_HOME/shellagent, else ~/.local/state/shellagent"
@@ -285,6 +307,9 @@ func (sc *stackClient) handle(m *incoming, said *[]string) {
 	case acp.KindNotice:
 		if u["severity"] != acp.NoticeInfo || sc.logs == "" {
 			desc, _ := u["description"].(string)
+			if head, body, ok := termtext.Unfence(desc); ok {
+				desc = head + "\n" + body
+			}
 			fmt.Fprintf(os.Stderr, "%s\n%s\n", u["title"], desc)
 		}
 	case acp.KindTerminalOutput:
