@@ -1,7 +1,9 @@
 // Package termtext turns terminal output into plain text for readers
 // without a terminal emulator: escape sequences removed, carriage returns
 // applied, invalid UTF-8 replaced. The ACP v1 front uses it for the output
-// it shows as text, the supervisor for /tail.
+// it shows as text, the supervisor for /tail. Fence puts such text in a
+// Markdown code block for an editor; Unfence takes it out again for the
+// stack's command line.
 package termtext
 
 import (
