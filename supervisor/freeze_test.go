@@ -232,3 +232,49 @@ func TestHandoverStates(t *testing.T) {
 		}
 	}
 }
+
+// A session whose handover cannot be read is left out of the new image,
+// and so is its history: the new image does not make it live, so that
+// another process (or a later session/load) can still reopen it.
+func TestThawRefusedLeavesTheHistoryFree(t *testing.T) {
+	dir := t.TempDir()
+	open := func() *journal.Store {
+		store, err := journal.Open(journal.Options{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		return store
+	}
+	oldStore := open()
+	old := newHarness(t, Config{History: oldStore})
+	sid := old.newSession()
+	old.run(sid, "echo done")
+	old.exit(nil, sid, "term_1")
+	saved, files, thaw, err := old.sup.Freeze(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(thaw)
+	if err := oldStore.Close(); err != nil { // the old image's exec lets go of its locks
+		t.Fatal(err)
+	}
+
+	// A terminal that names no tool call of its session: thawWork refuses it.
+	var fz handover.State
+	if err := json.Unmarshal(saved, &fz); err != nil || len(fz.Sessions) != 1 || len(fz.Sessions[0].Terminals) != 1 {
+		t.Fatalf("Freeze wrote %s (%v); want one session with one terminal", saved, err)
+	}
+	fz.Sessions[0].Terminals[0].Call = "call_nope"
+	bad, err := json.Marshal(fz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upgraded := newHarness(t, Config{History: open()})
+	if err := upgraded.sup.Restore(bad, files, nil); err == nil || !strings.Contains(err.Error(), "no tool call call_nope") {
+		t.Fatalf("Restore of a terminal without its tool call: %v, want it refused", err)
+	}
+	if _, err := open().Reopen(sid); err != nil {
+		t.Errorf("after the refused restore another store cannot reopen the session: %v", err)
+	}
+}
