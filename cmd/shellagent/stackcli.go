@@ -117,10 +117,12 @@ func printSaid(name, said string) {
 		fmt.Println(said)
 		return
 	}
+	headTo := os.Stdout
 	if name == "logs" {
-		fmt.Fprintln(os.Stderr, head)
-	} else if head != "" {
-		fmt.Println(head)
+		headTo = os.Stderr
+	}
+	if head != "" {
+		fmt.Fprintln(headTo, head)
 	}
 	if body != "" {
 		fmt.Println(body)
