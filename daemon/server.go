@@ -398,10 +398,14 @@ func (s *Server) close(c *acpConn) {
 	}
 	wait.Stop()
 	c.nc.Close() // Best effort: ends a write to a client that does not read.
-	closeFile(c.out)
 	if c.watched != nil {
-		<-c.watched // ended by the close of nc; it closes c.in
+		// Ended by the close of nc; it closes c.in, and the descriptor is
+		// gone when it is done (the connection's read may have returned
+		// before: the last of the two lets it go). Then the stdout, whose
+		// end tells the client that both are let go.
+		<-c.watched
 	}
+	closeFile(c.out)
 	<-flushed
 	s.mu.Lock()
 	delete(s.conns, c)
