@@ -33,13 +33,19 @@ var (
 // reach a client that does not read, once the connection ends.
 const flushTimeout = 200 * time.Millisecond
 
-// lineTimeout bounds how long, after flushTimeout, the line under way
-// then may take to reach a client that reads slowly: it gets that line
-// whole, and no other (see protocol.Conn.CloseBy). A client that reads
-// nothing for this long is left with a torn line. Closing a connection
-// takes at most flushTimeout+lineTimeout, well within the wait of an
-// upgrade for its connections (connsGone).
-const lineTimeout = time.Second
+// After flushTimeout, the line under way then goes on to a client that
+// reads slowly: it gets that line whole, and no other (see
+// protocol.Conn.CloseBy). A client that has taken none of it for
+// lineTimeout, once lineTimeout has passed, is left with a torn line; one
+// that takes it slowly, at the latest lineMost after flushTimeout (a
+// client that reads on, kept off the CPU of a loaded machine while floods
+// run, was seen to need more than lineTimeout). Closing a connection takes
+// at most flushTimeout+lineMost, within the wait of an upgrade for its
+// connections (connsGone).
+const (
+	lineTimeout = time.Second
+	lineMost    = 3 * time.Second
+)
 
 // A Server serves one Supervisor to every connection of a listener.
 // Set its fields before Serve; Serve is called once.
@@ -380,7 +386,7 @@ func (s *Server) serveACP(log *slog.Logger, nc *net.UnixConn, r io.Reader, out, 
 }
 
 // close sends what is queued on c, for at most flushTimeout, then the
-// line under way, for at most lineTimeout more, closes it, and forgets it.
+// line under way (see lineTimeout), closes it, and forgets it.
 func (s *Server) close(c *acpConn) {
 	cut := time.Now().Add(flushTimeout)
 	flushed := make(chan struct{})
@@ -390,13 +396,9 @@ func (s *Server) close(c *acpConn) {
 		}
 		close(flushed)
 	}()
-	wait := time.NewTimer(time.Until(cut.Add(lineTimeout)))
-	select {
-	case <-flushed:
-	case <-wait.C:
+	if !awaitLine(c.conn, cut, flushed) {
 		s.Log.Warn("client is not reading; closing its connection in the middle of a line")
 	}
-	wait.Stop()
 	c.nc.Close() // Best effort: ends a write to a client that does not read.
 	if c.watched != nil {
 		// Ended by the close of nc; it closes c.in, and the descriptor is
@@ -410,6 +412,25 @@ func (s *Server) close(c *acpConn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+}
+
+// awaitLine waits for flushed, the end of conn's output, whose line under
+// way goes on past cut: until lineTimeout after cut, then for as long as
+// the client takes some of it within each lineTimeout, up to lineMost
+// after cut. It reports whether the output ended.
+func awaitLine(conn *protocol.Conn, cut time.Time, flushed <-chan struct{}) bool {
+	look := time.NewTicker(lineTimeout / 10)
+	defer look.Stop()
+	for {
+		select {
+		case <-flushed:
+			return true
+		case now := <-look.C:
+			if now.After(cut.Add(lineMost)) || now.After(cut.Add(lineTimeout)) && conn != nil && conn.Idle(lineTimeout) {
+				return false
+			}
+		}
+	}
 }
 
 // requestStop ends Serve with ErrStopRequested.

@@ -34,8 +34,9 @@ const ProbeTimeout = 10 * time.Second
 const upgradeTimeout = ProbeTimeout + 20*time.Second
 
 // connsGone bounds how long an upgrade waits for the ACP connections it
-// closed to detach their sessions.
-const connsGone = 2 * time.Second
+// closed to detach their sessions: more than a close takes at most
+// (flushTimeout+lineMost).
+const connsGone = 4 * time.Second
 
 // ErrCannotFreeze is what a Host's Freeze returns, wrapped with the
 // reason, when it holds work it cannot hand over; the upgrade is refused

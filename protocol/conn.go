@@ -221,6 +221,11 @@ func (c *Conn) CloseBy(cut time.Time) {
 	})
 }
 
+// Idle reports whether output waits for the client and the client has
+// taken none of it for d. A caller of CloseBy asks it to tell a client
+// that takes the line under way slowly from one that takes nothing.
+func (c *Conn) Idle(d time.Duration) bool { return c.w.peer.idle(d) }
+
 // Update implements Client.
 func (c *Conn) Update(sessionID string, update acp.Update) { c.w.update(sessionID, update) }
 

@@ -281,6 +281,15 @@ func (p *peer) stalled() bool {
 	return p.m.stalled
 }
 
+// idle reports whether a write (or a hold) is under way and the client
+// has taken none of the output for d, as the stall rule sees progress
+// (the stall timer looks every quarter of the stall timeout).
+func (p *peer) idle(d time.Duration) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.m.writing && time.Since(p.m.since) >= d
+}
+
 // stop stops the stall timer.
 func (p *peer) stop() {
 	p.mu.Lock()

@@ -420,3 +420,53 @@ func TestPipeGrowRefused(t *testing.T) {
 		t.Errorf("after a refused grow: size %d, want %d, limit %d, holding %v; want all %d, not holding", kb.size, kb.want, kb.limit, kb.holding(), kb.base)
 	}
 }
+
+// idle tells a client that takes nothing of a write under way from one
+// that takes it slowly, as the stall rule sees progress.
+func TestPeerIdle(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p := newPeer(w, 400*time.Millisecond, func() {})
+	defer p.stop()
+	written := make(chan error, 1)
+	go func() { written <- p.write(bytes.Repeat([]byte("x"), 1<<20)) }()
+	const d = 200 * time.Millisecond
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(testloop.Wait); !cond(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting until %s", what)
+			}
+		}
+	}
+	waitFor("a client that reads nothing is idle", func() bool { return p.idle(d) })
+	stop := make(chan struct{})
+	reading := make(chan struct{})
+	go func() { // 256 bytes every 20 ms: never a page
+		defer close(reading)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			io.ReadFull(r, make([]byte, 256))
+		}
+	}()
+	waitFor("a client that reads slowly is not idle", func() bool { return !p.idle(d) })
+	close(stop)
+	<-reading
+	drained := make(chan struct{})
+	go func() { io.Copy(io.Discard, r); close(drained) }()
+	if err := <-written; err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	<-drained
+	if p.idle(0) {
+		t.Error("idle with no write under way")
+	}
+}

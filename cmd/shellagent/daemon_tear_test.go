@@ -11,13 +11,17 @@ import (
 // commands flood, and reads again only a little after the daemon closes
 // its connection, gets whole lines only: the daemon finishes the line
 // under way and writes no other, whether it closes the connection for
-// daemon stop or because the relay's input ended.
+// daemon stop or because the relay's input ended. A client that reads
+// again at once but slowly, 256 bytes every 100 ms for 1.5 s (less than
+// a page, so the line cannot go on), then all, is not given up on: the
+// daemon gives up on a client that has taken nothing for 1 s (after its
+// 200 ms for what is queued), not on one that takes the line slowly.
 func TestDaemonStalledRelayClientGetsWholeLines(t *testing.T) {
 	if testing.Short() {
 		t.Skip("floods for seconds")
 	}
 	t.Parallel()
-	for _, end := range []string{"daemon stop", "relay stdin closed"} {
+	for _, end := range []string{"daemon stop", "relay stdin closed", "relay stdin closed, read slowly"} {
 		t.Run(end, func(t *testing.T) {
 			t.Parallel()
 			d := newDaemonFixture(t)
@@ -50,12 +54,26 @@ func TestDaemonStalledRelayClientGetsWholeLines(t *testing.T) {
 				// The connection closes once the sessions have: after the
 				// floods are gone.
 				d.waitGone(10*time.Second, "daemon stop", d.work)
-			case "relay stdin closed":
+			case "relay stdin closed", "relay stdin closed, read slowly":
 				stdin.Close()
 				d.waitLog("disconnected; its sessions are detached")
 			}
-			time.Sleep(300 * time.Millisecond)
 			resumed := time.Now()
+			if end == "relay stdin closed, read slowly" {
+				// The daemon does not give up on a client that takes bytes:
+				// the line under way may not have begun when the client
+				// stopped, so the lines could be whole even then.
+				longest := c.readSlowly()
+				if gaveUp, ok := d.logTime("closing its connection in the middle of a line"); ok {
+					if longest > 500*time.Millisecond {
+						t.Skipf("the client read every 100 ms, but once %v passed between two reads: the machine is too loaded for this test", longest)
+					}
+					t.Errorf("the client read again at %s, 256 bytes every 100 ms; the daemon gave up on it at %s", resumed.Format(time.StampMilli), gaveUp.Format(time.StampMilli))
+				}
+			} else {
+				time.Sleep(300 * time.Millisecond)
+				resumed = time.Now()
+			}
 			c.drain()
 			// A test process starved for most of the 1 s checks nothing:
 			// the client did not read in time. Seen at load 45, where the
@@ -80,5 +98,32 @@ func TestDaemonStalledRelayClientGetsWholeLines(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A relay's client that stops reading in the middle of a line while three
+// commands flood, and reads nothing more, is given up on once its input
+// has ended: the daemon gives up on the line under way when the client
+// has taken none of it for 1 s, past its 200 ms for what is queued, long
+// before the 3 s it gives a client that takes the line slowly.
+func TestDaemonGivesUpOnARelayClientThatTakesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("floods for seconds")
+	}
+	t.Parallel()
+	d := newDaemonFixture(t)
+	cmd := exec.Command(binary, d.relayArgs()...)
+	cmd.Env, cmd.Stderr = d.env(), testWriter{t}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, stdout := startOwnStdout(t, cmd)
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited; stdout.Close() })
+
+	stallInFloods(t, stdin, stdout, d.cwd)
+	stdin.Close()
+	d.waitLog("closing its connection in the middle of a line")
+	if took := d.logGap("disconnected; its sessions are detached", "closing its connection in the middle of a line"); took < time.Second || took >= 3*time.Second {
+		t.Errorf("the daemon gave up on the client %v after its input ended, want 1.2 s (the first look after 200 ms + 1 s)", took)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -480,7 +481,8 @@ func bootTime(s string) (time.Duration, error) {
 type rawFloodClient struct {
 	t     *testing.T
 	stdin io.Writer
-	r     *bufio.Reader
+	pipe  io.Reader     // stdout, kept in got as it is read
+	r     *bufio.Reader // pipe's
 	got   bytes.Buffer
 }
 
@@ -491,7 +493,8 @@ type rawFloodClient struct {
 func stallInFloods(t *testing.T, stdin io.Writer, stdout io.Reader, cwd string) *rawFloodClient {
 	t.Helper()
 	c := &rawFloodClient{t: t, stdin: stdin}
-	c.r = bufio.NewReader(io.TeeReader(stdout, &c.got))
+	c.pipe = io.TeeReader(stdout, &c.got)
+	c.r = bufio.NewReader(c.pipe)
 	c.call(1, "initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "t", "version": "1"}})
 	c.await(1)
 	c.call(2, "session/new", map[string]any{"cwd": cwd})
@@ -548,6 +551,32 @@ func (c *rawFloodClient) await(id int) []byte {
 	}
 }
 
+// readSlowly reads what c.r holds, then 256 bytes from the pipe every
+// 100 ms, 15 times or until it ends: a client that takes the output
+// slowly, as one kept off the CPU does, and frees less than a page of the
+// pipe in all. It returns the longest time between two reads, which a
+// loaded machine stretches.
+func (c *rawFloodClient) readSlowly() (longest time.Duration) {
+	c.t.Helper()
+	if _, err := c.r.Discard(c.r.Buffered()); err != nil { // in got already
+		c.t.Fatal(err)
+	}
+	p := make([]byte, 256)
+	last := time.Now()
+	for range 15 {
+		time.Sleep(100 * time.Millisecond)
+		_, err := io.ReadFull(c.pipe, p)
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return longest
+		}
+		if err != nil {
+			c.t.Fatalf("reading slowly: %v", err)
+		}
+		longest, last = max(longest, time.Since(last)), time.Now()
+	}
+	return longest
+}
+
 // drain reads the rest of stdout, to its end.
 func (c *rawFloodClient) drain() {
 	c.t.Helper()
@@ -578,27 +607,9 @@ func (c *rawFloodClient) wholeLines() {
 // count has stopped growing: the writer waits for the reader.
 func waitPipeFull(t *testing.T, r io.Reader) {
 	t.Helper()
-	sc, ok := r.(syscall.Conn)
-	if !ok {
-		t.Fatalf("%T is no pipe", r)
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	unread := func() int {
-		n := 0
-		if err := raw.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unreadIoctl) }); err != nil {
-			t.Fatal(err)
-		}
-		if err != nil {
-			t.Fatalf("counting the unread bytes of the pipe: %v", err)
-		}
-		return n
-	}
 	deadline := time.Now().Add(testloop.Wait)
 	for last, same := -1, 0; same < 5; time.Sleep(20 * time.Millisecond) {
-		if n := unread(); n > 0 && n == last {
+		if n := pipeUnread(t, r); n > 0 && n == last {
 			same++
 		} else {
 			last, same = n, 0
@@ -607,6 +618,27 @@ func waitPipeFull(t *testing.T, r io.Reader) {
 			t.Fatal("the pipe never filled")
 		}
 	}
+}
+
+// pipeUnread returns the count of unread bytes in the pipe that r reads.
+func pipeUnread(t *testing.T, r io.Reader) int {
+	t.Helper()
+	sc, ok := r.(syscall.Conn)
+	if !ok {
+		t.Fatalf("%T is no pipe", r)
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	if err := raw.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unreadIoctl) }); err != nil {
+		t.Fatal(err)
+	}
+	if err != nil {
+		t.Fatalf("counting the unread bytes of the pipe: %v", err)
+	}
+	return n
 }
 
 // SPEC, stdout: one message per line, even at exit. A client that stops
