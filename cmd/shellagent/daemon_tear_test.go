@@ -36,7 +36,8 @@ func TestDaemonStalledRelayClientGetsWholeLines(t *testing.T) {
 			c := stallInFloods(t, stdin, stdout, d.cwd)
 
 			// The daemon closes the connection: it sends what is queued for
-			// 200 ms, then only the rest of the line under way, for 1 s more.
+			// 200 ms, then only the rest of the line under way, giving up
+			// once 1 s more has passed with none of it taken (at most 3 s).
 			// The client reads again 300 ms after it saw that close begin:
 			// past the 200 ms, with what is left of the 1 s for a loaded
 			// machine (500 ms was seen to miss it at load 28).
