@@ -434,15 +434,7 @@ func TestPeerIdle(t *testing.T) {
 	written := make(chan error, 1)
 	go func() { written <- p.write(bytes.Repeat([]byte("x"), 1<<20)) }()
 	const d = 200 * time.Millisecond
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(testloop.Wait); !cond(); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting until %s", what)
-			}
-		}
-	}
-	waitFor("a client that reads nothing is idle", func() bool { return p.idle(d) })
+	waitUntil(t, "a client that reads nothing is idle", func() bool { return p.idle(d) })
 	stop := make(chan struct{})
 	reading := make(chan struct{})
 	go func() { // 256 bytes every 20 ms: never a page
@@ -456,7 +448,7 @@ func TestPeerIdle(t *testing.T) {
 			io.ReadFull(r, make([]byte, 256))
 		}
 	}()
-	waitFor("a client that reads slowly is not idle", func() bool { return !p.idle(d) })
+	waitUntil(t, "a client that reads slowly is not idle", func() bool { return !p.idle(d) })
 	close(stop)
 	<-reading
 	drained := make(chan struct{})

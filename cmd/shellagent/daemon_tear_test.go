@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -24,16 +25,7 @@ func TestDaemonStalledRelayClientGetsWholeLines(t *testing.T) {
 	for _, end := range []string{"daemon stop", "relay stdin closed", "relay stdin closed, read slowly"} {
 		t.Run(end, func(t *testing.T) {
 			t.Parallel()
-			d := newDaemonFixture(t)
-			cmd := exec.Command(binary, d.relayArgs()...)
-			cmd.Env, cmd.Stderr = d.env(), testWriter{t}
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			stdin, stdout := startOwnStdout(t, cmd)
-			exited := make(chan struct{})
-			go func() { cmd.Wait(); close(exited) }()
-			t.Cleanup(func() { cmd.Process.Kill(); <-exited; stdout.Close() })
-
-			c := stallInFloods(t, stdin, stdout, d.cwd)
+			d, stdin, c := stalledRelay(t)
 
 			// The daemon closes the connection: it sends what is queued for
 			// 200 ms, then only the rest of the line under way, giving up
@@ -112,6 +104,19 @@ func TestDaemonGivesUpOnARelayClientThatTakesNothing(t *testing.T) {
 		t.Skip("floods for seconds")
 	}
 	t.Parallel()
+	d, stdin, _ := stalledRelay(t)
+	stdin.Close()
+	d.waitLog("closing its connection in the middle of a line")
+	if took := d.logGap("disconnected; its sessions are detached", "closing its connection in the middle of a line"); took < time.Second || took >= 3*time.Second {
+		t.Errorf("the daemon gave up on the client %v after its input ended, want 1.2 s (the first look after 200 ms + 1 s)", took)
+	}
+}
+
+// stalledRelay starts a daemon and a relay whose client has stopped
+// reading in the middle of a line while three commands flood (see
+// stallInFloods); it returns the relay's stdin, which the daemon reads.
+func stalledRelay(t *testing.T) (*daemonFixture, io.WriteCloser, *rawFloodClient) {
+	t.Helper()
 	d := newDaemonFixture(t)
 	cmd := exec.Command(binary, d.relayArgs()...)
 	cmd.Env, cmd.Stderr = d.env(), testWriter{t}
@@ -120,11 +125,5 @@ func TestDaemonGivesUpOnARelayClientThatTakesNothing(t *testing.T) {
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	t.Cleanup(func() { cmd.Process.Kill(); <-exited; stdout.Close() })
-
-	stallInFloods(t, stdin, stdout, d.cwd)
-	stdin.Close()
-	d.waitLog("closing its connection in the middle of a line")
-	if took := d.logGap("disconnected; its sessions are detached", "closing its connection in the middle of a line"); took < time.Second || took >= 3*time.Second {
-		t.Errorf("the daemon gave up on the client %v after its input ended, want 1.2 s (the first look after 200 ms + 1 s)", took)
-	}
+	return d, stdin, stallInFloods(t, stdin, stdout, d.cwd)
 }
