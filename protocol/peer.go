@@ -260,18 +260,23 @@ func (p *peer) tick() {
 		p.mu.Unlock()
 		return
 	}
-	unread := -1
-	if p.kernel != nil {
-		if n, err := p.kernel.unread(); err == nil {
-			unread = n
-		}
-	}
-	changed := p.m.observe(time.Now(), unread)
+	changed := p.m.observe(time.Now(), p.unread())
 	p.timer.Reset(p.m.poll())
 	p.mu.Unlock()
 	if changed {
 		p.changed()
 	}
+}
+
+// unread returns the client's unread bytes, or -1 where they cannot be
+// seen.
+func (p *peer) unread() int {
+	if p.kernel != nil {
+		if n, err := p.kernel.unread(); err == nil {
+			return n
+		}
+	}
+	return -1
 }
 
 // stalled reports whether the client is stalled.
@@ -282,12 +287,19 @@ func (p *peer) stalled() bool {
 }
 
 // idle reports whether a write (or a hold) is under way and the client
-// has taken none of the output for d, as the stall rule sees progress
-// (the stall timer looks every quarter of the stall timeout).
+// has taken none of the output for d. It looks at the client's unread
+// bytes itself, as the stall timer does (see tick), so that it sees
+// progress since the timer's last look.
 func (p *peer) idle(d time.Duration) bool {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.m.writing && time.Since(p.m.since) >= d
+	now := time.Now()
+	changed := p.m.observe(now, p.unread())
+	idle := p.m.writing && now.Sub(p.m.since) >= d
+	p.mu.Unlock()
+	if changed {
+		p.changed()
+	}
+	return idle
 }
 
 // stop stops the stall timer.

@@ -422,22 +422,22 @@ func TestPipeGrowRefused(t *testing.T) {
 }
 
 // idle tells a client that takes nothing of a write under way from one
-// that takes it slowly, as the stall rule sees progress.
+// that takes it slowly, whatever the stall timeout.
 func TestPeerIdle(t *testing.T) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	p := newPeer(w, 400*time.Millisecond, func() {})
+	p := newPeer(w, time.Minute, func() {}) // its timer looks every 15 s: idle looks itself
 	defer p.stop()
 	written := make(chan error, 1)
 	go func() { written <- p.write(bytes.Repeat([]byte("x"), 1<<20)) }()
-	const d = 200 * time.Millisecond
+	const d = 500 * time.Millisecond
 	waitUntil(t, "a client that reads nothing is idle", func() bool { return p.idle(d) })
 	stop := make(chan struct{})
 	reading := make(chan struct{})
-	go func() { // 256 bytes every 20 ms: never a page
+	go func() { // 64 bytes every 20 ms: a page in 1.28 s, when the write under way goes on
 		defer close(reading)
 		for {
 			select {
@@ -445,10 +445,16 @@ func TestPeerIdle(t *testing.T) {
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			io.ReadFull(r, make([]byte, 256))
+			io.ReadFull(r, make([]byte, 64))
 		}
 	}()
 	waitUntil(t, "a client that reads slowly is not idle", func() bool { return !p.idle(d) })
+	for range 150 { // 1.5 s
+		time.Sleep(10 * time.Millisecond)
+		if p.idle(d) {
+			t.Fatal("a client that reads 64 bytes every 20 ms was idle")
+		}
+	}
 	close(stop)
 	<-reading
 	drained := make(chan struct{})
