@@ -607,22 +607,6 @@ func (c *rawFloodClient) wholeLines() {
 // count has stopped growing: the writer waits for the reader.
 func waitPipeFull(t *testing.T, r io.Reader) {
 	t.Helper()
-	deadline := time.Now().Add(testloop.Wait)
-	for last, same := -1, 0; same < 5; time.Sleep(20 * time.Millisecond) {
-		if n := pipeUnread(t, r); n > 0 && n == last {
-			same++
-		} else {
-			last, same = n, 0
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the pipe never filled")
-		}
-	}
-}
-
-// pipeUnread returns the count of unread bytes in the pipe that r reads.
-func pipeUnread(t *testing.T, r io.Reader) int {
-	t.Helper()
 	sc, ok := r.(syscall.Conn)
 	if !ok {
 		t.Fatalf("%T is no pipe", r)
@@ -631,14 +615,27 @@ func pipeUnread(t *testing.T, r io.Reader) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
-	if err := raw.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unreadIoctl) }); err != nil {
-		t.Fatal(err)
+	unread := func() int {
+		n := 0
+		if err := raw.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unreadIoctl) }); err != nil {
+			t.Fatal(err)
+		}
+		if err != nil {
+			t.Fatalf("counting the unread bytes of the pipe: %v", err)
+		}
+		return n
 	}
-	if err != nil {
-		t.Fatalf("counting the unread bytes of the pipe: %v", err)
+	deadline := time.Now().Add(testloop.Wait)
+	for last, same := -1, 0; same < 5; time.Sleep(20 * time.Millisecond) {
+		if n := unread(); n > 0 && n == last {
+			same++
+		} else {
+			last, same = n, 0
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pipe never filled")
+		}
 	}
-	return n
 }
 
 // SPEC, stdout: one message per line, even at exit. A client that stops
