@@ -33,15 +33,15 @@ var (
 // reach a client that does not read, once the connection ends.
 const flushTimeout = 200 * time.Millisecond
 
-// After flushTimeout, the line under way then goes on to a client that
-// reads slowly: it gets that line whole, and no other (see
-// protocol.Conn.CloseBy). A client that has taken none of it for
-// lineTimeout, once lineTimeout has passed, is left with a torn line; one
-// that takes it slowly, at the latest lineMost after flushTimeout (a
-// client that reads on, kept off the CPU of a loaded machine while floods
-// run, was seen to need more than lineTimeout). Closing a connection takes
-// at most flushTimeout+lineMost, within the wait of an upgrade for its
-// connections (connsGone).
+// lineTimeout and lineMost bound the line under way when a connection
+// closes, after flushTimeout (see protocol.Conn.CloseBy, and awaitLine):
+// a client that takes it gets that line whole, and no other. Once
+// lineTimeout has passed, a client that has taken none of it for
+// lineTimeout is left with a torn line; one that takes it slowly has
+// until lineMost (a client kept off the CPU of a loaded machine while
+// floods run was seen to need more than lineTimeout). Closing a
+// connection takes at most flushTimeout+lineMost, within an upgrade's wait
+// for its connections (connsGone).
 const (
 	lineTimeout = time.Second
 	lineMost    = 3 * time.Second
