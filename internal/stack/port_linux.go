@@ -47,9 +47,13 @@ func listenersIn(name string, port int) []uint64 {
 	return inodes
 }
 
-// holder finds a process with one of the sockets open, scanning
+// holder finds the processes with one of the sockets open, scanning
 // /proc/PID/fd (only this user's processes can be read, unless root), and
-// returns its pid and command line, arguments joined by spaces.
+// returns the pid and command line (arguments joined by spaces) of the one
+// whose parent does not hold it too, the lowest such pid if there are
+// several: a server's first process, not the workers it shares the
+// socket with, nor a child it forked a moment ago that has not yet exec'd
+// (and so still holds its descriptors).
 func holder(inodes []uint64) (int, string) {
 	if len(inodes) == 0 {
 		return 0, ""
@@ -62,14 +66,39 @@ func holder(inodes []uint64) (int, string) {
 	if err != nil {
 		return 0, ""
 	}
+	holders := make(map[int]int) // pid: its parent's
 	for _, p := range procs {
 		pid, err := strconv.Atoi(p.Name())
 		if err != nil || !holds("/proc/"+p.Name()+"/fd", want) {
 			continue
 		}
-		return pid, cmdline(pid)
+		holders[pid] = parent(pid)
 	}
-	return 0, ""
+	first := 0
+	for pid, ppid := range holders {
+		if _, held := holders[ppid]; !held && (first == 0 || pid < first) {
+			first = pid
+		}
+	}
+	if first == 0 {
+		return 0, ""
+	}
+	return first, cmdline(first)
+}
+
+// parent returns the pid of pid's parent, from /proc/PID/stat ("pid
+// (comm) state ppid …", where comm may hold spaces and parentheses), or 0.
+func parent(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(fields) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(fields[1])
+	return ppid
 }
 
 // holds reports whether a link in the fd directory points at a wanted
