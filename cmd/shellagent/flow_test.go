@@ -242,10 +242,13 @@ func TestStalledClientBlocksChildrenOnlyForTheStallTimeout(t *testing.T) {
 	a := startFlowAgent(t, plainBinary, 0, "--scrollback", "256KiB", "--stall-timeout", stall.String())
 	for i := 1; i <= terms; i++ {
 		// Each iteration logs the time and prints 10000 consecutive numbers
-		// (about 70 KB): a gap in the log is a write that blocked. The
-		// time is the boot clock's, which no step of the wall clock moves
-		// (see TestAFullRingHoldsUpOnlyItsOwnTerminal).
-		a.prompt(fmt.Sprintf(`/bg i=0; while [ ! -e stop ]; do cut -d' ' -f1 /proc/uptime >> log%d; seq $((i*10000+1)) $((i*10000+10000)); i=$((i+1)); done`, i))
+		// (about 70 KB), then rests 50 ms: a gap in the log well over that
+		// is a write that blocked. The time is the boot clock's, which no
+		// step of the wall clock moves (see
+		// TestAFullRingHoldsUpOnlyItsOwnTerminal). The rest keeps the three
+		// floods (1.3 MB/s each, which fill a ring in a fifth of a second)
+		// from taking both cores once the agent lets go of the client.
+		a.prompt(fmt.Sprintf(`/bg i=0; while [ ! -e stop ]; do cut -d' ' -f1 /proc/uptime >> log%d; seq $((i*10000+1)) $((i*10000+10000)); i=$((i+1)); sleep 0.05; done`, i))
 	}
 	for i := 1; i <= terms; i++ {
 		term := fmt.Sprintf("term_%d", i)
