@@ -1,8 +1,11 @@
 package supervisor
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"testing"
+	"time"
 
 	"shellagent/internal/sessiontest"
 	"shellagent/internal/testloop"
@@ -14,6 +17,9 @@ import (
 // only they can see (inspect, await: a session's state).
 
 func TestMain(m *testing.M) {
+	if os.Getenv(listenEnv) == "1" {
+		listenAndWait()
+	}
 	// Every Shutdown of the tests checks the promise at testloop.Bound:
 	// under load the last final updates were seen to go out after 700 ms.
 	shutdownSlack = testloop.Bound(shutdownSlack)
@@ -125,3 +131,19 @@ var (
 	signalOf = sessiontest.SignalOf
 	mustJSON = sessiontest.MustJSON
 )
+
+// listenEnv makes the test binary a dev server for a service of a test:
+// it listens on a port of 127.0.0.1 that the system picks, says which,
+// and waits to be stopped.
+const listenEnv = "SUPERVISOR_TEST_LISTEN"
+
+func listenAndWait() {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	fmt.Printf("listening on port %d\n", l.Addr().(*net.TCPAddr).Port)
+	time.Sleep(time.Hour)
+	os.Exit(0)
+}

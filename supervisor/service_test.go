@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -421,6 +422,78 @@ ports = [`+strconv.Itoa(port)+`]
 	if runs := h.runsOf(sid, "touch ran; exec sleep 60"); len(runs) != 0 {
 		t.Errorf("terminals %v were launched", runs)
 	}
+}
+
+// TestStackStatusPorts: /status shows the ports a service's run listens
+// on (here one the system picked, not the one it declares), "-" for a run
+// that listens on none, and the declared ports of a service that does not
+// run.
+func TestStackStatusPorts(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	declared := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close() // free, as a declared port must be
+	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+[services.web]
+command = 'exec "`+os.Args[0]+`"'
+env = { `+listenEnv+` = "1" }
+ready = "listening on port"
+ports = [`+declared+`]
+
+[services.quiet]
+command = "exec sleep 60"
+`)
+	h.run(sid, "/up")
+	ready := h.agentText(nil, sid, "Ready: web, quiet.")
+	runs := h.runsOf(sid, `exec "`+os.Args[0]+`"`)
+	if len(runs) != 1 {
+		t.Fatalf("web ran in %v, want one terminal", runs)
+	}
+	said := string(h.c.Output(sid, runs[0]))
+	var port int
+	if _, err := fmt.Sscanf(said[strings.Index(said, "listening on port"):], "listening on port %d", &port); err != nil {
+		t.Fatalf("web said %q: %v", said, err)
+	}
+	h.run(sid, "/status")
+	status := h.agentText(ready, sid, "Services of")
+	wantPorts := map[string]string{"web": strconv.Itoa(port), "quiet": "-"}
+	for name, want := range wantPorts {
+		if got := statusColumn(t, status.Text(), name, "PORTS"); got != want {
+			t.Errorf("/status: %s's PORTS %q, want %q (it declares %s):\n%s", name, got, want, declared, status.Text())
+		}
+	}
+	h.run(sid, "/down web")
+	down := h.agentText(status, sid, "Stopped: web.")
+	h.run(sid, "/status")
+	status = h.agentText(down, sid, "Services of")
+	if got := statusColumn(t, status.Text(), "web", "PORTS"); got != declared {
+		t.Errorf("/status once web stopped: PORTS %q, want the declared %s:\n%s", got, declared, status.Text())
+	}
+	h.run(sid, "/down")
+	h.agentText(status, sid, "Stopped: quiet.")
+}
+
+// statusColumn returns the column named col of service name's line in
+// /status's table.
+func statusColumn(t *testing.T, status, name, col string) string {
+	t.Helper()
+	var head []string
+	for line := range strings.Lines(status) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) > 0 && f[0] == "NAME":
+			head = f
+		case len(f) == len(head) && len(f) > 0 && f[0] == name:
+			if i := slices.Index(head, col); i >= 0 {
+				return f[i]
+			}
+		}
+	}
+	t.Fatalf("/status has no %s column for %s:\n%s", col, name, status)
+	return ""
 }
 
 // TestStackCycle: a stack file with a cycle is refused with the file and

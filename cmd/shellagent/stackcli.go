@@ -136,7 +136,7 @@ func stackHelp(name string, fs *flag.FlagSet) string {
 	var w strings.Builder
 	usage := map[string]string{
 		"up":     "up [NAME...]\n        start the services named (default all) and what they depend on, each\n        once its dependencies are ready; exit 0 once all are ready, 1 when one\n        failed, with the reason and its last lines",
-		"status": "status\n        one line per service: state, pid, uptime, restarts, memory and CPU of\n        its processes, ports",
+		"status": "status\n        one line per service: state, pid, uptime, restarts, and the memory, CPU\n        and listening ports of its processes",
 		"logs":   "logs NAME [N] [-f]\n        the last N lines of its output (default 50), escapes removed; with -f,\n        then its output as it comes",
 		"down":   "down [NAME...]\n        stop the services named (default all) and what depends on them,\n        dependents first",
 	}[name]

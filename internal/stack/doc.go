@@ -7,7 +7,7 @@
 // Files: file.go (Load, Stack, Service, the checks across services),
 // toml.go (shellagent.toml, with go-toml), procfile.go, order.go (Up,
 // Down), restart.go (Restarter), log.go (Log, LogPath), port.go
-// (PortHolder; the /proc side in port_linux.go), stats_linux.go
+// (PortHolder; the /proc side in port_linux.go, with ListenPorts), stats_linux.go
 // (TreeStats); *_other.go for systems without /proc.
 //
 // # The stack file

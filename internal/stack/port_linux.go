@@ -4,30 +4,41 @@ import (
 	"bufio"
 	"bytes"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
 
-// listeners returns the inodes of the TCP sockets listening on port, from
-// /proc/net/tcp and /proc/net/tcp6 (this network namespace, every user).
+// listeners returns the inodes of the TCP sockets listening on port.
 func listeners(port int) []uint64 {
 	var inodes []uint64
-	for _, name := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		inodes = append(inodes, listenersIn(name, port)...)
+	for inode, p := range listening() {
+		if p == port {
+			inodes = append(inodes, inode)
+		}
 	}
 	return inodes
 }
 
-// listenersIn reads one /proc/net/tcp table: "sl local rem st tx:rx tr:when
-// retrnsmt uid timeout inode …", addresses as HEXADDR:HEXPORT, LISTEN
-// as state 0A.
-func listenersIn(name string, port int) []uint64 {
+// listening returns the TCP sockets in LISTEN state, inode to port, from
+// /proc/net/tcp and /proc/net/tcp6 (this network namespace, every user).
+func listening() map[uint64]int {
+	socks := make(map[uint64]int)
+	for _, name := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		listeningIn(name, socks)
+	}
+	return socks
+}
+
+// listeningIn adds the listening sockets of one /proc/net/tcp table to
+// socks. Its lines are "sl local rem st tx:rx tr:when retrnsmt uid timeout
+// inode …", addresses as HEXADDR:HEXPORT, LISTEN as state 0A.
+func listeningIn(name string, socks map[uint64]int) {
 	f, err := os.Open(name)
 	if err != nil {
-		return nil // Best effort: no /proc, no IPv6.
+		return // Best effort: no /proc, no IPv6.
 	}
-	defer f.Close() // Best effort: read only.
-	var inodes []uint64
+	defer f.Close()           // Best effort: read only.
 	sc := bufio.NewScanner(f) // Lines are about 150 bytes.
 	sc.Scan()                 // The header.
 	for sc.Scan() {
@@ -36,15 +47,44 @@ func listenersIn(name string, port int) []uint64 {
 			continue
 		}
 		_, hexPort, ok := strings.Cut(fields[1], ":")
-		p, err := strconv.ParseUint(hexPort, 16, 16)
-		if !ok || err != nil || int(p) != port {
+		port, err := strconv.ParseUint(hexPort, 16, 16)
+		if !ok || err != nil {
 			continue
 		}
 		if inode, err := strconv.ParseUint(fields[9], 10, 64); err == nil && inode != 0 {
-			inodes = append(inodes, inode)
+			socks[inode] = int(port)
 		}
 	}
-	return inodes
+}
+
+// ListenPorts returns the TCP ports on which one of the processes pids
+// holds a listening socket, sorted, each once, and true: what a service's
+// run listens on. A process that is gone, or whose descriptors cannot be
+// read, adds none. Where the system does not tell (not Linux), it returns
+// nil, false.
+func ListenPorts(pids []int) ([]int, bool) {
+	socks := listening()
+	var ports []int
+	for _, pid := range pids {
+		fdDir := "/proc/" + strconv.Itoa(pid) + "/fd"
+		fds, err := os.ReadDir(fdDir)
+		if err != nil {
+			continue // Gone.
+		}
+		for _, fd := range fds {
+			target, err := os.Readlink(fdDir + "/" + fd.Name())
+			inode, ok := strings.CutPrefix(target, "socket:[")
+			if err != nil || !ok {
+				continue
+			}
+			n, err := strconv.ParseUint(strings.TrimSuffix(inode, "]"), 10, 64)
+			if port, listens := socks[n]; err == nil && listens && !slices.Contains(ports, port) {
+				ports = append(ports, port)
+			}
+		}
+	}
+	slices.Sort(ports)
+	return ports, true
 }
 
 // holder finds the processes with one of the sockets open, scanning

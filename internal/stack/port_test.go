@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -65,4 +67,65 @@ func holdInChild(t *testing.T, l net.Listener) *exec.Cmd {
 	}
 	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
 	return child
+}
+
+// TestListenPorts: the ports a process holds a listening socket on, and
+// a child that shares the socket, are found; a connected socket, a closed
+// listener and a pid that is gone add none.
+func TestListenPorts(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		if ports, ok := ListenPorts([]int{os.Getpid()}); ports != nil || ok {
+			t.Errorf("ListenPorts = %v, %v; want nil, false where /proc is not", ports, ok)
+		}
+		return
+	}
+	t.Parallel()
+	var (
+		want []int
+		ls   []net.Listener
+	)
+	for range 2 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		ls = append(ls, l)
+		want = append(want, l.Addr().(*net.TCPAddr).Port)
+	}
+	child := holdInChild(t, ls[1]).Process.Pid
+	both := slices.Sorted(slices.Values(want))
+	// A connection to the first: its two ends are sockets, but do not
+	// listen, and the client's port is not listed.
+	conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(want[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	tests := []struct {
+		name string
+		pids []int
+		want []int
+	}{
+		{"this process", []int{os.Getpid()}, both},
+		{"the child sharing the second", []int{child}, want[1:]},
+		{"both, each port once", []int{child, os.Getpid()}, both},
+		{"gone", []int{1 << 30}, nil},
+	}
+	for _, tt := range tests {
+		got, ok := ListenPorts(tt.pids)
+		// Other tests of this package listen too: only this test's ports
+		// (and the closed one, and the client's) are looked for.
+		got = slices.DeleteFunc(got, func(p int) bool {
+			return !slices.Contains(want, p) && p != closed.Addr().(*net.TCPAddr).Port && p != conn.LocalAddr().(*net.TCPAddr).Port
+		})
+		if !ok || !slices.Equal(got, tt.want) {
+			t.Errorf("%s: ListenPorts = %v, %v; want %v, true", tt.name, got, ok, tt.want)
+		}
+	}
 }

@@ -310,9 +310,9 @@ func (op *stackOp) ToBackground() {
 	op.finish("No longer waiting: the services run in the background; /status shows them.", acp.StopEndTurn)
 }
 
-// Status serves /status: one line per service. The memory and CPU of
-// each running service's processes are read from /proc as slow work
-// (Host.Slow), as /ps's members are.
+// Status serves /status: one line per service. The memory, CPU and
+// listening ports of each running service's processes are read from /proc
+// as slow work (Host.Slow), as /ps's members are.
 func (ss *Stack) Status() {
 	if len(ss.names) == 0 {
 		ss.h.Say("No services: /up starts the stack of " + stack.TOMLFile + " (or the " + stack.Procfile + ") in " + ss.h.Cwd() + ".")
@@ -330,8 +330,12 @@ func (ss *Stack) Status() {
 	ss.h.Slow()
 	for i, t := range runs {
 		if t != nil {
+			members := t.Members()
 			rows[i].Running, rows[i].Pid = true, t.Pid()
-			rows[i].RSS, rows[i].CPU = stack.TreeStats(t.Members())
+			rows[i].RSS, rows[i].CPU = stack.TreeStats(members)
+			if ports, ok := stack.ListenPorts(members); ok {
+				rows[i].Ports = ports
+			}
 		}
 	}
 	ss.h.Say(StatusText(ss.file.File, rows, time.Now()))

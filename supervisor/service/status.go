@@ -44,7 +44,9 @@ type Row struct {
 	Name     string
 	State    State
 	Restarts int
-	Ports    []int
+	// Ports are the ports its run listens on where the system tells
+	// (Linux), else the ports it declares.
+	Ports []int
 	// Running: a run runs, whose process is Pid, which started at
 	// Started, and whose processes use RSS and CPU.
 	Running bool
