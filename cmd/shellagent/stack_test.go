@@ -113,6 +113,9 @@ func TestStackCommandLine(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "Failed: broken failed") || !strings.Contains(errOut, "Its last lines:\nbroken output\n") {
 		t.Errorf("shellagent up broken: exit %d (want 1), stdout %q, stderr %q (want its last lines)", code, out, errOut)
 	}
+	if n := strings.Count(strings.ToLower(errOut), "service broken failed"); n != 1 {
+		t.Errorf("shellagent up broken: stderr %q says that broken failed %d times, want once", errOut, n)
+	}
 
 	out, errOut, code = d.runIn(d.cwd, append([]string{"down"}, sock...)...)
 	if code != 0 || !strings.Contains(out, "Stopped: web, db.") {
@@ -208,4 +211,21 @@ command = "echo started; i=0; while :; do if [ -e go ]; then i=$((i+1)); rm -f g
 		t.Errorf("shellagent down: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	d.waitGone(5*time.Second, "shellagent down", d.work)
+}
+
+// TestNoticeText: the command line prints a notice's title once, its
+// description's fenced lines unfenced, and no empty line.
+func TestNoticeText(t *testing.T) {
+	tests := []struct{ title, desc, want string }{
+		{"service api failed: exit 1", "Service api failed: exit 1.\nIts last lines:\n```\nboom\n```", "Service api failed: exit 1.\nIts last lines:\nboom"},
+		{"service api ended: exit 0", "Service api ended: exit 0.", "Service api ended: exit 0."},
+		{"Input wait", "term_1 waits for input.", "Input wait\nterm_1 waits for input."},
+		{"Its output", "```\nonly lines\n```", "Its output\nonly lines"},
+		{"no description", "", "no description"},
+	}
+	for _, tt := range tests {
+		if got := noticeText(tt.title, tt.desc); got != tt.want {
+			t.Errorf("noticeText(%q, %q) = %q, want %q", tt.title, tt.desc, got, tt.want)
+		}
+	}
 }

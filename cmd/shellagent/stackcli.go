@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 
 	"shellagent/acp"
@@ -308,11 +309,9 @@ func (sc *stackClient) handle(m *incoming, said *[]string) {
 		}
 	case acp.KindNotice:
 		if u["severity"] != acp.NoticeInfo || sc.logs == "" {
+			title, _ := u["title"].(string)
 			desc, _ := u["description"].(string)
-			if head, body, ok := termtext.Unfence(desc); ok {
-				desc = head + "\n" + body
-			}
-			fmt.Fprintf(os.Stderr, "%s\n%s\n", u["title"], desc)
+			fmt.Fprintln(os.Stderr, noticeText(title, desc))
 		}
 	case acp.KindTerminalOutput:
 		if sc.logs != "" && sc.following(u["terminalId"]) {
@@ -323,6 +322,24 @@ func (sc *stackClient) handle(m *incoming, said *[]string) {
 	case acp.KindToolCall:
 		sc.track(u)
 	}
+}
+
+// noticeText is a notice as the command line prints it: its title,
+// unless the description's first line says the same (a service's notices
+// do: "Service api failed: …."), then the description, with the last
+// lines it holds unfenced.
+func noticeText(title, desc string) string {
+	var lines []string
+	first, _, _ := strings.Cut(desc, "\n")
+	if !strings.EqualFold(strings.TrimSuffix(first, "."), title) {
+		lines = append(lines, title)
+	}
+	if head, body, ok := termtext.Unfence(desc); ok {
+		lines = append(lines, head, body)
+	} else {
+		lines = append(lines, desc)
+	}
+	return strings.Join(slices.DeleteFunc(lines, func(l string) bool { return l == "" }), "\n")
 }
 
 func contentText(c any) string {
