@@ -224,8 +224,25 @@ func TestWaitTimesOut(t *testing.T) {
 	}
 	h.idle(said, sid, "end_turn")
 	call = h.startWait(sid, "/wait term_1 --timeout=300ms")
-	if _, said := h.waitEnds(sid, call, "failed"); said.Text() != "term_1 was still running after 300ms." {
+	_, said = h.waitEnds(sid, call, "failed")
+	if said.Text() != "term_1 was still running after 300ms." {
 		t.Errorf("the exit wait said %q", said.Text())
+	}
+	h.idle(said, sid, "end_turn")
+	// A port nobody listens on: the last try was refused. The timeout is a
+	// multiple of the polls' 250 ms, so that the last tick comes with the
+	// deadline: a try it starts then fails with "i/o timeout", which is
+	// not why the port accepted nothing.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	call = h.startWait(sid, "/wait term_1 :"+port+" --timeout 500ms")
+	_, said = h.waitEnds(sid, call, "failed")
+	if want := "Port " + port + " accepted no connection within 500ms (the last try: dial tcp "; !strings.HasPrefix(said.Text(), want) || !strings.HasSuffix(said.Text(), ": connect: connection refused).") {
+		t.Errorf("the port wait said %q, want %q…: connect: connection refused).", said.Text(), want)
 	}
 }
 

@@ -450,21 +450,36 @@ func (w *Wait) matched(line string) Result {
 }
 
 // Poll tries probe at once and then every pollEvery until it succeeds;
-// what it returns on success names what answered.
+// what it returns on success names what answered. A timeout tells the
+// error of the last try that the wait's own end did not cut short (a
+// tick and the deadline come together when the timeout is a multiple of
+// pollEvery, and the try then fails at once with "i/o timeout").
 func (w *Wait) Poll(ctx context.Context, probe func(context.Context) (string, error)) Result {
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
+	var last error
 	for {
 		answer, err := probe(ctx)
 		if err == nil {
 			return Result{acp.StatusCompleted, answer + "; waited " + w.waited() + "."}
 		}
+		if !over(ctx) || last == nil {
+			last = err
+		}
 		select {
 		case <-ctx.Done():
-			return w.ended(ctx, err)
+			return w.ended(ctx, last)
 		case <-tick.C:
 		}
 	}
+}
+
+// over reports whether ctx has ended or reached its deadline: the net
+// package fails a dial at the deadline by the clock, before the context's
+// own timer has ended it.
+func over(ctx context.Context) bool {
+	deadline, ok := ctx.Deadline()
+	return ctx.Err() != nil || ok && !time.Now().Before(deadline)
 }
 
 // ended is the outcome of a wait whose context ended: the timeout, with
