@@ -229,3 +229,47 @@ func TestNoticeText(t *testing.T) {
 		}
 	}
 }
+
+// TestStackCommandLineWhereNothingRuns: status and down where no daemon
+// session of the directory is live say that nothing runs and exit 0, and
+// neither start a daemon nor make a past session of the directory live
+// again (an editor's, or the stack's before the daemon stopped).
+func TestStackCommandLineWhereNothingRuns(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	if err := os.WriteFile(filepath.Join(d.cwd, "shellagent.toml"), []byte(stackFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := []string{"--socket", d.socket}
+	check := func(when string) {
+		t.Helper()
+		for _, tt := range []struct{ name, want string }{
+			{"status", "No services run in " + d.cwd + ": shellagent up starts the stack of shellagent.toml (or the Procfile) there.\n"},
+			{"down", "Nothing to stop: no service of the stack runs.\n"},
+		} {
+			if out, errOut, code := d.runIn(d.cwd, append([]string{tt.name}, sock...)...); code != 0 || out != tt.want {
+				t.Errorf("%s: shellagent %s: exit %d, stdout %q, stderr %q; want 0 and %q", when, tt.name, code, out, errOut, tt.want)
+			}
+		}
+	}
+	check("no daemon")
+	if pids := d.daemons(); len(pids) != 0 {
+		t.Errorf("status and down started a daemon: %v", describe(pids))
+	}
+
+	// A session of the directory, past once the daemon stopped.
+	a := d.relay()
+	sid := a.session(d.cwd)
+	a.c.Close()
+	a.exited()
+	if _, errOut, code := d.runIn(d.cwd, "daemon", "stop", "--socket", d.socket); code != 0 {
+		t.Fatalf("daemon stop: exit %d, stderr %q", code, errOut)
+	}
+	b := d.relay() // a daemon runs again
+	check("a past session")
+	if e := b.entry(sid); e == nil || e.Meta.Shellagent.State != "past" {
+		t.Errorf("the directory's session after status and down: %+v, want it listed, past", e)
+	}
+	b.c.Close()
+	b.exited()
+}

@@ -23,8 +23,10 @@ import (
 // up, status, logs and down run /up, /status, /logs and /down in the
 // daemon's session for the current directory (resumed if the daemon has
 // one for it, the latest; else a new one), starting the daemon as --daemon
-// does. They are an ACP client of the daemon like any editor: the
-// session and its services stay when they exit.
+// does. status and down take only a live session, and where there is
+// none (nor perhaps a daemon) say that nothing runs. They are an ACP
+// client of the daemon like any editor: the session and its services
+// stay when they exit.
 
 // stackCommands are the stack's subcommands.
 var stackCommands = []string{"up", "status", "logs", "down"}
@@ -71,7 +73,14 @@ func runStack(name string, args []string) int {
 		fmt.Fprintf(os.Stderr, "shellagent %s: %v\n", name, err)
 		return 1
 	}
-	sc, err := dialStack(*socket, daemonArgs, cwd)
+	// status and down only look at or stop what runs: where nothing runs
+	// they start no daemon and make no session live.
+	liveOnly := name == "status" || name == "down"
+	sc, err := dialStack(*socket, daemonArgs, cwd, liveOnly)
+	if errors.Is(err, errNothingRuns) {
+		fmt.Println(nothingRuns(name, cwd))
+		return 0
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "shellagent %s: %v\n", name, err)
 		return 1
@@ -142,9 +151,10 @@ func stackHelp(name string, fs *flag.FlagSet) string {
 		"down":   "down [NAME...]\n        stop the services named (default all) and what depends on them,\n        dependents first",
 	}[name]
 	fmt.Fprintf(&w, `The project's services (shellagent.toml or Procfile in the current
-directory, docs/stacks.md), run by the shellagent daemon (started if none
-runs) in its session for this directory: an editor that resumes that session
-sees them, and they outlive this command and the editor.
+directory, docs/stacks.md), run by the shellagent daemon (which up and logs
+start if none runs) in its session for this directory: an editor that
+resumes that session sees them, and they outlive this command and the
+editor.
 
 Usage:
   shellagent %s
@@ -171,15 +181,23 @@ type stackClient struct {
 
 // dialStack connects to the daemon (starting it with args if none
 // runs), initializes, and resumes the latest session of cwd, or opens one.
-func dialStack(socket string, args []string, cwd string) (*stackClient, error) {
+func dialStack(socket string, args []string, cwd string, liveOnly bool) (*stackClient, error) {
 	path, err := daemon.SocketPath(socket)
 	if err != nil {
 		return nil, err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := daemon.Connect(path, daemonHello(), daemon.Stdio{}, func(lock *daemon.Lock) (<-chan error, error) {
-		return startDaemon(log, path, args, lock)
-	})
+	var c *daemon.Client
+	if liveOnly {
+		c, err = daemon.Dial(path, daemonHello(), daemon.Stdio{})
+		if errors.Is(err, daemon.ErrNotRunning) {
+			return nil, errNothingRuns
+		}
+	} else {
+		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		c, err = daemon.Connect(path, daemonHello(), daemon.Stdio{}, func(lock *daemon.Lock) (<-chan error, error) {
+			return startDaemon(log, path, args, lock)
+		})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +206,7 @@ func dialStack(socket string, args []string, cwd string) (*stackClient, error) {
 		return nil, fmt.Errorf("the daemon at %s is build %s, this shellagent is build %s: stop it with 'shellagent daemon stop' (that stops what it runs)", path, h.Build, buildName())
 	}
 	sc := &stackClient{c: c, r: jsonrpcline.NewReader(c.R, 0), enc: json.NewEncoder(c.Conn)}
-	if err := sc.open(cwd); err != nil {
+	if err := sc.open(cwd, liveOnly); err != nil {
 		c.Close() // Best effort: the error says what failed.
 		return nil, err
 	}
@@ -197,7 +215,24 @@ func dialStack(socket string, args []string, cwd string) (*stackClient, error) {
 
 func (sc *stackClient) close() { sc.c.Close() } // Best effort: the daemon keeps the session.
 
-func (sc *stackClient) open(cwd string) error {
+// errNothingRuns is dialStack's error when it was to find a live session
+// of the directory and there is none, nor perhaps a daemon.
+var errNothingRuns = errors.New("nothing runs here")
+
+// nothingRuns is what status or down says when no daemon session of cwd
+// is live: the answer of its prompt in a session without services.
+func nothingRuns(name, cwd string) string {
+	if name == "down" {
+		return "Nothing to stop: no service of the stack runs."
+	}
+	return "No services run in " + cwd + ": shellagent up starts the stack of shellagent.toml (or the Procfile) there."
+}
+
+// open opens the stack's session: the daemon's latest session of cwd,
+// resumed (a past one made live again from its history), else a new one.
+// With liveOnly, only a live session is taken, and without one open
+// returns errNothingRuns.
+func (sc *stackClient) open(cwd string, liveOnly bool) error {
 	if _, err := sc.call("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "shellagent-cli", "version": version()}}, nil); err != nil {
 		return err
 	}
@@ -207,14 +242,22 @@ func (sc *stackClient) open(cwd string) error {
 	}
 	latest := ""
 	for _, s := range list.Sessions {
-		if s.Cwd == cwd && (latest == "" || s.UpdatedAt >= latestAt(list.Sessions, latest)) {
+		live := sessionState(s) == "attached" || sessionState(s) == "detached"
+		if s.Cwd == cwd && (live || !liveOnly) && (latest == "" || s.UpdatedAt >= latestAt(list.Sessions, latest)) {
 			latest = s.SessionID
 		}
 	}
+	if latest == "" && liveOnly {
+		return errNothingRuns
+	}
 	if latest != "" {
-		if _, err := sc.call("session/resume", map[string]any{"sessionId": latest, "cwd": cwd}, nil); err == nil {
+		_, err := sc.call("session/resume", map[string]any{"sessionId": latest, "cwd": cwd}, nil)
+		if err == nil {
 			sc.sid = latest
 			return nil
+		}
+		if liveOnly {
+			return err
 		}
 	}
 	var res acp.NewSessionResponse
@@ -223,6 +266,13 @@ func (sc *stackClient) open(cwd string) error {
 	}
 	sc.sid = res.SessionID
 	return nil
+}
+
+// sessionState is a session/list entry's _meta.shellagent.state.
+func sessionState(s acp.SessionInfo) string {
+	meta, _ := s.Meta["shellagent"].(map[string]any)
+	state, _ := meta["state"].(string)
+	return state
 }
 
 func latestAt(ss []acp.SessionInfo, id string) string {
