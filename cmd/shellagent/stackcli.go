@@ -181,6 +181,9 @@ type stackClient struct {
 
 // dialStack connects to the daemon (starting it with args if none
 // runs), initializes, and resumes the latest session of cwd, or opens one.
+// With liveOnly it starts no daemon and opens no session: it resumes the
+// latest live session of cwd, and returns errNothingRuns where there is
+// none or no daemon runs.
 func dialStack(socket string, args []string, cwd string, liveOnly bool) (*stackClient, error) {
 	path, err := daemon.SocketPath(socket)
 	if err != nil {
