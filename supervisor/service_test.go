@@ -452,6 +452,10 @@ command = "exec sleep 60"
 	if len(runs) != 1 {
 		t.Fatalf("web ran in %v, want one terminal", runs)
 	}
+	// The output reaches the client after the answer that it was ready.
+	h.c.WaitFor("web's port", func(*acptest.Msg) bool {
+		return strings.Contains(string(h.c.Output(sid, runs[0])), "listening on port")
+	})
 	said := string(h.c.Output(sid, runs[0]))
 	var port int
 	if _, err := fmt.Sscanf(said[strings.Index(said, "listening on port"):], "listening on port %d", &port); err != nil {
