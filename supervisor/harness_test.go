@@ -132,6 +132,18 @@ var (
 	mustJSON = sessiontest.MustJSON
 )
 
+// freePort returns a port of 127.0.0.1 that nothing listens on: one the
+// system picked for a listener the test then closed.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close() // Best effort: never accepted.
+	return l.Addr().(*net.TCPAddr).Port
+}
+
 // listenEnv makes the test binary a dev server for a service of a test:
 // it listens on a port of 127.0.0.1 that the system picks, says which,
 // and waits to be stopped.

@@ -248,12 +248,7 @@ backoff = "0s"
 // service: one refused fork ended a service under restart = "always".
 func TestStackRestartsWhenARunCannotStart(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close() // free until the test takes it again
+	port := strconv.Itoa(freePort(t)) // free until the test takes it again
 	// The first run of each service ends on its own (exit 1); the next
 	// ones say "again" and stay.
 	const again = `if [ -e ../again ]; then echo again; exec sleep 60; fi; touch ../again; `
@@ -430,12 +425,7 @@ ports = [`+strconv.Itoa(port)+`]
 // run.
 func TestStackStatusPorts(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	declared := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close() // free, as a declared port must be
+	declared := strconv.Itoa(freePort(t)) // free, as a declared port must be
 	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
 [services.web]
 command = 'exec "`+os.Args[0]+`"'
@@ -618,12 +608,7 @@ log = true
 // and its dependent never starts.
 func TestStackReadyConditions(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close() // a port nobody listens on
+	port := freePort(t) // a port nobody listens on
 	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
 [services.ex]
 command = "exec sleep 60"

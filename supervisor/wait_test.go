@@ -122,12 +122,7 @@ func TestWaitMatchesAPartialLineOnceQuiet(t *testing.T) {
 func TestWaitForAPort(t *testing.T) {
 	t.Parallel()
 	// A free port, which the test listens on a while after the wait starts.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port := freePort(t)
 	h, sid := waitSession(t, "sleep 30", "")
 	call := h.startWait(sid, "/wait term_1 :"+strconv.Itoa(port))
 	if call.Update["kind"] != "other" || call.Update["title"] != "wait for term_1: port "+strconv.Itoa(port) {
@@ -137,7 +132,7 @@ func TestWaitForAPort(t *testing.T) {
 	h.never(sid, "the wait ended before the port listened", func(m *acptest.Msg) bool {
 		return m.ToolCallID() == call.ToolCallID() && m.Status() != "in_progress"
 	})
-	l, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,12 +228,7 @@ func TestWaitTimesOut(t *testing.T) {
 	// multiple of the polls' 250 ms, so that the last tick comes with the
 	// deadline: a try it starts then fails with "i/o timeout", which is
 	// not why the port accepted nothing.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
+	port := strconv.Itoa(freePort(t))
 	call = h.startWait(sid, "/wait term_1 :"+port+" --timeout 500ms")
 	_, said = h.waitEnds(sid, call, "failed")
 	if want := "Port " + port + " accepted no connection within 500ms (the last try: dial tcp "; !strings.HasPrefix(said.Text(), want) || !strings.HasSuffix(said.Text(), ": connect: connection refused).") {

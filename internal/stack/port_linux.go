@@ -66,19 +66,8 @@ func ListenPorts(pids []int) ([]int, bool) {
 	socks := listening()
 	var ports []int
 	for _, pid := range pids {
-		fdDir := "/proc/" + strconv.Itoa(pid) + "/fd"
-		fds, err := os.ReadDir(fdDir)
-		if err != nil {
-			continue // Gone.
-		}
-		for _, fd := range fds {
-			target, err := os.Readlink(fdDir + "/" + fd.Name())
-			inode, ok := strings.CutPrefix(target, "socket:[")
-			if err != nil || !ok {
-				continue
-			}
-			n, err := strconv.ParseUint(strings.TrimSuffix(inode, "]"), 10, 64)
-			if port, listens := socks[n]; err == nil && listens && !slices.Contains(ports, port) {
+		for _, inode := range sockets(pid) {
+			if port, listens := socks[inode]; listens && !slices.Contains(ports, port) {
 				ports = append(ports, port)
 			}
 		}
@@ -98,10 +87,6 @@ func holder(inodes []uint64) (int, string) {
 	if len(inodes) == 0 {
 		return 0, ""
 	}
-	want := make(map[string]bool, len(inodes))
-	for _, i := range inodes {
-		want["socket:["+strconv.FormatUint(i, 10)+"]"] = true
-	}
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0, ""
@@ -109,7 +94,7 @@ func holder(inodes []uint64) (int, string) {
 	holders := make(map[int]int) // pid: its parent's
 	for _, p := range procs {
 		pid, err := strconv.Atoi(p.Name())
-		if err != nil || !holds("/proc/"+p.Name()+"/fd", want) {
+		if err != nil || !slices.ContainsFunc(sockets(pid), func(i uint64) bool { return slices.Contains(inodes, i) }) {
 			continue
 		}
 		holders[pid] = parent(pid)
@@ -141,19 +126,27 @@ func parent(pid int) int {
 	return ppid
 }
 
-// holds reports whether a link in the fd directory points at a wanted
-// socket.
-func holds(fdDir string, want map[string]bool) bool {
+// sockets returns the inodes of the sockets process pid has open, from
+// the links of /proc/PID/fd ("socket:[INODE]"); none for a process that
+// is gone or another user's.
+func sockets(pid int) []uint64 {
+	fdDir := "/proc/" + strconv.Itoa(pid) + "/fd"
 	fds, err := os.ReadDir(fdDir)
 	if err != nil {
-		return false // Another user's, or gone.
+		return nil
 	}
+	var inodes []uint64
 	for _, fd := range fds {
-		if target, err := os.Readlink(fdDir + "/" + fd.Name()); err == nil && want[target] {
-			return true
+		target, err := os.Readlink(fdDir + "/" + fd.Name())
+		inode, ok := strings.CutPrefix(target, "socket:[")
+		if err != nil || !ok {
+			continue
+		}
+		if n, err := strconv.ParseUint(strings.TrimSuffix(inode, "]"), 10, 64); err == nil {
+			inodes = append(inodes, n)
 		}
 	}
-	return false
+	return inodes
 }
 
 // cmdline returns the command line of pid, its arguments joined by
