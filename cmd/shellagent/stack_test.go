@@ -270,6 +270,16 @@ func TestStackCommandLineWhereNothingRuns(t *testing.T) {
 	if e := b.entry(sid); e == nil || e.Meta.Shellagent.State != "past" {
 		t.Errorf("the directory's session after status and down: %+v, want it listed, past", e)
 	}
+
+	// An editor's session of the directory, live, that ran no stack: the
+	// answer is the command line's, not the prompt's (which names /up).
+	// status and down resume it, as up does (docs/stacks.md), and leave it
+	// live.
+	live := b.session(d.cwd)
+	check("a live session without services")
+	if e := b.entry(live); e == nil || e.Meta.Shellagent.State == "past" {
+		t.Errorf("the editor's session after status and down: %+v, want it listed, live", e)
+	}
 	b.c.Close()
 	b.exited()
 }

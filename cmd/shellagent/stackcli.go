@@ -92,6 +92,9 @@ func runStack(name string, args []string) int {
 		fmt.Fprintf(os.Stderr, "shellagent %s: %v\n", name, err)
 		return 1
 	}
+	if name == "status" && strings.HasPrefix(said, "No services:") {
+		said = nothingRuns(name, cwd) // the session's answer names /up
+	}
 	printSaid(name, said)
 	if !stackSucceeded(name, said) {
 		return 1
@@ -223,7 +226,8 @@ func (sc *stackClient) close() { sc.c.Close() } // Best effort: the daemon keeps
 var errNothingRuns = errors.New("nothing runs here")
 
 // nothingRuns is what status or down says when no daemon session of cwd
-// is live: the answer of its prompt in a session without services.
+// is live, or the live one has no services: the answer of its prompt in a
+// session without services, in the command line's words.
 func nothingRuns(name, cwd string) string {
 	if name == "down" {
 		return "Nothing to stop: no service of the stack runs."
