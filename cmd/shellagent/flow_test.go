@@ -241,14 +241,16 @@ func TestStalledClientBlocksChildrenOnlyForTheStallTimeout(t *testing.T) {
 	)
 	a := startFlowAgent(t, plainBinary, 0, "--scrollback", "256KiB", "--stall-timeout", stall.String())
 	for i := 1; i <= terms; i++ {
-		// Each iteration logs the time and prints 10000 consecutive numbers
-		// (about 70 KB), then rests 50 ms: a gap in the log well over that
+		// Each iteration logs the time and prints 20000 consecutive numbers
+		// (about 150 KB), then rests 100 ms: a gap in the log well over that
 		// is a write that blocked. The time is the boot clock's, which no
 		// step of the wall clock moves (see
-		// TestAFullRingHoldsUpOnlyItsOwnTerminal). The rest keeps the three
-		// floods (1.3 MB/s each, which fill a ring in a fifth of a second)
-		// from taking both cores once the agent lets go of the client.
-		a.prompt(fmt.Sprintf(`/bg i=0; while [ ! -e stop ]; do cut -d' ' -f1 /proc/uptime >> log%d; seq $((i*10000+1)) $((i*10000+10000)); i=$((i+1)); sleep 0.05; done`, i))
+		// TestAFullRingHoldsUpOnlyItsOwnTerminal), read by the shell's own
+		// read. The rest keeps the three floods (1.3 MB/s each, which fill
+		// a ring in a fifth of a second) from taking both cores once the
+		// agent lets go of the client; two processes started per iteration
+		// (seq, sleep) keep what the loops cost in forks low.
+		a.prompt(fmt.Sprintf(`/bg i=0; while [ ! -e stop ]; do read up idle < /proc/uptime; echo $up >> log%d; seq $((i*20000+1)) $((i*20000+20000)); i=$((i+1)); sleep 0.1; done`, i))
 	}
 	for i := 1; i <= terms; i++ {
 		term := fmt.Sprintf("term_%d", i)
