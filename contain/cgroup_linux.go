@@ -543,12 +543,12 @@ func (g *cgroupGroup) Close() error {
 // sweepCgroups kills the processes of the cgroups of dead instances of
 // pid namespace ns, wherever in the cgroup2 hierarchy this agent can see
 // and write them, and removes the cgroups.
-func sweepCgroups(self instance) (int, error) {
+func sweepCgroups(j *judge) (int, error) {
 	place, err := findCgroup2()
 	if err != nil {
 		return 0, nil // no cgroup2 here: nothing to sweep
 	}
-	var dirs []string
+	var dirs, insts []string
 	walkErr := filepath.WalkDir(place.mount, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil // unreadable or gone: not ours to judge
@@ -557,8 +557,8 @@ func sweepCgroups(self instance) (int, error) {
 			return nil
 		}
 		name, ok := strings.CutPrefix(d.Name(), instanceDirPrefix)
-		if ok && dead(name, self) {
-			dirs = append(dirs, p)
+		if ok && j.suspect(name) {
+			dirs, insts = append(dirs, p), append(insts, name)
 			return fs.SkipDir
 		}
 		return nil
@@ -567,8 +567,12 @@ func sweepCgroups(self instance) (int, error) {
 	if walkErr != nil {
 		errs = append(errs, walkErr)
 	}
+	j.confirm()
 	n := 0
-	for _, dir := range dirs {
+	for i, dir := range dirs {
+		if !j.dead(insts[i]) {
+			continue
+		}
 		_, err := os.Stat(filepath.Join(dir, "cgroup.kill"))
 		if err := killTree(dir, err == nil, SweepTimeout); err != nil {
 			errs = append(errs, fmt.Errorf("sweep %s: %w", dir, err))

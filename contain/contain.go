@@ -300,10 +300,13 @@ func parseInstance(s string) (instance, bool) {
 }
 
 // alive reports whether the instance's agent still runs. An agent that
-// has begun to exit is alive: it cleans up after itself.
+// has begun to exit is alive: it cleans up after itself. So is one whose
+// first thread is a zombie while another runs: an agent upgraded in place
+// execs from whichever thread, and the kernel shows its first thread so
+// until the exec'ing thread has its pid.
 func (i instance) alive() bool {
 	p, ok := readProc(i.pid)
-	return ok && p.start == i.start && !p.zombie()
+	return ok && p.start == i.start && (!p.zombie() || threadLives(i.pid))
 }
 
 func (i instance) env() []string { return []string{InstanceEnv + "=" + i.String()} }

@@ -24,6 +24,7 @@ import (
 // agents of other test suites running beside them (and this package's
 // TestSweep) sweep nothing of each other's.
 func TestMain(m *testing.M) {
+	helper() // the helpers of sweep_linux_test.go, which never return
 	os.Setenv(SweepScopeEnv, "containtest"+strconv.Itoa(os.Getpid()))
 	goleak.VerifyTestMain(m)
 }

@@ -105,3 +105,7 @@ func commandLine(pid int) string {
 // blocks the signals it was sent (holding never calls it: sigBlocked is
 // 0 here).
 func heldSignals(proc) uint64 { return 0 }
+
+// threadLives reports whether a thread of process pid runs where the
+// process is a zombie: never here, where a zombie has ended.
+func threadLives(int) bool { return false }

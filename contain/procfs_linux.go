@@ -180,3 +180,26 @@ func commandLine(pid int) string {
 	}
 	return "[" + strings.TrimSpace(string(comm)) + "]"
 }
+
+// threadLives reports whether a thread of process pid other than a zombie
+// runs: a process whose first thread has ended lives on in the others,
+// and one that execs from a thread other than its first shows that first
+// thread as a zombie, or no process at all, until the kernel has given
+// the exec'ing thread its pid.
+func threadLives(pid int) bool {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		if p, ok := parseStat(pid, b); ok && p.live() {
+			return true
+		}
+	}
+	return false
+}

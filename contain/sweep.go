@@ -17,40 +17,102 @@ const SweepTimeout = 2 * time.Second
 // cgroups and removes the cgroups (wherever in the cgroup2 hierarchy this
 // agent can see and write them), and kills every process whose
 // SHELLAGENT_INSTANCE names a dead instance. An instance is dead when its
-// pid no longer names a process with its start time. Instances of another
+// pid no longer names a process with its start time, at two looks
+// confirmAfter apart (see judge). Instances of another
 // pid namespace are left alone, as this agent cannot tell whether they
 // live, and so are instances of another sweep scope (SweepScopeEnv). It
 // returns how many cgroups and processes it removed.
 func (c *Containment) Sweep() (cgroups, procs int, err error) {
-	cgroups, err1 := sweepCgroups(c.inst)
-	procs, err2 := sweepMarked(c.inst)
+	j := newJudge(c.inst)
+	cgroups, err1 := sweepCgroups(j)
+	procs, err2 := sweepMarked(j)
 	return cgroups, procs, errors.Join(err1, err2)
 }
 
-// dead reports whether an instance named s is of self's pid namespace and
-// sweep scope, and no longer alive.
-func dead(s string, self instance) bool {
-	inst, ok := parseInstance(s)
-	return ok && inst.ns == self.ns && inst.scope == self.scope && !inst.alive()
+// confirmAfter is how long a sweep waits before its second look at an
+// instance that looked dead.
+const confirmAfter = 500 * time.Millisecond
+
+// A judge tells, for one sweep, which instances are dead. An instance is
+// dead when it is of self's pid namespace and sweep scope and its agent
+// looked gone twice, confirmAfter apart: for a moment of an exec from a
+// thread other than its first (an upgrade in place), a live agent's pid
+// names no process. Suspect takes the first look, confirm the second, for
+// every instance suspected since at once; dead answers from then on.
+type judge struct {
+	self     instance
+	alive    func(instance) bool
+	wait     func()
+	verdict  map[string]bool     // by name: dead, once known
+	suspects map[string]instance // by name: looked gone, not yet confirmed
 }
+
+func newJudge(self instance) *judge {
+	return &judge{
+		self: self, alive: instance.alive, wait: func() { time.Sleep(confirmAfter) },
+		verdict: make(map[string]bool), suspects: make(map[string]instance),
+	}
+}
+
+// suspect takes the first look at instance s: it reports whether s may be
+// dead, that is, it is of the judge's pid namespace and sweep scope, and
+// its agent looks gone now (or has been confirmed dead).
+func (j *judge) suspect(s string) bool {
+	if v, ok := j.verdict[s]; ok {
+		return v
+	}
+	if _, ok := j.suspects[s]; ok {
+		return true
+	}
+	inst, ok := parseInstance(s)
+	if !ok || inst.ns != j.self.ns || inst.scope != j.self.scope || j.alive(inst) {
+		j.verdict[s] = false
+		return false
+	}
+	j.suspects[s] = inst
+	return true
+}
+
+// confirm takes the second look at every instance suspected since the
+// last confirm, after one wait for them all.
+func (j *judge) confirm() {
+	if len(j.suspects) == 0 {
+		return
+	}
+	j.wait()
+	for s, inst := range j.suspects {
+		j.verdict[s] = !j.alive(inst)
+	}
+	clear(j.suspects)
+}
+
+// dead reports whether instance s was confirmed dead.
+func (j *judge) dead(s string) bool { return j.verdict[s] }
 
 // sweepMarked kills the processes marked with a dead instance until none
 // is left (a fork loop keeps making more for a moment; see ending).
-func sweepMarked(self instance) (int, error) {
+func sweepMarked(j *judge) (int, error) {
 	for end := newEnding(SweepTimeout); ; {
 		began := time.Now()
 		procs, err := scanProcs()
 		if err != nil {
 			return end.count(), err
 		}
-		var found []proc
-		var errs []error
+		var suspected []proc
+		var insts []string
 		for _, p := range procs {
 			if !p.live() {
 				continue
 			}
-			inst, ok := environValue(p.pid, InstanceEnv)
-			if !ok || !dead(inst, self) {
+			if inst, ok := environValue(p.pid, InstanceEnv); ok && j.suspect(inst) {
+				suspected, insts = append(suspected, p), append(insts, inst)
+			}
+		}
+		j.confirm()
+		var found []proc
+		var errs []error
+		for i, p := range suspected {
+			if !j.dead(insts[i]) {
 				continue
 			}
 			found = append(found, p)
