@@ -299,7 +299,12 @@ func pattern(n int) []byte {
 func TestWriterHoldsOutputForASlowClient(t *testing.T) {
 	t.Parallel()
 	c := &throttled{rate: 4 << 20}
-	w := newWriter(c, discardLog(), 0)
+	// A stall timeout no write of this client reaches, however loaded the
+	// machine: at the default (a second), a write of many 4 KiB pieces,
+	// each after a 1 ms sleep that the load stretched, took the client for
+	// one that had stopped reading (a replacement, in a loaded run of the
+	// tests).
+	w := newWriter(c, discardLog(), 30*time.Second)
 	ring := outputbuf.New(16 << 10)
 	announce(w, ring)
 	want := pattern(1 << 20)
