@@ -285,6 +285,15 @@ func writersAgent(tb testing.TB, a *agent, sid string, k int, window time.Durati
 	for i, tid := range tids {
 		terms[i] = a.c.terminal(tb, sid, tid)
 	}
+	deadline := time.Now().Add(waitTimeout)
+	for _, t := range terms { // every writer under way, as writersRaw waits
+		for t.bytes.Load() == 0 {
+			if time.Now().After(deadline) {
+				tb.Fatal("yes through the agent: no output")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 	timed(true)
 	bytes0, dropped0 := make([]int64, k), make([]int64, k)
 	for i, t := range terms {
