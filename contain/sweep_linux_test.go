@@ -22,6 +22,7 @@ const (
 	firstThreadEnv = "CONTAIN_TEST_FIRST_THREAD_ENDS"
 	execsEnv       = "CONTAIN_TEST_EXECS"
 	doneEnv        = "CONTAIN_TEST_EXECS_DONE"
+	parentEnv      = "CONTAIN_TEST_PARENT" // the test's pid
 )
 
 // init keeps a helper's main goroutine on the process's first thread, so
@@ -32,10 +33,11 @@ func init() {
 	}
 }
 
-// helper runs a helper if the environment names one; it never returns then.
+// helper runs a helper if the environment names one; it never returns
+// then. A helper runs until the test kills it, or until the test is gone.
 func helper() {
 	if os.Getenv(firstThreadEnv) != "" {
-		go time.Sleep(time.Hour) // a thread of its own runs on
+		go untilOrphaned() // on a thread of its own
 		time.Sleep(50 * time.Millisecond)
 		unix.RawSyscall(unix.SYS_EXIT, 0, 0, 0) // this thread alone
 	}
@@ -47,7 +49,7 @@ func helper() {
 		if err := os.WriteFile(os.Getenv(doneEnv), nil, 0o600); err != nil {
 			os.Exit(2)
 		}
-		time.Sleep(time.Hour) // the test kills it
+		untilOrphaned()
 	}
 	os.Setenv(execsEnv, strconv.Itoa(n-1))
 	go func() {
@@ -56,6 +58,14 @@ func helper() {
 		os.Exit(2)
 	}()
 	time.Sleep(time.Hour)
+}
+
+// untilOrphaned exits once the helper's parent, the test, is gone.
+func untilOrphaned() {
+	for strconv.Itoa(os.Getppid()) == os.Getenv(parentEnv) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	os.Exit(0)
 }
 
 // startHelper starts a helper with env and returns it and the instance
@@ -67,7 +77,8 @@ func startHelper(t *testing.T, env ...string) (*exec.Cmd, instance) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env, cmd.Stderr = append(os.Environ(), env...), os.Stderr
+	cmd.Env = append(os.Environ(), append(env, parentEnv+"="+strconv.Itoa(os.Getpid()))...)
+	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
