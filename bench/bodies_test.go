@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -285,15 +286,11 @@ func writersAgent(tb testing.TB, a *agent, sid string, k int, window time.Durati
 	for i, tid := range tids {
 		terms[i] = a.c.terminal(tb, sid, tid)
 	}
-	deadline := time.Now().Add(waitTimeout)
-	for _, t := range terms { // every writer under way, as writersRaw waits
-		for t.bytes.Load() == 0 {
-			if time.Now().After(deadline) {
-				tb.Fatal("yes through the agent: no output")
-			}
-			time.Sleep(time.Millisecond)
-		}
+	counts := make([]*atomic.Int64, k)
+	for i, t := range terms {
+		counts[i] = &t.bytes
 	}
+	underWay(tb, "yes through the agent", counts)
 	timed(true)
 	bytes0, dropped0 := make([]int64, k), make([]int64, k)
 	for i, t := range terms {
@@ -320,6 +317,21 @@ func writersAgent(tb testing.TB, a *agent, sid string, k int, window time.Durati
 	return r
 }
 
+// underWay waits until each writer's count of bytes is above zero, so
+// that a window of ManyWriters measures writers under way on either side.
+func underWay(tb testing.TB, what string, counts []*atomic.Int64) {
+	tb.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for _, n := range counts {
+		for n.Load() == 0 {
+			if time.Now().After(deadline) {
+				tb.Fatalf("%s: no output in %v", what, waitTimeout)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
 // writersRaw drains k raw PTYs running "yes" at once, each on its own
 // blocking loop, and counts what each delivers during window.
 func writersRaw(tb testing.TB, k int, window time.Duration) writersResult {
@@ -342,15 +354,11 @@ func writersRaw(tb testing.TB, k int, window time.Duration) writersResult {
 		}
 		terms = append(terms, t)
 	}
-	deadline := time.Now().Add(waitTimeout)
-	for _, t := range terms { // every writer under way
-		for t.bytes.Load() == 0 {
-			if time.Now().After(deadline) {
-				tb.Fatal("raw yes: no output")
-			}
-			time.Sleep(time.Millisecond)
-		}
+	counts := make([]*atomic.Int64, k)
+	for i, t := range terms {
+		counts[i] = &t.bytes
 	}
+	underWay(tb, "raw yes", counts)
 	before := make([]int64, k)
 	for i, t := range terms {
 		before[i] = t.bytes.Load()

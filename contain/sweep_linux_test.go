@@ -140,6 +140,9 @@ func TestSweepSparesAnAgentThatExecs(t *testing.T) {
 		}
 	}
 	t.Logf("%d sweeps during the execs", sweeps)
+	if sweeps == 0 {
+		t.Fatal("no sweep ran during the execs")
+	}
 	if !running(marked) {
 		t.Error("a sweep killed the marked process of an agent that execs itself")
 	}

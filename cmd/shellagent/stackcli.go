@@ -16,6 +16,8 @@ import (
 	"shellagent/acp"
 	"shellagent/daemon"
 	"shellagent/internal/jsonrpcline"
+	"shellagent/internal/stack"
+	"shellagent/supervisor/service"
 	"shellagent/termtext"
 )
 
@@ -92,7 +94,7 @@ func runStack(name string, args []string) int {
 		fmt.Fprintf(os.Stderr, "shellagent %s: %v\n", name, err)
 		return 1
 	}
-	if name == "status" && strings.HasPrefix(said, "No services:") {
+	if name == "status" && strings.HasPrefix(said, service.NoServices) {
 		said = nothingRuns(name, cwd) // the session's answer names /up
 	}
 	printSaid(name, said)
@@ -112,7 +114,7 @@ func stackSucceeded(name, said string) bool {
 	case "up":
 		return strings.HasPrefix(said, "Ready: ")
 	case "down":
-		return strings.HasPrefix(said, "Stopped: ") || strings.HasPrefix(said, "Nothing to stop")
+		return strings.HasPrefix(said, "Stopped: ") || strings.HasPrefix(said, service.NothingToStop)
 	case "logs":
 		return !strings.HasPrefix(said, "No service")
 	}
@@ -230,9 +232,9 @@ var errNothingRuns = errors.New("nothing runs here")
 // session without services, in the command line's words.
 func nothingRuns(name, cwd string) string {
 	if name == "down" {
-		return "Nothing to stop: no service of the stack runs."
+		return service.NothingToStop
 	}
-	return "No services run in " + cwd + ": shellagent up starts the stack of shellagent.toml (or the Procfile) there."
+	return "No services run in " + cwd + ": shellagent up starts the stack of " + stack.TOMLFile + " (or the " + stack.Procfile + ") there."
 }
 
 // open opens the stack's session: the daemon's latest session of cwd,

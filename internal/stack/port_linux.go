@@ -67,13 +67,13 @@ func ListenPorts(pids []int) ([]int, bool) {
 	var ports []int
 	for _, pid := range pids {
 		for _, inode := range sockets(pid) {
-			if port, listens := socks[inode]; listens && !slices.Contains(ports, port) {
+			if port, listens := socks[inode]; listens {
 				ports = append(ports, port)
 			}
 		}
 	}
 	slices.Sort(ports)
-	return ports, true
+	return slices.Compact(ports), true
 }
 
 // holder finds the processes with one of the sockets open, scanning

@@ -225,7 +225,7 @@ func (ss *Stack) Down(t work.Turn, args string) {
 		op.finish(fmt.Sprintf("Cannot stop: %v.", err), acp.StopEndTurn)
 		return
 	case len(names) == 0:
-		op.finish("Nothing to stop: no service of the stack runs.", acp.StopEndTurn)
+		op.finish(NothingToStop, acp.StopEndTurn)
 		return
 	}
 	ss.ops = append(ss.ops, op)
@@ -310,12 +310,19 @@ func (op *stackOp) ToBackground() {
 	op.finish("No longer waiting: the services run in the background; /status shows them.", acp.StopEndTurn)
 }
 
+// The answers of /down and /status in a session whose stack runs nothing
+// begin so; the command line (shellagent down, status) tells them by it.
+const (
+	NothingToStop = "Nothing to stop: no service of the stack runs."
+	NoServices    = "No services:"
+)
+
 // Status serves /status: one line per service. The memory, CPU and
 // listening ports of each running service's processes are read from /proc
 // as slow work (Host.Slow), as /ps's members are.
 func (ss *Stack) Status() {
 	if len(ss.names) == 0 {
-		ss.h.Say("No services: /up starts the stack of " + stack.TOMLFile + " (or the " + stack.Procfile + ") in " + ss.h.Cwd() + ".")
+		ss.h.Say(NoServices + " /up starts the stack of " + stack.TOMLFile + " (or the " + stack.Procfile + ") in " + ss.h.Cwd() + ".")
 		return
 	}
 	rows := make([]Row, len(ss.names))
