@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -301,6 +302,14 @@ var errDrained = errors.New("drained")
 // terminal closed), or, once the group is empty, until the PTY is empty.
 // out may block: it is called with no lock held and outside the poller's
 // callback, so that nothing waits on it but this goroutine.
+//
+// Once the first output is in out, read yields before it reads again:
+// the goroutines that write set off (the connection's writer) then run
+// before those its next read sets off. For a short command that next
+// read finds the PTY closed, and the exit's handling (the reap, the
+// group's removal) would otherwise run first, with the agent's one P
+// (cmd/shellagent), while the first byte the user waits for waits
+// (bench/HISTORY.md, round 20).
 func (p *local) read() {
 	defer close(p.readDone)
 	r, err := newPtyReader(p.master)
@@ -308,11 +317,16 @@ func (p *local) read() {
 		p.readErr = fmt.Errorf("read pty: %w", err)
 		return
 	}
+	first := true
 	for {
 		data, err := r.next(p.draining.Load)
 		if len(data) > 0 {
 			if _, werr := p.out.Write(data); werr != nil && p.readErr == nil {
 				p.readErr = fmt.Errorf("write output: %w", werr)
+			}
+			if first {
+				first = false
+				runtime.Gosched()
 			}
 		}
 		r.release()
