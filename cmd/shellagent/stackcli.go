@@ -108,15 +108,16 @@ func runStack(name string, args []string) int {
 }
 
 // stackSucceeded tells from what the command said whether it did what it
-// was asked: /up's and /down's answers start with these words.
+// was asked, by the first words of the answer (package service names
+// them).
 func stackSucceeded(name, said string) bool {
 	switch name {
 	case "up":
-		return strings.HasPrefix(said, "Ready: ")
+		return strings.HasPrefix(said, service.AllReady)
 	case "down":
-		return strings.HasPrefix(said, "Stopped: ") || strings.HasPrefix(said, service.NothingToStop)
+		return strings.HasPrefix(said, service.AllStopped) || strings.HasPrefix(said, service.NothingToStop)
 	case "logs":
-		return !strings.HasPrefix(said, "No service")
+		return !strings.HasPrefix(said, service.NoSuchService)
 	}
 	return true
 }

@@ -230,7 +230,7 @@ func (ss *Stack) Down(t work.Turn, args string) {
 	}
 	ss.ops = append(ss.ops, op)
 	ss.stopInOrder(names, func() {
-		op.finish("Stopped: "+strings.Join(names, ", ")+".", acp.StopEndTurn)
+		op.finish(AllStopped+strings.Join(names, ", ")+".", acp.StopEndTurn)
 	})
 }
 
@@ -245,7 +245,7 @@ func (ss *Stack) Restart(t work.Turn, name string) {
 		op.finish(problem, acp.StopEndTurn)
 		return
 	case f.Service(name) == nil:
-		op.finish(fmt.Sprintf("No service %q in %s.", name, f.File), acp.StopEndTurn)
+		op.finish(fmt.Sprintf(NoSuchService+"%q in %s.", name, f.File), acp.StopEndTurn)
 		return
 	}
 	if _, _, problem := ReadyCondition(f.Service(name).Ready); problem != "" {
@@ -310,11 +310,17 @@ func (op *stackOp) ToBackground() {
 	op.finish("No longer waiting: the services run in the background; /status shows them.", acp.StopEndTurn)
 }
 
-// The answers of /down and /status in a session whose stack runs nothing
-// begin so; the command line (shellagent down, status) tells them by it.
+// The first words of the answers that the command line (shellagent up,
+// down, status, logs) tells the outcome by: /up's and /restart's when
+// every service is ready, /down's when they are stopped, /down's and
+// /status's in a session whose stack runs nothing, and /logs' for a name
+// no service of the session has.
 const (
+	AllReady      = "Ready: "
+	AllStopped    = "Stopped: "
 	NothingToStop = "Nothing to stop: no service of the stack runs."
 	NoServices    = "No services:"
+	NoSuchService = "No service "
 )
 
 // Status serves /status: one line per service. The memory, CPU and
@@ -353,7 +359,7 @@ func (ss *Stack) Logs(name string, n int) {
 	svc := ss.services[name]
 	switch {
 	case svc == nil:
-		ss.h.Say(fmt.Sprintf("No service %q has run in this session: /status lists them.", name))
+		ss.h.Say(fmt.Sprintf(NoSuchService+"%q has run in this session: /status lists them.", name))
 	case svc.lastRun() == nil || svc.lastRun().Retired():
 		ss.h.Say(fmt.Sprintf("Service %s has no output yet (%s).", name, svc.state))
 	default:

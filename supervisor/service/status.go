@@ -30,7 +30,7 @@ func UpSummary(outcomes []Outcome) string {
 		}
 	}
 	if len(failed) == 0 {
-		return "Ready: " + strings.Join(ready, ", ") + "."
+		return AllReady + strings.Join(ready, ", ") + "."
 	}
 	text := "Failed: " + strings.Join(failed, "; ") + "."
 	if len(ready) > 0 {
