@@ -410,7 +410,7 @@ func TestSlowWorkReadsStraightDown(t *testing.T) {
 	sv := New(Config{Launcher: failLauncher{}, Log: discardLog})
 	c := newQuietClient()
 	sid := must(sv.NewSession(c, &acp.NewSessionRequest{Cwd: t.TempDir()})).SessionID
-	s := must(sv.session(sid))
+	s := must(sv.live.get(sid))
 	var log []string
 	open, slowed := make(chan struct{}), make(chan struct{})
 	s.do(func(st *state) {
@@ -456,7 +456,7 @@ func TestABusySessionQueuesEntriesInOrder(t *testing.T) {
 	sv := New(Config{Launcher: failLauncher{}, Log: discardLog})
 	c := newQuietClient()
 	sid := must(sv.NewSession(c, &acp.NewSessionRequest{Cwd: t.TempDir()})).SessionID
-	s := must(sv.session(sid))
+	s := must(sv.live.get(sid))
 	var order []int
 	open := make(chan struct{})
 	s.do(func(st *state) {

@@ -1,8 +1,6 @@
 package supervisor
 
 import (
-	"slices"
-
 	"shellagent/internal/clientcheck"
 	"shellagent/protocol"
 )
@@ -60,7 +58,7 @@ func (v violations) report(c protocol.Client, cv protocol.ClientViolation) {
 		v.connection(c, cv.Rule, cv.Detail)
 		return
 	}
-	if s, err := v.sv.session(cv.SessionID); err == nil {
+	if s, err := v.sv.live.get(cv.SessionID); err == nil {
 		s.do(func(st *state) { checkClient(st, c, cv.Rule, cv.Detail) })
 	}
 }
@@ -68,7 +66,7 @@ func (v violations) report(c protocol.Client, cv protocol.ClientViolation) {
 // connection reports a violation that names no session that can hear of
 // it to each session attached to c.
 func (v violations) connection(c protocol.Client, rule, detail string) {
-	for _, s := range v.sv.list() {
+	for _, s := range v.sv.live.list() {
 		s.do(func(st *state) {
 			if st.out.client == c {
 				checkClient(st, c, rule, detail)
@@ -80,10 +78,7 @@ func (v violations) connection(c protocol.Client, rule, detail string) {
 // closed reports a request from c for session id, which failed, if id
 // is that of a session that closed.
 func (v violations) closed(c protocol.Client, method, id string) {
-	v.sv.mu.Lock()
-	closed := slices.Contains(v.sv.closed, id)
-	v.sv.mu.Unlock()
-	if closed {
+	if v.sv.live.wasClosed(id) {
 		v.connection(c, clientcheck.ClosedSession, method+" for "+id+", which was closed")
 	}
 }

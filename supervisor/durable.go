@@ -35,7 +35,7 @@ func (sv *Supervisor) DeleteSession(c protocol.Client, p *acp.DeleteSessionReque
 		}
 		reply(struct{}{}, nil)
 	}
-	if s, err := sv.session(p.SessionID); err == nil {
+	if s, err := sv.live.get(p.SessionID); err == nil {
 		s.close(erase)
 		return
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"time"
 
 	"shellagent/acp"
@@ -29,7 +28,7 @@ import (
 // longest kill grace and five seconds, before it refuses.
 func (sv *Supervisor) Precheck() error {
 	return handover.Await(func() (blocked *handover.Blocked, grace time.Duration) {
-		for _, s := range sv.list() {
+		for _, s := range sv.live.list() {
 			s.doWait(func(st *state) {
 				if st.life != sessionClosed {
 					blocked = st.blocked()
@@ -120,14 +119,11 @@ func (sv *Supervisor) Freeze(ctx context.Context) (data []byte, files []*os.File
 			return nil, nil, nil, fmt.Errorf("freeze the sessions: write their history: %w", err)
 		}
 	}
-	sv.mu.Lock()
-	created, closed := sv.created, slices.Clone(sv.closed)
-	sv.mu.Unlock()
-	w, err := handover.NewWriter(created, closed)
+	w, err := handover.NewWriter(sv.live.marks())
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("freeze the sessions: %w", err)
 	}
-	for _, s := range sv.list() {
+	for _, s := range sv.live.list() {
 		freeze := func(st *state) (*handover.Session, error) { return st.freeze(ctx, w) }
 		if err := handover.Hold(ctx, w, s.id, s.do, freeze); err != nil {
 			w.Thaw()

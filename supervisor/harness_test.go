@@ -107,7 +107,7 @@ func (h *harness) callErr(method string, params any) *acptest.RPCError {
 // holds).
 func (h *harness) inspect(sid string, f func(st *state)) {
 	h.t.Helper()
-	s, err := h.sup.session(sid)
+	s, err := h.sup.live.get(sid)
 	if err != nil {
 		h.t.Fatal(err)
 	}

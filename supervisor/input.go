@@ -35,7 +35,7 @@ func (sv *Supervisor) ResizeTerminal(c protocol.Client, p *acp.ResizeTerminalReq
 // sid with what f does, on the session's actor: {} or f's error; an error
 // if there is no such session, or c no longer holds it.
 func onTerminal(sv *Supervisor, c protocol.Client, sid string, reply protocol.Reply, f func(host) error) {
-	s, err := sv.session(sid)
+	s, err := sv.live.get(sid)
 	if err != nil {
 		reply(nil, err)
 		return

@@ -222,7 +222,7 @@ func TestDetachClosesOnlyThatConnectionsSessions(t *testing.T) {
 		t.Errorf("A's terminal ended with %v", exit.ExitStatus())
 	}
 	a.listed(nil, gone)
-	if _, err := h.sup.session(gone); err == nil {
+	if _, err := h.sup.live.get(gone); err == nil {
 		t.Errorf("A's session is still open")
 	}
 	h.never(kept, "the other connection's session was stopped", func(m *acptest.Msg) bool { return m.ExitStatus() != nil })

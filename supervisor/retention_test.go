@@ -258,7 +258,7 @@ func TestPromptsThatCannotRunReachAPlateau(t *testing.T) {
 	sv := New(Config{Launcher: failLauncher{}, Log: discardLog})
 	c := newQuietClient()
 	sid := must(sv.NewSession(c, &acp.NewSessionRequest{Cwd: t.TempDir()})).SessionID
-	s := must(sv.session(sid))
+	s := must(sv.live.get(sid))
 	setAsk := func(v string) {
 		must(sv.SetConfigOption(c, &acp.SetConfigOptionRequest{SessionID: sid, ConfigID: settings.OptPermission, Type: "id", Value: []byte(`"` + v + `"`)}))
 	}

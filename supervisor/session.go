@@ -413,7 +413,7 @@ func (st *state) finishClose() {
 	}
 	st.life, st.out.client = sessionClosed, nil
 	st.out.disk.Closed()
-	st.s.sv.forget(st.s.id)
+	st.s.sv.live.forget(st.s.id)
 	for _, done := range st.closeDone {
 		done()
 	}

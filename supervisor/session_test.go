@@ -263,7 +263,7 @@ func TestTheActorEndsWithItsSession(t *testing.T) {
 	sv := New(Config{Launcher: failLauncher{}, Log: discardLog})
 	c := newQuietClient()
 	sid := must(sv.NewSession(c, &acp.NewSessionRequest{Cwd: t.TempDir()})).SessionID
-	s := must(sv.session(sid))
+	s := must(sv.live.get(sid))
 	if err := sv.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ type TerminalStatus struct {
 // that the status shows what they did. The terminals' processes are read
 // (a scan of every process) on the calling goroutine, not the actor.
 func (sv *Supervisor) Sessions() []SessionStatus {
-	list := sv.list()
+	list := sv.live.list()
 	out := make([]SessionStatus, 0, len(list))
 	for _, s := range list {
 		var (
@@ -157,8 +157,4 @@ func (s *Session) expire(e *detachedExpiry) {
 // Len returns how many sessions the Supervisor holds, closing ones
 // included: cheaper than Sessions for a server that asks often whether
 // it holds any.
-func (sv *Supervisor) Len() int {
-	sv.mu.Lock()
-	defer sv.mu.Unlock()
-	return len(sv.sessions)
-}
+func (sv *Supervisor) Len() int { return sv.live.len() }

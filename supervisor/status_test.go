@@ -34,14 +34,14 @@ func TestDetachedTTL(t *testing.T) {
 		t.Errorf("the idle session's expiry is due in %v, want the TTL %v", d, ttl)
 	}
 	clk.advance(ttl - time.Minute)
-	if _, err := h.sup.session(idle); err != nil {
+	if _, err := h.sup.live.get(idle); err != nil {
 		t.Fatalf("the idle detached session closed before its TTL: %v", err)
 	}
 	clk.advance(time.Minute)
 	h.awaitClosed(idle)
 
 	clk.advance(2 * ttl)
-	if _, err := h.sup.session(busy); err != nil {
+	if _, err := h.sup.live.get(busy); err != nil {
 		t.Fatalf("the session whose terminal runs was closed: %v", err)
 	}
 	h.release("go")
@@ -51,12 +51,12 @@ func TestDetachedTTL(t *testing.T) {
 		t.Errorf("the busy session's expiry is due in %v after its work ended, want the TTL %v", d, ttl)
 	}
 	clk.advance(ttl - time.Minute)
-	if _, err := h.sup.session(busy); err != nil {
+	if _, err := h.sup.live.get(busy); err != nil {
 		t.Fatalf("the detached session closed within a TTL of its work's end: %v", err)
 	}
 	clk.advance(time.Minute)
 	h.awaitClosed(busy)
-	if _, err := h.sup.session(kept); err != nil {
+	if _, err := h.sup.live.get(kept); err != nil {
 		t.Errorf("the attached session was closed: %v", err)
 	}
 }
@@ -92,7 +92,7 @@ func TestDetachedTTLOutlivesAnUpgrade(t *testing.T) {
 		t.Errorf("after the upgrade the session is detached since %v, want %v as before it", got, since)
 	}
 	clk.advance(20*time.Minute - time.Second)
-	if _, err := upgraded.sup.session(sid); err != nil {
+	if _, err := upgraded.sup.live.get(sid); err != nil {
 		t.Fatalf("the upgraded session closed before its TTL: %v", err)
 	}
 	clk.advance(time.Second)
@@ -128,7 +128,7 @@ func (h *harness) awaitClosed(sid string) {
 	h.t.Helper()
 	deadline := time.Now().Add(testloop.Wait)
 	for {
-		if _, err := h.sup.session(sid); err != nil {
+		if _, err := h.sup.live.get(sid); err != nil {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -173,6 +173,12 @@ type Supervisor struct {
 	env       []string         // cfg.Env, with TERM set when it was not
 	histories record.Histories // cfg.History's
 
+	live sessionTable
+}
+
+// sessionTable is a Supervisor's live sessions, and what it remembers of
+// those that closed. Any goroutine may use it: its mutex guards it all.
+type sessionTable struct {
 	mu       sync.Mutex // guards what follows
 	sessions map[string]*Session
 	order    []string // session ids, oldest first
@@ -189,7 +195,8 @@ func New(cfg Config) *Supervisor {
 	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "TERM=") }) {
 		env = append(env, "TERM=xterm-256color")
 	}
-	return &Supervisor{cfg: cfg, env: env, histories: record.Histories{Store: cfg.History, Log: cfg.Log}, sessions: make(map[string]*Session)}
+	return &Supervisor{cfg: cfg, env: env, histories: record.Histories{Store: cfg.History, Log: cfg.Log},
+		live: sessionTable{sessions: make(map[string]*Session)}}
 }
 
 // Initialize implements protocol.Agent. The connection has negotiated
@@ -216,21 +223,20 @@ func (sv *Supervisor) NewSession(c protocol.Client, p *acp.NewSessionRequest) (*
 	if err := checkDir("cwd", p.Cwd); err != nil {
 		return nil, err
 	}
-	sv.mu.Lock()
-	sv.created++
+	sv.live.mu.Lock()
+	sv.live.created++
 	id := "sess_" + rand.Text()
 	if sv.cfg.SequentialIDs {
-		id = "sess_" + strconv.Itoa(sv.created)
+		id = "sess_" + strconv.Itoa(sv.live.created)
 		for sv.histories.Has(id) { // an id of an earlier agent's session
-			sv.created++
-			id = "sess_" + strconv.Itoa(sv.created)
+			sv.live.created++
+			id = "sess_" + strconv.Itoa(sv.live.created)
 		}
 	}
 	s := newSession(sv, id, p.Cwd, c)
 	s.disk.Create(p.Cwd)
-	sv.sessions[s.id] = s
-	sv.order = append(sv.order, s.id)
-	sv.mu.Unlock()
+	sv.live.addLocked(s)
+	sv.live.mu.Unlock()
 	return &acp.NewSessionResponse{
 		SessionID:         s.id,
 		ConfigOptions:     s.peek().settings.Options(),
@@ -252,40 +258,77 @@ func checkDir(field, dir string) error {
 	return nil
 }
 
-// session returns the live session id, or the -32002 error.
-func (sv *Supervisor) session(id string) (*Session, error) {
-	sv.mu.Lock()
-	defer sv.mu.Unlock()
-	if s := sv.sessions[id]; s != nil {
+// get returns the live session id, or the -32002 error.
+func (t *sessionTable) get(id string) (*Session, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.sessions[id]; s != nil {
 		return s, nil
 	}
 	return nil, acp.SessionNotFound(id)
 }
 
 // list returns the live sessions, oldest first.
-func (sv *Supervisor) list() []*Session {
-	sv.mu.Lock()
-	defer sv.mu.Unlock()
-	list := make([]*Session, 0, len(sv.order))
-	for _, id := range sv.order {
-		list = append(list, sv.sessions[id])
+func (t *sessionTable) list() []*Session {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	list := make([]*Session, 0, len(t.order))
+	for _, id := range t.order {
+		list = append(list, t.sessions[id])
 	}
 	return list
 }
 
-func (sv *Supervisor) forget(id string) {
-	sv.mu.Lock()
-	defer sv.mu.Unlock()
-	delete(sv.sessions, id)
-	sv.order = slices.DeleteFunc(sv.order, func(s string) bool { return s == id })
-	if sv.closed = append(sv.closed, id); len(sv.closed) > keepClosed {
-		sv.closed = slices.Delete(sv.closed, 0, 1)
+// addLocked makes s live, the newest; t.mu is held.
+func (t *sessionTable) addLocked(s *Session) {
+	t.sessions[s.id] = s
+	t.order = append(t.order, s.id)
+}
+
+// len returns how many sessions are live.
+func (t *sessionTable) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.sessions)
+}
+
+// wasClosed reports whether id is one of the last keepClosed sessions that
+// closed.
+func (t *sessionTable) wasClosed(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Contains(t.closed, id)
+}
+
+// marks returns how many sessions were created and the last that closed,
+// for the next image of an upgrade in place (setMarks).
+func (t *sessionTable) marks() (created int, closed []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.created, slices.Clone(t.closed)
+}
+
+// setMarks restores what marks returned in the image before.
+func (t *sessionTable) setMarks(created int, closed []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.created, t.closed = created, closed
+}
+
+// forget takes session id, which closed, off the live ones.
+func (t *sessionTable) forget(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.sessions, id)
+	t.order = slices.DeleteFunc(t.order, func(s string) bool { return s == id })
+	if t.closed = append(t.closed, id); len(t.closed) > keepClosed {
+		t.closed = slices.Delete(t.closed, 0, 1)
 	}
 }
 
 // ListSessions implements protocol.Agent.
 func (sv *Supervisor) ListSessions(_ protocol.Client, p *acp.ListSessionsRequest) (*acp.ListSessionsResponse, error) {
-	return sv.histories.List(p, listed(sv.list()))
+	return sv.histories.List(p, listed(sv.live.list()))
 }
 
 // ResumeSession implements protocol.Agent: the session is attached to c,
@@ -294,7 +337,7 @@ func (sv *Supervisor) ListSessions(_ protocol.Client, p *acp.ListSessionsRequest
 // it recorded (revive), and resumed. A session that is neither answers
 // -32002.
 func (sv *Supervisor) ResumeSession(c protocol.Client, p *acp.ResumeSessionRequest) (*acp.ResumeSessionResponse, error) {
-	s, err := sv.session(p.SessionID)
+	s, err := sv.live.get(p.SessionID)
 	if err == nil {
 		return s.resume(c, p, nil)
 	}
@@ -307,15 +350,14 @@ func (sv *Supervisor) ResumeSession(c protocol.Client, p *acp.ResumeSessionReque
 		return nil, err
 	}
 	s, lost := revive(sv, h)
-	sv.mu.Lock()
-	if other := sv.sessions[s.id]; other != nil {
+	sv.live.mu.Lock()
+	if other := sv.live.sessions[s.id]; other != nil {
 		// Another connection made it live first: resume that one.
-		sv.mu.Unlock()
+		sv.live.mu.Unlock()
 		return other.resume(c, p, nil)
 	}
-	sv.sessions[s.id] = s
-	sv.order = append(sv.order, s.id)
-	sv.mu.Unlock()
+	sv.live.addLocked(s)
+	sv.live.mu.Unlock()
 	s.doWait(func(st *state) { settleRevived(st, lost) })
 	return s.resume(c, p, record.PastNotice(h, termIDs(lost)))
 }
@@ -324,7 +366,7 @@ func (sv *Supervisor) ResumeSession(c protocol.Client, p *acp.ResumeSessionReque
 // succeeds, and so does closing one that another connection took from c,
 // which goes on.
 func (sv *Supervisor) CloseSession(c protocol.Client, p *acp.CloseSessionRequest, reply protocol.Reply) {
-	s, err := sv.session(p.SessionID)
+	s, err := sv.live.get(p.SessionID)
 	if err != nil {
 		reply(struct{}{}, nil)
 		return
@@ -334,7 +376,7 @@ func (sv *Supervisor) CloseSession(c protocol.Client, p *acp.CloseSessionRequest
 
 // Prompt implements protocol.Agent.
 func (sv *Supervisor) Prompt(ctx context.Context, c protocol.Client, p *acp.PromptRequest, reply protocol.Reply) {
-	s, err := sv.session(p.SessionID)
+	s, err := sv.live.get(p.SessionID)
 	if err != nil {
 		reply(nil, err)
 		violations{sv}.closed(c, "session/prompt", p.SessionID)
@@ -349,14 +391,14 @@ func (sv *Supervisor) Prompt(ctx context.Context, c protocol.Client, p *acp.Prom
 
 // CancelSession implements protocol.Agent.
 func (sv *Supervisor) CancelSession(c protocol.Client, p *acp.CancelSessionNotification) {
-	if s, err := sv.session(p.SessionID); err == nil {
+	if s, err := sv.live.get(p.SessionID); err == nil {
 		s.cancel(c)
 	}
 }
 
 // CancelTerminal implements protocol.Agent.
 func (sv *Supervisor) CancelTerminal(c protocol.Client, p *acp.CancelTerminalRequest, reply protocol.Reply) {
-	s, err := sv.session(p.SessionID)
+	s, err := sv.live.get(p.SessionID)
 	if err != nil {
 		reply(nil, err)
 		violations{sv}.closed(c, "terminal/cancel", p.SessionID)
@@ -367,7 +409,7 @@ func (sv *Supervisor) CancelTerminal(c protocol.Client, p *acp.CancelTerminalReq
 
 // CancelToolCall implements protocol.Agent.
 func (sv *Supervisor) CancelToolCall(c protocol.Client, p *acp.CancelToolCallRequest, reply protocol.Reply) {
-	s, err := sv.session(p.SessionID)
+	s, err := sv.live.get(p.SessionID)
 	if err != nil {
 		reply(nil, err)
 		violations{sv}.closed(c, "tool_call/cancel", p.SessionID)
@@ -378,7 +420,7 @@ func (sv *Supervisor) CancelToolCall(c protocol.Client, p *acp.CancelToolCallReq
 
 // SetConfigOption implements protocol.Agent.
 func (sv *Supervisor) SetConfigOption(c protocol.Client, p *acp.SetConfigOptionRequest) (*acp.SetConfigOptionResponse, error) {
-	s, err := sv.session(p.SessionID)
+	s, err := sv.live.get(p.SessionID)
 	if err != nil {
 		violations{sv}.closed(c, "session/set_config_option", p.SessionID)
 		return nil, err
@@ -395,7 +437,7 @@ func (sv *Supervisor) SetConfigOption(c protocol.Client, p *acp.SetConfigOptionR
 // attached to other connections run on; only the prompts that c left held
 // in them are answered -32800, never to be inserted.
 func (sv *Supervisor) Detach(ctx context.Context, c protocol.Client) error {
-	return waitEach(ctx, "detach", sv.list(), func(s *Session, done func()) bool {
+	return waitEach(ctx, "detach", sv.live.list(), func(s *Session, done func()) bool {
 		return s.detach(c, sv.cfg.Detached, done)
 	})
 }
@@ -410,7 +452,7 @@ var shutdownSlack = 700 * time.Millisecond
 // session's own.
 func (sv *Supervisor) LongestGrace() time.Duration {
 	grace := sv.cfg.KillGrace
-	for _, s := range sv.list() {
+	for _, s := range sv.live.list() {
 		grace = max(grace, s.peek().settings.KillGrace) // the kill grace its next stop uses
 	}
 	return grace
@@ -423,7 +465,7 @@ func (sv *Supervisor) LongestGrace() time.Duration {
 func (sv *Supervisor) Shutdown(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, sv.LongestGrace()+shutdownSlack)
 	defer cancel()
-	return waitEach(ctx, "shutdown", sv.list(), func(s *Session, done func()) bool {
+	return waitEach(ctx, "shutdown", sv.live.list(), func(s *Session, done func()) bool {
 		s.close(done)
 		return true
 	})

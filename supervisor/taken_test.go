@@ -151,7 +151,7 @@ func TestATakenV1ConnectionIsToldAndItsTurnEnds(t *testing.T) {
 // before it acts on what is held.
 func (h *harness) waitHeld(sid string, n int) {
 	h.t.Helper()
-	s, err := h.sup.session(sid)
+	s, err := h.sup.live.get(sid)
 	if err != nil {
 		h.t.Fatal(err)
 	}

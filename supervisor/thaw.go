@@ -30,9 +30,7 @@ func (sv *Supervisor) Restore(state []byte, files []*os.File, ended []int) error
 	if len(state) == 0 {
 		return nil
 	}
-	sv.mu.Lock()
-	sv.created, sv.closed = r.State.Created, r.State.Closed
-	sv.mu.Unlock()
+	sv.live.setMarks(r.State.Created, r.State.Closed)
 	var errs []error
 	for _, fs := range r.State.Sessions {
 		if err := thawSession(sv, r, fs); err != nil {
@@ -64,10 +62,9 @@ func thawSession(sv *Supervisor, r *handover.Reader, fs handover.Session) error 
 		st.list.items = append(st.list.items, listItem{call: work.calls[e.Call], term: work.terminals[e.Term]})
 	}
 
-	sv.mu.Lock()
-	sv.sessions[s.id] = s
-	sv.order = append(sv.order, s.id)
-	sv.mu.Unlock()
+	sv.live.mu.Lock()
+	sv.live.addLocked(s)
+	sv.live.mu.Unlock()
 	s.actor = newActor(st)
 
 	// Adopted on the actor: the events of a process come after.
