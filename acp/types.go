@@ -149,7 +149,23 @@ type CancelTerminalRequest struct {
 const (
 	MethodWriteTerminal  = "_shellagent/terminal/write"
 	MethodResizeTerminal = "_shellagent/terminal/resize"
+	MethodLookSession    = "_shellagent/session/look"
 )
+
+// LookSessionRequest is the params of "_shellagent/session/look": Command
+// is a slash command that only reads (/ps, /tail, /status, /logs), to be
+// answered in the live session SessionID without taking it from the
+// client that has it.
+type LookSessionRequest struct {
+	SessionID string `json:"sessionId"`
+	Command   string `json:"command"`
+}
+
+// LookSessionResponse is the result of "_shellagent/session/look": Text
+// is what the command would have said in an agent_message.
+type LookSessionResponse struct {
+	Text string `json:"text"`
+}
 
 // WriteTerminalRequest is the params of "_shellagent/terminal/write": Data
 // is the base64 of bytes to write to the terminal's input, as typing

@@ -107,6 +107,11 @@ func (p *WriteTerminalRequest) Validate() error {
 const MaxTerminalSide = 10000
 
 // Validate names the first field of p that is missing or malformed, as a -32602 error.
+func (p *LookSessionRequest) Validate() error {
+	return first(required("sessionId", p.SessionID), required("command", p.Command))
+}
+
+// Validate names the first field of p that is missing or malformed, as a -32602 error.
 func (p *ResizeTerminalRequest) Validate() error {
 	if err := first(required("sessionId", p.SessionID), required("terminalId", p.TerminalID)); err != nil {
 		return err

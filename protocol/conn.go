@@ -105,6 +105,16 @@ type SessionDeleter interface {
 	DeleteSession(c Client, p *acp.DeleteSessionRequest, reply Reply)
 }
 
+// SessionLooker is what an Agent may serve besides Agent:
+// _shellagent/session/look, which answers with what a slash command that
+// only reads would say in a live session, to any client, without taking
+// the session from the client that has it and without a trace in it. A
+// Conn serves it in v2 when its Agent implements SessionLooker; otherwise
+// it is an unknown method (-32601).
+type SessionLooker interface {
+	LookSession(c Client, p *acp.LookSessionRequest, reply Reply)
+}
+
 // An Observer sees the messages of a connection that a client-side rule
 // concerns: the requests the agent sends and withdraws, the responses the
 // client sends, and its requests answered later. The Conn handles each
@@ -528,14 +538,15 @@ func decode[T any, P params[T]](req *jsonrpc2.Request) (P, error) {
 	return p, p.Validate()
 }
 
-// servedInput adapts a TerminalInput method, for the v2 and v1 tables
-// alike: it answers -32601 when the Agent does not serve TerminalInput.
-func servedInput[T any, P params[T]](f func(ti TerminalInput, c Client, p P, reply Reply)) handler {
+// optional adapts a method of A, what an Agent may serve besides Agent
+// (TerminalInput, SessionDeleter, SessionLooker): it answers -32601 when
+// the Agent does not serve A.
+func optional[A any, T any, P params[T]](f func(a A, c Client, p P, reply Reply)) handler {
 	serve := answeredByReply(func(_ context.Context, c *Conn, p P, reply Reply) {
-		f(c.agent.(TerminalInput), c.client(), p, reply)
+		f(c.agent.(A), c.client(), p, reply)
 	})
 	return func(c *Conn, req *jsonrpc2.Request) {
-		if _, ok := c.agent.(TerminalInput); !ok {
+		if _, ok := c.agent.(A); !ok {
 			c.replyNow(req.ID)(nil, methodNotFound(req.Method))
 			return
 		}
@@ -544,26 +555,19 @@ func servedInput[T any, P params[T]](f func(ti TerminalInput, c Client, p P, rep
 }
 
 var (
-	writeTerminal = servedInput(func(ti TerminalInput, c Client, p *acp.WriteTerminalRequest, reply Reply) {
+	writeTerminal = optional(func(ti TerminalInput, c Client, p *acp.WriteTerminalRequest, reply Reply) {
 		ti.WriteTerminal(c, p, reply)
 	})
-	resizeTerminal = servedInput(func(ti TerminalInput, c Client, p *acp.ResizeTerminalRequest, reply Reply) {
+	resizeTerminal = optional(func(ti TerminalInput, c Client, p *acp.ResizeTerminalRequest, reply Reply) {
 		ti.ResizeTerminal(c, p, reply)
 	})
-)
-
-// deleteSession serves session/delete, or answers -32601 when the Agent
-// does not serve SessionDeleter.
-func deleteSession(c *Conn, req *jsonrpc2.Request) {
-	d, ok := c.agent.(SessionDeleter)
-	if !ok {
-		c.replyNow(req.ID)(nil, methodNotFound(req.Method))
-		return
-	}
-	answeredByReply(func(_ context.Context, c *Conn, p *acp.DeleteSessionRequest, reply Reply) {
+	deleteSession = optional(func(d SessionDeleter, c Client, p *acp.DeleteSessionRequest, reply Reply) {
 		d.DeleteSession(c, p, reply)
-	})(c, req)
-}
+	})
+	lookSession = optional(func(l SessionLooker, c Client, p *acp.LookSessionRequest, reply Reply) {
+		l.LookSession(c, p, reply)
+	})
+)
 
 // initialize serves initialize: it chooses the protocol of the connection.
 func initialize(c *Conn, req *jsonrpc2.Request) {
@@ -625,6 +629,7 @@ var requests = map[string]handler{
 	}),
 	acp.MethodWriteTerminal:  writeTerminal,
 	acp.MethodResizeTerminal: resizeTerminal,
+	acp.MethodLookSession:    lookSession,
 	"session/delete":         deleteSession,
 }
 

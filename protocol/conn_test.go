@@ -142,6 +142,41 @@ func TestTerminalInputMethods(t *testing.T) {
 	}
 }
 
+// lookAgent serves SessionLooker: it answers with what it was asked.
+type lookAgent struct{ stubAgent }
+
+func (lookAgent) LookSession(_ Client, p *acp.LookSessionRequest, reply Reply) {
+	reply(&acp.LookSessionResponse{Text: p.SessionID + " " + p.Command}, nil)
+}
+
+// _shellagent/session/look reaches an Agent that serves it, with its
+// params checked; an Agent that does not serve it has no such method.
+func TestLookSessionMethod(t *testing.T) {
+	t.Parallel()
+	w := newWireFor(t, lookAgent{}, 2)
+	for _, tt := range []struct{ params, result, problem string }{
+		{`{"sessionId":"s","command":"/ps"}`, `{"text":"s /ps"}`, ""},
+		{`{"command":"/ps"}`, "", "sessionId"},
+		{`{"sessionId":"s"}`, "", "command"},
+		{`{"sessionId":"s","command":""}`, "", "command"},
+	} {
+		w.send(`{"jsonrpc":"2.0","id":1,"method":"_shellagent/session/look","params":` + tt.params + `}`)
+		m := w.recv()
+		switch {
+		case tt.problem == "" && string(m["result"]) != tt.result:
+			t.Errorf("look %s answered %v, want the result %s", tt.params, m, tt.result)
+		case tt.problem != "" && (errorCode(m) != acp.CodeInvalidParams || !strings.Contains(string(m["error"]), tt.problem)):
+			t.Errorf("look %s answered %v, want -32602 naming %s", tt.params, m, tt.problem)
+		}
+	}
+
+	w = newWire(t)
+	w.send(`{"jsonrpc":"2.0","id":1,"method":"_shellagent/session/look","params":{"sessionId":"s","command":"/ps"}}`)
+	if m := w.recv(); errorCode(m) != acp.CodeMethodNotFound {
+		t.Errorf("an agent without SessionLooker answered %v", m)
+	}
+}
+
 func TestRequestIDsComeBackAsSent(t *testing.T) {
 	t.Parallel()
 	w := newWire(t)

@@ -41,6 +41,9 @@ type command struct {
 	// turn until it is over.
 	act  func(st *state, in input)
 	hold func(st *state, t *turn)
+	// look, for a command that only reads, returns what it says, and
+	// changes nothing (work.Command.Look); its act is to say it.
+	look func(st *state, in input) string
 }
 
 // input is a parsed prompt: the command it is, and its arguments.
@@ -89,7 +92,7 @@ func init() {
 			usage:       "/bg CMD, or /bg alone while a command runs",
 		},
 		{
-			name: "ps", now: true, parse: kindParse(work.ParseNone("ps"), nil), act: listBackground,
+			name: "ps", now: true, parse: kindParse(work.ParseNone("ps"), nil), look: listBackground,
 			description: "List background work: ids, commands, age, status",
 			usage:       "/ps",
 		},
@@ -113,6 +116,11 @@ func init() {
 		[]*command{scenario},
 		kindCommands(service.Commands(stackOf)),
 	)
+	for _, c := range commands {
+		if look := c.look; look != nil {
+			c.act = func(st *state, in input) { st.out.agentMessage(look(st, in)) }
+		}
+	}
 }
 
 // kindCommands are the entries of the commands that kinds of work in
@@ -133,9 +141,12 @@ func kindCommand(k work.Command) *command {
 		name: k.Name, syntax: k.Syntax, description: k.Description, hint: k.Hint, usage: k.Usage,
 		now: k.Now, parse: kindParse(k.Parse, k.Line),
 	}
-	if k.Act != nil {
+	switch {
+	case k.Look != nil:
+		c.look = func(st *state, in input) string { return k.Look(host{st}, in.args) }
+	case k.Act != nil:
 		c.act = func(st *state, in input) { k.Act(host{st}, in.args) }
-	} else if k.Hold != nil {
+	case k.Hold != nil:
 		c.hold = func(st *state, t *turn) { k.Hold(host{st}, kindTurn{st, t}, t.in.args) }
 	}
 	return c
@@ -232,16 +243,16 @@ func actBg(st *state, in input) {
 	fg.fore.toBackground(st, fg)
 }
 
-// listBackground serves /ps. It names each listed terminal's processes: a
-// scan of /proc (or a cgroup): slow work.
-func listBackground(st *state, _ input) {
+// listBackground is what /ps says. It names each listed terminal's
+// processes: a scan of /proc (or a cgroup): slow work.
+func listBackground(st *state, _ input) string {
 	procs := st.list.processes()
 	found := make([]string, len(procs))
 	st.s.slow()
 	for i, p := range procs {
 		found[i] = members(p)
 	}
-	st.out.agentMessage(st.list.listing(st.s.sv.cfg.clock.Now(), found, st.kit.items()))
+	return st.list.listing(st.s.sv.cfg.clock.Now(), found, st.kit.items())
 }
 
 // listScenarios serves /scenario alone.

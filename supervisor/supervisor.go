@@ -210,7 +210,7 @@ func (sv *Supervisor) Initialize(_ protocol.Client, _ *acp.InitializeRequest) (*
 	if sv.cfg.History != nil {
 		res.Capabilities.Session.Delete = &struct{}{}
 	}
-	meta := map[string]any{"methods": []string{acp.MethodWriteTerminal, acp.MethodResizeTerminal}}
+	meta := map[string]any{"methods": []string{acp.MethodWriteTerminal, acp.MethodResizeTerminal, acp.MethodLookSession}}
 	if sv.cfg.Containment != "" {
 		meta["containment"] = sv.cfg.Containment
 	}

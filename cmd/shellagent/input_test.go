@@ -82,7 +82,7 @@ func exitCodeOf(es map[string]any) (float64, bool) {
 	return code, ok
 }
 
-func TestInitializeAdvertisesTheInputMethods(t *testing.T) {
+func TestInitializeAdvertisesTheExtensionMethods(t *testing.T) {
 	t.Parallel()
 	a := startCheckedAgent(t)
 	i := slices.IndexFunc(a.c.Transcript(), func(m *acptest.Msg) bool { return m.ReqMethod == "initialize" })
@@ -92,7 +92,7 @@ func TestInitializeAdvertisesTheInputMethods(t *testing.T) {
 		} `json:"_meta"`
 	}
 	if i < 0 || json.Unmarshal(a.c.Transcript()[i].Result, &res) != nil ||
-		!slices.Equal(res.Meta.Shellagent.Methods, []string{"_shellagent/terminal/write", "_shellagent/terminal/resize"}) {
+		!slices.Equal(res.Meta.Shellagent.Methods, []string{"_shellagent/terminal/write", "_shellagent/terminal/resize", "_shellagent/session/look"}) {
 		t.Errorf("initialize answered _meta %+v", res.Meta)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -96,6 +97,7 @@ func TestStackCommandLine(t *testing.T) {
 			return m.Kind == acp.KindToolCall && m.Update["title"] == "service "+name && m.Status() == acp.StatusInProgress
 		})
 	}
+	lookWhileTheEditorHasIt(t, d, a, sid)
 	a.cmd.Process.Kill()
 	a.exited()
 	time.Sleep(200 * time.Millisecond)
@@ -122,6 +124,58 @@ func TestStackCommandLine(t *testing.T) {
 		t.Errorf("shellagent down: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	d.waitGone(5*time.Second, "shellagent down", d.work)
+}
+
+// lookWhileTheEditorHasIt: while editor a has the stack's session sid,
+// status and logs look at it without taking it, as another client's
+// _shellagent/session/look does, which takes only the commands that
+// read; none of them reaches the editor: the only user message it sees
+// is its own.
+func lookWhileTheEditorHasIt(t *testing.T, d *daemonFixture, a *relayProc, sid string) {
+	t.Helper()
+	sock := []string{"--socket", d.socket}
+	if out, errOut, code := d.runIn(d.cwd, append([]string{"status"}, sock...)...); code != 0 || !strings.Contains(out, "\ndb ") {
+		t.Errorf("shellagent status beside the editor: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if out, errOut, code := d.runIn(d.cwd, append([]string{"logs", "db", "5"}, sock...)...); code != 0 || out != "db starting\ndb accepting connections\n" {
+		t.Errorf("shellagent logs db 5 beside the editor: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	o := d.relay()
+	var looked acp.LookSessionResponse
+	o.c.MustCall(acp.MethodLookSession, acp.LookSessionRequest{SessionID: sid, Command: "/logs web 1"}, &looked)
+	if !strings.Contains(looked.Text, "web listening") {
+		t.Errorf("a look at /logs web 1 answered %q, want web's line", looked.Text)
+	}
+	for _, tt := range []struct {
+		sid, command string
+		code         int
+	}{
+		{sid, "/down", acp.CodeInvalidParams},
+		{sid, "echo hi", acp.CodeInvalidParams},
+		{sid, "/logs", acp.CodeInvalidParams},
+		{"sess_none", "/ps", acp.CodeNotFound},
+	} {
+		if _, rerr := o.c.Call(acp.MethodLookSession, acp.LookSessionRequest{SessionID: tt.sid, Command: tt.command}); rerr == nil || rerr.Code != tt.code {
+			t.Errorf("a look at %q in %s: error %v, want code %d", tt.command, tt.sid, rerr, tt.code)
+		}
+	}
+	o.c.Close()
+	o.exited()
+	o.c.Check()
+
+	a.c.MustCall("session/prompt", map[string]any{"sessionId": sid, "prompt": []map[string]string{{"type": "text", "text": "/ps"}}}, nil)
+	a.c.WaitFor("the answer to the editor's /ps", func(m *acptest.Msg) bool {
+		return m.Kind == acp.KindAgentMessage && strings.HasPrefix(m.Text(), "Background work:")
+	})
+	var said []string
+	for _, m := range a.c.Updates(sid) {
+		if m.Kind == acp.KindUserMessage {
+			said = append(said, m.Text())
+		}
+	}
+	if !slices.Equal(said, []string{"/ps"}) {
+		t.Errorf("the editor saw the user messages %q, want its own /ps only", said)
+	}
 }
 
 // stackSession returns the session the daemon has for cwd.
@@ -241,20 +295,26 @@ func TestStackCommandLineWhereNothingRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := []string{"--socket", d.socket}
-	check := func(when string) {
+	nothing := "No services run in " + d.cwd + ": shellagent up starts the stack of shellagent.toml (or the Procfile) there.\n"
+	check := func(when, logsSaid string) {
 		t.Helper()
-		for _, tt := range []struct{ name, want string }{
-			{"status", "No services run in " + d.cwd + ": shellagent up starts the stack of shellagent.toml (or the Procfile) there.\n"},
-			{"down", "Nothing to stop: no service of the stack runs.\n"},
+		for _, tt := range []struct {
+			args           []string
+			code           int
+			stdout, stderr string
+		}{
+			{[]string{"status"}, 0, nothing, ""},
+			{[]string{"logs", "db"}, 1, "", logsSaid},
+			{[]string{"down"}, 0, "Nothing to stop: no service of the stack runs.\n", ""},
 		} {
-			if out, errOut, code := d.runIn(d.cwd, append([]string{tt.name}, sock...)...); code != 0 || out != tt.want {
-				t.Errorf("%s: shellagent %s: exit %d, stdout %q, stderr %q; want 0 and %q", when, tt.name, code, out, errOut, tt.want)
+			if out, errOut, code := d.runIn(d.cwd, append(tt.args, sock...)...); code != tt.code || out != tt.stdout || errOut != tt.stderr {
+				t.Errorf("%s: shellagent %v: exit %d, stdout %q, stderr %q; want %d, %q, %q", when, tt.args, code, out, errOut, tt.code, tt.stdout, tt.stderr)
 			}
 		}
 	}
-	check("no daemon")
+	check("no daemon", nothing)
 	if pids := d.daemons(); len(pids) != 0 {
-		t.Errorf("status and down started a daemon: %v", describe(pids))
+		t.Errorf("status, logs and down started a daemon: %v", describe(pids))
 	}
 
 	// A session of the directory, past once the daemon stopped.
@@ -266,19 +326,19 @@ func TestStackCommandLineWhereNothingRuns(t *testing.T) {
 		t.Fatalf("daemon stop: exit %d, stderr %q", code, errOut)
 	}
 	b := d.relay() // a daemon runs again
-	check("a past session")
+	check("a past session", nothing)
 	if e := b.entry(sid); e == nil || e.Meta.Shellagent.State != "past" {
-		t.Errorf("the directory's session after status and down: %+v, want it listed, past", e)
+		t.Errorf("the directory's session after status, logs and down: %+v, want it listed, past", e)
 	}
 
-	// An editor's session of the directory, live, that ran no stack: the
-	// answer is the command line's, not the prompt's (which names /up).
-	// status and down resume it, as up does (docs/stacks.md), and leave it
-	// live.
+	// An editor's session of the directory, live, that ran no stack:
+	// status's answer is the command line's, not the prompt's (which names
+	// /up). status and logs look at it, down resumes it, as up does
+	// (docs/stacks.md), and it stays live.
 	live := b.session(d.cwd)
-	check("a live session without services")
+	check("a live session without services", `No service "db" has run in this session: /status lists them.`+"\n")
 	if e := b.entry(live); e == nil || e.Meta.Shellagent.State == "past" {
-		t.Errorf("the editor's session after status and down: %+v, want it listed, live", e)
+		t.Errorf("the editor's session after status, logs and down: %+v, want it listed, live", e)
 	}
 	b.c.Close()
 	b.exited()

@@ -75,11 +75,23 @@ func runStack(name string, args []string) int {
 		fmt.Fprintf(os.Stderr, "shellagent %s: %v\n", name, err)
 		return 1
 	}
-	// status and down only look at or stop what runs: where nothing runs
-	// they start no daemon and make no session live.
-	liveOnly := name == "status" || name == "down"
-	sc, err := dialStack(*socket, daemonArgs, cwd, liveOnly)
+	// status and logs (but logs -f, which follows) look at what runs
+	// without taking the session from an editor; down stops what runs.
+	// Where nothing runs, the three start no daemon and make no session
+	// live.
+	mode := openOrStart
+	switch {
+	case name == "status" || name == "logs" && !follow:
+		mode = lookLive
+	case name == "down":
+		mode = takeLive
+	}
+	sc, err := dialStack(*socket, daemonArgs, cwd, mode)
 	if errors.Is(err, errNothingRuns) {
+		if name == "logs" {
+			fmt.Fprintln(os.Stderr, nothingRuns(name, cwd))
+			return 1
+		}
 		fmt.Println(nothingRuns(name, cwd))
 		return 0
 	}
@@ -89,7 +101,12 @@ func runStack(name string, args []string) int {
 	}
 	defer sc.close()
 	line := "/" + strings.Join(append([]string{name}, rest...), " ")
-	said, err := sc.prompt(line)
+	var said string
+	if mode == lookLive {
+		said, err = sc.look(line)
+	} else {
+		said, err = sc.prompt(line)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "shellagent %s: %v\n", name, err)
 		return 1
@@ -97,10 +114,15 @@ func runStack(name string, args []string) int {
 	if name == "status" && strings.HasPrefix(said, service.NoServices) {
 		said = nothingRuns(name, cwd) // the session's answer names /up
 	}
-	printSaid(name, said)
 	if !stackSucceeded(name, said) {
+		if name == "logs" {
+			fmt.Fprintln(os.Stderr, said) // stdout holds the lines only
+		} else {
+			printSaid(name, said)
+		}
 		return 1
 	}
+	printSaid(name, said)
 	if follow {
 		return sc.follow(rest[0])
 	}
@@ -157,10 +179,11 @@ func stackHelp(name string, fs *flag.FlagSet) string {
 		"down":   "down [NAME...]\n        stop the services named (default all) and what depends on them,\n        dependents first",
 	}[name]
 	fmt.Fprintf(&w, `The project's services (shellagent.toml or Procfile in the current
-directory, docs/stacks.md), run by the shellagent daemon (which up and logs
-start if none runs) in its session for this directory: an editor that
-resumes that session sees them, and they outlive this command and the
-editor.
+directory, docs/stacks.md), run by the shellagent daemon (which up and
+logs -f start if none runs) in its session for this directory: an editor
+that resumes that session sees them, and they outlive this command and the
+editor. status and logs without -f only look: the session stays with the
+editor that has it.
 
 Usage:
   shellagent %s
@@ -185,18 +208,33 @@ type stackClient struct {
 	followed map[string]bool // the terminals of its runs
 }
 
-// dialStack connects to the daemon (starting it with args if none
-// runs), initializes, and resumes the latest session of cwd, or opens one.
-// With liveOnly it starts no daemon and opens no session: it resumes the
-// latest live session of cwd, and returns errNothingRuns where there is
-// none or no daemon runs.
-func dialStack(socket string, args []string, cwd string, liveOnly bool) (*stackClient, error) {
+// How a command opens the session of its directory (dialStack).
+type openMode int
+
+const (
+	// openOrStart resumes the daemon's latest session of the directory
+	// (a past one made live again), else opens one, and starts a daemon
+	// if none runs: up, and logs -f, which follows the session.
+	openOrStart openMode = iota
+	// takeLive resumes the latest live session: down.
+	takeLive
+	// lookLive finds the latest live session and leaves it with the
+	// client that has it: status and logs look at it
+	// (_shellagent/session/look).
+	lookLive
+)
+
+// dialStack connects to the daemon, initializes, and opens the session of
+// cwd as mode says. But with openOrStart, it starts no daemon and opens no
+// session: it returns errNothingRuns where no daemon runs or no session of
+// cwd is live.
+func dialStack(socket string, args []string, cwd string, mode openMode) (*stackClient, error) {
 	path, err := daemon.SocketPath(socket)
 	if err != nil {
 		return nil, err
 	}
 	var c *daemon.Client
-	if liveOnly {
+	if mode != openOrStart {
 		c, err = daemon.Dial(path, daemonHello(), daemon.Stdio{})
 		if errors.Is(err, daemon.ErrNotRunning) {
 			return nil, errNothingRuns
@@ -215,7 +253,7 @@ func dialStack(socket string, args []string, cwd string, liveOnly bool) (*stackC
 		return nil, fmt.Errorf("the daemon at %s is build %s, this shellagent is build %s: stop it with 'shellagent daemon stop' (that stops what it runs)", path, h.Build, buildName())
 	}
 	sc := &stackClient{c: c, r: jsonrpcline.NewReader(c.R, 0), enc: json.NewEncoder(c.Conn)}
-	if err := sc.open(cwd, liveOnly); err != nil {
+	if err := sc.open(cwd, mode); err != nil {
 		c.Close() // Best effort: the error says what failed.
 		return nil, err
 	}
@@ -238,11 +276,9 @@ func nothingRuns(name, cwd string) string {
 	return "No services run in " + cwd + ": shellagent up starts the stack of " + stack.TOMLFile + " (or the " + stack.Procfile + ") there."
 }
 
-// open opens the stack's session: the daemon's latest session of cwd,
-// resumed (a past one made live again from its history), else a new one.
-// With liveOnly, only a live session is taken, and without one open
-// returns errNothingRuns.
-func (sc *stackClient) open(cwd string, liveOnly bool) error {
+// open opens the stack's session as mode says (openMode); without a live
+// session of cwd, a mode but openOrStart returns errNothingRuns.
+func (sc *stackClient) open(cwd string, mode openMode) error {
 	if _, err := sc.call("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "shellagent-cli", "version": version()}}, nil); err != nil {
 		return err
 	}
@@ -250,6 +286,7 @@ func (sc *stackClient) open(cwd string, liveOnly bool) error {
 	if _, err := sc.call("session/list", map[string]any{"cwd": cwd}, &list); err != nil {
 		return err
 	}
+	liveOnly := mode != openOrStart
 	latest := ""
 	for _, s := range list.Sessions {
 		live := sessionState(s) == "attached" || sessionState(s) == "detached"
@@ -257,8 +294,12 @@ func (sc *stackClient) open(cwd string, liveOnly bool) error {
 			latest = s.SessionID
 		}
 	}
-	if latest == "" && liveOnly {
+	switch {
+	case latest == "" && liveOnly:
 		return errNothingRuns
+	case mode == lookLive:
+		sc.sid = latest
+		return nil
 	}
 	if latest != "" {
 		_, err := sc.call("session/resume", map[string]any{"sessionId": latest, "cwd": cwd}, nil)
@@ -415,6 +456,16 @@ func contentText(c any) string {
 		return b.String()
 	}
 	return ""
+}
+
+// look returns what line, a slash command that only reads, says in the
+// session, which stays with the client that has it.
+func (sc *stackClient) look(line string) (string, error) {
+	var res acp.LookSessionResponse
+	if _, err := sc.call(acp.MethodLookSession, acp.LookSessionRequest{SessionID: sc.sid, Command: line}, &res); err != nil {
+		return "", err
+	}
+	return res.Text, nil
 }
 
 // prompt runs line as a prompt and returns what the agent said in its

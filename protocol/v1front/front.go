@@ -395,7 +395,8 @@ func (f *v1Front) Method(name string) (protocol.Method, bool) {
 }
 
 // requests are the methods of a v1 connection after initialize. The
-// terminal input methods are there when the Agent serves them, as in v2.
+// extension methods (terminal input, the look) are there when the Agent
+// serves them, as in v2.
 func (f *v1Front) requests() map[string]protocol.Method {
 	m := map[string]protocol.Method{
 		"session/new":    protocol.AnswerNow(f.newSession),
@@ -420,6 +421,11 @@ func (f *v1Front) requests() map[string]protocol.Method {
 		})
 		m[acp.MethodResizeTerminal] = protocol.AnswerLater(func(_ context.Context, p *acp.ResizeTerminalRequest, reply protocol.Reply) {
 			ti.ResizeTerminal(f, p, reply)
+		})
+	}
+	if l, ok := f.agent.(protocol.SessionLooker); ok {
+		m[acp.MethodLookSession] = protocol.AnswerLater(func(_ context.Context, p *acp.LookSessionRequest, reply protocol.Reply) {
+			l.LookSession(f, p, reply)
 		})
 	}
 	return m

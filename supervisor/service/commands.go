@@ -12,7 +12,8 @@ import (
 // package supervisor's command table, served by the session's Stack,
 // which stackOf returns (made on first use): /up, /down and /restart
 // hold the foreground until what they asked for is done, through a
-// work.Turn; /status and /logs answer at once, even while a turn runs.
+// work.Turn; /status and /logs answer at once, even while a turn runs,
+// and only read (work.Command.Look).
 // The args of /up and /down are the names as written, of /restart the
 // name, of /logs a LogsArgs.
 func Commands(stackOf func(work.RunHost) *Stack) []work.Command {
@@ -40,15 +41,15 @@ func Commands(stackOf func(work.RunHost) *Stack) []work.Command {
 		},
 		{
 			Name: "status", Now: true, Parse: work.ParseNone("status"),
-			Act:         func(h work.RunHost, _ any) { stackOf(h).Status() },
+			Look:        func(h work.RunHost, _ any) string { return stackOf(h).Status() },
 			Description: "Show the project's services: state, pid, uptime, restarts, memory and CPU, ports",
 			Usage:       "/status",
 		},
 		{
 			Name: "logs", Syntax: "NAME [N]", Now: true, Parse: parseLogs,
-			Act: func(h work.RunHost, args any) {
+			Look: func(h work.RunHost, args any) string {
 				a := args.(LogsArgs) // Safe: parseLogs made them.
-				stackOf(h).Logs(a.Name, a.Lines)
+				return stackOf(h).Logs(a.Name, a.Lines)
 			},
 			Description: "Show the last lines of a service's output as text",
 			Hint:        "service name and a number of lines, e.g. web 50",

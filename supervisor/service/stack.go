@@ -323,13 +323,12 @@ const (
 	NoSuchService = "No service "
 )
 
-// Status serves /status: one line per service. The memory, CPU and
+// Status is what /status says: one line per service. The memory, CPU and
 // listening ports of each running service's processes are read from /proc
 // as slow work (Host.Slow), as /ps's members are.
-func (ss *Stack) Status() {
+func (ss *Stack) Status() string {
 	if len(ss.names) == 0 {
-		ss.h.Say(NoServices + " /up starts the stack of " + stack.TOMLFile + " (or the " + stack.Procfile + ") in " + ss.h.Cwd() + ".")
-		return
+		return NoServices + " /up starts the stack of " + stack.TOMLFile + " (or the " + stack.Procfile + ") in " + ss.h.Cwd() + "."
 	}
 	rows := make([]Row, len(ss.names))
 	runs := make([]work.Run, len(ss.names))
@@ -351,18 +350,17 @@ func (ss *Stack) Status() {
 			}
 		}
 	}
-	ss.h.Say(StatusText(ss.file.File, rows, time.Now()))
+	return StatusText(ss.file.File, rows, time.Now())
 }
 
-// Logs serves /logs NAME N: the last n lines of its latest run.
-func (ss *Stack) Logs(name string, n int) {
+// Logs is what /logs NAME N says: the last n lines of its latest run.
+func (ss *Stack) Logs(name string, n int) string {
 	svc := ss.services[name]
 	switch {
 	case svc == nil:
-		ss.h.Say(fmt.Sprintf(NoSuchService+"%q has run in this session: /status lists them.", name))
+		return fmt.Sprintf(NoSuchService+"%q has run in this session: /status lists them.", name)
 	case svc.lastRun() == nil || svc.lastRun().Retired():
-		ss.h.Say(fmt.Sprintf("Service %s has no output yet (%s).", name, svc.state))
-	default:
-		ss.h.Say(fmt.Sprintf("Service %s, run %d: %s", name, svc.gen, ss.h.Tail(svc.lastRun().ID(), n)))
+		return fmt.Sprintf("Service %s has no output yet (%s).", name, svc.state)
 	}
+	return fmt.Sprintf("Service %s, run %d: %s", name, svc.gen, ss.h.Tail(svc.lastRun().ID(), n))
 }

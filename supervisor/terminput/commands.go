@@ -36,9 +36,9 @@ func Commands() []work.Command {
 		},
 		{
 			Name: "tail", Syntax: "ID [N]", Now: true, Parse: parse("tail"),
-			Act: func(h work.RunHost, args any) {
+			Look: func(h work.RunHost, args any) string {
 				a := args.(Args) // Safe: parse made them.
-				h.Say(h.Tail(a.ID, a.Lines))
+				return h.Tail(a.ID, a.Lines)
 			},
 			Description: "Show the last lines of a terminal's output as text",
 			Hint:        "terminal id and a number of lines, e.g. term_1 50",

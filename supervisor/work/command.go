@@ -17,7 +17,7 @@ type Command struct {
 	Usage       string // how to write it, said after a problem with its arguments
 
 	// Now: it acts at once even while foreground work runs, instead of
-	// waiting its turn. Only a command with an Act does.
+	// waiting its turn. Only a command with an Act (or a Look) does.
 	Now bool
 
 	// Parse reads the arguments, the rest of the prompt line trimmed,
@@ -38,6 +38,13 @@ type Command struct {
 	// over (Turn.Hold, then Turn.End or Host.EndTurn). h is the session.
 	Act  func(h RunHost, args any)
 	Hold func(h RunHost, t Turn, args any)
+
+	// Look, for a command that only reads, returns what it says; its
+	// Act, then, is to say it (Host.Say). Look must change nothing of
+	// the session: a client that does not hold the session may call it
+	// (_shellagent/session/look), and nothing of it reaches the session's
+	// client or history.
+	Look func(h RunHost, args any) string
 }
 
 // ParseNone is the Parse of command name, which takes no arguments. Its
