@@ -296,14 +296,12 @@ func writersAgent(tb testing.TB, a *agent, sid string, k int, window time.Durati
 	for i, t := range terms {
 		bytes0[i], dropped0[i] = t.bytes.Load(), t.dropped.Load()
 	}
-	start := time.Now()
-	time.Sleep(window)
-	r := writersResult{perTerm: make([]int64, k)}
+	elapsed := countWindow(window, counts, bytes0)
+	r := writersResult{perTerm: make([]int64, k), elapsed: elapsed}
 	for i, t := range terms {
 		r.perTerm[i] = t.bytes.Load() - bytes0[i]
 		r.dropped += t.dropped.Load() - dropped0[i]
 	}
-	r.elapsed = time.Since(start)
 	timed(false)
 	for _, tid := range tids {
 		a.cancel(tb, sid, tid)
@@ -363,14 +361,31 @@ func writersRaw(tb testing.TB, k int, window time.Duration) writersResult {
 	for i, t := range terms {
 		before[i] = t.bytes.Load()
 	}
-	start := time.Now()
-	time.Sleep(window)
-	r := writersResult{perTerm: make([]int64, k)}
+	elapsed := countWindow(window, counts, before)
+	r := writersResult{perTerm: make([]int64, k), elapsed: elapsed}
 	for i, t := range terms {
 		r.perTerm[i] = t.bytes.Load() - before[i]
 	}
-	r.elapsed = time.Since(start)
 	return r
+}
+
+// countWindow is the window of ManyWriters: it waits window, then on
+// until one of the writers' counts has grown past its base (a loaded
+// machine can starve them all through a short window: the smoke test's
+// 200 ms), at most waitTimeout. It returns how long it waited, the time
+// the rates are counted over.
+func countWindow(window time.Duration, counts []*atomic.Int64, base []int64) time.Duration {
+	start := time.Now()
+	time.Sleep(window)
+	for time.Since(start) < waitTimeout {
+		for i, n := range counts {
+			if n.Load() > base[i] {
+				return time.Since(start)
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return time.Since(start)
 }
 
 // controlLatency starts k terminals running line in sid, waits until all
