@@ -102,6 +102,19 @@ func (h *harness) callErr(method string, params any) *acptest.RPCError {
 	return h.CallErr(method, params)
 }
 
+// busySession opens a session on h's client with a background terminal,
+// term_1, that printed "bg", and a foreground command, term_2, that
+// printed "fg" and waits for trigger "go" (h.release) to print "fg done".
+func (h *harness) busySession() string {
+	h.t.Helper()
+	sid := h.newSession()
+	h.run(sid, "/bg echo bg; sleep 30")
+	h.output(sid, "term_1", "bg")
+	h.run(sid, "echo fg; "+trigger("go")+"; echo fg done")
+	h.output(sid, "term_2", "fg")
+	return sid
+}
+
 // inspect runs f on the state of session sid, as the supervisor's own
 // goroutines do: for what no client can see (a detached session, what it
 // holds).

@@ -18,11 +18,7 @@ func TestALookTakesNothing(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, Config{})
 	a := h.on(h.connect())
-	sid := a.newSession()
-	a.run(sid, "/bg echo bg; sleep 30")
-	a.output(sid, "term_1", "bg")
-	a.run(sid, "echo fg; "+trigger("go")+"; echo fg done")
-	a.output(sid, "term_2", "fg")
+	sid := a.busySession()
 
 	b := h.on(h.connect())
 	for _, tt := range []struct{ command, want string }{

@@ -30,11 +30,7 @@ func TestATakenConnectionIsRefusedAndTold(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, Config{Detached: KeepDetached})
 	a := h.on(h.connect())
-	sid := a.newSession()
-	a.run(sid, "/bg echo bg; sleep 30")
-	a.output(sid, "term_1", "bg")
-	a.run(sid, "echo fg; "+trigger("go")+"; echo fg done")
-	a.output(sid, "term_2", "fg")
+	sid := a.busySession()
 	held := a.prompt(sid, "echo never")
 	a.waitHeld(sid, 1)
 
