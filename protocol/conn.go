@@ -109,8 +109,8 @@ type SessionDeleter interface {
 // _shellagent/session/look, which answers with what a slash command that
 // only reads would say in a live session, to any client, without taking
 // the session from the client that has it and without a trace in it. A
-// Conn serves it in v2 when its Agent implements SessionLooker; otherwise
-// it is an unknown method (-32601).
+// Conn serves it when its Agent implements SessionLooker (in v1, its
+// front does); otherwise it is an unknown method (-32601).
 type SessionLooker interface {
 	LookSession(c Client, p *acp.LookSessionRequest, reply Reply)
 }

@@ -225,9 +225,9 @@ const (
 )
 
 // dialStack connects to the daemon, initializes, and opens the session of
-// cwd as mode says. But with openOrStart, it starts no daemon and opens no
-// session: it returns errNothingRuns where no daemon runs or no session of
-// cwd is live.
+// cwd as mode says. Only openOrStart starts a daemon or opens a session:
+// the other modes return errNothingRuns where no daemon runs or no session
+// of cwd is live.
 func dialStack(socket string, args []string, cwd string, mode openMode) (*stackClient, error) {
 	path, err := daemon.SocketPath(socket)
 	if err != nil {
