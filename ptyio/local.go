@@ -303,12 +303,12 @@ var errDrained = errors.New("drained")
 // out may block: it is called with no lock held and outside the poller's
 // callback, so that nothing waits on it but this goroutine.
 //
-// Once the first output is in out, read yields before it reads again:
-// the goroutines that write set off (the connection's writer) then run
-// before those its next read sets off. For a short command that next
-// read finds the PTY closed, and the exit's handling (the reap, the
-// group's removal) would otherwise run first, with the agent's one P
-// (cmd/shellagent), while the first byte the user waits for waits
+// Once the first output is in out, read yields before it reads again, so
+// that the goroutines that write readied (the connection's writer) run
+// before those its next read readies. For a short command that next read
+// finds the PTY closed, and with the agent's one P (cmd/shellagent) the
+// exit's handling (the reap, the group's removal) would otherwise run
+// first while the first byte, the one the user waits for, waits
 // (bench/HISTORY.md, round 20).
 func (p *local) read() {
 	defer close(p.readDone)

@@ -285,7 +285,7 @@ func (t *sessionTable) addLocked(s *Session) {
 	t.order = append(t.order, s.id)
 }
 
-// len returns how many sessions are live.
+// len returns how many sessions the table holds, closing ones included.
 func (t *sessionTable) len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -40,10 +40,10 @@ type Command struct {
 	Hold func(h RunHost, t Turn, args any)
 
 	// Look, for a command that only reads, returns what it says; its
-	// Act, then, is to say it (Host.Say). Look must change nothing of
-	// the session: a client that does not hold the session may call it
-	// (_shellagent/session/look), and nothing of it reaches the session's
-	// client or history.
+	// Act, then, is to say it (Host.Say). Look must send nothing and
+	// start, stop or change no work: a client that does not hold the
+	// session may call it (_shellagent/session/look), and nothing of it
+	// reaches the session's client or history.
 	Look func(h RunHost, args any) string
 }
 
