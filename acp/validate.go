@@ -106,9 +106,11 @@ func (p *WriteTerminalRequest) Validate() error {
 // be given.
 const MaxTerminalSide = 10000
 
-// Validate names the first field of p that is missing or malformed, as a -32602 error.
+// Validate names the first field of p that is missing or malformed, as a
+// -32602 error; a command of spaces alone is missing, as a prompt of them
+// is empty.
 func (p *LookSessionRequest) Validate() error {
-	return first(required("sessionId", p.SessionID), required("command", p.Command))
+	return first(required("sessionId", p.SessionID), required("command", strings.TrimSpace(p.Command)))
 }
 
 // Validate names the first field of p that is missing or malformed, as a -32602 error.

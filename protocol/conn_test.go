@@ -159,6 +159,7 @@ func TestLookSessionMethod(t *testing.T) {
 		{`{"command":"/ps"}`, "", "sessionId"},
 		{`{"sessionId":"s"}`, "", "command"},
 		{`{"sessionId":"s","command":""}`, "", "command"},
+		{`{"sessionId":"s","command":" \t"}`, "", "command"},
 	} {
 		w.send(`{"jsonrpc":"2.0","id":1,"method":"_shellagent/session/look","params":` + tt.params + `}`)
 		m := w.recv()
