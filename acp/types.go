@@ -150,6 +150,7 @@ const (
 	MethodWriteTerminal  = "_shellagent/terminal/write"
 	MethodResizeTerminal = "_shellagent/terminal/resize"
 	MethodLookSession    = "_shellagent/session/look"
+	MethodReadService    = "_shellagent/service/read"
 )
 
 // LookSessionRequest is the params of "_shellagent/session/look": Command
@@ -165,6 +166,37 @@ type LookSessionRequest struct {
 // is what the command would have said in an agent_message.
 type LookSessionResponse struct {
 	Text string `json:"text"`
+}
+
+// ReadServiceRequest is the params of "_shellagent/service/read": the
+// output of service Name of the live session SessionID's stack, read
+// without taking the session from the client that has it. Without
+// TerminalID it reads the latest run from the start of its last Lines
+// lines (0: from its end); with it, that run from Offset (or, if the
+// session no longer keeps that run, the latest from its start).
+type ReadServiceRequest struct {
+	SessionID  string `json:"sessionId"`
+	Name       string `json:"name"`
+	TerminalID string `json:"terminalId,omitempty"`
+	Offset     int64  `json:"offset,omitempty"`
+	Lines      int    `json:"lines,omitempty"`
+}
+
+// ReadServiceResponse is the result of "_shellagent/service/read": Data
+// is the base64 of the output of a run of the service, in terminal
+// TerminalID, from byte Offset (counted from the terminal's first byte:
+// more than asked when the terminal no longer holds the bytes between) to
+// Next, where the following read starts. Once the run's command has ended
+// and Next is its last byte, Ended says how (as /ps does), and
+// NextTerminalID is the terminal of the run that followed it, if the
+// session keeps one. A service that has not run yet has no TerminalID.
+type ReadServiceResponse struct {
+	TerminalID     string `json:"terminalId"`
+	Offset         int64  `json:"offset"`
+	Next           int64  `json:"next"`
+	Data           string `json:"data"`
+	Ended          string `json:"ended,omitempty"`
+	NextTerminalID string `json:"nextTerminalId,omitempty"`
 }
 
 // WriteTerminalRequest is the params of "_shellagent/terminal/write": Data

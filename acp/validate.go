@@ -113,6 +113,29 @@ func (p *LookSessionRequest) Validate() error {
 	return first(required("sessionId", p.SessionID), required("command", strings.TrimSpace(p.Command)))
 }
 
+// MaxServiceLines is the most lines a first "_shellagent/service/read"
+// may ask for, as /logs shows at most.
+const MaxServiceLines = 1000
+
+// Validate names the first field of p that is missing or malformed, as a
+// -32602 error.
+func (p *ReadServiceRequest) Validate() error {
+	if err := first(required("sessionId", p.SessionID), required("name", p.Name)); err != nil {
+		return err
+	}
+	switch {
+	case p.Offset < 0:
+		return InvalidParams("offset: %d is negative", p.Offset)
+	case p.Offset > 0 && p.TerminalID == "":
+		return InvalidParams("offset: given without terminalId")
+	case p.Lines < 0 || p.Lines > MaxServiceLines:
+		return InvalidParams("lines: %d is not 0 to %d", p.Lines, MaxServiceLines)
+	case p.Lines > 0 && p.TerminalID != "":
+		return InvalidParams("lines: given with terminalId (lines start a read; terminalId and offset go on with one)")
+	}
+	return nil
+}
+
 // Validate names the first field of p that is missing or malformed, as a -32602 error.
 func (p *ResizeTerminalRequest) Validate() error {
 	if err := first(required("sessionId", p.SessionID), required("terminalId", p.TerminalID)); err != nil {

@@ -105,14 +105,16 @@ type SessionDeleter interface {
 	DeleteSession(c Client, p *acp.DeleteSessionRequest, reply Reply)
 }
 
-// SessionLooker is what an Agent may serve besides Agent:
-// _shellagent/session/look, which answers with what a slash command that
-// only reads would say in a live session, to any client, without taking
-// the session from the client that has it and without a trace in it. A
-// Conn serves it when its Agent implements SessionLooker (in v1, its
-// front does); otherwise it is an unknown method (-32601).
+// SessionLooker is what an Agent may serve besides Agent: what any client
+// may read of a live session without taking it from the client that has
+// it and without a trace in it. _shellagent/session/look answers with
+// what a slash command that only reads would say in the session, and
+// _shellagent/service/read with the output of one of its services. A
+// Conn serves them when its Agent implements SessionLooker (in v1, its
+// front does); otherwise they are unknown methods (-32601).
 type SessionLooker interface {
 	LookSession(c Client, p *acp.LookSessionRequest, reply Reply)
+	ReadService(c Client, p *acp.ReadServiceRequest, reply Reply)
 }
 
 // An Observer sees the messages of a connection that a client-side rule
@@ -567,6 +569,9 @@ var (
 	lookSession = optional(func(l SessionLooker, c Client, p *acp.LookSessionRequest, reply Reply) {
 		l.LookSession(c, p, reply)
 	})
+	readService = optional(func(l SessionLooker, c Client, p *acp.ReadServiceRequest, reply Reply) {
+		l.ReadService(c, p, reply)
+	})
 )
 
 // initialize serves initialize: it chooses the protocol of the connection.
@@ -630,6 +635,7 @@ var requests = map[string]handler{
 	acp.MethodWriteTerminal:  writeTerminal,
 	acp.MethodResizeTerminal: resizeTerminal,
 	acp.MethodLookSession:    lookSession,
+	acp.MethodReadService:    readService,
 	"session/delete":         deleteSession,
 }
 

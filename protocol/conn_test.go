@@ -149,32 +149,54 @@ func (lookAgent) LookSession(_ Client, p *acp.LookSessionRequest, reply Reply) {
 	reply(&acp.LookSessionResponse{Text: p.SessionID + " " + p.Command}, nil)
 }
 
-// _shellagent/session/look reaches an Agent that serves it, with its
-// params checked; an Agent that does not serve it has no such method.
+func (lookAgent) ReadService(_ Client, p *acp.ReadServiceRequest, reply Reply) {
+	reply(&acp.ReadServiceResponse{TerminalID: p.SessionID + " " + p.Name + " " + p.TerminalID, Offset: p.Offset, Next: int64(p.Lines)}, nil)
+}
+
+// _shellagent/session/look and _shellagent/service/read reach an Agent
+// that serves them, with their params checked; an Agent that does not
+// serve them has no such methods.
 func TestLookSessionMethod(t *testing.T) {
 	t.Parallel()
 	w := newWireFor(t, lookAgent{}, 2)
-	for _, tt := range []struct{ params, result, problem string }{
-		{`{"sessionId":"s","command":"/ps"}`, `{"text":"s /ps"}`, ""},
-		{`{"command":"/ps"}`, "", "sessionId"},
-		{`{"sessionId":"s"}`, "", "command"},
-		{`{"sessionId":"s","command":""}`, "", "command"},
-		{`{"sessionId":"s","command":" \t"}`, "", "command"},
+	for _, tt := range []struct{ method, params, result, problem string }{
+		{acp.MethodLookSession, `{"sessionId":"s","command":"/ps"}`, `{"text":"s /ps"}`, ""},
+		{acp.MethodLookSession, `{"command":"/ps"}`, "", "sessionId"},
+		{acp.MethodLookSession, `{"sessionId":"s"}`, "", "command"},
+		{acp.MethodLookSession, `{"sessionId":"s","command":""}`, "", "command"},
+		{acp.MethodLookSession, `{"sessionId":"s","command":" \t"}`, "", "command"},
+		{acp.MethodReadService, `{"sessionId":"s","name":"api","lines":50}`, `{"terminalId":"s api ","offset":0,"next":50,"data":""}`, ""},
+		{acp.MethodReadService, `{"sessionId":"s","name":"api","terminalId":"term_2","offset":7}`, `{"terminalId":"s api term_2","offset":7,"next":0,"data":""}`, ""},
+		{acp.MethodReadService, `{"name":"api"}`, "", "sessionId"},
+		{acp.MethodReadService, `{"sessionId":"s"}`, "", "name"},
+		{acp.MethodReadService, `{"sessionId":"s","name":"api","terminalId":"term_2","offset":-1}`, "", "offset"},
+		{acp.MethodReadService, `{"sessionId":"s","name":"api","offset":5}`, "", "offset"},
+		{acp.MethodReadService, `{"sessionId":"s","name":"api","lines":1001}`, "", "lines"},
+		{acp.MethodReadService, `{"sessionId":"s","name":"api","lines":-1}`, "", "lines"},
+		{acp.MethodReadService, `{"sessionId":"s","name":"api","terminalId":"term_2","lines":5}`, "", "lines"},
+		{acp.MethodReadService, `{"sessionId":"s","name":"api","offset":"5"}`, "", ""},
 	} {
-		w.send(`{"jsonrpc":"2.0","id":1,"method":"_shellagent/session/look","params":` + tt.params + `}`)
+		w.send(`{"jsonrpc":"2.0","id":1,"method":"` + tt.method + `","params":` + tt.params + `}`)
 		m := w.recv()
 		switch {
-		case tt.problem == "" && string(m["result"]) != tt.result:
-			t.Errorf("look %s answered %v, want the result %s", tt.params, m, tt.result)
+		case tt.problem == "" && tt.result == "" && errorCode(m) != acp.CodeInvalidParams:
+			t.Errorf("%s %s answered %v, want -32602", tt.method, tt.params, m)
+		case tt.problem == "" && tt.result != "" && string(m["result"]) != tt.result:
+			t.Errorf("%s %s answered %v, want the result %s", tt.method, tt.params, m, tt.result)
 		case tt.problem != "" && (errorCode(m) != acp.CodeInvalidParams || !strings.Contains(string(m["error"]), tt.problem)):
-			t.Errorf("look %s answered %v, want -32602 naming %s", tt.params, m, tt.problem)
+			t.Errorf("%s %s answered %v, want -32602 naming %s", tt.method, tt.params, m, tt.problem)
 		}
 	}
 
 	w = newWire(t)
-	w.send(`{"jsonrpc":"2.0","id":1,"method":"_shellagent/session/look","params":{"sessionId":"s","command":"/ps"}}`)
-	if m := w.recv(); errorCode(m) != acp.CodeMethodNotFound {
-		t.Errorf("an agent without SessionLooker answered %v", m)
+	for _, req := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"_shellagent/session/look","params":{"sessionId":"s","command":"/ps"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"_shellagent/service/read","params":{"sessionId":"s","name":"api"}}`,
+	} {
+		w.send(req)
+		if m := w.recv(); errorCode(m) != acp.CodeMethodNotFound {
+			t.Errorf("an agent without SessionLooker answered %s with %v", req, m)
+		}
 	}
 }
 

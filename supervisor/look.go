@@ -1,6 +1,9 @@
 package supervisor
 
 import (
+	"bytes"
+	"encoding/base64"
+	"slices"
 	"strings"
 
 	"shellagent/acp"
@@ -49,4 +52,87 @@ func lookNames() string {
 		}
 	}
 	return strings.Join(names, ", ")
+}
+
+// readChunk bounds the output one _shellagent/service/read answers with.
+const readChunk = 64 << 10
+
+// ReadService implements protocol.SessionLooker. It answers any client
+// with the output of a service of the live session p.SessionID from
+// where p says (acp.ReadServiceRequest), at most readChunk bytes, as the
+// terminal's ring holds it: what the session's client receives is not
+// touched, and the session stays with the client that has it.
+func (sv *Supervisor) ReadService(_ protocol.Client, p *acp.ReadServiceRequest, reply protocol.Reply) {
+	s, err := sv.live.get(p.SessionID)
+	if err != nil {
+		reply(nil, err)
+		return
+	}
+	s.do(func(st *state) {
+		var ids []string
+		ok := false
+		if st.stack != nil {
+			ids, ok = st.stack.RunTerminals(p.Name)
+		}
+		if !ok {
+			reply(nil, acp.InvalidParams("name: no service %q has run in session %s", p.Name, p.SessionID))
+			return
+		}
+		reply(st.work.readRuns(ids, p))
+	})
+}
+
+// readRuns reads the runs ids, a service's terminals, oldest first, from
+// where p says (acp.ReadServiceRequest).
+func (r *registry) readRuns(ids []string, p *acp.ReadServiceRequest) (*acp.ReadServiceResponse, error) {
+	if len(ids) == 0 {
+		return &acp.ReadServiceResponse{}, nil // no run yet
+	}
+	i := slices.Index(ids, p.TerminalID)
+	if i < 0 { // the first read, or a run the session no longer keeps
+		i = len(ids) - 1
+	}
+	t, off := r.terminals[ids[i]], int64(0)
+	switch {
+	case p.TerminalID == "":
+		data, end := t.ring.Snapshot()
+		off = end - int64(len(data)) + int64(lastLinesStart(data, p.Lines))
+	case t.id == p.TerminalID:
+		off = p.Offset
+		if total := t.ring.Total(); off > total {
+			return nil, acp.InvalidParams("offset: %d is past the %d bytes of %s", off, total, t.id)
+		}
+	}
+	buf := make([]byte, min(readChunk, max(0, t.ring.Total()-off)))
+	n, start := t.ring.ReadAt(buf, off)
+	res := &acp.ReadServiceResponse{
+		TerminalID: t.id, Offset: start, Next: start + int64(n),
+		Data: base64.StdEncoding.EncodeToString(buf[:n]),
+	}
+	if t.exit != nil && res.Next == t.ring.Total() {
+		res.Ended = exitText(t.exit)
+		if i+1 < len(ids) {
+			res.NextTerminalID = ids[i+1]
+		}
+	}
+	return res, nil
+}
+
+// lastLinesStart returns where the last n lines of data start: after the
+// nth newline from its end, not counting one that ends data; 0 if data
+// holds n lines or fewer, len(data) for n = 0.
+func lastLinesStart(data []byte, n int) int {
+	if n == 0 {
+		return len(data)
+	}
+	end := len(data)
+	if end > 0 && data[end-1] == '\n' {
+		end--
+	}
+	for ; n > 0; n-- {
+		if end = bytes.LastIndexByte(data[:end], '\n'); end < 0 {
+			return 0
+		}
+	}
+	return end + 1
 }

@@ -1,11 +1,15 @@
 package supervisor
 
 import (
+	"cmp"
+	"encoding/base64"
 	"strings"
 	"testing"
 
 	"shellagent/acp"
+	"shellagent/internal/stack"
 	"shellagent/protocol/acptest"
+	"shellagent/supervisor/service"
 )
 
 // TestALookTakesNothing: a client that does not hold a session looks at
@@ -64,5 +68,96 @@ func TestALookTakesNothing(t *testing.T) {
 		return m.Kind == acp.KindAgentMessage && (strings.Contains(m.Text(), "Background work") || strings.Contains(m.Text(), "No services"))
 	})
 	a.c.Check()
+	b.c.Check()
+}
+
+// TestReadServiceTakesNothing: a client that does not hold a session
+// reads its services' output (_shellagent/service/read): the last lines
+// of the latest run, a run from an offset to its end, and at its end how
+// it ended and which run followed; a name no service has, an offset past
+// a run's end and an unknown session are refused. The holder sees nothing
+// of it and keeps the session.
+func TestReadServiceTakesNothing(t *testing.T) {
+	t.Parallel()
+	const flaky = "echo run; echo two; exit 3"
+	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+[services.steady]
+command = "printf 'a\nb\nc\n'; exec sleep 60"
+ready = "c"
+
+[services.flaky]
+command = "`+flaky+`"
+restart = "on-failure"
+max_restarts = 2
+backoff = "0s"
+`)
+	h.run(sid, "/up")
+	h.agentText(nil, sid, "Ready:")
+	h.await(sid, "flaky gives up", func(st *state) bool {
+		return st.stack.Service("flaky").Info().State == service.Failed
+	})
+	runs := h.runsOf(sid, flaky)
+	if len(runs) != 3 {
+		t.Fatalf("flaky ran in %v, want 3 terminals", runs)
+	}
+
+	b := h.on(h.connect())
+	read := func(p acp.ReadServiceRequest) (acp.ReadServiceResponse, string) {
+		t.Helper()
+		p.SessionID = cmp.Or(p.SessionID, sid)
+		var res acp.ReadServiceResponse
+		b.c.MustCall(acp.MethodReadService, p, &res)
+		data, err := base64.StdEncoding.DecodeString(res.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, string(data)
+	}
+	const out = "run\r\ntwo\r\n"
+	const ended = "exited with code 3"
+	for _, tt := range []struct {
+		p                acp.ReadServiceRequest
+		term, data       string
+		offset           int64
+		ended, following string
+	}{
+		{acp.ReadServiceRequest{Name: "steady", Lines: 1}, "", "c\r\n", 6, "", ""},
+		{acp.ReadServiceRequest{Name: "steady", Lines: 2}, "", "b\r\nc\r\n", 3, "", ""},
+		{acp.ReadServiceRequest{Name: "steady", Lines: 1000}, "", "a\r\nb\r\nc\r\n", 0, "", ""},
+		{acp.ReadServiceRequest{Name: "steady"}, "", "", 9, "", ""},
+		{acp.ReadServiceRequest{Name: "flaky", Lines: 1}, runs[2], "two\r\n", 5, ended, ""},
+		{acp.ReadServiceRequest{Name: "flaky", TerminalID: runs[0]}, runs[0], out, 0, ended, runs[1]},
+		{acp.ReadServiceRequest{Name: "flaky", TerminalID: runs[0], Offset: 5}, runs[0], "two\r\n", 5, ended, runs[1]},
+		{acp.ReadServiceRequest{Name: "flaky", TerminalID: runs[1], Offset: int64(len(out))}, runs[1], "", int64(len(out)), ended, runs[2]},
+		{acp.ReadServiceRequest{Name: "flaky", TerminalID: runs[2], Offset: int64(len(out))}, runs[2], "", int64(len(out)), ended, ""},
+		// A run the session no longer keeps: the latest from its start.
+		{acp.ReadServiceRequest{Name: "flaky", TerminalID: "term_99", Offset: 3}, runs[2], out, 0, ended, ""},
+	} {
+		res, data := read(tt.p)
+		if tt.term == "" {
+			tt.term = res.TerminalID
+		}
+		if res.TerminalID != tt.term || data != tt.data || res.Offset != tt.offset || res.Next != tt.offset+int64(len(data)) || res.Ended != tt.ended || res.NextTerminalID != tt.following {
+			t.Errorf("read %+v: %+v (%q), want %s from %d: %q, ended %q, then %q", tt.p, res, data, tt.term, tt.offset, tt.data, tt.ended, tt.following)
+		}
+	}
+	for _, tt := range []struct {
+		p       acp.ReadServiceRequest
+		problem string
+		code    int
+	}{
+		{acp.ReadServiceRequest{Name: "nosuch"}, `no service "nosuch"`, acp.CodeInvalidParams},
+		{acp.ReadServiceRequest{Name: "flaky", TerminalID: runs[1], Offset: int64(len(out)) + 1}, "past the", acp.CodeInvalidParams},
+		{acp.ReadServiceRequest{SessionID: "sess_none", Name: "flaky"}, "sess_none", acp.CodeNotFound},
+	} {
+		tt.p.SessionID = cmp.Or(tt.p.SessionID, sid)
+		if err := b.callErr(acp.MethodReadService, tt.p); err == nil || err.Code != tt.code || !strings.Contains(err.Message, tt.problem) {
+			t.Errorf("read %+v: %v, want %d saying %q", tt.p, err, tt.code, tt.problem)
+		}
+	}
+	// The holder keeps the session: its next prompt runs there.
+	h.run(sid, "/down")
+	h.agentText(nil, sid, service.AllStopped)
+	h.c.Check()
 	b.c.Check()
 }

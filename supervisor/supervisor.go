@@ -210,7 +210,7 @@ func (sv *Supervisor) Initialize(_ protocol.Client, _ *acp.InitializeRequest) (*
 	if sv.cfg.History != nil {
 		res.Capabilities.Session.Delete = &struct{}{}
 	}
-	meta := map[string]any{"methods": []string{acp.MethodWriteTerminal, acp.MethodResizeTerminal, acp.MethodLookSession}}
+	meta := map[string]any{"methods": []string{acp.MethodWriteTerminal, acp.MethodResizeTerminal, acp.MethodLookSession, acp.MethodReadService}}
 	if sv.cfg.Containment != "" {
 		meta["containment"] = sv.cfg.Containment
 	}

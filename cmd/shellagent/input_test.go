@@ -92,7 +92,7 @@ func TestInitializeAdvertisesTheExtensionMethods(t *testing.T) {
 		} `json:"_meta"`
 	}
 	if i < 0 || json.Unmarshal(a.c.Transcript()[i].Result, &res) != nil ||
-		!slices.Equal(res.Meta.Shellagent.Methods, []string{"_shellagent/terminal/write", "_shellagent/terminal/resize", "_shellagent/session/look"}) {
+		!slices.Equal(res.Meta.Shellagent.Methods, []string{"_shellagent/terminal/write", "_shellagent/terminal/resize", "_shellagent/session/look", "_shellagent/service/read"}) {
 		t.Errorf("initialize answered _meta %+v", res.Meta)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -207,16 +208,20 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// TestStackLogsFollow: shellagent logs NAME -f prints the last lines, then
-// the lines the service prints after it started; SIGINT or SIGTERM ends it
-// at once with exit 0, and it leaves nothing behind: the service runs on,
-// and down then leaves no process.
+// TestStackLogsFollow: shellagent logs NAME -f prints the last lines,
+// then the lines the service prints after it started, and goes on with
+// its next run when it restarts, saying so on stderr; SIGINT or SIGTERM
+// ends it at once with exit 0. It takes nothing: the editor that has the
+// session keeps it, and sees nothing of it. It leaves nothing behind: the
+// service runs on, and down then leaves no process.
 func TestStackLogsFollow(t *testing.T) {
 	t.Parallel()
 	d := newDaemonFixture(t)
 	const file = `
 [services.ticker]
-command = "echo started; i=0; while :; do if [ -e go ]; then i=$((i+1)); rm -f go; echo printed-$i; fi; sleep 0.05; done"
+command = "echo started; while :; do if [ -e go ]; then cat go; rm -f go; fi; if [ -e crash ]; then rm -f crash; exit 7; fi; sleep 0.05; done"
+restart = "always"
+backoff = "0s"
 `
 	if err := os.WriteFile(filepath.Join(d.cwd, "shellagent.toml"), []byte(file), 0o600); err != nil {
 		t.Fatal(err)
@@ -224,6 +229,15 @@ command = "echo started; i=0; while :; do if [ -e go ]; then i=$((i+1)); rm -f g
 	sock := []string{"--socket", d.socket}
 	if out, errOut, code := d.runIn(d.cwd, append([]string{"up"}, sock...)...); code != 0 {
 		t.Fatalf("shellagent up: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	editor := d.relay()
+	sid := stackSession(t, editor, d.cwd)
+	editor.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": d.cwd}, nil)
+	// put writes what the service prints next, or makes it exit 7.
+	put := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(d.cwd, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for i, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		cmd := exec.Command(binary, append([]string{"logs", "ticker", "-f"}, sock...)...)
@@ -236,12 +250,20 @@ command = "echo started; i=0; while :; do if [ -e go ]; then i=$((i+1)); rm -f g
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		waitFor(t, "the last lines", func() bool { return strings.Contains(out.String(), "started") })
-		time.Sleep(300 * time.Millisecond) // its resume is under way: what follows is live
-		if err := os.WriteFile(filepath.Join(d.cwd, "go"), nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		want := "printed-" + string(rune('1'+i))
+		want := fmt.Sprintf("printed-%d", i+1)
+		put("go", want+"\n")
 		waitFor(t, want+" through -f", func() bool { return strings.Contains(out.String(), want) })
+		if i == 0 {
+			put("crash", "")
+			waitFor(t, "the next run through -f", func() bool { return strings.Count(out.String(), "started") == 2 })
+			put("go", "after the restart\n")
+			waitFor(t, "the next run's line through -f", func() bool { return strings.Contains(out.String(), "after the restart") })
+			for _, want := range []string{"Service ticker, in term_1:", "[term_1 ended: exited with code 7]", "Service ticker, in term_2:"} {
+				if !strings.Contains(errOut.String(), want) {
+					t.Errorf("logs -f across a restart: stderr %q, want %q", errOut.String(), want)
+				}
+			}
+		}
 		cmd.Process.Signal(sig)
 		select {
 		case err := <-done:
@@ -257,10 +279,20 @@ command = "echo started; i=0; while :; do if [ -e go ]; then i=$((i+1)); rm -f g
 			t.Errorf("logs -f printed %q, want %s once", out.String(), want)
 		}
 	}
-	out, errOut, code := d.runIn(d.cwd, append([]string{"status"}, sock...)...)
-	if code != 0 || !strings.Contains(out, "ready") {
-		t.Errorf("after logs -f the service is not ready: exit %d, stdout %q, stderr %q", code, out, errOut)
+	// The editor kept the session: its prompt is answered, and the only
+	// user message it saw is its own.
+	editor.c.MustCall("session/prompt", map[string]any{"sessionId": sid, "prompt": []map[string]string{{"type": "text", "text": "/status"}}}, nil)
+	editor.c.WaitFor("the answer to the editor's /status", func(m *acptest.Msg) bool {
+		return m.Kind == acp.KindAgentMessage && strings.Contains(m.Text(), "ticker")
+	})
+	for _, m := range editor.c.Updates(sid) {
+		if m.Kind == acp.KindUserMessage && m.Text() != "/status" {
+			t.Errorf("the editor saw the user message %q, want its own /status only", m.Text())
+		}
 	}
+	editor.c.Close()
+	editor.exited()
+	editor.c.Check()
 	if out, errOut, code := d.runIn(d.cwd, append([]string{"down"}, sock...)...); code != 0 {
 		t.Errorf("shellagent down: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"time"
 
 	"shellagent/acp"
 	"shellagent/daemon"
@@ -22,13 +23,15 @@ import (
 )
 
 // The stack's command line (SPEC "Stacks", docs/stacks.md): shellagent
-// up, status, logs and down run /up, /status, /logs and /down in the
-// daemon's session for the current directory (resumed if the daemon has
-// one for it, the latest; else a new one), starting the daemon as --daemon
-// does. status and down take only a live session, and where there is
-// none (nor perhaps a daemon) say that nothing runs. They are an ACP
-// client of the daemon like any editor: the session and its services
-// stay when they exit.
+// up and down run /up and /down in the daemon's session for the current
+// directory (resumed if the daemon has one for it, the latest; up makes a
+// new one else, starting the daemon as --daemon does). status and logs
+// look at the live session without taking it: what /status and /logs say
+// there (_shellagent/session/look), and with logs -f the service's output
+// as it comes (_shellagent/service/read). Where no session of the
+// directory is live (nor perhaps a daemon), status, logs and down say
+// that nothing runs. They are an ACP client of the daemon like any
+// editor: the session and its services stay when they exit.
 
 // stackCommands are the stack's subcommands.
 var stackCommands = []string{"up", "status", "logs", "down"}
@@ -75,16 +78,21 @@ func runStack(name string, args []string) int {
 		fmt.Fprintf(os.Stderr, "shellagent %s: %v\n", name, err)
 		return 1
 	}
-	// status and logs (but logs -f, which follows) look at what runs
-	// without taking the session from an editor; down stops what runs.
-	// Where nothing runs, the three start no daemon and make no session
-	// live.
+	// status and logs look at what runs without taking the session from
+	// an editor; down stops what runs. Where nothing runs, the three start
+	// no daemon and make no session live.
 	mode := openOrStart
-	switch {
-	case name == "status" || name == "logs" && !follow:
+	switch name {
+	case "status", "logs":
 		mode = lookLive
-	case name == "down":
+	case "down":
 		mode = takeLive
+	}
+	lines := service.DefaultLogLines
+	if name == "logs" && len(rest) == 2 {
+		if lines, err = service.ParseLogLines(rest[1]); err != nil {
+			return commandLineError(fs.Name(), usageErrorf("%v", err))
+		}
 	}
 	sc, err := dialStack(*socket, daemonArgs, cwd, mode)
 	if errors.Is(err, errNothingRuns) {
@@ -100,6 +108,9 @@ func runStack(name string, args []string) int {
 		return 1
 	}
 	defer sc.close()
+	if follow {
+		return sc.follow(rest[0], lines)
+	}
 	line := "/" + strings.Join(append([]string{name}, rest...), " ")
 	var said string
 	if mode == lookLive {
@@ -123,9 +134,6 @@ func runStack(name string, args []string) int {
 		return 1
 	}
 	printSaid(name, said)
-	if follow {
-		return sc.follow(rest[0])
-	}
 	return 0
 }
 
@@ -175,15 +183,15 @@ func stackHelp(name string, fs *flag.FlagSet) string {
 	usage := map[string]string{
 		"up":     "up [NAME...]\n        start the services named (default all) and what they depend on, each\n        once its dependencies are ready; exit 0 once all are ready, 1 when one\n        failed, with the reason and its last lines",
 		"status": "status\n        one line per service: state, pid, uptime, restarts, and the memory, CPU\n        and listening ports of its processes",
-		"logs":   "logs NAME [N] [-f]\n        the last N lines of its output (default 50), escapes removed; with -f,\n        then its output as it comes",
+		"logs":   "logs NAME [N] [-f]\n        the last N lines of its output (default 50), escapes removed; with -f,\n        the last N lines as written, then its output as it comes",
 		"down":   "down [NAME...]\n        stop the services named (default all) and what depends on them,\n        dependents first",
 	}[name]
 	fmt.Fprintf(&w, `The project's services (shellagent.toml or Procfile in the current
-directory, docs/stacks.md), run by the shellagent daemon (which up and
-logs -f start if none runs) in its session for this directory: an editor
-that resumes that session sees them, and they outlive this command and the
-editor. status and logs without -f only look: the session stays with the
-editor that has it.
+directory, docs/stacks.md), run by the shellagent daemon (which up starts
+if none runs) in its session for this directory: an editor that resumes
+that session sees them, and they outlive this command and the editor.
+status and logs (-f too) only look: the session stays with the editor
+that has it.
 
 Usage:
   shellagent %s
@@ -198,14 +206,11 @@ Flags:
 // stackClient is one ACP connection to the daemon, in the session of a
 // directory.
 type stackClient struct {
-	c    *daemon.Client
-	r    *jsonrpcline.Reader
-	enc  *json.Encoder
-	id   int
-	sid  string
-	logs string // the service whose output follow prints
-
-	followed map[string]bool // the terminals of its runs
+	c   *daemon.Client
+	r   *jsonrpcline.Reader
+	enc *json.Encoder
+	id  int
+	sid string
 }
 
 // How a command opens the session of its directory (dialStack).
@@ -214,13 +219,13 @@ type openMode int
 const (
 	// openOrStart resumes the daemon's latest session of the directory
 	// (a past one made live again), else opens one, and starts a daemon
-	// if none runs: up, and logs -f, which follows the session.
+	// if none runs: up.
 	openOrStart openMode = iota
 	// takeLive resumes the latest live session: down.
 	takeLive
 	// lookLive finds the latest live session and leaves it with the
 	// client that has it: status and logs look at it
-	// (_shellagent/session/look).
+	// (_shellagent/session/look, _shellagent/service/read).
 	lookLive
 )
 
@@ -393,8 +398,8 @@ func (sc *stackClient) next() (*incoming, error) {
 
 // handle serves a message that is not the answer awaited: a request
 // (none is expected: it is refused), or a session update: a service's
-// warning goes to stderr, and, once following, its output to stdout.
-// Agent messages of the prompt turn are gathered in said.
+// warning goes to stderr. Agent messages of the prompt turn are gathered
+// in said.
 func (sc *stackClient) handle(m *incoming, said *[]string) {
 	if m.Method != "session/update" {
 		if len(m.ID) > 0 && m.Method != "" {
@@ -409,19 +414,9 @@ func (sc *stackClient) handle(m *incoming, said *[]string) {
 			*said = append(*said, contentText(u["content"]))
 		}
 	case acp.KindNotice:
-		if u["severity"] != acp.NoticeInfo || sc.logs == "" {
-			title, _ := u["title"].(string)
-			desc, _ := u["description"].(string)
-			fmt.Fprintln(os.Stderr, noticeText(title, desc))
-		}
-	case acp.KindTerminalOutput:
-		if sc.logs != "" && sc.following(u["terminalId"]) {
-			data, _ := u["data"].(string)
-			b, _ := base64.StdEncoding.DecodeString(data)
-			os.Stdout.Write(b) // Best effort: a closed stdout ends nothing here.
-		}
-	case acp.KindToolCall:
-		sc.track(u)
+		title, _ := u["title"].(string)
+		desc, _ := u["description"].(string)
+		fmt.Fprintln(os.Stderr, noticeText(title, desc))
 	}
 }
 
@@ -503,55 +498,66 @@ func (sc *stackClient) prompt(line string) (string, error) {
 	}
 }
 
-// track learns the terminals of the followed service's runs from its
-// tool call's content.
-func (sc *stackClient) track(u map[string]any) {
-	if sc.logs == "" || u["title"] != "service "+sc.logs {
-		return
-	}
-	c, _ := u["content"].([]any)
-	for _, x := range c {
-		if obj, ok := x.(map[string]any); ok && obj["type"] == "terminal" {
-			if id, ok := obj["terminalId"].(string); ok {
-				sc.followed[id] = true
-			}
-		}
-	}
-}
+// followPoll is how often follow asks for more of a quiet service's
+// output.
+const followPoll = 200 * time.Millisecond
 
-func (sc *stackClient) following(id any) bool {
-	s, _ := id.(string)
-	return sc.followed[s]
-}
-
-// follow prints the output of service name as it comes, until interrupted
-// or the daemon goes: it resumes the session again, which sends the
-// current tool call of each listed item, and so the service's.
-func (sc *stackClient) follow(name string) int {
-	sc.logs, sc.followed = name, map[string]bool{}
+// follow prints the output of service name from its last lines on, as it
+// comes, across its restarts, until interrupted or the session or the
+// daemon goes. It reads it (_shellagent/service/read) as any client may,
+// and so leaves the session with the client that has it. The output goes
+// to stdout as the service wrote it, escapes and all; which run it is,
+// how a run ended and bytes the service wrote faster than they were
+// read go to stderr.
+func (sc *stackClient) follow(name string, lines int) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, stopSignals...)
 	errs := make(chan error, 1)
-	go func() {
-		cwd, _ := os.Getwd()
-		if _, err := sc.call("session/resume", map[string]any{"sessionId": sc.sid, "cwd": cwd}, nil); err != nil {
-			errs <- err
-			return
-		}
-		for {
-			m, err := sc.next()
-			if err != nil {
-				errs <- err
-				return
-			}
-			sc.handle(m, nil)
-		}
-	}()
+	go func() { errs <- sc.followRuns(name, lines) }()
 	select {
 	case <-sigs:
 		return 0
 	case err := <-errs:
 		fmt.Fprintf(os.Stderr, "shellagent logs: %v\n", err)
 		return 1
+	}
+}
+
+// followRuns is follow's loop: it returns only with an error.
+func (sc *stackClient) followRuns(name string, lines int) error {
+	req := acp.ReadServiceRequest{SessionID: sc.sid, Name: name, Lines: lines}
+	shown, ended := "", "" // the terminal whose output is printed, and whose end
+	for {
+		var res acp.ReadServiceResponse
+		if _, err := sc.call(acp.MethodReadService, req, &res); err != nil {
+			return err
+		}
+		data, err := base64.StdEncoding.DecodeString(res.Data)
+		if err != nil {
+			return fmt.Errorf("%s: %w", acp.MethodReadService, err)
+		}
+		switch {
+		case res.TerminalID == "": // no run yet: ask again as first
+			time.Sleep(followPoll)
+			continue
+		case res.TerminalID != shown:
+			fmt.Fprintf(os.Stderr, "Service %s, in %s:\n", name, res.TerminalID)
+			shown = res.TerminalID
+		}
+		if res.TerminalID == req.TerminalID && res.Offset > req.Offset {
+			fmt.Fprintf(os.Stderr, "[%d bytes of %s were overwritten before they were read]\n", res.Offset-req.Offset, res.TerminalID)
+		}
+		os.Stdout.Write(data) // Best effort: a closed stdout ends nothing here.
+		if res.Ended != "" && ended != res.TerminalID {
+			fmt.Fprintf(os.Stderr, "[%s ended: %s]\n", res.TerminalID, res.Ended)
+			ended = res.TerminalID
+		}
+		req = acp.ReadServiceRequest{SessionID: sc.sid, Name: name, TerminalID: res.TerminalID, Offset: res.Next}
+		switch {
+		case res.NextTerminalID != "":
+			req.TerminalID, req.Offset = res.NextTerminalID, 0
+		case len(data) == 0:
+			time.Sleep(followPoll)
+		}
 	}
 }

@@ -427,6 +427,9 @@ func (f *v1Front) requests() map[string]protocol.Method {
 		m[acp.MethodLookSession] = protocol.AnswerLater(func(_ context.Context, p *acp.LookSessionRequest, reply protocol.Reply) {
 			l.LookSession(f, p, reply)
 		})
+		m[acp.MethodReadService] = protocol.AnswerLater(func(_ context.Context, p *acp.ReadServiceRequest, reply protocol.Reply) {
+			l.ReadService(f, p, reply)
+		})
 	}
 	return m
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"shellagent/acp"
 	"shellagent/supervisor/work"
 )
 
@@ -69,11 +70,8 @@ type LogsArgs struct {
 	Lines int
 }
 
-// Lines of /logs.
-const (
-	defaultLogLines = 50
-	maxLogLines     = 1000
-)
+// DefaultLogLines is how many lines /logs NAME shows without N.
+const DefaultLogLines = 50
 
 // parseLogs reads the LogsArgs of /logs.
 func parseLogs(rest string) (any, string, bool) {
@@ -81,13 +79,23 @@ func parseLogs(rest string) (any, string, bool) {
 	if len(f) == 0 || len(f) > 2 {
 		return nil, "/logs needs a service name and at most a number of lines", false
 	}
-	a := LogsArgs{Name: f[0], Lines: defaultLogLines}
+	a := LogsArgs{Name: f[0], Lines: DefaultLogLines}
 	if len(f) == 2 {
-		n, err := strconv.Atoi(f[1])
-		if err != nil || n < 1 || n > maxLogLines {
-			return nil, fmt.Sprintf("/logs: %q is not a number of lines from 1 to %d", f[1], maxLogLines), false
+		n, err := ParseLogLines(f[1])
+		if err != nil {
+			return nil, "/logs: " + err.Error(), false
 		}
 		a.Lines = n
 	}
 	return a, "", false
+}
+
+// ParseLogLines reads the N of /logs NAME N (and of shellagent logs):
+// 1 to acp.MaxServiceLines.
+func ParseLogLines(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > acp.MaxServiceLines {
+		return 0, fmt.Errorf("%q is not a number of lines from 1 to %d", s, acp.MaxServiceLines)
+	}
+	return n, nil
 }

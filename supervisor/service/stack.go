@@ -353,6 +353,23 @@ func (ss *Stack) Status() string {
 	return StatusText(ss.file.File, rows, time.Now())
 }
 
+// RunTerminals returns the terminals of the runs of service name that the
+// session keeps, oldest first, and whether a service of that name has run
+// in the session (_shellagent/service/read follows them).
+func (ss *Stack) RunTerminals(name string) ([]string, bool) {
+	svc := ss.services[name]
+	if svc == nil {
+		return nil, false
+	}
+	var ids []string
+	for _, t := range svc.runs {
+		if !t.Retired() {
+			ids = append(ids, t.ID())
+		}
+	}
+	return ids, true
+}
+
 // Logs is what /logs NAME N says: the last n lines of its latest run.
 func (ss *Stack) Logs(name string, n int) string {
 	svc := ss.services[name]
