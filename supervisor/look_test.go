@@ -96,6 +96,7 @@ backoff = "0s"
 	h.await(sid, "flaky gives up", func(st *state) bool {
 		return st.stack.Service("flaky").Info().State == service.Failed
 	})
+	h.toolStatus(nil, sid, h.serviceCalls(sid)["flaky"][0], acp.StatusFailed) // after its runs' updates
 	runs := h.runsOf(sid, flaky)
 	if len(runs) != 3 {
 		t.Fatalf("flaky ran in %v, want 3 terminals", runs)
