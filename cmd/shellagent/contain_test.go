@@ -494,9 +494,13 @@ func TestCancelRacingExit(t *testing.T) {
 		sid := a.session()
 		wg.Go(func() {
 			for i := range each {
-				// A busy loop of 0 to 10,000 steps spreads the natural exit
-				// around the moment the cancel arrives.
-				line := fmt.Sprintf("/bg i=0; while [ $i -lt %d ]; do i=$((i+1)); done; exit 3", i%100*100)
+				// A busy loop of 0 to 98,010 steps (0 to 0.1 s on a quiet
+				// machine; most of them short, the steps growing as the
+				// square) spreads the natural exit around the moment the
+				// cancel arrives, on a quiet machine and on a loaded one,
+				// where the cancel comes later (at load 10 under -race,
+				// after every exit of a loop of 10,000 steps at most).
+				line := fmt.Sprintf("/bg i=0; while [ $i -lt %d ]; do i=$((i+1)); done; exit 3", (i%100)*(i%100)*10)
 				a.prompt(sid, line)
 				term := "term_" + strconv.Itoa(i+1)
 				_, err := a.c.Call("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": term})

@@ -582,6 +582,20 @@ func (c *rawFloodClient) readSlowly() (longest time.Duration) {
 	return longest
 }
 
+// takeOne reads one byte from the pipe, past what c.r holds, and returns
+// when it had it: when the writer could first see that the client takes
+// bytes again.
+func (c *rawFloodClient) takeOne() time.Time {
+	c.t.Helper()
+	if _, err := c.r.Discard(c.r.Buffered()); err != nil { // in got already
+		c.t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c.pipe, make([]byte, 1)); err != nil && !errors.Is(err, io.EOF) {
+		c.t.Fatalf("reading again: %v", err)
+	}
+	return time.Now()
+}
+
 // drain reads the rest of stdout, to its end.
 func (c *rawFloodClient) drain() {
 	c.t.Helper()
