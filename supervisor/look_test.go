@@ -75,8 +75,8 @@ func TestALookTakesNothing(t *testing.T) {
 // reads its services' output (_shellagent/service/read): the last lines
 // of the latest run, a run from an offset to its end, and at its end how
 // it ended and which run followed; a name no service has, an offset past
-// a run's end and an unknown session are refused. The holder sees nothing
-// of it and keeps the session.
+// a run's end and an unknown session are refused. A v1 client reads and
+// looks as well. The holder sees nothing of it and keeps the session.
 func TestReadServiceTakesNothing(t *testing.T) {
 	t.Parallel()
 	const flaky = "echo run; echo two; exit 3"
@@ -155,6 +155,15 @@ backoff = "0s"
 		if err := b.callErr(acp.MethodReadService, tt.p); err == nil || err.Code != tt.code || !strings.Contains(err.Message, tt.problem) {
 			t.Errorf("read %+v: %v, want %d saying %q", tt.p, err, tt.code, tt.problem)
 		}
+	}
+	// A v1 client reads and looks as a v2 one does.
+	v1 := h.connectV1(false)
+	var res acp.ReadServiceResponse
+	v1.c.MustCall(acp.MethodReadService, acp.ReadServiceRequest{SessionID: sid, Name: "steady", Lines: 1}, &res)
+	var looked acp.LookSessionResponse
+	v1.c.MustCall(acp.MethodLookSession, acp.LookSessionRequest{SessionID: sid, Command: "/logs flaky 1"}, &looked)
+	if data, _ := base64.StdEncoding.DecodeString(res.Data); string(data) != "c\r\n" || !strings.Contains(looked.Text, "two") {
+		t.Errorf("a v1 client read %q and looked %q, want steady's last line and flaky's", data, looked.Text)
 	}
 	// The holder keeps the session: its next prompt runs there.
 	h.run(sid, "/down")
