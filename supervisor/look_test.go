@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"shellagent/acp"
-	"shellagent/internal/stack"
 	"shellagent/protocol/acptest"
 	"shellagent/supervisor/service"
 )
@@ -80,23 +79,7 @@ func TestALookTakesNothing(t *testing.T) {
 func TestReadServiceTakesNothing(t *testing.T) {
 	t.Parallel()
 	const flaky = "echo run; echo two; exit 3"
-	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
-[services.steady]
-command = "printf 'a\nb\nc\n'; exec sleep 60"
-ready = "c"
-
-[services.flaky]
-command = "`+flaky+`"
-restart = "on-failure"
-max_restarts = 2
-backoff = "0s"
-`)
-	h.run(sid, "/up")
-	h.agentText(nil, sid, "Ready:")
-	h.await(sid, "flaky gives up", func(st *state) bool {
-		return st.stack.Service("flaky").Info().State == service.Failed
-	})
-	h.toolStatus(nil, sid, h.serviceCalls(sid)["flaky"][0], acp.StatusFailed) // after its runs' updates
+	h, sid, _ := givingUp(t, `printf 'a\nb\nc\n'; exec sleep 60`, "c", flaky)
 	runs := h.runsOf(sid, flaky)
 	if len(runs) != 3 {
 		t.Fatalf("flaky ran in %v, want 3 terminals", runs)

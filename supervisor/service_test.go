@@ -187,25 +187,8 @@ func TestStackChain(t *testing.T) {
 func TestStackRestarts(t *testing.T) {
 	t.Parallel()
 	const flaky = "echo flaky run; exit 3"
-	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
-[services.steady]
-command = "echo steady; exec sleep 60"
-ready = "steady"
-
-[services.flaky]
-command = "`+flaky+`"
-restart = "on-failure"
-max_restarts = 2
-backoff = "0s"
-`)
-	h.run(sid, "/up")
-	calls := func() map[string][]string { return h.serviceCalls(sid) }
-	h.agentText(nil, sid, "Ready:")
-	h.await(sid, "flaky gives up", func(st *state) bool {
-		return st.stack.Service("flaky").Info().State == service.Failed
-	})
-	c := calls()
-	failed := h.toolStatus(nil, sid, c["flaky"][0], acp.StatusFailed)
+	h, sid, failed := givingUp(t, "echo steady; exec sleep 60", "steady", flaky)
+	c := h.serviceCalls(sid)
 	steady := h.runsOf(sid, "echo steady; exec sleep 60")
 	if len(steady) != 1 {
 		t.Fatalf("steady ran in %v, want one terminal", steady)
@@ -238,6 +221,32 @@ backoff = "0s"
 	h.c.MustCall("tool_call/cancel", map[string]any{"sessionId": sid, "toolCallId": c["steady"][0]}, nil)
 	h.toolStatus(nil, sid, c["steady"][0], acp.StatusCompleted)
 	h.exit(nil, sid, steady[0])
+}
+
+// givingUp starts a stack of two services: steady, a server whose output
+// ready matches once it is up, and flaky, which /up starts beside it and
+// which is restarted at once each time it fails, twice, then given up. It
+// returns once the client saw flaky's tool call fail: the update that
+// said so.
+func givingUp(t *testing.T, steady, ready, flaky string) (*harness, string, *acptest.Msg) {
+	t.Helper()
+	h, sid := stackHarness(t, Config{}, stack.TOMLFile, fmt.Sprintf(`
+[services.steady]
+command = %q
+ready = %q
+
+[services.flaky]
+command = %q
+restart = "on-failure"
+max_restarts = 2
+backoff = "0s"
+`, steady, ready, flaky))
+	h.run(sid, "/up")
+	h.agentText(nil, sid, "Ready:")
+	h.await(sid, "flaky gives up", func(st *state) bool {
+		return st.stack.Service("flaky").Info().State == service.Failed
+	})
+	return h, sid, h.toolStatus(nil, sid, h.serviceCalls(sid)["flaky"][0], acp.StatusFailed)
 }
 
 // TestStackRestartsWhenARunCannotStart: a restart that cannot start (its
