@@ -94,6 +94,8 @@ func (r *registry) readRuns(ids []string, p *acp.ReadServiceRequest) (*acp.ReadS
 	}
 	t, off := r.terminals[ids[i]], int64(0)
 	switch {
+	case p.TerminalID == "" && p.Lines == 0:
+		off = t.ring.Total()
 	case p.TerminalID == "":
 		data, end := t.ring.Snapshot()
 		off = end - int64(len(data)) + int64(lastLinesStart(data, p.Lines))
