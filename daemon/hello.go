@@ -185,8 +185,9 @@ func closeAll(fds []int) {
 }
 
 // maxAnswer bounds the daemon's answer to status or stop, which lists
-// its sessions: a longer one is refused, not held.
-const maxAnswer = 16 << 20
+// its sessions: a longer one is refused, not held. A variable for the
+// tests.
+var maxAnswer = 16 << 20
 
 // readLine reads one JSON line of the answer v from r, of at most
 // maxAnswer bytes.
