@@ -498,8 +498,9 @@ func TestCancelRacingExit(t *testing.T) {
 				// machine; most of them short, the steps growing as the
 				// square) spreads the natural exit around the moment the
 				// cancel arrives, on a quiet machine and on a loaded one,
-				// where the cancel comes later (at load 10 under -race,
-				// after every exit of a loop of 10,000 steps at most).
+				// where the cancel comes later (beside two busy loops under
+				// -race, after every exit of a loop of 10,000 steps at
+				// most).
 				line := fmt.Sprintf("/bg i=0; while [ $i -lt %d ]; do i=$((i+1)); done; exit 3", (i%100)*(i%100)*10)
 				a.prompt(sid, line)
 				term := "term_" + strconv.Itoa(i+1)
