@@ -10,9 +10,11 @@ import (
 	"shellagent/protocol"
 )
 
-// Looking at a session without taking it: _shellagent/session/look
-// (protocol.SessionLooker), which the command line's status and logs use
-// so that an editor keeps the session they look at.
+// Looking at a session without taking it (protocol.SessionLooker):
+// _shellagent/session/look, what a command that only reads says, and
+// _shellagent/service/read, a service's output from an offset, which the
+// command line's status, logs and logs -f use so that an editor keeps the
+// session they look at.
 
 var _ protocol.SessionLooker = (*Supervisor)(nil)
 

@@ -223,20 +223,9 @@ func (sv *Supervisor) NewSession(c protocol.Client, p *acp.NewSessionRequest) (*
 	if err := checkDir("cwd", p.Cwd); err != nil {
 		return nil, err
 	}
-	sv.live.mu.Lock()
-	sv.live.created++
-	id := "sess_" + rand.Text()
-	if sv.cfg.SequentialIDs {
-		id = "sess_" + strconv.Itoa(sv.live.created)
-		for sv.histories.Has(id) { // an id of an earlier agent's session
-			sv.live.created++
-			id = "sess_" + strconv.Itoa(sv.live.created)
-		}
-	}
-	s := newSession(sv, id, p.Cwd, c)
+	s := newSession(sv, sv.live.newID(sv.cfg.SequentialIDs, sv.histories.Has), p.Cwd, c)
 	s.disk.Create(p.Cwd)
-	sv.live.addLocked(s)
-	sv.live.mu.Unlock()
+	sv.live.add(s)
 	return &acp.NewSessionResponse{
 		SessionID:         s.id,
 		ConfigOptions:     s.peek().settings.Options(),
@@ -279,10 +268,34 @@ func (t *sessionTable) list() []*Session {
 	return list
 }
 
-// addLocked makes s live, the newest; t.mu is held.
-func (t *sessionTable) addLocked(s *Session) {
+// newID returns the id of a new session: random, or, sequential, the
+// next number that no session taken (an earlier agent's) has.
+func (t *sessionTable) newID(sequential bool, taken func(id string) bool) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.created++
+	if !sequential {
+		return "sess_" + rand.Text()
+	}
+	id := "sess_" + strconv.Itoa(t.created)
+	for taken(id) {
+		t.created++
+		id = "sess_" + strconv.Itoa(t.created)
+	}
+	return id
+}
+
+// add makes s live, the newest, unless a session of its id is live
+// already: it returns that one then, else nil.
+func (t *sessionTable) add(s *Session) (live *Session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if other := t.sessions[s.id]; other != nil {
+		return other
+	}
 	t.sessions[s.id] = s
 	t.order = append(t.order, s.id)
+	return nil
 }
 
 // len returns how many sessions the table holds, closing ones included.
@@ -350,14 +363,10 @@ func (sv *Supervisor) ResumeSession(c protocol.Client, p *acp.ResumeSessionReque
 		return nil, err
 	}
 	s, lost := revive(sv, h)
-	sv.live.mu.Lock()
-	if other := sv.live.sessions[s.id]; other != nil {
+	if other := sv.live.add(s); other != nil {
 		// Another connection made it live first: resume that one.
-		sv.live.mu.Unlock()
 		return other.resume(c, p, nil)
 	}
-	sv.live.addLocked(s)
-	sv.live.mu.Unlock()
 	s.doWait(func(st *state) { settleRevived(st, lost) })
 	return s.resume(c, p, record.PastNotice(h, termIDs(lost)))
 }

@@ -62,9 +62,7 @@ func thawSession(sv *Supervisor, r *handover.Reader, fs handover.Session) error 
 		st.list.items = append(st.list.items, listItem{call: work.calls[e.Call], term: work.terminals[e.Term]})
 	}
 
-	sv.live.mu.Lock()
-	sv.live.addLocked(s)
-	sv.live.mu.Unlock()
+	sv.live.add(s) // an image holds each session once
 	s.actor = newActor(st)
 
 	// Adopted on the actor: the events of a process come after.
