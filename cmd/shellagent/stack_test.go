@@ -317,9 +317,10 @@ func TestNoticeText(t *testing.T) {
 }
 
 // TestStackCommandLineWhereNothingRuns: status and down where no daemon
-// session of the directory is live say that nothing runs and exit 0, and
-// neither start a daemon nor make a past session of the directory live
-// again (an editor's, or the stack's before the daemon stopped).
+// session of the directory is live say that nothing runs and exit 0, logs
+// and logs -f say so on stderr and exit 1, and none of them starts a
+// daemon or makes a past session of the directory live again (an
+// editor's, or the stack's before the daemon stopped).
 func TestStackCommandLineWhereNothingRuns(t *testing.T) {
 	t.Parallel()
 	d := newDaemonFixture(t)
@@ -328,7 +329,7 @@ func TestStackCommandLineWhereNothingRuns(t *testing.T) {
 	}
 	sock := []string{"--socket", d.socket}
 	nothing := "No services run in " + d.cwd + ": shellagent up starts the stack of shellagent.toml (or the Procfile) there.\n"
-	check := func(when, logsSaid string) {
+	check := func(when, logsSaid, followSaid string) {
 		t.Helper()
 		for _, tt := range []struct {
 			args           []string
@@ -337,6 +338,7 @@ func TestStackCommandLineWhereNothingRuns(t *testing.T) {
 		}{
 			{[]string{"status"}, 0, nothing, ""},
 			{[]string{"logs", "db"}, 1, "", logsSaid},
+			{[]string{"logs", "db", "-f"}, 1, "", followSaid},
 			{[]string{"down"}, 0, "Nothing to stop: no service of the stack runs.\n", ""},
 		} {
 			if out, errOut, code := d.runIn(d.cwd, append(tt.args, sock...)...); code != tt.code || out != tt.stdout || errOut != tt.stderr {
@@ -344,7 +346,7 @@ func TestStackCommandLineWhereNothingRuns(t *testing.T) {
 			}
 		}
 	}
-	check("no daemon", nothing)
+	check("no daemon", nothing, nothing)
 	if pids := d.daemons(); len(pids) != 0 {
 		t.Errorf("status, logs and down started a daemon: %v", describe(pids))
 	}
@@ -358,7 +360,7 @@ func TestStackCommandLineWhereNothingRuns(t *testing.T) {
 		t.Fatalf("daemon stop: exit %d, stderr %q", code, errOut)
 	}
 	b := d.relay() // a daemon runs again
-	check("a past session", nothing)
+	check("a past session", nothing, nothing)
 	if e := b.entry(sid); e == nil || e.Meta.Shellagent.State != "past" {
 		t.Errorf("the directory's session after status, logs and down: %+v, want it listed, past", e)
 	}
@@ -368,7 +370,8 @@ func TestStackCommandLineWhereNothingRuns(t *testing.T) {
 	// /up). status and logs look at it, down resumes it, as up does
 	// (docs/stacks.md), and it stays live.
 	live := b.session(d.cwd)
-	check("a live session without services", `No service "db" has run in this session: /status lists them.`+"\n")
+	check("a live session without services", `No service "db" has run in this session: /status lists them.`+"\n",
+		`shellagent logs: _shellagent/service/read: name: no service "db" has run in session `+live+"\n")
 	if e := b.entry(live); e == nil || e.Meta.Shellagent.State == "past" {
 		t.Errorf("the editor's session after status, logs and down: %+v, want it listed, live", e)
 	}
