@@ -75,7 +75,7 @@ func TestALookTakesNothing(t *testing.T) {
 // of the latest run, a run from an offset to its end, and at its end how
 // it ended and which run followed; a name no service has, an offset past
 // a run's end and an unknown session are refused. A v1 client reads and
-// looks as well. The holder sees nothing of it and keeps the session.
+// looks as well. The holder keeps the session: its next prompt runs.
 func TestReadServiceTakesNothing(t *testing.T) {
 	t.Parallel()
 	const flaky = "echo run; echo two; exit 3"
