@@ -41,8 +41,9 @@ const (
 )
 
 // Stack is a project's services as its stack file declares them. Load
-// returns it whole or not at all; it is not changed afterwards and may be
-// read by any number of goroutines.
+// makes it, whole or not at all (a Stack made otherwise has no services);
+// it is not changed afterwards and may be read by any number of
+// goroutines.
 type Stack struct {
 	// File is the path of the file it was read from: Load's dir joined
 	// with TOMLFile or Procfile.
@@ -51,6 +52,8 @@ type Stack struct {
 	Dir string
 	// Services in the order the file declares them.
 	Services []*Service
+
+	index map[string]int // name: its place in Services
 }
 
 // Service is one [services.NAME] table of the stack file (or one line of
@@ -100,12 +103,19 @@ func (s *Service) Policy() Policy {
 
 // Service returns the service called name, or nil.
 func (st *Stack) Service(name string) *Service {
-	for _, s := range st.Services {
-		if s.Name == name {
-			return s
-		}
+	if i, ok := st.index[name]; ok {
+		return st.Services[i]
 	}
 	return nil
+}
+
+// add appends s, whose name no service has, to the stack's services.
+func (st *Stack) add(s *Service) {
+	if st.index == nil {
+		st.index = make(map[string]int)
+	}
+	st.index[s.Name] = len(st.Services)
+	st.Services = append(st.Services, s)
 }
 
 // Error is a stack file refused: the file, the line (0 when the reason is
@@ -142,21 +152,28 @@ func Load(dir string) (*Stack, error) {
 		if err != nil {
 			return nil, fmt.Errorf("stack: load %s: %w", path, err)
 		}
-		st := &Stack{File: path, Dir: abs}
-		if name == TOMLFile {
-			err = st.parseTOML(data)
-		} else {
-			err = st.parseProcfile(data)
-		}
-		if err == nil {
-			err = st.check()
-		}
-		if err != nil {
-			return nil, err
-		}
-		return st, nil
+		return parse(path, abs, data)
 	}
 	return nil, fmt.Errorf("stack: no %s or %s in %s: %w", TOMLFile, Procfile, abs, fs.ErrNotExist)
+}
+
+// parse reads data, the stack file at path (named TOMLFile or Procfile)
+// of the project in abs, as Load does.
+func parse(path, abs string, data []byte) (*Stack, error) {
+	st := &Stack{File: path, Dir: abs}
+	var err error
+	if filepath.Base(path) == TOMLFile {
+		err = st.parseTOML(data)
+	} else {
+		err = st.parseProcfile(data)
+	}
+	if err == nil {
+		err = st.check()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // readFile reads path, refusing one larger than maxFileSize.

@@ -13,7 +13,7 @@ import (
 
 // project writes the files (name → content) into a new directory and
 // returns it.
-func project(t *testing.T, files map[string]string) string {
+func project(t testing.TB, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for name, content := range files {
@@ -132,6 +132,8 @@ func TestLoadRefuses(t *testing.T) {
 			7, `services.api: unknown key "comand"`},
 		{"unknown table", TOMLFile, head + "[server]\nport = 1\n", 4, `unknown key "server"`},
 		{"unknown top-level key", TOMLFile, "version = 2\n" + head, 1, `unknown key "version"`},
+		{"a key in another case", TOMLFile, head + "[services.api]\nCommand = \"api\"\n", 5, `services.api: unknown key "Command"`},
+		{"a table in another case", TOMLFile, head + "[Services.api]\ncommand = \"api\"\n", 4, `unknown key "Services"`},
 		{"no command", TOMLFile, head + "[services.api]\nready = \":80\"\n", 4, "services.api: no command"},
 		{"empty command", TOMLFile, head + "[services.api]\ncommand = \"  \"\n", 5, "services.api.command: empty"},
 		{"missing dependency", TOMLFile, head + "[services.api]\ncommand = \"api\"\ndepends_on = [\"dbb\"]\n",

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"container/heap"
 	"fmt"
 	"slices"
 )
@@ -23,7 +24,8 @@ func (st *Stack) Up(names ...string) ([]string, error) {
 // each once, in the reverse of the order Up would start them, so that a
 // service stops after all its dependents. An unknown name is refused.
 func (st *Stack) Down(names ...string) ([]string, error) {
-	want, err := st.closure("down", names, st.dependents)
+	dependents := st.dependents()
+	want, err := st.closure("down", names, func(s *Service) []string { return dependents[s.Name] })
 	if err != nil {
 		return nil, err
 	}
@@ -32,13 +34,13 @@ func (st *Stack) Down(names ...string) ([]string, error) {
 	return order, nil
 }
 
-// Dependents returns the services that name directly in depends_on, in
-// file order.
-func (st *Stack) dependents(s *Service) []string {
-	var out []string
+// dependents maps each service to the services that name it in
+// depends_on, in file order.
+func (st *Stack) dependents() map[string][]string {
+	out := make(map[string][]string)
 	for _, o := range st.Services {
-		if slices.Contains(o.DependsOn, s.Name) {
-			out = append(out, o.Name)
+		for _, d := range o.DependsOn {
+			out[d] = append(out[d], o.Name)
 		}
 	}
 	return out
@@ -75,28 +77,50 @@ func (st *Stack) closure(op string, names []string, next func(*Service) []string
 
 // topo orders the services in want dependencies first: at each step the
 // first service in file order whose dependencies (within want) are all
-// placed. Load refused cycles, so each step places one.
+// placed. Load refused cycles, so every service in want is placed. It
+// takes time in proportion to the services and their dependencies (and
+// a logarithm), so that a stack file of many services orders at once.
 func (st *Stack) topo(want map[string]bool) []string {
-	placed := make(map[string]bool, len(want))
-	order := make([]string, 0, len(want))
-	for len(order) < len(want) {
-		for _, s := range st.Services {
-			if !want[s.Name] || placed[s.Name] || !st.depsPlaced(s, want, placed) {
-				continue
+	waiting := make(map[string]int, len(want))    // dependencies not yet placed
+	after := make(map[string][]string, len(want)) // dependents within want
+	var ready fileOrder
+	for i, s := range st.Services {
+		if !want[s.Name] {
+			continue
+		}
+		for _, d := range s.DependsOn {
+			if want[d] {
+				waiting[s.Name]++
+				after[d] = append(after[d], s.Name)
 			}
-			placed[s.Name] = true
-			order = append(order, s.Name)
-			break
+		}
+		if waiting[s.Name] == 0 {
+			ready = append(ready, i) // in file order: a heap already
+		}
+	}
+	order := make([]string, 0, len(want))
+	for ready.Len() > 0 {
+		name := st.Services[heap.Pop(&ready).(int)].Name
+		order = append(order, name)
+		for _, o := range after[name] {
+			if waiting[o]--; waiting[o] == 0 {
+				heap.Push(&ready, st.index[o])
+			}
 		}
 	}
 	return order
 }
 
-func (st *Stack) depsPlaced(s *Service, want, placed map[string]bool) bool {
-	for _, d := range s.DependsOn {
-		if want[d] && !placed[d] {
-			return false
-		}
-	}
-	return true
+// fileOrder is a heap of indexes of Stack.Services, the smallest first.
+type fileOrder []int
+
+func (h fileOrder) Len() int           { return len(h) }
+func (h fileOrder) Less(i, j int) bool { return h[i] < h[j] }
+func (h fileOrder) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *fileOrder) Push(x any)        { *h = append(*h, x.(int)) }
+func (h *fileOrder) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

@@ -30,7 +30,7 @@ func (st *Stack) parseProcfile(data []byte) error {
 		case st.Service(name) != nil:
 			return st.refuse(line, "%s: declared again (first on line %d)", name, st.Service(name).Line)
 		}
-		st.Services = append(st.Services, &Service{
+		st.add(&Service{
 			Name:         name,
 			Command:      command,
 			Dir:          st.Dir,

@@ -2,8 +2,10 @@ package stack
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
 	"slices"
@@ -15,82 +17,117 @@ import (
 	"github.com/pelletier/go-toml/v2/unstable"
 )
 
-// fileDoc is the stack file as go-toml decodes it. Every key of a
-// service is decoded as it was written (any) and checked by serviceOf,
-// so that a wrong type is refused in the file's words, not Go's; the
-// struct still names every allowed key, so that the decoder refuses the
-// others with their line (DisallowUnknownFields).
-type fileDoc struct {
-	Services map[string]*serviceDoc `toml:"services"`
-}
-
+// serviceDoc is one service's table as written: each key's value as
+// go-toml decodes it (any), checked by serviceOf, so that a wrong type is
+// refused in the file's words, not Go's.
 type serviceDoc struct {
-	Command      any `toml:"command"`
-	Cwd          any `toml:"cwd"`
-	Env          any `toml:"env"`
-	DependsOn    any `toml:"depends_on"`
-	Ready        any `toml:"ready"`
-	ReadyTimeout any `toml:"ready_timeout"`
-	Restart      any `toml:"restart"`
-	MaxRestarts  any `toml:"max_restarts"`
-	Backoff      any `toml:"backoff"`
-	Ports        any `toml:"ports"`
-	Log          any `toml:"log"`
+	Command, Cwd, Env, DependsOn, Ready, ReadyTimeout any
+	Restart, MaxRestarts, Backoff, Ports, Log         any
 }
 
-// parseTOML fills st.Services from a shellagent.toml.
+// field returns the field of sd that holds key, or nil for a key that a
+// service does not have. Keys match exactly, as TOML's do: go-toml's
+// decoder into a struct would also take "Command" for command.
+func (sd *serviceDoc) field(key string) *any {
+	switch key {
+	case "command":
+		return &sd.Command
+	case "cwd":
+		return &sd.Cwd
+	case "env":
+		return &sd.Env
+	case "depends_on":
+		return &sd.DependsOn
+	case "ready":
+		return &sd.Ready
+	case "ready_timeout":
+		return &sd.ReadyTimeout
+	case "restart":
+		return &sd.Restart
+	case "max_restarts":
+		return &sd.MaxRestarts
+	case "backoff":
+		return &sd.Backoff
+	case "ports":
+		return &sd.Ports
+	case "log":
+		return &sd.Log
+	}
+	return nil
+}
+
+// parseTOML fills st.Services from a shellagent.toml, in the file's
+// order. Its tables are checked key by key in that order, so that a file
+// with several faults is refused for the same one every time, whatever
+// the order of Go's maps.
 func (st *Stack) parseTOML(data []byte) error {
-	var doc fileDoc
-	dec := toml.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
+	var doc map[string]any
+	if err := toml.Unmarshal(data, &doc); err != nil {
 		return st.decodeError(err)
 	}
 	lines, err := keyLines(data)
 	if err != nil {
-		return st.decodeError(err) // Decode accepted what the parser refuses: not expected.
+		return st.decodeError(err) // Unmarshal accepted what the parser refuses: not expected.
 	}
-	for name, sd := range doc.Services {
+	for _, key := range lines.inOrder(doc) {
+		if key != "services" {
+			return st.refuse(lines.at(key), "unknown key %q", key)
+		}
+	}
+	if doc["services"] == nil {
+		return nil
+	}
+	services, ok := doc["services"].(map[string]any)
+	if !ok {
+		return st.refuse(lines.at("services"), "services: want a table")
+	}
+	for _, name := range lines.inOrder(services, "services") {
+		sd, err := st.serviceDocOf(name, services[name], lines)
+		if err != nil {
+			return err
+		}
 		s, err := st.serviceOf(name, sd, lines)
 		if err != nil {
 			return err
 		}
-		st.Services = append(st.Services, s)
+		st.add(s)
 	}
-	slices.SortFunc(st.Services, func(a, b *Service) int {
-		if a.Line != b.Line {
-			return a.Line - b.Line
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
 	return nil
+}
+
+// serviceDocOf checks that v, services.NAME, is a table of the keys a
+// service has, and returns them.
+func (st *Stack) serviceDocOf(name string, v any, lines lineIndex) (*serviceDoc, error) {
+	t, ok := v.(map[string]any)
+	if !ok {
+		return nil, st.refuse(lines.at("services", name), "services.%s: want a table", tomlKey(name))
+	}
+	sd := &serviceDoc{}
+	for _, key := range lines.inOrder(t, "services", name) {
+		f := sd.field(key)
+		if f == nil {
+			return nil, st.refuse(lines.at("services", name, key), "services.%s: unknown key %q", tomlKey(name), key)
+		}
+		*f = t[key]
+	}
+	return sd, nil
 }
 
 // decodeError turns go-toml's errors into an *Error at their line.
 func (st *Stack) decodeError(err error) error {
-	var strict *toml.StrictMissingError
-	if errors.As(err, &strict) && len(strict.Errors) > 0 {
-		e := &strict.Errors[0]
-		line, _ := e.Position()
-		key := e.Key()
-		where := ""
-		if len(key) > 1 {
-			where = joinKey(key[:len(key)-1]) + ": "
-		}
-		return st.refuse(line, "%sunknown key %q", where, key[len(key)-1])
-	}
 	if de, ok := errors.AsType[*toml.DecodeError](err); ok {
 		line, _ := de.Position()
-		reason := strings.TrimPrefix(de.Error(), "toml: ")
-		// A type error can only be about services or services.NAME,
-		// whose values are tables; go-toml words it in Go's types.
-		if key := de.Key(); len(key) > 0 && len(key) <= 2 &&
-			(strings.Contains(reason, "cannot decode") || strings.Contains(reason, "cannot store")) {
-			reason = joinKey(key) + ": want a table"
-		}
-		return st.refuse(line, "%s", reason)
+		return st.refuse(line, "%s", strings.TrimPrefix(de.Error(), "toml: "))
 	}
 	return st.refuse(0, "%s", strings.TrimPrefix(err.Error(), "toml: "))
+}
+
+// tomlKey writes one key as TOML does: bare if it can be, else quoted.
+func tomlKey(key string) string {
+	if key != "" && strings.Trim(key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == "" {
+		return key
+	}
+	return strconv.Quote(key)
 }
 
 // joinKey writes a key path as dotted TOML.
@@ -113,6 +150,17 @@ func (ix lineIndex) at(key ...string) int {
 	return 0
 }
 
+// inOrder returns the keys of t, the table at key path in, in the order
+// of their lines (then by name).
+func (ix lineIndex) inOrder(t map[string]any, in ...string) []string {
+	line := func(key string) int { return ix.at(append(in[:len(in):len(in)], key)...) }
+	keys := slices.Collect(maps.Keys(t))
+	slices.SortFunc(keys, func(a, b string) int {
+		return cmp.Or(cmp.Compare(line(a), line(b)), strings.Compare(a, b))
+	})
+	return keys
+}
+
 // keyLines indexes the line of every key of the document, with go-toml's
 // parser (its unstable package: the decoder tells no positions but its
 // errors').
@@ -120,6 +168,7 @@ func keyLines(data []byte) (lineIndex, error) {
 	ix := lineIndex{}
 	var p unstable.Parser
 	p.Reset(data)
+	lines := lineCounter{data: data, line: 1}
 	var table []string
 	for p.NextExpression() {
 		e := p.Expression()
@@ -128,7 +177,7 @@ func keyLines(data []byte) (lineIndex, error) {
 		for it := e.Key(); it.Next(); {
 			n := it.Node()
 			if line == 0 {
-				line = p.Shape(n.Raw).Start.Line
+				line = lines.at(int(n.Raw.Offset))
 			}
 			key = append(key, string(n.Data))
 		}
@@ -148,6 +197,24 @@ func keyLines(data []byte) (lineIndex, error) {
 		}
 	}
 	return ix, p.Error()
+}
+
+// lineCounter tells the line of an offset of data. Asked in the order of
+// the document, it takes time in proportion to the document, where the
+// parser's Shape scans from its start each time.
+type lineCounter struct {
+	data []byte
+	off  int // the last offset asked
+	line int // its line
+}
+
+func (c *lineCounter) at(off int) int {
+	if off < c.off {
+		c.off, c.line = 0, 1
+	}
+	c.line += bytes.Count(c.data[c.off:off], []byte("\n"))
+	c.off = off
+	return c.line
 }
 
 // serviceOf checks one decoded service and fills in its defaults.
