@@ -52,7 +52,7 @@ func relay(opts agentOptions) int {
 		fmt.Fprintf(os.Stderr, "shellagent --daemon: %v\n", err)
 		return 1
 	}
-	if h := c.Daemon; h.Shellagent != daemon.RelayVersion || h.Build != buildName() {
+	if h := c.Daemon; !ourBuild(h) {
 		// Such a daemon closes a handed stdin unread: refuse reads it.
 		c.Close() // Best effort: the daemon closes it too.
 		return refuse(log, path, h)
@@ -172,14 +172,28 @@ func copyDown(stdout *os.File, c *daemon.Client) error {
 	return err
 }
 
+// ourBuild reports whether the daemon that said d is of this binary's
+// build: only such a daemon is served by a relay or asked by up, status,
+// logs and down.
+func ourBuild(d daemon.Hello) bool {
+	return d.Shellagent == daemon.RelayVersion && d.Build == buildName()
+}
+
+// anotherBuild says that the daemon at path, which said d, is of another
+// build, and the two ways out: the upgrade in place, which keeps its
+// work, and the stop, which does not.
+func anotherBuild(path string, d daemon.Hello) string {
+	return fmt.Sprintf("the shellagent daemon at %s is build %s (relay protocol %d), this shellagent is build %s (relay protocol %d): "+
+		"move it to this build in place with 'shellagent daemon upgrade' (its commands run on), or stop it with 'shellagent daemon stop' (that stops them)",
+		path, d.Build, d.Shellagent, buildName(), daemon.RelayVersion)
+}
+
 // refuse serves the editor when the daemon is of another build: every
 // request is answered with an error that names both builds and the way
 // out, and a line the agent refuses (not JSON-RPC, too long) as the agent
 // answers it, until stdin ends. Nothing is relayed.
 func refuse(log *slog.Logger, path string, d daemon.Hello) int {
-	msg := fmt.Sprintf("the shellagent daemon at %s is build %s (relay protocol %d), this shellagent is build %s (relay protocol %d): "+
-		"move it to this build in place with 'shellagent daemon upgrade', or stop it with 'shellagent daemon stop' (that stops the commands it runs), then start the agent again",
-		path, d.Build, d.Shellagent, buildName(), daemon.RelayVersion)
+	msg := anotherBuild(path, d) + ", then start the agent again"
 	log.Error(msg)
 	data := map[string]any{"daemonBuild": d.Build, "relayBuild": buildName(), "fix": "shellagent daemon upgrade"}
 	r := jsonrpcline.NewReader(os.Stdin, 0) // lines as the agent reads them

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -313,6 +314,39 @@ func TestNoticeText(t *testing.T) {
 		if got := noticeText(tt.title, tt.desc); got != tt.want {
 			t.Errorf("noticeText(%q, %q) = %q, want %q", tt.title, tt.desc, got, tt.want)
 		}
+	}
+}
+
+// up, status, logs, logs -f and down against a daemon of another build
+// (shellagent was rebuilt while the stack ran): each exits 1 and says so,
+// naming both builds and both ways out, the upgrade in place (which keeps
+// the services) first; none of them asks the old daemon anything or
+// starts another, and the old daemon's services run on.
+func TestStackCommandLineAgainstAnotherBuild(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	if err := os.WriteFile(filepath.Join(d.cwd, "shellagent.toml"), []byte(stackFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := []string{"--socket", d.socket}
+	old := otherBuild(t)
+	if out, errOut, code := d.runBin(old, d.cwd, append([]string{"up", "db"}, sock...)...); code != 0 || !strings.Contains(out, "Ready: db.") {
+		t.Fatalf("up db, by the other build: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	builds := regexp.MustCompile(`is build (\S+ \([^)]*\))`)
+	for _, args := range [][]string{{"up"}, {"status"}, {"logs", "db"}, {"logs", "db", "-f"}, {"down"}} {
+		out, errOut, code := d.runIn(d.cwd, append(args, sock...)...)
+		m := builds.FindAllStringSubmatch(errOut, -1)
+		upgrade, stop := strings.Index(errOut, "'shellagent daemon upgrade'"), strings.Index(errOut, "'shellagent daemon stop'")
+		if code != 1 || out != "" || !strings.HasPrefix(errOut, "shellagent "+args[0]+": ") || len(m) != 2 || m[0][1] == m[1][1] || upgrade < 0 || stop < upgrade {
+			t.Errorf("shellagent %v against the other build's daemon: exit %d, stdout %q, stderr %q; want exit 1 and, on stderr, both builds, the upgrade, then the stop", args, code, out, errOut)
+		}
+	}
+	if pids := d.daemons(); len(pids) != 1 {
+		t.Errorf("daemons: %v, want the other build's alone", describe(pids))
+	}
+	if out, errOut, code := d.runBin(old, d.cwd, append([]string{"status"}, sock...)...); code != 0 || !regexp.MustCompile(`(?m)^db +ready `).MatchString(out) {
+		t.Errorf("status, by the other build, after: exit %d, stdout %q, stderr %q; want db ready", code, out, errOut)
 	}
 }
 

@@ -253,9 +253,9 @@ func dialStack(socket string, args []string, cwd string, mode openMode) (*stackC
 	if err != nil {
 		return nil, err
 	}
-	if h := c.Daemon; h.Shellagent != daemon.RelayVersion || h.Build != buildName() {
+	if h := c.Daemon; !ourBuild(h) {
 		c.Close() // Best effort: nothing was said.
-		return nil, fmt.Errorf("the daemon at %s is build %s, this shellagent is build %s: stop it with 'shellagent daemon stop' (that stops what it runs)", path, h.Build, buildName())
+		return nil, errors.New(anotherBuild(path, h))
 	}
 	sc := &stackClient{c: c, r: jsonrpcline.NewReader(c.R, 0), enc: json.NewEncoder(c.Conn)}
 	if err := sc.open(cwd, mode); err != nil {
