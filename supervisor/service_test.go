@@ -524,12 +524,13 @@ depends_on = ["a"]
 	h.never(sid, "a terminal", func(m *acptest.Msg) bool { return m.Kind == acp.KindTerminal })
 }
 
-// TestStackProcfile: a Procfile's services start, log to
-// STATE/logs/PROJECT/NAME.log, and answer /status and /logs.
+// TestStackProcfile: a Procfile's services start with PORT set as
+// foreman sets it, log to STATE/logs/PROJECT/NAME.log, and answer /status
+// and /logs.
 func TestStackProcfile(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
-	h, sid := stackHarness(t, Config{StateDir: state}, stack.Procfile, "web: echo hello from web; exec sleep 60\nworker: echo working; exec sleep 60\n")
+	h, sid := stackHarness(t, Config{StateDir: state}, stack.Procfile, "web: echo hello from web on $PORT; exec sleep 60\nworker: echo working on $PORT; exec sleep 60\n")
 	h.run(sid, "/up")
 	ready := h.agentText(nil, sid, "Ready: web, worker.")
 	h.idle(ready, sid, acp.StopEndTurn)
@@ -541,7 +542,9 @@ func TestStackProcfile(t *testing.T) {
 		}
 	}
 	h.run(sid, "/logs web 5")
-	h.agentText(status, sid, "hello from web")
+	h.agentText(status, sid, "hello from web on 5000") // PORT as foreman sets it
+	h.run(sid, "/logs worker 5")
+	h.agentText(status, sid, "working on 5100")
 	path, err := stack.LogPath(state, h.cwd, "web")
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -226,6 +227,9 @@ func TestLoadProcfile(t *testing.T) {
 		}
 		if !s.Log || s.Restart != RestartNo || s.Dir != dir || s.ReadyTimeout != DefaultReadyTimeout || s.DependsOn != nil {
 			t.Errorf("%s = %+v, want log, the defaults and the Procfile's directory", s.Name, s)
+		}
+		if port := strconv.Itoa(5000 + 100*i); !reflect.DeepEqual(s.Env, []EnvVar{{"PORT", port}}) {
+			t.Errorf("%s's env = %v, want PORT=%s, as foreman gives it", s.Name, s.Env, port)
 		}
 	}
 }
