@@ -24,6 +24,11 @@ type Config struct {
 	Launcher          ptyio.Launcher
 	Version           string
 	Log               *slog.Logger
+	// Swept, if not nil, is closed once what dead agents left has been
+	// swept (contain.Containment.Sweep): no turn starts before, so that a
+	// command run again after a crash does not meet the processes of its
+	// first run, such as a dev server that still holds its port.
+	Swept <-chan struct{}
 	// SequentialIDs names sessions sess_1, sess_2, ... instead of random
 	// ids, for reproducible transcripts.
 	SequentialIDs bool

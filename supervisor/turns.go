@@ -186,6 +186,7 @@ func (t *turn) stopWatching() {
 // (or requires_action), its work, and idle once the work is done: at once
 // for everything but a foreground command.
 func (st *state) start(t *turn) {
+	awaitSweep(st)
 	if t.reply != nil {
 		st.insert(t)
 	}
@@ -197,6 +198,22 @@ func (st *state) start(t *turn) {
 	t.in.cmd.act(st, t.in)
 	t.state = turnOver
 	st.endTurn(acp.StopEndTurn)
+}
+
+// awaitSweep waits until what dead agents left has been swept
+// (Config.Swept), as slow work: a moment at an agent's start, and only
+// there, since the channel stays closed.
+func awaitSweep(st *state) {
+	swept := st.s.sv.cfg.Swept
+	if swept == nil {
+		return
+	}
+	select {
+	case <-swept:
+	default:
+		st.s.slow()
+		<-swept
+	}
 }
 
 // startOrHold starts t, new foreground work that no prompt brought (a

@@ -2,8 +2,11 @@ package supervisor
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 	"time"
+
+	"shellagent/protocol/acptest"
 )
 
 func TestTurnQueue(t *testing.T) {
@@ -62,4 +65,30 @@ func TestTurnQueue(t *testing.T) {
 	if !q.foreground(term) || q.foreground(&terminal{}) {
 		t.Errorf("foreground: wrong terminal")
 	}
+}
+
+// TestTurnsWaitForTheSweep: until what dead agents left has been swept
+// (Config.Swept), a prompt runs nothing and is not answered, while the
+// session's reads answer (session/list); then it runs.
+func TestTurnsWaitForTheSweep(t *testing.T) {
+	t.Parallel()
+	swept := make(chan struct{})
+	h := newHarness(t, Config{Swept: swept})
+	sid := h.newSession()
+	id := h.prompt(sid, "echo ran")
+	if _, err := h.c.Call("session/list", map[string]any{}); err != nil {
+		t.Fatalf("session/list before the sweep: %v", err)
+	}
+	time.Sleep(200 * time.Millisecond) // time for a turn that did not wait to show
+	h.never(sid, "an update of the prompt's turn before the sweep", func(*acptest.Msg) bool { return true })
+	for _, m := range h.c.Transcript() {
+		if m.ReqMethod == "session/prompt" && string(m.ID) == strconv.FormatInt(id, 10) {
+			t.Fatalf("the prompt was answered before the sweep: %s", m.Raw)
+		}
+	}
+	close(swept)
+	if m := h.c.Wait(id); m.Error != nil {
+		t.Fatalf("the prompt after the sweep: %v", m.Error)
+	}
+	h.output(sid, "term_1", "ran")
 }

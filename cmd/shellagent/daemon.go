@@ -184,7 +184,7 @@ func serveDaemon(opts daemonOptions) int {
 	defer closeHistory(log, store) // after the sessions' stop: it records their close
 	ptys := ptyio.NewSpare(opts.size())
 	defer closeSpare(log, ptys) // after the sessions' stop: no launch can run
-	cfg := opts.supervisorConfig(log, c, ptys)
+	cfg := opts.supervisorConfig(log, c, swept, ptys)
 	cfg.Detached, cfg.DetachedTTL, cfg.History = supervisor.KeepDetached, opts.detachedTTL, store
 	sup := supervisor.New(cfg)
 	srv := &daemon.Server{

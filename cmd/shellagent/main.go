@@ -249,7 +249,7 @@ closed stdout stop every command, leave no process behind, and exit.
 
 // supervisorConfig is the Config of the agent's Supervisor, its commands
 // held by c, their PTYs opened ahead by ptys.
-func (o agentOptions) supervisorConfig(log *slog.Logger, c *contain.Containment, ptys *ptyio.Spare) supervisor.Config {
+func (o agentOptions) supervisorConfig(log *slog.Logger, c *contain.Containment, swept <-chan struct{}, ptys *ptyio.Spare) supervisor.Config {
 	return supervisor.Config{
 		Shell:             o.shell,
 		ForegroundTimeout: o.foregroundTimeout,
@@ -260,6 +260,7 @@ func (o agentOptions) supervisorConfig(log *slog.Logger, c *contain.Containment,
 		Log:               log,
 		SequentialIDs:     o.sequentialIDs,
 		Launcher:          ptyio.Local{Containment: c, PTYs: ptys},
+		Swept:             swept,
 		Containment:       string(c.Mode()),
 		ClientChecks:      o.clientChecks,
 		Kit:               kit.Kit{Invalid: o.scenariosInvalid, Log: log},
@@ -313,7 +314,7 @@ func serve(opts agentOptions) int {
 	defer closeHistory(log, store) // after the shutdown: it records the sessions' close
 	ptys := ptyio.NewSpare(opts.size())
 	defer closeSpare(log, ptys) // after the shutdown: no launch can run
-	cfg := opts.supervisorConfig(log, c, ptys)
+	cfg := opts.supervisorConfig(log, c, swept, ptys)
 	cfg.History = store
 	sup := supervisor.New(cfg)
 	out := newOutput(log, pollableStdout(log))

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -315,6 +316,67 @@ func TestNoticeText(t *testing.T) {
 			t.Errorf("noticeText(%q, %q) = %q, want %q", tt.title, tt.desc, got, tt.want)
 		}
 	}
+}
+
+// A daemon killed with SIGKILL leaves its stack's services running until
+// the next daemon sweeps them. shellagent up, run again at once, starts
+// the services only once they are gone: the new run of a service never
+// meets the old one (here, its pid file names a live process; a dev
+// server would find its port taken).
+func TestStackUpAgainAfterADaemonCrash(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	const srv = `
+[services.srv]
+command = 'p=$(cat srv.pid 2>/dev/null); if [ -n "$p" ] && read -r _ _ s _ < /proc/$p/stat && [ "$s" != Z ]; then echo the old run is alive; fi; echo $$ > srv.pid; echo started; exec sleep 300'
+ready = "started"
+`
+	if err := os.WriteFile(filepath.Join(d.cwd, "shellagent.toml"), []byte(srv), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := []string{"--socket", d.socket}
+	if out, errOut, code := d.runIn(d.cwd, append([]string{"up"}, sock...)...); code != 0 || !strings.Contains(out, "Ready: srv.") {
+		t.Fatalf("up: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	b, err := os.ReadFile(filepath.Join(d.cwd, "srv.pid"))
+	first, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || !running(first) {
+		t.Fatalf("the first run's pid file: %q, %v; want a running pid", b, err)
+	}
+	daemons := d.daemons()
+	if len(daemons) != 1 {
+		t.Fatalf("daemons: %v, want one", describe(daemons))
+	}
+	syscall.Kill(daemons[0], syscall.SIGKILL)
+	d.waitGone(5*time.Second, "the SIGKILL", d.daemons)
+	if !running(first) {
+		t.Fatalf("the first run ended with its daemon: nothing to sweep")
+	}
+
+	out, errOut, code := d.runIn(d.cwd, append([]string{"up"}, sock...)...)
+	if code != 0 || !strings.Contains(out, "Ready: srv.") {
+		t.Fatalf("up again: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if running(first) {
+		t.Errorf("the first run (pid %d) outlived the second up", first)
+	}
+	if logs, errOut, code := d.runIn(d.cwd, append([]string{"logs", "srv"}, sock...)...); code != 0 || logs != "started\n" {
+		t.Errorf("logs srv: exit %d, stdout %q, stderr %q; want the new run's start alone", code, logs, errOut)
+	}
+	if out, errOut, code := d.runIn(d.cwd, append([]string{"down"}, sock...)...); code != 0 || out != "Stopped: srv.\n" {
+		t.Errorf("down: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// running reports whether process pid exists and is not a zombie (a
+// killed orphan waits for pid 1 to reap it).
+func running(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && len(b) > i+2 && b[i+2] != 'Z'
 }
 
 // up, status, logs, logs -f and down against a daemon of another build
