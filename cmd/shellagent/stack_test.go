@@ -318,11 +318,12 @@ func TestNoticeText(t *testing.T) {
 	}
 }
 
-// A daemon killed with SIGKILL leaves its stack's services running until
-// the next daemon sweeps them. shellagent up, run again at once, starts
-// the services only once they are gone: the new run of a service never
-// meets the old one (here, its pid file names a live process; a dev
-// server would find its port taken).
+// A daemon killed with SIGKILL: logs -f, which followed a service, says
+// that the daemon closed the connection and exits 1; the services run on
+// until the next daemon sweeps them. shellagent up, run again at once,
+// starts the services only once they are gone: the new run of a service
+// never meets the old one (here, its pid file names a live process; a
+// dev server would find its port taken).
 func TestStackUpAgainAfterADaemonCrash(t *testing.T) {
 	t.Parallel()
 	d := newDaemonFixture(t)
@@ -343,12 +344,23 @@ ready = "started"
 	if err != nil || !running(first) {
 		t.Fatalf("the first run's pid file: %q, %v; want a running pid", b, err)
 	}
+	follow := exec.Command(binary, append([]string{"logs", "srv", "-f"}, sock...)...)
+	follow.Env, follow.Dir = d.env(), d.cwd
+	var followErr lockedBuffer
+	follow.Stderr = &followErr
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "logs -f to follow", func() bool { return strings.Contains(followErr.String(), "Service srv, in ") })
 	daemons := d.daemons()
 	if len(daemons) != 1 {
 		t.Fatalf("daemons: %v, want one", describe(daemons))
 	}
 	syscall.Kill(daemons[0], syscall.SIGKILL)
 	d.waitGone(5*time.Second, "the SIGKILL", d.daemons)
+	if err := follow.Wait(); exitCode(err) != 1 || !strings.HasSuffix(followErr.String(), "shellagent logs: _shellagent/service/read: the daemon closed the connection\n") {
+		t.Errorf("logs -f when its daemon died: %v, stderr %q; want exit 1, saying the daemon closed the connection", err, followErr.String())
+	}
 	if !running(first) {
 		t.Fatalf("the first run ended with its daemon: nothing to sweep")
 	}

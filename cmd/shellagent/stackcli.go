@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"shellagent/acp"
@@ -358,7 +359,7 @@ func (sc *stackClient) call(method string, params, out any) (*incoming, error) {
 	sc.id++
 	id := sc.id
 	if err := sc.enc.Encode(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}); err != nil {
-		return nil, fmt.Errorf("%s: %w", method, err)
+		return nil, fmt.Errorf("%s: %w", method, closedConn(err))
 	}
 	for {
 		m, err := sc.next()
@@ -381,13 +382,23 @@ func (sc *stackClient) call(method string, params, out any) (*incoming, error) {
 	}
 }
 
+// errClosed is the error of a connection the daemon closed (it stopped,
+// or died), in the user's words rather than the socket's.
+var errClosed = errors.New("the daemon closed the connection")
+
+// closedConn returns errClosed for an error that says the daemon closed
+// the connection, and err for any other.
+func closedConn(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
+		return errClosed
+	}
+	return err
+}
+
 func (sc *stackClient) next() (*incoming, error) {
 	line, err := sc.r.Next()
 	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, errors.New("the daemon closed the connection")
-		}
-		return nil, err
+		return nil, closedConn(err)
 	}
 	m := new(incoming)
 	if err := json.Unmarshal(line.Line, m); err != nil {
