@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
 )
 
@@ -377,6 +378,70 @@ ready = "started"
 	}
 	if out, errOut, code := d.runIn(d.cwd, append([]string{"down"}, sock...)...); code != 0 || out != "Stopped: srv.\n" {
 		t.Errorf("down: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// Two shellagent up at once in one directory: the second takes the
+// session from the first (session/resume), and the first exits 1 saying
+// so, instead of waiting for an answer that now goes to the second; the
+// second answers once the service is ready.
+func TestStackUpTakenByAnother(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	const slow = `
+[services.slow]
+command = "while [ ! -e go ]; do sleep 0.05; done; echo ready now; exec sleep 300"
+ready = "ready now"
+`
+	if err := os.WriteFile(filepath.Join(d.cwd, "shellagent.toml"), []byte(slow), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := []string{"--socket", d.socket}
+	type run struct {
+		out, errOut lockedBuffer
+		done        chan struct{} // closed once it exited, with err
+		err         error
+	}
+	up := func() *run {
+		r := &run{done: make(chan struct{})}
+		cmd := exec.Command(binary, append([]string{"up"}, sock...)...)
+		cmd.Env, cmd.Dir = d.env(), d.cwd
+		cmd.Stdout, cmd.Stderr = &r.out, &r.errOut
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { r.err = cmd.Wait(); close(r.done) }()
+		t.Cleanup(func() {
+			cmd.Process.Kill() // Best effort: it has exited unless the test failed.
+			<-r.done
+		})
+		return r
+	}
+	first := up()
+	starting := regexp.MustCompile(`(?m)^slow +starting `)
+	waitFor(t, "the first up to start the service", func() bool {
+		out, _, _ := d.runIn(d.cwd, append([]string{"status"}, sock...)...)
+		return starting.MatchString(out)
+	})
+	second := up()
+	select {
+	case <-first.done:
+		if exitCode(first.err) != 1 || first.out.String() != "" || !strings.Contains(first.errOut.String(), "shellagent up: another client took the session") {
+			t.Errorf("the first up, whose session was taken: %v, stdout %q, stderr %q; want exit 1, saying so", first.err, first.out.String(), first.errOut.String())
+		}
+	case <-time.After(testloop.Wait):
+		t.Fatalf("the first up still waits %v after another took its session; stderr %q", testloop.Wait, first.errOut.String())
+	}
+	if err := os.WriteFile(filepath.Join(d.cwd, "go"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-second.done:
+		if second.err != nil || second.out.String() != "Ready: slow.\n" {
+			t.Errorf("the second up: %v, stdout %q, stderr %q; want Ready: slow.", second.err, second.out.String(), second.errOut.String())
+		}
+	case <-time.After(testloop.Wait):
+		t.Errorf("the second up still waits %v after the service is ready; stderr %q", testloop.Wait, second.errOut.String())
 	}
 }
 

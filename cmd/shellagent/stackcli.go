@@ -20,6 +20,7 @@ import (
 	"shellagent/internal/jsonrpcline"
 	"shellagent/internal/stack"
 	"shellagent/supervisor/service"
+	"shellagent/supervisor/terminput"
 	"shellagent/termtext"
 )
 
@@ -491,6 +492,9 @@ func (sc *stackClient) prompt(line string) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		if sc.taken(m) {
+			return "", errTaken
+		}
 		if m.Method == "" && string(m.ID) == fmt.Sprint(id) {
 			if m.Error != nil {
 				return "", errors.New(m.Error.Message)
@@ -507,6 +511,22 @@ func (sc *stackClient) prompt(line string) (string, error) {
 			return strings.Join(said, "\n"), nil
 		}
 	}
+}
+
+// errTaken is prompt's error when another client takes the session
+// before the turn is over: the turn goes on there, and this client hears
+// no more of it.
+var errTaken = errors.New("another client took the session (another shellagent up or down, or an editor) before this command was over; it goes on there: shellagent status shows where it stands")
+
+// taken reports whether m is the notice that another client took the
+// session (terminput.TakenNotice).
+func (sc *stackClient) taken(m *incoming) bool {
+	if m.Method != "session/update" || m.Params.SessionID != sc.sid || m.Params.Update["sessionUpdate"] != acp.KindNotice {
+		return false
+	}
+	meta, _ := m.Params.Update["_meta"].(map[string]any)
+	ours, _ := meta["shellagent"].(map[string]any)
+	return ours["event"] == terminput.EventTaken
 }
 
 // followPoll is how often follow asks for more of a quiet service's

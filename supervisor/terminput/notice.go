@@ -57,6 +57,10 @@ func ParseNotify(value string) Notify {
 	return NotifyFailures
 }
 
+// EventTaken is TakenNotice's _meta.shellagent.event, by which a client
+// tells it from other notices.
+const EventTaken = "session_taken"
+
 // TakenNotice is the notice a connection gets when another client takes
 // session id from it (session/resume): the last the session tells it.
 func TakenNotice(id string) *acp.Notice {
@@ -66,7 +70,7 @@ func TakenNotice(id string) *acp.Notice {
 		Title:         "Another client took this session",
 		Description: "Session " + id + " was resumed by another client: its output, state and prompts go there now, " +
 			"and it no longer answers here. Resume it here to take it back.",
-		Meta: map[string]any{"shellagent": map[string]any{"event": "session_taken"}},
+		Meta: map[string]any{"shellagent": map[string]any{"event": EventTaken}},
 	}
 }
 
