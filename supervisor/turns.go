@@ -184,7 +184,8 @@ func (t *turn) stopWatching() {
 // start runs a turn on an idle session: a prompt (inserted first) or the
 // firing of a scheduled job (no user message). The turn reports running
 // (or requires_action), its work, and idle once the work is done: at once
-// for everything but a foreground command.
+// for everything but a foreground command. It begins once what dead agents
+// left has been swept (awaitSweep).
 func (st *state) start(t *turn) {
 	awaitSweep(st)
 	if t.reply != nil {

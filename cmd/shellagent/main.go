@@ -248,7 +248,8 @@ closed stdout stop every command, leave no process behind, and exit.
 }
 
 // supervisorConfig is the Config of the agent's Supervisor, its commands
-// held by c, their PTYs opened ahead by ptys.
+// held by c, their PTYs opened ahead by ptys, and none started before
+// swept, the end of c's sweep (openContainment), is closed.
 func (o agentOptions) supervisorConfig(log *slog.Logger, c *contain.Containment, swept <-chan struct{}, ptys *ptyio.Spare) supervisor.Config {
 	return supervisor.Config{
 		Shell:             o.shell,

@@ -7,17 +7,17 @@ import (
 )
 
 // The PORT of a Procfile's services, as foreman and overmind assign it:
-// ProcfilePort for the first service, ProcfilePortStep more for each
+// procfilePort for the first service, procfilePortStep more for each
 // next one.
 const (
-	ProcfilePort     = 5000
-	ProcfilePortStep = 100
+	procfilePort     = 5000
+	procfilePortStep = 100
 )
 
 // parseProcfile fills st.Services from a Procfile: one "name: command"
 // line per service, as foreman reads it; blank lines and lines starting
 // with '#' are skipped. Every service keeps a log, takes the defaults, and
-// has PORT in its environment as foreman sets it (ProcfilePort; none past
+// has PORT in its environment as foreman sets it (procfilePort; none past
 // port 65535), since a Procfile's commands often listen on $PORT.
 func (st *Stack) parseProcfile(data []byte) error {
 	for i, raw := range bytes.Split(data, []byte("\n")) {
@@ -42,7 +42,7 @@ func (st *Stack) parseProcfile(data []byte) error {
 			return st.refuse(line, "%s: declared again (first on line %d)", name, st.Service(name).Line)
 		}
 		var env []EnvVar
-		if port := ProcfilePort + ProcfilePortStep*len(st.Services); port <= 65535 {
+		if port := procfilePort + procfilePortStep*len(st.Services); port <= 65535 {
 			env = []EnvVar{{Key: "PORT", Value: strconv.Itoa(port)}}
 		}
 		st.add(&Service{
