@@ -25,6 +25,17 @@ func (d *daemonFixture) runIn(dir string, args ...string) (stdout, stderr string
 	return d.runBin(binary, dir, args...)
 }
 
+// newStackFixture is a daemon fixture whose directory's shellagent.toml
+// is file, and the --socket flag of its commands.
+func newStackFixture(t *testing.T, file string) (d *daemonFixture, sock []string) {
+	t.Helper()
+	d = newDaemonFixture(t)
+	if err := os.WriteFile(filepath.Join(d.cwd, "shellagent.toml"), []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return d, []string{"--socket", d.socket}
+}
+
 const stackFile = `
 [services.db]
 command = "echo db starting; sleep 0.2; echo db accepting connections; exec sleep 300"
@@ -49,12 +60,8 @@ ready = "never printed"
 // stops them all, and nothing is left.
 func TestStackCommandLine(t *testing.T) {
 	t.Parallel()
-	d := newDaemonFixture(t)
-	if err := os.WriteFile(filepath.Join(d.cwd, "shellagent.toml"), []byte(stackFile), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	d, sock := newStackFixture(t, stackFile)
 	state := t.TempDir()
-	sock := []string{"--socket", d.socket}
 
 	out, errOut, code := d.runIn(d.cwd, append([]string{"up", "web", "--state-dir", state}, sock...)...)
 	if code != 0 || !strings.Contains(out, "Ready: db, web.") {
@@ -219,17 +226,13 @@ func (l *lockedBuffer) String() string {
 // service runs on, and down then leaves no process.
 func TestStackLogsFollow(t *testing.T) {
 	t.Parallel()
-	d := newDaemonFixture(t)
 	const file = `
 [services.ticker]
 command = "echo started; while :; do if [ -e go ]; then cat go; rm -f go; fi; if [ -e crash ]; then rm -f crash; exit 7; fi; sleep 0.05; done"
 restart = "always"
 backoff = "0s"
 `
-	if err := os.WriteFile(filepath.Join(d.cwd, "shellagent.toml"), []byte(file), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sock := []string{"--socket", d.socket}
+	d, sock := newStackFixture(t, file)
 	if out, errOut, code := d.runIn(d.cwd, append([]string{"up"}, sock...)...); code != 0 {
 		t.Fatalf("shellagent up: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
@@ -327,16 +330,12 @@ func TestNoticeText(t *testing.T) {
 // dev server would find its port taken).
 func TestStackUpAgainAfterADaemonCrash(t *testing.T) {
 	t.Parallel()
-	d := newDaemonFixture(t)
 	const srv = `
 [services.srv]
 command = 'p=$(cat srv.pid 2>/dev/null); if [ -n "$p" ] && read -r _ _ s _ < /proc/$p/stat && [ "$s" != Z ]; then echo the old run is alive; fi; echo $$ > srv.pid; echo started; exec sleep 300'
 ready = "started"
 `
-	if err := os.WriteFile(filepath.Join(d.cwd, "shellagent.toml"), []byte(srv), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sock := []string{"--socket", d.socket}
+	d, sock := newStackFixture(t, srv)
 	if out, errOut, code := d.runIn(d.cwd, append([]string{"up"}, sock...)...); code != 0 || !strings.Contains(out, "Ready: srv.") {
 		t.Fatalf("up: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
@@ -387,16 +386,12 @@ ready = "started"
 // second answers once the service is ready.
 func TestStackUpTakenByAnother(t *testing.T) {
 	t.Parallel()
-	d := newDaemonFixture(t)
 	const slow = `
 [services.slow]
 command = "while [ ! -e go ]; do sleep 0.05; done; echo ready now; exec sleep 300"
 ready = "ready now"
 `
-	if err := os.WriteFile(filepath.Join(d.cwd, "shellagent.toml"), []byte(slow), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sock := []string{"--socket", d.socket}
+	d, sock := newStackFixture(t, slow)
 	type run struct {
 		out, errOut lockedBuffer
 		done        chan struct{} // closed once it exited, with err
@@ -463,11 +458,7 @@ func running(pid int) bool {
 // starts another, and the old daemon's services run on.
 func TestStackCommandLineAgainstAnotherBuild(t *testing.T) {
 	t.Parallel()
-	d := newDaemonFixture(t)
-	if err := os.WriteFile(filepath.Join(d.cwd, "shellagent.toml"), []byte(stackFile), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sock := []string{"--socket", d.socket}
+	d, sock := newStackFixture(t, stackFile)
 	old := otherBuild(t)
 	if out, errOut, code := d.runBin(old, d.cwd, append([]string{"up", "db"}, sock...)...); code != 0 || !strings.Contains(out, "Ready: db.") {
 		t.Fatalf("up db, by the other build: exit %d, stdout %q, stderr %q", code, out, errOut)
@@ -496,11 +487,7 @@ func TestStackCommandLineAgainstAnotherBuild(t *testing.T) {
 // editor's, or the stack's before the daemon stopped).
 func TestStackCommandLineWhereNothingRuns(t *testing.T) {
 	t.Parallel()
-	d := newDaemonFixture(t)
-	if err := os.WriteFile(filepath.Join(d.cwd, "shellagent.toml"), []byte(stackFile), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sock := []string{"--socket", d.socket}
+	d, sock := newStackFixture(t, stackFile)
 	nothing := "No services run in " + d.cwd + ": shellagent up starts the stack of shellagent.toml (or the Procfile) there.\n"
 	check := func(when, logsSaid, followSaid string) {
 		t.Helper()
