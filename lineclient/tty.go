@@ -14,6 +14,7 @@ import (
 
 	"shellagent/acp"
 	"shellagent/internal/clientview"
+	"shellagent/termtext"
 )
 
 // Terminal mode: the client on a terminal, with an agent that offers the
@@ -371,24 +372,7 @@ func (t *tty) attachCommand(id string) {
 		}
 		return
 	}
-	t.show(id, lastLines(cp.data, t.rows-1))
-}
-
-// lastLines returns the end of b that holds its last n lines.
-func lastLines(b []byte, n int) []byte {
-	end := len(b)
-	if end > 0 && b[end-1] == '\n' {
-		end--
-	}
-	for i := end - 1; i >= 0; i-- {
-		if b[i] == '\n' {
-			n--
-			if n == 0 {
-				return b[i+1:]
-			}
-		}
-	}
-	return b
+	t.show(id, cp.data[termtext.LastLinesStart(cp.data, t.rows-1):])
 }
 
 // detach lets go of the attached terminal: the program's modes are undone

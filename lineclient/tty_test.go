@@ -136,23 +136,6 @@ func TestLineStartAfter(t *testing.T) {
 	}
 }
 
-func TestLastLines(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		n    int
-		want string
-	}{
-		{"a\nb\nc\n", 2, "b\nc\n"},
-		{"a\nb\nc", 2, "b\nc"},
-		{"a\nb\n", 5, "a\nb\n"},
-		{"", 3, ""},
-	} {
-		if got := string(lastLines([]byte(tc.in), tc.n)); got != tc.want {
-			t.Errorf("lastLines(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
-		}
-	}
-}
-
 // The keys a read returns along with the end of the input are read
 // keys: readKeys sends them before the end.
 func TestReadKeysDataWithEOF(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"shellagent/internal/clientview"
+	"shellagent/termtext"
 )
 
 // handleUpdate applies a session update to the session and prints it,
@@ -211,7 +212,7 @@ func (v *view) snapshot(t *clientview.Terminal, out *clientview.TerminalOutput, 
 		if v.raw != nil {
 			v.raw(t.ID, data) // terminal mode keeps it, for /attach
 		}
-		v.p.output(t.ID, lastLines(data, resumeTail), v.sess.Live() > 1)
+		v.p.output(t.ID, data[termtext.LastLinesStart(data, resumeTail):], v.sess.Live() > 1)
 	case isNew:
 		v.output(t.ID, data)
 	}

@@ -1,13 +1,13 @@
 package supervisor
 
 import (
-	"bytes"
 	"encoding/base64"
 	"slices"
 	"strings"
 
 	"shellagent/acp"
 	"shellagent/protocol"
+	"shellagent/termtext"
 )
 
 // Looking at a session without taking it (protocol.SessionLooker):
@@ -100,7 +100,7 @@ func (r *registry) readRuns(ids []string, p *acp.ReadServiceRequest) (*acp.ReadS
 		off = t.ring.Total()
 	case p.TerminalID == "":
 		data, end := t.ring.Snapshot()
-		off = end - int64(len(data)) + int64(lastLinesStart(data, p.Lines))
+		off = end - int64(len(data)) + int64(termtext.LastLinesStart(data, p.Lines))
 	case t.id == p.TerminalID:
 		off = p.Offset
 		if total := t.ring.Total(); off > total {
@@ -120,23 +120,4 @@ func (r *registry) readRuns(ids []string, p *acp.ReadServiceRequest) (*acp.ReadS
 		}
 	}
 	return res, nil
-}
-
-// lastLinesStart returns where the last n lines of data start: after the
-// nth newline from its end, not counting one that ends data; 0 if data
-// holds n lines or fewer, len(data) for n = 0.
-func lastLinesStart(data []byte, n int) int {
-	if n == 0 {
-		return len(data)
-	}
-	end := len(data)
-	if end > 0 && data[end-1] == '\n' {
-		end--
-	}
-	for ; n > 0; n-- {
-		if end = bytes.LastIndexByte(data[:end], '\n'); end < 0 {
-			return 0
-		}
-	}
-	return end + 1
 }

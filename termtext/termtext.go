@@ -7,6 +7,7 @@
 package termtext
 
 import (
+	"bytes"
 	"strings"
 	"unicode/utf8"
 )
@@ -150,6 +151,26 @@ func LastLines(text string, n int) (last string, lines int) {
 		start = i
 	}
 	return text[start+1:], lines
+}
+
+// LastLinesStart returns where the last n lines of b start: after the
+// nth newline from its end, not counting one that ends b; 0 if b holds n
+// lines or fewer, len(b) for n <= 0. Unlike LastLines it keeps b as it is:
+// bytes of a terminal, escapes and trailing empty lines included.
+func LastLinesStart(b []byte, n int) int {
+	if n <= 0 {
+		return len(b)
+	}
+	end := len(b)
+	if end > 0 && b[end-1] == '\n' {
+		end--
+	}
+	for ; n > 0; n-- {
+		if end = bytes.LastIndexByte(b[:end], '\n'); end < 0 {
+			return 0
+		}
+	}
+	return end + 1
 }
 
 // Fence returns text in a Markdown code fence that text cannot close: a

@@ -44,6 +44,26 @@ func TestLastLines(t *testing.T) {
 	}
 }
 
+func TestLastLinesStart(t *testing.T) {
+	for _, tt := range []struct {
+		b    string
+		n    int
+		want string // b from LastLinesStart on
+	}{
+		{"a\nb\nc\n", 2, "b\nc\n"},
+		{"a\nb\nc", 2, "b\nc"},
+		{"a\nb\n", 5, "a\nb\n"},
+		{"a\n\n\n", 2, "\n\n"}, // empty lines are lines
+		{"\x1b[31ma\x1b[0m\nb", 1, "b"},
+		{"", 3, ""},
+		{"a\nb", 0, ""},
+	} {
+		if got := tt.b[LastLinesStart([]byte(tt.b), tt.n):]; got != tt.want {
+			t.Errorf("the last %d lines of %q: %q, want %q", tt.n, tt.b, got, tt.want)
+		}
+	}
+}
+
 // Unfence gives back what Fence was given, and the text before it.
 func TestUnfence(t *testing.T) {
 	for _, tt := range []struct{ head, body string }{

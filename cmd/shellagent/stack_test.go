@@ -341,7 +341,7 @@ ready = "started"
 	}
 	b, err := os.ReadFile(filepath.Join(d.cwd, "srv.pid"))
 	first, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || !running(first) {
+	if err != nil || !slices.Contains(d.work(), first) {
 		t.Fatalf("the first run's pid file: %q, %v; want a running pid", b, err)
 	}
 	follow := exec.Command(binary, append([]string{"logs", "srv", "-f"}, sock...)...)
@@ -361,7 +361,7 @@ ready = "started"
 	if err := follow.Wait(); exitCode(err) != 1 || !strings.HasSuffix(followErr.String(), "shellagent logs: _shellagent/service/read: the daemon closed the connection\n") {
 		t.Errorf("logs -f when its daemon died: %v, stderr %q; want exit 1, saying the daemon closed the connection", err, followErr.String())
 	}
-	if !running(first) {
+	if !slices.Contains(d.work(), first) {
 		t.Fatalf("the first run ended with its daemon: nothing to sweep")
 	}
 
@@ -369,7 +369,7 @@ ready = "started"
 	if code != 0 || !strings.Contains(out, "Ready: srv.") {
 		t.Fatalf("up again: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	if running(first) {
+	if slices.Contains(d.work(), first) {
 		t.Errorf("the first run (pid %d) outlived the second up", first)
 	}
 	if logs, errOut, code := d.runIn(d.cwd, append([]string{"logs", "srv"}, sock...)...); code != 0 || logs != "started\n" {
@@ -438,17 +438,6 @@ ready = "ready now"
 	case <-time.After(testloop.Wait):
 		t.Errorf("the second up still waits %v after the service is ready; stderr %q", testloop.Wait, second.errOut.String())
 	}
-}
-
-// running reports whether process pid exists and is not a zombie (a
-// killed orphan waits for pid 1 to reap it).
-func running(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i >= 0 && len(b) > i+2 && b[i+2] != 'Z'
 }
 
 // up, status, logs, logs -f and down against a daemon of another build

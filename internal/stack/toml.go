@@ -17,43 +17,14 @@ import (
 	"github.com/pelletier/go-toml/v2/unstable"
 )
 
-// serviceDoc is one service's table as written: each key's value as
-// go-toml decodes it (any), checked by serviceOf, so that a wrong type is
-// refused in the file's words, not Go's.
-type serviceDoc struct {
-	Command, Cwd, Env, DependsOn, Ready, ReadyTimeout any
-	Restart, MaxRestarts, Backoff, Ports, Log         any
-}
-
-// field returns the field of sd that holds key, or nil for a key that a
-// service does not have. Keys match exactly, as TOML's do: go-toml's
-// decoder into a struct would also take "Command" for command.
-func (sd *serviceDoc) field(key string) *any {
-	switch key {
-	case "command":
-		return &sd.Command
-	case "cwd":
-		return &sd.Cwd
-	case "env":
-		return &sd.Env
-	case "depends_on":
-		return &sd.DependsOn
-	case "ready":
-		return &sd.Ready
-	case "ready_timeout":
-		return &sd.ReadyTimeout
-	case "restart":
-		return &sd.Restart
-	case "max_restarts":
-		return &sd.MaxRestarts
-	case "backoff":
-		return &sd.Backoff
-	case "ports":
-		return &sd.Ports
-	case "log":
-		return &sd.Log
-	}
-	return nil
+// serviceKeys are the keys a service's table may have. They match
+// exactly, as TOML's keys do (go-toml's decoder into a struct would also
+// take "Command" for command); serviceOf checks each value as go-toml
+// decodes it (any), so that a wrong type is refused in the file's words,
+// not Go's.
+var serviceKeys = []string{
+	"command", "cwd", "env", "depends_on", "ready", "ready_timeout",
+	"restart", "max_restarts", "backoff", "ports", "log",
 }
 
 // parseTOML fills st.Services from a shellagent.toml, in the file's
@@ -82,11 +53,11 @@ func (st *Stack) parseTOML(data []byte) error {
 		return st.refuse(lines.at("services"), "services: want a table")
 	}
 	for _, name := range lines.inOrder(services, "services") {
-		sd, err := st.serviceDocOf(name, services[name], lines)
+		t, err := st.serviceTable(name, services[name], lines)
 		if err != nil {
 			return err
 		}
-		s, err := st.serviceOf(name, sd, lines)
+		s, err := st.serviceOf(name, t, lines)
 		if err != nil {
 			return err
 		}
@@ -95,22 +66,19 @@ func (st *Stack) parseTOML(data []byte) error {
 	return nil
 }
 
-// serviceDocOf checks that v, services.NAME, is a table of the keys a
-// service has, and returns them.
-func (st *Stack) serviceDocOf(name string, v any, lines lineIndex) (*serviceDoc, error) {
+// serviceTable checks that v, services.NAME, is a table of serviceKeys,
+// and returns it.
+func (st *Stack) serviceTable(name string, v any, lines lineIndex) (map[string]any, error) {
 	t, ok := v.(map[string]any)
 	if !ok {
 		return nil, st.refuse(lines.at("services", name), "services.%s: want a table", tomlKey(name))
 	}
-	sd := &serviceDoc{}
 	for _, key := range lines.inOrder(t, "services", name) {
-		f := sd.field(key)
-		if f == nil {
+		if !slices.Contains(serviceKeys, key) {
 			return nil, st.refuse(lines.at("services", name, key), "services.%s: unknown key %q", tomlKey(name), key)
 		}
-		*f = t[key]
 	}
-	return sd, nil
+	return t, nil
 }
 
 // decodeError turns go-toml's errors into an *Error at their line.
@@ -218,7 +186,7 @@ func (c *lineCounter) at(off int) int {
 }
 
 // serviceOf checks one decoded service and fills in its defaults.
-func (st *Stack) serviceOf(name string, sd *serviceDoc, ix lineIndex) (*Service, error) {
+func (st *Stack) serviceOf(name string, t map[string]any, ix lineIndex) (*Service, error) {
 	s := &Service{
 		Name:         name,
 		Dir:          st.Dir,
@@ -232,22 +200,19 @@ func (st *Stack) serviceOf(name string, sd *serviceDoc, ix lineIndex) (*Service,
 	if !validName(name) {
 		return nil, st.refuse(s.Line, "services.%q: a service's name is letters, digits, '_', '-' and '.' (not first), at most 64", name)
 	}
-	if sd == nil {
-		sd = &serviceDoc{}
-	}
 	k := keyChecker{st: st, ix: ix, service: name}
 	var err error
-	if sd.Command == nil {
+	if t["command"] == nil {
 		return nil, st.refuse(s.Line, "services.%s: no command", name)
 	}
-	if s.Command, err = k.text("command", sd.Command); err != nil {
+	if s.Command, err = k.text("command", t["command"]); err != nil {
 		return nil, err
 	}
 	if strings.TrimSpace(s.Command) == "" {
 		return nil, k.refuse("command", "empty")
 	}
-	if sd.Cwd != nil {
-		cwd, err := k.text("cwd", sd.Cwd)
+	if t["cwd"] != nil {
+		cwd, err := k.text("cwd", t["cwd"])
 		if err != nil {
 			return nil, err
 		}
@@ -256,35 +221,35 @@ func (st *Stack) serviceOf(name string, sd *serviceDoc, ix lineIndex) (*Service,
 		}
 		s.Dir = filepath.Clean(cwd)
 	}
-	if sd.Env != nil {
-		if s.Env, err = k.env(sd.Env); err != nil {
+	if t["env"] != nil {
+		if s.Env, err = k.env(t["env"]); err != nil {
 			return nil, err
 		}
 	}
-	if sd.DependsOn != nil {
+	if t["depends_on"] != nil {
 		s.dependsLine = ix.at("services", name, "depends_on")
-		if s.DependsOn, err = k.names(sd.DependsOn); err != nil {
+		if s.DependsOn, err = k.names(t["depends_on"]); err != nil {
 			return nil, err
 		}
 	}
-	if sd.Ready != nil {
-		if s.Ready, err = k.text("ready", sd.Ready); err != nil {
+	if t["ready"] != nil {
+		if s.Ready, err = k.text("ready", t["ready"]); err != nil {
 			return nil, err
 		}
 		if s.Ready == "" {
 			return nil, k.refuse("ready", "empty: leave it out for ready once started")
 		}
 	}
-	if sd.ReadyTimeout != nil {
-		if s.ReadyTimeout, err = k.duration("ready_timeout", sd.ReadyTimeout); err != nil {
+	if t["ready_timeout"] != nil {
+		if s.ReadyTimeout, err = k.duration("ready_timeout", t["ready_timeout"]); err != nil {
 			return nil, err
 		}
 		if s.ReadyTimeout == 0 {
 			return nil, k.refuse("ready_timeout", "must be more than 0")
 		}
 	}
-	if sd.Restart != nil {
-		r, err := k.text("restart", sd.Restart)
+	if t["restart"] != nil {
+		r, err := k.text("restart", t["restart"])
 		if err != nil {
 			return nil, err
 		}
@@ -293,25 +258,25 @@ func (st *Stack) serviceOf(name string, sd *serviceDoc, ix lineIndex) (*Service,
 			return nil, k.refuse("restart", "%q is not no, on-failure or always", r)
 		}
 	}
-	if sd.MaxRestarts != nil {
-		if s.MaxRestarts, err = k.count("max_restarts", sd.MaxRestarts); err != nil {
+	if t["max_restarts"] != nil {
+		if s.MaxRestarts, err = k.count("max_restarts", t["max_restarts"]); err != nil {
 			return nil, err
 		}
 	}
-	if sd.Backoff != nil {
-		if s.Backoff, err = k.duration("backoff", sd.Backoff); err != nil {
+	if t["backoff"] != nil {
+		if s.Backoff, err = k.duration("backoff", t["backoff"]); err != nil {
 			return nil, err
 		}
 	}
-	if sd.Ports != nil {
-		if s.Ports, err = k.ports(sd.Ports); err != nil {
+	if t["ports"] != nil {
+		if s.Ports, err = k.ports(t["ports"]); err != nil {
 			return nil, err
 		}
 	}
-	if sd.Log != nil {
-		b, ok := sd.Log.(bool)
+	if t["log"] != nil {
+		b, ok := t["log"].(bool)
 		if !ok {
-			return nil, k.wrongType("log", "true or false", sd.Log)
+			return nil, k.wrongType("log", "true or false", t["log"])
 		}
 		s.Log = b
 	}
