@@ -541,10 +541,10 @@ func TestStackProcfile(t *testing.T) {
 			t.Errorf("/status says %q, without %q", status.Text(), want)
 		}
 	}
+	h.output(sid, "term_1", "hello from web on 5000") // PORT as foreman sets it
+	h.output(sid, "term_2", "working on 5100")
 	h.run(sid, "/logs web 5")
-	h.agentText(status, sid, "hello from web on 5000") // PORT as foreman sets it
-	h.run(sid, "/logs worker 5")
-	h.agentText(status, sid, "working on 5100")
+	h.agentText(status, sid, "hello from web on 5000")
 	path, err := stack.LogPath(state, h.cwd, "web")
 	if err != nil {
 		t.Fatal(err)
