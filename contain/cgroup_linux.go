@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -540,10 +541,12 @@ func (g *cgroupGroup) Close() error {
 	return errors.Join(err, removeTree(g.dir))
 }
 
-// sweepCgroups kills the processes of the cgroups of dead instances of
-// pid namespace ns, wherever in the cgroup2 hierarchy this agent can see
-// and write them, and removes the cgroups.
-func sweepCgroups(j *judge) (int, error) {
+// sweepCgroups kills the processes of the cgroups of the terminals of only
+// that belong to dead instances of this agent's pid namespace and sweep
+// scope, wherever in the cgroup2 hierarchy this agent can see and write
+// them, and removes the cgroups: with a nil set, each dead instance's
+// whole cgroup. It returns how many cgroups it removed.
+func sweepCgroups(j *judge, only terminalSet) (int, error) {
 	place, err := findCgroup2()
 	if err != nil {
 		return 0, nil // no cgroup2 here: nothing to sweep
@@ -573,16 +576,42 @@ func sweepCgroups(j *judge) (int, error) {
 		if !j.dead(insts[i]) {
 			continue
 		}
-		_, err := os.Stat(filepath.Join(dir, "cgroup.kill"))
-		if err := killTree(dir, err == nil, SweepTimeout); err != nil {
-			errs = append(errs, fmt.Errorf("sweep %s: %w", dir, err))
-			continue
+		for _, dir := range terminalDirs(dir, insts[i], only) {
+			_, err := os.Stat(filepath.Join(dir, "cgroup.kill"))
+			if err := killTree(dir, err == nil, SweepTimeout); err != nil {
+				errs = append(errs, fmt.Errorf("sweep %s: %w", dir, err))
+				continue
+			}
+			if err := removeTree(dir); err != nil {
+				errs = append(errs, fmt.Errorf("sweep %s: %w", dir, err))
+				continue
+			}
+			n++
 		}
-		if err := removeTree(dir); err != nil {
-			errs = append(errs, fmt.Errorf("sweep %s: %w", dir, err))
-			continue
+		if only != nil {
+			// With its last terminal stopped, the instance's cgroup (and
+			// the spare made ahead) goes too; else a sweep removes it.
+			if populated, _, err := readEvents(dir); err == nil && !populated {
+				errs = append(errs, removeTree(dir))
+			}
 		}
-		n++
 	}
 	return n, errors.Join(errs...)
+}
+
+// terminalDirs returns the cgroups of the terminals of only in the cgroup
+// dir of instance inst (named as makeGroup names them), or dir itself for a
+// nil set.
+func terminalDirs(dir, inst string, only terminalSet) []string {
+	if only == nil {
+		return []string{dir}
+	}
+	var dirs []string
+	for k := range only {
+		if k[0] == inst && k[1] != "" {
+			dirs = append(dirs, filepath.Join(dir, "t"+k[1]))
+		}
+	}
+	slices.Sort(dirs)
+	return dirs
 }

@@ -382,9 +382,15 @@ func liveInstance(t *testing.T) instance {
 	return instance{ns: self.ns, pid: p.pid, start: p.start, scope: self.scope}
 }
 
-// startMarked starts sleep 300 with inst's marker, in a cgroup directory
-// dir if not "". It returns the pid.
+// startMarked starts sleep 300 with inst's marker and terminal 1's, in a
+// cgroup directory dir if not "". It returns the pid.
 func startMarked(t *testing.T, inst instance, dir string) int {
+	t.Helper()
+	return startMarkedTerm(t, inst, "1", dir)
+}
+
+// startMarkedTerm is startMarked for terminal term.
+func startMarkedTerm(t *testing.T, inst instance, term, dir string) int {
 	t.Helper()
 	sys := &syscall.SysProcAttr{Setsid: true}
 	if dir != "" {
@@ -396,7 +402,7 @@ func startMarked(t *testing.T, inst instance, dir string) int {
 		sys.UseCgroupFD, sys.CgroupFD = true, fd
 	}
 	pid, err := syscall.ForkExec("/bin/sleep", []string{"sleep", "300"}, &syscall.ProcAttr{
-		Env: []string{InstanceEnv + "=" + inst.String(), TerminalEnv + "=1"},
+		Env: []string{InstanceEnv + "=" + inst.String(), TerminalEnv + "=" + term},
 		Sys: sys,
 	})
 	if err != nil {

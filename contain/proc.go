@@ -106,17 +106,6 @@ func newcomers(procs []proc) ([]proc, error) {
 	return statPids(pids), nil
 }
 
-// environValue returns the value of the environment variable key in
-// process pid's initial environment, and whether it is set there. A process
-// that cannot be read (gone, another user's, a zombie) has none.
-func environValue(pid int, key string) (string, bool) {
-	env, err := environ(pid)
-	if err != nil {
-		return "", false
-	}
-	return lookupEnv(env, key)
-}
-
 // lookupEnv finds key in a NUL-separated environment.
 func lookupEnv(env []byte, key string) (string, bool) {
 	prefix := []byte(key + "=")

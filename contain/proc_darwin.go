@@ -109,3 +109,6 @@ func heldSignals(proc) uint64 { return 0 }
 // threadLives reports whether a thread of process pid runs where the
 // process is a zombie: never here, where a zombie has ended.
 func threadLives(int) bool { return false }
+
+// workDir returns "": a process's working directory is not read here.
+func workDir(int) string { return "" }

@@ -189,3 +189,6 @@ func commandLine(pid int) string {
 // threadLives reports whether a thread of process pid runs where the
 // process is a zombie: never here, where a zombie has ended.
 func threadLives(int) bool { return false }
+
+// workDir returns "": a process's working directory is not read here.
+func workDir(int) string { return "" }

@@ -203,3 +203,12 @@ func threadLives(pid int) bool {
 	}
 	return false
 }
+
+// workDir returns process pid's working directory, "" if it cannot be read.
+func workDir(pid int) string {
+	dir, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
+	if err != nil {
+		return ""
+	}
+	return dir
+}

@@ -24,8 +24,8 @@ const SweepTimeout = 2 * time.Second
 // returns how many cgroups and processes it removed.
 func (c *Containment) Sweep() (cgroups, procs int, err error) {
 	j := newJudge(c.inst)
-	cgroups, err1 := sweepCgroups(j)
-	procs, err2 := sweepMarked(j)
+	cgroups, err1 := sweepCgroups(j, nil)
+	procs, err2 := sweepMarked(j, nil)
 	return cgroups, procs, errors.Join(err1, err2)
 }
 
@@ -89,9 +89,18 @@ func (j *judge) confirm() {
 // dead reports whether instance s was confirmed dead.
 func (j *judge) dead(s string) bool { return j.verdict[s] }
 
-// sweepMarked kills the processes marked with a dead instance until none
-// is left (a fork loop keeps making more for a moment; see ending).
-func sweepMarked(j *judge) (int, error) {
+// A terminalSet names terminals of dead instances, by instance and
+// terminal number (InstanceEnv, TerminalEnv): what StopOrphans stops. A
+// nil set holds every terminal of every dead instance.
+type terminalSet map[[2]string]bool
+
+// has reports whether the set holds terminal term of instance inst.
+func (s terminalSet) has(inst, term string) bool { return s == nil || s[[2]string{inst, term}] }
+
+// sweepMarked kills the processes of the terminals of only that are marked
+// with a dead instance until none is left (a fork loop keeps making more
+// for a moment; see ending).
+func sweepMarked(j *judge, only terminalSet) (int, error) {
 	for end := newEnding(SweepTimeout); ; {
 		began := time.Now()
 		procs, err := scanProcs()
@@ -104,7 +113,13 @@ func sweepMarked(j *judge) (int, error) {
 			if !p.live() {
 				continue
 			}
-			if inst, ok := environValue(p.pid, InstanceEnv); ok && j.suspect(inst) {
+			env, err := environ(p.pid)
+			if err != nil {
+				continue // gone, or another user's: not ours
+			}
+			inst, ok := lookupEnv(env, InstanceEnv)
+			term, _ := lookupEnv(env, TerminalEnv)
+			if ok && only.has(inst, term) && j.suspect(inst) {
 				suspected, insts = append(suspected, p), append(insts, inst)
 			}
 		}

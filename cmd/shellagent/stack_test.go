@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -377,6 +380,120 @@ ready = "started"
 	}
 	if out, errOut, code := d.runIn(d.cwd, append([]string{"down"}, sock...)...); code != 0 || out != "Stopped: srv.\n" {
 		t.Errorf("down: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// A daemon killed with SIGKILL leaves its services running until an agent
+// starts and sweeps them. Meanwhile status, logs and down in the project
+// say so and name what was left there; down without names stops it, that
+// of this project only, and the dead daemon's cgroup goes with the last of
+// its terminals.
+func TestStackStatusAndDownAfterADaemonCrash(t *testing.T) {
+	t.Parallel()
+	const file = `
+[services.web]
+command = "echo up; exec sleep 300"
+ready = "up"
+
+[services.worker]
+command = "sleep 301 & echo up; wait"
+ready = "up"
+cwd = "sub"
+`
+	d, sock := newStackFixture(t, file)
+	other := t.TempDir()
+	if err := os.Mkdir(filepath.Join(d.cwd, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "shellagent.toml"), []byte("[services.other]\ncommand = \"echo up; exec sleep 302\"\nready = \"up\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{d.cwd, other} {
+		if out, errOut, code := d.runIn(dir, append([]string{"up"}, sock...)...); code != 0 || !strings.HasPrefix(out, "Ready: ") {
+			t.Fatalf("up in %s: exit %d, stdout %q, stderr %q", dir, code, out, errOut)
+		}
+	}
+	in := func(dir string) []int {
+		return slices.DeleteFunc(d.work(), func(pid int) bool {
+			wd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+			return err != nil || wd != dir && !strings.HasPrefix(wd, dir+"/")
+		})
+	}
+	here, there := in(d.cwd), in(other)
+	if len(here) != 3 || len(there) != 1 { // sleep 300, the worker's shell and its sleep 301; sleep 302
+		t.Fatalf("processes: %v in the project, %v in the other; want 3 and 1", describe(here), describe(there))
+	}
+	instanceCgroup := ""
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", here[0]))
+	for line := range strings.Lines(string(b)) {
+		if p, ok := strings.CutPrefix(strings.TrimSpace(line), "0::"); ok && strings.HasPrefix(path.Base(path.Dir(p)), "shellagent-") {
+			instanceCgroup = filepath.Join(cgroup2Mount(t), path.Dir(p)) // cgroup mode
+		}
+	}
+	daemons := d.daemons()
+	if len(daemons) != 1 {
+		t.Fatalf("daemons: %v, want one", describe(daemons))
+	}
+	syscall.Kill(daemons[0], syscall.SIGKILL)
+	d.waitGone(5*time.Second, "the SIGKILL", d.daemons)
+
+	named := func(out string, pids []int) bool {
+		for _, pid := range pids {
+			if !strings.Contains(out, fmt.Sprintf("\n  %d  ", pid)) {
+				return false
+			}
+		}
+		return strings.Count(out, "\n  ") == len(pids)
+	}
+	left := fmt.Sprintf("No daemon session runs the stack of %s, but a shellagent no longer running (killed or crashed) left 3 processes running there:\n", d.cwd)
+	tell := "shellagent down (without names) stops them, as does the next shellagent up.\n"
+	tests := []struct {
+		args     []string
+		code     int
+		out, err string
+	}{
+		{[]string{"status"}, 0, left, ""},
+		{[]string{"logs", "web"}, 1, "", left},
+		{[]string{"down", "web"}, 1, "", left},
+	}
+	for _, tt := range tests {
+		out, errOut, code := d.runIn(d.cwd, append(tt.args, sock...)...)
+		said := out + errOut
+		if code != tt.code || !strings.HasPrefix(out, tt.out) || !strings.HasPrefix(errOut, tt.err) || !named(said, here) || !strings.HasSuffix(said, tell) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit %d naming %v", tt.args, code, out, errOut, tt.code, describe(here))
+		}
+	}
+	if got := in(d.cwd); !slices.Equal(got, here) {
+		t.Fatalf("after status, logs and down web: %v in the project, want the 3 left running", describe(got))
+	}
+
+	out, errOut, code := d.runIn(d.cwd, append([]string{"down"}, sock...)...)
+	stopped := fmt.Sprintf("Stopped what a shellagent no longer running (killed or crashed) had left running in %s: 3 processes.\n", d.cwd)
+	if code != 0 || !strings.HasPrefix(out, stopped) || !named(out, here) || errOut != "" {
+		t.Errorf("down: exit %d, stdout %q, stderr %q; want %q naming %v", code, out, errOut, stopped, describe(here))
+	}
+	d.waitGone(5*time.Second, "down", func() []int { return in(d.cwd) })
+	if got := in(other); !slices.Equal(got, there) {
+		t.Errorf("the other project's processes after down here: %v, want %v", describe(got), describe(there))
+	}
+	if out, _, code := d.runIn(d.cwd, append([]string{"status"}, sock...)...); code != 0 || !strings.HasPrefix(out, "No services run in ") {
+		t.Errorf("status after down: exit %d, stdout %q", code, out)
+	}
+	if instanceCgroup != "" {
+		if _, err := os.Stat(instanceCgroup); err != nil {
+			t.Errorf("the dead daemon's cgroup went while the other project's service ran in it: %v", err)
+		}
+	}
+	if out, errOut, code := d.runIn(other, append([]string{"down"}, sock...)...); code != 0 || !named(out, there) {
+		t.Errorf("down in the other project: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if instanceCgroup != "" {
+		if _, err := os.Stat(instanceCgroup); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the dead daemon's cgroup %s after down of its last terminal: %v, want it removed", instanceCgroup, err)
+		}
+	}
+	if len(d.daemons()) != 0 {
+		t.Errorf("daemons after status and down: %v, want none started", describe(d.daemons()))
 	}
 }
 

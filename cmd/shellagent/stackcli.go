@@ -10,12 +10,15 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"shellagent/acp"
+	"shellagent/contain"
 	"shellagent/daemon"
 	"shellagent/internal/jsonrpcline"
 	"shellagent/internal/stack"
@@ -98,12 +101,7 @@ func runStack(name string, args []string) int {
 	}
 	sc, err := dialStack(*socket, daemonArgs, cwd, mode)
 	if errors.Is(err, errNothingRuns) {
-		if name == "logs" {
-			fmt.Fprintln(os.Stderr, nothingRuns(name, cwd))
-			return 1
-		}
-		fmt.Println(nothingRuns(name, cwd))
-		return 0
+		return nothingRunsHere(name, len(rest) > 0, cwd)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "shellagent %s: %v\n", name, err)
@@ -281,6 +279,66 @@ func nothingRuns(name, cwd string) string {
 		return service.NothingToStop
 	}
 	return "No services run in " + cwd + ": shellagent up starts the stack of " + stack.TOMLFile + " (or the " + stack.Procfile + ") there."
+}
+
+// nothingRunsHere is status, logs and down where no session of cwd is
+// live (nor perhaps a daemon). What a shellagent no longer running left in
+// cwd (a daemon killed or crashed leaves its services running until an
+// agent starts and sweeps them) is named, and down without names stops
+// it. It returns the exit code.
+func nothingRunsHere(name string, named bool, cwd string) int {
+	left, err := orphansIn(cwd)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "shellagent %s: what a shellagent no longer running left here: %v\n", name, err)
+	}
+	switch {
+	case len(left) == 0 && name == "logs":
+		fmt.Fprintln(os.Stderr, nothingRuns(name, cwd))
+		return 1
+	case len(left) == 0:
+		fmt.Println(nothingRuns(name, cwd))
+		return 0
+	case name == "down" && !named:
+		if err := contain.StopOrphans(left); err != nil {
+			fmt.Fprintf(os.Stderr, "shellagent down: %v\n", err)
+			return 1
+		}
+		fmt.Printf("Stopped what a shellagent no longer running (killed or crashed) had left running in %s: %s.\n%s", cwd, processes(len(left)), orphanLines(left))
+		return 0
+	}
+	w, code := os.Stdout, 0
+	if name != "status" {
+		w, code = os.Stderr, 1 // neither the lines of logs nor the services down names
+	}
+	fmt.Fprintf(w, "No daemon session runs the stack of %s, but a shellagent no longer running (killed or crashed) left %s running there:\n%s", cwd, processes(len(left)), orphanLines(left))
+	fmt.Fprintln(w, "shellagent down (without names) stops them, as does the next shellagent up.")
+	return code
+}
+
+// orphansIn returns the processes that a shellagent no longer running left
+// (contain.Orphans) whose working directory is dir or below it.
+func orphansIn(dir string) ([]contain.Orphan, error) {
+	all, err := contain.Orphans()
+	return slices.DeleteFunc(all, func(o contain.Orphan) bool {
+		return o.Dir != dir && !strings.HasPrefix(o.Dir, dir+string(filepath.Separator))
+	}), err
+}
+
+// orphanLines lists orphans one per line, indented: pid and command line.
+func orphanLines(orphans []contain.Orphan) string {
+	var b strings.Builder
+	for _, o := range orphans {
+		fmt.Fprintf(&b, "  %d  %s\n", o.Pid, o.Command)
+	}
+	return b.String()
+}
+
+// processes is "1 process" or "N processes".
+func processes(n int) string {
+	if n == 1 {
+		return "1 process"
+	}
+	return strconv.Itoa(n) + " processes"
 }
 
 // open opens the stack's session as mode says (openMode); without a live
