@@ -34,24 +34,11 @@ func Orphans() ([]Orphan, error) {
 		return nil, err
 	}
 	var found []Orphan
-	for _, p := range procs {
-		if !p.live() {
-			continue
+	for _, m := range deadMarked(j, procs, nil) {
+		if (m.inst != ownInst || m.term != ownTerm) && liveNow(m.p.pid) {
+			pid := m.p.pid
+			found = append(found, Orphan{Pid: pid, Command: commandLine(pid), Dir: workDir(pid), inst: m.inst, term: m.term})
 		}
-		env, err := environ(p.pid)
-		if err != nil {
-			continue // gone, or another user's: not ours
-		}
-		inst, ok := lookupEnv(env, InstanceEnv)
-		term, _ := lookupEnv(env, TerminalEnv)
-		if ok && (inst != ownInst || term != ownTerm) && j.suspect(inst) {
-			found = append(found, Orphan{Pid: p.pid, inst: inst, term: term})
-		}
-	}
-	j.confirm()
-	found = slices.DeleteFunc(found, func(o Orphan) bool { return !j.dead(o.inst) || !liveNow(o.Pid) })
-	for i := range found {
-		found[i].Command, found[i].Dir = commandLine(found[i].Pid), workDir(found[i].Pid)
 	}
 	slices.SortFunc(found, func(a, b Orphan) int { return a.Pid - b.Pid })
 	return found, nil

@@ -3,6 +3,7 @@ package contain
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -97,6 +98,34 @@ type terminalSet map[[2]string]bool
 // has reports whether the set holds terminal term of instance inst.
 func (s terminalSet) has(inst, term string) bool { return s == nil || s[[2]string{inst, term}] }
 
+// A markedProc is a live process with its markers.
+type markedProc struct {
+	p          proc
+	inst, term string // InstanceEnv, TerminalEnv
+}
+
+// deadMarked returns the live processes of procs that are marked with an
+// instance j judges dead, of a terminal of only.
+func deadMarked(j *judge, procs []proc, only terminalSet) []markedProc {
+	var suspected []markedProc
+	for _, p := range procs {
+		if !p.live() {
+			continue
+		}
+		env, err := environ(p.pid)
+		if err != nil {
+			continue // gone, or another user's: not ours
+		}
+		inst, ok := lookupEnv(env, InstanceEnv)
+		term, _ := lookupEnv(env, TerminalEnv)
+		if ok && only.has(inst, term) && j.suspect(inst) {
+			suspected = append(suspected, markedProc{p, inst, term})
+		}
+	}
+	j.confirm()
+	return slices.DeleteFunc(suspected, func(m markedProc) bool { return !j.dead(m.inst) })
+}
+
 // sweepMarked kills the processes of the terminals of only that are marked
 // with a dead instance until none is left (a fork loop keeps making more
 // for a moment; see ending).
@@ -107,32 +136,12 @@ func sweepMarked(j *judge, only terminalSet) (int, error) {
 		if err != nil {
 			return end.count(), err
 		}
-		var suspected []proc
-		var insts []string
-		for _, p := range procs {
-			if !p.live() {
-				continue
-			}
-			env, err := environ(p.pid)
-			if err != nil {
-				continue // gone, or another user's: not ours
-			}
-			inst, ok := lookupEnv(env, InstanceEnv)
-			term, _ := lookupEnv(env, TerminalEnv)
-			if ok && only.has(inst, term) && j.suspect(inst) {
-				suspected, insts = append(suspected, p), append(insts, inst)
-			}
-		}
-		j.confirm()
 		var found []proc
 		var errs []error
-		for i, p := range suspected {
-			if !j.dead(insts[i]) {
-				continue
-			}
-			found = append(found, p)
-			start := p.start
-			if _, err := signalProcess(p.pid, []unix.Signal{unix.SIGKILL}, byKill, func(q proc) bool { return q.start == start }); err != nil {
+		for _, m := range deadMarked(j, procs, only) {
+			found = append(found, m.p)
+			start := m.p.start
+			if _, err := signalProcess(m.p.pid, []unix.Signal{unix.SIGKILL}, byKill, func(q proc) bool { return q.start == start }); err != nil {
 				errs = append(errs, err)
 			}
 		}
