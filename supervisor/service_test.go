@@ -805,3 +805,119 @@ backoff = "0s"
 		t.Errorf("its final content references %v, want at most %d runs ending with term_%d (content %v)", refs, service.MaxRuns, runs, final.Update["content"])
 	}
 }
+
+// A one-shot task: migrate prints its ready line and exits 0 at once,
+// faster than its ready watch reads. It was ready: app, which depends on
+// it, starts, /up answers that both are ready, and /status shows migrate
+// stopped. Before, its exit won the race: "exited with code 0 before it
+// was ready", and app did not start.
+func TestStackOneShotTask(t *testing.T) {
+	t.Parallel()
+	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+[services.migrate]
+command = "echo migrated; exit 0"
+ready = "migrated"
+
+[services.app]
+command = "echo app up; exec sleep 60"
+ready = "app up"
+depends_on = ["migrate"]
+`)
+	h.run(sid, "/up")
+	done := h.agentText(nil, sid, "Ready: migrate, app.")
+	h.idle(done, sid, acp.StopEndTurn)
+	h.await(sid, "migrate stopped and app ready", func(st *state) bool {
+		m, a := st.stack.Service("migrate").Info(), st.stack.Service("app").Info()
+		return m.State == service.Stopped && m.EverReady && a.State == service.Ready
+	})
+	if n := len(h.notices(sid, "service migrate failed")); n != 0 {
+		t.Errorf("%d notices say migrate failed", n)
+	}
+}
+
+// /up waits for a service that restarts until its next run is ready, as
+// for any service that is not ready: run 1 was ready, then exited 1; the
+// /up sent while it waits for its backoff answers once run 2 printed its
+// ready line. Before, it answered Ready at once.
+func TestStackUpWaitsForARestart(t *testing.T) {
+	t.Parallel()
+	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+[services.c]
+command = 'n=$(($(cat n 2>/dev/null || echo 0) + 1)); echo $n > n; echo "run $n"; if [ $n = 1 ]; then sleep 1; exit 1; fi; sleep 0.5; echo "ready $n"; exec sleep 60'
+ready = "^(run 1|ready [0-9]+)$"
+restart = "on-failure"
+backoff = "2s"
+`)
+	h.run(sid, "/up")
+	first := h.agentText(nil, sid, "Ready: c.")
+	h.idle(first, sid, acp.StopEndTurn)
+	h.await(sid, "c waits to restart", func(st *state) bool { return st.stack.Service("c").Info().State == service.Restarting })
+	h.run(sid, "/up")
+	second := h.agentText(first, sid, "Ready: c.")
+	h.idle(second, sid, acp.StopEndTurn)
+	h.await(sid, "the answer's moment", func(st *state) bool {
+		if info := st.stack.Service("c").Info(); info.State != service.Ready || info.Gen != 2 {
+			t.Errorf("after the second /up's answer: c %s in run %d, want ready in run 2", info.State, info.Gen)
+		}
+		return true
+	})
+}
+
+// /restart NAME starts what NAME depends on that does not run, as /up
+// NAME would, and waits for both. Before, b failed: "its dependency a
+// does not run".
+func TestStackRestartStartsItsDependencies(t *testing.T) {
+	t.Parallel()
+	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+[services.a]
+command = "echo a up; exec sleep 60"
+ready = "a up"
+
+[services.b]
+command = "echo b up; exec sleep 60"
+ready = "b up"
+depends_on = ["a"]
+`)
+	h.run(sid, "/restart b")
+	done := h.agentText(nil, sid, "Ready: a, b.")
+	h.idle(done, sid, acp.StopEndTurn)
+	h.await(sid, "a and b ready", func(st *state) bool {
+		return st.stack.Service("a").Info().State == service.Ready && st.stack.Service("b").Info().State == service.Ready
+	})
+}
+
+// A service the stack file no longer has is still the stack's: /down
+// NAME and /down stop it, by the definition it runs with. Before, /down b
+// was refused ("no service b") and /down left b running.
+func TestStackDownStopsWhatTheFileNoLongerHas(t *testing.T) {
+	t.Parallel()
+	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+[services.a]
+command = "exec sleep 60"
+
+[services.b]
+command = "exec sleep 61"
+
+[services.c]
+command = "exec sleep 62"
+depends_on = ["b"]
+`)
+	h.run(sid, "/up")
+	up := h.agentText(nil, sid, "Ready: a, b, c.")
+	h.idle(up, sid, acp.StopEndTurn)
+	if err := os.WriteFile(filepath.Join(h.cwd, stack.TOMLFile), []byte("[services.a]\ncommand = \"exec sleep 60\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.run(sid, "/down b")
+	downB := h.agentText(up, sid, "Stopped: c, b.") // c depends on b as it runs
+	h.idle(downB, sid, acp.StopEndTurn)
+	h.run(sid, "/down nosuch")
+	refused := h.agentText(downB, sid, `Cannot stop: stack: down nosuch: no service "nosuch" in `)
+	h.idle(refused, sid, acp.StopEndTurn)
+	h.run(sid, "/down")
+	all := h.agentText(refused, sid, "Stopped: a.")
+	h.idle(all, sid, acp.StopEndTurn)
+	if left := acptest.ProcessesWith(h.marker); len(left) > 0 {
+		t.Errorf("processes left after /down: %v", left)
+	}
+}

@@ -77,9 +77,10 @@ func (st *Stack) closure(op string, names []string, next func(*Service) []string
 
 // topo orders the services in want dependencies first: at each step the
 // first service in file order whose dependencies (within want) are all
-// placed. Load refused cycles, so every service in want is placed. It
-// takes time in proportion to the services and their dependencies (and
-// a logarithm), so that a stack file of many services orders at once.
+// placed. Load refuses cycles; in a stack Of services that depend on each
+// other in a cycle, those are placed last, in file order. It takes time
+// in proportion to the services and their dependencies (and a
+// logarithm), so that a stack file of many services orders at once.
 func (st *Stack) topo(want map[string]bool) []string {
 	waiting := make(map[string]int, len(want))    // dependencies not yet placed
 	after := make(map[string][]string, len(want)) // dependents within want
@@ -108,6 +109,13 @@ func (st *Stack) topo(want map[string]bool) []string {
 			}
 		}
 	}
+	if len(order) < len(want) {
+		for _, s := range st.Services {
+			if want[s.Name] && waiting[s.Name] > 0 {
+				order = append(order, s.Name)
+			}
+		}
+	}
 	return order
 }
 
@@ -123,4 +131,17 @@ func (h *fileOrder) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
+}
+
+// Of returns the stack of services, in that order, for the order Up and
+// Down give: the services a session runs, each with the definition it
+// runs with, which may come from several versions of file. A dependency
+// that is not among them is left out of the order, and services that a
+// mix of versions makes depend on each other in a cycle come last.
+func Of(file string, services []*Service) *Stack {
+	st := &Stack{File: file}
+	for _, s := range services {
+		st.add(s)
+	}
+	return st
 }

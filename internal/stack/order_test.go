@@ -32,6 +32,12 @@ func TestUpDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What a session runs after edits of its file: x and y each depend on
+	// the other (from two versions), z on a service it no longer runs.
+	mixed := Of("shellagent.toml", []*Service{
+		{Name: "x", DependsOn: []string{"y"}}, {Name: "y", DependsOn: []string{"x"}},
+		{Name: "z", DependsOn: []string{"gone"}}, {Name: "w", DependsOn: []string{"z"}},
+	})
 	for _, tc := range []struct {
 		name  string
 		st    *Stack
@@ -55,6 +61,10 @@ func TestUpDown(t *testing.T) {
 		{"down db", wideStack, (*Stack).Down, []string{"db"}, []string{"worker", "web", "api", "db"}, ""},
 		{"down cache", wideStack, (*Stack).Down, []string{"cache"}, []string{"worker", "cache"}, ""},
 		{"down all", wideStack, (*Stack).Down, nil, []string{"docs", "worker", "cache", "web", "api", "db"}, ""},
+		{"running: up all, the cycle last", mixed, (*Stack).Up, nil, []string{"z", "w", "x", "y"}, ""},
+		{"running: down all, the cycle first", mixed, (*Stack).Down, nil, []string{"y", "x", "w", "z"}, ""},
+		{"running: down z", mixed, (*Stack).Down, []string{"z"}, []string{"w", "z"}, ""},
+		{"running: down x", mixed, (*Stack).Down, []string{"x"}, []string{"y", "x"}, ""},
 		{"up unknown", chainStack, (*Stack).Up, []string{"api", "nope"}, nil, `no service "nope"`},
 		{"down unknown", chainStack, (*Stack).Down, []string{"nope"}, nil, `no service "nope"`},
 	} {

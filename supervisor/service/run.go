@@ -303,14 +303,40 @@ func (svc *Service) exited(t work.Run, onItsOwn bool) {
 	switch {
 	case svc.call.Final(): // it failed, or the session closed
 	case svc.stopping || !onItsOwn:
+		svc.stopping = true // terminal/cancel of its run: stopped, as by /down
 		svc.state, svc.why = Stopped, "stopped"
 		svc.say0(fmt.Sprintf("Stopped: %s %s.", t.ID(), work.ExitText(t.Exit())))
 		svc.call.End(acp.StatusCompleted)
-	case !svc.everReady:
+	case !svc.everReady && !svc.printedReady(t):
 		svc.Fail(fmt.Sprintf("it %s before it was ready", work.ExitText(t.Exit())), true)
 	default:
 		svc.afterRun(stack.Run{Start: t.Started(), End: time.Now(), Exit: RunExit(t.Exit())}, t)
 	}
+}
+
+// printedReady reports whether the output of run t, which exited before
+// its ready condition was seen to hold, holds a line that matches the
+// service's ready pattern: a run may print it and exit at once (a
+// migration that prints "migrated"), faster than the watch reads. The
+// service is then Ready, and its run's end follows.
+func (svc *Service) printedReady(t work.Run) bool {
+	if svc.ready == nil {
+		return false
+	}
+	spec := *svc.ready
+	spec.Term = t.ID()
+	r, ok := wait.Condition(&spec, t.Started()).Printed(t.Output())
+	if ok {
+		svc.markReady(strings.TrimSuffix(r.Text, "."))
+	}
+	return ok
+}
+
+// completed reports whether the service ended for good on its own, once
+// it was ready, by a clean exit that its policy does not restart (a
+// one-shot task): for what depends on it, it did what it was for.
+func (svc *Service) completed() bool {
+	return svc.state == Stopped && svc.everReady && !svc.stopping
 }
 
 // afterRun is what follows run, which ended on its own once the service

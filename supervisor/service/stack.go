@@ -114,30 +114,51 @@ func (ss *Stack) Progress() {
 }
 
 // dependencies reports whether every dependency of svc is ready, or why
-// svc will not start.
+// svc will not start. A dependency that completed (a one-shot task that
+// was ready and ended cleanly) counts as ready.
 func (ss *Stack) dependencies(svc *Service) (ready bool, why string) {
 	return Dependencies(svc.def.DependsOn, func(name string) (State, bool) {
-		if dep := ss.services[name]; dep != nil {
+		switch dep := ss.services[name]; {
+		case dep == nil:
+			return 0, false
+		case dep.completed():
+			return Ready, true
+		default:
 			return dep.state, true
 		}
-		return 0, false
 	})
 }
 
-// downOrder is what /down names stops, dependents first: of the services
-// named and what depends on them, those the stack manages.
+// downOrder is what /down names stops, dependents first: the services
+// named (all when none is) and what depends on them, of those the stack
+// manages, by the definitions they run with, so that a service the stack
+// file no longer has (or whose depends_on changed) is stopped as it runs.
+// A name the file has that the stack does not manage stops nothing; one
+// that neither has is refused.
 func (ss *Stack) downOrder(names []string) ([]string, error) {
 	if ss.file == nil {
 		return nil, errors.New("no stack was started")
 	}
-	order, err := ss.file.Down(names...)
-	if err != nil {
-		return nil, err
+	var defs []*stack.Service
+	for _, n := range ss.names {
+		if svc := ss.services[n]; svc.Active() || svc.term != nil {
+			defs = append(defs, svc.def)
+		}
 	}
-	return slices.DeleteFunc(order, func(n string) bool {
-		svc := ss.services[n]
-		return svc == nil || !svc.Active() && svc.term == nil
-	}), nil
+	running := stack.Of(ss.file.File, defs)
+	var named []string
+	for _, n := range names {
+		switch {
+		case running.Service(n) != nil:
+			named = append(named, n)
+		case ss.file.Service(n) == nil:
+			return nil, fmt.Errorf("stack: down %s: no service %q in %s", n, n, ss.file.File)
+		}
+	}
+	if len(names) > 0 && len(named) == 0 {
+		return nil, nil
+	}
+	return running.Down(named...)
 }
 
 // stopInOrder stops the services named, one after the other, each once
@@ -195,21 +216,39 @@ func (ss *Stack) Up(t work.Turn, args string) {
 		op.finish(fmt.Sprintf("Cannot start: %v. Nothing was started.", err), acp.StopEndTurn)
 		return
 	}
-	for _, name := range order {
-		if _, _, problem := ReadyCondition(f.Service(name).Ready); problem != "" {
-			op.finish(fmt.Sprintf("%s:%d: services.%s: ready: %s. Nothing was started.", f.File, f.Service(name).Line, name, problem), acp.StopEndTurn)
-			return
-		}
+	if problem := readyProblem(f, order); problem != "" {
+		op.finish(problem+" Nothing was started.", acp.StopEndTurn)
+		return
 	}
-	for _, name := range order {
-		svc := ss.services[name]
-		if svc == nil || !svc.Active() {
-			svc = ss.add(f, f.Service(name))
-		}
-		op.wait = append(op.wait, svc)
-	}
+	op.wait = ss.want(f, order, "")
 	ss.ops = append(ss.ops, op)
 	ss.Progress()
+}
+
+// readyProblem says why the ready condition of a service of order is
+// refused, or "".
+func readyProblem(f *stack.Stack, order []string) string {
+	for _, name := range order {
+		if _, _, problem := ReadyCondition(f.Service(name).Ready); problem != "" {
+			return fmt.Sprintf("%s:%d: services.%s: ready: %s.", f.File, f.Service(name).Line, name, problem)
+		}
+	}
+	return ""
+}
+
+// want returns the services of order, as defined in f, for an /up or a
+// /restart to wait for: each one the stack manages, else a new one (and
+// always a new one for fresh, the service /restart starts again).
+func (ss *Stack) want(f *stack.Stack, order []string, fresh string) []*Service {
+	out := make([]*Service, 0, len(order))
+	for _, name := range order {
+		svc := ss.services[name]
+		if name == fresh || svc == nil || !svc.Active() {
+			svc = ss.add(f, f.Service(name))
+		}
+		out = append(out, svc)
+	}
+	return out
 }
 
 // Down serves /down [NAME...], the turn t's: args are the names.
@@ -235,8 +274,8 @@ func (ss *Stack) Down(t work.Turn, args string) {
 }
 
 // Restart serves /restart NAME, the turn t's: it stops the service alone
-// (its dependents stay up), then starts it as /up would, and waits until
-// it is ready.
+// (its dependents stay up), then starts it as /up would, with what it
+// depends on that does not run, and waits until they are ready.
 func (ss *Stack) Restart(t work.Turn, name string) {
 	op := ss.begin(t, true)
 	f, problem := ss.load()
@@ -248,8 +287,14 @@ func (ss *Stack) Restart(t work.Turn, name string) {
 		op.finish(fmt.Sprintf(NoSuchService+"%q in %s.", name, f.File), acp.StopEndTurn)
 		return
 	}
-	if _, _, problem := ReadyCondition(f.Service(name).Ready); problem != "" {
-		op.finish(fmt.Sprintf("%s:%d: services.%s: ready: %s.", f.File, f.Service(name).Line, name, problem), acp.StopEndTurn)
+	order, err := f.Up(name)
+	if err == nil {
+		problem = readyProblem(f, order)
+	} else {
+		problem = err.Error() + "."
+	}
+	if problem != "" {
+		op.finish(problem, acp.StopEndTurn)
 		return
 	}
 	ss.ops = append(ss.ops, op)
@@ -258,7 +303,7 @@ func (ss *Stack) Restart(t work.Turn, name string) {
 			return
 		}
 		op.stopping = false
-		op.wait = []*Service{ss.add(f, f.Service(name))}
+		op.wait = ss.want(f, order, name)
 		ss.Progress()
 	}
 	if svc := ss.services[name]; svc != nil {
@@ -268,18 +313,19 @@ func (ss *Stack) Restart(t work.Turn, name string) {
 	again()
 }
 
-// check ends op once what it waits for is done: every service it started
-// was ready once, or is no longer managed.
+// check ends op once what it waits for is done: every service it waits
+// for is ready (a service that restarts is waited for until its next run
+// is), completed, or no longer managed.
 func (op *stackOp) check() {
 	if op.done || op.stopping {
 		return
 	}
 	outcomes := make([]Outcome, len(op.wait))
 	for i, svc := range op.wait {
-		if svc.Active() && !svc.everReady {
+		if svc.Active() && svc.state != Ready {
 			return
 		}
-		outcomes[i] = Outcome{Name: svc.def.Name, Ready: svc.everReady && svc.Active(), State: svc.state, Why: svc.why}
+		outcomes[i] = Outcome{Name: svc.def.Name, Ready: svc.state == Ready || svc.completed(), State: svc.state, Why: svc.why}
 	}
 	op.finish(UpSummary(outcomes), acp.StopEndTurn)
 }

@@ -432,16 +432,35 @@ func (w *Wait) watchOutput(ctx context.Context, ring *outputbuf.Ring, from int64
 		case <-ctx.Done():
 			return w.ended(ctx, nil)
 		case <-w.exited:
-			if line, ok := sc.Scan(ring, 0); ok {
-				return w.matched(line)
-			}
-			if line, ok := sc.Partial(); ok {
-				return w.matched(line)
+			if r, ok := w.printed(sc, ring); ok {
+				return r
 			}
 			return Result{acp.StatusFailed, fmt.Sprintf("%s %s before %s; waited %s.", w.spec.Term, work.ExitText(w.exit), w.spec.awaited(), w.waited())}
 		case <-tick.C:
 		}
 	}
+}
+
+// Printed reports whether ring, the output of a terminal that has exited,
+// holds a line that matches the wait's pattern (its last line, complete or
+// not, included), as a wait for a pattern reads a terminal at its exit,
+// and the outcome then. A wait for anything but a pattern finds none.
+func (w *Wait) Printed(ring *outputbuf.Ring) (Result, bool) {
+	if w.spec.Pattern == nil {
+		return Result{}, false
+	}
+	return w.printed(linescan.New(w.spec.Pattern, 0), ring)
+}
+
+// printed reads the rest of ring with sc, and its last line, for a match.
+func (w *Wait) printed(sc *linescan.Scanner, ring *outputbuf.Ring) (Result, bool) {
+	if line, ok := sc.Scan(ring, 0); ok {
+		return w.matched(line), true
+	}
+	if line, ok := sc.Partial(); ok {
+		return w.matched(line), true
+	}
+	return Result{}, false
 }
 
 func (w *Wait) matched(line string) Result {
