@@ -108,6 +108,24 @@ func TestWaitForALinePrintedLater(t *testing.T) {
 	}
 }
 
+// A line the command ends with "\r\n" (HTTP headers, a file with CRLF
+// line ends) reaches the PTY as "\r\r\n": it is a line like any other
+// for /wait and /tail. Before, the second carriage return erased it.
+func TestWaitAndTailReadCRLFLines(t *testing.T) {
+	t.Parallel()
+	h, sid := waitSession(t, `printf 'HTTP/1.1 200 OK\r\nready\r\n'; exec sleep 30`, "ready")
+	call := h.startWait(sid, "/wait term_1 ^ready$")
+	if _, said := h.waitEnds(sid, call, "completed"); !strings.HasPrefix(said.Text(), `term_1 printed "ready", which matches "^ready$"`) {
+		t.Errorf("the wait said %q", said.Text())
+	}
+	h.run(sid, "/tail term_1")
+	if said := h.update(nil, sid, acp.KindAgentMessage, "the tail", func(m *acptest.Msg) bool {
+		return strings.Contains(m.Text(), "Output of term_1")
+	}); !strings.Contains(said.Text(), "HTTP/1.1 200 OK\nready\n") {
+		t.Errorf("/tail said %q", said.Text())
+	}
+}
+
 // A partial last line counts once the terminal has been quiet.
 func TestWaitMatchesAPartialLineOnceQuiet(t *testing.T) {
 	t.Parallel()

@@ -13,36 +13,41 @@ import (
 )
 
 // Plain renders terminal output as plain text: escape sequences (CSI,
-// OSC, DCS and two-byte ESC sequences) are removed, a carriage return not
-// followed by a line feed starts its line over (as progress bars expect),
-// "\r\n" becomes "\n", other control characters but tab are dropped, and
-// each maximal ill-formed UTF-8 subpart becomes one U+FFFD (see
-// IllFormedLen).
+// OSC, DCS and two-byte ESC sequences) are removed, text that follows a
+// carriage return on its line starts the line over (as progress bars
+// expect), while a carriage return that nothing follows on its line
+// leaves it as it is (a line ended with "\r\n", which a terminal's ONLCR
+// makes "\r\r\n", or the output's last line), other control characters
+// but tab are dropped, and each maximal ill-formed UTF-8 subpart becomes
+// one U+FFFD (see IllFormedLen).
 func Plain(p []byte) string {
 	var out []byte
 	lineStart := 0
+	over := false // a carriage return came: the next text starts the line over
 	for i := 0; i < len(p); {
 		c := p[i]
 		switch {
 		case c == 0x1b:
 			i += escapeLen(p[i:])
 		case c == '\r':
-			if i+1 < len(p) && p[i+1] == '\n' {
-				i++
-				continue
-			}
-			out = out[:lineStart]
+			over = true
 			i++
 		case c == '\n':
 			out = append(out, '\n')
-			lineStart = len(out)
+			lineStart, over = len(out), false
 			i++
 		case c == '\t' || c >= 0x20 && c < 0x7f:
+			if over {
+				out, over = out[:lineStart], false
+			}
 			out = append(out, c)
 			i++
 		case c < utf8.RuneSelf:
 			i++ // another control character
 		default:
+			if over {
+				out, over = out[:lineStart], false
+			}
 			r, size := utf8.DecodeRune(p[i:])
 			if r == utf8.RuneError && size <= 1 {
 				out = utf8.AppendRune(out, utf8.RuneError)

@@ -12,6 +12,15 @@ func TestPlain(t *testing.T) {
 		{"a\bb\x07c\td", "abc\td"},
 		{"bad \xff byte", "bad \ufffd byte"},
 		{"cut \x1b[3", "cut "},
+		// A line ended with "\r\n" in a PTY (ONLCR makes it "\r\r\n"),
+		// and a carriage return that nothing follows, keep their line.
+		{"ready\r\r\n", "ready\n"},
+		{"line1\r\nline2\r\r\nline3\r", "line1\nline2\nline3"},
+		{"50%\r\x1b[K", "50%"},
+		{"50%\r\x1b[K60%", "60%"},
+		{"abc\r\r\n\rX\n", "abc\nX\n"},
+		{"é\r€", "€"},
+		{"ok\r\xff", "\ufffd"},
 	}
 	for _, tt := range tests {
 		if got := Plain([]byte(tt.in)); got != tt.want {
