@@ -1,6 +1,7 @@
 // Package waitfor reads what a wait waits for, in /wait's language, for
-// /wait (package supervisor/wait) and for a service's ready key (package
-// supervisor/service).
+// /wait (package supervisor/wait) and for a service's ready key, which
+// the stack file's load checks (package internal/stack) before the
+// supervisor watches it (package supervisor/service).
 //
 // What it guarantees: a text Parse (or ParseReady) accepts is one /wait
 // watches as written; one it refuses comes with the reason, which starts

@@ -196,12 +196,6 @@ func (ss *Stack) Up(t work.Turn, args string) {
 		return
 	}
 	for _, name := range order {
-		if _, _, problem := ReadyCondition(f.Service(name).Ready); problem != "" {
-			op.finish(fmt.Sprintf("%s:%d: services.%s: ready: %s. Nothing was started.", f.File, f.Service(name).Line, name, problem), acp.StopEndTurn)
-			return
-		}
-	}
-	for _, name := range order {
 		svc := ss.services[name]
 		if svc == nil || !svc.Active() {
 			svc = ss.add(f, f.Service(name))
@@ -246,10 +240,6 @@ func (ss *Stack) Restart(t work.Turn, name string) {
 		return
 	case f.Service(name) == nil:
 		op.finish(fmt.Sprintf(NoSuchService+"%q in %s.", name, f.File), acp.StopEndTurn)
-		return
-	}
-	if _, _, problem := ReadyCondition(f.Service(name).Ready); problem != "" {
-		op.finish(fmt.Sprintf("%s:%d: services.%s: ready: %s.", f.File, f.Service(name).Line, name, problem), acp.StopEndTurn)
 		return
 	}
 	ss.ops = append(ss.ops, op)
