@@ -659,6 +659,34 @@ depends_on = ["slow"]
 	h.agentText(m, sid, "Stopped: ex.")
 }
 
+// TestStackExecReadyLeavesNothing: what an exec: ready condition starts
+// in the background ends with the probe's try: after /up and /down no
+// process of the test is left. Before, the probe's "sleep 300 &" ran on,
+// re-parented outside the service's containment, after /down and after
+// the session's close.
+func TestStackExecReadyLeavesNothing(t *testing.T) {
+	t.Parallel()
+	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+[services.s]
+command = "exec sleep 60"
+ready = "exec:sleep 300 & exit 0"
+`)
+	h.run(sid, "/up")
+	m := h.agentText(nil, sid, "Ready: s.")
+	h.idle(m, sid, acp.StopEndTurn)
+	h.run(sid, "/down")
+	m = h.agentText(m, sid, "Stopped: s.")
+	h.idle(m, sid, acp.StopEndTurn)
+	left := acptest.ProcessesWith(h.marker)
+	for deadline := time.Now().Add(testloop.Bound(time.Second)); len(left) > 0 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond) // a SIGKILL's end on a loaded machine
+		left = acptest.ProcessesWith(h.marker)
+	}
+	if len(left) > 0 {
+		t.Errorf("processes left after /down: %v", left)
+	}
+}
+
 // TestStackV1Restarts: an ACP v1 client sees every run of a restarted
 // service. With _meta.terminal_output, each run's terminal is announced
 // by a tool_call of the service's tool call (terminal_info), its output

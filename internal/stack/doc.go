@@ -33,8 +33,10 @@
 // NAME is letters, digits, '_', '-' and '.' (not first). Load refuses,
 // with an *Error naming the file, the line and the reason, and returns
 // no Stack: a key or table not listed here, a value of the wrong type or
-// out of range, a service without command, a dependency on a service
-// that does not exist, a cycle in depends_on, a file without services.
+// out of range, a ready condition /wait would refuse (package
+// internal/waitfor), a service without command, a dependency on a
+// service that does not exist, a cycle in depends_on, a file without
+// services. A key's fault is at the key's line, not its table's.
 //
 // A Procfile has one service a line, "NAME: command", as foreman reads
 // it; blank lines and lines starting with '#' are skipped. Its services

@@ -69,7 +69,8 @@ type Service struct {
 	Env       []EnvVar
 	DependsOn []string // names of services of the same stack, no repeats
 	// Ready is the readiness condition in /wait's language (REGEX, :PORT,
-	// http://…, exec:CMD), unparsed; "" means ready once started.
+	// http://…, exec:CMD), as written, and one waitfor.ParseReady
+	// accepts; "" means ready once started.
 	Ready        string
 	ReadyTimeout time.Duration // > 0
 	Restart      Restart

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"shellagent/internal/waitfor"
 )
 
 // FuzzParse reads arbitrary bytes as a shellagent.toml and as a Procfile.
@@ -82,6 +84,9 @@ func checkStack(t *testing.T, name string, data []byte, st *Stack) {
 			if e.Key == "" || strings.ContainsAny(e.Key, "=\x00") || strings.Contains(e.Value, "\x00") {
 				t.Fatalf("%s: service %s: env %q=%q", name, s.Name, e.Key, e.Value)
 			}
+		}
+		if _, err := waitfor.ParseReady(s.Ready); s.Ready != "" && err != nil {
+			t.Fatalf("%s: service %s: ready %q: %v", name, s.Name, s.Ready, err)
 		}
 		for _, p := range s.Ports {
 			if p < 1 || p > 65535 {

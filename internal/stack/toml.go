@@ -15,6 +15,8 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
+
+	"shellagent/internal/waitfor"
 )
 
 // serviceKeys are the keys a service's table may have. They match
@@ -233,11 +235,8 @@ func (st *Stack) serviceOf(name string, t map[string]any, ix lineIndex) (*Servic
 		}
 	}
 	if t["ready"] != nil {
-		if s.Ready, err = k.text("ready", t["ready"]); err != nil {
+		if s.Ready, err = k.ready(t["ready"]); err != nil {
 			return nil, err
-		}
-		if s.Ready == "" {
-			return nil, k.refuse("ready", "empty: leave it out for ready once started")
 		}
 	}
 	if t["ready_timeout"] != nil {
@@ -332,6 +331,22 @@ func (k keyChecker) text(key string, v any) (string, error) {
 	}
 	if strings.IndexByte(s, 0) >= 0 {
 		return "", k.refuse(key, "contains a NUL byte")
+	}
+	return s, nil
+}
+
+// ready reads a ready condition, which waitfor.ParseReady must accept:
+// a service's readiness is watched as /wait watches.
+func (k keyChecker) ready(v any) (string, error) {
+	s, err := k.text("ready", v)
+	if err != nil {
+		return "", err
+	}
+	if s == "" {
+		return "", k.refuse("ready", "empty: leave it out for ready once started")
+	}
+	if _, err := waitfor.ParseReady(s); err != nil {
+		return "", k.refuse("ready", "%v", err)
 	}
 	return s, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"shellagent/acp"
 	"shellagent/internal/stack"
+	"shellagent/internal/waitfor"
 	"shellagent/supervisor/wait"
 	"shellagent/supervisor/work"
 )
@@ -62,31 +63,26 @@ type Service struct {
 	log         Log                // its runs' log, and the end of each run
 }
 
-// ReadyCondition reads a service's ready key in /wait's language (a
-// REGEX, :PORT, an http:// URL) or as exec:CMD; none is nil, "".
-func ReadyCondition(text string) (spec *wait.Spec, execLine, problem string) {
-	if text == "" {
-		return nil, "", ""
+// ReadyCondition reads a service's ready key, which stack.Load checked
+// (waitfor.ParseReady): a REGEX, :PORT or URL as /wait reads it, or the
+// command of exec:CMD. None is nil, "", as is a key Load would refuse.
+func ReadyCondition(text string) (spec *wait.Spec, execLine string) {
+	r, err := waitfor.ParseReady(text)
+	switch {
+	case text == "" || err != nil:
+		return nil, ""
+	case r.Exec != "":
+		return nil, r.Exec
 	}
-	if line, ok := strings.CutPrefix(text, "exec:"); ok {
-		if strings.TrimSpace(line) == "" {
-			return nil, "", "exec: needs a command"
-		}
-		return nil, line, ""
-	}
-	spec = &wait.Spec{}
-	if p := spec.Target(text); p != "" {
-		return nil, "", strings.TrimPrefix(p, "/wait: ")
-	}
-	return spec, "", ""
+	return &wait.Spec{Text: text, Pattern: r.Pattern, Port: r.Port, URL: r.URL}, ""
 }
 
 // New manages a new service of stack ss, of the stack file's directory
-// project, for def, whose ready condition ReadyCondition accepts: its
-// tool call is made, announced and listed; it waits for its dependencies
-// (ss.Progress starts it).
+// project, for def, which stack.Load accepted: its tool call is made,
+// announced and listed; it waits for its dependencies (ss.Progress
+// starts it).
 func New(h work.RunHost, ss *Stack, project string, def *stack.Service) *Service {
-	spec, execLine, _ := ReadyCondition(def.Ready) // Safe: the caller checked it.
+	spec, execLine := ReadyCondition(def.Ready)
 	svc := &Service{h: h, stack: ss, def: def, project: project, ready: spec, execReady: execLine, restarter: stack.NewRestarter(def.Policy())}
 	svc.log = svc.newLog()
 	svc.call = h.NewCall(work.CallSpec{
@@ -451,7 +447,7 @@ func (svc *Service) HandOver() (kind string, frozen any) {
 // (restored and adopted) are the session's already. The caller makes it
 // the call's task.
 func Thaw(h work.RunHost, ss *Stack, c work.Call, f *Frozen) *Service {
-	spec, execLine, _ := ReadyCondition(f.Def.Ready) // Safe: checked by the /up that started it.
+	spec, execLine := ReadyCondition(f.Def.Ready)
 	svc := &Service{
 		h: h, stack: ss, def: f.Def, project: f.Project, call: c, state: f.State, why: f.Why,
 		restarter: stack.ResumeRestarter(f.Def.Policy(), f.Counters), ready: spec, execReady: execLine,

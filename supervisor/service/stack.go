@@ -216,24 +216,9 @@ func (ss *Stack) Up(t work.Turn, args string) {
 		op.finish(fmt.Sprintf("Cannot start: %v. Nothing was started.", err), acp.StopEndTurn)
 		return
 	}
-	if problem := readyProblem(f, order); problem != "" {
-		op.finish(problem+" Nothing was started.", acp.StopEndTurn)
-		return
-	}
 	op.wait = ss.want(f, order, "")
 	ss.ops = append(ss.ops, op)
 	ss.Progress()
-}
-
-// readyProblem says why the ready condition of a service of order is
-// refused, or "".
-func readyProblem(f *stack.Stack, order []string) string {
-	for _, name := range order {
-		if _, _, problem := ReadyCondition(f.Service(name).Ready); problem != "" {
-			return fmt.Sprintf("%s:%d: services.%s: ready: %s.", f.File, f.Service(name).Line, name, problem)
-		}
-	}
-	return ""
 }
 
 // want returns the services of order, as defined in f, for an /up or a
@@ -288,13 +273,8 @@ func (ss *Stack) Restart(t work.Turn, name string) {
 		return
 	}
 	order, err := f.Up(name)
-	if err == nil {
-		problem = readyProblem(f, order)
-	} else {
-		problem = err.Error() + "."
-	}
-	if problem != "" {
-		op.finish(problem, acp.StopEndTurn)
+	if err != nil {
+		op.finish(err.Error()+".", acp.StopEndTurn)
 		return
 	}
 	ss.ops = append(ss.ops, op)

@@ -74,3 +74,43 @@ func TestStackAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestStackBadReadyStartsNothing: /up a, and /restart a, of a file whose
+// other service's ready condition /wait refuses start nothing: the file
+// is refused whole, at the ready key's line. Before the file's load
+// checked ready, /up a started a and said "Ready: a.", and /up named
+// the table's line.
+func TestStackBadReadyStartsNothing(t *testing.T) {
+	for _, tc := range []struct{ ready, reason string }{
+		{":99999", `services.b.ready: :99999 is not a port (1 to 65535`},
+		{"(", `services.b.ready: "(" is not a regular expression`},
+		{"exec:", "services.b.ready: exec: needs a command"},
+	} {
+		t.Run(tc.ready, func(t *testing.T) {
+			dir := t.TempDir()
+			file := "[services.a]\ncommand = \"sleep 601\"\n\n[services.b]\ncommand = \"sleep 602\"\ndepends_on = [\"a\"]\nready = \"" + tc.ready + "\"\n"
+			if err := os.WriteFile(filepath.Join(dir, "shellagent.toml"), []byte(file), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			h := worktest.NewHost()
+			h.Dir = dir
+			ss := NewStack(h)
+			for _, serve := range []func(turn *worktest.Turn){
+				func(turn *worktest.Turn) { ss.Up(turn, "a") },
+				func(turn *worktest.Turn) { ss.Up(turn, "") },
+				func(turn *worktest.Turn) { ss.Restart(turn, "a") },
+			} {
+				h.Said = nil
+				turn := h.NewTurn()
+				serve(turn)
+				want := filepath.Join(dir, "shellagent.toml") + ":7: " + tc.reason
+				if !turn.Ended || len(h.Said) != 1 || !strings.Contains(h.Said[0], want) {
+					t.Errorf("ended %v, said %q; want the refusal %q", turn.Ended, h.Said, want)
+				}
+			}
+			if len(h.Launched) != 0 || len(ss.Names()) != 0 {
+				t.Errorf("launched %v, services %v; want nothing started", h.Launched, ss.Names())
+			}
+		})
+	}
+}

@@ -1,7 +1,8 @@
 // Package wait is a kind of work of a session (package supervisor,
 // through supervisor/work): /wait, foreground work that watches a
-// terminal. wait.go holds the arguments, the wait, its outcome and its
-// frozen form for an upgrade in place; waitscan.go how it reads a
+// terminal. wait.go holds the arguments (what a wait waits for is read
+// by internal/waitfor), the wait, its outcome and its frozen form for an
+// upgrade in place; waitscan.go how it reads a
 // terminal's output and probes a port; commands.go the entry of /wait in
 // the session's command table (Commands). A service's ready condition
 // (supervisor/service's ready.go) is watched by the same code (Condition).
@@ -13,15 +14,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
 	"shellagent/acp"
 	"shellagent/internal/linescan"
 	"shellagent/internal/probe"
+	"shellagent/internal/waitfor"
 	"shellagent/internal/words"
 	"shellagent/outputbuf"
 	"shellagent/supervisor/work"
@@ -131,54 +131,16 @@ func Parse(rest string) (spec *Spec, problem string) {
 	return spec, ""
 }
 
-// Target reads what the wait waits for: :PORT, an http:// or https://
-// URL, or a regular expression. Text that starts with ':' is a port and
-// nothing else (":-1" is refused, not matched as a pattern; a pattern
-// that starts with ':' is written \:), and a URL's port, if it has one,
-// is 1 to 65535.
+// Target reads what the wait waits for, text, as waitfor.Parse does:
+// :PORT, an http:// or https:// URL, or a regular expression.
 func (spec *Spec) Target(text string) (problem string) {
 	spec.Text = text
-	if digits, ok := strings.CutPrefix(text, ":"); ok {
-		n, ok := parsePort(digits)
-		if !ok {
-			return fmt.Sprintf(`/wait: %s is not a port (1 to 65535; a pattern that starts with ':' is written \:)`, text)
-		}
-		spec.Port = n
-		return ""
+	t, err := waitfor.Parse(text)
+	if err != nil {
+		return "/wait: " + err.Error()
 	}
-	if strings.HasPrefix(text, "http://") || strings.HasPrefix(text, "https://") {
-		u, err := url.Parse(text)
-		if err != nil || u.Host == "" {
-			return fmt.Sprintf("/wait: %q is not a URL", text)
-		}
-		if strings.HasSuffix(u.Host, ":") {
-			return fmt.Sprintf("/wait: %q is not a URL: its port is empty", text)
-		}
-		if p := u.Port(); p != "" {
-			if _, ok := parsePort(p); !ok {
-				return fmt.Sprintf("/wait: %q is not a URL: its port %s is not 1 to 65535", text, p)
-			}
-		}
-		spec.URL = text
-		return ""
-	}
-	if _, err := regexp.Compile(text); err != nil {
-		return fmt.Sprintf("/wait: %q is not a regular expression (%s)", text, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
-	}
-	spec.Pattern = regexp.MustCompile("(?m)" + text) // Safe: text compiles alone.
+	spec.Pattern, spec.Port, spec.URL = t.Pattern, t.Port, t.URL
 	return ""
-}
-
-// parsePort reads a port: decimal digits only, 1 to 65535.
-func parsePort(digits string) (int, bool) {
-	if digits == "" || strings.Trim(digits, "0123456789") != "" {
-		return 0, false
-	}
-	n, err := strconv.Atoi(digits)
-	if err != nil || n < 1 || n > 65535 {
-		return 0, false
-	}
-	return n, true
 }
 
 // title is the wait's tool call title: "wait for term_1: ready on".
