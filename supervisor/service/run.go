@@ -303,35 +303,39 @@ func (svc *Service) exited(t work.Run, onItsOwn bool) {
 		svc.state, svc.why = Stopped, "stopped"
 		svc.say0(fmt.Sprintf("Stopped: %s %s.", t.ID(), work.ExitText(t.Exit())))
 		svc.call.End(acp.StatusCompleted)
-	case !svc.everReady && !svc.printedReady(t):
-		svc.Fail(fmt.Sprintf("it %s before it was ready", work.ExitText(t.Exit())), true)
+	case !svc.everReady:
+		// A run may print its ready line and exit at once (a migration
+		// that prints "migrated"), faster than the watch reads.
+		how, ok := printedReady(svc.ready, t)
+		if !ok {
+			svc.Fail(fmt.Sprintf("it %s before it was ready", work.ExitText(t.Exit())), true)
+			return
+		}
+		svc.markReady(how)
+		fallthrough
 	default:
 		svc.afterRun(stack.Run{Start: t.Started(), End: time.Now(), Exit: RunExit(t.Exit())}, t)
 	}
 }
 
-// printedReady reports whether the output of run t, which exited before
-// its ready condition was seen to hold, holds a line that matches the
-// service's ready pattern: a run may print it and exit at once (a
-// migration that prints "migrated"), faster than the watch reads. The
-// service is then Ready, and its run's end follows.
-func (svc *Service) printedReady(t work.Run) bool {
-	if svc.ready == nil {
-		return false
+// printedReady reports whether the output of run t, which has exited,
+// holds a line that matches the ready pattern of ready (nil: none), and
+// says how.
+func printedReady(ready *wait.Spec, t work.Run) (how string, ok bool) {
+	if ready == nil {
+		return "", false
 	}
-	spec := *svc.ready
+	spec := *ready
 	spec.Term = t.ID()
 	r, ok := wait.Condition(&spec, t.Started()).Printed(t.Output())
-	if ok {
-		svc.markReady(strings.TrimSuffix(r.Text, "."))
-	}
-	return ok
+	return strings.TrimSuffix(r.Text, "."), ok
 }
 
-// completed reports whether the service ended for good on its own, once
-// it was ready, by a clean exit that its policy does not restart (a
-// one-shot task): for what depends on it, it did what it was for.
-func (svc *Service) completed() bool {
+// completed reports whether svc ended for good on its own, once it was
+// ready, by a clean exit that its policy does not restart (a one-shot
+// task): for what depends on it, it did what it was for. (A function: a
+// Service has methods enough.)
+func completed(svc *Service) bool {
 	return svc.state == Stopped && svc.everReady && !svc.stopping
 }
 

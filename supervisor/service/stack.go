@@ -121,7 +121,7 @@ func (ss *Stack) dependencies(svc *Service) (ready bool, why string) {
 		switch dep := ss.services[name]; {
 		case dep == nil:
 			return 0, false
-		case dep.completed():
+		case completed(dep):
 			return Ready, true
 		default:
 			return dep.state, true
@@ -305,7 +305,7 @@ func (op *stackOp) check() {
 		if svc.Active() && svc.state != Ready {
 			return
 		}
-		outcomes[i] = Outcome{Name: svc.def.Name, Ready: svc.state == Ready || svc.completed(), State: svc.state, Why: svc.why}
+		outcomes[i] = Outcome{Name: svc.def.Name, Ready: svc.state == Ready || completed(svc), State: svc.state, Why: svc.why}
 	}
 	op.finish(UpSummary(outcomes), acp.StopEndTurn)
 }
