@@ -376,6 +376,7 @@ func (s *Server) serveACP(log *slog.Logger, nc *net.UnixConn, r io.Reader, out, 
 				log.Warn("detach", "err", err)
 			}
 			log.Info("disconnected; its sessions are detached")
+			s.awaitAnswers(log, c.conn)
 		}
 	}()
 	select {
@@ -384,6 +385,22 @@ func (s *Server) serveACP(log *slog.Logger, nc *net.UnixConn, r io.Reader, out, 
 		kicked = true
 	}
 }
+
+// awaitAnswers waits until conn, whose input has ended, has answered the
+// requests it read (a session/close stops the session's work first), for
+// at most the longest kill grace in use and answerSlack: the daemon
+// answers what came before the end of a client's input, then closes.
+func (s *Server) awaitAnswers(log *slog.Logger, conn *protocol.Conn) {
+	select {
+	case <-conn.Answered():
+	case <-time.After(s.Supervisor.LongestGrace() + answerSlack):
+		log.Warn("closing with requests unanswered", "waited", s.Supervisor.LongestGrace()+answerSlack)
+	}
+}
+
+// answerSlack is how long, beyond the longest kill grace in use,
+// awaitAnswers waits for the answers to a client's last requests.
+const answerSlack = 2 * time.Second
 
 // close sends what is queued on c, for at most flushTimeout, then the
 // line under way (see lineTimeout), closes it, and forgets it.

@@ -171,6 +171,7 @@ type Conn struct {
 	w           *writer
 	log         *slog.Logger
 	rpc         *jsonrpc2.Conn
+	stream      *objectStream // rpc's; responses go straight to it (send)
 	initialized atomic.Bool
 	closeOnce   sync.Once
 	requestSeq  atomic.Int64
@@ -182,10 +183,12 @@ type Conn struct {
 
 	observer Observer // nil if none
 
-	mu sync.Mutex // guards pending
+	mu sync.Mutex // guards pending and answered
 	// pending cancels the context of each request answered later, by
 	// requestKey of its id.
 	pending map[jsonrpc2.ID]context.CancelFunc
+	// answered is closed once pending is empty, if Answered made it.
+	answered chan struct{}
 }
 
 var _ Client = (*Conn)(nil)
@@ -204,8 +207,8 @@ func NewConn(r io.Reader, w io.Writer, agent Agent, opts Options) *Conn {
 		observer: opts.Observer, pending: make(map[jsonrpc2.ID]context.CancelFunc), fronts: opts.Fronts,
 	}
 	ready := make(chan struct{})
-	stream := &objectStream{msgs: jsonrpcline.NewReader(r, opts.MaxLine), w: c.w, ready: ready}
-	c.rpc = jsonrpc2.NewConn(context.Background(), stream, rpcHandler{c},
+	c.stream = &objectStream{msgs: jsonrpcline.NewReader(r, opts.MaxLine), w: c.w, ready: ready}
+	c.rpc = jsonrpc2.NewConn(context.Background(), c.stream, rpcHandler{c},
 		jsonrpc2.SetLogger(slogLogger{opts.Log}), jsonrpc2.OnRecv(c.received))
 	close(ready) // the read loop may use c.rpc from now on
 	return c
@@ -392,6 +395,10 @@ func (c *Conn) replyLater(id jsonrpc2.ID) (context.Context, Reply) {
 		once.Do(func() {
 			c.mu.Lock()
 			delete(c.pending, key)
+			if len(c.pending) == 0 && c.answered != nil {
+				close(c.answered)
+				c.answered = nil
+			}
 			c.mu.Unlock()
 			cancel()
 			c.send(id, result, err)
@@ -399,15 +406,42 @@ func (c *Conn) replyLater(id jsonrpc2.ID) (context.Context, Reply) {
 	}
 }
 
-// send queues the response to request id.
-func (c *Conn) send(id jsonrpc2.ID, result any, err error) {
-	// Neither call fails but for a closed connection or a result that does
-	// not marshal, which jsonrpc2 logs; there is nobody else to tell.
-	if err != nil {
-		_ = c.rpc.ReplyWithError(context.Background(), id, toRPC(err))
-		return
+// Answered returns a channel that is closed once no request read so far
+// awaits its answer: a caller that closes the connection after its input
+// ended waits on it so as to answer what came before (a session/close
+// under way), as long as it may wait.
+func (c *Conn) Answered() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.pending) == 0 {
+		done := make(chan struct{})
+		close(done)
+		return done
 	}
-	_ = c.rpc.Reply(context.Background(), id, result)
+	if c.answered == nil {
+		c.answered = make(chan struct{})
+	}
+	return c.answered
+}
+
+// send queues the response to request id. It goes straight to the
+// writer, not through jsonrpc2, which refuses to send once the peer's
+// input has ended: the answer to a request read before the end (a prompt
+// inserted, a close carried out) still goes out, until Close.
+func (c *Conn) send(id jsonrpc2.ID, result any, err error) {
+	resp := &jsonrpc2.Response{ID: id}
+	if err == nil {
+		err = resp.SetResult(result)
+		if err != nil {
+			c.log.Error("a result that does not marshal", "id", id, "err", err)
+		}
+	}
+	if err != nil {
+		resp.Result, resp.Error = nil, toRPC(err)
+	}
+	if err := c.stream.WriteObject(resp); err != nil {
+		c.log.Error("a response that does not marshal", "id", id, "err", err)
+	}
 }
 
 // withdraw serves $/cancel_request for a request still waiting for its
