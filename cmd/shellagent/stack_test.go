@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -85,8 +87,12 @@ func TestStackCommandLine(t *testing.T) {
 	if code != 0 || out != "db starting\ndb accepting connections\n" || !strings.Contains(errOut, "Output of term_") {
 		t.Errorf("shellagent logs db 5: exit %d, stdout %q (want its two lines), stderr %q (want the heading)", code, out, errOut)
 	}
-	if _, _, code = d.runIn(d.cwd, append([]string{"logs", "nosuch"}, sock...)...); code != 1 {
-		t.Errorf("shellagent logs nosuch: exit %d, want 1", code)
+	// logs -f of a name no service has says what logs says.
+	noSuch := `No service "nosuch" has run in this session: /status lists them.` + "\n"
+	for _, args := range [][]string{{"logs", "nosuch"}, {"logs", "nosuch", "-f"}, {"logs", "-f", "nosuch", "3"}} {
+		if out, errOut, code := d.runIn(d.cwd, append(args, sock...)...); code != 1 || out != "" || errOut != noSuch {
+			t.Errorf("shellagent %v: exit %d, stdout %q, stderr %q; want 1, %q on stderr", args, code, out, errOut, noSuch)
+		}
 	}
 	waitFor(t, "web's log file", func() bool {
 		files, _ := filepath.Glob(filepath.Join(state, "logs", "*", "web.log"))
@@ -306,6 +312,39 @@ backoff = "0s"
 		t.Errorf("shellagent down: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	d.waitGone(5*time.Second, "shellagent down", d.work)
+}
+
+// TestStackArgs: flags come before, between or after the other
+// arguments; for logs, a negative number is its count, not a flag.
+func TestStackArgs(t *testing.T) {
+	tests := []struct {
+		args   []string
+		counts bool
+		rest   []string
+		follow bool
+		err    string
+	}{
+		{[]string{"web"}, true, []string{"web"}, false, ""},
+		{[]string{"-f", "web", "5"}, true, []string{"web", "5"}, true, ""},
+		{[]string{"web", "-f", "5"}, true, []string{"web", "5"}, true, ""},
+		{[]string{"web", "5", "-f"}, true, []string{"web", "5"}, true, ""},
+		{[]string{"web", "-3"}, true, []string{"web", "-3"}, false, ""},
+		{[]string{"web", "-f", "-3"}, true, []string{"web", "-3"}, true, ""},
+		{[]string{"-3", "web", "-f"}, true, []string{"-3", "web"}, true, ""},
+		{[]string{"web", "-0.5", "-f"}, true, []string{"web", "-0.5"}, true, ""},
+		{[]string{"web", "--3"}, true, nil, false, "unknown flag --3"},
+		{[]string{"web", "-x"}, true, nil, false, "unknown flag --x"},
+		{[]string{"db", "-3"}, false, nil, false, "unknown flag --3"},
+		{nil, true, nil, false, ""},
+	}
+	for _, tt := range tests {
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		follow := fs.Bool("f", false, "")
+		rest, err := stackArgs(fs, tt.args, tt.counts)
+		if fmt.Sprint(err) != cmp.Or(tt.err, "<nil>") || !slices.Equal(rest, tt.rest) || *follow != tt.follow {
+			t.Errorf("stackArgs(%q, %v) = %q, %v, -f %v; want %q, %q, -f %v", tt.args, tt.counts, rest, err, *follow, tt.rest, tt.err, tt.follow)
+		}
+	}
 }
 
 // TestNoticeText: the command line prints a notice's title once, its
@@ -636,8 +675,8 @@ func TestStackCommandLineWhereNothingRuns(t *testing.T) {
 	// /up). status and logs look at it, down resumes it, as up does
 	// (docs/stacks.md), and it stays live.
 	live := b.session(d.cwd)
-	check("a live session without services", `No service "db" has run in this session: /status lists them.`+"\n",
-		`shellagent logs: _shellagent/service/read: name: no service "db" has run in session `+live+"\n")
+	noDB := `No service "db" has run in this session: /status lists them.` + "\n"
+	check("a live session without services", noDB, noDB)
 	if e := b.entry(live); e == nil || e.Meta.Shellagent.State == "past" {
 		t.Errorf("the editor's session after status, logs and down: %+v, want it listed, live", e)
 	}

@@ -51,20 +51,12 @@ func runStack(name string, args []string) int {
 	if name == "logs" {
 		fs.BoolVar(&follow, "f", false, "after the last lines, print the service's output as it comes, until interrupted")
 	}
-	// Flags may come before, between or after the names.
-	var rest []string
-	for more := args; ; {
-		left, err := parseFlags(fs, more, true)
-		if err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return printHelp(stackHelp(name, fs))
-			}
-			return commandLineError(fs.Name(), err)
-		}
-		if len(left) == 0 {
-			break
-		}
-		rest, more = append(rest, left[0]), left[1:]
+	rest, err := stackArgs(fs, args, name == "logs")
+	if errors.Is(err, flag.ErrHelp) {
+		return printHelp(stackHelp(name, fs))
+	}
+	if err != nil {
+		return commandLineError(fs.Name(), err)
 	}
 	if name == "logs" {
 		if len(rest) == 0 || len(rest) > 2 {
@@ -135,6 +127,42 @@ func runStack(name string, args []string) int {
 	}
 	printSaid(name, said)
 	return 0
+}
+
+// stackArgs parses args with fs, whose flags may come before, between or
+// after the other arguments, and returns those in order. With counts, a
+// word such as -3 is an argument, not a flag: logs takes it for its count
+// of lines, and service.ParseLogLines says what is wrong with it, as it
+// does for 0 or x. It returns parseFlags' errors, flag.ErrHelp included.
+func stackArgs(fs *flag.FlagSet, args []string, counts bool) ([]string, error) {
+	var rest []string
+	for more := args; len(more) > 0; {
+		if counts && isNegativeNumber(more[0]) {
+			rest, more = append(rest, more[0]), more[1:]
+			continue
+		}
+		end := len(more) // the flags parsed now end before a negative number
+		if i := slices.IndexFunc(more, isNegativeNumber); counts && i >= 0 {
+			end = i
+		}
+		left, err := parseFlags(fs, more[:end], true)
+		if err != nil {
+			return nil, err
+		}
+		if len(left) == 0 {
+			more = more[end:]
+			continue
+		}
+		rest = append(rest, left[0])
+		more = append(slices.Clone(left[1:]), more[end:]...)
+	}
+	return rest, nil
+}
+
+// isNegativeNumber reports whether s is a number with a minus sign, such
+// as -3.
+func isNegativeNumber(s string) bool {
+	return strings.HasPrefix(s, "-") && isNumber(s)
 }
 
 // stackSucceeded tells from what the command said whether it did what it
@@ -597,8 +625,18 @@ const followPoll = 200 * time.Millisecond
 // and so leaves the session with the client that has it. The output goes
 // to stdout as the service wrote it, escapes and all; which run it is,
 // how a run ended and bytes the service wrote faster than they were
-// read go to stderr.
+// read go to stderr. For a name that no service of the session has, it
+// says what logs without -f says (the answer of /logs), and returns 1.
 func (sc *stackClient) follow(name string, lines int) int {
+	said, err := sc.look("/logs " + name + " 1")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "shellagent logs: %v\n", err)
+		return 1
+	}
+	if strings.HasPrefix(said, service.NoSuchService) {
+		fmt.Fprintln(os.Stderr, said)
+		return 1
+	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, stopSignals...)
 	errs := make(chan error, 1)
