@@ -314,6 +314,95 @@ backoff = "0s"
 	d.waitGone(5*time.Second, "shellagent down", d.work)
 }
 
+// runAt runs the binary with args in dir as a shell there runs it: with
+// $PWD set to dir as written, through a symbolic link if dir is one (so
+// that os.Getwd returns the link).
+func (d *daemonFixture) runAt(dir string, args ...string) (stdout, stderr string, code int) {
+	cmd := exec.Command(binary, args...)
+	cmd.Env, cmd.Dir = append(d.env(), "PWD="+dir), dir
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	return out.String(), errOut.String(), exitCode(err)
+}
+
+// The project's directory reached through a symbolic link is the same
+// project: up through the directory, then status, logs, up and down
+// through the link see and stop the same services, and the reverse; no
+// second copy runs. The stack's session has the resolved directory as its
+// cwd. An editor's session opened through the link is the directory's
+// too: the commands in the directory find it, and down stops its
+// services. (Before, a session was the directory's only as the shell's
+// $PWD named it, and up through the link started a second copy.)
+func TestStackThroughASymlink(t *testing.T) {
+	t.Parallel()
+	const file = `
+[services.srv]
+command = "echo srv up; exec sleep 300"
+ready = "srv up"
+`
+	d, sock := newStackFixture(t, file)
+	dir, err := filepath.EvalSymlinks(d.cwd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "plink")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	run := func(where string, args ...string) (string, string, int) {
+		return d.runAt(where, append(args, sock...)...)
+	}
+	ready := regexp.MustCompile(`(?m)^srv +ready `)
+	for _, tt := range []struct{ name, up, then string }{
+		{"up in the directory, the rest through the link", dir, link},
+		{"up through the link, the rest in the directory", link, dir},
+	} {
+		if out, errOut, code := run(tt.up, "up"); code != 0 || out != "Ready: srv.\n" {
+			t.Fatalf("%s: up: exit %d, stdout %q, stderr %q", tt.name, code, out, errOut)
+		}
+		running := d.work()
+		if out, errOut, code := run(tt.then, "status"); code != 0 || !ready.MatchString(out) {
+			t.Errorf("%s: status: exit %d, stdout %q, stderr %q; want srv ready", tt.name, code, out, errOut)
+		}
+		if out, errOut, code := run(tt.then, "logs", "srv"); code != 0 || out != "srv up\n" {
+			t.Errorf("%s: logs srv: exit %d, stdout %q, stderr %q", tt.name, code, out, errOut)
+		}
+		if out, errOut, code := run(tt.then, "up"); code != 0 || out != "Ready: srv.\n" {
+			t.Errorf("%s: up again: exit %d, stdout %q, stderr %q", tt.name, code, out, errOut)
+		}
+		if now := d.work(); !slices.Equal(now, running) {
+			t.Errorf("%s: processes after up again: %v, want the first up's %v alone", tt.name, describe(now), describe(running))
+		}
+		if out, errOut, code := run(tt.then, "down"); code != 0 || out != "Stopped: srv.\n" {
+			t.Errorf("%s: down: exit %d, stdout %q, stderr %q", tt.name, code, out, errOut)
+		}
+		d.waitGone(5*time.Second, tt.name+": down", d.work)
+	}
+	editor := d.relay()
+	var list acp.ListSessionsResponse
+	editor.c.MustCall("session/list", map[string]any{}, &list)
+	if len(list.Sessions) != 1 || list.Sessions[0].Cwd != dir {
+		t.Errorf("sessions after up in the directory and through the link: %+v, want one, of %s", list.Sessions, dir)
+	}
+
+	// An editor's session, opened through the link.
+	sid := editor.session(link)
+	editor.prompt(sid, "/up")
+	editor.c.WaitFor("the editor's /up", func(m *acptest.Msg) bool {
+		return m.Kind == acp.KindAgentMessage && m.SessionID == sid && strings.HasPrefix(m.Text(), "Ready: srv.")
+	})
+	if out, errOut, code := run(dir, "status"); code != 0 || !ready.MatchString(out) {
+		t.Errorf("status of the editor's session: exit %d, stdout %q, stderr %q; want srv ready", code, out, errOut)
+	}
+	if out, errOut, code := run(dir, "down"); code != 0 || out != "Stopped: srv.\n" {
+		t.Errorf("down of the editor's session: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	d.waitGone(5*time.Second, "down of the editor's session", d.work)
+	editor.c.Close()
+	editor.exited()
+}
+
 // TestStackArgs: flags come before, between or after the other
 // arguments; for logs, a negative number is its count, not a flag.
 func TestStackArgs(t *testing.T) {

@@ -70,7 +70,7 @@ func runStack(name string, args []string) int {
 	if stateDir != "" {
 		daemonArgs = append(daemonArgs, "--state-dir="+stateDir)
 	}
-	cwd, err := os.Getwd()
+	cwd, err := projectDir()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "shellagent %s: %v\n", name, err)
 		return 1
@@ -369,35 +369,50 @@ func processes(n int) string {
 	return strconv.Itoa(n) + " processes"
 }
 
-// open opens the stack's session as mode says (openMode); without a live
-// session of cwd, a mode but openOrStart returns errNothingRuns.
-func (sc *stackClient) open(cwd string, mode openMode) error {
+// projectDir returns the current directory with its symbolic links
+// resolved: one name for the project's directory however it was reached
+// (a cd through a symbolic link leaves the link in $PWD, which os.Getwd
+// returns). The sessions the stack's commands open have it as their
+// cwd, so that the directory has one stack, its services' relative
+// paths and log files are the same whichever way it was reached, and a
+// leftover's working directory (read from /proc, resolved) is found in
+// it.
+func projectDir() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("the current directory: %w", err)
+	}
+	dir, err := filepath.EvalSymlinks(wd)
+	if err != nil {
+		return "", fmt.Errorf("the current directory: %w", err)
+	}
+	return dir, nil
+}
+
+// open opens the stack's session of dir, a resolved directory
+// (projectDir), as mode says (openMode); without a live session of dir,
+// a mode but openOrStart returns errNothingRuns.
+func (sc *stackClient) open(dir string, mode openMode) error {
 	if _, err := sc.call("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "shellagent-cli", "version": version()}}, nil); err != nil {
 		return err
 	}
-	var list acp.ListSessionsResponse
-	if _, err := sc.call("session/list", map[string]any{"cwd": cwd}, &list); err != nil {
-		return err
-	}
 	liveOnly := mode != openOrStart
-	latest := ""
-	for _, s := range list.Sessions {
-		live := sessionState(s) == "attached" || sessionState(s) == "detached"
-		if s.Cwd == cwd && (live || !liveOnly) && (latest == "" || s.UpdatedAt >= latestAt(list.Sessions, latest)) {
-			latest = s.SessionID
-		}
-	}
+	latest, err := sc.latestSession(dir, liveOnly)
 	switch {
-	case latest == "" && liveOnly:
+	case err != nil:
+		return err
+	case latest == nil && liveOnly:
 		return errNothingRuns
 	case mode == lookLive:
-		sc.sid = latest
+		sc.sid = latest.SessionID
 		return nil
 	}
-	if latest != "" {
-		_, err := sc.call("session/resume", map[string]any{"sessionId": latest, "cwd": cwd}, nil)
+	if latest != nil {
+		// A session is resumed with its own cwd, which may name dir
+		// through a symbolic link.
+		_, err := sc.call("session/resume", map[string]any{"sessionId": latest.SessionID, "cwd": latest.Cwd}, nil)
 		if err == nil {
-			sc.sid = latest
+			sc.sid = latest.SessionID
 			return nil
 		}
 		if liveOnly {
@@ -405,11 +420,60 @@ func (sc *stackClient) open(cwd string, mode openMode) error {
 		}
 	}
 	var res acp.NewSessionResponse
-	if _, err := sc.call("session/new", map[string]any{"cwd": cwd}, &res); err != nil {
+	if _, err := sc.call("session/new", map[string]any{"cwd": dir}, &res); err != nil {
 		return err
 	}
 	sc.sid = res.SessionID
 	return nil
+}
+
+// latestSession returns the daemon's most recently updated session of
+// dir, a resolved directory (projectDir), or nil: a live one only if
+// liveOnly. A session is of dir when its cwd is dir, written so or
+// through symbolic links (an editor may open a session where a link
+// leads, the command line of another build may have): session/list's
+// cwd filter compares paths as written, so it reads the list unfiltered,
+// a page at a time, until the first that is (the list is sorted by
+// update, most recent first).
+func (sc *stackClient) latestSession(dir string, liveOnly bool) (*acp.SessionInfo, error) {
+	isDir := sameDir(dir)
+	params := map[string]any{}
+	for {
+		var list acp.ListSessionsResponse
+		if _, err := sc.call("session/list", params, &list); err != nil {
+			return nil, err
+		}
+		for i, s := range list.Sessions {
+			live := sessionState(s) == "attached" || sessionState(s) == "detached"
+			if (live || !liveOnly) && isDir(s.Cwd) {
+				return &list.Sessions[i], nil
+			}
+		}
+		if list.NextCursor == nil {
+			return nil, nil
+		}
+		params = map[string]any{"cursor": *list.NextCursor}
+	}
+}
+
+// sameDir returns a test of whether a path names dir, a resolved
+// directory: as written, or once its symbolic links are resolved. A
+// path that does not resolve (a past session's removed directory) names
+// dir only as written. It resolves each path once.
+func sameDir(dir string) func(path string) bool {
+	resolved := make(map[string]string)
+	return func(path string) bool {
+		path = filepath.Clean(path)
+		if path == dir {
+			return true
+		}
+		r, ok := resolved[path]
+		if !ok {
+			r, _ = filepath.EvalSymlinks(path) // Best effort: "" names no directory.
+			resolved[path] = r
+		}
+		return r == dir
+	}
 }
 
 // sessionState is a session/list entry's _meta.shellagent.state.
@@ -417,15 +481,6 @@ func sessionState(s acp.SessionInfo) string {
 	meta, _ := s.Meta["shellagent"].(map[string]any)
 	state, _ := meta["state"].(string)
 	return state
-}
-
-func latestAt(ss []acp.SessionInfo, id string) string {
-	for _, s := range ss {
-		if s.SessionID == id {
-			return s.UpdatedAt
-		}
-	}
-	return ""
 }
 
 // incoming is any message of the daemon.
