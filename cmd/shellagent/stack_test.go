@@ -314,6 +314,152 @@ backoff = "0s"
 	d.waitGone(5*time.Second, "shellagent down", d.work)
 }
 
+// startIn starts the binary with args in dir, with the fixture's
+// environment; the test's cleanup kills it if it still runs. Its done
+// is closed once it has exited, with its state.
+func (d *daemonFixture) startIn(dir string, args ...string) *bgRun {
+	d.t.Helper()
+	r := &bgRun{done: make(chan struct{})}
+	cmd := exec.Command(binary, args...)
+	cmd.Env, cmd.Dir = d.env(), dir
+	cmd.Stdout, cmd.Stderr = &r.out, &r.errOut
+	if err := cmd.Start(); err != nil {
+		d.t.Fatal(err)
+	}
+	r.proc = cmd.Process
+	go func() {
+		cmd.Wait() // its state is cmd.ProcessState
+		r.state = cmd.ProcessState
+		close(r.done)
+	}()
+	d.t.Cleanup(func() {
+		r.proc.Kill() // Best effort: it has exited unless the test failed.
+		<-r.done
+	})
+	return r
+}
+
+// A bgRun is a command started by startIn.
+type bgRun struct {
+	proc        *os.Process
+	out, errOut lockedBuffer
+	done        chan struct{}
+	state       *os.ProcessState // once done
+}
+
+// signalled sends sig to r, waits for its end, and reports whether sig
+// ended it (with the default effect of the signal, which a shell reports
+// as 128+sig).
+func (r *bgRun) signalled(t *testing.T, sig syscall.Signal) bool {
+	t.Helper()
+	r.proc.Signal(sig)
+	select {
+	case <-r.done:
+	case <-time.After(testloop.Wait):
+		t.Fatalf("still running %v after %v; stdout %q, stderr %q", testloop.Wait, sig, r.out.String(), r.errOut.String())
+	}
+	ws, ok := r.state.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
+}
+
+// Ctrl-C on shellagent up while it waits for a service that is never
+// ready: up stops the wait (session/cancel), says so and that the service
+// goes on, and ends by SIGINT (a shell's status 130); the service still
+// starts. down then stops it at once, not once the ready timeout has
+// ended the /up turn (before, up died at once and its /up held the
+// session's turn until then: down waited behind it).
+func TestStackUpInterrupted(t *testing.T) {
+	t.Parallel()
+	const file = `
+[services.a]
+command = "echo waiting; exec sleep 300"
+ready = "never"
+ready_timeout = "60s"
+`
+	d, sock := newStackFixture(t, file)
+	up := d.startIn(d.cwd, append([]string{"up"}, sock...)...)
+	starting := regexp.MustCompile(`(?m)^a +starting `)
+	status := func() string {
+		out, _, _ := d.runIn(d.cwd, append([]string{"status"}, sock...)...)
+		return out
+	}
+	waitFor(t, "up to start the service", func() bool { return starting.MatchString(status()) })
+	if !up.signalled(t, syscall.SIGINT) {
+		t.Errorf("up after SIGINT: %v, want it ended by SIGINT", up.state)
+	}
+	want := "shellagent up: interrupted: no longer waiting. The services go on as they are: shellagent status shows where they stand.\n"
+	if up.out.String() != "" || up.errOut.String() != want {
+		t.Errorf("up after SIGINT: stdout %q, stderr %q; want %q on stderr", up.out.String(), up.errOut.String(), want)
+	}
+	if out := status(); !starting.MatchString(out) {
+		t.Errorf("status after up's SIGINT: %q, want a still starting", out)
+	}
+	start := time.Now()
+	out, errOut, code := d.runIn(d.cwd, append([]string{"down"}, sock...)...)
+	if code != 0 || out != "Stopped: a.\n" {
+		t.Errorf("down: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("down took %v: it waited for the ready timeout (60s) of the /up that up left", took)
+	}
+	d.waitGone(5*time.Second, "down", d.work)
+}
+
+// SIGTERM to shellagent down while it waits for a service that ignores
+// SIGTERM to stop (a kill grace of a minute): down stops the wait, says
+// that the stop goes on, and ends by SIGTERM. The session's turn is free:
+// up of another service answers at once (before, down died at once and
+// its /down held the turn for the whole grace: up waited behind it).
+func TestStackDownInterrupted(t *testing.T) {
+	t.Parallel()
+	const file = `
+[services.stubborn]
+command = "trap 'echo term > termed' TERM; trap '' HUP; echo up; while [ ! -e quit ]; do sleep 0.1; done"
+ready = "up"
+
+[services.other]
+command = "echo up; exec sleep 300"
+ready = "up"
+`
+	d := newDaemonFixture(t, "--kill-grace", "60s")
+	if err := os.WriteFile(filepath.Join(d.cwd, "shellagent.toml"), []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := []string{"--socket", d.socket}
+	starter := d.relay() // the daemon, with its kill grace
+	starter.c.Close()
+	starter.exited()
+	if out, errOut, code := d.runIn(d.cwd, append([]string{"up", "stubborn"}, sock...)...); code != 0 || out != "Ready: stubborn.\n" {
+		t.Fatalf("up stubborn: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	down := d.startIn(d.cwd, append([]string{"down", "stubborn"}, sock...)...)
+	waitFor(t, "the service to get SIGTERM", func() bool {
+		_, err := os.Stat(filepath.Join(d.cwd, "termed"))
+		return err == nil
+	})
+	if !down.signalled(t, syscall.SIGTERM) {
+		t.Errorf("down after SIGTERM: %v, want it ended by SIGTERM", down.state)
+	}
+	want := "shellagent down: interrupted: no longer waiting. The services being stopped go on stopping: shellagent status shows where they stand.\n"
+	if down.out.String() != "" || down.errOut.String() != want {
+		t.Errorf("down after SIGTERM: stdout %q, stderr %q; want %q on stderr", down.out.String(), down.errOut.String(), want)
+	}
+	start := time.Now()
+	if out, errOut, code := d.runIn(d.cwd, append([]string{"up", "other"}, sock...)...); code != 0 || out != "Ready: other.\n" {
+		t.Errorf("up other: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("up other took %v: it waited for the kill grace (60s) of the /down that down left", took)
+	}
+	if err := os.WriteFile(filepath.Join(d.cwd, "quit"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := d.runIn(d.cwd, append([]string{"down"}, sock...)...); code != 0 || !strings.HasPrefix(out, "Stopped: ") {
+		t.Errorf("down: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	d.waitGone(5*time.Second, "down", d.work)
+}
+
 // runAt runs the binary with args in dir as a shell there runs it: with
 // $PWD set to dir as written, through a symbolic link if dir is one (so
 // that os.Getwd returns the link).

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -110,6 +111,10 @@ func runStack(name string, args []string) int {
 	} else {
 		said, err = sc.prompt(line)
 	}
+	var intr *interrupted
+	if errors.As(err, &intr) {
+		return intr.report(name)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "shellagent %s: %v\n", name, err)
 		return 1
@@ -117,6 +122,12 @@ func runStack(name string, args []string) int {
 	if name == "status" && strings.HasPrefix(said, service.NoServices) {
 		said = nothingRuns(name, cwd) // the session's answer names /up
 	}
+	return printAnswer(name, said)
+}
+
+// printAnswer prints what the prompt of command name said, and returns
+// the exit code: 0 if it did what it was asked, else 1.
+func printAnswer(name, said string) int {
 	if !stackSucceeded(name, said) {
 		if name == "logs" {
 			fmt.Fprintln(os.Stderr, said) // stdout holds the lines only
@@ -209,10 +220,10 @@ const stateDirDefault = "$XDG_STATE_HOME/shellagent, else ~/.local/state/shellag
 func stackHelp(name string, fs *flag.FlagSet) string {
 	var w strings.Builder
 	usage := map[string]string{
-		"up":     "up [NAME...]\n        start the services named (default all) and what they depend on, each\n        once its dependencies are ready; exit 0 once all are ready, 1 when one\n        failed, with the reason and its last lines",
+		"up":     "up [NAME...]\n        start the services named (default all) and what they depend on, each\n        once its dependencies are ready; exit 0 once all are ready, 1 when one\n        failed, with the reason and its last lines. Ctrl-C stops the waiting:\n        the services go on",
 		"status": "status\n        one line per service: state, pid, uptime, restarts, and the memory, CPU\n        and listening ports of its processes",
 		"logs":   "logs NAME [N] [-f]\n        the last N lines of its output (default 50), escapes removed; with -f,\n        the last N lines as written, then its output as it comes",
-		"down":   "down [NAME...]\n        stop the services named (default all) and what depends on them,\n        dependents first",
+		"down":   "down [NAME...]\n        stop the services named (default all) and what depends on them,\n        dependents first. Ctrl-C stops the waiting: the stops go on",
 	}[name]
 	fmt.Fprintf(&w, `The project's services (shellagent.toml or Procfile in the current
 directory, docs/stacks.md), run by the shellagent daemon (which up starts
@@ -232,13 +243,17 @@ Flags:
 }
 
 // stackClient is one ACP connection to the daemon, in the session of a
-// directory.
+// directory. What the daemon sends is read by a goroutine of its own
+// (readLoop), so that a command can wait for it and for a signal at once
+// (prompt); one goroutine at a time reads it (next) and writes.
 type stackClient struct {
-	c   *daemon.Client
-	r   *jsonrpcline.Reader
-	enc *json.Encoder
-	id  int
-	sid string
+	c     *daemon.Client
+	enc   *json.Encoder
+	in    chan *incoming // what the daemon sends, in order; closed once the connection ends
+	inErr error          // why in is closed: read it only once in is closed
+	quit  chan struct{}  // closed by close: readLoop stops
+	id    int
+	sid   string
 }
 
 // How a command opens the session of its directory (dialStack).
@@ -285,15 +300,41 @@ func dialStack(socket string, args []string, cwd string, mode openMode) (*stackC
 		c.Close() // Best effort: nothing was said.
 		return nil, errors.New(anotherBuild(path, h))
 	}
-	sc := &stackClient{c: c, r: jsonrpcline.NewReader(c.R, 0), enc: json.NewEncoder(c.Conn)}
+	sc := &stackClient{c: c, enc: json.NewEncoder(c.Conn), in: make(chan *incoming), quit: make(chan struct{})}
+	go sc.readLoop(jsonrpcline.NewReader(c.R, 0))
 	if err := sc.open(cwd, mode); err != nil {
-		c.Close() // Best effort: the error says what failed.
+		sc.close()
 		return nil, err
 	}
 	return sc, nil
 }
 
-func (sc *stackClient) close() { sc.c.Close() } // Best effort: the daemon keeps the session.
+// close closes the connection, and stops readLoop. The daemon keeps the
+// session.
+func (sc *stackClient) close() {
+	close(sc.quit)
+	sc.c.Close() // Best effort: the daemon keeps the session.
+}
+
+// readLoop reads what the daemon sends into sc.in, a message at a time,
+// until the connection ends or sc closes; then it sets sc.inErr and
+// closes sc.in.
+func (sc *stackClient) readLoop(r *jsonrpcline.Reader) {
+	defer close(sc.in)
+	for {
+		m, err := readMessage(r)
+		if err != nil {
+			sc.inErr = err
+			return
+		}
+		select {
+		case sc.in <- m:
+		case <-sc.quit:
+			sc.inErr = net.ErrClosed
+			return
+		}
+	}
+}
 
 // errNothingRuns is dialStack's error when it was to find a live session
 // of the directory and there is none, nor perhaps a daemon.
@@ -537,8 +578,18 @@ func closedConn(err error) error {
 	return err
 }
 
+// next returns the next message of the daemon, or why there is none.
 func (sc *stackClient) next() (*incoming, error) {
-	line, err := sc.r.Next()
+	m, ok := <-sc.in
+	if !ok {
+		return nil, sc.inErr
+	}
+	return m, nil
+}
+
+// readMessage reads a message of the daemon from r.
+func readMessage(r *jsonrpcline.Reader) (*incoming, error) {
+	line, err := r.Next()
 	if err != nil {
 		return nil, closedConn(err)
 	}
@@ -614,44 +665,6 @@ func (sc *stackClient) look(line string) (string, error) {
 		return "", err
 	}
 	return res.Text, nil
-}
-
-// prompt runs line as a prompt and returns what the agent said in its
-// turn, once the turn is over.
-func (sc *stackClient) prompt(line string) (string, error) {
-	sc.id++
-	id := sc.id
-	err := sc.enc.Encode(map[string]any{"jsonrpc": "2.0", "id": id, "method": "session/prompt",
-		"params": map[string]any{"sessionId": sc.sid, "prompt": []map[string]string{{"type": "text", "text": line}}}})
-	if err != nil {
-		return "", err
-	}
-	var said []string
-	inserted := false
-	for {
-		m, err := sc.next()
-		if err != nil {
-			return "", err
-		}
-		if sc.taken(m) {
-			return "", errTaken
-		}
-		if m.Method == "" && string(m.ID) == fmt.Sprint(id) {
-			if m.Error != nil {
-				return "", errors.New(m.Error.Message)
-			}
-			inserted = true
-			continue
-		}
-		if !inserted {
-			sc.handle(m, nil)
-			continue
-		}
-		sc.handle(m, &said)
-		if u := m.Params.Update; m.Params.SessionID == sc.sid && u["sessionUpdate"] == acp.KindState && u["stopReason"] != nil && u["stopReason"] != "" {
-			return strings.Join(said, "\n"), nil
-		}
-	}
 }
 
 // errTaken is prompt's error when another client takes the session
