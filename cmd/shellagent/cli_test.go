@@ -197,6 +197,13 @@ func TestCommandLineErrors(t *testing.T) {
 		{[]string{"daemon", "--socket", "/" + strings.Repeat("s", 110)}, nil, "a unix socket path holds at most 107 on Linux"},
 		{[]string{"daemon", "status", "extra"}, nil, `unexpected argument "extra"`},
 		{[]string{"daemon", "stop", "--now"}, nil, "unknown flag --now"},
+		{[]string{"logs", "web", "0"}, nil, `"0" is not a number of lines from 1 to 1000`},
+		{[]string{"logs", "web", "-3"}, nil, `"-3" is not a number of lines from 1 to 1000`},
+		{[]string{"logs", "-f", "web", "-3"}, nil, `"-3" is not a number of lines from 1 to 1000`},
+		{[]string{"logs", "web", "-3", "-f"}, nil, `"-3" is not a number of lines from 1 to 1000`},
+		{[]string{"logs", "web", "many"}, nil, `"many" is not a number of lines from 1 to 1000`},
+		{[]string{"logs", "web", "--lines"}, nil, "unknown flag --lines"},
+		{[]string{"up", "-3"}, nil, "unknown flag --3"},
 	}
 	for _, tt := range tests {
 		stdout, stderr, code := runBinary(t, "", tt.env, tt.args...)
@@ -206,7 +213,7 @@ func TestCommandLineErrors(t *testing.T) {
 		// The way to the help of the command at fault. Issue 23:
 		// "client --bogus" pointed to "shellagent --help".
 		command := "shellagent"
-		if len(tt.args) > 0 && slices.Contains([]string{"client", "replay", "daemon"}, tt.args[0]) {
+		if len(tt.args) > 0 && slices.Contains([]string{"client", "replay", "daemon", "up", "logs"}, tt.args[0]) {
 			command += " " + tt.args[0]
 			if len(tt.args) > 1 && tt.args[0] == "daemon" && (tt.args[1] == "status" || tt.args[1] == "stop") {
 				command += " " + tt.args[1]

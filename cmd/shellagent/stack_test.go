@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -85,8 +87,12 @@ func TestStackCommandLine(t *testing.T) {
 	if code != 0 || out != "db starting\ndb accepting connections\n" || !strings.Contains(errOut, "Output of term_") {
 		t.Errorf("shellagent logs db 5: exit %d, stdout %q (want its two lines), stderr %q (want the heading)", code, out, errOut)
 	}
-	if _, _, code = d.runIn(d.cwd, append([]string{"logs", "nosuch"}, sock...)...); code != 1 {
-		t.Errorf("shellagent logs nosuch: exit %d, want 1", code)
+	// logs -f of a name no service has says what logs says.
+	noSuch := `No service "nosuch" has run in this session: /status lists them.` + "\n"
+	for _, args := range [][]string{{"logs", "nosuch"}, {"logs", "nosuch", "-f"}, {"logs", "-f", "nosuch", "3"}} {
+		if out, errOut, code := d.runIn(d.cwd, append(args, sock...)...); code != 1 || out != "" || errOut != noSuch {
+			t.Errorf("shellagent %v: exit %d, stdout %q, stderr %q; want 1, %q on stderr", args, code, out, errOut, noSuch)
+		}
 	}
 	waitFor(t, "web's log file", func() bool {
 		files, _ := filepath.Glob(filepath.Join(state, "logs", "*", "web.log"))
@@ -306,6 +312,274 @@ backoff = "0s"
 		t.Errorf("shellagent down: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	d.waitGone(5*time.Second, "shellagent down", d.work)
+}
+
+// startIn starts the binary with args in dir, with the fixture's
+// environment; the test's cleanup kills it if it still runs. Its done
+// is closed once it has exited, with its state.
+func (d *daemonFixture) startIn(dir string, args ...string) *bgRun {
+	d.t.Helper()
+	r := &bgRun{done: make(chan struct{})}
+	cmd := exec.Command(binary, args...)
+	cmd.Env, cmd.Dir = d.env(), dir
+	cmd.Stdout, cmd.Stderr = &r.out, &r.errOut
+	if err := cmd.Start(); err != nil {
+		d.t.Fatal(err)
+	}
+	r.proc = cmd.Process
+	go func() {
+		cmd.Wait() // its state is cmd.ProcessState
+		r.state = cmd.ProcessState
+		close(r.done)
+	}()
+	d.t.Cleanup(func() {
+		r.proc.Kill() // Best effort: it has exited unless the test failed.
+		<-r.done
+	})
+	return r
+}
+
+// A bgRun is a command started by startIn.
+type bgRun struct {
+	proc        *os.Process
+	out, errOut lockedBuffer
+	done        chan struct{}
+	state       *os.ProcessState // once done
+}
+
+// signalled sends sig to r, waits for its end, and reports whether sig
+// ended it (with the default effect of the signal, which a shell reports
+// as 128+sig).
+func (r *bgRun) signalled(t *testing.T, sig syscall.Signal) bool {
+	t.Helper()
+	r.proc.Signal(sig)
+	select {
+	case <-r.done:
+	case <-time.After(testloop.Wait):
+		t.Fatalf("still running %v after %v; stdout %q, stderr %q", testloop.Wait, sig, r.out.String(), r.errOut.String())
+	}
+	ws, ok := r.state.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
+}
+
+// Ctrl-C on shellagent up while it waits for a service that is never
+// ready: up stops the wait (session/cancel), says so and that the service
+// goes on, and ends by SIGINT (a shell's status 130); the service still
+// starts. down then stops it at once, not once the ready timeout has
+// ended the /up turn (before, up died at once and its /up held the
+// session's turn until then: down waited behind it).
+func TestStackUpInterrupted(t *testing.T) {
+	t.Parallel()
+	const file = `
+[services.a]
+command = "echo waiting; exec sleep 300"
+ready = "never"
+ready_timeout = "60s"
+`
+	d, sock := newStackFixture(t, file)
+	up := d.startIn(d.cwd, append([]string{"up"}, sock...)...)
+	starting := regexp.MustCompile(`(?m)^a +starting `)
+	status := func() string {
+		out, _, _ := d.runIn(d.cwd, append([]string{"status"}, sock...)...)
+		return out
+	}
+	waitFor(t, "up to start the service", func() bool { return starting.MatchString(status()) })
+	if !up.signalled(t, syscall.SIGINT) {
+		t.Errorf("up after SIGINT: %v, want it ended by SIGINT", up.state)
+	}
+	want := "shellagent up: interrupted: no longer waiting. The services go on as they are: shellagent status shows where they stand.\n"
+	if up.out.String() != "" || up.errOut.String() != want {
+		t.Errorf("up after SIGINT: stdout %q, stderr %q; want %q on stderr", up.out.String(), up.errOut.String(), want)
+	}
+	if out := status(); !starting.MatchString(out) {
+		t.Errorf("status after up's SIGINT: %q, want a still starting", out)
+	}
+	start := time.Now()
+	out, errOut, code := d.runIn(d.cwd, append([]string{"down"}, sock...)...)
+	if code != 0 || out != "Stopped: a.\n" {
+		t.Errorf("down: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("down took %v: it waited for the ready timeout (60s) of the /up that up left", took)
+	}
+	d.waitGone(5*time.Second, "down", d.work)
+}
+
+// SIGTERM to shellagent down while it waits for a service that ignores
+// SIGTERM to stop (a kill grace of a minute): down stops the wait, says
+// that the stop goes on, and ends by SIGTERM. The session's turn is free:
+// up of another service answers at once (before, down died at once and
+// its /down held the turn for the whole grace: up waited behind it).
+func TestStackDownInterrupted(t *testing.T) {
+	t.Parallel()
+	const file = `
+[services.stubborn]
+command = "trap 'echo term > termed' TERM; trap '' HUP; echo up; while [ ! -e quit ]; do sleep 0.1; done"
+ready = "up"
+
+[services.other]
+command = "echo up; exec sleep 300"
+ready = "up"
+`
+	d := newDaemonFixture(t, "--kill-grace", "60s")
+	if err := os.WriteFile(filepath.Join(d.cwd, "shellagent.toml"), []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := []string{"--socket", d.socket}
+	starter := d.relay() // the daemon, with its kill grace
+	starter.c.Close()
+	starter.exited()
+	if out, errOut, code := d.runIn(d.cwd, append([]string{"up", "stubborn"}, sock...)...); code != 0 || out != "Ready: stubborn.\n" {
+		t.Fatalf("up stubborn: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	down := d.startIn(d.cwd, append([]string{"down", "stubborn"}, sock...)...)
+	waitFor(t, "the service to get SIGTERM", func() bool {
+		_, err := os.Stat(filepath.Join(d.cwd, "termed"))
+		return err == nil
+	})
+	if !down.signalled(t, syscall.SIGTERM) {
+		t.Errorf("down after SIGTERM: %v, want it ended by SIGTERM", down.state)
+	}
+	want := "shellagent down: interrupted: no longer waiting. The services being stopped go on stopping: shellagent status shows where they stand.\n"
+	if down.out.String() != "" || down.errOut.String() != want {
+		t.Errorf("down after SIGTERM: stdout %q, stderr %q; want %q on stderr", down.out.String(), down.errOut.String(), want)
+	}
+	start := time.Now()
+	if out, errOut, code := d.runIn(d.cwd, append([]string{"up", "other"}, sock...)...); code != 0 || out != "Ready: other.\n" {
+		t.Errorf("up other: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("up other took %v: it waited for the kill grace (60s) of the /down that down left", took)
+	}
+	if err := os.WriteFile(filepath.Join(d.cwd, "quit"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := d.runIn(d.cwd, append([]string{"down"}, sock...)...); code != 0 || !strings.HasPrefix(out, "Stopped: ") {
+		t.Errorf("down: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	d.waitGone(5*time.Second, "down", d.work)
+}
+
+// runAt runs the binary with args in dir as a shell there runs it: with
+// $PWD set to dir as written, through a symbolic link if dir is one (so
+// that os.Getwd returns the link).
+func (d *daemonFixture) runAt(dir string, args ...string) (stdout, stderr string, code int) {
+	cmd := exec.Command(binary, args...)
+	cmd.Env, cmd.Dir = append(d.env(), "PWD="+dir), dir
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	return out.String(), errOut.String(), exitCode(err)
+}
+
+// The project's directory reached through a symbolic link is the same
+// project: up through the directory, then status, logs, up and down
+// through the link see and stop the same services, and the reverse; no
+// second copy runs. The stack's session has the resolved directory as its
+// cwd. An editor's session opened through the link is the directory's
+// too: the commands in the directory find it, and down stops its
+// services. (Before, a session was the directory's only as the shell's
+// $PWD named it, and up through the link started a second copy.)
+func TestStackThroughASymlink(t *testing.T) {
+	t.Parallel()
+	const file = `
+[services.srv]
+command = "echo srv up; exec sleep 300"
+ready = "srv up"
+`
+	d, sock := newStackFixture(t, file)
+	dir, err := filepath.EvalSymlinks(d.cwd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "plink")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	run := func(where string, args ...string) (string, string, int) {
+		return d.runAt(where, append(args, sock...)...)
+	}
+	ready := regexp.MustCompile(`(?m)^srv +ready `)
+	for _, tt := range []struct{ name, up, then string }{
+		{"up in the directory, the rest through the link", dir, link},
+		{"up through the link, the rest in the directory", link, dir},
+	} {
+		if out, errOut, code := run(tt.up, "up"); code != 0 || out != "Ready: srv.\n" {
+			t.Fatalf("%s: up: exit %d, stdout %q, stderr %q", tt.name, code, out, errOut)
+		}
+		running := d.work()
+		if out, errOut, code := run(tt.then, "status"); code != 0 || !ready.MatchString(out) {
+			t.Errorf("%s: status: exit %d, stdout %q, stderr %q; want srv ready", tt.name, code, out, errOut)
+		}
+		if out, errOut, code := run(tt.then, "logs", "srv"); code != 0 || out != "srv up\n" {
+			t.Errorf("%s: logs srv: exit %d, stdout %q, stderr %q", tt.name, code, out, errOut)
+		}
+		if out, errOut, code := run(tt.then, "up"); code != 0 || out != "Ready: srv.\n" {
+			t.Errorf("%s: up again: exit %d, stdout %q, stderr %q", tt.name, code, out, errOut)
+		}
+		if now := d.work(); !slices.Equal(now, running) {
+			t.Errorf("%s: processes after up again: %v, want the first up's %v alone", tt.name, describe(now), describe(running))
+		}
+		if out, errOut, code := run(tt.then, "down"); code != 0 || out != "Stopped: srv.\n" {
+			t.Errorf("%s: down: exit %d, stdout %q, stderr %q", tt.name, code, out, errOut)
+		}
+		d.waitGone(5*time.Second, tt.name+": down", d.work)
+	}
+	editor := d.relay()
+	var list acp.ListSessionsResponse
+	editor.c.MustCall("session/list", map[string]any{}, &list)
+	if len(list.Sessions) != 1 || list.Sessions[0].Cwd != dir {
+		t.Errorf("sessions after up in the directory and through the link: %+v, want one, of %s", list.Sessions, dir)
+	}
+
+	// An editor's session, opened through the link.
+	sid := editor.session(link)
+	editor.prompt(sid, "/up")
+	editor.c.WaitFor("the editor's /up", func(m *acptest.Msg) bool {
+		return m.Kind == acp.KindAgentMessage && m.SessionID == sid && strings.HasPrefix(m.Text(), "Ready: srv.")
+	})
+	if out, errOut, code := run(dir, "status"); code != 0 || !ready.MatchString(out) {
+		t.Errorf("status of the editor's session: exit %d, stdout %q, stderr %q; want srv ready", code, out, errOut)
+	}
+	if out, errOut, code := run(dir, "down"); code != 0 || out != "Stopped: srv.\n" {
+		t.Errorf("down of the editor's session: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	d.waitGone(5*time.Second, "down of the editor's session", d.work)
+	editor.c.Close()
+	editor.exited()
+}
+
+// TestStackArgs: flags come before, between or after the other
+// arguments; for logs, a negative number is its count, not a flag.
+func TestStackArgs(t *testing.T) {
+	tests := []struct {
+		args   []string
+		counts bool
+		rest   []string
+		follow bool
+		err    string
+	}{
+		{[]string{"web"}, true, []string{"web"}, false, ""},
+		{[]string{"-f", "web", "5"}, true, []string{"web", "5"}, true, ""},
+		{[]string{"web", "-f", "5"}, true, []string{"web", "5"}, true, ""},
+		{[]string{"web", "5", "-f"}, true, []string{"web", "5"}, true, ""},
+		{[]string{"web", "-3"}, true, []string{"web", "-3"}, false, ""},
+		{[]string{"web", "-f", "-3"}, true, []string{"web", "-3"}, true, ""},
+		{[]string{"-3", "web", "-f"}, true, []string{"-3", "web"}, true, ""},
+		{[]string{"web", "-0.5", "-f"}, true, []string{"web", "-0.5"}, true, ""},
+		{[]string{"web", "--3"}, true, nil, false, "unknown flag --3"},
+		{[]string{"web", "-x"}, true, nil, false, "unknown flag --x"},
+		{[]string{"db", "-3"}, false, nil, false, "unknown flag --3"},
+		{nil, true, nil, false, ""},
+	}
+	for _, tt := range tests {
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		follow := fs.Bool("f", false, "")
+		rest, err := stackArgs(fs, tt.args, tt.counts)
+		if fmt.Sprint(err) != cmp.Or(tt.err, "<nil>") || !slices.Equal(rest, tt.rest) || *follow != tt.follow {
+			t.Errorf("stackArgs(%q, %v) = %q, %v, -f %v; want %q, %q, -f %v", tt.args, tt.counts, rest, err, *follow, tt.rest, tt.err, tt.follow)
+		}
+	}
 }
 
 // TestNoticeText: the command line prints a notice's title once, its
@@ -636,8 +910,8 @@ func TestStackCommandLineWhereNothingRuns(t *testing.T) {
 	// /up). status and logs look at it, down resumes it, as up does
 	// (docs/stacks.md), and it stays live.
 	live := b.session(d.cwd)
-	check("a live session without services", `No service "db" has run in this session: /status lists them.`+"\n",
-		`shellagent logs: _shellagent/service/read: name: no service "db" has run in session `+live+"\n")
+	noDB := `No service "db" has run in this session: /status lists them.` + "\n"
+	check("a live session without services", noDB, noDB)
 	if e := b.entry(live); e == nil || e.Meta.Shellagent.State == "past" {
 		t.Errorf("the editor's session after status, logs and down: %+v, want it listed, live", e)
 	}

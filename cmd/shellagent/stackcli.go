@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -51,20 +52,12 @@ func runStack(name string, args []string) int {
 	if name == "logs" {
 		fs.BoolVar(&follow, "f", false, "after the last lines, print the service's output as it comes, until interrupted")
 	}
-	// Flags may come before, between or after the names.
-	var rest []string
-	for more := args; ; {
-		left, err := parseFlags(fs, more, true)
-		if err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return printHelp(stackHelp(name, fs))
-			}
-			return commandLineError(fs.Name(), err)
-		}
-		if len(left) == 0 {
-			break
-		}
-		rest, more = append(rest, left[0]), left[1:]
+	rest, err := stackArgs(fs, args, name == "logs")
+	if errors.Is(err, flag.ErrHelp) {
+		return printHelp(stackHelp(name, fs))
+	}
+	if err != nil {
+		return commandLineError(fs.Name(), err)
 	}
 	if name == "logs" {
 		if len(rest) == 0 || len(rest) > 2 {
@@ -78,7 +71,7 @@ func runStack(name string, args []string) int {
 	if stateDir != "" {
 		daemonArgs = append(daemonArgs, "--state-dir="+stateDir)
 	}
-	cwd, err := os.Getwd()
+	cwd, err := projectDir()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "shellagent %s: %v\n", name, err)
 		return 1
@@ -118,6 +111,10 @@ func runStack(name string, args []string) int {
 	} else {
 		said, err = sc.prompt(line)
 	}
+	var intr *interrupted
+	if errors.As(err, &intr) {
+		return intr.report(name)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "shellagent %s: %v\n", name, err)
 		return 1
@@ -125,6 +122,12 @@ func runStack(name string, args []string) int {
 	if name == "status" && strings.HasPrefix(said, service.NoServices) {
 		said = nothingRuns(name, cwd) // the session's answer names /up
 	}
+	return printAnswer(name, said)
+}
+
+// printAnswer prints what the prompt of command name said, and returns
+// the exit code: 0 if it did what it was asked, else 1.
+func printAnswer(name, said string) int {
 	if !stackSucceeded(name, said) {
 		if name == "logs" {
 			fmt.Fprintln(os.Stderr, said) // stdout holds the lines only
@@ -135,6 +138,42 @@ func runStack(name string, args []string) int {
 	}
 	printSaid(name, said)
 	return 0
+}
+
+// stackArgs parses args with fs, whose flags may come before, between or
+// after the other arguments, and returns those in order. With counts, a
+// word such as -3 is an argument, not a flag: logs takes it for its count
+// of lines, and service.ParseLogLines says what is wrong with it, as it
+// does for 0 or x. It returns parseFlags' errors, flag.ErrHelp included.
+func stackArgs(fs *flag.FlagSet, args []string, counts bool) ([]string, error) {
+	var rest []string
+	for more := args; len(more) > 0; {
+		if counts && isNegativeNumber(more[0]) {
+			rest, more = append(rest, more[0]), more[1:]
+			continue
+		}
+		end := len(more) // the flags parsed now end before a negative number
+		if i := slices.IndexFunc(more, isNegativeNumber); counts && i >= 0 {
+			end = i
+		}
+		left, err := parseFlags(fs, more[:end], true)
+		if err != nil {
+			return nil, err
+		}
+		if len(left) == 0 {
+			more = more[end:]
+			continue
+		}
+		rest = append(rest, left[0])
+		more = append(slices.Clone(left[1:]), more[end:]...)
+	}
+	return rest, nil
+}
+
+// isNegativeNumber reports whether s is a number with a minus sign, such
+// as -3.
+func isNegativeNumber(s string) bool {
+	return strings.HasPrefix(s, "-") && isNumber(s)
 }
 
 // stackSucceeded tells from what the command said whether it did what it
@@ -181,10 +220,10 @@ const stateDirDefault = "$XDG_STATE_HOME/shellagent, else ~/.local/state/shellag
 func stackHelp(name string, fs *flag.FlagSet) string {
 	var w strings.Builder
 	usage := map[string]string{
-		"up":     "up [NAME...]\n        start the services named (default all) and what they depend on, each\n        once its dependencies are ready; exit 0 once all are ready, 1 when one\n        failed, with the reason and its last lines",
+		"up":     "up [NAME...]\n        start the services named (default all) and what they depend on, each\n        once its dependencies are ready; exit 0 once all are ready, 1 when one\n        failed, with the reason and its last lines. Ctrl-C stops the waiting:\n        the services go on",
 		"status": "status\n        one line per service: state, pid, uptime, restarts, and the memory, CPU\n        and listening ports of its processes",
 		"logs":   "logs NAME [N] [-f]\n        the last N lines of its output (default 50), escapes removed; with -f,\n        the last N lines as written, then its output as it comes",
-		"down":   "down [NAME...]\n        stop the services named (default all) and what depends on them,\n        dependents first",
+		"down":   "down [NAME...]\n        stop the services named (default all) and what depends on them,\n        dependents first. Ctrl-C stops the waiting: the stops go on",
 	}[name]
 	fmt.Fprintf(&w, `The project's services (shellagent.toml or Procfile in the current
 directory, docs/stacks.md), run by the shellagent daemon (which up starts
@@ -204,13 +243,17 @@ Flags:
 }
 
 // stackClient is one ACP connection to the daemon, in the session of a
-// directory.
+// directory. What the daemon sends is read by a goroutine of its own
+// (readLoop), so that a command can wait for it and for a signal at once
+// (prompt); one goroutine at a time reads it (next) and writes.
 type stackClient struct {
-	c   *daemon.Client
-	r   *jsonrpcline.Reader
-	enc *json.Encoder
-	id  int
-	sid string
+	c     *daemon.Client
+	enc   *json.Encoder
+	in    chan *incoming // what the daemon sends, in order; closed once the connection ends
+	inErr error          // why in is closed: read it only once in is closed
+	quit  chan struct{}  // closed by close: readLoop stops
+	id    int
+	sid   string
 }
 
 // How a command opens the session of its directory (dialStack).
@@ -257,15 +300,41 @@ func dialStack(socket string, args []string, cwd string, mode openMode) (*stackC
 		c.Close() // Best effort: nothing was said.
 		return nil, errors.New(anotherBuild(path, h))
 	}
-	sc := &stackClient{c: c, r: jsonrpcline.NewReader(c.R, 0), enc: json.NewEncoder(c.Conn)}
+	sc := &stackClient{c: c, enc: json.NewEncoder(c.Conn), in: make(chan *incoming), quit: make(chan struct{})}
+	go sc.readLoop(jsonrpcline.NewReader(c.R, 0))
 	if err := sc.open(cwd, mode); err != nil {
-		c.Close() // Best effort: the error says what failed.
+		sc.close()
 		return nil, err
 	}
 	return sc, nil
 }
 
-func (sc *stackClient) close() { sc.c.Close() } // Best effort: the daemon keeps the session.
+// close closes the connection, and stops readLoop. The daemon keeps the
+// session.
+func (sc *stackClient) close() {
+	close(sc.quit)
+	sc.c.Close() // Best effort: the daemon keeps the session.
+}
+
+// readLoop reads what the daemon sends into sc.in, a message at a time,
+// until the connection ends or sc closes; then it sets sc.inErr and
+// closes sc.in.
+func (sc *stackClient) readLoop(r *jsonrpcline.Reader) {
+	defer close(sc.in)
+	for {
+		m, err := readMessage(r)
+		if err != nil {
+			sc.inErr = err
+			return
+		}
+		select {
+		case sc.in <- m:
+		case <-sc.quit:
+			sc.inErr = net.ErrClosed
+			return
+		}
+	}
+}
 
 // errNothingRuns is dialStack's error when it was to find a live session
 // of the directory and there is none, nor perhaps a daemon.
@@ -341,35 +410,50 @@ func processes(n int) string {
 	return strconv.Itoa(n) + " processes"
 }
 
-// open opens the stack's session as mode says (openMode); without a live
-// session of cwd, a mode but openOrStart returns errNothingRuns.
-func (sc *stackClient) open(cwd string, mode openMode) error {
+// projectDir returns the current directory with its symbolic links
+// resolved: one name for the project's directory however it was reached
+// (a cd through a symbolic link leaves the link in $PWD, which os.Getwd
+// returns). The sessions the stack's commands open have it as their
+// cwd, so that the directory has one stack, its services' relative
+// paths and log files are the same whichever way it was reached, and a
+// leftover's working directory (read from /proc, resolved) is found in
+// it.
+func projectDir() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("the current directory: %w", err)
+	}
+	dir, err := filepath.EvalSymlinks(wd)
+	if err != nil {
+		return "", fmt.Errorf("the current directory: %w", err)
+	}
+	return dir, nil
+}
+
+// open opens the stack's session of dir, a resolved directory
+// (projectDir), as mode says (openMode); without a live session of dir,
+// a mode but openOrStart returns errNothingRuns.
+func (sc *stackClient) open(dir string, mode openMode) error {
 	if _, err := sc.call("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "shellagent-cli", "version": version()}}, nil); err != nil {
 		return err
 	}
-	var list acp.ListSessionsResponse
-	if _, err := sc.call("session/list", map[string]any{"cwd": cwd}, &list); err != nil {
-		return err
-	}
 	liveOnly := mode != openOrStart
-	latest := ""
-	for _, s := range list.Sessions {
-		live := sessionState(s) == "attached" || sessionState(s) == "detached"
-		if s.Cwd == cwd && (live || !liveOnly) && (latest == "" || s.UpdatedAt >= latestAt(list.Sessions, latest)) {
-			latest = s.SessionID
-		}
-	}
+	latest, err := sc.latestSession(dir, liveOnly)
 	switch {
-	case latest == "" && liveOnly:
+	case err != nil:
+		return err
+	case latest == nil && liveOnly:
 		return errNothingRuns
 	case mode == lookLive:
-		sc.sid = latest
+		sc.sid = latest.SessionID
 		return nil
 	}
-	if latest != "" {
-		_, err := sc.call("session/resume", map[string]any{"sessionId": latest, "cwd": cwd}, nil)
+	if latest != nil {
+		// A session is resumed with its own cwd, which may name dir
+		// through a symbolic link.
+		_, err := sc.call("session/resume", map[string]any{"sessionId": latest.SessionID, "cwd": latest.Cwd}, nil)
 		if err == nil {
-			sc.sid = latest
+			sc.sid = latest.SessionID
 			return nil
 		}
 		if liveOnly {
@@ -377,11 +461,60 @@ func (sc *stackClient) open(cwd string, mode openMode) error {
 		}
 	}
 	var res acp.NewSessionResponse
-	if _, err := sc.call("session/new", map[string]any{"cwd": cwd}, &res); err != nil {
+	if _, err := sc.call("session/new", map[string]any{"cwd": dir}, &res); err != nil {
 		return err
 	}
 	sc.sid = res.SessionID
 	return nil
+}
+
+// latestSession returns the daemon's most recently updated session of
+// dir, a resolved directory (projectDir), or nil: a live one only if
+// liveOnly. A session is of dir when its cwd is dir, written so or
+// through symbolic links (an editor may open a session where a link
+// leads, the command line of another build may have): session/list's
+// cwd filter compares paths as written, so it reads the list unfiltered,
+// a page at a time, until the first that is (the list is sorted by
+// update, most recent first).
+func (sc *stackClient) latestSession(dir string, liveOnly bool) (*acp.SessionInfo, error) {
+	isDir := sameDir(dir)
+	params := map[string]any{}
+	for {
+		var list acp.ListSessionsResponse
+		if _, err := sc.call("session/list", params, &list); err != nil {
+			return nil, err
+		}
+		for i, s := range list.Sessions {
+			live := sessionState(s) == "attached" || sessionState(s) == "detached"
+			if (live || !liveOnly) && isDir(s.Cwd) {
+				return &list.Sessions[i], nil
+			}
+		}
+		if list.NextCursor == nil {
+			return nil, nil
+		}
+		params = map[string]any{"cursor": *list.NextCursor}
+	}
+}
+
+// sameDir returns a test of whether a path names dir, a resolved
+// directory: as written, or once its symbolic links are resolved. A
+// path that does not resolve (a past session's removed directory) names
+// dir only as written. It resolves each path once.
+func sameDir(dir string) func(path string) bool {
+	resolved := make(map[string]string)
+	return func(path string) bool {
+		path = filepath.Clean(path)
+		if path == dir {
+			return true
+		}
+		r, ok := resolved[path]
+		if !ok {
+			r, _ = filepath.EvalSymlinks(path) // Best effort: "" names no directory.
+			resolved[path] = r
+		}
+		return r == dir
+	}
 }
 
 // sessionState is a session/list entry's _meta.shellagent.state.
@@ -389,15 +522,6 @@ func sessionState(s acp.SessionInfo) string {
 	meta, _ := s.Meta["shellagent"].(map[string]any)
 	state, _ := meta["state"].(string)
 	return state
-}
-
-func latestAt(ss []acp.SessionInfo, id string) string {
-	for _, s := range ss {
-		if s.SessionID == id {
-			return s.UpdatedAt
-		}
-	}
-	return ""
 }
 
 // incoming is any message of the daemon.
@@ -454,8 +578,18 @@ func closedConn(err error) error {
 	return err
 }
 
+// next returns the next message of the daemon, or why there is none.
 func (sc *stackClient) next() (*incoming, error) {
-	line, err := sc.r.Next()
+	m, ok := <-sc.in
+	if !ok {
+		return nil, sc.inErr
+	}
+	return m, nil
+}
+
+// readMessage reads a message of the daemon from r.
+func readMessage(r *jsonrpcline.Reader) (*incoming, error) {
+	line, err := r.Next()
 	if err != nil {
 		return nil, closedConn(err)
 	}
@@ -533,44 +667,6 @@ func (sc *stackClient) look(line string) (string, error) {
 	return res.Text, nil
 }
 
-// prompt runs line as a prompt and returns what the agent said in its
-// turn, once the turn is over.
-func (sc *stackClient) prompt(line string) (string, error) {
-	sc.id++
-	id := sc.id
-	err := sc.enc.Encode(map[string]any{"jsonrpc": "2.0", "id": id, "method": "session/prompt",
-		"params": map[string]any{"sessionId": sc.sid, "prompt": []map[string]string{{"type": "text", "text": line}}}})
-	if err != nil {
-		return "", err
-	}
-	var said []string
-	inserted := false
-	for {
-		m, err := sc.next()
-		if err != nil {
-			return "", err
-		}
-		if sc.taken(m) {
-			return "", errTaken
-		}
-		if m.Method == "" && string(m.ID) == fmt.Sprint(id) {
-			if m.Error != nil {
-				return "", errors.New(m.Error.Message)
-			}
-			inserted = true
-			continue
-		}
-		if !inserted {
-			sc.handle(m, nil)
-			continue
-		}
-		sc.handle(m, &said)
-		if u := m.Params.Update; m.Params.SessionID == sc.sid && u["sessionUpdate"] == acp.KindState && u["stopReason"] != nil && u["stopReason"] != "" {
-			return strings.Join(said, "\n"), nil
-		}
-	}
-}
-
 // errTaken is prompt's error when another client takes the session
 // before the turn is over: the turn goes on there, and this client hears
 // no more of it.
@@ -597,8 +693,18 @@ const followPoll = 200 * time.Millisecond
 // and so leaves the session with the client that has it. The output goes
 // to stdout as the service wrote it, escapes and all; which run it is,
 // how a run ended and bytes the service wrote faster than they were
-// read go to stderr.
+// read go to stderr. For a name that no service of the session has, it
+// says what logs without -f says (the answer of /logs), and returns 1.
 func (sc *stackClient) follow(name string, lines int) int {
+	said, err := sc.look("/logs " + name + " 1")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "shellagent logs: %v\n", err)
+		return 1
+	}
+	if strings.HasPrefix(said, service.NoSuchService) {
+		fmt.Fprintln(os.Stderr, said)
+		return 1
+	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, stopSignals...)
 	errs := make(chan error, 1)
