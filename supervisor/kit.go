@@ -220,16 +220,10 @@ func (sc scene) Current(c kit.Command) {
 }
 
 func (sc scene) Ask(ctx context.Context, req *acp.PermissionRequest, answer func(*acp.PermissionResponse, error)) bool {
-	st := sc.st
-	req.SessionID = st.s.id
 	if req.Subject != nil && req.Subject.Cwd == "" {
-		req.Subject.Cwd = st.s.cwd
+		req.Subject.Cwd = sc.st.s.cwd
 	}
-	if st.out.client == nil {
-		return false
-	}
-	st.out.client.RequestPermission(ctx, req, answer)
-	return true
+	return askClient(ctx, sc.st, req, answer)
 }
 
 // kitRun is the terminal of a command a scenario runs (kit.Process);

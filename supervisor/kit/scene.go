@@ -138,8 +138,12 @@ func (sc *Scene) Run(line string, l Launch) (c Command, ok bool) { return sc.h.R
 func (sc *Scene) Current(c Command) { sc.h.Current(c) }
 
 // Ask sends req to the attached client (its session and, if its subject
-// has none, working directory filled in) and calls answer with its answer;
-// false if no client is attached.
+// has none, working directory filled in) and calls answer on the session's
+// actor, in an entry of its own, with its answer, or with an error once
+// ctx ends (the request is then withdrawn) or the connection closes;
+// false if no client is attached (answer is never called). The session
+// checks the answer as it checks that of any of its permission requests
+// (client checks).
 func (sc *Scene) Ask(ctx context.Context, req *acp.PermissionRequest, answer func(*acp.PermissionResponse, error)) bool {
 	return sc.h.Ask(ctx, req, answer)
 }
