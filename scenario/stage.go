@@ -239,6 +239,9 @@ func (p *play) Hold() {
 	}
 }
 
+// HoldTime implements Stage.
+func (p *play) HoldTime() time.Duration { return p.hold }
+
 // Send implements Stage. An update of a made-up item is added to what the
 // play keeps of it; one of a real terminal goes with its output stream;
 // one of a real tool call's capabilities is what the session last
