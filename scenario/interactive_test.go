@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -73,5 +74,54 @@ func TestPermissionCancelAnsweredCancelled(t *testing.T) {
 	}
 	if d, _ := n["listed-permission-cancelled"][0].Update["description"].(string); !strings.Contains(d, "the listed call_1 answered cancelled after session/cancel") {
 		t.Errorf("notice description %q, want it to name call_1", d)
+	}
+}
+
+// TestCancelRaceSecondCancel: once cancel-race is over, a second cancel
+// of its terminal and of its made-up tool call is refused as one of
+// finished real work is (-32602: already exited, already completed), by
+// /stop too; with client checks on, each is reported as a cancel of an
+// item that no longer advertises cancel, not one that never did.
+func TestCancelRaceSecondCancel(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, supervisor.Config{KillGrace: time.Second, ClientChecks: true})
+	sid := h.NewSession()
+	h.Run(sid, "/scenario cancel-race 1s")
+	end := h.Idle(nil, sid, acp.StopEndTurn)
+	if !sameIDs(end.Background(), []string{"term_1", "call_2"}) {
+		t.Fatalf("listed %v, want term_1 and call_2", end.Background())
+	}
+	h.C.MustCall("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_1"}, nil)
+	h.C.MustCall("tool_call/cancel", map[string]string{"sessionId": sid, "toolCallId": "call_2"}, nil)
+	over := h.message(end, sid, "Scenario cancel-race is over")
+	time.Sleep(2200 * time.Millisecond) // longer than a cancel that raced the end may take (client checks)
+
+	for _, tc := range []struct{ method, key, id, says string }{
+		{"terminal/cancel", "terminalId", "term_1", "terminalId: term_1 has already exited"},
+		{"tool_call/cancel", "toolCallId", "call_2", "toolCallId: call_2 is already completed"},
+	} {
+		err := h.CallErr(tc.method, map[string]string{"sessionId": sid, tc.key: tc.id})
+		if err == nil || err.Code != acp.CodeInvalidParams || err.Message != tc.says {
+			t.Errorf("a second %s of %s: %v, want -32602 %q", tc.method, tc.id, err, tc.says)
+		}
+	}
+	h.Run(sid, "/stop call_2")
+	stopped := h.Idle(over, sid, acp.StopEndTurn)
+	for _, m := range h.C.Updates(sid) {
+		if m.Seq > over.Seq && m.Seq < stopped.Seq && m.Kind == acp.KindAgentMessage && m.Text() != "Cannot stop call_2: toolCallId: call_2 is already completed." {
+			t.Errorf("/stop call_2 says %q, want it already completed", m.Text())
+		}
+	}
+
+	n := h.checkNotices(sid)
+	for _, check := range []string{"terminal-cancel-not-advertised", "tool-call-cancel-not-advertised"} {
+		if len(n[check]) != 1 {
+			t.Errorf("%d %s notices, want 1: %v", len(n[check]), check, n)
+			continue
+		}
+		raw, _ := json.Marshal(n[check][0].Update)
+		if d, _ := n[check][0].Update["description"].(string); !strings.Contains(d, "no longer advertises cancel") {
+			t.Errorf("notice %s, want it to say the item no longer advertises cancel", raw)
+		}
 	}
 }

@@ -89,9 +89,14 @@ func (sc *Scene) Relist() { sc.h.Relist() }
 // other work of the session takes.
 func (sc *Scene) NewID(terminal bool) string { return sc.h.NewID(terminal) }
 
-// Forget forgets what the session told its client about cancelling a
-// terminal or tool call that the kit made up: it is over.
-func (sc *Scene) Forget(terminal bool, id string) { sc.h.Forget(terminal, id) }
+// Ended says that a terminal (terminal) or tool call that the kit made up
+// has ended, as the update just sent told the client: its exitStatus, or
+// its final status. From then on, overlay or not, the session answers a
+// cancel of it as it answers one of its own ended work (-32602: the
+// terminal has already exited, the tool call is already status), and
+// keeps what it told the client about cancelling it, for as long as it
+// keeps its own finished tool calls.
+func (sc *Scene) Ended(terminal bool, id, status string) { sc.h.Ended(terminal, id, status) }
 
 // Launch is how Scene.Run runs a command.
 type Launch struct {
