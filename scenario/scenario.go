@@ -124,6 +124,15 @@ const MaxHold = time.Minute
 // asked (cancel, close) before it says so and cleans up.
 const AwaitClient = time.Minute
 
+// AnswerWindow is the least time permission-cancel keeps the request for
+// listed work open after session/cancel, watching what the client does
+// with it, before it withdraws it; it keeps it open for the hold if that
+// is longer. A client that answers every pending request on
+// session/cancel does so at once: well within a second, even over a slow
+// link, and before the withdrawal, which a conforming client may answer
+// cancelled.
+const AnswerWindow = time.Second
+
 // Causes of a Stage's Context ending.
 var (
 	// ErrCancelled: session/cancel cancelled the scenario's turn while
@@ -149,6 +158,9 @@ type Stage interface {
 	// Hold pauses for the hold /scenario asked for, so that a person
 	// watching sees the state the client is in; 0 in the tests.
 	Hold()
+	// HoldTime is the hold /scenario asked for, for a scenario that
+	// waits for the client for as long as it holds a state.
+	HoldTime() time.Duration
 
 	// Send sends a made-up update as it is (a terminal update of a real
 	// terminal goes with its output stream).

@@ -239,15 +239,15 @@ func (p *play) Hold() {
 	}
 }
 
+// HoldTime implements Stage.
+func (p *play) HoldTime() time.Duration { return p.hold }
+
 // Send implements Stage. An update of a made-up item is added to what the
-// play keeps of it; one of a real terminal goes with its output stream;
-// one of a real tool call's capabilities is what the session last
-// reported of them from now on.
+// play keeps of it (madeUp.send); one of a real terminal goes with its
+// output stream; one of a real tool call's capabilities is what the
+// session last reported of them from now on.
 func (p *play) Send(u acp.Update) {
-	p.enter(func(sc *kit.Scene) {
-		p.made.add(u)
-		sc.Send(u)
-	})
+	p.enter(func(sc *kit.Scene) { p.made.send(sc, u) })
 }
 
 // Report implements Stage.
@@ -289,18 +289,19 @@ func (o *playOverlay) Listed() []acp.BackgroundItem { return o.probes }
 
 // Cancel implements kit.Overlay: the play takes the cancels it
 // intercepts of its running commands, and answers those of what it made
-// up.
+// up and has not ended (the session answers those of what ended).
 func (o *playOverlay) Cancel(terminal bool, id string, running bool) (bool, error) {
 	m := &o.made
+	f := m.items[id]
 	switch {
 	case running:
 		return m.takes(id), nil
-	case terminal && m.items[id] != nil:
+	case f == nil || f.terminal != terminal || f.final():
+		return false, nil
+	case terminal:
 		return true, acp.InvalidParams("terminalId: %s is not cancellable (a scenario made it up)", id)
-	case !terminal && m.items[id] != nil && !m.items[id].terminal:
-		return true, m.cancel(id)
 	}
-	return false, nil
+	return true, m.cancel(id)
 }
 
 // Closing implements kit.Overlay: a close stops the script; what
@@ -551,10 +552,8 @@ func (p *play) finish(err error) {
 			c.Cancel()
 		}
 		for _, u := range p.made.finals() {
-			p.made.add(u)
-			sc.Send(u)
+			p.made.send(sc, u)
 		}
-		p.made.forget(sc)
 		p.list(sc, nil)
 		if err != nil && !cancelled && !errors.Is(err, ErrClosed) {
 			sc.Say(fmt.Sprintf("Scenario %s stopped early: %v.", p.sc.Name, err))

@@ -16,7 +16,8 @@ import (
 // What a playing scenario (stage.go) works with: the commands it runs
 // (run, a Command), its wakeups and watches (realCall, a ToolCall), the directory of its gate files (gateDir), and what
 // it makes up (madeUp): tool calls and terminals with no work behind
-// them, which the session sends, lets a client cancel, and finishes.
+// them, which the session sends, lets a client cancel, and finishes; once
+// one has ended, the session answers its cancels (kit.Scene.Ended).
 
 // run is a command a play started: the Command it works with.
 type run struct {
@@ -187,6 +188,7 @@ type fake struct {
 	terminal bool
 	call     acp.ToolCallUpdate
 	term     acp.TerminalUpdate
+	reported bool // the session was told it ended (kit.Scene.Ended)
 }
 
 // final reports whether its final status, or its exitStatus, was sent.
@@ -208,13 +210,31 @@ func (m *madeUp) reserve(sc *kit.Scene, terminal bool) string {
 	return id
 }
 
-// add merges an update into the made-up item it is about, if any.
-func (m *madeUp) add(u acp.Update) {
+// send sends u, first merged into the made-up item it is about, if any;
+// if that item ends with it (exitStatus, a final status), the session is
+// told (kit.Scene.Ended), and answers its cancels from then on.
+func (m *madeUp) send(sc *kit.Scene, u acp.Update) {
+	f := m.add(u)
+	sc.Send(u)
+	if f == nil || f.reported || !f.final() {
+		return
+	}
+	f.reported = true
+	if f.terminal {
+		sc.Ended(true, f.term.TerminalID, "")
+	} else {
+		sc.Ended(false, f.call.ToolCallID, f.call.Status)
+	}
+}
+
+// add merges an update into the made-up item it is about, if any, and
+// returns that item.
+func (m *madeUp) add(u acp.Update) *fake {
 	switch u := u.(type) {
 	case *acp.ToolCallUpdate:
 		f := m.items[u.ToolCallID]
 		if f == nil || f.terminal {
-			return
+			return nil
 		}
 		c := &f.call
 		c.SessionUpdate, c.ToolCallID = u.SessionUpdate, u.ToolCallID
@@ -225,10 +245,11 @@ func (m *madeUp) add(u acp.Update) {
 		if u.Capabilities != nil {
 			c.Capabilities = u.Capabilities
 		}
+		return f
 	case *acp.TerminalUpdate:
 		f := m.items[u.TerminalID]
 		if f == nil || !f.terminal {
-			return
+			return nil
 		}
 		t := &f.term
 		t.SessionUpdate, t.TerminalID = u.SessionUpdate, u.TerminalID
@@ -239,7 +260,9 @@ func (m *madeUp) add(u acp.Update) {
 		if u.Capabilities != nil {
 			t.Capabilities = u.Capabilities
 		}
+		return f
 	}
+	return nil
 }
 
 // intercept makes the play take the cancels of id, telling ch of the
@@ -266,15 +289,11 @@ func (m *madeUp) takes(id string) bool {
 	return true
 }
 
-// cancel serves tool_call/cancel of a tool call the play made up:
-// accepted (nil) if the play takes it, else -32602 as for any tool call
-// that cannot be cancelled.
+// cancel serves tool_call/cancel of a tool call the play made up, which
+// has not ended: accepted (nil) if the play takes it, else -32602 as for
+// any tool call that cannot be cancelled.
 func (m *madeUp) cancel(id string) error {
-	f := m.items[id]
-	switch {
-	case f.final():
-		return acp.InvalidParams("toolCallId: %s is already %s", id, f.call.Status)
-	case m.takes(id):
+	if m.takes(id) {
 		return nil
 	}
 	return acp.InvalidParams("toolCallId: %s is not cancellable (a scenario made it up)", id)
@@ -315,12 +334,4 @@ func (m *madeUp) finals() []acp.Update {
 		}
 	}
 	return out
-}
-
-// forget drops what the session told its client about cancelling the
-// made-up items: they are over.
-func (m *madeUp) forget(sc *kit.Scene) {
-	for _, id := range m.order {
-		sc.Forget(m.items[id].terminal, id)
-	}
 }

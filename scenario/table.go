@@ -352,7 +352,7 @@ var All = []Scenario{
 	},
 	{
 		Name:   "permission-cancel",
-		Sends:  "Two permission requests: one for a made-up listed tool call (background work), one for a made-up foreground tool call (the turn is requires_action). It waits a minute for session/cancel.",
+		Sends:  "Two permission requests: one for a made-up listed tool call (background work), one for a made-up foreground tool call (the turn is requires_action). It waits a minute for session/cancel; then it withdraws the foreground request, keeps the one for the listed work open for the hold (at least 1s), says what the client did with it meanwhile, and withdraws it.",
 		Rule:   "Pending permission requests for listed work stay open. [...] On session/cancel, the Client answers with cancelled every pending request whose subject does not reference work in the latest background list, including requests without a subject.",
 		Source: "RFD \"Cancellation, close, and resume\"; schema AgentRequest, RequestPermissionOutcome",
 		Expect: "send session/cancel now. Then it answers the foreground request with cancelled (or once $/cancel_request withdraws it), and leaves the request for the listed tool call open until shellagent withdraws it; then answers that one cancelled too.",
@@ -408,33 +408,52 @@ func permissionCancel(st Stage) error {
 	err := await(st, cancelled, AwaitClient)
 	withdrawFg()
 	st.Send(final(fg, acp.StatusCancelled, "Cancelled by session/cancel."))
-	if errors.Is(err, errTimeout) {
+	why := "Withdrawn: the scenario is over."
+	switch {
+	case errors.Is(err, errTimeout):
 		st.Say("No session/cancel came within a minute; the scenario withdraws both requests.")
 		st.End(acp.StopEndTurn, nil)
-	} else if err != nil {
+		st.Hold()
+	case err != nil:
 		return err
-	} else {
+	default:
 		st.End(acp.StopCancelled, nil)
-		st.Say(verdict(bgAnswer, "The request for the listed work is still open, as it should be: session/cancel does not cover listed work."))
+		says, answered, err := verdict(st, bgAnswer)
+		if err != nil {
+			return err
+		}
+		st.Say(says)
+		if answered {
+			why = "Cancelled: the scenario is over."
+		}
 	}
-	st.Hold()
 	withdrawBg()
-	st.Send(final(bg, acp.StatusCancelled, "Withdrawn: the scenario is over."))
+	st.Send(final(bg, acp.StatusCancelled, why))
 	st.List()
 	return nil
 }
 
-// verdict says how the client answered the request for listed work right
-// after session/cancel.
-func verdict(answer <-chan Answer, open string) string {
+// verdict waits for the client's answer to the request for listed work
+// after session/cancel, for as long as the scenario keeps that request
+// open (the hold, at least AnswerWindow), and says what the client did
+// meanwhile. It reports whether an answer came.
+func verdict(st Stage, answer <-chan Answer) (says string, answered bool, err error) {
+	open := max(st.HoldTime(), AnswerWindow)
+	t := time.NewTimer(open)
+	defer t.Stop()
 	select {
 	case a := <-answer:
-		if a.Outcome == "cancelled" {
-			return "The client answered the request for the listed work with cancelled right after session/cancel; the RFD says such a request stays open."
+		switch {
+		case a.Err != nil:
+			return fmt.Sprintf("The request for the listed work got no answer: %v.", a.Err), true, nil
+		case a.Outcome == "cancelled":
+			return "The client answered the request for the listed work with cancelled after session/cancel; the RFD says such a request stays open: session/cancel does not cover listed work.", true, nil
 		}
-		return fmt.Sprintf("The client answered the request for the listed work (%s %s) after session/cancel.", a.Outcome, a.OptionID)
-	case <-time.After(200 * time.Millisecond):
-		return open
+		return fmt.Sprintf("The client answered the request for the listed work (%s %s) after session/cancel, leaving it open until then, as it should.", a.Outcome, a.OptionID), true, nil
+	case <-t.C:
+		return fmt.Sprintf("The request for the listed work stayed open for %s after session/cancel, as it should: session/cancel does not cover listed work. The scenario withdraws it now.", open), false, nil
+	case <-st.Context().Done():
+		return "", false, context.Cause(st.Context())
 	}
 }
 

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"shellagent/acp"
 	"shellagent/internal/clientcheck"
 	"shellagent/protocol"
 )
@@ -10,7 +11,8 @@ import (
 // rule (the rules and their notices are internal/clientcheck's). What
 // only the connection sees comes from the protocol.ClientChecks each
 // connection is made with (Checks); the rest is checked where the request
-// is served (session.go; supervisor/approval through host.CheckClient).
+// is served (session.go), or where the answer to a permission request
+// comes in (askClient, checkAnswer).
 
 // keepClosed is how many closed session ids the Supervisor remembers, to
 // tell them from unknown ones (clientcheck.ClosedSession).
@@ -36,6 +38,15 @@ func checkClient(st *state, c protocol.Client, rule, detail string) {
 // the item must advertise cancel.
 func checkCancel(st *state, c protocol.Client, terminal bool, id string) {
 	if rule, detail, broken := st.out.ads.Cancel(terminal, id); broken {
+		checkClient(st, c, rule, detail)
+	}
+}
+
+// checkAnswer checks the answer of client c to permission request q
+// (resp, or err if it gets none) against what session/cancel left open
+// (clientcheck.Asks), and forgets q.
+func checkAnswer(st *state, c protocol.Client, q *clientcheck.Ask, resp *acp.PermissionResponse, err error) {
+	if rule, detail, broken := st.out.asks.Answered(q, resp, err); broken && !st.out.lost(c) {
 		checkClient(st, c, rule, detail)
 	}
 }

@@ -30,6 +30,7 @@ type outbox struct {
 	messages  int                 // messages so far: the last message id issued
 	history   history.List[entry] // each item once, in the order first reported
 	ads       clientcheck.Ads     // what the client was told about cancelling each item
+	asks      clientcheck.Asks    // the permission requests the client has not answered (askClient)
 	disk      *record.Recorder    // the history on disk, which records what it sends
 
 	// taken holds the connections the session was taken from: another

@@ -22,8 +22,33 @@ import (
 // kit.Scene it is given, whose Host is scene.
 
 // overlaySlot is the session's slot for an overlay: empty (nil) unless a
-// scenario plays.
-type overlaySlot struct{ overlay kit.Overlay }
+// scenario plays; and what the scenarios made up that ended, the most
+// recent maxFinished, oldest first (kit.Scene.Ended), whose cancels the
+// session answers as those of its own ended work, overlay or not.
+type overlaySlot struct {
+	overlay kit.Overlay
+	ended   []madeUpEnd
+}
+
+// madeUpEnd is a terminal (terminal) or tool call that a scenario made
+// up and that ended, a tool call with status. As a work.Liveness it is a
+// terminal that has exited.
+type madeUpEnd struct {
+	terminal   bool
+	id, status string
+}
+
+func (madeUpEnd) Exited() bool   { return true }
+func (madeUpEnd) Launched() bool { return true }
+
+// refusal is the error a cancel of it gets: that of a cancel of ended
+// work of the session's own.
+func (e madeUpEnd) refusal() error {
+	if e.terminal {
+		return work.Live(e.id, e)
+	}
+	return errCallOver(e.id, e.status)
+}
 
 // items returns the items the overlay lists after the session's own
 // work, if there is an overlay.
@@ -35,12 +60,32 @@ func (k overlaySlot) items() []acp.BackgroundItem {
 }
 
 // takes asks the overlay, if there is one, whether it takes a cancel of
-// id (kit.Overlay.Cancel).
+// id (kit.Overlay.Cancel); a cancel of what a scenario made up that ended
+// is taken, and refused as one of the session's own ended work.
 func (k overlaySlot) takes(terminal bool, id string, running bool) (taken bool, err error) {
-	if k.overlay == nil {
-		return false, nil
+	if k.overlay != nil {
+		if taken, err := k.overlay.Cancel(terminal, id, running); taken {
+			return true, err
+		}
 	}
-	return k.overlay.Cancel(terminal, id, running)
+	for _, e := range k.ended {
+		if e.terminal == terminal && e.id == id {
+			return true, e.refusal()
+		}
+	}
+	return false, nil
+}
+
+// end records that what a scenario made up ended (e); it returns the
+// oldest record it drops beyond maxFinished, if any.
+func (k *overlaySlot) end(e madeUpEnd) (dropped *madeUpEnd) {
+	k.ended = append(k.ended, e)
+	if len(k.ended) <= maxFinished {
+		return nil
+	}
+	old := k.ended[0]
+	k.ended = slices.Delete(k.ended, 0, 1)
+	return &old
 }
 
 // listed is the list as a state_update carries it: the session's work
@@ -109,14 +154,19 @@ type scene struct {
 
 var _ kit.Host = scene{}
 
-func (sc scene) Work() work.Host                 { return host{sc.st} }
-func (sc scene) Session() kit.Session            { return sc.st.s }
-func (sc scene) V1() bool                        { return protocol.Version(sc.st.out.client) != acp.ProtocolVersion }
-func (sc scene) Overlay() kit.Overlay            { return sc.st.kit.overlay }
-func (sc scene) Lay(o kit.Overlay)               { sc.st.kit.overlay = o }
-func (sc scene) ReportState()                    { sc.st.reportState("") }
-func (sc scene) Relist()                         { sc.st.list.dirty = true }
-func (sc scene) Forget(terminal bool, id string) { sc.st.out.ads.Drop(terminal, id) }
+func (sc scene) Work() work.Host      { return host{sc.st} }
+func (sc scene) Session() kit.Session { return sc.st.s }
+func (sc scene) V1() bool             { return protocol.Version(sc.st.out.client) != acp.ProtocolVersion }
+func (sc scene) Overlay() kit.Overlay { return sc.st.kit.overlay }
+func (sc scene) Lay(o kit.Overlay)    { sc.st.kit.overlay = o }
+func (sc scene) ReportState()         { sc.st.reportState("") }
+func (sc scene) Relist()              { sc.st.list.dirty = true }
+
+func (sc scene) Ended(terminal bool, id, status string) {
+	if old := sc.st.kit.end(madeUpEnd{terminal, id, status}); old != nil {
+		sc.st.out.ads.Drop(old.terminal, old.id)
+	}
+}
 
 func (sc scene) Refuse(why string, usage bool) {
 	if usage {
@@ -220,16 +270,10 @@ func (sc scene) Current(c kit.Command) {
 }
 
 func (sc scene) Ask(ctx context.Context, req *acp.PermissionRequest, answer func(*acp.PermissionResponse, error)) bool {
-	st := sc.st
-	req.SessionID = st.s.id
 	if req.Subject != nil && req.Subject.Cwd == "" {
-		req.Subject.Cwd = st.s.cwd
+		req.Subject.Cwd = sc.st.s.cwd
 	}
-	if st.out.client == nil {
-		return false
-	}
-	st.out.client.RequestPermission(ctx, req, answer)
-	return true
+	return askClient(ctx, sc.st, req, answer)
 }
 
 // kitRun is the terminal of a command a scenario runs (kit.Process);

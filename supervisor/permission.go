@@ -40,13 +40,29 @@ func askers(st *state, tell func(work.Asker)) {
 var _ approval.Host = host{}
 
 func (h host) Ask(ctx context.Context, req *acp.PermissionRequest, answer func(*acp.PermissionResponse, error)) bool {
-	client, s := h.st.out.client, h.st.s
+	return askClient(ctx, h.st, req, answer)
+}
+
+// askClient sends req, with the session's id, to the client the session
+// reports to, and calls answer on the actor, in an entry of its own, with
+// the client's answer, or with an error once ctx ends (the request is then
+// withdrawn) or the connection closes. It reports false if no client is
+// attached: nothing is sent, answer is never called. Every permission
+// request of the session goes out here, an approval's (host.Ask) as a
+// scenario's (scene.Ask), so that the client checks see every answer
+// (checkAnswer).
+func askClient(ctx context.Context, st *state, req *acp.PermissionRequest, answer func(*acp.PermissionResponse, error)) bool {
+	client, s := st.out.client, st.s
 	if client == nil {
 		return false
 	}
 	req.SessionID = s.id
+	q := st.out.asks.Open(req.Subject)
 	client.RequestPermission(ctx, req, func(resp *acp.PermissionResponse, err error) {
-		s.do(func(*state) { answer(resp, err) })
+		s.do(func(st *state) {
+			checkAnswer(st, client, q, resp, err)
+			answer(resp, err)
+		})
 	})
 	return true
 }
@@ -75,5 +91,3 @@ func (h host) Allowed(c work.Call, line string) {
 		st.handOff(t, "Started in the background.")
 	}
 }
-
-func (h host) CheckClient(rule, detail string) { checkClient(h.st, nil, rule, detail) }

@@ -177,7 +177,7 @@ func (s *Session) cancel(c protocol.Client) {
 			return
 		}
 		st.turns.dropHeld(func(*turn) bool { return true }, "cancelled by session/cancel")
-		askers(st, work.Asker.SessionCancelled) // background requests stay open (supervisor/approval)
+		st.out.asks.SessionCancelled(st.kit.listed(&st.list)) // requests for listed work stay open
 		if fg := st.turns.fg; fg != nil {
 			fg.fore.cancelTurn(st, fg)
 		}

@@ -358,6 +358,12 @@ func errorMessage(err error) string {
 	return err.Error()
 }
 
+// errCallOver is the -32602 error of a cancel of tool call id, which
+// ended with outcome.
+func errCallOver(id, outcome string) error {
+	return acp.InvalidParams("toolCallId: %s is already %s", id, outcome)
+}
+
 // acceptCancel accepts tool_call/cancel and returns what stops the tool
 // call: its task's cancel (a job, a wait, a watch, background work
 // waiting for permission). One the session does not know may be the
@@ -373,7 +379,7 @@ func (st *state) acceptCancel(id string) (stop func(), err error) {
 	case c == nil:
 		return nil, acp.InvalidParams("toolCallId: no tool call %q in this session", id)
 	case c.state == callDone:
-		return nil, acp.InvalidParams("toolCallId: %s is already %s", id, c.outcome)
+		return nil, errCallOver(id, c.outcome)
 	case c.cancellable():
 		return func() { c.task.cancel(st) }, nil
 	}

@@ -167,7 +167,21 @@ func TestClientChecks(t *testing.T) {
 			r.c.WaitAfter(req, "the refused command's tool call", func(m *acptest.Msg) bool {
 				return m.SessionID == sid && m.Status() == "failed"
 			})
-		}},
+		}, detail: "the request for the listed call_1 answered cancelled after session/cancel"},
+		{rule: "listed-permission-cancelled", name: "scenario", commit: func(r *checkRun, sid string) {
+			last := r.last()
+			r.c.Send("session/prompt", map[string]any{"sessionId": sid, "prompt": text("/scenario permission-cancel 5s")})
+			ofSid := func(m *acptest.Msg) bool { return isPermission(m) && m.SessionID == sid }
+			bg := r.c.WaitAfter(last, "the request for listed work", ofSid)
+			fg := r.c.WaitAfter(bg, "the request for foreground work", ofSid)
+			r.c.Notify("session/cancel", map[string]string{"sessionId": sid})
+			r.c.WaitAfter(fg, "the foreground request withdrawn", isWithdrawal(fg)) // the cancel came in
+			r.c.Respond(fg.ID, cancelled)
+			r.c.Respond(bg.ID, cancelled)
+			r.c.WaitAfter(fg, "the end of the scenario", func(m *acptest.Msg) bool {
+				return m.SessionID == sid && strings.Contains(m.Text(), "Scenario permission-cancel is over")
+			})
+		}, detail: "the request for the listed call_1 answered cancelled after session/cancel"},
 		{rule: "reused-id", tol: func(v acptest.Violation) bool { return strings.Contains(v.Text, "second response to request 500") },
 			commit: func(r *checkRun, sid string) {
 				last := r.last()

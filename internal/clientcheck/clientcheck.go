@@ -14,7 +14,9 @@
 //
 // Files: clientcheck.go (the rules and their notice, the content a prompt
 // may hold), ads.go (what a session told its client about cancelling
-// each terminal and tool call, and the cancels it did not advertise).
+// each terminal and tool call, and the cancels it did not advertise),
+// asks.go (a session's open permission requests, and which of them
+// session/cancel leaves open for listed work).
 package clientcheck
 
 import (

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"shellagent/acp"
-	"shellagent/internal/clientcheck"
 	"shellagent/supervisor/work"
 )
 
@@ -39,9 +38,6 @@ type Host interface {
 	// background. c is a command's tool call from then on (no longer the
 	// approval's); if the command cannot start, c fails saying why.
 	Allowed(c work.Call, line string)
-	// CheckClient reports that the client broke rule (internal/clientcheck)
-	// as detail says, if the session checks its client.
-	CheckClient(rule, detail string)
 }
 
 // Permission option ids, as the request offers them.
@@ -54,7 +50,8 @@ const (
 // call is pending meanwhile. In the foreground it holds the turn (the
 // session is requires_action), and is its work.Foreground; in the
 // background (/bg CMD) its tool call is listed, and the request stays
-// open through session/cancel (RFD "Cancellation, close, and resume").
+// open through session/cancel (RFD "Cancellation, close, and resume"): the
+// session does not tell it, and checks that the client leaves it open.
 // It ends allowed (the session runs the command), refused, unanswered,
 // cancelled, or closed. It is owned by its session's actor.
 type Approval struct {
@@ -65,9 +62,6 @@ type Approval struct {
 	asked      time.Time
 	asking     bool     // it waits for the answer: until allowed, refused or ended
 	open       *request // the request for permission that was sent last
-	// afterCancel: session/cancel came while it was open (background
-	// work only): a conforming client leaves the request open.
-	afterCancel bool
 }
 
 // request is one request for permission sent to a client: the session
@@ -176,15 +170,6 @@ func (a *Approval) Reask() {
 	a.request()
 }
 
-// SessionCancelled implements work.Asker: a request for background work
-// stays open through session/cancel (RFD); a client that answers it
-// cancelled is told (CheckClient).
-func (a *Approval) SessionCancelled() {
-	if !a.foreground {
-		a.afterCancel = true
-	}
-}
-
 // Unanswered implements work.Asker: the request will get no answer, for
 // the reason err gives (the daemon's upgrade in place), and the command
 // is refused as if the client had answered err.
@@ -195,9 +180,6 @@ func (a *Approval) Unanswered(err error) { a.answered(a.open, nil, err) }
 func (a *Approval) answered(r *request, resp *acp.PermissionResponse, err error) {
 	if !a.asking || a.open != r || !a.h.Open() {
 		return
-	}
-	if a.afterCancel && err == nil && resp.Outcome.Outcome == "cancelled" {
-		a.h.CheckClient(clientcheck.ListedPermission, "the request for the listed "+a.call.ID()+" answered cancelled after session/cancel")
 	}
 	if !allowed(resp, err) {
 		a.refuse(acp.StatusFailed, refusal(resp, err))

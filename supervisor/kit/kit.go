@@ -49,7 +49,8 @@ type Overlay interface {
 	// tool call the session does not know otherwise. running says
 	// whether id is a terminal of the session that has not exited. If it
 	// takes the cancel, the session answers with err (nil: accepted) and
-	// does nothing more.
+	// does nothing more. What the kit made up and reported ended
+	// (Scene.Ended) is the session's to answer, the overlay's or not.
 	Cancel(terminal bool, id string, running bool) (taken bool, err error)
 	// Resumed brings a client that resumes up to date on what the overlay
 	// runs and made up (Scene.Current, Scene.Send).
@@ -106,7 +107,7 @@ type Host interface {
 	ReportState()
 	Relist()
 	NewID(terminal bool) string
-	Forget(terminal bool, id string)
+	Ended(terminal bool, id, status string)
 	Run(line string, l Launch) (c Command, ok bool)
 	Current(c Command)
 	Ask(ctx context.Context, req *acp.PermissionRequest, answer func(*acp.PermissionResponse, error)) bool

@@ -89,9 +89,14 @@ func (sc *Scene) Relist() { sc.h.Relist() }
 // other work of the session takes.
 func (sc *Scene) NewID(terminal bool) string { return sc.h.NewID(terminal) }
 
-// Forget forgets what the session told its client about cancelling a
-// terminal or tool call that the kit made up: it is over.
-func (sc *Scene) Forget(terminal bool, id string) { sc.h.Forget(terminal, id) }
+// Ended says that a terminal (terminal) or tool call that the kit made up
+// has ended, as the update just sent told the client: its exitStatus, or
+// its final status. From then on, overlay or not, the session answers a
+// cancel of it as it answers one of its own ended work (-32602: the
+// terminal has already exited, the tool call is already status), and
+// keeps what it told the client about cancelling it, for as long as it
+// keeps its own finished tool calls.
+func (sc *Scene) Ended(terminal bool, id, status string) { sc.h.Ended(terminal, id, status) }
 
 // Launch is how Scene.Run runs a command.
 type Launch struct {
@@ -138,8 +143,12 @@ func (sc *Scene) Run(line string, l Launch) (c Command, ok bool) { return sc.h.R
 func (sc *Scene) Current(c Command) { sc.h.Current(c) }
 
 // Ask sends req to the attached client (its session and, if its subject
-// has none, working directory filled in) and calls answer with its answer;
-// false if no client is attached.
+// has none, working directory filled in) and calls answer on the session's
+// actor, in an entry of its own, with its answer, or with an error once
+// ctx ends (the request is then withdrawn) or the connection closes;
+// false if no client is attached (answer is never called). The session
+// checks the answer as it checks that of any of its permission requests
+// (client checks).
 func (sc *Scene) Ask(ctx context.Context, req *acp.PermissionRequest, answer func(*acp.PermissionResponse, error)) bool {
 	return sc.h.Ask(ctx, req, answer)
 }

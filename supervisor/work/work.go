@@ -185,9 +185,6 @@ type Asker interface {
 	// another connection) again, once its tool call was sent to it; the
 	// request to the client it was taken from is withdrawn.
 	Reask()
-	// SessionCancelled hears session/cancel, which leaves requests for
-	// background work open.
-	SessionCancelled()
 	// Unanswered ends the wait as an answer err would: the request will
 	// get none (the daemon's upgrade in place).
 	Unanswered(err error)

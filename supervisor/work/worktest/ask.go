@@ -19,10 +19,8 @@ type Permissions struct {
 	NoClient bool        // no client is attached: Ask sends nothing
 	Requests []*Request  // every request Ask sent, in order
 	Waits    []work.Call // every call reported Waiting, in order
-	// Allows is the command line of every Allowed, in order; Checks each
-	// client check reported, as "rule: detail".
+	// Allows is the command line of every Allowed, in order.
 	Allows []string
-	Checks []string
 	h      *Host
 }
 
@@ -79,15 +77,10 @@ func (p *Permissions) Allowed(c work.Call, line string) {
 	}
 }
 
-// CheckClient keeps "rule: detail" in Checks.
-func (p *Permissions) CheckClient(rule, detail string) {
-	p.Checks = append(p.Checks, rule+": "+detail)
-}
-
 // Askers calls tell with each task that waits for the client's answer
 // (work.Asker) of a call not final, the oldest first, as the session
-// does on session/cancel (work.Asker.SessionCancelled), on a resume from
-// another connection (Reask) and on an upgrade in place (Unanswered).
+// does on a resume from another connection (Reask) and on an upgrade in
+// place (Unanswered).
 func (p *Permissions) Askers(tell func(work.Asker)) {
 	for _, c := range p.h.Calls {
 		if a, ok := c.Task.(work.Asker); ok && !c.Final() {

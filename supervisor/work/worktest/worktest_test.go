@@ -149,7 +149,6 @@ type asker struct {
 }
 
 func (a asker) Reask()               { *a.heard = append(*a.heard, a.name) }
-func (a asker) SessionCancelled()    {}
 func (a asker) Unanswered(err error) {}
 
 // A call reported waiting is listed unless its work holds a turn; only
