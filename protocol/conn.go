@@ -588,7 +588,7 @@ func initialize(c *Conn, req *jsonrpc2.Request) {
 			reply(nil, c.panicked(req, r))
 		}
 	}()
-	v := *p.ProtocolVersion
+	v := int(*p.ProtocolVersion)
 	newFront, want := c.fronts[v], acp.ProtocolVersion
 	if newFront != nil {
 		want = v

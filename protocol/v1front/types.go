@@ -19,7 +19,7 @@ const ProtocolVersion = 1
 
 // v1InitializeRequest is the params of a v1 "initialize".
 type v1InitializeRequest struct {
-	ProtocolVersion    *int                `json:"protocolVersion"`
+	ProtocolVersion    *uint16             `json:"protocolVersion"`
 	ClientCapabilities json.RawMessage     `json:"clientCapabilities,omitempty"`
 	ClientInfo         *acp.Implementation `json:"clientInfo,omitempty"`
 }
