@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"path/filepath"
 	"strings"
 )
 
@@ -16,6 +17,28 @@ import (
 func required(field, v string) error {
 	if v == "" {
 		return InvalidParams("%s: required", field)
+	}
+	return nil
+}
+
+// absolute refuses a path that the schema says must be absolute (its
+// AbsolutePath: in the native syntax of the machine the agent runs on)
+// and is not: the cwd of session/new, session/list, session/resume and
+// v1's session/load, and their additionalDirectories.
+func absolute(field, path string) error {
+	if !filepath.IsAbs(path) {
+		return InvalidParams("%s: must be an absolute path, got %q", field, path)
+	}
+	return nil
+}
+
+// directories refuses the first of dirs, additionalDirectories, that is
+// not absolute.
+func directories(dirs []string) error {
+	for i, d := range dirs {
+		if err := absolute(fmt.Sprintf("additionalDirectories[%d]", i), d); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -38,11 +61,21 @@ func (p *InitializeRequest) Validate() error {
 	return nil
 }
 
-// Validate names the first field of p that is missing or malformed, as a -32602 error.
-func (p *NewSessionRequest) Validate() error { return required("cwd", p.Cwd) }
+// Validate names the first field of p that is missing or malformed, as a
+// -32602 error: cwd and each of additionalDirectories must be absolute.
+// (Whether cwd is a directory is the agent's to check.)
+func (p *NewSessionRequest) Validate() error {
+	return first(required("cwd", p.Cwd), absolute("cwd", p.Cwd), directories(p.AdditionalDirectories))
+}
 
-// Validate names the first field of p that is missing or malformed, as a -32602 error.
-func (p *ListSessionsRequest) Validate() error { return nil }
+// Validate names the first field of p that is missing or malformed, as a
+// -32602 error: cwd, if given, must be absolute.
+func (p *ListSessionsRequest) Validate() error {
+	if p.Cwd == nil {
+		return nil
+	}
+	return absolute("cwd", *p.Cwd)
+}
 
 // Validate names the first field of p that is missing or malformed, as a -32602 error.
 func (p *CloseSessionRequest) Validate() error { return required("sessionId", p.SessionID) }
@@ -54,9 +87,10 @@ func (p *CancelSessionNotification) Validate() error { return required("sessionI
 // Validate names the first field of p that is missing or malformed, as a -32602 error.
 func (p *DeleteSessionRequest) Validate() error { return required("sessionId", p.SessionID) }
 
-// Validate names the first field of p that is missing or malformed, as a -32602 error.
+// Validate names the first field of p that is missing or malformed, as a
+// -32602 error: cwd and each of additionalDirectories must be absolute.
 func (p *ResumeSessionRequest) Validate() error {
-	return first(required("sessionId", p.SessionID), required("cwd", p.Cwd))
+	return first(required("sessionId", p.SessionID), required("cwd", p.Cwd), absolute("cwd", p.Cwd), directories(p.AdditionalDirectories))
 }
 
 // Validate names the first field of p that is missing or malformed, as a -32602 error.
