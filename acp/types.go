@@ -28,7 +28,8 @@ type Implementation struct {
 
 // InitializeRequest is the params of "initialize".
 type InitializeRequest struct {
-	ProtocolVersion *int            `json:"protocolVersion"`
+	// ProtocolVersion is the schema's ProtocolVersion, a uint16.
+	ProtocolVersion *uint16         `json:"protocolVersion"`
 	Info            *Implementation `json:"info"`
 	Capabilities    json.RawMessage `json:"capabilities,omitempty"`
 }

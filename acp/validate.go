@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"path/filepath"
 	"strings"
 )
 
@@ -16,6 +17,28 @@ import (
 func required(field, v string) error {
 	if v == "" {
 		return InvalidParams("%s: required", field)
+	}
+	return nil
+}
+
+// absolute refuses a path that the schema says must be absolute (its
+// AbsolutePath: in the native syntax of the machine the agent runs on)
+// and is not: the cwd of session/new, session/list, session/resume and
+// v1's session/load, and their additionalDirectories.
+func absolute(field, path string) error {
+	if !filepath.IsAbs(path) {
+		return InvalidParams("%s: must be an absolute path, got %q", field, path)
+	}
+	return nil
+}
+
+// directories refuses the first of dirs, additionalDirectories, that is
+// not absolute.
+func directories(dirs []string) error {
+	for i, d := range dirs {
+		if err := absolute(fmt.Sprintf("additionalDirectories[%d]", i), d); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -38,11 +61,21 @@ func (p *InitializeRequest) Validate() error {
 	return nil
 }
 
-// Validate names the first field of p that is missing or malformed, as a -32602 error.
-func (p *NewSessionRequest) Validate() error { return required("cwd", p.Cwd) }
+// Validate names the first field of p that is missing or malformed, as a
+// -32602 error: cwd and each of additionalDirectories must be absolute.
+// (Whether cwd is a directory is the agent's to check.)
+func (p *NewSessionRequest) Validate() error {
+	return first(required("cwd", p.Cwd), absolute("cwd", p.Cwd), directories(p.AdditionalDirectories))
+}
 
-// Validate names the first field of p that is missing or malformed, as a -32602 error.
-func (p *ListSessionsRequest) Validate() error { return nil }
+// Validate names the first field of p that is missing or malformed, as a
+// -32602 error: cwd, if given, must be absolute.
+func (p *ListSessionsRequest) Validate() error {
+	if p.Cwd == nil {
+		return nil
+	}
+	return absolute("cwd", *p.Cwd)
+}
 
 // Validate names the first field of p that is missing or malformed, as a -32602 error.
 func (p *CloseSessionRequest) Validate() error { return required("sessionId", p.SessionID) }
@@ -54,9 +87,10 @@ func (p *CancelSessionNotification) Validate() error { return required("sessionI
 // Validate names the first field of p that is missing or malformed, as a -32602 error.
 func (p *DeleteSessionRequest) Validate() error { return required("sessionId", p.SessionID) }
 
-// Validate names the first field of p that is missing or malformed, as a -32602 error.
+// Validate names the first field of p that is missing or malformed, as a
+// -32602 error: cwd and each of additionalDirectories must be absolute.
 func (p *ResumeSessionRequest) Validate() error {
-	return first(required("sessionId", p.SessionID), required("cwd", p.Cwd))
+	return first(required("sessionId", p.SessionID), required("cwd", p.Cwd), absolute("cwd", p.Cwd), directories(p.AdditionalDirectories))
 }
 
 // Validate names the first field of p that is missing or malformed, as a -32602 error.
@@ -117,23 +151,40 @@ func (p *LookSessionRequest) Validate() error {
 // may ask for, as /logs shows at most.
 const MaxServiceLines = 1000
 
+// The ranges of ReadServiceRequest's integer members.
+var (
+	serviceOffset = IntRange{0, math.MaxInt64}
+	serviceLines  = IntRange{0, MaxServiceLines}
+)
+
 // Validate names the first field of p that is missing or malformed, as a
 // -32602 error.
 func (p *ReadServiceRequest) Validate() error {
 	if err := first(required("sessionId", p.SessionID), required("name", p.Name)); err != nil {
 		return err
 	}
+	if err := first(serviceOffset.Check("offset", p.Offset), serviceLines.Check("lines", int64(p.Lines))); err != nil {
+		return err
+	}
 	switch {
-	case p.Offset < 0:
-		return InvalidParams("offset: %d is negative", p.Offset)
 	case p.Offset > 0 && p.TerminalID == "":
 		return InvalidParams("offset: given without terminalId")
-	case p.Lines < 0 || p.Lines > MaxServiceLines:
-		return InvalidParams("lines: %d is not 0 to %d", p.Lines, MaxServiceLines)
 	case p.Lines > 0 && p.TerminalID != "":
 		return InvalidParams("lines: given with terminalId (lines start a read; terminalId and offset go on with one)")
 	}
 	return nil
+}
+
+// IntRange returns the range of the integer member at path ("lines"),
+// which Validate checks.
+func (p *ReadServiceRequest) IntRange(path string) (IntRange, bool) {
+	switch path {
+	case "offset":
+		return serviceOffset, true
+	case "lines":
+		return serviceLines, true
+	}
+	return IntRange{}, false
 }
 
 // Validate names the first field of p that is missing or malformed, as a -32602 error.
@@ -147,18 +198,23 @@ func (p *ResizeTerminalRequest) Validate() error {
 	return p.Size.Validate("size")
 }
 
+// IntRange returns the range of the integer member at path ("size.cols"),
+// which Validate checks.
+func (p *ResizeTerminalRequest) IntRange(path string) (IntRange, bool) {
+	switch path {
+	case "size.cols", "size.rows":
+		return terminalSide, true
+	}
+	return IntRange{}, false
+}
+
+// terminalSide is the range of a terminal's columns and rows.
+var terminalSide = IntRange{1, MaxTerminalSide}
+
 // Validate names the side of a terminal size that is out of range (1 to
 // MaxTerminalSide), as a -32602 error; field names the size ("size").
 func (s TerminalSize) Validate(field string) error {
-	for _, side := range []struct {
-		name string
-		n    int
-	}{{"cols", s.Cols}, {"rows", s.Rows}} {
-		if side.n < 1 || side.n > MaxTerminalSide {
-			return InvalidParams("%s.%s: must be from 1 to %d, got %d", field, side.name, MaxTerminalSide, side.n)
-		}
-	}
-	return nil
+	return first(terminalSide.Check(field+".cols", int64(s.Cols)), terminalSide.Check(field+".rows", int64(s.Rows)))
 }
 
 // Validate names the first field of p that is missing or malformed, as a -32602 error.
@@ -189,7 +245,8 @@ const (
 	kNull
 )
 
-// kindOf returns the type of a JSON value; an integer is also a number.
+// kindOf returns the type of a JSON value; an integer (a number whose
+// fractional part is zero, 2.0 as 2) is also a number.
 func kindOf(raw json.RawMessage) jsonKind {
 	raw = bytes.TrimLeft(raw, " \t\r\n")
 	if len(raw) == 0 {
@@ -207,7 +264,7 @@ func kindOf(raw json.RawMessage) jsonKind {
 	case 'n':
 		return kNull
 	}
-	if bytes.ContainsAny(raw, ".eE") {
+	if _, ok := integerText(string(bytes.TrimRight(raw, " \t\r\n"))); !ok {
 		return kNumber
 	}
 	return kNumber | kInteger
@@ -231,7 +288,9 @@ type field struct {
 	name     string
 	kinds    jsonKind
 	required bool
-	check    func(path string, raw json.RawMessage) error // for a non-null value
+	// check checks a non-null value; an integer member's check also gets
+	// a number with a fractional part, to refuse it saying the range.
+	check func(path string, raw json.RawMessage) error
 }
 
 var (
@@ -260,7 +319,7 @@ var (
 		"resource_link": {{"name", kString, true, nil}, {"uri", kString, true, nil},
 			{"title", kString | kNull, false, nil}, {"description", kString | kNull, false, nil},
 			{"icons", kArray | kNull, false, checkItems(kObject, checkObject(iconFields))},
-			{"mimeType", kString | kNull, false, nil}, {"size", kInteger | kNull, false, checkRange(0, math.MaxUint64)},
+			{"mimeType", kString | kNull, false, nil}, {"size", kInteger | kNull, false, checkInteger(IntRange{0, math.MaxUint64})},
 			annotationsField, metaField},
 		"resource": {{"resource", kObject, true, checkResource}, annotationsField, metaField},
 	}
@@ -300,7 +359,7 @@ func checkFields(path string, raw json.RawMessage, fields []field) error {
 		case !ok && f.required:
 			return InvalidParams("%s: required", p)
 		case !ok:
-		case k&f.kinds == 0:
+		case k&f.kinds == 0 && (k != kNumber || f.kinds&kInteger == 0 || f.check == nil):
 			return InvalidParams("%s: must be %s", p, f.kinds)
 		case k != kNull && f.check != nil:
 			if err := f.check(p, v); err != nil {
@@ -341,6 +400,18 @@ func checkRange(lo, hi float64) func(string, json.RawMessage) error {
 		var v float64
 		if err := json.Unmarshal(raw, &v); err != nil || v < lo || v > hi {
 			return InvalidParams("%s: must be from %v to %v", path, lo, hi)
+		}
+		return nil
+	}
+}
+
+// checkInteger checks an integer member (or a number with a fractional
+// part in its place: the message says which integers it takes).
+func checkInteger(r IntRange) func(string, json.RawMessage) error {
+	return func(path string, raw json.RawMessage) error {
+		lit := string(bytes.TrimSpace(raw))
+		if _, ok := r.Integer(lit); !ok {
+			return r.Refuse(path, lit)
 		}
 		return nil
 	}

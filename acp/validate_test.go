@@ -22,9 +22,9 @@ func TestTerminalInputParams(t *testing.T) {
 		{MethodWriteTerminal, `{"sessionId":"s","terminalId":"term_1","data":"` + strings.Repeat("A", 4*(MaxWrite/3+1)) + `"}`, "data: 65538 bytes; at most 65536"},
 		{MethodResizeTerminal, `{"sessionId":"s","terminalId":"term_1","size":{"cols":200,"rows":50}}`, ""},
 		{MethodResizeTerminal, `{"sessionId":"s","terminalId":"term_1"}`, "size: required"},
-		{MethodResizeTerminal, `{"sessionId":"s","terminalId":"term_1","size":{"rows":50}}`, "size.cols: must be from 1 to 10000, got 0"},
-		{MethodResizeTerminal, `{"sessionId":"s","terminalId":"term_1","size":{"cols":80,"rows":-1}}`, "size.rows: must be from 1 to 10000, got -1"},
-		{MethodResizeTerminal, `{"sessionId":"s","terminalId":"term_1","size":{"cols":10001,"rows":1}}`, "size.cols: must be from 1"},
+		{MethodResizeTerminal, `{"sessionId":"s","terminalId":"term_1","size":{"rows":50}}`, "size.cols: expected an integer from 1 to 10000, got 0"},
+		{MethodResizeTerminal, `{"sessionId":"s","terminalId":"term_1","size":{"cols":80,"rows":-1}}`, "size.rows: expected an integer from 1 to 10000, got -1"},
+		{MethodResizeTerminal, `{"sessionId":"s","terminalId":"term_1","size":{"cols":10001,"rows":1}}`, "size.cols: expected an integer from 1 to 10000, got 10001"},
 		{MethodResizeTerminal, `{"sessionId":"s","size":{"cols":80,"rows":24}}`, "terminalId: required"},
 	}
 	for _, tt := range tests {

@@ -62,8 +62,8 @@ type Reply func(result any, err error)
 
 // Agent is what a Conn serves. Methods run on the connection's read loop in
 // the order requests arrive and must return promptly; work that takes time
-// answers through a Reply. An error of type *acp.Error is sent as is; any
-// other error becomes -32603.
+// answers through a Reply. Their params have passed their Validate. An
+// error of type *acp.Error is sent as is; any other error becomes -32603.
 type Agent interface {
 	// Initialize is called once the Conn has negotiated the version (see
 	// Conn): the Agent answers in v2, whatever version the client speaks.
@@ -622,7 +622,7 @@ func initialize(c *Conn, req *jsonrpc2.Request) {
 			reply(nil, c.panicked(req, r))
 		}
 	}()
-	v := *p.ProtocolVersion
+	v := int(*p.ProtocolVersion)
 	newFront, want := c.fronts[v], acp.ProtocolVersion
 	if newFront != nil {
 		want = v

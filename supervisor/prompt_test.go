@@ -49,7 +49,7 @@ func TestParseInput(t *testing.T) {
 		{line: "/keys term_2 Enter Retrun", want: input{cmd: malformed}, says: `/keys: unknown key "Retrun". Keys are named as tmux`},
 		{line: "/resize term_1 200x50", want: input{cmd: lookup("resize"), args: terminput.Args{ID: "term_1", Size: acp.TerminalSize{Cols: 200, Rows: 50}}}},
 		{line: "/resize term_1 200", want: input{cmd: malformed}, says: `/resize: "200" is not a size COLSxROWS`},
-		{line: "/resize term_1 0x50", want: input{cmd: malformed}, says: "size.cols: must be from 1 to 10000, got 0"},
+		{line: "/resize term_1 0x50", want: input{cmd: malformed}, says: "size.cols: expected an integer from 1 to 10000, got 0"},
 		{line: "/tail term_1", want: input{cmd: lookup("tail"), args: terminput.Args{ID: "term_1", Lines: terminput.DefaultTail}}},
 		{line: "/tail term_1 50", want: input{cmd: lookup("tail"), args: terminput.Args{ID: "term_1", Lines: 50}}},
 		{line: "/tail term_1 5000", want: input{cmd: lookup("tail"), args: terminput.Args{ID: "term_1", Lines: terminput.MaxTail}}},

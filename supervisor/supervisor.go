@@ -153,7 +153,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -233,10 +232,9 @@ func (sv *Supervisor) NewSession(c protocol.Client, p *acp.NewSessionRequest) (*
 	}, nil
 }
 
+// checkDir refuses a dir that is not an existing directory; it is
+// absolute already (the params' Validate).
 func checkDir(field, dir string) error {
-	if !filepath.IsAbs(dir) {
-		return acp.InvalidParams("%s: must be an absolute path, got %q", field, dir)
-	}
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return acp.InvalidParams("%s: %v", field, errors.Unwrap(err))

@@ -344,7 +344,7 @@ func TestTerminalInputErrors(t *testing.T) {
 		{"_shellagent/terminal/write", map[string]any{"sessionId": sid, "terminalId": "term_2", "data": "not base64!"}, -32602, "data: must be base64"},
 		{"_shellagent/terminal/write", map[string]any{"sessionId": "sess_x", "terminalId": "term_2", "data": "aGk="}, -32002, "session not found"},
 		{"_shellagent/terminal/resize", map[string]any{"sessionId": sid, "terminalId": "term_1", "size": map[string]int{"cols": 80, "rows": 24}}, -32602, "terminalId: term_1 has already exited"},
-		{"_shellagent/terminal/resize", map[string]any{"sessionId": sid, "terminalId": "term_2", "size": map[string]int{"cols": 80, "rows": 0}}, -32602, "size.rows: must be from 1"},
+		{"_shellagent/terminal/resize", map[string]any{"sessionId": sid, "terminalId": "term_2", "size": map[string]int{"cols": 80, "rows": 0}}, -32602, "size.rows: expected an integer from 1 to 10000, got 0"},
 		{"_shellagent/terminal/resize", map[string]any{"sessionId": sid, "terminalId": "term_2", "size": map[string]any{"cols": "wide", "rows": 24}}, -32602, "size.cols"},
 		{"_shellagent/terminal/resize", map[string]any{"sessionId": sid, "terminalId": "term_2"}, -32602, "size: required"},
 	}

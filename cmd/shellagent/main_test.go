@@ -282,6 +282,66 @@ func TestBadInputKeepsTheConnection(t *testing.T) {
 	a.c.WaitFor("alive", func(m *acptest.Msg) bool { return strings.Contains(string(a.c.Output(sid, "term_1")), "alive") })
 }
 
+// A path the schema says must be absolute (cwd, additionalDirectories:
+// its AbsolutePath) is refused with -32602 naming it by every request
+// that takes one, in v2 and in v1, as session/new refuses a relative cwd;
+// nothing is listed, resumed or loaded. An absolute one is taken.
+func TestRelativePathsAreRefused(t *testing.T) {
+	t.Parallel()
+	type request struct {
+		method string
+		params map[string]any
+		says   string // "" = answered with a result
+	}
+	run := func(t *testing.T, a *agent, sid string, v1 bool) {
+		mcp := func(p map[string]any) map[string]any {
+			if v1 {
+				p["mcpServers"] = []any{} // required in v1
+			}
+			return p
+		}
+		tests := []request{
+			{"session/list", map[string]any{"cwd": "relative/dir"}, `cwd: must be an absolute path, got "relative/dir"`},
+			{"session/list", map[string]any{"cwd": "."}, `cwd: must be an absolute path, got "."`},
+			{"session/list", map[string]any{"cwd": ""}, `cwd: must be an absolute path, got ""`},
+			{"session/list", map[string]any{"cwd": a.cwd}, ""},
+			{"session/list", map[string]any{"cwd": nil}, ""},
+			{"session/new", mcp(map[string]any{"cwd": "relative/dir"}), `cwd: must be an absolute path, got "relative/dir"`},
+			{"session/new", mcp(map[string]any{"cwd": a.cwd, "additionalDirectories": []string{"/tmp", "lib"}}), `additionalDirectories[1]: must be an absolute path, got "lib"`},
+			{"session/resume", mcp(map[string]any{"sessionId": sid, "cwd": "relative/dir"}), `cwd: must be an absolute path, got "relative/dir"`},
+			{"session/resume", mcp(map[string]any{"sessionId": "sess_unknown", "cwd": "relative/dir"}), `cwd: must be an absolute path, got "relative/dir"`},
+			{"session/resume", mcp(map[string]any{"sessionId": sid, "cwd": a.cwd, "additionalDirectories": []string{"lib"}}), `additionalDirectories[0]: must be an absolute path, got "lib"`},
+		}
+		if v1 {
+			tests = append(tests,
+				request{"session/load", mcp(map[string]any{"sessionId": sid, "cwd": "relative/dir"}), `cwd: must be an absolute path, got "relative/dir"`},
+				request{"session/load", mcp(map[string]any{"sessionId": sid, "cwd": a.cwd, "additionalDirectories": []string{"lib"}}), `additionalDirectories[0]: must be an absolute path, got "lib"`},
+			)
+		}
+		for _, tt := range tests {
+			raw, err := a.c.Call(tt.method, tt.params)
+			switch {
+			case tt.says == "" && err != nil:
+				t.Errorf("%s %v: refused: %v", tt.method, tt.params, err)
+			case tt.says == "" && tt.method == "session/list" && !strings.Contains(string(raw), sid):
+				t.Errorf("%s %v = %s, want %s listed", tt.method, tt.params, raw, sid)
+			case tt.says != "" && (err == nil || err.Code != -32602 || err.Message != tt.says):
+				t.Errorf("%s %v = %s, %v; want -32602 %q", tt.method, tt.params, raw, err, tt.says)
+			}
+		}
+	}
+	t.Run("v2", func(t *testing.T) {
+		t.Parallel()
+		a := startAgent(t)
+		run(t, a, a.session(), false)
+	})
+	t.Run("v1", func(t *testing.T) {
+		t.Parallel()
+		a := startV1(t, false)
+		run(t, a.agent, a.session(), true)
+	})
+}
+
 func TestRequestsBeforeInitialize(t *testing.T) {
 	c, _ := acptest.StartBinary(t, binary, nil, []string{ownState(t)})
 	_, err := c.Call("session/new", map[string]any{"cwd": "/tmp"})

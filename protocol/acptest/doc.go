@@ -10,7 +10,9 @@
 //   - every message must validate against the official v2 wire schema
 //     (testdata/acp/schema.v2.json), and its payload against the specific
 //     definition it claims to be (session updates, permission requests, the
-//     result of each request the client sent, error objects);
+//     result of each request the client sent, error objects), and a
+//     permission request (with its v1 toolCall) has no member its
+//     definition does not declare;
 //   - every response must answer a request the client sent, once;
 //   - terminal output is reconstructed per terminal from output chunks and
 //     replacement snapshots, as a client that renders terminals must do it.

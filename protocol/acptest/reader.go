@@ -220,6 +220,13 @@ func (r *reader) inspectRequest(m *Msg, obj map[string]any, problems []string) (
 	if m.Method != "session/request_permission" {
 		return "", nil, append(problems, fmt.Sprintf("unexpected request %q from the agent", m.Method))
 	}
+	// Its params and a v1 toolCall (a ToolCallUpdate) have only the
+	// members their definitions declare.
+	def := r.schemas.defs["RequestPermissionRequest"]
+	problems = append(problems, undeclared(def, params, "params")...)
+	if def != nil {
+		problems = append(problems, undeclared(def.Properties["toolCall"], params["toolCall"], "params.toolCall")...)
+	}
 	return "RequestPermissionRequest", obj["params"], problems
 }
 

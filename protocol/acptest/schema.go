@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -239,6 +241,43 @@ func stringFree(s any) bool {
 		}
 	}
 	return true
+}
+
+// undeclared returns a problem for each member of the object v, at path
+// ("params.toolCall"), that sch does not declare (its properties, and
+// those of what it refers to: $ref, allOf). The schema lets an object
+// carry members it does not declare, but what an agent adds of its own
+// belongs in _meta: a member the definition does not have, such as a
+// session update's sessionUpdate in a permission request's toolCall
+// (v1's ToolCallUpdate), is the mark of the wrong type sent.
+func undeclared(sch *jsonschema.Schema, v any, path string) []string {
+	obj, ok := v.(map[string]any)
+	if !ok || sch == nil {
+		return nil // not an object: the schema says what is wrong
+	}
+	members := map[string]bool{}
+	declare(sch, members)
+	var problems []string
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
+		if !members[k] {
+			problems = append(problems, fmt.Sprintf("%s has a member its definition does not declare: %q", path, k))
+		}
+	}
+	return problems
+}
+
+// declare adds the members sch declares to members.
+func declare(sch *jsonschema.Schema, members map[string]bool) {
+	if sch == nil {
+		return
+	}
+	for k := range sch.Properties {
+		members[k] = true
+	}
+	declare(sch.Ref, members)
+	for _, s := range sch.AllOf {
+		declare(s, members)
+	}
 }
 
 // validate checks v against the named definition, or against the schema

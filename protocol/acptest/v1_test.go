@@ -151,3 +151,31 @@ func TestV1SchemaAndOutput(t *testing.T) {
 		t.Errorf("want exactly the one schema violation, got %q", strings.Join(h.rec.Errors(), "\n"))
 	}
 }
+
+// A v1 permission request's toolCall is a ToolCallUpdate: a member that
+// definition does not declare, such as a session update's sessionUpdate,
+// is reported, though the schema lets it through.
+func TestV1PermissionToolCallMembers(t *testing.T) {
+	tests := []struct {
+		toolCall string
+		want     string // "": no report
+	}{
+		{`{"toolCallId":"call_1","title":"ls","kind":"execute","status":"pending","content":[],"rawInput":{"command":"ls"},"_meta":{}}`, ""},
+		{`{"toolCallId":"call_1"}`, ""},
+		{`{"sessionUpdate":"","toolCallId":"call_1","title":"ls"}`, `params.toolCall has a member its definition does not declare: "sessionUpdate"`},
+		{`{"toolCallId":"call_1","terminalId":"term_1"}`, `params.toolCall has a member its definition does not declare: "terminalId"`},
+	}
+	for _, tt := range tests {
+		h := newHarness(t, WithProtocolV1())
+		h.agent(`{"jsonrpc":"2.0","id":"p1","method":"session/request_permission","params":{"sessionId":"s1","toolCall":` + tt.toolCall +
+			`,"options":[{"optionId":"allow","name":"Allow","kind":"allow_once"}]}}`)
+		h.end()
+		errs := h.rec.Errors()
+		switch {
+		case tt.want == "" && len(errs) != 0:
+			t.Errorf("toolCall %s reported: %q", tt.toolCall, errs)
+		case tt.want != "" && (len(errs) != 1 || !strings.Contains(errs[0], tt.want)):
+			t.Errorf("toolCall %s reported %q, want one report of %q", tt.toolCall, errs, tt.want)
+		}
+	}
+}

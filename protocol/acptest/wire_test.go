@@ -68,6 +68,8 @@ func TestWireViolations(t *testing.T) {
 		{name: "permission request", line: `{"jsonrpc":"2.0","id":"p1","method":"session/request_permission","params":{"sessionId":"s","title":"Run rm?","options":[{"optionId":"allow","name":"Allow","kind":"allow_once"}]}}`},
 		{name: "permission request without options", line: `{"jsonrpc":"2.0","id":"p1","method":"session/request_permission","params":{"sessionId":"s","title":"Run rm?"}}`,
 			want: []string{"RequestPermissionRequest", "missing property 'options'"}},
+		{name: "permission request with a member of its own", line: `{"jsonrpc":"2.0","id":"p1","method":"session/request_permission","params":{"sessionId":"s","title":"Run rm?","toolCall":{},"options":[{"optionId":"allow","name":"Allow","kind":"allow_once"}]}}`,
+			want: []string{`params has a member its definition does not declare: "toolCall"`}},
 		{name: "request with id null", line: `{"jsonrpc":"2.0","id":null,"method":"session/request_permission","params":{"sessionId":"s","title":"t","options":[{"optionId":"a","name":"A","kind":"allow_once"}]}}`,
 			want: []string{"request id must be an integer or a string, got null"}},
 		{name: "request with a fractional id", line: `{"jsonrpc":"2.0","id":1.5,"method":"session/request_permission","params":{"sessionId":"s","title":"t","options":[{"optionId":"a","name":"A","kind":"allow_once"}]}}`,

@@ -205,10 +205,10 @@ func noticeText(n *acp.Notice) string {
 
 func (e *acpV1) toolCall(dst []byte, session string, u *acp.ToolCallUpdate) ([]byte, error) {
 	key := v1Key{session, u.ToolCallID}
-	out := &v1ToolCall{
-		SessionUpdate: "tool_call_update", ToolCallID: u.ToolCallID, Title: u.Title, Kind: u.Kind,
+	out := &v1ToolCall{SessionUpdate: "tool_call_update", v1ToolCallUpdate: v1ToolCallUpdate{
+		ToolCallID: u.ToolCallID, Title: u.Title, Kind: u.Kind,
 		Status: v1Status(u.Status), RawInput: u.RawInput, RawOutput: u.RawOutput,
-	}
+	}}
 	c := e.calls[key]
 	if c == nil {
 		c = &v1Call{}
@@ -329,7 +329,7 @@ func (e *acpV1) terminal(dst []byte, session string, u *acp.TerminalUpdate) ([]b
 		if u.ExitStatus.Signal != "" {
 			exit.Signal = &u.ExitStatus.Signal
 		}
-		dst, err = protocol.AppendNotification(dst, session, &v1ToolCall{SessionUpdate: "tool_call_update", ToolCallID: t.call, Meta: &v1TerminalMeta{Exit: exit}})
+		dst, err = protocol.AppendNotification(dst, session, &v1ToolCall{SessionUpdate: "tool_call_update", v1ToolCallUpdate: v1ToolCallUpdate{ToolCallID: t.call, Meta: &v1TerminalMeta{Exit: exit}}})
 		if err != nil {
 			return dst, err
 		}
@@ -355,7 +355,7 @@ func (e *acpV1) appendTail(dst []byte, session string, t *v1Term, c *v1Call) ([]
 	}
 	content := append(c.content[:len(c.content):len(c.content)], acp.TextContent(tail))
 	c.content = nil
-	return protocol.AppendNotification(dst, session, &v1ToolCall{SessionUpdate: "tool_call_update", ToolCallID: t.call, Content: content})
+	return protocol.AppendNotification(dst, session, &v1ToolCall{SessionUpdate: "tool_call_update", v1ToolCallUpdate: v1ToolCallUpdate{ToolCallID: t.call, Content: content}})
 }
 
 // Attached implements protocol.Encoding: the client knows none of session's tool calls

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -593,5 +595,32 @@ func TestAChunkAllocatesNothing(t *testing.T) {
 	}
 	if allocs := testing.AllocsPerRun(50, chunk); allocs != 0 {
 		t.Errorf("%.1f allocations per chunk, want 0", allocs)
+	}
+}
+
+// A permission request's toolCall is a v1 ToolCallUpdate, which has no
+// sessionUpdate: it carries the members of the tool call alone.
+func TestV1PermissionToolCall(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		p    *acp.PermissionRequest
+		want []string // the members of params.toolCall
+	}{
+		{&acp.PermissionRequest{SessionID: "s", Title: "Run echo x?", Description: "shellagent will run this command in /cwd.",
+			Subject: &acp.PermissionSubject{Type: "command", Command: "echo x", Cwd: "/cwd", ToolCallID: "call_1"},
+			Options: []acp.PermissionOption{{OptionID: "allow", Name: "Allow", Kind: "allow_once"}}},
+			[]string{"content", "kind", "rawInput", "title", "toolCallId"}},
+		{&acp.PermissionRequest{SessionID: "s", Title: "Run ls?", Subject: &acp.PermissionSubject{Type: "command", Command: "ls", Cwd: "/", ToolCallID: "call_2"}},
+			[]string{"kind", "rawInput", "title", "toolCallId"}},
+	}
+	for _, tt := range tests {
+		b, err := json.Marshal(v1Permission(tt.p))
+		var params struct{ ToolCall map[string]json.RawMessage }
+		if err != nil || json.Unmarshal(b, &params) != nil {
+			t.Fatalf("%s, %v", b, err)
+		}
+		if got := slices.Sorted(maps.Keys(params.ToolCall)); !slices.Equal(got, tt.want) {
+			t.Errorf("permission request %s: toolCall has %q, want %q", b, got, tt.want)
+		}
 	}
 }

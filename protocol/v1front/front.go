@@ -441,7 +441,7 @@ func (f *v1Front) Initialize(params *json.RawMessage) (any, error) {
 	if err := protocol.DecodeParams(params, &p); err != nil {
 		return nil, err
 	}
-	v2 := acp.ProtocolVersion
+	v2 := uint16(acp.ProtocolVersion)
 	resp, err := f.agent.Initialize(f, &acp.InitializeRequest{ProtocolVersion: &v2, Info: p.ClientInfo})
 	if err != nil {
 		return nil, err

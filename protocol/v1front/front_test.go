@@ -178,11 +178,27 @@ func TestV1Methods(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":3,"method":"session/set_mode","params":{"sessionId":"s","modeId":"x"}}`, acp.CodeMethodNotFound},
 		{`{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":2}}`, acp.CodeInvalidRequest},
 		{`{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":1}}`, 0},
+		{`{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":1.0}}`, 0},
+		{`{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":1.5}}`, acp.CodeInvalidParams},
 		{`{"jsonrpc":"2.0","id":6,"method":"session/set_config_option","params":{"sessionId":"s","configId":"x","value":"1s"}}`, 0},
 	} {
 		w.send(tt.line)
 		if m := w.recv(); errorCode(m) != tt.code {
 			t.Errorf("%s: answered %v", tt.line, m)
+		}
+	}
+}
+
+// A protocolVersion of 1 however written (1.0, 1e0, 10e-1) asks for v1,
+// as JSON Schema's integer is any number whose fractional part is zero.
+func TestV1InitializeIntegerWrittenWithAFraction(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"1.0", "1e0", "10e-1"} {
+		w := newWireWith(t, &turnAgent{})
+		w.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":` + v + `}}`)
+		var res struct{ ProtocolVersion int }
+		if m := w.recv(); json.Unmarshal(m["result"], &res) != nil || res.ProtocolVersion != 1 {
+			t.Errorf("initialize with protocolVersion %s answered %v", v, m)
 		}
 	}
 }

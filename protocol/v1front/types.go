@@ -19,7 +19,7 @@ const ProtocolVersion = 1
 
 // v1InitializeRequest is the params of a v1 "initialize".
 type v1InitializeRequest struct {
-	ProtocolVersion    *int                `json:"protocolVersion"`
+	ProtocolVersion    *uint16             `json:"protocolVersion"`
 	ClientCapabilities json.RawMessage     `json:"clientCapabilities,omitempty"`
 	ClientInfo         *acp.Implementation `json:"clientInfo,omitempty"`
 }
@@ -155,18 +155,26 @@ type v1ContentChunk struct {
 }
 
 // v1ToolCall is a tool_call (which creates or, sent again, replaces a
-// tool call) or a tool_call_update (which patches one); empty fields are
-// omitted (left unchanged).
+// tool call) or a tool_call_update (which patches one): the members of a
+// tool call after the session update's kind.
 type v1ToolCall struct {
-	SessionUpdate string                `json:"sessionUpdate"`
-	ToolCallID    string                `json:"toolCallId"`
-	Title         string                `json:"title,omitempty"`
-	Kind          string                `json:"kind,omitempty"`
-	Status        string                `json:"status,omitempty"`
-	Content       []acp.ToolCallContent `json:"content,omitempty"`
-	RawInput      any                   `json:"rawInput,omitempty"`
-	RawOutput     any                   `json:"rawOutput,omitempty"`
-	Meta          *v1TerminalMeta       `json:"_meta,omitempty"`
+	SessionUpdate string `json:"sessionUpdate"` // "tool_call" or "tool_call_update"
+	v1ToolCallUpdate
+}
+
+// v1ToolCallUpdate is a v1 ToolCallUpdate: what a permission request says
+// of its tool call (toolCall), and the members of a tool_call or
+// tool_call_update (v1ToolCall). Empty fields are omitted (left
+// unchanged).
+type v1ToolCallUpdate struct {
+	ToolCallID string                `json:"toolCallId"`
+	Title      string                `json:"title,omitempty"`
+	Kind       string                `json:"kind,omitempty"`
+	Status     string                `json:"status,omitempty"`
+	Content    []acp.ToolCallContent `json:"content,omitempty"`
+	RawInput   any                   `json:"rawInput,omitempty"`
+	RawOutput  any                   `json:"rawOutput,omitempty"`
+	Meta       *v1TerminalMeta       `json:"_meta,omitempty"`
 }
 
 // v1TerminalMeta is the _meta by which a tool call shows one of the
@@ -213,7 +221,7 @@ var v1StopReasons = map[string]bool{
 // v1PermissionRequest is the params of a v1 session/request_permission.
 type v1PermissionRequest struct {
 	SessionID string                 `json:"sessionId"`
-	ToolCall  v1ToolCall             `json:"toolCall"`
+	ToolCall  v1ToolCallUpdate       `json:"toolCall"`
 	Options   []acp.PermissionOption `json:"options"`
 }
 
