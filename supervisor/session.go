@@ -177,7 +177,12 @@ func (s *Session) cancel(c protocol.Client) {
 			return
 		}
 		st.turns.dropHeld(func(*turn) bool { return true }, "cancelled by session/cancel")
-		st.out.asks.SessionCancelled(st.kit.listed(&st.list)) // requests for listed work stay open
+		if protocol.Version(c) == acp.ProtocolVersion {
+			// Requests for listed work stay open in v2; a v1 client
+			// answers every pending request cancelled (schema.v1's
+			// RequestPermissionOutcome).
+			st.out.asks.SessionCancelled(st.kit.listed(&st.list))
+		}
 		if fg := st.turns.fg; fg != nil {
 			fg.fore.cancelTurn(st, fg)
 		}

@@ -273,3 +273,33 @@ func TestClientChecksFlag(t *testing.T) {
 	}
 	checkNotice(t, c.WaitFor("the notice", func(m *acptest.Msg) bool { return m.Kind == "notice" }), "terminal-cancel-not-advertised")
 }
+
+// A v1 client must answer every pending permission request cancelled
+// when it sends session/cancel (schema.v1's RequestPermissionOutcome):
+// the v2 rule that a request for listed work stays open is not checked on
+// it. Before, such a v1 client was warned.
+func TestClientChecksLeaveV1CancelAlone(t *testing.T) {
+	t.Parallel()
+	c, _ := acptest.StartBinary(t, binary, []string{"--shell", "/bin/sh", "--kill-grace", "1s", "--client-checks"}, []string{noRaceExitDelay, ownState(t)}, acptest.WithProtocolV1())
+	r := &checkRun{t: t, c: c, cwd: t.TempDir()}
+	c.MustCall("initialize", map[string]any{"protocolVersion": 1, "clientInfo": map[string]string{"name": "test", "version": "1"}}, nil)
+	var res struct {
+		SessionID string `json:"sessionId"`
+	}
+	c.MustCall("session/new", map[string]any{"cwd": r.cwd, "mcpServers": []any{}}, &res)
+	sid := res.SessionID
+	req := r.ask(sid, "/bg sleep 30")
+	c.Notify("session/cancel", map[string]string{"sessionId": sid})
+	c.Respond(req.ID, cancelled)
+	c.WaitAfter(req, "the refused command's tool call", func(m *acptest.Msg) bool {
+		return m.SessionID == sid && m.Status() == "failed"
+	})
+	if _, err := c.Call("session/prompt", map[string]any{"sessionId": sid, "prompt": text("/ps")}); err != nil {
+		t.Fatalf("/ps: %v", err)
+	}
+	for _, m := range c.Updates(sid) { // a notice reaches a v1 client as a message
+		if strings.Contains(string(m.Raw), "listed-permission-cancelled") || strings.Contains(string(m.Raw), "Client check") {
+			t.Errorf("a v1 client that answered cancelled after session/cancel was warned: %s", m.Raw)
+		}
+	}
+}
