@@ -1219,7 +1219,9 @@ func TestSystemdUnits(t *testing.T) {
 // SIGTERM to the daemon (what systemctl stop sends) closes every session
 // with its kill grace, as daemon stop does, and the daemon exits leaving
 // nothing behind; a second SIGTERM while the commands stop kills them at
-// once.
+// once. Either way the command, which outlives SIGTERM, ends with SIGKILL,
+// the last signal the daemon sent it: live, and in the history that the
+// next daemon replays.
 func TestDaemonSIGTERM(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -1269,6 +1271,14 @@ func TestDaemonSIGTERM(t *testing.T) {
 				if code := <-stopped; code != 0 {
 					t.Errorf("daemon stop exited %d, want 0", code)
 				}
+			}
+			if sig := a.exitSignal(sid, "term_1"); sig != "SIGKILL" {
+				t.Errorf("the relay saw term_1 end with signal %v, want SIGKILL", sig)
+			}
+			b := d.relay() // the next daemon
+			b.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": d.cwd, "replayFrom": map[string]string{"type": "start"}}, nil)
+			if sig := b.exitSignal(sid, "term_1"); sig != "SIGKILL" {
+				t.Errorf("the history replays term_1's end with signal %v, want SIGKILL", sig)
 			}
 		})
 	}
