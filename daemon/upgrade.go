@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"shellagent/procexit"
 )
 
 // StateVersion is the version of the state that an upgrade hands from the
@@ -171,7 +173,7 @@ func (s *Server) tryUpgrade(log *slog.Logger, nc *net.UnixConn, exe string) erro
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ProbeTimeout)
 	defer cancel()
-	probe, err := runProbe(ctx, exe, s.Upgrade.Args)
+	probe, err := runProbe(ctx, log, exe, s.Upgrade.Args)
 	if err != nil {
 		return err
 	}
@@ -190,25 +192,36 @@ func (s *Server) tryUpgrade(log *slog.Logger, nc *net.UnixConn, exe string) erro
 
 // runProbe runs "exe daemon --upgrade-probe args..." and checks its
 // answer: the new binary checks the daemon's flags, args, as it would
-// start with them, before it answers.
-func runProbe(ctx context.Context, exe string, args []string) (Probe, error) {
+// start with them, before it answers. The probe runs in a session of its
+// own, and once it has exited, or ctx has ended, every process of that
+// session and every descendant of the probe is killed (endProbe), so
+// that nothing it started outlives it, whatever the outcome: a probe that
+// hangs in a script's child, or leaves one running.
+func runProbe(ctx context.Context, log *slog.Logger, exe string, args []string) (Probe, error) {
 	var p Probe
-	cmd := exec.CommandContext(ctx, exe, append([]string{"daemon", "--upgrade-probe"}, args...)...)
+	cmd := exec.Command(exe, append([]string{"daemon", "--upgrade-probe"}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &limited{&stdout, 64 << 10}, &limited{&stderr, 4 << 10}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.WaitDelay = time.Second
-	err := cmd.Run()
+	if err := cmd.Start(); err != nil {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, os.ErrNotExist) {
+			return p, fmt.Errorf("the new binary %s cannot be executed: %w", exe, err)
+		}
+		return p, fmt.Errorf("the new binary %s cannot be started: %w", exe, err)
+	}
+	timedOut, err := awaitProbe(ctx, cmd)
+	if err != nil {
+		log.Warn("the new binary's probe left processes", "to", exe, "err", err)
+	}
+	err = cmd.Wait()
 	why := strings.TrimSpace(stderr.String())
 	if why != "" {
 		why = ": " + why
 	}
 	switch {
-	case ctx.Err() != nil:
+	case timedOut:
 		return p, fmt.Errorf("the new binary %s did not answer its probe (daemon --upgrade-probe) in time (%v)", exe, ProbeTimeout)
-	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, os.ErrNotExist):
-		return p, fmt.Errorf("the new binary %s cannot be executed: %w", exe, err)
-	case err != nil && cmd.ProcessState == nil:
-		return p, fmt.Errorf("the new binary %s cannot be started: %w", exe, err)
 	case err != nil:
 		return p, fmt.Errorf("the new binary %s failed its probe (daemon --upgrade-probe): %v%s", exe, err, why)
 	}
@@ -220,6 +233,38 @@ func runProbe(ctx context.Context, exe string, args []string) (Probe, error) {
 		return p, fmt.Errorf("the new binary %s (build %s) reads state versions %v, not this daemon's %d: stop this daemon (daemon stop) to change to it", exe, p.Build, p.Accepts, StateVersion)
 	}
 	return p, nil
+}
+
+// awaitProbe waits for the probe cmd, started, to exit, or for ctx to
+// end first (timedOut), then kills whatever is left of it (endProbe),
+// the probe too, before cmd.Wait reaps it: until then its pid names its
+// session and process group, and nothing else. err says what could not
+// be killed.
+func awaitProbe(ctx context.Context, cmd *exec.Cmd) (timedOut bool, err error) {
+	pid := cmd.Process.Pid
+	w, werr := procexit.WatchChild(pid)
+	if werr != nil {
+		// Never for a child not yet reaped; kill it at once all the same.
+		return ctx.Err() != nil, errors.Join(fmt.Errorf("watch probe %d: %w", pid, werr), endProbe(pid))
+	}
+	defer w.Close() // Best effort: the wait below is over.
+	exited := make(chan struct{})
+	go func() {
+		w.Wait() // Best effort: an error is Close's, after the timeout.
+		close(exited)
+	}()
+	select {
+	case <-exited:
+	case <-ctx.Done():
+		timedOut = true
+	}
+	err = endProbe(pid)
+	w.Close() // Best effort: ends a wait that the kill has not ended yet.
+	<-exited
+	if err != nil {
+		return timedOut, fmt.Errorf("end probe %d: %w", pid, err)
+	}
+	return timedOut, nil
 }
 
 // limited keeps the first n bytes written to it and drops the rest.
