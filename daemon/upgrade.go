@@ -162,7 +162,7 @@ func (s *Server) tryUpgrade(log *slog.Logger, nc *net.UnixConn, exe string) erro
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		s.upgrading = false
+		s.upgrading, s.frozen = false, false
 		s.mu.Unlock()
 	}()
 	host := s.Upgrade.Host
@@ -281,10 +281,12 @@ func (l *limited) Write(p []byte) (int, error) {
 }
 
 // closeConns closes every ACP connection, which detaches its sessions,
-// and waits, at most connsGone, for them to be gone. New ones are not
-// served while the upgrade lasts.
+// and waits, at most connsGone, for them to be gone. From then on, new
+// ones are not served while the upgrade lasts; until then (the probe)
+// they are, as ever, and closed here with the others.
 func (s *Server) closeConns(log *slog.Logger) {
 	s.mu.Lock()
+	s.frozen = true
 	n := len(s.conns)
 	for c := range s.conns {
 		c.nc.CloseRead() // Best effort: ends its reads; it then detaches and closes.

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -261,5 +262,52 @@ func TestDaemonUpgradeKeepsTheDetachedTTL(t *testing.T) {
 	if closed := time.Now(); closed.After(upgraded.Add(ttl)) || closed.Before(since.Add(ttl-100*time.Millisecond)) {
 		t.Errorf("the session closed %v after its detach and %v after the upgrade; want %v after its detach",
 			closed.Sub(since), closed.Sub(upgraded), ttl)
+	}
+}
+
+// While daemon upgrade runs its probe, the daemon serves as before: a
+// relay that connects meanwhile is served, and goes on being served when
+// the probe fails (here the new binary hangs past ProbeTimeout, in a
+// child); nothing of the probe is left.
+func TestDaemonUpgradeServesDuringTheProbe(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	d.startOwnDaemon(plainBinary)
+	hang := filepath.Join(t.TempDir(), "hang")
+	if err := os.WriteFile(hang, []byte("#!/bin/sh\nsleep 305\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	probe := func() []int {
+		return slices.DeleteFunc(d.procs(), func(pid int) bool { a := argv1(pid); return a != "305" && a != hang })
+	}
+	up := exec.Command(plainBinary, "daemon", "upgrade", "--socket", d.socket, "--to", hang)
+	up.Env = d.env()
+	var stderr strings.Builder
+	up.Stderr = &stderr
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	upgraded := make(chan error, 1)
+	go func() { upgraded <- up.Wait() }()
+	waitFor(t, "the probe to run", func() bool { return len(probe()) > 0 })
+
+	r := d.relayOf(plainBinary) // initialize is answered
+	sid := r.session(d.cwd)
+	select {
+	case err := <-upgraded:
+		if code := exitCode(err); code != 1 || !strings.Contains(stderr.String(), "did not answer its probe") {
+			t.Errorf("upgrade to a binary that hangs: exit %d, %q; want 1, saying it did not answer its probe", code, stderr.String())
+		}
+	case <-time.After(testloop.Wait):
+		t.Fatal("daemon upgrade did not end")
+	}
+	d.waitGone(5*time.Second, "the failed probe", probe)
+	r.prompt(sid, "echo still served")
+	r.c.WaitFor("the command's output", func(*acptest.Msg) bool {
+		return strings.Contains(string(r.c.Output(sid, "term_1")), "still served")
+	})
+	r.c.Close()
+	if code := r.exited(); code != 0 {
+		t.Errorf("the relay connected during the probe exited %d, want 0 at the end of its input", code)
 	}
 }
