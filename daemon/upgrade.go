@@ -121,12 +121,40 @@ func AskUpgrade(socket string, hello Hello, exe string) (Upgraded, Hello, error)
 	defer c.Close()
 	c.Conn.SetReadDeadline(time.Now().Add(upgradeTimeout)) // Best effort: as in Dial.
 	if err := readLine(c.R, &up); err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
-			return up, c.Daemon, fmt.Errorf("the daemon at %s (build %s) closed the connection without an answer: it cannot upgrade in place (a build from before 'daemon upgrade'), or it is stopping; see its log", socket, c.Daemon.Build)
+		if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+			return up, c.Daemon, fmt.Errorf("upgrade the daemon at %s: %w", socket, err)
 		}
-		return up, c.Daemon, fmt.Errorf("upgrade the daemon at %s: %w", socket, err)
+		if WaitExit(c.Daemon.Pid, exitWait) {
+			// The new image, which holds this connection from the
+			// exec on, ended before it answered.
+			return up, c.Daemon, fmt.Errorf("the daemon at %s (pid %d) exited without an answer: the new binary %s, which had passed its probe, took its place and ended before it served, "+
+				"or the daemon was stopped or killed meanwhile; see its log for why. Its sessions are gone, as after a crash: the next daemon to start sweeps what their commands left", socket, c.Daemon.Pid, exe)
+		}
+		return up, c.Daemon, fmt.Errorf("the daemon at %s (build %s) closed the connection without an answer: it cannot upgrade in place (a build from before 'daemon upgrade'), or it is stopping; see its log", socket, c.Daemon.Build)
 	}
 	return up, c.Daemon, nil
+}
+
+// exitWait bounds how long AskUpgrade, once the daemon closed the
+// connection without an answer, waits for it to be gone: a process's
+// descriptors close as it exits, a moment before it is a zombie.
+const exitWait = 2 * time.Second
+
+// WaitExit waits up to d for process pid to exit (to be gone, or a
+// zombie) and reports whether it did.
+func WaitExit(pid int, d time.Duration) bool {
+	w, err := procexit.Watch(pid)
+	if errors.Is(err, procexit.ErrGone) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	// Best effort, both: closing ends the wait.
+	defer w.Close()
+	t := time.AfterFunc(d, func() { w.Close() })
+	defer t.Stop()
+	return w.Wait() == nil
 }
 
 // upgrade serves WantUpgrade: it hands everything to exe by exec, in

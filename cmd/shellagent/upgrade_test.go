@@ -311,3 +311,27 @@ func TestDaemonUpgradeServesDuringTheProbe(t *testing.T) {
 		t.Errorf("the relay connected during the probe exited %d, want 0 at the end of its input", code)
 	}
 }
+
+// A new binary that passes its probe and then fails to start in place of
+// the daemon (here a script that execs a real build for the probe and
+// exits 7 otherwise) leaves no daemon, as a crash would: daemon upgrade
+// exits 1 saying that the daemon exited without an answer, and why,
+// rather than blaming a build from before 'daemon upgrade'.
+func TestDaemonUpgradeNewImageFailsToStart(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	daemonCmd := d.startOwnDaemon(plainBinary)
+	fails := filepath.Join(t.TempDir(), "fails")
+	script := "#!/bin/sh\ncase \"$2\" in --upgrade-probe) exec " + plainBinary + " \"$@\";; esac\nexit 7\n"
+	if err := os.WriteFile(fails, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := d.run(plainBinary, "daemon", "upgrade", "--socket", d.socket, "--to", fails)
+	if code != 1 || !strings.Contains(stderr, "exited without an answer") || !strings.Contains(stderr, fails) || strings.Contains(stderr, "from before") {
+		t.Errorf("upgrade to a binary that passes its probe and fails to start: exit %d, %q; want 1, saying that the daemon exited, and naming %s", code, stderr, fails)
+	}
+	waitExited(t, daemonCmd)
+	if code := daemonCmd.ProcessState.ExitCode(); code != 7 {
+		t.Errorf("the daemon exited %d, want the new image's 7", code)
+	}
+}
