@@ -41,6 +41,7 @@ func (t *cgroupTree) adopt(n int64, pid int, _ uint64) (Group, error) {
 	g.mu.Lock()
 	g.wd, g.shell, g.started = wd, pid, true
 	g.mu.Unlock()
+	t.track(g, true)
 	g.update()
 	return g, nil
 }

@@ -106,6 +106,9 @@ type cgroupTree struct {
 	env     []string // the instance marker
 	reap    *reaper  // when the agent is its pid namespace's init; else nil
 	spare   spare    // the next terminal's cgroup, made ahead
+
+	mu     sync.Mutex            // guards groups
+	groups map[*cgroupGroup]bool // every group made or adopted and not closed
 }
 
 // instanceDirPrefix starts the name of every instance cgroup:
@@ -123,7 +126,7 @@ func openCgroups(inst instance, next func() int64) (*cgroupTree, error) {
 		return nil, err
 	}
 	p := path.Join(place.self, instanceDirPrefix+inst.String())
-	t := &cgroupTree{place: place, path: p, dir: place.dir(p), env: inst.env(), spare: spare{next: next}}
+	t := &cgroupTree{place: place, path: p, dir: place.dir(p), env: inst.env(), spare: spare{next: next}, groups: make(map[*cgroupGroup]bool)}
 	// The name holds this process's pid and start time: one that exists
 	// is this process's own, made before it exec'd itself in place (a
 	// daemon's upgrade), and is taken over.
@@ -181,16 +184,40 @@ func (t *cgroupTree) prepare() { t.spare.refill(t) }
 func (t *cgroupTree) remove() error { return removeTree(t.dir) }
 
 // killAll kills every process in the instance's cgroups and waits until
-// they are gone, at most timeout.
+// they are gone, at most timeout. Each group that has a process alive
+// then notes the kill (Group.Killed) before it is sent.
 func (t *cgroupTree) killAll(timeout time.Duration) error {
+	t.mu.Lock()
+	groups := make([]*cgroupGroup, 0, len(t.groups))
+	for g := range t.groups {
+		groups = append(groups, g)
+	}
+	t.mu.Unlock()
+	for _, g := range groups {
+		if pids, err := cgroupPids(g.dir); err == nil { // a group closed meanwhile has nothing to note
+			g.note(anyAlive(pids))
+		}
+	}
 	return killTree(t.dir, t.hasKill, timeout)
+}
+
+// track adds g to the groups that killAll notes a kill of, or, if !add,
+// takes it out.
+func (t *cgroupTree) track(g *cgroupGroup, add bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if add {
+		t.groups[g] = true
+	} else {
+		delete(t.groups, g)
+	}
 }
 
 // close kills every process left in the instance's cgroups, waits until
 // they are gone (at most timeout), removes the cgroups and stops watching.
 func (t *cgroupTree) close(timeout time.Duration) error {
 	t.spare.close()
-	err := killTree(t.dir, t.hasKill, timeout)
+	err := t.killAll(timeout)
 	if e := t.remove(); e != nil {
 		err = errors.Join(err, e)
 	}
@@ -380,6 +407,7 @@ func inCgroup(pid int, p string) bool {
 // cgroupGroup is a Group held by a cgroup: every process forked inside it
 // stays inside it, and the kernel says when the last one has exited.
 type cgroupGroup struct {
+	killRecord
 	tree *cgroupTree
 	path string // hierarchy path
 	dir  string
@@ -435,6 +463,7 @@ func (t *cgroupTree) makeGroup(n int64, reuse bool) (*cgroupGroup, error) {
 	g.mu.Lock()
 	g.wd, g.fd = wd, fd
 	g.mu.Unlock()
+	t.track(g, true)
 	return g, nil
 }
 
@@ -512,20 +541,25 @@ func (g *cgroupGroup) Kill() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("list %s: %w", g.dir, err)
 	}
-	reached := false
-	for _, pid := range pids {
-		if p, ok := readProc(pid); ok && p.live() && !p.doomed() {
-			reached = true
-			break
-		}
-	}
+	reached := anyAlive(pids)
+	g.note(reached)
 	if !g.tree.hasKill {
 		return reached, killEach(g.dir)
 	}
 	return reached, writeFile(filepath.Join(g.dir, "cgroup.kill"), "1")
 }
 
+// anyAlive reports whether one of pids is alive and not already ended by
+// an earlier signal: one that a SIGKILL sent now reaches.
+func anyAlive(pids []int) bool {
+	return slices.ContainsFunc(pids, func(pid int) bool {
+		p, ok := readProc(pid)
+		return ok && p.live() && !p.doomed()
+	})
+}
+
 func (g *cgroupGroup) Close() error {
+	g.tree.track(g, false)
 	g.mu.Lock()
 	wd, shell, fd := g.wd, g.shell, g.fd
 	g.wd, g.fd = -1, -1

@@ -202,9 +202,29 @@ type Group interface {
 	// earlier signal it has yet to act on (a SIGTERM that a loaded
 	// machine has not let it die of is no reason to report SIGKILL).
 	Kill() (reached bool, err error)
+	// Killed reports whether a SIGKILL reached a process of the group that
+	// was alive and not already ended by an earlier signal, whichever
+	// sent it: Kill, or the Containment's KillAll or Close. A stopper that
+	// reports the last signal it had to send asks it, for a kill it did
+	// not send itself.
+	Killed() bool
 	// Close releases the group once it is done (a cgroup is removed). A
 	// group that still has processes must be killed first.
 	Close() error
+}
+
+// killRecord is a Group's Killed: set by whatever sends the group's
+// processes SIGKILL, once that reached one of them. Safe for concurrent
+// use.
+type killRecord struct{ killed atomic.Bool }
+
+func (k *killRecord) Killed() bool { return k.killed.Load() }
+
+// note records a SIGKILL that reached a live process of the group.
+func (k *killRecord) note(reached bool) {
+	if reached {
+		k.killed.Store(true)
+	}
 }
 
 // NewGroup returns a new, empty group.
@@ -227,7 +247,7 @@ func (c *Containment) Prepare() { c.m.prepare() }
 
 // KillAll sends SIGKILL to every process of every group and waits until
 // they are gone, at most CloseTimeout. Groups go on working: each reports
-// Done as its processes die.
+// Done as its processes die, and Killed if the kill reached one of them.
 func (c *Containment) KillAll() error { return c.m.killAll(CloseTimeout) }
 
 // Close kills every process still held, waits until they are gone (at

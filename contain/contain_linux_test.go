@@ -261,6 +261,62 @@ func TestKillEndsWhatIgnoresTerm(t *testing.T) {
 	})
 }
 
+// Group.Killed records a SIGKILL that reached a live process of the group,
+// whichever sent it: the group's own Kill, or the Containment's KillAll,
+// which a second stop signal to the agent sends. A group whose processes
+// had ended by then, or that got only SIGTERM, was not killed.
+func TestKilledWhoeverKills(t *testing.T) {
+	tests := []struct {
+		name string
+		kill func(c *Containment, g Group) error
+	}{
+		{"Kill", func(_ *Containment, g Group) error { _, err := g.Kill(); return err }},
+		{"KillAll", func(c *Containment, _ Group) error { return c.KillAll() }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			eachMode(t, func(t *testing.T, c *Containment) {
+				ended := start(t, c, "exit 0")
+				ended.reap(t)
+				waitDone(t, ended.g)
+				termed := start(t, c, "sleep 30")
+				waitMembers(t, termed.g, 1, "sleep 30")
+				if reached, err := termed.g.Signal(unix.SIGTERM); !reached || err != nil {
+					t.Errorf("Signal = %v, %v", reached, err)
+				}
+				termed.reap(t)
+				waitDone(t, termed.g)
+				s := start(t, c, "trap '' TERM HUP; sleep 30 & wait")
+				waitMembers(t, s.g, 2, "sleep 30") // the shell and its sleep: one Kill ends both
+				if s.g.Killed() {
+					t.Error("Killed before any SIGKILL")
+				}
+				if err := tt.kill(c, s.g); err != nil {
+					t.Error(err)
+				}
+				waitDone(t, s.g)
+				if ws := s.reap(t); ws.Signal() != unix.SIGKILL {
+					t.Errorf("shell status %v", ws)
+				}
+				if !s.g.Killed() {
+					t.Errorf("the group whose processes %s killed does not say Killed", tt.name)
+				}
+				for _, g := range []started{ended, termed} {
+					if g.g.Killed() {
+						t.Errorf("the group of %d, ended before the kill, says Killed", g.pid)
+					}
+					if err := g.g.Close(); err != nil {
+						t.Error(err)
+					}
+				}
+				if err := s.g.Close(); err != nil {
+					t.Error(err)
+				}
+			})
+		})
+	}
+}
+
 // A process that blocks the signals it is sent takes them only once it
 // unblocks them, and may fork before: dash does, around each command it
 // forks. Signal waits for it to take them (holdWait), and what it forked

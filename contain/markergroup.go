@@ -25,6 +25,7 @@ import (
 // under it from a scan and the mode's facts, both read before it is taken,
 // and the stat of each recorded process the scan does not hold.
 type markerGroup struct {
+	killRecord
 	m      *markerMode
 	env    []string
 	inst   string // the instance's InstanceEnv value
@@ -421,6 +422,7 @@ func (g *markerGroup) Kill() (bool, error) {
 		}
 	}
 	reached := slices.ContainsFunc(procs, func(p proc) bool { return !p.doomed() })
+	g.note(reached)
 	return reached, errors.Join(errs...)
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -182,9 +183,13 @@ func (s *markerMode) kill() ([]proc, error) {
 	victims := make(map[int]proc)
 	parent := parents(procs)
 	for _, g := range s.snapshot() {
-		for _, p := range g.attribute(procs, parent, facts) {
+		members := g.attribute(procs, parent, facts)
+		for _, p := range members {
 			victims[p.pid] = p
 		}
+		// Noted before the kill, as Kill does: once it is sent, every
+		// member is doomed.
+		g.note(slices.ContainsFunc(members, func(p proc) bool { return p.live() && !p.doomed() }))
 	}
 	if s.reap != nil {
 		for _, p := range s.reap.takes(procs, false) {

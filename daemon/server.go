@@ -82,7 +82,8 @@ type Server struct {
 	mu        sync.Mutex // guards what follows
 	conns     map[*acpConn]struct{}
 	closing   bool                    // no connection is served ACP any more
-	upgrading bool                    // an upgrade is under way: no new connection is served ACP
+	upgrading bool                    // an upgrade is under way: no other one starts, and the daemon is not idle
+	frozen    bool                    // the upgrade has passed its probe and closed the connections: no new one is served ACP
 	l         Listener                // what Serve accepts from
 	idle      time.Time               // since when nothing is open; zero while something is
 	stop      context.CancelCauseFunc // ends Serve
@@ -342,11 +343,11 @@ func closeFile(f *os.File) {
 func (s *Server) serveACP(log *slog.Logger, nc *net.UnixConn, r io.Reader, out, in *os.File) {
 	c := &acpConn{nc: nc, out: out, in: in, kick: make(chan struct{})}
 	s.mu.Lock()
-	if s.closing || s.upgrading {
+	if s.closing || s.frozen {
 		s.mu.Unlock()
 		closeFile(out)
 		closeFile(in)
-		nc.Close() // Best effort: the daemon is stopping, or upgrading.
+		nc.Close() // Best effort: the daemon is stopping, or handing over to a new image.
 		return
 	}
 	s.conns[c] = struct{}{}

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"shellagent/procexit"
 )
 
 // StateVersion is the version of the state that an upgrade hands from the
@@ -119,12 +121,40 @@ func AskUpgrade(socket string, hello Hello, exe string) (Upgraded, Hello, error)
 	defer c.Close()
 	c.Conn.SetReadDeadline(time.Now().Add(upgradeTimeout)) // Best effort: as in Dial.
 	if err := readLine(c.R, &up); err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
-			return up, c.Daemon, fmt.Errorf("the daemon at %s (build %s) closed the connection without an answer: it cannot upgrade in place (a build from before 'daemon upgrade'), or it is stopping; see its log", socket, c.Daemon.Build)
+		if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+			return up, c.Daemon, fmt.Errorf("upgrade the daemon at %s: %w", socket, err)
 		}
-		return up, c.Daemon, fmt.Errorf("upgrade the daemon at %s: %w", socket, err)
+		if WaitExit(c.Daemon.Pid, exitWait) {
+			// The new image, which holds this connection from the
+			// exec on, ended before it answered.
+			return up, c.Daemon, fmt.Errorf("the daemon at %s (pid %d) exited without an answer: the new binary %s, which had passed its probe, took its place and ended before it served, "+
+				"or the daemon was stopped or killed meanwhile; see its log for why. Its sessions are gone, as after a crash: the next daemon to start sweeps what their commands left", socket, c.Daemon.Pid, exe)
+		}
+		return up, c.Daemon, fmt.Errorf("the daemon at %s (build %s) closed the connection without an answer: it cannot upgrade in place (a build from before 'daemon upgrade'), or it is stopping; see its log", socket, c.Daemon.Build)
 	}
 	return up, c.Daemon, nil
+}
+
+// exitWait bounds how long AskUpgrade, once the daemon closed the
+// connection without an answer, waits for it to be gone: a process's
+// descriptors close as it exits, a moment before it is a zombie.
+const exitWait = 2 * time.Second
+
+// WaitExit waits up to d for process pid to exit (to be gone, or a
+// zombie) and reports whether it did.
+func WaitExit(pid int, d time.Duration) bool {
+	w, err := procexit.Watch(pid)
+	if errors.Is(err, procexit.ErrGone) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	// Best effort, both: closing ends the wait.
+	defer w.Close()
+	t := time.AfterFunc(d, func() { w.Close() })
+	defer t.Stop()
+	return w.Wait() == nil
 }
 
 // upgrade serves WantUpgrade: it hands everything to exe by exec, in
@@ -160,7 +190,7 @@ func (s *Server) tryUpgrade(log *slog.Logger, nc *net.UnixConn, exe string) erro
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		s.upgrading = false
+		s.upgrading, s.frozen = false, false
 		s.mu.Unlock()
 	}()
 	host := s.Upgrade.Host
@@ -171,7 +201,7 @@ func (s *Server) tryUpgrade(log *slog.Logger, nc *net.UnixConn, exe string) erro
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ProbeTimeout)
 	defer cancel()
-	probe, err := runProbe(ctx, exe, s.Upgrade.Args)
+	probe, err := runProbe(ctx, log, exe, s.Upgrade.Args)
 	if err != nil {
 		return err
 	}
@@ -190,25 +220,36 @@ func (s *Server) tryUpgrade(log *slog.Logger, nc *net.UnixConn, exe string) erro
 
 // runProbe runs "exe daemon --upgrade-probe args..." and checks its
 // answer: the new binary checks the daemon's flags, args, as it would
-// start with them, before it answers.
-func runProbe(ctx context.Context, exe string, args []string) (Probe, error) {
+// start with them, before it answers. The probe runs in a session of its
+// own, and once it has exited, or ctx has ended, every process of that
+// session and every descendant of the probe is killed (endProbe), so
+// that nothing it started outlives it, whatever the outcome: a probe that
+// hangs in a script's child, or leaves one running.
+func runProbe(ctx context.Context, log *slog.Logger, exe string, args []string) (Probe, error) {
 	var p Probe
-	cmd := exec.CommandContext(ctx, exe, append([]string{"daemon", "--upgrade-probe"}, args...)...)
+	cmd := exec.Command(exe, append([]string{"daemon", "--upgrade-probe"}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &limited{&stdout, 64 << 10}, &limited{&stderr, 4 << 10}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.WaitDelay = time.Second
-	err := cmd.Run()
+	if err := cmd.Start(); err != nil {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, os.ErrNotExist) {
+			return p, fmt.Errorf("the new binary %s cannot be executed: %w", exe, err)
+		}
+		return p, fmt.Errorf("the new binary %s cannot be started: %w", exe, err)
+	}
+	timedOut, err := awaitProbe(ctx, cmd)
+	if err != nil {
+		log.Warn("the new binary's probe left processes", "to", exe, "err", err)
+	}
+	err = cmd.Wait()
 	why := strings.TrimSpace(stderr.String())
 	if why != "" {
 		why = ": " + why
 	}
 	switch {
-	case ctx.Err() != nil:
+	case timedOut:
 		return p, fmt.Errorf("the new binary %s did not answer its probe (daemon --upgrade-probe) in time (%v)", exe, ProbeTimeout)
-	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, os.ErrNotExist):
-		return p, fmt.Errorf("the new binary %s cannot be executed: %w", exe, err)
-	case err != nil && cmd.ProcessState == nil:
-		return p, fmt.Errorf("the new binary %s cannot be started: %w", exe, err)
 	case err != nil:
 		return p, fmt.Errorf("the new binary %s failed its probe (daemon --upgrade-probe): %v%s", exe, err, why)
 	}
@@ -220,6 +261,38 @@ func runProbe(ctx context.Context, exe string, args []string) (Probe, error) {
 		return p, fmt.Errorf("the new binary %s (build %s) reads state versions %v, not this daemon's %d: stop this daemon (daemon stop) to change to it", exe, p.Build, p.Accepts, StateVersion)
 	}
 	return p, nil
+}
+
+// awaitProbe waits for the probe cmd, started, to exit, or for ctx to
+// end first (timedOut), then kills whatever is left of it (endProbe),
+// the probe too, before cmd.Wait reaps it: until then its pid names its
+// session and process group, and nothing else. err says what could not
+// be killed.
+func awaitProbe(ctx context.Context, cmd *exec.Cmd) (timedOut bool, err error) {
+	pid := cmd.Process.Pid
+	w, werr := procexit.WatchChild(pid)
+	if werr != nil {
+		// Never for a child not yet reaped; kill it at once all the same.
+		return ctx.Err() != nil, errors.Join(fmt.Errorf("watch probe %d: %w", pid, werr), endProbe(pid))
+	}
+	defer w.Close() // Best effort: the wait below is over.
+	exited := make(chan struct{})
+	go func() {
+		w.Wait() // Best effort: an error is Close's, after the timeout.
+		close(exited)
+	}()
+	select {
+	case <-exited:
+	case <-ctx.Done():
+		timedOut = true
+	}
+	err = endProbe(pid)
+	w.Close() // Best effort: ends a wait that the kill has not ended yet.
+	<-exited
+	if err != nil {
+		return timedOut, fmt.Errorf("end probe %d: %w", pid, err)
+	}
+	return timedOut, nil
 }
 
 // limited keeps the first n bytes written to it and drops the rest.
@@ -236,10 +309,12 @@ func (l *limited) Write(p []byte) (int, error) {
 }
 
 // closeConns closes every ACP connection, which detaches its sessions,
-// and waits, at most connsGone, for them to be gone. New ones are not
-// served while the upgrade lasts.
+// and waits, at most connsGone, for them to be gone. From then on, new
+// ones are not served while the upgrade lasts; until then (the probe)
+// they are, as ever, and closed here with the others.
 func (s *Server) closeConns(log *slog.Logger) {
 	s.mu.Lock()
+	s.frozen = true
 	n := len(s.conns)
 	for c := range s.conns {
 		c.nc.CloseRead() // Best effort: ends its reads; it then detaches and closes.

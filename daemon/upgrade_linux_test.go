@@ -2,12 +2,18 @@ package daemon
 
 import (
 	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -134,4 +140,75 @@ func TestHandOverAndResume(t *testing.T) {
 	if err := readLine(bufio.NewReader(requester), &up); err != nil || up.Build != "new" || up.Error != "" || up.Pid != os.Getpid() {
 		t.Errorf("the requester got %+v, %v", up, err)
 	}
+}
+
+// Nothing of a probe outlives it, whatever the outcome: one that hangs in
+// a child past its time, with children in its own process group, in
+// another one of its session (as a shell with job control puts its jobs)
+// and in a session of their own; one that answers, or fails, and leaves children
+// running in its session (a child in a session of its own is lost to
+// any look once its parent has exited). Each child is a sleep of its own
+// length, which names it.
+func TestProbeLeavesNothing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	children := func(n int) string {
+		return fmt.Sprintf("sleep %d1 &\nperl -e 'setpgrp(0, 0); exec @ARGV' sleep %d2 &\n", n, n)
+	}
+	for _, tt := range []struct {
+		name, body, why string
+		n               int
+		wait            time.Duration
+	}{
+		{"hangs", children(47) + "setsid sleep 473 &\nsleep 47", "in time", 47, 300 * time.Millisecond},
+		{"answers", children(48) + `echo '{"build":"v2","accepts":[` + strconv.Itoa(StateVersion) + `]}'`, "", 48, ProbeTimeout},
+		{"fails", children(49) + "exit 3", "exit status 3", 49, ProbeTimeout},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			exe := filepath.Join(dir, tt.name)
+			if err := os.WriteFile(exe, []byte("#!/bin/sh\n"+tt.body+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), tt.wait)
+			defer cancel()
+			_, err := runProbe(ctx, slog.New(slog.DiscardHandler), exe, nil)
+			if tt.why == "" && err != nil || tt.why != "" && (err == nil || !strings.Contains(err.Error(), tt.why)) {
+				t.Errorf("probe: %v; want %q", err, tt.why)
+			}
+			var left []string
+			for i := 1; i <= 3; i++ {
+				arg := fmt.Sprintf("%d%d", tt.n, i)
+				for _, pid := range liveWithArgs("sleep", arg) {
+					left = append(left, "sleep "+arg)
+					unix.Kill(pid, unix.SIGKILL) // Best effort: cleanup.
+				}
+			}
+			if len(left) > 0 {
+				t.Errorf("the probe left %v running", left)
+			}
+		})
+	}
+}
+
+// liveWithArgs lists the live (not zombie) processes whose arguments are
+// args.
+func liveWithArgs(args ...string) []int {
+	want := strings.Join(args, "\x00") + "\x00"
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || string(b) != want {
+			continue
+		}
+		if p, ok := readStat(pid); ok && p.live {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

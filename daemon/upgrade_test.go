@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,7 +44,7 @@ echo '{"build":"v2 (abc)","accepts":[1,2]}'`, 0o755)
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), tt.wait)
 			defer cancel()
-			p, err := runProbe(ctx, tt.exe, []string{"--shell", "/bin/sh"})
+			p, err := runProbe(ctx, slog.New(slog.DiscardHandler), tt.exe, []string{"--shell", "/bin/sh"})
 			switch {
 			case tt.why == "" && (err != nil || p.Build != "v2 (abc)"):
 				t.Errorf("probe: %+v, %v; want build v2 (abc)", p, err)

@@ -450,6 +450,11 @@ func (p *local) run() {
 		}
 		errs = append(errs, esc.Err())
 	}
+	if p.group.Killed() {
+		// A SIGKILL the escalation may not have sent: the containment's
+		// KillAll (a second stop signal, a shutdown that timed out).
+		exit.Stopped = signals.Name(unix.SIGKILL)
+	}
 	errs = append(errs, p.shell.Reap(), p.shell.Close(), p.drain(), p.master.Close())
 	errs = append(errs, p.group.Close())
 	if exit.Err = errors.Join(errs...); exit.Err != nil {

@@ -78,10 +78,12 @@ type Status struct {
 // Exit is how a command ended.
 type Exit struct {
 	Shell Status // the shell's own wait status
-	// Stopped is the last signal of Stop that reached a live process
-	// ("SIGTERM", or "SIGKILL" after the grace), or "" if none did: a stop
-	// that raced the command's own end and found only processes already
-	// exiting leaves the natural status alone.
+	// Stopped is the last signal the agent sent the command's processes
+	// that reached a live one: "SIGTERM" from Stop, or "SIGKILL", from Stop
+	// after the grace or from its containment group, whoever sent it
+	// (contain.Group.Killed: the Containment's KillAll too); or "" if
+	// none did: a stop that raced the command's own end and found only
+	// processes already exiting leaves the natural status alone.
 	Stopped string
 	// Err collects what went wrong while following or stopping the
 	// command; the exit is reported all the same.

@@ -664,7 +664,8 @@ func TestShutdownHonoursEachSessionsKillGrace(t *testing.T) {
 // it has stopped its commands (the default action of a signal no longer
 // caught): it skips the rest of the kill grace. With a 30 s grace and a
 // command that ignores SIGTERM, SIGTERM after stdin EOF ends everything
-// at once, and the agent still exits 0 with nothing left behind.
+// at once, and the agent still exits 0 with nothing left behind. The
+// command's exitStatus says SIGKILL: the last signal the agent sent it.
 func TestSecondSignalDuringShutdown(t *testing.T) {
 	t.Parallel()
 	a := startAgent(t, "--kill-grace", "30s")
@@ -682,6 +683,9 @@ func TestSecondSignalDuringShutdown(t *testing.T) {
 	}
 	a.exitWithin(5 * time.Second)
 	<-closed
+	if sig := a.exitStatus(sid, "term_1")["signal"]; sig != "SIGKILL" {
+		t.Errorf("the command killed by the second signal ended with signal %v, want SIGKILL", sig)
+	}
 }
 
 // Commands get the PTY and no other descriptor of the agent's, and the

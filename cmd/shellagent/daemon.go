@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"shellagent/daemon"
-	"shellagent/procexit"
 	"shellagent/ptyio"
 	"shellagent/supervisor"
 )
@@ -448,7 +447,7 @@ func daemonStop(args []string) int {
 	if st.Error != "" {
 		fmt.Fprintf(&w, "not everything stopped within its kill grace and was killed: %s\n", st.Error)
 	}
-	if !waitExit(hello.Pid, 10*time.Second) {
+	if !daemon.WaitExit(hello.Pid, 10*time.Second) {
 		fmt.Fprintf(os.Stderr, "shellagent: the daemon (pid %d) stopped its sessions but has not exited\n", hello.Pid)
 		printHelp(w.String())
 		return 1
@@ -502,23 +501,6 @@ func upgradeProbe() int {
 		return 1
 	}
 	return 0
-}
-
-// waitExit waits up to d for process pid to exit (to be gone, or a
-// zombie) and reports whether it did.
-func waitExit(pid int, d time.Duration) bool {
-	w, err := procexit.Watch(pid)
-	if errors.Is(err, procexit.ErrGone) {
-		return true
-	}
-	if err != nil {
-		return false
-	}
-	// Best effort, both: closing ends the wait.
-	defer w.Close()
-	t := time.AfterFunc(d, func() { w.Close() })
-	defer t.Stop()
-	return w.Wait() == nil
 }
 
 // upgradeHold is when the new image of an upgrade in place got through

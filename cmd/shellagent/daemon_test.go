@@ -1219,7 +1219,9 @@ func TestSystemdUnits(t *testing.T) {
 // SIGTERM to the daemon (what systemctl stop sends) closes every session
 // with its kill grace, as daemon stop does, and the daemon exits leaving
 // nothing behind; a second SIGTERM while the commands stop kills them at
-// once.
+// once. Either way the command, which outlives SIGTERM, ends with SIGKILL,
+// the last signal the daemon sent it: live, and in the history that the
+// next daemon replays.
 func TestDaemonSIGTERM(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -1269,6 +1271,14 @@ func TestDaemonSIGTERM(t *testing.T) {
 				if code := <-stopped; code != 0 {
 					t.Errorf("daemon stop exited %d, want 0", code)
 				}
+			}
+			if sig := a.exitSignal(sid, "term_1"); sig != "SIGKILL" {
+				t.Errorf("the relay saw term_1 end with signal %v, want SIGKILL", sig)
+			}
+			b := d.relay() // the next daemon
+			b.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": d.cwd, "replayFrom": map[string]string{"type": "start"}}, nil)
+			if sig := b.exitSignal(sid, "term_1"); sig != "SIGKILL" {
+				t.Errorf("the history replays term_1's end with signal %v, want SIGKILL", sig)
 			}
 		})
 	}
@@ -1390,4 +1400,103 @@ func runOnSocket(t *testing.T, cmd *exec.Cmd, requests string) ([]byte, error) {
 		return b, err
 	}
 	return b, rerr
+}
+
+// A relay whose stdin is a regular file copies it to the daemon, and after
+// its end passes on every answer until the daemon closes the connection,
+// however long the daemon takes: here it is stopped (SIGSTOP) for longer
+// than the second the relay once gave it, right after the relay connected.
+// The relay waits, then exits 0 with every answer, each line whole.
+func TestDaemonRelayFileStdinGetsEveryAnswer(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	a := d.relay()
+	for range 30 {
+		a.session(d.cwd)
+	}
+	daemons := d.daemons()
+	if len(daemons) != 1 {
+		t.Fatalf("%d daemons", len(daemons))
+	}
+	const lists = 300
+	var requests strings.Builder
+	requests.WriteString(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":2}}` + "\n")
+	for id := 1; id <= lists; id++ {
+		fmt.Fprintf(&requests, `{"jsonrpc":"2.0","id":%d,"method":"session/list","params":{}}`+"\n", id)
+	}
+	in := filepath.Join(t.TempDir(), "in")
+	if err := os.WriteFile(in, []byte(requests.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdin, err := os.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdout.Close()
+
+	logPath := filepath.Join(d.state, "shellagent", "daemon.log")
+	connected := func() int {
+		b, _ := os.ReadFile(logPath)
+		return bytes.Count(b, []byte("msg=connected"))
+	}
+	before := connected()
+	cmd := exec.Command(binary, d.relayArgs()...)
+	cmd.Env, cmd.Stdin, cmd.Stdout, cmd.Stderr = d.env(), stdin, stdout, testWriter{t}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		syscall.Kill(daemons[0], syscall.SIGCONT) // Best effort: continued below, unless the test failed first.
+		cmd.Process.Kill()                        // Best effort: it may be gone.
+	})
+	deadline := time.Now().Add(testloop.Wait)
+	for connected() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("the daemon's log does not say that the relay connected")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	syscall.Kill(daemons[0], syscall.SIGSTOP)
+	time.Sleep(2 * time.Second) // the relay once gave the daemon 1 s after the end of its stdin
+	select {
+	case err = <-done:
+		t.Errorf("the relay exited (%v) while the daemon was stopped, before its answers", err)
+		syscall.Kill(daemons[0], syscall.SIGCONT)
+	default:
+		syscall.Kill(daemons[0], syscall.SIGCONT)
+		select {
+		case err = <-done:
+		case <-time.After(testloop.Wait):
+			t.Fatal("the relay did not exit once the daemon went on")
+		}
+	}
+	if err != nil {
+		t.Errorf("the relay: %v, want exit 0", err)
+	}
+	b, err := os.ReadFile(stdout.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make(map[int]bool)
+	for line := range strings.Lines(string(b)) {
+		var m struct {
+			ID     *int            `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil || m.ID == nil || m.Result == nil || !strings.HasSuffix(line, "\n") {
+			t.Errorf("a line of the relay's output is not a whole answer (%v): %.200q", err, line)
+			continue
+		}
+		ids[*m.ID] = true
+	}
+	if len(ids) != lists+1 {
+		t.Errorf("the relay's output holds %d answers of %d (%d bytes)", len(ids), lists+1, len(b))
+	}
 }

@@ -20,10 +20,6 @@ import (
 	"shellagent/internal/jsonrpcline"
 )
 
-// relayDrain bounds how long the relay, once stdin has ended, reads on
-// for the daemon's answers to what it sent.
-const relayDrain = time.Second
-
 // relay is shellagent --daemon: it connects to the daemon, starting one
 // if none runs, and lasts until stdin ends, stdout is
 // closed, a stop signal arrives or the daemon goes away. None of these
@@ -70,12 +66,20 @@ func relay(opts agentOptions) int {
 			return 1
 		}
 		// The client is done: tell the daemon, and pass on its answers to
-		// what was sent, for a while.
+		// what was sent until it closes the connection, as when it reads
+		// the stdin itself. No timer bounds that: the daemon closes once
+		// it has read the end and answered what came before (within a
+		// few seconds of reading it, see daemon.Server), but it reads the
+		// requests only as fast as it answers them and the client takes
+		// the answers, and no timer here could tell that from a hung
+		// daemon (a fixed second cut off the answers of a busy one). A
+		// stop signal or a closed stdout still ends the relay at once.
 		c.Conn.CloseWrite() // Best effort: the exit closes the connection anyway.
 		select {
 		case <-down:
 		case <-out.gone:
-		case <-time.After(relayDrain):
+		case sig := <-sigs:
+			log.Info("relay stopping; the daemon keeps the sessions", "because", sig.String())
 		}
 		return 0
 	case err := <-down:

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -261,5 +262,76 @@ func TestDaemonUpgradeKeepsTheDetachedTTL(t *testing.T) {
 	if closed := time.Now(); closed.After(upgraded.Add(ttl)) || closed.Before(since.Add(ttl-100*time.Millisecond)) {
 		t.Errorf("the session closed %v after its detach and %v after the upgrade; want %v after its detach",
 			closed.Sub(since), closed.Sub(upgraded), ttl)
+	}
+}
+
+// While daemon upgrade runs its probe, the daemon serves as before: a
+// relay that connects meanwhile is served, and goes on being served when
+// the probe fails (here the new binary hangs past ProbeTimeout, in a
+// child); nothing of the probe is left.
+func TestDaemonUpgradeServesDuringTheProbe(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	d.startOwnDaemon(plainBinary)
+	hang := filepath.Join(t.TempDir(), "hang")
+	if err := os.WriteFile(hang, []byte("#!/bin/sh\nsleep 305\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	probe := func() []int {
+		return slices.DeleteFunc(d.procs(), func(pid int) bool { a := argv1(pid); return a != "305" && a != hang })
+	}
+	up := exec.Command(plainBinary, "daemon", "upgrade", "--socket", d.socket, "--to", hang)
+	up.Env = d.env()
+	var stderr strings.Builder
+	up.Stderr = &stderr
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	upgraded := make(chan error, 1)
+	go func() { upgraded <- up.Wait() }()
+	waitFor(t, "the probe to run", func() bool { return len(probe()) > 0 })
+
+	r := d.relayOf(plainBinary) // initialize is answered
+	sid := r.session(d.cwd)
+	select {
+	case err := <-upgraded:
+		if code := exitCode(err); code != 1 || !strings.Contains(stderr.String(), "did not answer its probe") {
+			t.Errorf("upgrade to a binary that hangs: exit %d, %q; want 1, saying it did not answer its probe", code, stderr.String())
+		}
+	case <-time.After(testloop.Wait):
+		t.Fatal("daemon upgrade did not end")
+	}
+	d.waitGone(5*time.Second, "the failed probe", probe)
+	r.prompt(sid, "echo still served")
+	r.c.WaitFor("the command's output", func(*acptest.Msg) bool {
+		return strings.Contains(string(r.c.Output(sid, "term_1")), "still served")
+	})
+	r.c.Close()
+	if code := r.exited(); code != 0 {
+		t.Errorf("the relay connected during the probe exited %d, want 0 at the end of its input", code)
+	}
+}
+
+// A new binary that passes its probe and then fails to start in place of
+// the daemon (here a script that execs a real build for the probe and
+// exits 7 otherwise) leaves no daemon, as a crash would: daemon upgrade
+// exits 1 saying that the daemon exited without an answer, and why,
+// rather than blaming a build from before 'daemon upgrade'.
+func TestDaemonUpgradeNewImageFailsToStart(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	daemonCmd := d.startOwnDaemon(plainBinary)
+	fails := filepath.Join(t.TempDir(), "fails")
+	script := "#!/bin/sh\ncase \"$2\" in --upgrade-probe) exec " + plainBinary + " \"$@\";; esac\nexit 7\n"
+	if err := os.WriteFile(fails, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := d.run(plainBinary, "daemon", "upgrade", "--socket", d.socket, "--to", fails)
+	if code != 1 || !strings.Contains(stderr, "exited without an answer") || !strings.Contains(stderr, fails) || strings.Contains(stderr, "from before") {
+		t.Errorf("upgrade to a binary that passes its probe and fails to start: exit %d, %q; want 1, saying that the daemon exited, and naming %s", code, stderr, fails)
+	}
+	waitExited(t, daemonCmd)
+	if code := daemonCmd.ProcessState.ExitCode(); code != 7 {
+		t.Errorf("the daemon exited %d, want the new image's 7", code)
 	}
 }
