@@ -342,6 +342,21 @@ func notRunning(err error, path string) int {
 	return 1
 }
 
+// inTransit reports whether err says that no daemon answers at path
+// while one holds its lock: it is starting or stopping.
+func inTransit(err error, path string) bool {
+	if !errors.Is(err, daemon.ErrNotRunning) {
+		return false
+	}
+	held, herr := daemon.Held(path)
+	return herr == nil && held
+}
+
+// transitLine is what status and stop say of a daemon in transit.
+func transitLine(path string) string {
+	return fmt.Sprintf("shellagent: a daemon is starting or stopping at %s: it holds %s.lock and does not answer yet", path, path)
+}
+
 // daemonStatus runs shellagent daemon status.
 func daemonStatus(args []string) int {
 	path, code, done := daemonSocket("status", args)
@@ -349,6 +364,10 @@ func daemonStatus(args []string) int {
 		return code
 	}
 	st, err := daemon.AskStatus(path, daemonHello())
+	if inTransit(err, path) {
+		fmt.Fprintln(os.Stderr, transitLine(path))
+		return 1
+	}
 	if err != nil {
 		return notRunning(err, path)
 	}
@@ -427,6 +446,14 @@ func daemonStop(args []string) int {
 		return code
 	}
 	st, hello, err := daemon.AskStop(path, daemonHello())
+	if inTransit(err, path) {
+		fmt.Fprintln(os.Stderr, transitLine(path)+"; waiting for it")
+		st, hello, err = stopInTransit(path)
+		if errors.Is(err, daemon.ErrNotRunning) {
+			fmt.Printf("the daemon at %s has exited\n", path)
+			return 0
+		}
+	}
 	if err != nil {
 		return notRunning(err, path)
 	}
@@ -454,6 +481,20 @@ func daemonStop(args []string) int {
 	}
 	fmt.Fprintf(&w, "daemon pid %d exited\n", hello.Pid)
 	return printHelp(w.String())
+}
+
+// stopInTransit waits, with no bound of its own, for a daemon that is
+// starting or stopping at path: it returns ErrNotRunning once no process
+// holds the lock (the daemon has exited), or stops the daemon once it
+// answers, as AskStop does.
+func stopInTransit(path string) (daemon.Stopped, daemon.Hello, error) {
+	for {
+		time.Sleep(50 * time.Millisecond)
+		st, hello, err := daemon.AskStop(path, daemonHello())
+		if !inTransit(err, path) {
+			return st, hello, err
+		}
+	}
 }
 
 // daemonUpgrade runs shellagent daemon upgrade.

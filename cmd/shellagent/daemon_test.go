@@ -820,6 +820,77 @@ func TestDaemonStatusAndStop(t *testing.T) {
 	}
 }
 
+// While a daemon stops (its socket gone, a command still in its kill
+// grace), daemon status says that a daemon is starting or stopping, as a
+// relay does, and exits 1; daemon stop says so too and waits for it to
+// exit (here hurried by a SIGTERM), then exits 0, with nothing left.
+func TestDaemonStatusAndStopWhileStopping(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t, "--kill-grace", "60s")
+	a := d.relay()
+	sid := a.session(d.cwd)
+	a.prompt(sid, "/bg trap '' TERM; echo ready; sleep 300")
+	a.c.WaitFor("ready", func(*acptest.Msg) bool { return strings.Contains(string(a.c.Output(sid, "term_1")), "ready") })
+	daemons := d.daemons()
+	if len(daemons) != 1 {
+		t.Fatalf("%d daemons", len(daemons))
+	}
+	// daemons counts the daemon stop commands too.
+	alive := func() bool { return slices.Contains(d.procs(), daemons[0]) }
+	first := make(chan int, 1)
+	go func() {
+		_, _, code := d.run(binary, "daemon", "stop", "--socket", d.socket)
+		first <- code
+	}()
+	waitFor(t, "the daemon to stop, its socket gone", func() bool {
+		_, err := os.Lstat(d.socket)
+		return errors.Is(err, os.ErrNotExist)
+	})
+	if !alive() {
+		t.Fatal("the daemon exited within the 60 s kill grace")
+	}
+	_, stderr, code := d.run(binary, "daemon", "status", "--socket", d.socket)
+	if code != 1 || !strings.Contains(stderr, "a daemon is starting or stopping at "+d.socket) {
+		t.Errorf("daemon status while the daemon stops: exit %d, %q; want 1, saying that a daemon is starting or stopping", code, stderr)
+	}
+
+	second := exec.Command(binary, "daemon", "stop", "--socket", d.socket)
+	second.Env = d.env()
+	var stdout, errOut syncBuffer
+	second.Stdout, second.Stderr = &stdout, &errOut
+	if err := second.Start(); err != nil {
+		t.Fatal(err)
+	}
+	secondDone := make(chan error, 1)
+	go func() { secondDone <- second.Wait() }()
+	waitFor(t, "the second daemon stop to wait", func() bool { return strings.Contains(errOut.String(), "starting or stopping") })
+	select {
+	case err := <-secondDone:
+		t.Fatalf("the second daemon stop exited (%v) while the daemon stopped: %q, %q", err, stdout.String(), errOut.String())
+	default:
+	}
+	if !alive() {
+		t.Fatal("the daemon exited before its kill grace was hurried")
+	}
+	syscall.Kill(daemons[0], syscall.SIGTERM) // a second stop: everything left is killed at once
+	select {
+	case err := <-secondDone:
+		if code := exitCode(err); code != 0 || !strings.Contains(stdout.String(), "has exited") {
+			t.Errorf("daemon stop while the daemon stops: exit %d, %q, %q; want 0, once it has exited", code, stdout.String(), errOut.String())
+		}
+	case <-time.After(testloop.Wait):
+		second.Process.Kill() // Best effort: the test fails.
+		t.Fatal("the second daemon stop did not return once the daemon had exited")
+	}
+	if alive() {
+		t.Errorf("daemon stop returned with the daemon running: %v", describe(daemons))
+	}
+	if code := <-first; code != 0 {
+		t.Errorf("the first daemon stop exited %d, want 0", code)
+	}
+	d.noneLeft(5*time.Second, "the stop")
+}
+
 // A command that waits for permission when its relay goes away is refused
 // (no one is left to ask), and the next relay sees it so.
 func TestDaemonDetachRefusesAWaitingPermission(t *testing.T) {
