@@ -44,6 +44,11 @@ func (r IntRange) Integer(lit string) (string, bool) {
 	return text, err == nil && u <= r.Max
 }
 
+// expMost bounds the exponents integerText works with: a larger one
+// stands for a number with more than 20 digits or a fractional part
+// whatever its digits (at most a line's length) are.
+const expMost = 1 << 30
+
 // integerText returns the integer that lit, a valid JSON number, stands
 // for, in plain decimal, or "" if it has more than 20 digits (more than
 // any int64 or uint64 holds); ok is false for a number with a non-zero
@@ -53,8 +58,11 @@ func integerText(lit string) (text string, ok bool) {
 	exp := 0
 	if i := strings.IndexAny(s, "eE"); i >= 0 {
 		e, err := strconv.Atoi(s[i+1:])
-		if err != nil { // beyond int: as far beyond the digits either way
-			e = 1 << 30
+		if err != nil || e > expMost || e < -expMost {
+			// As far beyond the digits either way, and kept small enough
+			// that adding the digits' count (a line's length at most)
+			// cannot overflow.
+			e = expMost
 			if strings.HasPrefix(s[i+1:], "-") {
 				e = -e
 			}
@@ -75,7 +83,7 @@ func integerText(lit string) (text string, ok bool) {
 		return "0", true
 	case exp < 0:
 		return "", false
-	case len(digits)+exp > 20:
+	case exp > 20-len(digits):
 		return "", true
 	}
 	text = digits + strings.Repeat("0", exp)

@@ -510,11 +510,6 @@ func answeredAtOnce[T any, P params[T]](f func(c *Conn, p P) (any, error)) handl
 func answeredThen[T any, P params[T]](f func(c *Conn, p P) (result any, follow func(), err error)) handler {
 	return func(c *Conn, req *jsonrpc2.Request) {
 		reply := c.replyNow(req.ID)
-		p, err := decode[T, P](req)
-		if err != nil {
-			reply(nil, err)
-			return
-		}
 		answered := false
 		defer func() {
 			// A panic before the answer is answered -32603.
@@ -524,6 +519,11 @@ func answeredThen[T any, P params[T]](f func(c *Conn, p P) (result any, follow f
 				_ = c.panicked(req, r) // logged; the request was answered already
 			}
 		}()
+		p, err := decode[T, P](req)
+		if err != nil {
+			reply(nil, err)
+			return
+		}
 		result, follow, err := f(c, p)
 		answered = true
 		reply(result, err)
@@ -538,19 +538,23 @@ func answeredThen[T any, P params[T]](f func(c *Conn, p P) (result any, follow f
 func answeredByReply[T any, P params[T]](f func(ctx context.Context, c *Conn, p P, reply Reply)) handler {
 	return func(c *Conn, req *jsonrpc2.Request) {
 		c.requested(req)
+		var reply Reply
+		defer func() {
+			// A panic answers the request -32603, unless f answered it
+			// already (reply runs once).
+			if r := recover(); r != nil {
+				if reply == nil { // in decode
+					reply = c.replyNow(req.ID)
+				}
+				reply(nil, c.panicked(req, r))
+			}
+		}()
 		p, err := decode[T, P](req)
 		if err != nil {
 			c.replyNow(req.ID)(nil, err)
 			return
 		}
 		ctx, reply := c.replyLater(req.ID)
-		defer func() {
-			// A panic answers the request -32603, unless f answered it
-			// already (reply runs once).
-			if r := recover(); r != nil {
-				reply(nil, c.panicked(req, r))
-			}
-		}()
 		f(ctx, c, p, reply)
 	}
 }

@@ -38,7 +38,7 @@ func decodeParams(params *json.RawMessage, v any) error {
 		return nil
 	}
 	raw := *params
-	for {
+	for rewrites := 0; ; rewrites++ {
 		err := json.Unmarshal(raw, v)
 		if err == nil {
 			break
@@ -67,11 +67,20 @@ func decodeParams(params *json.RawMessage, v any) error {
 		if !ok || n == lit || start < 0 || end > len(raw) || string(raw[start:end]) != lit {
 			return r.Refuse(field, lit)
 		}
+		if rewrites == rewritesMost {
+			return acp.InvalidParams("%s: more than %d integers written with a fraction or an exponent; write them plainly (%s)", field, rewritesMost, n)
+		}
 		raw = slices.Concat(raw[:start], []byte(n), raw[end:])
 		reflect.ValueOf(v).Elem().SetZero()
 	}
 	return exactNames(*params, reflect.TypeOf(v), "")
 }
+
+// rewritesMost bounds how many integers written with a fraction or an
+// exponent decodeParams rewrites, each at the cost of decoding the whole
+// params again: a client that repeats a key could otherwise hold the
+// connection's reads for minutes with one line.
+const rewritesMost = 16
 
 // intRanger is params whose integer members take fewer values than their
 // Go types hold: IntRange returns the range of the member at path

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"shellagent/acp"
@@ -62,11 +63,16 @@ func TestIntegerMembers(t *testing.T) {
 		{"initialize", `{"protocolVersion":-1}`, "protocolVersion: expected an integer from 0 to 65535, got -1", 0},
 		{"initialize", `{"protocolVersion":9999999999999999999}`, "protocolVersion: expected an integer from 0 to 65535, got 9999999999999999999", 0},
 		{"initialize", `{"protocolVersion":1e400}`, "protocolVersion: expected an integer from 0 to 65535, got 1e400", 0},
+		{"initialize", `{"protocolVersion":1e9223372036854775807}`, "protocolVersion: expected an integer from 0 to 65535, got 1e9223372036854775807", 0},
+		{"initialize", `{"protocolVersion":1.5e-9223372036854775808}`, "protocolVersion: expected an integer from 0 to 65535, got 1.5e-9223372036854775808", 0},
 		{"initialize", `{"protocolVersion":"2"}`, "protocolVersion: expected an integer from 0 to 65535, got string", 0},
 		{"initialize", `{"protocolVersion":[2]}`, "protocolVersion: expected an integer from 0 to 65535, got array", 0},
 		{resize, `{` + term + `"size":{"cols":80,"rows":24}}`, `{"cols":80,"rows":24}`, 0},
 		{resize, `{` + term + `"size":{"cols":80.0,"rows":2.4e1}}`, `{"cols":80,"rows":24}`, 0},
 		{resize, `{` + term + `"size":{"cols":1E4,"rows":1}}`, `{"cols":10000,"rows":1}`, 0},
+		{resize, `{` + term + `"size":{` + strings.Repeat(`"cols":1.0,`, 16) + `"rows":24}}`, `{"cols":1,"rows":24}`, 0},
+		// The connection reads a repeated key once (the last).
+		{resize, `{` + term + `"size":{` + strings.Repeat(`"cols":1.0,`, 100000) + `"rows":24}}`, `{"cols":1,"rows":24}`, 0},
 		{resize, `{` + term + `"size":{"cols":80.5,"rows":24}}`, "size.cols: expected an integer from 1 to 10000, got 80.5", 0},
 		{resize, `{` + term + `"size":{"cols":80,"rows":2.45e1}}`, "size.rows: expected an integer from 1 to 10000, got 2.45e1", 0},
 		{resize, `{` + term + `"size":{"cols":0,"rows":24}}`, "size.cols: expected an integer from 1 to 10000, got 0", 0},
@@ -100,6 +106,34 @@ func TestIntegerMembers(t *testing.T) {
 			t.Errorf("%s %s: answered %s, want %s", tt.method, tt.params, m["result"], tt.want)
 		case m["result"] == nil && (errorCode(m) != cmp.Or(tt.code, acp.CodeInvalidParams) || e.Message != tt.want):
 			t.Errorf("%s %s: answered %s, want %d %q", tt.method, tt.params, m["error"], cmp.Or(tt.code, acp.CodeInvalidParams), tt.want)
+		}
+	}
+}
+
+// TestDecodeParamsRewritesFew: decodeParams decodes params again for
+// each integer written with a fraction or an exponent, at most
+// rewritesMost times; params with more are refused at once, however
+// long (here by a key repeated, which the connection itself would have
+// read once).
+func TestDecodeParamsRewritesFew(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		n    int
+		want string // the error, "" for none
+	}{
+		{rewritesMost, ""},
+		{rewritesMost + 1, "size.cols: more than 16 integers written with a fraction or an exponent; write them plainly (1)"},
+		{100000, "size.cols: more than 16 integers written with a fraction or an exponent; write them plainly (1)"},
+	}
+	for _, tt := range tests {
+		raw := json.RawMessage(`{"sessionId":"s","terminalId":"term_1","size":{` + strings.Repeat(`"cols":1.0,`, tt.n) + `"rows":24}}`)
+		var p acp.ResizeTerminalRequest
+		err := decodeParams(&raw, &p)
+		switch {
+		case tt.want == "" && (err != nil || p.Size == nil || p.Size.Cols != 1):
+			t.Errorf("%d rewrites: %v, %+v; want cols 1", tt.n, err, p.Size)
+		case tt.want != "" && (err == nil || err.Error() != tt.want+" (-32602)"):
+			t.Errorf("%d rewrites: %v; want %q", tt.n, err, tt.want)
 		}
 	}
 }

@@ -17,7 +17,7 @@ func TestIntID(t *testing.T) {
 		{"12", 12, true}, {"12.0", 12, true}, {"1.2e1", 12, true}, {"120e-1", 12, true}, {"1200E-2", 12, true},
 		{"-12.00", -12, true}, {"9.223372036854775807e18", 9223372036854775807, true},
 		{"-9223372036854775808.0", -9223372036854775808, true},
-		{"9223372036854775808.0", 0, false}, {"1.5", 0, false}, {"12e-2", 0, false}, {"1e20", 0, false},
+		{"9223372036854775808.0", 0, false}, {"1.5", 0, false}, {"12e-2", 0, false}, {"1e20", 0, false}, {"1e9223372036854775807", 0, false}, {"1.5e-9223372036854775808", 0, false},
 		{"1e401", 0, false}, {"0.1e1", 1, true},
 	} {
 		v, ok := IntID([]byte(tt.raw))
@@ -70,6 +70,7 @@ func TestCheck(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":-92233720368547758.08e2,"method":"x"}`, 0, "-92233720368547758.08e2", Request},
 		{`{"jsonrpc":"2.0","id":9223372036854775808.0,"method":"x"}`, acp.CodeInvalidRequest, "null", 0},
 		{`{"jsonrpc":"2.0","id":1e19,"method":"x"}`, acp.CodeInvalidRequest, "null", 0},
+		{`{"jsonrpc":"2.0","id":1e9223372036854775807,"method":"x"}`, acp.CodeInvalidRequest, "null", 0},
 		{`{"jsonrpc":"2.0","id":1.25e1,"method":"x"}`, acp.CodeInvalidRequest, "null", 0},
 		{`{"jsonrpc":"2.0","id":1e-1,"method":"x"}`, acp.CodeInvalidRequest, "null", 0},
 		{`{"jsonrpc":"2.0","id":1e999999999999,"method":"x"}`, acp.CodeInvalidRequest, "null", 0},
