@@ -949,3 +949,47 @@ depends_on = ["b"]
 		t.Errorf("processes left after /down: %v", left)
 	}
 }
+
+// /down NAME stops what depends on NAME also when NAME itself does not
+// run: here a one-shot task that completed. Before, it stopped nothing
+// and said that no service of the stack ran, app running on.
+func TestStackDownNamesWhatDoesNotRun(t *testing.T) {
+	t.Parallel()
+	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+[services.migrate]
+command = "echo migrated; exit 0"
+ready = "migrated"
+
+[services.app]
+command = "echo app up; exec sleep 60"
+ready = "app up"
+depends_on = ["migrate"]
+
+[services.other]
+command = "exec sleep 61"
+`)
+	h.run(sid, "/up")
+	up := h.agentText(nil, sid, "Ready: migrate, app, other.")
+	h.idle(up, sid, acp.StopEndTurn)
+	h.await(sid, "migrate stopped", func(st *state) bool {
+		return st.stack.Service("migrate").Info().State == service.Stopped
+	})
+	h.run(sid, "/down migrate")
+	down := h.agentText(up, sid, "Stopped: app.")
+	h.idle(down, sid, acp.StopEndTurn)
+	h.run(sid, "/down migrate")
+	again := h.agentText(down, sid, "Nothing to stop: migrate does not run, nor anything that depends on it.")
+	h.idle(again, sid, acp.StopEndTurn)
+	h.await(sid, "other running", func(st *state) bool {
+		return st.stack.Service("other").Info().State == service.Ready
+	})
+	h.run(sid, "/down migrate app")
+	both := h.agentText(again, sid, "Nothing to stop: none of migrate, app runs, nor anything that depends on them.")
+	h.idle(both, sid, acp.StopEndTurn)
+	h.run(sid, "/down")
+	all := h.agentText(both, sid, "Stopped: other.")
+	h.idle(all, sid, acp.StopEndTurn)
+	if left := acptest.ProcessesWith(h.marker); len(left) > 0 {
+		t.Errorf("processes left after /down: %v", left)
+	}
+}

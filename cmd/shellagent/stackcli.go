@@ -345,7 +345,7 @@ var errNothingRuns = errors.New("nothing runs here")
 // session without services, in the command line's words.
 func nothingRuns(name, cwd string) string {
 	if name == "down" {
-		return service.NothingToStop
+		return service.NoneRuns
 	}
 	return "No services run in " + cwd + ": shellagent up starts the stack of " + stack.TOMLFile + " (or the " + stack.Procfile + ") there."
 }

@@ -130,35 +130,40 @@ func (ss *Stack) dependencies(svc *Service) (ready bool, why string) {
 }
 
 // downOrder is what /down names stops, dependents first: the services
-// named (all when none is) and what depends on them, of those the stack
-// manages, by the definitions they run with, so that a service the stack
-// file no longer has (or whose depends_on changed) is stopped as it runs.
-// A name the file has that the stack does not manage stops nothing; one
-// that neither has is refused.
+// named (all when none is) and what depends on them, of those that run.
+// Dependents are found among every service the stack knows, running or
+// not, by the definitions they last ran with (the file's for one that
+// never ran), so that a service the stack file no longer has (or whose
+// depends_on changed) is stopped as it runs, and a named service that
+// does not run (a task that completed, one that gave up) still takes
+// what depends on it down. A name that neither the stack nor its file
+// has is refused.
 func (ss *Stack) downOrder(names []string) ([]string, error) {
 	if ss.file == nil {
 		return nil, errors.New("no stack was started")
 	}
 	var defs []*stack.Service
 	for _, n := range ss.names {
-		if svc := ss.services[n]; svc.Active() || svc.term != nil {
-			defs = append(defs, svc.def)
-		}
+		defs = append(defs, ss.services[n].def)
 	}
-	running := stack.Of(ss.file.File, defs)
-	var named []string
 	for _, n := range names {
-		switch {
-		case running.Service(n) != nil:
-			named = append(named, n)
-		case ss.file.Service(n) == nil:
+		if ss.services[n] != nil {
+			continue
+		}
+		def := ss.file.Service(n)
+		if def == nil {
 			return nil, fmt.Errorf("stack: down %s: no service %q in %s", n, n, ss.file.File)
 		}
+		defs = append(defs, def)
 	}
-	if len(names) > 0 && len(named) == 0 {
-		return nil, nil
+	order, err := stack.Of(ss.file.File, defs).Down(names...)
+	if err != nil {
+		return nil, err
 	}
-	return running.Down(named...)
+	return slices.DeleteFunc(order, func(n string) bool {
+		svc := ss.services[n]
+		return svc == nil || !svc.Active() && svc.term == nil
+	}), nil
 }
 
 // stopInOrder stops the services named, one after the other, each once
@@ -249,7 +254,7 @@ func (ss *Stack) Down(t work.Turn, args string) {
 		op.finish(fmt.Sprintf("Cannot stop: %v.", err), acp.StopEndTurn)
 		return
 	case len(names) == 0:
-		op.finish(NothingToStop, acp.StopEndTurn)
+		op.finish(nothingToStop(strings.Fields(args)), acp.StopEndTurn)
 		return
 	}
 	ss.ops = append(ss.ops, op)
@@ -344,10 +349,23 @@ func (op *stackOp) ToBackground() {
 const (
 	AllReady      = "Ready: "
 	AllStopped    = "Stopped: "
-	NothingToStop = "Nothing to stop: no service of the stack runs."
+	NothingToStop = "Nothing to stop: "
+	NoneRuns      = NothingToStop + "no service of the stack runs."
 	NoServices    = "No services:"
 	NoSuchService = "No service "
 )
+
+// nothingToStop is /down's answer when none of the services named, nor
+// any that depends on them, runs (none of the stack's when none is named).
+func nothingToStop(names []string) string {
+	switch len(names) {
+	case 0:
+		return NoneRuns
+	case 1:
+		return NothingToStop + names[0] + " does not run, nor anything that depends on it."
+	}
+	return NothingToStop + "none of " + strings.Join(names, ", ") + " runs, nor anything that depends on them."
+}
 
 // Status is what /status says: one line per service. The memory, CPU and
 // listening ports of each running service's processes are read from /proc
