@@ -59,31 +59,33 @@ func TryLock(socket string) (l *Lock, ok bool, err error) {
 	return &Lock{f: f}, true, nil
 }
 
-// Held reports whether a process holds socket's lock: a daemon, from
-// its start until it has exited (so also while it starts or stops and
-// answers no one), or a client starting one. It creates no lock file and
-// takes the lock for an instant when no one holds it.
-func Held(socket string) (bool, error) {
+// LockHolder reports whether a process holds socket's lock: a daemon,
+// from its start until it has exited (so also while it starts or stops
+// and answers no one), or a client starting one. holder tells one hold
+// from the next where the system says who took it (Linux: the pid in
+// /proc/locks, which for a daemon a relay started is the relay's), else
+// 0. It creates no lock file and, on Linux, never takes the lock (a
+// daemon starting meanwhile would find it taken); elsewhere it takes it
+// shared for an instant.
+func LockHolder(socket string) (holder int, held bool, err error) {
 	d, err := openDir(filepath.Dir(socket), false)
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
 	defer d.close()
 	fd, err := unix.Openat(d.fd(), filepath.Base(socket)+".lock", unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	switch {
 	case errors.Is(err, unix.ENOENT):
-		return false, nil
+		return 0, false, nil
 	case err != nil:
-		return false, fmt.Errorf("lock %s: %w", lockPath(socket), err)
+		return 0, false, fmt.Errorf("lock %s: %w", lockPath(socket), err)
 	}
-	defer unix.Close(fd) // Best effort: lets go of the instant's lock too.
-	switch err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB); {
-	case errors.Is(err, unix.EWOULDBLOCK):
-		return true, nil
-	case err != nil:
-		return false, fmt.Errorf("lock %s: %w", lockPath(socket), err)
+	defer unix.Close(fd) // Best effort: read only.
+	holder, held, err = flockHolder(fd)
+	if err != nil {
+		return 0, false, fmt.Errorf("lock %s: %w", lockPath(socket), err)
 	}
-	return false, nil
+	return holder, held, nil
 }
 
 // current reports whether socket's lock file is still the file l holds.

@@ -343,13 +343,14 @@ func notRunning(err error, path string) int {
 }
 
 // inTransit reports whether err says that no daemon answers at path
-// while one holds its lock: it is starting or stopping.
-func inTransit(err error, path string) bool {
+// while a process holds its lock (a daemon starting or stopping), and
+// which (see daemon.LockHolder).
+func inTransit(err error, path string) (holder int, ok bool) {
 	if !errors.Is(err, daemon.ErrNotRunning) {
-		return false
+		return 0, false
 	}
-	held, herr := daemon.Held(path)
-	return herr == nil && held
+	holder, held, herr := daemon.LockHolder(path)
+	return holder, herr == nil && held
 }
 
 // transitLine is what status and stop say of a daemon in transit.
@@ -364,7 +365,7 @@ func daemonStatus(args []string) int {
 		return code
 	}
 	st, err := daemon.AskStatus(path, daemonHello())
-	if inTransit(err, path) {
+	if _, ok := inTransit(err, path); ok {
 		fmt.Fprintln(os.Stderr, transitLine(path))
 		return 1
 	}
@@ -446,10 +447,10 @@ func daemonStop(args []string) int {
 		return code
 	}
 	st, hello, err := daemon.AskStop(path, daemonHello())
-	if inTransit(err, path) {
+	if holder, ok := inTransit(err, path); ok {
 		fmt.Fprintln(os.Stderr, transitLine(path)+"; waiting for it")
-		st, hello, err = stopInTransit(path)
-		if errors.Is(err, daemon.ErrNotRunning) {
+		st, hello, err = stopInTransit(path, holder)
+		if errors.Is(err, errExited) {
 			fmt.Printf("the daemon at %s has exited\n", path)
 			return 0
 		}
@@ -484,18 +485,29 @@ func daemonStop(args []string) int {
 }
 
 // stopInTransit waits, with no bound of its own, for a daemon that is
-// starting or stopping at path: it returns ErrNotRunning once no process
-// holds the lock (the daemon has exited), or stops the daemon once it
-// answers, as AskStop does.
-func stopInTransit(path string) (daemon.Stopped, daemon.Hello, error) {
+// starting or stopping at path, its lock held by holder: it returns
+// errExited once that hold has ended (a daemon another client starts
+// meanwhile is left alone, where the system tells one hold from the
+// next), or stops the daemon once it answers, as AskStop does.
+func stopInTransit(path string, holder int) (daemon.Stopped, daemon.Hello, error) {
 	for {
 		time.Sleep(50 * time.Millisecond)
+		now, held, err := daemon.LockHolder(path)
+		switch {
+		case err != nil:
+			return daemon.Stopped{}, daemon.Hello{}, err
+		case !held || now != holder:
+			return daemon.Stopped{}, daemon.Hello{}, errExited
+		}
 		st, hello, err := daemon.AskStop(path, daemonHello())
-		if !inTransit(err, path) {
+		if !errors.Is(err, daemon.ErrNotRunning) {
 			return st, hello, err
 		}
 	}
 }
+
+// errExited is stopInTransit's error for a daemon that has exited.
+var errExited = errors.New("the daemon has exited")
 
 // daemonUpgrade runs shellagent daemon upgrade.
 func daemonUpgrade(args []string) int {
