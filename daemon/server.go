@@ -39,9 +39,10 @@ const flushTimeout = 200 * time.Millisecond
 // lineTimeout has passed, a client that has taken none of it for
 // lineTimeout is left with a torn line; one that takes it slowly has
 // until lineMost (a client kept off the CPU of a loaded machine while
-// floods run was seen to need more than lineTimeout). Closing a
-// connection takes at most flushTimeout+lineMost, within an upgrade's wait
-// for its connections (connsGone).
+// floods run was seen to need more than lineTimeout). Once a connection's
+// answers are in (awaitAnswers, for a client whose input ended), closing
+// it takes at most flushTimeout+lineMost, within an upgrade's wait for
+// its connections (connsGone).
 const (
 	lineTimeout = time.Second
 	lineMost    = 3 * time.Second

@@ -21,8 +21,9 @@ import (
 )
 
 // relay is shellagent --daemon: it connects to the daemon, starting one
-// if none runs, and lasts until stdin ends, stdout is
-// closed, a stop signal arrives or the daemon goes away. None of these
+// if none runs, and lasts until the daemon has answered what stdin held
+// and closed the connection, stdout is closed, a stop signal arrives or
+// the daemon goes away. None of these
 // stops any work: the daemon detaches this connection's sessions. When
 // stdout and stdin are pipes or sockets (an editor's, sshd's), the relay
 // hands them to the daemon, as tmux's client hands its terminal to the
