@@ -891,6 +891,38 @@ backoff = "2s"
 	})
 }
 
+// /up's wait for a service that restarts ends with the first run begun
+// during the wait that ends before it is ready: here every run after the
+// first exits 1 without its ready line, and the restarts would go on for
+// a minute (max_restarts = 100). Before, /up waited until they gave up.
+func TestStackUpGivesUpOnARestartThatIsNotReady(t *testing.T) {
+	t.Parallel()
+	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+[services.c]
+command = 'n=$(($(cat n 2>/dev/null || echo 0) + 1)); echo $n > n; if [ $n = 1 ]; then echo "ready 1"; sleep 1; exit 1; fi; echo "run $n"; sleep 0.3; exit 1'
+ready = "^ready [0-9]+$"
+restart = "always"
+max_restarts = 100
+backoff = "300ms"
+`)
+	h.run(sid, "/up")
+	first := h.agentText(nil, sid, "Ready: c.")
+	h.idle(first, sid, acp.StopEndTurn)
+	h.await(sid, "c waits to restart", func(st *state) bool { return st.stack.Service("c").Info().State == service.Restarting })
+	h.run(sid, "/up")
+	second := h.agentText(first, sid, "Failed: c restarting: ")
+	h.idle(second, sid, acp.StopEndTurn)
+	h.await(sid, "the answer's moment", func(st *state) bool {
+		if info := st.stack.Service("c").Info(); info.Gen > 3 {
+			t.Errorf("after the second /up's answer: c in run %d, want 2 or 3", info.Gen)
+		}
+		return true
+	})
+	h.run(sid, "/down")
+	down := h.agentText(second, sid, "Stopped: c.")
+	h.idle(down, sid, acp.StopEndTurn)
+}
+
 // /restart NAME starts what NAME depends on that does not run, as /up
 // NAME would, and waits for both. Before, b failed: "its dependency a
 // does not run".

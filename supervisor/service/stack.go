@@ -197,6 +197,7 @@ type stackOp struct {
 	ss       *Stack
 	turn     work.Turn
 	wait     []*Service // the services whose readiness it waits for
+	gens     []int      // the run of each of wait when the wait began
 	stopping bool       // stops are under way: it is not done yet
 	done     bool
 }
@@ -221,7 +222,7 @@ func (ss *Stack) Up(t work.Turn, args string) {
 		op.finish(fmt.Sprintf("Cannot start: %v. Nothing was started.", err), acp.StopEndTurn)
 		return
 	}
-	op.wait = ss.want(f, order, "")
+	op.waitFor(ss.want(f, order, ""))
 	ss.ops = append(ss.ops, op)
 	ss.Progress()
 }
@@ -288,7 +289,7 @@ func (ss *Stack) Restart(t work.Turn, name string) {
 			return
 		}
 		op.stopping = false
-		op.wait = ss.want(f, order, name)
+		op.waitFor(ss.want(f, order, name))
 		ss.Progress()
 	}
 	if svc := ss.services[name]; svc != nil {
@@ -307,12 +308,25 @@ func (op *stackOp) check() {
 	}
 	outcomes := make([]Outcome, len(op.wait))
 	for i, svc := range op.wait {
-		if svc.Active() && svc.state != Ready {
+		// A service that was ready restarts after a run that ended
+		// before it was ready: one such run that began during the wait
+		// ends it, or restart = "always" with runs that never get ready
+		// would hold the turn for good.
+		restarted := svc.state == Restarting && svc.gen > op.gens[i]
+		if svc.Active() && svc.state != Ready && !restarted {
 			return
 		}
 		outcomes[i] = Outcome{Name: svc.def.Name, Ready: svc.state == Ready || completed(svc), State: svc.state, Why: svc.why}
 	}
 	op.finish(UpSummary(outcomes), acp.StopEndTurn)
+}
+
+// waitFor makes op wait for the services svcs, from their current runs.
+func (op *stackOp) waitFor(svcs []*Service) {
+	op.wait, op.gens = svcs, make([]int, len(svcs))
+	for i, svc := range svcs {
+		op.gens[i] = svc.gen
+	}
 }
 
 // finish ends op: text is said, and its turn ends with stopReason.
