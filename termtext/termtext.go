@@ -17,7 +17,9 @@ import (
 // carriage return on its line starts the line over (as progress bars
 // expect), while a carriage return that nothing follows on its line
 // leaves it as it is (a line ended with "\r\n", which a terminal's ONLCR
-// makes "\r\r\n", or the output's last line), other control characters
+// makes "\r\r\n", or the output's last line), an erase of the line
+// (ESC [ 2 K, or ESC [ K right after a carriage return) empties it, as a
+// terminal shows it, other control characters
 // but tab are dropped, and each maximal ill-formed UTF-8 subpart becomes
 // one U+FFFD (see IllFormedLen).
 func Plain(p []byte) string {
@@ -28,7 +30,11 @@ func Plain(p []byte) string {
 		c := p[i]
 		switch {
 		case c == 0x1b:
-			i += escapeLen(p[i:])
+			n := escapeLen(p[i:])
+			if erasesLine(p[i:i+n], over) {
+				out = out[:lineStart]
+			}
+			i += n
 		case c == '\r':
 			over = true
 			i++
@@ -59,6 +65,20 @@ func Plain(p []byte) string {
 		}
 	}
 	return string(out)
+}
+
+// erasesLine reports whether the escape sequence esc erases the line's
+// text as Plain keeps it: "ESC [ 2 K" (the whole line), or "ESC [ K" and
+// "ESC [ 0 K" (to its end) with the cursor at its start (atStart: a
+// carriage return came last).
+func erasesLine(esc []byte, atStart bool) bool {
+	switch string(esc) {
+	case "\x1b[2K":
+		return true
+	case "\x1b[K", "\x1b[0K":
+		return atStart
+	}
+	return false
 }
 
 // escapeLen returns the length of the escape sequence at the start of p

@@ -16,7 +16,12 @@ func TestPlain(t *testing.T) {
 		// and a carriage return that nothing follows, keep their line.
 		{"ready\r\r\n", "ready\n"},
 		{"line1\r\nline2\r\r\nline3\r", "line1\nline2\nline3"},
-		{"50%\r\x1b[K", "50%"},
+		{"50%\r\x1b[K", ""},
+		{"progress\r\x1b[K\n", "\n"},
+		{"progress\r\x1b[0Kdone\r\n", "done\n"},
+		{"a\x1b[K\n", "a\n"},
+		{"abc\x1b[2K\rd\n", "d\n"},
+		{"keep\x1b[2K\n", "\n"},
 		{"50%\r\x1b[K60%", "60%"},
 		{"abc\r\r\n\rX\n", "abc\nX\n"},
 		{"é\r€", "€"},
