@@ -436,8 +436,9 @@ func permissionCancel(st Stage) error {
 // verdict waits for the client's answer to the request for listed work
 // after session/cancel, for as long as the scenario keeps that request
 // open (the hold, at least AnswerWindow), and says what the client did
-// meanwhile. It reports whether an answer came.
-func verdict(st Stage, answer <-chan Answer) (says string, answered bool, err error) {
+// meanwhile. It reports whether the request ended before the scenario
+// withdraws it: the client answered, or the request failed.
+func verdict(st Stage, answer <-chan Answer) (says string, ended bool, err error) {
 	open := max(st.HoldTime(), AnswerWindow)
 	t := time.NewTimer(open)
 	defer t.Stop()
