@@ -55,6 +55,10 @@ type Hello struct {
 	// Exe, in a client's WantUpgrade hello: the absolute path of the
 	// binary to upgrade to.
 	Exe string `json:"exe,omitempty"`
+	// Grace, in the daemon's hello: its longest kill grace in use, in
+	// milliseconds, which bounds how long an upgrade waits for closing
+	// sessions before its probe (AskUpgrade waits that much longer).
+	Grace int64 `json:"grace,omitempty"`
 }
 
 // Status is the daemon's answer to WantStatus.

@@ -194,7 +194,7 @@ func (s *Server) serve(nc *net.UnixConn) {
 		return
 	}
 	nc.SetDeadline(time.Now().Add(helloTimeout)) // Best effort: without it a silent peer holds a goroutine.
-	if err := writeLine(nc, Hello{Shellagent: RelayVersion, Build: s.Build, Pid: os.Getpid()}); err != nil {
+	if err := writeLine(nc, Hello{Shellagent: RelayVersion, Build: s.Build, Pid: os.Getpid(), Grace: s.Supervisor.LongestGrace().Milliseconds()}); err != nil {
 		log.Warn("hello", "err", err)
 		nc.Close() // Best effort: gone.
 		return

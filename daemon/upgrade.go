@@ -32,7 +32,8 @@ const ProbeTimeout = 10 * time.Second
 
 // upgradeTimeout bounds how long the requester waits for the answer:
 // the probe, the closing of the connections, the exec and the new image's
-// start.
+// start; AskUpgrade adds the daemon's longest kill grace (Hello.Grace),
+// for which the daemon may wait for closing sessions first.
 const upgradeTimeout = ProbeTimeout + 20*time.Second
 
 // connsGone bounds how long an upgrade waits for the ACP connections it
@@ -119,7 +120,9 @@ func AskUpgrade(socket string, hello Hello, exe string) (Upgraded, Hello, error)
 		return up, Hello{}, err
 	}
 	defer c.Close()
-	c.Conn.SetReadDeadline(time.Now().Add(upgradeTimeout)) // Best effort: as in Dial.
+	// The daemon waits for closing sessions, at most its longest kill
+	// grace and a few seconds, before the probe.
+	c.Conn.SetReadDeadline(time.Now().Add(upgradeTimeout + time.Duration(c.Daemon.Grace)*time.Millisecond)) // Best effort: as in Dial.
 	if err := readLine(c.R, &up); err != nil {
 		if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
 			return up, c.Daemon, fmt.Errorf("upgrade the daemon at %s: %w", socket, err)

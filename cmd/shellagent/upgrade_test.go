@@ -335,3 +335,35 @@ func TestDaemonUpgradeNewImageFailsToStart(t *testing.T) {
 		t.Errorf("the daemon exited %d, want the new image's 7", code)
 	}
 }
+
+// daemon upgrade while a session closes, its command in a kill grace
+// longer than the upgrade's own bound (35 s against 30): the daemon waits
+// for the close before its probe, and the command waits for the daemon's
+// answer, however long its kill grace (the daemon's hello says it), then
+// upgrades. Before, it gave up after 30 s with "i/o timeout", the daemon
+// upgrading anyway once the close was done.
+func TestDaemonUpgradeWaitsForAClosingSession(t *testing.T) {
+	testloop.Long(t, "a kill grace of 35 s")
+	t.Parallel()
+	d := newDaemonFixture(t, "--kill-grace", "35s")
+	cmd := d.startOwnDaemon(plainBinary)
+	r := d.relayOf(plainBinary)
+	sid := r.session(d.cwd)
+	r.prompt(sid, "/bg trap 'echo termed' TERM; echo ready; while :; do sleep 0.1; done")
+	r.c.WaitFor("the command's output", func(*acptest.Msg) bool {
+		return strings.Contains(string(r.c.Output(sid, "term_1")), "ready")
+	})
+	r.c.Send("session/close", map[string]string{"sessionId": sid})
+	r.c.WaitFor("the close's SIGTERM", func(*acptest.Msg) bool {
+		return strings.Contains(string(r.c.Output(sid, "term_1")), "termed")
+	})
+	start := time.Now()
+	stdout, stderr, code := d.run(plainBinary, "daemon", "upgrade", "--socket", d.socket)
+	if code != 0 || !strings.Contains(stdout, "to devel") {
+		t.Fatalf("upgrade while a session closes (after %v): exit %d, %q, %q; want 0", time.Since(start), code, stdout, stderr)
+	}
+	d.serving(cmd.Process.Pid, "devel")
+	r.c.Close()
+	r.exited()
+	d.waitGone(5*time.Second, "the close", d.work)
+}
