@@ -24,6 +24,11 @@ func (immediateAgent) Prompt(_ context.Context, _ Client, _ *acp.PromptRequest, 
 // that id.
 func FuzzRequest(f *testing.F) {
 	f.Add(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"ls"}]}}`)
+	// Numbers with fractions and exponents, in an id, an integer member
+	// and a content block (a huge exponent once overflowed and panicked).
+	f.Add(`{"jsonrpc":"2.0","id":1e5,"method":"initialize","params":{"protocolVersion":2.0e0}}`)
+	f.Add(`{"jsonrpc":"2.0","id":2,"method":"_shellagent/terminal/resize","params":{"sessionId":"s","terminalId":"term_1","size":{"cols":8.0e1,"rows":24}}}`)
+	f.Add(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"resource_link","uri":"file:///x","name":"x","size":1.5e-3}]}}`)
 	f.Fuzz(func(t *testing.T, line string) {
 		checkOneLine(t, immediateAgent{}, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":2}}`, line)
 	})
