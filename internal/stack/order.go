@@ -78,9 +78,11 @@ func (st *Stack) closure(op string, names []string, next func(*Service) []string
 // topo orders the services in want dependencies first: at each step the
 // first service in file order whose dependencies (within want) are all
 // placed. Load refuses cycles; in a stack Of services that depend on each
-// other in a cycle, those are placed last, in file order. It takes time
-// in proportion to the services and their dependencies (and a
-// logarithm), so that a stack file of many services orders at once.
+// other in a cycle, the cycle is broken at one of its members (breakAt)
+// when nothing else can be placed, so that what depends on the cycle
+// still comes after it. It takes time in proportion to the services and
+// their dependencies (and a logarithm), so that a stack file of many
+// services orders at once.
 func (st *Stack) topo(want map[string]bool) []string {
 	waiting := make(map[string]int, len(want))    // dependencies not yet placed
 	after := make(map[string][]string, len(want)) // dependents within want
@@ -100,23 +102,47 @@ func (st *Stack) topo(want map[string]bool) []string {
 		}
 	}
 	order := make([]string, 0, len(want))
-	for ready.Len() > 0 {
+	for len(order) < len(want) {
+		if ready.Len() == 0 {
+			name := st.breakAt(want, waiting)
+			waiting[name] = 0
+			heap.Push(&ready, st.index[name])
+		}
 		name := st.Services[heap.Pop(&ready).(int)].Name
 		order = append(order, name)
 		for _, o := range after[name] {
-			if waiting[o]--; waiting[o] == 0 {
-				heap.Push(&ready, st.index[o])
-			}
-		}
-	}
-	if len(order) < len(want) {
-		for _, s := range st.Services {
-			if want[s.Name] && waiting[s.Name] > 0 {
-				order = append(order, s.Name)
+			if waiting[o] > 0 { // 0: placed already, its cycle broken there
+				if waiting[o]--; waiting[o] == 0 {
+					heap.Push(&ready, st.index[o])
+				}
 			}
 		}
 	}
 	return order
+}
+
+// breakAt returns a member of a cycle among the services of want that
+// still wait: from the first of them in file order, it follows each one's
+// first dependency that waits until it comes back to one it has seen.
+func (st *Stack) breakAt(want map[string]bool, waiting map[string]int) string {
+	var name string
+	for _, s := range st.Services {
+		if want[s.Name] && waiting[s.Name] > 0 {
+			name = s.Name
+			break
+		}
+	}
+	seen := map[string]bool{}
+	for !seen[name] {
+		seen[name] = true
+		for _, d := range st.Service(name).DependsOn {
+			if want[d] && waiting[d] > 0 {
+				name = d
+				break
+			}
+		}
+	}
+	return name
 }
 
 // fileOrder is a heap of indexes of Stack.Services, the smallest first.

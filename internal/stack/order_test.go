@@ -38,6 +38,10 @@ func TestUpDown(t *testing.T) {
 		{Name: "x", DependsOn: []string{"y"}}, {Name: "y", DependsOn: []string{"x"}},
 		{Name: "z", DependsOn: []string{"gone"}}, {Name: "w", DependsOn: []string{"z"}},
 	})
+	// c depends on a cycle that comes after it in file order.
+	downstream := Of("shellagent.toml", []*Service{
+		{Name: "c", DependsOn: []string{"a"}}, {Name: "a", DependsOn: []string{"b"}}, {Name: "b", DependsOn: []string{"a"}},
+	})
 	for _, tc := range []struct {
 		name  string
 		st    *Stack
@@ -63,6 +67,9 @@ func TestUpDown(t *testing.T) {
 		{"down all", wideStack, (*Stack).Down, nil, []string{"docs", "worker", "cache", "web", "api", "db"}, ""},
 		{"running: up all, the cycle last", mixed, (*Stack).Up, nil, []string{"z", "w", "x", "y"}, ""},
 		{"running: down all, the cycle first", mixed, (*Stack).Down, nil, []string{"y", "x", "w", "z"}, ""},
+		{"running: up all, what depends on a cycle after it", downstream, (*Stack).Up, nil, []string{"a", "c", "b"}, ""},
+		{"running: down all, what depends on a cycle before it", downstream, (*Stack).Down, nil, []string{"b", "c", "a"}, ""},
+		{"running: down a", downstream, (*Stack).Down, []string{"a"}, []string{"b", "c", "a"}, ""},
 		{"running: down z", mixed, (*Stack).Down, []string{"z"}, []string{"w", "z"}, ""},
 		{"running: down x", mixed, (*Stack).Down, []string{"x"}, []string{"y", "x"}, ""},
 		{"up unknown", chainStack, (*Stack).Up, []string{"api", "nope"}, nil, `no service "nope"`},
