@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
 	"strconv"
 	"strings"
 
@@ -20,6 +21,7 @@ type objectStream struct {
 	msgs  *jsonrpcline.Reader
 	w     *writer
 	ready <-chan struct{} // closed when the connection is set up
+	log   *slog.Logger
 }
 
 // ReadObject decodes the next valid message into v. Check has decoded the
@@ -37,15 +39,31 @@ func (s *objectStream) ReadObject(v any) error {
 			s.w.send(m.Refusal)
 			continue
 		}
+		if m.Kind == jsonrpcline.Stray {
+			s.stray("not a valid JSON-RPC response", m.ID)
+			continue
+		}
 		line, id := m.Line, m.ID
 		if mustCarry(id) {
 			line, id = carryID(line), nil // a carried id is answered as null here
 		}
 		if err := json.Unmarshal(line, v); err != nil {
+			if m.Kind == jsonrpcline.Response || m.Kind == jsonrpcline.Error {
+				s.stray(err.Error(), m.ID) // a response is never answered
+				continue
+			}
 			s.w.send(jsonrpcline.ErrorResponse(id, &acp.Error{Code: acp.CodeInvalidRequest, Message: "invalid request: " + err.Error()}))
 			continue
 		}
 		return nil
+	}
+}
+
+// stray logs a response that is dropped unanswered (see
+// jsonrpcline.Stray).
+func (s *objectStream) stray(why string, id json.RawMessage) {
+	if s.log != nil {
+		s.log.Warn("ignored a response the agent cannot read", "why", why, "id", string(id))
 	}
 }
 

@@ -51,3 +51,36 @@ func BenchmarkReadObject(b *testing.B) {
 		}
 	}
 }
+
+// A response is never answered, however bad: JSON-RPC answers requests
+// only, and a peer that answers a bad line as the agent does would
+// otherwise answer the agent's answer, and so on forever (the agent's own
+// refusal, id null, sent back to it was answered with another one). The
+// next request is answered first.
+func TestAResponseIsNeverAnswered(t *testing.T) {
+	t.Parallel()
+	w := newWire(t)
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error: not valid JSON"}}`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"id: must be a string or an integer (int64)"}}`,
+		`{"jsonrpc":"2.0","id":null,"result":{}}`,
+		`{"jsonrpc":"2.0","id":1.5,"result":{}}`,
+		`{"jsonrpc":"2.0","id":1e999,"result":{}}`,
+		`{"jsonrpc":"2.0","id":{},"error":{"code":1,"message":"m"}}`,
+		`{"jsonrpc":"2.0","id":"\u0000shellagent-id:1","result":{}}`,
+		`{"jsonrpc":"1.0","id":3,"result":{}}`,
+		`{"id":3,"result":{}}`,
+		`{"jsonrpc":"2.0","id":4,"result":{},"Error":null}`,
+		`{"jsonrpc":"2.0","id":7,"error":"oops"}`,
+		`{"jsonrpc":"2.0","id":7,"error":{"code":"x","message":5}}`,
+		`{"jsonrpc":"2.0","id":7.0,"error":[]}`,
+		`{"jsonrpc":"2.0","id":8,"error":null}`,
+		`{"jsonrpc":"2.0","id":"perm_1","result":{}}`,
+	} {
+		w.send(line)
+	}
+	w.send(`{"jsonrpc":"2.0","id":"next","method":"session/list","params":{}}`)
+	if m := w.recv(); string(m["id"]) != `"next"` || m["result"] == nil {
+		t.Errorf("after the responses, the agent wrote %v, want the answer to the next request", m)
+	}
+}
