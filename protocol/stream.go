@@ -40,7 +40,9 @@ func (s *objectStream) ReadObject(v any) error {
 			continue
 		}
 		if m.Kind == jsonrpcline.Stray {
-			s.stray("not a valid JSON-RPC response", m.ID)
+			if s.unreadable(v, m.ID, "not a valid JSON-RPC 2.0 response") {
+				return nil
+			}
 			continue
 		}
 		line, id := m.Line, m.ID
@@ -49,7 +51,10 @@ func (s *objectStream) ReadObject(v any) error {
 		}
 		if err := json.Unmarshal(line, v); err != nil {
 			if m.Kind == jsonrpcline.Response || m.Kind == jsonrpcline.Error {
-				s.stray(err.Error(), m.ID) // a response is never answered
+				// A response is never answered.
+				if s.unreadable(v, m.ID, err.Error()) {
+					return nil
+				}
 				continue
 			}
 			s.w.send(jsonrpcline.ErrorResponse(id, &acp.Error{Code: acp.CodeInvalidRequest, Message: "invalid request: " + err.Error()}))
@@ -59,12 +64,24 @@ func (s *objectStream) ReadObject(v any) error {
 	}
 }
 
-// stray logs a response that is dropped unanswered (see
-// jsonrpcline.Stray).
-func (s *objectStream) stray(why string, id json.RawMessage) {
+// unreadable handles a response that the agent cannot read (see
+// jsonrpcline.Stray), why, which is never answered: it is logged and,
+// if its id is one the agent could have sent, decoded into v as an error
+// response to that id, so that a request of the agent's that it answers
+// ends with that error instead of waiting for ever. It reports whether v
+// holds that error response.
+func (s *objectStream) unreadable(v any, id json.RawMessage, why string) bool {
 	if s.log != nil {
-		s.log.Warn("ignored a response the agent cannot read", "why", why, "id", string(id))
+		s.log.Warn("a response the agent cannot read", "why", why, "id", string(id))
 	}
+	if id == nil {
+		return false
+	}
+	if mustCarry(id) {
+		id = carriedID(id)
+	}
+	resp := jsonrpcline.ErrorResponse(id, &acp.Error{Code: acp.CodeInvalidRequest, Message: "the client's response cannot be read: " + why})
+	return json.Unmarshal(resp, v) == nil
 }
 
 // WriteObject queues a message; it never blocks on the peer.

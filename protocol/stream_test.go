@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -82,5 +83,38 @@ func TestAResponseIsNeverAnswered(t *testing.T) {
 	w.send(`{"jsonrpc":"2.0","id":"next","method":"session/list","params":{}}`)
 	if m := w.recv(); string(m["id"]) != `"next"` || m["result"] == nil {
 		t.Errorf("after the responses, the agent wrote %v, want the answer to the next request", m)
+	}
+}
+
+// A response to a request of the agent's that the agent cannot read (an
+// error jsonrpc2 cannot decode, a jsonrpc other than "2.0") ends that
+// request with an error, as the client meant to answer it: before, it was
+// dropped (or answered -32600) and the request waited for ever, holding
+// the turn that asked and every prompt after it.
+func TestAnUnreadableResponseEndsTheRequest(t *testing.T) {
+	t.Parallel()
+	for _, resp := range []string{
+		`{"jsonrpc":"2.0","id":%s,"error":{"code":1.5}}`,
+		`{"jsonrpc":"2.0","id":%s,"error":"oops"}`,
+		`{"jsonrpc":"1.0","id":%s,"result":{"outcome":{"outcome":"cancelled"}}}`,
+		`{"id":%s,"result":{"outcome":{"outcome":"cancelled"}}}`,
+		`{"jsonrpc":"2.0","id":%s,"result":{},"Error":null}`,
+		`{"jsonrpc":"2.0","id":%s,"error":null}`,
+	} {
+		w := newWire(t)
+		id, done := askPermission(t.Context(), t, w)
+		w.send(fmt.Sprintf(resp, id))
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("%s: the request ended without an error", resp)
+			}
+		case <-time.After(2 * time.Second):
+			t.Errorf("%s: the request still waits for its answer", resp)
+		}
+		w.send(`{"jsonrpc":"2.0","id":"next","method":"session/list","params":{}}`)
+		if m := w.recv(); string(m["id"]) != `"next"` {
+			t.Errorf("%s: then the agent wrote %v, want the answer to the next request", resp, m)
+		}
 	}
 }

@@ -21,8 +21,9 @@ const (
 	// Stray is a response (no method; a result or an error) that is not
 	// a valid one: its id, its jsonrpc, a member's name or, for jsonrpc2,
 	// its error. JSON-RPC answers requests only, so it gets no refusal:
-	// it is dropped (and logged). Answering it would make a peer that
-	// answers a bad line as the agent does answer the answer, forever.
+	// the agent does not answer it (answering it would make a peer that
+	// answers a bad line as the agent does answer the answer, forever),
+	// and ends the request of its own it answers, if any, with an error.
 	Stray
 )
 
