@@ -130,6 +130,11 @@ func parseHello(line []byte) (Hello, error) {
 	return h, nil
 }
 
+// maxHelloFDs is the most descriptors a hello comes with: the client's
+// stdout and stdin (Dial). A hello that brings more is refused as soon
+// as they come.
+const maxHelloFDs = 2
+
 // readClientHello reads the client's hello line from nc, with the
 // descriptors sent along with it (close-on-exec, as net receives them),
 // and returns a reader of what follows the line. On an error no
@@ -159,6 +164,11 @@ func readClientHello(nc *net.UnixConn) (h Hello, fds []int, rest io.Reader, err 
 			return h, fds, nil, fmt.Errorf("hello: a read returned %d bytes and %d of control data into %d and %d", n, oobn, cap(buf)-len(buf), len(oob))
 		}
 		fds = append(fds, rights(oob[:oobn])...)
+		if len(fds) > maxHelloFDs {
+			// Not a client of ours: each piece of a hello could bring
+			// more, held until the hello ends or times out.
+			return h, fds, nil, fmt.Errorf("hello: more than %d descriptors came with it", maxHelloFDs)
+		}
 		buf = buf[:len(buf)+n]
 		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
 			h, err = parseHello(buf[:i+1])

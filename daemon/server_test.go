@@ -277,3 +277,54 @@ func serve(t *testing.T, srv *Server) string {
 	})
 	return srv.Socket
 }
+
+// TestServerHoldsFewDescriptorsOfAHello: a hello comes with at most two
+// descriptors (the client's stdout and stdin). A peer that sends its
+// hello a byte at a time, each byte with descriptors, is refused as soon
+// as more come: before, the daemon kept every one of them until the
+// hello ended or timed out (4 per byte, 16,000 for one connection's
+// 4 KiB), and a few such peers used up its descriptors, so that it could
+// accept no connection and start no command.
+func TestServerHoldsFewDescriptorsOfAHello(t *testing.T) {
+	socket := serve(t, &Server{
+		Supervisor: supervisor.New(supervisor.Config{}),
+		Build:      "test",
+		Log:        slog.New(slog.DiscardHandler),
+	})
+	open := func() int {
+		e, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skip("no /proc/self/fd")
+		}
+		return len(e)
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	nc, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: socket, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := bufio.NewReader(nc).ReadString('\n'); err != nil { // the daemon's hello
+		t.Fatal(err)
+	}
+	before := open()
+	rights := unix.UnixRights(int(pr.Fd()), int(pr.Fd()), int(pr.Fd()), int(pr.Fd()))
+	for range 200 {
+		if _, _, err := nc.WriteMsgUnix([]byte("{"), rights, nil); err != nil {
+			break // refused and closed already
+		}
+	}
+	deadline := time.Now().Add(time.Second)
+	for open() > before+8 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := open() - before; n > 8 {
+		t.Errorf("the daemon holds %d more descriptors while a hello comes in pieces", n)
+	}
+}

@@ -207,7 +207,7 @@ func NewConn(r io.Reader, w io.Writer, agent Agent, opts Options) *Conn {
 		observer: opts.Observer, pending: make(map[jsonrpc2.ID]context.CancelFunc), fronts: opts.Fronts,
 	}
 	ready := make(chan struct{})
-	c.stream = &objectStream{msgs: jsonrpcline.NewReader(r, opts.MaxLine), w: c.w, ready: ready}
+	c.stream = &objectStream{msgs: jsonrpcline.NewReader(r, opts.MaxLine), w: c.w, ready: ready, log: opts.Log}
 	c.rpc = jsonrpc2.NewConn(context.Background(), c.stream, rpcHandler{c},
 		jsonrpc2.SetLogger(slogLogger{opts.Log}), jsonrpc2.OnRecv(c.received))
 	close(ready) // the read loop may use c.rpc from now on

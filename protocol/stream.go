@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
 	"strconv"
 	"strings"
 
@@ -20,6 +21,7 @@ type objectStream struct {
 	msgs  *jsonrpcline.Reader
 	w     *writer
 	ready <-chan struct{} // closed when the connection is set up
+	log   *slog.Logger
 }
 
 // ReadObject decodes the next valid message into v. Check has decoded the
@@ -37,16 +39,49 @@ func (s *objectStream) ReadObject(v any) error {
 			s.w.send(m.Refusal)
 			continue
 		}
+		if m.Kind == jsonrpcline.Stray {
+			if s.unreadable(v, m.ID, "not a valid JSON-RPC 2.0 response") {
+				return nil
+			}
+			continue
+		}
 		line, id := m.Line, m.ID
 		if mustCarry(id) {
 			line, id = carryID(line), nil // a carried id is answered as null here
 		}
 		if err := json.Unmarshal(line, v); err != nil {
+			if m.Kind == jsonrpcline.Response || m.Kind == jsonrpcline.Error {
+				// A response is never answered.
+				if s.unreadable(v, m.ID, err.Error()) {
+					return nil
+				}
+				continue
+			}
 			s.w.send(jsonrpcline.ErrorResponse(id, &acp.Error{Code: acp.CodeInvalidRequest, Message: "invalid request: " + err.Error()}))
 			continue
 		}
 		return nil
 	}
+}
+
+// unreadable handles a response that the agent cannot read (see
+// jsonrpcline.Stray), why, which is never answered: it is logged and,
+// if its id is one the agent could have sent, decoded into v as an error
+// response to that id, so that a request of the agent's that it answers
+// ends with that error instead of waiting for ever. It reports whether v
+// holds that error response.
+func (s *objectStream) unreadable(v any, id json.RawMessage, why string) bool {
+	if s.log != nil {
+		s.log.Warn("a response the agent cannot read", "why", why, "id", string(id))
+	}
+	if id == nil {
+		return false
+	}
+	if mustCarry(id) {
+		id = carriedID(id)
+	}
+	resp := jsonrpcline.ErrorResponse(id, &acp.Error{Code: acp.CodeInvalidRequest, Message: "the client's response cannot be read: " + why})
+	return json.Unmarshal(resp, v) == nil
 }
 
 // WriteObject queues a message; it never blocks on the peer.

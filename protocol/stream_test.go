@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -48,6 +49,72 @@ func BenchmarkReadObject(b *testing.B) {
 		var req jsonrpc2.Request
 		if err := s.ReadObject(&req); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// A response is never answered, however bad: JSON-RPC answers requests
+// only, and a peer that answers a bad line as the agent does would
+// otherwise answer the agent's answer, and so on forever (the agent's own
+// refusal, id null, sent back to it was answered with another one). The
+// next request is answered first.
+func TestAResponseIsNeverAnswered(t *testing.T) {
+	t.Parallel()
+	w := newWire(t)
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error: not valid JSON"}}`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"id: must be a string or an integer (int64)"}}`,
+		`{"jsonrpc":"2.0","id":null,"result":{}}`,
+		`{"jsonrpc":"2.0","id":1.5,"result":{}}`,
+		`{"jsonrpc":"2.0","id":1e999,"result":{}}`,
+		`{"jsonrpc":"2.0","id":{},"error":{"code":1,"message":"m"}}`,
+		`{"jsonrpc":"2.0","id":"\u0000shellagent-id:1","result":{}}`,
+		`{"jsonrpc":"1.0","id":3,"result":{}}`,
+		`{"id":3,"result":{}}`,
+		`{"jsonrpc":"2.0","id":4,"result":{},"Error":null}`,
+		`{"jsonrpc":"2.0","id":7,"error":"oops"}`,
+		`{"jsonrpc":"2.0","id":7,"error":{"code":"x","message":5}}`,
+		`{"jsonrpc":"2.0","id":7.0,"error":[]}`,
+		`{"jsonrpc":"2.0","id":8,"error":null}`,
+		`{"jsonrpc":"2.0","id":"perm_1","result":{}}`,
+	} {
+		w.send(line)
+	}
+	w.send(`{"jsonrpc":"2.0","id":"next","method":"session/list","params":{}}`)
+	if m := w.recv(); string(m["id"]) != `"next"` || m["result"] == nil {
+		t.Errorf("after the responses, the agent wrote %v, want the answer to the next request", m)
+	}
+}
+
+// A response to a request of the agent's that the agent cannot read (an
+// error jsonrpc2 cannot decode, a jsonrpc other than "2.0") ends that
+// request with an error, as the client meant to answer it: before, it was
+// dropped (or answered -32600) and the request waited for ever, holding
+// the turn that asked and every prompt after it.
+func TestAnUnreadableResponseEndsTheRequest(t *testing.T) {
+	t.Parallel()
+	for _, resp := range []string{
+		`{"jsonrpc":"2.0","id":%s,"error":{"code":1.5}}`,
+		`{"jsonrpc":"2.0","id":%s,"error":"oops"}`,
+		`{"jsonrpc":"1.0","id":%s,"result":{"outcome":{"outcome":"cancelled"}}}`,
+		`{"id":%s,"result":{"outcome":{"outcome":"cancelled"}}}`,
+		`{"jsonrpc":"2.0","id":%s,"result":{},"Error":null}`,
+		`{"jsonrpc":"2.0","id":%s,"error":null}`,
+	} {
+		w := newWire(t)
+		id, done := askPermission(t.Context(), t, w)
+		w.send(fmt.Sprintf(resp, id))
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("%s: the request ended without an error", resp)
+			}
+		case <-time.After(2 * time.Second):
+			t.Errorf("%s: the request still waits for its answer", resp)
+		}
+		w.send(`{"jsonrpc":"2.0","id":"next","method":"session/list","params":{}}`)
+		if m := w.recv(); string(m["id"]) != `"next"` {
+			t.Errorf("%s: then the agent wrote %v, want the answer to the next request", resp, m)
 		}
 	}
 }

@@ -18,6 +18,13 @@ const (
 	Notification             // a method and no id
 	Response                 // an id and no method, without an error
 	Error                    // an id and an error
+	// Stray is a response (no method; a result or an error) that is not
+	// a valid one: its id, its jsonrpc, a member's name or, for jsonrpc2,
+	// its error. JSON-RPC answers requests only, so it gets no refusal:
+	// the agent does not answer it (answering it would make a peer that
+	// answers a bad line as the agent does answer the answer, forever),
+	// and ends the request of its own it answers, if any, with an error.
+	Stray
 )
 
 // An Envelope is what Check reads of a message: its kind, its id as the
@@ -39,9 +46,10 @@ var members = [...]string{"jsonrpc", "id", "method", "params", "result", "error"
 
 // Check returns the envelope of line, a line without surrounding white
 // space, and refusal: nil for a JSON-RPC 2.0 message the agent handles,
-// else the complete error response the agent answers the line with (not
-// JSON: -32700; a batch, not an object, a bad jsonrpc, id or method, a
-// member name spelt in another case: -32600). The line is decoded once.
+// or for a Stray response, which the agent drops unanswered, else the
+// complete error response the agent answers the line with (not JSON:
+// -32700; a batch, not an object, a bad jsonrpc, id or method, a member
+// name spelt in another case: -32600). The line is decoded once.
 func Check(line []byte) (env Envelope, refusal []byte) {
 	if len(line) == 0 || line[0] != '{' {
 		switch {
@@ -59,6 +67,9 @@ func Check(line []byte) (env Envelope, refusal []byte) {
 	}
 	id, method, odd := m["id"], m["method"], miscased(m)
 	env.ID = ValidID(id)
+	if method == nil && (m["result"] != nil || m["error"] != nil) && (id != nil && env.ID == nil || odd != "" || !isString(m["jsonrpc"], "2.0")) {
+		return Envelope{Kind: Stray, ID: env.ID}, nil
+	}
 	switch {
 	case id != nil && env.ID == nil:
 		return Envelope{}, refuse(nil, acp.CodeInvalidRequest, "id: must be a string or an integer (int64)")
