@@ -123,6 +123,8 @@ func TestExitStatus(t *testing.T) {
 		{"echo hello", Status{Exited: true, Code: 0}, "hello\r\n"},
 		{"printf 'a\\nb'; exit 3", Status{Exited: true, Code: 3}, "a\r\nb"},
 		{"kill -KILL $$", Status{Signal: "SIGKILL"}, ""},
+		// A real-time signal, named as bash's kill -l names it (Linux).
+		{"kill -37 $$", Status{Signal: "SIGRTMIN+3"}, ""},
 		{"stty size", Status{Exited: true}, "40 120\r\n"},
 		{"echo $TERM; pwd | grep -c TestExitStatus", Status{Exited: true}, "xterm-256color\r\n1\r\n"},
 		{"test -t 0 && test -t 1 && echo tty", Status{Exited: true}, "tty\r\n"},
