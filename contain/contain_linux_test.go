@@ -212,6 +212,62 @@ func TestDetachedProcessesStayInTheGroup(t *testing.T) {
 	})
 }
 
+// A process whose first thread has ended (pthread_exit in main, here the
+// helper's raw exit of its first thread) lives on in its other threads:
+// the group is not empty while it runs, lists it, and a signal reaches
+// it. Before, its first thread's zombie made it ended in every mode:
+// subreaper and session mode found the group empty, so its command ended
+// while it ran on, never listed nor stopped, and cgroup mode listed none
+// of it and sent it no SIGTERM, only the SIGKILL after the grace.
+func TestFirstThreadEnded(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eachMode(t, func(t *testing.T, c *Containment) {
+		pidFile := filepath.Join(t.TempDir(), "pid")
+		s := start(t, c, firstThreadEnv+"="+firstThreadStays+" '"+exe+"' & echo $! >'"+pidFile+"'")
+		if ws := s.reap(t); ws.ExitStatus() != 0 {
+			t.Errorf("shell status %v", ws)
+		}
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(testloop.Wait); ; time.Sleep(10 * time.Millisecond) {
+			stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, after, _ := strings.Cut(string(stat), ") "); strings.HasPrefix(after, "Z") {
+				break // its first thread has ended
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the helper's first thread never ended: %s", stat)
+			}
+		}
+		if s.g.Empty() {
+			t.Error("group empty while a process whose first thread ended runs")
+		}
+		if m, err := s.g.Members(); err != nil || !slices.ContainsFunc(m, func(m Member) bool {
+			return m.Pid == pid && strings.Contains(m.Command, filepath.Base(exe))
+		}) {
+			t.Errorf("Members = %v, %v; want %d %s", m, err, pid, exe)
+		}
+		if reached, err := s.g.Signal(unix.SIGTERM); !reached || err != nil {
+			t.Errorf("Signal = %v, %v", reached, err)
+		}
+		waitDone(t, s.g)
+		if err := s.g.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
 // One Containment at a time per process: a second Open fails while the
 // first is open (in cgroup mode it would take over the first's cgroup,
 // and its Close remove it), and succeeds once the first is closed.

@@ -2,7 +2,9 @@ package contain
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -18,9 +20,28 @@ const (
 )
 
 // readProc reads /proc/PID/stat. ok is false if the process is gone.
+//
+// That file shows the process's first thread. A process whose first
+// thread has ended (pthread_exit in main, or an exec from another thread
+// under way) lives on in its other threads, though its first shows as a
+// zombie, or exiting: its state, and the signals its thread pending and
+// blocks, are then a live thread's. Such a process is signalled, listed
+// and waited for as any other; it is reaped once its last thread ends.
 func readProc(pid int) (p proc, ok bool) {
+	p, ok = readStat("/proc/"+strconv.Itoa(pid)+"/stat", pid)
+	if ok && !p.live() && !p.kthread {
+		if t, ok := liveThread(pid); ok {
+			p.state, p.exiting, p.sigPending, p.sigBlocked = t.state, t.exiting, t.sigPending, t.sigBlocked
+		}
+	}
+	return p, ok
+}
+
+// readStat reads and parses a stat file of process pid (its own, or one
+// of its threads').
+func readStat(path string, pid int) (proc, bool) {
 	var buf [512]byte
-	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return proc{}, false
 	}
@@ -161,9 +182,18 @@ func heldSignals(p proc) uint64 {
 
 // environ returns process pid's initial environment, NUL-separated: empty
 // for a zombie (or, for a moment, a process in the middle of an exec), an
-// error wrapping fs.ErrPermission for another user's process.
+// error wrapping fs.ErrPermission for another user's process. A process
+// whose first thread has ended has it in its live threads only.
 func environ(pid int) ([]byte, error) {
-	return os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if (err != nil && !errors.Is(err, fs.ErrPermission)) || len(env) == 0 {
+		if t, ok := liveThread(pid); ok {
+			if tenv, terr := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(t.tid) + "/environ"); terr == nil && len(tenv) > 0 {
+				return tenv, nil
+			}
+		}
+	}
+	return env, err
 }
 
 // commandLine returns a process's command line, arguments joined by
@@ -173,6 +203,12 @@ func commandLine(pid int) string {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err == nil && len(b) > 0 {
 		return joinArgs(b)
+	}
+	if t, ok := liveThread(pid); ok { // its first thread has ended
+		b, err = os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(t.tid) + "/cmdline")
+		if err == nil && len(b) > 0 {
+			return joinArgs(b)
+		}
 	}
 	comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
 	if err != nil {
@@ -187,21 +223,40 @@ func commandLine(pid int) string {
 // thread as a zombie, or no process at all, until the kernel has given
 // the exec'ing thread its pid.
 func threadLives(pid int) bool {
-	dir := "/proc/" + strconv.Itoa(pid) + "/task"
-	tasks, err := os.ReadDir(dir)
+	_, ok := liveThread(pid)
+	return ok
+}
+
+// thread is a live thread of a process: its id, and its stat parsed as
+// the process's (pid and start time are the thread's own there).
+type thread struct {
+	proc
+	tid int
+}
+
+// liveThread returns a live thread of process pid other than its first,
+// if it has one.
+func liveThread(pid int) (thread, bool) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	d, err := os.Open(dir)
 	if err != nil {
-		return false
+		return thread{}, false
 	}
-	for _, t := range tasks {
-		b, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
-		if err != nil {
+	names, err := d.Readdirnames(-1)
+	d.Close() // Best effort: read-only.
+	if err != nil {
+		return thread{}, false
+	}
+	for _, name := range names {
+		tid, err := strconv.Atoi(name)
+		if err != nil || tid == pid {
 			continue
 		}
-		if p, ok := parseStat(pid, b); ok && p.live() {
-			return true
+		if p, ok := readStat(dir+name+"/stat", pid); ok && p.live() {
+			return thread{p, tid}, true
 		}
 	}
-	return false
+	return thread{}, false
 }
 
 // workDir returns process pid's working directory, "" if it cannot be read.

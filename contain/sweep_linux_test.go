@@ -23,6 +23,9 @@ const (
 	execsEnv       = "CONTAIN_TEST_EXECS"
 	doneEnv        = "CONTAIN_TEST_EXECS_DONE"
 	parentEnv      = "CONTAIN_TEST_PARENT" // the test's pid
+	// firstThreadStays as firstThreadEnv's value: the helper runs 30 s,
+	// whoever its parent, or until a signal ends it.
+	firstThreadStays = "stays"
 )
 
 // init keeps a helper's main goroutine on the process's first thread, so
@@ -36,8 +39,15 @@ func init() {
 // helper runs a helper if the environment names one; it never returns
 // then. A helper runs until the test kills it, or until the test is gone.
 func helper() {
-	if os.Getenv(firstThreadEnv) != "" {
-		go untilOrphaned() // on a thread of its own
+	if v := os.Getenv(firstThreadEnv); v != "" {
+		if v == firstThreadStays {
+			go func() { // or until a signal ends it
+				time.Sleep(30 * time.Second)
+				os.Exit(0)
+			}()
+		} else {
+			go untilOrphaned() // on a thread of its own
+		}
 		time.Sleep(50 * time.Millisecond)
 		unix.RawSyscall(unix.SYS_EXIT, 0, 0, 0) // this thread alone
 	}
@@ -95,7 +105,8 @@ func startHelper(t *testing.T, env ...string) (*exec.Cmd, instance) {
 func TestSweepSparesAnAgentWhoseFirstThreadEnded(t *testing.T) {
 	cmd, inst := startHelper(t, firstThreadEnv+"=1")
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if p, ok := readProc(inst.pid); ok && p.zombie() {
+		// Its first thread's stat: readProc shows the live thread's state.
+		if p, ok := readStat("/proc/"+strconv.Itoa(inst.pid)+"/stat", inst.pid); ok && p.zombie() {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -73,7 +73,7 @@ func (p *local) Freeze(ctx context.Context) (Handed, error) {
 	if err == nil {
 		select {
 		case <-parked:
-		case <-p.readDone: // EIO: nothing holds the terminal any more
+		case <-p.readDone: // EIO (macOS, FreeBSD): nothing holds the terminal any more
 		case <-ctx.Done():
 			err = ctx.Err()
 		}

@@ -89,7 +89,8 @@ func (l Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
 	argv := shellArgv(cmd)
 	pid, err := g.ForkExec(argv[0], argv, attr)
 	l.prepareNext() // once the shell has started (prepare.go)
-	// The child has its copies; keeping ours would hide EIO. Best effort:
+	// The child has its copies; keeping ours would hide EIO from the
+	// drain (and cost a descriptor per terminal). Best effort:
 	// a close error on a descriptor we no longer use changes nothing.
 	_ = tty.Close()
 	if err != nil {
@@ -298,8 +299,9 @@ func (p *local) control(f func(fd int)) error {
 // of the command had gone.
 var errDrained = errors.New("drained")
 
-// read copies the PTY into out until EIO (every descriptor of the
-// terminal closed), or, once the group is empty, until the PTY is empty.
+// read copies the PTY into out until, once the group is empty, the PTY
+// is empty (or every descriptor of the terminal is closed: EIO; while the
+// group is live, only on macOS and FreeBSD: see readLive).
 // out may block: it is called with no lock held and outside the poller's
 // callback, so that nothing waits on it but this goroutine.
 //
@@ -312,14 +314,14 @@ var errDrained = errors.New("drained")
 // (bench/HISTORY.md, round 20).
 func (p *local) read() {
 	defer close(p.readDone)
-	r, err := newPtyReader(p.master)
+	r, err := newPtyReader(p.master, p.draining.Load)
 	if err != nil {
 		p.readErr = fmt.Errorf("read pty: %w", err)
 		return
 	}
 	first := true
 	for {
-		data, err := r.next(p.draining.Load)
+		data, err := r.next()
 		if len(data) > 0 {
 			if _, werr := p.out.Write(data); werr != nil && p.readErr == nil {
 				p.readErr = fmt.Errorf("write output: %w", werr)
@@ -350,23 +352,46 @@ func (p *local) read() {
 // ptyReader reads a non-blocking PTY master one chunk at a time. Its
 // callbacks are bound once, so that a read allocates nothing.
 type ptyReader struct {
-	rc      syscall.RawConn
-	bp      *[]byte // the buffer of the last read, until release
-	n       int
-	rerr    error
-	read    func(fd uintptr) bool // for RawConn.Read
-	readNow func(fd uintptr)      // for RawConn.Control
+	rc       syscall.RawConn
+	draining func() bool // the group is empty: read what is left, never wait
+	bp       *[]byte     // the buffer of the last read, until release
+	n        int
+	rerr     error
+	read     func(fd uintptr) bool // for RawConn.Read
+	readNow  func(fd uintptr)      // for RawConn.Control
 }
 
-func newPtyReader(master *os.File) (*ptyReader, error) {
+func newPtyReader(master *os.File, draining func() bool) (*ptyReader, error) {
 	rc, err := master.SyscallConn()
 	if err != nil {
 		return nil, err
 	}
-	r := &ptyReader{rc: rc}
-	r.read = r.readFD
+	r := &ptyReader{rc: rc, draining: draining}
+	r.read = r.readLive
 	r.readNow = func(fd uintptr) { r.readFD(fd) }
 	return r, nil
+}
+
+// readLive is readFD while the command's group is live. EIO there says
+// only that no descriptor of the terminal is open at the moment (every
+// process redirected its stdin, stdout and stderr: "cmd </dev/null >log
+// 2>&1", a server that daemonized): a process of the group may open it
+// again, as /dev/tty, its controlling terminal, to write or to ask (ssh,
+// sudo, git asking for a password), and what it writes is the command's
+// output. So it waits in the poller, as for EAGAIN: Linux wakes the
+// master's readers when the terminal is opened and written again, and
+// not meanwhile, and the drain wakes it when the group is empty. On macOS
+// and FreeBSD, where this is not tested, the end of the descriptors ends
+// the reading, as before.
+func (r *ptyReader) readLive(fd uintptr) bool {
+	if !r.readFD(fd) {
+		return false
+	}
+	if r.rerr == unix.EIO && runtime.GOOS == "linux" && !r.draining() {
+		r.release()
+		return false
+	}
+	return true
 }
 
 // readFD reads once, into a buffer from the pool that it keeps only when
@@ -395,12 +420,12 @@ func (r *ptyReader) release() {
 // in the runtime poller; after that it never waits, and errDrained means
 // every byte has been read. A reader parked in the poller is woken with a
 // read deadline in the past.
-func (r *ptyReader) next(draining func() bool) ([]byte, error) {
+func (r *ptyReader) next() ([]byte, error) {
 	r.n, r.rerr = 0, nil
 	var err error
-	if !draining() {
+	if !r.draining() {
 		err = r.rc.Read(r.read)
-		if err != nil && !(errors.Is(err, os.ErrDeadlineExceeded) && draining()) {
+		if err != nil && !(errors.Is(err, os.ErrDeadlineExceeded) && r.draining()) {
 			return nil, err
 		}
 	}

@@ -123,6 +123,8 @@ func TestExitStatus(t *testing.T) {
 		{"echo hello", Status{Exited: true, Code: 0}, "hello\r\n"},
 		{"printf 'a\\nb'; exit 3", Status{Exited: true, Code: 3}, "a\r\nb"},
 		{"kill -KILL $$", Status{Signal: "SIGKILL"}, ""},
+		// A real-time signal, named as bash's kill -l names it (Linux).
+		{"kill -37 $$", Status{Signal: "SIGRTMIN+3"}, ""},
 		{"stty size", Status{Exited: true}, "40 120\r\n"},
 		{"echo $TERM; pwd | grep -c TestExitStatus", Status{Exited: true}, "xterm-256color\r\n1\r\n"},
 		{"test -t 0 && test -t 1 && echo tty", Status{Exited: true}, "tty\r\n"},
@@ -138,6 +140,36 @@ func TestExitStatus(t *testing.T) {
 				t.Errorf("output %q, want %q", got, tt.out)
 			}
 		})
+	}
+}
+
+// A command whose processes all let go of the terminal (stdin, stdout
+// and stderr redirected) and later open it again as /dev/tty, as ssh,
+// sudo or git do to ask for a password, gets what it writes there to the
+// client, more than the PTY buffers too; and the reader waits for it
+// without spinning on the EIO meanwhile. Before, the reader ended at that
+// EIO: "late" was lost and the second write blocked the command forever.
+func TestOutputAfterEveryDescriptorClosed(t *testing.T) {
+	var before, after unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &before); err != nil {
+		t.Fatal(err)
+	}
+	_, rec := launch(t, "echo before; exec </dev/null >/dev/null 2>&1; sleep 0.5; echo late >/dev/tty; seq 20000 >/dev/tty")
+	e := rec.wait(t)
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &after); err != nil {
+		t.Fatal(err)
+	}
+	if e.Shell != (Status{Exited: true}) || e.Err != nil {
+		t.Errorf("exit %+v", e)
+	}
+	out := rec.output()
+	if !strings.HasPrefix(out, "before\r\nlate\r\n1\r\n") || !strings.HasSuffix(out, "\r\n20000\r\n") || strings.Count(out, "\r\n") != 20002 {
+		t.Errorf("output: %d lines, %.40q … %.40q", strings.Count(out, "\r\n"), out, out[max(0, len(out)-40):])
+	}
+	// A reader that spun for the half second would use about as much CPU.
+	cpu := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
+	if cpu > 250*time.Millisecond {
+		t.Errorf("the command took %v of the agent's CPU", cpu)
 	}
 }
 

@@ -2,6 +2,8 @@ package signals
 
 import (
 	"errors"
+	"maps"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +15,12 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestName(t *testing.T) {
-	for sig, want := range map[unix.Signal]string{unix.SIGTERM: "SIGTERM", unix.SIGKILL: "SIGKILL", unix.SIGINT: "SIGINT", unix.SIGHUP: "SIGHUP"} {
+	names := map[unix.Signal]string{unix.SIGTERM: "SIGTERM", unix.SIGKILL: "SIGKILL", unix.SIGINT: "SIGINT", unix.SIGHUP: "SIGHUP"}
+	if runtime.GOOS == "linux" {
+		// As bash's kill -l names them; 32 and 33 are glibc's own.
+		maps.Copy(names, map[unix.Signal]string{32: "SIG32", 33: "SIG33", 34: "SIGRTMIN", 37: "SIGRTMIN+3", 49: "SIGRTMIN+15", 50: "SIGRTMAX-14", 63: "SIGRTMAX-1", 64: "SIGRTMAX", 65: "SIG65"})
+	}
+	for sig, want := range names {
 		if got := Name(sig); got != want {
 			t.Errorf("Name(%d) = %q, want %q", sig, got, want)
 		}

@@ -8,6 +8,8 @@
 package signals
 
 import (
+	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,12 +32,41 @@ type Target interface {
 	Kill() (reached bool, err error)
 }
 
-// Name returns the conventional name of sig, such as "SIGTERM".
+// Name returns the conventional name of sig, such as "SIGTERM". A
+// real-time signal is named as bash's kill -l names it, from the C
+// library's SIGRTMIN and SIGRTMAX ("SIGRTMIN+3", "SIGRTMAX-1"); a signal
+// with no name at all is "SIG" and its number ("SIG32": glibc keeps 32
+// and 33 for itself, below its SIGRTMIN), never Go's "signal 37".
 func Name(sig unix.Signal) string {
 	if n := unix.SignalName(sig); n != "" {
 		return n
 	}
-	return "SIG" + sig.String()
+	switch min, max := rtRange(); {
+	case min == 0 || sig < min || sig > max:
+	case sig == min:
+		return "SIGRTMIN"
+	case sig == max:
+		return "SIGRTMAX"
+	case sig-min <= (max-min)/2:
+		return "SIGRTMIN+" + strconv.Itoa(int(sig-min))
+	default:
+		return "SIGRTMAX-" + strconv.Itoa(int(max-sig))
+	}
+	return "SIG" + strconv.Itoa(int(sig))
+}
+
+// rtRange is the C library's SIGRTMIN and SIGRTMAX, or 0, 0 where there
+// are no real-time signals (macOS). On Linux glibc's, which keeps the
+// kernel's first two (32 and 33) for its threads: bash and procps name 34
+// SIGRTMIN there.
+func rtRange() (min, max unix.Signal) {
+	switch runtime.GOOS {
+	case "linux":
+		return 34, 64
+	case "freebsd":
+		return 65, 126
+	}
+	return 0, 0
 }
 
 // An Escalation stops a Target: SIGTERM, SIGCONT and SIGHUP at once, then

@@ -321,6 +321,27 @@ func TestTail(t *testing.T) {
 	a.agentMessage(sid, "Output of term_1 ("+short+", ended by SIGTERM), the last 1 line")
 }
 
+// /tail of a terminal whose last line is longer than the text it shows
+// (16 KiB) shows that line's end. Before, it answered "No output from
+// term_1", for a line of 20,000 characters as for one of 100 MB.
+func TestTailOfALongLine(t *testing.T) {
+	t.Parallel()
+	a := startCheckedAgent(t)
+	sid := a.session()
+	a.prompt(sid, `/bg head -c 20000 /dev/zero | tr '\0' b; printf 'c\n'; sleep 99`)
+	a.waitOutput(sid, "term_1", "bc\r\n")
+	a.prompt(sid, "/tail term_1 3")
+	m := a.c.WaitFor("the tail", func(m *acptest.Msg) bool {
+		return m.SessionID == sid && m.Kind == "agent_message" && strings.Contains(m.Text(), "term_1 (")
+	})
+	want := "the end of its last line, escape sequences removed:\n```\n…" + strings.Repeat("b", 16<<10-1) + "c\n```"
+	if !strings.HasPrefix(m.Text(), "Output of term_1 (") || !strings.HasSuffix(m.Text(), want) {
+		t.Errorf("/tail term_1 3 answered %.200q", m.Text())
+	}
+	a.prompt(sid, "/stop term_1")
+	a.exitStatus(sid, "term_1")
+}
+
 // Bad input to the methods gets an error naming what is wrong and
 // changes nothing; a program that does not read gets an error, not a
 // hang, and the agent goes on.

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"shellagent/acp"
 	"shellagent/internal/keys"
@@ -120,14 +121,27 @@ func Tail(id, line, status string, ring *outputbuf.Ring, n int) string {
 	}
 	last, lines := termtext.LastLines(text, n)
 	shown := strings.Count(last, "\n") + 1
-	for len(last) > tailText {
-		_, last, _ = strings.Cut(last[len(last)-tailText:], "\n")
-		shown = strings.Count(last, "\n") + 1
+	cut := false // last is the end of a line longer than tailText
+	if len(last) > tailText {
+		if _, after, ok := strings.Cut(last[len(last)-tailText:], "\n"); ok && after != "" {
+			last, shown = after, strings.Count(after, "\n")+1
+		} else {
+			// The last line alone is longer than the text shown (a
+			// minified file, a long JSON line, a line the window
+			// began in): its end, from a character's start.
+			end := last[len(last)-tailText:]
+			for end != "" && !utf8.RuneStart(end[0]) {
+				end = end[1:]
+			}
+			last, shown, cut = "…"+end, 1, true
+		}
 	}
 	what := fmt.Sprintf("%s (%s, %s)", id, shortLine(line), status)
 	switch {
 	case last == "":
 		return "No output from " + what + "."
+	case cut:
+		return fmt.Sprintf("Output of %s, the end of its last line, escape sequences removed:\n%s", what, termtext.Fence(last))
 	case start == 0 && shown == lines:
 		return fmt.Sprintf("Output of %s, all %s, escape sequences removed:\n%s", what, plural(shown, "line"), termtext.Fence(last))
 	}
