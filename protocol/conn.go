@@ -615,17 +615,18 @@ var (
 // initialize serves initialize: it chooses the protocol of the connection.
 func initialize(c *Conn, req *jsonrpc2.Request) {
 	reply := c.replyNow(req.ID)
+	defer func() {
+		// A panic in decode or the Agent comes before the answer: answer
+		// it -32603.
+		if r := recover(); r != nil {
+			reply(nil, c.panicked(req, r))
+		}
+	}()
 	p, err := decode[acp.InitializeRequest](req)
 	if err != nil {
 		reply(nil, err)
 		return
 	}
-	defer func() {
-		// A panic in the Agent comes before the answer: answer it -32603.
-		if r := recover(); r != nil {
-			reply(nil, c.panicked(req, r))
-		}
-	}()
 	v := int(*p.ProtocolVersion)
 	newFront, want := c.fronts[v], acp.ProtocolVersion
 	if newFront != nil {
