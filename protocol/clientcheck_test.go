@@ -125,6 +125,9 @@ func TestClientViolationRequests(t *testing.T) {
 	expectNoViolation(t, w, seen)
 	w.send(prompt)
 	expectViolation(t, seen, ReusedID, "s")
+	if m := w.recv(); string(m["id"]) != "7" || errorCode(m) != acp.CodeInvalidRequest {
+		t.Errorf("the reused id was answered %v, want -32600", m)
+	}
 
 	w.send(`{"jsonrpc":"2.0","id":8,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`)
 	expectViolation(t, seen, EmptyPrompt, "s")

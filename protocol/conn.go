@@ -406,6 +406,16 @@ func (c *Conn) replyLater(id jsonrpc2.ID) (context.Context, Reply) {
 	}
 }
 
+// awaits reports whether a request with id awaits its answer (see
+// replyLater). Only the read loop adds requests, so a false answer holds
+// until it adds one.
+func (c *Conn) awaits(id jsonrpc2.ID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.pending[requestKey(id)]
+	return ok
+}
+
 // Answered returns a channel that is closed once no request read so far
 // awaits its answer: a caller that closes the connection after its input
 // ended waits on it so as to answer what came before (a session/close
@@ -537,7 +547,13 @@ func answeredThen[T any, P params[T]](f func(c *Conn, p P) (result any, follow f
 // after it returns; ctx ends if the client withdraws the request.
 func answeredByReply[T any, P params[T]](f func(ctx context.Context, c *Conn, p P, reply Reply)) handler {
 	return func(c *Conn, req *jsonrpc2.Request) {
-		c.requested(req)
+		c.requested(req) // the client checks note an id in use
+		if c.awaits(req.ID) {
+			// Two requests under one id could not be told apart: the
+			// first answer would end the second's withdrawal and count.
+			c.replyNow(req.ID)(nil, &acp.Error{Code: acp.CodeInvalidRequest, Message: fmt.Sprintf("id %s: a request with this id awaits its answer; give each request in flight an id of its own", req.ID)})
+			return
+		}
 		var reply Reply
 		defer func() {
 			// A panic answers the request -32603, unless f answered it

@@ -238,6 +238,29 @@ func TestAnIntegerValuedIDCanBeWithdrawn(t *testing.T) {
 	}
 }
 
+// A second request under the id of one that awaits its answer (here
+// written another way) is refused at once and changes nothing: the first
+// is still withdrawn by that id, and answered once.
+func TestAnIDInFlightIsNotTakenTwice(t *testing.T) {
+	t.Parallel()
+	w := newWire(t)
+	prompt := `"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"x"}]}}`
+	w.send(`{"jsonrpc":"2.0","id":7,` + prompt)
+	w.send(`{"jsonrpc":"2.0","id":7.0,` + prompt)
+	m := w.recv()
+	if string(m["id"]) != "7.0" || errorCode(m) != acp.CodeInvalidRequest || !strings.Contains(string(m["error"]), "awaits its answer") {
+		t.Errorf("the second request under id 7 answered %v, want -32600", m)
+	}
+	w.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":7}}`)
+	if m := w.recv(); string(m["id"]) != "7" || errorCode(m) != acp.CodeRequestCancelled {
+		t.Errorf("the withdrawn first request answered %v", m)
+	}
+	w.send(`{"jsonrpc":"2.0","id":8,"method":"session/list","params":{}}`)
+	if m := w.recv(); string(m["id"]) != "8" || m["result"] == nil {
+		t.Errorf("the next request answered %v; want its result, nothing before it", m)
+	}
+}
+
 func TestAMethodThatIsNotAStringIsAnsweredWithTheID(t *testing.T) {
 	t.Parallel()
 	w := newWire(t)
