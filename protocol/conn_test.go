@@ -71,6 +71,19 @@ func (w *wire) send(line string) { w.t.Helper(); w.Send(line) }
 // recv returns the next message the connection writes.
 func (w *wire) recv() map[string]json.RawMessage { w.t.Helper(); return w.Recv() }
 
+// request sends a request of method with params under id and returns
+// the answer, and its error's message ("" if none).
+func (w *wire) request(id int, method, params string) (m map[string]json.RawMessage, message string) {
+	w.t.Helper()
+	w.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params))
+	m = w.recv()
+	var e struct {
+		Message string `json:"message"`
+	}
+	json.Unmarshal(m["error"], &e) // Best effort: no error, no message.
+	return m, e.Message
+}
+
 var errorCode = wiretest.ErrorCode
 
 // inputAgent serves TerminalInput: it answers with err, and records what

@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -28,18 +27,13 @@ func TestMemberNamesAreCaseSensitive(t *testing.T) {
 		{"session/set_config_option", `{"sessionId":"s","configId":"x","value":"1","ConfigId":"y"}`, `ConfigId: unknown member (names are case-sensitive: did you mean "configId"?)`},
 	}
 	for i, tt := range tests {
-		w.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, i+1, tt.method, tt.params))
-		m := w.recv()
-		var e struct {
-			Message string `json:"message"`
-		}
-		json.Unmarshal(m["error"], &e)
+		m, e := w.request(i+1, tt.method, tt.params)
 		switch {
 		case string(m["id"]) != fmt.Sprint(i+1):
 			t.Errorf("%s: answered %v", tt.params, m)
 		case tt.message == "" && m["error"] != nil:
 			t.Errorf("%s: refused: %s", tt.params, m["error"])
-		case tt.message != "" && (errorCode(m) != acp.CodeInvalidParams || e.Message != tt.message):
+		case tt.message != "" && (errorCode(m) != acp.CodeInvalidParams || e != tt.message):
 			t.Errorf("%s: answered %s, want -32602 %q", tt.params, m["error"], tt.message)
 		}
 	}

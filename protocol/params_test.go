@@ -93,18 +93,13 @@ func TestIntegerMembers(t *testing.T) {
 	}
 	w := newWireFor(t, intAgent{}, 2)
 	for i, tt := range tests {
-		w.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, i+1, tt.method, tt.params))
-		m := w.recv()
-		var e struct {
-			Message string `json:"message"`
-		}
-		json.Unmarshal(m["error"], &e)
+		m, e := w.request(i+1, tt.method, tt.params)
 		switch {
 		case string(m["id"]) != fmt.Sprint(i+1):
 			t.Errorf("%s %s: answered %v", tt.method, tt.params, m)
 		case m["result"] != nil && string(m["result"]) != tt.want:
 			t.Errorf("%s %s: answered %s, want %s", tt.method, tt.params, m["result"], tt.want)
-		case m["result"] == nil && (errorCode(m) != cmp.Or(tt.code, acp.CodeInvalidParams) || e.Message != tt.want):
+		case m["result"] == nil && (errorCode(m) != cmp.Or(tt.code, acp.CodeInvalidParams) || e != tt.want):
 			t.Errorf("%s %s: answered %s, want %d %q", tt.method, tt.params, m["error"], cmp.Or(tt.code, acp.CodeInvalidParams), tt.want)
 		}
 	}

@@ -44,6 +44,17 @@ func (h *harness) agentText(after *acptest.Msg, sid, want string) *acptest.Msg {
 	})
 }
 
+// answers runs line in sid and waits for the agent's message after
+// `after` that contains want, then for the turn to end (end_turn); it
+// returns the message.
+func (h *harness) answers(after *acptest.Msg, sid, line, want string) *acptest.Msg {
+	h.t.Helper()
+	h.run(sid, line)
+	m := h.agentText(after, sid, want)
+	h.idle(m, sid, acp.StopEndTurn)
+	return m
+}
+
 // serviceCalls returns the ids of the tool calls titled "service NAME"
 // that sid announced, in order, by name.
 func (h *harness) serviceCalls(sid string) map[string][]string {
@@ -130,9 +141,7 @@ func TestStackChain(t *testing.T) {
 	}
 	h.c.MustCall("session/new", map[string]any{"cwd": dir}, &res)
 	sid := res.SessionID
-	h.run(sid, "/up")
-	done := h.agentText(nil, sid, "Ready: db, api, web.")
-	h.idle(done, sid, acp.StopEndTurn)
+	done := h.answers(nil, sid, "/up", "Ready: db, api, web.")
 
 	st := stamps(t, filepath.Join(h.cwd, "stamps"))
 	for _, pair := range [][2]string{{"db", "api"}, {"api", "web"}} {
@@ -157,9 +166,7 @@ func TestStackChain(t *testing.T) {
 		t.Fatalf("terminals %v, want one per service", terms)
 	}
 
-	h.run(sid, "/down")
-	stopped := h.agentText(done, sid, "Stopped: web, api, db.")
-	h.idle(stopped, sid, acp.StopEndTurn)
+	stopped := h.answers(done, sid, "/down", "Stopped: web, api, db.")
 	var order []string
 	for _, m := range h.c.Updates(sid) {
 		if m.Kind == acp.KindTerminal && m.ExitStatus() != nil {
@@ -409,9 +416,7 @@ func TestStackTakenPort(t *testing.T) {
 command = "touch ran; exec sleep 60"
 ports = [`+strconv.Itoa(port)+`]
 `)
-	h.run(sid, "/up")
-	failed := h.agentText(nil, sid, "Failed: api failed")
-	h.idle(failed, sid, acp.StopEndTurn)
+	h.answers(nil, sid, "/up", "Failed: api failed")
 	ns := h.notices(sid, "service api failed")
 	if len(ns) != 1 {
 		t.Fatalf("notices %v, want one that api failed", ns)
@@ -512,9 +517,7 @@ depends_on = ["b"]
 command = "touch b; sleep 60"
 depends_on = ["a"]
 `)
-	h.run(sid, "/up")
-	m := h.agentText(nil, sid, "refused")
-	h.idle(m, sid, acp.StopEndTurn)
+	m := h.answers(nil, sid, "/up", "refused")
 	if !strings.Contains(m.Text(), "cycle") || !strings.Contains(m.Text(), stack.TOMLFile) {
 		t.Errorf("the refusal %q does not name the file and the cycle", m.Text())
 	}
@@ -531,9 +534,7 @@ func TestStackProcfile(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
 	h, sid := stackHarness(t, Config{StateDir: state}, stack.Procfile, "web: echo hello from web on $PORT; exec sleep 60\nworker: echo working on $PORT; exec sleep 60\n")
-	h.run(sid, "/up")
-	ready := h.agentText(nil, sid, "Ready: web, worker.")
-	h.idle(ready, sid, acp.StopEndTurn)
+	ready := h.answers(nil, sid, "/up", "Ready: web, worker.")
 	h.run(sid, "/status")
 	status := h.agentText(ready, sid, "Services of")
 	for _, want := range []string{"web", "worker", "ready", "RSS"} {
@@ -635,9 +636,7 @@ ready_timeout = "1s"
 command = "touch dep-ran; exec sleep 60"
 depends_on = ["slow"]
 `)
-	h.run(sid, "/up")
-	m := h.agentText(nil, sid, "Failed:")
-	h.idle(m, sid, acp.StopEndTurn)
+	m := h.answers(nil, sid, "/up", "Failed:")
 	for _, want := range []string{"slow failed: not ready: Port " + strconv.Itoa(port), "dep failed: not started: its dependency slow failed", "Ready: ex."} {
 		if !strings.Contains(m.Text(), want) {
 			t.Errorf("/up says %q, without %q", m.Text(), want)
@@ -671,12 +670,8 @@ func TestStackExecReadyLeavesNothing(t *testing.T) {
 command = "exec sleep 60"
 ready = "exec:sleep 300 & exit 0"
 `)
-	h.run(sid, "/up")
-	m := h.agentText(nil, sid, "Ready: s.")
-	h.idle(m, sid, acp.StopEndTurn)
-	h.run(sid, "/down")
-	m = h.agentText(m, sid, "Stopped: s.")
-	h.idle(m, sid, acp.StopEndTurn)
+	m := h.answers(nil, sid, "/up", "Ready: s.")
+	m = h.answers(m, sid, "/down", "Stopped: s.")
 	left := acptest.ProcessesWith(h.marker)
 	for deadline := time.Now().Add(testloop.Bound(time.Second)); len(left) > 0 && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond) // a SIGKILL's end on a loaded machine
@@ -851,9 +846,7 @@ command = "echo app up; exec sleep 60"
 ready = "app up"
 depends_on = ["migrate"]
 `)
-	h.run(sid, "/up")
-	done := h.agentText(nil, sid, "Ready: migrate, app.")
-	h.idle(done, sid, acp.StopEndTurn)
+	h.answers(nil, sid, "/up", "Ready: migrate, app.")
 	h.await(sid, "migrate stopped and app ready", func(st *state) bool {
 		m, a := st.stack.Service("migrate").Info(), st.stack.Service("app").Info()
 		return m.State == service.Stopped && m.EverReady && a.State == service.Ready
@@ -876,13 +869,9 @@ ready = "^(run 1|ready [0-9]+)$"
 restart = "on-failure"
 backoff = "2s"
 `)
-	h.run(sid, "/up")
-	first := h.agentText(nil, sid, "Ready: c.")
-	h.idle(first, sid, acp.StopEndTurn)
+	first := h.answers(nil, sid, "/up", "Ready: c.")
 	h.await(sid, "c waits to restart", func(st *state) bool { return st.stack.Service("c").Info().State == service.Restarting })
-	h.run(sid, "/up")
-	second := h.agentText(first, sid, "Ready: c.")
-	h.idle(second, sid, acp.StopEndTurn)
+	h.answers(first, sid, "/up", "Ready: c.")
 	h.await(sid, "the answer's moment", func(st *state) bool {
 		if info := st.stack.Service("c").Info(); info.State != service.Ready || info.Gen != 2 {
 			t.Errorf("after the second /up's answer: c %s in run %d, want ready in run 2", info.State, info.Gen)
@@ -905,22 +894,16 @@ restart = "always"
 max_restarts = 100
 backoff = "300ms"
 `)
-	h.run(sid, "/up")
-	first := h.agentText(nil, sid, "Ready: c.")
-	h.idle(first, sid, acp.StopEndTurn)
+	first := h.answers(nil, sid, "/up", "Ready: c.")
 	h.await(sid, "c waits to restart", func(st *state) bool { return st.stack.Service("c").Info().State == service.Restarting })
-	h.run(sid, "/up")
-	second := h.agentText(first, sid, "Failed: c restarting: ")
-	h.idle(second, sid, acp.StopEndTurn)
+	second := h.answers(first, sid, "/up", "Failed: c restarting: ")
 	h.await(sid, "the answer's moment", func(st *state) bool {
 		if info := st.stack.Service("c").Info(); info.Gen > 3 {
 			t.Errorf("after the second /up's answer: c in run %d, want 2 or 3", info.Gen)
 		}
 		return true
 	})
-	h.run(sid, "/down")
-	down := h.agentText(second, sid, "Stopped: c.")
-	h.idle(down, sid, acp.StopEndTurn)
+	h.answers(second, sid, "/down", "Stopped: c.")
 }
 
 // /restart NAME starts what NAME depends on that does not run, as /up
@@ -938,9 +921,7 @@ command = "echo b up; exec sleep 60"
 ready = "b up"
 depends_on = ["a"]
 `)
-	h.run(sid, "/restart b")
-	done := h.agentText(nil, sid, "Ready: a, b.")
-	h.idle(done, sid, acp.StopEndTurn)
+	h.answers(nil, sid, "/restart b", "Ready: a, b.")
 	h.await(sid, "a and b ready", func(st *state) bool {
 		return st.stack.Service("a").Info().State == service.Ready && st.stack.Service("b").Info().State == service.Ready
 	})
@@ -962,21 +943,15 @@ command = "exec sleep 61"
 command = "exec sleep 62"
 depends_on = ["b"]
 `)
-	h.run(sid, "/up")
-	up := h.agentText(nil, sid, "Ready: a, b, c.")
-	h.idle(up, sid, acp.StopEndTurn)
+	up := h.answers(nil, sid, "/up", "Ready: a, b, c.")
 	if err := os.WriteFile(filepath.Join(h.cwd, stack.TOMLFile), []byte("[services.a]\ncommand = \"exec sleep 60\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	h.run(sid, "/down b")
 	downB := h.agentText(up, sid, "Stopped: c, b.") // c depends on b as it runs
 	h.idle(downB, sid, acp.StopEndTurn)
-	h.run(sid, "/down nosuch")
-	refused := h.agentText(downB, sid, `Cannot stop: stack: down nosuch: no service "nosuch" in `)
-	h.idle(refused, sid, acp.StopEndTurn)
-	h.run(sid, "/down")
-	all := h.agentText(refused, sid, "Stopped: a.")
-	h.idle(all, sid, acp.StopEndTurn)
+	refused := h.answers(downB, sid, "/down nosuch", `Cannot stop: stack: down nosuch: no service "nosuch" in `)
+	h.answers(refused, sid, "/down", "Stopped: a.")
 	if left := acptest.ProcessesWith(h.marker); len(left) > 0 {
 		t.Errorf("processes left after /down: %v", left)
 	}
@@ -1000,27 +975,17 @@ depends_on = ["migrate"]
 [services.other]
 command = "exec sleep 61"
 `)
-	h.run(sid, "/up")
-	up := h.agentText(nil, sid, "Ready: migrate, app, other.")
-	h.idle(up, sid, acp.StopEndTurn)
+	up := h.answers(nil, sid, "/up", "Ready: migrate, app, other.")
 	h.await(sid, "migrate stopped", func(st *state) bool {
 		return st.stack.Service("migrate").Info().State == service.Stopped
 	})
-	h.run(sid, "/down migrate")
-	down := h.agentText(up, sid, "Stopped: app.")
-	h.idle(down, sid, acp.StopEndTurn)
-	h.run(sid, "/down migrate")
-	again := h.agentText(down, sid, "Nothing to stop: migrate does not run, nor anything that depends on it.")
-	h.idle(again, sid, acp.StopEndTurn)
+	down := h.answers(up, sid, "/down migrate", "Stopped: app.")
+	again := h.answers(down, sid, "/down migrate", "Nothing to stop: migrate does not run, nor anything that depends on it.")
 	h.await(sid, "other running", func(st *state) bool {
 		return st.stack.Service("other").Info().State == service.Ready
 	})
-	h.run(sid, "/down migrate app")
-	both := h.agentText(again, sid, "Nothing to stop: none of migrate, app runs, nor anything that depends on them.")
-	h.idle(both, sid, acp.StopEndTurn)
-	h.run(sid, "/down")
-	all := h.agentText(both, sid, "Stopped: other.")
-	h.idle(all, sid, acp.StopEndTurn)
+	both := h.answers(again, sid, "/down migrate app", "Nothing to stop: none of migrate, app runs, nor anything that depends on them.")
+	h.answers(both, sid, "/down", "Stopped: other.")
 	if left := acptest.ProcessesWith(h.marker); len(left) > 0 {
 		t.Errorf("processes left after /down: %v", left)
 	}
