@@ -671,7 +671,7 @@ command = "exec sleep 60"
 ready = "exec:sleep 300 & exit 0"
 `)
 	m := h.answers(nil, sid, "/up", "Ready: s.")
-	m = h.answers(m, sid, "/down", "Stopped: s.")
+	h.answers(m, sid, "/down", "Stopped: s.")
 	left := acptest.ProcessesWith(h.marker)
 	for deadline := time.Now().Add(testloop.Bound(time.Second)); len(left) > 0 && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond) // a SIGKILL's end on a loaded machine
