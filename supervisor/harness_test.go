@@ -2,17 +2,12 @@ package supervisor
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"shellagent/internal/sessiontest"
-	"shellagent/internal/stack"
 	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
 )
@@ -150,61 +145,8 @@ var (
 	mustJSON = sessiontest.MustJSON
 )
 
-// freePort returns a TCP port that nothing holds now, as a stack's
-// declared port is judged (stack.PortHolder).
-//
-// It is chosen outside the system's ephemeral range, where a port the
-// system picks (":0") comes from: any other test's outgoing connection may
-// take such a port as its own end at any moment, and a listen on it then
-// fails (CI once saw /up refused with "port N is in use (by a process this
-// user cannot see)"). No port is handed out twice in one test binary.
-func freePort(t *testing.T) int {
-	t.Helper()
-	lo, hi := ephemeralRange()
-	first, last := 1024, lo-1 // below the range, where it leaves room
-	if lo-1024 < 4096 {
-		first, last = hi+1, 65535
-	}
-	portsGiven.Lock()
-	defer portsGiven.Unlock()
-	for range 1000 {
-		p := first + rand.IntN(last-first+1)
-		if portsGiven.m[p] {
-			continue
-		}
-		if free, _, _, _ := stack.PortHolder(p); free {
-			portsGiven.m[p] = true
-			return p
-		}
-	}
-	t.Fatalf("no free port from %d to %d", first, last)
-	return 0
-}
-
-// portsGiven is every port freePort returned.
-var portsGiven = struct {
-	sync.Mutex
-	m map[int]bool
-}{m: make(map[int]bool)}
-
-// ephemeralRange is the range from which the system picks a port for a
-// connection's end or a listen on port 0 (Linux's default where /proc
-// does not tell).
-func ephemeralRange() (lo, hi int) {
-	lo, hi = 32768, 60999
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return lo, hi
-	}
-	if f := strings.Fields(string(b)); len(f) == 2 {
-		l, err1 := strconv.Atoi(f[0])
-		h, err2 := strconv.Atoi(f[1])
-		if err1 == nil && err2 == nil && 1024 <= l && l <= h && h <= 65535 {
-			return l, h
-		}
-	}
-	return lo, hi
-}
+// freePort returns a port that nothing holds now (testloop.FreePort).
+func freePort(t *testing.T) int { return testloop.FreePort(t) }
 
 // listenEnv makes the test binary a dev server for a service of a test:
 // it listens on a port of 127.0.0.1 that the system picks, says which,

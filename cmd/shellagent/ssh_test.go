@@ -57,12 +57,7 @@ func startSSHD(t *testing.T) *sshServer {
 	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	l.Close() // sshd binds it next; a port taken meanwhile fails the start below
+	port := strconv.Itoa(testloop.FreePort(t)) // sshd binds it next
 	config := filepath.Join(dir, "sshd_config")
 	conf := fmt.Sprintf(`Port %s
 ListenAddress 127.0.0.1
