@@ -381,13 +381,20 @@ func (c *Conn) replyNow(id jsonrpc2.ID) Reply {
 	return func(result any, err error) { c.send(id, result, err) }
 }
 
-// replyLater returns the Reply of a request answered later, and a context
-// that ends when the client withdraws the request ($/cancel_request) or
-// once it is answered.
-func (c *Conn) replyLater(id jsonrpc2.ID) (context.Context, Reply) {
-	ctx, cancel := context.WithCancel(context.Background())
+// replyLater takes id as a request's that is answered later, and returns
+// its Reply and a context that ends when the client withdraws the request
+// ($/cancel_request) or once it is answered. If a request with id awaits
+// its answer already, it takes nothing and ok is false: two requests under
+// one id could not be told apart (the first answer would end the second's
+// withdrawal, and the count of what awaits an answer).
+func (c *Conn) replyLater(id jsonrpc2.ID) (ctx context.Context, reply Reply, ok bool) {
 	key := requestKey(id)
 	c.mu.Lock()
+	if _, taken := c.pending[key]; taken {
+		c.mu.Unlock()
+		return nil, nil, false
+	}
+	ctx, cancel := context.WithCancel(context.Background())
 	c.pending[key] = cancel
 	c.mu.Unlock()
 	var once sync.Once
@@ -403,17 +410,7 @@ func (c *Conn) replyLater(id jsonrpc2.ID) (context.Context, Reply) {
 			cancel()
 			c.send(id, result, err)
 		})
-	}
-}
-
-// awaits reports whether a request with id awaits its answer (see
-// replyLater). Only the read loop adds requests, so a false answer holds
-// until it adds one.
-func (c *Conn) awaits(id jsonrpc2.ID) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, ok := c.pending[requestKey(id)]
-	return ok
+	}, true
 }
 
 // Answered returns a channel that is closed once no request read so far
@@ -548,29 +545,23 @@ func answeredThen[T any, P params[T]](f func(c *Conn, p P) (result any, follow f
 func answeredByReply[T any, P params[T]](f func(ctx context.Context, c *Conn, p P, reply Reply)) handler {
 	return func(c *Conn, req *jsonrpc2.Request) {
 		c.requested(req) // the client checks note an id in use
-		if c.awaits(req.ID) {
-			// Two requests under one id could not be told apart: the
-			// first answer would end the second's withdrawal and count.
+		ctx, reply, ok := c.replyLater(req.ID)
+		if !ok {
 			c.replyNow(req.ID)(nil, &acp.Error{Code: acp.CodeInvalidRequest, Message: fmt.Sprintf("id %s: a request with this id awaits its answer; give each request in flight an id of its own", req.ID)})
 			return
 		}
-		var reply Reply
 		defer func() {
 			// A panic answers the request -32603, unless f answered it
 			// already (reply runs once).
 			if r := recover(); r != nil {
-				if reply == nil { // in decode
-					reply = c.replyNow(req.ID)
-				}
 				reply(nil, c.panicked(req, r))
 			}
 		}()
 		p, err := decode[T, P](req)
 		if err != nil {
-			c.replyNow(req.ID)(nil, err)
+			reply(nil, err)
 			return
 		}
-		ctx, reply := c.replyLater(req.ID)
 		f(ctx, c, p, reply)
 	}
 }
