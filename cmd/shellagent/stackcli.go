@@ -100,15 +100,18 @@ func runStack(name string, args []string) int {
 		fmt.Fprintf(os.Stderr, "shellagent %s: %v\n", name, err)
 		return 1
 	}
-	defer sc.close()
+	defer func() { sc.close() }() // the last one: promptUp may move to another
 	if follow {
 		return sc.follow(rest[0], lines)
 	}
 	line := "/" + strings.Join(append([]string{name}, rest...), " ")
 	var said string
-	if mode == lookLive {
+	switch {
+	case mode == lookLive:
 		said, err = sc.look(line)
-	} else {
+	case name == "up":
+		sc, said, err = promptUp(sc, line, func() (*stackClient, error) { return dialStack(*socket, daemonArgs, cwd, takeLive) })
+	default:
 		said, err = sc.prompt(line)
 	}
 	var intr *interrupted
@@ -123,6 +126,58 @@ func runStack(name string, args []string) int {
 		said = nothingRuns(name, cwd) // the session's answer names /up
 	}
 	return printAnswer(name, said)
+}
+
+// upAgain is how many upgrades in place up follows its daemon through
+// while it waits.
+const upAgain = 3
+
+// promptUp runs up's prompt line on sc and returns the stackClient it
+// ended on and what the prompt said. A daemon upgraded in place closes
+// every connection, and the services go on in its next image: when the
+// daemon closed the connection and redial finds it again with the same
+// pid, up asks /up there again, which waits for the same services.
+// Another end of the connection (the daemon died) is the prompt's error.
+func promptUp(sc *stackClient, line string, redial func() (*stackClient, error)) (*stackClient, string, error) {
+	said, err := sc.prompt(line)
+	for range upAgain {
+		if !errors.Is(err, errClosed) {
+			break
+		}
+		next := redialUpgraded(redial)
+		if next == nil {
+			break
+		}
+		if next.c.Daemon.Pid != sc.c.Daemon.Pid {
+			next.close()
+			break
+		}
+		sc.close()
+		sc = next
+		said, err = sc.prompt(line)
+	}
+	return sc, said, err
+}
+
+// upgradeWait is how long redialUpgraded tries: an upgrade in place
+// gives up on a new image that has not taken over within 10 s, and the
+// old image goes on.
+const upgradeWait = 15 * time.Second
+
+// redialUpgraded connects again with redial while the daemon, in the
+// middle of an upgrade, closes what connects; nil if it fails otherwise
+// (no daemon runs) or for longer than upgradeWait.
+func redialUpgraded(redial func() (*stackClient, error)) *stackClient {
+	for deadline := time.Now().Add(upgradeWait); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		next, err := redial()
+		if err == nil {
+			return next
+		}
+		if !errors.Is(err, errClosed) {
+			return nil
+		}
+	}
+	return nil
 }
 
 // printAnswer prints what the prompt of command name said, and returns
