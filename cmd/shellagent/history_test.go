@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
 )
 
@@ -450,4 +452,39 @@ func TestHistoryKeepsConfigOptions(t *testing.T) {
 	if got["foreground_timeout"] != "30s" || got["permission"] != "ask" {
 		t.Errorf("the resumed session's configOptions: %v, want foreground_timeout 30s and permission ask", got)
 	}
+}
+
+// An agent killed the moment its new session's file appears (kill -9,
+// or a power cut) leaves a session the next agent lists with its cwd and
+// resumes. The file appeared with its header alone before, its cwd a
+// line written after the directory's fsync: the next agent listed the
+// session with cwd "" and refused its resume with -32602, for good.
+func TestHistoryKilledAsItsFileAppears(t *testing.T) {
+	t.Parallel()
+	state, cwd := t.TempDir(), t.TempDir()
+	dir := filepath.Join(state, "sessions")
+	cmd, stdin, stdout, _ := startPiped(t, plainBinary, []string{"--shell", "/bin/sh", "--containment", testMode, "--state-dir", state})
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	go io.Copy(io.Discard, stdout)
+	fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}`+"\n"+
+		`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q}}`+"\n", cwd)
+	var file string
+	for deadline := time.Now().Add(testloop.Bound(10 * time.Second)); file == "" && time.Now().Before(deadline); {
+		if files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl")); len(files) > 0 {
+			cmd.Process.Signal(syscall.SIGKILL) // the moment it appears
+			file = files[0]
+		}
+	}
+	if file == "" {
+		t.Fatal("no session file appeared")
+	}
+	cmd.Wait()
+	sid := strings.TrimSuffix(filepath.Base(file), ".jsonl")
+
+	c, _ := acptest.StartBinary(t, binary, []string{"--shell", "/bin/sh", "--containment", testMode, "--state-dir", state}, []string{noRaceExitDelay})
+	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	resumePast(t, c, sid, cwd, "")
+	mark := last(c)
+	promptKey(t, c, sid, "echo after-the-kill", "")
+	waitTurnEnd(c, mark, sid)
 }

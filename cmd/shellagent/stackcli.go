@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -100,15 +101,18 @@ func runStack(name string, args []string) int {
 		fmt.Fprintf(os.Stderr, "shellagent %s: %v\n", name, err)
 		return 1
 	}
-	defer sc.close()
+	defer func() { sc.close() }() // the last one: promptUp may move to another
 	if follow {
-		return sc.follow(rest[0], lines)
+		return sc.follow(rest[0], lines, func() (*stackClient, error) { return dialStack(*socket, daemonArgs, cwd, lookLive) })
 	}
 	line := "/" + strings.Join(append([]string{name}, rest...), " ")
 	var said string
-	if mode == lookLive {
+	switch {
+	case mode == lookLive:
 		said, err = sc.look(line)
-	} else {
+	case name == "up":
+		sc, said, err = promptUp(sc, line, func() (*stackClient, error) { return dialStack(*socket, daemonArgs, cwd, takeLive) })
+	default:
 		said, err = sc.prompt(line)
 	}
 	var intr *interrupted
@@ -123,6 +127,72 @@ func runStack(name string, args []string) int {
 		said = nothingRuns(name, cwd) // the session's answer names /up
 	}
 	return printAnswer(name, said)
+}
+
+// upAgain is how many upgrades in place up follows its daemon through
+// while it waits.
+const upAgain = 3
+
+// promptUp runs up's prompt line on sc and returns the stackClient it
+// ended on and what the prompt said. A daemon upgraded in place closes
+// every connection, and the services go on in its next image: when the
+// daemon closed the connection and redial finds it again with the same
+// pid (upgraded), up asks /up there again, which waits for the same
+// services. Another end of the connection (the daemon died) is the
+// prompt's error.
+func promptUp(sc *stackClient, line string, redial func() (*stackClient, error)) (*stackClient, string, error) {
+	said, err := sc.prompt(line)
+	for range upAgain {
+		next := sc.upgraded(err, redial)
+		if next == nil {
+			break
+		}
+		sc = next
+		said, err = sc.prompt(line)
+	}
+	return sc, said, err
+}
+
+// upgraded returns a new connection to sc's daemon, in the session of
+// sc, when err says that the daemon closed sc's connection and redial
+// finds it again with the same pid (an upgrade in place keeps it); it
+// closes sc then. Otherwise (the daemon died, or err is another error)
+// it returns nil.
+func (sc *stackClient) upgraded(err error, redial func() (*stackClient, error)) *stackClient {
+	if !errors.Is(err, errClosed) {
+		return nil
+	}
+	next := redialUpgraded(redial)
+	if next == nil {
+		return nil
+	}
+	if next.c.Daemon.Pid != sc.c.Daemon.Pid {
+		next.close()
+		return nil
+	}
+	sc.close()
+	return next
+}
+
+// upgradeWait is how long redialUpgraded tries: an upgrade in place
+// gives up on a new image that has not taken over within 10 s, and the
+// old image goes on.
+const upgradeWait = 15 * time.Second
+
+// redialUpgraded connects again with redial while the daemon, in the
+// middle of an upgrade, closes what connects; nil if it fails otherwise
+// (no daemon runs) or for longer than upgradeWait.
+func redialUpgraded(redial func() (*stackClient, error)) *stackClient {
+	for deadline := time.Now().Add(upgradeWait); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		next, err := redial()
+		if err == nil {
+			return next
+		}
+		if !errors.Is(err, errClosed) {
+			return nil
+		}
+	}
+	return nil
 }
 
 // printAnswer prints what the prompt of command name said, and returns
@@ -254,6 +324,10 @@ type stackClient struct {
 	quit  chan struct{}  // closed by close: readLoop stops
 	id    int
 	sid   string
+
+	// closing makes close run once: follow's goroutine closes a
+	// connection an upgrade ended while runStack's defer may close it.
+	closing sync.Once
 }
 
 // How a command opens the session of its directory (dialStack).
@@ -312,8 +386,10 @@ func dialStack(socket string, args []string, cwd string, mode openMode) (*stackC
 // close closes the connection, and stops readLoop. The daemon keeps the
 // session.
 func (sc *stackClient) close() {
-	close(sc.quit)
-	sc.c.Close() // Best effort: the daemon keeps the session.
+	sc.closing.Do(func() {
+		close(sc.quit)
+		sc.c.Close() // Best effort: the daemon keeps the session.
+	})
 }
 
 // readLoop reads what the daemon sends into sc.in, a message at a time,
@@ -695,7 +771,7 @@ const followPoll = 200 * time.Millisecond
 // how a run ended and bytes the service wrote faster than they were
 // read go to stderr. For a name that no service of the session has, it
 // says what logs without -f says (the answer of /logs), and returns 1.
-func (sc *stackClient) follow(name string, lines int) int {
+func (sc *stackClient) follow(name string, lines int, redial func() (*stackClient, error)) int {
 	said, err := sc.look("/logs " + name + " 1")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "shellagent logs: %v\n", err)
@@ -708,7 +784,7 @@ func (sc *stackClient) follow(name string, lines int) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, stopSignals...)
 	errs := make(chan error, 1)
-	go func() { errs <- sc.followRuns(name, lines) }()
+	go func() { errs <- followRuns(sc, name, lines, redial) }()
 	select {
 	case <-sigs:
 		return 0
@@ -718,14 +794,21 @@ func (sc *stackClient) follow(name string, lines int) int {
 	}
 }
 
-// followRuns is follow's loop: it returns only with an error.
-func (sc *stackClient) followRuns(name string, lines int) error {
+// followRuns is follow's loop on sc: it returns only with an error. An
+// upgrade in place of the daemon ends the connection: the loop goes on
+// on a new one (upgraded) from where it was, the new image's rings
+// holding the same bytes at the same offsets.
+func followRuns(sc *stackClient, name string, lines int, redial func() (*stackClient, error)) error {
 	req := acp.ReadServiceRequest{SessionID: sc.sid, Name: name, Lines: lines}
 	shown, ended := "", "" // the terminal whose output is printed, and whose end
 	for {
 		var res acp.ReadServiceResponse
 		if _, err := sc.call(acp.MethodReadService, req, &res); err != nil {
-			return err
+			if sc = sc.upgraded(err, redial); sc == nil {
+				return err
+			}
+			req.SessionID = sc.sid
+			continue
 		}
 		data, err := base64.StdEncoding.DecodeString(res.Data)
 		if err != nil {

@@ -279,3 +279,106 @@ func title(m *acptest.Msg) string {
 	s, _ := m.Update["title"].(string)
 	return s
 }
+
+// shellagent up, waiting for a service to be ready, follows its daemon
+// through an upgrade in place: the upgrade closes its connection, the
+// services go on in the new image, and up, connected again, waits for
+// them there and exits 0 once they are ready. It exited 1 before, saying
+// that the daemon closed the connection, while the stack came up.
+func TestDaemonUpgradeWhileUpWaits(t *testing.T) {
+	t.Parallel()
+	const file = `
+[services.slow]
+command = "while [ ! -e go ]; do sleep 0.05; done; echo slow ready; exec sleep 300"
+ready = "slow ready"
+
+[services.web]
+command = "echo web listening; exec sleep 300"
+depends_on = ["slow"]
+ready = "listening"
+`
+	d, sock := newStackFixture(t, file)
+	d.startOwnDaemon(plainBinary)
+	up := exec.Command(plainBinary, append([]string{"up"}, sock...)...)
+	up.Env, up.Dir = d.env(), d.cwd
+	var out, errOut lockedBuffer
+	up.Stdout, up.Stderr = &out, &errOut
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "slow to start", func() bool {
+		status, _, _ := d.runBin(plainBinary, d.cwd, append([]string{"status"}, sock...)...)
+		return regexp.MustCompile(`slow\s+starting\s+\d+`).MatchString(status)
+	})
+	d.upgrade(plainBinary)
+	if err := os.WriteFile(filepath.Join(d.cwd, "go"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- up.Wait() }()
+	select {
+	case err := <-done:
+		if code := exitCode(err); code != 0 || !strings.Contains(out.String(), "Ready: slow, web.") {
+			t.Errorf("up across the upgrade: exit %d, stdout %q, stderr %q; want 0, both ready", code, out.String(), errOut.String())
+		}
+	case <-time.After(testloop.Bound(30 * time.Second)):
+		up.Process.Kill()
+		t.Fatalf("up did not return after the services became ready: stdout %q, stderr %q", out.String(), errOut.String())
+	}
+	if _, _, code := d.runBin(plainBinary, d.cwd, append([]string{"down"}, sock...)...); code != 0 {
+		t.Errorf("down: exit %d", code)
+	}
+}
+
+// shellagent logs -f follows a service through an upgrade in place of
+// its daemon: the lines printed after the upgrade follow those before it,
+// none lost or repeated, and logs -f goes on until interrupted. It exited
+// 1 before, saying that the daemon closed the connection.
+func TestDaemonUpgradeWhileLogsFollows(t *testing.T) {
+	t.Parallel()
+	const file = `
+[services.tick]
+command = "i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.1; done"
+ready = "tick 1"
+`
+	d, sock := newStackFixture(t, file)
+	d.startOwnDaemon(plainBinary)
+	if out, errOut, code := d.runBin(plainBinary, d.cwd, append([]string{"up"}, sock...)...); code != 0 {
+		t.Fatalf("up: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	follow := exec.Command(plainBinary, append([]string{"logs", "tick", "-f"}, sock...)...)
+	follow.Env, follow.Dir = d.env(), d.cwd
+	var out, errOut lockedBuffer
+	follow.Stdout, follow.Stderr = &out, &errOut
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- follow.Wait() }()
+	ticks := func() []string { return regexp.MustCompile(`tick (\d+)`).FindAllString(out.String(), -1) }
+	waitFor(t, "logs -f to print ticks", func() bool { return len(ticks()) >= 3 })
+	d.upgrade(plainBinary)
+	before := len(ticks())
+	waitFor(t, "ticks after the upgrade", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("logs -f ended at the upgrade: %v, stderr %q", err, errOut.String())
+		default:
+		}
+		return len(ticks()) >= before+5
+	})
+	follow.Process.Signal(syscall.SIGINT)
+	if err := <-done; exitCode(err) != 0 {
+		t.Errorf("logs -f after SIGINT: %v, stderr %q", err, errOut.String())
+	}
+	got := ticks()
+	first, _ := strconv.Atoi(strings.TrimPrefix(got[0], "tick "))
+	for i, tk := range got {
+		if want := "tick " + strconv.Itoa(first+i); tk != want {
+			t.Fatalf("logs -f printed %q where %q was due: lines lost or repeated across the upgrade\nstdout %q", tk, want, out.String())
+		}
+	}
+	if _, _, code := d.runBin(plainBinary, d.cwd, append([]string{"down"}, sock...)...); code != 0 {
+		t.Errorf("down: exit %d", code)
+	}
+}

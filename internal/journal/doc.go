@@ -25,9 +25,10 @@
 // its own; the kernel drops it when the process dies. Another process
 // lists such a session with Info.Elsewhere, and Reopen and Delete of it
 // are ErrLive (a *LiveError, with the holder's pid where /proc/locks
-// says); pruning skips it. A new file is written with its header
-// to a temporary file, locked, fsynced and renamed into place, so that no
-// process sees a session file without its header; a compaction's file is
+// says); pruning skips it. A new file is written with its header and
+// its first meta line to a temporary file, locked, fsynced and renamed
+// into place, so that no process (nor the next one, after a crash) sees
+// a session file without its cwd; a compaction's file is
 // locked before its rename too.
 //
 // An upgrade in place execs the next image of the process, which drops

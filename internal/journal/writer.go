@@ -317,9 +317,9 @@ func (w *writer) create(o *op) {
 	w.files[o.id] = f
 }
 
-// createFile makes f's file, locked, with its header: written to a
-// temporary file beside it, fsynced and renamed, so that no process sees
-// a session file without its header.
+// createFile makes f's file, locked, with its header and its meta line
+// (cwd, title): written to a temporary file beside it, fsynced and
+// renamed, so that no process sees a session file without them.
 func (w *writer) createFile(f *file, o *op) (err error) {
 	path := w.x.path(o.id)
 	w.s.mu.Lock()
@@ -338,7 +338,11 @@ func (w *writer) createFile(f *file, o *op) (err error) {
 	if err != nil {
 		return err
 	}
-	hdr := appendRecord(nil, &record{T: "session", V: version, ID: o.id, At: o.at.UTC().Truncate(time.Millisecond)})
+	at := o.at.UTC().Truncate(time.Millisecond)
+	hdr := appendRecord(nil, &record{T: "session", V: version, ID: o.id, At: at})
+	// The meta line goes in with the header: a file without its cwd
+	// cannot be resumed, and the agent can die right after the rename.
+	hdr = appendRecord(hdr, &record{T: "meta", At: at, Cwd: o.meta.Cwd, Title: o.meta.Title})
 	err = lockNew(tmp)
 	if err == nil {
 		_, err = tmp.Write(hdr)
@@ -354,7 +358,7 @@ func (w *writer) createFile(f *file, o *op) (err error) {
 		os.Remove(tmp.Name()) // Best effort: ignored at the next Open.
 		return err
 	}
-	f.size = int64(len(hdr))
+	f.size, f.valid = int64(len(hdr)), int64(len(hdr)) // whole lines, not opened yet
 	w.s.mu.Lock()
 	w.x.locks[o.id] = tmp
 	w.s.mu.Unlock()
@@ -369,7 +373,10 @@ func (w *writer) encode(f *file, o *op) []byte {
 		f.last = o.at
 	}
 	switch o.kind {
-	case opCreate, opMeta: // the header is createFile's
+	case opCreate: // createFile wrote the header and this meta line
+		f.cwd, f.title = o.meta.Cwd, o.meta.Title
+		return b
+	case opMeta:
 		r.T, r.Cwd, r.Title = "meta", o.meta.Cwd, o.meta.Title
 		f.cwd, f.title = o.meta.Cwd, o.meta.Title
 	case opOpen:
