@@ -41,7 +41,10 @@ func (d *Recorder) Frozen() (*Frozen, error) {
 // Thaw is the Recorder of session id after an upgrade in place, from
 // what the old image handed over (f), or, without it, from the journal,
 // as Reopen does. With f, the journal does not read the file either,
-// if f.File describes it as it is (journal.Store.Adopt). The session's history is live in this process again.
+// if f.File describes it as it is (journal.Store.Adopt). The session's
+// history is live in this process again; if it cannot be made so (its
+// file cannot be read, or another process holds it), the session keeps
+// no more history, and the log says why.
 func (hs Histories) Thaw(id string, f *Frozen) *Recorder {
 	if f == nil || !hs.Has(id) {
 		return hs.reopen(id)
@@ -53,7 +56,11 @@ func (hs Histories) Thaw(id string, f *Frozen) *Recorder {
 		}
 	}
 	maps.Copy(d.keys, f.Keys)
-	hs.Store.Adopt(id, f.File) // without f.File, or for a file changed since, it reads the file
+	// Without f.File, or for a file changed since, Adopt reads the file.
+	if err := hs.Store.Adopt(id, f.File); err != nil {
+		hs.warnLost(id, err)
+		d.store = nil
+	}
 	return d
 }
 
@@ -71,10 +78,18 @@ func (hs Histories) reopen(id string) *Recorder {
 	}
 	h, err := hs.Store.Reopen(id)
 	if err != nil {
-		hs.Log.Warn("upgrade: the session's history cannot be read; it keeps no more", "session", id, "err", err)
+		hs.warnLost(id, err)
 		d.store = nil
 		return d
 	}
 	d.Seed(h)
 	return d
+}
+
+// warnLost logs that session id keeps no more history after an upgrade
+// in place, and why.
+func (hs Histories) warnLost(id string, err error) {
+	if hs.Log != nil {
+		hs.Log.Warn("upgrade: the session's history cannot be taken up again; it keeps no more", "session", id, "err", err)
+	}
 }

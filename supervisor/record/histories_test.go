@@ -1,6 +1,7 @@
 package record
 
 import (
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
@@ -117,5 +118,39 @@ func TestReadPast(t *testing.T) {
 	}
 	if t2.Lost || t2.Exit.ExitCode == nil || t2.Output.Total() != 0 {
 		t.Errorf("term_2: lost %v, exit %+v", t2.Lost, t2.Exit)
+	}
+}
+
+// A session whose file cannot be adopted after an upgrade (here, live in
+// another Store: its lock is held) keeps no more history, said in the
+// log, as one whose file cannot be read; before, its Recorder went on
+// writing to a file it did not hold.
+func TestThawOfAFileNotAdopted(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	holder, err := journal.Open(journal.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	New(holder, "sess_1").Create("/p")
+	if err := holder.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	store, err := journal.Open(journal.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var log strings.Builder
+	hs := Histories{Store: store, Log: slog.New(slog.NewTextHandler(&log, nil))}
+	if !hs.Has("sess_1") {
+		t.Fatal("the second store does not list sess_1")
+	}
+	if d := hs.Thaw("sess_1", &Frozen{Items: map[string]json.RawMessage{}}); !d.off() {
+		t.Error("a session whose file is live elsewhere records after an upgrade")
+	}
+	if !strings.Contains(log.String(), "sess_1") || !strings.Contains(log.String(), "keeps no more") {
+		t.Errorf("the log says %q, want a warning about sess_1's history", log.String())
 	}
 }
