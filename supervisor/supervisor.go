@@ -173,6 +173,10 @@ type Supervisor struct {
 	histories record.Histories // cfg.History's
 
 	live sessionTable
+	// reviving is held while a past session is made live (revivePast):
+	// one at a time, so that two resumes of one past session make it live
+	// once, the later finding it live.
+	reviving sync.Mutex
 }
 
 // sessionTable is a Supervisor's live sessions, and what it remembers of
@@ -356,17 +360,32 @@ func (sv *Supervisor) ResumeSession(c protocol.Client, p *acp.ResumeSessionReque
 		violations{sv}.closed(c, "session/resume", p.SessionID)
 		return nil, err
 	}
-	h, err := sv.histories.Resume(p, func() error { _, err := replayFrom(p.ReplayFrom); return err })
+	s, notice, err := sv.revivePast(p)
 	if err != nil {
 		return nil, err
 	}
+	return s.resume(c, p, notice)
+}
+
+// revivePast makes past session p.SessionID live again under its id, from
+// its history, and returns it with the notice of its resume; if another
+// resume made it live meanwhile, it returns that session and no notice.
+func (sv *Supervisor) revivePast(p *acp.ResumeSessionRequest) (*Session, *acp.Notice, error) {
+	sv.reviving.Lock()
+	defer sv.reviving.Unlock()
+	if s, err := sv.live.get(p.SessionID); err == nil {
+		return s, nil, nil
+	}
+	h, err := sv.histories.Resume(p, func() error { _, err := replayFrom(p.ReplayFrom); return err })
+	if err != nil {
+		return nil, nil, err
+	}
 	s, lost := revive(sv, h)
 	if other := sv.live.add(s); other != nil {
-		// Another connection made it live first: resume that one.
-		return other.resume(c, p, nil)
+		return other, nil, nil // made live by another way meanwhile
 	}
 	s.doWait(func(st *state) { settleRevived(st, lost) })
-	return s.resume(c, p, record.PastNotice(h, termIDs(lost)))
+	return s, record.PastNotice(h, termIDs(lost)), nil
 }
 
 // CloseSession implements protocol.Agent. Closing an unknown session
