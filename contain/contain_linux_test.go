@@ -619,7 +619,9 @@ func TestSweep(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("swept %d cgroups, %d processes", cgroups, procs)
-		for deadline := time.Now().Add(2 * time.Second); running(deadMarked) && time.Now().Before(deadline); {
+		// SIGKILL's end is the kernel's, with no promise of when: a
+		// loaded machine may take more than a moment.
+		for deadline := time.Now().Add(testloop.Wait); running(deadMarked) && time.Now().Before(deadline); {
 			time.Sleep(10 * time.Millisecond)
 		}
 		if running(deadMarked) {

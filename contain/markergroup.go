@@ -1,6 +1,7 @@
 package contain
 
 import (
+	"cmp"
 	"errors"
 	"maps"
 	"slices"
@@ -171,6 +172,35 @@ func parents(procs []proc) []int {
 		}
 		out[i] = j
 	}
+	return out
+}
+
+// ancestorsFirst returns the processes of victims so that each comes
+// after those of its ancestors among them (by depth in the tree of
+// procs, whose parents are parent, as parents returns them). A shell
+// killed after its child can see the child's end first and exit on its
+// own (a "wait" returns 0) before its own SIGKILL reaches it, and the
+// command that was killed then reads as one that exited 0; a process
+// sent SIGKILL runs no more code, so once its shell is sent SIGKILL
+// first, a child's end changes nothing.
+func ancestorsFirst(victims map[int]proc, procs []proc, parent []int) []proc {
+	at := make(map[int]int, len(procs))
+	for i, p := range procs {
+		at[p.pid] = i
+	}
+	depth := make(map[int]int, len(victims))
+	out := make([]proc, 0, len(victims))
+	for pid, p := range victims {
+		d := 0
+		if i, ok := at[pid]; ok {
+			for j := parent[i]; j >= 0 && d < len(procs); j = parent[j] {
+				d++
+			}
+		}
+		depth[pid] = d
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b proc) int { return cmp.Or(cmp.Compare(depth[a.pid], depth[b.pid]), cmp.Compare(a.pid, b.pid)) })
 	return out
 }
 

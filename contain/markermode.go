@@ -207,7 +207,7 @@ func (s *markerMode) kill() ([]proc, error) {
 	}
 	var errs []error
 	var found []proc
-	for _, p := range victims {
+	for _, p := range ancestorsFirst(victims, procs, parent) {
 		if p.zombie() {
 			continue // gone but for its status
 		}

@@ -42,6 +42,7 @@ func TestMain(m *testing.M) {
 
 // recorder collects a process's output and events.
 type recorder struct {
+	dir         string // the command's working directory
 	mu          sync.Mutex
 	out         bytes.Buffer
 	shellAt     time.Time
@@ -92,6 +93,21 @@ func (r *recorder) wait(t testing.TB) Exit {
 	return Exit{}
 }
 
+// gated is a shell loop that runs until the test releases it (release),
+// or until the command's directory is gone (a test that failed first),
+// for a job that must outlive the test's look at it: a job that ended
+// on its own after a sleep ended first on a loaded machine, before the
+// test had seen the shell's exit.
+const gated = `while [ -d "$PWD" ] && [ ! -e gate ]; do sleep 0.05; done`
+
+// release ends the command's gated loops.
+func (r *recorder) release(t testing.TB) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(r.dir, "gate"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func launch(t *testing.T, line string) (Process, *recorder) {
 	t.Helper()
 	return launchShell(t, "/bin/sh", line)
@@ -101,10 +117,11 @@ func launch(t *testing.T, line string) (Process, *recorder) {
 func launchShell(t *testing.T, shell, line string) (Process, *recorder) {
 	t.Helper()
 	rec := newRecorder()
+	rec.dir = t.TempDir()
 	p, err := launcher.Launch(Command{
 		Shell: shell,
 		Line:  line,
-		Dir:   t.TempDir(),
+		Dir:   rec.dir,
 		Env:   []string{"TERM=xterm-256color", "PATH=" + os.Getenv("PATH"), marker},
 		Size:  Size{Cols: 120, Rows: 40},
 	}, rec, rec)
@@ -174,19 +191,24 @@ func TestOutputAfterEveryDescriptorClosed(t *testing.T) {
 }
 
 func TestBackgroundJobKeepsCommandLive(t *testing.T) {
-	_, rec := launch(t, "sleep 1 & echo started")
+	// The job runs until the test releases it: before, "sleep 1"
+	// could end within the test's look after a shell's exit that a
+	// loaded machine reported late.
+	_, rec := launch(t, "("+gated+") & echo started")
 	<-rec.shellExited
 	if rec.shell != (Status{Exited: true}) {
 		t.Errorf("ShellReturned(%+v), want exit 0", rec.shell)
 	}
 	select {
 	case <-rec.exited:
+		rec.release(t)
 		t.Fatal("command ended while its background job still ran")
 	case <-time.After(500 * time.Millisecond):
 	}
+	rec.release(t)
 	e := rec.wait(t)
-	if time.Since(rec.shellAt) < 500*time.Millisecond || e.Shell != (Status{Exited: true}) {
-		t.Errorf("exit %+v %v after the shell", e, time.Since(rec.shellAt))
+	if e.Shell != (Status{Exited: true}) {
+		t.Errorf("exit %+v after the shell", e)
 	}
 	if rec.output() != "started\r\n" {
 		t.Errorf("output %q", rec.output())
@@ -205,8 +227,9 @@ func TestHangupIgnoredByEveryShell(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The job outlives the test's own steps up to the shell's exit, on a
-	// loaded machine too (a 1 s job ended first at load 20).
-	const line = `sleep 3 & echo "0=$0"; grep SigIgn /proc/self/status; tr '\0' '|' </proc/$$/cmdline; echo` + "\n" +
+	// loaded machine too (a 1 s job ended first at load 20): it runs
+	// until the test releases it.
+	const line = `(` + gated + `) & echo "0=$0"; grep SigIgn /proc/self/status; tr '\0' '|' </proc/$$/cmdline; echo` + "\n" +
 		`nosuchcommand_x; read x`
 	for _, tt := range []struct{ shell, argv string }{
 		{"/bin/sh", "/bin/sh|-c|trap '' HUP; " + line + "|"},
@@ -234,9 +257,11 @@ func TestHangupIgnoredByEveryShell(t *testing.T) {
 			<-rec.shellExited
 			select {
 			case <-rec.exited:
+				rec.release(t)
 				t.Fatal("the command ended with its shell: the hangup killed its job")
 			case <-time.After(500 * time.Millisecond):
 			}
+			rec.release(t)
 			e := rec.wait(t)
 			if e.Shell != (Status{Exited: true}) || e.Stopped != "" || e.Err != nil {
 				t.Errorf("exit %+v", e)
@@ -266,12 +291,19 @@ func sighupIgnoredIn(out string) bool {
 // A process that leaves the session keeps the command live, and what it
 // writes to the terminal is delivered before the exit.
 func TestSetsidChildKeepsTheCommandLive(t *testing.T) {
-	_, rec := launch(t, "setsid sh -c 'sleep 0.5; echo late' & echo early")
+	// The child runs until the test releases it: before, it slept 0.5 s,
+	// and the test wanted the exit 400 ms after the shell's, which a
+	// loaded machine, reporting the shell's exit late, did not give.
+	_, rec := launch(t, "setsid sh -c '"+gated+"; echo late' & echo early")
 	<-rec.shellExited
-	e := rec.wait(t)
-	if d := time.Since(rec.shellAt); d < 400*time.Millisecond {
-		t.Errorf("exit reported %v after the shell's, before the setsid child's", d)
+	select {
+	case <-rec.exited:
+		rec.release(t)
+		t.Fatal("exit reported after the shell's, before the setsid child's")
+	case <-time.After(500 * time.Millisecond):
 	}
+	rec.release(t)
+	e := rec.wait(t)
 	if e.Shell != (Status{Exited: true}) || e.Stopped != "" || e.Err != nil {
 		t.Errorf("exit %+v", e)
 	}

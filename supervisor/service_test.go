@@ -574,7 +574,10 @@ func TestStackProcfile(t *testing.T) {
 
 // TestStackLogFlood: a `yes` flood in a service with log = true leaves at
 // most 20 MiB on disk: 20 s with SHELLAGENT_LONG=1 (testloop), 2 s
-// otherwise, which already writes past one rotation.
+// otherwise, which already writes past one rotation; and in either case
+// until the log has rotated twice (flood.log.1 replaced), which a loaded
+// machine can take longer to write (6.4 MiB in 20 s was seen, short of
+// the first rotation).
 func TestStackLogFlood(t *testing.T) {
 	t.Parallel()
 	// The normal run caps the log at 64 KiB, which 2 s of yes passes
@@ -591,7 +594,21 @@ log = true
 `)
 	h.run(sid, "/up")
 	h.agentText(nil, sid, "Ready: flood.")
-	time.Sleep(d)
+	start := time.Now()
+	var first uint64 // flood.log.1 of the first rotation
+	for deadline := start.Add(testloop.Wait); ; time.Sleep(50 * time.Millisecond) {
+		rotated := inodeOf(state, "flood.log.1")
+		if first == 0 {
+			first = rotated
+		}
+		if time.Since(start) >= d && rotated != 0 && rotated != first {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the flood's log did not rotate twice within %v", testloop.Wait)
+		}
+	}
+	flooded := time.Since(start).Round(time.Millisecond)
 	h.run(sid, "/down")
 	h.agentText(nil, sid, "Stopped: flood.")
 	if limit == 0 {
@@ -612,7 +629,22 @@ log = true
 	if len(files) != 2 || files["flood.log.1"] == 0 || files["flood.log.1"] > limit || files["flood.log"] > limit {
 		t.Errorf("the flood left %v, want flood.log and one rotation, flood.log.1, each at most %d bytes", files, limit)
 	}
-	t.Logf("%s of yes left %.1f MiB on disk", d, float64(total)/(1<<20))
+	t.Logf("%s of yes left %.1f MiB on disk", flooded, float64(total)/(1<<20))
+}
+
+// inodeOf returns the inode of the file named name under dir, 0 if there
+// is none.
+func inodeOf(dir, name string) uint64 {
+	var ino uint64
+	filepath.Walk(dir, func(path string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() && fi.Name() == name {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				ino = st.Ino
+			}
+		}
+		return nil
+	})
+	return ino
 }
 
 // TestStackReadyConditions: exec:CMD is ready once CMD exits 0; a ready

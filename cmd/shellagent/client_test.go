@@ -227,10 +227,15 @@ Stopping term_1: SIGTERM sent; its exit status follows.
 }
 
 // Output is labelled by terminal while several terminals run, and not
-// while one does.
+// while one does. b2 waits for the third command to have started (the
+// file f1), not a second: on a loaded machine the third could start
+// after that second, and b2 came while one terminal ran; and that
+// command runs on a second after b2 was printed.
 func TestClientLabels(t *testing.T) {
 	t.Parallel()
-	out, _ := runScript(t, "echo alone\n/bg echo b1; sleep 1; echo b2; sleep 30\nsleep 0.5; echo f1; sleep 1; echo f2\n")
+	out, _ := runScript(t, "echo alone\n"+
+		"/bg echo b1; until [ -e f1 ]; do sleep 0.05; done; echo b2; touch b2; sleep 30\n"+
+		"touch f1; echo f1; until [ -e b2 ]; do sleep 0.05; done; sleep 1; echo f2\n")
 	for _, want := range []string{"\nalone\n", "\nterm_2| b2\n", "\nterm_3| f1\n", "\nterm_3| f2\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

@@ -249,9 +249,11 @@ func TestAnswersDoNotWaitBehindOutput(t *testing.T) {
 		rate   int           // the client's bytes per second
 		within time.Duration // an answer within this counts
 		share  float64       // of the requests answered within
-		p50    time.Duration // 0: not checked
+		p50    time.Duration // the promise for the median answer, checked with testloop.Bound; 0: not checked
 	}{
-		{2, 200_000, 2 * time.Second, 0.95, 750 * time.Millisecond},
+		// docs/output.md: a response waits about (64 KiB + one line)/R,
+		// about 0.35 s at 200 KB/s.
+		{2, 200_000, 2 * time.Second, 0.95, 350 * time.Millisecond},
 		{4, 100_000, 5 * time.Second, 0.90, 0},
 	} {
 		t.Run(fmt.Sprintf("%d floods at %dKB/s", tt.floods, tt.rate/1000), func(t *testing.T) {
@@ -295,8 +297,8 @@ func TestAnswersDoNotWaitBehindOutput(t *testing.T) {
 			if share < tt.share {
 				t.Errorf("%.0f%% answered within %v, want at least %.0f%%", share*100, tt.within, tt.share*100)
 			}
-			if tt.p50 > 0 && (len(took) == 0 || p50 > tt.p50) {
-				t.Errorf("p50 %v, want at most %v", p50, tt.p50)
+			if tt.p50 > 0 && (len(took) == 0 || p50 > testloop.Bound(tt.p50)) {
+				t.Errorf("p50 %v, want at most %v (about %v promised)", p50, testloop.Bound(tt.p50), tt.p50)
 			}
 			// The floods end, and the client takes the rest of their
 			// output before the agent's own end, which gives a client one

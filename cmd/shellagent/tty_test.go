@@ -14,6 +14,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"shellagent/contain"
 	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
 )
@@ -42,10 +43,14 @@ type ttyRun struct {
 	marker string
 }
 
-// startTTY starts the client on a new PTY of ttyRows by ttyCols.
+// startTTY starts the client on a new PTY of ttyRows by ttyCols. Its
+// agent has a sweep scope of its own: the agent's stderr is the
+// terminal, and an agent of the suite's scope sweeps what the suite's
+// killed agents left and says so there ("swept what dead agents left"),
+// in the middle of the screen the test reads.
 func startTTY(t *testing.T, args ...string) *ttyRun {
 	t.Helper()
-	return startTTYIn(t, t.TempDir(), os.Environ(), args...)
+	return startTTYIn(t, t.TempDir(), append(os.Environ(), contain.SweepScopeEnv+"="+rand.Text()), args...)
 }
 
 // startTTYIn starts the client as startTTY does, in dir, with env and a

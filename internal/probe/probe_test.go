@@ -5,9 +5,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"shellagent/internal/testloop"
 )
 
 // Any response is an answer, a redirect is not followed, and a
@@ -38,12 +41,10 @@ func TestURLFails(t *testing.T) {
 	}
 	silent := "http://" + l.Addr().String() + "/" // accepts, never answers
 	defer l.Close()
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := "http://" + closed.Addr().String() + "/"
-	closed.Close()
+	// A port nothing listens on, outside the ephemeral range: one that a
+	// listen on ":0" gave and that was closed may be given again to a
+	// parallel test's server (httptest's listen on ":0"), which answers.
+	refused := "http://127.0.0.1:" + strconv.Itoa(testloop.FreePort(t)) + "/"
 	for _, u := range []string{silent, refused} {
 		start := time.Now()
 		if said, err := URL(u, 200*time.Millisecond)(context.Background()); err == nil {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"shellagent/internal/testloop"
 )
 
 // TestPortHolder: a port this test listens on is taken, held by this
@@ -16,10 +18,15 @@ import (
 // shares the socket with; once closed it is free.
 func TestPortHolder(t *testing.T) {
 	t.Parallel()
-	for _, addr := range []string{"127.0.0.1:0", "0.0.0.0:0", "[::1]:0", "[::]:0"} {
+	// Each port is testloop.FreePort's, outside the ephemeral range: a
+	// port the system picked (":0") may be taken, once closed, as the
+	// local end of any parallel test's outgoing connection, and would
+	// not be free then.
+	for _, host := range []string{"127.0.0.1", "0.0.0.0", "::1", "::"} {
+		addr := net.JoinHostPort(host, strconv.Itoa(testloop.FreePort(t)))
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			if strings.HasPrefix(addr, "[") {
+			if strings.Contains(host, ":") {
 				t.Logf("no IPv6 here: %v", err)
 				continue
 			}
@@ -102,11 +109,10 @@ func TestListenPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed.Close()
+	// A port nothing listens on, outside the ephemeral range: one a
+	// listen on ":0" gave and that was closed may be given again to
+	// another test of this package, which listens on it.
+	closed := testloop.FreePort(t)
 	tests := []struct {
 		name string
 		pids []int
@@ -122,7 +128,7 @@ func TestListenPorts(t *testing.T) {
 		// Other tests of this package listen too: only this test's ports
 		// (and the closed one, and the client's) are looked for.
 		got = slices.DeleteFunc(got, func(p int) bool {
-			return !slices.Contains(want, p) && p != closed.Addr().(*net.TCPAddr).Port && p != conn.LocalAddr().(*net.TCPAddr).Port
+			return !slices.Contains(want, p) && p != closed && p != conn.LocalAddr().(*net.TCPAddr).Port
 		})
 		if !ok || !slices.Equal(got, tt.want) {
 			t.Errorf("%s: ListenPorts = %v, %v; want %v, true", tt.name, got, ok, tt.want)
