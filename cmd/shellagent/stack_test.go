@@ -255,15 +255,8 @@ backoff = "0s"
 		}
 	}
 	for i, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
-		cmd := exec.Command(binary, append([]string{"logs", "ticker", "-f"}, sock...)...)
-		cmd.Env, cmd.Dir = d.env(), d.cwd
-		var out, errOut lockedBuffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
+		follow := d.startBin(binary, d.cwd, append([]string{"logs", "ticker", "-f"}, sock...)...)
+		cmd, out, errOut, done := follow.cmd, follow.out, follow.errOut, follow.done
 		waitFor(t, "the last lines", func() bool { return strings.Contains(out.String(), "started") })
 		want := fmt.Sprintf("printed-%d", i+1)
 		put("go", want+"\n")

@@ -27,6 +27,30 @@ func (d *daemonFixture) runBin(bin, dir string, args ...string) (stdout, stderr 
 	return out.String(), errOut.String(), exitCode(err)
 }
 
+// started is a process of the fixture's binary that runs in the
+// background: its output so far, and its end once it comes.
+type started struct {
+	cmd         *exec.Cmd
+	out, errOut *lockedBuffer
+	done        <-chan error // its Wait's error, once it ended
+}
+
+// startBin starts bin with args in dir, in the fixture's environment.
+func (d *daemonFixture) startBin(bin, dir string, args ...string) *started {
+	d.t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env, cmd.Dir = d.env(), dir
+	p := &started{cmd: cmd, out: new(lockedBuffer), errOut: new(lockedBuffer)}
+	cmd.Stdout, cmd.Stderr = p.out, p.errOut
+	if err := cmd.Start(); err != nil {
+		d.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	p.done = done
+	return p
+}
+
 // upgrade runs bin daemon upgrade and fails the test unless it succeeds.
 func (d *daemonFixture) upgrade(bin string) {
 	d.t.Helper()
@@ -299,13 +323,7 @@ ready = "listening"
 `
 	d, sock := newStackFixture(t, file)
 	d.startOwnDaemon(plainBinary)
-	up := exec.Command(plainBinary, append([]string{"up"}, sock...)...)
-	up.Env, up.Dir = d.env(), d.cwd
-	var out, errOut lockedBuffer
-	up.Stdout, up.Stderr = &out, &errOut
-	if err := up.Start(); err != nil {
-		t.Fatal(err)
-	}
+	up := d.startBin(plainBinary, d.cwd, append([]string{"up"}, sock...)...)
 	waitFor(t, "slow to start", func() bool {
 		status, _, _ := d.runBin(plainBinary, d.cwd, append([]string{"status"}, sock...)...)
 		return regexp.MustCompile(`slow\s+starting\s+\d+`).MatchString(status)
@@ -314,16 +332,14 @@ ready = "listening"
 	if err := os.WriteFile(filepath.Join(d.cwd, "go"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- up.Wait() }()
 	select {
-	case err := <-done:
-		if code := exitCode(err); code != 0 || !strings.Contains(out.String(), "Ready: slow, web.") {
-			t.Errorf("up across the upgrade: exit %d, stdout %q, stderr %q; want 0, both ready", code, out.String(), errOut.String())
+	case err := <-up.done:
+		if code := exitCode(err); code != 0 || !strings.Contains(up.out.String(), "Ready: slow, web.") {
+			t.Errorf("up across the upgrade: exit %d, stdout %q, stderr %q; want 0, both ready", code, up.out.String(), up.errOut.String())
 		}
 	case <-time.After(testloop.Bound(30 * time.Second)):
-		up.Process.Kill()
-		t.Fatalf("up did not return after the services became ready: stdout %q, stderr %q", out.String(), errOut.String())
+		up.cmd.Process.Kill()
+		t.Fatalf("up did not return after the services became ready: stdout %q, stderr %q", up.out.String(), up.errOut.String())
 	}
 	if _, _, code := d.runBin(plainBinary, d.cwd, append([]string{"down"}, sock...)...); code != 0 {
 		t.Errorf("down: exit %d", code)
@@ -346,15 +362,8 @@ ready = "tick 1"
 	if out, errOut, code := d.runBin(plainBinary, d.cwd, append([]string{"up"}, sock...)...); code != 0 {
 		t.Fatalf("up: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	follow := exec.Command(plainBinary, append([]string{"logs", "tick", "-f"}, sock...)...)
-	follow.Env, follow.Dir = d.env(), d.cwd
-	var out, errOut lockedBuffer
-	follow.Stdout, follow.Stderr = &out, &errOut
-	if err := follow.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- follow.Wait() }()
+	follow := d.startBin(plainBinary, d.cwd, append([]string{"logs", "tick", "-f"}, sock...)...)
+	out, errOut, done := follow.out, follow.errOut, follow.done
 	ticks := func() []string { return regexp.MustCompile(`tick (\d+)`).FindAllString(out.String(), -1) }
 	waitFor(t, "logs -f to print ticks", func() bool { return len(ticks()) >= 3 })
 	d.upgrade(plainBinary)
@@ -367,7 +376,7 @@ ready = "tick 1"
 		}
 		return len(ticks()) >= before+5
 	})
-	follow.Process.Signal(syscall.SIGINT)
+	follow.cmd.Process.Signal(syscall.SIGINT)
 	if err := <-done; exitCode(err) != 0 {
 		t.Errorf("logs -f after SIGINT: %v, stderr %q", err, errOut.String())
 	}
