@@ -100,6 +100,20 @@ func (r *recorder) wait(t testing.TB) Exit {
 // test had seen the shell's exit.
 const gated = `while [ -d "$PWD" ] && [ ! -e gate ]; do sleep 0.05; done`
 
+// releaseAfterALook checks that the command, whose shell has exited, does
+// not end for 500 ms while its gated job runs (failing with why, if it
+// does), then releases the job.
+func (r *recorder) releaseAfterALook(t testing.TB, why string) {
+	t.Helper()
+	select {
+	case <-r.exited:
+		r.release(t)
+		t.Fatal(why)
+	case <-time.After(500 * time.Millisecond):
+	}
+	r.release(t)
+}
+
 // release ends the command's gated loops.
 func (r *recorder) release(t testing.TB) {
 	t.Helper()
@@ -199,13 +213,7 @@ func TestBackgroundJobKeepsCommandLive(t *testing.T) {
 	if rec.shell != (Status{Exited: true}) {
 		t.Errorf("ShellReturned(%+v), want exit 0", rec.shell)
 	}
-	select {
-	case <-rec.exited:
-		rec.release(t)
-		t.Fatal("command ended while its background job still ran")
-	case <-time.After(500 * time.Millisecond):
-	}
-	rec.release(t)
+	rec.releaseAfterALook(t, "command ended while its background job still ran")
 	e := rec.wait(t)
 	if e.Shell != (Status{Exited: true}) {
 		t.Errorf("exit %+v after the shell", e)
@@ -255,13 +263,7 @@ func TestHangupIgnoredByEveryShell(t *testing.T) {
 				t.Fatal(err)
 			}
 			<-rec.shellExited
-			select {
-			case <-rec.exited:
-				rec.release(t)
-				t.Fatal("the command ended with its shell: the hangup killed its job")
-			case <-time.After(500 * time.Millisecond):
-			}
-			rec.release(t)
+			rec.releaseAfterALook(t, "the command ended with its shell: the hangup killed its job")
 			e := rec.wait(t)
 			if e.Shell != (Status{Exited: true}) || e.Stopped != "" || e.Err != nil {
 				t.Errorf("exit %+v", e)
@@ -296,13 +298,7 @@ func TestSetsidChildKeepsTheCommandLive(t *testing.T) {
 	// loaded machine, reporting the shell's exit late, did not give.
 	_, rec := launch(t, "setsid sh -c '"+gated+"; echo late' & echo early")
 	<-rec.shellExited
-	select {
-	case <-rec.exited:
-		rec.release(t)
-		t.Fatal("exit reported after the shell's, before the setsid child's")
-	case <-time.After(500 * time.Millisecond):
-	}
-	rec.release(t)
+	rec.releaseAfterALook(t, "exit reported after the shell's, before the setsid child's")
 	e := rec.wait(t)
 	if e.Shell != (Status{Exited: true}) || e.Stopped != "" || e.Err != nil {
 		t.Errorf("exit %+v", e)
