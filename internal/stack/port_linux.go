@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // listeners returns the inodes of the TCP sockets listening on port.
@@ -157,4 +158,14 @@ func cmdline(pid int) string {
 		return ""
 	}
 	return string(bytes.Join(bytes.FieldsFunc(b, func(r rune) bool { return r == 0 }), []byte(" ")))
+}
+
+// holdForks keeps this process from forking until release is called: a
+// child forked meanwhile would hold a copy of every descriptor open then
+// until its exec (syscall.ForkLock, which every fork of the os/exec and
+// syscall packages takes). On Linux the net package opens its sockets
+// close-on-exec without taking the lock, so a listen may run under it.
+func holdForks() (release func()) {
+	syscall.ForkLock.RLock()
+	return syscall.ForkLock.RUnlock
 }

@@ -11,3 +11,8 @@ func holder(inodes []uint64) (int, string) { return 0, "" }
 
 // ListenPorts does not know where /proc is not.
 func ListenPorts(pids []int) ([]int, bool) { return nil, false }
+
+// holdForks holds nothing where the net package may take syscall.ForkLock
+// itself to open a socket (darwin): a read lock taken twice can deadlock
+// with a fork waiting between.
+func holdForks() (release func()) { return func() {} }

@@ -135,3 +135,41 @@ func TestListenPorts(t *testing.T) {
 		}
 	}
 }
+
+// TestPortHolderWhileProcessesStart: a free port is free while other
+// goroutines of the process fork and exec, as a daemon starting other
+// sessions' commands does. Before, a child forked while one of
+// PortHolder's own probe listeners was open held a copy of it until its
+// exec, so that the next probe (0.0.0.0 after 127.0.0.1) failed with
+// EADDRINUSE and the port was "in use (by a process this user cannot
+// see)": a stack's service failed at its first run (seen in CI).
+//
+// Not parallel: its forks would hold copies of other tests' listeners.
+func TestPortHolderWhileProcessesStart(t *testing.T) {
+	port := testloop.FreePort(t)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	for range 2 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				exec.Command("true").Run() // Best effort: only the forks count.
+			}
+		}()
+	}
+	defer func() {
+		close(stop)
+		<-done
+		<-done
+	}()
+	for i := range 300 {
+		if free, pid, cmd, err := PortHolder(port); !free || err != nil {
+			t.Fatalf("PortHolder(%d), try %d, while processes start: taken by %d %q (%v); want free", port, i+1, pid, cmd, err)
+		}
+	}
+}
