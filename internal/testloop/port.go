@@ -17,9 +17,8 @@ import (
 // does). It is chosen outside the system's ephemeral range, where a port
 // the system picks (":0") comes from: any parallel test's outgoing
 // connection may take such a port as its own end at any moment, and a
-// listen on it then fails with EADDRINUSE (CI once saw a stack's /up
-// refused so: "port N is in use (by a process this user cannot see)").
-// No port is returned twice in one test binary.
+// listen on it then fails with EADDRINUSE. No port is returned twice in
+// one test binary.
 func FreePort(t testing.TB) int {
 	t.Helper()
 	lo, hi := ephemeralRange()
