@@ -187,13 +187,26 @@ func heldSignals(p proc) uint64 {
 func environ(pid int) ([]byte, error) {
 	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 	if (err != nil && !errors.Is(err, fs.ErrPermission)) || len(env) == 0 {
-		if t, ok := liveThread(pid); ok {
-			if tenv, terr := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(t.tid) + "/environ"); terr == nil && len(tenv) > 0 {
-				return tenv, nil
-			}
+		if tenv := liveThreadFile(pid, "environ"); tenv != nil {
+			return tenv, nil
 		}
 	}
 	return env, err
+}
+
+// liveThreadFile returns the file name of /proc/PID/task/TID of a live
+// thread of process pid other than its first (see liveThread), or nil if
+// there is none or the file is empty or cannot be read.
+func liveThreadFile(pid int, name string) []byte {
+	t, ok := liveThread(pid)
+	if !ok {
+		return nil
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(t.tid) + "/" + name)
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	return b
 }
 
 // commandLine returns a process's command line, arguments joined by
@@ -204,11 +217,8 @@ func commandLine(pid int) string {
 	if err == nil && len(b) > 0 {
 		return joinArgs(b)
 	}
-	if t, ok := liveThread(pid); ok { // its first thread has ended
-		b, err = os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(t.tid) + "/cmdline")
-		if err == nil && len(b) > 0 {
-			return joinArgs(b)
-		}
+	if b := liveThreadFile(pid, "cmdline"); b != nil { // its first thread has ended
+		return joinArgs(b)
 	}
 	comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
 	if err != nil {

@@ -544,8 +544,8 @@ func answeredThen[T any, P params[T]](f func(c *Conn, p P) (result any, follow f
 // after it returns; ctx ends if the client withdraws the request.
 func answeredByReply[T any, P params[T]](f func(ctx context.Context, c *Conn, p P, reply Reply)) handler {
 	return func(c *Conn, req *jsonrpc2.Request) {
-		c.requested(req) // the client checks note an id in use
 		ctx, reply, ok := c.replyLater(req.ID)
+		c.requested(req, !ok) // the client checks note an id in use
 		if !ok {
 			c.replyNow(req.ID)(nil, &acp.Error{Code: acp.CodeInvalidRequest, Message: fmt.Sprintf("id %s: a request with this id awaits its answer; give each request in flight an id of its own", req.ID)})
 			return
@@ -566,14 +566,12 @@ func answeredByReply[T any, P params[T]](f func(ctx context.Context, c *Conn, p 
 	}
 }
 
-// requested tells the Observer of a request answered later.
-func (c *Conn) requested(req *jsonrpc2.Request) {
+// requested tells the Observer of a request answered later; inUse: one
+// under its id awaits its answer.
+func (c *Conn) requested(req *jsonrpc2.Request, inUse bool) {
 	if c.observer == nil {
 		return
 	}
-	c.mu.Lock()
-	_, inUse := c.pending[requestKey(req.ID)]
-	c.mu.Unlock()
 	c.observer.Requested(c.client(), req.Method, req.ID.String(), req.Params, inUse)
 }
 
