@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -487,4 +490,75 @@ func TestHistoryKilledAsItsFileAppears(t *testing.T) {
 	mark := last(c)
 	promptKey(t, c, sid, "echo after-the-kill", "")
 	waitTurnEnd(c, mark, sid)
+}
+
+// TestHistoryKilledRightAfterItsAnswer kills the agent the moment it has
+// answered session/new, several times over one state directory: every
+// session it answered for is listed by the next agent, with its cwd, and
+// can be resumed. The machine is kept busy meanwhile, as it is when a
+// crash matters: the file was written after the answer, and then about
+// half of the sessions were lost.
+func TestHistoryKilledRightAfterItsAnswer(t *testing.T) {
+	t.Parallel()
+	state, cwd := t.TempDir(), t.TempDir()
+	args := []string{"--shell", "/bin/sh", "--containment", testMode, "--state-dir", state}
+	stopSpinning := spin(t, 2*runtime.NumCPU())
+	var sids []string
+	for range 8 {
+		cmd, stdin, stdout, _ := startPiped(t, plainBinary, args)
+		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}`+"\n"+
+			`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q}}`+"\n", cwd)
+		lines := bufio.NewScanner(stdout)
+		lines.Buffer(nil, 1<<20)
+		var sid string
+		for sid == "" && lines.Scan() {
+			var m struct {
+				ID     int
+				Result struct{ SessionID string }
+			}
+			if json.Unmarshal(lines.Bytes(), &m) == nil && m.ID == 2 {
+				cmd.Process.Signal(syscall.SIGKILL) // the moment it has answered
+				sid = m.Result.SessionID
+			}
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		if sid == "" {
+			t.Fatalf("no answer to session/new: %v", lines.Err())
+		}
+		sids = append(sids, sid)
+	}
+	stopSpinning()
+
+	c, _ := acptest.StartBinary(t, binary, args, []string{noRaceExitDelay})
+	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	list := listSessions(t, c)
+	for _, sid := range sids {
+		if s := findListed(list, sid); s == nil || s.Cwd != cwd {
+			t.Errorf("session %s: listed as %+v after its agent was killed at its answer, want cwd %s", sid, s, cwd)
+		}
+	}
+	resumePast(t, c, sids[0], cwd, "")
+}
+
+// spin starts n shell loops that keep the CPUs busy until the function
+// it returns stops them (at the latest when t ends).
+func spin(t *testing.T, n int) (stop func()) {
+	var loops []*exec.Cmd
+	stop = func() {
+		for _, l := range loops {
+			l.Process.Kill()
+			l.Wait()
+		}
+		loops = nil
+	}
+	t.Cleanup(stop)
+	for range n {
+		l := exec.Command("/bin/sh", "-c", "while :; do :; done")
+		if err := l.Start(); err != nil {
+			t.Fatal(err)
+		}
+		loops = append(loops, l)
+	}
+	return stop
 }

@@ -27,6 +27,10 @@ const (
 // syncEvery is the longest a written record waits for its fsync.
 const syncEvery = time.Second
 
+// createWait bounds how long Create waits for a new session's file: on
+// a disk that hangs, the session goes on and its file follows.
+const createWait = 2 * time.Second
+
 // maxChunk is the most output one out record holds.
 const maxChunk = 64 << 10
 
@@ -189,13 +193,30 @@ func (s *Store) Stat(id string) (Info, bool) {
 
 // Create starts the history of a new, live session. A history the Store
 // already has under id is replaced, unless another process has it live:
-// pick ids that do not exist.
+// pick ids that do not exist. It returns once the session's file is on
+// disk (fsynced, with its cwd), so that a session whose creation was
+// answered can be resumed even if this process dies right after, or
+// after createWait with the file still to come; it returns the error of
+// a file that cannot be created.
 func (s *Store) Create(id string, m Meta) error {
 	if !validID(id) {
 		return fmt.Errorf("create history of session %q: not a usable id", id)
 	}
-	s.enqueue(op{kind: opCreate, id: id, meta: m})
-	return nil
+	done := make(chan error, 1)
+	if !s.enqueue(op{kind: opCreate, id: id, meta: m, done: done}) {
+		return nil
+	}
+	timer := time.NewTimer(createWait)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("create history of session %s: %w", id, err)
+		}
+		return nil
+	case <-timer.C:
+		return nil
+	}
 }
 
 // Reopen makes a past session live again in this process, and returns

@@ -15,8 +15,8 @@ import (
 
 type opKind uint8
 
-// The kinds of queued records. opBarrier, opWritten, opHandover and
-// opDelete answer on done.
+// The kinds of queued records. opCreate, opBarrier, opWritten,
+// opHandover and opDelete answer on done.
 const (
 	opCreate opKind = iota
 	opOpen
@@ -312,9 +312,11 @@ func (w *writer) create(o *op) {
 			delete(w.x.entries, o.id)
 		}
 		w.s.mu.Unlock()
+		o.done <- err
 		return
 	}
 	w.files[o.id] = f
+	o.done <- nil
 }
 
 // createFile makes f's file, locked, with its header and its meta line
