@@ -42,7 +42,11 @@
 // Config.Resume the client reattaches (session/resume) to a session that
 // session/list names instead of opening one, and shows the last lines of
 // each terminal that runs, then live output. /sessions lists the agent's
-// sessions.
+// sessions. With Config.Reconnect, an end of the agent's output while
+// the session runs (a daemon's upgrade in place ends every connection)
+// is not the end of the client: if the daemon still has the session
+// live, the client starts the agent again, resumes the session, shows
+// what its terminals wrote meanwhile and goes on (reconnect.go).
 //
 // The client never waits on the agent without a bound, and never passes
 // the agent's bytes to the user's terminal unchecked, except a terminal's
@@ -77,7 +81,8 @@
 // any goroutine, over the messages of wire.go; agent.go is the agent's
 // process; client.go is the event loop, the UI state machine, which
 // takes input events from a channel whatever their source (input.go
-// handles the input lines); start.go sends the start-up requests, and
+// handles the input lines); start.go sends the start-up requests,
+// reconnect.go starts them again after the agent's output ended, and
 // sessions.go serves /sessions and chooses the session to resume. It
 // prints through updates.go (the session's updates, applied to
 // internal/clientview's model of the session, which keeps the RFD's
@@ -185,6 +190,15 @@ type Config struct {
 	// ResumeCommand returns the command line that reattaches to session
 	// id; nil means "shellagent client --daemon --resume ID".
 	ResumeCommand func(id string) string
+	// Reconnect, with Daemon, is called from a goroutine of its own when
+	// the agent's output ends while the session runs (a daemon's upgrade
+	// in place ends every connection): it reports whether the daemon
+	// still has session id live, waiting a bounded time for it to
+	// answer. If it does, the client starts the agent again, resumes the
+	// session, shows what its terminals wrote meanwhile, and goes on (at
+	// most 3 times a minute); if not, or with Reconnect nil, Run returns
+	// ErrAgentExited.
+	Reconnect func(ctx context.Context, id string) bool
 }
 
 // Bounds of the client's own waits.
@@ -250,8 +264,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	rpc := newConn(a.stdout, a.stdin, cfg.Trace)
-	c := newClient(cfg, rpc)
+	c := newClient(cfg, a)
 	if cfg.Terminal == nil {
 		c.startInput()
 	} // else once the agent has said whether it takes keystrokes
@@ -261,11 +274,11 @@ func Run(ctx context.Context, cfg Config) error {
 		c.tty.close()
 		c.p.w = cfg.Output
 	}
-	rpc.hangUp(!c.endNow)
-	if err := a.stop(c.endNow, c.stopGrace(), cfg.Interrupts, c.p.note); err != nil && runErr == nil {
+	c.rpc.hangUp(!c.endNow)
+	if err := c.agent.stop(c.endNow, c.stopGrace(), cfg.Interrupts, c.p.note); err != nil && runErr == nil {
 		runErr = err
 	}
-	rpc.close()
+	c.rpc.close()
 	if runErr == nil && c.p.err != nil {
 		runErr = fmt.Errorf("lineclient: writing the output: %w", c.p.err)
 	}
@@ -358,7 +371,8 @@ const (
 type client struct {
 	cfg       Config
 	p         *printer
-	rpc       *conn
+	agent     *agentProc
+	rpc       *conn // the agent's
 	perms     *permissions
 	phase     phase
 	ran       bool  // the session reached running
@@ -380,6 +394,11 @@ type client struct {
 	boot       startup // the start-up's requests
 	closeTimer <-chan time.Time
 	stopTimer  <-chan time.Time
+
+	// reconnect delivers Config.Reconnect's answer while the client
+	// reconnects (reconnect.go); reconnectedAt holds when it did lately.
+	reconnect     <-chan bool
+	reconnectedAt []time.Time
 }
 
 // turnWait is what a script waits for before its next line: the end of
@@ -395,11 +414,13 @@ type turnWait struct {
 	stopID    string // "/stop ID": wait for ID to leave the list
 }
 
-func newClient(cfg Config, rpc *conn) *client {
+func newClient(cfg Config, a *agentProc) *client {
 	p := newPrinter(cfg.Output)
+	rpc := newConn(a.stdout, a.stdin, cfg.Trace)
 	c := &client{
 		cfg:       cfg,
 		p:         p,
+		agent:     a,
 		rpc:       rpc,
 		perms:     &permissions{mode: cfg.Permissions, rpc: rpc, p: p},
 		killGrace: defaultKillGrace,
@@ -447,11 +468,15 @@ func (c *client) loop(ctx context.Context) error {
 		if c.tty != nil {
 			edited = c.tty.ed.lines
 		}
+		agentLines, agentFailed := c.rpc.lines, c.rpc.failed()
+		if c.reconnect != nil { // the old agent is gone
+			agentLines, agentFailed = nil, nil
+		}
 		select {
-		case in, ok := <-c.rpc.lines:
+		case in, ok := <-agentLines:
 			switch {
 			case !ok:
-				c.agentGone()
+				c.agentGone(ctx)
 			case in.err != nil:
 				c.abort("the agent sent "+in.err.Error()+", which the client refuses: stopping the agent",
 					fmt.Errorf("lineclient: the agent sent %w", in.err))
@@ -472,7 +497,9 @@ func (c *client) loop(ctx context.Context) error {
 			ctxDone = nil
 			cause := context.Cause(ctx)
 			c.abort(fmt.Sprintf("%v: stopping the agent", cause), fmt.Errorf("lineclient: %w", cause))
-		case <-c.rpc.failed():
+		case live := <-c.reconnect:
+			c.reconnected(live)
+		case <-agentFailed:
 			c.abort("stopping the agent: "+c.rpc.err().Error(), c.rpc.err())
 		case <-c.boot.timer:
 			c.boot.late()
@@ -518,8 +545,13 @@ func (c *client) stopGrace() time.Duration {
 	return c.killGrace + closeSlack
 }
 
-// agentGone handles the end of the agent's output.
-func (c *client) agentGone() {
+// agentGone handles the end of the agent's output: the client reconnects
+// if it may, else it finishes.
+func (c *client) agentGone(ctx context.Context) {
+	if c.mayReconnect(time.Now()) {
+		c.startReconnect(ctx)
+		return
+	}
 	if c.phase != finished {
 		c.p.note("the agent closed its output")
 		c.fail(ErrAgentExited)

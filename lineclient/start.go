@@ -15,6 +15,8 @@ type startup struct {
 	c      *client
 	timer  <-chan time.Time // the answer to method is late
 	method string
+	cwd    string // the session's
+	again  bool   // reconnecting: resume the session the client has
 }
 
 // timeout returns Config.StartTimeout, or its default.
@@ -67,6 +69,10 @@ func (s *startup) start() {
 			return
 		}
 		c.p.note(fmt.Sprintf("agent: %s %s, ACP v2", res.Info.Name, res.Info.Version))
+		if s.again {
+			s.reattach()
+			return
+		}
 		if c.cfg.Terminal != nil {
 			c.startTerminal(hasInputMethods(res.Meta))
 		}
@@ -134,6 +140,7 @@ func (s *startup) newSession() {
 			return
 		}
 		s.follow(res.SessionID)
+		s.cwd = c.cfg.Cwd
 		c.p.note("session started in " + c.cfg.Cwd)
 		s.joined(&res.joined)
 	})
@@ -158,6 +165,7 @@ func (s *startup) resume() {
 			return
 		}
 		s.follow(e.SessionID)
+		s.cwd = e.Cwd
 		c.sess.Resuming = true
 		c.p.note("reattaching to " + e.describe())
 		params := map[string]any{"sessionId": e.SessionID, "cwd": e.Cwd}
@@ -169,6 +177,24 @@ func (s *startup) resume() {
 			}
 			s.joined(&res)
 		})
+	})
+}
+
+// reattach resumes the session the client had before it reconnected.
+// Terminals it knows are not announced again, and of their output only
+// what it had not seen is shown (view.snapshot).
+func (s *startup) reattach() {
+	c := s.c
+	c.sess.Resuming = true
+	s.call("session/resume", map[string]any{"sessionId": c.sess.ID, "cwd": s.cwd}, func(m *message) {
+		c.sess.Resuming = false
+		var res joined
+		if !s.ok("session/resume", m, &res) {
+			return
+		}
+		c.p.note("reattached to " + c.sess.ID)
+		c.commands = res.AvailableCommands
+		s.applySettings(nil)
 	})
 }
 

@@ -54,6 +54,9 @@ type view struct {
 	// typedInto holds the terminals the person typed into (/send, /keys)
 	// since the agent last said they wait for input.
 	typedInto map[string]bool
+	// seen is where each terminal's output stands for the client: its
+	// bytes from the first, those the agent dropped included.
+	seen map[string]int64
 
 	// In terminal mode: started announces a new terminal if it takes the
 	// screen, and raw takes terminal output instead of the printer.
@@ -63,6 +66,7 @@ type view struct {
 
 // output shows a chunk of a terminal's output.
 func (v *view) output(id string, data []byte) {
+	v.saw(id, v.seen[id]+int64(len(data)))
 	if v.raw != nil {
 		v.raw(id, data)
 		return
@@ -203,10 +207,19 @@ func (v *view) snapshot(t *clientview.Terminal, out *clientview.TerminalOutput, 
 		v.p.note(err.Error())
 		return
 	}
-	if dropped := out.Dropped(); dropped > 0 {
-		v.p.note(fmt.Sprintf("%s: %d bytes of output were dropped; it continues from here", t.ID, dropped))
+	if !isNew && v.sess.Resuming {
+		v.unseen(t.ID, out.Dropped(), data)
 		return
 	}
+	if dropped := out.Dropped(); dropped > 0 {
+		if !isNew {
+			dropped += v.seen[t.ID] // the bytes it will never get, from where it stood
+		}
+		v.saw(t.ID, dropped+int64(len(data)))
+		v.p.note(fmt.Sprintf("%s: %d bytes of output were dropped; it continues from here", t.ID, out.Dropped()))
+		return
+	}
+	v.saw(t.ID, int64(len(data)))
 	switch {
 	case isNew && v.sess.Resuming:
 		if v.raw != nil {
@@ -216,6 +229,32 @@ func (v *view) snapshot(t *clientview.Terminal, out *clientview.TerminalOutput, 
 	case isNew:
 		v.output(t.ID, data)
 	}
+}
+
+// unseen shows, of a known terminal's output as a resume after a
+// reconnect sends it (data, after the dropped bytes the agent no longer
+// holds), what the client has not seen: what the terminal wrote while
+// the client was away.
+func (v *view) unseen(id string, dropped int64, data []byte) {
+	seen, end := v.seen[id], dropped+int64(len(data))
+	switch {
+	case seen >= end:
+		return
+	case seen < dropped:
+		v.p.note(fmt.Sprintf("%s: %d bytes of output written meanwhile were dropped; it continues from here", id, dropped-seen))
+		seen = dropped
+		v.saw(id, seen)
+	}
+	v.output(id, data[seen-dropped:])
+}
+
+// saw records that the client's copy of terminal id's output ends at
+// byte n of it.
+func (v *view) saw(id string, n int64) {
+	if v.seen == nil {
+		v.seen = make(map[string]int64)
+	}
+	v.seen[id] = n
 }
 
 // toolCallUpdate creates or patches a tool call. A command's tool call

@@ -11,10 +11,13 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/term"
 
+	"shellagent/daemon"
 	"shellagent/lineclient"
+	"shellagent/supervisor"
 )
 
 // clientOptions are the client's settings from the command line.
@@ -166,7 +169,9 @@ leaving the session running in the daemon, and the client says how to
 come back. /close (or Ctrl-D then c) closes the session. --resume [ID]
 comes back: to session ID, or to the newest session of the directory; it
 shows the last lines of each running terminal, then live output. /sessions
-lists the agent's sessions.
+lists the agent's sessions. When the daemon is upgraded in place (or the
+relay this client started ends) while the daemon keeps the session, the
+client starts its relay again, resumes the session and goes on.
 
 In line mode on a terminal every line is sent at once; in terminal mode
 the prompt returns once the previous turn has ended. From a file or a pipe,
@@ -223,6 +228,9 @@ func runClient(args []string) (code int) {
 	if opts.daemon {
 		cfg.ResumeCommand = func(id string) string { return resumeCommand(opts, id) }
 	}
+	if opts.daemon && len(opts.agent) == 0 { // a relay of this program: its daemon is at hand
+		cfg.Reconnect = func(ctx context.Context, id string) bool { return sessionLive(ctx, opts.socket, id) }
+	}
 	if opts.trace != "" {
 		f, err := os.Create(opts.trace)
 		if err != nil {
@@ -258,6 +266,36 @@ func runClient(args []string) (code int) {
 		return 1
 	}
 	return 0
+}
+
+// sessionLive reports whether the daemon at the socket that flag names
+// (as the relay finds it) has session id live: the client may reconnect
+// to it. While an upgrade in place hands the daemon over, what connects
+// may be closed unanswered: it asks again, for at most upgradeWait. It
+// never starts a daemon: one that has died took the session's work
+// with it.
+func sessionLive(ctx context.Context, flag, id string) bool {
+	path, err := daemon.SocketPath(flag)
+	if err != nil {
+		return false
+	}
+	for deadline := time.Now().Add(upgradeWait); ; {
+		st, err := daemon.AskStatus(path, daemonHello())
+		if err == nil {
+			return slices.ContainsFunc(st.Sessions, func(s supervisor.SessionStatus) bool { return s.ID == id })
+		}
+		if _, starting := inTransit(err, path); errors.Is(err, daemon.ErrNotRunning) && !starting {
+			return false
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // resumeCommand is the command line that comes back to session id,

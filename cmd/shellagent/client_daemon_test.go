@@ -276,3 +276,69 @@ func TestTerminalDaemonCtrlD(t *testing.T) {
 	d.waitGone(2*time.Second, "the close", d.work)
 	v.c.Check()
 }
+
+// lineWith waits for an output line that starts with prefix, and returns
+// the rest of it.
+func (r *clientRun) lineWith(prefix string) string {
+	r.t.Helper()
+	for {
+		if rest, ok := strings.CutPrefix(r.next("a line "+prefix+"…"), prefix); ok {
+			return rest
+		}
+	}
+}
+
+// The client of a daemon stays through the daemon's upgrade in place,
+// which ends every connection: it reconnects, resumes its session, shows
+// what the counter printed meanwhile (every tick once: none lost, none
+// printed twice) and goes on, with prompts and a detach at the end of
+// its input. Before, it said that the agent closed its output and exited
+// 1, its session left behind.
+func TestClientDaemonReconnectsThroughAnUpgrade(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	d.startOwnDaemon(binary)
+	a := d.client()
+	a.send(tickCounter)
+	a.expect("[background: term_1 (" + tickCommand + ")]")
+	a.expectTick(3)
+	d.upgrade(binary)
+	sid := strings.TrimSuffix(a.lineWith("[the connection to the daemon ended (an upgrade in place ends it): reconnecting to "), "]")
+	a.expect("[reattached to " + sid + "]")
+	_, last := a.expectTick(0)
+	a.expectTick(last + 3)
+	a.send("echo after-the-upgrade")
+	a.expect("term_2| after-the-upgrade")
+	a.stdin.Close()
+	a.expect("[detached: the session runs on in the daemon, with 1 background item: term_1 (" + tickCommand + ")]")
+	a.wait()
+	if got := ticks(a.seen); !consecutive(got) {
+		t.Errorf("the ticks the client printed across the upgrade do not count up by one: %v", got)
+	}
+}
+
+// A daemon that dies takes its sessions' work with it: the client of one
+// says that its session is no longer live and exits 1, without starting
+// another daemon (the next daemon, started here, sweeps what the dead
+// one left).
+func TestClientDaemonDoesNotReconnectToADeadDaemon(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	daemon := d.startOwnDaemon(binary)
+	a := d.client()
+	a.send("/bg sleep 300")
+	a.expect("[background: term_1 (sleep 300)]")
+	daemon.Process.Kill()
+	waitExited(t, daemon)
+	sid := strings.TrimSuffix(a.lineWith("[the connection to the daemon ended (an upgrade in place ends it): reconnecting to "), "]")
+	a.expect("[" + sid + " is no longer live in the daemon]")
+	for range a.lines {
+	}
+	if err := a.cmd.Wait(); exitCode(err) != 1 {
+		t.Errorf("the client's exit: %v, want status 1", err)
+	}
+	if pids := d.daemons(); len(pids) != 0 {
+		t.Errorf("daemons %v run after the client gave up; want none started", pids)
+	}
+	d.relay()
+}

@@ -1,0 +1,73 @@
+package lineclient
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A terminal the client knew before it reconnected is shown, from the
+// resume's snapshot, only what it wrote meanwhile: the bytes past those
+// the client saw, with the bytes the agent dropped meanwhile said.
+func TestViewShowsOnlyWhatItHadNotSeen(t *testing.T) {
+	tests := []struct {
+		name    string
+		seen    string // the chunks the client printed before
+		dropped int64  // the snapshot's droppedBytes
+		data    string // the snapshot's bytes
+		want    string // printed after the snapshot
+	}{
+		{"what it wrote meanwhile", "a\nb\n", 0, "a\nb\nc\nd\n", "c\nd\n"},
+		{"nothing new", "a\nb\n", 0, "a\nb\n", ""},
+		{"the ring dropped what was seen", "a\nb\n", 2, "b\nc\n", "c\n"},
+		{"the ring dropped some of what was not", "a\n", 6, "d\ne\n", "[t1: 4 bytes of output written meanwhile were dropped; it continues from here]\nd\ne\n"},
+		{"a snapshot behind the client", "a\nb\nc\n", 0, "a\n", ""},
+	}
+	for _, tt := range tests {
+		var sb strings.Builder
+		v := &view{p: newPrinter(&sb), sess: newSession("s")}
+		v.output("t1", []byte(tt.seen))
+		before := sb.Len()
+		v.unseen("t1", tt.dropped, []byte(tt.data))
+		if got := sb.String()[before:]; got != tt.want {
+			t.Errorf("%s: printed %q, want %q", tt.name, got, tt.want)
+		}
+		// What it showed counts as seen: the same snapshot again shows nothing.
+		after := sb.Len()
+		v.unseen("t1", tt.dropped, []byte(tt.data))
+		if sb.Len() != after {
+			t.Errorf("%s: the same snapshot again printed %q", tt.name, sb.String()[after:])
+		}
+	}
+}
+
+// The client reconnects at most maxReconnects times in reconnectWindow,
+// only with a daemon and a Reconnect, and only while the session runs.
+func TestMayReconnect(t *testing.T) {
+	reconnect := func(context.Context, string) bool { return true }
+	start := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name  string
+		cfg   Config
+		phase phase
+		at    []time.Duration // after start, one try each
+		want  []bool
+	}{
+		{"three a minute", Config{Daemon: true, Reconnect: reconnect}, running,
+			[]time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second, 59 * time.Second, 61 * time.Second},
+			[]bool{true, true, true, false, false, true}},
+		{"without a daemon", Config{Reconnect: reconnect}, running, []time.Duration{0}, []bool{false}},
+		{"without Reconnect", Config{Daemon: true}, running, []time.Duration{0}, []bool{false}},
+		{"while closing", Config{Daemon: true, Reconnect: reconnect}, closing, []time.Duration{0}, []bool{false}},
+		{"while starting", Config{Daemon: true, Reconnect: reconnect}, starting, []time.Duration{0}, []bool{false}},
+	}
+	for _, tt := range tests {
+		c := &client{cfg: tt.cfg, phase: tt.phase, sess: newSession("s")}
+		for i, d := range tt.at {
+			if got := c.mayReconnect(start.Add(d)); got != tt.want[i] {
+				t.Errorf("%s: try %d (at %v): %v, want %v", tt.name, i+1, d, got, tt.want[i])
+			}
+		}
+	}
+}
