@@ -342,3 +342,38 @@ func TestClientDaemonDoesNotReconnectToADeadDaemon(t *testing.T) {
 	}
 	d.relay()
 }
+
+// In terminal mode too: cat has the keyboard when the daemon is upgraded
+// in place; the client reconnects, the keys typed after it still reach
+// cat (the upgrade moved it to the background; the screen is still
+// its), Ctrl-B c stops it, and the notes held meanwhile and the prompt
+// come back.
+func TestTerminalDaemonReconnectsThroughAnUpgrade(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	d.startOwnDaemon(binary)
+	r := startTTYIn(t, d.cwd, d.env(), "--daemon", "--socket", d.socket)
+	r.waitPrompt(1)
+	r.press("cat\r")
+	r.waitCount("[term_1: keys go to the command", 1)
+	r.press("before\r")
+	r.waitCount("before", 2) // the echo, and cat's line
+	d.upgrade(binary)
+	waitFor(t, "the client to reattach", func() bool {
+		out, _, _ := d.run(binary, "daemon", "status", "--socket", d.socket)
+		return regexp.MustCompile(`(?m)^sess_\S+\s+attached`).MatchString(out)
+	})
+	r.press("after\r")
+	r.waitCount("after", 2)
+	r.press("\x02c") // Ctrl-B c
+	r.waitCount("[term_1 ended: signal SIGTERM]", 1)
+	r.waitCount("[reattached to sess_", 1) // held while cat had the screen
+	r.waitPrompt(2)
+	r.press("\x04") // Ctrl-D
+	r.waitCount("[detach (the session runs on in the daemon) or close the session? D/c]", 1)
+	r.press("c")
+	r.waitCount("[session closed]", 1)
+	if err := r.exit(); err != nil {
+		t.Errorf("client exit: %v", err)
+	}
+}
