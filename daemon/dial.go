@@ -193,17 +193,23 @@ const rebindWait = 4 * keepEvery
 
 // dialLive dials as Dial does, with no stdout; where no socket answers
 // but a daemon holds the socket's claim (one whose socket file was
-// removed, and which binds it again), it dials again for up to
-// rebindWait.
+// removed, and which binds it again), or the daemon closed the
+// connection before its hello (an upgrade in place closes what waits
+// for it at its exec: awaitThaw), it dials again for up to rebindWait.
 func dialLive(socket string, hello Hello) (*Client, error) {
 	deadline := time.Now().Add(rebindWait)
 	for {
 		c, err := Dial(socket, hello, Stdio{})
-		if !errors.Is(err, ErrNotRunning) || time.Now().After(deadline) {
+		switch {
+		case err == nil || time.Now().After(deadline):
 			return c, err
-		}
-		if _, ok := claimant(socket); !ok {
+		case errors.Is(err, errNoHello):
+		case !errors.Is(err, ErrNotRunning):
 			return c, err
+		default:
+			if _, ok := claimant(socket); !ok {
+				return c, err
+			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -85,6 +85,7 @@ type Server struct {
 	closing   bool                    // no connection is served ACP any more
 	upgrading bool                    // an upgrade is under way: no other one starts, and the daemon is not idle
 	frozen    bool                    // the upgrade has passed its probe and closed the connections: no new one is served ACP
+	thawed    chan struct{}           // made when frozen is set, closed when it is cleared (the upgrade failed)
 	l         Listener                // what Serve accepts from
 	idle      time.Time               // since when nothing is open; zero while something is
 	stop      context.CancelCauseFunc // ends Serve
@@ -193,6 +194,7 @@ func (s *Server) serve(nc *net.UnixConn) {
 		nc.Close() // Best effort: refused.
 		return
 	}
+	s.awaitThaw()
 	nc.SetDeadline(time.Now().Add(helloTimeout)) // Best effort: without it a silent peer holds a goroutine.
 	if err := writeLine(nc, Hello{Shellagent: RelayVersion, Build: s.Build, Pid: os.Getpid(), Grace: s.Supervisor.LongestGrace().Milliseconds()}); err != nil {
 		log.Warn("hello", "err", err)
@@ -333,6 +335,25 @@ func clientStdout(fd int) *os.File {
 func closeFile(f *os.File) {
 	if f != nil {
 		f.Close() // Best effort: nothing was written.
+	}
+}
+
+// awaitThaw holds a connection that comes while an upgrade in place
+// hands the daemon over (frozen), before the daemon's hello, until the
+// upgrade ends. If the new image takes over, the connection closes at
+// its exec, before any hello, and the client dials again (Connect does):
+// the new image answers it. If the upgrade fails, it is served here as
+// usual. (Served at once, an ACP connection had its hello and was then
+// closed, and its relay gave up.)
+func (s *Server) awaitThaw() {
+	s.mu.Lock()
+	thawed := s.thawed
+	if !s.frozen {
+		thawed = nil
+	}
+	s.mu.Unlock()
+	if thawed != nil {
+		<-thawed
 	}
 }
 

@@ -328,3 +328,57 @@ func TestServerHoldsFewDescriptorsOfAHello(t *testing.T) {
 		t.Errorf("the daemon holds %d more descriptors while a hello comes in pieces", n)
 	}
 }
+
+// TestServerHoldsAConnectionWhileFrozen: a relay that connects while an
+// upgrade in place hands the daemon over (frozen) waits for the end of
+// the upgrade before any hello; an upgrade that then fails leaves the
+// daemon as it was, and the connection is served ACP. (If the new image
+// takes over, the connection closes at the exec, before any hello, and
+// the relay dials the new image: Connect.) Before, it had its hello at
+// once and was then closed, and the relay gave up.
+func TestServerHoldsAConnectionWhileFrozen(t *testing.T) {
+	srv := &Server{
+		Supervisor: supervisor.New(supervisor.Config{}),
+		Build:      "test",
+		Log:        slog.New(slog.DiscardHandler),
+	}
+	socket := serve(t, srv)
+	srv.mu.Lock()
+	srv.frozen, srv.thawed = true, make(chan struct{})
+	srv.mu.Unlock()
+
+	type dialled struct {
+		c   *Client
+		err error
+	}
+	got := make(chan dialled, 1)
+	go func() {
+		c, err := Dial(socket, Hello{Shellagent: RelayVersion, Build: "test", Pid: os.Getpid()}, Stdio{})
+		got <- dialled{c, err}
+	}()
+	select {
+	case d := <-got:
+		if d.c != nil {
+			d.c.Close()
+		}
+		t.Fatalf("a connection made while frozen was answered before the upgrade ended (%v)", d.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	srv.mu.Lock() // the upgrade failed: as its deferred end does
+	close(srv.thawed)
+	srv.frozen = false
+	srv.mu.Unlock()
+	d := <-got
+	if d.err != nil {
+		t.Fatalf("dial after the thaw: %v", d.err)
+	}
+	defer d.c.Close()
+	if _, err := io.WriteString(d.c.Conn, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	d.c.Conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if line, err := d.c.R.ReadString('\n'); err != nil || !strings.HasPrefix(line, `{"id":1,"result":`) {
+		t.Fatalf("the connection made while frozen, after the thaw: %q, %v; want it served", line, err)
+	}
+}

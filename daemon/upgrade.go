@@ -193,6 +193,9 @@ func (s *Server) tryUpgrade(log *slog.Logger, nc *net.UnixConn, exe string) erro
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
+		if s.frozen {
+			close(s.thawed)
+		}
 		s.upgrading, s.frozen = false, false
 		s.mu.Unlock()
 	}()
@@ -313,11 +316,12 @@ func (l *limited) Write(p []byte) (int, error) {
 
 // closeConns closes every ACP connection, which detaches its sessions,
 // and waits, at most connsGone, for them to be gone. From then on, new
-// ones are not served while the upgrade lasts; until then (the probe)
-// they are, as ever, and closed here with the others.
+// connections wait for the end of the upgrade before their hello
+// (awaitThaw); until then (the probe) they are served, as ever, and
+// closed here with the others.
 func (s *Server) closeConns(log *slog.Logger) {
 	s.mu.Lock()
-	s.frozen = true
+	s.frozen, s.thawed = true, make(chan struct{})
 	n := len(s.conns)
 	for c := range s.conns {
 		c.nc.CloseRead() // Best effort: ends its reads; it then detaches and closes.

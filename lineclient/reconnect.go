@@ -21,10 +21,12 @@ const (
 	reconnectWindow = time.Minute
 )
 
-// mayReconnect reports whether the client may reconnect now, and if so
-// counts the reconnect.
+// mayReconnect reports whether the client may reconnect now (the session
+// runs, or a reconnect is starting it again), and if so counts the
+// reconnect.
 func (c *client) mayReconnect(now time.Time) bool {
-	if !c.cfg.Daemon || c.cfg.Reconnect == nil || c.phase != running || c.sess == nil {
+	again := c.phase == starting && c.boot.again // the agent started again has gone too
+	if !c.cfg.Daemon || c.cfg.Reconnect == nil || (c.phase != running && !again) || c.sess == nil {
 		return false
 	}
 	recent := c.reconnectedAt[:0]

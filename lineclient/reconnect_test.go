@@ -43,7 +43,8 @@ func TestViewShowsOnlyWhatItHadNotSeen(t *testing.T) {
 }
 
 // The client reconnects at most maxReconnects times in reconnectWindow,
-// only with a daemon and a Reconnect, and only while the session runs.
+// only with a daemon and a Reconnect, and only while the session runs or
+// a reconnect starts it again.
 func TestMayReconnect(t *testing.T) {
 	reconnect := func(context.Context, string) bool { return true }
 	start := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
@@ -61,9 +62,11 @@ func TestMayReconnect(t *testing.T) {
 		{"without Reconnect", Config{Daemon: true}, running, []time.Duration{0}, []bool{false}},
 		{"while closing", Config{Daemon: true, Reconnect: reconnect}, closing, []time.Duration{0}, []bool{false}},
 		{"while starting", Config{Daemon: true, Reconnect: reconnect}, starting, []time.Duration{0}, []bool{false}},
+		{"while starting again", Config{Daemon: true, Reconnect: reconnect}, starting, []time.Duration{0}, []bool{true}},
 	}
 	for _, tt := range tests {
 		c := &client{cfg: tt.cfg, phase: tt.phase, sess: newSession("s")}
+		c.boot.again = strings.HasSuffix(tt.name, "again")
 		for i, d := range tt.at {
 			if got := c.mayReconnect(start.Add(d)); got != tt.want[i] {
 				t.Errorf("%s: try %d (at %v): %v, want %v", tt.name, i+1, d, got, tt.want[i])

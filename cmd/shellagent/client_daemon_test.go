@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"shellagent/internal/testloop"
 )
 
 // The reference client of a daemon (shellagent client --daemon), driven
@@ -359,10 +361,17 @@ func TestTerminalDaemonReconnectsThroughAnUpgrade(t *testing.T) {
 	r.press("before\r")
 	r.waitCount("before", 2) // the echo, and cat's line
 	d.upgrade(binary)
-	waitFor(t, "the client to reattach", func() bool {
+	for deadline := time.Now().Add(testloop.Wait); ; time.Sleep(20 * time.Millisecond) {
 		out, _, _ := d.run(binary, "daemon", "status", "--socket", d.socket)
-		return regexp.MustCompile(`(?m)^sess_\S+\s+attached`).MatchString(out)
-	})
+		if regexp.MustCompile(`(?m)^sess_\S+\s+attached`).MatchString(out) {
+			break
+		}
+		if time.Now().After(deadline) {
+			r.press("\x02c")
+			time.Sleep(time.Second)
+			t.Fatalf("the client did not reattach; status:\n%s\nscreen:\n%s", out, r.scr.all())
+		}
+	}
 	r.press("after\r")
 	r.waitCount("after", 2)
 	r.press("\x02c") // Ctrl-B c
