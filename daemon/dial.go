@@ -24,11 +24,12 @@ const StartTimeout = 5 * time.Second
 // refuses connections (ECONNREFUSED), which a dead daemon leaves.
 var ErrNotRunning = errors.New("no daemon is running")
 
-// errNoHello is what Dial returns, wrapped, when the daemon closed the
+// ErrNoHello is what Dial returns, wrapped, when the daemon closed the
 // connection before its hello: a daemon that stops (--idle-exit, daemon
-// stop) closes what it had not accepted yet, and the peer check closes a
-// connection at once.
-var errNoHello = errors.New("no hello")
+// stop) closes what it had not accepted yet, the peer check closes a
+// connection at once, and an upgrade in place closes at its exec what
+// came during its hand-over (the new image answers the next dial).
+var ErrNoHello = errors.New("no hello")
 
 // errLive is what startOnce returns, wrapped, when it started nothing
 // because a daemon lives for the socket (its claim is held) whose socket
@@ -120,7 +121,7 @@ func Dial(socket string, hello Hello, stdio Stdio) (*Client, error) {
 	if err != nil {
 		nc.Close() // Best effort: failed anyway.
 		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
-			return nil, fmt.Errorf("%w: the daemon at %s closed the connection before its hello: it refuses this user, or is stopping (see its log)", errNoHello, socket)
+			return nil, fmt.Errorf("%w: the daemon at %s closed the connection before its hello: it refuses this user, or is stopping (see its log)", ErrNoHello, socket)
 		}
 		return nil, fmt.Errorf("the daemon at %s: %w", socket, err)
 	}
@@ -203,7 +204,7 @@ func dialLive(socket string, hello Hello) (*Client, error) {
 		switch {
 		case err == nil || time.Now().After(deadline):
 			return c, err
-		case errors.Is(err, errNoHello):
+		case errors.Is(err, ErrNoHello):
 		case !errors.Is(err, ErrNotRunning):
 			return c, err
 		default:
@@ -273,7 +274,7 @@ func Connect(socket string, hello Hello, stdio Stdio, start func(*Lock) (exited 
 	for {
 		c, err := Dial(socket, hello, stdio)
 		switch {
-		case errors.Is(err, errNoHello) && time.Now().Before(deadline):
+		case errors.Is(err, ErrNoHello) && time.Now().Before(deadline):
 			// A daemon on its way out: its successor answers soon.
 			time.Sleep(20 * time.Millisecond)
 			continue

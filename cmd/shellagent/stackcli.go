@@ -180,15 +180,16 @@ func (sc *stackClient) upgraded(err error, redial func() (*stackClient, error)) 
 const upgradeWait = 15 * time.Second
 
 // redialUpgraded connects again with redial while the daemon, in the
-// middle of an upgrade, closes what connects; nil if it fails otherwise
-// (no daemon runs) or for longer than upgradeWait.
+// middle of an upgrade, closes what connects (before its hello, or
+// after); nil if it fails otherwise (no daemon runs) or for longer than
+// upgradeWait.
 func redialUpgraded(redial func() (*stackClient, error)) *stackClient {
 	for deadline := time.Now().Add(upgradeWait); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		next, err := redial()
 		if err == nil {
 			return next
 		}
-		if !errors.Is(err, errClosed) {
+		if !errors.Is(err, errClosed) && !errors.Is(err, daemon.ErrNoHello) {
 			return nil
 		}
 	}
