@@ -399,6 +399,7 @@ type client struct {
 	// reconnects (reconnect.go); reconnectedAt holds when it did lately.
 	reconnect     <-chan bool
 	reconnectedAt []time.Time
+	taken         bool // another client took the session: no reconnect takes it back
 }
 
 // turnWait is what a script waits for before its next line: the end of
@@ -551,6 +552,9 @@ func (c *client) agentGone(ctx context.Context) {
 	if c.mayReconnect(time.Now()) {
 		c.startReconnect(ctx)
 		return
+	}
+	if c.taken && c.phase == running {
+		c.p.note("another client has the session: not reconnecting")
 	}
 	if c.phase != finished {
 		c.p.note("the agent closed its output")

@@ -14,6 +14,11 @@ import (
 // session (what its terminals wrote meanwhile is shown, the rest was
 // shown before) and goes on; if not, it ends as when the agent exited.
 
+// eventTaken is the _meta.shellagent.event of the notice that another
+// client took the session (session/resume): the client does not take it
+// back by reconnecting.
+const eventTaken = "session_taken"
+
 // Bounds of reconnecting: at most maxReconnects within reconnectWindow,
 // so that an agent that keeps failing is not started again and again.
 const (
@@ -22,11 +27,11 @@ const (
 )
 
 // mayReconnect reports whether the client may reconnect now (the session
-// runs, or a reconnect is starting it again), and if so counts the
-// reconnect.
+// runs, or a reconnect is starting it again, and no other client took
+// it), and if so counts the reconnect.
 func (c *client) mayReconnect(now time.Time) bool {
 	again := c.phase == starting && c.boot.again // the agent started again has gone too
-	if !c.cfg.Daemon || c.cfg.Reconnect == nil || (c.phase != running && !again) || c.sess == nil {
+	if !c.cfg.Daemon || c.cfg.Reconnect == nil || (c.phase != running && !again) || c.sess == nil || c.taken {
 		return false
 	}
 	recent := c.reconnectedAt[:0]

@@ -43,8 +43,8 @@ func TestViewShowsOnlyWhatItHadNotSeen(t *testing.T) {
 }
 
 // The client reconnects at most maxReconnects times in reconnectWindow,
-// only with a daemon and a Reconnect, and only while the session runs or
-// a reconnect starts it again.
+// only with a daemon and a Reconnect, only while the session runs or a
+// reconnect starts it again, and never once another client took it.
 func TestMayReconnect(t *testing.T) {
 	reconnect := func(context.Context, string) bool { return true }
 	start := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
@@ -63,10 +63,12 @@ func TestMayReconnect(t *testing.T) {
 		{"while closing", Config{Daemon: true, Reconnect: reconnect}, closing, []time.Duration{0}, []bool{false}},
 		{"while starting", Config{Daemon: true, Reconnect: reconnect}, starting, []time.Duration{0}, []bool{false}},
 		{"while starting again", Config{Daemon: true, Reconnect: reconnect}, starting, []time.Duration{0}, []bool{true}},
+		{"once another client took the session", Config{Daemon: true, Reconnect: reconnect}, running, []time.Duration{0}, []bool{false}},
 	}
 	for _, tt := range tests {
 		c := &client{cfg: tt.cfg, phase: tt.phase, sess: newSession("s")}
 		c.boot.again = strings.HasSuffix(tt.name, "again")
+		c.taken = strings.HasSuffix(tt.name, "took the session")
 		for i, d := range tt.at {
 			if got := c.mayReconnect(start.Add(d)); got != tt.want[i] {
 				t.Errorf("%s: try %d (at %v): %v, want %v", tt.name, i+1, d, got, tt.want[i])

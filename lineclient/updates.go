@@ -19,6 +19,9 @@ func (c *client) handleUpdate(u *clientview.Update) {
 	case "state_update":
 		c.paceState(c.view.stateUpdate(u))
 	case "notice":
+		if u.Meta.Shellagent.Event == eventTaken {
+			c.taken = true
+		}
 		if c.tty == nil || !c.tty.mutes(u) {
 			c.view.notice(u, c.tty != nil)
 		}

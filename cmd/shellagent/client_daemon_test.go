@@ -386,3 +386,33 @@ func TestTerminalDaemonReconnectsThroughAnUpgrade(t *testing.T) {
 		t.Errorf("client exit: %v", err)
 	}
 }
+
+// Of two clients of one session, the one whose session the other took
+// (--resume) does not take it back by reconnecting after an upgrade in
+// place: it ends, saying so; the other reconnects and keeps it.
+func TestClientDaemonTakenSessionStaysTakenThroughAnUpgrade(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	d.startOwnDaemon(binary)
+	a := d.client()
+	a.send("/bg sleep 300")
+	a.expect("[background: term_1 (sleep 300)]")
+	b := d.client("--resume")
+	b.expect("[term_1 runs: sleep 300]")
+	a.expect("[warning: Another client took this session]")
+	d.upgrade(binary)
+	a.expect("[another client has the session: not reconnecting]")
+	for range a.lines {
+	}
+	if err := a.cmd.Wait(); exitCode(err) != 1 {
+		t.Errorf("the client whose session was taken: exit %v, want status 1", err)
+	}
+	b.lineWith("[reattached to ")
+	b.send("echo still-mine")
+	b.expect("term_2| still-mine")
+	b.stdin.Close()
+	b.wait()
+	if slices.Contains(b.seen, "[warning: Another client took this session]") {
+		t.Errorf("the first client took the session back:\n%s", strings.Join(b.seen, "\n"))
+	}
+}
