@@ -194,7 +194,7 @@ type Config struct {
 	// the agent's output ends while the session runs (a daemon's upgrade
 	// in place ends every connection): it reports whether the daemon
 	// still has session id live, waiting a bounded time for it to
-	// answer. If it does, the client starts the agent again, resumes the
+	// answer, and less once ctx ends (when Run returns). If it does, the client starts the agent again, resumes the
 	// session, shows what its terminals wrote meanwhile, and goes on (at
 	// most 3 times a minute); if not, or with Reconnect nil, Run returns
 	// ErrAgentExited.
@@ -268,6 +268,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Terminal == nil {
 		c.startInput()
 	} // else once the agent has said whether it takes keystrokes
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends a Config.Reconnect still asking
 	runErr := c.loop(ctx)
 	close(c.done)
 	if c.tty != nil {
