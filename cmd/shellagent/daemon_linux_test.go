@@ -163,7 +163,8 @@ func TestDaemonRebindsARemovedSocket(t *testing.T) {
 
 			start := time.Now()
 			b := d.relay() // at once: before the daemon has bound again
-			if took := time.Since(start); took > testloop.Bound(2*time.Second) { // the relay dials for rebindWait (2 s) while the daemon binds again
+			// The relay dials for rebindWait (2 s) while the daemon binds again.
+			if took := time.Since(start); took > testloop.Bound(2*time.Second) {
 				t.Errorf("the relay took %v to reach the daemon", took)
 			}
 			if ds := d.daemons(); !slices.Equal(ds, first) {
