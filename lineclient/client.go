@@ -194,10 +194,10 @@ type Config struct {
 	// the agent's output ends while the session runs (a daemon's upgrade
 	// in place ends every connection): it reports whether the daemon
 	// still has session id live, waiting a bounded time for it to
-	// answer, and less once ctx ends (when Run returns). If it does, the client starts the agent again, resumes the
-	// session, shows what its terminals wrote meanwhile, and goes on (at
-	// most 3 times a minute); if not, or with Reconnect nil, Run returns
-	// ErrAgentExited.
+	// answer, and less once ctx ends (when Run returns). If it does, the
+	// client starts the agent again, resumes the session, shows what its
+	// terminals wrote meanwhile, and goes on (at most 3 times a minute);
+	// if not, or with Reconnect nil, Run returns ErrAgentExited.
 	Reconnect func(ctx context.Context, id string) bool
 }
 

@@ -54,6 +54,7 @@ func (c *client) mayReconnect(now time.Time) bool {
 func (c *client) startReconnect(ctx context.Context) {
 	c.p.note("the connection to the daemon ended (an upgrade in place ends it): reconnecting to " + c.sess.ID)
 	c.phase = starting
+	c.boot.timer = nil // a start-up request of the agent that went is not late
 	answer := make(chan bool, 1)
 	c.reconnect = answer
 	id := c.sess.ID

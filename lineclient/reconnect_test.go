@@ -2,9 +2,13 @@ package lineclient
 
 import (
 	"context"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"shellagent/internal/testloop"
 )
 
 // A terminal the client knew before it reconnected is shown, from the
@@ -74,5 +78,50 @@ func TestMayReconnect(t *testing.T) {
 				t.Errorf("%s: try %d (at %v): %v, want %v", tt.name, i+1, d, got, tt.want[i])
 			}
 		}
+	}
+}
+
+// With a daemon and Reconnect, an agent that goes in the middle of a
+// turn is started again and the session resumed: what its terminal wrote
+// meanwhile is shown, and the script goes on. The agent started again
+// goes at once, before it answers anything, and the client reconnects
+// once more, after a Reconnect that takes longer than the start-up
+// timeout: the request the agent that went left unanswered is not late.
+func TestReconnectAfterTheAgentGoes(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	var asked []string
+	cfg := withFake(t, Config{
+		Input:        strings.NewReader("listed\ndie\nunknown\n"),
+		Output:       &out,
+		Daemon:       true,
+		StartTimeout: time.Second,
+		Reconnect: func(ctx context.Context, id string) bool {
+			asked = append(asked, id) // on the loop's goroutine's behalf; Run has returned when it is read
+			if len(asked) == 2 {
+				time.Sleep(1500 * time.Millisecond)
+			}
+			return true
+		},
+	}, "1")
+	cfg.Env = append(cfg.Env, "LINECLIENT_FAKE_STARTS="+filepath.Join(t.TempDir(), "starts"))
+	if _, err := runWithin(t, testloop.Wait, cfg); err != nil {
+		t.Fatalf("Run: %v\n%s", err, out.String())
+	}
+	got := out.String()
+	for _, want := range []string{
+		"[the connection to the daemon ended (an upgrade in place ends it): reconnecting to s1]\n" +
+			"[the end of \"die\" went with the connection: going on]\n",
+		"[the connection to the daemon ended (an upgrade in place ends it): reconnecting to s1]\n" +
+			"[agent: fake 1, ACP v2]\nmeanwhile\n",
+		"[reattached to s1]\n> unknown\n",
+		"[detached: the session runs on in the daemon, with 1 background item: ",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the client printed:\n%s\nwant in it:\n%s", got, want)
+		}
+	}
+	if !slices.Equal(asked, []string{"s1", "s1"}) {
+		t.Errorf("Reconnect asked for %q, want s1 twice", asked)
 	}
 }
