@@ -192,13 +192,17 @@ type Config struct {
 	ResumeCommand func(id string) string
 	// Reconnect, with Daemon, is called from a goroutine of its own when
 	// the agent's output ends while the session runs (a daemon's upgrade
-	// in place ends every connection): it reports whether the daemon
-	// still has session id live, waiting a bounded time for it to
-	// answer, and less once ctx ends (when Run returns). If it does, the
-	// client starts the agent again, resumes the session, shows what its
-	// terminals wrote meanwhile, and goes on (at most 3 times a minute);
-	// if not, or with Reconnect nil, Run returns ErrAgentExited.
-	Reconnect func(ctx context.Context, id string) bool
+	// in place ends every connection): it checks that the daemon still
+	// has session id live, waiting a bounded time for it to answer, and
+	// less once ctx ends (when Run returns), and returns the agent's
+	// command line from now on (nil: Agent as it was; an upgrade to
+	// another build needs that build's relay). Then the client starts
+	// the agent again, resumes the session, shows what its terminals
+	// wrote meanwhile, and goes on (at most 3 times a minute). If it
+	// returns an error (the session is not live; no relay can reach it),
+	// or with Reconnect nil, the client says why and Run returns
+	// ErrAgentExited.
+	Reconnect func(ctx context.Context, id string) (agent []string, err error)
 }
 
 // Bounds of the client's own waits.
@@ -399,7 +403,7 @@ type client struct {
 
 	// reconnect delivers Config.Reconnect's answer while the client
 	// reconnects (reconnect.go); reconnectedAt holds when it did lately.
-	reconnect     <-chan bool
+	reconnect     <-chan reconnectAnswer
 	reconnectedAt []time.Time
 	taken         bool // another client took the session: no reconnect takes it back
 }
@@ -500,8 +504,8 @@ func (c *client) loop(ctx context.Context) error {
 			ctxDone = nil
 			cause := context.Cause(ctx)
 			c.abort(fmt.Sprintf("%v: stopping the agent", cause), fmt.Errorf("lineclient: %w", cause))
-		case live := <-c.reconnect:
-			c.reconnected(live)
+		case a := <-c.reconnect:
+			c.reconnected(a)
 		case <-agentFailed:
 			c.abort("stopping the agent: "+c.rpc.err().Error(), c.rpc.err())
 		case <-c.boot.timer:

@@ -55,21 +55,33 @@ func (c *client) startReconnect(ctx context.Context) {
 	c.p.note("the connection to the daemon ended (an upgrade in place ends it): reconnecting to " + c.sess.ID)
 	c.phase = starting
 	c.boot.timer = nil // a start-up request of the agent that went is not late
-	answer := make(chan bool, 1)
+	answer := make(chan reconnectAnswer, 1)
 	c.reconnect = answer
 	id := c.sess.ID
-	go func() { answer <- c.cfg.Reconnect(ctx, id) }()
+	go func() {
+		agent, err := c.cfg.Reconnect(ctx, id)
+		answer <- reconnectAnswer{agent, err}
+	}()
+}
+
+// reconnectAnswer is what Config.Reconnect returned.
+type reconnectAnswer struct {
+	agent []string
+	err   error
 }
 
 // reconnected takes Reconnect's answer: it starts the agent again and
 // resumes the session, or ends the client.
-func (c *client) reconnected(live bool) {
+func (c *client) reconnected(answer reconnectAnswer) {
 	c.reconnect = nil
-	if !live {
-		c.p.note(c.sess.ID + " is no longer live in the daemon")
+	if answer.err != nil {
+		c.p.note(answer.err.Error())
 		c.fail(ErrAgentExited)
 		c.phase = finished
 		return
+	}
+	if answer.agent != nil {
+		c.cfg.Agent = answer.agent
 	}
 	c.rpc.close()
 	c.agent.stop(true, startGrace, c.cfg.Interrupts, c.p.note) // Safe: now, it returns nil.

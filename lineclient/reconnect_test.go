@@ -50,7 +50,7 @@ func TestViewShowsOnlyWhatItHadNotSeen(t *testing.T) {
 // only with a daemon and a Reconnect, only while the session runs or a
 // reconnect starts it again, and never once another client took it.
 func TestMayReconnect(t *testing.T) {
-	reconnect := func(context.Context, string) bool { return true }
+	reconnect := func(context.Context, string) ([]string, error) { return nil, nil }
 	start := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name  string
@@ -96,12 +96,12 @@ func TestReconnectAfterTheAgentGoes(t *testing.T) {
 		Output:       &out,
 		Daemon:       true,
 		StartTimeout: time.Second,
-		Reconnect: func(ctx context.Context, id string) bool {
-			asked = append(asked, id) // on the loop's goroutine's behalf; Run has returned when it is read
+		Reconnect: func(ctx context.Context, id string) ([]string, error) {
+			asked = append(asked, id) // one call at a time; read once Run has returned
 			if len(asked) == 2 {
 				time.Sleep(1500 * time.Millisecond)
 			}
-			return true
+			return nil, nil
 		},
 	}, "1")
 	cfg.Env = append(cfg.Env, "LINECLIENT_FAKE_STARTS="+filepath.Join(t.TempDir(), "starts"))

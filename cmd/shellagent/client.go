@@ -171,7 +171,8 @@ comes back: to session ID, or to the newest session of the directory; it
 shows the last lines of each running terminal, then live output. /sessions
 lists the agent's sessions. When the daemon is upgraded in place (or the
 relay this client started ends) while the daemon keeps the session, the
-client starts its relay again, resumes the session and goes on.
+client starts its relay again (the new build's, after an upgrade to
+another build), resumes the session and goes on.
 
 In line mode on a terminal every line is sent at once; in terminal mode
 the prompt returns once the previous turn has ended. From a file or a pipe,
@@ -229,7 +230,7 @@ func runClient(args []string) (code int) {
 		cfg.ResumeCommand = func(id string) string { return resumeCommand(opts, id) }
 	}
 	if opts.daemon && len(opts.agent) == 0 { // a relay of this program: its daemon is at hand
-		cfg.Reconnect = func(ctx context.Context, id string) bool { return sessionLive(ctx, opts.socket, id) }
+		cfg.Reconnect = func(ctx context.Context, id string) ([]string, error) { return reconnectTo(ctx, opts.socket, id) }
 	}
 	if opts.trace != "" {
 		f, err := os.Create(opts.trace)
@@ -268,31 +269,41 @@ func runClient(args []string) (code int) {
 	return 0
 }
 
-// sessionLive reports whether the daemon at the socket that flag names
-// (as the relay finds it) has session id live: the client may reconnect
-// to it. While an upgrade in place hands the daemon over, what connects
-// may be closed unanswered: it asks again, for at most upgradeWait. It
-// never starts a daemon: one that has died took the session's work
-// with it.
-func sessionLive(ctx context.Context, flag, id string) bool {
+// reconnectTo is the client's Config.Reconnect: it checks that the
+// daemon at the socket that flag names (as the relay finds it) has
+// session id live, and returns the relay to start again: nil for this
+// program's, or, after an upgrade in place to another build, that
+// build's (the daemon's executable), since a relay talks only to a
+// daemon of its build. While an upgrade hands the daemon over, what
+// connects may be closed unanswered: it asks again, for at most
+// upgradeWait. It never starts a daemon: one that has died took the
+// session's work with it.
+func reconnectTo(ctx context.Context, flag, id string) ([]string, error) {
+	gone := fmt.Errorf("%s is no longer live in the daemon", id)
 	path, err := daemon.SocketPath(flag)
 	if err != nil {
-		return false
+		return nil, gone
 	}
 	for deadline := time.Now().Add(upgradeWait); ; {
 		st, err := daemon.AskStatus(path, daemonHello())
-		if err == nil {
-			return slices.ContainsFunc(st.Sessions, func(s supervisor.SessionStatus) bool { return s.ID == id })
+		switch {
+		case err == nil && !slices.ContainsFunc(st.Sessions, func(s supervisor.SessionStatus) bool { return s.ID == id }):
+			return nil, gone
+		case err == nil && st.Build == buildName():
+			return nil, nil
+		case err == nil:
+			exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", st.Pid))
+			if err != nil {
+				return nil, fmt.Errorf("the daemon (pid %d) now runs build %s, which this client's relay cannot talk to: come back with its binary: shellagent client --daemon --resume %s", st.Pid, st.Build, id)
+			}
+			return []string{exe, "--daemon", "--socket", path}, nil
 		}
-		if _, starting := inTransit(err, path); errors.Is(err, daemon.ErrNotRunning) && !starting {
-			return false
-		}
-		if time.Now().After(deadline) {
-			return false
+		if _, starting := inTransit(err, path); errors.Is(err, daemon.ErrNotRunning) && !starting || time.Now().After(deadline) {
+			return nil, gone
 		}
 		select {
 		case <-ctx.Done():
-			return false
+			return nil, gone
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -319,6 +319,32 @@ func TestClientDaemonReconnectsThroughAnUpgrade(t *testing.T) {
 	}
 }
 
+// An upgrade in place to another build: the client's relay, of its own
+// build, cannot talk to the new daemon, so the client reconnects through
+// the new build's relay (the daemon's executable), and goes on.
+func TestClientDaemonReconnectsThroughAnUpgradeToAnotherBuild(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	d.startOwnDaemon(binary)
+	a := d.client()
+	a.send(tickCounter)
+	a.expect("[background: term_1 (" + tickCommand + ")]")
+	a.expectTick(3)
+	d.upgrade(otherBinary)
+	sid := strings.TrimSuffix(a.lineWith("[the connection to the daemon ended (an upgrade in place ends it): reconnecting to "), "]")
+	a.expect("[reattached to " + sid + "]")
+	_, last := a.expectTick(0)
+	a.expectTick(last + 3)
+	a.send("echo after-the-upgrade")
+	a.expect("term_2| after-the-upgrade")
+	a.stdin.Close()
+	a.expect("[detached: the session runs on in the daemon, with 1 background item: term_1 (" + tickCommand + ")]")
+	a.wait()
+	if got := ticks(a.seen); !consecutive(got) {
+		t.Errorf("the ticks the client printed across the upgrade do not count up by one: %v", got)
+	}
+}
+
 // A daemon that dies takes its sessions' work with it: the client of one
 // says that its session is no longer live and exits 1, without starting
 // another daemon (the next daemon, started here, sweeps what the dead
