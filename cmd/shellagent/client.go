@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/term"
 
@@ -284,29 +283,18 @@ func reconnectTo(ctx context.Context, flag, id string) ([]string, error) {
 	if err != nil {
 		return nil, gone
 	}
-	for deadline := time.Now().Add(upgradeWait); ; {
-		st, err := daemon.AskStatus(path, daemonHello())
-		switch {
-		case err == nil && !slices.ContainsFunc(st.Sessions, func(s supervisor.SessionStatus) bool { return s.ID == id }):
-			return nil, gone
-		case err == nil && st.Build == buildName():
-			return nil, nil
-		case err == nil:
-			exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", st.Pid))
-			if err != nil {
-				return nil, fmt.Errorf("the daemon (pid %d) now runs build %s, which this client's relay cannot talk to: come back with its binary: shellagent client --daemon --resume %s", st.Pid, st.Build, id)
-			}
-			return []string{exe, "--daemon", "--socket", path}, nil
-		}
-		if _, starting := inTransit(err, path); errors.Is(err, daemon.ErrNotRunning) && !starting || time.Now().After(deadline) {
-			return nil, gone
-		}
-		select {
-		case <-ctx.Done():
-			return nil, gone
-		case <-time.After(100 * time.Millisecond):
-		}
+	st, err := statusThrough(ctx, path)
+	switch {
+	case err != nil || !slices.ContainsFunc(st.Sessions, func(s supervisor.SessionStatus) bool { return s.ID == id }):
+		return nil, gone
+	case st.Build == buildName():
+		return nil, nil
 	}
+	exe := executable(st.Pid)
+	if exe == "" {
+		return nil, fmt.Errorf("the daemon (pid %d) now runs build %s, which this client's relay cannot talk to: come back with its binary: shellagent client --daemon --resume %s", st.Pid, st.Build, id)
+	}
+	return []string{exe, "--daemon", "--socket", path}, nil
 }
 
 // resumeCommand is the command line that comes back to session id,

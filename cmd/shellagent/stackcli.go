@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -103,7 +104,7 @@ func runStack(name string, args []string) int {
 	}
 	defer func() { sc.close() }() // the last one: promptUp may move to another
 	if follow {
-		return sc.follow(rest[0], lines, func() (*stackClient, error) { return dialStack(*socket, daemonArgs, cwd, lookLive) })
+		return sc.follow(*socket, rest[0], lines, func() (*stackClient, error) { return dialStack(*socket, daemonArgs, cwd, lookLive) })
 	}
 	line := "/" + strings.Join(append([]string{name}, rest...), " ")
 	var said string
@@ -112,6 +113,13 @@ func runStack(name string, args []string) int {
 		said, err = sc.look(line)
 	case name == "up":
 		sc, said, err = promptUp(sc, line, func() (*stackClient, error) { return dialStack(*socket, daemonArgs, cwd, takeLive) })
+		if errors.Is(err, errClosed) {
+			if exe := newBuild(*socket, sc.c.Daemon.Pid); exe != "" {
+				// /up again, as the new build: it waits for the same services.
+				fmt.Fprintf(os.Stderr, "shellagent up: the daemon was upgraded in place to another build: going on with it (%s)\n", exe)
+				err = syscall.Exec(exe, append([]string{exe}, os.Args[1:]...), os.Environ())
+			}
+		}
 	default:
 		said, err = sc.prompt(line)
 	}
@@ -172,6 +180,50 @@ func (sc *stackClient) upgraded(err error, redial func() (*stackClient, error)) 
 	}
 	sc.close()
 	return next
+}
+
+// newBuild returns the executable of the daemon at the socket that flag
+// names if it is the daemon pid, upgraded in place to another build than
+// this one, whose clients it alone serves; "" otherwise, or if it cannot
+// be told within upgradeWait.
+func newBuild(flag string, pid int) string {
+	path, err := daemon.SocketPath(flag)
+	if err != nil {
+		return ""
+	}
+	st, err := statusThrough(context.Background(), path)
+	if err != nil || st.Pid != pid || st.Build == buildName() {
+		return ""
+	}
+	return executable(pid)
+}
+
+// executable returns the path of process pid's executable, "" if it
+// cannot be read.
+func executable(pid int) string {
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return ""
+	}
+	return exe
+}
+
+// statusThrough asks the daemon at path for its status, and asks again
+// while an upgrade in place hands the daemon over (it may close what
+// connects then), for at most upgradeWait or until ctx ends. A daemon
+// that is not running, and not starting, is daemon.ErrNotRunning at once.
+func statusThrough(ctx context.Context, path string) (daemon.Status, error) {
+	for deadline := time.Now().Add(upgradeWait); ; {
+		st, err := daemon.AskStatus(path, daemonHello())
+		if _, starting := inTransit(err, path); err == nil || errors.Is(err, daemon.ErrNotRunning) && !starting || time.Now().After(deadline) {
+			return st, err
+		}
+		select {
+		case <-ctx.Done():
+			return st, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // upgradeWait is how long redialUpgraded tries: an upgrade in place
@@ -772,7 +824,7 @@ const followPoll = 200 * time.Millisecond
 // how a run ended and bytes the service wrote faster than they were
 // read go to stderr. For a name that no service of the session has, it
 // says what logs without -f says (the answer of /logs), and returns 1.
-func (sc *stackClient) follow(name string, lines int, redial func() (*stackClient, error)) int {
+func (sc *stackClient) follow(socket, name string, lines int, redial func() (*stackClient, error)) int {
 	said, err := sc.look("/logs " + name + " 1")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "shellagent logs: %v\n", err)
@@ -791,6 +843,12 @@ func (sc *stackClient) follow(name string, lines int, redial func() (*stackClien
 		return 0
 	case err := <-errs:
 		fmt.Fprintf(os.Stderr, "shellagent logs: %v\n", err)
+		if !errors.Is(err, errClosed) {
+			return 1
+		}
+		if exe := newBuild(socket, sc.c.Daemon.Pid); exe != "" {
+			fmt.Fprintf(os.Stderr, "shellagent logs: the daemon was upgraded in place to another build, which only its own client follows: %s logs %s -f\n", exe, name)
+		}
 		return 1
 	}
 }

@@ -308,7 +308,10 @@ func title(m *acptest.Msg) string {
 // through an upgrade in place: the upgrade closes its connection, the
 // services go on in the new image, and up, connected again, waits for
 // them there and exits 0 once they are ready. It exited 1 before, saying
-// that the daemon closed the connection, while the stack came up.
+// that the daemon closed the connection, while the stack came up. To
+// another build, whose daemon serves only its own clients, up goes on as
+// that build (an exec of the daemon's executable); it exited 1 before,
+// naming the two builds.
 func TestDaemonUpgradeWhileUpWaits(t *testing.T) {
 	t.Parallel()
 	const file = `
@@ -321,28 +324,33 @@ command = "echo web listening; exec sleep 300"
 depends_on = ["slow"]
 ready = "listening"
 `
-	d, sock := newStackFixture(t, file)
-	d.startOwnDaemon(plainBinary)
-	up := d.startBin(plainBinary, d.cwd, append([]string{"up"}, sock...)...)
-	waitFor(t, "slow to start", func() bool {
-		status, _, _ := d.runBin(plainBinary, d.cwd, append([]string{"status"}, sock...)...)
-		return regexp.MustCompile(`slow\s+starting\s+\d+`).MatchString(status)
-	})
-	d.upgrade(plainBinary)
-	if err := os.WriteFile(filepath.Join(d.cwd, "go"), nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-up.done:
-		if code := exitCode(err); code != 0 || !strings.Contains(up.out.String(), "Ready: slow, web.") {
-			t.Errorf("up across the upgrade: exit %d, stdout %q, stderr %q; want 0, both ready", code, up.out.String(), up.errOut.String())
-		}
-	case <-time.After(testloop.Bound(30 * time.Second)):
-		up.cmd.Process.Kill()
-		t.Fatalf("up did not return after the services became ready: stdout %q, stderr %q", up.out.String(), up.errOut.String())
-	}
-	if _, _, code := d.runBin(plainBinary, d.cwd, append([]string{"down"}, sock...)...); code != 0 {
-		t.Errorf("down: exit %d", code)
+	for _, to := range []struct{ name, bin string }{{"the same build", plainBinary}, {"another build", otherBinary}} {
+		t.Run(to.name, func(t *testing.T) {
+			t.Parallel()
+			d, sock := newStackFixture(t, file)
+			d.startOwnDaemon(plainBinary)
+			up := d.startBin(plainBinary, d.cwd, append([]string{"up"}, sock...)...)
+			waitFor(t, "slow to start", func() bool {
+				status, _, _ := d.runBin(plainBinary, d.cwd, append([]string{"status"}, sock...)...)
+				return regexp.MustCompile(`slow\s+starting\s+\d+`).MatchString(status)
+			})
+			d.upgrade(to.bin)
+			if err := os.WriteFile(filepath.Join(d.cwd, "go"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-up.done:
+				if code := exitCode(err); code != 0 || !strings.Contains(up.out.String(), "Ready: slow, web.") {
+					t.Errorf("up across the upgrade: exit %d, stdout %q, stderr %q; want 0, both ready", code, up.out.String(), up.errOut.String())
+				}
+			case <-time.After(testloop.Bound(30 * time.Second)):
+				up.cmd.Process.Kill()
+				t.Fatalf("up did not return after the services became ready: stdout %q, stderr %q", up.out.String(), up.errOut.String())
+			}
+			if _, _, code := d.runBin(to.bin, d.cwd, append([]string{"down"}, sock...)...); code != 0 {
+				t.Errorf("down: exit %d", code)
+			}
+		})
 	}
 }
 
@@ -388,6 +396,40 @@ ready = "tick 1"
 		}
 	}
 	if _, _, code := d.runBin(plainBinary, d.cwd, append([]string{"down"}, sock...)...); code != 0 {
+		t.Errorf("down: exit %d", code)
+	}
+}
+
+// shellagent logs -f cannot follow a service through an upgrade in place
+// to another build, whose daemon serves only its own clients: it exits 1
+// naming the command of the new build that follows on. (It named the two
+// builds and advised an upgrade back.)
+func TestDaemonUpgradeToAnotherBuildWhileLogsFollows(t *testing.T) {
+	t.Parallel()
+	const file = `
+[services.tick]
+command = "i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.1; done"
+ready = "tick 1"
+`
+	d, sock := newStackFixture(t, file)
+	d.startOwnDaemon(plainBinary)
+	if out, errOut, code := d.runBin(plainBinary, d.cwd, append([]string{"up"}, sock...)...); code != 0 {
+		t.Fatalf("up: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	follow := d.startBin(plainBinary, d.cwd, append([]string{"logs", "tick", "-f"}, sock...)...)
+	waitFor(t, "logs -f to print ticks", func() bool { return strings.Contains(follow.out.String(), "tick 3") })
+	d.upgrade(otherBinary)
+	select {
+	case err := <-follow.done:
+		want := "the daemon was upgraded in place to another build, which only its own client follows: " + otherBinary + " logs tick -f\n"
+		if exitCode(err) != 1 || !strings.Contains(follow.errOut.String(), want) {
+			t.Errorf("logs -f across an upgrade to another build: %v, stderr %q; want status 1 and %q", err, follow.errOut.String(), want)
+		}
+	case <-time.After(testloop.Bound(20 * time.Second)):
+		follow.cmd.Process.Kill()
+		t.Fatalf("logs -f did not end after an upgrade to another build: stderr %q", follow.errOut.String())
+	}
+	if _, _, code := d.runBin(otherBinary, d.cwd, append([]string{"down"}, sock...)...); code != 0 {
 		t.Errorf("down: exit %d", code)
 	}
 }
