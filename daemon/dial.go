@@ -188,16 +188,18 @@ func passable(f *os.File) bool {
 // Close closes the connection.
 func (c *Client) Close() error { return c.Conn.Close() }
 
-// rebindWait bounds how long dialLive waits for a daemon to bind its
+// rebindWait bounds how long DialLive waits for a daemon to bind its
 // removed socket again: Socket.Keep looks every keepEvery.
 const rebindWait = 4 * keepEvery
 
-// dialLive dials as Dial does, with no stdout; where no socket answers
-// but a daemon holds the socket's claim (one whose socket file was
-// removed, and which binds it again), or the daemon closed the
-// connection before its hello (an upgrade in place closes what waits
-// for it at its exec: awaitThaw), it dials again for up to rebindWait.
-func dialLive(socket string, hello Hello) (*Client, error) {
+// DialLive dials as Dial does, with no stdout, for a client that starts
+// no daemon; where no socket answers but a daemon holds the socket's
+// claim (one whose socket file was removed, and which binds it again),
+// or the daemon closed the connection before its hello (an upgrade in
+// place closes what waits for it at its exec: awaitThaw; a daemon that
+// has just died resets what its listener still queued), it dials again
+// for up to rebindWait.
+func DialLive(socket string, hello Hello) (*Client, error) {
 	deadline := time.Now().Add(rebindWait)
 	for {
 		c, err := Dial(socket, hello, Stdio{})
@@ -220,7 +222,7 @@ func dialLive(socket string, hello Hello) (*Client, error) {
 func AskStatus(socket string, hello Hello) (Status, error) {
 	var st Status
 	hello.Want = WantStatus
-	c, err := dialLive(socket, hello)
+	c, err := DialLive(socket, hello)
 	if err != nil {
 		return st, err
 	}
@@ -239,7 +241,7 @@ func AskStatus(socket string, hello Hello) (Status, error) {
 func AskStop(socket string, hello Hello) (Stopped, Hello, error) {
 	var st Stopped
 	hello.Want = WantStop
-	c, err := dialLive(socket, hello)
+	c, err := DialLive(socket, hello)
 	if err != nil {
 		return st, Hello{}, err
 	}

@@ -115,7 +115,7 @@ type Upgraded struct {
 func AskUpgrade(socket string, hello Hello, exe string) (Upgraded, Hello, error) {
 	var up Upgraded
 	hello.Want, hello.Exe = WantUpgrade, exe
-	c, err := dialLive(socket, hello)
+	c, err := DialLive(socket, hello)
 	if err != nil {
 		return up, Hello{}, err
 	}

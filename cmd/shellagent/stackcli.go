@@ -410,7 +410,7 @@ func dialStack(socket string, args []string, cwd string, mode openMode) (*stackC
 	}
 	var c *daemon.Client
 	if mode != openOrStart {
-		c, err = daemon.Dial(path, daemonHello(), daemon.Stdio{})
+		c, err = daemon.DialLive(path, daemonHello())
 		if errors.Is(err, daemon.ErrNotRunning) {
 			return nil, errNothingRuns
 		}
