@@ -2,12 +2,14 @@ package lineclient
 
 import (
 	"context"
+	"encoding/base64"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"shellagent/internal/clientview"
 	"shellagent/internal/testloop"
 )
 
@@ -123,5 +125,29 @@ func TestReconnectAfterTheAgentGoes(t *testing.T) {
 	}
 	if !slices.Equal(asked, []string{"s1", "s1"}) {
 		t.Errorf("Reconnect asked for %q, want s1 twice", asked)
+	}
+}
+
+// What the client saw of a terminal counts once, however it came: a
+// snapshot of a new terminal, or one while resuming, then chunks. A
+// resume after a reconnect then shows only what came after.
+func TestViewCountsEachByteOnce(t *testing.T) {
+	snapshot := func(data string) *clientview.TerminalOutput {
+		return &clientview.TerminalOutput{Data: base64.StdEncoding.EncodeToString([]byte(data))}
+	}
+	for _, resuming := range []bool{false, true} {
+		var sb strings.Builder
+		v := &view{p: newPrinter(&sb), sess: newSession("s")}
+		v.sess.Resuming = resuming
+		term, _ := v.sess.ApplyTerminal(&clientview.Update{TerminalID: "t1"})
+		v.snapshot(term, snapshot("a\n"), true)
+		v.sess.Resuming = false
+		v.output("t1", []byte("b\n"))
+		before := sb.Len()
+		v.sess.Resuming = true
+		v.snapshot(term, snapshot("a\nb\nc\n"), false)
+		if got := sb.String()[before:]; got != "c\n" {
+			t.Errorf("resuming=%v at first: the resume after the reconnect printed %q, want %q", resuming, got, "c\n")
+		}
 	}
 }

@@ -222,15 +222,17 @@ func (v *view) snapshot(t *clientview.Terminal, out *clientview.TerminalOutput, 
 		v.p.note(fmt.Sprintf("%s: %d bytes of output were dropped; it continues from here", t.ID, out.Dropped()))
 		return
 	}
-	v.saw(t.ID, int64(len(data)))
 	switch {
 	case isNew && v.sess.Resuming:
+		v.saw(t.ID, int64(len(data)))
 		if v.raw != nil {
 			v.raw(t.ID, data) // terminal mode keeps it, for /attach
 		}
 		v.p.output(t.ID, data[termtext.LastLinesStart(data, resumeTail):], v.sess.Live() > 1)
 	case isNew:
-		v.output(t.ID, data)
+		v.output(t.ID, data) // counts it
+	default: // the client's copy replaced, from the terminal's first byte
+		v.saw(t.ID, int64(len(data)))
 	}
 }
 
