@@ -154,6 +154,17 @@ const (
 	MethodReadService    = "_shellagent/service/read"
 )
 
+// The _meta.shellagent.event of shellagent's notices that a client acts
+// on.
+const (
+	// EventWaitingForInput: the terminal _meta.shellagent.terminalId
+	// waits for input (once per wait).
+	EventWaitingForInput = "waiting_for_input"
+	// EventSessionTaken: another client took the session
+	// (session/resume); it tells this client nothing more.
+	EventSessionTaken = "session_taken"
+)
+
 // LookSessionRequest is the params of "_shellagent/session/look": Command
 // is a slash command that only reads (/ps, /tail, /status, /logs), to be
 // answered in the live session SessionID without taking it from the

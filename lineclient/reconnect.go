@@ -14,11 +14,6 @@ import (
 // session (what its terminals wrote meanwhile is shown, the rest was
 // shown before) and goes on; if not, it ends as when the agent exited.
 
-// eventTaken is the _meta.shellagent.event of the notice that another
-// client took the session (session/resume): the client does not take it
-// back by reconnecting.
-const eventTaken = "session_taken"
-
 // Bounds of reconnecting: at most maxReconnects within reconnectWindow,
 // so that an agent that keeps failing is not started again and again.
 const (

@@ -463,7 +463,7 @@ func (t *tty) told() {
 // mutes reports whether a notice is not worth showing: the attached
 // terminal waits for input, which the user is typing.
 func (t *tty) mutes(u *clientview.Update) bool {
-	return t.att != nil && u.Meta.Shellagent.TerminalID == t.att.id && u.Meta.Shellagent.Event == "waiting_for_input"
+	return t.att != nil && u.Meta.Shellagent.TerminalID == t.att.id && u.Meta.Shellagent.Event == acp.EventWaitingForInput
 }
 
 // settle starts the editor when the client is ready for a line, and

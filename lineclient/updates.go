@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"shellagent/acp"
 	"shellagent/internal/clientview"
 	"shellagent/termtext"
 )
@@ -19,7 +20,7 @@ func (c *client) handleUpdate(u *clientview.Update) {
 	case "state_update":
 		c.paceState(c.view.stateUpdate(u))
 	case "notice":
-		if u.Meta.Shellagent.Event == eventTaken {
+		if u.Meta.Shellagent.Event == acp.EventSessionTaken {
 			c.taken = true
 		}
 		if c.tty == nil || !c.tty.mutes(u) {
@@ -100,7 +101,7 @@ func (v *view) notice(u *clientview.Update, attach bool) {
 	if u.Title == nil {
 		return
 	}
-	if id := u.Meta.Shellagent.TerminalID; u.Meta.Shellagent.Event == "waiting_for_input" && id != "" {
+	if id := u.Meta.Shellagent.TerminalID; u.Meta.Shellagent.Event == acp.EventWaitingForInput && id != "" {
 		typed := v.typedInto[id]
 		delete(v.typedInto, id)
 		if typed {
@@ -113,7 +114,7 @@ func (v *view) notice(u *clientview.Update, attach bool) {
 	}
 	v.p.note(title)
 	v.p.text(u.Description)
-	if id := u.Meta.Shellagent.TerminalID; attach && u.Meta.Shellagent.Event == "waiting_for_input" && id != "" {
+	if id := u.Meta.Shellagent.TerminalID; attach && u.Meta.Shellagent.Event == acp.EventWaitingForInput && id != "" {
 		v.p.note("/attach " + id + " types into it")
 	}
 }

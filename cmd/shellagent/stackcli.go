@@ -26,7 +26,6 @@ import (
 	"shellagent/internal/jsonrpcline"
 	"shellagent/internal/stack"
 	"shellagent/supervisor/service"
-	"shellagent/supervisor/terminput"
 	"shellagent/termtext"
 )
 
@@ -809,7 +808,7 @@ func (sc *stackClient) taken(m *incoming) bool {
 	}
 	meta, _ := m.Params.Update["_meta"].(map[string]any)
 	ours, _ := meta["shellagent"].(map[string]any)
-	return ours["event"] == terminput.EventTaken
+	return ours["event"] == acp.EventSessionTaken
 }
 
 // followPoll is how often follow asks for more of a quiet service's

@@ -57,10 +57,6 @@ func ParseNotify(value string) Notify {
 	return NotifyFailures
 }
 
-// EventTaken is TakenNotice's _meta.shellagent.event, by which a client
-// tells it from other notices.
-const EventTaken = "session_taken"
-
 // TakenNotice is the notice a connection gets when another client takes
 // session id from it (session/resume): the last the session tells it.
 func TakenNotice(id string) *acp.Notice {
@@ -70,7 +66,7 @@ func TakenNotice(id string) *acp.Notice {
 		Title:         "Another client took this session",
 		Description: "Session " + id + " was resumed by another client: its output, state and prompts go there now, " +
 			"and it no longer answers here. Resume it here to take it back.",
-		Meta: map[string]any{"shellagent": map[string]any{"event": EventTaken}},
+		Meta: map[string]any{"shellagent": map[string]any{"event": acp.EventSessionTaken}},
 	}
 }
 
@@ -110,7 +106,7 @@ func InputNotice(id, line string) *acp.Notice {
 		Title:    fmt.Sprintf("%s is waiting for input: %s", id, shortLine(line)),
 		Description: fmt.Sprintf("Type a line with /send %s TEXT (Enter is added), or keys with /keys %s KEY… (C-c, Enter, Up, Tab, …).",
 			id, id),
-		Meta: meta(id, "waiting_for_input"),
+		Meta: meta(id, acp.EventWaitingForInput),
 	}
 }
 
