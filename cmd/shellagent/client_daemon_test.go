@@ -295,53 +295,35 @@ func (r *clientRun) lineWith(prefix string) string {
 // what the counter printed meanwhile (every tick once: none lost, none
 // printed twice) and goes on, with prompts and a detach at the end of
 // its input. Before, it said that the agent closed its output and exited
-// 1, its session left behind.
+// 1, its session left behind. To another build, whose daemon the
+// client's own relay cannot talk to, it reconnects through the new
+// build's relay (the daemon's executable); before, initialize was
+// refused, naming the two builds.
 func TestClientDaemonReconnectsThroughAnUpgrade(t *testing.T) {
 	t.Parallel()
-	d := newDaemonFixture(t)
-	d.startOwnDaemon(binary)
-	a := d.client()
-	a.send(tickCounter)
-	a.expect("[background: term_1 (" + tickCommand + ")]")
-	a.expectTick(3)
-	d.upgrade(binary)
-	sid := strings.TrimSuffix(a.lineWith("[the connection to the daemon ended (an upgrade in place ends it): reconnecting to "), "]")
-	a.expect("[reattached to " + sid + "]")
-	_, last := a.expectTick(0)
-	a.expectTick(last + 3)
-	a.send("echo after-the-upgrade")
-	a.expect("term_2| after-the-upgrade")
-	a.stdin.Close()
-	a.expect("[detached: the session runs on in the daemon, with 1 background item: term_1 (" + tickCommand + ")]")
-	a.wait()
-	if got := ticks(a.seen); !consecutive(got) {
-		t.Errorf("the ticks the client printed across the upgrade do not count up by one: %v", got)
-	}
-}
-
-// An upgrade in place to another build: the client's relay, of its own
-// build, cannot talk to the new daemon, so the client reconnects through
-// the new build's relay (the daemon's executable), and goes on.
-func TestClientDaemonReconnectsThroughAnUpgradeToAnotherBuild(t *testing.T) {
-	t.Parallel()
-	d := newDaemonFixture(t)
-	d.startOwnDaemon(binary)
-	a := d.client()
-	a.send(tickCounter)
-	a.expect("[background: term_1 (" + tickCommand + ")]")
-	a.expectTick(3)
-	d.upgrade(otherBinary)
-	sid := strings.TrimSuffix(a.lineWith("[the connection to the daemon ended (an upgrade in place ends it): reconnecting to "), "]")
-	a.expect("[reattached to " + sid + "]")
-	_, last := a.expectTick(0)
-	a.expectTick(last + 3)
-	a.send("echo after-the-upgrade")
-	a.expect("term_2| after-the-upgrade")
-	a.stdin.Close()
-	a.expect("[detached: the session runs on in the daemon, with 1 background item: term_1 (" + tickCommand + ")]")
-	a.wait()
-	if got := ticks(a.seen); !consecutive(got) {
-		t.Errorf("the ticks the client printed across the upgrade do not count up by one: %v", got)
+	for _, to := range []struct{ name, bin string }{{"the same build", binary}, {"another build", otherBinary}} {
+		t.Run(to.name, func(t *testing.T) {
+			t.Parallel()
+			d := newDaemonFixture(t)
+			d.startOwnDaemon(binary)
+			a := d.client()
+			a.send(tickCounter)
+			a.expect("[background: term_1 (" + tickCommand + ")]")
+			a.expectTick(3)
+			d.upgrade(to.bin)
+			sid := strings.TrimSuffix(a.lineWith("[the connection to the daemon ended (an upgrade in place ends it): reconnecting to "), "]")
+			a.expect("[reattached to " + sid + "]")
+			_, last := a.expectTick(0)
+			a.expectTick(last + 3)
+			a.send("echo after-the-upgrade")
+			a.expect("term_2| after-the-upgrade")
+			a.stdin.Close()
+			a.expect("[detached: the session runs on in the daemon, with 1 background item: term_1 (" + tickCommand + ")]")
+			a.wait()
+			if got := ticks(a.seen); !consecutive(got) {
+				t.Errorf("the ticks the client printed across the upgrade do not count up by one: %v", got)
+			}
+		})
 	}
 }
 

@@ -360,20 +360,9 @@ ready = "listening"
 // 1 before, saying that the daemon closed the connection.
 func TestDaemonUpgradeWhileLogsFollows(t *testing.T) {
 	t.Parallel()
-	const file = `
-[services.tick]
-command = "i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.1; done"
-ready = "tick 1"
-`
-	d, sock := newStackFixture(t, file)
-	d.startOwnDaemon(plainBinary)
-	if out, errOut, code := d.runBin(plainBinary, d.cwd, append([]string{"up"}, sock...)...); code != 0 {
-		t.Fatalf("up: exit %d, stdout %q, stderr %q", code, out, errOut)
-	}
-	follow := d.startBin(plainBinary, d.cwd, append([]string{"logs", "tick", "-f"}, sock...)...)
+	d, sock, follow := followTicks(t)
 	out, errOut, done := follow.out, follow.errOut, follow.done
 	ticks := func() []string { return regexp.MustCompile(`tick (\d+)`).FindAllString(out.String(), -1) }
-	waitFor(t, "logs -f to print ticks", func() bool { return len(ticks()) >= 3 })
 	d.upgrade(plainBinary)
 	before := len(ticks())
 	waitFor(t, "ticks after the upgrade", func() bool {
@@ -406,18 +395,7 @@ ready = "tick 1"
 // builds and advised an upgrade back.)
 func TestDaemonUpgradeToAnotherBuildWhileLogsFollows(t *testing.T) {
 	t.Parallel()
-	const file = `
-[services.tick]
-command = "i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.1; done"
-ready = "tick 1"
-`
-	d, sock := newStackFixture(t, file)
-	d.startOwnDaemon(plainBinary)
-	if out, errOut, code := d.runBin(plainBinary, d.cwd, append([]string{"up"}, sock...)...); code != 0 {
-		t.Fatalf("up: exit %d, stdout %q, stderr %q", code, out, errOut)
-	}
-	follow := d.startBin(plainBinary, d.cwd, append([]string{"logs", "tick", "-f"}, sock...)...)
-	waitFor(t, "logs -f to print ticks", func() bool { return strings.Contains(follow.out.String(), "tick 3") })
+	d, sock, follow := followTicks(t)
 	d.upgrade(otherBinary)
 	select {
 	case err := <-follow.done:
@@ -432,4 +410,24 @@ ready = "tick 1"
 	if _, _, code := d.runBin(otherBinary, d.cwd, append([]string{"down"}, sock...)...); code != 0 {
 		t.Errorf("down: exit %d", code)
 	}
+}
+
+// followTicks starts a stack with a service tick that prints "tick N"
+// every 100 ms, under a daemon of its own (plainBinary), and shellagent
+// logs tick -f, and returns once that has printed three ticks.
+func followTicks(t *testing.T) (*daemonFixture, []string, *started) {
+	t.Helper()
+	const file = `
+[services.tick]
+command = "i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.1; done"
+ready = "tick 1"
+`
+	d, sock := newStackFixture(t, file)
+	d.startOwnDaemon(plainBinary)
+	if out, errOut, code := d.runBin(plainBinary, d.cwd, append([]string{"up"}, sock...)...); code != 0 {
+		t.Fatalf("up: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	follow := d.startBin(plainBinary, d.cwd, append([]string{"logs", "tick", "-f"}, sock...)...)
+	waitFor(t, "logs -f to print ticks", func() bool { return strings.Contains(follow.out.String(), "tick 3") })
+	return d, sock, follow
 }
