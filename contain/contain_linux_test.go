@@ -103,13 +103,21 @@ type started struct {
 
 func start(t *testing.T, c *Containment, script string) started {
 	t.Helper()
+	return startWith(t, c, script, nil)
+}
+
+// startWith is start with files as the first process's standard files
+// (syscall.ProcAttr's Files).
+func startWith(t *testing.T, c *Containment, script string, files []uintptr) started {
+	t.Helper()
 	g, err := c.NewGroup()
 	if err != nil {
 		t.Fatal(err)
 	}
 	pid, err := g.ForkExec("/bin/sh", []string{"/bin/sh", "-c", script}, &syscall.ProcAttr{
-		Env: []string{"PATH=" + os.Getenv("PATH")},
-		Sys: &syscall.SysProcAttr{Setsid: true},
+		Env:   []string{"PATH=" + os.Getenv("PATH")},
+		Files: files,
+		Sys:   &syscall.SysProcAttr{Setsid: true},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -208,6 +216,57 @@ func TestDetachedProcessesStayInTheGroup(t *testing.T) {
 		}
 		if err := s.g.Close(); err != nil {
 			t.Error(err)
+		}
+	})
+}
+
+// TestGroupsWithoutATerminalKeepApart: two groups whose first processes
+// have /dev/null as their standard files, as a probe's do (ptyio.Probe),
+// claim none of each other's processes, an orphan included, and killing
+// one leaves the other running. Before, subreaper mode took any
+// character device on a first process's stdin for the group's terminal:
+// every orphan, and every child of the agent, that held /dev/null was a
+// member of every such group, and a probe's kill killed another's shell.
+func TestGroupsWithoutATerminalKeepApart(t *testing.T) {
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	files := []uintptr{null.Fd(), null.Fd(), null.Fd()}
+	eachMode(t, func(t *testing.T, c *Containment) {
+		a := startWith(t, c, "setsid sleep 30 & exit 0", files)
+		a.reap(t)
+		waitMembers(t, a.g, 1, "sleep 30")
+		b := startWith(t, c, "exec sleep 31", files)
+		for _, s := range []struct {
+			g          Group
+			own, other string
+		}{{a.g, "sleep 30", "sleep 31"}, {b.g, "sleep 31", "sleep 30"}} {
+			for _, m := range waitMembers(t, s.g, 1, s.own) {
+				if strings.Contains(m.Command, s.other) {
+					t.Errorf("the group of %q lists %v, of the other group", s.own, m)
+				}
+			}
+		}
+		if _, err := a.g.Kill(); err != nil {
+			t.Error(err)
+		}
+		waitDone(t, a.g)
+		if b.g.Empty() {
+			t.Error("killing one group ended the other")
+		}
+		if _, err := b.g.Kill(); err != nil {
+			t.Error(err)
+		}
+		if ws := b.reap(t); !ws.Signaled() || ws.Signal() != unix.SIGKILL {
+			t.Errorf("the other group's process ended with %v, want SIGKILL by its own kill", ws)
+		}
+		waitDone(t, b.g)
+		for _, g := range []Group{a.g, b.g} {
+			if err := g.Close(); err != nil {
+				t.Error(err)
+			}
 		}
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 
 	"shellagent/procexit"
 )
@@ -58,10 +59,13 @@ func newMarkerGroup(s *markerMode, n int64) *markerGroup {
 func (g *markerGroup) ForkExec(argv0 string, argv []string, attr *syscall.ProcAttr) (int, error) {
 	a := *attr
 	a.Env = withEnv(a.Env, g.env)
+	// The group's terminal, which its members may hold: stdin if it is
+	// one. Not any character device: every process that holds /dev/null
+	// would belong to a group whose first process reads it.
 	tty := uint64(0)
-	if len(a.Files) > 0 {
+	if len(a.Files) > 0 && term.IsTerminal(int(a.Files[0])) {
 		var st unix.Stat_t
-		if unix.Fstat(int(a.Files[0]), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR {
+		if unix.Fstat(int(a.Files[0]), &st) == nil {
 			tty = uint64(st.Rdev) // an int32 on macOS
 		}
 	}

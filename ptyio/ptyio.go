@@ -40,7 +40,7 @@
 // containment, the goroutines that read the PTY and follow the process),
 // openpty_linux.go and openpty_other.go (opening a PTY pair), spare.go
 // (one opened ahead of the next launch), prepare.go (when the spares of
-// the next launch are made),
+// the next launch are made), probe.go (a command run without a terminal),
 // input_linux.go (seeing a program blocked reading its terminal),
 // input_other.go (which reports that as unsupported elsewhere),
 // handover.go, adopt_linux.go and adopt_other.go (freezing a command and
@@ -48,6 +48,7 @@
 package ptyio
 
 import (
+	"context"
 	"errors"
 	"io"
 	"time"
@@ -158,4 +159,10 @@ type Launcher interface {
 	// not read, and its writers block in the kernel, until out returns.
 	// If Launch fails, nothing it started is left running.
 	Launch(cmd Command, out io.Writer, ev Events) (Process, error)
+	// Probe runs cmd without a terminal (cmd.Size is not used), held as
+	// a launch's processes are, until its shell exits or ctx ends, and
+	// reports nil if the shell exited 0. When it returns, nothing cmd
+	// started runs on, however it detached: a check such as a service's
+	// exec: ready condition leaves nothing behind.
+	Probe(ctx context.Context, cmd Command) error
 }

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"time"
@@ -130,4 +131,11 @@ func (c Config) withDefaults() Config {
 		c.clock = realClock{}
 	}
 	return c
+}
+
+// probe runs line with the shell through the Launcher, without a
+// terminal: a kind's check, such as a service's exec: ready condition
+// (work.Config.Probe).
+func (c *Config) probe(ctx context.Context, line, dir string, env []string) error {
+	return c.Launcher.Probe(ctx, ptyio.Command{Shell: c.Shell, Line: line, Dir: dir, Env: env})
 }

@@ -208,6 +208,7 @@ func isInvalidParams(err error) bool {
 // before Launch returns, as far as the terminal's ring lets it in 100 ms,
 // as a flood does when the session's goroutine is slow to run on.
 type playedLauncher struct {
+	noProbes
 	out   []byte
 	code  int
 	eager bool
@@ -241,11 +242,16 @@ func (playedProcess) Resize(ptyio.Size) error             { return nil }
 func (playedProcess) InputWait() (ptyio.InputWait, error) { return ptyio.InputWait{}, nil }
 
 // failLauncher starts nothing.
-type failLauncher struct{}
+type failLauncher struct{ noProbes }
 
 func (failLauncher) Launch(ptyio.Command, io.Writer, ptyio.Events) (ptyio.Process, error) {
 	return nil, errors.New("no such thing")
 }
+
+// noProbes is the Probe of a fake launcher: it runs nothing.
+type noProbes struct{}
+
+func (noProbes) Probe(context.Context, ptyio.Command) error { return errors.New("no probes here") }
 
 // TestPromptsThatCannotRunReachAPlateau: 12,000 prompts that leave a tool
 // call without a terminal (a failed launch, a refused permission, a

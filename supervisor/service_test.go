@@ -691,26 +691,33 @@ depends_on = ["slow"]
 }
 
 // TestStackExecReadyLeavesNothing: what an exec: ready condition starts
-// in the background ends with the probe's try: after /up and /down no
+// ends with the probe's try, however it detached: after /up and /down no
 // process of the test is left. Before, the probe's "sleep 300 &" ran on,
 // re-parented outside the service's containment, after /down and after
-// the session's close.
+// the session's close; and once that was mended, a process that left the
+// try's process group (setsid) still did: the try ran outside the
+// containment.
 func TestStackExecReadyLeavesNothing(t *testing.T) {
 	t.Parallel()
-	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+	for _, line := range []string{"sleep 300 & exit 0", "setsid sleep 300 & exit 0"} {
+		t.Run(line, func(t *testing.T) {
+			t.Parallel()
+			h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
 [services.s]
 command = "exec sleep 60"
-ready = "exec:sleep 300 & exit 0"
+ready = "exec:`+line+`"
 `)
-	m := h.answers(nil, sid, "/up", "Ready: s.")
-	h.answers(m, sid, "/down", "Stopped: s.")
-	left := acptest.ProcessesWith(h.marker)
-	for deadline := time.Now().Add(testloop.Bound(time.Second)); len(left) > 0 && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond) // a SIGKILL's end on a loaded machine
-		left = acptest.ProcessesWith(h.marker)
-	}
-	if len(left) > 0 {
-		t.Errorf("processes left after /down: %v", left)
+			m := h.answers(nil, sid, "/up", "Ready: s.")
+			h.answers(m, sid, "/down", "Stopped: s.")
+			left := acptest.ProcessesWith(h.marker)
+			for deadline := time.Now().Add(testloop.Bound(time.Second)); len(left) > 0 && time.Now().Before(deadline); {
+				time.Sleep(50 * time.Millisecond) // a SIGKILL's end on a loaded machine
+				left = acptest.ProcessesWith(h.marker)
+			}
+			if len(left) > 0 {
+				t.Errorf("processes left after /down: %v", left)
+			}
+		})
 	}
 }
 

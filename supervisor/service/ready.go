@@ -33,7 +33,7 @@ func (svc *Service) watchReady(t work.Run, gen int) {
 	var probe func(context.Context) (string, error)
 	if svc.execReady != "" {
 		cfg := svc.h.Config()
-		probe = ExecProbe(cfg.Shell, svc.execReady, svc.def.Dir, append(slices.Clip(cfg.Env), svc.def.Environ()...), wait.AnswerTimeout)
+		probe = ExecProbe(cfg.Probe, svc.execReady, svc.def.Dir, append(slices.Clip(cfg.Env), svc.def.Environ()...), wait.AnswerTimeout)
 	}
 	h, ring, what := svc.h, t.Output(), svc.execReady
 	go func() {

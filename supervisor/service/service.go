@@ -19,8 +19,8 @@
 // reads it (RunExit); what it tells (Notice, LastLines, PortTaken) and
 // what /up, /restart and /status answer (UpSummary, StatusText); its
 // capped log of its runs (Log, log.go) and its exec: ready probe
-// (ExecProbe, probe.go; waiting for a try's exit without reaping it in
-// probe_linux.go, probe_other.go).
+// (ExecProbe, probe.go: each try runs through the session's launcher,
+// ptyio's Probe, held as a terminal's processes are).
 //
 // A Stack's and a Service's methods run on the session's actor; its ready goroutine
 // and its restart's timer enter it through Host.Do. These functions keep

@@ -1,6 +1,7 @@
 package work
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -51,6 +52,11 @@ type Config struct {
 	StateDir string       // where the state kept across runs goes; "": none
 	LogCap   int64        // caps each service's log (0: its default)
 	Logger   *slog.Logger // hears what fails
+	// Probe runs line with the shell, in dir with env (the complete
+	// environment), without a terminal and held as a terminal's
+	// processes are, until it exits or ctx ends; nil if it exited 0.
+	// Nothing it started runs on once it has returned.
+	Probe func(ctx context.Context, line, dir string, env []string) error
 }
 
 // A Run is a terminal that a kind launched for its tool call
