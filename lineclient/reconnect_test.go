@@ -93,15 +93,18 @@ func TestReconnectAfterTheAgentGoes(t *testing.T) {
 	t.Parallel()
 	var out strings.Builder
 	var asked []string
+	// The fake agent's start on a loaded machine: 1 s was seen to pass
+	// at load 17.
+	startTimeout := testloop.Bound(time.Second)
 	cfg := withFake(t, Config{
 		Input:        strings.NewReader("listed\ndie\nunknown\n"),
 		Output:       &out,
 		Daemon:       true,
-		StartTimeout: time.Second,
+		StartTimeout: startTimeout,
 		Reconnect: func(ctx context.Context, id string) ([]string, error) {
 			asked = append(asked, id) // one call at a time; read once Run has returned
 			if len(asked) == 2 {
-				time.Sleep(1500 * time.Millisecond)
+				time.Sleep(startTimeout + 500*time.Millisecond)
 			}
 			return nil, nil
 		},
