@@ -650,7 +650,8 @@ func inodeOf(dir, name string) uint64 {
 // TestStackReadyConditions: exec:CMD is ready once CMD exits 0; a ready
 // condition that does not hold within ready_timeout fails its service,
 // with a notice that names the reason and its last lines, stops its run,
-// and its dependent never starts.
+// and its dependent never starts. An exec: that never exits 0 says how
+// its last try ended.
 func TestStackReadyConditions(t *testing.T) {
 	t.Parallel()
 	port := freePort(t) // a port nobody listens on
@@ -658,6 +659,11 @@ func TestStackReadyConditions(t *testing.T) {
 [services.ex]
 command = "exec sleep 60"
 ready = "exec:test -d ."
+
+[services.never]
+command = "exec sleep 60"
+ready = "exec:exit 7"
+ready_timeout = "1s"
 
 [services.slow]
 command = "echo waiting for nothing; exec sleep 60"
@@ -669,7 +675,8 @@ command = "touch dep-ran; exec sleep 60"
 depends_on = ["slow"]
 `)
 	m := h.answers(nil, sid, "/up", "Failed:")
-	for _, want := range []string{"slow failed: not ready: Port " + strconv.Itoa(port), "dep failed: not started: its dependency slow failed", "Ready: ex."} {
+	for _, want := range []string{"slow failed: not ready: Port " + strconv.Itoa(port), "dep failed: not started: its dependency slow failed", "Ready: ex.",
+		"never failed: not ready: exec:exit 7 did not exit 0 within 1s (the last try: exit status 7)"} {
 		if !strings.Contains(m.Text(), want) {
 			t.Errorf("/up says %q, without %q", m.Text(), want)
 		}

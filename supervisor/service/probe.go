@@ -10,16 +10,19 @@ import (
 // runs line through run (work.Config's Probe: held as a terminal's
 // processes are, so that nothing a try starts, in the background or in a
 // session of its own, runs on after it), in dir with env, and succeeds
-// when it exits 0. A try is cut short after 5*answer, or when the
-// probe's context ends (the service stops). The probe runs on the
-// goroutine that calls it (the service's ready goroutine) and touches
-// nothing of the session.
+// when it exits 0; a try that fails says why ("exit status 1"). A try is
+// cut short after 5*answer, or when the probe's context ends (the
+// service stops). The probe runs on the goroutine that calls it (the
+// service's ready goroutine) and touches nothing of the session.
 func ExecProbe(run func(ctx context.Context, line, dir string, env []string) error, line, dir string, env []string, answer time.Duration) func(context.Context) (string, error) {
 	return func(ctx context.Context) (string, error) {
-		ctx, cancel := context.WithTimeout(ctx, 5*answer)
+		try, cancel := context.WithTimeout(ctx, 5*answer)
 		defer cancel()
-		if err := run(ctx, line, dir, env); err != nil {
-			return "", fmt.Errorf("exec:%s: %w", line, err)
+		if err := run(try, line, dir, env); err != nil {
+			if try.Err() != nil && ctx.Err() == nil {
+				return "", fmt.Errorf("still running after %s", 5*answer)
+			}
+			return "", err
 		}
 		return fmt.Sprintf("exec:%s exited 0", line), nil
 	}

@@ -40,9 +40,16 @@ func (svc *Service) watchReady(t work.Run, gen int) {
 		defer cancel()
 		var r wait.Result
 		if probe != nil {
-			r = w.Poll(ctx, probe)
+			var last error // the last try that its end did not cut short
+			r = w.Poll(ctx, func(ctx context.Context) (string, error) {
+				said, err := probe(ctx)
+				if err != nil && ctx.Err() == nil {
+					last = err
+				}
+				return said, err
+			})
 			if r.Status == acp.StatusFailed {
-				r.Text = fmt.Sprintf("exec:%s did not exit 0 within %s.", what, spec.Timeout)
+				r.Text = fmt.Sprintf("exec:%s did not exit 0 within %s (the last try: %v).", what, spec.Timeout, last)
 			}
 		} else {
 			r = w.Watch(ctx, ring, 0)
