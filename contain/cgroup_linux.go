@@ -414,12 +414,13 @@ type cgroupGroup struct {
 	env  []string
 	done chan struct{}
 
-	mu      sync.Mutex // guards the fields below
-	started bool       // ForkExec has begun: an empty group is done
-	shell   int        // the first process, 0 before ForkExec
-	ended   bool       // done is closed
-	wd      int        // inotify watch, or -1
-	fd      int        // the cgroup's directory until ForkExec, or -1
+	mu       sync.Mutex // guards the fields below
+	started  bool       // ForkExec has begun: an empty group is done
+	shell    int        // the first process, 0 before ForkExec
+	ended    bool       // done is closed
+	wd       int        // inotify watch, or -1
+	fd       int        // the cgroup's directory until ForkExec, or -1
+	retrying bool       // a failed read of cgroup.events is to be tried again (update)
 }
 
 // newGroup returns the cgroup of group n: the spare if it was made for n,
@@ -499,16 +500,34 @@ func (g *cgroupGroup) ForkExec(argv0 string, argv []string, attr *syscall.ProcAt
 }
 
 // update reads cgroup.events and ends the group once a started group is
-// no longer populated. The watcher calls it on every change.
+// no longer populated. The watcher calls it on every change. A read that
+// fails (the agent is out of descriptors: EMFILE, ENFILE) is tried again
+// every retryEvents, for as long as the group is started, not ended and
+// watched: the change it missed is not signalled again, and without it
+// the group would never end.
 func (g *cgroupGroup) update() {
 	populated, _, err := readEvents(g.dir)
+	gone := errors.Is(err, fs.ErrNotExist)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.started && !g.ended && (err == nil && !populated || errors.Is(err, fs.ErrNotExist)) {
+	if g.started && !g.ended && (err == nil && !populated || gone) {
 		g.ended = true
 		close(g.done)
 	}
+	if err != nil && !gone && g.started && !g.ended && g.wd >= 0 && !g.retrying {
+		g.retrying = true
+		time.AfterFunc(retryEvents, func() {
+			g.mu.Lock()
+			g.retrying = false
+			g.mu.Unlock()
+			g.update()
+		})
+	}
 }
+
+// retryEvents is how long update waits before it reads cgroup.events
+// again after a read failed.
+const retryEvents = 100 * time.Millisecond
 
 func (g *cgroupGroup) Done() <-chan struct{} { return g.done }
 

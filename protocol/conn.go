@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -381,18 +382,36 @@ func (c *Conn) replyNow(id jsonrpc2.ID) Reply {
 	return func(result any, err error) { c.send(id, result, err) }
 }
 
+// maxAwaiting bounds the requests of one connection that await their
+// answer (prompts held behind the foreground, closes under way): each
+// holds memory until it is answered, and a client can send them faster
+// than they are answered. Past it, a request that would wait is refused
+// at once (-32600), and the connection goes on.
+const maxAwaiting = 1000
+
+// errIDInUse is replyLater's refusal of an id that a request awaiting its
+// answer has already.
+var errIDInUse = errors.New("id in use")
+
 // replyLater takes id as a request's that is answered later, and returns
 // its Reply and a context that ends when the client withdraws the request
-// ($/cancel_request) or once it is answered. If a request with id awaits
-// its answer already, it takes nothing and ok is false: two requests under
-// one id could not be told apart (the first answer would end the second's
-// withdrawal, and the count of what awaits an answer).
-func (c *Conn) replyLater(id jsonrpc2.ID) (ctx context.Context, reply Reply, ok bool) {
+// ($/cancel_request) or once it is answered. It takes nothing and returns
+// the error to answer with at once: errIDInUse if a request with id awaits
+// its answer already (two requests under one id could not be told apart:
+// the first answer would end the second's withdrawal, and the count of
+// what awaits an answer), or a *acp.Error if maxAwaiting requests do.
+func (c *Conn) replyLater(id jsonrpc2.ID, method string) (ctx context.Context, reply Reply, err error) {
 	key := requestKey(id)
 	c.mu.Lock()
 	if _, taken := c.pending[key]; taken {
 		c.mu.Unlock()
-		return nil, nil, false
+		return nil, nil, errIDInUse
+	}
+	if n := len(c.pending); n >= maxAwaiting {
+		c.mu.Unlock()
+		return nil, nil, &acp.Error{Code: acp.CodeInvalidRequest,
+			Message: fmt.Sprintf("%s: %d requests of this connection await their answers already, the most it keeps; wait for their answers (or withdraw them) before sending more", method, n),
+			Data:    map[string]int{"awaiting": n}}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.pending[key] = cancel
@@ -410,7 +429,7 @@ func (c *Conn) replyLater(id jsonrpc2.ID) (ctx context.Context, reply Reply, ok 
 			cancel()
 			c.send(id, result, err)
 		})
-	}, true
+	}, nil
 }
 
 // Answered returns a channel that is closed once no request read so far
@@ -544,10 +563,13 @@ func answeredThen[T any, P params[T]](f func(c *Conn, p P) (result any, follow f
 // after it returns; ctx ends if the client withdraws the request.
 func answeredByReply[T any, P params[T]](f func(ctx context.Context, c *Conn, p P, reply Reply)) handler {
 	return func(c *Conn, req *jsonrpc2.Request) {
-		ctx, reply, ok := c.replyLater(req.ID)
-		c.requested(req, !ok) // the client checks note an id in use
-		if !ok {
-			c.replyNow(req.ID)(nil, &acp.Error{Code: acp.CodeInvalidRequest, Message: fmt.Sprintf("id %s: a request with this id awaits its answer; give each request in flight an id of its own", req.ID)})
+		ctx, reply, err := c.replyLater(req.ID, req.Method)
+		c.requested(req, errors.Is(err, errIDInUse)) // the client checks note an id in use
+		if errors.Is(err, errIDInUse) {
+			err = &acp.Error{Code: acp.CodeInvalidRequest, Message: fmt.Sprintf("id %s: a request with this id awaits its answer; give each request in flight an id of its own", req.ID)}
+		}
+		if err != nil {
+			c.replyNow(req.ID)(nil, err)
 			return
 		}
 		defer func() {
