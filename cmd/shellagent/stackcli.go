@@ -376,6 +376,9 @@ type stackClient struct {
 	quit  chan struct{}  // closed by close: readLoop stops
 	id    int
 	sid   string
+	// socket is the daemon's socket path, beside which up takes its
+	// opening lock (daemon.LockOpening).
+	socket string
 
 	// closing makes close run once: follow's goroutine closes a
 	// connection an upgrade ended while runStack's defer may close it.
@@ -426,7 +429,7 @@ func dialStack(socket string, args []string, cwd string, mode openMode) (*stackC
 		c.Close() // Best effort: nothing was said.
 		return nil, errors.New(anotherBuild(path, h))
 	}
-	sc := &stackClient{c: c, enc: json.NewEncoder(c.Conn), in: make(chan *incoming), quit: make(chan struct{})}
+	sc := &stackClient{c: c, enc: json.NewEncoder(c.Conn), in: make(chan *incoming), quit: make(chan struct{}), socket: path}
 	go sc.readLoop(jsonrpcline.NewReader(c.R, 0))
 	if err := sc.open(cwd, mode); err != nil {
 		sc.close()
@@ -566,6 +569,18 @@ func (sc *stackClient) open(dir string, mode openMode) error {
 		return err
 	}
 	liveOnly := mode != openOrStart
+	if !liveOnly {
+		// Looking for the session and opening one is one step for
+		// another up of the directory started at the same time: it
+		// finds the session this one opens (and takes it) instead of
+		// opening one of its own, in which its /up would start every
+		// service a second time.
+		release, err := daemon.LockOpening(sc.socket)
+		if err != nil {
+			return fmt.Errorf("open the session of %s: %w", dir, err)
+		}
+		defer release()
+	}
 	latest, err := sc.latestSession(dir, liveOnly)
 	switch {
 	case err != nil:
