@@ -30,6 +30,8 @@
 // as it lives, and by a client while it starts one; the kernel lets go of
 // it when its holder dies. So a socket file whose connect is refused while
 // its lock is free belongs to a dead daemon and may be removed.
+// PATH.open.lock is held by the command line (shellagent up) while it
+// finds the session of its directory or opens one (LockOpening).
 //
 // A daemon keeps its socket (Socket.Keep): every half second it looks at
 // the path, and binds it again, re-creating the directory and taking a

@@ -153,3 +153,34 @@ func (l *Lock) Close() error {
 	defer l.mu.Unlock()
 	return l.f.Close()
 }
+
+// LockOpening takes the flock of socket's opening lock (socket +
+// ".open.lock"), waiting for another holder to let it go: the command
+// line (shellagent up) holds it while it looks for the session of its
+// directory and, finding none, opens one, so that two of them started at
+// once open one session, not one each. release lets it go; so does the
+// end of the process. The socket's directory must be there (Connect
+// makes it).
+func LockOpening(socket string) (release func(), err error) {
+	d, err := openDir(filepath.Dir(socket), false)
+	if err != nil {
+		return nil, err
+	}
+	defer d.close()
+	path := socket + ".open.lock"
+	fd, err := unix.Openat(d.fd(), filepath.Base(path), unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	for {
+		if err = unix.Flock(fd, unix.LOCK_EX); !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close() // Best effort: never locked.
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil // Best effort: closing lets the flock go.
+}

@@ -1037,3 +1037,43 @@ command = "exec sleep 61"
 		t.Errorf("processes left after /down: %v", left)
 	}
 }
+
+// /restart NAME leaves what waits for NAME waiting: here api, which an
+// /up cancelled while db was starting left waiting for db; it starts
+// once the restarted db is ready. db keeps a log, so its stop ends once
+// the log holds its last output, in an entry of its own. Before, api
+// failed in between ("its dependency db stopped"), and only when db kept
+// a log.
+func TestStackRestartKeepsItsDependentsWaiting(t *testing.T) {
+	t.Parallel()
+	h, sid := stackHarness(t, Config{StateDir: t.TempDir()}, stack.TOMLFile, `
+[services.db]
+command = "if [ -e go ]; then echo db up; else echo not yet; fi; exec sleep 60"
+ready = "db up"
+log = true
+
+[services.api]
+command = "echo api up; exec sleep 60"
+ready = "api up"
+depends_on = ["db"]
+`)
+	h.run(sid, "/up")
+	h.output(sid, "term_1", "not yet")
+	h.c.Notify("session/cancel", map[string]string{"sessionId": sid})
+	cancelled := h.idle(nil, sid, acp.StopCancelled)
+	if err := os.WriteFile(filepath.Join(h.cwd, "go"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	restarted := h.answers(cancelled, sid, "/restart db", "Ready: db.")
+	h.await(sid, "api ready or failed", func(st *state) bool {
+		api := st.stack.Service("api").Info()
+		if api.State == service.Failed {
+			t.Errorf("api failed (%s) at the /restart of db, want it to start once db is ready again", api.Why)
+		}
+		return api.State == service.Ready || api.State == service.Failed
+	})
+	h.answers(restarted, sid, "/down", "Stopped: ")
+	if left := acptest.ProcessesWith(h.marker); len(left) > 0 {
+		t.Errorf("processes left after /down: %v", left)
+	}
+}

@@ -824,6 +824,94 @@ ready = "ready now"
 	}
 }
 
+// Two shellagent up at once, in a directory where no daemon runs yet,
+// share one session: the service runs once (the up whose session the
+// other took exits 1 saying so, as TestStackUpTakenByAnother), and down
+// stops it, leaving nothing. Before, each found no session of the
+// directory and opened one of its own, in which its /up started the
+// service again: down stopped one of the two, and the other ran on,
+// which status and down no longer saw.
+func TestStackUpTwiceAtOnce(t *testing.T) {
+	t.Parallel()
+	d, sock := newStackFixture(t, `
+[services.web]
+command = "sleep 0.5; echo web up; exec sleep 300"
+ready = "web up"
+`)
+	ups := []*bgRun{d.startIn(d.cwd, append([]string{"up"}, sock...)...), d.startIn(d.cwd, append([]string{"up"}, sock...)...)}
+	ready := 0
+	for i, up := range ups {
+		select {
+		case <-up.done:
+		case <-time.After(testloop.Wait):
+			t.Fatalf("up %d still waits after %v; stderr %q", i, testloop.Wait, up.errOut.String())
+		}
+		switch code, out, errOut := up.state.ExitCode(), up.out.String(), up.errOut.String(); {
+		case code == 0 && out == "Ready: web.\n":
+			ready++
+		case code != 1 || !strings.Contains(errOut, "another client took the session"):
+			t.Errorf("up %d: exit %d, stdout %q, stderr %q; want Ready: web., or exit 1 as its session was taken", i, code, out, errOut)
+		}
+	}
+	if ready == 0 {
+		t.Error("neither up said Ready: web.")
+	}
+	if work := d.work(); len(work) != 1 {
+		t.Errorf("%d processes run after the two ups: %v; want web's, once", len(work), describe(work))
+	}
+	if out, errOut, code := d.runIn(d.cwd, append([]string{"down"}, sock...)...); code != 0 || out != "Stopped: web.\n" {
+		t.Errorf("shellagent down: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	d.waitGone(5*time.Second, "shellagent down", d.work)
+}
+
+// An editor that opens a session of its own in the project's directory,
+// after shellagent up, does not hide the stack from the command line:
+// status, logs, up and down go to the session that runs it, though the
+// editor's is more recent. Before, they went to the editor's: status said
+// that no services ran, a second up started web again there, down said
+// that there was nothing to stop, and web ran on.
+func TestStackCommandLineBesideAnEditorsSession(t *testing.T) {
+	t.Parallel()
+	d, sock := newStackFixture(t, `
+[services.web]
+command = "echo web up; exec sleep 300"
+ready = "web up"
+`)
+	if out, errOut, code := d.runIn(d.cwd, append([]string{"up"}, sock...)...); code != 0 || out != "Ready: web.\n" {
+		t.Fatalf("shellagent up: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	editor := d.relay()
+	var res acp.NewSessionResponse
+	editor.c.MustCall("session/new", map[string]any{"cwd": d.cwd}, &res)
+	editor.c.MustCall("session/prompt", map[string]any{"sessionId": res.SessionID, "prompt": []map[string]any{{"type": "text", "text": "echo editing"}}}, nil)
+	editor.c.WaitFor("the editor's command", func(m *acptest.Msg) bool {
+		return m.Kind == acp.KindState && m.SessionID == res.SessionID && m.Update["state"] == "idle"
+	})
+	out, errOut, code := d.runIn(d.cwd, append([]string{"status"}, sock...)...)
+	if code != 0 || !regexp.MustCompile(`(?m)^web +ready `).MatchString(out) {
+		t.Errorf("shellagent status: exit %d, stdout %q, stderr %q; want web ready", code, out, errOut)
+	}
+	if out, errOut, code := d.runIn(d.cwd, append([]string{"logs", "web"}, sock...)...); code != 0 || out != "web up\n" {
+		t.Errorf("shellagent logs web: exit %d, stdout %q, stderr %q; want its line", code, out, errOut)
+	}
+	// up again goes to the stack's session too, where web runs already:
+	// it is left as it is, not started a second time in the editor's.
+	if out, errOut, code := d.runIn(d.cwd, append([]string{"up"}, sock...)...); code != 0 || out != "Ready: web.\n" {
+		t.Errorf("shellagent up again: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if work := d.work(); len(work) != 1 {
+		t.Errorf("%d processes run after up again: %v; want web's, once", len(work), describe(work))
+	}
+	if out, errOut, code := d.runIn(d.cwd, append([]string{"down"}, sock...)...); code != 0 || out != "Stopped: web.\n" {
+		t.Errorf("shellagent down: exit %d, stdout %q, stderr %q; want Stopped: web.", code, out, errOut)
+	}
+	d.waitGone(5*time.Second, "shellagent down", d.work)
+	editor.c.Close()
+	editor.exited()
+	editor.c.Check()
+}
+
 // up, status, logs, logs -f and down against a daemon of another build
 // (shellagent was rebuilt while the stack ran): each exits 1 and says so,
 // naming both builds and both ways out, the upgrade in place (which keeps

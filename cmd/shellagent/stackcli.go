@@ -376,6 +376,9 @@ type stackClient struct {
 	quit  chan struct{}  // closed by close: readLoop stops
 	id    int
 	sid   string
+	// socket is the daemon's socket path, beside which up takes its
+	// opening lock (daemon.LockOpening).
+	socket string
 
 	// closing makes close run once: follow's goroutine closes a
 	// connection an upgrade ended while runStack's defer may close it.
@@ -426,7 +429,7 @@ func dialStack(socket string, args []string, cwd string, mode openMode) (*stackC
 		c.Close() // Best effort: nothing was said.
 		return nil, errors.New(anotherBuild(path, h))
 	}
-	sc := &stackClient{c: c, enc: json.NewEncoder(c.Conn), in: make(chan *incoming), quit: make(chan struct{})}
+	sc := &stackClient{c: c, enc: json.NewEncoder(c.Conn), in: make(chan *incoming), quit: make(chan struct{}), socket: path}
 	go sc.readLoop(jsonrpcline.NewReader(c.R, 0))
 	if err := sc.open(cwd, mode); err != nil {
 		sc.close()
@@ -566,6 +569,18 @@ func (sc *stackClient) open(dir string, mode openMode) error {
 		return err
 	}
 	liveOnly := mode != openOrStart
+	if !liveOnly {
+		// Looking for the session and opening one is one step for
+		// another up of the directory started at the same time: it
+		// finds the session this one opens (and takes it) instead of
+		// opening one of its own, in which its /up would start every
+		// service a second time.
+		release, err := daemon.LockOpening(sc.socket)
+		if err != nil {
+			return fmt.Errorf("open the session of %s: %w", dir, err)
+		}
+		defer release()
+	}
 	latest, err := sc.latestSession(dir, liveOnly)
 	switch {
 	case err != nil:
@@ -596,17 +611,23 @@ func (sc *stackClient) open(dir string, mode openMode) error {
 	return nil
 }
 
-// latestSession returns the daemon's most recently updated session of
-// dir, a resolved directory (projectDir), or nil: a live one only if
-// liveOnly. A session is of dir when its cwd is dir, written so or
-// through symbolic links (an editor may open a session where a link
-// leads, the command line of another build may have): session/list's
-// cwd filter compares paths as written, so it reads the list unfiltered,
-// a page at a time, until the first that is (the list is sorted by
-// update, most recent first).
+// latestSession returns the session of dir, a resolved directory
+// (projectDir), that the stack's commands go to, or nil: of the daemon's
+// sessions of dir (a live one only if liveOnly), the most recently
+// updated live one that has a stack (whose /status lists services), else
+// the most recently updated one. So an editor that opens a session of its
+// own in the directory after shellagent up does not hide the stack from
+// status, logs and down. A session is of dir when its cwd is dir,
+// written so or through symbolic links (an editor may open a session
+// where a link leads, the command line of another build may have):
+// session/list's cwd filter compares paths as written, so it reads the
+// list unfiltered, a page at a time (sorted by update, most recent
+// first), looking at most at maxStackLooks live sessions of dir.
 func (sc *stackClient) latestSession(dir string, liveOnly bool) (*acp.SessionInfo, error) {
 	isDir := sameDir(dir)
 	params := map[string]any{}
+	var latest *acp.SessionInfo
+	looks := 0
 	for {
 		var list acp.ListSessionsResponse
 		if _, err := sc.call("session/list", params, &list); err != nil {
@@ -614,15 +635,43 @@ func (sc *stackClient) latestSession(dir string, liveOnly bool) (*acp.SessionInf
 		}
 		for i, s := range list.Sessions {
 			live := sessionState(s) == "attached" || sessionState(s) == "detached"
-			if (live || !liveOnly) && isDir(s.Cwd) {
+			if !live && liveOnly || !isDir(s.Cwd) {
+				continue
+			}
+			if latest == nil {
+				latest = &list.Sessions[i]
+			}
+			if !live {
+				continue
+			}
+			if sc.hasStack(s.SessionID) {
 				return &list.Sessions[i], nil
+			}
+			if looks++; looks == maxStackLooks {
+				return latest, nil
 			}
 		}
 		if list.NextCursor == nil {
-			return nil, nil
+			return latest, nil
 		}
 		params = map[string]any{"cursor": *list.NextCursor}
 	}
+}
+
+// maxStackLooks bounds the live sessions of a directory latestSession
+// asks whether they have a stack.
+const maxStackLooks = 16
+
+// hasStack reports whether the live session sid has a stack: services
+// that run or ran, which its /status lists. A session that cannot be
+// looked at (closed since the list) has none; a connection that ended
+// fails the call that follows.
+func (sc *stackClient) hasStack(sid string) bool {
+	var res acp.LookSessionResponse
+	if _, err := sc.call(acp.MethodLookSession, acp.LookSessionRequest{SessionID: sid, Command: "/status"}, &res); err != nil {
+		return false
+	}
+	return !strings.HasPrefix(res.Text, service.NoServices)
 }
 
 // sameDir returns a test of whether a path names dir, a resolved

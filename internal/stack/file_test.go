@@ -215,6 +215,39 @@ func TestLoadRefuses(t *testing.T) {
 	}
 }
 
+// TestLoadRefusesTheSameEnvEveryTime: of several env entries at fault,
+// the first in the file (by line, then by name on one line) is refused,
+// every time, its name written as TOML writes it. Before, the entries
+// were checked in the order of Go's map, so a file was refused for one
+// fault or another from one /up to the next, and an empty name read
+// "env.: not a variable name".
+func TestLoadRefusesTheSameEnvEveryTime(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, content string
+		line          int
+		reason        string
+	}{
+		{"a table of lines", "[services.api]\ncommand = \"x\"\n[services.api.env]\nA = 1\nZ = [1]\n\"B=C\" = 2\n\"\" = 3\n",
+			5, "services.api.env.Z: want a string, number or boolean, not an array"},
+		{"an inline table", "[services.api]\ncommand = \"x\"\nenv = { Z = [1], \"B=C\" = 2, \"\" = 3, A = 1 }\n",
+			3, `services.api.env."": not a variable name`},
+		{"a name with =", "[services.api]\ncommand = \"x\"\nenv = { Z = [1], \"B=C\" = 2, A = 1 }\n",
+			3, `services.api.env."B=C": not a variable name`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := project(t, map[string]string{TOMLFile: tc.content})
+			want := filepath.Join(dir, TOMLFile) + ":" + strconv.Itoa(tc.line) + ": " + tc.reason
+			for range 50 {
+				if _, err := Load(dir); err == nil || err.Error() != want {
+					t.Fatalf("Load: %v\nwant %s", err, want)
+				}
+			}
+		})
+	}
+}
+
 func TestLoadProcfile(t *testing.T) {
 	t.Parallel()
 	dir := project(t, map[string]string{Procfile: "# foreman's format\nweb: bundle exec rails s -p $PORT\n\n  worker:bundle exec sidekiq  \nclock: ruby clock.rb # ticks\n"})

@@ -100,9 +100,14 @@ func tomlKey(key string) string {
 	return strconv.Quote(key)
 }
 
-// joinKey writes a key path as dotted TOML.
+// joinKey writes a key path as dotted TOML, each key as tomlKey writes
+// it (env."A=B").
 func joinKey(key []string) string {
-	return strings.Join(key, ".")
+	quoted := make([]string, len(key))
+	for i, k := range key {
+		quoted[i] = tomlKey(k)
+	}
+	return strings.Join(quoted, ".")
 }
 
 // lineIndex maps a key path (joined by NUL) and each of its prefixes to the
@@ -397,8 +402,8 @@ func (k keyChecker) env(v any) ([]EnvVar, error) {
 		return nil, k.wrongType("env", "a table", v)
 	}
 	env := make([]EnvVar, 0, len(t))
-	for name, val := range t {
-		key := []string{"env", name}
+	for _, name := range k.ix.inOrder(t, "services", k.service, "env") {
+		val, key := t[name], []string{"env", name}
 		if name == "" || strings.ContainsAny(name, "=\x00") {
 			return nil, k.refuseIn(key, "not a variable name")
 		}

@@ -23,13 +23,16 @@ type Stack struct {
 	services map[string]*Service // the latest service of each name
 	names    []string            // the names, in the order they were first started
 	ops      []*stackOp          // the /up, /down and /restart under way
-	busy     bool                // Progress runs
-	again    bool                // Progress must look again: something changed while it ran
+	// restarting counts, by name, the /restart whose service is being
+	// stopped to start again: what waits for it goes on waiting.
+	restarting map[string]int
+	busy       bool // Progress runs
+	again      bool // Progress must look again: something changed while it ran
 }
 
 // NewStack returns the empty stack of the session h.
 func NewStack(h work.RunHost) *Stack {
-	return &Stack{h: h, services: make(map[string]*Service)}
+	return &Stack{h: h, services: make(map[string]*Service), restarting: make(map[string]int)}
 }
 
 // File is the stack file as the last /up, /down or /restart read it, or
@@ -115,10 +118,13 @@ func (ss *Stack) Progress() {
 
 // dependencies reports whether every dependency of svc is ready, or why
 // svc will not start. A dependency that completed (a one-shot task that
-// was ready and ended cleanly) counts as ready.
+// was ready and ended cleanly) counts as ready; one that /restart stops
+// to start again, as not ready yet.
 func (ss *Stack) dependencies(svc *Service) (ready bool, why string) {
 	return Dependencies(svc.def.DependsOn, func(name string) (State, bool) {
 		switch dep := ss.services[name]; {
+		case ss.restarting[name] > 0:
+			return Waiting, true
 		case dep == nil:
 			return 0, false
 		case completed(dep):
@@ -284,8 +290,17 @@ func (ss *Stack) Restart(t work.Turn, name string) {
 		return
 	}
 	ss.ops = append(ss.ops, op)
+	// Until it starts again, what waits for it (a dependent that an /up
+	// left waiting) goes on waiting, rather than failing at the stop; the
+	// stop may end in an entry of its own, once its log holds its last
+	// output.
+	ss.restarting[name]++
 	again := func() {
+		if ss.restarting[name]--; ss.restarting[name] == 0 {
+			delete(ss.restarting, name)
+		}
 		if op.done || !ss.h.Open() {
+			ss.Progress() // not started again: what waits for it fails
 			return
 		}
 		op.stopping = false
