@@ -661,7 +661,7 @@ command = "exec sleep 60"
 ready = "exec:test -d ."
 
 [services.never]
-command = "exec sleep 60"
+command = "echo never; exec sleep 60"
 ready = "exec:exit 7"
 ready_timeout = "1s"
 
@@ -685,10 +685,14 @@ depends_on = ["slow"]
 	if len(ns) != 1 || !strings.Contains(ns[0].Update["description"].(string), "waiting for nothing") {
 		t.Errorf("notices %v, want one with slow's last lines", ns)
 	}
-	if runs := h.runsOf(sid, "echo waiting for nothing; exec sleep 60"); len(runs) != 1 {
-		t.Errorf("slow ran in %v, want one terminal", runs)
-	} else {
-		h.exit(nil, sid, runs[0]) // stopped when it failed
+	// Each failed service's run, stopped when it failed, has ended before
+	// /down, which would otherwise find it stopping and name it.
+	for _, command := range []string{"echo waiting for nothing; exec sleep 60", "echo never; exec sleep 60"} {
+		if runs := h.runsOf(sid, command); len(runs) != 1 {
+			t.Errorf("%q ran in %v, want one terminal", command, runs)
+		} else {
+			h.exit(nil, sid, runs[0]) // stopped when it failed
+		}
 	}
 	if _, err := os.Stat(filepath.Join(h.cwd, "dep-ran")); err == nil {
 		t.Error("dep ran although slow failed")
