@@ -195,7 +195,8 @@ type Config struct {
 	// in place ends every connection): it checks that the daemon still
 	// has session id live, waiting a bounded time for it to answer, and
 	// less once ctx ends (when Run returns), and returns the agent's
-	// command line from now on (nil: Agent as it was; an upgrade to
+	// command line from now on (nil: Agent as Run was given it, even
+	// after an earlier reconnect through another command; an upgrade to
 	// another build needs that build's relay). Then the client starts
 	// the agent again, resumes the session, shows what its terminals
 	// wrote meanwhile, and goes on (at most 3 times a minute). If it
@@ -405,7 +406,8 @@ type client struct {
 	// reconnects (reconnect.go); reconnectedAt holds when it did lately.
 	reconnect     <-chan reconnectAnswer
 	reconnectedAt []time.Time
-	taken         bool // another client took the session: no reconnect takes it back
+	ownAgent      []string // Config.Agent as Run was given it: what a Reconnect's nil starts
+	taken         bool     // another client took the session: no reconnect takes it back
 }
 
 // turnWait is what a script waits for before its next line: the end of
@@ -426,6 +428,7 @@ func newClient(cfg Config, a *agentProc) *client {
 	rpc := newConn(a.stdout, a.stdin, cfg.Trace)
 	c := &client{
 		cfg:       cfg,
+		ownAgent:  cfg.Agent,
 		p:         p,
 		agent:     a,
 		rpc:       rpc,

@@ -75,6 +75,9 @@ func (c *client) reconnected(answer reconnectAnswer) {
 		c.phase = finished
 		return
 	}
+	// The command Run was given, unless Reconnect names another: a daemon
+	// upgraded to another build and back is this client's build again.
+	c.cfg.Agent = c.ownAgent
 	if answer.agent != nil {
 		c.cfg.Agent = answer.agent
 	}
