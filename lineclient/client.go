@@ -191,13 +191,15 @@ type Config struct {
 	// id; nil means "shellagent client --daemon --resume ID".
 	ResumeCommand func(id string) string
 	// Reconnect, with Daemon, is called from a goroutine of its own when
-	// the agent's output ends while the session runs (a daemon's upgrade
-	// in place ends every connection): it checks that the daemon still
-	// has session id live, waiting a bounded time for it to answer, and
-	// less once ctx ends (when Run returns), and returns the agent's
-	// command line from now on (nil: Agent as Run was given it, even
-	// after an earlier reconnect through another command; an upgrade to
-	// another build needs that build's relay). Then the client starts
+	// the agent's output ends while the session runs, or while the
+	// start-up that named it (Resume's session/resume, the settings) is
+	// under way (a daemon's upgrade in place ends every connection): it
+	// checks that the daemon still has session id live, waiting a
+	// bounded time for it to answer, and less once ctx ends (when Run
+	// returns), and returns the agent's command line from now on (nil:
+	// Agent as Run was given it, even after an earlier reconnect through
+	// another command; an upgrade to another build needs that build's
+	// relay). Then the client starts
 	// the agent again, resumes the session, shows what its terminals
 	// wrote meanwhile, and goes on (at most 3 times a minute). If it
 	// returns an error (the session is not live; no relay can reach it),

@@ -22,10 +22,11 @@ const (
 )
 
 // mayReconnect reports whether the client may reconnect now (the session
-// runs, or a reconnect is starting it again, and no other client took
-// it), and if so counts the reconnect.
+// runs, or the start-up has named it: a reconnect starting it again, or
+// the first start reattaching to it or setting its options; and no other
+// client took it), and if so counts the reconnect.
 func (c *client) mayReconnect(now time.Time) bool {
-	again := c.phase == starting && c.boot.again // the agent started again has gone too
+	again := c.phase == starting && c.sess != nil // the agent has gone in the middle of the start-up
 	if !c.cfg.Daemon || c.cfg.Reconnect == nil || (c.phase != running && !again) || c.sess == nil || c.taken {
 		return false
 	}

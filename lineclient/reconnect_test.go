@@ -50,7 +50,8 @@ func TestViewShowsOnlyWhatItHadNotSeen(t *testing.T) {
 
 // The client reconnects at most maxReconnects times in reconnectWindow,
 // only with a daemon and a Reconnect, only while the session runs or a
-// reconnect starts it again, and never once another client took it.
+// start-up that knows it (the first, or a reconnect's) starts it, and
+// never once another client took it.
 func TestMayReconnect(t *testing.T) {
 	reconnect := func(context.Context, string) ([]string, error) { return nil, nil }
 	start := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
@@ -67,12 +68,16 @@ func TestMayReconnect(t *testing.T) {
 		{"without a daemon", Config{Reconnect: reconnect}, running, []time.Duration{0}, []bool{false}},
 		{"without Reconnect", Config{Daemon: true}, running, []time.Duration{0}, []bool{false}},
 		{"while closing", Config{Daemon: true, Reconnect: reconnect}, closing, []time.Duration{0}, []bool{false}},
-		{"while starting", Config{Daemon: true, Reconnect: reconnect}, starting, []time.Duration{0}, []bool{false}},
+		{"while starting, before the session is known", Config{Daemon: true, Reconnect: reconnect}, starting, []time.Duration{0}, []bool{false}},
+		{"while starting, the session known", Config{Daemon: true, Reconnect: reconnect}, starting, []time.Duration{0}, []bool{true}},
 		{"while starting again", Config{Daemon: true, Reconnect: reconnect}, starting, []time.Duration{0}, []bool{true}},
 		{"once another client took the session", Config{Daemon: true, Reconnect: reconnect}, running, []time.Duration{0}, []bool{false}},
 	}
 	for _, tt := range tests {
 		c := &client{cfg: tt.cfg, phase: tt.phase, sess: newSession("s")}
+		if strings.HasSuffix(tt.name, "before the session is known") {
+			c.sess = nil
+		}
 		c.boot.again = strings.HasSuffix(tt.name, "again")
 		c.taken = strings.HasSuffix(tt.name, "took the session")
 		for i, d := range tt.at {
@@ -149,5 +154,47 @@ func TestViewCountsEachByteOnce(t *testing.T) {
 		if got := sb.String()[before:]; got != "c\n" {
 			t.Errorf("resuming=%v at first: the resume after the reconnect printed %q, want %q", resuming, got, "c\n")
 		}
+	}
+}
+
+// A daemon's upgrade in place that ends the connection while the client
+// reattaches (--resume: its session/resume unanswered) does not end the
+// client: it reconnects to the session it was reattaching to, shows its
+// terminal, applies its settings and goes on. Before, it said that the
+// agent closed its output and ended with ErrAgentExited, the session
+// left behind.
+func TestReconnectWhileReattaching(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	var asked []string
+	cfg := withFake(t, Config{
+		Input:    strings.NewReader("listed\n"),
+		Output:   &out,
+		Daemon:   true,
+		Resume:   true,
+		Settings: []Setting{{ID: "kill_grace", Value: "1s"}},
+		Reconnect: func(ctx context.Context, id string) ([]string, error) {
+			asked = append(asked, id) // one call at a time; read once Run has returned
+			return nil, nil
+		},
+	}, "1")
+	cfg.SessionID = "s1"
+	cfg.Env = append(cfg.Env, "LINECLIENT_FAKE_STARTS="+filepath.Join(t.TempDir(), "starts"), "LINECLIENT_FAKE_GO_AT=session/resume")
+	if _, err := runWithin(t, testloop.Wait, cfg); err != nil {
+		t.Fatalf("Run: %v\n%s", err, out.String())
+	}
+	want := "[reattaching to s1 in /]\n" +
+		"[the connection to the daemon ended (an upgrade in place ends it): reconnecting to s1]\n" +
+		"[agent: fake 1, ACP v2]\n" +
+		"[term_5 runs: serve]\nmeanwhile\n" +
+		"[background: term_5 (serve)]\n" +
+		"[reattached to s1]\n" +
+		"[set kill_grace to 1s]\n" +
+		"> listed\n"
+	if got := out.String(); !strings.Contains(got, want) {
+		t.Errorf("the client printed:\n%s\nwant in it:\n%s", got, want)
+	}
+	if !slices.Equal(asked, []string{"s1"}) {
+		t.Errorf("Reconnect asked for %q, want s1 once", asked)
 	}
 }

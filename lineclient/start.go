@@ -182,7 +182,8 @@ func (s *startup) resume() {
 
 // reattach resumes the session the client had before it reconnected.
 // Terminals it knows are not announced again, and of their output only
-// what it had not seen is shown (view.snapshot).
+// what it had not seen is shown (view.snapshot). If the connection ended
+// before the first start-up did, that start-up's settings apply now.
 func (s *startup) reattach() {
 	c := s.c
 	c.sess.Resuming = true
@@ -193,6 +194,10 @@ func (s *startup) reattach() {
 			return
 		}
 		c.p.note("reattached to " + c.sess.ID)
+		if !c.ran {
+			s.joined(&res)
+			return
+		}
 		c.commands = res.AvailableCommands
 		s.applySettings(nil)
 	})
