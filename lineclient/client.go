@@ -204,7 +204,10 @@ type Config struct {
 	// wrote meanwhile, and goes on (at most 3 times a minute). If it
 	// returns an error (the session is not live; no relay can reach it),
 	// or with Reconnect nil, the client says why and Run returns
-	// ErrAgentExited.
+	// ErrAgentExited. With Reconnect set, an end of the agent's output
+	// before the first start-up named the session (initialize or
+	// session/list unanswered) starts Agent again, and the start-up from
+	// initialize, without calling it.
 	Reconnect func(ctx context.Context, id string) (agent []string, err error)
 }
 
@@ -405,11 +408,11 @@ type client struct {
 	stopTimer  <-chan time.Time
 
 	// reconnect delivers Config.Reconnect's answer while the client
-	// reconnects (reconnect.go); reconnectedAt holds when it did lately.
-	reconnect     <-chan reconnectAnswer
-	reconnectedAt []time.Time
-	ownAgent      []string // Config.Agent as Run was given it: what a Reconnect's nil starts
-	taken         bool     // another client took the session: no reconnect takes it back
+	// reconnects (reconnect.go); reconnects holds when it did lately.
+	reconnect  <-chan reconnectAnswer
+	reconnects reconnects
+	ownAgent   []string // Config.Agent as Run was given it: what a Reconnect's nil starts
+	taken      bool     // another client took the session: no reconnect takes it back
 }
 
 // turnWait is what a script waits for before its next line: the end of
@@ -562,6 +565,10 @@ func (c *client) stopGrace() time.Duration {
 func (c *client) agentGone(ctx context.Context) {
 	if c.mayReconnect(time.Now()) {
 		c.startReconnect(ctx)
+		return
+	}
+	if c.boot.mayStartOver(time.Now()) {
+		c.boot.startOver()
 		return
 	}
 	if c.taken && c.phase == running {

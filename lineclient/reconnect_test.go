@@ -198,3 +198,38 @@ func TestReconnectWhileReattaching(t *testing.T) {
 		t.Errorf("Reconnect asked for %q, want s1 once", asked)
 	}
 }
+
+// A daemon's upgrade in place that ends the connection before the first
+// start-up has named the session (initialize or session/list unanswered)
+// does not end the client either: it starts the agent again, from
+// initialize, and reattaches. Before, it said that the agent closed its
+// output and ended with ErrAgentExited.
+func TestStartAgainBeforeTheSessionIsNamed(t *testing.T) {
+	t.Parallel()
+	for _, at := range []string{"initialize", "session/list"} {
+		t.Run(at, func(t *testing.T) {
+			t.Parallel()
+			var out strings.Builder
+			cfg := withFake(t, Config{
+				Input:     strings.NewReader("listed\n"),
+				Output:    &out,
+				Daemon:    true,
+				Resume:    true,
+				Reconnect: func(context.Context, string) ([]string, error) { return nil, nil },
+			}, "1")
+			cfg.Env = append(cfg.Env, "LINECLIENT_FAKE_STARTS="+filepath.Join(t.TempDir(), "starts"), "LINECLIENT_FAKE_GO_AT="+at)
+			if _, err := runWithin(t, testloop.Wait, cfg); err != nil {
+				t.Fatalf("Run: %v\n%s", err, out.String())
+			}
+			want := "[the connection to the daemon ended while the client started (an upgrade in place ends it): starting again]\n" +
+				"[agent: fake 1, ACP v2]\n" +
+				"[reattaching to s1 in /]\n" +
+				"[term_5 runs: serve]\nmeanwhile\n" +
+				"[background: term_5 (serve)]\n" +
+				"> listed\n"
+			if got := out.String(); !strings.Contains(got, want) {
+				t.Errorf("the client printed:\n%s\nwant in it:\n%s", got, want)
+			}
+		})
+	}
+}

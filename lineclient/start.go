@@ -17,6 +17,7 @@ type startup struct {
 	method string
 	cwd    string // the session's
 	again  bool   // reconnecting: resume the session the client has
+	termed bool   // terminal mode or not has been decided (startTerminal), once
 }
 
 // timeout returns Config.StartTimeout, or its default.
@@ -73,7 +74,8 @@ func (s *startup) start() {
 			s.reattach()
 			return
 		}
-		if c.cfg.Terminal != nil {
+		if c.cfg.Terminal != nil && !s.termed {
+			s.termed = true
 			c.startTerminal(hasInputMethods(res.Meta))
 		}
 		if c.cfg.Resume {
