@@ -287,7 +287,7 @@ func Run(ctx context.Context, cfg Config) error {
 		c.p.w = cfg.Output
 	}
 	c.rpc.hangUp(!c.endNow)
-	if err := c.agent.stop(c.endNow, c.stopGrace(), cfg.Interrupts, c.p.note); err != nil && runErr == nil {
+	if err := c.agent.stop(c.endNow, c.stopGrace(), cfg.Interrupts, c.p.note); err != nil && runErr == nil && !c.stillLive(ctx) {
 		runErr = err
 	}
 	c.rpc.close()
@@ -413,6 +413,7 @@ type client struct {
 	reconnects reconnects
 	ownAgent   []string // Config.Agent as Run was given it: what a Reconnect's nil starts
 	taken      bool     // another client took the session: no reconnect takes it back
+	detached   bool     // the client left the session running in the daemon
 }
 
 // turnWait is what a script waits for before its next line: the end of
@@ -712,6 +713,23 @@ func (c *client) detach() {
 	}
 	c.p.note("to come back: " + resume)
 	c.phase = finished
+	c.detached = true
+}
+
+// stillLive reports, once the client has detached and its relay has then
+// failed (the daemon closed the connection as the input ended: an upgrade
+// in place at that moment), whether Config.Reconnect finds the session
+// still live in the daemon: then the detach did what it said. If not, it
+// says why.
+func (c *client) stillLive(ctx context.Context) bool {
+	if !c.detached || c.cfg.Reconnect == nil {
+		return false
+	}
+	if _, err := c.cfg.Reconnect(ctx, c.sess.ID); err != nil {
+		c.p.note(err.Error())
+		return false
+	}
+	return true
 }
 
 // quit says what closing will stop, then closes the session.

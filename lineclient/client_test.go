@@ -262,6 +262,9 @@ func fakeAgent() {
 			}
 		}
 	}
+	if os.Getenv("LINECLIENT_FAKE_EOF_EXIT") == "1" {
+		os.Exit(1) // a relay whose daemon closed the connection as its input ended
+	}
 }
 
 // withFake returns cfg set to run the test binary as a fake agent: mode

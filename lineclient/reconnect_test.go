@@ -3,6 +3,7 @@ package lineclient
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -229,6 +230,44 @@ func TestStartAgainBeforeTheSessionIsNamed(t *testing.T) {
 				"> listed\n"
 			if got := out.String(); !strings.Contains(got, want) {
 				t.Errorf("the client printed:\n%s\nwant in it:\n%s", got, want)
+			}
+		})
+	}
+}
+
+// A detach whose relay then fails (its daemon closed the connection as
+// the client's input ended: an upgrade in place at that moment) is a
+// detach all the same when the daemon still has the session live: Run
+// returns nil. When it has not, Run fails, saying why. Before, Run
+// returned the relay's exit status either way.
+func TestDetachWhileTheConnectionEnds(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		live error // what Reconnect says
+	}{{"the session live", nil}, {"the session gone", errors.New("s1 is no longer live in the daemon")}} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var out strings.Builder
+			cfg := withFake(t, Config{
+				Input:     strings.NewReader("listed\n"),
+				Output:    &out,
+				Daemon:    true,
+				Reconnect: func(context.Context, string) ([]string, error) { return nil, tt.live },
+			}, "1")
+			cfg.Env = append(cfg.Env, "LINECLIENT_FAKE_EOF_EXIT=1")
+			_, err := runWithin(t, testloop.Wait, cfg)
+			got := out.String()
+			if !strings.Contains(got, "[detached: the session runs on in the daemon, with 1 background item: ") {
+				t.Errorf("the client printed:\n%s\nwant it to detach", got)
+			}
+			switch {
+			case tt.live == nil && err != nil:
+				t.Errorf("Run: %v, want nil: the session runs on\n%s", err, got)
+			case tt.live != nil && err == nil:
+				t.Errorf("Run: nil, want an error: the session is gone\n%s", got)
+			case tt.live != nil && !strings.Contains(got, "[s1 is no longer live in the daemon]\n"):
+				t.Errorf("the client printed:\n%s\nwant it to say the session is gone", got)
 			}
 		})
 	}
