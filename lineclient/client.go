@@ -191,17 +191,23 @@ type Config struct {
 	// id; nil means "shellagent client --daemon --resume ID".
 	ResumeCommand func(id string) string
 	// Reconnect, with Daemon, is called from a goroutine of its own when
-	// the agent's output ends while the session runs (a daemon's upgrade
-	// in place ends every connection): it checks that the daemon still
-	// has session id live, waiting a bounded time for it to answer, and
-	// less once ctx ends (when Run returns), and returns the agent's
-	// command line from now on (nil: Agent as it was; an upgrade to
-	// another build needs that build's relay). Then the client starts
+	// the agent's output ends while the session runs, or while the
+	// start-up that named it (Resume's session/resume, the settings) is
+	// under way (a daemon's upgrade in place ends every connection): it
+	// checks that the daemon still has session id live, waiting a
+	// bounded time for it to answer, and less once ctx ends (when Run
+	// returns), and returns the agent's command line from now on (nil:
+	// Agent as Run was given it, even after an earlier reconnect through
+	// another command; an upgrade to another build needs that build's
+	// relay). Then the client starts
 	// the agent again, resumes the session, shows what its terminals
 	// wrote meanwhile, and goes on (at most 3 times a minute). If it
 	// returns an error (the session is not live; no relay can reach it),
 	// or with Reconnect nil, the client says why and Run returns
-	// ErrAgentExited.
+	// ErrAgentExited. With Reconnect set, an end of the agent's output
+	// before the first start-up named the session (initialize or
+	// session/list unanswered) starts Agent again, and the start-up from
+	// initialize, without calling it.
 	Reconnect func(ctx context.Context, id string) (agent []string, err error)
 }
 
@@ -281,7 +287,7 @@ func Run(ctx context.Context, cfg Config) error {
 		c.p.w = cfg.Output
 	}
 	c.rpc.hangUp(!c.endNow)
-	if err := c.agent.stop(c.endNow, c.stopGrace(), cfg.Interrupts, c.p.note); err != nil && runErr == nil {
+	if err := c.agent.stop(c.endNow, c.stopGrace(), cfg.Interrupts, c.p.note); err != nil && runErr == nil && !c.stillLive(ctx) {
 		runErr = err
 	}
 	c.rpc.close()
@@ -402,10 +408,12 @@ type client struct {
 	stopTimer  <-chan time.Time
 
 	// reconnect delivers Config.Reconnect's answer while the client
-	// reconnects (reconnect.go); reconnectedAt holds when it did lately.
-	reconnect     <-chan reconnectAnswer
-	reconnectedAt []time.Time
-	taken         bool // another client took the session: no reconnect takes it back
+	// reconnects (reconnect.go); reconnects holds when it did lately.
+	reconnect  <-chan reconnectAnswer
+	reconnects reconnects
+	ownAgent   []string // Config.Agent as Run was given it: what a Reconnect's nil starts
+	taken      bool     // another client took the session: no reconnect takes it back
+	detached   bool     // the client left the session running in the daemon
 }
 
 // turnWait is what a script waits for before its next line: the end of
@@ -426,6 +434,7 @@ func newClient(cfg Config, a *agentProc) *client {
 	rpc := newConn(a.stdout, a.stdin, cfg.Trace)
 	c := &client{
 		cfg:       cfg,
+		ownAgent:  cfg.Agent,
 		p:         p,
 		agent:     a,
 		rpc:       rpc,
@@ -557,6 +566,10 @@ func (c *client) stopGrace() time.Duration {
 func (c *client) agentGone(ctx context.Context) {
 	if c.mayReconnect(time.Now()) {
 		c.startReconnect(ctx)
+		return
+	}
+	if c.boot.mayStartOver(time.Now()) {
+		c.boot.startOver()
 		return
 	}
 	if c.taken && c.phase == running {
@@ -700,6 +713,23 @@ func (c *client) detach() {
 	}
 	c.p.note("to come back: " + resume)
 	c.phase = finished
+	c.detached = true
+}
+
+// stillLive reports, once the client has detached and its relay has then
+// failed (the daemon closed the connection as the input ended: an upgrade
+// in place at that moment), whether Config.Reconnect finds the session
+// still live in the daemon: then the detach did what it said. If not, it
+// says why.
+func (c *client) stillLive(ctx context.Context) bool {
+	if !c.detached || c.cfg.Reconnect == nil {
+		return false
+	}
+	if _, err := c.cfg.Reconnect(ctx, c.sess.ID); err != nil {
+		c.p.note(err.Error())
+		return false
+	}
+	return true
 }
 
 // quit says what closing will stop, then closes the session.

@@ -62,6 +62,7 @@ func muteAgent() {
 // the middle of a turn, one that sends a line over the cap, one whose
 // text holds escape sequences.
 func fakeAgent() {
+	goAt := "" // with LINECLIENT_FAKE_GO_AT=METHOD, the first start goes when METHOD comes, unanswered
 	if starts := os.Getenv("LINECLIENT_FAKE_STARTS"); starts != "" {
 		// Each start is counted in the file; the second one goes at once,
 		// before it answers anything (a relay that lost its daemon).
@@ -70,8 +71,10 @@ func fakeAgent() {
 			f.WriteString("start\n")
 			f.Close()
 		}
-		if b, _ := os.ReadFile(starts); strings.Count(string(b), "start") == 2 {
+		if b, _ := os.ReadFile(starts); strings.Count(string(b), "start") == 2 && os.Getenv("LINECLIENT_FAKE_GO_AT") == "" {
 			os.Exit(0)
+		} else if strings.Count(string(b), "start") == 1 {
+			goAt = os.Getenv("LINECLIENT_FAKE_GO_AT")
 		}
 	}
 	in := bufio.NewScanner(os.Stdin)
@@ -120,6 +123,9 @@ func fakeAgent() {
 			continue
 		}
 		reply := func(result any) { send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": result}) }
+		if m.Method != "" && m.Method == goAt {
+			os.Exit(0) // a relay whose daemon closed the connection (an upgrade in place)
+		}
 		switch m.Method {
 		case "initialize":
 			res := map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "fake", "version": "1"}}
@@ -140,6 +146,8 @@ func fakeAgent() {
 			}
 		case "session/new":
 			reply(map[string]any{"sessionId": "s1", "availableCommands": []map[string]string{{"name": "stop"}}, "configOptions": options()})
+		case "session/list":
+			reply(map[string]any{"sessions": []map[string]string{{"sessionId": "s1", "cwd": "/"}}})
 		case "session/resume":
 			// term_5 of "listed" runs on, and wrote a line while the client
 			// was away.
@@ -253,6 +261,9 @@ func fakeAgent() {
 				state("idle", "end_turn", []any{})
 			}
 		}
+	}
+	if os.Getenv("LINECLIENT_FAKE_EOF_EXIT") == "1" {
+		os.Exit(1) // a relay whose daemon closed the connection as its input ended
 	}
 }
 

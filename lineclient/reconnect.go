@@ -22,24 +22,34 @@ const (
 )
 
 // mayReconnect reports whether the client may reconnect now (the session
-// runs, or a reconnect is starting it again, and no other client took
-// it), and if so counts the reconnect.
+// runs, or the start-up has named it: a reconnect starting it again, or
+// the first start reattaching to it or setting its options; and no other
+// client took it), and if so counts the reconnect.
 func (c *client) mayReconnect(now time.Time) bool {
-	again := c.phase == starting && c.boot.again // the agent started again has gone too
+	again := c.phase == starting && c.sess != nil // the agent has gone in the middle of the start-up
 	if !c.cfg.Daemon || c.cfg.Reconnect == nil || (c.phase != running && !again) || c.sess == nil || c.taken {
 		return false
 	}
-	recent := c.reconnectedAt[:0]
-	for _, at := range c.reconnectedAt {
+	return c.reconnects.take(now)
+}
+
+// reconnects holds when the client reconnected lately.
+type reconnects []time.Time
+
+// take reports whether a reconnect now stays within maxReconnects in
+// reconnectWindow, and if so counts it.
+func (r *reconnects) take(now time.Time) bool {
+	recent := (*r)[:0]
+	for _, at := range *r {
 		if now.Sub(at) < reconnectWindow {
 			recent = append(recent, at)
 		}
 	}
-	c.reconnectedAt = recent
+	*r = recent
 	if len(recent) >= maxReconnects {
 		return false
 	}
-	c.reconnectedAt = append(c.reconnectedAt, now)
+	*r = append(*r, now)
 	return true
 }
 
@@ -75,20 +85,15 @@ func (c *client) reconnected(answer reconnectAnswer) {
 		c.phase = finished
 		return
 	}
+	// The command Run was given, unless Reconnect names another: a daemon
+	// upgraded to another build and back is this client's build again.
+	c.cfg.Agent = c.ownAgent
 	if answer.agent != nil {
 		c.cfg.Agent = answer.agent
 	}
-	c.rpc.close()
-	c.agent.stop(true, startGrace, c.cfg.Interrupts, c.p.note) // Safe: now, it returns nil.
-	a, err := startAgent(c.cfg)
-	if err != nil {
-		c.p.note("cannot start the agent again: " + err.Error())
-		c.fail(err)
-		c.phase = finished
+	if !c.boot.newAgent() {
 		return
 	}
-	c.agent, c.rpc = a, newConn(a.stdout, a.stdin, c.cfg.Trace)
-	c.perms.rpc = c.rpc
 	if n := len(c.perms.open); n > 0 {
 		c.perms.open = nil // the agent answered them as unanswered
 		c.p.note(fmt.Sprintf("%d permission request(s) went with the connection", n))
@@ -99,4 +104,48 @@ func (c *client) reconnected(answer reconnectAnswer) {
 	}
 	c.boot.again = true
 	c.boot.start()
+}
+
+// mayStartOver reports whether the client may start the agent again
+// from its first request, its first start-up having ended before it named
+// the session (initialize or session/list unanswered; a session/new may
+// have opened a session the client cannot name), and if so counts it as
+// a reconnect.
+func (s *startup) mayStartOver(now time.Time) bool {
+	c := s.c
+	if !c.cfg.Daemon || c.cfg.Reconnect == nil || c.phase != starting || c.sess != nil || s.again ||
+		s.method != "initialize" && s.method != "session/list" {
+		return false
+	}
+	return c.reconnects.take(now)
+}
+
+// startOver starts the agent again and the start-up from its first
+// request, once the first start-up ended before it named the session
+// (mayStartOver). The agent is the one Run was given: with no session
+// named, Config.Reconnect has none to look for.
+func (s *startup) startOver() {
+	s.c.p.note("the connection to the daemon ended while the client started (an upgrade in place ends it): starting again")
+	s.timer = nil // a start-up request of the agent that went is not late
+	if s.newAgent() {
+		s.start()
+	}
+}
+
+// newAgent ends the agent that went and starts it again, with a
+// connection of its own; if it cannot, it says why and the client ends.
+func (s *startup) newAgent() bool {
+	c := s.c
+	c.rpc.close()
+	c.agent.stop(true, startGrace, c.cfg.Interrupts, c.p.note) // Safe: now, it returns nil.
+	a, err := startAgent(c.cfg)
+	if err != nil {
+		c.p.note("cannot start the agent again: " + err.Error())
+		c.fail(err)
+		c.phase = finished
+		return false
+	}
+	c.agent, c.rpc = a, newConn(a.stdout, a.stdin, c.cfg.Trace)
+	c.perms.rpc = c.rpc
+	return true
 }

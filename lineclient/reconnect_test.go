@@ -3,6 +3,7 @@ package lineclient
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -50,7 +51,8 @@ func TestViewShowsOnlyWhatItHadNotSeen(t *testing.T) {
 
 // The client reconnects at most maxReconnects times in reconnectWindow,
 // only with a daemon and a Reconnect, only while the session runs or a
-// reconnect starts it again, and never once another client took it.
+// start-up that knows it (the first, or a reconnect's) starts it, and
+// never once another client took it.
 func TestMayReconnect(t *testing.T) {
 	reconnect := func(context.Context, string) ([]string, error) { return nil, nil }
 	start := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
@@ -67,12 +69,16 @@ func TestMayReconnect(t *testing.T) {
 		{"without a daemon", Config{Reconnect: reconnect}, running, []time.Duration{0}, []bool{false}},
 		{"without Reconnect", Config{Daemon: true}, running, []time.Duration{0}, []bool{false}},
 		{"while closing", Config{Daemon: true, Reconnect: reconnect}, closing, []time.Duration{0}, []bool{false}},
-		{"while starting", Config{Daemon: true, Reconnect: reconnect}, starting, []time.Duration{0}, []bool{false}},
+		{"while starting, before the session is known", Config{Daemon: true, Reconnect: reconnect}, starting, []time.Duration{0}, []bool{false}},
+		{"while starting, the session known", Config{Daemon: true, Reconnect: reconnect}, starting, []time.Duration{0}, []bool{true}},
 		{"while starting again", Config{Daemon: true, Reconnect: reconnect}, starting, []time.Duration{0}, []bool{true}},
 		{"once another client took the session", Config{Daemon: true, Reconnect: reconnect}, running, []time.Duration{0}, []bool{false}},
 	}
 	for _, tt := range tests {
 		c := &client{cfg: tt.cfg, phase: tt.phase, sess: newSession("s")}
+		if strings.HasSuffix(tt.name, "before the session is known") {
+			c.sess = nil
+		}
 		c.boot.again = strings.HasSuffix(tt.name, "again")
 		c.taken = strings.HasSuffix(tt.name, "took the session")
 		for i, d := range tt.at {
@@ -152,5 +158,120 @@ func TestViewCountsEachByteOnce(t *testing.T) {
 		if got := sb.String()[before:]; got != "c\n" {
 			t.Errorf("resuming=%v at first: the resume after the reconnect printed %q, want %q", resuming, got, "c\n")
 		}
+	}
+}
+
+// A daemon's upgrade in place that ends the connection while the client
+// reattaches (--resume: its session/resume unanswered) does not end the
+// client: it reconnects to the session it was reattaching to, shows its
+// terminal, applies its settings and goes on. Before, it said that the
+// agent closed its output and ended with ErrAgentExited, the session
+// left behind.
+func TestReconnectWhileReattaching(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	var asked []string
+	cfg := withFake(t, Config{
+		Input:    strings.NewReader("listed\n"),
+		Output:   &out,
+		Daemon:   true,
+		Resume:   true,
+		Settings: []Setting{{ID: "kill_grace", Value: "1s"}},
+		Reconnect: func(ctx context.Context, id string) ([]string, error) {
+			asked = append(asked, id) // one call at a time; read once Run has returned
+			return nil, nil
+		},
+	}, "1")
+	cfg.SessionID = "s1"
+	cfg.Env = append(cfg.Env, "LINECLIENT_FAKE_STARTS="+filepath.Join(t.TempDir(), "starts"), "LINECLIENT_FAKE_GO_AT=session/resume")
+	if _, err := runWithin(t, testloop.Wait, cfg); err != nil {
+		t.Fatalf("Run: %v\n%s", err, out.String())
+	}
+	want := "[reattaching to s1 in /]\n" +
+		"[the connection to the daemon ended (an upgrade in place ends it): reconnecting to s1]\n" +
+		"[agent: fake 1, ACP v2]\n" +
+		"[term_5 runs: serve]\nmeanwhile\n" +
+		"[background: term_5 (serve)]\n" +
+		"[reattached to s1]\n" +
+		"[set kill_grace to 1s]\n" +
+		"> listed\n"
+	if got := out.String(); !strings.Contains(got, want) {
+		t.Errorf("the client printed:\n%s\nwant in it:\n%s", got, want)
+	}
+	if !slices.Equal(asked, []string{"s1"}) {
+		t.Errorf("Reconnect asked for %q, want s1 once", asked)
+	}
+}
+
+// A daemon's upgrade in place that ends the connection before the first
+// start-up has named the session (initialize or session/list unanswered)
+// does not end the client either: it starts the agent again, from
+// initialize, and reattaches. Before, it said that the agent closed its
+// output and ended with ErrAgentExited.
+func TestStartAgainBeforeTheSessionIsNamed(t *testing.T) {
+	t.Parallel()
+	for _, at := range []string{"initialize", "session/list"} {
+		t.Run(at, func(t *testing.T) {
+			t.Parallel()
+			var out strings.Builder
+			cfg := withFake(t, Config{
+				Input:     strings.NewReader("listed\n"),
+				Output:    &out,
+				Daemon:    true,
+				Resume:    true,
+				Reconnect: func(context.Context, string) ([]string, error) { return nil, nil },
+			}, "1")
+			cfg.Env = append(cfg.Env, "LINECLIENT_FAKE_STARTS="+filepath.Join(t.TempDir(), "starts"), "LINECLIENT_FAKE_GO_AT="+at)
+			if _, err := runWithin(t, testloop.Wait, cfg); err != nil {
+				t.Fatalf("Run: %v\n%s", err, out.String())
+			}
+			want := "[the connection to the daemon ended while the client started (an upgrade in place ends it): starting again]\n" +
+				"[agent: fake 1, ACP v2]\n" +
+				"[reattaching to s1 in /]\n" +
+				"[term_5 runs: serve]\nmeanwhile\n" +
+				"[background: term_5 (serve)]\n" +
+				"> listed\n"
+			if got := out.String(); !strings.Contains(got, want) {
+				t.Errorf("the client printed:\n%s\nwant in it:\n%s", got, want)
+			}
+		})
+	}
+}
+
+// A detach whose relay then fails (its daemon closed the connection as
+// the client's input ended: an upgrade in place at that moment) is a
+// detach all the same when the daemon still has the session live: Run
+// returns nil. When it has not, Run fails, saying why. Before, Run
+// returned the relay's exit status either way.
+func TestDetachWhileTheConnectionEnds(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		live error // what Reconnect says
+	}{{"the session live", nil}, {"the session gone", errors.New("s1 is no longer live in the daemon")}} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var out strings.Builder
+			cfg := withFake(t, Config{
+				Input:     strings.NewReader("listed\n"),
+				Output:    &out,
+				Daemon:    true,
+				Reconnect: func(context.Context, string) ([]string, error) { return nil, tt.live },
+			}, "1")
+			cfg.Env = append(cfg.Env, "LINECLIENT_FAKE_EOF_EXIT=1")
+			_, err := runWithin(t, testloop.Wait, cfg)
+			got := out.String()
+			if !strings.Contains(got, "[detached: the session runs on in the daemon, with 1 background item: ") {
+				t.Errorf("the client printed:\n%s\nwant it to detach", got)
+			}
+			switch {
+			case tt.live == nil && err != nil:
+				t.Errorf("Run: %v, want nil: the session runs on\n%s", err, got)
+			case tt.live != nil && err == nil:
+				t.Errorf("Run: nil, want an error: the session is gone\n%s", got)
+			case tt.live != nil && !strings.Contains(got, "[s1 is no longer live in the daemon]\n"):
+				t.Errorf("the client printed:\n%s\nwant it to say the session is gone", got)
+			}
+		})
 	}
 }

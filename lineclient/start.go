@@ -17,6 +17,7 @@ type startup struct {
 	method string
 	cwd    string // the session's
 	again  bool   // reconnecting: resume the session the client has
+	termed bool   // terminal mode or not has been decided (startTerminal), once
 }
 
 // timeout returns Config.StartTimeout, or its default.
@@ -73,7 +74,8 @@ func (s *startup) start() {
 			s.reattach()
 			return
 		}
-		if c.cfg.Terminal != nil {
+		if c.cfg.Terminal != nil && !s.termed {
+			s.termed = true
 			c.startTerminal(hasInputMethods(res.Meta))
 		}
 		if c.cfg.Resume {
@@ -182,7 +184,8 @@ func (s *startup) resume() {
 
 // reattach resumes the session the client had before it reconnected.
 // Terminals it knows are not announced again, and of their output only
-// what it had not seen is shown (view.snapshot).
+// what it had not seen is shown (view.snapshot). If the connection ended
+// before the first start-up did, that start-up's settings apply now.
 func (s *startup) reattach() {
 	c := s.c
 	c.sess.Resuming = true
@@ -193,6 +196,10 @@ func (s *startup) reattach() {
 			return
 		}
 		c.p.note("reattached to " + c.sess.ID)
+		if !c.ran {
+			s.joined(&res)
+			return
+		}
 		c.commands = res.AvailableCommands
 		s.applySettings(nil)
 	})

@@ -298,10 +298,20 @@ func (r *clientRun) lineWith(prefix string) string {
 // 1, its session left behind. To another build, whose daemon the
 // client's own relay cannot talk to, it reconnects through the new
 // build's relay (the daemon's executable); before, initialize was
-// refused, naming the two builds.
+// refused, naming the two builds. Upgraded to another build and back to
+// the client's own, it reconnects through its own relay again; before,
+// it started the other build's relay once more, which the daemon, back
+// on the client's build, refused.
 func TestClientDaemonReconnectsThroughAnUpgrade(t *testing.T) {
 	t.Parallel()
-	for _, to := range []struct{ name, bin string }{{"the same build", binary}, {"another build", otherBinary}} {
+	for _, to := range []struct {
+		name string
+		bins []string // the upgrades, in order
+	}{
+		{"the same build", []string{binary}},
+		{"another build", []string{otherBinary}},
+		{"another build and back", []string{otherBinary, binary}},
+	} {
 		t.Run(to.name, func(t *testing.T) {
 			t.Parallel()
 			d := newDaemonFixture(t)
@@ -310,11 +320,13 @@ func TestClientDaemonReconnectsThroughAnUpgrade(t *testing.T) {
 			a.send(tickCounter)
 			a.expect("[background: term_1 (" + tickCommand + ")]")
 			a.expectTick(3)
-			d.upgrade(to.bin)
-			sid := strings.TrimSuffix(a.lineWith("[the connection to the daemon ended (an upgrade in place ends it): reconnecting to "), "]")
-			a.expect("[reattached to " + sid + "]")
-			_, last := a.expectTick(0)
-			a.expectTick(last + 3)
+			for _, bin := range to.bins {
+				d.upgrade(bin)
+				sid := strings.TrimSuffix(a.lineWith("[the connection to the daemon ended (an upgrade in place ends it): reconnecting to "), "]")
+				a.expect("[reattached to " + sid + "]")
+				_, last := a.expectTick(0)
+				a.expectTick(last + 3)
+			}
 			a.send("echo after-the-upgrade")
 			a.expect("term_2| after-the-upgrade")
 			a.stdin.Close()
