@@ -575,6 +575,9 @@ func (c *client) agentGone(ctx context.Context) {
 	if c.taken && c.phase == running {
 		c.p.note("another client has the session: not reconnecting")
 	}
+	if c.reconnectable() { // the bound on reconnects refused it
+		c.p.note(limitNote(c.sess.ID))
+	}
 	if c.phase != finished {
 		c.p.note("the agent closed its output")
 		c.fail(ErrAgentExited)

@@ -26,11 +26,21 @@ const (
 // the first start reattaching to it or setting its options; and no other
 // client took it), and if so counts the reconnect.
 func (c *client) mayReconnect(now time.Time) bool {
+	return c.reconnectable() && c.reconnects.take(now)
+}
+
+// reconnectable reports whether the client would reconnect but for the
+// bound on how often.
+func (c *client) reconnectable() bool {
 	again := c.phase == starting && c.sess != nil // the agent has gone in the middle of the start-up
-	if !c.cfg.Daemon || c.cfg.Reconnect == nil || (c.phase != running && !again) || c.sess == nil || c.taken {
-		return false
-	}
-	return c.reconnects.take(now)
+	return c.cfg.Daemon && c.cfg.Reconnect != nil && (c.phase == running || again) && c.sess != nil && !c.taken
+}
+
+// limitNote is what the client says when the bound on reconnects keeps
+// it from reconnecting to session id: the session may well run on.
+func limitNote(id string) string {
+	return fmt.Sprintf("the connection to the daemon ended again, after %d reconnects within %s: not reconnecting; %s may run on in the daemon (shellagent client --daemon --resume %s)",
+		maxReconnects, reconnectWindow, id, id)
 }
 
 // reconnects holds when the client reconnected lately.

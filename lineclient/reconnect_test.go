@@ -275,3 +275,35 @@ func TestDetachWhileTheConnectionEnds(t *testing.T) {
 		})
 	}
 }
+
+// The client reconnects at most maxReconnects times a minute; past that
+// it says why it does not reconnect, and that the session may run on in
+// the daemon, with the command that resumes it. Before, the 4th end of
+// the connection within a minute said only "the agent closed its output",
+// as if the session had gone with it.
+func TestReconnectsAreBounded(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	asked := 0
+	cfg := withFake(t, Config{
+		Input:  strings.NewReader(strings.Repeat("die\n", maxReconnects+1) + "never sent\n"),
+		Output: &out,
+		Daemon: true,
+		Reconnect: func(context.Context, string) ([]string, error) {
+			asked++ // one call at a time; read once Run has returned
+			return nil, nil
+		},
+	}, "1")
+	if _, err := runWithin(t, testloop.Wait, cfg); !errors.Is(err, ErrAgentExited) {
+		t.Errorf("Run: %v, want ErrAgentExited", err)
+	}
+	got := out.String()
+	if n := strings.Count(got, "reconnecting to s1]"); n != maxReconnects || asked != maxReconnects {
+		t.Errorf("reconnected %d times, Reconnect asked %d times, want %d:\n%s", n, asked, maxReconnects, got)
+	}
+	want := "[the connection to the daemon ended again, after 3 reconnects within 1m0s: not reconnecting; " +
+		"s1 may run on in the daemon (shellagent client --daemon --resume s1)]\n[the agent closed its output]\n"
+	if !strings.HasSuffix(got, want) {
+		t.Errorf("the client printed:\n%s\nwant at its end:\n%s", got, want)
+	}
+}
