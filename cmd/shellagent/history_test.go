@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -561,4 +562,82 @@ func spin(t *testing.T, n int) (stop func()) {
 		loops = append(loops, l)
 	}
 	return stop
+}
+
+// TestHistoryKilledRightAfterItShowsIDs kills the agent the moment its
+// client has seen a new terminal, several times over one state
+// directory, with the machine kept busy: the next agent, which makes
+// each session live again, issues none of the ids (messages, tool calls,
+// terminals) the killed one showed, though their records may not have
+// reached the file (SPEC: ids are never reused). They were written after
+// they were shown, and about one session in eight then gave its next
+// command the id of the terminal the client had seen.
+func TestHistoryKilledRightAfterItShowsIDs(t *testing.T) {
+	t.Parallel()
+	state, cwd := t.TempDir(), t.TempDir()
+	args := []string{"--shell", "/bin/sh", "--containment", testMode, "--state-dir", state}
+	stopSpinning := spin(t, 2*runtime.NumCPU())
+	shown := make(map[string]map[string]bool) // by session, the ids its client saw
+	var sids []string
+	for range 12 {
+		cmd, stdin, stdout, _ := startPiped(t, plainBinary, args)
+		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}`+"\n"+
+			`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q}}`+"\n", cwd)
+		lines := bufio.NewScanner(stdout)
+		lines.Buffer(nil, 1<<20)
+		var sid string
+		for killed := false; !killed && lines.Scan(); {
+			var m struct {
+				ID     int
+				Result struct{ SessionID, MessageID string }
+				Params struct {
+					Update struct{ SessionUpdate, MessageID, ToolCallID, TerminalID string }
+				}
+			}
+			if json.Unmarshal(lines.Bytes(), &m) != nil {
+				continue
+			}
+			u := m.Params.Update
+			if u.SessionUpdate == "terminal_update" {
+				cmd.Process.Signal(syscall.SIGKILL) // the moment it shows the terminal
+				killed = true
+			}
+			if m.ID == 2 {
+				sid = m.Result.SessionID
+				shown[sid] = make(map[string]bool)
+				fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/bg sleep 100"}]}}`+"\n", sid)
+			}
+			for _, id := range []string{m.Result.MessageID, u.MessageID, u.ToolCallID, u.TerminalID} {
+				if id != "" && sid != "" {
+					shown[sid][id] = true
+				}
+			}
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		if sid == "" {
+			t.Fatalf("no answer to session/new: %v", lines.Err())
+		}
+		sids = append(sids, sid)
+	}
+	stopSpinning()
+
+	c, _ := acptest.StartBinary(t, binary, args, []string{noRaceExitDelay})
+	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	for _, sid := range sids {
+		c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": cwd, "replayFrom": map[string]string{"type": "start"}}, nil)
+		mark := last(c)
+		msg := promptKey(t, c, sid, "/bg echo next", "")
+		term := c.WaitAfter(mark, "the next command's terminal", func(m *acptest.Msg) bool {
+			return m.SessionID == sid && m.Kind == "terminal_update" && strings.Contains(string(m.Raw), "echo next")
+		})
+		call := c.WaitAfter(mark, "the next command's tool call", func(m *acptest.Msg) bool {
+			return m.SessionID == sid && m.Kind == "tool_call_update" && strings.Contains(string(m.Raw), "echo next")
+		})
+		for _, id := range []string{msg, call.ToolCallID(), term.TerminalID()} {
+			if shown[sid][id] {
+				t.Errorf("session %s: the next agent issued %s again, which the killed one had shown (%v)", sid, id, slices.Sorted(maps.Keys(shown[sid])))
+			}
+		}
+	}
 }

@@ -16,7 +16,7 @@ import (
 type opKind uint8
 
 // The kinds of queued records. opCreate, opBarrier, opWritten,
-// opHandover and opDelete answer on done.
+// opHandover and opDelete answer on done, and so does opIDs.
 const (
 	opCreate opKind = iota
 	opOpen
@@ -28,6 +28,7 @@ const (
 	opPrompt
 	opForget
 	opConfig
+	opIDs // answers on done once written (Store.Reserve)
 	opSync
 	opClosed
 	opBarrier
@@ -49,6 +50,7 @@ type op struct {
 	meta           Meta
 	status         acp.ExitStatus
 	tap            *Tap
+	ids            map[string]int // opIDs
 	done           chan error
 	parsed         *parsed            // opOpen: the file as Reopen read it
 	handed         map[string]*Handed // opHandover: filled before done
@@ -177,6 +179,8 @@ func (w *writer) run() {
 			switch o := &batch[i]; o.kind {
 			case opBarrier, opWritten:
 				o.done <- nil
+			case opIDs:
+				o.done <- nil // written, or its file gone
 			case opHandover:
 				o.done <- w.handOver(o.handed)
 			case opRefresh:
@@ -387,6 +391,8 @@ func (w *writer) encode(f *file, o *op) []byte {
 		f.durable = true // what an earlier image wrote and did not fsync (Store.Written) is, now
 	case opConfig: // key and msgID carry the option and its value
 		r.T, r.Option, r.Value = "config", o.key, &o.msgID
+	case opIDs:
+		r.T, r.IDs = "ids", o.ids
 	case opUpdate:
 		r.T, r.Item, r.U = "update", o.item, o.data
 	case opOut:
