@@ -641,3 +641,60 @@ func TestHistoryKilledRightAfterItShowsIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryKilledRightAfterAKeyedPrompt kills the agent the moment it
+// has answered a prompt with an idempotencyKey, several times over one
+// state directory, with the machine kept busy: in the next agent, a retry
+// of each key answers the messageId of the first answer and runs nothing
+// (the retry of a relay that reconnects after a crash). The key was
+// written after the answer, and about one in eight retries then ran
+// again under a new messageId.
+func TestHistoryKilledRightAfterAKeyedPrompt(t *testing.T) {
+	t.Parallel()
+	state, cwd := t.TempDir(), t.TempDir()
+	args := []string{"--shell", "/bin/sh", "--containment", testMode, "--state-dir", state}
+	stopSpinning := spin(t, 2*runtime.NumCPU())
+	type answered struct{ sid, key, line, messageID string }
+	var firsts []answered
+	for i := range 16 {
+		cmd, stdin, stdout, _ := startPiped(t, plainBinary, args)
+		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}`+"\n"+
+			`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q}}`+"\n", cwd)
+		lines := bufio.NewScanner(stdout)
+		lines.Buffer(nil, 1<<20)
+		a := answered{key: fmt.Sprint("key-", i), line: fmt.Sprintf("echo ran >> runs-%d", i)}
+		for a.messageID == "" && lines.Scan() {
+			var m struct {
+				ID     int
+				Result struct{ SessionID, MessageID string }
+			}
+			if json.Unmarshal(lines.Bytes(), &m) != nil {
+				continue
+			}
+			switch m.ID {
+			case 2:
+				a.sid = m.Result.SessionID
+				fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"idempotencyKey":%q,"prompt":[{"type":"text","text":%q}]}}`+"\n", a.sid, a.key, a.line)
+			case 3:
+				cmd.Process.Signal(syscall.SIGKILL) // the moment it has answered
+				a.messageID = m.Result.MessageID
+			}
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		if a.messageID == "" {
+			t.Fatalf("no answer to the prompt: %v", lines.Err())
+		}
+		firsts = append(firsts, a)
+	}
+	stopSpinning()
+
+	c, _ := acptest.StartBinary(t, binary, args, []string{noRaceExitDelay})
+	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	for _, a := range firsts {
+		c.MustCall("session/resume", map[string]any{"sessionId": a.sid, "cwd": cwd}, nil)
+		if again := promptKey(t, c, a.sid, a.line, a.key); again != a.messageID {
+			t.Errorf("session %s: a retry of %s after the kill answered %s, want %s", a.sid, a.key, again, a.messageID)
+		}
+	}
+}

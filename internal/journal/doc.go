@@ -89,10 +89,11 @@
 // # Writing
 //
 // Appends (Update, Exit, …) never wait for the disk: they queue the
-// record and return. Reserve alone waits until its record is written
-// (not fsynced; at most 2 s on a disk that hangs): a session reserves ids
-// before it shows them, a block at a time, since the records of what it
-// shows are written after its client may have read them. A terminal's output is not queued at all: each
+// record and return. Reserve and Prompt alone wait until their record is
+// written (not fsynced; at most 2 s on a disk that hangs): a session
+// reserves ids before it shows them, a block at a time, and records an
+// idempotencyKey before it answers the prompt, since the records of what
+// it shows are otherwise written after its client may have read them. A terminal's output is not queued at all: each
 // terminal already keeps its last output in a ring with absolute offsets
 // (outputbuf), and the writer reads from it what the file lacks (Attach,
 // Tap) at most a second after it was written, before the terminal's exit

@@ -373,3 +373,19 @@ func TestReservedIDsKept(t *testing.T) {
 		t.Errorf("after a compaction: %v %v, want %v", h.IDs, err, want)
 	}
 }
+
+// TestPromptIsWrittenWhenItReturns: Prompt returns once its record is in
+// the file, so a process killed right after its answer leaves it there.
+func TestPromptIsWrittenWhenItReturns(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := open(t, Options{Dir: dir, Log: slog.New(slog.DiscardHandler)})
+	s.Create("sess_1", Meta{Cwd: "/p"})
+	for i := range 20 {
+		key := fmt.Sprint("k", i)
+		s.Prompt("sess_1", key, fmt.Sprint("msg_", i))
+		if b, _ := os.ReadFile(filepath.Join(dir, "sessions", "sess_1.jsonl")); !bytes.Contains(b, []byte(`"key":"`+key+`"`)) {
+			t.Fatalf("Prompt returned before the record of %s was written:\n%s", key, b)
+		}
+	}
+}

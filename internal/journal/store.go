@@ -309,13 +309,16 @@ func (s *Store) Exit(id, term string, st acp.ExitStatus) {
 }
 
 // Prompt records that the session accepted a prompt with
-// idempotencyKey key as message messageID. A prompt without a key is
-// not recorded.
+// idempotencyKey key as message messageID, and returns once the record
+// is written (not fsynced; at most 2 s on a disk that hangs), so that
+// the answer that follows it never reaches a client whose retry, after
+// this process is killed, the next one would run again. A prompt
+// without a key is not recorded.
 func (s *Store) Prompt(id, key, messageID string) {
 	if key == "" {
 		return
 	}
-	s.enqueue(op{kind: opPrompt, id: id, key: key, msgID: messageID})
+	s.await(op{kind: opPrompt, id: id, key: key, msgID: messageID}, createWait) // Safe: the writer answers it nil.
 }
 
 // Reserve records that session id may show ids up to ids[prefix] of

@@ -16,7 +16,7 @@ import (
 type opKind uint8
 
 // The kinds of queued records. opCreate, opBarrier, opWritten,
-// opHandover and opDelete answer on done, and so does opIDs.
+// opHandover and opDelete answer on done, and so do opIDs and opPrompt.
 const (
 	opCreate opKind = iota
 	opOpen
@@ -28,7 +28,7 @@ const (
 	opPrompt
 	opForget
 	opConfig
-	opIDs // answers on done once written (Store.Reserve)
+	opIDs // Store.Reserve
 	opSync
 	opClosed
 	opBarrier
@@ -179,7 +179,7 @@ func (w *writer) run() {
 			switch o := &batch[i]; o.kind {
 			case opBarrier, opWritten:
 				o.done <- nil
-			case opIDs:
+			case opIDs, opPrompt:
 				o.done <- nil // written, or its file gone
 			case opHandover:
 				o.done <- w.handOver(o.handed)
