@@ -698,3 +698,61 @@ func TestHistoryKilledRightAfterAKeyedPrompt(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryKilledRightAfterAnExit kills the agent the moment its client
+// has read a terminal's exit status, several times over one state
+// directory, with the machine kept busy: the next agent replays each
+// terminal with the exit status the client saw (exit 0), not as one whose
+// process did not outlive its agent ({}). The exit was written after the
+// client could read it, and about one session in six then came back with
+// exitStatus {} and a notice saying its command's end was not recorded.
+func TestHistoryKilledRightAfterAnExit(t *testing.T) {
+	t.Parallel()
+	state, cwd := t.TempDir(), t.TempDir()
+	args := []string{"--shell", "/bin/sh", "--containment", testMode, "--state-dir", state}
+	stopSpinning := spin(t, 2*runtime.NumCPU())
+	var sids []string
+	for range 12 {
+		cmd, stdin, stdout, _ := startPiped(t, plainBinary, args)
+		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}`+"\n"+
+			`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q}}`+"\n", cwd)
+		lines := bufio.NewScanner(stdout)
+		lines.Buffer(nil, 1<<20)
+		var sid string
+		for killed := false; !killed && lines.Scan(); {
+			var m struct {
+				ID     int
+				Result struct{ SessionID string }
+				Params struct{ Update struct{ ExitStatus any } }
+			}
+			if json.Unmarshal(lines.Bytes(), &m) != nil {
+				continue
+			}
+			if m.Params.Update.ExitStatus != nil {
+				cmd.Process.Signal(syscall.SIGKILL) // the moment it shows the exit
+				killed = true
+			}
+			if m.ID == 2 {
+				sid = m.Result.SessionID
+				fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/bg sleep 0.3; echo done"}]}}`+"\n", sid)
+			}
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		if sid == "" {
+			t.Fatalf("no answer to session/new: %v", lines.Err())
+		}
+		sids = append(sids, sid)
+	}
+	stopSpinning()
+
+	c, _ := acptest.StartBinary(t, binary, args, []string{noRaceExitDelay})
+	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	for _, sid := range sids {
+		before := len(c.Transcript())
+		c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": cwd, "replayFrom": map[string]string{"type": "start"}}, nil)
+		if es := exitOf(c.Transcript()[before:], "term_1"); fmt.Sprint(es) != "map[exitCode:0]" {
+			t.Errorf("session %s: term_1 replayed with exitStatus %v after the kill, want the exit 0 its client saw", sid, es)
+		}
+	}
+}

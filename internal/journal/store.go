@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"shellagent/acp"
@@ -111,6 +112,12 @@ type Store struct {
 
 	wake nudge         // a record was queued, or output was written (Tap.Wrote)
 	done chan struct{} // the writer is gone
+
+	// stalled is set when a bounded wait (await) timed out, and cleared
+	// once the writer has written a batch: while it is set, bounded
+	// waits do not wait, so a disk that hangs costs each session one
+	// bound, not one per record.
+	stalled atomic.Bool
 }
 
 // hooks let tests see into the writer.
@@ -303,9 +310,13 @@ func (s *Store) Update(id, item string, u acp.Update) {
 // and the output and exit of the terminal of the same id.
 func (s *Store) Forget(id, item string) { s.enqueue(op{kind: opForget, id: id, item: item}) }
 
-// Exit records terminal term's exit status, and is a durable point.
+// Exit records terminal term's exit status, and is a durable point. It
+// returns once the record is written (with the terminal's output before
+// it; the fsync follows), at most 2 s on a disk that hangs, so that a
+// client that reads the exit status never sees the next process after
+// this one is killed tell another one ({}, not recorded).
 func (s *Store) Exit(id, term string, st acp.ExitStatus) {
-	s.enqueue(op{kind: opExit, id: id, term: term, status: st})
+	s.await(op{kind: opExit, id: id, term: term, status: st}, createWait) // Safe: the writer answers it nil.
 }
 
 // Prompt records that the session accepted a prompt with
@@ -369,12 +380,16 @@ func (s *Store) await(o op, bound time.Duration) error {
 	if bound <= 0 {
 		return <-done
 	}
+	if s.stalled.Load() {
+		return nil
+	}
 	timer := time.NewTimer(bound)
 	defer timer.Stop()
 	select {
 	case err := <-done:
 		return err
 	case <-timer.C:
+		s.stalled.Store(true)
 		return nil
 	}
 }

@@ -16,7 +16,8 @@ import (
 type opKind uint8
 
 // The kinds of queued records. opCreate, opBarrier, opWritten,
-// opHandover and opDelete answer on done, and so do opIDs and opPrompt.
+// opHandover and opDelete answer on done, and so do opIDs, opPrompt and
+// opExit when they carry one (once written, before the fsync: write).
 const (
 	opCreate opKind = iota
 	opOpen
@@ -169,7 +170,7 @@ func (w *writer) run() {
 			// terminal's output (barriers read it in apply).
 			touched = w.out.pullAll(touched)
 		}
-		w.write(touched, fired || closing || barrier)
+		w.write(touched, fired || closing || barrier, batch)
 		w.release(batch, touched)
 		for _, f := range touched {
 			w.maybeCompact(f)
@@ -179,8 +180,6 @@ func (w *writer) run() {
 			switch o := &batch[i]; o.kind {
 			case opBarrier, opWritten:
 				o.done <- nil
-			case opIDs, opPrompt:
-				o.done <- nil // written, or its file gone
 			case opHandover:
 				o.done <- w.handOver(o.handed)
 			case opRefresh:
@@ -448,10 +447,19 @@ func (f *file) term(id string) *outBytes {
 
 // write writes each touched file's pending lines, and fsyncs the files
 // at a durable point, or every unsynced file with all.
-func (w *writer) write(touched []*file, all bool) {
+func (w *writer) write(touched []*file, all bool, batch []op) {
 	for _, f := range touched {
 		w.writePend(f)
 	}
+	for i := range batch {
+		switch o := &batch[i]; o.kind {
+		case opIDs, opPrompt, opExit:
+			if o.done != nil {
+				o.done <- nil // written, or its file gone; the fsync follows
+			}
+		}
+	}
+	w.s.stalled.Store(false)
 	for _, f := range w.files {
 		if f.f != nil && f.unsynced && (f.durable || all) {
 			err := f.f.Sync()

@@ -194,8 +194,9 @@ func (d *Recorder) Record(u acp.Update) {
 		d.recordItem(u.ToolCallID, u)
 	case *acp.TerminalUpdate:
 		d.reserve(u.TerminalID)
-		d.recordItem(u.TerminalID, u)
-		if u.ExitStatus != nil {
+		prev, _ := d.recordItem(u.TerminalID, u).(*acp.TerminalUpdate)
+		if u.ExitStatus != nil && (prev == nil || prev.ExitStatus == nil) {
+			// Once, not again at each replay; written before it is shown.
 			d.store.Exit(d.id, u.TerminalID, *u.ExitStatus)
 		}
 	case *acp.StateUpdate:
@@ -206,10 +207,11 @@ func (d *Recorder) Record(u acp.Update) {
 }
 
 // recordItem records item id's state patched by u, unless u changes
-// nothing (a replay re-sends what is recorded).
-func (d *Recorder) recordItem(id string, u acp.Update) {
+// nothing (a replay re-sends what is recorded). It returns the state
+// recorded before, nil if none.
+func (d *Recorder) recordItem(id string, u acp.Update) (prev acp.Update) {
 	d.mu.Lock()
-	prev := d.items[id]
+	prev = d.items[id]
 	next := patch(prev, u)
 	same := prev != nil && reflect.DeepEqual(prev, next)
 	d.items[id] = next
@@ -217,6 +219,7 @@ func (d *Recorder) recordItem(id string, u acp.Update) {
 	if !same {
 		d.store.Update(d.id, id, next)
 	}
+	return prev
 }
 
 // patch returns prev with the fields that u sets, as a client applies a
