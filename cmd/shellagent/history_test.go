@@ -756,3 +756,63 @@ func TestHistoryKilledRightAfterAnExit(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryKilledRightAfterAConfigOption kills the agent the moment it
+// has answered session/set_config_option, several times over one state
+// directory, with the machine kept busy: the next agent makes each
+// session live again with the value its client was told it has. The
+// value was written after the answer, and about one session in eight
+// then came back with the value it had before.
+func TestHistoryKilledRightAfterAConfigOption(t *testing.T) {
+	t.Parallel()
+	state, cwd := t.TempDir(), t.TempDir()
+	args := []string{"--shell", "/bin/sh", "--containment", testMode, "--state-dir", state}
+	stopSpinning := spin(t, 2*runtime.NumCPU())
+	var sids []string
+	for range 12 {
+		cmd, stdin, stdout, _ := startPiped(t, plainBinary, args)
+		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}`+"\n"+
+			`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q}}`+"\n", cwd)
+		lines := bufio.NewScanner(stdout)
+		lines.Buffer(nil, 1<<20)
+		var sid string
+		for answered := false; !answered && lines.Scan(); {
+			var m struct {
+				ID     int
+				Result struct{ SessionID string }
+			}
+			if json.Unmarshal(lines.Bytes(), &m) != nil {
+				continue
+			}
+			switch m.ID {
+			case 2:
+				sid = m.Result.SessionID
+				fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":3,"method":"session/set_config_option","params":{"sessionId":%q,"configId":"kill_grace","type":"id","value":"30s"}}`+"\n", sid)
+			case 3:
+				cmd.Process.Signal(syscall.SIGKILL) // the moment it has answered
+				answered = true
+			}
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		if sid == "" {
+			t.Fatalf("no answer to session/new: %v", lines.Err())
+		}
+		sids = append(sids, sid)
+	}
+	stopSpinning()
+
+	c, _ := acptest.StartBinary(t, binary, args, []string{noRaceExitDelay})
+	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	for _, sid := range sids {
+		var res struct {
+			ConfigOptions []struct{ ConfigID, CurrentValue string }
+		}
+		c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": cwd}, &res)
+		for _, o := range res.ConfigOptions {
+			if o.ConfigID == "kill_grace" && o.CurrentValue != "30s" {
+				t.Errorf("session %s: kill_grace is %s after the kill, want the 30s its client was answered", sid, o.CurrentValue)
+			}
+		}
+	}
+}

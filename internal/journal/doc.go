@@ -89,12 +89,12 @@
 // # Writing
 //
 // Appends (Update, Exit, …) never wait for the disk: they queue the
-// record and return. Reserve, Prompt and Exit alone wait until their
-// record is written (not fsynced): a session reserves ids before it shows
-// them, a block at a time, records an idempotencyKey before it answers
-// the prompt and an exit status before it sends it, since the records of
-// what it shows are otherwise written after its client may have read
-// them. On a disk that hangs such a wait gives up after 2 s, and none
+// record and return. Reserve, Prompt, Exit and Config alone wait until
+// their record is written (not fsynced): a session reserves ids before it
+// shows them, a block at a time, records an idempotencyKey or a config
+// option's value before it answers the request and an exit status before
+// it sends it, since the records of what it shows are otherwise written
+// after its client may have read them. On a disk that hangs such a wait gives up after 2 s, and none
 // waits again until the writer has written a batch. A terminal's output is not queued at all: each
 // terminal already keeps its last output in a ring with absolute offsets
 // (outputbuf), and the writer reads from it what the file lacks (Attach,

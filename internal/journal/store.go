@@ -343,9 +343,12 @@ func (s *Store) Reserve(id string, ids map[string]int) {
 }
 
 // Config records that the session's config option option has value
-// from now on (session/set_config_option).
+// from now on (session/set_config_option), and returns once the record is
+// written, as Prompt does: the answer that follows it never tells a
+// client a value that the next process, after this one is killed, does
+// not have.
 func (s *Store) Config(id, option, value string) {
-	s.enqueue(op{kind: opConfig, id: id, key: option, msgID: value})
+	s.await(op{kind: opConfig, id: id, key: option, msgID: value}, createWait) // Safe: the writer answers it nil.
 }
 
 // Sync is a durable point (a turn's end): what the session recorded so

@@ -16,8 +16,9 @@ import (
 type opKind uint8
 
 // The kinds of queued records. opCreate, opBarrier, opWritten,
-// opHandover and opDelete answer on done, and so do opIDs, opPrompt and
-// opExit when they carry one (once written, before the fsync: write).
+// opHandover and opDelete answer on done, and so do opIDs, opPrompt,
+// opExit and opConfig when they carry one (once written, before the
+// fsync: write).
 const (
 	opCreate opKind = iota
 	opOpen
@@ -453,7 +454,7 @@ func (w *writer) write(touched []*file, all bool, batch []op) {
 	}
 	for i := range batch {
 		switch o := &batch[i]; o.kind {
-		case opIDs, opPrompt, opExit:
+		case opIDs, opPrompt, opExit, opConfig:
 			if o.done != nil {
 				o.done <- nil // written, or its file gone; the fsync follows
 			}
