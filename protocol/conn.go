@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -190,6 +192,76 @@ type Conn struct {
 	pending map[jsonrpc2.ID]context.CancelFunc
 	// answered is closed once pending is empty, if Answered made it.
 	answered chan struct{}
+
+	asks askings // the permission requests in flight (own mutex)
+}
+
+// asking is a permission request the agent sent, until the agent hears
+// of its end.
+type asking struct {
+	id        jsonrpc2.ID
+	seq       int64 // the order it was asked in
+	session   string
+	ctx       context.Context // ends when the agent withdraws it
+	withdrawn atomic.Bool     // its $/cancel_request is queued
+}
+
+// askings are a connection's permission requests in flight, by id, so
+// that the answer to a session/close goes after the $/cancel_request of
+// each request of the session that the close withdrew (nothing for a
+// session follows its close's answer). Its methods are safe for
+// concurrent use.
+type askings struct {
+	mu sync.Mutex
+	m  map[string]*asking
+}
+
+func (as *askings) add(id jsonrpc2.ID, seq int64, session string, ctx context.Context) *asking {
+	a := &asking{id: id, seq: seq, session: session, ctx: ctx}
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	if as.m == nil {
+		as.m = make(map[string]*asking)
+	}
+	as.m[id.Str] = a
+	return a
+}
+
+func (as *askings) remove(id string) {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	delete(as.m, id)
+}
+
+// withdraw queues a's $/cancel_request on c, once: the Observer hears of
+// it first.
+func (as *askings) withdraw(c *Conn, a *asking) {
+	if !a.withdrawn.CompareAndSwap(false, true) {
+		return
+	}
+	if c.observer != nil {
+		c.observer.Withdrew(a.id.String())
+	}
+	// Best effort: it fails only on a closed connection, where the
+	// request is moot anyway.
+	_ = c.rpc.Notify(context.Background(), "$/cancel_request", map[string]any{"requestId": a.id.Str})
+}
+
+// flush queues on c the $/cancel_request of each request of session that
+// the agent has withdrawn already and whose goroutine has not yet sent it.
+func (as *askings) flush(c *Conn, session string) {
+	as.mu.Lock()
+	var ended []*asking
+	for _, a := range as.m {
+		if a.session == session && a.ctx.Err() != nil {
+			ended = append(ended, a)
+		}
+	}
+	as.mu.Unlock()
+	slices.SortFunc(ended, func(x, y *asking) int { return cmp.Compare(x.seq, y.seq) })
+	for _, a := range ended {
+		as.withdraw(c, a)
+	}
 }
 
 var _ Client = (*Conn)(nil)
@@ -261,25 +333,24 @@ func (c *Conn) RequestPermission(ctx context.Context, p *acp.PermissionRequest, 
 // requestPermission sends session/request_permission with params p for
 // session, as Client.RequestPermission says.
 func (c *Conn) requestPermission(ctx context.Context, session string, p any, done func(*acp.PermissionResponse, error)) {
-	id := jsonrpc2.ID{Str: fmt.Sprintf("perm_%d", c.requestSeq.Add(1)), IsString: true}
+	seq := c.requestSeq.Add(1)
+	id := jsonrpc2.ID{Str: fmt.Sprintf("perm_%d", seq), IsString: true}
 	if c.observer != nil {
 		c.observer.Asked(id.String(), session) // before any answer can come
 	}
+	a := c.asks.add(id, seq, session, ctx)
 	call, err := c.rpc.DispatchCall(ctx, "session/request_permission", p, jsonrpc2.PickID(id))
 	if err != nil {
+		c.asks.remove(id.Str)
 		go done(nil, err)
 		return
 	}
 	go func() {
+		defer c.asks.remove(id.Str)
 		var resp acp.PermissionResponse
 		err := call.Wait(ctx, &resp)
 		if ctx.Err() != nil {
-			if c.observer != nil {
-				c.observer.Withdrew(id.String())
-			}
-			// Best effort: it fails only on a closed connection, where the
-			// request is moot anyway.
-			_ = c.rpc.Notify(context.Background(), "$/cancel_request", map[string]any{"requestId": id.Str})
+			c.asks.withdraw(c, a)
 			done(nil, ctx.Err())
 			return
 		}
@@ -583,6 +654,17 @@ func answeredByReply[T any, P params[T]](f func(ctx context.Context, c *Conn, p 
 		if err != nil {
 			reply(nil, err)
 			return
+		}
+		if cl, ok := any(p).(*acp.CloseSessionRequest); ok {
+			// What the close withdrew goes before its answer (the
+			// withdrawals' own goroutines may not have sent it yet).
+			answer := reply
+			reply = func(result any, err error) {
+				if err == nil {
+					c.asks.flush(c, cl.SessionID)
+				}
+				answer(result, err)
+			}
 		}
 		f(ctx, c, p, reply)
 	}

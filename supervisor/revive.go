@@ -30,7 +30,19 @@ func revive(sv *Supervisor, h *journal.History) (s *Session, lost []*terminal) {
 		}
 	}
 	st.out.updatedAt = h.UpdatedAt
-	return s, reviveWork(st, record.ReadPast(h, sv.cfg.Log))
+	lost = reviveWork(st, record.ReadPast(h, sv.cfg.Log))
+	if !h.Closed {
+		// Its process died: it may have shown ids up to its reservation
+		// that no other record holds (record.Recorder reserve).
+		for prefix, n := range h.IDs {
+			if prefix == "msg" {
+				st.out.messages = max(st.out.messages, n)
+			} else if slices.Contains(record.IDPrefixes, prefix) {
+				st.work.seq[prefix] = max(st.work.seq[prefix], n)
+			}
+		}
+	}
+	return s, lost
 }
 
 // reviveWork registers the work of past in st, exited or final, and

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -561,4 +562,257 @@ func spin(t *testing.T, n int) (stop func()) {
 		loops = append(loops, l)
 	}
 	return stop
+}
+
+// TestHistoryKilledRightAfterItShowsIDs kills the agent the moment its
+// client has seen a new terminal, several times over one state
+// directory, with the machine kept busy: the next agent, which makes
+// each session live again, issues none of the ids (messages, tool calls,
+// terminals) the killed one showed, though their records may not have
+// reached the file (SPEC: ids are never reused). They were written after
+// they were shown, and about one session in eight then gave its next
+// command the id of the terminal the client had seen.
+func TestHistoryKilledRightAfterItShowsIDs(t *testing.T) {
+	t.Parallel()
+	state, cwd := t.TempDir(), t.TempDir()
+	args := []string{"--shell", "/bin/sh", "--containment", testMode, "--state-dir", state}
+	stopSpinning := spin(t, 2*runtime.NumCPU())
+	shown := make(map[string]map[string]bool) // by session, the ids its client saw
+	var sids []string
+	for range 12 {
+		cmd, stdin, stdout, _ := startPiped(t, plainBinary, args)
+		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}`+"\n"+
+			`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q}}`+"\n", cwd)
+		lines := bufio.NewScanner(stdout)
+		lines.Buffer(nil, 1<<20)
+		var sid string
+		for killed := false; !killed && lines.Scan(); {
+			var m struct {
+				ID     int
+				Result struct{ SessionID, MessageID string }
+				Params struct {
+					Update struct{ SessionUpdate, MessageID, ToolCallID, TerminalID string }
+				}
+			}
+			if json.Unmarshal(lines.Bytes(), &m) != nil {
+				continue
+			}
+			u := m.Params.Update
+			if u.SessionUpdate == "terminal_update" {
+				cmd.Process.Signal(syscall.SIGKILL) // the moment it shows the terminal
+				killed = true
+			}
+			if m.ID == 2 {
+				sid = m.Result.SessionID
+				shown[sid] = make(map[string]bool)
+				fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/bg sleep 100"}]}}`+"\n", sid)
+			}
+			for _, id := range []string{m.Result.MessageID, u.MessageID, u.ToolCallID, u.TerminalID} {
+				if id != "" && sid != "" {
+					shown[sid][id] = true
+				}
+			}
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		if sid == "" {
+			t.Fatalf("no answer to session/new: %v", lines.Err())
+		}
+		sids = append(sids, sid)
+	}
+	stopSpinning()
+
+	c, _ := acptest.StartBinary(t, binary, args, []string{noRaceExitDelay})
+	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	for _, sid := range sids {
+		c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": cwd, "replayFrom": map[string]string{"type": "start"}}, nil)
+		mark := last(c)
+		msg := promptKey(t, c, sid, "/bg echo next", "")
+		term := c.WaitAfter(mark, "the next command's terminal", func(m *acptest.Msg) bool {
+			return m.SessionID == sid && m.Kind == "terminal_update" && strings.Contains(string(m.Raw), "echo next")
+		})
+		call := c.WaitAfter(mark, "the next command's tool call", func(m *acptest.Msg) bool {
+			return m.SessionID == sid && m.Kind == "tool_call_update" && strings.Contains(string(m.Raw), "echo next")
+		})
+		for _, id := range []string{msg, call.ToolCallID(), term.TerminalID()} {
+			if shown[sid][id] {
+				t.Errorf("session %s: the next agent issued %s again, which the killed one had shown (%v)", sid, id, slices.Sorted(maps.Keys(shown[sid])))
+			}
+		}
+	}
+}
+
+// TestHistoryKilledRightAfterAKeyedPrompt kills the agent the moment it
+// has answered a prompt with an idempotencyKey, several times over one
+// state directory, with the machine kept busy: in the next agent, a retry
+// of each key answers the messageId of the first answer and runs nothing
+// (the retry of a relay that reconnects after a crash). The key was
+// written after the answer, and about one in eight retries then ran
+// again under a new messageId.
+func TestHistoryKilledRightAfterAKeyedPrompt(t *testing.T) {
+	t.Parallel()
+	state, cwd := t.TempDir(), t.TempDir()
+	args := []string{"--shell", "/bin/sh", "--containment", testMode, "--state-dir", state}
+	stopSpinning := spin(t, 2*runtime.NumCPU())
+	type answered struct{ sid, key, line, messageID string }
+	var firsts []answered
+	for i := range 16 {
+		cmd, stdin, stdout, _ := startPiped(t, plainBinary, args)
+		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}`+"\n"+
+			`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q}}`+"\n", cwd)
+		lines := bufio.NewScanner(stdout)
+		lines.Buffer(nil, 1<<20)
+		a := answered{key: fmt.Sprint("key-", i), line: fmt.Sprintf("echo ran >> runs-%d", i)}
+		for a.messageID == "" && lines.Scan() {
+			var m struct {
+				ID     int
+				Result struct{ SessionID, MessageID string }
+			}
+			if json.Unmarshal(lines.Bytes(), &m) != nil {
+				continue
+			}
+			switch m.ID {
+			case 2:
+				a.sid = m.Result.SessionID
+				fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"idempotencyKey":%q,"prompt":[{"type":"text","text":%q}]}}`+"\n", a.sid, a.key, a.line)
+			case 3:
+				cmd.Process.Signal(syscall.SIGKILL) // the moment it has answered
+				a.messageID = m.Result.MessageID
+			}
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		if a.messageID == "" {
+			t.Fatalf("no answer to the prompt: %v", lines.Err())
+		}
+		firsts = append(firsts, a)
+	}
+	stopSpinning()
+
+	c, _ := acptest.StartBinary(t, binary, args, []string{noRaceExitDelay})
+	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	for _, a := range firsts {
+		c.MustCall("session/resume", map[string]any{"sessionId": a.sid, "cwd": cwd}, nil)
+		if again := promptKey(t, c, a.sid, a.line, a.key); again != a.messageID {
+			t.Errorf("session %s: a retry of %s after the kill answered %s, want %s", a.sid, a.key, again, a.messageID)
+		}
+	}
+}
+
+// TestHistoryKilledRightAfterAnExit kills the agent the moment its client
+// has read a terminal's exit status, several times over one state
+// directory, with the machine kept busy: the next agent replays each
+// terminal with the exit status the client saw (exit 0), not as one whose
+// process did not outlive its agent ({}). The exit was written after the
+// client could read it, and about one session in six then came back with
+// exitStatus {} and a notice saying its command's end was not recorded.
+func TestHistoryKilledRightAfterAnExit(t *testing.T) {
+	t.Parallel()
+	state, cwd := t.TempDir(), t.TempDir()
+	args := []string{"--shell", "/bin/sh", "--containment", testMode, "--state-dir", state}
+	stopSpinning := spin(t, 2*runtime.NumCPU())
+	var sids []string
+	for range 12 {
+		cmd, stdin, stdout, _ := startPiped(t, plainBinary, args)
+		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}`+"\n"+
+			`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q}}`+"\n", cwd)
+		lines := bufio.NewScanner(stdout)
+		lines.Buffer(nil, 1<<20)
+		var sid string
+		for killed := false; !killed && lines.Scan(); {
+			var m struct {
+				ID     int
+				Result struct{ SessionID string }
+				Params struct{ Update struct{ ExitStatus any } }
+			}
+			if json.Unmarshal(lines.Bytes(), &m) != nil {
+				continue
+			}
+			if m.Params.Update.ExitStatus != nil {
+				cmd.Process.Signal(syscall.SIGKILL) // the moment it shows the exit
+				killed = true
+			}
+			if m.ID == 2 {
+				sid = m.Result.SessionID
+				fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/bg sleep 0.3; echo done"}]}}`+"\n", sid)
+			}
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		if sid == "" {
+			t.Fatalf("no answer to session/new: %v", lines.Err())
+		}
+		sids = append(sids, sid)
+	}
+	stopSpinning()
+
+	c, _ := acptest.StartBinary(t, binary, args, []string{noRaceExitDelay})
+	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	for _, sid := range sids {
+		before := len(c.Transcript())
+		c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": cwd, "replayFrom": map[string]string{"type": "start"}}, nil)
+		if es := exitOf(c.Transcript()[before:], "term_1"); fmt.Sprint(es) != "map[exitCode:0]" {
+			t.Errorf("session %s: term_1 replayed with exitStatus %v after the kill, want the exit 0 its client saw", sid, es)
+		}
+	}
+}
+
+// TestHistoryKilledRightAfterAConfigOption kills the agent the moment it
+// has answered session/set_config_option, several times over one state
+// directory, with the machine kept busy: the next agent makes each
+// session live again with the value its client was told it has. The
+// value was written after the answer, and about one session in eight
+// then came back with the value it had before.
+func TestHistoryKilledRightAfterAConfigOption(t *testing.T) {
+	t.Parallel()
+	state, cwd := t.TempDir(), t.TempDir()
+	args := []string{"--shell", "/bin/sh", "--containment", testMode, "--state-dir", state}
+	stopSpinning := spin(t, 2*runtime.NumCPU())
+	var sids []string
+	for range 12 {
+		cmd, stdin, stdout, _ := startPiped(t, plainBinary, args)
+		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}`+"\n"+
+			`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q}}`+"\n", cwd)
+		lines := bufio.NewScanner(stdout)
+		lines.Buffer(nil, 1<<20)
+		var sid string
+		for answered := false; !answered && lines.Scan(); {
+			var m struct {
+				ID     int
+				Result struct{ SessionID string }
+			}
+			if json.Unmarshal(lines.Bytes(), &m) != nil {
+				continue
+			}
+			switch m.ID {
+			case 2:
+				sid = m.Result.SessionID
+				fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":3,"method":"session/set_config_option","params":{"sessionId":%q,"configId":"kill_grace","type":"id","value":"30s"}}`+"\n", sid)
+			case 3:
+				cmd.Process.Signal(syscall.SIGKILL) // the moment it has answered
+				answered = true
+			}
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		if sid == "" {
+			t.Fatalf("no answer to session/new: %v", lines.Err())
+		}
+		sids = append(sids, sid)
+	}
+	stopSpinning()
+
+	c, _ := acptest.StartBinary(t, binary, args, []string{noRaceExitDelay})
+	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	for _, sid := range sids {
+		var res struct {
+			ConfigOptions []struct{ ConfigID, CurrentValue string }
+		}
+		c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": cwd}, &res)
+		for _, o := range res.ConfigOptions {
+			if o.ConfigID == "kill_grace" && o.CurrentValue != "30s" {
+				t.Errorf("session %s: kill_grace is %s after the kill, want the 30s its client was answered", sid, o.CurrentValue)
+			}
+		}
+	}
 }

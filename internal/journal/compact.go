@@ -128,6 +128,9 @@ func (p *parsed) rewrite(w *bufio.Writer, path string) error {
 		v := p.config[k]
 		put(&record{T: "config", At: p.created, Option: k, Value: &v})
 	}
+	if len(p.ids) > 0 {
+		put(&record{T: "ids", At: p.created, IDs: p.ids})
+	}
 	if p.info.Closed {
 		put(&record{T: "closed", At: p.info.UpdatedAt})
 	}

@@ -54,6 +54,7 @@
 //	{"t":"exit","at":"…","term":"term_1","status":{"exitCode":0}}
 //	{"t":"prompt","at":"…","key":"k1","messageId":"msg_3"}   a prompt accepted with an idempotencyKey
 //	{"t":"config","at":"…","option":"foreground_timeout","value":"30s"}  a config option's value, from now on
+//	{"t":"ids","at":"…","ids":{"call":32,"msg":33,"term":32}}  ids the session may show up to (a reservation)
 //	{"t":"mark","at":"…","cwd":"/p","title":"…","closed":true}  what List shows, as of this line
 //	{"t":"forget","at":"…","item":"term_1"}                  item term_1 (and terminal term_1) retired: gone
 //	{"t":"closed","at":"…"}                                  the session was closed
@@ -66,7 +67,7 @@
 // its latest state), without the items forgotten; each terminal's last Scrollback bytes of output,
 // the count of every byte it wrote, and its exit status if one was
 // recorded; the accepted prompts' keys; each config option's last value;
-// cwd, title, the time of the last record, and whether the last of
+// the highest reservation of ids of each prefix; cwd, title, the time of the last record, and whether the last of
 // closed and open was closed. Lines of an unknown kind are skipped, for a
 // newer build's files.
 //
@@ -88,7 +89,13 @@
 // # Writing
 //
 // Appends (Update, Exit, …) never wait for the disk: they queue the
-// record and return. A terminal's output is not queued at all: each
+// record and return. Reserve, Prompt, Exit and Config alone wait until
+// their record is written (not fsynced): a session reserves ids before it
+// shows them, a block at a time, records an idempotencyKey or a config
+// option's value before it answers the request and an exit status before
+// it sends it, since the records of what it shows are otherwise written
+// after its client may have read them. On a disk that hangs such a wait gives up after 2 s, and none
+// waits again until the writer has written a batch. A terminal's output is not queued at all: each
 // terminal already keeps its last output in a ring with absolute offsets
 // (outputbuf), and the writer reads from it what the file lacks (Attach,
 // Tap) at most a second after it was written, before the terminal's exit

@@ -339,3 +339,53 @@ func TestConfigKept(t *testing.T) {
 		t.Errorf("after a compaction: %v %v, want %v", h.Config, err, want)
 	}
 }
+
+// TestReservedIDsKept: Reserve returns once its record is in the file (a
+// process killed right after leaves it there), and a session's history
+// has the highest reservation of each prefix, through a compaction too.
+func TestReservedIDsKept(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "sessions", "sess_1.jsonl")
+	s := open(t, Options{Dir: dir, Scrollback: 100, CompactAt: 1024, Log: slog.New(slog.DiscardHandler)})
+	s.Create("sess_1", Meta{Cwd: "/p"})
+	s.Reserve("sess_1", map[string]int{"call": 32, "msg": 33, "term": 32})
+	if b, _ := os.ReadFile(file); !bytes.Contains(b, []byte(`"t":"ids"`)) {
+		t.Fatalf("Reserve returned before its record was written:\n%s", b)
+	}
+	s.Reserve("sess_1", map[string]int{"call": 64, "msg": 33, "term": 40})
+	want := map[string]int{"call": 64, "msg": 33, "term": 40}
+	h, err := s.Load("sess_1")
+	if err != nil || fmt.Sprint(h.IDs) != fmt.Sprint(want) {
+		t.Fatalf("Load: %v %v, want %v", h.IDs, err, want)
+	}
+	for i := range 100 {
+		output(s, "sess_1", "term_1", fmt.Appendf(nil, "%0100d", i))
+		s.Flush()
+	}
+	s.Close()
+	p, _ := readFile(file, "sess_1", 100, keepSizes)
+	if p == nil || p.info.Size > 8<<10 {
+		t.Fatalf("not compacted: %+v", p)
+	}
+	s = open(t, Options{Dir: dir})
+	if h, err := s.Load("sess_1"); err != nil || fmt.Sprint(h.IDs) != fmt.Sprint(want) {
+		t.Errorf("after a compaction: %v %v, want %v", h.IDs, err, want)
+	}
+}
+
+// TestPromptIsWrittenWhenItReturns: Prompt returns once its record is in
+// the file, so a process killed right after its answer leaves it there.
+func TestPromptIsWrittenWhenItReturns(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := open(t, Options{Dir: dir, Log: slog.New(slog.DiscardHandler)})
+	s.Create("sess_1", Meta{Cwd: "/p"})
+	for i := range 20 {
+		key := fmt.Sprint("k", i)
+		s.Prompt("sess_1", key, fmt.Sprint("msg_", i))
+		if b, _ := os.ReadFile(filepath.Join(dir, "sessions", "sess_1.jsonl")); !bytes.Contains(b, []byte(`"key":"`+key+`"`)) {
+			t.Fatalf("Prompt returned before the record of %s was written:\n%s", key, b)
+		}
+	}
+}

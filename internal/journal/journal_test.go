@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -996,4 +997,45 @@ func TestFloodWritesItsScrollbackPerBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(t, h, want{cwd: "/p", terms: map[string]string{"term_1": string(all[len(all)-scroll:])}, written: map[string]int64{"term_1": int64(len(all))}})
+}
+
+// On a disk that hangs, the records a session waits for (Exit, Prompt,
+// Reserve) wait createWait once: until the writer has written a batch
+// again, they no longer wait, so a hung disk costs a session one bound,
+// not one per exit. Once it has written again, what was queued is in
+// the file and the next record is waited for again.
+func TestWaitsGiveUpOnAHungWriter(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	release := make(chan struct{})
+	var first sync.Once
+	var created atomic.Bool
+	hk := &hooks{batch: func() {
+		if created.Load() {
+			first.Do(func() { <-release })
+		}
+	}}
+	s := open(t, Options{Dir: dir, hooks: hk, Log: slog.New(slog.DiscardHandler)})
+	s.Create("sess_1", Meta{Cwd: "/p"})
+	created.Store(true)
+	start := time.Now()
+	s.Exit("sess_1", "term_1", acp.ExitStatus{}) // the writer hangs in this batch
+	if d := time.Since(start); d < createWait {
+		t.Errorf("the first Exit on a hung writer returned after %v, want %v", d, createWait)
+	}
+	start = time.Now()
+	s.Exit("sess_1", "term_2", acp.ExitStatus{})
+	s.Prompt("sess_1", "k1", "msg_1")
+	if d := time.Since(start); d > createWait/2 {
+		t.Errorf("records after a timed-out wait waited %v for the hung writer", d)
+	}
+	close(release)
+	s.Flush()
+	s.Exit("sess_1", "term_3", acp.ExitStatus{}) // waited for again: written when it returns
+	b, _ := os.ReadFile(filepath.Join(dir, "sessions", "sess_1.jsonl"))
+	for _, want := range []string{`"term":"term_1"`, `"term":"term_2"`, `"key":"k1"`, `"term":"term_3"`} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("the file lacks %s once the writer wrote again:\n%s", want, b)
+		}
+	}
 }

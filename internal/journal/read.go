@@ -37,6 +37,7 @@ type record struct {
 	Closed    bool            `json:"closed,omitempty"` // of a mark
 	Option    string          `json:"option,omitempty"` // of a config record
 	Value     *string         `json:"value,omitempty"`  // of a config record
+	IDs       map[string]int  `json:"ids,omitempty"`    // of an ids record
 }
 
 // History is a session's history as Load reads it.
@@ -52,6 +53,10 @@ type History struct {
 	Prompts []Prompt
 	// Config holds the value last recorded of each config option, by id.
 	Config map[string]string
+	// IDs holds, by prefix ("call", "term", "msg"), the highest id
+	// number the session reserved (Store.Reserve): it may have shown
+	// ids up to it that no other record holds, if its process died.
+	IDs map[string]int
 }
 
 // Item is one update of a History.
@@ -118,6 +123,7 @@ type parsed struct {
 	termOrder []string
 	prompts   []Prompt
 	config    map[string]string
+	ids       map[string]int
 
 	keep    keeping
 	scroll  int
@@ -190,7 +196,7 @@ func newParsed(id string, size int64, scroll int, keep keeping) *parsed {
 	return &parsed{
 		info:   Info{ID: id, Size: size},
 		itemAt: make(map[string]int), itemLen: make(map[string]int),
-		terms: make(map[string]*termState), config: make(map[string]string), keep: keep, scroll: scroll,
+		terms: make(map[string]*termState), config: make(map[string]string), ids: make(map[string]int), keep: keep, scroll: scroll,
 	}
 }
 
@@ -335,6 +341,10 @@ func (p *parsed) add(rec *record, size int) error {
 		if rec.Value != nil {
 			p.config[rec.Option] = *rec.Value
 		}
+	case "ids":
+		for k, n := range rec.IDs {
+			p.ids[k] = max(p.ids[k], n)
+		}
 	case "mark":
 		p.info.Cwd, p.info.Title, p.info.Closed = rec.Cwd, rec.Title, rec.Closed
 	case "closed":
@@ -409,7 +419,7 @@ func (p *parsed) term(id string) *termState {
 
 // history returns what Load returns.
 func (p *parsed) history() *History {
-	h := &History{Info: p.info, Updates: p.updates(), Prompts: p.prompts, Config: p.config, Terminals: make(map[string]*Output, len(p.terms))}
+	h := &History{Info: p.info, Updates: p.updates(), Prompts: p.prompts, Config: p.config, IDs: p.ids, Terminals: make(map[string]*Output, len(p.terms))}
 	for id, t := range p.terms {
 		h.Terminals[id] = &Output{Data: t.data, Written: t.written, Exit: t.exit}
 	}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"shellagent/acp"
@@ -111,6 +112,12 @@ type Store struct {
 
 	wake nudge         // a record was queued, or output was written (Tap.Wrote)
 	done chan struct{} // the writer is gone
+
+	// stalled is set when a bounded wait (await) timed out, and cleared
+	// once the writer has written a batch: while it is set, bounded
+	// waits do not wait, so a disk that hangs costs each session one
+	// bound, not one per record.
+	stalled atomic.Bool
 }
 
 // hooks let tests see into the writer.
@@ -202,21 +209,10 @@ func (s *Store) Create(id string, m Meta) error {
 	if !validID(id) {
 		return fmt.Errorf("create history of session %q: not a usable id", id)
 	}
-	done := make(chan error, 1)
-	if !s.enqueue(op{kind: opCreate, id: id, meta: m, done: done}) {
-		return nil
+	if err := s.await(op{kind: opCreate, id: id, meta: m}, createWait); err != nil {
+		return fmt.Errorf("create history of session %s: %w", id, err)
 	}
-	timer := time.NewTimer(createWait)
-	defer timer.Stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			return fmt.Errorf("create history of session %s: %w", id, err)
-		}
-		return nil
-	case <-timer.C:
-		return nil
-	}
+	return nil
 }
 
 // Reopen makes a past session live again in this process, and returns
@@ -268,6 +264,11 @@ func reopen(s *Store, id string, h *Handed, keep keeping) (*parsed, error) {
 			lock.Close() // Best effort: another goroutine locked it first.
 		}
 	}
+	release := func() { // the lock, unless the session is live here
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.idx.release(id)
+	}
 	var p *parsed
 	if h != nil && keep == keepSizes {
 		p = handed(s.idx.path(id), id, h) // locked: no other process changes it now
@@ -275,22 +276,15 @@ func reopen(s *Store, id string, h *Handed, keep keeping) (*parsed, error) {
 	if p == nil {
 		var err error
 		if p, err = readWith(s.w.open, s.idx.path(id), id, s.opts.Scrollback, keep); err != nil {
-			s.release(id)
+			release()
 			return nil, fmt.Errorf("reopen history of session %s: %w", id, err)
 		}
 	}
 	if !s.enqueue(op{kind: opOpen, id: id, parsed: p}) {
-		s.release(id)
+		release()
 		return nil, fmt.Errorf("reopen history of session %s: %w", id, ErrNotFound)
 	}
 	return p, nil
-}
-
-// release drops the lock of session id unless it is live here.
-func (s *Store) release(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.idx.release(id)
 }
 
 // Meta records the session's cwd and title.
@@ -316,25 +310,45 @@ func (s *Store) Update(id, item string, u acp.Update) {
 // and the output and exit of the terminal of the same id.
 func (s *Store) Forget(id, item string) { s.enqueue(op{kind: opForget, id: id, item: item}) }
 
-// Exit records terminal term's exit status, and is a durable point.
+// Exit records terminal term's exit status, and is a durable point. It
+// returns once the record is written (with the terminal's output before
+// it; the fsync follows), at most 2 s on a disk that hangs, so that a
+// client that reads the exit status never sees the next process after
+// this one is killed tell another one ({}, not recorded).
 func (s *Store) Exit(id, term string, st acp.ExitStatus) {
-	s.enqueue(op{kind: opExit, id: id, term: term, status: st})
+	s.await(op{kind: opExit, id: id, term: term, status: st}, createWait) // Safe: the writer answers it nil.
 }
 
 // Prompt records that the session accepted a prompt with
-// idempotencyKey key as message messageID. A prompt without a key is
-// not recorded.
+// idempotencyKey key as message messageID, and returns once the record
+// is written (not fsynced; at most 2 s on a disk that hangs), so that
+// the answer that follows it never reaches a client whose retry, after
+// this process is killed, the next one would run again. A prompt
+// without a key is not recorded.
 func (s *Store) Prompt(id, key, messageID string) {
 	if key == "" {
 		return
 	}
-	s.enqueue(op{kind: opPrompt, id: id, key: key, msgID: messageID})
+	s.await(op{kind: opPrompt, id: id, key: key, msgID: messageID}, createWait) // Safe: the writer answers it nil.
+}
+
+// Reserve records that session id may show ids up to ids[prefix] of
+// each prefix, and returns once the record is written (not fsynced): a
+// session made live again after its process was killed issues ids above
+// them (History.IDs), never one a client may have seen although no
+// other record holds it. On a disk that hangs it returns after
+// createWait.
+func (s *Store) Reserve(id string, ids map[string]int) {
+	s.await(op{kind: opIDs, id: id, ids: ids}, createWait) // Safe: the writer answers it nil.
 }
 
 // Config records that the session's config option option has value
-// from now on (session/set_config_option).
+// from now on (session/set_config_option), and returns once the record is
+// written, as Prompt does: the answer that follows it never tells a
+// client a value that the next process, after this one is killed, does
+// not have.
 func (s *Store) Config(id, option, value string) {
-	s.enqueue(op{kind: opConfig, id: id, key: option, msgID: value})
+	s.await(op{kind: opConfig, id: id, key: option, msgID: value}, createWait) // Safe: the writer answers it nil.
 }
 
 // Sync is a durable point (a turn's end): what the session recorded so
@@ -347,7 +361,7 @@ func (s *Store) Sync(id string) { s.enqueue(op{kind: opSync, id: id}) }
 func (s *Store) Closed(id string) { s.enqueue(op{kind: opClosed, id: id}) }
 
 // Flush waits until everything queued so far is written and fsynced.
-func (s *Store) Flush() error { return s.barrier(opBarrier) }
+func (s *Store) Flush() error { return s.await(op{kind: opBarrier}, 0) }
 
 // Written waits until everything queued so far is written, but not
 // fsynced: another process that reads the files then reads all of it,
@@ -355,16 +369,32 @@ func (s *Store) Flush() error { return s.barrier(opBarrier) }
 // reopens the files (Reopen, a durable point: their first batch there
 // fsyncs them), so that the hold of the upgrade does not wait for the
 // disk.
-func (s *Store) Written() error { return s.barrier(opWritten) }
+func (s *Store) Written() error { return s.await(op{kind: opWritten}, 0) }
 
-// barrier queues a barrier of kind and waits for the writer to get to
-// it.
-func (s *Store) barrier(kind opKind) error {
+// await queues o, which the writer answers, and waits for its answer:
+// with bound > 0, at most bound, then nil. A record that is not queued
+// (history off, the Store closing, a session it does not have) is nil.
+func (s *Store) await(o op, bound time.Duration) error {
 	done := make(chan error, 1)
-	if !s.enqueue(op{kind: kind, done: done}) {
+	o.done = done
+	if !s.enqueue(o) {
 		return nil
 	}
-	return <-done
+	if bound <= 0 {
+		return <-done
+	}
+	if s.stalled.Load() {
+		return nil
+	}
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		s.stalled.Store(true)
+		return nil
+	}
 }
 
 // Refresh reads again the files that other processes changed, added or

@@ -16,7 +16,9 @@ import (
 type opKind uint8
 
 // The kinds of queued records. opCreate, opBarrier, opWritten,
-// opHandover and opDelete answer on done.
+// opHandover and opDelete answer on done, and so do opIDs, opPrompt,
+// opExit and opConfig when they carry one (once written, before the
+// fsync: write).
 const (
 	opCreate opKind = iota
 	opOpen
@@ -28,6 +30,7 @@ const (
 	opPrompt
 	opForget
 	opConfig
+	opIDs // Store.Reserve
 	opSync
 	opClosed
 	opBarrier
@@ -49,6 +52,7 @@ type op struct {
 	meta           Meta
 	status         acp.ExitStatus
 	tap            *Tap
+	ids            map[string]int // opIDs
 	done           chan error
 	parsed         *parsed            // opOpen: the file as Reopen read it
 	handed         map[string]*Handed // opHandover: filled before done
@@ -167,7 +171,7 @@ func (w *writer) run() {
 			// terminal's output (barriers read it in apply).
 			touched = w.out.pullAll(touched)
 		}
-		w.write(touched, fired || closing || barrier)
+		w.write(touched, fired || closing || barrier, batch)
 		w.release(batch, touched)
 		for _, f := range touched {
 			w.maybeCompact(f)
@@ -387,6 +391,8 @@ func (w *writer) encode(f *file, o *op) []byte {
 		f.durable = true // what an earlier image wrote and did not fsync (Store.Written) is, now
 	case opConfig: // key and msgID carry the option and its value
 		r.T, r.Option, r.Value = "config", o.key, &o.msgID
+	case opIDs:
+		r.T, r.IDs = "ids", o.ids
 	case opUpdate:
 		r.T, r.Item, r.U = "update", o.item, o.data
 	case opOut:
@@ -442,10 +448,19 @@ func (f *file) term(id string) *outBytes {
 
 // write writes each touched file's pending lines, and fsyncs the files
 // at a durable point, or every unsynced file with all.
-func (w *writer) write(touched []*file, all bool) {
+func (w *writer) write(touched []*file, all bool, batch []op) {
 	for _, f := range touched {
 		w.writePend(f)
 	}
+	for i := range batch {
+		switch o := &batch[i]; o.kind {
+		case opIDs, opPrompt, opExit, opConfig:
+			if o.done != nil {
+				o.done <- nil // written, or its file gone; the fsync follows
+			}
+		}
+	}
+	w.s.stalled.Store(false)
 	for _, f := range w.files {
 		if f.f != nil && f.unsynced && (f.durable || all) {
 			err := f.f.Sync()

@@ -27,6 +27,9 @@ package record
 import (
 	"io"
 	"reflect"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"shellagent/acp"
@@ -57,12 +60,26 @@ type Recorder struct {
 	// with the answers that retries of them wait for.
 	keys map[string]string
 	held map[string][]protocol.Reply
+	// reserved is, by id prefix, the highest id number the history
+	// holds a reservation for (reserve); shown, the highest recorded.
+	reserved, shown map[string]int
 }
+
+// IDPrefixes are the prefixes of the ids a session issues (call_N,
+// term_N, msg_N), which a reservation covers.
+var IDPrefixes = []string{"call", "msg", "term"}
+
+// reserveAhead is how many ids of each prefix one reservation covers
+// beyond those the session recorded: a session waits for the disk once
+// for that many new tool calls, terminals or messages, and a session
+// made live again after its process was killed skips at most that many.
+const reserveAhead = 32
 
 // New returns the Recorder of session id into store (nil: history off),
 // with nothing recorded yet.
 func New(store *journal.Store, id string) *Recorder {
-	return &Recorder{store: store, id: id, items: make(map[string]acp.Update), keys: make(map[string]string), held: make(map[string][]protocol.Reply)}
+	return &Recorder{store: store, id: id, items: make(map[string]acp.Update), keys: make(map[string]string), held: make(map[string][]protocol.Reply),
+		reserved: make(map[string]int), shown: make(map[string]int)}
 }
 
 // off reports whether nothing is recorded: history off, or no Recorder
@@ -114,8 +131,51 @@ func (d *Recorder) Meta(cwd, title string) {
 // sends it again).
 func (d *Recorder) Message(m *acp.Message) {
 	if !d.off() {
+		d.reserve(m.MessageID)
 		d.store.Update(d.id, "", m)
 	}
+}
+
+// reserve makes sure, before the session shows ids (call_N, term_N,
+// msg_N), that the history holds each or a reservation at least as high:
+// the records of what the session shows are written after it is shown
+// (Appends never wait for the disk), so a process killed between the two
+// would otherwise leave a client that saw an id the session, made live
+// again, issues a second time (SPEC: ids are never reused). Past the
+// reservation, it reserves reserveAhead more of every prefix and waits
+// for that record to be written.
+func (d *Recorder) reserve(ids ...string) {
+	d.mu.Lock()
+	past := false
+	for _, id := range ids {
+		prefix, num, _ := strings.Cut(id, "_")
+		if n, err := strconv.Atoi(num); err == nil && slices.Contains(IDPrefixes, prefix) {
+			d.shown[prefix] = max(d.shown[prefix], n)
+			past = past || n > d.reserved[prefix]
+		}
+	}
+	if !past {
+		d.mu.Unlock()
+		return
+	}
+	res := make(map[string]int, len(IDPrefixes))
+	for _, p := range IDPrefixes {
+		d.reserved[p] = max(d.reserved[p], d.shown[p]+reserveAhead)
+		res[p] = d.reserved[p]
+	}
+	d.mu.Unlock()
+	d.store.Reserve(d.id, res)
+}
+
+// terminalsOf returns the ids of the terminals u's content references.
+func terminalsOf(u *acp.ToolCallUpdate) []string {
+	var ids []string
+	for _, c := range u.Content {
+		if c.TerminalID != "" {
+			ids = append(ids, c.TerminalID)
+		}
+	}
+	return ids
 }
 
 // Record records an update the session sends: a tool call's or
@@ -130,10 +190,13 @@ func (d *Recorder) Record(u acp.Update) {
 	}
 	switch u := u.(type) {
 	case *acp.ToolCallUpdate:
+		d.reserve(append(terminalsOf(u), u.ToolCallID)...)
 		d.recordItem(u.ToolCallID, u)
 	case *acp.TerminalUpdate:
-		d.recordItem(u.TerminalID, u)
-		if u.ExitStatus != nil {
+		d.reserve(u.TerminalID)
+		prev, _ := d.recordItem(u.TerminalID, u).(*acp.TerminalUpdate)
+		if u.ExitStatus != nil && (prev == nil || prev.ExitStatus == nil) {
+			// Once, not again at each replay; written before it is shown.
 			d.store.Exit(d.id, u.TerminalID, *u.ExitStatus)
 		}
 	case *acp.StateUpdate:
@@ -144,10 +207,11 @@ func (d *Recorder) Record(u acp.Update) {
 }
 
 // recordItem records item id's state patched by u, unless u changes
-// nothing (a replay re-sends what is recorded).
-func (d *Recorder) recordItem(id string, u acp.Update) {
+// nothing (a replay re-sends what is recorded). It returns the state
+// recorded before, nil if none.
+func (d *Recorder) recordItem(id string, u acp.Update) (prev acp.Update) {
 	d.mu.Lock()
-	prev := d.items[id]
+	prev = d.items[id]
 	next := patch(prev, u)
 	same := prev != nil && reflect.DeepEqual(prev, next)
 	d.items[id] = next
@@ -155,6 +219,7 @@ func (d *Recorder) recordItem(id string, u acp.Update) {
 	if !same {
 		d.store.Update(d.id, id, next)
 	}
+	return prev
 }
 
 // patch returns prev with the fields that u sets, as a client applies a
