@@ -501,25 +501,49 @@ func TestHistoryKilledAsItsFileAppears(t *testing.T) {
 // half of the sessions were lost.
 func TestHistoryKilledRightAfterItsAnswer(t *testing.T) {
 	t.Parallel()
+	sids, cwd, c := killedAgents(t, 8, nil, func(int, string, []byte) bool { return true })
+	list := listSessions(t, c)
+	for _, sid := range sids {
+		if s := findListed(list, sid); s == nil || s.Cwd != cwd {
+			t.Errorf("session %s: listed as %+v after its agent was killed at its answer, want cwd %s", sid, s, cwd)
+		}
+	}
+	resumePast(t, c, sids[0], cwd, "")
+}
+
+// killedAgents starts kills(n) agents, one after another, over one state
+// directory, with the CPUs kept busy meanwhile, as they are when a crash
+// matters; each opens a session of cwd. Once session/new is answered it
+// calls begin (if not nil) with the agent's stdin, and it kills the agent
+// (SIGKILL) the moment see reports true for a line the agent wrote, from
+// that answer on. It returns the sessions, their cwd, and a strict client
+// of a fresh agent over the same state directory, initialized.
+func killedAgents(t *testing.T, n int, begin func(i int, sid string, stdin io.Writer), see func(i int, sid string, line []byte) bool) (sids []string, cwd string, c *acptest.Client) {
+	t.Helper()
 	state, cwd := t.TempDir(), t.TempDir()
 	args := []string{"--shell", "/bin/sh", "--containment", testMode, "--state-dir", state}
 	stopSpinning := spin(t, 2*runtime.NumCPU())
-	var sids []string
-	for range kills(8) {
+	for i := range kills(n) {
 		cmd, stdin, stdout, _ := startPiped(t, plainBinary, args)
 		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}`+"\n"+
 			`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q}}`+"\n", cwd)
 		lines := bufio.NewScanner(stdout)
 		lines.Buffer(nil, 1<<20)
 		var sid string
-		for sid == "" && lines.Scan() {
+		for killed := false; !killed && lines.Scan(); {
 			var m struct {
 				ID     int
 				Result struct{ SessionID string }
 			}
-			if json.Unmarshal(lines.Bytes(), &m) == nil && m.ID == 2 {
-				cmd.Process.Signal(syscall.SIGKILL) // the moment it has answered
+			if sid == "" && json.Unmarshal(lines.Bytes(), &m) == nil && m.ID == 2 {
 				sid = m.Result.SessionID
+				if begin != nil {
+					begin(i, sid, stdin)
+				}
+			}
+			if sid != "" && see(i, sid, lines.Bytes()) {
+				cmd.Process.Signal(syscall.SIGKILL) // the moment it has written the line
+				killed = true
 			}
 		}
 		cmd.Process.Kill()
@@ -530,16 +554,9 @@ func TestHistoryKilledRightAfterItsAnswer(t *testing.T) {
 		sids = append(sids, sid)
 	}
 	stopSpinning()
-
-	c, _ := acptest.StartBinary(t, binary, args, []string{noRaceExitDelay})
+	c, _ = acptest.StartBinary(t, binary, args, []string{noRaceExitDelay})
 	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
-	list := listSessions(t, c)
-	for _, sid := range sids {
-		if s := findListed(list, sid); s == nil || s.Cwd != cwd {
-			t.Errorf("session %s: listed as %+v after its agent was killed at its answer, want cwd %s", sid, s, cwd)
-		}
-	}
-	resumePast(t, c, sids[0], cwd, "")
+	return sids, cwd, c
 }
 
 // kills is how many agents a test of a kill -9 at a chosen moment kills:
@@ -585,56 +602,28 @@ func spin(t *testing.T, n int) (stop func()) {
 // command the id of the terminal the client had seen.
 func TestHistoryKilledRightAfterItShowsIDs(t *testing.T) {
 	t.Parallel()
-	state, cwd := t.TempDir(), t.TempDir()
-	args := []string{"--shell", "/bin/sh", "--containment", testMode, "--state-dir", state}
-	stopSpinning := spin(t, 2*runtime.NumCPU())
 	shown := make(map[string]map[string]bool) // by session, the ids its client saw
-	var sids []string
-	for range kills(12) {
-		cmd, stdin, stdout, _ := startPiped(t, plainBinary, args)
-		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}`+"\n"+
-			`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q}}`+"\n", cwd)
-		lines := bufio.NewScanner(stdout)
-		lines.Buffer(nil, 1<<20)
-		var sid string
-		for killed := false; !killed && lines.Scan(); {
-			var m struct {
-				ID     int
-				Result struct{ SessionID, MessageID string }
-				Params struct {
-					Update struct{ SessionUpdate, MessageID, ToolCallID, TerminalID string }
-				}
-			}
-			if json.Unmarshal(lines.Bytes(), &m) != nil {
-				continue
-			}
-			u := m.Params.Update
-			if u.SessionUpdate == "terminal_update" {
-				cmd.Process.Signal(syscall.SIGKILL) // the moment it shows the terminal
-				killed = true
-			}
-			if m.ID == 2 {
-				sid = m.Result.SessionID
-				shown[sid] = make(map[string]bool)
-				fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/bg sleep 100"}]}}`+"\n", sid)
-			}
-			for _, id := range []string{m.Result.MessageID, u.MessageID, u.ToolCallID, u.TerminalID} {
-				if id != "" && sid != "" {
-					shown[sid][id] = true
-				}
+	sids, cwd, c := killedAgents(t, 12, func(_ int, sid string, stdin io.Writer) {
+		shown[sid] = make(map[string]bool)
+		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/bg sleep 100"}]}}`+"\n", sid)
+	}, func(_ int, sid string, line []byte) bool {
+		var m struct {
+			Result struct{ MessageID string }
+			Params struct {
+				Update struct{ SessionUpdate, MessageID, ToolCallID, TerminalID string }
 			}
 		}
-		cmd.Process.Kill()
-		cmd.Wait()
-		if sid == "" {
-			t.Fatalf("no answer to session/new: %v", lines.Err())
+		if json.Unmarshal(line, &m) != nil {
+			return false
 		}
-		sids = append(sids, sid)
-	}
-	stopSpinning()
-
-	c, _ := acptest.StartBinary(t, binary, args, []string{noRaceExitDelay})
-	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+		u := m.Params.Update
+		for _, id := range []string{m.Result.MessageID, u.MessageID, u.ToolCallID, u.TerminalID} {
+			if id != "" {
+				shown[sid][id] = true
+			}
+		}
+		return u.SessionUpdate == "terminal_update" // the moment it shows the terminal
+	})
 	for _, sid := range sids {
 		c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": cwd, "replayFrom": map[string]string{"type": "start"}}, nil)
 		mark := last(c)
@@ -662,50 +651,31 @@ func TestHistoryKilledRightAfterItShowsIDs(t *testing.T) {
 // again under a new messageId.
 func TestHistoryKilledRightAfterAKeyedPrompt(t *testing.T) {
 	t.Parallel()
-	state, cwd := t.TempDir(), t.TempDir()
-	args := []string{"--shell", "/bin/sh", "--containment", testMode, "--state-dir", state}
-	stopSpinning := spin(t, 2*runtime.NumCPU())
-	type answered struct{ sid, key, line, messageID string }
-	var firsts []answered
-	for i := range kills(16) {
-		cmd, stdin, stdout, _ := startPiped(t, plainBinary, args)
-		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}`+"\n"+
-			`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q}}`+"\n", cwd)
-		lines := bufio.NewScanner(stdout)
-		lines.Buffer(nil, 1<<20)
-		a := answered{key: fmt.Sprint("key-", i), line: fmt.Sprintf("echo ran >> runs-%d", i)}
-		for a.messageID == "" && lines.Scan() {
-			var m struct {
-				ID     int
-				Result struct{ SessionID, MessageID string }
-			}
-			if json.Unmarshal(lines.Bytes(), &m) != nil {
-				continue
-			}
-			switch m.ID {
-			case 2:
-				a.sid = m.Result.SessionID
-				fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"idempotencyKey":%q,"prompt":[{"type":"text","text":%q}]}}`+"\n", a.sid, a.key, a.line)
-			case 3:
-				cmd.Process.Signal(syscall.SIGKILL) // the moment it has answered
-				a.messageID = m.Result.MessageID
-			}
+	type answered struct{ key, line, messageID string }
+	firsts := make(map[string]*answered) // by session
+	sids, cwd, c := killedAgents(t, 16, func(i int, sid string, stdin io.Writer) {
+		a := &answered{key: fmt.Sprint("key-", i), line: fmt.Sprintf("echo ran >> runs-%d", i)}
+		firsts[sid] = a
+		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"idempotencyKey":%q,"prompt":[{"type":"text","text":%q}]}}`+"\n", sid, a.key, a.line)
+	}, func(_ int, sid string, line []byte) bool {
+		var m struct {
+			ID     int
+			Result struct{ MessageID string }
 		}
-		cmd.Process.Kill()
-		cmd.Wait()
+		if json.Unmarshal(line, &m) != nil || m.ID != 3 {
+			return false
+		}
+		firsts[sid].messageID = m.Result.MessageID
+		return true // the moment it has answered
+	})
+	for _, sid := range sids {
+		a := firsts[sid]
 		if a.messageID == "" {
-			t.Fatalf("no answer to the prompt: %v", lines.Err())
+			t.Fatalf("session %s: no answer to the prompt", sid)
 		}
-		firsts = append(firsts, a)
-	}
-	stopSpinning()
-
-	c, _ := acptest.StartBinary(t, binary, args, []string{noRaceExitDelay})
-	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
-	for _, a := range firsts {
-		c.MustCall("session/resume", map[string]any{"sessionId": a.sid, "cwd": cwd}, nil)
-		if again := promptKey(t, c, a.sid, a.line, a.key); again != a.messageID {
-			t.Errorf("session %s: a retry of %s after the kill answered %s, want %s", a.sid, a.key, again, a.messageID)
+		c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": cwd}, nil)
+		if again := promptKey(t, c, sid, a.line, a.key); again != a.messageID {
+			t.Errorf("session %s: a retry of %s after the kill answered %s, want %s", sid, a.key, again, a.messageID)
 		}
 	}
 }
@@ -719,46 +689,14 @@ func TestHistoryKilledRightAfterAKeyedPrompt(t *testing.T) {
 // exitStatus {} and a notice saying its command's end was not recorded.
 func TestHistoryKilledRightAfterAnExit(t *testing.T) {
 	t.Parallel()
-	state, cwd := t.TempDir(), t.TempDir()
-	args := []string{"--shell", "/bin/sh", "--containment", testMode, "--state-dir", state}
-	stopSpinning := spin(t, 2*runtime.NumCPU())
-	var sids []string
-	for range kills(12) {
-		cmd, stdin, stdout, _ := startPiped(t, plainBinary, args)
-		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}`+"\n"+
-			`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q}}`+"\n", cwd)
-		lines := bufio.NewScanner(stdout)
-		lines.Buffer(nil, 1<<20)
-		var sid string
-		for killed := false; !killed && lines.Scan(); {
-			var m struct {
-				ID     int
-				Result struct{ SessionID string }
-				Params struct{ Update struct{ ExitStatus any } }
-			}
-			if json.Unmarshal(lines.Bytes(), &m) != nil {
-				continue
-			}
-			if m.Params.Update.ExitStatus != nil {
-				cmd.Process.Signal(syscall.SIGKILL) // the moment it shows the exit
-				killed = true
-			}
-			if m.ID == 2 {
-				sid = m.Result.SessionID
-				fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/bg sleep 0.3; echo done"}]}}`+"\n", sid)
-			}
+	sids, cwd, c := killedAgents(t, 12, func(_ int, sid string, stdin io.Writer) {
+		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/bg sleep 0.3; echo done"}]}}`+"\n", sid)
+	}, func(_ int, _ string, line []byte) bool {
+		var m struct {
+			Params struct{ Update struct{ ExitStatus any } }
 		}
-		cmd.Process.Kill()
-		cmd.Wait()
-		if sid == "" {
-			t.Fatalf("no answer to session/new: %v", lines.Err())
-		}
-		sids = append(sids, sid)
-	}
-	stopSpinning()
-
-	c, _ := acptest.StartBinary(t, binary, args, []string{noRaceExitDelay})
-	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+		return json.Unmarshal(line, &m) == nil && m.Params.Update.ExitStatus != nil // the moment it shows the exit
+	})
 	for _, sid := range sids {
 		before := len(c.Transcript())
 		c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": cwd, "replayFrom": map[string]string{"type": "start"}}, nil)
@@ -776,45 +714,12 @@ func TestHistoryKilledRightAfterAnExit(t *testing.T) {
 // then came back with the value it had before.
 func TestHistoryKilledRightAfterAConfigOption(t *testing.T) {
 	t.Parallel()
-	state, cwd := t.TempDir(), t.TempDir()
-	args := []string{"--shell", "/bin/sh", "--containment", testMode, "--state-dir", state}
-	stopSpinning := spin(t, 2*runtime.NumCPU())
-	var sids []string
-	for range kills(12) {
-		cmd, stdin, stdout, _ := startPiped(t, plainBinary, args)
-		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}`+"\n"+
-			`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q}}`+"\n", cwd)
-		lines := bufio.NewScanner(stdout)
-		lines.Buffer(nil, 1<<20)
-		var sid string
-		for answered := false; !answered && lines.Scan(); {
-			var m struct {
-				ID     int
-				Result struct{ SessionID string }
-			}
-			if json.Unmarshal(lines.Bytes(), &m) != nil {
-				continue
-			}
-			switch m.ID {
-			case 2:
-				sid = m.Result.SessionID
-				fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":3,"method":"session/set_config_option","params":{"sessionId":%q,"configId":"kill_grace","type":"id","value":"30s"}}`+"\n", sid)
-			case 3:
-				cmd.Process.Signal(syscall.SIGKILL) // the moment it has answered
-				answered = true
-			}
-		}
-		cmd.Process.Kill()
-		cmd.Wait()
-		if sid == "" {
-			t.Fatalf("no answer to session/new: %v", lines.Err())
-		}
-		sids = append(sids, sid)
-	}
-	stopSpinning()
-
-	c, _ := acptest.StartBinary(t, binary, args, []string{noRaceExitDelay})
-	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	sids, cwd, c := killedAgents(t, 12, func(_ int, sid string, stdin io.Writer) {
+		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":3,"method":"session/set_config_option","params":{"sessionId":%q,"configId":"kill_grace","type":"id","value":"30s"}}`+"\n", sid)
+	}, func(_ int, _ string, line []byte) bool {
+		var m struct{ ID int }
+		return json.Unmarshal(line, &m) == nil && m.ID == 3 // the moment it has answered
+	})
 	for _, sid := range sids {
 		var res struct {
 			ConfigOptions []struct{ ConfigID, CurrentValue string }
