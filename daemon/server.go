@@ -148,15 +148,16 @@ func (s *Server) Serve(ctx context.Context, l Listener) error {
 }
 
 // accept accepts connections until ctx ends. A failed accept (out of
-// descriptors) is logged and retried after a pause.
+// descriptors) is retried after a pause, and logged as acceptLog says.
 func (s *Server) accept(ctx context.Context, l Listener) {
+	failures := acceptLog{log: s.Log}
 	for {
 		nc, err := l.AcceptUnix()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			s.Log.Warn("accept", "err", err)
+			failures.failure(time.Now(), err)
 			select {
 			case <-ctx.Done():
 				return
@@ -164,9 +165,40 @@ func (s *Server) accept(ctx context.Context, l Listener) {
 			}
 			continue
 		}
+		failures.success()
 		s.wg.Go(func() {
 			s.serve(nc)
 		})
+	}
+}
+
+// acceptLogEvery is how often a run of failed accepts is logged again.
+const acceptLogEvery = 10 * time.Second
+
+// acceptLog logs a run of failed accepts. Out of descriptors, accept
+// fails ten times a second, and a line each filled the log (4 MB an
+// hour): the first failure of a run is logged, then at most one line
+// each acceptLogEvery with the failures since the last, and the accept
+// that ends the run with the run's count.
+type acceptLog struct {
+	log    *slog.Logger
+	failed int       // failures of the current run
+	said   int       // of them, those a line counted
+	at     time.Time // when the last line was
+}
+
+func (a *acceptLog) failure(now time.Time, err error) {
+	a.failed++
+	if a.failed == 1 || now.Sub(a.at) >= acceptLogEvery {
+		a.log.Warn("accept failed: new connections wait in the socket's queue until it works again", "err", err, "failures", a.failed-a.said)
+		a.said, a.at = a.failed, now
+	}
+}
+
+func (a *acceptLog) success() {
+	if a.failed > 0 {
+		a.log.Info("accepting again", "failed_accepts", a.failed)
+		a.failed, a.said = 0, 0
 	}
 }
 
