@@ -655,17 +655,6 @@ func answeredByReply[T any, P params[T]](f func(ctx context.Context, c *Conn, p 
 			reply(nil, err)
 			return
 		}
-		if cl, ok := any(p).(*acp.CloseSessionRequest); ok {
-			// What the close withdrew goes before its answer (the
-			// withdrawals' own goroutines may not have sent it yet).
-			answer := reply
-			reply = func(result any, err error) {
-				if err == nil {
-					c.asks.flush(c, cl.SessionID)
-				}
-				answer(result, err)
-			}
-		}
 		f(ctx, c, p, reply)
 	}
 }
@@ -772,7 +761,15 @@ var requests = map[string]handler{
 		c.agent.CancelTerminal(c, p, reply)
 	}),
 	"session/close": answeredByReply(func(_ context.Context, c *Conn, p *acp.CloseSessionRequest, reply Reply) {
-		c.agent.CloseSession(c, p, reply)
+		c.agent.CloseSession(c, p, func(result any, err error) {
+			// What the close withdrew goes before its answer (the
+			// withdrawals' own goroutines may not have sent it yet):
+			// nothing of the session follows the answer.
+			if err == nil {
+				c.asks.flush(c, p.SessionID)
+			}
+			reply(result, err)
+		})
 	}),
 	"session/prompt": answeredByReply(func(ctx context.Context, c *Conn, p *acp.PromptRequest, reply Reply) {
 		c.agent.Prompt(ctx, c, p, reply)

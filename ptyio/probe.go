@@ -61,17 +61,22 @@ func (l Local) Probe(ctx context.Context, cmd Command) error {
 }
 
 // awaitProbe waits for the probe's shell to exit, or for ctx to end; then
-// kills its group, reaps the shell, waits for the group to empty, and
-// releases it. Killing before the reap keeps the shell's pid, which leads
-// the group's session, from naming anyone else's meanwhile.
+// kills its group (the shell too, if it runs), waits for the shell,
+// reaps it, waits for the group to empty, and releases it. Killing before
+// the reap keeps the shell's pid, which leads the group's session, from
+// naming anyone else's meanwhile.
 func awaitProbe(ctx context.Context, shell *procexit.Process, g contain.Group) (unix.WaitStatus, error) {
 	exited := make(chan error, 1)
 	go func() { exited <- shell.Wait() }()
 	var err error
 	select {
 	case err = <-exited:
+		exited = nil
 	case <-ctx.Done():
-		_, err = g.Kill()
+	}
+	_, kerr := g.Kill()
+	err = errors.Join(err, kerr)
+	if exited != nil { // cut short: the kill ends the shell
 		select {
 		case werr := <-exited:
 			err = errors.Join(err, werr, ctx.Err())
@@ -81,9 +86,8 @@ func awaitProbe(ctx context.Context, shell *procexit.Process, g contain.Group) (
 			return 0, errors.Join(err, fmt.Errorf("pid %d still running after SIGKILL", shell.Pid()), g.Close())
 		}
 	}
-	_, kerr := g.Kill()
 	status, serr := shell.Status()
-	err = errors.Join(err, kerr, serr, shell.Reap())
+	err = errors.Join(err, serr, shell.Reap())
 	select {
 	case <-g.Done():
 	case <-time.After(probeGrace):

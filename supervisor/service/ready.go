@@ -49,7 +49,7 @@ func (svc *Service) watchReady(t work.Run, gen int) {
 				return said, err
 			})
 			if r.Status == acp.StatusFailed {
-				r.Text = fmt.Sprintf("exec:%s did not exit 0 within %s (the last try: %v).", what, spec.Timeout, last)
+				r.Text = fmt.Sprintf("exec:%s did not exit 0 within %s%s.", what, spec.Timeout, lastTry(last))
 			}
 		} else {
 			r = w.Watch(ctx, ring, 0)
@@ -76,4 +76,13 @@ func (svc *Service) readyResult(gen int, r wait.Result) {
 func (svc *Service) markReady(how string) {
 	svc.state, svc.why, svc.everReady = Ready, how, true
 	svc.say("Ready: " + how + ".")
+}
+
+// lastTry says how the last try of an exec: condition that ended ended,
+// or nothing if none did (a loaded machine, a short ready_timeout).
+func lastTry(err error) string {
+	if err == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (the last try: %v)", err)
 }
