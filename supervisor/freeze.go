@@ -16,9 +16,10 @@ import (
 // their terminals' processes, PTYs and rings to the next image of the
 // daemon, the same process after an exec, in the format of package
 // handover (whose doc says what is handed over, and what ends). Freeze
-// (this file) stops every session's actor inside an entry that holds it
-// until thaw, ends what is not handed over (endForUpgrade), and writes
-// what its state holds; Restore (thaw.go) builds the sessions again in
+// (this file) ends the tries of ready probes in flight (probes.go), stops
+// every session's actor inside an entry that holds it until thaw, ends
+// what is not handed over (endForUpgrade), and writes what its state
+// holds; Restore (thaw.go) builds the sessions again in
 // the new image, detached.
 
 // Precheck implements daemon.Prechecker: it refuses, naming the work and
@@ -105,10 +106,12 @@ func (st *state) endForUpgrade() {
 // background: the one that runs and the firings held behind it.
 const maxMoves = 64
 
-// Freeze implements daemon.Host: see the top of this file. The files are
-// the terminals' output, then each live terminal's PTY master and
-// process handle, which stay the terminal's; thaw lets every session act
-// again.
+// Freeze implements daemon.Host: see the top of this file. The tries of
+// ready probes in flight are ended first, and their groups released
+// (probes.hold): none is handed over. The files are the terminals'
+// output, then each live terminal's PTY master and process handle, which
+// stay the terminal's; thaw lets every session act again, and the probes
+// try again.
 func (sv *Supervisor) Freeze(ctx context.Context) (data []byte, files []*os.File, thaw func(), err error) {
 	// The history on disk is made complete twice: here, fsynced, before
 	// anything stops; in the hold, written but not fsynced (the new image
@@ -119,22 +122,33 @@ func (sv *Supervisor) Freeze(ctx context.Context) (data []byte, files []*os.File
 			return nil, nil, nil, fmt.Errorf("freeze the sessions: write their history: %w", err)
 		}
 	}
+	// A try of a ready probe in flight is no terminal: it is not handed
+	// over, and is ended before anything else stops (probes.go).
+	if err := sv.probes.hold(ctx); err != nil {
+		sv.probes.release()
+		return nil, nil, nil, fmt.Errorf("freeze the sessions: %w", err)
+	}
 	w, err := handover.NewWriter(sv.live.marks())
 	if err != nil {
+		sv.probes.release()
 		return nil, nil, nil, fmt.Errorf("freeze the sessions: %w", err)
+	}
+	thaw = func() {
+		w.Thaw()
+		sv.probes.release()
 	}
 	for _, s := range sv.live.list() {
 		freeze := func(st *state) (*handover.Session, error) { return st.freeze(ctx, w) }
 		if err := handover.Hold(ctx, w, s.id, s.do, freeze); err != nil {
-			w.Thaw()
+			thaw()
 			return nil, nil, nil, err
 		}
 	}
 	if data, files, err = w.Encode(store); err != nil {
-		w.Thaw()
+		thaw()
 		return nil, nil, nil, fmt.Errorf("freeze the sessions: %w", err)
 	}
-	return data, files, w.Thaw, nil
+	return data, files, thaw, nil
 }
 
 // freeze freezes the session's live terminals and writes the session,

@@ -272,7 +272,7 @@ func (h host) Tail(id string, n int) string { return h.st.work.tail(id, n) }
 
 func (h host) Config() work.Config {
 	cfg := &h.st.s.sv.cfg
-	return work.Config{Shell: cfg.Shell, Env: h.st.s.sv.env, StateDir: cfg.StateDir, LogCap: cfg.logCap, Logger: cfg.Log, Probe: cfg.probe}
+	return work.Config{Shell: cfg.Shell, Env: h.st.s.sv.env, StateDir: cfg.StateDir, LogCap: cfg.logCap, Logger: cfg.Log, Probe: h.st.s.sv.probes.probe}
 }
 
 // runHandle is a terminal that a kind launched for its tool call, as the

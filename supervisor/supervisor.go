@@ -66,7 +66,10 @@
 //     parked, what is not handed over ended, and the sessions written
 //     out (Freeze); rebuilt, detached, with the terminals adopted, in the
 //     new image (Restore); what needs none of a session's state (the
-//     format, the files, the hold) is supervisor/handover's.
+//     format, the files, the hold) is supervisor/handover's. probes.go:
+//     the kinds' checks without a terminal (a service's exec: ready
+//     probe), whose tries in flight Freeze ends first, and its thaw
+//     lets run again.
 //
 // # Concurrency
 //
@@ -171,6 +174,7 @@ type Supervisor struct {
 	cfg       Config
 	env       []string         // cfg.Env, with TERM set when it was not
 	histories record.Histories // cfg.History's
+	probes    *probes          // the kinds' tries without a terminal, through cfg.Launcher
 
 	live sessionTable
 	// reviving is held while a past session is made live (revivePast):
@@ -198,8 +202,10 @@ func New(cfg Config) *Supervisor {
 	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "TERM=") }) {
 		env = append(env, "TERM=xterm-256color")
 	}
-	return &Supervisor{cfg: cfg, env: env, histories: record.Histories{Store: cfg.History, Log: cfg.Log},
+	sv := &Supervisor{cfg: cfg, env: env, histories: record.Histories{Store: cfg.History, Log: cfg.Log},
 		live: sessionTable{sessions: make(map[string]*Session)}}
+	sv.probes = &probes{run: sv.cfg.probe}
+	return sv
 }
 
 // Initialize implements protocol.Agent. The connection has negotiated

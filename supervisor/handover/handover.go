@@ -15,7 +15,11 @@
 // ends, its work moved to the background as /bg moves it; scheduled
 // jobs, waits, watches and the services of a stack go on in the new image
 // from what a Task holds (each kind's frozen form, in its own package,
-// thawed through its work.Kind). A playing scenario (the kit's) and a
+// thawed through its work.Kind). A try of a service's exec: ready probe,
+// which runs without a terminal, is not handed over: the supervisor ends
+// those in flight before the first session stops (their groups killed and
+// released), and the new image tries again until the same deadline. A
+// playing scenario (the kit's) and a
 // session that is closing are not handed over: Await refuses, naming it
 // (Blocked), before anything stops.
 //
