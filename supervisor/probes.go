@@ -24,9 +24,10 @@ type probes struct {
 	run func(ctx context.Context, line, dir string, env []string) error // the Launcher's, through Config.probe
 
 	mu     sync.Mutex
-	held   chan struct{}                         // closed by release; nil while not held
-	cancel map[*struct{}]context.CancelCauseFunc // the tries in flight
-	done   chan struct{}                         // closed when the last try in flight returns, while held
+	held   chan struct{}                   // closed by release; nil while not held
+	cancel map[int]context.CancelCauseFunc // the tries in flight, by number
+	tries  int                             // the tries started so far
+	done   chan struct{}                   // closed when the last try in flight returns, while held
 }
 
 // errHeld is the cause of a try that hold ended.
@@ -38,50 +39,52 @@ var errHeld = errors.New("ended for the daemon's upgrade in place")
 // ends first.
 func (p *probes) probe(ctx context.Context, line, dir string, env []string) error {
 	for {
-		if err := p.begin(ctx); err != nil {
+		key, try, err := p.begin(ctx)
+		if err != nil {
 			return err
 		}
-		key := new(struct{})
-		tctx, cancel := context.WithCancelCause(ctx)
-		p.cancel[key] = cancel
-		p.mu.Unlock()
-		err := p.run(tctx, line, dir, env)
+		err = p.run(try, line, dir, env)
 		p.end(key)
-		if err == nil || !errors.Is(context.Cause(tctx), errHeld) || ctx.Err() != nil {
-			cancel(nil)
+		if err == nil || !errors.Is(context.Cause(try), errHeld) || ctx.Err() != nil {
 			return err
 		}
 	}
 }
 
-// begin waits while the tries are held, and returns with p.mu held once
-// a try may start, or with an error (and p.mu free) if ctx ends first.
-func (p *probes) begin(ctx context.Context) error {
+// begin waits while the tries are held, then registers a try: its number
+// and its context, which hold cancels. It fails if ctx ends first.
+func (p *probes) begin(ctx context.Context) (key int, try context.Context, err error) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	for p.held != nil {
 		held := p.held
 		p.mu.Unlock()
 		select {
 		case <-held:
 		case <-ctx.Done():
-			return ctx.Err()
 		}
 		p.mu.Lock()
+		if err := ctx.Err(); err != nil {
+			return 0, nil, err
+		}
 	}
 	if err := ctx.Err(); err != nil {
-		p.mu.Unlock()
-		return err
+		return 0, nil, err
 	}
 	if p.cancel == nil {
-		p.cancel = make(map[*struct{}]context.CancelCauseFunc)
+		p.cancel = make(map[int]context.CancelCauseFunc)
 	}
-	return nil
+	p.tries++
+	try, cancel := context.WithCancelCause(ctx)
+	p.cancel[p.tries] = cancel
+	return p.tries, try, nil
 }
 
-// end forgets the try key, which has returned.
-func (p *probes) end(key *struct{}) {
+// end forgets the try key, which has returned, and frees its context.
+func (p *probes) end(key int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.cancel[key](nil) // a cause set by hold stays
 	delete(p.cancel, key)
 	if len(p.cancel) == 0 && p.done != nil {
 		close(p.done)
