@@ -76,7 +76,10 @@ type file struct {
 	unsynced  bool                 // written since the last fsync
 	durable   bool                 // fsync at the end of the batch
 	closeFd   bool                 // close f at the end of the batch (closed)
-	failing   bool                 // the last write or fsync failed (logged once)
+	failing   bool                 // the last fsync or close failed (logged once)
+	dropping  bool                 // a write failed: lines are dropped until resync reads the file again
+	writes    retry                // the run of failed writes
+	compacts  retry                // the run of failed compactions
 
 	// What the file's next mark says, and the bytes since its last one.
 	cwd, title string
@@ -165,6 +168,7 @@ func (w *writer) run() {
 		w.s.queue = nil
 		w.s.mu.Unlock()
 
+		w.resyncDue()
 		touched, barrier := w.apply(batch)
 		if fired || closing {
 			// A second after output, or the last chance: read every
@@ -494,18 +498,79 @@ func (w *writer) writePend(f *file) {
 		f.pend = appendRecord(f.pend, f.mark())
 		f.sinceMark = 0
 	}
-	err := w.openFile(f)
-	if err == nil {
-		var n int
-		n, err = f.f.Write(f.pend)
-		f.size += int64(n)
-		f.unsynced = true
+	if !f.dropping {
+		w.writeOut(f)
 	}
-	w.report(f, "write", err)
 	if cap(f.pend) > 2*pendMax {
 		f.pend = nil
 	} else {
 		f.pend = f.pend[:0]
+	}
+}
+
+// writeOut writes f's pending lines to its file. If that fails (a full
+// disk), it cuts off what part of them was written, so that the file
+// ends with a whole line, and the file drops what it is given until
+// resync reads it again.
+func (w *writer) writeOut(f *file) {
+	before := f.size
+	err := w.openFile(f)
+	if err == nil {
+		var n int
+		if h := w.opts.hooks; h != nil && h.write != nil {
+			n, err = h.write(f.f, f.pend)
+		} else {
+			n, err = f.f.Write(f.pend)
+		}
+		f.size += int64(n)
+		f.unsynced = true
+	}
+	if err == nil {
+		w.worked(f, &f.writes, "writing")
+		return
+	}
+	w.failed(f, &f.writes, "write", err)
+	f.dropping = true
+	if f.f != nil && f.size > before && f.f.Truncate(before) != nil {
+		// The torn line stays until the file is opened again, which
+		// cuts it off (f.valid): closed now, so nothing is written
+		// after it.
+		f.unsynced = false
+		w.closeFile(f)
+	}
+	if f.f != nil {
+		f.size = before
+	}
+	f.valid = -1
+	if f.f == nil {
+		f.valid = before
+	}
+}
+
+// resyncDue reads again each file that dropped lines after a failed
+// write and whose next try is due, so that what the writer knows of it
+// is what it holds: the records of the batches it dropped are lost, and
+// each terminal's output goes on from what the file holds, the bytes
+// its source no longer holds recorded as a gap.
+func (w *writer) resyncDue() {
+	now := w.now()
+	for id, f := range w.files {
+		if !f.dropping || !f.writes.due(now) {
+			continue
+		}
+		f.unsynced = false
+		w.closeFile(f)
+		p, err := readFile(w.x.path(id), id, w.opts.Scrollback, keepSizes)
+		if err != nil {
+			w.failed(f, &f.writes, "read", err)
+			continue
+		}
+		nf := p.file(id)
+		nf.writes, nf.compacts = f.writes, f.compacts
+		w.files[id] = nf
+		for term, t := range f.taps {
+			w.out.attach(nf, term, t)
+		}
 	}
 }
 
