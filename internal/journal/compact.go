@@ -18,14 +18,14 @@ func (w *writer) maybeCompact(f *file) {
 	for _, t := range f.terms {
 		dead += t.dead(w.opts.Scrollback)
 	}
-	if dead < w.opts.CompactAt || dead*2 < f.size || f.dropping || !f.compacts.due(w.now()) {
+	if dead < w.opts.CompactAt || dead*2 < f.size || f.dropping || !f.compacts.due(w.clock()) {
 		return
 	}
 	if err := w.compact(f); err != nil {
-		w.failed(f, &f.compacts, "compact", err)
+		f.compacts.fail(w.log, f.id, "compact", w.clock(), err)
 		return
 	}
-	w.worked(w.files[f.id], &w.files[f.id].compacts, "compacting")
+	w.files[f.id].compacts.ok(w.log, f.id, "compacting")
 }
 
 // compact rewrites f as Load reads it: into a temporary file beside it,

@@ -1,6 +1,9 @@
 package journal
 
-import "time"
+import (
+	"log/slog"
+	"time"
+)
 
 // The waits of a retry: a second after the first failure, twice the
 // last after each next one, at most retryMax.
@@ -39,26 +42,19 @@ func (r *retry) worked() int {
 	return n
 }
 
-// now is the writer's clock (a test's, through its hooks).
-func (w *writer) now() time.Time {
-	if h := w.opts.hooks; h != nil && h.now != nil {
-		return h.now()
-	}
-	return time.Now()
-}
-
-// failed notes a failure of what (the verb of the log line) on f's
-// file, logged once a run.
-func (w *writer) failed(f *file, r *retry, what string, err error) {
-	if r.failed(w.now()) {
-		w.log.Warn("history: cannot "+what+" a session file; tried again after 1 s, then less often (at most each 30 s) until it works",
-			"session", f.id, "err", err)
+// fail notes a failure of what (the verb of the log line) on session
+// id's file at now, logged once a run.
+func (r *retry) fail(log *slog.Logger, id, what string, now time.Time, err error) {
+	if r.failed(now) {
+		log.Warn("history: cannot "+what+" a session file; tried again after 1 s, then less often (at most each 30 s) until it works",
+			"session", id, "err", err)
 	}
 }
 
-// worked ends a run of failures of what on f's file, logged if there was one.
-func (w *writer) worked(f *file, r *retry, what string) {
+// ok ends a run of failures of what on session id's file, logged if
+// there was one.
+func (r *retry) ok(log *slog.Logger, id, what string) {
 	if n := r.worked(); n > 0 {
-		w.log.Info("history: "+what+" a session file works again", "session", f.id, "failures", n)
+		log.Info("history: "+what+" a session file works again", "session", id, "failures", n)
 	}
 }

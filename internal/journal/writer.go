@@ -127,6 +127,7 @@ type writer struct {
 	open   func(string) (source, error) // how the index opens a file
 	settle time.Duration                // pruneSettle
 	opened time.Time
+	clock  func() time.Time // the clock of its retries (time.Now)
 
 	files map[string]*file // the files written to, by session: read when first written to
 	out   outReader        // reads the terminals' output (tap.go)
@@ -143,6 +144,10 @@ func newWriter(s *Store) *writer {
 	}
 	if h := s.opts.hooks; h != nil && h.settle != nil {
 		w.settle = *h.settle
+	}
+	w.clock = time.Now
+	if h := s.opts.hooks; h != nil && h.now != nil {
+		w.clock = h.now
 	}
 	return w
 }
@@ -526,25 +531,22 @@ func (w *writer) writeOut(f *file) {
 		f.unsynced = true
 	}
 	if err == nil {
-		w.worked(f, &f.writes, "writing")
+		f.writes.ok(w.log, f.id, "writing")
 		return
 	}
-	w.failed(f, &f.writes, "write", err)
+	f.writes.fail(w.log, f.id, "write", w.clock(), err)
 	f.dropping = true
-	if f.f != nil && f.size > before && f.f.Truncate(before) != nil {
-		// The torn line stays until the file is opened again, which
-		// cuts it off (f.valid): closed now, so nothing is written
-		// after it.
-		f.unsynced = false
-		w.closeFile(f)
+	if f.f == nil || f.size == before {
+		return
 	}
-	if f.f != nil {
+	if f.f.Truncate(before) == nil {
 		f.size = before
+		return
 	}
-	f.valid = -1
-	if f.f == nil {
-		f.valid = before
-	}
+	// The torn line stays until resync reads the file again, and the
+	// write after it cuts it off: closed now, nothing goes after it.
+	f.unsynced = false
+	w.closeFile(f)
 }
 
 // resyncDue reads again each file that dropped lines after a failed
@@ -553,7 +555,7 @@ func (w *writer) writeOut(f *file) {
 // each terminal's output goes on from what the file holds, the bytes
 // its source no longer holds recorded as a gap.
 func (w *writer) resyncDue() {
-	now := w.now()
+	now := w.clock()
 	for id, f := range w.files {
 		if !f.dropping || !f.writes.due(now) {
 			continue
@@ -562,7 +564,7 @@ func (w *writer) resyncDue() {
 		w.closeFile(f)
 		p, err := readFile(w.x.path(id), id, w.opts.Scrollback, keepSizes)
 		if err != nil {
-			w.failed(f, &f.writes, "read", err)
+			f.writes.fail(w.log, id, "read", w.clock(), err)
 			continue
 		}
 		nf := p.file(id)
