@@ -163,6 +163,10 @@ const (
 	// EventSessionTaken: another client took the session
 	// (session/resume); it tells this client nothing more.
 	EventSessionTaken = "session_taken"
+	// EventSessionClosed: another client closed the session
+	// (session/close) or deleted it (session/delete); it tells this
+	// client nothing more but its work's final statuses.
+	EventSessionClosed = "session_closed"
 )
 
 // LookSessionRequest is the params of "_shellagent/session/look": Command

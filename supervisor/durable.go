@@ -25,8 +25,10 @@ func listed(sessions []*Session) []record.Live {
 }
 
 // DeleteSession implements protocol.SessionDeleter: a live session is
-// closed first, as session/close does; then its history is removed for
-// good, and session/list no longer lists it.
+// closed first, as session/close does (a client attached on another
+// connection told so first); then its history is removed for good, and
+// session/list no longer lists it. A connection the session was taken
+// from deletes nothing: it is answered errTaken.
 func (sv *Supervisor) DeleteSession(c protocol.Client, p *acp.DeleteSessionRequest, reply protocol.Reply) {
 	erase := func() {
 		if err := sv.histories.Delete(p.SessionID); err != nil {
@@ -36,7 +38,7 @@ func (sv *Supervisor) DeleteSession(c protocol.Client, p *acp.DeleteSessionReque
 		reply(struct{}{}, nil)
 	}
 	if s, err := sv.live.get(p.SessionID); err == nil {
-		s.close(erase)
+		s.closeFrom(c, true, erase, func() { reply(nil, errTaken(p.SessionID)) })
 		return
 	}
 	if !sv.histories.Has(p.SessionID) {

@@ -16,6 +16,7 @@ import (
 	"shellagent/supervisor/record"
 	"shellagent/supervisor/service"
 	"shellagent/supervisor/settings"
+	"shellagent/supervisor/terminput"
 	"shellagent/supervisor/work"
 )
 
@@ -355,14 +356,25 @@ func (s *Session) close(done func()) {
 	s.do(func(st *state) { st.close(done) })
 }
 
-// closeFrom serves session/close from c, as close does; but a connection
-// the session was taken from closes nothing: the session is not active on
-// it, and closing such a session succeeds (the schema's CloseSessionRequest).
-func (s *Session) closeFrom(c protocol.Client, done func()) {
+// closeFrom serves session/close (or, with deleting, session/delete)
+// from c, as close does; but a connection the session was taken from
+// closes nothing: the session is not active on it, and closing such a
+// session succeeds (the schema's CloseSessionRequest), deleting it is
+// refused (taken, errTaken). A client attached on another connection is
+// told first who closes its session (terminput.ClosedNotice), then gets
+// its work's final statuses as a close sends them.
+func (s *Session) closeFrom(c protocol.Client, deleting bool, done func(), taken func()) {
 	s.do(func(st *state) {
 		if st.out.lost(c) {
-			done()
+			if deleting {
+				taken()
+			} else {
+				done()
+			}
 			return
+		}
+		if o := st.out.client; o != nil && o != c && st.life == sessionOpen {
+			o.Update(s.id, terminput.ClosedNotice(s.id, deleting))
 		}
 		st.close(done)
 	})

@@ -403,7 +403,7 @@ func (sv *Supervisor) CloseSession(c protocol.Client, p *acp.CloseSessionRequest
 		reply(struct{}{}, nil)
 		return
 	}
-	s.closeFrom(c, func() { reply(struct{}{}, nil) })
+	s.closeFrom(c, false, func() { reply(struct{}{}, nil) }, nil)
 }
 
 // Prompt implements protocol.Agent.

@@ -15,11 +15,12 @@ type history struct {
 	stateDir string
 	max      int
 	off      bool
+	def      string // the default state directory, which stateDir is unless --state-dir names another
 }
 
 func defaultHistory() history {
 	dir, _ := journal.DefaultDir() // "" without a home: --state-dir is then needed
-	return history{stateDir: dir, max: journal.DefaultMax}
+	return history{stateDir: dir, max: journal.DefaultMax, def: dir}
 }
 
 func (h *history) define(fs *flag.FlagSet) {
@@ -41,6 +42,14 @@ func (h history) open(log *slog.Logger, scrollback int) (*journal.Store, error) 
 		return nil, nil
 	}
 	store, err := journal.Open(journal.Options{Dir: h.stateDir, Max: int64(h.max), Scrollback: scrollback, Log: log})
+	if err != nil && h.stateDir == h.def {
+		// The default one, on a home that is read-only (a sandbox, a
+		// container) or not the user's: the agent still serves, as
+		// without a home. A --state-dir named on the command line is
+		// the user's choice, and its failure the agent's.
+		log.Warn("the default state directory cannot be used: keeping no history (--state-dir names another, --history off keeps none without this warning)", "dir", h.stateDir, "err", err)
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--state-dir %s: %w", h.stateDir, err)
 	}

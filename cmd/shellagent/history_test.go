@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -730,5 +731,40 @@ func TestHistoryKilledRightAfterAConfigOption(t *testing.T) {
 				t.Errorf("session %s: kill_grace is %s after the kill, want the 30s its client was answered", sid, o.CurrentValue)
 			}
 		}
+	}
+}
+
+// An agent whose default state directory cannot be made (a read-only or
+// foreign home: here, $XDG_STATE_HOME is a file) serves without history,
+// as one without a home does: it exited 1 at once before, and the editor
+// that started it had no agent. A --state-dir named on the command line
+// that cannot be used is still an error, exit 1 naming it.
+func TestHistoryUnusableDefaultStateDir(t *testing.T) {
+	t.Parallel()
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	marker := "SHELLAGENT_TEST=" + rand.Text()
+	c, cmd := acptest.StartBinary(t, binary, []string{"--shell", "/bin/sh", "--containment", testMode}, []string{marker, noRaceExitDelay, "XDG_STATE_HOME=" + notDir})
+	a := &agent{t: t, c: c, cmd: cmd, marker: marker, cwd: t.TempDir()}
+	var init struct {
+		Capabilities struct {
+			Session struct{ Delete *struct{} }
+		}
+	}
+	a.c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, &init)
+	if init.Capabilities.Session.Delete != nil {
+		t.Error("an agent without history advertises session.delete")
+	}
+	sid := a.session()
+	a.prompt(sid, "echo served")
+	a.c.WaitFor("the command's output", func(*acptest.Msg) bool { return strings.Contains(string(a.c.Output(sid, "term_1")), "served") })
+
+	named := exec.Command(binary, "--state-dir", filepath.Join(notDir, "state"))
+	var stderr bytes.Buffer
+	named.Stderr = &stderr
+	if err := named.Run(); exitCode(err) != 1 || !strings.Contains(stderr.String(), "--state-dir "+filepath.Join(notDir, "state")) {
+		t.Errorf("an unusable --state-dir: %v, stderr %q; want exit 1 naming it", err, stderr.String())
 	}
 }

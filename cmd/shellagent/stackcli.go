@@ -882,44 +882,104 @@ func (sc *stackClient) follow(socket, name string, lines int, redial func() (*st
 		fmt.Fprintln(os.Stderr, said)
 		return 1
 	}
+	from := followFrom()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, stopSignals...)
-	errs := make(chan error, 1)
-	go func() { errs <- followRuns(sc, name, lines, redial) }()
+	type ended struct {
+		at  followPos
+		err error
+	}
+	errs := make(chan ended, 1)
+	go func() {
+		at, err := followRuns(sc, name, lines, from, redial)
+		errs <- ended{at, err}
+	}()
 	select {
 	case <-sigs:
 		return 0
-	case err := <-errs:
-		fmt.Fprintf(os.Stderr, "shellagent logs: %v\n", err)
-		if !errors.Is(err, errClosed) {
+	case e := <-errs:
+		if !errors.Is(e.err, errClosed) {
+			fmt.Fprintf(os.Stderr, "shellagent logs: %v\n", e.err)
 			return 1
 		}
-		if exe := newBuild(socket, sc.c.Daemon.Pid); exe != "" {
-			fmt.Fprintf(os.Stderr, "shellagent logs: the daemon was upgraded in place to another build, which only its own client follows: %s logs %s -f\n", exe, name)
+		exe := newBuild(socket, sc.c.Daemon.Pid)
+		if exe == "" {
+			fmt.Fprintf(os.Stderr, "shellagent logs: %v\n", e.err)
+			return 1
 		}
+		// Only the new build's client is served: go on as it, from the
+		// byte that was next.
+		fmt.Fprintf(os.Stderr, "shellagent logs: the daemon was upgraded in place to another build: going on with it (%s)\n", exe)
+		os.Setenv(logsFromEnv, e.at.String()) // Best effort: without it, the new build starts at the last lines.
+		err := syscall.Exec(exe, append([]string{exe}, os.Args[1:]...), os.Environ())
+		fmt.Fprintf(os.Stderr, "shellagent logs: the daemon was upgraded in place to another build, which only its own client follows: %s logs %s -f (%v)\n", exe, name, err)
 		return 1
 	}
 }
 
-// followRuns is follow's loop on sc: it returns only with an error. An
-// upgrade in place of the daemon ends the connection: the loop goes on
-// on a new one (upgraded) from where it was, the new image's rings
-// holding the same bytes at the same offsets.
-func followRuns(sc *stackClient, name string, lines int, redial func() (*stackClient, error)) error {
+// logsFromEnv carries, across the exec of logs -f as the build its
+// daemon was upgraded to, where it was: the terminal, the offset of its
+// next byte, and whether its end was printed.
+const logsFromEnv = "SHELLAGENT_LOGS_FROM"
+
+// followPos is where logs -f is in a service's output: the terminal of
+// the run it prints and the offset of the next byte, and whether that
+// run's end was printed. The zero value is the last lines of the latest
+// run.
+type followPos struct {
+	term  string
+	next  int64
+	ended bool
+}
+
+func (p followPos) String() string { return fmt.Sprintf("%s %d %t", p.term, p.next, p.ended) }
+
+// followFrom returns where an earlier image of this logs -f was, as
+// logsFromEnv says, and unsets it; the zero followPos without it.
+func followFrom() followPos {
+	v, ok := os.LookupEnv(logsFromEnv)
+	if !ok {
+		return followPos{}
+	}
+	os.Unsetenv(logsFromEnv) // Best effort: read once.
+	var p followPos
+	if _, err := fmt.Sscanf(v, "%s %d %t", &p.term, &p.next, &p.ended); err != nil || p.next < 0 {
+		slog.Warn("logs -f: ignoring "+logsFromEnv, "value", v, "err", err)
+		return followPos{}
+	}
+	return p
+}
+
+// followRuns is follow's loop on sc, from the last lines of the latest
+// run, or from where from says: it returns only with an error, and where
+// it was. An upgrade in place of the daemon ends the connection: the
+// loop goes on on a new one (upgraded) from where it was, the new image's
+// rings holding the same bytes at the same offsets; to another build,
+// which serves only its own clients, it returns errClosed and where it
+// was, for that build to go on from.
+func followRuns(sc *stackClient, name string, lines int, from followPos, redial func() (*stackClient, error)) (followPos, error) {
 	req := acp.ReadServiceRequest{SessionID: sc.sid, Name: name, Lines: lines}
 	shown, ended := "", "" // the terminal whose output is printed, and whose end
+	if from.term != "" {
+		req = acp.ReadServiceRequest{SessionID: sc.sid, Name: name, TerminalID: from.term, Offset: from.next}
+		shown = from.term
+		if from.ended {
+			ended = from.term
+		}
+	}
 	for {
 		var res acp.ReadServiceResponse
 		if _, err := sc.call(acp.MethodReadService, req, &res); err != nil {
+			at := followPos{term: req.TerminalID, next: req.Offset, ended: ended != "" && ended == req.TerminalID}
 			if sc = sc.upgraded(err, redial); sc == nil {
-				return err
+				return at, err
 			}
 			req.SessionID = sc.sid
 			continue
 		}
 		data, err := base64.StdEncoding.DecodeString(res.Data)
 		if err != nil {
-			return fmt.Errorf("%s: %w", acp.MethodReadService, err)
+			return followPos{}, fmt.Errorf("%s: %w", acp.MethodReadService, err)
 		}
 		switch {
 		case res.TerminalID == "": // no run yet: ask again as first

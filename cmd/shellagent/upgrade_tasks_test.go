@@ -357,58 +357,47 @@ ready = "listening"
 // shellagent logs -f follows a service through an upgrade in place of
 // its daemon: the lines printed after the upgrade follow those before it,
 // none lost or repeated, and logs -f goes on until interrupted. It exited
-// 1 before, saying that the daemon closed the connection.
+// 1 before, saying that the daemon closed the connection. To another
+// build, whose daemon serves only its own clients, logs -f goes on as
+// that build (an exec of the daemon's executable, told where it was): it
+// exited 1 before, naming the command of the new build, which would have
+// printed the last lines again.
 func TestDaemonUpgradeWhileLogsFollows(t *testing.T) {
 	t.Parallel()
-	d, sock, follow := followTicks(t)
-	out, errOut, done := follow.out, follow.errOut, follow.done
-	ticks := func() []string { return regexp.MustCompile(`tick (\d+)`).FindAllString(out.String(), -1) }
-	d.upgrade(plainBinary)
-	before := len(ticks())
-	waitFor(t, "ticks after the upgrade", func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("logs -f ended at the upgrade: %v, stderr %q", err, errOut.String())
-		default:
-		}
-		return len(ticks()) >= before+5
-	})
-	follow.cmd.Process.Signal(syscall.SIGINT)
-	if err := <-done; exitCode(err) != 0 {
-		t.Errorf("logs -f after SIGINT: %v, stderr %q", err, errOut.String())
-	}
-	got := ticks()
-	first, _ := strconv.Atoi(strings.TrimPrefix(got[0], "tick "))
-	for i, tk := range got {
-		if want := "tick " + strconv.Itoa(first+i); tk != want {
-			t.Fatalf("logs -f printed %q where %q was due: lines lost or repeated across the upgrade\nstdout %q", tk, want, out.String())
-		}
-	}
-	if _, _, code := d.runBin(plainBinary, d.cwd, append([]string{"down"}, sock...)...); code != 0 {
-		t.Errorf("down: exit %d", code)
-	}
-}
-
-// shellagent logs -f cannot follow a service through an upgrade in place
-// to another build, whose daemon serves only its own clients: it exits 1
-// naming the command of the new build that follows on. (It named the two
-// builds and advised an upgrade back.)
-func TestDaemonUpgradeToAnotherBuildWhileLogsFollows(t *testing.T) {
-	t.Parallel()
-	d, sock, follow := followTicks(t)
-	d.upgrade(otherBinary)
-	select {
-	case err := <-follow.done:
-		want := "the daemon was upgraded in place to another build, which only its own client follows: " + otherBinary + " logs tick -f\n"
-		if exitCode(err) != 1 || !strings.Contains(follow.errOut.String(), want) {
-			t.Errorf("logs -f across an upgrade to another build: %v, stderr %q; want status 1 and %q", err, follow.errOut.String(), want)
-		}
-	case <-time.After(testloop.Bound(20 * time.Second)):
-		follow.cmd.Process.Kill()
-		t.Fatalf("logs -f did not end after an upgrade to another build: stderr %q", follow.errOut.String())
-	}
-	if _, _, code := d.runBin(otherBinary, d.cwd, append([]string{"down"}, sock...)...); code != 0 {
-		t.Errorf("down: exit %d", code)
+	for _, to := range []struct{ name, bin string }{{"the same build", plainBinary}, {"another build", otherBinary}} {
+		t.Run(to.name, func(t *testing.T) {
+			t.Parallel()
+			d, sock, follow := followTicks(t)
+			out, errOut, done := follow.out, follow.errOut, follow.done
+			ticks := func() []string { return regexp.MustCompile(`tick (\d+)`).FindAllString(out.String(), -1) }
+			d.upgrade(to.bin)
+			before := len(ticks())
+			waitFor(t, "ticks after the upgrade", func() bool {
+				select {
+				case err := <-done:
+					t.Fatalf("logs -f ended at the upgrade: %v, stderr %q", err, errOut.String())
+				default:
+				}
+				return len(ticks()) >= before+5
+			})
+			follow.cmd.Process.Signal(syscall.SIGINT)
+			if err := <-done; exitCode(err) != 0 {
+				t.Errorf("logs -f after SIGINT: %v, stderr %q", err, errOut.String())
+			}
+			got := ticks()
+			first, _ := strconv.Atoi(strings.TrimPrefix(got[0], "tick "))
+			for i, tk := range got {
+				if want := "tick " + strconv.Itoa(first+i); tk != want {
+					t.Fatalf("logs -f printed %q where %q was due: lines lost or repeated across the upgrade\nstdout %q", tk, want, out.String())
+				}
+			}
+			if n := strings.Count(errOut.String(), "Service tick, in "); n != 1 {
+				t.Errorf("logs -f said which terminal %d times, want once: stderr %q", n, errOut.String())
+			}
+			if _, _, code := d.runBin(to.bin, d.cwd, append([]string{"down"}, sock...)...); code != 0 {
+				t.Errorf("down: exit %d", code)
+			}
+		})
 	}
 }
 

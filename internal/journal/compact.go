@@ -18,12 +18,14 @@ func (w *writer) maybeCompact(f *file) {
 	for _, t := range f.terms {
 		dead += t.dead(w.opts.Scrollback)
 	}
-	if dead < w.opts.CompactAt || dead*2 < f.size {
+	if dead < w.opts.CompactAt || dead*2 < f.size || f.dropping || !f.compacts.due(w.clock()) {
 		return
 	}
 	if err := w.compact(f); err != nil {
-		w.log.Warn("history: cannot compact a session file", "session", f.id, "err", err)
+		f.compacts.fail(w.log, f.id, "compact", w.clock(), err)
+		return
 	}
+	w.files[f.id].compacts.ok(w.log, f.id, "compacting")
 }
 
 // compact rewrites f as Load reads it: into a temporary file beside it,
@@ -75,6 +77,7 @@ func (w *writer) compact(f *file) error {
 	nf := np.file(f.id)
 	nf.sinceMark = 0 // it ends with one
 	nf.taps, nf.pend = f.taps, f.pend[:0]
+	nf.writes, nf.compacts = f.writes, f.compacts
 	w.files[f.id] = nf
 	w.s.mu.Lock()
 	w.x.setSize(nf.id, nf.size)

@@ -118,6 +118,16 @@
 // each terminal keeps, then to copy the out lines that hold it, so a
 // compaction holds neither the file nor its output.
 //
+// On a full (or failing) disk, a write that fails is cut back to the
+// file's last whole line, and the file then drops what it is given
+// until its next try: after 1 s, then twice as long after each failure,
+// at most 30 s (retry.go), when the writer reads the file again and goes
+// on from what it holds (the records dropped are lost; each terminal's
+// output goes on from what its ring holds, a gap for the rest). A
+// compaction that fails is tried again on the same schedule. Each run of
+// failures is logged once as it starts and once as it ends; nothing is
+// held for the disk meanwhile.
+//
 // Past Options.Max bytes in all, sessions are removed, the least
 // recently updated first: first those that are closed, then those never
 // closed (their agent died) once the Store has been open for 30 s (a

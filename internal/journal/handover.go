@@ -80,7 +80,7 @@ func (w *writer) handOver(out map[string]*Handed) error {
 		e := w.x.entries[id]
 		live := e != nil && e.live
 		w.s.mu.Unlock()
-		if !live || len(f.pend) > 0 || f.failing {
+		if !live || len(f.pend) > 0 || f.failing || f.dropping {
 			continue // a file the writer failed to write: what it knows is not the file's
 		}
 		var fi os.FileInfo

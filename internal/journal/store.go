@@ -122,10 +122,12 @@ type Store struct {
 
 // hooks let tests see into the writer.
 type hooks struct {
-	batch        func()                            // called before each batch
-	beforeRename func(tmp string) error            // called before a compaction's rename; an error aborts it
-	open         func(path string) (source, error) // opens a file for the index (os.Open)
-	settle       *time.Duration                    // pruneSettle
+	batch        func()                              // called before each batch
+	beforeRename func(tmp string) error              // called before a compaction's rename; an error aborts it
+	open         func(path string) (source, error)   // opens a file for the index (os.Open)
+	settle       *time.Duration                      // pruneSettle
+	now          func() time.Time                    // the writer's clock for its retries (time.Now)
+	write        func(*os.File, []byte) (int, error) // writes a file's lines (File.Write)
 }
 
 // Open opens the history of opts.Dir, creating its directories, reads

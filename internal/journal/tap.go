@@ -104,8 +104,13 @@ func (r *outReader) pullAll(touched []*file) []*file {
 	return touched
 }
 
-// pullFile reads every tap of f, and reports whether it added lines.
+// pullFile reads every tap of f, and reports whether it added lines:
+// none while f drops its lines (a failed write), whose taps resync
+// starts again from what the file holds.
 func (r *outReader) pullFile(f *file) bool {
+	if f.dropping {
+		return false
+	}
 	added := false
 	for term, t := range f.taps {
 		added = r.pull(f, term, t) || added

@@ -76,7 +76,10 @@ type file struct {
 	unsynced  bool                 // written since the last fsync
 	durable   bool                 // fsync at the end of the batch
 	closeFd   bool                 // close f at the end of the batch (closed)
-	failing   bool                 // the last write or fsync failed (logged once)
+	failing   bool                 // the last fsync or close failed (logged once)
+	dropping  bool                 // a write failed: lines are dropped until resync reads the file again
+	writes    retry                // the run of failed writes
+	compacts  retry                // the run of failed compactions
 
 	// What the file's next mark says, and the bytes since its last one.
 	cwd, title string
@@ -124,6 +127,7 @@ type writer struct {
 	open   func(string) (source, error) // how the index opens a file
 	settle time.Duration                // pruneSettle
 	opened time.Time
+	clock  func() time.Time // the clock of its retries (time.Now)
 
 	files map[string]*file // the files written to, by session: read when first written to
 	out   outReader        // reads the terminals' output (tap.go)
@@ -140,6 +144,10 @@ func newWriter(s *Store) *writer {
 	}
 	if h := s.opts.hooks; h != nil && h.settle != nil {
 		w.settle = *h.settle
+	}
+	w.clock = time.Now
+	if h := s.opts.hooks; h != nil && h.now != nil {
+		w.clock = h.now
 	}
 	return w
 }
@@ -165,6 +173,7 @@ func (w *writer) run() {
 		w.s.queue = nil
 		w.s.mu.Unlock()
 
+		w.resyncDue()
 		touched, barrier := w.apply(batch)
 		if fired || closing {
 			// A second after output, or the last chance: read every
@@ -494,18 +503,76 @@ func (w *writer) writePend(f *file) {
 		f.pend = appendRecord(f.pend, f.mark())
 		f.sinceMark = 0
 	}
-	err := w.openFile(f)
-	if err == nil {
-		var n int
-		n, err = f.f.Write(f.pend)
-		f.size += int64(n)
-		f.unsynced = true
+	if !f.dropping {
+		w.writeOut(f)
 	}
-	w.report(f, "write", err)
 	if cap(f.pend) > 2*pendMax {
 		f.pend = nil
 	} else {
 		f.pend = f.pend[:0]
+	}
+}
+
+// writeOut writes f's pending lines to its file. If that fails (a full
+// disk), it cuts off what part of them was written, so that the file
+// ends with a whole line, and the file drops what it is given until
+// resync reads it again.
+func (w *writer) writeOut(f *file) {
+	before := f.size
+	err := w.openFile(f)
+	if err == nil {
+		var n int
+		if h := w.opts.hooks; h != nil && h.write != nil {
+			n, err = h.write(f.f, f.pend)
+		} else {
+			n, err = f.f.Write(f.pend)
+		}
+		f.size += int64(n)
+		f.unsynced = true
+	}
+	if err == nil {
+		f.writes.ok(w.log, f.id, "writing")
+		return
+	}
+	f.writes.fail(w.log, f.id, "write", w.clock(), err)
+	f.dropping = true
+	if f.f == nil || f.size == before {
+		return
+	}
+	if f.f.Truncate(before) == nil {
+		f.size = before
+		return
+	}
+	// The torn line stays until resync reads the file again, and the
+	// write after it cuts it off: closed now, nothing goes after it.
+	f.unsynced = false
+	w.closeFile(f)
+}
+
+// resyncDue reads again each file that dropped lines after a failed
+// write and whose next try is due, so that what the writer knows of it
+// is what it holds: the records of the batches it dropped are lost, and
+// each terminal's output goes on from what the file holds, the bytes
+// its source no longer holds recorded as a gap.
+func (w *writer) resyncDue() {
+	now := w.clock()
+	for id, f := range w.files {
+		if !f.dropping || !f.writes.due(now) {
+			continue
+		}
+		f.unsynced = false
+		w.closeFile(f)
+		p, err := readFile(w.x.path(id), id, w.opts.Scrollback, keepSizes)
+		if err != nil {
+			f.writes.fail(w.log, id, "read", w.clock(), err)
+			continue
+		}
+		nf := p.file(id)
+		nf.writes, nf.compacts = f.writes, f.compacts
+		w.files[id] = nf
+		for term, t := range f.taps {
+			w.out.attach(nf, term, t)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package service
 
 import (
 	"log/slog"
+	"time"
 
 	"shellagent/internal/stack"
 	"shellagent/outputbuf"
@@ -84,18 +85,16 @@ func (l *Log) Draining() bool { return l.draining > 0 }
 // the disk takes loses what the ring overwrites, never waits. It begins
 // once prev is closed (the copier of the run before, nil for none),
 // drains what the run printed last once end is closed, and closes done
-// when it is through.
+// when it is through. A log it cannot open or write (a full disk) drops
+// the output meanwhile and is tried again (logWriter), so that the log
+// goes on once the disk has room.
 func copyLog(log *slog.Logger, path string, limit int64, ring *outputbuf.Ring, off int64, end, prev <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	if prev != nil {
 		<-prev
 	}
-	lg, err := stack.OpenLogCapped(path, limit)
-	if err != nil {
-		log.Warn("service log", "path", path, "err", err)
-		return
-	}
-	defer lg.Close() // Best effort: every write was checked.
+	lw := logWriter{log: log, path: path, limit: limit}
+	defer lw.close()
 	kick := make(chan struct{}, 1)
 	f := ring.Follow(func() {
 		select {
@@ -105,30 +104,91 @@ func copyLog(log *slog.Logger, path string, limit int64, ring *outputbuf.Ring, o
 	})
 	defer f.Stop()
 	buf, cur := make([]byte, 32<<10), outputbuf.CursorAt(off)
-	drain := func() bool {
+	drain := func() {
 		for {
 			n, _ := cur.Next(ring, buf) // what the ring lost is not in the log
 			if n == 0 {
-				return true
+				return
 			}
-			if _, err := lg.Write(buf[:n]); err != nil {
-				log.Warn("service log", "path", path, "err", err)
-				return false
-			}
+			lw.write(buf[:n])
 		}
 	}
-	if !drain() { // what it printed before the follow began
-		return
-	}
+	lw.write(nil) // the log exists from the run's start
+	drain()       // what it printed before the follow began
 	for {
 		select {
 		case <-kick:
-			if !drain() {
-				return
-			}
+			drain()
 		case <-end:
 			drain()
 			return
 		}
+	}
+}
+
+// The waits of a logWriter after a failure: a second after the first,
+// twice the last after each next one, at most logRetryMax.
+const (
+	logRetryFirst = time.Second
+	logRetryMax   = 30 * time.Second
+)
+
+// A logWriter is a copier's log file: after a failure to open or write it
+// (a full disk; the file is closed then), what comes is dropped until the
+// next try, which opens it again: a second after the first failure, twice
+// as long after each next one, at most logRetryMax. A run of failures is
+// logged once as it starts, and once when the log works again with the
+// bytes it dropped.
+type logWriter struct {
+	log   *slog.Logger
+	path  string
+	limit int64
+
+	lg       *stack.Log // nil before the first write and after a failure
+	failures int
+	wait     time.Duration
+	next     time.Time // no try before
+	lost     int64     // bytes dropped in the run of failures
+}
+
+func (w *logWriter) write(p []byte) {
+	if w.lg == nil {
+		if w.failures > 0 && time.Now().Before(w.next) {
+			w.lost += int64(len(p))
+			return
+		}
+		lg, err := stack.OpenLogCapped(w.path, w.limit)
+		if err != nil {
+			w.fail(err, len(p))
+			return
+		}
+		w.lg = lg
+	}
+	n, err := w.lg.Write(p)
+	if err != nil { // the Log is closed
+		w.lg = nil
+		w.fail(err, len(p)-n)
+		return
+	}
+	if w.failures > 0 {
+		w.log.Info("service log works again", "path", w.path, "failures", w.failures, "lost_bytes", w.lost)
+		w.failures, w.wait, w.lost = 0, 0, 0
+	}
+}
+
+// fail notes a failure that dropped lost bytes.
+func (w *logWriter) fail(err error, lost int) {
+	w.failures++
+	w.lost += int64(lost)
+	w.wait = min(max(2*w.wait, logRetryFirst), logRetryMax)
+	w.next = time.Now().Add(w.wait)
+	if w.failures == 1 {
+		w.log.Warn("service log: output is not logged until it can be written again (tried after 1 s, then less often, at most each 30 s)", "path", w.path, "err", err)
+	}
+}
+
+func (w *logWriter) close() {
+	if w.lg != nil {
+		w.lg.Close() // Best effort: every write was checked.
 	}
 }

@@ -70,6 +70,24 @@ func TakenNotice(id string) *acp.Notice {
 	}
 }
 
+// ClosedNotice is the notice that tells the client attached to session
+// id that another client closes it (session/close) or, with deleting,
+// deletes it (session/delete): its work's final statuses follow, then
+// nothing more.
+func ClosedNotice(id string, deleting bool) *acp.Notice {
+	title, desc := "Another client closed this session", "Session "+id+" was closed by another client: its work is stopped, its history is kept (session/resume makes it live again)."
+	if deleting {
+		title, desc = "Another client deleted this session", "Session "+id+" was deleted by another client: its work is stopped and its history removed."
+	}
+	return &acp.Notice{
+		SessionUpdate: acp.KindNotice,
+		Severity:      acp.NoticeWarning,
+		Title:         title,
+		Description:   desc,
+		Meta:          map[string]any{"shellagent": map[string]any{"event": acp.EventSessionClosed}},
+	}
+}
+
 // meta is a notice's _meta: the terminal it is about, and why.
 func meta(terminalID, event string) map[string]any {
 	return map[string]any{"shellagent": map[string]any{"terminalId": terminalID, "event": event}}
