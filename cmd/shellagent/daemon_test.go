@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"shellagent/contain"
+	"shellagent/daemon"
 	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
 )
@@ -1569,5 +1570,76 @@ func TestDaemonRelayFileStdinGetsEveryAnswer(t *testing.T) {
 	}
 	if len(ids) != lists+1 {
 		t.Errorf("the relay's output holds %d answers of %d (%d bytes)", len(ids), lists+1, len(b))
+	}
+}
+
+// A relay whose daemon is out of file descriptors (it accepts nothing:
+// the relay's connection waits in its listener's queue) exits 1 saying
+// what it waited for, how long, why that may be and where the daemon's
+// log is. Before, it said only "hello: i/o timeout". Long: the relay
+// waits its 5 s, and the test as long to find the daemon full.
+func TestRelayOfADaemonOutOfDescriptors(t *testing.T) {
+	testloop.Long(t, "a relay waits 5 s for a daemon out of file descriptors")
+	t.Parallel()
+	d := newDaemonFixture(t)
+	cmd := exec.Command("/bin/sh", "-c", `ulimit -n 64 && exec "$@"`, "sh", binary, "daemon", "--socket", d.socket)
+	cmd.Args = append(cmd.Args, d.args...)
+	cmd.Env = d.env()
+	var log syncBuffer
+	cmd.Stderr = &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		d.run(binary, "daemon", "stop", "--socket", d.socket)
+		waitExited(t, cmd)
+		if t.Failed() {
+			t.Logf("the daemon's log:\n%s", log.String())
+		}
+	})
+	waitFor(t, "the daemon to serve", func() bool { return strings.Contains(log.String(), "daemon serving") })
+	// ACP connections, each a descriptor of the daemon's, until it takes
+	// no more: with the daemon's build in the hello, or it closes them.
+	st, err := daemon.AskStatus(d.socket, daemonHello())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello := daemonHello()
+	hello.Build = st.Build
+	var conns []*daemon.Client
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for {
+		c, err := daemon.Dial(d.socket, hello, daemon.Stdio{})
+		if errors.Is(err, os.ErrDeadlineExceeded) { // no hello: it is full
+			break
+		}
+		if err != nil {
+			t.Fatalf("connection %d: %v", len(conns)+1, err)
+		}
+		if conns = append(conns, c); len(conns) > 64 {
+			t.Fatalf("the daemon took %d connections under ulimit -n 64", len(conns))
+		}
+	}
+	// Its stdout a file, which it does not hand the daemon: a pipe handed
+	// would wait in the daemon's queue, unaccepted, and the test's read
+	// of it would never end.
+	relay := exec.Command(binary, "--daemon", "--socket", d.socket)
+	relay.Env = d.env()
+	var out bytes.Buffer
+	if relay.Stdout, err = os.Create(filepath.Join(t.TempDir(), "stdout")); err != nil {
+		t.Fatal(err)
+	}
+	relay.Stderr = &out
+	code := exitCode(relay.Run())
+	stderr := out.String()
+	want := regexp.MustCompile(`^shellagent --daemon: the daemon at ` + regexp.QuoteMeta(d.socket) + ` \(pid ` + strconv.Itoa(cmd.Process.Pid) +
+		`\) did not answer within 5s \(it may be out of file descriptors or hung: see ` + regexp.QuoteMeta(filepath.Join(d.state, "shellagent", "daemon.log")) +
+		`, or 'journalctl --user -u shellagent' if systemd started it\)\n$`)
+	if code != 1 || !want.MatchString(stderr) {
+		t.Errorf("the relay exited %d saying %q; want 1 and %s", code, stderr, want)
 	}
 }
