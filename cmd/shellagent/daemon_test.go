@@ -1643,3 +1643,45 @@ func TestRelayOfADaemonOutOfDescriptors(t *testing.T) {
 		t.Errorf("the relay exited %d saying %q; want 1 and %s", code, stderr, want)
 	}
 }
+
+// A session/resume that comes while another connection's session/close
+// stops the session's work (its kill grace: here a command that ignores
+// SIGTERM) is answered -32002 saying so, with data the client can act
+// on: closing, and retryAfterMs, the kill grace; once the close is
+// answered, the same resume succeeds, the session a past one. Before, it
+// was a bare "session not found", though the session was resumable
+// moments later.
+func TestResumeDuringAnotherConnectionsClose(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	a := d.relay()
+	sid := a.session(d.cwd)
+	a.prompt(sid, "/bg trap '' TERM; echo ready; sleep 60")
+	a.c.WaitFor("term_1 says ready", func(*acptest.Msg) bool { // SIGTERM is ignored from now on
+		return strings.Contains(string(a.c.Output(sid, "term_1")), "ready")
+	})
+	b := d.relay()
+	closed := a.c.Send("session/close", map[string]any{"sessionId": sid})
+	// Answered after the close was queued on the session, on a's read
+	// loop: b's resume comes after it.
+	a.c.MustCall("session/list", map[string]any{}, nil)
+	resume := map[string]any{"sessionId": sid, "cwd": d.cwd}
+	m := b.c.Wait(b.c.Send("session/resume", resume))
+	var data struct {
+		SessionID    string `json:"sessionId"`
+		Closing      bool   `json:"closing"`
+		RetryAfterMs int64  `json:"retryAfterMs"`
+	}
+	if m.Error == nil {
+		t.Fatalf("session/resume during the close succeeded: %s", m.Raw)
+	}
+	_ = json.Unmarshal(m.Error.Data, &data)
+	if m.Error.Code != -32002 || !strings.Contains(m.Error.Message, "is closing") || !strings.Contains(m.Error.Message, "resume it again once it has closed") ||
+		data.SessionID != sid || !data.Closing || data.RetryAfterMs != 500 {
+		t.Errorf("session/resume during the close: %d %q %s; want -32002 saying it is closing, with closing and retryAfterMs 500", m.Error.Code, m.Error.Message, m.Error.Data)
+	}
+	if m := a.c.Wait(closed); m.Error != nil {
+		t.Fatalf("session/close: %v", m.Error)
+	}
+	b.c.MustCall("session/resume", resume, nil)
+}
