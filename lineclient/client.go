@@ -531,6 +531,8 @@ func (c *client) loop(ctx context.Context) error {
 			c.abort("stopping the agent: "+c.rpc.err().Error(), c.rpc.err())
 		case <-c.boot.timer:
 			c.boot.late()
+		case <-c.boot.retryAt:
+			c.boot.retryNow()
 		case <-c.closeTimer:
 			wait := c.killGrace + closeSlack
 			c.abort(fmt.Sprintf("no answer to session/close within %v: stopping the agent", wait),

@@ -1650,7 +1650,8 @@ func TestRelayOfADaemonOutOfDescriptors(t *testing.T) {
 // on: closing, and retryAfterMs, the kill grace; once the close is
 // answered, the same resume succeeds, the session a past one. Before, it
 // was a bare "session not found", though the session was resumable
-// moments later.
+// moments later. The reference client's --resume then waits for the
+// close and resumes the session.
 func TestResumeDuringAnotherConnectionsClose(t *testing.T) {
 	t.Parallel()
 	d := newDaemonFixture(t)
@@ -1684,4 +1685,22 @@ func TestResumeDuringAnotherConnectionsClose(t *testing.T) {
 		t.Fatalf("session/close: %v", m.Error)
 	}
 	b.c.MustCall("session/resume", resume, nil)
+
+	// The reference client, --resume during such a close, waits for it
+	// and comes back to the session, now past.
+	sid = a.session(d.cwd)
+	a.prompt(sid, "/bg trap '' TERM; echo ready; sleep 60")
+	a.c.WaitFor("term_1 says ready", func(*acptest.Msg) bool {
+		return strings.Contains(string(a.c.Output(sid, "term_1")), "ready")
+	})
+	closed = a.c.Send("session/close", map[string]any{"sessionId": sid})
+	a.c.MustCall("session/list", map[string]any{}, nil)
+	r := d.client("--resume", sid)
+	r.expect("[" + sid + " is closing (another client closed it): resuming it again in 750ms, once it has closed]")
+	r.expect("[Session resumed from its history]")
+	if m := a.c.Wait(closed); m.Error != nil {
+		t.Fatalf("session/close: %v", m.Error)
+	}
+	r.send("/close")
+	r.wait()
 }
