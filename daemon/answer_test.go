@@ -4,11 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"shellagent/internal/testloop"
 )
@@ -65,4 +69,50 @@ func TestAnAnswerWithoutEndIsRefused(t *testing.T) {
 		t.Errorf("AskStatus of an answer that never ends: %v, want a refusal of its length", err)
 	}
 	<-served
+}
+
+// A daemon that takes the connection but never answers (one out of file
+// descriptors leaves it queued on its listener, unaccepted; a hung one
+// never reads it) is a *NoAnswerError: it says what was waited for, how
+// long, why that may be and where to look, and names the daemon's pid.
+// Before, the relay said only "hello: i/o timeout".
+func TestDialOfADaemonThatDoesNotAccept(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	socket := filepath.Join(dir, "d.sock")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: socket, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close() // never accepts, as a daemon out of descriptors
+	const within = 200 * time.Millisecond
+	start := time.Now()
+	_, err = dialWithin(socket, Hello{Shellagent: RelayVersion, Build: "test", Pid: os.Getpid(), Want: WantACP}, Stdio{}, within)
+	if took := time.Since(start); took > testloop.Bound(within) {
+		t.Errorf("Dial gave up after %v, want within %v", took, testloop.Bound(within))
+	}
+	e, ok := errors.AsType[*NoAnswerError](err)
+	if !ok {
+		t.Fatalf("Dial: %v (%T), want a *NoAnswerError", err, err)
+	}
+	if !errors.Is(err, os.ErrDeadlineExceeded) || e.Socket != socket || e.Waited != within {
+		t.Errorf("Dial: %#v, want the deadline's error, socket %s, waited %v", e, socket, within)
+	}
+	if runtime.GOOS == "linux" && e.PID != os.Getpid() {
+		t.Errorf("the daemon's pid is %d, want %d (the listener's)", e.PID, os.Getpid())
+	}
+	want := "the daemon at " + socket + " (pid " + strconv.Itoa(e.PID) + ") did not answer within 200ms (it may be out of file descriptors or hung: see its log)"
+	if e.PID == 0 {
+		want = strings.Replace(want, " (pid 0)", "", 1)
+	}
+	if err.Error() != want {
+		t.Errorf("Dial: %q\nwant %q", err, want)
+	}
+	e.Log = "/state/daemon.log"
+	if !strings.HasSuffix(err.Error(), "hung: see /state/daemon.log)") {
+		t.Errorf("with its log: %q", err)
+	}
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"shellagent/peercred"
 )
 
 // StartTimeout is how long Connect waits for a daemon it started to
@@ -89,7 +91,57 @@ type Stdio struct {
 // read it. A pipe is passed as an open file of its own
 // where the OS allows (OwnPipe), so that the daemon's O_NONBLOCK is not
 // set on the caller's.
+//
+// A daemon that takes the connection but sends no hello within 5 s (one
+// out of file descriptors leaves it in its listener's queue unaccepted;
+// a hung one never answers) is a *NoAnswerError.
 func Dial(socket string, hello Hello, stdio Stdio) (*Client, error) {
+	return dialWithin(socket, hello, stdio, helloTimeout)
+}
+
+// A NoAnswerError is a Dial whose connection the daemon took (the
+// kernel queues it for the daemon's accept) but did not answer with its
+// hello in time: it is out of file descriptors, so that it accepts
+// nothing, or hung. Its text says what was waited for, how long, and
+// where to look.
+type NoAnswerError struct {
+	Socket string
+	PID    int           // the daemon's, as the socket tells (0: unknown)
+	Waited time.Duration // how long Dial waited for its hello
+	// Log is where the daemon's log is, if the caller knows it (a
+	// relay: the file it starts a daemon with); "" says "its log".
+	Log string
+	Err error // the timeout
+}
+
+func (e *NoAnswerError) Error() string {
+	pid, log := "", "its log"
+	if e.PID > 0 {
+		pid = fmt.Sprintf(" (pid %d)", e.PID)
+	}
+	if e.Log != "" {
+		log = e.Log
+	}
+	return fmt.Sprintf("the daemon at %s%s did not answer within %v (it may be out of file descriptors or hung: see %s)", e.Socket, pid, e.Waited, log)
+}
+
+func (e *NoAnswerError) Unwrap() error { return e.Err }
+
+// noAnswer returns err, of the hello's exchange on nc, as a
+// *NoAnswerError if it is the deadline's, set within.
+func noAnswer(socket string, nc *net.UnixConn, within time.Duration, err error) (*NoAnswerError, bool) {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, false
+	}
+	e := &NoAnswerError{Socket: socket, Waited: within, Err: err}
+	if cred, cerr := peercred.Peer(nc); cerr == nil {
+		e.PID = cred.PID
+	}
+	return e, true
+}
+
+// dialWithin is Dial, waiting at most within for the hellos.
+func dialWithin(socket string, hello Hello, stdio Stdio, within time.Duration) (*Client, error) {
 	d, err := openDir(filepath.Dir(socket), false)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -110,16 +162,22 @@ func Dial(socket string, hello Hello, stdio Stdio) (*Client, error) {
 		}
 		return nil, fmt.Errorf("connect to %s: %w", socket, err)
 	}
-	nc.SetDeadline(time.Now().Add(helloTimeout)) // Best effort: without it a hung daemon hangs the client.
+	nc.SetDeadline(time.Now().Add(within)) // Best effort: without it a hung daemon hangs the client.
 	handed, err := writeHello(nc, hello, stdio)
 	if err != nil {
-		nc.Close() // Best effort: failed anyway.
+		defer nc.Close() // Best effort: failed anyway.
+		if e, ok := noAnswer(socket, nc, within, err); ok {
+			return nil, e
+		}
 		return nil, fmt.Errorf("hello to the daemon at %s: %w", socket, err)
 	}
 	r := bufio.NewReader(nc)
 	daemon, err := readHello(r)
 	if err != nil {
-		nc.Close() // Best effort: failed anyway.
+		defer nc.Close() // Best effort: failed anyway.
+		if e, ok := noAnswer(socket, nc, within, err); ok {
+			return nil, e
+		}
 		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
 			return nil, fmt.Errorf("%w: the daemon at %s closed the connection before its hello: it refuses this user, or is stopping (see its log)", ErrNoHello, socket)
 		}

@@ -1,9 +1,12 @@
 package lineclient
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -12,6 +15,11 @@ import (
 // closed after a session closed as asked; then it is stopped with
 // SIGTERM.
 const exitTimeout = 10 * time.Second
+
+// stderrDelay bounds the wait for the end of the agent's stderr once it
+// has exited, where the client copies it (crlfWriter): a process it
+// started may hold it open.
+const stderrDelay = time.Second
 
 // agentProc is the agent's process. Its stdin and stdout are pipes of the
 // client's own (cmd.Wait closes neither), handed to a conn.
@@ -29,6 +37,12 @@ func startAgent(cfg Config) (*agentProc, error) {
 	cmd := exec.Command(cfg.Agent[0], cfg.Agent[1:]...)
 	cmd.Env = cfg.Env
 	cmd.Stderr = cfg.AgentStderr
+	if cfg.raw != nil && cfg.AgentStderr != nil {
+		cmd.Stderr = &crlfWriter{w: cfg.AgentStderr, raw: cfg.raw}
+		// Wait copies the agent's stderr to its end; a daemon the relay
+		// started may hold it on (where it has no log file of its own).
+		cmd.WaitDelay = stderrDelay
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	inR, inW, err := os.Pipe()
 	if err != nil {
@@ -52,6 +66,9 @@ func startAgent(cfg Config) (*agentProc, error) {
 	a := &agentProc{cmd: cmd, stdin: inW, stdout: outR, exited: make(chan struct{})}
 	go func() {
 		a.err = cmd.Wait()
+		if errors.Is(a.err, exec.ErrWaitDelay) {
+			a.err = nil // it exited 0; what holds its stderr is not its
+		}
 		close(a.exited)
 	}()
 	return a, nil
@@ -107,4 +124,38 @@ func (a *agentProc) signal(sig syscall.Signal) {
 	default:
 		_ = syscall.Kill(-a.cmd.Process.Pid, sig) // Best effort: it may exit meanwhile.
 	}
+}
+
+// crlfWriter is the agent's stderr when the client has a terminal: while
+// raw is set (the terminal is in raw mode, which does not return the
+// carriage), each "\n" not after a "\r" is written "\r\n", so that the
+// agent's log lines do not staircase; otherwise the bytes pass as they
+// are. Only exec's copying goroutine writes to it.
+type crlfWriter struct {
+	w   io.Writer
+	raw *atomic.Bool
+	cr  bool // the last byte written was '\r'
+}
+
+func (c *crlfWriter) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	out := p
+	if c.raw.Load() {
+		out = make([]byte, 0, len(p)+8)
+		prev := c.cr
+		for _, b := range p {
+			if b == '\n' && !prev {
+				out = append(out, '\r')
+			}
+			out = append(out, b)
+			prev = b == '\r'
+		}
+	}
+	c.cr = p[len(p)-1] == '\r'
+	if _, err := c.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

@@ -103,6 +103,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"shellagent/acp"
@@ -137,7 +138,10 @@ type Config struct {
 	Agent []string
 	// Env is the agent's environment; nil means the client's.
 	Env []string
-	// AgentStderr receives the agent's stderr; nil discards it.
+	// AgentStderr receives the agent's stderr; nil discards it. With a
+	// Terminal, what the agent writes to it while the terminal is in raw
+	// mode has each line end with CRLF (raw mode does not return the
+	// carriage), so it passes through a pipe of the client's.
 	AgentStderr io.Writer
 	// Cwd is the session's working directory, an absolute path; "" means
 	// the client's working directory.
@@ -209,6 +213,11 @@ type Config struct {
 	// session/list unanswered) starts Agent again, and the start-up from
 	// initialize, without calling it.
 	Reconnect func(ctx context.Context, id string) (agent []string, err error)
+
+	// raw is set while the client has Terminal in raw mode: the agent's
+	// stderr then ends its lines with CRLF (crlfWriter). Run makes it
+	// when there is a Terminal; the copies of the Config share it.
+	raw *atomic.Bool
 }
 
 // Bounds of the client's own waits.
@@ -269,6 +278,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.Version == "" {
 		cfg.Version = "devel"
+	}
+	if cfg.Terminal != nil {
+		cfg.raw = new(atomic.Bool)
 	}
 	a, err := startAgent(cfg)
 	if err != nil {
@@ -519,6 +531,8 @@ func (c *client) loop(ctx context.Context) error {
 			c.abort("stopping the agent: "+c.rpc.err().Error(), c.rpc.err())
 		case <-c.boot.timer:
 			c.boot.late()
+		case <-c.boot.retryAt:
+			c.boot.retryNow()
 		case <-c.closeTimer:
 			wait := c.killGrace + closeSlack
 			c.abort(fmt.Sprintf("no answer to session/close within %v: stopping the agent", wait),

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"shellagent/acp"
 )
 
 // startup is the client's start: initialize, then session/new, or, to
@@ -18,6 +20,48 @@ type startup struct {
 	cwd    string // the session's
 	again  bool   // reconnecting: resume the session the client has
 	termed bool   // terminal mode or not has been decided (startTerminal), once
+	// retryAt delivers when to send session/resume again (retry), after
+	// the agent answered that the session is closing (closing).
+	retryAt <-chan time.Time
+	retry   func()
+	retries int
+}
+
+// maxClosingRetries bounds how many times a resume is sent again while
+// the agent answers that the session is closing.
+const maxClosingRetries = 3
+
+// closingSlack is added to the agent's retryAfterMs: the close ends a
+// moment after the kill grace, once the last process is gone.
+const closingSlack = 250 * time.Millisecond
+
+// closing reports whether m, the answer to session/resume of id, says
+// that the session is closing and can be resumed once closed (-32002 with
+// data closing and retryAfterMs, as shellagent answers during another
+// connection's session/close); then it says so, and the event loop calls
+// again after retryAfterMs, at most maxClosingRetries times.
+func (s *startup) closing(id string, m *message, again func()) bool {
+	if m.Error == nil || m.Error.Code != acp.CodeNotFound || s.retries == maxClosingRetries {
+		return false
+	}
+	data, _ := m.Error.Data.(map[string]any)
+	closing, _ := data["closing"].(bool)
+	ms, _ := data["retryAfterMs"].(float64)
+	if !closing || ms <= 0 {
+		return false
+	}
+	s.retries++
+	wait := time.Duration(ms)*time.Millisecond + closingSlack
+	s.c.p.note(fmt.Sprintf("%s is closing (another client closed it): resuming it again in %v, once it has closed", id, wait))
+	s.retryAt, s.retry = time.After(wait), again
+	return true
+}
+
+// retryNow sends what closing put off.
+func (s *startup) retryNow() {
+	retry := s.retry
+	s.retryAt, s.retry = nil, nil
+	retry()
 }
 
 // timeout returns Config.StartTimeout, or its default.
@@ -171,14 +215,21 @@ func (s *startup) resume() {
 		c.sess.Resuming = true
 		c.p.note("reattaching to " + e.describe())
 		params := map[string]any{"sessionId": e.SessionID, "cwd": e.Cwd}
-		s.call("session/resume", params, func(m *message) {
-			c.sess.Resuming = false
-			var res joined
-			if !s.ok("session/resume", m, &res) {
-				return
-			}
-			s.joined(&res)
-		})
+		var send func()
+		send = func() {
+			s.call("session/resume", params, func(m *message) {
+				if s.closing(e.SessionID, m, send) {
+					return
+				}
+				c.sess.Resuming = false
+				var res joined
+				if !s.ok("session/resume", m, &res) {
+					return
+				}
+				s.joined(&res)
+			})
+		}
+		send()
 	})
 }
 

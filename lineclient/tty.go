@@ -107,8 +107,10 @@ func (c *client) startTerminal(methods bool) {
 // newTTY puts the terminal f in raw mode and starts the editor.
 func newTTY(c *client, f *os.File, out io.Writer) (*tty, error) {
 	fd := int(f.Fd())
+	c.cfg.raw.Store(true) // before: a line that comes meanwhile has a CR more
 	saved, err := term.MakeRaw(fd)
 	if err != nil {
+		c.cfg.raw.Store(false)
 		return nil, fmt.Errorf("lineclient: raw mode: %w", err)
 	}
 	t := &tty{c: c, fd: fd, out: out, saved: saved, copies: make(map[string]*outputCopy), q: question{c: c}}
@@ -142,6 +144,7 @@ func (t *tty) close() {
 		_, _ = io.WriteString(t.out, "\r\x1b[K") // Best effort: the prompt line goes.
 	}
 	_ = term.Restore(t.fd, t.saved) // Best effort: nothing more to do if it fails.
+	t.c.cfg.raw.Store(false)        // after: a line that came meanwhile had a CR more
 }
 
 // Write writes what the printer prints: through the editor while it reads

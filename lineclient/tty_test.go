@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -320,5 +321,28 @@ func bytesCopy(w *ptyScreen, r *os.File) (int, error) {
 		if err != nil {
 			return total, err
 		}
+	}
+}
+
+// TestCRLFWriter: while raw, each "\n" of the agent's stderr not after a
+// "\r" becomes "\r\n", a "\r\n" cut between two writes included; while not,
+// the bytes pass as they are.
+func TestCRLFWriter(t *testing.T) {
+	var out bytes.Buffer
+	raw := new(atomic.Bool)
+	w := &crlfWriter{w: &out, raw: raw}
+	write := func(s string) {
+		if n, err := w.Write([]byte(s)); n != len(s) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v", s, n, err)
+		}
+	}
+	write("cooked\n")
+	raw.Store(true)
+	write("one\ntwo\r\nthree\r")
+	write("\nfour\n\n")
+	raw.Store(false)
+	write("cooked again\n")
+	if want := "cooked\none\r\ntwo\r\nthree\r\nfour\r\n\r\ncooked again\n"; out.String() != want {
+		t.Errorf("wrote %q, want %q", out.String(), want)
 	}
 }

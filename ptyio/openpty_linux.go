@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,7 +26,7 @@ import (
 func OpenPTY(size Size) (master, tty *os.File, err error) {
 	m, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, nil, fmt.Errorf("open /dev/ptmx: %w", err)
+		return nil, nil, ptmxError(err, ptyLimits)
 	}
 	s, name, err := openSlave(m, size)
 	if err != nil {
@@ -61,4 +63,41 @@ func openSlave(m int, size Size) (int, string, error) {
 		return -1, "", fmt.Errorf("open %s: %w", name, err)
 	}
 	return fd, name, nil
+}
+
+// ptyLimits is the directory where Linux tells how many PTYs are in use
+// (nr) and allowed (max, and reserve: kept from the PTYs of any /dev/pts
+// but the first, such as a container's).
+const ptyLimits = "/proc/sys/kernel/pty"
+
+// ptmxError is the error of an open of /dev/ptmx that failed with err.
+// The kernel's ENOSPC means the system is out of PTYs: kernel/pty/max is
+// reached (less kernel/pty/reserve in a container's /dev/pts), or the
+// max= mount option of this /dev/pts. Then the error says so, with the
+// counts read from limits, so that whoever reads it knows what to end or
+// to raise.
+func ptmxError(err error, limits string) error {
+	if !errors.Is(err, unix.ENOSPC) {
+		return fmt.Errorf("open /dev/ptmx: %w", err)
+	}
+	read := func(name string) (int, error) {
+		b, err := os.ReadFile(filepath.Join(limits, name))
+		if err != nil {
+			return 0, err
+		}
+		return strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	nr, errNr := read("nr")
+	limit, errMax := read("max")
+	reserve, errReserve := read("reserve")
+	if err := errors.Join(errNr, errMax, errReserve); err != nil {
+		return fmt.Errorf("open /dev/ptmx: %w: the system is out of PTYs (kernel/pty/max reached, or the max= mount option of /dev/pts; the count is unknown: %v)", unix.ENOSPC, err)
+	}
+	// The kernel refuses a PTY when the count with it would reach
+	// kernel/pty/max, less kernel/pty/reserve outside the first /dev/pts:
+	// with fewer in use, it was this /dev/pts's own max=.
+	if nr+1 < limit-reserve {
+		return fmt.Errorf("open /dev/ptmx: %w: out of PTYs: this /dev/pts allows no more (its devpts max= mount option), with %d in use on the system (%s/nr) of kernel/pty/max %d; end some terminals", unix.ENOSPC, nr, limits, limit)
+	}
+	return fmt.Errorf("open /dev/ptmx: %w: the system is out of PTYs: %d in use (%s/nr) of kernel/pty/max %d (%d fewer in a container's /dev/pts: kernel/pty/reserve); end some terminals, or raise %s/max", unix.ENOSPC, nr, limits, limit, reserve, limits)
 }

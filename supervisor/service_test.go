@@ -1081,3 +1081,54 @@ depends_on = ["db"]
 		t.Errorf("processes left after /down: %v", left)
 	}
 }
+
+// TestStackHugeFileIsRefusedAtOnce: a stack file far larger than any
+// written by hand (just under the 1 MiB go-toml once took 26 s to read,
+// and one under the byte cap holding tens of thousands of env keys) is
+// refused at once, naming the file and the bound, and the session's actor
+// is not held by the reading: a look sent right after /up is answered
+// within the bound too, and the next prompt runs.
+func TestStackHugeFileIsRefusedAtOnce(t *testing.T) {
+	t.Parallel()
+	envFile := func(size int) string {
+		var b strings.Builder
+		b.WriteString("[services.a]\ncommand = \"sleep 60\"\n[services.a.env]\n")
+		for i := 0; b.Len() < size; i++ {
+			fmt.Fprintf(&b, "K%d=1\n", i)
+		}
+		return b.String()
+	}
+	for _, tt := range []struct {
+		name, text, want string
+	}{
+		{"1MiB", envFile(1<<20 - 64), "larger than 256 KiB"},
+		{"250KiB", envFile(250 << 10), "more than 4096 keys"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h, sid := stackHarness(t, Config{}, stack.TOMLFile, tt.text)
+			b := h.on(h.connect())
+			bound := testloop.Bound(300 * time.Millisecond)
+			start := time.Now()
+			h.run(sid, "/up")
+			var res acp.LookSessionResponse
+			b.c.MustCall(acp.MethodLookSession, map[string]string{"sessionId": sid, "command": "/ps"}, &res)
+			if took := time.Since(start); took > bound {
+				t.Errorf("a look sent right after /up was answered after %v, want within %v", took, bound)
+			}
+			m := h.agentText(nil, sid, "refused")
+			if took := time.Since(start); took > bound {
+				t.Errorf("/up was answered after %v, want within %v", took, bound)
+			}
+			if !strings.Contains(m.Text(), stack.TOMLFile) || !strings.Contains(m.Text(), tt.want) {
+				t.Errorf("the refusal %q does not name the file and say %q", m.Text(), tt.want)
+			}
+			h.idle(m, sid, acp.StopEndTurn)
+			if c := h.serviceCalls(sid); len(c) != 0 {
+				t.Errorf("tool calls %v, want none", c)
+			}
+			h.run(sid, "echo alive")
+			h.output(sid, "term_1", "alive")
+		})
+	}
+}

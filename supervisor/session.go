@@ -264,9 +264,13 @@ func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest, notice 
 	if err != nil {
 		return nil, err
 	}
+	var closing time.Duration // the kill grace of a close under way
 	s.doWait(func(st *state) {
 		if st.life != sessionOpen {
 			err = acp.SessionNotFound(s.id)
+			if st.life == sessionClosing {
+				closing = max(st.settings.KillGrace, time.Millisecond)
+			}
 			return
 		}
 		from := st.out.attach(c)
@@ -302,7 +306,30 @@ func (s *Session) resume(c protocol.Client, p *acp.ResumeSessionRequest, notice 
 		}
 		resp = &acp.ResumeSessionResponse{ConfigOptions: st.settings.Options(), AvailableCommands: availableCommands()}
 	})
+	if closing > 0 {
+		err = closingError(s.id, closing, s.sv.histories.Has(s.id))
+	}
 	return resp, err
+}
+
+// closingError is the answer to session/resume of session id while a
+// session/close (another connection's, or the daemon's --detached-ttl)
+// stops its work, within its kill grace: -32002, as the session cannot be
+// resumed live, but saying so, and, where its history keeps it (past
+// tells), that it can be resumed once closed, as a past session: its
+// data says retryAfterMs, the kill grace. Answering later would hold the
+// connection's read loop for the kill grace.
+func closingError(id string, grace time.Duration, past bool) *acp.Error {
+	e := acp.SessionNotFound(id)
+	data := map[string]any{"sessionId": id, "closing": true}
+	if past {
+		e.Message = fmt.Sprintf("session %s is closing (a session/close is stopping its work, within its kill grace of %v): resume it again once it has closed, as a past session", id, grace)
+		data["retryAfterMs"] = grace.Milliseconds()
+	} else {
+		e.Message = fmt.Sprintf("session %s is closing (a session/close is stopping its work, within its kill grace of %v), and no history keeps it: it cannot be resumed", id, grace)
+	}
+	e.Data = data
+	return e
 }
 
 // replayFrom reads session/resume's replay cursor: absent or null is no

@@ -436,3 +436,35 @@ func TestClientDaemonTakenSessionStaysTakenThroughAnUpgrade(t *testing.T) {
 		t.Errorf("the first client took the session back:\n%s", strings.Join(b.seen, "\n"))
 	}
 }
+
+// In terminal mode, what the relay logs to the terminal while it is in
+// raw mode (here "the daemon closed the connection", when the daemon is
+// killed) ends its lines with CRLF: the next text starts at the start of
+// a line. Before, raw mode did not return the carriage after the
+// relay's "\n", and the text after it started where the log line ended.
+func TestTerminalAgentStderrEndsLinesInRawMode(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	daemonCmd := d.startOwnDaemon(binary)
+	r := startTTYIn(t, d.cwd, d.env(), "--daemon", "--socket", d.socket)
+	r.waitPrompt(1)
+	if err := daemonCmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	const logged = `msg="the daemon closed the connection"`
+	r.waitCount(logged, 1)
+	_ = r.exit() // it cannot reconnect: the daemon is gone
+	lines := strings.Split(r.scr.all(), "\n")
+	for i, l := range lines {
+		if !strings.Contains(l, logged) {
+			continue
+		}
+		if i+1 == len(lines) {
+			t.Fatalf("nothing after the relay's log line:\n%s", r.scr.all())
+		}
+		// The client's note that it reconnects, at the start of the line.
+		if next := lines[i+1]; !strings.HasPrefix(next, "[the connection to the daemon ended") {
+			t.Errorf("the line after the relay's log line is %q, want the client's note at its start:\n%s", next, r.scr.all())
+		}
+	}
+}

@@ -370,7 +370,7 @@ func daemonStatus(args []string) int {
 		return 1
 	}
 	if err != nil {
-		return notRunning(err, path)
+		return notRunning(withLog(err), path)
 	}
 	var w strings.Builder
 	printStatus(&w, st, time.Now())
@@ -456,7 +456,7 @@ func daemonStop(args []string) int {
 		}
 	}
 	if err != nil {
-		return notRunning(err, path)
+		return notRunning(withLog(err), path)
 	}
 	var w strings.Builder
 	for _, s := range st.Sessions {

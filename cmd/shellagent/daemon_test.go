@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"shellagent/contain"
+	"shellagent/daemon"
 	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
 )
@@ -1570,4 +1571,136 @@ func TestDaemonRelayFileStdinGetsEveryAnswer(t *testing.T) {
 	if len(ids) != lists+1 {
 		t.Errorf("the relay's output holds %d answers of %d (%d bytes)", len(ids), lists+1, len(b))
 	}
+}
+
+// A relay whose daemon is out of file descriptors (it accepts nothing:
+// the relay's connection waits in its listener's queue) exits 1 saying
+// what it waited for, how long, why that may be and where the daemon's
+// log is. Before, it said only "hello: i/o timeout". Long: the relay
+// waits its 5 s, and the test as long to find the daemon full.
+func TestRelayOfADaemonOutOfDescriptors(t *testing.T) {
+	testloop.Long(t, "a relay waits 5 s for a daemon out of file descriptors")
+	t.Parallel()
+	d := newDaemonFixture(t)
+	cmd := exec.Command("/bin/sh", "-c", `ulimit -n 64 && exec "$@"`, "sh", binary, "daemon", "--socket", d.socket)
+	cmd.Args = append(cmd.Args, d.args...)
+	cmd.Env = d.env()
+	var log syncBuffer
+	cmd.Stderr = &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		d.run(binary, "daemon", "stop", "--socket", d.socket)
+		waitExited(t, cmd)
+		if t.Failed() {
+			t.Logf("the daemon's log:\n%s", log.String())
+		}
+	})
+	waitFor(t, "the daemon to serve", func() bool { return strings.Contains(log.String(), "daemon serving") })
+	// ACP connections, each a descriptor of the daemon's, until it takes
+	// no more: with the daemon's build in the hello, or it closes them.
+	st, err := daemon.AskStatus(d.socket, daemonHello())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello := daemonHello()
+	hello.Build = st.Build
+	var conns []*daemon.Client
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for {
+		c, err := daemon.Dial(d.socket, hello, daemon.Stdio{})
+		if errors.Is(err, os.ErrDeadlineExceeded) { // no hello: it is full
+			break
+		}
+		if err != nil {
+			t.Fatalf("connection %d: %v", len(conns)+1, err)
+		}
+		if conns = append(conns, c); len(conns) > 64 {
+			t.Fatalf("the daemon took %d connections under ulimit -n 64", len(conns))
+		}
+	}
+	// Its stdout a file, which it does not hand the daemon: a pipe handed
+	// would wait in the daemon's queue, unaccepted, and the test's read
+	// of it would never end.
+	relay := exec.Command(binary, "--daemon", "--socket", d.socket)
+	relay.Env = d.env()
+	var out bytes.Buffer
+	if relay.Stdout, err = os.Create(filepath.Join(t.TempDir(), "stdout")); err != nil {
+		t.Fatal(err)
+	}
+	relay.Stderr = &out
+	code := exitCode(relay.Run())
+	stderr := out.String()
+	want := regexp.MustCompile(`^shellagent --daemon: the daemon at ` + regexp.QuoteMeta(d.socket) + ` \(pid ` + strconv.Itoa(cmd.Process.Pid) +
+		`\) did not answer within 5s \(it may be out of file descriptors or hung: see ` + regexp.QuoteMeta(filepath.Join(d.state, "shellagent", "daemon.log")) +
+		`, or 'journalctl --user -u shellagent' if systemd started it\)\n$`)
+	if code != 1 || !want.MatchString(stderr) {
+		t.Errorf("the relay exited %d saying %q; want 1 and %s", code, stderr, want)
+	}
+}
+
+// A session/resume that comes while another connection's session/close
+// stops the session's work (its kill grace: here a command that ignores
+// SIGTERM) is answered -32002 saying so, with data the client can act
+// on: closing, and retryAfterMs, the kill grace; once the close is
+// answered, the same resume succeeds, the session a past one. Before, it
+// was a bare "session not found", though the session was resumable
+// moments later. The reference client's --resume then waits for the
+// close and resumes the session.
+func TestResumeDuringAnotherConnectionsClose(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	a := d.relay()
+	sid := a.session(d.cwd)
+	a.prompt(sid, "/bg trap '' TERM; echo ready; sleep 60")
+	a.c.WaitFor("term_1 says ready", func(*acptest.Msg) bool { // SIGTERM is ignored from now on
+		return strings.Contains(string(a.c.Output(sid, "term_1")), "ready")
+	})
+	b := d.relay()
+	closed := a.c.Send("session/close", map[string]any{"sessionId": sid})
+	// Answered after the close was queued on the session, on a's read
+	// loop: b's resume comes after it.
+	a.c.MustCall("session/list", map[string]any{}, nil)
+	resume := map[string]any{"sessionId": sid, "cwd": d.cwd}
+	m := b.c.Wait(b.c.Send("session/resume", resume))
+	var data struct {
+		SessionID    string `json:"sessionId"`
+		Closing      bool   `json:"closing"`
+		RetryAfterMs int64  `json:"retryAfterMs"`
+	}
+	if m.Error == nil {
+		t.Fatalf("session/resume during the close succeeded: %s", m.Raw)
+	}
+	_ = json.Unmarshal(m.Error.Data, &data)
+	if m.Error.Code != -32002 || !strings.Contains(m.Error.Message, "is closing") || !strings.Contains(m.Error.Message, "resume it again once it has closed") ||
+		data.SessionID != sid || !data.Closing || data.RetryAfterMs != 500 {
+		t.Errorf("session/resume during the close: %d %q %s; want -32002 saying it is closing, with closing and retryAfterMs 500", m.Error.Code, m.Error.Message, m.Error.Data)
+	}
+	if m := a.c.Wait(closed); m.Error != nil {
+		t.Fatalf("session/close: %v", m.Error)
+	}
+	b.c.MustCall("session/resume", resume, nil)
+
+	// The reference client, --resume during such a close, waits for it
+	// and comes back to the session, now past.
+	sid = a.session(d.cwd)
+	a.prompt(sid, "/bg trap '' TERM; echo ready; sleep 60")
+	a.c.WaitFor("term_1 says ready", func(*acptest.Msg) bool {
+		return strings.Contains(string(a.c.Output(sid, "term_1")), "ready")
+	})
+	closed = a.c.Send("session/close", map[string]any{"sessionId": sid})
+	a.c.MustCall("session/list", map[string]any{}, nil)
+	r := d.client("--resume", sid)
+	r.expect("[" + sid + " is closing (another client closed it): resuming it again in 750ms, once it has closed]")
+	r.expect("[Session resumed from its history]")
+	if m := a.c.Wait(closed); m.Error != nil {
+		t.Fatalf("session/close: %v", m.Error)
+	}
+	r.send("/close")
+	r.wait()
 }

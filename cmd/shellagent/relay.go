@@ -46,7 +46,7 @@ func relay(opts agentOptions) int {
 		return startDaemon(log, path, opts.daemonArgs, lock)
 	})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "shellagent --daemon: %v\n", err)
+		fmt.Fprintf(os.Stderr, "shellagent --daemon: %v\n", withLog(err))
 		return 1
 	}
 	if h := c.Daemon; !ourBuild(h) {
@@ -264,6 +264,24 @@ func startDaemon(log *slog.Logger, path string, args []string, lock *daemon.Lock
 		exited <- fmt.Errorf("%v; its log is %s", err, logPath)
 	}()
 	return exited, nil
+}
+
+// withLog returns err with where the daemon's log is, if it is a
+// *daemon.NoAnswerError (a daemon that took the connection and did not
+// answer): the file a relay starts a daemon with, or the journal of
+// systemd's unit, which may have started it instead.
+func withLog(err error) error {
+	e, ok := errors.AsType[*daemon.NoAnswerError](err)
+	if !ok {
+		return err
+	}
+	switch path, perr := daemonLog(); {
+	case perr != nil || path == "":
+		e.Log = "its log: the stderr of the relay that started it, or 'journalctl --user -u shellagent' if systemd did"
+	default:
+		e.Log = path + ", or 'journalctl --user -u shellagent' if systemd started it"
+	}
+	return err
 }
 
 // daemonLog returns the path of the log of a daemon started on demand,

@@ -423,7 +423,7 @@ func dialStack(socket string, args []string, cwd string, mode openMode) (*stackC
 		})
 	}
 	if err != nil {
-		return nil, err
+		return nil, withLog(err)
 	}
 	if h := c.Daemon; !ourBuild(h) {
 		c.Close() // Best effort: nothing was said.

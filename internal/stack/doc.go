@@ -36,7 +36,11 @@
 // out of range, a ready condition /wait would refuse (package
 // internal/waitfor), a service without command, a dependency on a
 // service that does not exist, a cycle in depends_on, a file without
-// services. A key's fault is at the key's line, not its table's.
+// services. A key's fault is at the key's line, not its table's. A file
+// far larger than one written by hand is refused before it is parsed:
+// more than 256 KiB (maxFileSize), more than 4096 keys, tables and array
+// items (maxItems, counted by tomlItems), more than 256 services
+// (maxServices).
 //
 // A Procfile has one service a line, "NAME: command", as foreman reads
 // it; blank lines and lines starting with '#' are skipped. Its services

@@ -25,9 +25,14 @@ const (
 	DefaultBackoff      = time.Second
 )
 
-// maxFileSize bounds the stack file Load reads: a stack file is a few
-// hundred bytes; anything this large is not one.
-const maxFileSize = 1 << 20
+// maxFileSize bounds the stack file Load reads: a stack file is a few KB
+// written by hand; anything this large is not one, and is refused before
+// it is parsed (a shellagent.toml's keys are bounded too: maxItems).
+const maxFileSize = 256 << 10
+
+// maxServices bounds the services of a stack: /up starts each in a
+// terminal of its own, and a project has tens at most.
+const maxServices = 256
 
 // Restart is a service's restart key: when a run that ended on its own is
 // followed by another.
@@ -153,6 +158,9 @@ func Load(dir string) (*Stack, error) {
 		if err != nil {
 			return nil, fmt.Errorf("stack: load %s: %w", path, err)
 		}
+		if len(data) > maxFileSize {
+			return nil, &Error{File: path, Reason: fmt.Sprintf("larger than %d KiB: a stack file is a few KB written by hand, so this one is not read", maxFileSize>>10)}
+		}
 		return parse(path, abs, data)
 	}
 	return nil, fmt.Errorf("stack: no %s or %s in %s: %w", TOMLFile, Procfile, abs, fs.ErrNotExist)
@@ -177,21 +185,14 @@ func parse(path, abs string, data []byte) (*Stack, error) {
 	return st, nil
 }
 
-// readFile reads path, refusing one larger than maxFileSize.
+// readFile reads path, at most one byte more than maxFileSize.
 func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close() // Best effort: read only.
-	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxFileSize {
-		return nil, fmt.Errorf("larger than %d bytes", maxFileSize)
-	}
-	return data, nil
+	return io.ReadAll(io.LimitReader(f, maxFileSize+1))
 }
 
 // refuse returns the Error at line of the stack's file.

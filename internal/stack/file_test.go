@@ -2,6 +2,7 @@ package stack
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"shellagent/internal/testloop"
 )
 
 // project writes the files (name → content) into a new directory and
@@ -23,6 +26,15 @@ func project(t testing.TB, files map[string]string) string {
 		}
 	}
 	return dir
+}
+
+// numbered repeats format n times, each with its index.
+func numbered(format string, n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, format, i)
+	}
+	return b.String()
 }
 
 const chain = `# a database, an API on it, a web front on the API
@@ -196,6 +208,13 @@ func TestLoadRefuses(t *testing.T) {
 		{"procfile repeated name", Procfile, "# two webs\nweb: a\nweb: b\n", 3, "web: declared again (first on line 2)"},
 		{"procfile bad name", Procfile, "my web: a\n", 1, `"my web": a service's name`},
 		{"procfile empty", Procfile, "# nothing\n\n", 0, "no services"},
+		{"larger than the cap", TOMLFile, head + strings.Repeat("# a comment\n", 30000), 0, "larger than 256 KiB"},
+		{"procfile larger than the cap", Procfile, strings.Repeat("# a comment\n", 30000), 0, "larger than 256 KiB"},
+		{"too many env keys", TOMLFile, head + "[services.db.env]\n" + numbered("K%d = 1\n", 4100), 0, "more than 4096 keys, tables and array items"},
+		{"too many array items on one line", TOMLFile, head + "[services.api]\ncommand = \"x\"\nports = [\"\"\"a\"\"\"\"" + strings.Repeat(", 1", 4100) + "]\n", 0, "more than 4096 keys"},
+		{"too many dotted parts", TOMLFile, head + "a" + strings.Repeat(".a", 4100) + " = 1\n", 0, "more than 4096 keys"},
+		{"too many services", TOMLFile, numbered("[services.s%d]\ncommand = \"x\"\n", 257), 513, "services.s256: more than 256 services"},
+		{"procfile too many services", Procfile, numbered("s%d: x\n", 257), 257, "s256: more than 256 services"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -288,5 +307,67 @@ func TestLoadNoFile(t *testing.T) {
 	_, err := Load(t.TempDir())
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Load of an empty directory: %v, want fs.ErrNotExist", err)
+	}
+}
+
+// TestTOMLItems: what go-toml may take time for is counted outside
+// strings and comments only, so that a legal file's commands and
+// comments never count toward maxItems, and a string's end is found as
+// TOML finds it (escapes, multiline strings, the quotes a multiline
+// string may end with), so that nothing after it escapes the count.
+func TestTOMLItems(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		text string
+		want int
+	}{
+		{`a = 1`, 1},
+		{`a.b = [1, 2.5]`, 5},
+		{`a = "x=y, z.w [q]" # b = [1, 2]`, 1},
+		{`a = 'C:\x=[' , b = 1`, 3},
+		{`a = "quote \" = , ." , b = 1`, 3},
+		{"a = \"\"\"many\n= , . [\nlines\"\"\", b = 1", 3},
+		{"a = '''many\n= , . [\n''', b = 1", 3},
+		{`a = ["""x"""", 1, 2]`, 4},
+		{`a = ["""x""""", 1, 2]`, 4},
+		{"a = \"unclosed\nb = 1, 2", 3},
+		{"a = \"escaped end \\\nb = 1", 2},
+		{"a = \"\"\"unclosed\nb = 1", 1},
+		{`a = ""` + "\nb.c = 1", 3},
+	} {
+		if got := tomlItems([]byte(tc.text)); got != tc.want {
+			t.Errorf("tomlItems(%q) = %d, want %d", tc.text, got, tc.want)
+		}
+	}
+	if got := tomlItems([]byte(strings.Repeat("a=1\n", 10*maxItems))); got != maxItems+1 {
+		t.Errorf("tomlItems of %d keys = %d, want it to stop at %d", 10*maxItems, got, maxItems+1)
+	}
+}
+
+// TestLoadLargestLegalFile: a shellagent.toml at the bounds, maxServices
+// services and maxItems keys, tables and array items, is read, and in
+// well under a second (70 ms was measured on a loaded machine): the file
+// is read on the session's actor.
+func TestLoadLargestLegalFile(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	for i := range maxServices {
+		fmt.Fprintf(&b, "[services.s%d]\ncommand = \"x\"\n", i)
+	}
+	b.WriteString("[services.s0.env]\n")
+	for i := 0; tomlItems([]byte(b.String())) < maxItems; i++ {
+		fmt.Fprintf(&b, "K%d = 1\n", i)
+	}
+	dir := project(t, map[string]string{TOMLFile: b.String()})
+	start := time.Now()
+	st, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took, bound := time.Since(start), raceSlowdown*testloop.Bound(300*time.Millisecond); took > bound {
+		t.Errorf("Load took %v, want within %v", took, bound)
+	}
+	if len(st.Services) != maxServices || len(st.Services[0].Env) != maxItems-3*maxServices-3 {
+		t.Errorf("Load read %d services, the first with %d env entries; want %d and %d", len(st.Services), len(st.Services[0].Env), maxServices, maxItems-3*maxServices-3)
 	}
 }

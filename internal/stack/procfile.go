@@ -40,6 +40,8 @@ func (st *Stack) parseProcfile(data []byte) error {
 			return st.refuse(line, "%s: the command contains a NUL byte", name)
 		case st.Service(name) != nil:
 			return st.refuse(line, "%s: declared again (first on line %d)", name, st.Service(name).Line)
+		case len(st.Services) == maxServices:
+			return st.refuse(line, "%s: more than %d services: a Procfile is a few lines written by hand, so this one is not read", name, maxServices)
 		}
 		var env []EnvVar
 		if port := procfilePort + procfilePortStep*len(st.Services); port <= 65535 {

@@ -34,6 +34,9 @@ var serviceKeys = []string{
 // with several faults is refused for the same one every time, whatever
 // the order of Go's maps.
 func (st *Stack) parseTOML(data []byte) error {
+	if tomlItems(data) > maxItems {
+		return st.refuse(0, "more than %d keys, tables and array items: a stack file is a few KB written by hand, so this one is not read", maxItems)
+	}
 	var doc map[string]any
 	if err := toml.Unmarshal(data, &doc); err != nil {
 		return st.decodeError(err)
@@ -55,6 +58,9 @@ func (st *Stack) parseTOML(data []byte) error {
 		return st.refuse(lines.at("services"), "services: want a table")
 	}
 	for _, name := range lines.inOrder(services, "services") {
+		if len(st.Services) == maxServices {
+			return st.refuse(lines.at("services", name), "services.%s: more than %d services: a stack file is a few KB written by hand, so this one is not read", tomlKey(name), maxServices)
+		}
 		t, err := st.serviceTable(name, services[name], lines)
 		if err != nil {
 			return err
@@ -66,6 +72,81 @@ func (st *Stack) parseTOML(data []byte) error {
 		st.add(s)
 	}
 	return nil
+}
+
+// maxItems bounds the keys, tables and array items of a shellagent.toml,
+// as tomlItems counts them, checked before go-toml reads it: its check of
+// repeated keys takes time in the square of their number (a 1 MiB file of
+// env keys took 26 s), and the file is read on the session's actor. A
+// hand-written stack file has a few hundred (about 30 for a service with
+// every key, eight env entries and two dependencies); a file at this
+// bound is read in 70 ms on a loaded machine, one of twice as many in
+// 250 ms.
+const maxItems = 4096
+
+// tomlItems counts what go-toml's reading of data may take time for: each
+// '=' (a key's value), '[' (a table, an array), ',' (an item) and '.' (a
+// dotted key's part, a float) outside strings and comments. It is a cheap
+// upper bound on the keys, tables and array items of the document, which
+// it need not be valid: go-toml refuses it afterwards if it is not. It
+// stops counting past maxItems.
+func tomlItems(data []byte) int {
+	n := 0
+	for i := 0; i < len(data) && n <= maxItems; i++ {
+		switch c := data[i]; c {
+		case '=', '[', ',', '.':
+			n++
+		case '#':
+			i = skipLine(data, i)
+		case '"', '\'':
+			i = skipString(data, i)
+		}
+	}
+	return n
+}
+
+// skipLine returns the offset of the end of the line at i: its newline,
+// or the end of data.
+func skipLine(data []byte, i int) int {
+	if j := bytes.IndexByte(data[i:], '\n'); j >= 0 {
+		return i + j
+	}
+	return len(data)
+}
+
+// skipString returns the offset of the last byte of the TOML string that
+// starts at i with a quote: basic ("…", escapes), literal ('…'), or
+// multiline (three quotes of either kind, and up to two more at its
+// end). A one-line string ends at its line's end at the latest, an
+// unclosed multiline one at the end of data.
+func skipString(data []byte, i int) int {
+	q := data[i]
+	if bytes.HasPrefix(data[i:], []byte{q, q, q}) {
+		for j := i + 3; j < len(data); j++ {
+			switch {
+			case q == '"' && data[j] == '\\':
+				j++
+			case bytes.HasPrefix(data[j:], []byte{q, q, q}):
+				// Up to two more quotes are the string's ("""a""""").
+				for k := 0; k < 2 && j+3 < len(data) && data[j+3] == q; k++ {
+					j++
+				}
+				return j + 2
+			}
+		}
+		return len(data)
+	}
+	for j := i + 1; j < len(data); j++ {
+		switch {
+		case data[j] == '\n':
+			return j
+		case q == '"' && data[j] == '\\' && j+1 < len(data) && data[j+1] != '\n':
+			j++
+		case data[j] == q:
+			return j
+		}
+	}
+	return len(data)
 }
 
 // serviceTable checks that v, services.NAME, is a table of serviceKeys,
@@ -136,9 +217,15 @@ func (ix lineIndex) inOrder(t map[string]any, in ...string) []string {
 	return keys
 }
 
+// keyDepth is the depth of the deepest key path a lineIndex is asked
+// about: services.NAME.env.VAR.
+const keyDepth = 4
+
 // keyLines indexes the line of every key of the document, with go-toml's
 // parser (its unstable package: the decoder tells no positions but its
-// errors').
+// errors'), down to keyDepth: a deeper key is refused at the line of its
+// prefix of that depth, and a long dotted key takes no more time than its
+// length.
 func keyLines(data []byte) (lineIndex, error) {
 	ix := lineIndex{}
 	var p unstable.Parser
@@ -148,19 +235,23 @@ func keyLines(data []byte) (lineIndex, error) {
 	for p.NextExpression() {
 		e := p.Expression()
 		var key []string
+		if e.Kind == unstable.KeyValue {
+			key = slices.Clone(table)
+		}
 		line := 0
 		for it := e.Key(); it.Next(); {
 			n := it.Node()
 			if line == 0 {
 				line = lines.at(int(n.Raw.Offset))
 			}
-			key = append(key, string(n.Data))
+			if len(key) < keyDepth {
+				key = append(key, string(n.Data))
+			}
 		}
 		switch e.Kind {
 		case unstable.Table, unstable.ArrayTable:
 			table = key
 		case unstable.KeyValue:
-			key = append(slices.Clone(table), key...)
 		default:
 			continue
 		}

@@ -1,0 +1,6 @@
+//go:build race
+
+package stack
+
+// raceSlowdown is how many times slower the race detector makes parsing.
+const raceSlowdown = 5
