@@ -75,3 +75,39 @@ func TestCloseAnswersDespiteAnUnkillableProcess(t *testing.T) {
 		t.Errorf("%d exitStatus for term_1, want 1", exits)
 	}
 }
+
+// session/cancel of a foreground command whose process a SIGKILL cannot
+// end ends the turn GiveUp after the SIGKILL: the exitStatus with the pid
+// left, the tool call cancelled, the idle update cancelled.
+func TestCancelEndsTheTurnDespiteAnUnkillableProcess(t *testing.T) {
+	t.Parallel()
+	const giveUp = 300 * time.Millisecond
+	l := sessiontest.Launcher
+	l.GiveUp = giveUp
+	h := newHarness(t, Config{KillGrace: 100 * time.Millisecond, Launcher: l})
+	sid := h.newSession()
+	h.prompt(sid, "echo ready; exec sleep 301")
+	h.output(sid, "term_1", "ready")
+	var pid int
+	sessiontest.Poll(t, "the shell to exec sleep 301", func() bool {
+		for _, p := range acptest.ProcessesWith(h.marker) {
+			if b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline"); strings.HasPrefix(string(b), "sleep\x00301") {
+				pid = p
+				return true
+			}
+		}
+		return false
+	})
+	thaw := containtest.Unkillable(t, pid)
+	h.c.Notify("session/cancel", map[string]string{"sessionId": sid})
+	exit := h.exit(nil, sid, "term_1")
+	if es := exit.ExitStatus(); es["signal"] != "SIGKILL" || es["_meta"] == nil {
+		t.Errorf("exitStatus %v, want signal SIGKILL and _meta", es)
+	}
+	h.toolStatus(exit, sid, "call_1", "cancelled")
+	h.idle(exit, sid, "cancelled")
+	thaw()
+	sessiontest.Poll(t, "the unkillable process to go once thawed", func() bool {
+		return !slices.Contains(acptest.ProcessesWith(h.marker), pid)
+	})
+}
