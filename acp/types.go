@@ -492,6 +492,10 @@ type TerminalSize struct {
 type ExitStatus struct {
 	ExitCode *int   `json:"exitCode,omitempty"`
 	Signal   string `json:"signal,omitempty"`
+	// Meta is the status's _meta: shellagent's "left", the pids of the
+	// processes a SIGKILL had not ended when the terminal was reported
+	// ended without them (docs/terminals.md).
+	Meta map[string]any `json:"_meta,omitempty"`
 }
 
 // TerminalUpdate creates or patches a terminal; empty fields are omitted.

@@ -184,8 +184,8 @@ func (t *cgroupTree) prepare() { t.spare.refill(t) }
 func (t *cgroupTree) remove() error { return removeTree(t.dir) }
 
 // killAll kills every process in the instance's cgroups and waits until
-// they are gone, at most timeout. Each group that has a process alive
-// then notes the kill (Group.Killed) before it is sent.
+// they are gone, at most timeout. Each group that had a process alive
+// before notes the kill (Group.Killed) once it has been sent.
 func (t *cgroupTree) killAll(timeout time.Duration) error {
 	t.mu.Lock()
 	groups := make([]*cgroupGroup, 0, len(t.groups))
@@ -193,12 +193,22 @@ func (t *cgroupTree) killAll(timeout time.Duration) error {
 		groups = append(groups, g)
 	}
 	t.mu.Unlock()
-	for _, g := range groups {
+	alive := make([]bool, len(groups))
+	for i, g := range groups {
 		if pids, err := cgroupPids(g.dir); err == nil { // a group closed meanwhile has nothing to note
-			g.note(anyAlive(pids))
+			alive[i] = anyAlive(pids)
 		}
 	}
-	return killTree(t.dir, t.hasKill, timeout)
+	// Noted once the kill is sent, not before: a write that fails sent
+	// nothing, and an exit must not claim a SIGKILL on its word.
+	var once sync.Once
+	return killTree(t.dir, t.hasKill, timeout, func() {
+		once.Do(func() {
+			for i, g := range groups {
+				g.note(alive[i])
+			}
+		})
+	})
 }
 
 // track adds g to the groups that killAll notes a kill of, or, if !add,
@@ -229,8 +239,10 @@ func (t *cgroupTree) close(timeout time.Duration) error {
 }
 
 // killTree kills every process of the cgroup at dir and below, and waits
-// until none is left, at most timeout (see ending).
-func killTree(dir string, hasKill bool, timeout time.Duration) error {
+// until none is left, at most timeout (see ending). It calls sent, if not
+// nil, after each kill it sent (cgroup.kill written, or killEach's
+// signals sent).
+func killTree(dir string, hasKill bool, timeout time.Duration, sent func()) error {
 	end := newEnding(timeout)
 	for {
 		began := time.Now()
@@ -248,10 +260,15 @@ func killTree(dir string, hasKill bool, timeout time.Duration) error {
 				return fmt.Errorf("cgroup %s: processes left after %v: %s", dir, end.tried(), listProcs(left))
 			}
 		}
+		signalled := false
 		if hasKill {
 			err = writeFile(filepath.Join(dir, "cgroup.kill"), "1")
+			signalled = err == nil
 		} else {
-			err = killEach(dir)
+			signalled, err = killEach(dir)
+		}
+		if signalled && sent != nil {
+			sent()
 		}
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
@@ -263,10 +280,11 @@ func killTree(dir string, hasKill bool, timeout time.Duration) error {
 }
 
 // killEach kills every process of the cgroup at dir and below without
-// cgroup.kill (before Linux 5.14): freeze, kill each, thaw.
-func killEach(dir string) error {
+// cgroup.kill (before Linux 5.14): freeze, kill each, thaw. It reports
+// whether a SIGKILL went to one of them.
+func killEach(dir string) (signalled bool, err error) {
 	if err := writeFile(filepath.Join(dir, "cgroup.freeze"), "1"); err != nil {
-		return err
+		return false, err
 	}
 	for deadline := time.Now().Add(100 * time.Millisecond); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		if _, frozen, err := readEvents(dir); err != nil || frozen {
@@ -275,14 +293,16 @@ func killEach(dir string) error {
 	}
 	pids, err := cgroupPids(dir)
 	for _, pid := range pids {
-		if _, e := signalProcess(pid, []unix.Signal{unix.SIGKILL}, byKill, func(proc) bool { return true }); e != nil {
+		r, e := signalProcess(pid, []unix.Signal{unix.SIGKILL}, byKill, func(proc) bool { return true })
+		signalled = signalled || r
+		if e != nil {
 			err = errors.Join(err, e)
 		}
 	}
 	if e := writeFile(filepath.Join(dir, "cgroup.freeze"), "0"); e != nil {
 		err = errors.Join(err, e)
 	}
-	return err
+	return signalled, err
 }
 
 // removeTree removes the cgroup at dir and every cgroup below it, deepest
@@ -561,11 +581,19 @@ func (g *cgroupGroup) Kill() (bool, error) {
 		return false, fmt.Errorf("list %s: %w", g.dir, err)
 	}
 	reached := anyAlive(pids)
-	g.note(reached)
+	// Noted once sent, not before: a kill whose write failed sent
+	// nothing, and the terminal's exit must not claim it.
 	if !g.tree.hasKill {
-		return reached, killEach(g.dir)
+		signalled, err := killEach(g.dir)
+		reached = reached && signalled
+		g.note(reached)
+		return reached, err
 	}
-	return reached, writeFile(filepath.Join(g.dir, "cgroup.kill"), "1")
+	if err := writeFile(filepath.Join(g.dir, "cgroup.kill"), "1"); err != nil {
+		return false, fmt.Errorf("kill %s: %w", g.dir, err)
+	}
+	g.note(reached)
+	return reached, nil
 }
 
 // anyAlive reports whether one of pids is alive and not already ended by
@@ -631,7 +659,7 @@ func sweepCgroups(j *judge, only terminalSet) (int, error) {
 		}
 		for _, dir := range terminalDirs(dir, insts[i], only) {
 			_, err := os.Stat(filepath.Join(dir, "cgroup.kill"))
-			if err := killTree(dir, err == nil, SweepTimeout); err != nil {
+			if err := killTree(dir, err == nil, SweepTimeout, nil); err != nil {
 				errs = append(errs, fmt.Errorf("sweep %s: %w", dir, err))
 				continue
 			}

@@ -662,7 +662,7 @@ func TestSweep(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			t.Cleanup(func() { removeTree(deadDir); killTree(liveDir, true, time.Second); removeTree(liveDir) })
+			t.Cleanup(func() { removeTree(deadDir); killTree(liveDir, true, time.Second, nil); removeTree(liveDir) })
 			// A process without the marker, held by the cgroup alone.
 			deadInCgroup = deadDir + "/t1"
 			pid := startMarked(t, instance{}, deadInCgroup)
@@ -856,5 +856,68 @@ func TestListProcs(t *testing.T) {
 	}
 	if got := listProcs(make([]proc, 7)); !strings.HasSuffix(got, "; and 2 more") {
 		t.Errorf("listProcs of 7: %s", got)
+	}
+}
+
+// A kill whose write of cgroup.kill fails sent nothing: neither a
+// group's Kill nor the Containment's KillAll reports it as reached or
+// notes it (Killed), so that the terminal's exit does not claim a SIGKILL
+// that was never sent. The write is made to fail by pointing the tree and
+// the group at a copy of their cgroups whose cgroup.kill is a directory
+// (EISDIR); everything else of the kill is the real path.
+func TestKillThatFailsIsNotNoted(t *testing.T) {
+	c, tree := openCgroupMode(t)
+	defer func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}()
+	if !tree.hasKill {
+		t.Skip("no cgroup.kill on this kernel (before Linux 5.14)")
+	}
+	s := start(t, c, "exec sleep 30")
+	sleeping(t, s.pid)
+	g := s.g.(*cgroupGroup)
+	fake := t.TempDir()
+	for _, d := range []string{fake, filepath.Join(fake, "t")} {
+		if err := os.MkdirAll(filepath.Join(d, "cgroup.kill"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "cgroup.events"), []byte("populated 1\nfrozen 0\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(fake, "t", "cgroup.procs"), []byte(strconv.Itoa(s.pid)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	realTree, realGroup := tree.dir, g.dir
+	tree.dir, g.dir = fake, filepath.Join(fake, "t")
+	reached, err := g.Kill()
+	killed := g.Killed()
+	kerr := c.KillAll()
+	tree.dir, g.dir = realTree, realGroup
+	if err == nil || kerr == nil {
+		t.Fatalf("Kill, KillAll with cgroup.kill a directory = %v, %v; want errors", err, kerr)
+	}
+	if reached || killed {
+		t.Errorf("Kill whose write failed: reached %v, Killed %v; want neither", reached, killed)
+	}
+	if g.Killed() {
+		t.Error("KillAll whose write failed noted a kill")
+	}
+	if p, ok := readProc(s.pid); !ok || !p.live() {
+		t.Fatalf("sleep is not live after kills that failed: %+v", p)
+	}
+	reached, err = g.Kill()
+	if !reached || err != nil || !g.Killed() {
+		t.Errorf("Kill = %v, %v, Killed %v; want reached, noted", reached, err, g.Killed())
+	}
+	s.reap(t)
+	waitDone(t, g)
+	if err := g.Close(); err != nil {
+		t.Error(err)
 	}
 }

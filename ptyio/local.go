@@ -1,6 +1,8 @@
 package ptyio
 
 import (
+	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,6 +61,11 @@ type Local struct {
 	// closes it once no Launch can run any more.
 	PTYs *Spare
 
+	// GiveUp, if not 0, replaces the package's GiveUp: how long after
+	// the first SIGKILL of a stop a command whose processes are still
+	// there is reported ended.
+	GiveUp time.Duration
+
 	prepareAfter time.Duration // 0: defaultPrepareAfter (prepare.go)
 }
 
@@ -100,7 +108,7 @@ func (l Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
 	if err != nil {
 		return nil, errors.Join(&StartError{cmd.Line, err}, abort(pid, g), master.Close())
 	}
-	p := &local{pid: pid, master: master, tty: tty.Name(), shell: shell, group: g, out: out, ev: ev, readDone: make(chan struct{})}
+	p := &local{pid: pid, master: master, tty: tty.Name(), shell: shell, group: g, out: out, ev: ev, readDone: make(chan struct{}), giveUp: cmp.Or(l.GiveUp, GiveUp), killSent: make(chan struct{})}
 	go p.read()
 	go p.run()
 	return p, nil
@@ -190,6 +198,9 @@ type local struct {
 	readDone chan struct{} // closed when read returns
 	readErr  error         // written by read before readDone is closed
 	draining atomic.Bool   // the group is empty: read until the PTY is
+	giveUp   time.Duration // see GiveUp
+	killSent chan struct{} // closed once the stop's first SIGKILL has gone out
+	killOnce sync.Once
 
 	mu     sync.Mutex // guards esc, done, thawed and parked
 	esc    *signals.Escalation
@@ -227,7 +238,7 @@ func (p *local) Stop(grace time.Duration) {
 	switch {
 	case p.done:
 	case p.esc == nil:
-		p.esc = signals.Escalate(p.group, grace)
+		p.esc = signals.Escalate(sentKill{p.group, p.noteKill}, grace)
 	default:
 		p.esc.Hurry()
 	}
@@ -449,14 +460,68 @@ func (r *ptyReader) next() ([]byte, error) {
 	return nil, r.rerr
 }
 
+// sentKill is a command's group as its stop's Target: it tells the
+// command when a SIGKILL has gone out.
+type sentKill struct {
+	contain.Group
+	sent func()
+}
+
+func (k sentKill) Kill() (bool, error) {
+	reached, err := k.Group.Kill()
+	if reached || err == nil {
+		k.sent()
+	}
+	return reached, err
+}
+
+// noteKill records that the stop's first SIGKILL has gone out.
+func (p *local) noteKill() { p.killOnce.Do(func() { close(p.killSent) }) }
+
+// shellEnd is the shell's wait status, once it has exited.
+type shellEnd struct {
+	status Status
+	err    error
+}
+
 // run follows the command to its end: the shell's exit, then every other
-// process of its group, then the last of its output.
+// process of its group, then the last of its output. A command whose
+// processes are still there p.giveUp after its stop's first SIGKILL is
+// reported ended without them (Exit.Left), and release waits for them.
 func (p *local) run() {
-	status, err := p.waitShell()
-	errs := []error{err}
-	if !p.group.Empty() {
-		p.ev.ShellReturned(status)
-		<-p.group.Done()
+	shellc := make(chan shellEnd, 1)
+	go func() {
+		status, err := p.waitShell()
+		shellc <- shellEnd{status, err}
+	}()
+	var (
+		status    Status
+		errs      []error
+		returned  bool
+		groupDone <-chan struct{} // once the shell has returned
+		killSent  = p.killSent
+		giveUp    <-chan time.Time
+		left      []Leftover
+	)
+	for ended := false; !ended; {
+		select {
+		case end := <-shellc:
+			status, returned = end.status, true
+			errs = append(errs, end.err)
+			if ended = p.group.Empty(); !ended {
+				p.ev.ShellReturned(status)
+				groupDone = p.group.Done()
+			}
+		case <-groupDone:
+			ended = true
+		case <-killSent:
+			killSent = nil
+			t := time.NewTimer(p.giveUp)
+			defer t.Stop()
+			giveUp = t.C
+		case <-giveUp:
+			left, ended = p.leftovers(), true
+		}
 	}
 
 	// The stop ends before the shell is reaped: a signal racing the
@@ -475,17 +540,58 @@ func (p *local) run() {
 		}
 		errs = append(errs, esc.Err())
 	}
-	if p.group.Killed() {
+	if p.group.Killed() || left != nil {
 		// A SIGKILL the escalation may not have sent: the containment's
-		// KillAll (a second stop signal, a shutdown that timed out).
+		// KillAll (a second stop signal, a shutdown that timed out); or
+		// one the processes left have not acted on.
 		exit.Stopped = signals.Name(unix.SIGKILL)
 	}
-	errs = append(errs, p.shell.Reap(), p.shell.Close(), p.drain(), p.master.Close())
-	errs = append(errs, p.group.Close())
+	if left != nil {
+		exit.Left = left
+		errs = append(errs, p.drain(), p.master.Close())
+		go p.release(shellc, returned)
+	} else {
+		errs = append(errs, p.shell.Reap(), p.shell.Close(), p.drain(), p.master.Close())
+		errs = append(errs, p.group.Close())
+	}
 	if exit.Err = errors.Join(errs...); exit.Err != nil {
 		exit.Err = fmt.Errorf("terminal of %d: %w", p.pid, exit.Err)
 	}
 	p.ev.Exited(exit)
+}
+
+// leftovers lists the processes of the command still there, with their
+// state, never nil.
+func (p *local) leftovers() []Leftover {
+	ms, _ := p.group.Members() // Best effort: the list is for the report
+	left := make([]Leftover, 0, len(ms))
+	for _, m := range ms {
+		left = append(left, Leftover{Pid: m.Pid, Command: m.Command, State: procState(m.Pid)})
+	}
+	return left
+}
+
+// release waits, after the command was reported ended without them (see
+// GiveUp), for the shell and every process left to go, then reaps the
+// shell and releases the group. It reports nothing: the command's end was
+// reported once. returned says whether shellc has delivered already.
+func (p *local) release(shellc <-chan shellEnd, returned bool) {
+	if !returned {
+		<-shellc
+	}
+	<-p.group.Done()
+	// Best effort: nobody is left to tell of an error.
+	_ = errors.Join(p.shell.Reap(), p.shell.Close(), p.group.Close())
+}
+
+// procState returns the state of process pid as /proc/PID/stat shows it
+// ("R", "S", "D"...), or "" where there is none to read.
+func procState(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if i := bytes.LastIndexByte(b, ')'); err == nil && i >= 0 && i+2 < len(b) {
+		return string(b[i+2])
+	}
+	return ""
 }
 
 // drain reads what is left in the PTY once no process of the command

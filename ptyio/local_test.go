@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -337,7 +338,7 @@ func TestStop(t *testing.T) {
 			if tt.twice {
 				p.Stop(tt.grace)
 			}
-			if e := rec.wait(t); e != tt.want {
+			if e := rec.wait(t); !reflect.DeepEqual(e, tt.want) {
 				t.Errorf("exit %+v, want %+v", e, tt.want)
 			}
 			p.Stop(tt.grace) // after the end: nothing happens

@@ -89,7 +89,29 @@ type Exit struct {
 	// Err collects what went wrong while following or stopping the
 	// command; the exit is reported all the same.
 	Err error
+	// Left lists the processes still there when the command was
+	// reported ended without them: a SIGKILL went out to them GiveUp
+	// ago and they have not gone (a process in uninterruptible sleep,
+	// on a dead NFS or FUSE mount, say). Stopped is then "SIGKILL". Their
+	// group stays held and is released once they go; nothing more is
+	// reported of them. Empty for every other exit.
+	Left []Leftover
 }
+
+// A Leftover is a process of a command that outlived a SIGKILL by
+// GiveUp.
+type Leftover struct {
+	Pid     int
+	Command string // its command line, arguments joined by spaces
+	State   string // its state as /proc/PID/stat shows it ("D": uninterruptible sleep); "" where unknown
+}
+
+// GiveUp is how long after the first SIGKILL a stop sent a command's
+// processes the command is reported ended (Events.Exited, with Exit.Left)
+// though some of them are still there: the kernel has not let them act
+// on it, and an editor waiting for the command's end would wait as long
+// as they do. Local.GiveUp, if set, replaces it.
+const GiveUp = 5 * time.Second
 
 // Events receives a process's lifecycle, each method at most once and in
 // this order, from the process's own goroutine. Implementations must not

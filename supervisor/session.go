@@ -1,10 +1,12 @@
 package supervisor
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"shellagent/acp"
@@ -501,6 +503,10 @@ func (s *Session) exited(t *terminal, x ptyio.Exit) {
 		if x.Err != nil {
 			s.sv.cfg.Log.Warn("terminal ended with errors", "session", s.id, "terminal", t.id, "err", x.Err)
 		}
+		if len(x.Left) > 0 {
+			s.sv.cfg.Log.Warn("terminal reported ended though processes a SIGKILL has not ended are still there; they are released when they go",
+				"session", s.id, "terminal", t.id, "left", leftText(x.Left))
+		}
 		t.unwatchInput()
 		st.out.sendTerminal(t, t.exitUpdate(x), protocol.StreamOutput)
 		onItsOwn := t.state == termRunning // nobody stopped it
@@ -545,4 +551,17 @@ func commandOutcome(st *state, t *terminal, cancelled bool) {
 		SessionUpdate: acp.KindToolCall, ToolCallID: t.call.id,
 		Status: t.call.status(), RawOutput: t.call.output,
 	})
+}
+
+// leftText names the processes left by a terminal reported ended without
+// them: pid, state as /proc shows it, and command.
+func leftText(left []ptyio.Leftover) string {
+	var b strings.Builder
+	for i, l := range left {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%d (state %s) %s", l.Pid, cmp.Or(l.State, "unknown"), l.Command)
+	}
+	return b.String()
 }

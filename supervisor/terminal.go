@@ -169,6 +169,13 @@ func exitStatus(x ptyio.Exit) *acp.ExitStatus {
 		code := x.Shell.Code
 		es.ExitCode = &code
 	}
+	if len(x.Left) > 0 {
+		pids := make([]int, len(x.Left))
+		for i, l := range x.Left {
+			pids[i] = l.Pid
+		}
+		es.Meta = map[string]any{"shellagent": map[string]any{"left": pids}}
+	}
 	return es
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -113,7 +114,7 @@ func TestReadPast(t *testing.T) {
 	if c2.Outcome != acp.StatusCompleted || len(c2.Terminals) != 1 || c2.Terminals[0] != t2 {
 		t.Errorf("call_2: %q with %v", c2.Outcome, c2.Terminals)
 	}
-	if !t1.Lost || t1.Exit == nil || *t1.Exit != (acp.ExitStatus{}) || !t1.Started.Equal(at) || t1.Output.Total() != 10 {
+	if !t1.Lost || t1.Exit == nil || !reflect.DeepEqual(*t1.Exit, acp.ExitStatus{}) || !t1.Started.Equal(at) || t1.Output.Total() != 10 {
 		t.Errorf("term_1: lost %v, exit %+v, started %v, written %d", t1.Lost, t1.Exit, t1.Started, t1.Output.Total())
 	}
 	if t2.Lost || t2.Exit.ExitCode == nil || t2.Output.Total() != 0 {
