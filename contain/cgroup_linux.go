@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -193,22 +194,23 @@ func (t *cgroupTree) killAll(timeout time.Duration) error {
 		groups = append(groups, g)
 	}
 	t.mu.Unlock()
-	alive := make([]bool, len(groups))
-	for i, g := range groups {
+	// Noted before the kill is sent, as a terminal may see its processes
+	// gone before killTree returns; withdrawn if none was sent, so that
+	// an exit does not claim a SIGKILL on the word of a failed write.
+	withdraw := make([]func(), 0, len(groups))
+	for _, g := range groups {
 		if pids, err := cgroupPids(g.dir); err == nil { // a group closed meanwhile has nothing to note
-			alive[i] = anyAlive(pids)
+			withdraw = append(withdraw, g.noteAhead(anyAlive(pids)))
 		}
 	}
-	// Noted once the kill is sent, not before: a write that fails sent
-	// nothing, and an exit must not claim a SIGKILL on its word.
-	var once sync.Once
-	return killTree(t.dir, t.hasKill, timeout, func() {
-		once.Do(func() {
-			for i, g := range groups {
-				g.note(alive[i])
-			}
-		})
-	})
+	sent := false
+	err := killTree(t.dir, t.hasKill, timeout, func() { sent = true })
+	if !sent {
+		for _, w := range withdraw {
+			w()
+		}
+	}
+	return err
 }
 
 // track adds g to the groups that killAll notes a kill of, or, if !add,
@@ -236,6 +238,18 @@ func (t *cgroupTree) close(timeout time.Duration) error {
 	}
 	t.reap.close()
 	return err
+}
+
+// afterKill, if not nil, is called once a kill has been sent to the
+// processes of the cgroup at dir (cgroup.kill written, or killEach's
+// signals sent), before the sender goes on: a test's look at that moment.
+var afterKill atomic.Pointer[func(dir string)]
+
+// killSent calls afterKill, if set, for the cgroup at dir.
+func killSent(dir string) {
+	if f := afterKill.Load(); f != nil {
+		(*f)(dir)
+	}
 }
 
 // killTree kills every process of the cgroup at dir and below, and waits
@@ -266,6 +280,9 @@ func killTree(dir string, hasKill bool, timeout time.Duration, sent func()) erro
 			signalled = err == nil
 		} else {
 			signalled, err = killEach(dir)
+		}
+		if signalled {
+			killSent(dir)
 		}
 		if signalled && sent != nil {
 			sent()
@@ -581,18 +598,24 @@ func (g *cgroupGroup) Kill() (bool, error) {
 		return false, fmt.Errorf("list %s: %w", g.dir, err)
 	}
 	reached := anyAlive(pids)
-	// Noted once sent, not before: a kill whose write failed sent
-	// nothing, and the terminal's exit must not claim it.
+	// Noted before it is sent, as the terminal may see its processes gone
+	// before Kill returns; withdrawn if it was not, so that the exit does
+	// not claim a SIGKILL on the word of a failed write.
+	withdraw := g.noteAhead(reached)
 	if !g.tree.hasKill {
 		signalled, err := killEach(g.dir)
-		reached = reached && signalled
-		g.note(reached)
+		if !signalled {
+			withdraw()
+			return false, err
+		}
+		killSent(g.dir)
 		return reached, err
 	}
 	if err := writeFile(filepath.Join(g.dir, "cgroup.kill"), "1"); err != nil {
+		withdraw()
 		return false, fmt.Errorf("kill %s: %w", g.dir, err)
 	}
-	g.note(reached)
+	killSent(g.dir)
 	return reached, nil
 }
 

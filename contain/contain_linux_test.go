@@ -921,3 +921,55 @@ func TestKillThatFailsIsNotNoted(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A kill in cgroup mode is noted (Group.Killed) by the time it has been
+// sent: the terminal whose processes it ends may see them gone, and ask
+// Killed for its exit status, before the sender returns. Both senders,
+// the group's Kill and the containment's KillAll, are looked at the
+// moment their kill has been sent, once the group is empty.
+// Before, the kill was noted after the write returned, and an exit could
+// say SIGTERM for a command the second stop signal killed
+// (TestSecondSignalDuringShutdown failed so once).
+func TestKillIsNotedBeforeItsProcessesAreGone(t *testing.T) {
+	tests := []struct {
+		name string
+		kill func(c *Containment, g Group) error
+	}{
+		{"Kill", func(_ *Containment, g Group) error { _, err := g.Kill(); return err }},
+		{"KillAll", func(c *Containment, _ Group) error { return c.KillAll() }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, _ := openCgroupMode(t)
+			defer func() {
+				if err := c.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			}()
+			s := start(t, c, "exec sleep 30")
+			sleeping(t, s.pid)
+			looked, noted := false, false
+			look := func(string) {
+				if looked {
+					return
+				}
+				looked = true
+				waitDone(t, s.g)
+				noted = s.g.Killed()
+			}
+			afterKill.Store(&look)
+			err := tt.kill(c, s.g)
+			afterKill.Store(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !looked || !noted {
+				t.Errorf("once the kill was sent (looked %v) and the group empty, Killed = %v; want true", looked, noted)
+			}
+			s.reap(t)
+			if err := s.g.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
