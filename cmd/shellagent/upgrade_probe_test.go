@@ -16,14 +16,15 @@ import (
 )
 
 // probeStack is a stack whose service waits for an exec: ready probe
-// that, until the gate file exists, runs a slow try (cut short after
-// 5 s) and leaves a process of a session of its own (setsid) behind it:
-// every process the tries start carries the marker, PROBEMARK=TOKEN.
+// each of whose tries leaves a process of a session of its own (setsid)
+// behind it and waits for the gate file (cut short after 5 s), exiting 0
+// once it exists: every process the tries start carries the marker,
+// PROBEMARK=TOKEN.
 func probeStack(token string) string {
 	return `
 [services.web]
 command = "exec sleep 300"
-ready = "exec:export PROBEMARK=` + token + `; setsid sleep 1000 </dev/null >/dev/null 2>&1 & test -e gate || sleep 30"
+ready = "exec:export PROBEMARK=` + token + `; setsid sleep 1000 </dev/null >/dev/null 2>&1 & until test -e gate; do sleep 0.1; done"
 ready_timeout = "60s"
 `
 }
