@@ -156,7 +156,7 @@ func TestListenPorts(t *testing.T) {
 //
 // Not parallel: its forks would hold copies of other tests' listeners.
 func TestPortHolderWhileProcessesStart(t *testing.T) {
-	port := testloop.FreePort(t)
+	port := portSeenFree(t)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	for range 2 {
@@ -182,4 +182,21 @@ func TestPortHolderWhileProcessesStart(t *testing.T) {
 			t.Fatalf("PortHolder(%d), try %d, while processes start: taken by %d %q (%v); want free", port, i+1, pid, cmd, err)
 		}
 	}
+}
+
+// portSeenFree returns a port that FreePort gave and PortHolder, before
+// any fork of the test, sees free: another process of the machine (a
+// test suite beside this one) may hold a port FreePort found free a
+// moment before, and TestPortHolderWhileProcessesStart once failed at its
+// first try so ("taken by 0"), which says nothing of its forks.
+func portSeenFree(t *testing.T) int {
+	t.Helper()
+	for range 10 {
+		port := testloop.FreePort(t)
+		if free, _, _, err := PortHolder(port); free && err == nil {
+			return port
+		}
+	}
+	t.Fatal("no port FreePort gives is free to PortHolder, in 10 tries")
+	return 0
 }
