@@ -376,19 +376,22 @@ func TestKillEndsWhatIgnoresTerm(t *testing.T) {
 	})
 }
 
+// killers are the two senders of a group's SIGKILL: the group's own
+// Kill, and the Containment's KillAll.
+var killers = []struct {
+	name string
+	kill func(c *Containment, g Group) error
+}{
+	{"Kill", func(_ *Containment, g Group) error { _, err := g.Kill(); return err }},
+	{"KillAll", func(c *Containment, _ Group) error { return c.KillAll() }},
+}
+
 // Group.Killed records a SIGKILL that reached a live process of the group,
 // whichever sent it: the group's own Kill, or the Containment's KillAll,
 // which a second stop signal to the agent sends. A group whose processes
 // had ended by then, or that got only SIGTERM, was not killed.
 func TestKilledWhoeverKills(t *testing.T) {
-	tests := []struct {
-		name string
-		kill func(c *Containment, g Group) error
-	}{
-		{"Kill", func(_ *Containment, g Group) error { _, err := g.Kill(); return err }},
-		{"KillAll", func(c *Containment, _ Group) error { return c.KillAll() }},
-	}
-	for _, tt := range tests {
+	for _, tt := range killers {
 		t.Run(tt.name, func(t *testing.T) {
 			eachMode(t, func(t *testing.T, c *Containment) {
 				ended := start(t, c, "exit 0")
@@ -931,14 +934,7 @@ func TestKillThatFailsIsNotNoted(t *testing.T) {
 // say SIGTERM for a command the second stop signal killed
 // (TestSecondSignalDuringShutdown failed so once).
 func TestKillIsNotedBeforeItsProcessesAreGone(t *testing.T) {
-	tests := []struct {
-		name string
-		kill func(c *Containment, g Group) error
-	}{
-		{"Kill", func(_ *Containment, g Group) error { _, err := g.Kill(); return err }},
-		{"KillAll", func(c *Containment, _ Group) error { return c.KillAll() }},
-	}
-	for _, tt := range tests {
+	for _, tt := range killers {
 		t.Run(tt.name, func(t *testing.T) {
 			c, _ := openCgroupMode(t)
 			defer func() {

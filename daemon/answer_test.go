@@ -34,15 +34,7 @@ func TestMain(m *testing.M) {
 // (issue 22's hardening: every read of a peer is bounded).
 func TestAnAnswerWithoutEndIsRefused(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	socket := filepath.Join(dir, "d.sock")
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: socket, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	socket, l := listenOwn(t)
 	defer l.Close()
 	served := make(chan struct{})
 	go func() {
@@ -64,7 +56,7 @@ func TestAnAnswerWithoutEndIsRefused(t *testing.T) {
 			}
 		}
 	}()
-	_, err = AskStatus(socket, Hello{Shellagent: RelayVersion, Build: "test", Pid: os.Getpid()})
+	_, err := AskStatus(socket, Hello{Shellagent: RelayVersion, Build: "test", Pid: os.Getpid()})
 	if err == nil || !strings.Contains(err.Error(), "longer than") {
 		t.Errorf("AskStatus of an answer that never ends: %v, want a refusal of its length", err)
 	}
@@ -78,19 +70,11 @@ func TestAnAnswerWithoutEndIsRefused(t *testing.T) {
 // Before, the relay said only "hello: i/o timeout".
 func TestDialOfADaemonThatDoesNotAccept(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	socket := filepath.Join(dir, "d.sock")
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: socket, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	socket, l := listenOwn(t)
 	defer l.Close() // never accepts, as a daemon out of descriptors
 	const within = 200 * time.Millisecond
 	start := time.Now()
-	_, err = dialWithin(socket, Hello{Shellagent: RelayVersion, Build: "test", Pid: os.Getpid(), Want: WantACP}, Stdio{}, within)
+	_, err := dialWithin(socket, Hello{Shellagent: RelayVersion, Build: "test", Pid: os.Getpid(), Want: WantACP}, Stdio{}, within)
 	if took := time.Since(start); took > testloop.Bound(within) {
 		t.Errorf("Dial gave up after %v, want within %v", took, testloop.Bound(within))
 	}
@@ -115,4 +99,20 @@ func TestDialOfADaemonThatDoesNotAccept(t *testing.T) {
 	if !strings.HasSuffix(err.Error(), "hung: see /state/daemon.log)") {
 		t.Errorf("with its log: %q", err)
 	}
+}
+
+// listenOwn listens on a socket in a directory of the test's own (mode
+// 0700, as a daemon's), and returns its path and listener.
+func listenOwn(t *testing.T) (string, *net.UnixListener) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	socket := filepath.Join(dir, "d.sock")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: socket, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return socket, l
 }

@@ -30,16 +30,7 @@ func TestCloseAnswersDespiteAnUnkillableProcess(t *testing.T) {
 	sid := h.newSession()
 	h.run(sid, "/bg echo ready; exec sleep 300")
 	h.output(sid, "term_1", "ready")
-	var pid int
-	sessiontest.Poll(t, "the shell to exec sleep 300", func() bool {
-		for _, p := range acptest.ProcessesWith(h.marker) {
-			if b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline"); strings.HasPrefix(string(b), "sleep\x00300") {
-				pid = p
-				return true
-			}
-		}
-		return false
-	})
+	pid := h.sleeping("300")
 	thaw := containtest.Unkillable(t, pid)
 	start := time.Now()
 	closeID := h.c.Send("session/close", map[string]string{"sessionId": sid})
@@ -88,16 +79,7 @@ func TestCancelEndsTheTurnDespiteAnUnkillableProcess(t *testing.T) {
 	sid := h.newSession()
 	h.prompt(sid, "echo ready; exec sleep 301")
 	h.output(sid, "term_1", "ready")
-	var pid int
-	sessiontest.Poll(t, "the shell to exec sleep 301", func() bool {
-		for _, p := range acptest.ProcessesWith(h.marker) {
-			if b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline"); strings.HasPrefix(string(b), "sleep\x00301") {
-				pid = p
-				return true
-			}
-		}
-		return false
-	})
+	pid := h.sleeping("301")
 	thaw := containtest.Unkillable(t, pid)
 	h.c.Notify("session/cancel", map[string]string{"sessionId": sid})
 	exit := h.exit(nil, sid, "term_1")
@@ -110,4 +92,21 @@ func TestCancelEndsTheTurnDespiteAnUnkillableProcess(t *testing.T) {
 	sessiontest.Poll(t, "the unkillable process to go once thawed", func() bool {
 		return !slices.Contains(acptest.ProcessesWith(h.marker), pid)
 	})
+}
+
+// sleeping waits until the shell of the harness's command has exec'd
+// "sleep arg", and returns its pid.
+func (h *harness) sleeping(arg string) int {
+	h.t.Helper()
+	var pid int
+	sessiontest.Poll(h.t, "the shell to exec sleep "+arg, func() bool {
+		for _, p := range acptest.ProcessesWith(h.marker) {
+			if b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline"); strings.HasPrefix(string(b), "sleep\x00"+arg+"\x00") {
+				pid = p
+				return true
+			}
+		}
+		return false
+	})
+	return pid
 }

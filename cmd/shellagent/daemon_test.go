@@ -1582,22 +1582,7 @@ func TestRelayOfADaemonOutOfDescriptors(t *testing.T) {
 	testloop.Long(t, "a relay waits 5 s for a daemon out of file descriptors")
 	t.Parallel()
 	d := newDaemonFixture(t)
-	cmd := exec.Command("/bin/sh", "-c", `ulimit -n 64 && exec "$@"`, "sh", binary, "daemon", "--socket", d.socket)
-	cmd.Args = append(cmd.Args, d.args...)
-	cmd.Env = d.env()
-	var log syncBuffer
-	cmd.Stderr = &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		d.run(binary, "daemon", "stop", "--socket", d.socket)
-		waitExited(t, cmd)
-		if t.Failed() {
-			t.Logf("the daemon's log:\n%s", log.String())
-		}
-	})
-	waitFor(t, "the daemon to serve", func() bool { return strings.Contains(log.String(), "daemon serving") })
+	cmd := d.startOwnDaemonUnder([]string{"/bin/sh", "-c", `ulimit -n 64 && exec "$@"`, "sh"}, binary)
 	// ACP connections, each a descriptor of the daemon's, until it takes
 	// no more: with the daemon's build in the hello, or it closes them.
 	st, err := daemon.AskStatus(d.socket, daemonHello())

@@ -36,9 +36,18 @@ func buildNew(t *testing.T) string {
 // startOwnDaemon starts bin as the fixture's daemon, a child of the test,
 // and waits for it to serve; the cleanup stops it.
 func (d *daemonFixture) startOwnDaemon(bin string) *exec.Cmd {
+	d.t.Helper()
+	return d.startOwnDaemonUnder(nil, bin)
+}
+
+// startOwnDaemonUnder is startOwnDaemon with the daemon's command line
+// run by wrapper (a command that runs its arguments: a shell setting a
+// limit), if not nil.
+func (d *daemonFixture) startOwnDaemonUnder(wrapper []string, bin string) *exec.Cmd {
 	t := d.t
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"daemon", "--socket", d.socket}, d.args...)...)
+	argv := append(append(wrapper, bin, "daemon", "--socket", d.socket), d.args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = d.env()
 	var log syncBuffer
 	cmd.Stderr = &log
