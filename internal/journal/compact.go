@@ -18,7 +18,7 @@ func (w *writer) maybeCompact(f *file) {
 	for _, t := range f.terms {
 		dead += t.dead(w.opts.Scrollback)
 	}
-	if dead < w.opts.CompactAt || dead*2 < f.size || f.dropping || !f.compacts.due(w.clock()) {
+	if dead < w.opts.CompactAt || dead*2 < f.size || f.dropping || !f.compacts.Due(w.clock()) {
 		return
 	}
 	if err := w.compact(f); err != nil {

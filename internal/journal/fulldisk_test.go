@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"shellagent/acp"
+	"shellagent/internal/backoff"
 )
 
 // fakeClock is the writer's clock in a test: the time of the test's
@@ -112,7 +113,7 @@ func TestFullDiskKeepsTheFileWhole(t *testing.T) {
 		t.Errorf("%d writes tried in 40 s of a full disk, want a few (after 1, 2, 4 ... s)", n)
 	}
 	full.Store(false)
-	clock.advance(retryMax)
+	clock.advance(backoff.Max)
 	out([]byte("after|"))
 	s.Update("sess_1", "", msg(acp.KindUserMessage, "msg_2", "two"))
 	s.Flush()
@@ -149,7 +150,7 @@ func TestFullDiskKeepsTheFileWhole(t *testing.T) {
 // fails; before, it was tried again at each batch, reading the whole
 // file and writing what fitted each time, about 3 times a second for a
 // flooding session, and logged each time. Now it is tried again after
-// 1 s, then twice as long each time up to retryMax, logged once for the
+// 1 s, then twice as long each time up to backoff.Max, logged once for the
 // run, and once it works the run ends; the tries leave no file and no
 // descriptor behind.
 func TestFailingCompactionBacksOff(t *testing.T) {
@@ -203,7 +204,7 @@ func TestFailingCompactionBacksOff(t *testing.T) {
 	}
 	path := filepath.Join(dir, "sessions", "sess_1.jsonl")
 	before, _ := os.Stat(path)
-	clock.advance(retryMax)
+	clock.advance(backoff.Max)
 	batch(seconds + 1)
 	after, _ := os.Stat(path)
 	if _, info := levels(&lc, "compacting a session file works again"); info != 1 || after.Size() >= before.Size() {

@@ -557,7 +557,7 @@ func (w *writer) writeOut(f *file) {
 func (w *writer) resyncDue() {
 	now := w.clock()
 	for id, f := range w.files {
-		if !f.dropping || !f.writes.due(now) {
+		if !f.dropping || !f.writes.Due(now) {
 			continue
 		}
 		f.unsynced = false

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"shellagent/internal/backoff"
 	"shellagent/internal/stack"
 	"shellagent/outputbuf"
 )
@@ -126,34 +127,24 @@ func copyLog(log *slog.Logger, path string, limit int64, ring *outputbuf.Ring, o
 	}
 }
 
-// The waits of a logWriter after a failure: a second after the first,
-// twice the last after each next one, at most logRetryMax.
-const (
-	logRetryFirst = time.Second
-	logRetryMax   = 30 * time.Second
-)
-
 // A logWriter is a copier's log file: after a failure to open or write it
 // (a full disk; the file is closed then), what comes is dropped until the
-// next try, which opens it again: a second after the first failure, twice
-// as long after each next one, at most logRetryMax. A run of failures is
-// logged once as it starts, and once when the log works again with the
-// bytes it dropped.
+// next try, which opens it again, on package backoff's schedule. A run of
+// failures is logged once as it starts, and once when the log works
+// again with the bytes it dropped.
 type logWriter struct {
 	log   *slog.Logger
 	path  string
 	limit int64
 
-	lg       *stack.Log // nil before the first write and after a failure
-	failures int
-	wait     time.Duration
-	next     time.Time // no try before
-	lost     int64     // bytes dropped in the run of failures
+	lg    *stack.Log // nil before the first write and after a failure
+	tries backoff.Run
+	lost  int64 // bytes dropped in the run of failures
 }
 
 func (w *logWriter) write(p []byte) {
 	if w.lg == nil {
-		if w.failures > 0 && time.Now().Before(w.next) {
+		if !w.tries.Due(time.Now()) {
 			w.lost += int64(len(p))
 			return
 		}
@@ -170,19 +161,16 @@ func (w *logWriter) write(p []byte) {
 		w.fail(err, len(p)-n)
 		return
 	}
-	if w.failures > 0 {
-		w.log.Info("service log works again", "path", w.path, "failures", w.failures, "lost_bytes", w.lost)
-		w.failures, w.wait, w.lost = 0, 0, 0
+	if n := w.tries.Worked(); n > 0 {
+		w.log.Info("service log works again", "path", w.path, "failures", n, "lost_bytes", w.lost)
+		w.lost = 0
 	}
 }
 
 // fail notes a failure that dropped lost bytes.
 func (w *logWriter) fail(err error, lost int) {
-	w.failures++
 	w.lost += int64(lost)
-	w.wait = min(max(2*w.wait, logRetryFirst), logRetryMax)
-	w.next = time.Now().Add(w.wait)
-	if w.failures == 1 {
+	if w.tries.Failed(time.Now()) {
 		w.log.Warn("service log: output is not logged until it can be written again (tried after 1 s, then less often, at most each 30 s)", "path", w.path, "err", err)
 	}
 }

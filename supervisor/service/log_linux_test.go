@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"shellagent/internal/backoff"
 	"shellagent/internal/stack"
 	"shellagent/internal/testloop"
 	"shellagent/outputbuf"
@@ -43,7 +44,7 @@ func TestLogGoesOnAfterAFullDisk(t *testing.T) {
 	// A line each 50 ms, as a service prints, until the log has one.
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	deadline := time.After(testloop.Bound(2 * logRetryFirst))
+	deadline := time.After(testloop.Bound(2 * backoff.First))
 	for i := 0; ; i++ {
 		ring.Write(fmt.Appendf(nil, "line %d\n", i))
 		if b, _ := os.ReadFile(path); strings.Contains(string(b), "line") {
@@ -52,7 +53,7 @@ func TestLogGoesOnAfterAFullDisk(t *testing.T) {
 		select {
 		case <-tick.C:
 		case <-deadline:
-			t.Fatalf("the log holds no line %v after the disk had room again:\n%s", testloop.Bound(2*logRetryFirst), lc.String())
+			t.Fatalf("the log holds no line %v after the disk had room again:\n%s", testloop.Bound(2*backoff.First), lc.String())
 		}
 	}
 	l.Ended()
