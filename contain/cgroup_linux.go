@@ -245,6 +245,19 @@ func (t *cgroupTree) close(timeout time.Duration) error {
 // signals sent), before the sender goes on: a test's look at that moment.
 var afterKill atomic.Pointer[func(dir string)]
 
+// noteAhead (cgroup mode's: a cgroup.kill kills as it is written)
+// records a SIGKILL that will reach a live process of the
+// group (reached) before it is sent: the process it ends may be seen
+// gone, and its exit reported, before the sender returns. The function
+// returned withdraws the note, for a kill that was not sent after all,
+// unless an earlier kill had set it.
+func (k *killRecord) noteAhead(reached bool) (withdraw func()) {
+	if !reached || k.killed.Swap(true) {
+		return func() {}
+	}
+	return func() { k.killed.Store(false) }
+}
+
 // killSent calls afterKill, if set, for the cgroup at dir.
 func killSent(dir string) {
 	if f := afterKill.Load(); f != nil {

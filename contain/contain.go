@@ -227,18 +227,6 @@ func (k *killRecord) note(reached bool) {
 	}
 }
 
-// noteAhead records a SIGKILL that will reach a live process of the
-// group (reached) before it is sent: the process it ends may be seen
-// gone, and its exit reported, before the sender returns. The function
-// returned withdraws the note, for a kill that was not sent after all,
-// unless an earlier kill had set it.
-func (k *killRecord) noteAhead(reached bool) (withdraw func()) {
-	if !reached || k.killed.Swap(true) {
-		return func() {}
-	}
-	return func() { k.killed.Store(false) }
-}
-
 // NewGroup returns a new, empty group.
 func (c *Containment) NewGroup() (Group, error) {
 	n := c.next.Add(1)
