@@ -600,6 +600,18 @@ func (c *rawFloodClient) takeOne() time.Time {
 	return time.Now()
 }
 
+// drainTimed reads the rest of stdout, to its end, and returns when its
+// first read returned.
+func (c *rawFloodClient) drainTimed() time.Time {
+	c.t.Helper()
+	if _, err := c.r.ReadByte(); err != nil && !errors.Is(err, io.EOF) {
+		c.t.Fatal(err)
+	}
+	first := time.Now()
+	c.drain()
+	return first
+}
+
 // drain reads the rest of stdout, to its end.
 func (c *rawFloodClient) drain() {
 	c.t.Helper()
