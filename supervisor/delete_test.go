@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"shellagent/acp"
-	"shellagent/internal/journal"
 	"shellagent/protocol/acptest"
 )
 
@@ -29,12 +28,7 @@ func isClosedNotice(m *acptest.Msg, title string) bool {
 func TestCloseOrDeleteFromAnotherConnection(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	store, err := journal.Open(journal.Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	h := newHarness(t, Config{History: store, Detached: KeepDetached})
+	h := newHarness(t, Config{History: openJournal(t, dir), Detached: KeepDetached})
 	for _, op := range []struct{ method, title string }{
 		{"session/close", "Another client closed this session"},
 		{"session/delete", "Another client deleted this session"},

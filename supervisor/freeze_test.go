@@ -238,14 +238,7 @@ func TestHandoverStates(t *testing.T) {
 // another process (or a later session/load) can still reopen it.
 func TestThawRefusedLeavesTheHistoryFree(t *testing.T) {
 	dir := t.TempDir()
-	open := func() *journal.Store {
-		store, err := journal.Open(journal.Options{Dir: dir})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { store.Close() })
-		return store
-	}
+	open := func() *journal.Store { return openJournal(t, dir) }
 	oldStore := open()
 	old := newHarness(t, Config{History: oldStore})
 	sid := old.newSession()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"shellagent/internal/journal"
 	"testing"
 	"time"
 
@@ -162,4 +163,15 @@ func listenAndWait() {
 	fmt.Printf("listening on port %d\n", l.Addr().(*net.TCPAddr).Port)
 	time.Sleep(time.Hour)
 	os.Exit(0)
+}
+
+// openJournal opens the history of dir for a test, closed at its end.
+func openJournal(t *testing.T, dir string) *journal.Store {
+	t.Helper()
+	store, err := journal.Open(journal.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store
 }

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"shellagent/acp"
-	"shellagent/internal/journal"
 	"shellagent/internal/testloop"
 	"shellagent/outputbuf"
 	"shellagent/protocol"
@@ -325,11 +324,7 @@ func heapInUse() uint64 {
 func TestFailedLaunchIsForgotten(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	store, err := journal.Open(journal.Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := openJournal(t, dir)
 	h := newHarness(t, Config{History: store, Launcher: failLauncher{}})
 	sid := h.newSession()
 	h.run(sid, "echo never")

@@ -23,10 +23,7 @@ import (
 // second exitStatus comes. Before ptyio's GiveUp the close never answered.
 func TestCloseAnswersDespiteAnUnkillableProcess(t *testing.T) {
 	t.Parallel()
-	const giveUp = 300 * time.Millisecond
-	l := sessiontest.Launcher
-	l.GiveUp = giveUp
-	h := newHarness(t, Config{KillGrace: 100 * time.Millisecond, Launcher: l})
+	h := undyingHarness(t)
 	sid := h.newSession()
 	h.run(sid, "/bg echo ready; exec sleep 300")
 	h.output(sid, "term_1", "ready")
@@ -72,10 +69,7 @@ func TestCloseAnswersDespiteAnUnkillableProcess(t *testing.T) {
 // left, the tool call cancelled, the idle update cancelled.
 func TestCancelEndsTheTurnDespiteAnUnkillableProcess(t *testing.T) {
 	t.Parallel()
-	const giveUp = 300 * time.Millisecond
-	l := sessiontest.Launcher
-	l.GiveUp = giveUp
-	h := newHarness(t, Config{KillGrace: 100 * time.Millisecond, Launcher: l})
+	h := undyingHarness(t)
 	sid := h.newSession()
 	h.prompt(sid, "echo ready; exec sleep 301")
 	h.output(sid, "term_1", "ready")
@@ -92,6 +86,18 @@ func TestCancelEndsTheTurnDespiteAnUnkillableProcess(t *testing.T) {
 	sessiontest.Poll(t, "the unkillable process to go once thawed", func() bool {
 		return !slices.Contains(acptest.ProcessesWith(h.marker), pid)
 	})
+}
+
+// giveUp is the unkillable tests' ptyio GiveUp, after a kill grace of
+// 100 ms.
+const giveUp = 300 * time.Millisecond
+
+// undyingHarness is a harness whose terminals are given up on giveUp
+// after a SIGKILL, with a kill grace of 100 ms.
+func undyingHarness(t *testing.T) *harness {
+	l := sessiontest.Launcher
+	l.GiveUp = giveUp
+	return newHarness(t, Config{KillGrace: 100 * time.Millisecond, Launcher: l})
 }
 
 // sleeping waits until the shell of the harness's command has exec'd
