@@ -2,6 +2,7 @@ package contain
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -26,6 +27,9 @@ func TestDoomed(t *testing.T) {
 	seen := 0
 	for range tries {
 		cmd := exec.Command("sleep", "30")
+		// A session, and so an autogroup, of its own, as a terminal's
+		// shell has: hold lowers its weight, not the test's own.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -179,14 +183,32 @@ func hold(t *testing.T, pid int, one unix.CPUSet) (restore func()) {
 	if err := unix.SchedSetaffinity(pid, &one); err != nil {
 		t.Fatal(err)
 	}
-	// Where the kernel has no autogroups the file is missing.
-	if err := os.WriteFile("/proc/"+strconv.Itoa(pid)+"/autogroup", []byte("19"), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := lowestAutogroup(pid); err != nil {
 		t.Fatal(err)
 	}
 	return func() {
 		// Best effort: it may be gone.
 		unix.SchedSetAttr(pid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}, 0)
 	}
+}
+
+// lowestAutogroup gives pid's autogroup the lowest weight there is. Where
+// the kernel has no autogroups (the file is missing), or pid is in the
+// root one, which every process is in until it or an ancestor starts a
+// session, and whose weight the kernel does not let be changed (EINVAL),
+// there is nothing to lower and it does nothing.
+func lowestAutogroup(pid int) error {
+	name := "/proc/" + strconv.Itoa(pid) + "/autogroup"
+	err := os.WriteFile(name, []byte("19"), 0)
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if errors.Is(err, unix.EINVAL) {
+		if b, rerr := os.ReadFile(name); rerr == nil && len(b) == 0 {
+			return nil // the root group: the file reads empty
+		}
+	}
+	return fmt.Errorf("lower the autogroup of %d: %w", pid, err)
 }
 
 // sleeping waits for pid to sleep in the command it was started with.
@@ -210,4 +232,52 @@ func comm(pid int) string {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
+}
+
+func TestLowestAutogroup(t *testing.T) {
+	if _, err := os.Stat("/proc/self/autogroup"); err != nil {
+		t.Skipf("no autogroups here: %v", err)
+	}
+	own := func(t *testing.T) int {
+		cmd := exec.Command("sleep", "30")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+		})
+		return cmd.Process.Pid
+	}
+	for _, tc := range []struct {
+		name string
+		pid  func(t *testing.T) int
+		want string // what the file reads after
+	}{
+		{"a session of its own", own, " nice 19\n"},
+		// init never starts a session: it is in the root group, whose
+		// weight cannot be changed, the group a test's processes are in
+		// where nothing above them started one.
+		{"the root group", func(t *testing.T) int {
+			if os.Getuid() != 0 {
+				t.Skip("only root may write init's autogroup file")
+			}
+			return 1
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pid := tc.pid(t)
+			if err := lowestAutogroup(pid); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/autogroup")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(b); !strings.HasSuffix(got, tc.want) || tc.want == "" && got != "" {
+				t.Errorf("autogroup reads %q, want it to end %q", got, tc.want)
+			}
+		})
+	}
 }
