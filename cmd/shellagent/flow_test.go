@@ -600,16 +600,52 @@ func (c *rawFloodClient) takeOne() time.Time {
 	return time.Now()
 }
 
-// drainTimed reads the rest of stdout, to its end, and returns when its
-// first read returned.
-func (c *rawFloodClient) drainTimed() time.Time {
+// drainTimed reads the rest of stdout, to its end, from the pipe itself
+// (what c.r held is in got already), noting when each read began and
+// returned.
+func (c *rawFloodClient) drainTimed() readSpans {
 	c.t.Helper()
-	if _, err := c.r.ReadByte(); err != nil && !errors.Is(err, io.EOF) {
+	if _, err := c.r.Discard(c.r.Buffered()); err != nil {
 		c.t.Fatal(err)
 	}
-	first := time.Now()
-	c.drain()
-	return first
+	var spans readSpans
+	p := make([]byte, 64<<10)
+	for {
+		called := time.Now()
+		_, err := c.pipe.Read(p)
+		spans = append(spans, readSpan{called, time.Now()})
+		if errors.Is(err, io.EOF) {
+			return spans
+		}
+		if err != nil {
+			c.t.Fatalf("draining: %v", err)
+		}
+	}
+}
+
+// A readSpan is when a read began and when it returned.
+type readSpan struct{ called, returned time.Time }
+
+// readSpans are a drain's reads, in order.
+type readSpans []readSpan
+
+// idleAt says whether at was in a pause of the reader's, between a read's
+// return and the next read's start, and how long the reader had then been
+// out of a read: a reader in a read at is waiting for the writer, one
+// outside it has not come back for more. A loaded machine can keep the
+// reader from coming back, for longer than a writer waits. The next start
+// is taken 100 ms late, for the writer's log of the moment it gave up,
+// written just after it.
+func (s readSpans) idleAt(at time.Time) (time.Duration, bool) {
+	for i, r := range s {
+		if r.returned.After(at) {
+			return 0, false
+		}
+		if i+1 == len(s) || s[i+1].called.Add(100*time.Millisecond).After(at) {
+			return at.Sub(r.returned), true
+		}
+	}
+	return 0, false
 }
 
 // drain reads the rest of stdout, to its end.
@@ -697,5 +733,30 @@ func TestStalledReaderAtExitGetsWholeLines(t *testing.T) {
 	}
 	if left := acptest.ProcessesWith(marker); len(left) > 0 {
 		t.Errorf("processes left behind: %v", left)
+	}
+}
+
+func TestReadSpansIdleAt(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	reads := readSpans{{at(0), at(1)}, {at(2), at(3)}, {at(1500), at(1501)}, {at(1502), at(3000)}}
+	for _, tc := range []struct {
+		at   int
+		idle time.Duration // -1: in a read
+	}{
+		{-5, -1},                        // before the first return
+		{1, 0},                          // as the first returned
+		{700, 697 * time.Millisecond},   // a pause: out since 3 ms
+		{1550, 1547 * time.Millisecond}, // within the log's 100 ms of the next start
+		{1700, -1},                      // in the last read, waiting
+		{3100, 100 * time.Millisecond},  // after the end
+	} {
+		idle, out := reads.idleAt(at(tc.at))
+		if !out {
+			idle = -1
+		}
+		if idle != tc.idle {
+			t.Errorf("idleAt(%d ms) = %v, want %v", tc.at, idle, tc.idle)
+		}
 	}
 }
