@@ -207,10 +207,10 @@ type asking struct {
 }
 
 // askings are a connection's permission requests in flight, by id, so
-// that the answer to a session/close goes after the $/cancel_request of
-// each request of the session that the close withdrew (nothing for a
-// session follows its close's answer). Its methods are safe for
-// concurrent use.
+// that the answer to a session/close or session/delete goes after the
+// $/cancel_request of each request of the session that it withdrew
+// (nothing for a session follows its close's answer). Its methods are
+// safe for concurrent use.
 type askings struct {
 	mu sync.Mutex
 	m  map[string]*asking
@@ -245,6 +245,19 @@ func (as *askings) withdraw(c *Conn, a *asking) {
 	// Best effort: it fails only on a closed connection, where the
 	// request is moot anyway.
 	_ = c.rpc.Notify(context.Background(), "$/cancel_request", map[string]any{"requestId": a.id.Str})
+}
+
+// withdrawnFirst returns reply for the answer to a request that ends
+// session (session/close, session/delete): once it succeeded, what it
+// withdrew goes before it (the withdrawals' own goroutines may not have
+// sent it yet), as nothing of the session follows the answer.
+func (c *Conn) withdrawnFirst(session string, reply Reply) Reply {
+	return func(result any, err error) {
+		if err == nil {
+			c.asks.flush(c, session)
+		}
+		reply(result, err)
+	}
 }
 
 // flush queues on c the $/cancel_request of each request of session that
@@ -679,9 +692,9 @@ func decode[T any, P params[T]](req *jsonrpc2.Request) (P, error) {
 // optional adapts a method of A, what an Agent may serve besides Agent
 // (TerminalInput, SessionDeleter, SessionLooker): it answers -32601 when
 // the Agent does not serve A.
-func optional[A any, T any, P params[T]](f func(a A, c Client, p P, reply Reply)) handler {
+func optional[A any, T any, P params[T]](f func(a A, c *Conn, p P, reply Reply)) handler {
 	serve := answeredByReply(func(_ context.Context, c *Conn, p P, reply Reply) {
-		f(c.agent.(A), c.client(), p, reply)
+		f(c.agent.(A), c, p, reply)
 	})
 	return func(c *Conn, req *jsonrpc2.Request) {
 		if _, ok := c.agent.(A); !ok {
@@ -693,20 +706,20 @@ func optional[A any, T any, P params[T]](f func(a A, c Client, p P, reply Reply)
 }
 
 var (
-	writeTerminal = optional(func(ti TerminalInput, c Client, p *acp.WriteTerminalRequest, reply Reply) {
-		ti.WriteTerminal(c, p, reply)
+	writeTerminal = optional(func(ti TerminalInput, c *Conn, p *acp.WriteTerminalRequest, reply Reply) {
+		ti.WriteTerminal(c.client(), p, reply)
 	})
-	resizeTerminal = optional(func(ti TerminalInput, c Client, p *acp.ResizeTerminalRequest, reply Reply) {
-		ti.ResizeTerminal(c, p, reply)
+	resizeTerminal = optional(func(ti TerminalInput, c *Conn, p *acp.ResizeTerminalRequest, reply Reply) {
+		ti.ResizeTerminal(c.client(), p, reply)
 	})
-	deleteSession = optional(func(d SessionDeleter, c Client, p *acp.DeleteSessionRequest, reply Reply) {
-		d.DeleteSession(c, p, reply)
+	deleteSession = optional(func(d SessionDeleter, c *Conn, p *acp.DeleteSessionRequest, reply Reply) {
+		d.DeleteSession(c.client(), p, c.withdrawnFirst(p.SessionID, reply))
 	})
-	lookSession = optional(func(l SessionLooker, c Client, p *acp.LookSessionRequest, reply Reply) {
-		l.LookSession(c, p, reply)
+	lookSession = optional(func(l SessionLooker, c *Conn, p *acp.LookSessionRequest, reply Reply) {
+		l.LookSession(c.client(), p, reply)
 	})
-	readService = optional(func(l SessionLooker, c Client, p *acp.ReadServiceRequest, reply Reply) {
-		l.ReadService(c, p, reply)
+	readService = optional(func(l SessionLooker, c *Conn, p *acp.ReadServiceRequest, reply Reply) {
+		l.ReadService(c.client(), p, reply)
 	})
 )
 
@@ -761,15 +774,7 @@ var requests = map[string]handler{
 		c.agent.CancelTerminal(c, p, reply)
 	}),
 	"session/close": answeredByReply(func(_ context.Context, c *Conn, p *acp.CloseSessionRequest, reply Reply) {
-		c.agent.CloseSession(c, p, func(result any, err error) {
-			// What the close withdrew goes before its answer (the
-			// withdrawals' own goroutines may not have sent it yet):
-			// nothing of the session follows the answer.
-			if err == nil {
-				c.asks.flush(c, p.SessionID)
-			}
-			reply(result, err)
-		})
+		c.agent.CloseSession(c, p, c.withdrawnFirst(p.SessionID, reply))
 	}),
 	"session/prompt": answeredByReply(func(ctx context.Context, c *Conn, p *acp.PromptRequest, reply Reply) {
 		c.agent.Prompt(ctx, c, p, reply)

@@ -427,24 +427,34 @@ func TestPermissionWithdrawnBySessionCancel(t *testing.T) {
 // the foreground's and a listed command's, and its answer comes after
 // their $/cancel_request: nothing for a session follows its close's
 // answer (the schema's CloseSessionRequest). The withdrawals were sent by
-// goroutines of their own, after the answer.
+// goroutines of their own, after the answer. session/delete of the live
+// session closes it the same way, and its answer too came before the
+// withdrawals.
 func TestPermissionWithdrawnBeforeTheCloseAnswer(t *testing.T) {
 	t.Parallel()
-	h, sid, p := askHarness(t, "")
-	h.run(sid, "/bg echo listed")
-	listed := <-p.seen
-	h.idle(nil, sid, "end_turn")
-	h.run(sid, "echo foreground")
-	fg := <-p.seen
-	h.update(nil, sid, acp.KindState, "requires_action", func(m *acptest.Msg) bool { return m.State() == "requires_action" })
-	closed := h.c.Wait(h.c.Send("session/close", map[string]string{"sessionId": sid}))
-	for _, req := range []*acptest.Msg{listed, fg} {
-		withdrawn := h.c.WaitFor("$/cancel_request of "+string(req.ID), func(m *acptest.Msg) bool {
-			return m.Method == "$/cancel_request" && strings.Contains(string(m.Params), string(req.ID))
+	for _, method := range []string{"session/close", "session/delete"} {
+		t.Run(method, func(t *testing.T) {
+			t.Parallel()
+			h, sid, p := askHarness(t, "")
+			h.run(sid, "/bg echo listed")
+			listed := <-p.seen
+			h.idle(nil, sid, "end_turn")
+			h.run(sid, "echo foreground")
+			fg := <-p.seen
+			h.update(nil, sid, acp.KindState, "requires_action", func(m *acptest.Msg) bool { return m.State() == "requires_action" })
+			closed := h.c.Wait(h.c.Send(method, map[string]string{"sessionId": sid}))
+			if closed.Error != nil {
+				t.Fatalf("%s: %s", method, closed.Raw)
+			}
+			for _, req := range []*acptest.Msg{listed, fg} {
+				withdrawn := h.c.WaitFor("$/cancel_request of "+string(req.ID), func(m *acptest.Msg) bool {
+					return m.Method == "$/cancel_request" && strings.Contains(string(m.Params), string(req.ID))
+				})
+				if withdrawn.Seq > closed.Seq {
+					t.Errorf("the $/cancel_request of %s (#%d) came after the answer to %s (#%d)", req.ID, withdrawn.Seq, method, closed.Seq)
+				}
+			}
 		})
-		if withdrawn.Seq > closed.Seq {
-			t.Errorf("the $/cancel_request of %s (#%d) came after the answer to session/close (#%d)", req.ID, withdrawn.Seq, closed.Seq)
-		}
 	}
 }
 
