@@ -194,6 +194,11 @@ func TestWriteWaitsForAHoldingFollower(t *testing.T) {
 	f.Hold(true)
 	r.Write(bytes.Repeat([]byte("a"), 60))
 	done := writeAsync(r, bytes.Repeat([]byte("b"), 60)) // 20 do not fit
+	// The 40 that fit are written first; a loaded machine may not have run
+	// the write at all for a while (seen in CI: Total 60 after 50 ms).
+	for deadline := time.Now().Add(10 * time.Second); r.Total() < 100 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	if !blocked(done) {
 		t.Fatal("Write overwrote bytes a holding follower had not taken")
 	}
