@@ -199,13 +199,13 @@ func waitsEnd(sup *supervisor.Supervisor) time.Time {
 // is killed with the containment, and err says so. The sessions' final
 // updates are then waited for until last: lastWords after the stops
 // ended, by at the latest. The flush of the last messages shares that
-// wait, and the line under way then has until the by returned.
+// wait, and the line under way then has until cut.
 //
 // A process that outlives its SIGKILL (uninterruptible sleep) holds the
 // containment's kill for contain.CloseTimeout twice; its terminal is
 // given up on meanwhile (end, ptyio.Local.Ending), and its final update
-// is waited for after the kill, for lastWords, and the by returned is
-// moved as far, so that it is sent before the agent exits.
+// is waited for after the kill, for lastWords, and cut is moved as far
+// past by, so that it is sent before the agent exits.
 func stopSessions(log *slog.Logger, sup *supervisor.Supervisor, c *contain.Containment, end *ending, by time.Time) (last, cut time.Time, err error) {
 	err = sup.Shutdown(context.Background())
 	if last = time.Now().Add(lastWords); last.After(by) {
