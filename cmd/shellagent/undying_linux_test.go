@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"crypto/rand"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"shellagent/contain"
 	"shellagent/contain/containtest"
 	"shellagent/internal/testloop"
 	"shellagent/protocol/acptest"
@@ -33,7 +35,9 @@ const undyingEnd = 100*time.Millisecond + time.Second + 4*time.Second
 // exited without the exitStatus, GiveUp after the SIGKILL.
 func TestTheEndReportsAnUnkillableTerminal(t *testing.T) {
 	t.Parallel()
-	a := startAgent(t, "--kill-grace", "100ms")
+	// A sweep scope of its own: the process it leaves until the thaw is
+	// no other agent's of the suite to sweep (and wait for).
+	a := startScopedAgent(t, "--kill-grace", "100ms")
 	sid := a.session()
 	a.prompt(sid, "/bg echo ready; exec sleep 302")
 	a.waitOutput(sid, "term_1", "ready")
@@ -99,6 +103,16 @@ func TestDaemonStopReportsAnUnkillableTerminal(t *testing.T) {
 	}
 	thawGone()
 	thawHere()
+}
+
+// startScopedAgent is startAgent with a sweep scope of its own.
+func startScopedAgent(t *testing.T, args ...string) *agent {
+	marker := "SHELLAGENT_TEST=" + rand.Text()
+	scope := contain.SweepScopeEnv + "=" + rand.Text()
+	c, cmd := acptest.StartBinary(t, binary, append([]string{"--shell", "/bin/sh", "--containment", testMode}, args...), []string{marker, noRaceExitDelay, ownState(t), scope})
+	a := &agent{t: t, c: c, cmd: cmd, marker: marker, cwd: t.TempDir()}
+	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	return a
 }
 
 // sleepingWith waits until a process with marker in its environment has
