@@ -110,6 +110,7 @@ type cgroupTree struct {
 
 	mu     sync.Mutex            // guards groups
 	groups map[*cgroupGroup]bool // every group made or adopted and not closed
+	gaveUp givenUp               // what its kills gave up on (see ending)
 }
 
 // instanceDirPrefix starts the name of every instance cgroup:
@@ -204,7 +205,7 @@ func (t *cgroupTree) killAll(timeout time.Duration) error {
 		}
 	}
 	sent := false
-	err := killTree(t.dir, t.hasKill, timeout, func() { sent = true })
+	err := killTree(t.dir, t.hasKill, timeout, func() { sent = true }, &t.gaveUp)
 	if !sent {
 		for _, w := range withdraw {
 			w()
@@ -266,11 +267,11 @@ func killSent(dir string) {
 }
 
 // killTree kills every process of the cgroup at dir and below, and waits
-// until none is left, at most timeout (see ending). It calls sent, if not
-// nil, after each kill it sent (cgroup.kill written, or killEach's
-// signals sent).
-func killTree(dir string, hasKill bool, timeout time.Duration, sent func()) error {
-	end := newEnding(timeout)
+// until none is left, at most timeout (see ending, whose past is past,
+// which may be nil). It calls sent, if not nil, after each kill it sent
+// (cgroup.kill written, or killEach's signals sent).
+func killTree(dir string, hasKill bool, timeout time.Duration, sent func(), past *givenUp) error {
+	end := newEnding(timeout, past)
 	for {
 		began := time.Now()
 		populated, _, err := readEvents(dir)
@@ -280,7 +281,7 @@ func killTree(dir string, hasKill bool, timeout time.Duration, sent func()) erro
 		if err != nil {
 			return err
 		}
-		if !began.Before(end.deadline) {
+		if !began.Before(end.deadline) || past.any() {
 			pids, _ := cgroupPids(dir) // Best effort: for the rule and the error
 			left := end.left(began, statPids(pids))
 			if len(left) > 0 || end.over(began) {
@@ -695,7 +696,7 @@ func sweepCgroups(j *judge, only terminalSet) (int, error) {
 		}
 		for _, dir := range terminalDirs(dir, insts[i], only) {
 			_, err := os.Stat(filepath.Join(dir, "cgroup.kill"))
-			if err := killTree(dir, err == nil, SweepTimeout, nil); err != nil {
+			if err := killTree(dir, err == nil, SweepTimeout, nil, nil); err != nil {
 				errs = append(errs, fmt.Errorf("sweep %s: %w", dir, err))
 				continue
 			}

@@ -251,8 +251,9 @@ func (c *Containment) Prepare() { c.m.prepare() }
 func (c *Containment) KillAll() error { return c.m.killAll(CloseTimeout) }
 
 // Close kills every process still held, waits until they are gone (at
-// most CloseTimeout), removes this instance's cgroups and stops watching
-// and reaping. Call it once, last.
+// most CloseTimeout; not again for processes a KillAll gave up on with
+// their SIGKILL pending, and still so), removes this instance's cgroups
+// and stops watching and reaping. Call it once, last.
 func (c *Containment) Close() error {
 	defer held.Store(false)
 	return c.m.close(CloseTimeout)

@@ -665,7 +665,7 @@ func TestSweep(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			t.Cleanup(func() { removeTree(deadDir); killTree(liveDir, true, time.Second, nil); removeTree(liveDir) })
+			t.Cleanup(func() { removeTree(deadDir); killTree(liveDir, true, time.Second, nil, nil); removeTree(liveDir) })
 			// A process without the marker, held by the cgroup alone.
 			deadInCgroup = deadDir + "/t1"
 			pid := startMarked(t, instance{}, deadInCgroup)

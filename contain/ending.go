@@ -1,6 +1,9 @@
 package contain
 
-import "time"
+import (
+	"sync"
+	"time"
+)
 
 // An ending tells when the processes a loop keeps killing (Close, the
 // sweep) must be given up on. Each look scans, then sends SIGKILL to what
@@ -11,11 +14,15 @@ import "time"
 // from the look before it, as live and not yet on its way out (neither
 // exiting nor doomed, see proc.doomed), which no SIGKILL has reached.
 // Processes on their way out, or new ones that keep appearing, are given
-// up on once a look begins a second timeout later.
+// up on once a look begins a second timeout later. A look that finds only
+// processes an earlier ending of the same containment gave up on with
+// their SIGKILL pending (past), still so, gives them up at once: they
+// were waited for already (KillAll, then Close at the agent's end).
 type ending struct {
 	start, deadline, last time.Time
 	before                map[procID]bool // what the previous look found
 	seen                  map[procID]bool // what any look found
+	past                  *givenUp        // nil: none kept
 }
 
 // procID names one process: its pid and start time.
@@ -24,9 +31,61 @@ type procID struct {
 	start uint64
 }
 
-func newEnding(timeout time.Duration) *ending {
+// newEnding returns an ending with timeout that gives up at once on what
+// past holds, and keeps there what it gives up on; past may be nil.
+func newEnding(timeout time.Duration, past *givenUp) *ending {
 	now := time.Now()
-	return &ending{start: now, deadline: now.Add(timeout), last: now.Add(2 * timeout), seen: make(map[procID]bool)}
+	return &ending{start: now, deadline: now.Add(timeout), last: now.Add(2 * timeout), seen: make(map[procID]bool), past: past}
+}
+
+// givenUp is what the endings of one containment gave up on with a
+// SIGKILL pending (proc.doomed): processes that do not act on it.
+type givenUp struct {
+	mu  sync.Mutex
+	ids map[procID]bool
+}
+
+// add keeps the doomed processes of ps.
+func (g *givenUp) add(ps []proc) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, p := range ps {
+		if p.doomed() {
+			if g.ids == nil {
+				g.ids = make(map[procID]bool)
+			}
+			g.ids[procID{p.pid, p.start}] = true
+		}
+	}
+}
+
+// holdsAll reports whether ps is not empty and g holds each of them,
+// still doomed.
+func (g *givenUp) holdsAll(ps []proc) bool {
+	if g == nil || len(ps) == 0 {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, p := range ps {
+		if !p.doomed() || !g.ids[procID{p.pid, p.start}] {
+			return false
+		}
+	}
+	return true
+}
+
+// any reports whether g holds a process.
+func (g *givenUp) any() bool {
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.ids) > 0
 }
 
 // left takes what a look that began at began found, and returns the
@@ -38,10 +97,14 @@ func (e *ending) left(began time.Time, found []proc) []proc {
 		e.before[procID{p.pid, p.start}] = true
 		e.seen[procID{p.pid, p.start}] = true
 	}
+	if e.past.holdsAll(found) {
+		return found
+	}
 	if began.Before(e.deadline) {
 		return nil
 	}
 	if e.over(began) {
+		e.past.add(found)
 		return found
 	}
 	var resisted []proc

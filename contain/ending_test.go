@@ -37,7 +37,7 @@ func TestEnding(t *testing.T) {
 		{"past the second timeout", []look{{time.Second, []proc{a}, 0}, {2 * timeout, []proc{doomed, b}, 2}}},
 	}
 	for _, tt := range tests {
-		e := newEnding(timeout)
+		e := newEnding(timeout, nil)
 		start := e.deadline.Add(-timeout)
 		for i, l := range tt.looks {
 			if got := e.left(start.Add(l.at), l.found); len(got) != l.left {
@@ -52,12 +52,46 @@ func TestEnding(t *testing.T) {
 func TestEndingCount(t *testing.T) {
 	a, b := proc{pid: 10, start: 1}, proc{pid: 11, start: 1}
 	reused := proc{pid: 10, start: 2}
-	e := newEnding(time.Hour)
+	e := newEnding(time.Hour, nil)
 	start := e.start
 	for i, found := range [][]proc{{a}, {a, b}, {b, reused}, nil} {
 		e.left(start.Add(time.Duration(i)*time.Millisecond), found)
 	}
 	if got := e.count(); got != 3 {
 		t.Errorf("count after looks finding a; a, b; b, a's pid reused; nothing = %d, want 3", got)
+	}
+}
+
+// An ending gives up at once on a look that finds only processes an
+// earlier ending of the same containment gave up on with their SIGKILL
+// pending, still pending; anything else found waits as before.
+func TestEndingGivesUpAtOnceOnWhatItGaveUpBefore(t *testing.T) {
+	const timeout = 2 * time.Second
+	a, b := proc{pid: 10, start: 1}, proc{pid: 11, start: 1}
+	doomed := a
+	doomed.sigPending = 1 << (unix.SIGKILL - 1)
+	past := &givenUp{}
+	first := newEnding(timeout, past)
+	if got := first.left(first.start.Add(2*timeout), []proc{doomed}); len(got) != 1 {
+		t.Fatalf("past the second timeout: %d left, want 1", len(got))
+	}
+	tests := []struct {
+		name  string
+		found []proc
+		left  int
+	}{
+		{"only what was given up on, still doomed", []proc{doomed}, 1},
+		{"and another", []proc{doomed, b}, 0},
+		{"the same process, its SIGKILL no longer pending", []proc{a}, 0},
+		{"nothing", nil, 0},
+	}
+	for _, tt := range tests {
+		e := newEnding(timeout, past)
+		if got := e.left(e.start, tt.found); len(got) != tt.left {
+			t.Errorf("%s: %d left at the first look, want %d", tt.name, len(got), tt.left)
+		}
+	}
+	if e := newEnding(timeout, nil); len(e.left(e.start, []proc{doomed})) != 0 {
+		t.Error("an ending without a past gave up at its first look")
 	}
 }

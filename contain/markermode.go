@@ -38,6 +38,7 @@ type markerMode struct {
 
 	mu     sync.Mutex // guards groups
 	groups map[*markerGroup]bool
+	gaveUp givenUp // what its kills gave up on (see ending)
 }
 
 // orphanReaper is the reaper of Subreaper mode, as the groups use it.
@@ -136,7 +137,7 @@ func (s *markerMode) remove(g *markerGroup) {
 // timeout, see ending).
 func (s *markerMode) killAll(timeout time.Duration) error {
 	var errs []error
-	for end := newEnding(timeout); ; {
+	for end := newEnding(timeout, &s.gaveUp); ; {
 		began := time.Now()
 		found, err := s.kill()
 		if err != nil {

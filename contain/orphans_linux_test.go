@@ -23,7 +23,7 @@ func TestOrphans(t *testing.T) {
 		dir := place.dir(place.self + "/" + instanceDirPrefix + dead.String())
 		if err := os.Mkdir(dir, 0o755); err == nil {
 			instDir = dir
-			t.Cleanup(func() { killTree(instDir, false, time.Second, nil); removeTree(instDir) })
+			t.Cleanup(func() { killTree(instDir, false, time.Second, nil, nil); removeTree(instDir) })
 			for _, d := range []string{"t1", "t2", "t3"} { // t3: a spare, empty
 				if err := os.Mkdir(instDir+"/"+d, 0o755); err != nil {
 					t.Fatal(err)

@@ -130,7 +130,7 @@ func deadMarked(j *judge, procs []proc, only terminalSet) []markedProc {
 // with a dead instance until none is left (a fork loop keeps making more
 // for a moment; see ending).
 func sweepMarked(j *judge, only terminalSet) (int, error) {
-	for end := newEnding(SweepTimeout); ; {
+	for end := newEnding(SweepTimeout, nil); ; {
 		began := time.Now()
 		procs, err := scanProcs()
 		if err != nil {

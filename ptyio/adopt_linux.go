@@ -26,7 +26,7 @@ func (l Local) Adopt(h Handed, out io.Writer, ev Events) (Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("adopt the terminal of %d: %w", h.Pid, err)
 	}
-	p := &local{pid: h.Pid, master: h.Master, tty: h.Tty, shell: procexit.Adopt(h.Pid, h.Shell), group: g, out: out, ev: ev, readDone: make(chan struct{}), giveUp: cmp.Or(l.GiveUp, GiveUp), killSent: make(chan struct{})}
+	p := &local{pid: h.Pid, master: h.Master, tty: h.Tty, shell: procexit.Adopt(h.Pid, h.Shell), group: g, out: out, ev: ev, readDone: make(chan struct{}), giveUp: cmp.Or(l.GiveUp, GiveUp), ending: l.Ending, killSent: make(chan struct{})}
 	go p.read()
 	go p.run()
 	return p, nil

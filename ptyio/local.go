@@ -65,6 +65,12 @@ type Local struct {
 	// the first SIGKILL of a stop a command whose processes are still
 	// there is reported ended.
 	GiveUp time.Duration
+	// Ending, if not nil, is closed at the agent's end once its wait for
+	// the stops has run out: a command whose processes are still there
+	// EndGiveUp after the later of that and its stop's first SIGKILL is
+	// reported ended without them, as GiveUp after the SIGKILL would be,
+	// so that its end is reported before the agent exits.
+	Ending <-chan struct{}
 
 	prepareAfter time.Duration // 0: defaultPrepareAfter (prepare.go)
 }
@@ -108,7 +114,7 @@ func (l Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
 	if err != nil {
 		return nil, errors.Join(&StartError{cmd.Line, err}, abort(pid, g), master.Close())
 	}
-	p := &local{pid: pid, master: master, tty: tty.Name(), shell: shell, group: g, out: out, ev: ev, readDone: make(chan struct{}), giveUp: cmp.Or(l.GiveUp, GiveUp), killSent: make(chan struct{})}
+	p := &local{pid: pid, master: master, tty: tty.Name(), shell: shell, group: g, out: out, ev: ev, readDone: make(chan struct{}), giveUp: cmp.Or(l.GiveUp, GiveUp), ending: l.Ending, killSent: make(chan struct{})}
 	go p.read()
 	go p.run()
 	return p, nil
@@ -195,11 +201,12 @@ type local struct {
 	group    contain.Group
 	out      io.Writer
 	ev       Events
-	readDone chan struct{} // closed when read returns
-	readErr  error         // written by read before readDone is closed
-	draining atomic.Bool   // the group is empty: read until the PTY is
-	giveUp   time.Duration // see GiveUp
-	killSent chan struct{} // closed once the stop's first SIGKILL has gone out
+	readDone chan struct{}   // closed when read returns
+	readErr  error           // written by read before readDone is closed
+	draining atomic.Bool     // the group is empty: read until the PTY is
+	giveUp   time.Duration   // see GiveUp
+	ending   <-chan struct{} // see Local.Ending
+	killSent chan struct{}   // closed once the stop's first SIGKILL has gone out
 	killOnce sync.Once
 
 	mu     sync.Mutex // guards esc, done, thawed and parked
@@ -487,7 +494,9 @@ type shellEnd struct {
 // run follows the command to its end: the shell's exit, then every other
 // process of its group, then the last of its output. A command whose
 // processes are still there p.giveUp after its stop's first SIGKILL is
-// reported ended without them (Exit.Left), and release waits for them.
+// reported ended without them (Exit.Left), and release waits for them;
+// so is one whose processes are still there EndGiveUp after the agent's
+// end has closed p.ending, once that SIGKILL has gone out.
 func (p *local) run() {
 	shellc := make(chan shellEnd, 1)
 	go func() {
@@ -501,6 +510,8 @@ func (p *local) run() {
 		groupDone <-chan struct{} // once the shell has returned
 		killSent  = p.killSent
 		giveUp    <-chan time.Time
+		ending    <-chan struct{}  // p.ending, once the SIGKILL has gone out
+		hurried   <-chan time.Time // EndGiveUp after p.ending is closed
 		left      []Leftover
 	)
 	for ended := false; !ended; {
@@ -518,8 +529,15 @@ func (p *local) run() {
 			killSent = nil
 			t := time.NewTimer(p.giveUp)
 			defer t.Stop()
-			giveUp = t.C
+			giveUp, ending = t.C, p.ending
+		case <-ending:
+			ending = nil
+			t := time.NewTimer(EndGiveUp)
+			defer t.Stop()
+			hurried = t.C
 		case <-giveUp:
+			left, ended = p.leftovers(), true
+		case <-hurried:
 			left, ended = p.leftovers(), true
 		}
 	}

@@ -113,6 +113,13 @@ type Leftover struct {
 // as they do. Local.GiveUp, if set, replaces it.
 const GiveUp = 5 * time.Second
 
+// EndGiveUp replaces GiveUp at the agent's end (Local.Ending): how long
+// after the end's wait for the stops has run out, and the containment
+// has killed what is left, a command whose processes are still there is
+// reported ended. What a SIGKILL reaches goes in milliseconds, or in a
+// few hundred on a loaded machine; the rest may never go.
+const EndGiveUp = 250 * time.Millisecond
+
 // Events receives a process's lifecycle, each method at most once and in
 // this order, from the process's own goroutine. Implementations must not
 // block.

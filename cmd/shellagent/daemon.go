@@ -183,7 +183,8 @@ func serveDaemon(opts daemonOptions) int {
 	defer closeHistory(log, store) // after the sessions' stop: it records their close
 	ptys := ptyio.NewSpare(opts.size())
 	defer closeSpare(log, ptys) // after the sessions' stop: no launch can run
-	cfg := opts.supervisorConfig(log, c, swept, ptys)
+	end := newEnding()
+	cfg := opts.supervisorConfig(log, c, swept, ptys, end)
 	cfg.Detached, cfg.DetachedTTL, cfg.History = supervisor.KeepDetached, opts.detachedTTL, store
 	sup := supervisor.New(cfg)
 	srv := &daemon.Server{
@@ -208,7 +209,7 @@ func serveDaemon(opts daemonOptions) int {
 		<-watched
 		stopped := hurryOnSignal(log, c, sigs)
 		defer stopped()
-		_, err := stopSessions(log, sup, c, waitsEnd(sup))
+		_, _, err := stopSessions(log, sup, c, end, waitsEnd(sup))
 		return err
 	}
 	if sock.resumed != nil {

@@ -139,15 +139,15 @@ func waitForEnd(conn *protocol.Conn, out *output, sigs <-chan os.Signal) string 
 // shutdown stops every command, each session with its own kill grace,
 // sends the last messages, and leaves nothing behind: what a stop could not
 // end is killed with the containment. It takes at most the longest kill
-// grace in use plus one second.
+// grace in use plus one second, but for processes that SIGKILL does not
+// end (see stopSessions).
 // An agent started only to sweep (shellagent </dev/null) waits for the
 // sweep to finish. A stop signal on sigs while the commands stop (a second
 // Ctrl-C, a service manager that insists) skips the rest of their kill
 // grace: everything left is killed at once.
-func shutdown(log *slog.Logger, sup *supervisor.Supervisor, conn *protocol.Conn, out *output, c *contain.Containment, swept <-chan struct{}, sigs <-chan os.Signal) int {
-	by := waitsEnd(sup)
+func shutdown(log *slog.Logger, sup *supervisor.Supervisor, conn *protocol.Conn, out *output, c *contain.Containment, end *ending, swept <-chan struct{}, sigs <-chan os.Signal) int {
 	stopped := hurryOnSignal(log, c, sigs)
-	last, _ := stopSessions(log, sup, c, by) // logged; the exit is the same
+	last, by, _ := stopSessions(log, sup, c, end, waitsEnd(sup)) // logged; the exit is the same
 	// The last messages go until last; the line under way then is
 	// finished, until by at the latest, so that a client that reads
 	// holds whole lines only (see protocol.Conn.CloseBy).
@@ -199,26 +199,52 @@ func waitsEnd(sup *supervisor.Supervisor) time.Time {
 // is killed with the containment, and err says so. The sessions' final
 // updates are then waited for until last: lastWords after the stops
 // ended, by at the latest. The flush of the last messages shares that
-// wait.
-func stopSessions(log *slog.Logger, sup *supervisor.Supervisor, c *contain.Containment, by time.Time) (last time.Time, err error) {
+// wait, and the line under way then has until cut.
+//
+// A process that outlives its SIGKILL (uninterruptible sleep) holds the
+// containment's kill for contain.CloseTimeout twice; its terminal is
+// given up on meanwhile (end, ptyio.Local.Ending), and its final update
+// is waited for after the kill, for lastWords, and cut is moved as far
+// past by, so that it is sent before the agent exits.
+func stopSessions(log *slog.Logger, sup *supervisor.Supervisor, c *contain.Containment, end *ending, by time.Time) (last, cut time.Time, err error) {
 	err = sup.Shutdown(context.Background())
 	if last = time.Now().Add(lastWords); last.After(by) {
 		last = by
 	}
 	if err == nil {
-		return last, nil
+		return last, by, nil
 	}
 	log.Error("processes did not stop in time; killing them", "err", err)
+	end.now()
 	if err := c.KillAll(); err != nil {
 		log.Error("containment", "err", err)
+	}
+	if after := time.Now().Add(lastWords); after.After(by) {
+		// The kill waited for processes that do not die: their
+		// terminals were given up on meanwhile.
+		last, by = after, after.Add(lastWords)
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), last)
 	defer cancel()
 	if err := sup.Shutdown(ctx); err != nil {
 		log.Warn("final updates not all sent", "err", err)
 	}
-	return last, err
+	return last, by, err
 }
+
+// ending is the end of the agent as its launcher sees it
+// (ptyio.Local.Ending): closed once the end's wait for the stops has run
+// out, so that a terminal whose processes outlive their SIGKILL is
+// reported ended before the agent exits.
+type ending struct {
+	c    chan struct{}
+	once sync.Once
+}
+
+func newEnding() *ending { return &ending{c: make(chan struct{})} }
+
+// now closes the ending; later calls do nothing.
+func (e *ending) now() { e.once.Do(func() { close(e.c) }) }
 
 // closeContainment waits for the sweep of dead agents' leftovers, for at
 // most contain.SweepTimeout, and closes the containment.

@@ -249,8 +249,9 @@ closed stdout stop every command, leave no process behind, and exit.
 
 // supervisorConfig is the Config of the agent's Supervisor, its commands
 // held by c, their PTYs opened ahead by ptys, and none started before
-// swept, the end of c's sweep (openContainment), is closed.
-func (o agentOptions) supervisorConfig(log *slog.Logger, c *contain.Containment, swept <-chan struct{}, ptys *ptyio.Spare) supervisor.Config {
+// swept, the end of c's sweep (openContainment), is closed; its launcher
+// learns of the agent's end from end (stopSessions).
+func (o agentOptions) supervisorConfig(log *slog.Logger, c *contain.Containment, swept <-chan struct{}, ptys *ptyio.Spare, end *ending) supervisor.Config {
 	return supervisor.Config{
 		Shell:             o.shell,
 		ForegroundTimeout: o.foregroundTimeout,
@@ -260,7 +261,7 @@ func (o agentOptions) supervisorConfig(log *slog.Logger, c *contain.Containment,
 		Version:           version(),
 		Log:               log,
 		SequentialIDs:     o.sequentialIDs,
-		Launcher:          ptyio.Local{Containment: c, PTYs: ptys},
+		Launcher:          ptyio.Local{Containment: c, PTYs: ptys, Ending: end.c},
 		Swept:             swept,
 		Containment:       string(c.Mode()),
 		ClientChecks:      o.clientChecks,
@@ -315,7 +316,8 @@ func serve(opts agentOptions) int {
 	defer closeHistory(log, store) // after the shutdown: it records the sessions' close
 	ptys := ptyio.NewSpare(opts.size())
 	defer closeSpare(log, ptys) // after the shutdown: no launch can run
-	cfg := opts.supervisorConfig(log, c, swept, ptys)
+	end := newEnding()
+	cfg := opts.supervisorConfig(log, c, swept, ptys, end)
 	cfg.History = store
 	sup := supervisor.New(cfg)
 	out := newOutput(log, pollableStdout(log))
@@ -325,5 +327,5 @@ func serve(opts agentOptions) int {
 	if why := waitForEnd(conn, out, sigs); why != endOfInput {
 		log.Info("stopping", "because", why) // the end of input is the usual end: no news
 	}
-	return shutdown(log, sup, conn, out, c, swept, sigs)
+	return shutdown(log, sup, conn, out, c, end, swept, sigs)
 }
