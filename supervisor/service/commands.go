@@ -32,6 +32,9 @@ func Commands(stackOf func(work.RunHost) *Stack) []work.Command {
 			Description: "Stop the project's services, dependents first",
 			Hint:        "services to stop, with what depends on them (empty: all)",
 			Usage:       "/down [NAME...], e.g. /down or /down db",
+			Supersede: func(h work.RunHost, fg work.Foreground, args any) {
+				stackOf(h).Supersede(fg, args.(string)) // Safe: ParseRest's.
+			},
 		},
 		{
 			Name: "restart", Syntax: "NAME", Parse: work.ParseWord("/restart needs exactly one service name"),

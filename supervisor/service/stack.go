@@ -202,6 +202,7 @@ func (ss *Stack) down(name string) {
 type stackOp struct {
 	ss       *Stack
 	turn     work.Turn
+	order    []string   // the services it starts (/up, /restart), by name: nil for /down
 	wait     []*Service // the services whose readiness it waits for
 	gens     []int      // the run of each of wait when the wait began
 	stopping bool       // stops are under way: it is not done yet
@@ -228,6 +229,7 @@ func (ss *Stack) Up(t work.Turn, args string) {
 		op.finish(fmt.Sprintf("Cannot start: %v. Nothing was started.", err), acp.StopEndTurn)
 		return
 	}
+	op.order = order
 	op.waitFor(ss.want(f, order, ""))
 	ss.ops = append(ss.ops, op)
 	ss.Progress()
@@ -289,6 +291,7 @@ func (ss *Stack) Restart(t work.Turn, name string) {
 		op.finish(err.Error()+".", acp.StopEndTurn)
 		return
 	}
+	op.order = order
 	ss.ops = append(ss.ops, op)
 	// Until it starts again, what waits for it (a dependent that an /up
 	// left waiting) goes on waiting, rather than failing at the stop; the
@@ -312,6 +315,43 @@ func (ss *Stack) Restart(t work.Turn, name string) {
 		return
 	}
 	again()
+}
+
+// Supersede serves /down names, held behind fg, the work that holds the
+// foreground: if fg is an /up or a /restart of ss that waits for a
+// service that /down stops and that is not ready, its wait ends at once,
+// saying so, so that /down runs now rather than once the service's
+// ready_timeout has run out. The services go on until /down stops them.
+func (ss *Stack) Supersede(fg work.Foreground, names string) {
+	op, ok := fg.(*stackOp)
+	if !ok || op.ss != ss || op.done || op.order == nil {
+		return
+	}
+	stops, err := ss.downOrder(strings.Fields(names))
+	if err != nil {
+		return // /down says why, in its turn
+	}
+	var waiting []string
+	for _, name := range op.order {
+		if slices.Contains(stops, name) && !ss.ready(name) {
+			waiting = append(waiting, name)
+		}
+	}
+	if len(waiting) == 0 {
+		return
+	}
+	pronoun := "it"
+	if len(waiting) > 1 {
+		pronoun = "them"
+	}
+	op.finish(fmt.Sprintf("Interrupted by /down: no longer waiting for %s to be ready; /down stops %s.", strings.Join(waiting, ", "), pronoun), acp.StopEndTurn)
+}
+
+// ready reports whether the service name is ready, or did what it was
+// for (a one-shot task that completed), and is not being restarted.
+func (ss *Stack) ready(name string) bool {
+	svc := ss.services[name]
+	return svc != nil && ss.restarting[name] == 0 && (svc.state == Ready || completed(svc))
 }
 
 // check ends op once what it waits for is done: every service it waits

@@ -1,0 +1,132 @@
+package supervisor
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"shellagent/acp"
+	"shellagent/internal/stack"
+	"shellagent/internal/testloop"
+	"shellagent/protocol/acptest"
+)
+
+// /down sent while /up (or /restart) waits for a service that is not ready (whatever
+// its ready condition, with a ready_timeout of a minute) ends the wait of
+// /up at once, saying that /down ended it, and stops the service: its run
+// ends by SIGTERM, its tool call completes, and nothing is left. Before,
+// /down waited behind /up until the ready_timeout ran out, a minute.
+func TestStackDownEndsAnUpThatWaits(t *testing.T) {
+	t.Parallel()
+	port := strconv.Itoa(freePort(t)) // a port nobody listens on
+	for _, tt := range []struct{ name, ready, up string }{
+		{"regex", "never printed", "/up"},
+		{"port", ":" + port, "/up"},
+		{"url", "http://127.0.0.1:" + port + "/", "/up"},
+		{"exec fails", "exec:exit 1", "/up"},
+		{"exec runs on", "exec:sleep 30", "/up"},
+		{"restart", "never printed", "/restart s"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+[services.s]
+command = "echo booting; exec sleep 120"
+ready = "`+tt.ready+`"
+ready_timeout = "60s"
+`)
+			h.run(sid, tt.up)
+			h.output(sid, "term_1", "booting")
+			start := time.Now()
+			h.run(sid, "/down")
+			down := h.agentText(nil, sid, "Stopped: s.")
+			if took, bound := time.Since(start), testloop.Bound(5*time.Second); took > bound {
+				t.Errorf("/down answered after %v, want within %v (the ready_timeout is 60s)", took, bound)
+			}
+			if said := agentTexts(h, sid); len(said) != 2 || said[0] != upInterrupted {
+				t.Errorf("the agent said %q; want /up's %q, then /down's answer", said, upInterrupted)
+			}
+			h.idle(down, sid, acp.StopEndTurn)
+			calls := h.serviceCalls(sid)["s"]
+			if len(calls) != 1 {
+				t.Fatalf("service s: tool calls %v, want one", calls)
+			}
+			h.toolStatus(nil, sid, calls[0], acp.StatusCompleted)
+			h.exit(nil, sid, "term_1")
+			noneLeft(t, h)
+		})
+	}
+}
+
+// upInterrupted is what /up says of s when /down ends its wait.
+const upInterrupted = "Interrupted by /down: no longer waiting for s to be ready; /down stops it."
+
+// agentTexts returns the agent messages of sid, in order.
+func agentTexts(h *harness, sid string) []string {
+	var out []string
+	for _, m := range h.c.Updates(sid) {
+		if m.Kind == acp.KindAgentMessage {
+			out = append(out, m.Text())
+		}
+	}
+	return out
+}
+
+// noneLeft fails t if a process of h's test is left, once a SIGKILL sent
+// has had time to take effect on a loaded machine.
+func noneLeft(t *testing.T, h *harness) {
+	t.Helper()
+	left := acptest.ProcessesWith(h.marker)
+	for deadline := time.Now().Add(testloop.Bound(time.Second)); len(left) > 0 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		left = acptest.ProcessesWith(h.marker)
+	}
+	if len(left) > 0 {
+		t.Errorf("processes left after /down: %v", left)
+	}
+}
+
+// Each other way of stopping a service while /up waits for it to be
+// ready (ready_timeout a minute) stops it at once: tool_call/cancel of
+// its tool call and terminal/cancel of its run end the wait of /up and
+// its tool call completed; session/close answers once its run has ended.
+func TestStackStopsWhileUpWaits(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		stop   func(h *harness, sid string) int64
+		status string // the service's tool call's last
+	}{
+		{"tool_call/cancel", func(h *harness, sid string) int64 {
+			return h.c.Send("tool_call/cancel", map[string]string{"sessionId": sid, "toolCallId": "call_1"})
+		}, acp.StatusCompleted},
+		{"terminal/cancel", func(h *harness, sid string) int64 {
+			return h.c.Send("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_1"})
+		}, acp.StatusCompleted},
+		{"session/close", func(h *harness, sid string) int64 {
+			return h.c.Send("session/close", map[string]string{"sessionId": sid})
+		}, acp.StatusCancelled},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+[services.s]
+command = "echo booting; exec sleep 120"
+ready = "exec:sleep 30"
+ready_timeout = "60s"
+`)
+			h.run(sid, "/up")
+			h.output(sid, "term_1", "booting")
+			start := time.Now()
+			if m := h.c.Wait(tt.stop(h, sid)); m.Error != nil {
+				t.Fatalf("%s: %v", tt.name, m.Error)
+			}
+			h.exit(nil, sid, "term_1")
+			h.toolStatus(nil, sid, "call_1", tt.status)
+			if took, bound := time.Since(start), testloop.Bound(5*time.Second); took > bound {
+				t.Errorf("s stopped after %v, want within %v (the ready_timeout is 60s)", took, bound)
+			}
+			noneLeft(t, h)
+		})
+	}
+}
