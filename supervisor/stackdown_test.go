@@ -1,7 +1,10 @@
 package supervisor
 
 import (
+	"fmt"
+	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,5 +131,43 @@ ready_timeout = "60s"
 			}
 			noneLeft(t, h)
 		})
+	}
+}
+
+// An exec: ready condition that does not hold within ready_timeout fails
+// its service with a reason that says plainly what happened: the
+// condition, how long it waited, how many tries ran and how the last one
+// ended, whether it exited non-zero or was still running when the time
+// ran out, or at its own limit of 5s (and was stopped). Before, a try cut
+// short said "still running after 5s" as if it were the service, and a
+// try still running at the timeout was not mentioned at all.
+func TestStackExecReadyTimeoutSays(t *testing.T) {
+	t.Parallel()
+	type service struct{ name, ready, timeout, want string }
+	cases := []service{
+		{"fails", "exec:exit 7", "1s", `fails failed: not ready: exec:exit 7 did not exit 0 within 1s: \d+ tries; the last ended: exit status 7`},
+		{"slow", "exec:sleep 10", "1s", `slow failed: not ready: exec:sleep 10 did not exit 0 within 1s: its one try was still running when the 1s ran out, and was stopped`},
+	}
+	if testloop.Enabled() {
+		cases = append(cases, service{"cut", "exec:sleep 10", "6s", `cut failed: not ready: exec:sleep 10 did not exit 0 within 6s: 2 tries; the last was still running when the 6s ran out \(it had run [0-9.]+m?s\) and was stopped; the one before was still running after 5s, its limit, and was stopped`})
+	}
+	var file strings.Builder
+	for _, c := range cases {
+		fmt.Fprintf(&file, "[services.%s]\ncommand = \"echo %s runs; exec sleep 60\"\nready = %q\nready_timeout = %q\n\n", c.name, c.name, c.ready, c.timeout)
+	}
+	h, sid := stackHarness(t, Config{}, stack.TOMLFile, file.String())
+	m := h.answers(nil, sid, "/up", "Failed:")
+	for _, c := range cases {
+		if !regexp.MustCompile(c.want).MatchString(m.Text()) {
+			t.Errorf("/up said %q, without %q", m.Text(), c.want)
+		}
+		ns := h.notices(sid, "service "+c.name+" failed")
+		if len(ns) != 1 {
+			t.Errorf("notices of %s %v, want one", c.name, ns)
+			continue
+		}
+		if title := ns[0].Update["title"].(string); !regexp.MustCompile(strings.TrimPrefix(c.want, c.name+" ")).MatchString(title) {
+			t.Errorf("the notice of %s says %q, without %q", c.name, title, c.want)
+		}
 	}
 }

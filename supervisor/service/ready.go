@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"shellagent/acp"
 	"shellagent/supervisor/wait"
@@ -40,16 +41,18 @@ func (svc *Service) watchReady(t work.Run, gen int) {
 		defer cancel()
 		var r wait.Result
 		if probe != nil {
-			var last error // the last try that its end did not cut short
+			var ts tries
 			r = w.Poll(ctx, func(ctx context.Context) (string, error) {
-				said, err := probe(ctx)
-				if err != nil && ctx.Err() == nil {
-					last = err
+				if err := ctx.Err(); err != nil {
+					return "", err // Poll may try once more after the end: no try
 				}
+				start := time.Now()
+				said, err := probe(ctx)
+				ts.record(err, ctx.Err() != nil, time.Since(start))
 				return said, err
 			})
 			if r.Status == acp.StatusFailed {
-				r.Text = fmt.Sprintf("exec:%s did not exit 0 within %s%s.", what, spec.Timeout, lastTry(last))
+				r.Text = fmt.Sprintf("exec:%s did not exit 0 within %s: %s.", what, spec.Timeout, ts.said(spec.Timeout))
 			}
 		} else {
 			r = w.Watch(ctx, ring, 0)
@@ -78,11 +81,53 @@ func (svc *Service) markReady(how string) {
 	svc.say("Ready: " + how + ".")
 }
 
-// lastTry says how the last try of an exec: condition that ended ended,
-// or nothing if none did (a loaded machine, a short ready_timeout).
-func lastTry(err error) string {
-	if err == nil {
-		return ""
+// tries is what the tries of an exec: ready condition came to, as the
+// reason its service fails says.
+type tries struct {
+	n       int
+	last    error         // how the last try that ended before the wait did ended
+	running time.Duration // how long the last try ran, if the wait's end cut it short; else 0
+}
+
+// record counts a try that ended with err, after took; over: the wait
+// had ended, and cut it short.
+func (ts *tries) record(err error, over bool, took time.Duration) {
+	ts.n++
+	ts.running = 0
+	switch {
+	case err == nil:
+	case over:
+		ts.running = max(took, time.Millisecond)
+	default:
+		ts.last = err
 	}
-	return fmt.Sprintf(" (the last try: %v)", err)
+}
+
+// said says what the tries came to, once the wait of d ran out: how many
+// ran, and how the last ended (and the one before it, if the time ran
+// out while the last ran).
+func (ts *tries) said(d time.Duration) string {
+	switch {
+	case ts.n == 0:
+		return "no try ran"
+	case ts.running > 0 && ts.n == 1:
+		return fmt.Sprintf("its one try was still running when the %s ran out, and was stopped", d)
+	case ts.running > 0:
+		text := fmt.Sprintf("%d tries; the last was still running when the %s ran out (it had run %s) and was stopped", ts.n, d, ts.running.Round(time.Millisecond))
+		if ts.last != nil {
+			text += "; the one before " + tryEnd(ts.last)
+		}
+		return text
+	case ts.n == 1:
+		return "its one try " + tryEnd(ts.last)
+	}
+	return fmt.Sprintf("%d tries; the last %s", ts.n, tryEnd(ts.last))
+}
+
+// tryEnd says how a try that ended with err ended.
+func tryEnd(err error) string {
+	if _, ok := err.(*tryLimit); ok {
+		return err.Error()
+	}
+	return fmt.Sprintf("ended: %v", err)
 }
