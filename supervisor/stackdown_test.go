@@ -171,3 +171,31 @@ func TestStackExecReadyTimeoutSays(t *testing.T) {
 		}
 	}
 }
+
+// /restart NAME sent while /up waits for NAME to be ready ends that wait
+// at once, as /down does, and restarts it: here its second run is ready.
+// Before, /restart waited behind /up until NAME's ready_timeout (a
+// minute) ran out.
+func TestStackRestartEndsAnUpThatWaits(t *testing.T) {
+	t.Parallel()
+	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+[services.s]
+command = "if [ -e ran ]; then echo ready; else touch ran; echo booting; fi; exec sleep 120"
+ready = "^ready$"
+ready_timeout = "60s"
+`)
+	h.run(sid, "/up")
+	h.output(sid, "term_1", "booting")
+	start := time.Now()
+	h.run(sid, "/restart s")
+	ready := h.agentText(nil, sid, "Ready: s.")
+	if took, bound := time.Since(start), testloop.Bound(5*time.Second); took > bound {
+		t.Errorf("/restart answered after %v, want within %v (the ready_timeout is 60s)", took, bound)
+	}
+	want := "Interrupted by /restart: no longer waiting for s to be ready; /restart starts it again."
+	if said := agentTexts(h, sid); len(said) != 2 || said[0] != want {
+		t.Errorf("the agent said %q; want /up's %q, then /restart's answer", said, want)
+	}
+	h.answers(ready, sid, "/down", "Stopped: s.")
+	noneLeft(t, h)
+}

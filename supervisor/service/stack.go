@@ -317,19 +317,25 @@ func (ss *Stack) Restart(t work.Turn, name string) {
 	again()
 }
 
-// Supersede serves /down names, held behind fg, the work that holds the
-// foreground: if fg is an /up or a /restart of ss that waits for a
-// service that /down stops and that is not ready, its wait ends at once,
-// saying so, so that /down runs now rather than once the service's
-// ready_timeout has run out. The services go on until /down stops them.
-func (ss *Stack) Supersede(fg work.Foreground, names string) {
+// Supersede serves /down NAMES or /restart NAME (command "down" or
+// "restart", args its arguments), held behind fg, the work that holds
+// the foreground: if fg is an /up or a /restart of ss that waits for a
+// service that the command stops and that is not ready, its wait ends at
+// once, saying so, so that the command runs now rather than once the
+// service's ready_timeout has run out. The services go on until the
+// command stops them.
+func (ss *Stack) Supersede(fg work.Foreground, command, args string) {
 	op, ok := fg.(*stackOp)
 	if !ok || op.ss != ss || op.done || op.order == nil {
 		return
 	}
-	stops, err := ss.downOrder(strings.Fields(names))
-	if err != nil {
-		return // /down says why, in its turn
+	stops, does := []string{args}, "starts %s again"
+	if command == "down" {
+		var err error
+		if stops, err = ss.downOrder(strings.Fields(args)); err != nil {
+			return // /down says why, in its turn
+		}
+		does = "stops %s"
 	}
 	var waiting []string
 	for _, name := range op.order {
@@ -344,7 +350,7 @@ func (ss *Stack) Supersede(fg work.Foreground, names string) {
 	if len(waiting) > 1 {
 		pronoun = "them"
 	}
-	op.finish(fmt.Sprintf("Interrupted by /down: no longer waiting for %s to be ready; /down stops %s.", strings.Join(waiting, ", "), pronoun), acp.StopEndTurn)
+	op.finish(fmt.Sprintf("Interrupted by /%s: no longer waiting for %s to be ready; /%s "+does+".", command, strings.Join(waiting, ", "), command, pronoun), acp.StopEndTurn)
 }
 
 // ready reports whether the service name is ready, or did what it was
