@@ -146,6 +146,7 @@ func TestStackExecReadyTimeoutSays(t *testing.T) {
 	type service struct{ name, ready, timeout, want string }
 	cases := []service{
 		{"fails", "exec:exit 7", "1s", `fails failed: not ready: exec:exit 7 did not exit 0 within 1s: \d+ tries; the last ended: exit status 7`},
+		{"says", "exec:echo no response; echo from db >&2; exit 2", "1s", `says failed: not ready: exec:echo no response; echo from db >&2; exit 2 did not exit 0 within 1s: \d+ tries; the last ended: exit status 2, its last line: "from db"`},
 		{"slow", "exec:sleep 10", "1s", `slow failed: not ready: exec:sleep 10 did not exit 0 within 1s: its one try was still running when the 1s ran out, and was stopped`},
 	}
 	if testloop.Enabled() {

@@ -2,14 +2,17 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"shellagent/acp"
+	"shellagent/ptyio"
 	"shellagent/supervisor/wait"
 	"shellagent/supervisor/work"
+	"shellagent/termtext"
 )
 
 // A service's readiness (see Service): once a run has started, its ready
@@ -124,10 +127,17 @@ func (ts *tries) said(d time.Duration) string {
 	return fmt.Sprintf("%d tries; the last %s", ts.n, tryEnd(ts.last))
 }
 
-// tryEnd says how a try that ended with err ended.
+// tryEnd says how a try that ended with err ended, with the last line
+// it printed, if it printed one (a ptyio.ProbeExit's Output).
 func tryEnd(err error) string {
 	if _, ok := err.(*tryLimit); ok {
 		return err.Error()
+	}
+	var exit *ptyio.ProbeExit
+	if errors.As(err, &exit) {
+		if last, _ := termtext.LastLines(strings.TrimSpace(termtext.Plain(exit.Output)), 1); last != "" {
+			return fmt.Sprintf("ended: %v, its last line: %q", err, shorten(last, 120))
+		}
 	}
 	return fmt.Sprintf("ended: %v", err)
 }
