@@ -93,22 +93,24 @@ func noneLeft(t *testing.T, h *harness) {
 // ready (ready_timeout a minute) stops it at once: tool_call/cancel of
 // its tool call and terminal/cancel of its run end the wait of /up and
 // its tool call completed; session/close answers once its run has ended.
+// /up says which stopped it. Before, it said "s stopped: stopped".
 func TestStackStopsWhileUpWaits(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		name   string
 		stop   func(h *harness, sid string) int64
 		status string // the service's tool call's last
+		up     string // what /up says
 	}{
 		{"tool_call/cancel", func(h *harness, sid string) int64 {
 			return h.c.Send("tool_call/cancel", map[string]string{"sessionId": sid, "toolCallId": "call_1"})
-		}, acp.StatusCompleted},
+		}, acp.StatusCompleted, "Failed: s stopped: its tool call call_1 was cancelled."},
 		{"terminal/cancel", func(h *harness, sid string) int64 {
 			return h.c.Send("terminal/cancel", map[string]string{"sessionId": sid, "terminalId": "term_1"})
-		}, acp.StatusCompleted},
+		}, acp.StatusCompleted, "Failed: s stopped: its run term_1 was cancelled."},
 		{"session/close", func(h *harness, sid string) int64 {
 			return h.c.Send("session/close", map[string]string{"sessionId": sid})
-		}, acp.StatusCancelled},
+		}, acp.StatusCancelled, "Failed: s stopped: the session closed."},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -129,6 +131,10 @@ ready_timeout = "60s"
 			if took, bound := time.Since(start), testloop.Bound(5*time.Second); took > bound {
 				t.Errorf("s stopped after %v, want within %v (the ready_timeout is 60s)", took, bound)
 			}
+			up := h.agentText(nil, sid, "Failed: ")
+			if up.Text() != tt.up {
+				t.Errorf("/up said %q, want %q", up.Text(), tt.up)
+			}
 			noneLeft(t, h)
 		})
 	}
@@ -144,9 +150,15 @@ ready_timeout = "60s"
 func TestStackExecReadyTimeoutSays(t *testing.T) {
 	t.Parallel()
 	type service struct{ name, ready, timeout, want string }
+	// ended is the pattern of tries whose last ended so, or (on a loaded
+	// machine, where a try of exit 7 may take a while) whose last was cut
+	// short by the timeout, and the one before ended so.
+	ended := func(end string) string {
+		return `\d+ tries; the last (was still running when the 1s ran out \(it had run [0-9.]+m?s\) and was stopped; the one before )?ended: ` + end
+	}
 	cases := []service{
-		{"fails", "exec:exit 7", "1s", `fails failed: not ready: exec:exit 7 did not exit 0 within 1s: \d+ tries; the last ended: exit status 7`},
-		{"says", "exec:echo no response; echo from db >&2; exit 2", "1s", `says failed: not ready: exec:echo no response; echo from db >&2; exit 2 did not exit 0 within 1s: \d+ tries; the last ended: exit status 2, its last line: "from db"`},
+		{"fails", "exec:exit 7", "1s", `fails failed: not ready: exec:exit 7 did not exit 0 within 1s: `+ended(`exit status 7`)},
+		{"says", "exec:echo no response; echo from db >&2; exit 2", "1s", `says failed: not ready: exec:echo no response; echo from db >&2; exit 2 did not exit 0 within 1s: `+ended(`exit status 2, its last line: "from db"`)},
 		{"slow", "exec:sleep 10", "1s", `slow failed: not ready: exec:sleep 10 did not exit 0 within 1s: its one try was still running when the 1s ran out, and was stopped`},
 	}
 	if testloop.Enabled() {

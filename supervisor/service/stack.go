@@ -173,29 +173,39 @@ func (ss *Stack) downOrder(names []string) ([]string, error) {
 }
 
 // stopInOrder stops the services named, one after the other, each once
-// the one before it has stopped, then calls done.
-func (ss *Stack) stopInOrder(names []string, done func()) {
+// the one before it has stopped, then calls done. why says who stops
+// each (Service.Stop).
+func (ss *Stack) stopInOrder(names []string, why func(name string) string, done func()) {
 	if len(names) == 0 {
 		done()
 		return
 	}
 	svc := ss.services[names[0]]
 	if svc == nil {
-		ss.stopInOrder(names[1:], done)
+		ss.stopInOrder(names[1:], why, done)
 		return
 	}
-	svc.Stop(func() { ss.stopInOrder(names[1:], done) })
+	svc.Stop(why(names[0]), func() { ss.stopInOrder(names[1:], why, done) })
 }
 
 // down stops the service name and what depends on it, dependents first,
-// as /down NAME does without a turn (a service's tool_call/cancel).
-func (ss *Stack) down(name string) {
+// as /down NAME does without a turn: the cancel of its tool call, callID.
+func (ss *Stack) down(name, callID string) {
 	names, err := ss.downOrder([]string{name})
 	if err != nil {
 		names = []string{name}
 	}
-	ss.stopInOrder(names, ss.Progress)
+	why := func(n string) string {
+		if n == name {
+			return "its tool call " + callID + " was cancelled"
+		}
+		return "it depends on " + name + ", whose tool call " + callID + " was cancelled"
+	}
+	ss.stopInOrder(names, why, ss.Progress)
 }
+
+// byDown is who stops each service that /down stops.
+func byDown(string) string { return "by /down" }
 
 // A stackOp is /up, /down or /restart: foreground work that holds its turn
 // until the services it waits for are ready (or failed), or stopped.
@@ -267,7 +277,7 @@ func (ss *Stack) Down(t work.Turn, args string) {
 		return
 	}
 	ss.ops = append(ss.ops, op)
-	ss.stopInOrder(names, func() {
+	ss.stopInOrder(names, byDown, func() {
 		op.finish(AllStopped+strings.Join(names, ", ")+".", acp.StopEndTurn)
 	})
 }
@@ -311,7 +321,7 @@ func (ss *Stack) Restart(t work.Turn, name string) {
 		ss.Progress()
 	}
 	if svc := ss.services[name]; svc != nil {
-		svc.Stop(again)
+		svc.Stop("by /restart", again)
 		return
 	}
 	again()
