@@ -157,8 +157,8 @@ func TestStackExecReadyTimeoutSays(t *testing.T) {
 		return `\d+ tries; the last (was still running when the 1s ran out \(it had run [0-9.]+m?s\) and was stopped; the one before )?ended: ` + end
 	}
 	cases := []service{
-		{"fails", "exec:exit 7", "1s", `fails failed: not ready: exec:exit 7 did not exit 0 within 1s: `+ended(`exit status 7`)},
-		{"says", "exec:echo no response; echo from db >&2; exit 2", "1s", `says failed: not ready: exec:echo no response; echo from db >&2; exit 2 did not exit 0 within 1s: `+ended(`exit status 2, its last line: "from db"`)},
+		{"fails", "exec:exit 7", "1s", `fails failed: not ready: exec:exit 7 did not exit 0 within 1s: ` + ended(`exit status 7`)},
+		{"says", "exec:echo no response; echo from db >&2; exit 2", "1s", `says failed: not ready: exec:echo no response; echo from db >&2; exit 2 did not exit 0 within 1s: ` + ended(`exit status 2, its last line: "from db"`)},
 		{"slow", "exec:sleep 10", "1s", `slow failed: not ready: exec:sleep 10 did not exit 0 within 1s: its one try was still running when the 1s ran out, and was stopped`},
 	}
 	if testloop.Enabled() {
