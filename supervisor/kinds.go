@@ -163,10 +163,11 @@ func (k kindTurn) End(stopReason string) {
 	}
 }
 
-// supersede tells the kind's work that holds the foreground, if a
+// supersede tells the kind's work that holds the foreground of st, if a
 // kind's work does, of the held turn t, if t's command supersedes
-// (work.Command.Supersede): that work may end its turn.
-func (st *state) supersede(t *turn) {
+// (work.Command.Supersede): that work may end its turn. (A function: a
+// state has methods enough.)
+func supersede(st *state, t *turn) {
 	fg := st.turns.fg
 	if fg == nil || t.in.cmd.supersede == nil {
 		return
