@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"syscall"
 	"time"
@@ -19,7 +20,8 @@ import (
 const probeGrace = time.Second
 
 // Probe implements Launcher: cmd runs as Shell -c Line with its standard
-// input, output and error on /dev/null, in a session of its own, inside a
+// input on /dev/null and its output and error on a pipe (the end of
+// which a ProbeExit holds), in a session of its own, inside a
 // new group of the Containment. Once the shell has exited, or ctx has
 // ended, every process of the group is killed, whatever left the session
 // (setsid, a daemon's double fork) included, and waited for.
@@ -31,17 +33,31 @@ func (l Local) Probe(ctx context.Context, cmd Command) error {
 	if err != nil {
 		return &StartError{cmd.Line, err}
 	}
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	null, err := os.OpenFile(os.DevNull, os.O_RDONLY, 0)
 	if err != nil {
 		return errors.Join(&StartError{cmd.Line, err}, g.Close())
 	}
+	defer null.Close() // Best effort: read only; the child has its copy.
+	out, w, err := os.Pipe()
+	if err != nil {
+		return errors.Join(&StartError{cmd.Line, err}, g.Close())
+	}
+	printed := make(chan []byte, 1)
+	go func() { printed <- readTail(out, probeTail) }()
 	sys := &syscall.SysProcAttr{}
 	watch := procexit.AtFork(sys)
-	attr := &syscall.ProcAttr{Dir: cmd.Dir, Env: cmd.Env, Files: []uintptr{null.Fd(), null.Fd(), null.Fd()}, Sys: sys}
+	attr := &syscall.ProcAttr{Dir: cmd.Dir, Env: cmd.Env, Files: []uintptr{null.Fd(), w.Fd(), w.Fd()}, Sys: sys}
 	argv := []string{cmd.Shell, "-c", cmd.Line}
 	pid, err := g.ForkExec(argv[0], argv, attr)
-	_ = null.Close() // Best effort: the child has its copies.
-	l.prepareNext()  // the probe took the spare group, if one was made
+	_ = w.Close()   // Best effort: the child has its copies.
+	l.prepareNext() // the probe took the spare group, if one was made
+	read := false   // what printed sent was taken
+	defer func() {
+		_ = out.Close() // Best effort: read only; ends a read that a process outliving its SIGKILL holds.
+		if !read {
+			<-printed
+		}
+	}()
 	if err != nil {
 		return errors.Join(&StartError{cmd.Line, startError(err, argv[0], cmd.Dir)}, g.Close())
 	}
@@ -55,9 +71,36 @@ func (l Local) Probe(ctx context.Context, cmd Command) error {
 	case err != nil:
 		return fmt.Errorf("probe %d: %w", pid, err)
 	case !status.Exited() || status.ExitStatus() != 0:
-		return &ProbeExit{status}
+		// The group is empty (or given up on): the pipe's end is near.
+		exit := &ProbeExit{Status: status}
+		select {
+		case exit.Output = <-printed:
+			read = true
+		case <-time.After(probeGrace):
+		}
+		return exit
 	}
 	return nil
+}
+
+// probeTail is how much of the end of its output a probe keeps.
+const probeTail = 4 << 10
+
+// readTail reads r to its end (or its first error) and returns the last
+// n bytes it read.
+func readTail(r io.Reader, n int) []byte {
+	buf := make([]byte, 0, 2*n)
+	chunk := make([]byte, n)
+	for {
+		k, err := r.Read(chunk)
+		buf = append(buf, chunk[:k]...)
+		if len(buf) > n {
+			buf = append(buf[:0], buf[len(buf)-n:]...)
+		}
+		if err != nil {
+			return buf
+		}
+	}
 }
 
 // awaitProbe waits for the probe's shell to exit, or for ctx to end; then
@@ -98,7 +141,12 @@ func awaitProbe(ctx context.Context, shell *procexit.Process, g contain.Group) (
 
 // A ProbeExit is a probe whose shell exited with a status other than 0,
 // or was killed by a signal.
-type ProbeExit struct{ Status unix.WaitStatus }
+type ProbeExit struct {
+	Status unix.WaitStatus
+	// Output is the end of what the probe's processes wrote to their
+	// standard output and error (at most 4 KiB), as written.
+	Output []byte
+}
 
 func (e *ProbeExit) Error() string {
 	if e.Status.Signaled() {

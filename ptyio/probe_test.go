@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -28,9 +29,11 @@ func TestProbeLeavesNothing(t *testing.T) {
 		stop       time.Duration // ctx ends then; 0: never
 		status     int           // the ProbeExit's exit status; 0: none
 		signal     syscall.Signal
+		output     string // the ProbeExit's Output
 	}{
 		{name: "exits 0", line: "sleep 300 & exit 0"},
-		{name: "exits 3", line: "sleep 300 & exit 3", status: 3},
+		{name: "exits 3", line: "echo out; sleep 300 & echo err >&2; exit 3", status: 3, output: "out\nerr\n"},
+		{name: "prints much", line: "yes | head -c 100000; echo; echo last; exit 4", status: 4, output: "y\ny\n\nlast\n"},
 		{name: "a subshell's child", line: "(sleep 300 &); exit 0"},
 		{name: "setsid", line: "setsid sleep 300 & exit 0"},
 		{name: "a daemon's double fork", line: "(setsid sh -c 'sleep 300 & exit 0' &); sleep 0.1; exit 0"},
@@ -68,6 +71,8 @@ func TestProbeLeavesNothing(t *testing.T) {
 				t.Errorf("probe: %v, want killed by %v", err, tc.signal)
 			case tc.status != 0 && (!exit.Status.Exited() || exit.Status.ExitStatus() != tc.status):
 				t.Errorf("probe: %v, want exit status %d", err, tc.status)
+			case len(exit.Output) > 4<<10 || !strings.HasSuffix(string(exit.Output), tc.output):
+				t.Errorf("probe printed %d bytes ending %q, want at most 4 KiB ending %q", len(exit.Output), exit.Output[max(0, len(exit.Output)-20):], tc.output)
 			}
 			if left := awaitUnmarked(mark, testloop.Bound(10*time.Second)); len(left) > 0 {
 				t.Errorf("after the probe, processes %v of it still run", left)

@@ -41,6 +41,9 @@ type command struct {
 	// turn until it is over.
 	act  func(st *state, in input)
 	hold func(st *state, t *turn)
+	// supersede, if not nil, is told of the held input when a kind's
+	// work holds the foreground, fg (work.Command.Supersede).
+	supersede func(st *state, fg work.Foreground, in input)
 	// look, for a command that only reads, returns what it says, and
 	// changes nothing (work.Command.Look); its act is to say it.
 	look func(st *state, in input) string
@@ -148,6 +151,9 @@ func kindCommand(k work.Command) *command {
 		c.act = func(st *state, in input) { k.Act(host{st}, in.args) }
 	case k.Hold != nil:
 		c.hold = func(st *state, t *turn) { k.Hold(host{st}, kindTurn{st, t}, t.in.args) }
+	}
+	if k.Supersede != nil {
+		c.supersede = func(st *state, fg work.Foreground, in input) { k.Supersede(host{st}, fg, in.args) }
 	}
 	return c
 }

@@ -163,6 +163,20 @@ func (k kindTurn) End(stopReason string) {
 	}
 }
 
+// supersede tells the kind's work that holds the foreground of st, if a
+// kind's work does, of the held turn t, if t's command supersedes
+// (work.Command.Supersede): that work may end its turn. (A function: a
+// state has methods enough.)
+func supersede(st *state, t *turn) {
+	fg := st.turns.fg
+	if fg == nil || t.in.cmd.supersede == nil {
+		return
+	}
+	if k, ok := fg.fore.(kindForeground); ok {
+		t.in.cmd.supersede(st, k.fg, t.in)
+	}
+}
+
 // kindForeground is a kind's work.Foreground as a turn's foreground.
 type kindForeground struct{ fg work.Foreground }
 

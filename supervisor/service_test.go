@@ -676,7 +676,7 @@ depends_on = ["slow"]
 `)
 	m := h.answers(nil, sid, "/up", "Failed:")
 	for _, want := range []string{"slow failed: not ready: Port " + strconv.Itoa(port), "dep failed: not started: its dependency slow failed", "Ready: ex.",
-		"never failed: not ready: exec:exit 7 did not exit 0 within 3s (the last try: exit status 7)"} {
+		"never failed: not ready: exec:exit 7 did not exit 0 within 3s: ", " ended: exit status 7"} {
 		if !strings.Contains(m.Text(), want) {
 			t.Errorf("/up says %q, without %q", m.Text(), want)
 		}

@@ -155,6 +155,7 @@ func (s *Session) prompt(ctx context.Context, from protocol.Client, blocks []acp
 		case st.turns.busy() || st.turns.waiting():
 			t.unwatch = context.AfterFunc(ctx, func() { s.withdrawHeld(t) })
 			st.turns.hold(t)
+			supersede(st, t)
 		default:
 			st.start(t)
 		}

@@ -32,6 +32,9 @@ func Commands(stackOf func(work.RunHost) *Stack) []work.Command {
 			Description: "Stop the project's services, dependents first",
 			Hint:        "services to stop, with what depends on them (empty: all)",
 			Usage:       "/down [NAME...], e.g. /down or /down db",
+			Supersede: func(h work.RunHost, fg work.Foreground, args any) {
+				stackOf(h).Supersede(fg, "down", args.(string)) // Safe: ParseRest's.
+			},
 		},
 		{
 			Name: "restart", Syntax: "NAME", Parse: work.ParseWord("/restart needs exactly one service name"),
@@ -39,6 +42,9 @@ func Commands(stackOf func(work.RunHost) *Stack) []work.Command {
 			Description: "Stop one service and start it again, until it is ready",
 			Hint:        "service name, e.g. web",
 			Usage:       "/restart NAME, e.g. /restart web",
+			Supersede: func(h work.RunHost, fg work.Foreground, args any) {
+				stackOf(h).Supersede(fg, "restart", args.(string)) // Safe: ParseWord's.
+			},
 		},
 		{
 			Name: "status", Now: true, Parse: work.ParseNone("status"),

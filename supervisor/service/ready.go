@@ -2,13 +2,17 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"shellagent/acp"
+	"shellagent/ptyio"
 	"shellagent/supervisor/wait"
 	"shellagent/supervisor/work"
+	"shellagent/termtext"
 )
 
 // A service's readiness (see Service): once a run has started, its ready
@@ -40,16 +44,18 @@ func (svc *Service) watchReady(t work.Run, gen int) {
 		defer cancel()
 		var r wait.Result
 		if probe != nil {
-			var last error // the last try that its end did not cut short
+			var ts tries
 			r = w.Poll(ctx, func(ctx context.Context) (string, error) {
-				said, err := probe(ctx)
-				if err != nil && ctx.Err() == nil {
-					last = err
+				if err := ctx.Err(); err != nil {
+					return "", err // Poll may try once more after the end: no try
 				}
+				start := time.Now()
+				said, err := probe(ctx)
+				ts.record(err, ctx.Err() != nil, time.Since(start))
 				return said, err
 			})
 			if r.Status == acp.StatusFailed {
-				r.Text = fmt.Sprintf("exec:%s did not exit 0 within %s%s.", what, spec.Timeout, lastTry(last))
+				r.Text = fmt.Sprintf("exec:%s did not exit 0 within %s: %s.", what, spec.Timeout, ts.said(spec.Timeout))
 			}
 		} else {
 			r = w.Watch(ctx, ring, 0)
@@ -78,11 +84,60 @@ func (svc *Service) markReady(how string) {
 	svc.say("Ready: " + how + ".")
 }
 
-// lastTry says how the last try of an exec: condition that ended ended,
-// or nothing if none did (a loaded machine, a short ready_timeout).
-func lastTry(err error) string {
-	if err == nil {
-		return ""
+// tries is what the tries of an exec: ready condition came to, as the
+// reason its service fails says.
+type tries struct {
+	n       int
+	last    error         // how the last try that ended before the wait did ended
+	running time.Duration // how long the last try ran, if the wait's end cut it short; else 0
+}
+
+// record counts a try that ended with err, after took; over: the wait
+// had ended, and cut it short.
+func (ts *tries) record(err error, over bool, took time.Duration) {
+	ts.n++
+	ts.running = 0
+	switch {
+	case err == nil:
+	case over:
+		ts.running = max(took, time.Millisecond)
+	default:
+		ts.last = err
 	}
-	return fmt.Sprintf(" (the last try: %v)", err)
+}
+
+// said says what the tries came to, once the wait of d ran out: how many
+// ran, and how the last ended (and the one before it, if the time ran
+// out while the last ran).
+func (ts *tries) said(d time.Duration) string {
+	switch {
+	case ts.n == 0:
+		return "no try ran"
+	case ts.running > 0 && ts.n == 1:
+		return fmt.Sprintf("its one try was still running when the %s ran out, and was stopped", d)
+	case ts.running > 0:
+		text := fmt.Sprintf("%d tries; the last was still running when the %s ran out (it had run %s) and was stopped", ts.n, d, ts.running.Round(time.Millisecond))
+		if ts.last != nil {
+			text += "; the one before " + tryEnd(ts.last)
+		}
+		return text
+	case ts.n == 1:
+		return "its one try " + tryEnd(ts.last)
+	}
+	return fmt.Sprintf("%d tries; the last %s", ts.n, tryEnd(ts.last))
+}
+
+// tryEnd says how a try that ended with err ended, with the last line
+// it printed, if it printed one (a ptyio.ProbeExit's Output).
+func tryEnd(err error) string {
+	if _, ok := err.(*tryLimit); ok {
+		return err.Error()
+	}
+	var exit *ptyio.ProbeExit
+	if errors.As(err, &exit) {
+		if last, _ := termtext.LastLines(strings.TrimSpace(termtext.Plain(exit.Output)), 1); last != "" {
+			return fmt.Sprintf("ended: %v, its last line: %q", err, shorten(last, 120))
+		}
+	}
+	return fmt.Sprintf("ended: %v", err)
 }

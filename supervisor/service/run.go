@@ -55,6 +55,7 @@ type Service struct {
 	gen       int        // counts runs: a report of an earlier run's readiness or delay is stale
 	everReady bool       // a run was ready: from then on its exits are restarts, not failures
 	stopping  bool       // /down, /restart or cancel: its end is no failure, and nothing restarts it
+	stopWhy   string     // who stops it, while stopping: "by /down"; "" once handed over
 	stopped   []func()   // what waits for its run to end (the next service of a /down)
 
 	cancelReady context.CancelFunc // ends the readiness goroutine of the current run
@@ -299,8 +300,14 @@ func (svc *Service) exited(t work.Run, onItsOwn bool) {
 	switch {
 	case svc.call.Final(): // it failed, or the session closed
 	case svc.stopping || !onItsOwn:
-		svc.stopping = true // terminal/cancel of its run: stopped, as by /down
-		svc.state, svc.why = Stopped, "stopped"
+		why := svc.stopWhy
+		switch {
+		case !svc.stopping: // terminal/cancel of its run: stopped, as by /down
+			svc.stopping, why = true, "its run "+t.ID()+" was cancelled"
+		case why == "":
+			why = "stopped"
+		}
+		svc.state, svc.why = Stopped, why
 		svc.say0(fmt.Sprintf("Stopped: %s %s.", t.ID(), work.ExitText(t.Exit())))
 		svc.call.End(acp.StatusCompleted)
 	case !svc.everReady:
@@ -381,8 +388,12 @@ func (svc *Service) armRestart(d time.Duration) {
 
 // Stop stops the service for /down, /restart or cancel, and calls then
 // once it is stopped: at once if no run runs, else once the run exits
-// (TERM, then KILL after the kill grace).
-func (svc *Service) Stop(then func()) {
+// (TERM, then KILL after the kill grace). why says who stops it ("by
+// /down"), for what waited for it to be ready.
+func (svc *Service) Stop(why string, then func()) {
+	if !svc.stopping {
+		svc.stopWhy = why
+	}
 	if svc.term != nil {
 		svc.stopping = true
 		svc.halt()
@@ -395,7 +406,7 @@ func (svc *Service) Stop(then func()) {
 	if svc.Active() {
 		svc.stopping = true
 		svc.halt()
-		svc.state, svc.why = Stopped, "stopped"
+		svc.state, svc.why = Stopped, why
 		svc.say0("Stopped before its next run.")
 		svc.call.End(acp.StatusCompleted)
 	}
@@ -416,7 +427,7 @@ func (svc *Service) Listing(time.Time) string {
 func (svc *Service) Cancellable() bool { return true }
 
 // Cancel implements work.Task: /down NAME, without a turn.
-func (svc *Service) Cancel() { svc.stack.down(svc.def.Name) }
+func (svc *Service) Cancel() { svc.stack.down(svc.def.Name, svc.call.ID()) }
 
 // Close implements work.Task: the session closes, and with it the
 // service. Its run, if one runs, is stopped by the close.

@@ -173,35 +173,46 @@ func (ss *Stack) downOrder(names []string) ([]string, error) {
 }
 
 // stopInOrder stops the services named, one after the other, each once
-// the one before it has stopped, then calls done.
-func (ss *Stack) stopInOrder(names []string, done func()) {
+// the one before it has stopped, then calls done. why says who stops
+// each (Service.Stop).
+func (ss *Stack) stopInOrder(names []string, why func(name string) string, done func()) {
 	if len(names) == 0 {
 		done()
 		return
 	}
 	svc := ss.services[names[0]]
 	if svc == nil {
-		ss.stopInOrder(names[1:], done)
+		ss.stopInOrder(names[1:], why, done)
 		return
 	}
-	svc.Stop(func() { ss.stopInOrder(names[1:], done) })
+	svc.Stop(why(names[0]), func() { ss.stopInOrder(names[1:], why, done) })
 }
 
 // down stops the service name and what depends on it, dependents first,
-// as /down NAME does without a turn (a service's tool_call/cancel).
-func (ss *Stack) down(name string) {
+// as /down NAME does without a turn: the cancel of its tool call, callID.
+func (ss *Stack) down(name, callID string) {
 	names, err := ss.downOrder([]string{name})
 	if err != nil {
 		names = []string{name}
 	}
-	ss.stopInOrder(names, ss.Progress)
+	why := func(n string) string {
+		if n == name {
+			return "its tool call " + callID + " was cancelled"
+		}
+		return "it depends on " + name + ", whose tool call " + callID + " was cancelled"
+	}
+	ss.stopInOrder(names, why, ss.Progress)
 }
+
+// byDown is who stops each service that /down stops.
+func byDown(string) string { return "by /down" }
 
 // A stackOp is /up, /down or /restart: foreground work that holds its turn
 // until the services it waits for are ready (or failed), or stopped.
 type stackOp struct {
 	ss       *Stack
 	turn     work.Turn
+	order    []string   // the services it starts (/up, /restart), by name: nil for /down
 	wait     []*Service // the services whose readiness it waits for
 	gens     []int      // the run of each of wait when the wait began
 	stopping bool       // stops are under way: it is not done yet
@@ -228,6 +239,7 @@ func (ss *Stack) Up(t work.Turn, args string) {
 		op.finish(fmt.Sprintf("Cannot start: %v. Nothing was started.", err), acp.StopEndTurn)
 		return
 	}
+	op.order = order
 	op.waitFor(ss.want(f, order, ""))
 	ss.ops = append(ss.ops, op)
 	ss.Progress()
@@ -265,7 +277,7 @@ func (ss *Stack) Down(t work.Turn, args string) {
 		return
 	}
 	ss.ops = append(ss.ops, op)
-	ss.stopInOrder(names, func() {
+	ss.stopInOrder(names, byDown, func() {
 		op.finish(AllStopped+strings.Join(names, ", ")+".", acp.StopEndTurn)
 	})
 }
@@ -289,6 +301,7 @@ func (ss *Stack) Restart(t work.Turn, name string) {
 		op.finish(err.Error()+".", acp.StopEndTurn)
 		return
 	}
+	op.order = order
 	ss.ops = append(ss.ops, op)
 	// Until it starts again, what waits for it (a dependent that an /up
 	// left waiting) goes on waiting, rather than failing at the stop; the
@@ -308,10 +321,53 @@ func (ss *Stack) Restart(t work.Turn, name string) {
 		ss.Progress()
 	}
 	if svc := ss.services[name]; svc != nil {
-		svc.Stop(again)
+		svc.Stop("by /restart", again)
 		return
 	}
 	again()
+}
+
+// Supersede serves /down NAMES or /restart NAME (command "down" or
+// "restart", args its arguments), held behind fg, the work that holds
+// the foreground: if fg is an /up or a /restart of ss that waits for a
+// service that the command stops and that is not ready, its wait ends at
+// once, saying so, so that the command runs now rather than once the
+// service's ready_timeout has run out. The services go on until the
+// command stops them.
+func (ss *Stack) Supersede(fg work.Foreground, command, args string) {
+	op, ok := fg.(*stackOp)
+	if !ok || op.ss != ss || op.done || op.order == nil {
+		return
+	}
+	stops, does := []string{args}, "starts %s again"
+	if command == "down" {
+		var err error
+		if stops, err = ss.downOrder(strings.Fields(args)); err != nil {
+			return // /down says why, in its turn
+		}
+		does = "stops %s"
+	}
+	var waiting []string
+	for _, name := range op.order {
+		if slices.Contains(stops, name) && !ss.ready(name) {
+			waiting = append(waiting, name)
+		}
+	}
+	if len(waiting) == 0 {
+		return
+	}
+	pronoun := "it"
+	if len(waiting) > 1 {
+		pronoun = "them"
+	}
+	op.finish(fmt.Sprintf("Interrupted by /%s: no longer waiting for %s to be ready; /%s "+does+".", command, strings.Join(waiting, ", "), command, pronoun), acp.StopEndTurn)
+}
+
+// ready reports whether the service name is ready, or did what it was
+// for (a one-shot task that completed), and is not being restarted.
+func (ss *Stack) ready(name string) bool {
+	svc := ss.services[name]
+	return svc != nil && ss.restarting[name] == 0 && (svc.state == Ready || completed(svc))
 }
 
 // check ends op once what it waits for is done: every service it waits

@@ -39,6 +39,14 @@ type Command struct {
 	Act  func(h RunHost, args any)
 	Hold func(h RunHost, t Turn, args any)
 
+	// Supersede, if not nil, is told of the command, with args from
+	// Parse, when its prompt is held behind fg, a kind's work that holds
+	// the foreground turn: it may end fg's turn (fg's Turn.End), which
+	// the held command has made pointless, so that the queue moves on
+	// at once (a stack's /down ends the wait of an /up for a service it
+	// stops). It runs on the session's actor, once the prompt is held.
+	Supersede func(h RunHost, fg Foreground, args any)
+
 	// Look, for a command that only reads, returns what it says; its
 	// Act, then, is to say it (Host.Say). Look must send nothing and
 	// start, stop or change no work: a client that does not hold the
