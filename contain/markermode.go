@@ -18,9 +18,10 @@ import (
 // them but the agent's looks. What differs between the two is in reap,
 // facts and undo.
 //
-// Lock order: none. markerMode.mu, markerCache.mu, scanner.mu, the
-// reaper's mu and each markerGroup.mu are leaves: whoever holds one takes
-// no other, and none is held across a fork, a sleep or a scan.
+// Lock order: none. markerMode.mu, markerCache.mu, scanner.mu,
+// factsMemo.mu, the reaper's mu and each markerGroup.mu are leaves:
+// whoever holds one takes no other, and none is held across a fork, a
+// sleep or a scan.
 type markerMode struct {
 	inst    instance
 	self    int // the agent's pid
@@ -75,7 +76,8 @@ type factsMemo struct {
 
 // scanFacts is the facts of one scan, named by its first element and
 // length (a scan is shared and never changed; a list grown from it is a
-// copy). once owns facts.
+// copy). first keeps the scan from being collected, so no later scan can
+// take its address. once owns facts.
 type scanFacts struct {
 	first *proc
 	n     int
