@@ -17,7 +17,8 @@ import (
 // default): four terminals of 50 sleeps and a fork loop each, stopped at
 // once as the agent's end stops them (SIGTERM, SIGCONT and SIGHUP, then
 // SIGKILL with no grace), until every group is done and KillAll finds
-// nothing. Its figure is the time of that end, in ms; run it beside load
+// nothing. Its figures are the time of that end, in ms, and the scans of
+// every process it made (the groups' watches' among them); run it beside load
 // (for i in 1 2 3 4 5 6; do (while :; do :; done) & done) to see the scans
 // of /proc matter.
 func BenchmarkMarkerEnd(b *testing.B) {
@@ -32,6 +33,7 @@ func BenchmarkMarkerEnd(b *testing.B) {
 	defer c.Close()
 	const script = "for i in $(seq 50); do sleep 300 & done; sh -c 'while :; do sleep 300 & sleep 0.01; done' &"
 	var total time.Duration
+	var scans uint64
 	for range b.N {
 		groups := make([]Group, 4)
 		var reaped sync.WaitGroup
@@ -67,6 +69,7 @@ func BenchmarkMarkerEnd(b *testing.B) {
 			}
 		}
 		start := time.Now()
+		before := scansMade(&c.m.(*markerMode).scans)
 		var stops sync.WaitGroup
 		for _, g := range groups {
 			stops.Go(func() {
@@ -80,9 +83,11 @@ func BenchmarkMarkerEnd(b *testing.B) {
 			b.Error(err)
 		}
 		total += time.Since(start)
+		scans += scansMade(&c.m.(*markerMode).scans) - before
 		for _, g := range groups {
 			g.Close()
 		}
 	}
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/end")
+	b.ReportMetric(float64(scans)/float64(b.N), "scans/end")
 }
