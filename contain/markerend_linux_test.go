@@ -1,16 +1,11 @@
 package contain
 
 import (
-	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
-
-	"shellagent/internal/testloop"
 )
 
 // markerModes runs f in each marker mode (Subreaper and Session) this run
@@ -84,86 +79,4 @@ func TestSignalScansOnce(t *testing.T) {
 			t.Errorf("Signal to a group of 3 processes made %d scans of every process, want 1", n)
 		}
 	})
-}
-
-// Kill takes the scan under way, if one is: it makes no scan of its own,
-// where before it waited for that scan to end and then made a whole one
-// more.
-func TestKillTakesTheScanUnderWay(t *testing.T) {
-	markerModes(t, func(t *testing.T, c *Containment, s *markerMode) {
-		// A scan held under way until Kill waits for it, once armed; and
-		// the scans that Kill makes itself, counted. Set before any
-		// goroutine of the test's group scans, and while no scan is
-		// under way (its scanner reads seen).
-		held, release := make(chan struct{}), make(chan struct{})
-		var armed atomic.Bool
-		var once sync.Once
-		var byKill atomic.Int32
-		seen := s.scans.seen
-		s.scans.mu.Lock()
-		for s.scans.scanning {
-			s.scans.done.Wait()
-		}
-		s.scans.seen = func(procs []proc) {
-			if armed.Load() {
-				once.Do(func() {
-					close(held)
-					<-release
-				})
-			}
-			if stackHas("(*markerGroup).Kill") {
-				byKill.Add(1)
-			}
-			seen(procs)
-		}
-		s.scans.mu.Unlock()
-		st := start(t, c, "exec sleep 300")
-		waitMembers(t, st.g, 1, "sleep 300")
-		armed.Store(true)
-		go s.scans.scan()
-		<-held
-		killed := make(chan bool)
-		go func() {
-			reached, err := st.g.Kill()
-			if err != nil {
-				t.Error(err)
-			}
-			killed <- reached
-		}()
-		for deadline := time.Now().Add(testloop.Wait); !waitsForAScan("(*markerGroup).Kill"); time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				close(release)
-				t.Fatal("Kill never waited for the scan under way")
-			}
-		}
-		close(release)
-		if !<-killed {
-			t.Error("Kill did not reach the sleep")
-		}
-		if n := byKill.Load(); n != 0 {
-			t.Errorf("Kill during a scan made %d scans of its own, want 0", n)
-		}
-		st.reap(t)
-		waitDone(t, st.g)
-		st.g.Close()
-	})
-}
-
-// stackHas reports whether the calling goroutine runs fn.
-func stackHas(fn string) bool {
-	buf := make([]byte, 64<<10)
-	return strings.Contains(string(buf[:runtime.Stack(buf, false)]), fn)
-}
-
-// waitsForAScan reports whether a goroutine running fn waits for a scan
-// to end (on the scanner's sync.Cond).
-func waitsForAScan(fn string) bool {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	for g := range strings.SplitSeq(string(buf), "\n\n") {
-		if strings.Contains(g, fn) && strings.Contains(g, "sync.(*Cond).Wait") {
-			return true
-		}
-	}
-	return false
 }

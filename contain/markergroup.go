@@ -489,31 +489,18 @@ func (g *markerGroup) growingList() func() ([]int, error) {
 	}
 }
 
-// Kill takes the members from the scan under way, if one is, rather than
-// wait for its end and a whole scan more (scanner.current): what it
-// misses, forked since that scan read its parent, the next Kill finds,
-// and the group is done only once a look finds no member. Whether the
-// kill reached a live process is told by each one's state as read once
-// its pidfd is open, just before its SIGKILL, not as the scan read it: a
-// SIGTERM sent since may have doomed it.
 func (g *markerGroup) Kill() (bool, error) {
-	procs, err := g.m.scans.current()
+	procs, err := g.members()
 	if err != nil {
 		return false, err
 	}
-	members := liveOnly(g.attribute(procs, parents(procs), g.m.factsOf(procs)))
 	var errs []error
-	reached := false
-	for _, p := range members {
-		belongs := func(q proc) bool {
-			ok := g.recorded(q)
-			reached = reached || ok && q.live() && !q.doomed()
-			return ok
-		}
-		if _, err := signalProcess(p.pid, []unix.Signal{unix.SIGKILL}, byKill, belongs); err != nil {
+	for _, p := range procs {
+		if _, err := signalProcess(p.pid, []unix.Signal{unix.SIGKILL}, byKill, g.recorded); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	reached := slices.ContainsFunc(procs, func(p proc) bool { return !p.doomed() })
 	g.note(reached)
 	return reached, errors.Join(errs...)
 }

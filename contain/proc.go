@@ -183,26 +183,6 @@ func (s *scanner) scan() ([]proc, error) {
 	return procs, err
 }
 
-// current returns the scan under way when it ends, or else a fresh one:
-// a scan that ends after the call, for a caller that acts on what is
-// there now and looks again (a kill repeated until its group is empty),
-// and need not wait for the end of a scan and the whole of another.
-// The result is shared: read it, never change it.
-func (s *scanner) current() ([]proc, error) {
-	s.mu.Lock()
-	if s.scanning {
-		want := s.started
-		for s.finished < want {
-			s.done.Wait()
-		}
-		procs, err := s.last, s.err
-		s.mu.Unlock()
-		return procs, err
-	}
-	s.mu.Unlock()
-	return s.scan()
-}
-
 // scanWhere returns the scan under way when it ends, or else the last
 // one, if late(procs) says that it was read late enough; otherwise, as
 // scan, one that began after the call (fresh). A nil late takes none.
