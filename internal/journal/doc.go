@@ -84,7 +84,9 @@
 // again. Any other line that is not JSON makes the file corrupt: it is
 // skipped, with one log line, and left on disk as it is. The index sees
 // a corrupt line only in the part of the file it reads; one before the
-// last mark is found when the session is loaded (Load and Reopen fail).
+// last mark is found when the session is loaded: Load and Reopen fail
+// with a *CorruptError (ErrCorrupt), and the file is skipped from then
+// on as if the index had found it so (logged once, no longer listed).
 //
 // # Writing
 //

@@ -159,7 +159,7 @@ func (w *writer) rescanOne(id string, size int64) {
 	}
 	info, err := readInfo(w.open, w.x.path(id), id, size)
 	if err != nil {
-		w.skip(id, size, err)
+		w.s.skip(id, size, err)
 		return
 	}
 	if f := w.files[id]; f != nil { // read again when next written to
@@ -172,17 +172,19 @@ func (w *writer) rescanOne(id string, size int64) {
 	w.x.put(info)
 }
 
-// skip logs a file it cannot read, once for each size it has.
-func (w *writer) skip(id string, size int64, err error) {
-	w.s.mu.Lock()
-	was, ok := w.x.skipped[id]
+// skip logs a file it cannot read, once for each size it has, and drops
+// its session from the index unless it is live here. The writer calls it
+// for what it cannot index, Reopen for a file it finds corrupt.
+func (s *Store) skip(id string, size int64, err error) {
+	s.mu.Lock()
+	was, ok := s.idx.skipped[id]
 	logged := ok && was == size
-	w.x.skipped[id] = size
-	if e := w.x.entries[id]; e != nil && !e.live {
-		w.x.drop(id)
+	s.idx.skipped[id] = size
+	if e := s.idx.entries[id]; e != nil && !e.live {
+		s.idx.drop(id)
 	}
-	w.s.mu.Unlock()
+	s.mu.Unlock()
 	if !logged {
-		w.log.Warn("history: skipping a session file", "file", id+".jsonl", "err", err)
+		s.log.Warn("history: skipping a session file", "file", id+".jsonl", "err", err)
 	}
 }
