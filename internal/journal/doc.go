@@ -133,7 +133,10 @@
 // Past Options.Max bytes in all, sessions are removed, the least
 // recently updated first: first those that are closed, then those never
 // closed (their agent died) once the Store has been open for 30 s (a
-// daemon upgraded in place makes its sessions live again before); never
-// one live in this Store, nor one another process holds, nor one another
-// process wrote to since the index read it.
+// daemon upgraded in place makes its sessions live again before) and
+// their file has not been touched for 30 s (Handover touches the file of
+// each session live in the old image, which no process holds locked
+// until the new image adopts it); never one live in this Store, nor one
+// another process holds, nor one another process wrote to since the
+// index read it.
 package journal

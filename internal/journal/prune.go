@@ -40,7 +40,9 @@ func (w *writer) prune() {
 }
 
 // pruneOne removes session c's file, unless another process holds it
-// or wrote to it since the index read it.
+// or wrote to it since the index read it, or, if it was never closed,
+// touched it within the settling time (Handover does, for an upgrade in
+// place, whose images hold no lock in between).
 func (w *writer) pruneOne(c Info) (gone bool, err error) {
 	path := w.x.path(c.ID)
 	l, err := lockFile(path)
@@ -63,8 +65,14 @@ func (w *writer) pruneOne(c Info) (gone bool, err error) {
 		return false, err
 	}
 	defer l.Close() // Best effort: closing drops the lock, once the file is gone.
-	if fi, err := os.Stat(path); err == nil && fi.Size() != c.Size {
+	fi, err := os.Stat(path)
+	switch {
+	case err == nil && fi.Size() != c.Size:
 		w.rescanOne(c.ID, fi.Size()) // another process wrote to it since: it may have made it live
+		return false, nil
+	case err == nil && !c.Closed && time.Since(fi.ModTime()) < w.settle:
+		// Touched lately, and never closed: a daemon being upgraded in
+		// place, between its images, holds no lock on it (Handover).
 		return false, nil
 	}
 	if f := w.files[c.ID]; f != nil {
