@@ -167,7 +167,7 @@ func (w *writer) rescanOne(id string, size int64) {
 	}
 	info, err := readInfo(w.open, w.x.path(id), id, size)
 	if err != nil {
-		w.s.skip(id, size, err)
+		skipFile(w.s, id, size, err)
 		return
 	}
 	if f := w.files[id]; f != nil { // read again when next written to
@@ -180,10 +180,11 @@ func (w *writer) rescanOne(id string, size int64) {
 	w.x.put(info)
 }
 
-// skip logs a file it cannot read, once for each size it has, and drops
-// its session from the index unless it is live here. The writer calls it
-// for what it cannot index, Reopen for a file it finds corrupt.
-func (s *Store) skip(id string, size int64, err error) {
+// skipFile logs a file of s it cannot read, once for each size it has, and
+// drops its session from the index unless it is live here. The writer
+// calls it for what it cannot index, Reopen for a file it finds corrupt
+// (skipCorrupt); it changes only what s.mu guards.
+func skipFile(s *Store, id string, size int64, err error) {
 	s.mu.Lock()
 	was, ok := s.idx.skipped[id]
 	logged := ok && was == size

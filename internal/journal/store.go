@@ -280,7 +280,7 @@ func reopen(s *Store, id string, h *Handed, keep keeping) (*parsed, error) {
 		var err error
 		if p, err = readWith(s.w.open, s.idx.path(id), id, s.opts.Scrollback, keep); err != nil {
 			release()
-			s.skipCorrupt(id, err)
+			skipCorrupt(s, id, err)
 			return nil, fmt.Errorf("reopen history of session %s: %w", id, err)
 		}
 	}
@@ -291,10 +291,10 @@ func reopen(s *Store, id string, h *Handed, keep keeping) (*parsed, error) {
 	return p, nil
 }
 
-// skipCorrupt skips session id's file if err, of reading it whole, says
-// it is corrupt: the index read only its head and tail, and so listed it
-// until now. It is no longer listed, and logged once.
-func (s *Store) skipCorrupt(id string, err error) {
+// skipCorrupt skips the file of session id of s if err, of reading it
+// whole, says it is corrupt: the index read only its head and tail, and
+// so listed it until now. It is no longer listed, and logged once.
+func skipCorrupt(s *Store, id string, err error) {
 	if !errors.Is(err, ErrCorrupt) {
 		return
 	}
@@ -302,7 +302,7 @@ func (s *Store) skipCorrupt(id string, err error) {
 	if serr != nil {
 		return // removed meanwhile: the next Refresh drops it
 	}
-	s.skip(id, fi.Size(), err)
+	skipFile(s, id, fi.Size(), err)
 }
 
 // Meta records the session's cwd and title.
@@ -449,7 +449,7 @@ func (s *Store) Load(id string) (*History, error) {
 	}
 	p, err := readFile(s.idx.path(id), id, s.opts.Scrollback, keepAll)
 	if err != nil {
-		s.skipCorrupt(id, err)
+		skipCorrupt(s, id, err)
 		return nil, fmt.Errorf("load history of session %s: %w", id, err)
 	}
 	return p.history(), nil
