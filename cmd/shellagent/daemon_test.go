@@ -1672,8 +1672,12 @@ func TestResumeDuringAnotherConnectionsClose(t *testing.T) {
 	b.c.MustCall("session/resume", resume, nil)
 
 	// The reference client, --resume during such a close, waits for it
-	// and comes back to the session, now past.
+	// and comes back to the session, now past. The close takes the kill
+	// grace: 3 s, not the fixture's 500 ms, for the client to start and
+	// ask within it on a loaded machine (under load 40 it did not, and
+	// resumed the session already closed).
 	sid = a.session(d.cwd)
+	a.c.MustCall("session/set_config_option", map[string]any{"sessionId": sid, "configId": "kill_grace", "type": "id", "value": "3s"}, nil)
 	a.prompt(sid, "/bg trap '' TERM; echo ready; sleep 60")
 	a.c.WaitFor("term_1 says ready", func(*acptest.Msg) bool {
 		return strings.Contains(string(a.c.Output(sid, "term_1")), "ready")
@@ -1681,7 +1685,7 @@ func TestResumeDuringAnotherConnectionsClose(t *testing.T) {
 	closed = a.c.Send("session/close", map[string]any{"sessionId": sid})
 	a.c.MustCall("session/list", map[string]any{}, nil)
 	r := d.client("--resume", sid)
-	r.expect("[" + sid + " is closing (another client closed it): resuming it again in 750ms, once it has closed]")
+	r.expect("[" + sid + " is closing (another client closed it): resuming it again in 3.25s, once it has closed]")
 	r.expect("[Session resumed from its history]")
 	if m := a.c.Wait(closed); m.Error != nil {
 		t.Fatalf("session/close: %v", m.Error)
