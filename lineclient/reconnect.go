@@ -118,13 +118,14 @@ func (c *client) reconnected(answer reconnectAnswer) {
 
 // mayStartOver reports whether the client may start the agent again
 // from its first request, its first start-up having ended before it named
-// the session (initialize or session/list unanswered; a session/new may
-// have opened a session the client cannot name), and if so counts it as
-// a reconnect.
+// the session (initialize, session/list or session/new unanswered), and
+// if so counts it as a reconnect. A session/new unanswered opened no
+// session: the daemon answers every request it has read before an
+// upgrade closes the connection (docs/daemon.md), so it was never read.
 func (s *startup) mayStartOver(now time.Time) bool {
 	c := s.c
 	if !c.cfg.Daemon || c.cfg.Reconnect == nil || c.phase != starting || c.sess != nil || s.again ||
-		s.method != "initialize" && s.method != "session/list" {
+		s.method != "initialize" && s.method != "session/list" && s.method != "session/new" {
 		return false
 	}
 	return c.reconnects.take(now)

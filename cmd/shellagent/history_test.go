@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -314,6 +315,74 @@ func TestHistoryTornAndCorruptFiles(t *testing.T) {
 	waitTurnEnd(c, mark, "sess_torn")
 	if b, _ := os.ReadFile(filepath.Join(dir, "sess_bad.jsonl")); string(b) != corrupt {
 		t.Errorf("the corrupt file was changed")
+	}
+}
+
+// A corrupt line before a file's last mark is not seen by the index,
+// which reads the header and what follows the last mark: session/list
+// lists the session until session/resume reads the file whole. Then the
+// file is skipped as any corrupt file is: the resume answers -32002
+// saying the history is corrupt and naming the file, the file is logged
+// once and left as it is, and the session is gone: session/list no
+// longer lists it, and a second resume or a session/delete is -32002.
+func TestHistoryCorruptBeforeTheLastMark(t *testing.T) {
+	t.Parallel()
+	for _, then := range []string{"resume", "delete"} {
+		t.Run(then, func(t *testing.T) {
+			t.Parallel()
+			state, cwd := t.TempDir(), t.TempDir()
+			dir := filepath.Join(state, "sessions")
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			at := time.Now().UTC().Add(-time.Hour).Format(time.RFC3339)
+			line := func(v map[string]any) string {
+				v["at"] = at
+				b, _ := json.Marshal(v)
+				return string(b) + "\n"
+			}
+			corrupt := line(map[string]any{"t": "session", "v": 1, "id": "sess_mid"}) +
+				line(map[string]any{"t": "meta", "cwd": cwd, "title": "echo mid"}) +
+				"this is no json\n" +
+				line(map[string]any{"t": "update", "u": map[string]any{"sessionUpdate": "user_message", "messageId": "msg_1", "content": []map[string]string{{"type": "text", "text": "echo mid"}}}}) +
+				`{"t":"mark","at":"` + at + `","cwd":` + strconv.Quote(cwd) + `,"title":"echo mid"}` + "\n" // "t" first, as the writer writes it
+			file := filepath.Join(dir, "sess_mid.jsonl")
+			if err := os.WriteFile(file, []byte(corrupt), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var stderr syncBuffer
+			cmd, stdin, stdout, _ := startPipedLogging(t, binary, []string{"--shell", "/bin/sh", "--containment", testMode, "--state-dir", state}, &stderr)
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			c := acptest.New(t, stdout, stdin)
+			c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+			if findListed(listSessions(t, c), "sess_mid") == nil {
+				t.Fatalf("session/list does not list sess_mid before it is read whole")
+			}
+			resume := map[string]any{"sessionId": "sess_mid", "cwd": cwd, "replayFrom": map[string]string{"type": "start"}}
+			_, rerr := c.Call("session/resume", resume)
+			if rerr == nil || rerr.Code != -32002 || !strings.Contains(rerr.Message, "corrupt") || !strings.Contains(rerr.Message, "sess_mid.jsonl") {
+				t.Fatalf("session/resume of the corrupt session answered %v, want -32002 saying its history is corrupt, naming sess_mid.jsonl", rerr)
+			}
+			if findListed(listSessions(t, c), "sess_mid") != nil {
+				t.Errorf("session/list still lists sess_mid after its file was found corrupt")
+			}
+			method, params := "session/resume", resume
+			if then == "delete" {
+				method, params = "session/delete", map[string]any{"sessionId": "sess_mid"}
+			}
+			if _, rerr := c.Call(method, params); rerr == nil || rerr.Code != -32002 {
+				t.Errorf("%s after the file was found corrupt answered %v, want -32002", method, rerr)
+			}
+			if findListed(listSessions(t, c), "sess_mid") != nil {
+				t.Errorf("session/list lists sess_mid after a %s", then)
+			}
+			if got := strings.Count(stderr.String(), "sess_mid.jsonl"); got != 1 {
+				t.Errorf("the corrupt file is logged %d times, want once:\n%s", got, stderr.String())
+			}
+			if b, _ := os.ReadFile(file); string(b) != corrupt {
+				t.Errorf("the corrupt file was changed")
+			}
+		})
 	}
 }
 

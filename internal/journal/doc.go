@@ -84,7 +84,9 @@
 // again. Any other line that is not JSON makes the file corrupt: it is
 // skipped, with one log line, and left on disk as it is. The index sees
 // a corrupt line only in the part of the file it reads; one before the
-// last mark is found when the session is loaded (Load and Reopen fail).
+// last mark is found when the session is loaded: Load and Reopen fail
+// with a *CorruptError (ErrCorrupt), and the file is skipped from then
+// on as if the index had found it so (logged once, no longer listed).
 //
 // # Writing
 //
@@ -131,7 +133,10 @@
 // Past Options.Max bytes in all, sessions are removed, the least
 // recently updated first: first those that are closed, then those never
 // closed (their agent died) once the Store has been open for 30 s (a
-// daemon upgraded in place makes its sessions live again before); never
-// one live in this Store, nor one another process holds, nor one another
-// process wrote to since the index read it.
+// daemon upgraded in place makes its sessions live again before) and
+// their file has not been touched for 30 s (Handover touches the file of
+// each session live in the old image, which no process holds locked
+// until the new image adopts it); never one live in this Store, nor one
+// another process holds, nor one another process wrote to since the
+// index read it.
 package journal

@@ -73,8 +73,13 @@ func handed(path, id string, h *Handed) *parsed {
 }
 
 // handOver fills out with what the writer knows of each file of a
-// session live here; the batch's lines are written.
+// session live here; the batch's lines are written. It first touches
+// the file of every session live here (its modification time, now): from
+// the exec to the next image's Adopt no process holds their locks, and
+// the pruning of another process that shares the directory spares a file
+// that was never closed and was touched within the settling time.
 func (w *writer) handOver(out map[string]*Handed) error {
+	w.touchLive()
 	for id, f := range w.files {
 		w.s.mu.Lock()
 		e := w.x.entries[id]
@@ -106,6 +111,25 @@ func (w *writer) handOver(out map[string]*Handed) error {
 		out[id] = h
 	}
 	return nil
+}
+
+// touchLive sets the modification time of the file of each session live
+// here to now.
+func (w *writer) touchLive() {
+	w.s.mu.Lock()
+	var live []string
+	for id, e := range w.x.entries {
+		if e.live {
+			live = append(live, id)
+		}
+	}
+	w.s.mu.Unlock()
+	now := time.Now()
+	for _, id := range live {
+		if err := os.Chtimes(w.x.path(id), now, now); err != nil && !notExist(err) {
+			w.log.Warn("history: cannot touch a session file for the upgrade in place", "file", id+".jsonl", "err", err)
+		}
+	}
 }
 
 // inode returns the inode number of fi, 0 where the system has none.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"shellagent/acp"
 )
@@ -105,4 +106,52 @@ func TestAdoptReadsNothing(t *testing.T) {
 		terms:   map[string]string{"term_1": string(bytes.Repeat(chunk, 32)[32*len(chunk)-scroll:])},
 		written: map[string]int64{"term_1": int64(32 * len(chunk))},
 		exits:   map[string]*acp.ExitStatus{"term_1": code(0)}})
+}
+
+// TestPruneSparesAHandedOverSession: between the images of an upgrade in
+// place no process holds the lock of the sessions live in the daemon
+// (the exec drops it, Adopt takes it again), and they were never closed.
+// Another process sharing the directory, over Max and open for longer
+// than the settling time, must not prune them then, however long they
+// were idle: the file of an idle detached session was removed in that
+// window before, and the new image's Adopt found no file.
+func TestPruneSparesAHandedOverSession(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	quiet := slog.New(slog.DiscardHandler)
+	settle := 200 * time.Millisecond
+	pruner := open(t, Options{Dir: dir, Max: 1, hooks: &hooks{settle: &settle}, Log: quiet})
+	old := open(t, Options{Dir: dir, Log: quiet})
+	old.Create("sess_1", Meta{Cwd: "/p", Title: "idle"})
+	old.Update("sess_1", "", msg(acp.KindUserMessage, "msg_1", "sleep 1000 &"))
+	if err := old.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "sessions", "sess_1.jsonl")
+	hourAgo := time.Now().Add(-time.Hour) // idle, detached, for an hour
+	if err := os.Chtimes(file, hourAgo, hourAgo); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(settle + 50*time.Millisecond) // the pruner has been open for longer than its settling time
+	if err := pruner.Refresh(); err != nil { // a batch: it prunes what it may
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Fatalf("the file of a session live in another process was pruned: %v", err)
+	}
+	handed, err := old.Handover()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Close() // as the exec drops the old image's locks
+	if err := pruner.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Errorf("the file of a session being handed over was pruned: %v", err)
+	}
+	next := open(t, Options{Dir: dir, Log: quiet})
+	if err := next.Adopt("sess_1", handed["sess_1"]); err != nil {
+		t.Errorf("the next image adopts the session: %v", err)
+	}
 }

@@ -40,7 +40,9 @@ func (w *writer) prune() {
 }
 
 // pruneOne removes session c's file, unless another process holds it
-// or wrote to it since the index read it.
+// or wrote to it since the index read it, or, if it was never closed,
+// touched it within the settling time (Handover does, for an upgrade in
+// place, whose images hold no lock in between).
 func (w *writer) pruneOne(c Info) (gone bool, err error) {
 	path := w.x.path(c.ID)
 	l, err := lockFile(path)
@@ -63,8 +65,14 @@ func (w *writer) pruneOne(c Info) (gone bool, err error) {
 		return false, err
 	}
 	defer l.Close() // Best effort: closing drops the lock, once the file is gone.
-	if fi, err := os.Stat(path); err == nil && fi.Size() != c.Size {
+	fi, err := os.Stat(path)
+	switch {
+	case err == nil && fi.Size() != c.Size:
 		w.rescanOne(c.ID, fi.Size()) // another process wrote to it since: it may have made it live
+		return false, nil
+	case err == nil && !c.Closed && time.Since(fi.ModTime()) < w.settle:
+		// Touched lately, and never closed: a daemon being upgraded in
+		// place, between its images, holds no lock on it (Handover).
 		return false, nil
 	}
 	if f := w.files[c.ID]; f != nil {
@@ -159,7 +167,7 @@ func (w *writer) rescanOne(id string, size int64) {
 	}
 	info, err := readInfo(w.open, w.x.path(id), id, size)
 	if err != nil {
-		w.skip(id, size, err)
+		skipFile(w.s, id, size, err)
 		return
 	}
 	if f := w.files[id]; f != nil { // read again when next written to
@@ -172,17 +180,20 @@ func (w *writer) rescanOne(id string, size int64) {
 	w.x.put(info)
 }
 
-// skip logs a file it cannot read, once for each size it has.
-func (w *writer) skip(id string, size int64, err error) {
-	w.s.mu.Lock()
-	was, ok := w.x.skipped[id]
+// skipFile logs a file of s it cannot read, once for each size it has, and
+// drops its session from the index unless it is live here. The writer
+// calls it for what it cannot index, Reopen for a file it finds corrupt
+// (skipCorrupt); it changes only what s.mu guards.
+func skipFile(s *Store, id string, size int64, err error) {
+	s.mu.Lock()
+	was, ok := s.idx.skipped[id]
 	logged := ok && was == size
-	w.x.skipped[id] = size
-	if e := w.x.entries[id]; e != nil && !e.live {
-		w.x.drop(id)
+	s.idx.skipped[id] = size
+	if e := s.idx.entries[id]; e != nil && !e.live {
+		s.idx.drop(id)
 	}
-	w.s.mu.Unlock()
+	s.mu.Unlock()
 	if !logged {
-		w.log.Warn("history: skipping a session file", "file", id+".jsonl", "err", err)
+		s.log.Warn("history: skipping a session file", "file", id+".jsonl", "err", err)
 	}
 }

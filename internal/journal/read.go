@@ -40,6 +40,37 @@ type record struct {
 	IDs       map[string]int  `json:"ids,omitempty"`    // of an ids record
 }
 
+// ErrCorrupt is the error (a *CorruptError, wrapped) of reading a session
+// file that holds a line that is neither JSON nor torn, or no header of
+// its session: the file is skipped, and left on disk as it is.
+var ErrCorrupt = errors.New("corrupt session file")
+
+// A CorruptError says what makes a session file corrupt, and where.
+type CorruptError struct {
+	Path string // the file
+	Err  error  // what is wrong with it, and at which line
+}
+
+func (e *CorruptError) Error() string        { return "corrupt session file: " + e.Err.Error() }
+func (e *CorruptError) Unwrap() error        { return e.Err }
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// badFormat is an error of header or lines that makes the file corrupt,
+// as opposed to one of reading it.
+type badFormat struct{ error }
+
+func (e badFormat) Unwrap() error { return e.error }
+
+// corrupt returns err, a *CorruptError of the file at path if err says
+// the file is corrupt (badFormat).
+func corrupt(path string, err error) error {
+	var bad badFormat
+	if errors.As(err, &bad) {
+		return &CorruptError{Path: path, Err: bad.error}
+	}
+	return err
+}
+
 // History is a session's history as Load reads it.
 type History struct {
 	Info
@@ -178,11 +209,11 @@ func readWith(open func(string) (source, error), path, id string, scroll int, ke
 	p := newParsed(id, fi.Size(), scroll, keep)
 	start, err := p.header(f)
 	if err != nil {
-		return nil, err
+		return nil, corrupt(path, err)
 	}
 	p.body = start
 	if err := p.lines(f, start); err != nil {
-		return nil, err
+		return nil, corrupt(path, err)
 	}
 	if keep == keepAll {
 		for _, t := range p.terms {
@@ -214,16 +245,16 @@ func (p *parsed) header(r io.ReaderAt) (int64, error) {
 	i := bytes.IndexByte(b[:n], '\n')
 	if i < 0 {
 		if n < maxHeader {
-			return 0, errors.New("no header")
+			return 0, badFormat{errors.New("no header")}
 		}
-		return 0, errors.New("first line is not a header: too long")
+		return 0, badFormat{errors.New("first line is not a header: too long")}
 	}
 	var rec record
 	if err := json.Unmarshal(b[:i+1], &rec); err != nil {
-		return 0, fmt.Errorf("line 1: %w", err)
+		return 0, badFormat{fmt.Errorf("line 1: %w", err)}
 	}
 	if err := checkHeader(&rec, p.info.ID); err != nil {
-		return 0, err
+		return 0, badFormat{err}
 	}
 	p.created, p.info.UpdatedAt = rec.At, rec.At
 	p.valid = int64(i + 1)
@@ -236,11 +267,11 @@ func (p *parsed) lines(r io.ReaderAt, from int64) error {
 	return eachLine(r, from, p.info.Size, func(line []byte, at int64) error {
 		var rec record
 		if err := parseLine(line, &rec); err != nil {
-			return fmt.Errorf("line at byte %d: %w", at, err)
+			return badFormat{fmt.Errorf("line at byte %d: %w", at, err)}
 		}
 		p.line = at
 		if err := p.add(&rec, len(line)); err != nil {
-			return fmt.Errorf("line at byte %d: %w", at, err)
+			return badFormat{fmt.Errorf("line at byte %d: %w", at, err)}
 		}
 		p.valid = at + int64(len(line))
 		if rec.At.After(p.info.UpdatedAt) {

@@ -220,8 +220,9 @@ func (s *Store) Create(id string, m Meta) error {
 // Reopen makes a past session live again in this process, and returns
 // its history (as Load does): it is no longer closed, and is not pruned
 // until it is closed again. It is ErrLive (wrapped) when another process
-// that shares the directory has the session live, and ErrNotFound when
-// the history does not have it.
+// that shares the directory has the session live, ErrNotFound when
+// the history does not have it, and a *CorruptError (wrapped; ErrCorrupt)
+// when its file is corrupt: the session is skipped then, no longer listed.
 func (s *Store) Reopen(id string) (*History, error) {
 	p, err := reopen(s, id, nil, keepAll)
 	if err != nil {
@@ -279,6 +280,7 @@ func reopen(s *Store, id string, h *Handed, keep keeping) (*parsed, error) {
 		var err error
 		if p, err = readWith(s.w.open, s.idx.path(id), id, s.opts.Scrollback, keep); err != nil {
 			release()
+			skipCorrupt(s, id, err)
 			return nil, fmt.Errorf("reopen history of session %s: %w", id, err)
 		}
 	}
@@ -287,6 +289,20 @@ func reopen(s *Store, id string, h *Handed, keep keeping) (*parsed, error) {
 		return nil, fmt.Errorf("reopen history of session %s: %w", id, ErrNotFound)
 	}
 	return p, nil
+}
+
+// skipCorrupt skips the file of session id of s if err, of reading it
+// whole, says it is corrupt: the index read only its head and tail, and
+// so listed it until now. It is no longer listed, and logged once.
+func skipCorrupt(s *Store, id string, err error) {
+	if !errors.Is(err, ErrCorrupt) {
+		return
+	}
+	fi, serr := os.Stat(s.idx.path(id))
+	if serr != nil {
+		return // removed meanwhile: the next Refresh drops it
+	}
+	skipFile(s, id, fi.Size(), err)
 }
 
 // Meta records the session's cwd and title.
@@ -423,7 +439,7 @@ func (s *Store) Delete(id string) error {
 }
 
 // Load reads session id's history, once what is queued for it is
-// written.
+// written. A corrupt file is skipped, as Reopen skips it.
 func (s *Store) Load(id string) (*History, error) {
 	if !s.Exists(id) {
 		return nil, fmt.Errorf("load history of session %s: %w", id, ErrNotFound)
@@ -433,6 +449,7 @@ func (s *Store) Load(id string) (*History, error) {
 	}
 	p, err := readFile(s.idx.path(id), id, s.opts.Scrollback, keepAll)
 	if err != nil {
+		skipCorrupt(s, id, err)
 		return nil, fmt.Errorf("load history of session %s: %w", id, err)
 	}
 	return p.history(), nil

@@ -28,8 +28,9 @@ func (hs Histories) Has(id string) bool { return hs.Store != nil && hs.Store.Exi
 // check, the request's own checks, when it is not nil) and the session is
 // live in the history (and locked against other processes): what it
 // holds then is the whole of it. A session that the history does not
-// have is -32002; one live in another process that shares the state
-// directory, -32600, naming the process where it can.
+// have is -32002, and so is one whose file is found corrupt (the history
+// skips it from then on); one live in another process that shares the
+// state directory, -32600, naming the process where it can.
 func (hs Histories) Resume(p *acp.ResumeSessionRequest, check func() error) (*journal.History, error) {
 	var info journal.Info
 	ok := hs.Store != nil
@@ -53,6 +54,8 @@ func (hs Histories) Resume(p *acp.ResumeSessionRequest, check func() error) (*jo
 		return nil, liveElsewhere("session/resume", p.SessionID, err)
 	case errors.Is(err, journal.ErrNotFound):
 		return nil, acp.SessionNotFound(p.SessionID)
+	case errors.Is(err, journal.ErrCorrupt):
+		return nil, corrupt(p.SessionID, err)
 	case err != nil:
 		return nil, fmt.Errorf("session/resume %s: reading its history: %w", p.SessionID, err)
 	}
@@ -117,4 +120,19 @@ func liveElsewhere(method, id string, err error) *acp.Error {
 		Message: method + " " + id + ": the session is live in " + proc + " that shares the state directory " +
 			"(another stdio agent, or the daemon); resume it there, or end that process first",
 		Data: data}
+}
+
+// corrupt is the error of session/resume of session id, whose history
+// file err (a *journal.CorruptError) found corrupt: -32002, as for a
+// session the history does not have, since it has skipped it, naming
+// the file and what is wrong with it.
+func corrupt(id string, err error) *acp.Error {
+	file, why := "", err.Error()
+	if ce := (*journal.CorruptError)(nil); errors.As(err, &ce) {
+		file, why = ce.Path, ce.Err.Error()
+	}
+	return &acp.Error{Code: acp.CodeNotFound,
+		Message: "session/resume " + id + ": its history is corrupt (" + file + ": " + why + "); " +
+			"it is skipped from now on, and left on disk as it is",
+		Data: map[string]any{"sessionId": id, "file": file, "corrupt": true}}
 }
