@@ -733,3 +733,14 @@ func terminalDirs(dir, inst string, only terminalSet) []string {
 	slices.Sort(dirs)
 	return dirs
 }
+
+// any reports whether g holds a process. (Here: only the cgroup kill
+// asks.)
+func (g *givenUp) any() bool {
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.ids) > 0
+}

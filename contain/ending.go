@@ -78,16 +78,6 @@ func (g *givenUp) holdsAll(ps []proc) bool {
 	return true
 }
 
-// any reports whether g holds a process.
-func (g *givenUp) any() bool {
-	if g == nil {
-		return false
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.ids) > 0
-}
-
 // left takes what a look that began at began found, and returns the
 // processes to give up on: none while the look goes on.
 func (e *ending) left(began time.Time, found []proc) []proc {
