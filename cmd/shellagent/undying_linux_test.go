@@ -34,6 +34,7 @@ const undyingEnd = 100*time.Millisecond + time.Second + 4*time.Second
 // bounded time. Before, the end's own bounds ran out first: the agent
 // exited without the exitStatus, GiveUp after the SIGKILL.
 func TestTheEndReportsAnUnkillableTerminal(t *testing.T) {
+	testloop.Long(t, "waits out the give-up of an unkillable process, 5 s")
 	t.Parallel()
 	// A sweep scope of its own: the process it leaves until the thaw is
 	// no other agent's of the suite to sweep (and wait for).
@@ -71,6 +72,7 @@ func TestTheEndReportsAnUnkillableTerminal(t *testing.T) {
 // client got none (the detached one was recorded only when GiveUp after
 // the SIGKILL happened to come before the history closed).
 func TestDaemonStopReportsAnUnkillableTerminal(t *testing.T) {
+	testloop.Long(t, "waits out the give-up of an unkillable process, 5 s")
 	t.Parallel()
 	d := newDaemonFixture(t, "--kill-grace", "100ms")
 	a := d.relay()
