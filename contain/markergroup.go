@@ -239,7 +239,7 @@ func (g *markerGroup) members() ([]proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	return liveOnly(g.attribute(procs, parents(procs), g.m.factsOf(procs))), nil
+	return liveOnly(g.attribute(procs, parents(procs), g.m.facts(procs))), nil
 }
 
 func liveOnly(procs []proc) []proc {
@@ -258,7 +258,7 @@ func (g *markerGroup) look(late func([]proc) bool) (live []proc, fresh bool, err
 	if err != nil {
 		return nil, fresh, err
 	}
-	facts := g.m.factsOf(procs)
+	facts := g.m.facts(procs)
 	for range 10 {
 		if live := liveOnly(g.attribute(procs, parents(procs), facts)); len(live) > 0 {
 			return live, fresh, nil
@@ -440,53 +440,8 @@ func (g *markerGroup) pids() ([]int, error) {
 	return pids, err
 }
 
-// Signal lists the members from a fresh scan once; each later list of
-// its rounds (signalUntilStable) adds to the last the processes that
-// have appeared since, reading only those (growingList). A full scan of
-// the machine per round made a stop of a terminal with a fork loop, at
-// the agent's end on a loaded machine, take several seconds before its
-// SIGKILL was due. What such a list cannot see (a member whose pid an
-// earlier list held for another process, or a process that took a
-// marker since) is left to SIGKILL, whose every look is a full one.
 func (g *markerGroup) Signal(sigs ...unix.Signal) (bool, error) {
-	return signalUntilStable(g.growingList(), sigs, g.recorded)
-}
-
-// growingList returns a list of the live members for signalUntilStable:
-// its first call lists them from a fresh scan; each later one adds the
-// processes that appeared since the last (newcomers, a listing of /proc
-// and a read of each new pid) and lists the members among them all. The
-// processes read before keep the state they were read in, so a member
-// gone since may be listed again: signalUntilStable signals a pid once.
-func (g *markerGroup) growingList() func() ([]int, error) {
-	var procs []proc
-	var facts map[int]procFacts
-	return func() ([]int, error) {
-		if procs == nil {
-			scan, err := g.m.scans.scan()
-			if err != nil {
-				return nil, err
-			}
-			procs, facts = scan, g.m.factsOf(scan)
-		} else {
-			more, err := newcomers(procs)
-			if err != nil {
-				return nil, err
-			}
-			if len(more) > 0 {
-				grown := make(map[int]procFacts, len(facts)+len(more))
-				maps.Copy(grown, facts)
-				maps.Copy(grown, g.m.facts(more))
-				procs, facts = append(slices.Clip(procs), more...), grown
-			}
-		}
-		members := liveOnly(g.attribute(procs, parents(procs), facts))
-		pids := make([]int, len(members))
-		for i, p := range members {
-			pids[i] = p.pid
-		}
-		return pids, nil
-	}
+	return signalUntilStable(g.pids, sigs, g.recorded)
 }
 
 func (g *markerGroup) Kill() (bool, error) {

@@ -18,10 +18,9 @@ import (
 // them but the agent's looks. What differs between the two is in reap,
 // facts and undo.
 //
-// Lock order: none. markerMode.mu, markerCache.mu, scanner.mu,
-// factsMemo.mu, the reaper's mu and each markerGroup.mu are leaves:
-// whoever holds one takes no other, and none is held across a fork, a
-// sleep or a scan.
+// Lock order: none. markerMode.mu, markerCache.mu, scanner.mu, the
+// reaper's mu and each markerGroup.mu are leaves: whoever holds one takes
+// no other, and none is held across a fork, a sleep or a scan.
 type markerMode struct {
 	inst    instance
 	self    int // the agent's pid
@@ -36,7 +35,6 @@ type markerMode struct {
 	// agent's orphans (Subreaper), any process (Session).
 	facts func(procs []proc) map[int]procFacts
 	undo  func() error // undoes what the mode set up; may be nil
-	read  factsMemo    // facts of the last scan, read once (factsOf)
 
 	mu     sync.Mutex // guards groups
 	groups map[*markerGroup]bool
@@ -63,45 +61,6 @@ type procFacts struct {
 	start      uint64
 	ttys       [3]uint64 // device numbers of its stdin, stdout and stderr, if terminals (Subreaper)
 	inst, term string    // its markers, unless it holds a group's terminal
-}
-
-// factsMemo holds the facts of one scan, read once for every caller that
-// looks at that scan: at the agent's end every group looks at the same
-// scans at once, and reading the facts of each orphan (three stats of
-// /proc/PID/fd in Subreaper mode) once per group made a look cost as
-// much again as the scan.
-type factsMemo struct {
-	mu   sync.Mutex // guards last; never held while facts are read
-	last *scanFacts
-}
-
-// scanFacts is the facts of one scan, named by its first element and
-// length (a scan is shared and never changed; a list grown from it is a
-// copy). first keeps the scan from being collected, so no later scan can
-// take its address. once owns facts.
-type scanFacts struct {
-	first *proc
-	n     int
-	once  sync.Once
-	facts map[int]procFacts
-}
-
-// factsOf returns s.facts(procs) for a scan, reading them once per scan:
-// a caller that asks while another reads them waits for that reading. The
-// result is shared: read it, never change it.
-func (s *markerMode) factsOf(procs []proc) map[int]procFacts {
-	if len(procs) == 0 {
-		return s.facts(procs)
-	}
-	s.read.mu.Lock()
-	e := s.read.last
-	if e == nil || e.first != &procs[0] || e.n != len(procs) {
-		e = &scanFacts{first: &procs[0], n: len(procs)}
-		s.read.last = e
-	}
-	s.read.mu.Unlock()
-	e.once.Do(func() { e.facts = s.facts(procs) })
-	return e.facts
 }
 
 // newMarkerMode returns a mode with no reaper, no facts and no groups;
@@ -221,7 +180,7 @@ func (s *markerMode) kill() ([]proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	facts := s.factsOf(procs)
+	facts := s.facts(procs)
 	victims := make(map[int]proc)
 	parent := parents(procs)
 	for _, g := range s.snapshot() {
