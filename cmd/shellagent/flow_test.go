@@ -233,6 +233,7 @@ func TestPausingClientGetsEveryByte(t *testing.T) {
 // timeout counted from that read; with 1 s they were seen to block for
 // less than half of it.
 func TestStalledClientBlocksChildrenOnlyForTheStallTimeout(t *testing.T) {
+	testloop.Long(t, "three floods against a stalled client, 9 s")
 	t.Parallel()
 	const (
 		terms      = 3

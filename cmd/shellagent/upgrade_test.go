@@ -223,6 +223,7 @@ func TestDaemonUpgradeInPlace(t *testing.T) {
 // --detached-ttl: the new image closes the session a TTL after its
 // connection went, not a TTL after the upgrade.
 func TestDaemonUpgradeKeepsTheDetachedTTL(t *testing.T) {
+	testloop.Long(t, "waits out a detached TTL, 10 s")
 	t.Parallel()
 	// The upgrade comes 3 s after the detach: a restarted TTL would close
 	// the session 3 s late, and the upgrade has 7 s to end before the TTL
@@ -279,6 +280,7 @@ func TestDaemonUpgradeKeepsTheDetachedTTL(t *testing.T) {
 // the probe fails (here the new binary hangs past ProbeTimeout, in a
 // child); nothing of the probe is left.
 func TestDaemonUpgradeServesDuringTheProbe(t *testing.T) {
+	testloop.Long(t, "a probe of the new binary held for seconds")
 	t.Parallel()
 	d := newDaemonFixture(t)
 	d.startOwnDaemon(plainBinary)
