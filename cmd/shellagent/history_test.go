@@ -262,21 +262,35 @@ func waitLinesFile(t *testing.T, file string, n int) {
 	})
 }
 
-// A torn last line (an agent that died in it) is dropped; a corrupt file
-// is skipped with one log line; neither stops the agent.
-func TestHistoryTornAndCorruptFiles(t *testing.T) {
-	t.Parallel()
-	state, cwd := t.TempDir(), t.TempDir()
-	dir := filepath.Join(state, "sessions")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+// historyDirs returns a state directory with its sessions directory
+// made, and a cwd, for a test that writes session files by hand.
+func historyDirs(t *testing.T) (state, cwd, sessions string) {
+	t.Helper()
+	state, cwd = t.TempDir(), t.TempDir()
+	sessions = filepath.Join(state, "sessions")
+	if err := os.MkdirAll(sessions, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	at := time.Now().UTC().Add(-time.Hour).Format(time.RFC3339)
-	line := func(v map[string]any) string {
+	return state, cwd, sessions
+}
+
+// hourAgoLines returns the time of an hour ago, as a record says it, and
+// a function that writes a record line of that time.
+func hourAgoLines() (at string, line func(v map[string]any) string) {
+	at = time.Now().UTC().Add(-time.Hour).Format(time.RFC3339)
+	return at, func(v map[string]any) string {
 		v["at"] = at
 		b, _ := json.Marshal(v)
 		return string(b) + "\n"
 	}
+}
+
+// A torn last line (an agent that died in it) is dropped; a corrupt file
+// is skipped with one log line; neither stops the agent.
+func TestHistoryTornAndCorruptFiles(t *testing.T) {
+	t.Parallel()
+	state, cwd, dir := historyDirs(t)
+	at, line := hourAgoLines()
 	torn := line(map[string]any{"t": "session", "v": 1, "id": "sess_torn"}) +
 		line(map[string]any{"t": "meta", "cwd": cwd, "title": "echo torn"}) +
 		line(map[string]any{"t": "update", "u": map[string]any{"sessionUpdate": "user_message", "messageId": "msg_1", "content": []map[string]string{{"type": "text", "text": "echo torn"}}}}) +
@@ -330,17 +344,8 @@ func TestHistoryCorruptBeforeTheLastMark(t *testing.T) {
 	for _, then := range []string{"resume", "delete"} {
 		t.Run(then, func(t *testing.T) {
 			t.Parallel()
-			state, cwd := t.TempDir(), t.TempDir()
-			dir := filepath.Join(state, "sessions")
-			if err := os.MkdirAll(dir, 0o700); err != nil {
-				t.Fatal(err)
-			}
-			at := time.Now().UTC().Add(-time.Hour).Format(time.RFC3339)
-			line := func(v map[string]any) string {
-				v["at"] = at
-				b, _ := json.Marshal(v)
-				return string(b) + "\n"
-			}
+			state, cwd, dir := historyDirs(t)
+			at, line := hourAgoLines()
 			corrupt := line(map[string]any{"t": "session", "v": 1, "id": "sess_mid"}) +
 				line(map[string]any{"t": "meta", "cwd": cwd, "title": "echo mid"}) +
 				"this is no json\n" +
