@@ -1,8 +1,6 @@
 package contain_test
 
 import (
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,7 +11,6 @@ import (
 
 	"shellagent/contain"
 	"shellagent/contain/containtest"
-	"shellagent/internal/testloop"
 )
 
 // A process that SIGKILL does not end (frozen in uninterruptible sleep, as
@@ -64,16 +61,7 @@ func TestCloseDoesNotWaitAgainForWhatKillAllGaveUp(t *testing.T) {
 	}
 	// The cgroups Close could not remove, as the next agent's sweep would.
 	for _, dir := range []string{cgroup, filepath.Dir(cgroup)} {
-		for deadline := time.Now().Add(testloop.Wait); ; time.Sleep(5 * time.Millisecond) {
-			err := os.Remove(dir)
-			if err == nil || errors.Is(err, fs.ErrNotExist) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("remove %s: %v", dir, err)
-				break
-			}
-		}
+		containtest.RemoveOnceEmpty(t, dir)
 	}
 }
 

@@ -285,6 +285,18 @@ func hourAgoLines() (at string, line func(v map[string]any) string) {
 	}
 }
 
+// historyAgent starts the agent on stdio with its history in state,
+// and initializes it; its stderr, the log, is kept.
+func historyAgent(t *testing.T, state string) (*acptest.Client, *syncBuffer) {
+	t.Helper()
+	stderr := new(syncBuffer)
+	cmd, stdin, stdout, _ := startPipedLogging(t, binary, []string{"--shell", "/bin/sh", "--containment", testMode, "--state-dir", state}, stderr)
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	c := acptest.New(t, stdout, stdin)
+	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	return c, stderr
+}
+
 // A torn last line (an agent that died in it) is dropped; a corrupt file
 // is skipped with one log line; neither stops the agent.
 func TestHistoryTornAndCorruptFiles(t *testing.T) {
@@ -302,11 +314,7 @@ func TestHistoryTornAndCorruptFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var stderr syncBuffer
-	cmd, stdin, stdout, _ := startPipedLogging(t, binary, []string{"--shell", "/bin/sh", "--containment", testMode, "--state-dir", state}, &stderr)
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	c := acptest.New(t, stdout, stdin)
-	c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+	c, stderr := historyAgent(t, state)
 	list := listSessions(t, c)
 	if findListed(list, "sess_bad") != nil {
 		t.Errorf("the corrupt file's session is listed")
@@ -355,11 +363,7 @@ func TestHistoryCorruptBeforeTheLastMark(t *testing.T) {
 			if err := os.WriteFile(file, []byte(corrupt), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			var stderr syncBuffer
-			cmd, stdin, stdout, _ := startPipedLogging(t, binary, []string{"--shell", "/bin/sh", "--containment", testMode, "--state-dir", state}, &stderr)
-			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-			c := acptest.New(t, stdout, stdin)
-			c.MustCall("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "test", "version": "1"}}, nil)
+			c, stderr := historyAgent(t, state)
 			if findListed(listSessions(t, c), "sess_mid") == nil {
 				t.Fatalf("session/list does not list sess_mid before it is read whole")
 			}

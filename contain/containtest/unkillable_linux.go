@@ -48,16 +48,7 @@ func Unkillable(t *testing.T, pid int) (thaw func()) {
 	t.Cleanup(func() {
 		thaw()
 		// The process dies of its SIGKILL once thawed, and leaves.
-		for deadline := time.Now().Add(testloop.Wait); ; time.Sleep(5 * time.Millisecond) {
-			err := os.Remove(dir)
-			if err == nil || errors.Is(err, fs.ErrNotExist) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("remove %s: %v", dir, err)
-				return
-			}
-		}
+		RemoveOnceEmpty(t, dir)
 	})
 	write("cgroup.procs", strconv.Itoa(pid))
 	write("freezer.state", "FROZEN")
@@ -71,6 +62,23 @@ func Unkillable(t *testing.T, pid int) (thaw func()) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s not frozen after %v: %s", dir, testloop.Wait, b)
+		}
+	}
+}
+
+// RemoveOnceEmpty removes the cgroup directory dir, trying again until
+// the processes it holds have left it (at most testloop.Wait); it is no
+// error if dir is gone already.
+func RemoveOnceEmpty(t *testing.T, dir string) {
+	t.Helper()
+	for deadline := time.Now().Add(testloop.Wait); ; time.Sleep(5 * time.Millisecond) {
+		err := os.Remove(dir)
+		if err == nil || errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("remove %s: %v", dir, err)
+			return
 		}
 	}
 }
