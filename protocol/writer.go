@@ -46,9 +46,8 @@ import (
 //
 // Ordering: a terminal's output is streamed only after the first
 // terminal update queued with its source, and all of it that was written
-// before a later terminal update of the same terminal, or a tool call
-// update whose content embeds the terminal, goes out before that update
-// (see OutputMode and catchUpEmbedded).
+// before a later terminal update of the same terminal goes out before that
+// update (see OutputMode).
 //
 // Concurrency: send, update, updateTerminal, release, setEncoding and
 // close may be called from any goroutine; the run goroutine
@@ -394,30 +393,7 @@ func (w *writer) writeEntry(e *entry) {
 	case e.attach:
 		w.runEnc.attached(e.session)
 	default:
-		w.catchUpEmbedded(e.session, e.update)
 		w.writeUpdate(e.session, e.update)
-	}
-}
-
-// catchUpEmbedded sends, before a tool call update whose content embeds
-// terminals, what each of them holds that is not sent yet: a client
-// shows the call with the output it refers to (a /wait that says a
-// line was printed comes after the line).
-func (w *writer) catchUpEmbedded(session string, u acp.Update) {
-	call, ok := u.(*acp.ToolCallUpdate)
-	if !ok {
-		return
-	}
-	for _, c := range call.Content {
-		if c.Type != "terminal" {
-			continue
-		}
-		w.mu.Lock()
-		s := w.streams[streamKey{session, c.TerminalID}]
-		w.mu.Unlock()
-		if s != nil && s.started && !s.closed.Load() {
-			w.catchUp(s)
-		}
 	}
 }
 

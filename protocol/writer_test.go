@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,11 +31,10 @@ func TestMain(m *testing.M) {
 // gate is an io.Writer that blocks while closed, like a client that stops
 // reading.
 type gate struct {
-	mu      sync.Mutex
-	open    *sync.Cond
-	shut    bool
-	waiting int // writes blocked while shut
-	buf     bytes.Buffer
+	mu   sync.Mutex
+	open *sync.Cond
+	shut bool
+	buf  bytes.Buffer
 }
 
 func newGate() *gate {
@@ -49,18 +47,9 @@ func (g *gate) Write(p []byte) (int, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for g.shut {
-		g.waiting++
 		g.open.Wait()
-		g.waiting--
 	}
 	return g.buf.Write(p)
-}
-
-// blocked reports whether a write waits for the gate to open.
-func (g *gate) blocked() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.waiting > 0
 }
 
 func (g *gate) size() int {
@@ -193,42 +182,6 @@ func TestWriterSendsOutputBetweenAnnounceAndExit(t *testing.T) {
 	}
 	if evs[len(evs)-1].kind != acp.KindState {
 		t.Errorf("last message %+v, want the state update", evs[len(evs)-1])
-	}
-}
-
-// A tool call update whose content embeds a terminal goes out after the
-// output that terminal had written: a /wait that says "term_1 printed
-// ready" is not read by a client that has not yet seen the line. Both
-// are queued while the writer is blocked, so that "control first" would
-// send the update before the chunk. An update that embeds no terminal is
-// not held back.
-func TestToolCallUpdateFollowsTheOutputItEmbeds(t *testing.T) {
-	g := newGate()
-	g.set(true)
-	w := newWriter(g, discardLog(), 0)
-	ring := outputbuf.New(1 << 20)
-	announce(w, ring)
-	waitUntil(t, "the writer waits for the client", g.blocked)
-	ring.Write([]byte("ready\r\n"))
-	w.update("s", &acp.ToolCallUpdate{SessionUpdate: acp.KindToolCall, ToolCallID: "call_1", Status: acp.StatusInProgress,
-		Content: []acp.ToolCallContent{acp.TextContent("no terminal")}})
-	w.update("s", &acp.ToolCallUpdate{SessionUpdate: acp.KindToolCall, ToolCallID: "call_2", Status: acp.StatusCompleted,
-		Content: []acp.ToolCallContent{acp.TerminalContent("term_1"), acp.TextContent("term_1 printed ready")}})
-	g.set(false)
-	exit(w, "term_1", ring)
-	w.close(time.Time{})
-	var order []string
-	for _, ev := range decodeLines(t, g.buf.Bytes()) {
-		switch {
-		case ev.kind == acp.KindTerminalOutput:
-			order = append(order, "chunk "+string(ev.data))
-		case ev.kind == acp.KindToolCall:
-			order = append(order, "call")
-		}
-	}
-	want := []string{"call", "chunk ready\r\n", "call"}
-	if !slices.Equal(order, want) {
-		t.Errorf("order %q, want %q", order, want)
 	}
 }
 

@@ -372,7 +372,8 @@ func (w *Wait) Watch(ctx context.Context, ring *outputbuf.Ring, from int64) Resu
 
 // watchOutput reads the terminal's ring from offset from on (see
 // linescan.Scanner) every scanEvery, until a line matches or the terminal
-// exits and its last line, complete or not, has been read.
+// exits and its last line, complete or not, has been read. A line that
+// matches is reported once the client has been sent it (see sent).
 func (w *Wait) watchOutput(ctx context.Context, ring *outputbuf.Ring, from int64) Result {
 	sc := linescan.New(w.spec.Pattern, from)
 	tick := time.NewTicker(scanEvery)
@@ -381,12 +382,14 @@ func (w *Wait) watchOutput(ctx context.Context, ring *outputbuf.Ring, from int64
 	for budget := 0; ; budget = scanBudget {
 		off := sc.Offset()
 		if line, ok := sc.Scan(ring, budget); ok {
+			sent(ctx, ring, sc.Offset())
 			return w.matched(line)
 		}
 		if now := time.Now(); sc.Offset() != off {
 			quiet = now
 		} else if now.Sub(quiet) >= partialQuiet {
 			if line, ok := sc.Partial(); ok {
+				sent(ctx, ring, sc.Offset())
 				return w.matched(line)
 			}
 		}

@@ -1,12 +1,14 @@
 package wait
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"shellagent/acp"
+	"shellagent/outputbuf"
 	"shellagent/supervisor/work"
 	"shellagent/supervisor/work/worktest"
 )
@@ -79,5 +81,41 @@ func TestWaitForTheExitOnAFakeSession(t *testing.T) {
 	gone, task, err := h.Thaw(Kind, work.CallSpec{}, frozen)
 	if err != nil || task != nil || gone.Status() != acp.StatusFailed {
 		t.Errorf("thawed without its terminal: %v, %v, status %q", task, err, gone.Status())
+	}
+}
+
+// A line that matches is reported only once the client that holds the
+// ring has been sent it: the wait's end, which quotes the line, must not
+// reach a client before the line. A ring that no client holds (none
+// attached, or a stalled one) does not hold the wait back.
+func TestWatchReportsAMatchOnceTheClientWasSentIt(t *testing.T) {
+	t.Parallel()
+	for _, held := range []bool{true, false} {
+		spec, problem := Parse("term_1 ^ready")
+		if problem != "" {
+			t.Fatal(problem)
+		}
+		ring := outputbuf.New(1 << 16)
+		f := ring.Follow(nil)
+		f.Hold(held)
+		ring.Write([]byte("starting\r\nready\r\n"))
+		got := make(chan Result, 1)
+		go func() { got <- Condition(spec, time.Now()).Watch(context.Background(), ring, 0) }()
+		if held {
+			select {
+			case r := <-got:
+				t.Fatalf("held: the wait ended (%+v) before the client was sent the line", r)
+			case <-time.After(300 * time.Millisecond):
+			}
+			f.Taken(ring.Total())
+		}
+		select {
+		case r := <-got:
+			if r.Status != acp.StatusCompleted || !strings.HasPrefix(r.Text, `term_1 printed "ready"`) {
+				t.Errorf("held %v: the wait ended %+v", held, r)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("held %v: the wait did not end once the client had the line", held)
+		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"shellagent/outputbuf"
 )
 
 // How a wait reads a terminal's output. The PTY's reader only writes the
@@ -20,7 +22,30 @@ const (
 	scanEvery    = 50 * time.Millisecond
 	scanBudget   = 256 << 10
 	partialQuiet = 250 * time.Millisecond // a partial last line counts once the terminal has printed nothing for this long
+	sentEvery    = 2 * time.Millisecond   // how often sent looks again
 )
+
+// sent waits until every client that holds ring (see outputbuf.Ring's
+// Taken) has been sent its output up to offset off, or ctx ends: the
+// wait's end quotes a line it read in the ring, and a client must not
+// read the quote before the line. The writer sends control messages
+// before output, so without this wait, a writer kept off the CPU sent
+// the end first. No client holds a ring while none is attached or while
+// the attached one is stalled: the wait then returns at once.
+func sent(ctx context.Context, ring *outputbuf.Ring, off int64) {
+	tick := time.NewTicker(sentEvery)
+	defer tick.Stop()
+	for {
+		if taken, held := ring.Taken(); !held || taken >= off {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
 
 // probePort reports whether port accepts a TCP connection on 127.0.0.1
 // or ::1, naming the address that did.
