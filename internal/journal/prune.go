@@ -28,12 +28,13 @@ func (w *writer) prune() {
 	w.s.mu.Unlock()
 	for _, c := range cands {
 		w.s.mu.Lock()
-		over, e := w.x.total > w.opts.Max, w.x.entries[c.ID]
+		e := w.x.entries[c.ID]
+		over, gone := w.x.total > w.opts.Max, e == nil || e.live // e.live under mu: Reopen sets it
 		w.s.mu.Unlock()
 		if !over {
 			return
 		}
-		if e == nil || e.live {
+		if gone {
 			continue
 		}
 		switch gone, err := w.pruneOne(c); {
