@@ -27,25 +27,26 @@ func listed(sessions []*Session) []record.Live {
 // DeleteSession implements protocol.SessionDeleter: a live session is
 // closed first, as session/close does (a client attached on another
 // connection told so first); then its history is removed for good, and
-// session/list no longer lists it. A connection the session was taken
-// from deletes nothing: it is answered errTaken.
+// session/list no longer lists it. A past session's history is removed,
+// and so is the corrupt file of one set aside; a session with neither is
+// -32002. A connection the session was taken from deletes nothing: it is
+// answered errTaken.
 func (sv *Supervisor) DeleteSession(c protocol.Client, p *acp.DeleteSessionRequest, reply protocol.Reply) {
-	erase := func() {
-		if err := sv.histories.Delete(p.SessionID); err != nil {
+	erase := func(live bool) {
+		switch found, err := sv.histories.Delete(p.SessionID); {
+		case err != nil:
 			reply(nil, err)
-			return
+		case !found && !live:
+			reply(nil, acp.SessionNotFound(p.SessionID))
+		default:
+			reply(struct{}{}, nil)
 		}
-		reply(struct{}{}, nil)
 	}
 	if s, err := sv.live.get(p.SessionID); err == nil {
-		s.closeFrom(c, true, erase, func() { reply(nil, errTaken(p.SessionID)) })
+		s.closeFrom(c, true, func() { erase(true) }, func() { reply(nil, errTaken(p.SessionID)) })
 		return
 	}
-	if !sv.histories.Has(p.SessionID) {
-		reply(nil, acp.SessionNotFound(p.SessionID))
-		return
-	}
-	erase()
+	erase(false)
 }
 
 var _ protocol.SessionDeleter = (*Supervisor)(nil)

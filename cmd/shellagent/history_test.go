@@ -335,18 +335,22 @@ func TestHistoryTornAndCorruptFiles(t *testing.T) {
 	mark := last(c)
 	promptKey(t, c, "sess_torn", "echo after-torn", "")
 	waitTurnEnd(c, mark, "sess_torn")
-	if b, _ := os.ReadFile(filepath.Join(dir, "sess_bad.jsonl")); string(b) != corrupt {
-		t.Errorf("the corrupt file was changed")
+	if b, _ := os.ReadFile(filepath.Join(dir, "sess_bad.jsonl.corrupt")); string(b) != corrupt {
+		t.Errorf("the corrupt file was changed, or not set aside")
 	}
 }
 
 // A corrupt line before a file's last mark is not seen by the index,
 // which reads the header and what follows the last mark: session/list
 // lists the session until session/resume reads the file whole. Then the
-// file is skipped as any corrupt file is: the resume answers -32002
-// saying the history is corrupt and naming the file, the file is logged
-// once and left as it is, and the session is gone: session/list no
-// longer lists it, and a second resume or a session/delete is -32002.
+// file is skipped as any corrupt file is, for good: the resume answers
+// -32002 saying the history is corrupt and naming the file, the file is
+// logged once and set aside as it is (sess_mid.jsonl.corrupt), and the
+// session is gone: session/list no longer lists it, nor does that of
+// the next agent over the same state directory, which logs nothing of
+// it. There a second resume is -32002, and a session/delete removes the
+// file set aside. Before, the next agent listed the session again, and
+// logged the file again at each resume.
 func TestHistoryCorruptBeforeTheLastMark(t *testing.T) {
 	t.Parallel()
 	for _, then := range []string{"resume", "delete"} {
@@ -375,21 +379,35 @@ func TestHistoryCorruptBeforeTheLastMark(t *testing.T) {
 			if findListed(listSessions(t, c), "sess_mid") != nil {
 				t.Errorf("session/list still lists sess_mid after its file was found corrupt")
 			}
-			method, params := "session/resume", resume
-			if then == "delete" {
-				method, params = "session/delete", map[string]any{"sessionId": "sess_mid"}
-			}
-			if _, rerr := c.Call(method, params); rerr == nil || rerr.Code != -32002 {
-				t.Errorf("%s after the file was found corrupt answered %v, want -32002", method, rerr)
-			}
-			if findListed(listSessions(t, c), "sess_mid") != nil {
-				t.Errorf("session/list lists sess_mid after a %s", then)
-			}
 			if got := strings.Count(stderr.String(), "sess_mid.jsonl"); got != 1 {
 				t.Errorf("the corrupt file is logged %d times, want once:\n%s", got, stderr.String())
 			}
-			if b, _ := os.ReadFile(file); string(b) != corrupt {
-				t.Errorf("the corrupt file was changed")
+			c.Close()
+
+			c, stderr = historyAgent(t, state)
+			if findListed(listSessions(t, c), "sess_mid") != nil {
+				t.Errorf("session/list of the next agent lists sess_mid again, whose file was found corrupt")
+			}
+			if then == "resume" {
+				if _, rerr := c.Call("session/resume", resume); rerr == nil || rerr.Code != -32002 {
+					t.Errorf("session/resume in the next agent answered %v, want -32002", rerr)
+				}
+				if strings.Contains(stderr.String(), "sess_mid") {
+					t.Errorf("the next agent logs the corrupt file again:\n%s", stderr.String())
+				}
+				if b, _ := os.ReadFile(file + ".corrupt"); string(b) != corrupt {
+					t.Errorf("the corrupt file was changed, or not set aside")
+				}
+				return
+			}
+			c.MustCall("session/delete", map[string]any{"sessionId": "sess_mid"}, nil)
+			for _, f := range []string{file, file + ".corrupt"} {
+				if _, err := os.Stat(f); !os.IsNotExist(err) {
+					t.Errorf("%s is still there after session/delete: %v", f, err)
+				}
+			}
+			if _, rerr := c.Call("session/delete", map[string]any{"sessionId": "sess_mid"}); rerr == nil || rerr.Code != -32002 {
+				t.Errorf("a second session/delete answered %v, want -32002", rerr)
 			}
 		})
 	}

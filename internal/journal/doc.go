@@ -6,7 +6,8 @@
 // # Files
 //
 // A state directory (DefaultDir, or --state-dir) holds sessions/ (mode
-// 0700), and in it one file per session, ID.jsonl (mode 0600), and for
+// 0700), and in it one file per session, ID.jsonl (mode 0600), the
+// corrupt files set aside, ID.jsonl.corrupt (see Format), and for
 // a moment the temporary files (.ID.*.tmp) of a creation or a
 // compaction. The files are the only truth: the Store's index (what
 // List, Exists and Stat answer from) is rebuilt from them at Open, and
@@ -82,11 +83,16 @@
 // A line that does not end in a newline is torn (the writer died in
 // it): it is dropped on load, and cut off before the file is written
 // again. Any other line that is not JSON makes the file corrupt: it is
-// skipped, with one log line, and left on disk as it is. The index sees
-// a corrupt line only in the part of the file it reads; one before the
-// last mark is found when the session is loaded: Load and Reopen fail
-// with a *CorruptError (ErrCorrupt), and the file is skipped from then
-// on as if the index had found it so (logged once, no longer listed).
+// skipped for good, with one log line, and set aside as it is, renamed
+// ID.jsonl.corrupt (SetAside), which the index ignores, in every process
+// and every Open to come; not one another process holds live, nor one
+// whose header is of a newer version (a newer build's), which are only
+// skipped (logged once per process). The index sees a corrupt line only
+// in the part of the file it reads; one before the last mark is found
+// when the session is loaded: Load and Reopen fail with a *CorruptError
+// (ErrCorrupt), and the file is skipped and set aside as if the index
+// had found it so. A file set aside counts in Options.Max and goes first
+// when the history is pruned; Delete of its session removes it.
 //
 // # Writing
 //
@@ -130,8 +136,9 @@
 // failures is logged once as it starts and once as it ends; nothing is
 // held for the disk meanwhile.
 //
-// Past Options.Max bytes in all, sessions are removed, the least
-// recently updated first: first those that are closed, then those never
+// Past Options.Max bytes in all, the corrupt files set aside are removed,
+// the oldest first, then sessions, the least recently updated first:
+// first those that are closed, then those never
 // closed (their agent died) once the Store has been open for 30 s (a
 // daemon upgraded in place makes its sessions live again before) and
 // their file has not been touched for 30 s (Handover touches the file of

@@ -17,9 +17,16 @@ import (
 type index struct {
 	dir     string // Dir/sessions; set at Open, then read only
 	entries map[string]*entry
-	total   int64               // bytes of every indexed file
-	skipped map[string]int64    // files that could not be read, by id: their size then
-	locks   map[string]*os.File // the sessions this process holds live (lockFile), by id
+	total   int64                // bytes of every indexed file, and of those set aside
+	skipped map[string]int64     // files that could not be read, by id: their size then
+	aside   map[string]asideFile // the corrupt files set aside (SetAside), by id
+	locks   map[string]*os.File  // the sessions this process holds live (lockFile), by id
+}
+
+// asideFile is a corrupt file set aside, as the index counts it.
+type asideFile struct {
+	size int64
+	mod  time.Time
 }
 
 // entry is an indexed session.
@@ -29,10 +36,26 @@ type entry struct {
 }
 
 func newIndex(dir string) index {
-	return index{dir: dir, entries: make(map[string]*entry), skipped: make(map[string]int64), locks: make(map[string]*os.File)}
+	return index{dir: dir, entries: make(map[string]*entry), skipped: make(map[string]int64), aside: make(map[string]asideFile), locks: make(map[string]*os.File)}
 }
 
 func (x *index) path(id string) string { return filepath.Join(x.dir, id+".jsonl") }
+
+// asidePath is where session id's file is set aside.
+func (x *index) asidePath(id string) string { return x.path(id) + SetAside }
+
+// setAside counts f, the file of session id set aside, in place of what
+// the index counted of it before.
+func (x *index) setAside(id string, f asideFile) {
+	x.total += f.size - x.aside[id].size
+	x.aside[id] = f
+}
+
+// unsetAside no longer counts the file of session id set aside.
+func (x *index) unsetAside(id string) {
+	x.total -= x.aside[id].size
+	delete(x.aside, id)
+}
 
 // list returns every entry's Info, in no order.
 func (x *index) list() []Info {
@@ -57,7 +80,8 @@ func (x *index) note(o *op) bool {
 		e = &entry{info: Info{ID: o.id}, live: true}
 		x.entries[o.id] = e
 	case e == nil:
-		return false
+		_, aside := x.aside[o.id]
+		return o.kind == opDelete && aside // the writer removes it
 	}
 	e.info.UpdatedAt = o.at
 	switch o.kind {
@@ -182,14 +206,14 @@ func readInfo(open func(string) (source, error), path, id string, size int64) (I
 	p := newParsed(id, size, 0, keepSizes)
 	start, err := p.header(f)
 	if err != nil {
-		return Info{}, err
+		return Info{}, corrupt(path, size, err)
 	}
 	from, err := lastMark(f, start, size)
 	if err != nil {
 		return Info{}, err
 	}
 	if err := p.lines(f, from); err != nil {
-		return Info{}, err
+		return Info{}, corrupt(path, size, err)
 	}
 	return p.info, nil
 }

@@ -308,7 +308,9 @@ func TestTornLastLine(t *testing.T) {
 }
 
 // TestCorruptFileSkipped: a corrupt file is skipped with one log line,
-// left as it is, and the others load.
+// set aside as it is, and the others load; the next Open neither lists
+// nor logs it, and Delete removes it. A newer version's file is skipped
+// but left in place, for a newer build.
 func TestCorruptFileSkipped(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -360,10 +362,111 @@ func TestCorruptFileSkipped(t *testing.T) {
 			if n := logs.count(); n != 1 || !strings.Contains(logs.lines[0], "sess_bad.jsonl") {
 				t.Errorf("log lines: %q, want one naming the file", logs.lines)
 			}
-			if got, _ := os.ReadFile(path); !bytes.Equal(got, bad) {
-				t.Error("the corrupt file was changed")
+			newer := tt.name == "a newer version"
+			aside := path + SetAside
+			if newer {
+				aside = path
+			}
+			if got, err := os.ReadFile(aside); err != nil || !bytes.Equal(got, bad) {
+				t.Errorf("the corrupt file was changed: %v", err)
+			}
+			if _, err := os.Stat(path); !newer && !os.IsNotExist(err) {
+				t.Errorf("the corrupt file is still in place: %v", err)
+			}
+			if newer {
+				return
+			}
+			var again logCount
+			s = open(t, Options{Dir: dir, Log: again.logger()})
+			if l := s.List(); len(l) != 1 || l[0].ID != "sess_good" {
+				t.Errorf("List after Open again: %+v", l)
+			}
+			if n := again.count(); n != 0 {
+				t.Errorf("log lines after Open again: %q, want none", again.lines)
+			}
+			if err := s.Delete("sess_bad"); err != nil {
+				t.Errorf("Delete of the session set aside: %v", err)
+			}
+			if _, err := os.Stat(aside); !os.IsNotExist(err) {
+				t.Errorf("the file set aside is still there after Delete: %v", err)
+			}
+			if err := s.Delete("sess_bad"); !errors.Is(err, ErrNotFound) {
+				t.Errorf("Delete again: %v, want ErrNotFound", err)
 			}
 		})
+	}
+}
+
+// TestCorruptBeforeTheLastMark: a corrupt line that the index does not
+// read (before the file's last mark) is found by Reopen, which sets the
+// file aside: the next Open neither lists nor logs it. Before, the index
+// listed it again at each Open, and logged it again at each Reopen.
+func TestCorruptBeforeTheLastMark(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeGood(t, dir, "sess_mid")
+	path := filepath.Join(dir, "sessions", "sess_mid.jsonl")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.IndexByte(b, '\n')
+	bad := slices.Concat(b[:i+1], []byte("{not json\n"), b[i+1:], []byte(`{"t":"mark","cwd":"/p","title":"mid"}`+"\n"))
+	if err := os.WriteFile(path, bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs logCount
+	s := open(t, Options{Dir: dir, Log: logs.logger()})
+	if !s.Exists("sess_mid") {
+		t.Fatal("not listed before it is read whole")
+	}
+	_, err = s.Reopen("sess_mid")
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.Aside != path+SetAside {
+		t.Fatalf("Reopen: %v, want a *CorruptError set aside as %s", err, path+SetAside)
+	}
+	if s.Exists("sess_mid") || logs.count() != 1 {
+		t.Errorf("after Reopen: listed %v, log lines %q, want not listed and one", s.Exists("sess_mid"), logs.lines)
+	}
+	s.Close()
+	var again logCount
+	s = open(t, Options{Dir: dir, Log: again.logger()})
+	if s.Exists("sess_mid") || again.count() != 0 {
+		t.Errorf("after Open again: listed %v, log lines %q, want neither", s.Exists("sess_mid"), again.lines)
+	}
+	if got, _ := os.ReadFile(path + SetAside); !bytes.Equal(got, bad) {
+		t.Error("the corrupt file was changed")
+	}
+}
+
+// TestPruneSetAsideFirst: a corrupt file set aside counts in Max, and
+// goes before any session when the history is pruned.
+func TestPruneSetAsideFirst(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeGood(t, dir, "sess_old")
+	s := open(t, Options{Dir: dir})
+	s.Reopen("sess_old")
+	s.Closed("sess_old")
+	s.Close()
+	good, err := os.Stat(filepath.Join(dir, "sessions", "sess_old.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	aside := filepath.Join(dir, "sessions", "sess_bad.jsonl"+SetAside)
+	if err := os.WriteFile(aside, bytes.Repeat([]byte("junk\n"), 4096), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs logCount
+	s = open(t, Options{Dir: dir, Max: good.Size() + 100, Log: logs.infoLogger()})
+	if _, err := os.Stat(aside); !os.IsNotExist(err) {
+		t.Errorf("the file set aside is still there, over Max: %v", err)
+	}
+	if !s.Exists("sess_old") {
+		t.Error("the closed session was pruned before the file set aside")
+	}
+	if logs.count() != 1 || !strings.Contains(logs.lines[0], "set aside") {
+		t.Errorf("log lines: %q, want one of the file set aside pruned", logs.lines)
 	}
 }
 

@@ -3,31 +3,38 @@ package journal
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
-// prune removes sessions until the history is within Max: those that
-// are closed first, then (pruneSettle after Open) those that were never
+// prune removes sessions until the history is within Max: the corrupt
+// files set aside first (pruneAside), then the sessions that
+// are closed, then (pruneSettle after Open) those that were never
 // closed (their agent died), each the least recently updated first;
 // never one live here, nor one whose file another process holds.
 func (w *writer) prune() {
 	w.s.mu.Lock()
-	if w.x.total <= w.opts.Max {
-		w.s.mu.Unlock()
+	over := w.x.total > w.opts.Max
+	w.s.mu.Unlock()
+	if !over {
 		return
 	}
+	w.pruneAside()
+	w.s.mu.Lock()
 	cands := w.x.prunable(time.Since(w.opened) >= w.settle)
 	w.s.mu.Unlock()
 	for _, c := range cands {
 		w.s.mu.Lock()
-		over, e := w.x.total > w.opts.Max, w.x.entries[c.ID]
+		e := w.x.entries[c.ID]
+		over, gone := w.x.total > w.opts.Max, e == nil || e.live // e.live under mu: Reopen sets it
 		w.s.mu.Unlock()
 		if !over {
 			return
 		}
-		if e == nil || e.live {
+		if gone {
 			continue
 		}
 		switch gone, err := w.pruneOne(c); {
@@ -102,8 +109,15 @@ func (w *writer) rescan(sweep bool) error {
 		return fmt.Errorf("read history %s: %w", w.x.dir, err)
 	}
 	seen := make(map[string]bool, len(des))
+	aside := make(map[string]asideFile)
 	for _, de := range des {
 		name := de.Name()
+		if id, ok := asideOf(name); ok && de.Type().IsRegular() {
+			if fi, err := de.Info(); err == nil {
+				aside[id] = asideFile{size: fi.Size(), mod: fi.ModTime()}
+			}
+			continue
+		}
 		if sweep && isTemp(name) {
 			// One that died (not one of another process's that runs
 			// now): the file it was for is whole, or was never there.
@@ -125,6 +139,14 @@ func (w *writer) rescan(sweep bool) error {
 	}
 	var past []string
 	w.s.mu.Lock()
+	for id := range w.x.aside {
+		if _, ok := aside[id]; !ok {
+			w.x.unsetAside(id)
+		}
+	}
+	for id, f := range aside {
+		w.x.setAside(id, f)
+	}
 	for id, e := range w.x.entries {
 		switch {
 		case e.live:
@@ -181,10 +203,17 @@ func (w *writer) rescanOne(id string, size int64) {
 }
 
 // skipFile logs a file of s it cannot read, once for each size it has, and
-// drops its session from the index unless it is live here. The writer
-// calls it for what it cannot index, Reopen for a file it finds corrupt
-// (skipCorrupt); it changes only what s.mu guards.
-func skipFile(s *Store, id string, size int64, err error) {
+// drops its session from the index unless it is live here. A corrupt
+// one is set aside (setAside), and so skipped once and for all: the
+// index no longer reads it, here or in any process. The writer calls it
+// for what it cannot index, Reopen and Load for a file they find corrupt
+// (skipCorrupt); it changes only what s.mu guards. It returns where the
+// file was set aside, or "".
+func skipFile(s *Store, id string, size int64, err error) (aside string) {
+	var moved asideFile
+	if ce := (*CorruptError)(nil); errors.As(err, &ce) && !errors.Is(err, errNewer) {
+		moved = setAside(s, id, size)
+	}
 	s.mu.Lock()
 	was, ok := s.idx.skipped[id]
 	logged := ok && was == size
@@ -192,8 +221,79 @@ func skipFile(s *Store, id string, size int64, err error) {
 	if e := s.idx.entries[id]; e != nil && !e.live {
 		s.idx.drop(id)
 	}
+	if !moved.mod.IsZero() {
+		delete(s.idx.skipped, id)
+		s.idx.setAside(id, moved)
+	}
 	s.mu.Unlock()
-	if !logged {
+	switch {
+	case !moved.mod.IsZero():
+		aside = s.idx.asidePath(id)
+		s.log.Warn("history: skipping a corrupt session file for good: set aside as it is, "+SetAside+" appended to its name", "file", id+".jsonl", "err", err)
+	case !logged:
 		s.log.Warn("history: skipping a session file", "file", id+".jsonl", "err", err)
 	}
+	return aside
+}
+
+// setAside renames session id's corrupt file, of size bytes as read, to
+// its name with SetAside appended, unless another process holds it live
+// or it changed since it was read; it returns what the index counts of
+// it then, zero if it did not.
+func setAside(s *Store, id string, size int64) asideFile {
+	path := s.idx.path(id)
+	l, err := lockFile(path)
+	if err != nil {
+		return asideFile{}
+	}
+	defer l.Close() // Best effort: closing drops the lock, once the file is renamed.
+	fi, err := l.Stat()
+	if err != nil || fi.Size() != size {
+		return asideFile{}
+	}
+	if err := os.Rename(path, path+SetAside); err != nil {
+		return asideFile{}
+	}
+	syncDir(s.idx.dir) // Best effort: a rename lost to a crash is done again.
+	return asideFile{size: fi.Size(), mod: fi.ModTime()}
+}
+
+// pruneAside removes the corrupt files set aside, the oldest first, while
+// the history is over Max: they go before any session.
+func (w *writer) pruneAside() {
+	w.s.mu.Lock()
+	ids := slices.Collect(maps.Keys(w.x.aside))
+	slices.SortFunc(ids, func(a, b string) int { return w.x.aside[a].mod.Compare(w.x.aside[b].mod) })
+	w.s.mu.Unlock()
+	for _, id := range ids {
+		w.s.mu.Lock()
+		over := w.x.total > w.opts.Max
+		w.s.mu.Unlock()
+		if !over {
+			return
+		}
+		if err := w.removeAside(id); err != nil {
+			w.log.Warn("history: cannot prune a corrupt session file set aside", "session", id, "err", err)
+			continue
+		}
+		w.log.Info("history: pruned a corrupt session file set aside", "file", filepath.Base(w.x.asidePath(id)), "max", w.opts.Max)
+	}
+}
+
+// removeAside removes the corrupt file of session id set aside, if the
+// index counts one.
+func (w *writer) removeAside(id string) error {
+	w.s.mu.Lock()
+	_, ok := w.x.aside[id]
+	w.s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if err := os.Remove(w.x.asidePath(id)); err != nil && !notExist(err) {
+		return fmt.Errorf("remove history of session %s: %w", id, err)
+	}
+	w.s.mu.Lock()
+	w.x.unsetAside(id)
+	w.s.mu.Unlock()
+	return w.syncDir()
 }

@@ -42,13 +42,27 @@ type record struct {
 
 // ErrCorrupt is the error (a *CorruptError, wrapped) of reading a session
 // file that holds a line that is neither JSON nor torn, or no header of
-// its session: the file is skipped, and left on disk as it is.
+// its session: the file is skipped, and set aside as it is (SetAside).
 var ErrCorrupt = errors.New("corrupt session file")
+
+// SetAside is what a corrupt session file ID.jsonl is renamed to
+// ID.jsonl+SetAside: the index ignores it, so that it is skipped, and
+// logged, once and for all, while it stays on disk for its user to look
+// into. It counts in Options.Max, and goes first when the history is
+// pruned; Delete of its session removes it.
+const SetAside = ".corrupt"
+
+// errNewer says a file's header is of a newer format version: the file
+// is skipped, but not set aside, since a newer build may read it.
+var errNewer = errors.New("a newer format version")
 
 // A CorruptError says what makes a session file corrupt, and where.
 type CorruptError struct {
-	Path string // the file
-	Err  error  // what is wrong with it, and at which line
+	Path  string // the file
+	Err   error  // what is wrong with it, and at which line
+	Aside string // where the file was set aside (SetAside), if it was
+
+	size int64 // the file's size as read
 }
 
 func (e *CorruptError) Error() string        { return "corrupt session file: " + e.Err.Error() }
@@ -61,12 +75,12 @@ type badFormat struct{ error }
 
 func (e badFormat) Unwrap() error { return e.error }
 
-// corrupt returns err, a *CorruptError of the file at path if err says
-// the file is corrupt (badFormat).
-func corrupt(path string, err error) error {
+// corrupt returns err, a *CorruptError of the file at path, of size
+// bytes as read, if err says the file is corrupt (badFormat).
+func corrupt(path string, size int64, err error) error {
 	var bad badFormat
 	if errors.As(err, &bad) {
-		return &CorruptError{Path: path, Err: bad.error}
+		return &CorruptError{Path: path, Err: bad.error, size: size}
 	}
 	return err
 }
@@ -209,11 +223,11 @@ func readWith(open func(string) (source, error), path, id string, scroll int, ke
 	p := newParsed(id, fi.Size(), scroll, keep)
 	start, err := p.header(f)
 	if err != nil {
-		return nil, corrupt(path, err)
+		return nil, corrupt(path, fi.Size(), err)
 	}
 	p.body = start
 	if err := p.lines(f, start); err != nil {
-		return nil, corrupt(path, err)
+		return nil, corrupt(path, fi.Size(), err)
 	}
 	if keep == keepAll {
 		for _, t := range p.terms {
@@ -314,6 +328,8 @@ func checkHeader(rec *record, id string) error {
 	switch {
 	case rec.T != "session":
 		return fmt.Errorf("first line is a %q record, not the header", rec.T)
+	case rec.V > version:
+		return fmt.Errorf("format version %d, not %d: %w", rec.V, version, errNewer)
 	case rec.V != version:
 		return fmt.Errorf("format version %d, not %d", rec.V, version)
 	case rec.ID != id:

@@ -293,16 +293,12 @@ func reopen(s *Store, id string, h *Handed, keep keeping) (*parsed, error) {
 
 // skipCorrupt skips the file of session id of s if err, of reading it
 // whole, says it is corrupt: the index read only its head and tail, and
-// so listed it until now. It is no longer listed, and logged once.
+// so listed it until now. It is no longer listed, and logged once; the
+// file is set aside (err's Aside says where).
 func skipCorrupt(s *Store, id string, err error) {
-	if !errors.Is(err, ErrCorrupt) {
-		return
+	if ce := (*CorruptError)(nil); errors.As(err, &ce) {
+		ce.Aside = skipFile(s, id, ce.size, err)
 	}
-	fi, serr := os.Stat(s.idx.path(id))
-	if serr != nil {
-		return // removed meanwhile: the next Refresh drops it
-	}
-	skipFile(s, id, fi.Size(), err)
 }
 
 // Meta records the session's cwd and title.
@@ -428,8 +424,10 @@ func (s *Store) Refresh() error {
 	return <-done
 }
 
-// Delete removes session id's history for good. It is ErrLive (wrapped)
-// when another process has the session live.
+// Delete removes session id's history for good, and its corrupt file
+// set aside (SetAside) if it has one. It is ErrLive (wrapped) when
+// another process has the session live, ErrNotFound when there is
+// neither.
 func (s *Store) Delete(id string) error {
 	done := make(chan error, 1)
 	if !s.enqueue(op{kind: opDelete, id: id, done: done}) {
@@ -524,6 +522,15 @@ func validID(id string) bool {
 func idOf(name string) (string, bool) {
 	id, ok := strings.CutSuffix(name, ".jsonl")
 	return id, ok && validID(id)
+}
+
+// asideOf returns the session id of the name of a corrupt file set aside.
+func asideOf(name string) (string, bool) {
+	jsonl, ok := strings.CutSuffix(name, SetAside)
+	if !ok {
+		return "", false
+	}
+	return idOf(jsonl)
 }
 
 // isTemp reports whether name is a temporary file of a creation or a

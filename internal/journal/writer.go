@@ -646,6 +646,9 @@ func (w *writer) release(batch []op, touched []*file) {
 // remove removes session id's file for good, unless another process
 // has the session live (ErrLive).
 func (w *writer) remove(id string) error {
+	if err := w.removeAside(id); err != nil {
+		return err
+	}
 	w.s.mu.Lock()
 	l := w.x.locks[id]
 	delete(w.x.locks, id)
@@ -674,8 +677,11 @@ func (w *writer) remove(id string) error {
 
 // syncDir fsyncs the sessions directory, so that a rename or a removal
 // in it is durable.
-func (w *writer) syncDir() error {
-	d, err := os.Open(w.x.dir)
+func (w *writer) syncDir() error { return syncDir(w.x.dir) }
+
+// syncDir fsyncs directory dir.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}

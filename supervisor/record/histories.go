@@ -91,21 +91,24 @@ func PastNotice(h *journal.History, lost []string) *acp.Notice {
 	return n
 }
 
-// Delete removes session id's history for good (session/delete), if
-// there is one: a session the history does not have is no error, one
-// live in another process that shares the state directory is -32600.
-// With history off it does nothing.
-func (hs Histories) Delete(id string) error {
+// Delete removes session id's history for good (session/delete), and
+// the corrupt file of it set aside (journal.SetAside) if there is one,
+// and reports whether there was either: a session the history does not
+// have is no error, one live in another process that shares the state
+// directory is -32600. With history off it does nothing.
+func (hs Histories) Delete(id string) (found bool, err error) {
 	if hs.Store == nil {
-		return nil
+		return false, nil
 	}
 	switch err := hs.Store.Delete(id); {
 	case errors.Is(err, journal.ErrLive):
-		return liveElsewhere("session/delete", id, err)
-	case err != nil && !errors.Is(err, journal.ErrNotFound):
-		return fmt.Errorf("session/delete %s: %w", id, err)
+		return false, liveElsewhere("session/delete", id, err)
+	case errors.Is(err, journal.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("session/delete %s: %w", id, err)
 	}
-	return nil
+	return true, nil
 }
 
 // liveElsewhere is the error of session/resume and session/delete of a
@@ -125,14 +128,19 @@ func liveElsewhere(method, id string, err error) *acp.Error {
 // corrupt is the error of session/resume of session id, whose history
 // file err (a *journal.CorruptError) found corrupt: -32002, as for a
 // session the history does not have, since it has skipped it, naming
-// the file and what is wrong with it.
+// the file, what is wrong with it, and where it was set aside.
 func corrupt(id string, err error) *acp.Error {
-	file, why := "", err.Error()
+	file, why, kept := "", err.Error(), "it is skipped from now on, and left on disk as it is"
+	data := map[string]any{"sessionId": id, "corrupt": true}
 	if ce := (*journal.CorruptError)(nil); errors.As(err, &ce) {
 		file, why = ce.Path, ce.Err.Error()
+		if ce.Aside != "" {
+			kept = "it is skipped from now on, set aside as it is as " + ce.Aside + " (session/delete removes it)"
+			data["setAside"] = ce.Aside
+		}
 	}
+	data["file"] = file
 	return &acp.Error{Code: acp.CodeNotFound,
-		Message: "session/resume " + id + ": its history is corrupt (" + file + ": " + why + "); " +
-			"it is skipped from now on, and left on disk as it is",
-		Data: map[string]any{"sessionId": id, "file": file, "corrupt": true}}
+		Message: "session/resume " + id + ": its history is corrupt (" + file + ": " + why + "); " + kept,
+		Data:    data}
 }

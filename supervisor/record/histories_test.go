@@ -48,11 +48,11 @@ func TestResumeChecks(t *testing.T) {
 	if err != nil || h.ID != "sess_1" {
 		t.Fatalf("resume sess_1: %v, %v", h, err)
 	}
-	if err := hs.Delete("sess_1"); err != nil || hs.Has("sess_1") {
-		t.Errorf("delete sess_1: %v; still there: %v", err, hs.Has("sess_1"))
+	if found, err := hs.Delete("sess_1"); err != nil || !found || hs.Has("sess_1") {
+		t.Errorf("delete sess_1: %v, %v; still there: %v", found, err, hs.Has("sess_1"))
 	}
-	if err := hs.Delete("sess_1"); err != nil {
-		t.Errorf("delete of a session the history does not have: %v", err)
+	if found, err := hs.Delete("sess_1"); err != nil || found {
+		t.Errorf("delete of a session the history does not have: %v, %v", found, err)
 	}
 }
 
