@@ -223,7 +223,8 @@ ready_timeout = "60s"
 // waited out their ready_timeout before /down ran.
 func TestStackQueuedUpIsSuperseded(t *testing.T) {
 	t.Parallel()
-	const command = "if [ -e ran ]; then echo ready; else touch ran; echo booting; fi; exec sleep 120"
+	// s is ready once the test has seen the first command's answer.
+	const command = "echo booting; while [ ! -e ok ]; do sleep 0.05; done; echo ready; exec sleep 120"
 	for _, tt := range []struct{ name, first, then, said, answer string }{
 		{"up then down", "/up", "/down", upInterrupted, "Stopped: s."},
 		{"restart then down", "/restart s", "/down", upInterrupted, "Stopped: s."},
@@ -251,6 +252,9 @@ ready_timeout = "10s"
 			said := h.update(nil, sid, acp.KindAgentMessage, tt.first+"'s answer", nil)
 			if said.Text() != tt.said {
 				t.Errorf("%s said %q, want %q", tt.first, said.Text(), tt.said)
+			}
+			if err := os.WriteFile(filepath.Join(h.cwd, "ok"), nil, 0o600); err != nil {
+				t.Fatal(err)
 			}
 			answer := h.agentText(said, sid, tt.answer)
 			h.idle(answer, sid, acp.StopEndTurn)
