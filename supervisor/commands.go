@@ -150,7 +150,10 @@ func kindCommand(k work.Command) *command {
 	case k.Act != nil:
 		c.act = func(st *state, in input) { k.Act(host{st}, in.args) }
 	case k.Hold != nil:
-		c.hold = func(st *state, t *turn) { k.Hold(host{st}, kindTurn{st, t}, t.in.args) }
+		c.hold = func(st *state, t *turn) {
+			k.Hold(host{st}, kindTurn{st, t}, t.in.args)
+			supersedeHeld(st, t)
+		}
 	}
 	if k.Supersede != nil {
 		c.supersede = func(st *state, fg work.Foreground, in input) { k.Supersede(host{st}, fg, in.args) }

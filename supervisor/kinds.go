@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"slices"
 	"time"
 
 	"shellagent/acp"
@@ -174,6 +175,21 @@ func supersede(st *state, t *turn) {
 	}
 	if k, ok := fg.fore.(kindForeground); ok {
 		t.in.cmd.supersede(st, k.fg, t.in)
+	}
+}
+
+// supersedeHeld tells the kind's work of turn t, which has just taken
+// the foreground (its command's Hold is done), of each turn held behind
+// it, in order, as supersede does of a prompt held later: a /down queued
+// behind a queued /up ends the /up's wait as soon as it begins, rather
+// than once its services' ready_timeout has run out. It stops once t no
+// longer holds the foreground.
+func supersedeHeld(st *state, t *turn) {
+	for _, held := range slices.Clone(st.turns.held) {
+		if st.turns.fg != t {
+			return
+		}
+		supersede(st, held)
 	}
 }
 

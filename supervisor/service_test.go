@@ -357,6 +357,38 @@ backoff = "100ms"
 	}
 }
 
+// TestStackLogsOfARunThatDidNotStart: /logs of a service whose last
+// restart could not start (its directory is gone) shows the output of the
+// run that has it, under that run's number, and says that the later run
+// did not start, and why. Before, it labelled run 1's output "run 2", the
+// number of the run that never ran.
+func TestStackLogsOfARunThatDidNotStart(t *testing.T) {
+	t.Parallel()
+	h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+[services.web]
+command = 'echo output of run 1; rmdir "$PWD"; exit 1'
+cwd = "web"
+restart = "always"
+max_restarts = 1
+backoff = "0s"
+`)
+	dir := filepath.Join(h.cwd, "web")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h.run(sid, "/up")
+	h.await(sid, "web gives up", func(st *state) bool {
+		return st.stack.Service("web").Info().State == service.Failed
+	})
+	logs := h.answers(nil, sid, "/logs web", "Service web")
+	want := []string{"Service web, run 1: ", "output of run 1", "Run 2 did not start: its command could not start (chdir " + dir + ": no such file or directory)."}
+	for _, w := range want {
+		if !strings.Contains(logs.Text(), w) {
+			t.Errorf("/logs web says %q, without %q", logs.Text(), w)
+		}
+	}
+}
+
 // refusing is a launcher whose nth launch fails as ptyio says a fork
 // the kernel refused (EAGAIN: a machine out of processes or memory),
 // without running anything.

@@ -2,6 +2,8 @@ package supervisor
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -211,4 +213,58 @@ ready_timeout = "60s"
 	}
 	h.answers(ready, sid, "/down", "Stopped: s.")
 	noneLeft(t, h)
+}
+
+// An /up (or a /restart) still queued behind another prompt's command
+// when a /down (or a /restart) that supersedes it is queued behind it
+// does not wait for its services once it starts: its wait ends at once,
+// as it would had it been running when the other was sent, and the
+// command behind it runs next. Before, the /up started its services and
+// waited out their ready_timeout before /down ran.
+func TestStackQueuedUpIsSuperseded(t *testing.T) {
+	t.Parallel()
+	// s is ready once the test has seen the first command's answer.
+	const command = "echo booting; while [ ! -e ok ]; do sleep 0.05; done; echo ready; exec sleep 120"
+	for _, tt := range []struct{ name, first, then, said, answer string }{
+		{"up then down", "/up", "/down", upInterrupted, "Stopped: s."},
+		{"restart then down", "/restart s", "/down", upInterrupted, "Stopped: s."},
+		{"up then restart", "/up", "/restart s", "Interrupted by /restart: no longer waiting for s to be ready; /restart starts it again.", "Ready: s."},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h, sid := stackHarness(t, Config{}, stack.TOMLFile, `
+[services.s]
+command = "`+command+`"
+ready = "^ready$"
+ready_timeout = "10s"
+`)
+			h.run(sid, "while [ ! -e go ]; do sleep 0.05; done")
+			first, then := h.prompt(sid, tt.first), h.prompt(sid, tt.then)
+			h.await(sid, tt.first+" and "+tt.then+" are held", func(st *state) bool { return len(st.turns.held) == 2 })
+			if err := os.WriteFile(filepath.Join(h.cwd, "go"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range []int64{first, then} {
+				if m := h.c.Wait(id); m.Error != nil {
+					t.Fatalf("prompt: %v", m.Error)
+				}
+			}
+			said := h.update(nil, sid, acp.KindAgentMessage, tt.first+"'s answer", nil)
+			if said.Text() != tt.said {
+				t.Errorf("%s said %q, want %q", tt.first, said.Text(), tt.said)
+			}
+			if err := os.WriteFile(filepath.Join(h.cwd, "ok"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			answer := h.agentText(said, sid, tt.answer)
+			h.idle(answer, sid, acp.StopEndTurn)
+			if tt.then != "/down" {
+				h.answers(answer, sid, "/down", "Stopped: s.")
+			}
+			for _, term := range h.runsOf(sid, command) {
+				h.exit(nil, sid, term)
+			}
+			noneLeft(t, h)
+		})
+	}
 }

@@ -50,13 +50,17 @@ type Service struct {
 	ready     *wait.Spec // the ready condition as /wait reads it; nil: none, or execReady
 	execReady string     // the command of an exec:CMD ready condition
 
-	runs      []work.Run // its latest runs, at most MaxRuns, oldest first: what its content references
-	term      work.Run   // the run that runs, if one does
-	gen       int        // counts runs: a report of an earlier run's readiness or delay is stale
-	everReady bool       // a run was ready: from then on its exits are restarts, not failures
-	stopping  bool       // /down, /restart or cancel: its end is no failure, and nothing restarts it
-	stopWhy   string     // who stops it, while stopping: "by /down"; "" once handed over
-	stopped   []func()   // what waits for its run to end (the next service of a /down)
+	runs []work.Run // its latest runs, at most MaxRuns, oldest first: what its content references
+	term work.Run   // the run that runs, if one does
+	gen  int        // counts runs: a report of an earlier run's readiness or delay is stale
+	// runGen is the number (a gen) of the latest of runs; the runs
+	// numbered after it did not start, the latest because of notStarted.
+	runGen     int
+	notStarted string
+	everReady  bool     // a run was ready: from then on its exits are restarts, not failures
+	stopping   bool     // /down, /restart or cancel: its end is no failure, and nothing restarts it
+	stopWhy    string   // who stops it, while stopping: "by /down"; "" once handed over
+	stopped    []func() // what waits for its run to end (the next service of a /down)
 
 	cancelReady context.CancelFunc // ends the readiness goroutine of the current run
 	timer       *time.Timer        // the delay before a restart
@@ -177,6 +181,7 @@ func (svc *Service) Start() {
 // restart = "always" keeps up.
 func (svc *Service) launched(gen int, t work.Run, err error) {
 	if err != nil {
+		svc.notStarted = err.Error()
 		if svc.everReady {
 			now := time.Now()
 			svc.afterRun(stack.Run{Start: now, End: now, Exit: stack.Exit{NotStarted: err.Error()}}, nil)
@@ -186,7 +191,7 @@ func (svc *Service) launched(gen int, t work.Run, err error) {
 		svc.stack.Progress()
 		return
 	}
-	svc.term = t
+	svc.term, svc.runGen = t, gen
 	svc.runs = append(svc.runs, t)
 	if len(svc.runs) > MaxRuns {
 		svc.runs = slices.Delete(svc.runs, 0, 1)
@@ -447,6 +452,7 @@ func (svc *Service) HandOver() (kind string, frozen any) {
 	f := &Frozen{
 		Def: svc.def, Project: svc.project, State: svc.state, Why: svc.why, Counters: svc.restarter.Counters(),
 		Gen: svc.gen, EverReady: svc.everReady, Stopping: svc.stopping, RestartAt: svc.restartAt,
+		RunGen: svc.runGen, NotStarted: svc.notStarted,
 	}
 	for _, t := range svc.runs {
 		f.Runs = append(f.Runs, t.ID())
@@ -466,7 +472,10 @@ func Thaw(h work.RunHost, ss *Stack, c work.Call, f *Frozen) *Service {
 	svc := &Service{
 		h: h, stack: ss, def: f.Def, project: f.Project, call: c, state: f.State, why: f.Why,
 		restarter: stack.ResumeRestarter(f.Def.Policy(), f.Counters), ready: spec, execReady: execLine,
-		gen: f.Gen, everReady: f.EverReady, stopping: f.Stopping,
+		gen: f.Gen, everReady: f.EverReady, stopping: f.Stopping, runGen: f.RunGen, notStarted: f.NotStarted,
+	}
+	if f.RunGen == 0 && len(f.Runs) > 0 {
+		svc.runGen = f.Gen // handed over by an image that did not count them apart
 	}
 	svc.log = svc.newLog()
 	for _, id := range f.Runs {

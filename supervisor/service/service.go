@@ -84,6 +84,10 @@ type Frozen struct {
 	Stopping  bool
 	RestartAt time.Time // while Restarting
 	LogFrom   int64     // the offset of the run's output its log has up to, about
+	// RunGen is the number of the last of Runs; the runs numbered after
+	// it, up to Gen, did not start: NotStarted says why the latest did not.
+	RunGen     int    `json:",omitempty"`
+	NotStarted string `json:",omitempty"`
 }
 
 // Dependencies reports whether every dependency in deps is ready, or why
@@ -135,6 +139,18 @@ func shorten(text string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return text
+}
+
+// NotStartedText says that the runs numbered after run, up to gen, did
+// not start, the last of them because of why; "" if none is (gen is run).
+func NotStartedText(run, gen int, why string) string {
+	switch {
+	case gen <= run:
+		return ""
+	case gen == run+1:
+		return fmt.Sprintf("Run %d did not start: %s.", gen, why)
+	}
+	return fmt.Sprintf("Runs %d to %d did not start; the last: %s.", run+1, gen, why)
 }
 
 // noticeLines is how many of its last lines a service's notice shows.

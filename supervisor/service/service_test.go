@@ -44,12 +44,12 @@ func TestStateNames(t *testing.T) {
 // The frozen form's bytes are the upgrade's format: the old image's and
 // the new one's must read each other.
 func TestFrozenForm(t *testing.T) {
-	f := Frozen{Def: &stack.Service{Name: "web"}, Project: "/p", State: Restarting, Runs: []string{"term_1"}, Gen: 1, RestartAt: time.Unix(0, 0).UTC()}
+	f := Frozen{Def: &stack.Service{Name: "web"}, Project: "/p", State: Restarting, Runs: []string{"term_1"}, Gen: 2, RunGen: 1, NotStarted: "port 80 is in use", RestartAt: time.Unix(0, 0).UTC()}
 	b, err := json.Marshal(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"Project":"/p"`, `"State":3`, `"Runs":["term_1"]`, `"Gen":1`, `"EverReady":false`, `"RestartAt":"1970-01-01T00:00:00Z"`, `"LogFrom":0`} {
+	for _, want := range []string{`"Project":"/p"`, `"State":3`, `"Runs":["term_1"]`, `"Gen":2`, `"RunGen":1`, `"NotStarted":"port 80 is in use"`, `"EverReady":false`, `"RestartAt":"1970-01-01T00:00:00Z"`, `"LogFrom":0`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("frozen form %s lacks %s", b, want)
 		}

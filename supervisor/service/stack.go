@@ -499,14 +499,21 @@ func (ss *Stack) RunTerminals(name string) ([]string, bool) {
 	return ids, true
 }
 
-// Logs is what /logs NAME N says: the last n lines of its latest run.
+// Logs is what /logs NAME N says: the last n lines of its latest run
+// that started, labelled with that run's number, and, if the runs after
+// it did not start (a restart whose directory is gone, whose port is
+// taken), that they did not, and why the last did not.
 func (ss *Stack) Logs(name string, n int) string {
 	svc := ss.services[name]
-	switch {
-	case svc == nil:
+	if svc == nil {
 		return fmt.Sprintf(NoSuchService+"%q has run in this session: /status lists them.", name)
-	case svc.lastRun() == nil || svc.lastRun().Retired():
-		return fmt.Sprintf("Service %s has no output yet (%s).", name, svc.state)
 	}
-	return fmt.Sprintf("Service %s, run %d: %s", name, svc.gen, ss.h.Tail(svc.lastRun().ID(), n))
+	text := fmt.Sprintf("Service %s has no output yet (%s).", name, svc.state)
+	if t := svc.lastRun(); t != nil && !t.Retired() {
+		text = fmt.Sprintf("Service %s, run %d: %s", name, svc.runGen, ss.h.Tail(t.ID(), n))
+	}
+	if note := NotStartedText(svc.runGen, svc.gen, svc.notStarted); note != "" {
+		text += "\n" + note
+	}
+	return text
 }

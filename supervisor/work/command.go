@@ -40,11 +40,13 @@ type Command struct {
 	Hold func(h RunHost, t Turn, args any)
 
 	// Supersede, if not nil, is told of the command, with args from
-	// Parse, when its prompt is held behind fg, a kind's work that holds
+	// Parse, while its prompt is held behind fg, a kind's work that holds
 	// the foreground turn: it may end fg's turn (fg's Turn.End), which
 	// the held command has made pointless, so that the queue moves on
 	// at once (a stack's /down ends the wait of an /up for a service it
-	// stops). It runs on the session's actor, once the prompt is held.
+	// stops). It runs on the session's actor, once the prompt is held
+	// behind fg, and again each time a kind's command takes the
+	// foreground (its Hold is done) while the prompt is still held.
 	Supersede func(h RunHost, fg Foreground, args any)
 
 	// Look, for a command that only reads, returns what it says; its
