@@ -168,13 +168,23 @@ func (l Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
 }
 
 // A StartError is a Launch that failed: "start LINE: ERR", where Err
-// says which step failed (for a fork, as startError puts it).
+// says which step failed (for a fork, as startError puts it) and LINE is
+// cut to its first startLine runes (a prompt may be a file's worth).
 type StartError struct {
 	Line string // the command line
 	Err  error
 }
 
-func (e *StartError) Error() string { return fmt.Sprintf("start %q: %v", e.Line, e.Err) }
+// startLine is how many runes of its line a StartError's text shows.
+const startLine = 60
+
+func (e *StartError) Error() string {
+	line := e.Line
+	if r := []rune(line); len(r) > startLine {
+		line = string(r[:startLine-1]) + "…"
+	}
+	return fmt.Sprintf("start %q: %v", line, e.Err)
+}
 func (e *StartError) Unwrap() error { return e.Err }
 
 // FailedStep returns what a Launch's error says failed, without the
