@@ -27,7 +27,7 @@ func longText(n int) string {
 // A prompt longer than the kernel takes in one argument (128 KiB) runs
 // as a shorter one does, with each shell of the Bourne family: a heredoc
 // an agent sends to write a generated file writes it byte for byte, and
-// an echo prints its word.
+// an echo prints its word, in the foreground and under /bg.
 func TestLongPromptRuns(t *testing.T) {
 	for _, shell := range []string{"/bin/sh", "/bin/bash"} {
 		t.Run(filepath.Base(shell), func(t *testing.T) {
@@ -61,6 +61,14 @@ func TestLongPromptRuns(t *testing.T) {
 			if out := string(a.c.Output(sid, "term_2")); out != word+"\r\n" {
 				t.Errorf("echo printed %d bytes (%.80q…), want the word's %d and CRLF", len(out), out, len(word))
 			}
+
+			a.prompt(sid, "/bg echo "+word)
+			if es := a.exitStatus(sid, "term_3"); es["exitCode"] != 0.0 {
+				t.Errorf("/bg echo: exitStatus %v", es)
+			}
+			if out := string(a.c.Output(sid, "term_3")); out != word+"\r\n" {
+				t.Errorf("/bg echo printed %d bytes (%.80q…), want the word's %d and CRLF", len(out), out, len(word))
+			}
 		})
 	}
 }
@@ -78,5 +86,25 @@ func (a *agent) ended(sid, call, want string) {
 			text = text[:150] + " … " + text[len(text)-150:]
 		}
 		a.t.Fatalf("%s %s, want %s: %s", call, m.Status(), want, text)
+	}
+}
+
+// The daemon runs a long prompt as the agent on stdio does, from a
+// relay.
+func TestLongPromptRunsInTheDaemon(t *testing.T) {
+	t.Parallel()
+	d := newDaemonFixture(t)
+	r := d.relay()
+	sid := r.session(d.cwd)
+	word := strings.Repeat("0123456789abcdef", 300<<10/16)
+	r.prompt(sid, "echo "+word)
+	m := r.c.WaitFor("term_1 exitStatus", func(m *acptest.Msg) bool {
+		return m.SessionID == sid && m.TerminalID() == "term_1" && m.ExitStatus() != nil
+	})
+	if es := m.ExitStatus(); es["exitCode"] != 0.0 {
+		t.Errorf("exitStatus %v", es)
+	}
+	if out := string(r.c.Output(sid, "term_1")); out != word+"\r\n" {
+		t.Errorf("echo printed %d bytes (%.80q…), want the word's %d and CRLF", len(out), out, len(word))
 	}
 }
