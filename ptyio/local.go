@@ -38,14 +38,59 @@ const hupWrapper = `trap '' HUP; exec "$0" -c "$1"`
 // does.
 var bourneShells = map[string]bool{"sh": true, "ash": true, "dash": true, "bash": true, "ksh": true, "mksh": true, "zsh": true}
 
+// LongLine is the length from which a command line reaches a shell of
+// the Bourne family in a file, not in its arguments: Linux takes at most
+// 128 KiB in one argument (MAX_ARG_STRLEN), and macOS and FreeBSD at most
+// 1 MiB and 256 KiB in all of them and the environment (ARG_MAX).
+const LongLine = 64 << 10
+
+// readLine is the -c script of a long line. The line's file (lineScript)
+// is the shell's descriptor 3: the shell reads it with its dot command,
+// which sets the positional parameters to the line; closes it, so that
+// nothing the line starts inherits it; and evaluates the line with the
+// parameters emptied again, as they are in SHELL -c LINE.
+const readLine = `. /dev/stdin <&3 && exec 3<&- && eval "shift; $1"`
+
 // shellArgv returns the argument vector that runs cmd as Shell -c Line
 // with SIGHUP ignored: one exec for a shell of the Bourne family, two
-// (/bin/sh's, then the shell's) for any other.
-func shellArgv(cmd Command) []string {
+// (/bin/sh's, then the shell's) for any other; and the script the shell
+// must find as its descriptor 3, or "" (bourneArgv).
+func shellArgv(cmd Command) (argv []string, script string) {
 	if bourneShells[filepath.Base(cmd.Shell)] {
-		return []string{cmd.Shell, "-c", hupTrap + cmd.Line}
+		return bourneArgv(cmd.Shell, hupTrap, cmd.Line)
 	}
-	return []string{"/bin/sh", "-c", hupWrapper, cmd.Shell, cmd.Line}
+	return []string{"/bin/sh", "-c", hupWrapper, cmd.Shell, cmd.Line}, ""
+}
+
+// bourneArgv returns the argument vector that runs prefix, then line, in
+// shell, a shell of the Bourne family, as shell -c prefix+line would; and
+// the script the shell must find as its descriptor 3, or "". A line of
+// LongLine bytes or more is read from there (readLine).
+func bourneArgv(shell, prefix, line string) (argv []string, script string) {
+	if len(line) < LongLine {
+		return []string{shell, "-c", prefix + line}, ""
+	}
+	return []string{shell, "-c", prefix + readLine}, lineScript(line)
+}
+
+// lineScript returns the script that sets the positional parameters to
+// line, quoted byte for byte.
+func lineScript(line string) string {
+	return "set -- '" + strings.ReplaceAll(line, "'", `'\''`) + "'"
+}
+
+// withScript returns files with, if script is not empty, a file that
+// holds it (lineFile) as the next descriptor, and that file, which the
+// caller closes once the child has started.
+func withScript(files []uintptr, script string) ([]uintptr, *os.File, error) {
+	if script == "" {
+		return files, nil, nil
+	}
+	f, err := lineFile(script)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pass the command line: %w", err)
+	}
+	return append(files, f.Fd()), f, nil
 }
 
 // readSize is the most one PTY read takes; the kernel returns about 4 KiB.
@@ -92,21 +137,23 @@ func (l Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
 	if err != nil {
 		return nil, errors.Join(&StartError{cmd.Line, err}, g.Close())
 	}
+	argv, script := shellArgv(cmd)
+	files, line, err := withScript([]uintptr{tty.Fd(), tty.Fd(), tty.Fd()}, script)
+	if err != nil {
+		return nil, errors.Join(&StartError{cmd.Line, err}, tty.Close(), master.Close(), g.Close())
+	}
 	sys := &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	watch := procexit.AtFork(sys)
-	attr := &syscall.ProcAttr{
-		Dir:   cmd.Dir,
-		Env:   cmd.Env,
-		Files: []uintptr{tty.Fd(), tty.Fd(), tty.Fd()},
-		Sys:   sys,
-	}
-	argv := shellArgv(cmd)
+	attr := &syscall.ProcAttr{Dir: cmd.Dir, Env: cmd.Env, Files: files, Sys: sys}
 	pid, err := g.ForkExec(argv[0], argv, attr)
 	l.prepareNext() // once the shell has started (prepare.go)
 	// The child has its copies; keeping ours would hide EIO from the
 	// drain (and cost a descriptor per terminal). Best effort:
 	// a close error on a descriptor we no longer use changes nothing.
 	_ = tty.Close()
+	if line != nil {
+		_ = line.Close() // Best effort, as the tty's.
+	}
 	if err != nil {
 		return nil, errors.Join(&StartError{cmd.Line, startError(err, argv[0], cmd.Dir)}, master.Close(), g.Close())
 	}
@@ -121,13 +168,23 @@ func (l Local) Launch(cmd Command, out io.Writer, ev Events) (Process, error) {
 }
 
 // A StartError is a Launch that failed: "start LINE: ERR", where Err
-// says which step failed (for a fork, as startError puts it).
+// says which step failed (for a fork, as startError puts it) and LINE is
+// cut to its first startLine runes (a prompt may be a file's worth).
 type StartError struct {
 	Line string // the command line
 	Err  error
 }
 
-func (e *StartError) Error() string { return fmt.Sprintf("start %q: %v", e.Line, e.Err) }
+// startLine is how many runes of its line a StartError's text shows.
+const startLine = 60
+
+func (e *StartError) Error() string {
+	line := e.Line
+	if r := []rune(line); len(r) > startLine {
+		line = string(r[:startLine-1]) + "…"
+	}
+	return fmt.Sprintf("start %q: %v", line, e.Err)
+}
 func (e *StartError) Unwrap() error { return e.Err }
 
 // FailedStep returns what a Launch's error says failed, without the

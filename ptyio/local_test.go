@@ -475,6 +475,18 @@ func TestFailedStart(t *testing.T) {
 			t.Errorf("FailedStep(%v) = %q, want %q", err, step, tc.want)
 		}
 	}
+
+	// A long line is named by its start: the error of a 300 KiB heredoc
+	// was 300 KiB, in the failed tool call's text.
+	rec := newRecorder()
+	_, err := launcher.Launch(Command{
+		Shell: "/bin/sh", Line: longLine(longContent(300<<10), "true"), Dir: "/nonexistent/dir",
+		Env: []string{marker}, Size: Size{Cols: 80, Rows: 24},
+	}, rec, rec)
+	const start, end = `start "cat > f <<'EOF'\n`, `…": chdir /nonexistent/dir: no such file or directory`
+	if err == nil || len(err.Error()) > 200 || !strings.HasPrefix(err.Error(), start) || !strings.HasSuffix(err.Error(), end) {
+		t.Errorf("Launch of a long line in a missing directory = %.300v, want %s…%s, at most 200 bytes", err, start, end)
+	}
 }
 
 // abort, what Launch does when it fails after the fork, kills and reaps

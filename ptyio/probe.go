@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -42,14 +43,21 @@ func (l Local) Probe(ctx context.Context, cmd Command) error {
 	if err != nil {
 		return errors.Join(&StartError{cmd.Line, err}, g.Close())
 	}
+	argv, script := probeArgv(cmd)
+	files, line, err := withScript([]uintptr{null.Fd(), w.Fd(), w.Fd()}, script)
+	if err != nil {
+		return errors.Join(&StartError{cmd.Line, err}, out.Close(), w.Close(), g.Close())
+	}
 	printed := make(chan []byte, 1)
 	go func() { printed <- readTail(out, probeTail) }()
 	sys := &syscall.SysProcAttr{}
 	watch := procexit.AtFork(sys)
-	attr := &syscall.ProcAttr{Dir: cmd.Dir, Env: cmd.Env, Files: []uintptr{null.Fd(), w.Fd(), w.Fd()}, Sys: sys}
-	argv := []string{cmd.Shell, "-c", cmd.Line}
+	attr := &syscall.ProcAttr{Dir: cmd.Dir, Env: cmd.Env, Files: files, Sys: sys}
 	pid, err := g.ForkExec(argv[0], argv, attr)
-	_ = w.Close()   // Best effort: the child has its copies.
+	_ = w.Close() // Best effort: the child has its copies.
+	if line != nil {
+		_ = line.Close() // Best effort, as w.
+	}
 	l.prepareNext() // the probe took the spare group, if one was made
 	read := false   // what printed sent was taken
 	defer func() {
@@ -81,6 +89,16 @@ func (l Local) Probe(ctx context.Context, cmd Command) error {
 		return exit
 	}
 	return nil
+}
+
+// probeArgv returns the argument vector that runs cmd as Shell -c Line,
+// and the script the shell must find as its descriptor 3, or ""
+// (bourneArgv).
+func probeArgv(cmd Command) (argv []string, script string) {
+	if bourneShells[filepath.Base(cmd.Shell)] {
+		return bourneArgv(cmd.Shell, "", cmd.Line)
+	}
+	return []string{cmd.Shell, "-c", cmd.Line}, ""
 }
 
 // probeTail is how much of the end of its output a probe keeps.

@@ -36,9 +36,17 @@
 // zsh's .zshenv or bash's $BASH_ENV, run so), and LINE may trap SIGHUP
 // again, which a signal ignored on entry would not allow.
 //
+// A line of LongLine bytes or more, which the kernel may not take in an
+// argument, reaches a shell of the Bourne family in a file, its
+// descriptor 3, which sets the positional parameters to the line
+// (lineFile). The shell reads it, closes it and runs the line in itself:
+//
+//	SHELL -c "trap '' HUP; . /dev/stdin <&3 && exec 3<&- && eval \"shift; \$1\""
+//
 // Files: ptyio.go (the API), local.go (Local: the PTY, the fork into the
 // containment, the goroutines that read the PTY and follow the process),
-// openpty_linux.go and openpty_other.go (opening a PTY pair), spare.go
+// openpty_linux.go and openpty_other.go (opening a PTY pair),
+// linefile_linux.go and linefile_other.go (the file of a long line), spare.go
 // (one opened ahead of the next launch), prepare.go (when the spares of
 // the next launch are made), probe.go (a command run without a terminal),
 // input_linux.go (seeing a program blocked reading its terminal),
