@@ -3,6 +3,7 @@ package supervisor
 import (
 	"errors"
 	"slices"
+	"strings"
 
 	"shellagent/acp"
 	"shellagent/protocol"
@@ -232,11 +233,27 @@ func (st *state) startOrHold(t *turn) {
 // response with its id.
 func (st *state) insert(t *turn) {
 	if st.title == "" {
-		st.title = t.in.line
+		st.title = sessionTitle(t.in.line)
 		st.out.disk.Meta(st.s.cwd, st.title)
 	}
 	id := st.out.message(acp.KindUserMessage, t.blocks)
 	t.reply(&acp.PromptResponse{MessageID: id}, nil)
+}
+
+// titleLen is the most runes of its first prompt a session's title takes.
+const titleLen = 100
+
+// sessionTitle is the title a session takes from its first prompt, line:
+// its first line, " …" marking the lines after it, cut to titleLen runes
+// ("…" marking the cut). A prompt may be a file's worth (a heredoc that
+// writes one), and session/list sends every session's title.
+func sessionTitle(line string) string {
+	first, rest, _ := strings.Cut(strings.TrimSpace(line), "\n")
+	title := strings.TrimSpace(first)
+	if strings.TrimSpace(rest) != "" {
+		title += " …"
+	}
+	return work.Shorten(title, titleLen)
 }
 
 // endTurn reports the end of foreground work and starts the next turn.

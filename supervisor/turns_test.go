@@ -3,6 +3,7 @@ package supervisor
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,4 +92,23 @@ func TestTurnsWaitForTheSweep(t *testing.T) {
 		t.Fatalf("the prompt after the sweep: %v", m.Error)
 	}
 	h.output(sid, "term_1", "ran")
+}
+
+func TestSessionTitle(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", 150)
+	tests := []struct{ line, want string }{
+		{"make test", "make test"},
+		{"  npm run dev  ", "npm run dev"},
+		{"cat > big.go <<'EOF'\npackage big\nEOF", "cat > big.go <<'EOF' …"},
+		{"\n\necho hi\n\n", "echo hi"},
+		{long, long[:titleLen-1] + "…"},
+		{long + "\nmore", long[:titleLen-1] + "…"},
+		{"é" + long, "é" + long[:titleLen-2] + "…"}, // runes, not bytes
+	}
+	for _, tt := range tests {
+		if got := sessionTitle(tt.line); got != tt.want {
+			t.Errorf("sessionTitle(%.30q) = %q, want %q", tt.line, got, tt.want)
+		}
+	}
 }

@@ -51,6 +51,18 @@ func TestLongPromptRuns(t *testing.T) {
 			if string(got) != content {
 				t.Errorf("big.go has %d bytes, not the heredoc's %d", len(got), len(content))
 			}
+			// The session's title, which every session/list sends, is the
+			// prompt's first line, not the file's worth that follows.
+			var list acp.ListSessionsResponse
+			a.c.MustCall("session/list", map[string]any{}, &list)
+			const title = "cat > big.go <<'EOF' …"
+			if len(list.Sessions) == 0 {
+				t.Fatal("session/list lists no session")
+			}
+			if len(list.Sessions) != 1 || list.Sessions[0].Title != title {
+				t.Errorf("session/list: %d sessions, the first titled %.80q (%d bytes); want one titled %q",
+					len(list.Sessions), list.Sessions[0].Title, len(list.Sessions[0].Title), title)
+			}
 
 			word := strings.Repeat("0123456789abcdef", 300<<10/16)
 			a.prompt(sid, "echo "+word+"; exit 3\n\n")
