@@ -22,7 +22,7 @@ func (w *writer) prune() {
 	if !over {
 		return
 	}
-	w.pruneAside()
+	pruneAside(w.s, w.opts.Max)
 	w.s.mu.Lock()
 	cands := w.x.prunable(time.Since(w.opened) >= w.settle)
 	w.s.mu.Unlock()
@@ -258,42 +258,45 @@ func setAside(s *Store, id string, size int64) asideFile {
 	return asideFile{size: fi.Size(), mod: fi.ModTime()}
 }
 
-// pruneAside removes the corrupt files set aside, the oldest first, while
-// the history is over Max: they go before any session.
-func (w *writer) pruneAside() {
-	w.s.mu.Lock()
-	ids := slices.Collect(maps.Keys(w.x.aside))
-	slices.SortFunc(ids, func(a, b string) int { return w.x.aside[a].mod.Compare(w.x.aside[b].mod) })
-	w.s.mu.Unlock()
+// pruneAside removes the corrupt files set aside in s, the oldest
+// first, while the history is over max: they go before any session.
+// It runs on s's writer.
+func pruneAside(s *Store, max int64) {
+	x := &s.idx
+	s.mu.Lock()
+	ids := slices.Collect(maps.Keys(x.aside))
+	slices.SortFunc(ids, func(a, b string) int { return x.aside[a].mod.Compare(x.aside[b].mod) })
+	s.mu.Unlock()
 	for _, id := range ids {
-		w.s.mu.Lock()
-		over := w.x.total > w.opts.Max
-		w.s.mu.Unlock()
+		s.mu.Lock()
+		over := x.total > max
+		s.mu.Unlock()
 		if !over {
 			return
 		}
-		if err := w.removeAside(id); err != nil {
-			w.log.Warn("history: cannot prune a corrupt session file set aside", "session", id, "err", err)
+		if err := removeAside(s, id); err != nil {
+			s.log.Warn("history: cannot prune a corrupt session file set aside", "session", id, "err", err)
 			continue
 		}
-		w.log.Info("history: pruned a corrupt session file set aside", "file", filepath.Base(w.x.asidePath(id)), "max", w.opts.Max)
+		s.log.Info("history: pruned a corrupt session file set aside", "file", filepath.Base(x.asidePath(id)), "max", max)
 	}
 }
 
-// removeAside removes the corrupt file of session id set aside, if the
-// index counts one.
-func (w *writer) removeAside(id string) error {
-	w.s.mu.Lock()
-	_, ok := w.x.aside[id]
-	w.s.mu.Unlock()
+// removeAside removes the corrupt file of session id set aside in s, if
+// its index counts one. It runs on s's writer.
+func removeAside(s *Store, id string) error {
+	x := &s.idx
+	s.mu.Lock()
+	_, ok := x.aside[id]
+	s.mu.Unlock()
 	if !ok {
 		return nil
 	}
-	if err := os.Remove(w.x.asidePath(id)); err != nil && !notExist(err) {
+	if err := os.Remove(x.asidePath(id)); err != nil && !notExist(err) {
 		return fmt.Errorf("remove history of session %s: %w", id, err)
 	}
-	w.s.mu.Lock()
-	w.x.unsetAside(id)
-	w.s.mu.Unlock()
-	return w.syncDir()
+	s.mu.Lock()
+	x.unsetAside(id)
+	s.mu.Unlock()
+	return syncDir(x.dir)
 }

@@ -646,7 +646,7 @@ func (w *writer) release(batch []op, touched []*file) {
 // remove removes session id's file for good, unless another process
 // has the session live (ErrLive).
 func (w *writer) remove(id string) error {
-	if err := w.removeAside(id); err != nil {
+	if err := removeAside(w.s, id); err != nil {
 		return err
 	}
 	w.s.mu.Lock()
