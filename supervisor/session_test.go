@@ -54,9 +54,18 @@ func TestSessionSetup(t *testing.T) {
 	if len(list.Sessions) != 3 {
 		t.Errorf("session/list has %d sessions, want 3", len(list.Sessions))
 	}
-	h.c.MustCall("session/list", map[string]any{"cwd": "/elsewhere"}, &list)
-	if len(list.Sessions) != 0 {
-		t.Errorf("session/list filtered by another cwd: %v", list.Sessions)
+	// Only the same directory matches: not its parent, nor a
+	// subdirectory (the schema's ListSessionsRequest.cwd).
+	os.Mkdir(filepath.Join(h.cwd, "sub"), 0o755)
+	for _, other := range []string{"/elsewhere", filepath.Dir(h.cwd), filepath.Join(h.cwd, "sub")} {
+		h.c.MustCall("session/list", map[string]any{"cwd": other}, &list)
+		if len(list.Sessions) != 0 {
+			t.Errorf("session/list filtered by %s: %v", other, list.Sessions)
+		}
+	}
+	h.c.MustCall("session/list", map[string]any{"cwd": h.cwd}, &list)
+	if len(list.Sessions) != 3 {
+		t.Errorf("session/list filtered by the sessions' cwd has %d sessions, want 3", len(list.Sessions))
 	}
 	if err := h.callErr("session/list", map[string]any{"cursor": "x"}); err == nil || err.Code != -32602 {
 		t.Errorf("unknown cursor: %v", err)
