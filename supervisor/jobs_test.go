@@ -2,6 +2,9 @@ package supervisor
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -371,6 +374,29 @@ func TestPermissionReject(t *testing.T) {
 	}
 	h.idle(failed, sid, "end_turn")
 	h.never(sid, "a rejected command got a terminal", func(m *acptest.Msg) bool { return m.Kind == acp.KindTerminal })
+}
+
+// TestPermissionAnswersThatAreNoApproval: an optionId the request did not
+// offer, and an outcome the agent does not know, are not approval (the
+// schema's RequestPermissionOutcome: "the agent MUST treat the request as
+// not approved", "MUST NOT treat it as approval"): the command does not
+// run, as when it is refused.
+func TestPermissionAnswersThatAreNoApproval(t *testing.T) {
+	t.Parallel()
+	for _, outcome := range []map[string]any{
+		{"outcome": "selected", "optionId": "allow_always"},
+		{"outcome": "_later", "optionId": "allow"},
+	} {
+		h := newHarness(t, Config{}, acptest.WithPermissionHandler(func(acptest.Msg) any { return map[string]any{"outcome": outcome} }))
+		sid := h.newSession()
+		h.c.MustCall("session/set_config_option", map[string]any{"sessionId": sid, "configId": "permission", "type": "id", "value": "ask"}, nil)
+		h.run(sid, "touch ran")
+		h.idle(h.toolStatus(nil, sid, "call_1", "failed"), sid, "end_turn")
+		h.never(sid, fmt.Sprintf("the command ran after the answer %v", outcome), func(m *acptest.Msg) bool { return m.Kind == acp.KindTerminal })
+		if _, err := os.Stat(filepath.Join(h.cwd, "ran")); err == nil {
+			t.Errorf("the answer %v ran the command", outcome)
+		}
+	}
 }
 
 func TestPermissionWithdrawnBySessionCancel(t *testing.T) {

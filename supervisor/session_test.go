@@ -54,13 +54,56 @@ func TestSessionSetup(t *testing.T) {
 	if len(list.Sessions) != 3 {
 		t.Errorf("session/list has %d sessions, want 3", len(list.Sessions))
 	}
-	h.c.MustCall("session/list", map[string]any{"cwd": "/elsewhere"}, &list)
-	if len(list.Sessions) != 0 {
-		t.Errorf("session/list filtered by another cwd: %v", list.Sessions)
+	// Only the same directory matches: not its parent, nor a
+	// subdirectory (the schema's ListSessionsRequest.cwd).
+	os.Mkdir(filepath.Join(h.cwd, "sub"), 0o755)
+	for _, other := range []string{"/elsewhere", filepath.Dir(h.cwd), filepath.Join(h.cwd, "sub")} {
+		h.c.MustCall("session/list", map[string]any{"cwd": other}, &list)
+		if len(list.Sessions) != 0 {
+			t.Errorf("session/list filtered by %s: %v", other, list.Sessions)
+		}
+	}
+	h.c.MustCall("session/list", map[string]any{"cwd": h.cwd}, &list)
+	if len(list.Sessions) != 3 {
+		t.Errorf("session/list filtered by the sessions' cwd has %d sessions, want 3", len(list.Sessions))
 	}
 	if err := h.callErr("session/list", map[string]any{"cursor": "x"}); err == nil || err.Code != -32602 {
 		t.Errorf("unknown cursor: %v", err)
 	}
+}
+
+// TestMCPServersAreRefused: shellagent advertises no MCP transport
+// (capabilities.session.mcp), so a session/new or session/resume that
+// names an MCP server, of any transport, gets -32602 ("Agents MUST reject
+// a request with a transport they do not support with -32602", the
+// schema's McpServer), and neither makes nor resumes a session; none, or
+// an empty list, is accepted.
+func TestMCPServersAreRefused(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{})
+	sid := h.newSession()
+	servers := []any{
+		map[string]any{"type": "stdio", "name": "fs", "command": "/bin/true", "args": []any{}, "env": []any{}},
+		map[string]any{"type": "http", "name": "web", "url": "https://example.com/mcp", "headers": []any{}},
+		map[string]any{"type": "_custom", "name": "own"},
+	}
+	for _, server := range servers {
+		if err := h.callErr("session/new", map[string]any{"cwd": h.cwd, "mcpServers": []any{server}}); err == nil || err.Code != -32602 || !strings.Contains(err.Message, "mcpServers[0]") {
+			t.Errorf("session/new with MCP server %v: %v, want -32602 naming mcpServers[0]", server, err)
+		}
+		if err := h.callErr("session/resume", map[string]any{"sessionId": sid, "cwd": h.cwd, "mcpServers": []any{server}}); err == nil || err.Code != -32602 || !strings.Contains(err.Message, "mcpServers[0]") {
+			t.Errorf("session/resume with MCP server %v: %v, want -32602 naming mcpServers[0]", server, err)
+		}
+	}
+	var list struct {
+		Sessions []json.RawMessage `json:"sessions"`
+	}
+	h.c.MustCall("session/list", map[string]any{}, &list)
+	if len(list.Sessions) != 1 {
+		t.Errorf("session/list has %d sessions after the refusals, want 1", len(list.Sessions))
+	}
+	h.c.MustCall("session/new", map[string]any{"cwd": h.cwd, "mcpServers": []any{}}, nil)
+	h.c.MustCall("session/resume", map[string]any{"sessionId": sid, "cwd": h.cwd, "mcpServers": []any{}}, nil)
 }
 
 func TestPromptForms(t *testing.T) {

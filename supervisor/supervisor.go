@@ -153,6 +153,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -229,6 +230,9 @@ func (sv *Supervisor) Initialize(_ protocol.Client, _ *acp.InitializeRequest) (*
 
 // NewSession implements protocol.Agent: the new session is attached to c.
 func (sv *Supervisor) NewSession(c protocol.Client, p *acp.NewSessionRequest) (*acp.NewSessionResponse, error) {
+	if err := noMCPServers(p.McpServers); err != nil {
+		return nil, err
+	}
 	if err := checkDir("cwd", p.Cwd); err != nil {
 		return nil, err
 	}
@@ -240,6 +244,21 @@ func (sv *Supervisor) NewSession(c protocol.Client, p *acp.NewSessionRequest) (*
 		ConfigOptions:     s.peek().settings.Options(),
 		AvailableCommands: availableCommands(),
 	}, nil
+}
+
+// noMCPServers refuses the first MCP server of a session/new or
+// session/resume, -32602: shellagent connects to none, and its Initialize
+// advertises no transport (capabilities.session.mcp), so each is one it
+// does not support, which the schema's McpServer says to reject.
+func noMCPServers(servers []json.RawMessage) error {
+	if len(servers) == 0 {
+		return nil
+	}
+	var s struct {
+		Type string `json:"type"`
+	}
+	json.Unmarshal(servers[0], &s) // a server without a type is refused all the same
+	return acp.InvalidParams("mcpServers[0]: transport %q is not supported (shellagent advertises no MCP transport; send none)", s.Type)
 }
 
 // checkDir refuses a dir that is not an existing directory; it is
@@ -358,6 +377,9 @@ func (sv *Supervisor) ListSessions(_ protocol.Client, p *acp.ListSessionsRequest
 // it recorded (revive), and resumed. A session that is neither answers
 // -32002.
 func (sv *Supervisor) ResumeSession(c protocol.Client, p *acp.ResumeSessionRequest) (*acp.ResumeSessionResponse, error) {
+	if err := noMCPServers(p.McpServers); err != nil {
+		return nil, err
+	}
 	s, err := sv.live.get(p.SessionID)
 	if err == nil {
 		return s.resume(c, p, nil)

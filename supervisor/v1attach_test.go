@@ -37,11 +37,17 @@ func (h *harness) connectV1(meta bool) *v1Client {
 	return &v1Client{h.on(c), meta}
 }
 
+// v1Servers is the mcpServers of a v1 client's session/new, load and
+// resume: a stdio server, as an editor sends those it has. In v1 every
+// agent takes stdio servers, and the front ignores them (a v2 client
+// sending one is refused: TestMCPServersAreRefused).
+var v1Servers = []any{map[string]any{"name": "fs", "command": "/bin/true", "args": []any{}, "env": []any{}}}
+
 func (v *v1Client) newSession() string {
 	var res struct {
 		SessionID string `json:"sessionId"`
 	}
-	v.c.MustCall("session/new", map[string]any{"cwd": v.cwd, "mcpServers": []any{}}, &res)
+	v.c.MustCall("session/new", map[string]any{"cwd": v.cwd, "mcpServers": v1Servers}, &res)
 	return res.SessionID
 }
 
@@ -61,7 +67,7 @@ func (v *v1Client) turn(sid, line string) *acptest.Msg {
 func (v *v1Client) attach(method, sid string) ([]*acptest.Msg, *acptest.Msg) {
 	v.t.Helper()
 	before := len(v.c.Transcript())
-	resp := v.c.Wait(v.c.Send(method, map[string]any{"sessionId": sid, "cwd": v.cwd, "mcpServers": []any{}}))
+	resp := v.c.Wait(v.c.Send(method, map[string]any{"sessionId": sid, "cwd": v.cwd, "mcpServers": v1Servers}))
 	if resp.Error != nil {
 		v.t.Fatalf("%s: %v", method, resp.Error)
 	}

@@ -21,7 +21,9 @@ const (
 	RuleAfterClose  = 10 // nothing for a session after its successful session/close response
 	RuleV1ToolCall  = 11 // ACP v1: a tool_call_update names a tool call that a tool_call announced
 	RuleV1Terminal  = 12 // ACP v1: the _meta terminal_info/terminal_output/terminal_exit flow
-	numberedRuleMax = RuleV1Terminal
+	RuleResume      = 13 // a state_update of the session between session/resume and its response
+	RuleToolCancel  = 14 // a tool call that advertised cancel clears it with its final status
+	numberedRuleMax = RuleToolCancel
 )
 
 // ruleNames are short names for failure messages.
@@ -39,6 +41,8 @@ var ruleNames = [numberedRuleMax + 1]string{
 	"silence after close",
 	"v1 tool call announced",
 	"v1 terminal meta",
+	"state before resume response",
+	"tool call cancel cleared",
 }
 
 // Violation is one broken rule.
@@ -104,7 +108,16 @@ func (c *Client) Violations() []Violation {
 //  9. every user_message has a messageId, and every successful
 //     session/prompt response names a user_message of its session;
 //  10. nothing is sent for a session after the successful response to its
-//     session/close (until the client resumes or, in v1, loads it).
+//     session/close (until the client resumes or, in v1, loads it);
+//  13. a successful session/resume response comes after a state_update of
+//     the session sent since the request (the schema's ResumeSessionResponse:
+//     "a current state_update after any requested history replay and before
+//     this response, even without replay");
+//  14. a tool call that advertises capabilities.cancel clears it (null, or
+//     an object without cancel) in the update that gives it its final
+//     status (the schema's ToolCallCapabilities.cancel: "stop advertising
+//     it once the tool call reaches a final status"), as rule 6 asks of a
+//     terminal's exitStatus.
 //
 // Sending session/resume with a replayFrom (or, in v1, session/load)
 // starts the session's tracking over, since the replay re-sends its
@@ -176,6 +189,9 @@ type sessionState struct {
 
 	closedAt       int // seq of the successful close response, -1 if open
 	closedReported bool
+
+	resuming    bool // a session/resume was sent and is not answered (rule 13)
+	resumeState bool // a state_update came since it was sent
 }
 
 // termState tracks a terminal.
@@ -193,6 +209,7 @@ type toolState struct {
 	leftPending bool
 	finalSeq    int
 	terminals   []string // terminals referenced by its content
+	cancelAd    bool     // capabilities.cancel is advertised (rule 14)
 }
 
 // snapshot is a state_update's background list.
@@ -258,6 +275,7 @@ func (ck *checker) sent(r *request) {
 	if r.replay {
 		s.reset()
 	}
+	s.resuming, s.resumeState = r.method == "session/resume" && !ck.v1, false
 }
 
 // message applies one received message.
@@ -289,6 +307,13 @@ func (ck *checker) response(m *Msg) {
 		if m.req.sessionID != "" {
 			s := ck.session(m.req.sessionID)
 			s.closedAt, s.closedReported = m.Seq, false
+		}
+	case "session/resume":
+		if s := ck.sessions[m.req.sessionID]; s != nil && s.resuming {
+			if !s.resumeState {
+				ck.violate(RuleResume, m, s.id, "the session/resume response comes before any state_update of the session since the request")
+			}
+			s.resuming = false
 		}
 	}
 }
@@ -417,6 +442,16 @@ func (ck *checker) toolCallUpdate(s *sessionState, m *Msg) {
 	if m.HasKey("content") {
 		tc.terminals = terminalRefs(m.Update["content"])
 	}
+	if ck.v1 {
+		return
+	}
+	if m.HasKey("capabilities") {
+		caps, _ := m.Update["capabilities"].(map[string]any)
+		tc.cancelAd = caps["cancel"] != nil
+	}
+	if tc.cancelAd && tc.finalSeq == m.Seq {
+		ck.violate(RuleToolCancel, m, s.id, "tool call %s: the update with the final status %s must also clear capabilities.cancel", id, tc.status)
+	}
 }
 
 // referencesListed reports whether one of refs is a terminal listed.
@@ -446,6 +481,7 @@ func terminalRefs(content any) []string {
 
 // stateUpdate checks rules 1–5 and 8 for a state_update.
 func (ck *checker) stateUpdate(s *sessionState, m *Msg) {
+	s.resumeState = true
 	state := m.State()
 	if s.follow != nil {
 		if state == "running" && !s.followUser && m.Probe() == "" {

@@ -217,6 +217,21 @@ func TestCheck(t *testing.T) {
 			`{"jsonrpc":"2.0","id":"p","method":"session/request_permission","params":{"sessionId":"s1","title":"t","options":[{"optionId":"a","name":"A","kind":"allow_once"}]}}`,
 		}, []int{10}},
 
+		// Rule 13: a state_update between session/resume and its response.
+		{"13 good", []string{"-> session/resume s1", state("idle", ""), result(1, `{}`)}, nil},
+		{"13 good: replay then state", []string{"-> session/resume s1 replay", userMsg("s1", "m1"), state("idle", "end_turn"), result(1, `{}`)}, nil},
+		{"13 good: refused", []string{"-> session/resume s1", `{"jsonrpc":"2.0","id":1,"error":{"code":-32002,"message":"x","data":{"sessionId":"s1"}}}`}, nil},
+		{"13 no state", []string{"-> session/resume s1", result(1, `{}`), state("idle", "")}, []int{13}},
+		{"13 a state before the request", []string{state("idle", ""), "-> session/resume s1", result(1, `{}`)}, []int{13}},
+		{"13 a state of another session", []string{"-> session/resume s1", stateIn("s2", "idle", ""), result(1, `{}`)}, []int{13}},
+
+		// Rule 14: a tool call's cancel is cleared with its final status.
+		{"14 good", []string{tool("call_1", "pending", `,"capabilities":{"cancel":{}}`), tool("call_1", "cancelled", `,"capabilities":null`)}, nil},
+		{"14 good: never advertised", []string{tool("call_1", "in_progress", ""), tool("call_1", "completed", "")}, nil},
+		{"14 good: cleared before", []string{tool("call_1", "pending", `,"capabilities":{"cancel":{}}`), tool("call_1", "", `,"capabilities":{}`), tool("call_1", "failed", "")}, nil},
+		{"14 kept", []string{tool("call_1", "pending", `,"capabilities":{"cancel":{}}`), tool("call_1", "completed", "")}, []int{14}},
+		{"14 advertised with the final status", []string{tool("call_1", "pending", ""), tool("call_1", "failed", `,"capabilities":{"cancel":{}}`)}, []int{14}},
+
 		// A replay starts a session's history over; a plain resume does not.
 		{"replay repeats history", []string{term("term_1", ""), exited("term_1"), "-> session/resume s1 replay", term("term_1", ""), exited("term_1")}, nil},
 		{"resume without replay", []string{term("term_1", ""), exited("term_1"), "-> session/resume s1", exited("term_1")}, []int{6}},

@@ -262,6 +262,7 @@ func (f *v1Front) inserted(sessionID string, pr *v1Prompt, err error) {
 
 // newSession serves session/new; the commands follow the response.
 func (f *v1Front) newSession(p *acp.NewSessionRequest) (any, func(), error) {
+	p.McpServers = nil // v1's stdio servers, which the v1 front takes and ignores
 	resp, err := f.agent.NewSession(f, p)
 	if err != nil {
 		return nil, nil, err
@@ -323,6 +324,7 @@ func (f *v1Front) attach(p *acp.ResumeSessionRequest, load bool) (*acp.ResumeSes
 			f.failAttach(p.SessionID, s, known, released)
 		}
 	}()
+	p.McpServers = nil // as in newSession
 	resp, err := f.agent.ResumeSession(f, p)
 	if err != nil {
 		return nil, nil, err
