@@ -78,9 +78,9 @@ func (v Violation) String() string {
 func (c *Client) Violations() []Violation {
 	c.mu.Lock()
 	wire := append([]Violation(nil), c.wire...)
-	msgs, sent := c.msgs, append([]*request(nil), c.sent...)
+	msgs, sent, version := c.msgs, append([]*request(nil), c.sent...), c.version
 	c.mu.Unlock()
-	return append(wire, checkTranscript(msgs, sent, c.version)...)
+	return append(wire, checkTranscript(msgs, sent, version)...)
 }
 
 // Check reports with t.Errorf every violation of the numbered rules in the
@@ -148,9 +148,9 @@ func (c *Client) Violations() []Violation {
 func (c *Client) Check() {
 	c.t.Helper()
 	c.mu.Lock()
-	msgs, sent := c.msgs, append([]*request(nil), c.sent...)
+	msgs, sent, version := c.msgs, append([]*request(nil), c.sent...), c.version
 	c.mu.Unlock()
-	for _, v := range checkTranscript(msgs, sent, c.version) {
+	for _, v := range checkTranscript(msgs, sent, version) {
 		key := v.String()
 		c.mu.Lock()
 		dup := c.reported[key]
@@ -170,7 +170,7 @@ func (c *Client) Check() {
 // checker evaluates the numbered rules over a transcript.
 type checker struct {
 	v1       bool // ACP v1 rules
-	meta     bool // v1: the client advertised _meta.terminal_output
+	meta     bool // v1: the latest successful initialize advertised _meta.terminal_output
 	out      []Violation
 	sessions map[string]*sessionState
 	userMsgs map[string]map[string]bool // session → user message ids
@@ -264,9 +264,6 @@ func (s *sessionState) reset() {
 // sent applies a request the client sent: resuming a session reopens it,
 // and a replay starts its history over.
 func (ck *checker) sent(r *request) {
-	if r.method == "initialize" {
-		ck.meta = r.termOutput
-	}
 	if r.method != "session/resume" && r.method != "session/load" || r.sessionID == "" {
 		return
 	}
@@ -301,6 +298,8 @@ func (ck *checker) response(m *Msg) {
 		return
 	}
 	switch m.req.method {
+	case "initialize": // the latest successful one is authoritative
+		ck.meta = m.req.termOutput
 	case "session/prompt":
 		ck.prompts = append(ck.prompts, m)
 	case "session/close":

@@ -63,6 +63,8 @@ func WithTolerated(ok func(Violation) bool) Option {
 // updates, and Check applies the v1 rules (see Check). The test sends
 // initialize with protocolVersion 1 itself; whether it advertises
 // clientCapabilities._meta.terminal_output is read from that request.
+// Whatever the option, the client speaks the version that the latest
+// successful initialize answered with from that answer on.
 func WithProtocolV1() Option {
 	return func(c *Client) { c.version = 1 }
 }
@@ -81,13 +83,15 @@ type Client struct {
 	dropChunks   bool
 	checkOnClose bool
 	tolerated    func(Violation) bool // WithTolerated
-	version      int                  // the ACP version spoken: 2, or 1 (WithProtocolV1)
 	start        time.Time
 
 	nextID    atomic.Int64
 	closeOnce sync.Once
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// version is the ACP version spoken: 2, or 1 (WithProtocolV1), until
+	// an initialize is answered with another (the reader's negotiated).
+	version  int
 	msgs     []*Msg
 	changed  chan struct{} // closed and replaced whenever msgs grows or the reader ends
 	eof      bool

@@ -27,6 +27,11 @@
 // reconstructed from the _meta.terminal_output strings of tool call
 // updates, and Check verifies the v1 rules (tool calls announced before
 // they are updated, the _meta terminal flow).
+// Either way, the client speaks the version that the latest successful
+// initialize answered with, from that answer on, as the v2 schema makes
+// the latest successful initialize authoritative: a client that
+// initializes again with the other version is validated, and checked,
+// in that one.
 //
 // Files: client.go (the Client, its options and its waits, the agent's
 // stdin), binary.go (StartBinary), reader.go (the reader: the read loop,

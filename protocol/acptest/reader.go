@@ -267,12 +267,38 @@ func (r *reader) inspectResponse(m *Msg, obj map[string]any, problems []string) 
 	if hasError {
 		return "Error", obj["error"], problems
 	}
+	if m.req != nil && m.req.method == "initialize" {
+		problems = append(problems, r.negotiated(obj["result"])...)
+	}
 	if m.req != nil {
 		if def, ok := r.schemas.spec.results[m.req.method]; ok {
 			return def, obj["result"], problems
 		}
 	}
 	return "", nil, problems
+}
+
+// negotiated follows the version a successful initialize answered with
+// (result.protocolVersion): the client speaks it from this answer on, as
+// the latest successful initialize is authoritative, so the answer and
+// what follows are validated against its schema. A version with no
+// schema leaves the client's as it was (the validation reports it).
+func (r *reader) negotiated(result any) []string {
+	res, _ := result.(map[string]any)
+	n, _ := res["protocolVersion"].(json.Number)
+	v, err := n.Int64()
+	if err != nil || specs[int(v)] == nil || int(v) == r.schemas.spec.version {
+		return nil
+	}
+	s, err := loadSchemas(int(v))
+	if err != nil {
+		return []string{err.Error()}
+	}
+	r.schemas, r.memo = s, make(map[string]string)
+	r.c.mu.Lock()
+	r.c.version = int(v)
+	r.c.mu.Unlock()
+	return nil
 }
 
 // match links a response to the request it answers.

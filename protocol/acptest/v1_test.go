@@ -19,6 +19,16 @@ func v1Init(meta bool) map[string]any {
 	return map[string]any{"protocolVersion": 1, "clientCapabilities": caps}
 }
 
+// v1Initialized is the answer to initialize request id in v1.
+func v1Initialized(id int) string {
+	return result(id, `{"protocolVersion":1,"agentCapabilities":{},"authMethods":[]}`)
+}
+
+// v2Initialized is the answer to initialize request id in v2.
+func v2Initialized(id int) string {
+	return result(id, `{"protocolVersion":2,"info":{"name":"a","version":"1"},"capabilities":{}}`)
+}
+
 // v1Tool is a tool_call or tool_call_update of s1 with extra members.
 func v1Tool(kind, id, extra string) string {
 	return update("s1", fmt.Sprintf(`{"sessionUpdate":%q,"toolCallId":%q%s}`, kind, id, extra))
@@ -112,6 +122,7 @@ func TestCheckV1(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, WithProtocolV1())
 			h.c.Send("initialize", v1Init(tt.meta))
+			h.agent(v1Initialized(1))
 			for _, l := range tt.script {
 				if l == "-> session/load s1" {
 					h.c.Send("session/load", map[string]any{"sessionId": "s1", "cwd": "/", "mcpServers": []any{}})
@@ -134,7 +145,7 @@ func TestV1SchemaAndOutput(t *testing.T) {
 	h := newHarness(t, WithProtocolV1())
 	h.c.Send("initialize", v1Init(true))
 	h.agent(
-		`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{},"authMethods":[]}}`,
+		v1Initialized(1),
 		v1Tool("tool_call", "call_1", `,"title":"ls"`+v1Info("term_1")),
 		v1Out("call_1", "term_1", "h\u00e9"), v1Out("call_1", "term_1", "llo"),
 		// Not v1: a v2 update kind.
@@ -177,5 +188,55 @@ func TestV1PermissionToolCallMembers(t *testing.T) {
 		case tt.want != "" && (len(errs) != 1 || !strings.Contains(errs[0], tt.want)):
 			t.Errorf("toolCall %s reported %q, want one report of %q", tt.toolCall, errs, tt.want)
 		}
+	}
+}
+
+// The client speaks the version the latest successful initialize answered
+// with, whatever it was made for: that answer and what follows are
+// validated against that version's schema, and Check applies its rules
+// with the capabilities of that initialize; a failed initialize changes
+// nothing.
+func TestVersionOfTheLatestInitialize(t *testing.T) {
+	v1Update := v1Tool("tool_call", "call_1", `,"title":"ls"`+v1Info("term_1"))
+	v2Update := state("idle", "")
+	tests := []struct {
+		name  string
+		opts  []Option
+		lines []string // "-> v1", "-> v1 meta", "-> v2": an initialize sent (ids 1, 2, ...)
+		bad   string   // the one line reported, "" for none
+		rules []int    // Violations: 0 for the wire's
+	}{
+		{"v2 then v1", nil, []string{"-> v2", v2Initialized(1), "-> v1 meta", v1Initialized(2), v1Update}, "", nil},
+		{"v1 then v2", []Option{WithProtocolV1()}, []string{"-> v1 meta", v1Initialized(1), "-> v2", v2Initialized(2), v2Update}, "", nil},
+		{"v2 then v1, a v2 update", nil, []string{"-> v2", v2Initialized(1), "-> v1 meta", v1Initialized(2), v2Update}, v2Update, []int{0}},
+		{"a failed initialize", []Option{WithProtocolV1()}, []string{"-> v1 meta", v1Initialized(1), "-> v2",
+			`{"jsonrpc":"2.0","id":2,"error":{"code":-32600,"message":"no"}}`, v2Update}, v2Update, []int{0}},
+		{"the latest capabilities", []Option{WithProtocolV1()}, []string{"-> v1 meta", v1Initialized(1), "-> v1", v1Initialized(2), v1Update}, "", []int{12}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, tt.opts...)
+			for _, l := range tt.lines {
+				switch l {
+				case "-> v1", "-> v1 meta":
+					h.c.Send("initialize", v1Init(l == "-> v1 meta"))
+				case "-> v2":
+					h.c.Send("initialize", map[string]any{"protocolVersion": 2, "info": map[string]string{"name": "c", "version": "1"}})
+				default:
+					h.agent(l)
+				}
+			}
+			h.end()
+			errs := h.rec.Errors()
+			switch {
+			case tt.bad == "" && len(errs) != 0:
+				t.Errorf("reported %q", errs)
+			case tt.bad != "" && (len(errs) != 1 || !strings.Contains(errs[0], tt.bad)):
+				t.Errorf("reported %q, want one report of %s", errs, tt.bad)
+			}
+			if got := rules(h.c.Violations()); !slices.Equal(got, tt.rules) {
+				t.Errorf("violated rules %v, want %v", got, tt.rules)
+			}
+		})
 	}
 }
