@@ -165,10 +165,14 @@ type Options struct {
 // Conn serves an Agent over a newline-delimited JSON-RPC byte stream.
 //
 // The client chooses the protocol with initialize: a protocolVersion that
-// one of Options.Fronts serves gets that front for the rest of the
-// connection, over the same Agent; any other from 2 on gets ACP v2, with
-// the Conn itself as the Agent's Client; any other below 2 is refused
-// (-32022).
+// one of Options.Fronts serves gets a new front of that version, over the
+// same Agent; any other from 2 on gets ACP v2, with the Conn itself as
+// the Agent's Client; any other below 2 is refused (-32022). As the v2
+// schema says, the client may repeat initialize before its first other
+// request, and the latest successful one is authoritative: the
+// connection speaks its version, with its capabilities, whatever the
+// earlier ones chose. From the first other request on, they are the
+// connection's for good, and initialize is refused (-32600).
 type Conn struct {
 	agent       Agent
 	w           *writer
@@ -181,8 +185,13 @@ type Conn struct {
 
 	fronts map[int]NewFront
 	// front serves a client of another version, nil for v2. Owned by the
-	// read loop: set by initialize, read by the handlers.
+	// read loop: set by each successful initialize, read by the handlers.
 	front Front
+	// fixed: the client has sent a request other than initialize since
+	// it initialized, so the version and capabilities of its latest
+	// successful initialize are the connection's for good. Owned by the
+	// read loop.
+	fixed bool
 
 	observer Observer // nil if none
 
@@ -405,8 +414,11 @@ func (h rpcHandler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Re
 		return
 	}
 	handle, ok := requests[req.Method]
-	if c.front != nil && req.Method != "initialize" {
-		handle, ok = c.frontMethod(req.Method)
+	if req.Method != "initialize" {
+		c.fixed = true
+		if c.front != nil {
+			handle, ok = c.frontMethod(req.Method)
+		}
 	}
 	if !ok {
 		c.replyNow(req.ID)(nil, methodNotFound(req.Method))
@@ -739,28 +751,33 @@ func initialize(c *Conn, req *jsonrpc2.Request) {
 		return
 	}
 	v := int(*p.ProtocolVersion)
-	newFront, want := c.fronts[v], acp.ProtocolVersion
-	if newFront != nil {
-		want = v
-	}
+	newFront := c.fronts[v]
 	switch {
 	case newFront == nil && v < acp.ProtocolVersion:
 		reply(nil, c.unsupported(v))
-	case c.initialized.Load() && want != c.version():
-		reply(nil, &acp.Error{Code: acp.CodeInvalidRequest, Message: fmt.Sprintf("initialize: this connection already speaks ACP v%d", c.version())})
+	case c.fixed:
+		reply(nil, &acp.Error{Code: acp.CodeInvalidRequest, Message: fmt.Sprintf(
+			"initialize: this connection speaks ACP v%d for good since its first request after initialize; initialize may be repeated only before it", Version(c.client()))})
 	case newFront != nil:
 		c.frontInitialize(req, newFront, reply)
 	default:
 		result, err := c.agent.Initialize(c, p)
 		if err == nil {
-			c.initialized.Store(true)
+			c.speak(nil, acpV2{})
 		}
 		reply(result, err)
 	}
 }
 
-// version is the protocol version the connection speaks once initialized.
-func (c *Conn) version() int { return Version(c.client()) }
+// speak makes the connection serve front (nil: v2 itself) with enc for
+// what it writes from now on: the choice of a successful initialize,
+// which replaces whatever an earlier one chose. It runs before the first
+// other request, so that nothing of the earlier choice was queued.
+func (c *Conn) speak(front Front, enc encoding) {
+	c.front = front
+	c.w.setEncoding(enc)
+	c.initialized.Store(true)
+}
 
 var requests = map[string]handler{
 	"initialize":     initialize,

@@ -12,7 +12,7 @@ import (
 // flow control) is the same for every protocol front; only the encoding
 // differs. ACP v2 (acpV2) sends updates as session/update notifications and
 // output as base64 terminal_output_chunk; a Front brings its own Encoding
-// (see Wire.SetEncoding, and frontEncoding in front.go, which the writer
+// (see Front.Initialize, and frontEncoding in front.go, which the writer
 // calls).
 //
 // Every method is called on the writer's goroutine only, except output,

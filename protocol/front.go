@@ -27,18 +27,20 @@ type Front interface {
 	// Version is the ACP version the front speaks.
 	Version() int
 	// Initialize answers an initialize that asks for Version, with the
-	// params as the client sent them. It is called again for each such
-	// initialize on the same connection; after the first that succeeds,
-	// the connection speaks the front's version for good. A front that
-	// changes the writer's encoding (Wire.SetEncoding) does so in its
-	// first successful Initialize.
-	Initialize(params *json.RawMessage) (result any, err error)
+	// params as the client sent them, and returns the Encoding of what
+	// the connection writes from then on (nil: v2's). It is called once,
+	// on a front made for that initialize: when it succeeds, the
+	// connection speaks the front's version with that encoding, until
+	// another initialize succeeds before the first other request (which
+	// makes a new front, or none); when it fails, nothing changes.
+	Initialize(params *json.RawMessage) (result any, enc Encoding, err error)
 	// Method returns how the front serves a request method after
 	// initialize; false makes it unknown (-32601).
 	Method(name string) (Method, bool)
 }
 
-// NewFront makes the Front of one connection, which writes through w.
+// NewFront makes a Front of one connection, which writes through w: one
+// for each initialize that asks for its version.
 type NewFront func(w *Wire) Front
 
 // Version returns the ACP version c speaks: a Front's own, else the
@@ -117,10 +119,6 @@ func (w *Wire) RequestPermission(ctx context.Context, sessionID string, params a
 	w.c.requestPermission(ctx, sessionID, params, done)
 }
 
-// SetEncoding makes the writer encode with enc what is queued from now
-// on; call it once, before any session update is queued.
-func (w *Wire) SetEncoding(enc Encoding) { w.c.w.setEncoding(frontEncoding{enc}) }
-
 // An Encoding turns what the Agent reports, in its own shapes, into the
 // wire lines of a Front's version. The writer's machinery (ordering,
 // coalescing, streaming output from sources in turn, flow control) is the
@@ -188,20 +186,21 @@ func (c *Conn) frontMethod(method string) (handler, bool) {
 	return m.h, ok && m.h != nil
 }
 
-// frontInitialize answers an initialize that asks for version v, which
-// newFront serves: the Agent was initialized by the front.
+// frontInitialize answers an initialize that asks for the version
+// newFront serves, with a new front, which initializes the Agent; once it
+// succeeds, the connection speaks through that front.
 func (c *Conn) frontInitialize(req *jsonrpc2.Request, newFront NewFront, reply Reply) {
-	f := c.front
-	if f == nil {
-		f = newFront(&Wire{c})
-	}
-	result, err := f.Initialize(req.Params)
+	f := newFront(&Wire{c})
+	result, enc, err := f.Initialize(req.Params)
 	if err != nil {
 		reply(nil, err)
 		return
 	}
-	c.front = f
-	c.initialized.Store(true)
+	var e encoding = acpV2{}
+	if enc != nil {
+		e = frontEncoding{enc}
+	}
+	c.speak(f, e)
 	reply(result, nil)
 }
 

@@ -29,9 +29,9 @@ func (stubClient) RequestPermission(context.Context, *acp.PermissionRequest, fun
 
 func (*echoFront) Version() int { return 1 }
 
-func (f *echoFront) Initialize(params *json.RawMessage) (any, error) {
+func (f *echoFront) Initialize(params *json.RawMessage) (any, Encoding, error) {
 	f.inits++
-	return map[string]int{"inits": f.inits}, nil
+	return map[string]int{"inits": f.inits}, nil, nil
 }
 
 func (f *echoFront) Method(name string) (Method, bool) {
@@ -77,18 +77,14 @@ func TestAFrontServesItsVersion(t *testing.T) {
 	if m := w.recv(); string(m["error"]) != `{"code":-32022,"message":"protocolVersion: 0 is not supported; shellagent speaks 1 and 2","data":{"requested":0,"supported":[1,2]}}` {
 		t.Errorf("v0 answered %s", m["error"])
 	}
-	for i, want := range []string{`{"inits":1}`, `{"inits":2}`} {
+	for i := range 2 {
 		w.send(initializeLine(1))
-		if m := w.recv(); string(m["result"]) != want {
+		if m := w.recv(); string(m["result"]) != `{"inits":1}` { // a new front each time
 			t.Fatalf("initialize %d answered %v", i+1, m)
 		}
 	}
 	if v := Version(w.conn.Client()); v != 1 {
 		t.Errorf("Version of the front's connection = %d", v)
-	}
-	w.send(initializeLine(2))
-	if m := w.recv(); errorCode(m) != acp.CodeInvalidRequest {
-		t.Errorf("a v2 initialize on a v1 connection answered %v", m)
 	}
 	w.send(`{"jsonrpc":"2.0","id":1,"method":"now","params":{}}`)
 	if m := w.recv(); string(m["result"]) != `"now"` {
@@ -96,6 +92,12 @@ func TestAFrontServesItsVersion(t *testing.T) {
 	}
 	if m := w.recv(); m["method"] == nil || m["id"] != nil {
 		t.Errorf("what follows now: %v", m)
+	}
+	for _, v := range []int{2, 1} {
+		w.send(initializeLine(v))
+		if m := w.recv(); errorCode(m) != acp.CodeInvalidRequest {
+			t.Errorf("a v%d initialize after another request answered %v", v, m)
+		}
 	}
 	w.send(`{"jsonrpc":"2.0","id":2,"method":"later","params":{}}`)
 	w.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":2}}`)
@@ -105,5 +107,44 @@ func TestAFrontServesItsVersion(t *testing.T) {
 	w.send(`{"jsonrpc":"2.0","id":3,"method":"session/list","params":{}}`)
 	if m := w.recv(); errorCode(m) != acp.CodeMethodNotFound {
 		t.Errorf("a v2 method the front does not serve answered %v", m)
+	}
+}
+
+// Before the first other request, the latest successful initialize is
+// authoritative: v1 then v2 speaks v2, v2 then v1 speaks v1 through a new
+// front, and one that fails changes nothing.
+func TestTheLatestInitializeIsAuthoritative(t *testing.T) {
+	t.Parallel()
+	fronts := map[int]NewFront{1: func(w *Wire) Front { return &echoFront{w: w} }}
+	tests := []struct {
+		versions []int // initialize with each, in order; 0 is refused
+		want     int
+		served   string // a method of the version spoken
+		unknown  string // one of the other version
+	}{
+		{[]int{1, 2}, 2, "session/list", "now"},
+		{[]int{2, 1}, 1, "now", "session/list"},
+		{[]int{1, 2, 0}, 2, "session/list", "now"},
+		{[]int{2, 1, 0}, 1, "now", "session/list"},
+	}
+	for _, tt := range tests {
+		w := frontWire(t, fronts)
+		for _, v := range tt.versions {
+			w.send(initializeLine(v))
+			if m := w.recv(); (v == 0) != (errorCode(m) == acp.CodeUnsupportedProto) {
+				t.Fatalf("%v: initialize %d answered %v", tt.versions, v, m)
+			}
+		}
+		if v := Version(w.conn.Client()); v != tt.want {
+			t.Errorf("%v: the connection speaks v%d, want v%d", tt.versions, v, tt.want)
+		}
+		w.send(`{"jsonrpc":"2.0","id":1,"method":"` + tt.unknown + `","params":{}}`)
+		if m := w.recv(); errorCode(m) != acp.CodeMethodNotFound {
+			t.Errorf("%v: %s answered %v", tt.versions, tt.unknown, m)
+		}
+		w.send(`{"jsonrpc":"2.0","id":2,"method":"` + tt.served + `","params":{}}`)
+		if m := w.recv(); m["result"] == nil {
+			t.Errorf("%v: %s answered %v", tt.versions, tt.served, m)
+		}
 	}
 }

@@ -97,8 +97,9 @@ func newWriter(out io.Writer, log *slog.Logger, stallTimeout time.Duration) *wri
 }
 
 // setEncoding makes the writer encode with enc what is queued from now
-// on; a connection sets it once, before any session update (the v1 front,
-// at initialize). The run goroutine takes enc with each batch.
+// on; a connection sets it at each successful initialize, before any
+// session update (Conn.speak). The run goroutine takes enc with each
+// batch.
 func (w *writer) setEncoding(enc encoding) {
 	w.mu.Lock()
 	w.enc = enc

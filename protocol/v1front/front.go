@@ -48,7 +48,6 @@ type v1Front struct {
 	w       *protocol.Wire
 	agent   protocol.Agent
 	methods map[string]protocol.Method // the requests after initialize
-	encoded bool                       // the writer has the v1 encoding
 
 	mu       sync.Mutex // guards sessions
 	sessions map[string]*v1Session
@@ -437,20 +436,17 @@ func (f *v1Front) requests() map[string]protocol.Method {
 }
 
 // Initialize implements protocol.Front: the Agent is initialized as for
-// v2 and its answer reshaped, and the connection speaks v1 from now on.
-func (f *v1Front) Initialize(params *json.RawMessage) (any, error) {
+// v2 and its answer reshaped; the connection speaks v1 with the v1
+// encoding of what this client advertises.
+func (f *v1Front) Initialize(params *json.RawMessage) (any, protocol.Encoding, error) {
 	var p v1InitializeRequest
 	if err := protocol.DecodeParams(params, &p); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	v2 := uint16(acp.ProtocolVersion)
 	resp, err := f.agent.Initialize(f, &acp.InitializeRequest{ProtocolVersion: &v2, Info: p.ClientInfo})
 	if err != nil {
-		return nil, err
-	}
-	if !f.encoded {
-		f.encoded = true
-		f.w.SetEncoding(newACPV1(p.terminalOutput()))
+		return nil, nil, err
 	}
 	info := resp.Info
 	return &v1InitializeResponse{
@@ -462,5 +458,5 @@ func (f *v1Front) Initialize(params *json.RawMessage) (any, error) {
 		AuthMethods: []struct{}{},
 		AgentInfo:   &info,
 		Meta:        resp.Meta,
-	}, nil
+	}, newACPV1(p.terminalOutput()), nil
 }
