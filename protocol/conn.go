@@ -172,7 +172,9 @@ type Options struct {
 // request, and the latest successful one is authoritative: the
 // connection speaks its version, with its capabilities, whatever the
 // earlier ones chose. From the first other request on, they are the
-// connection's for good, and initialize is refused (-32600).
+// connection's for good: an initialize that asks for another version is
+// refused (-32600), one of the same version is answered and changes
+// nothing.
 type Conn struct {
 	agent       Agent
 	w           *writer
@@ -751,18 +753,21 @@ func initialize(c *Conn, req *jsonrpc2.Request) {
 		return
 	}
 	v := int(*p.ProtocolVersion)
-	newFront := c.fronts[v]
+	newFront, want := c.fronts[v], acp.ProtocolVersion
+	if newFront != nil {
+		want = v
+	}
 	switch {
 	case newFront == nil && v < acp.ProtocolVersion:
 		reply(nil, c.unsupported(v))
-	case c.fixed:
+	case c.fixed && want != Version(c.client()):
 		reply(nil, &acp.Error{Code: acp.CodeInvalidRequest, Message: fmt.Sprintf(
-			"initialize: this connection speaks ACP v%d for good since its first request after initialize; initialize may be repeated only before it", Version(c.client()))})
+			"initialize: this connection speaks ACP v%d for good since its first request after initialize; initialize may ask for another version only before it", Version(c.client()))})
 	case newFront != nil:
 		c.frontInitialize(req, newFront, reply)
 	default:
 		result, err := c.agent.Initialize(c, p)
-		if err == nil {
+		if err == nil && !c.fixed {
 			c.speak(nil, acpV2{})
 		}
 		reply(result, err)

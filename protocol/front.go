@@ -188,12 +188,13 @@ func (c *Conn) frontMethod(method string) (handler, bool) {
 
 // frontInitialize answers an initialize that asks for the version
 // newFront serves, with a new front, which initializes the Agent; once it
-// succeeds, the connection speaks through that front.
+// succeeds, the connection speaks through that front, unless its version
+// is fixed already (the same version: see Conn).
 func (c *Conn) frontInitialize(req *jsonrpc2.Request, newFront NewFront, reply Reply) {
 	f := newFront(&Wire{c})
 	result, enc, err := f.Initialize(req.Params)
-	if err != nil {
-		reply(nil, err)
+	if err != nil || c.fixed {
+		reply(result, err) // fixed: answered, and nothing changes
 		return
 	}
 	var e encoding = acpV2{}

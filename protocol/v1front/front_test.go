@@ -176,11 +176,12 @@ func TestV1Methods(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":1,"method":"terminal/cancel","params":{"sessionId":"s","terminalId":"term_1"}}`, acp.CodeMethodNotFound},
 		{`{"jsonrpc":"2.0","id":2,"method":"tool_call/cancel","params":{"sessionId":"s","toolCallId":"call_1"}}`, acp.CodeMethodNotFound},
 		{`{"jsonrpc":"2.0","id":3,"method":"session/set_mode","params":{"sessionId":"s","modeId":"x"}}`, acp.CodeMethodNotFound},
-		// After the requests above, initialize is refused whatever it asks
-		// for, once its params are right.
+		// After the requests above, an initialize of the other version is
+		// refused, one of the same version answered, once its params are
+		// right.
 		{`{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":2}}`, acp.CodeInvalidRequest},
-		{`{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":1}}`, acp.CodeInvalidRequest},
-		{`{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":1.0}}`, acp.CodeInvalidRequest},
+		{`{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":1}}`, 0},
+		{`{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":1.0}}`, 0},
 		{`{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":1.5}}`, acp.CodeInvalidParams},
 		{`{"jsonrpc":"2.0","id":6,"method":"session/set_config_option","params":{"sessionId":"s","configId":"x","value":"1s"}}`, 0},
 	} {
