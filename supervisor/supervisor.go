@@ -236,6 +236,9 @@ func (sv *Supervisor) NewSession(c protocol.Client, p *acp.NewSessionRequest) (*
 	if err := checkDir("cwd", p.Cwd); err != nil {
 		return nil, err
 	}
+	if err := sv.live.room("session/new"); err != nil {
+		return nil, err
+	}
 	s := newSession(sv, sv.live.newID(sv.cfg.SequentialIDs, sv.histories.Has), p.Cwd, c)
 	s.disk.Create(p.Cwd)
 	sv.live.add(s)
@@ -310,6 +313,29 @@ func (t *sessionTable) newID(sequential bool, taken func(id string) bool) string
 		id = "sess_" + strconv.Itoa(t.created)
 	}
 	return id
+}
+
+// maxLive bounds the live sessions of a Supervisor (the agent on stdio,
+// or the daemon's for all its connections): each holds memory, a
+// goroutine and its history file open until it is closed, and a client
+// can create them faster than anything closes them. The sessions of an
+// upgrade in place are made live whatever their number.
+const maxLive = 1000
+
+// room returns nil if one more session may be made live by op (a
+// session/new, or the resume of a past session), else the -32600 that
+// says why. Sessions being made live at the same moment on other
+// connections may each pass it.
+func (t *sessionTable) room(op string) error {
+	t.mu.Lock()
+	n := len(t.sessions)
+	t.mu.Unlock()
+	if n < maxLive {
+		return nil
+	}
+	return &acp.Error{Code: acp.CodeInvalidRequest,
+		Message: fmt.Sprintf("%s: %d sessions are live already, the most shellagent keeps; close one (session/close) first", op, n),
+		Data:    map[string]int{"live": n}}
 }
 
 // add makes s live, the newest, unless a session of its id is live
@@ -403,6 +429,9 @@ func (sv *Supervisor) revivePast(p *acp.ResumeSessionRequest) (*Session, *acp.No
 	defer sv.reviving.Unlock()
 	if s, err := sv.live.get(p.SessionID); err == nil {
 		return s, nil, nil
+	}
+	if err := sv.live.room("session/resume"); err != nil {
+		return nil, nil, err
 	}
 	h, err := sv.histories.Resume(p, func() error { _, err := replayFrom(p.ReplayFrom); return err })
 	if err != nil {
