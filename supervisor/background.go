@@ -43,6 +43,26 @@ import (
 //     that lists it (supervisor/approval's Ask, through host.Waiting in
 //     permission.go).
 
+// maxListed bounds the background list for the commands that add to it
+// (/bg, /after, /every, /watch): each item is sent in every state_update
+// of the session, so that a list without bound would make each change
+// cost more (10,000 /after took 214 s, each state_update 400 KB), and
+// jobs and watches, which hold no process or terminal, meet no other
+// limit.
+const maxListed = 256
+
+// listFull returns the -32600 that refuses the prompt in, a command that
+// lists what it starts, while st lists maxListed items; else nil.
+func listFull(st *state, in input) error {
+	n := len(st.list.items)
+	if !in.cmd.lists || n < maxListed {
+		return nil
+	}
+	return &acp.Error{Code: acp.CodeInvalidRequest,
+		Message: fmt.Sprintf("session/prompt: /%s: the session lists %d pieces of background work already, the most it keeps; stop some (/stop, tool_call/cancel, terminal/cancel) first", in.cmd.name, n),
+		Data:    map[string]int{"listed": n}}
+}
+
 // backgroundList is the ordered background work of a session: terminals,
 // and tool calls that run without a process of their own (scheduled jobs,
 // background commands waiting for permission).

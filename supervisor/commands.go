@@ -36,6 +36,9 @@ type command struct {
 	// now: it acts at once even while foreground work runs, instead of
 	// waiting its turn.
 	now bool
+	// lists: what it starts is listed in the background (/bg, a job, a
+	// watch): refused while the session's list is full (listFull).
+	lists bool
 	// What it runs: act, at once (a turn of its own ends once it is
 	// done); or, if act is nil, hold, as foreground work that holds the
 	// turn until it is over.
@@ -89,7 +92,7 @@ func init() {
 	kitWork.hold = beginKitWork
 	own := []*command{
 		{
-			name: "bg", syntax: "CMD", now: true, parse: parseBg, act: actBg,
+			name: "bg", syntax: "CMD", now: true, lists: true, parse: parseBg, act: actBg,
 			description: "Run a command in the background, or move the running foreground command there",
 			hint:        "command to start in the background (empty: detach the foreground command)",
 			usage:       "/bg CMD, or /bg alone while a command runs",
@@ -142,7 +145,7 @@ func kindCommands(lists ...[]work.Command) []*command {
 func kindCommand(k work.Command) *command {
 	c := &command{
 		name: k.Name, syntax: k.Syntax, description: k.Description, hint: k.Hint, usage: k.Usage,
-		now: k.Now, parse: kindParse(k.Parse, k.Line),
+		now: k.Now, lists: k.Lists, parse: kindParse(k.Parse, k.Line),
 	}
 	switch {
 	case k.Look != nil:

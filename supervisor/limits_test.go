@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -47,4 +48,60 @@ func TestLiveSessionsAreBounded(t *testing.T) {
 	}
 	h.c.MustCall("session/close", map[string]string{"sessionId": first}, nil)
 	h.newSession()
+}
+
+// A client cannot list background work without bound: each item is sent
+// in every state_update of its session, and jobs and watches hold no
+// process or terminal that any other limit counts. While the session
+// lists maxListed items, a command that would list one more (/after,
+// /every, /watch, /bg) is refused with -32600 saying why, whether it
+// came to an idle session, beside the foreground, or held behind it (the
+// queue then goes on); it is not inserted, and other prompts run as
+// ever. Once an item is stopped, there is room again.
+//
+// Before the bound, 10,000 /after 1h took 214 s, the later ones 40 ms
+// each, every state_update carrying 400 KB of list.
+func TestBackgroundListIsBounded(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{})
+	defer h.close()
+	sid := h.newSession()
+	ids := make([]int64, maxListed)
+	for i := range ids {
+		ids[i] = h.prompt(sid, fmt.Sprintf("/after 1h echo %d", i))
+	}
+	for i, id := range ids {
+		if m := h.c.Wait(id); m.Error != nil {
+			t.Fatalf("/after %d of %d: %s", i+1, len(ids), m.Raw)
+		}
+	}
+	refused := func(line string, id int64) {
+		t.Helper()
+		m := h.c.Wait(id)
+		switch {
+		case m.Error == nil:
+			t.Fatalf("%q with %d items listed: inserted, want -32600 saying that the list is full", line, maxListed)
+		case m.Error.Code != -32600 || !strings.Contains(m.Error.Message, "pieces of background work already"):
+			t.Fatalf("%q with %d items listed: answered %s, want -32600 saying that the list is full", line, maxListed, m.Raw)
+		}
+	}
+	for _, line := range []string{"/every 1h echo x", "/after 1s echo x", "/watch . echo x", "/bg sleep 1"} {
+		refused(line, h.prompt(sid, line))
+	}
+	// Beside the foreground, and held behind it.
+	h.run(sid, "echo fg; "+trigger("go"))
+	h.output(sid, "term_1", "fg")
+	refused("/bg sleep 1", h.prompt(sid, "/bg sleep 1"))
+	held := h.prompt(sid, "/after 1h echo held")
+	next := h.prompt(sid, "echo next")
+	h.release("go")
+	refused("/after 1h echo held", held)
+	if m := h.c.Wait(next); m.Error != nil {
+		t.Fatalf("echo next, held behind a refused /after: %s", m.Raw)
+	}
+	h.output(sid, "term_2", "next")
+	// Room again once one is stopped.
+	h.c.MustCall("tool_call/cancel", map[string]string{"sessionId": sid, "toolCallId": "call_1"}, nil)
+	h.toolStatus(nil, sid, "call_1", "cancelled")
+	h.run(sid, "/after 1h echo again")
 }

@@ -145,6 +145,10 @@ func (s *Session) prompt(ctx context.Context, from protocol.Client, blocks []acp
 		case st.life != sessionOpen:
 			reply(nil, acp.RequestCancelled("session is closing"))
 		case t.in.immediate() && st.turns.busy():
+			if err := listFull(st, t.in); err != nil {
+				reply(nil, err)
+				return
+			}
 			st.insert(t)
 			t.in.cmd.act(st, t.in)
 			// What it does is reported, slow work included (a /ps scan, a

@@ -190,6 +190,13 @@ func (t *turn) stopWatching() {
 func (st *state) start(t *turn) {
 	awaitSweep(st)
 	if t.reply != nil {
+		if err := listFull(st, t.in); err != nil {
+			t.reply(nil, err) // not inserted: the next turn's
+			if next := st.turns.next(); next != nil {
+				st.start(next)
+			}
+			return
+		}
 		st.insert(t)
 	}
 	if c := t.in.cmd; c.act == nil {

@@ -18,13 +18,13 @@ type Args struct {
 func Commands() []work.Command {
 	return []work.Command{
 		{
-			Name: "after", Syntax: "DUR CMD", Parse: parse(false), Line: line, Act: schedule(false),
+			Name: "after", Syntax: "DUR CMD", Parse: parse(false), Line: line, Act: schedule(false), Lists: true,
 			Description: "Run a command once, after a delay",
 			Hint:        "delay and command, e.g. 5m make test",
 			Usage:       "/after DUR CMD, e.g. /after 5m make test (DUR in Go syntax: 90s, 5m, 1h30m)",
 		},
 		{
-			Name: "every", Syntax: "DUR CMD", Parse: parse(true), Line: line, Act: schedule(true),
+			Name: "every", Syntax: "DUR CMD", Parse: parse(true), Line: line, Act: schedule(true), Lists: true,
 			Description: "Run a command repeatedly, every interval, until stopped",
 			Hint:        "interval and command, e.g. 30s git fetch",
 			Usage:       "/every DUR CMD, e.g. /every 30s git fetch (DUR in Go syntax, at least 1s)",

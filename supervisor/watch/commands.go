@@ -8,7 +8,7 @@ import "shellagent/supervisor/work"
 func Commands() []work.Command {
 	return []work.Command{
 		{
-			Name: "watch", Syntax: "PATH CMD",
+			Name: "watch", Syntax: "PATH CMD", Lists: true,
 			Parse: func(rest string) (any, string, bool) {
 				spec, problem := Parse(rest)
 				return spec, problem, false

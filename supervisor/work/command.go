@@ -19,6 +19,9 @@ type Command struct {
 	// Now: it acts at once even while foreground work runs, instead of
 	// waiting its turn. Only a command with an Act (or a Look) does.
 	Now bool
+	// Lists: what it starts is listed in the background (a job, a
+	// watch): the session refuses it while its list is full.
+	Lists bool
 
 	// Parse reads the arguments, the rest of the prompt line trimmed,
 	// into the args that Act or Hold is given. A problem, if not empty,
