@@ -101,6 +101,9 @@ func (p *PromptRequest) Validate() error {
 	if len(p.Prompt) == 0 {
 		return InvalidParams("prompt: must be a non-empty array of content blocks")
 	}
+	if n := len(p.Prompt); n > MaxBlocks {
+		return InvalidParams("prompt: %d content blocks, more than the %d a prompt may hold; join the text into fewer blocks", n, MaxBlocks)
+	}
 	for i, b := range p.Prompt {
 		if err := checkBlock(fmt.Sprintf("prompt[%d]", i), b.Raw); err != nil {
 			return err
@@ -113,6 +116,12 @@ func (p *PromptRequest) Validate() error {
 func (p *CancelTerminalRequest) Validate() error {
 	return first(required("sessionId", p.SessionID), required("terminalId", p.TerminalID))
 }
+
+// MaxBlocks is the most content blocks a prompt may hold. A session keeps
+// its prompts' blocks (each replay sends them), and a block costs a few
+// hundred bytes however little it says: without the bound, a 5 MB line of
+// 200,000 one-letter blocks kept 75 MB.
+const MaxBlocks = 1000
 
 // MaxWrite is the most bytes one _shellagent/terminal/write takes: a
 // PTY's input buffer holds far less (about 4 KiB for a line being typed),

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"shellagent/acp"
 )
 
 // A client cannot make sessions live without bound: each holds memory, a
@@ -104,4 +106,32 @@ func TestBackgroundListIsBounded(t *testing.T) {
 	h.c.MustCall("tool_call/cancel", map[string]string{"sessionId": sid, "toolCallId": "call_1"}, nil)
 	h.toolStatus(nil, sid, "call_1", "cancelled")
 	h.run(sid, "/after 1h echo again")
+}
+
+// A prompt of more blocks than acp.MaxBlocks is refused with -32602
+// naming the prompt, and not inserted; one of acp.MaxBlocks is run.
+//
+// Before the bound, a 5 MB line of 200,000 one-letter blocks took 5 s
+// and kept 75 MB of the agent's memory, five of them 380 MB.
+func TestPromptBlocksAreBounded(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{})
+	defer h.close()
+	sid := h.newSession()
+	blocks := func(n int) []map[string]string {
+		b := make([]map[string]string, n)
+		for i := range b {
+			b[i] = map[string]string{"type": "text", "text": "true"}
+		}
+		b[0]["text"] = "echo blocks;"
+		return b
+	}
+	m := h.c.Wait(h.c.Send("session/prompt", map[string]any{"sessionId": sid, "prompt": blocks(acp.MaxBlocks + 1)}))
+	if m.Error == nil || m.Error.Code != -32602 || !strings.Contains(m.Error.Message, "content blocks, more than") {
+		t.Fatalf("a prompt of %d blocks: answered %s, want -32602 saying it holds too many", acp.MaxBlocks+1, m.Raw)
+	}
+	if m := h.c.Wait(h.c.Send("session/prompt", map[string]any{"sessionId": sid, "prompt": blocks(acp.MaxBlocks)})); m.Error != nil {
+		t.Fatalf("a prompt of %d blocks: %s", acp.MaxBlocks, m.Raw)
+	}
+	h.output(sid, "term_1", "blocks")
 }
