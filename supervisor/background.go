@@ -52,10 +52,12 @@ import (
 const maxListed = 256
 
 // listFull returns the -32600 that refuses the prompt in, a command that
-// lists what it starts, while st lists maxListed items; else nil.
+// lists what it starts, while st lists maxListed items; else nil. /bg
+// alone starts nothing: it moves the foreground work, which the session
+// has already, to the list.
 func listFull(st *state, in input) error {
 	n := len(st.list.items)
-	if !in.cmd.lists || n < maxListed {
+	if !in.cmd.lists || in.cmd.name == "bg" && in.line == "" || n < maxListed {
 		return nil
 	}
 	return &acp.Error{Code: acp.CodeInvalidRequest,

@@ -59,7 +59,8 @@ func TestLiveSessionsAreBounded(t *testing.T) {
 // /every, /watch, /bg) is refused with -32600 saying why, whether it
 // came to an idle session, beside the foreground, or held behind it (the
 // queue then goes on); it is not inserted, and other prompts run as
-// ever. Once an item is stopped, there is room again.
+// ever, /bg alone too (it moves the foreground work to the list, starting
+// none). Once an item is stopped, there is room again.
 //
 // Before the bound, 10,000 /after 1h took 214 s, the later ones 40 ms
 // each, every state_update carrying 400 KB of list.
@@ -96,12 +97,16 @@ func TestBackgroundListIsBounded(t *testing.T) {
 	refused("/bg sleep 1", h.prompt(sid, "/bg sleep 1"))
 	held := h.prompt(sid, "/after 1h echo held")
 	next := h.prompt(sid, "echo next")
-	h.release("go")
+	if m := h.c.Wait(h.prompt(sid, "/bg")); m.Error != nil { // moves the foreground, starts nothing
+		t.Fatalf("/bg alone with %d items listed: %s", maxListed, m.Raw)
+	}
 	refused("/after 1h echo held", held)
 	if m := h.c.Wait(next); m.Error != nil {
 		t.Fatalf("echo next, held behind a refused /after: %s", m.Raw)
 	}
 	h.output(sid, "term_2", "next")
+	h.release("go")
+	h.exit(nil, sid, "term_1")
 	// Room again once one is stopped.
 	h.c.MustCall("tool_call/cancel", map[string]string{"sessionId": sid, "toolCallId": "call_1"}, nil)
 	h.toolStatus(nil, sid, "call_1", "cancelled")
