@@ -53,11 +53,13 @@ const maxListed = 256
 
 // listFull returns the -32600 that refuses the prompt in, a command that
 // lists what it starts, while st lists maxListed items; else nil. /bg
-// alone starts nothing: it moves the foreground work, which the session
-// has already, to the list.
+// alone while a command runs in the foreground starts nothing: it moves
+// that command's terminal, which its PTY bounds as every terminal's, to
+// the list. Other foreground work (a wait) it would list beyond bound.
 func listFull(st *state, in input) error {
 	n := len(st.list.items)
-	if !in.cmd.lists || in.cmd.name == "bg" && in.line == "" || n < maxListed {
+	movesCommand := in.cmd.name == "bg" && in.line == "" && st.turns.fg != nil && st.turns.fg.term != nil
+	if !in.cmd.lists || movesCommand || n < maxListed {
 		return nil
 	}
 	return &acp.Error{Code: acp.CodeInvalidRequest,

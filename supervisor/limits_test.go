@@ -59,8 +59,8 @@ func TestLiveSessionsAreBounded(t *testing.T) {
 // /every, /watch, /bg) is refused with -32600 saying why, whether it
 // came to an idle session, beside the foreground, or held behind it (the
 // queue then goes on); it is not inserted, and other prompts run as
-// ever, /bg alone too (it moves the foreground work to the list, starting
-// none). Once an item is stopped, there is room again.
+// ever, /bg alone too while a command runs in the foreground (it moves
+// its terminal to the list, starting nothing), but not while a wait does. Once an item is stopped, there is room again.
 //
 // Before the bound, 10,000 /after 1h took 214 s, the later ones 40 ms
 // each, every state_update carrying 400 KB of list.
@@ -105,6 +105,9 @@ func TestBackgroundListIsBounded(t *testing.T) {
 		t.Fatalf("echo next, held behind a refused /after: %s", m.Raw)
 	}
 	h.output(sid, "term_2", "next")
+	// A wait is no command: /bg would list it beyond bound.
+	h.run(sid, "/wait term_1 --timeout 1m")
+	refused("/bg", h.prompt(sid, "/bg"))
 	h.release("go")
 	h.exit(nil, sid, "term_1")
 	// Room again once one is stopped.
