@@ -44,15 +44,15 @@ func (x *index) path(id string) string { return filepath.Join(x.dir, id+".jsonl"
 // asidePath is where session id's file is set aside.
 func (x *index) asidePath(id string) string { return x.path(id) + SetAside }
 
-// setAside counts f, the file of session id set aside, in place of what
+// countAside counts f, the file of session id set aside, in place of what
 // the index counted of it before.
-func (x *index) setAside(id string, f asideFile) {
+func (x *index) countAside(id string, f asideFile) {
 	x.total += f.size - x.aside[id].size
 	x.aside[id] = f
 }
 
-// unsetAside no longer counts the file of session id set aside.
-func (x *index) unsetAside(id string) {
+// uncountAside no longer counts the file of session id set aside.
+func (x *index) uncountAside(id string) {
 	x.total -= x.aside[id].size
 	delete(x.aside, id)
 }

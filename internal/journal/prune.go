@@ -141,11 +141,11 @@ func (w *writer) rescan(sweep bool) error {
 	w.s.mu.Lock()
 	for id := range w.x.aside {
 		if _, ok := aside[id]; !ok {
-			w.x.unsetAside(id)
+			w.x.uncountAside(id)
 		}
 	}
 	for id, f := range aside {
-		w.x.setAside(id, f)
+		w.x.countAside(id, f)
 	}
 	for id, e := range w.x.entries {
 		switch {
@@ -204,7 +204,7 @@ func (w *writer) rescanOne(id string, size int64) {
 
 // skipFile logs a file of s it cannot read, once for each size it has, and
 // drops its session from the index unless it is live here. A corrupt
-// one is set aside (setAside), and so skipped once and for all: the
+// one is set aside (moveAside), and so skipped once and for all: the
 // index no longer reads it, here or in any process. The writer calls it
 // for what it cannot index, Reopen and Load for a file they find corrupt
 // (skipCorrupt); it changes only what s.mu guards. It returns where the
@@ -212,7 +212,7 @@ func (w *writer) rescanOne(id string, size int64) {
 func skipFile(s *Store, id string, size int64, err error) (aside string) {
 	var moved asideFile
 	if ce := (*CorruptError)(nil); errors.As(err, &ce) && !errors.Is(err, errNewer) {
-		moved = setAside(s, id, size)
+		moved = moveAside(s, id, size)
 	}
 	s.mu.Lock()
 	was, ok := s.idx.skipped[id]
@@ -223,7 +223,7 @@ func skipFile(s *Store, id string, size int64, err error) (aside string) {
 	}
 	if !moved.mod.IsZero() {
 		delete(s.idx.skipped, id)
-		s.idx.setAside(id, moved)
+		s.idx.countAside(id, moved)
 	}
 	s.mu.Unlock()
 	switch {
@@ -236,11 +236,11 @@ func skipFile(s *Store, id string, size int64, err error) (aside string) {
 	return aside
 }
 
-// setAside renames session id's corrupt file, of size bytes as read, to
+// moveAside renames session id's corrupt file, of size bytes as read, to
 // its name with SetAside appended, unless another process holds it live
 // or it changed since it was read; it returns what the index counts of
 // it then, zero if it did not.
-func setAside(s *Store, id string, size int64) asideFile {
+func moveAside(s *Store, id string, size int64) asideFile {
 	path := s.idx.path(id)
 	l, err := lockFile(path)
 	if err != nil {
@@ -296,7 +296,7 @@ func removeAside(s *Store, id string) error {
 		return fmt.Errorf("remove history of session %s: %w", id, err)
 	}
 	s.mu.Lock()
-	x.unsetAside(id)
+	x.uncountAside(id)
 	s.mu.Unlock()
 	return syncDir(x.dir)
 }
